@@ -1,0 +1,1 @@
+/* placeholder */ typedef int castor_api_placeholder;

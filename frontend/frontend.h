@@ -1,0 +1,56 @@
+/*
+ * frontend.h: the .cast model language (docs/cast-language.md) and weight
+ * loading. Parses and checks a model, loads its weights (safetensors, or a
+ * seeded Glorot-uniform init when the model names no weights file) and
+ * lowers it to an ir_graph in which every float is f32 and the first
+ * dimension of every activation is the symbolic batch N. Per-layer dtype=
+ * overrides are kept on the IR nodes (ir_node.policy) for autocast.
+ *
+ * User errors go to the diagnostics sink as file:line:col with a caret; the
+ * functions return NULL on any error. Nothing is printed.
+ */
+#ifndef CASTOR_FRONTEND_H
+#define CASTOR_FRONTEND_H
+
+#include "../ir/ir.h"
+
+typedef struct fe_options {
+  uint64_t seed;            /* seed of the Glorot init when there is no weights file */
+  const char *weights_path; /* overrides the model's `weights` line; NULL: use it */
+} fe_options;
+
+void fe_options_init(fe_options *o); /* seed 0, no override */
+
+ir_graph *fe_load_file(const char *path, const fe_options *o, diag_sink *d);
+/* `file` names the text in diagnostics and anchors relative weight paths. */
+ir_graph *fe_load_string(const char *file, const char *text, size_t len, const fe_options *o,
+                         diag_sink *d);
+
+/* ---- safetensors ---- */
+
+typedef struct fe_tensor {
+  const char *key;
+  ir_dtype dtype; /* F32, F16 or BF16 */
+  int rank;
+  int64_t dims[IR_MAX_RANK];
+  const void *data; /* points into fe_safetensors.blob */
+  int64_t nbytes;
+} fe_tensor;
+
+typedef struct fe_safetensors {
+  char *blob; /* whole file */
+  size_t blob_len;
+  fe_tensor *tensors;
+  int n_tensors;
+  arena *arena; /* keys */
+} fe_safetensors;
+
+/* Reads and validates a safetensors file (header JSON, dtypes, shapes,
+ * offsets within the data section, no overlap). Errors are reported at
+ * `at` (the model line that named the file) with the file name and byte
+ * offset in the message. */
+bool fe_safetensors_read(const char *path, diag_loc at, diag_sink *d, fe_safetensors *out);
+void fe_safetensors_fini(fe_safetensors *st);
+const fe_tensor *fe_safetensors_find(const fe_safetensors *st, const char *key);
+
+#endif

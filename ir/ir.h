@@ -1,0 +1,183 @@
+/*
+ * ir.h: castor's typed graph IR.
+ *
+ * A graph is a schedule (a list in execution order) of nodes; a node is an
+ * SSA value: an op from ir_ops.def, a result type (dtype + shape whose first
+ * dimension may be the symbolic batch N), up to IR_MAX_SRCS sources defined
+ * earlier in the schedule, and the attribute member its op documents. The
+ * graph's arena owns every node and string; nothing is freed one by one.
+ *
+ * The text form (ir_print / ir_parse) round-trips byte for byte; its grammar
+ * is in ir/README.md.
+ */
+#ifndef CASTOR_IR_H
+#define CASTOR_IR_H
+
+#include "../util/diag.h"
+#include "../util/util.h"
+
+typedef enum ir_op {
+#define IR_OP(e, name, nsrc, flags, sem) IR_OP_##e,
+#include "ir_ops.def"
+#undef IR_OP
+  IR_OP_COUNT
+} ir_op;
+
+enum {
+  IR_OPF_LEAF = 1 << 0,    /* no sources: input or constant */
+  IR_OPF_ELTWISE = 1 << 1, /* elementwise over its first source's shape */
+  IR_OPF_ROWWISE = 1 << 2, /* independent per row of the last dimension */
+};
+
+typedef enum ir_dtype {
+#define IR_DTYPE(e, name, size, isfloat) IR_DTYPE_##e,
+#include "ir_dtypes.def"
+#undef IR_DTYPE
+  IR_DTYPE_COUNT
+} ir_dtype;
+
+typedef enum ir_policy {
+  IR_POLICY_NONE = 0, /* node: no per-layer override */
+#define IR_POLICY(e, name, compute, variable) IR_POLICY_##e,
+#include "ir_policies.def"
+#undef IR_POLICY
+  IR_POLICY_COUNT
+} ir_policy;
+
+enum { IR_MAX_RANK = 4, IR_MAX_SRCS = 2 };
+#define IR_DIM_BATCH ((int64_t)-1) /* the symbolic batch dimension N */
+
+typedef struct ir_type {
+  ir_dtype dtype;
+  int rank;
+  int64_t dims[IR_MAX_RANK];
+} ir_type;
+
+/* Attributes; the live member is named by the op's line in ir_ops.def. */
+typedef union ir_attr {
+  struct { int index; } input;            /* INPUT */
+  struct {
+    const char *weight;                   /* the weight's key, e.g. dense_1.kernel */
+    const void *data;                     /* row-major, node dtype; NULL in IR read from text */
+  } konst;                                /* CONST */
+  struct { ir_dtype acc; } matmul;        /* MATMUL */
+  struct { ir_dtype to; } cast;           /* CAST */
+} ir_attr;
+
+typedef struct ir_node {
+  ir_op op;
+  ir_type type;
+  int n_srcs;
+  struct ir_node *srcs[IR_MAX_SRCS];
+  ir_attr attr;
+  ir_policy policy; /* per-layer dtype= override, IR_POLICY_NONE if none */
+  const char *name; /* value name without '%'; unique in the graph */
+  const char *note; /* free text printed as a trailing comment (layer, cast reason); may be NULL */
+  diag_loc loc;     /* where it came from in the model file; passes copy it */
+  int id;           /* position in the schedule (ir_graph_renumber) */
+} ir_node;
+
+typedef struct ir_output {
+  const char *name; /* the model's name for this output */
+  ir_node *value;
+} ir_output;
+
+typedef struct ir_graph {
+  arena *arena;
+  const char *name;
+  ir_policy policy; /* global policy */
+  ir_node **nodes;  /* the schedule */
+  int n_nodes, cap_nodes;
+  ir_output *outputs;
+  int n_outputs, cap_outputs;
+} ir_graph;
+
+/* ---- tables ---- */
+
+const char *ir_op_name(ir_op op);
+int ir_op_arity(ir_op op);
+unsigned ir_op_flags(ir_op op);
+const char *ir_op_semantics(ir_op op);
+bool ir_op_from_name(const char *s, size_t n, ir_op *out);
+
+const char *ir_dtype_name(ir_dtype t);
+int ir_dtype_size(ir_dtype t);
+bool ir_dtype_is_float(ir_dtype t);
+bool ir_dtype_from_name(const char *s, size_t n, ir_dtype *out);
+
+const char *ir_policy_name(ir_policy p);
+ir_dtype ir_policy_compute_dtype(ir_policy p);
+ir_dtype ir_policy_variable_dtype(ir_policy p);
+bool ir_policy_from_name(const char *s, size_t n, ir_policy *out);
+
+/* ---- types ---- */
+
+bool ir_type_eq(const ir_type *a, const ir_type *b);
+bool ir_type_is_batched(const ir_type *t); /* first dim is N */
+/* Elements per row-of-batch (product of dims after the first) when batched,
+ * or all elements otherwise. False on int64 overflow. */
+bool ir_type_inner_numel(const ir_type *t, int64_t *out);
+/* Element count for a concrete batch (batch ignored if not batched). */
+bool ir_type_numel(const ir_type *t, int64_t batch, int64_t *out);
+/* Bytes for a concrete batch; false on overflow. */
+bool ir_type_bytes(const ir_type *t, int64_t batch, int64_t *out);
+void ir_type_print(const ir_type *t, str_buf *out); /* f32[N,784] */
+/* Largest tensor castor accepts, in bytes (sizes beyond it are errors). */
+#define IR_MAX_TENSOR_BYTES ((int64_t)1 << 40)
+
+/* ---- graph ---- */
+
+ir_graph *ir_graph_create(const char *name);
+void ir_graph_destroy(ir_graph *g); /* NULL is a no-op */
+void ir_graph_append(ir_graph *g, ir_node *n);
+/* Inserts n right before the node at schedule position pos. */
+void ir_graph_insert(ir_graph *g, int pos, ir_node *n);
+void ir_graph_add_output(ir_graph *g, const char *name, ir_node *value);
+/* Renumbers node ids to their schedule positions. */
+void ir_graph_renumber(ir_graph *g);
+/* Rewrites every use of `from` (sources and outputs) to `to`. */
+void ir_graph_replace_uses(ir_graph *g, ir_node *from, ir_node *to);
+/* Removes the nodes for which keep[id] is false (ids must be current). */
+void ir_graph_compact(ir_graph *g, const bool *keep);
+ir_node *ir_graph_find(const ir_graph *g, const char *name);
+/* A name not yet used in g: base, or base.1, base.2, ... (arena-owned). */
+const char *ir_graph_unique_name(const ir_graph *g, const char *base);
+int ir_graph_num_inputs(const ir_graph *g);
+ir_node *ir_graph_input(const ir_graph *g, int index); /* NULL if none */
+/* Counts of uses per node id (sources + outputs); caller frees. */
+int *ir_graph_use_counts(const ir_graph *g);
+
+/* ---- builder: creates and appends nodes with inferred types ----
+ * ir_infer_type computes an op's result type from its sources and reports
+ * why it cannot (shape or dtype mismatch) into err; the frontend and the
+ * verifier use it to produce diagnostics. The ir_build_* functions assert
+ * that inference succeeds: check first where inputs come from users. */
+
+bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr,
+                   ir_type *out, char *err, size_t errlen);
+
+ir_node *ir_node_new(ir_graph *g, ir_op op, const ir_type *type, ir_node *const *srcs,
+                     int n_srcs, const char *name, diag_loc loc);
+ir_node *ir_build_input(ir_graph *g, const char *name, const ir_type *type, int index,
+                        diag_loc loc);
+ir_node *ir_build_const(ir_graph *g, const char *name, const ir_type *type,
+                        const char *weight, const void *data, diag_loc loc);
+ir_node *ir_build_matmul(ir_graph *g, const char *name, ir_node *a, ir_node *b, ir_dtype acc,
+                         diag_loc loc);
+ir_node *ir_build_binary(ir_graph *g, ir_op op, const char *name, ir_node *a, ir_node *b,
+                         diag_loc loc);
+ir_node *ir_build_unary(ir_graph *g, ir_op op, const char *name, ir_node *x, diag_loc loc);
+ir_node *ir_build_cast(ir_graph *g, const char *name, ir_node *x, ir_dtype to, diag_loc loc);
+
+/* ---- verifier: structural and type invariants; reports through d ---- */
+
+bool ir_verify(const ir_graph *g, diag_sink *d);
+
+/* ---- text form ---- */
+
+void ir_print(const ir_graph *g, str_buf *out);
+void ir_print_node(const ir_node *n, str_buf *out);
+/* Parses the text form; NULL (with diagnostics in d) on error. */
+ir_graph *ir_parse(const char *file, const char *text, size_t len, diag_sink *d);
+
+#endif

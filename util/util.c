@@ -1,0 +1,253 @@
+/*
+ * util.c: arena, heap helpers, string buffers, checked size arithmetic and
+ * the seeded PRNG. See util.h for the contracts.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void castor_assert_fail(const char *expr, const char *file, int line) {
+  fprintf(stderr, "castor: internal error: %s:%d: assertion '%s' failed\n", file, line, expr);
+  abort();
+}
+
+static void *check_alloc(void *p) {
+  if (!p) {
+    fputs("castor: out of memory\n", stderr);
+    abort();
+  }
+  return p;
+}
+
+void *xmalloc(size_t n) { return check_alloc(malloc(n ? n : 1)); }
+void *xcalloc(size_t n, size_t size) { return check_alloc(calloc(n ? n : 1, size ? size : 1)); }
+void *xrealloc(void *p, size_t n) { return check_alloc(realloc(p, n ? n : 1)); }
+char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  return memcpy(xmalloc(n), s, n);
+}
+
+/* ---- arena ----
+ * A list of blocks; small requests are carved from the current block, large
+ * ones (over a quarter block) get a block of their own so weights of tens of
+ * megabytes do not waste a block's tail. */
+
+enum { ARENA_BLOCK = 64 * 1024 };
+
+typedef struct arena_block {
+  struct arena_block *next;
+  size_t used, size;
+  _Alignas(16) unsigned char data[];
+} arena_block;
+
+struct arena {
+  arena_block *head; /* current small-object block */
+  arena_block *big;  /* dedicated blocks */
+  size_t total;
+};
+
+arena *arena_create(void) { return xcalloc(1, sizeof(arena)); }
+
+static void free_blocks(arena_block *b) {
+  while (b) {
+    arena_block *n = b->next;
+    free(b);
+    b = n;
+  }
+}
+
+void arena_reset(arena *a) {
+  free_blocks(a->head);
+  free_blocks(a->big);
+  a->head = a->big = NULL;
+  a->total = 0;
+}
+
+void arena_destroy(arena *a) {
+  if (!a) return;
+  arena_reset(a);
+  free(a);
+}
+
+void *arena_alloc_aligned(arena *a, size_t n, size_t align) {
+  CASTOR_ASSERT(align && (align & (align - 1)) == 0 && align <= 4096);
+  if (n == 0) n = 1;
+  a->total += n;
+  if (n + align > ARENA_BLOCK / 4) {
+    arena_block *b = xmalloc(sizeof(arena_block) + n + align);
+    b->next = a->big;
+    a->big = b;
+    uintptr_t p = ((uintptr_t)b->data + align - 1) & ~(uintptr_t)(align - 1);
+    memset((void *)p, 0, n);
+    return (void *)p;
+  }
+  arena_block *b = a->head;
+  if (b) {
+    uintptr_t p = ((uintptr_t)b->data + b->used + align - 1) & ~(uintptr_t)(align - 1);
+    if (p + n <= (uintptr_t)b->data + b->size) {
+      b->used = p + n - (uintptr_t)b->data;
+      memset((void *)p, 0, n);
+      return (void *)p;
+    }
+  }
+  b = xmalloc(sizeof(arena_block) + ARENA_BLOCK);
+  b->next = a->head;
+  b->size = ARENA_BLOCK;
+  a->head = b;
+  uintptr_t p = ((uintptr_t)b->data + align - 1) & ~(uintptr_t)(align - 1);
+  b->used = p + n - (uintptr_t)b->data;
+  memset((void *)p, 0, n);
+  return (void *)p;
+}
+
+void *arena_alloc(arena *a, size_t n) { return arena_alloc_aligned(a, n, 16); }
+
+char *arena_strndup(arena *a, const char *s, size_t n) {
+  char *d = arena_alloc_aligned(a, n + 1, 1);
+  memcpy(d, s, n);
+  d[n] = 0;
+  return d;
+}
+
+char *arena_strdup(arena *a, const char *s) { return arena_strndup(a, s, strlen(s)); }
+
+char *arena_printf(arena *a, const char *fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  CASTOR_ASSERT(n >= 0);
+  char *d = arena_alloc_aligned(a, (size_t)n + 1, 1);
+  vsnprintf(d, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  return d;
+}
+
+size_t arena_bytes_used(const arena *a) { return a->total; }
+
+/* ---- str_buf ---- */
+
+void str_buf_init(str_buf *b) { b->data = NULL, b->len = b->cap = 0; }
+void str_buf_fini(str_buf *b) {
+  free(b->data);
+  str_buf_init(b);
+}
+void str_buf_clear(str_buf *b) {
+  b->len = 0;
+  if (b->data) b->data[0] = 0;
+}
+
+static void str_buf_reserve(str_buf *b, size_t extra) {
+  if (b->len + extra + 1 <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 64;
+  while (cap < b->len + extra + 1) cap *= 2;
+  b->data = xrealloc(b->data, cap);
+  b->cap = cap;
+}
+
+void str_buf_append(str_buf *b, const char *s, size_t n) {
+  str_buf_reserve(b, n);
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+  b->data[b->len] = 0;
+}
+void str_buf_puts(str_buf *b, const char *s) { str_buf_append(b, s, strlen(s)); }
+void str_buf_putc(str_buf *b, char c) { str_buf_append(b, &c, 1); }
+
+void str_buf_vprintf(str_buf *b, const char *fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  CASTOR_ASSERT(n >= 0);
+  str_buf_reserve(b, (size_t)n);
+  vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  b->len += (size_t)n;
+}
+
+void str_buf_printf(str_buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  str_buf_vprintf(b, fmt, ap);
+  va_end(ap);
+}
+
+const char *str_buf_cstr(str_buf *b) { return b->data ? b->data : ""; }
+
+char *str_buf_take(str_buf *b) {
+  char *d = b->data ? b->data : xstrdup("");
+  str_buf_init(b);
+  return d;
+}
+
+bool str_eq(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
+bool str_has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+bool str_read_file(const char *path, char **out_data, size_t *out_len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  str_buf b;
+  str_buf_init(&b);
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) str_buf_append(&b, chunk, n);
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    str_buf_fini(&b);
+    errno = EIO;
+    return false;
+  }
+  *out_len = b.len;
+  *out_data = str_buf_take(&b);
+  return true;
+}
+
+/* ---- checked arithmetic ---- */
+
+bool size_mul_ok(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_mul_overflow(a, b, out) && *out >= 0;
+}
+bool size_add_ok(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_add_overflow(a, b, out) && *out >= 0;
+}
+
+/* ---- rng ---- */
+
+static uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void rng_init(rng *r, uint64_t seed) {
+  for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t rng_next(rng *r) {
+  uint64_t *s = r->s;
+  uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return result;
+}
+
+double rng_uniform(rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+
+float rng_uniform_f32(rng *r, float lo, float hi) {
+  return (float)(lo + (hi - lo) * rng_uniform(r));
+}
+
+uint64_t str_hash(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  return h;
+}

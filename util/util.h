@@ -1,0 +1,112 @@
+/*
+ * util.h: the bottom layer of castor. Arenas, growable vectors, string
+ * buffers, the always-on assert, a seeded PRNG and overflow-checked size
+ * arithmetic. Every other library may include this; it includes nothing of
+ * castor's. Diagnostics live in diag.h, 16-bit float conversions in half.h.
+ */
+#ifndef CASTOR_UTIL_H
+#define CASTOR_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- internal bugs: always on, never used for user errors ---- */
+
+void castor_assert_fail(const char *expr, const char *file, int line);
+
+#define CASTOR_ASSERT(e) \
+  ((e) ? (void)0 : castor_assert_fail(#e, __FILE__, __LINE__))
+#define CASTOR_UNREACHABLE() castor_assert_fail("unreachable", __FILE__, __LINE__)
+
+#if defined(__GNUC__)
+#define CASTOR_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CASTOR_PRINTF(f, a)
+#endif
+
+/* ---- heap helpers that abort on out-of-memory (the only sane reaction in
+ * a compiler; the public API reports CASTOR_ERR_NOMEM only for tensor data,
+ * whose size the user controls) ---- */
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/* ---- arena: owns every node of a graph; nothing is freed one by one ---- */
+
+typedef struct arena arena;
+
+arena *arena_create(void);
+void arena_destroy(arena *a);              /* NULL is a no-op */
+void arena_reset(arena *a);                /* frees everything, keeps the arena */
+void *arena_alloc(arena *a, size_t n);     /* 16-byte aligned, zeroed */
+void *arena_alloc_aligned(arena *a, size_t n, size_t align); /* zeroed */
+char *arena_strdup(arena *a, const char *s);
+char *arena_strndup(arena *a, const char *s, size_t n);
+char *arena_printf(arena *a, const char *fmt, ...) CASTOR_PRINTF(2, 3);
+size_t arena_bytes_used(const arena *a);
+
+/* ---- vectors: type-generic growable arrays on the heap ----
+ * Declare as `VEC(int) v = {0};`, push with vec_push(&v, x), free with
+ * vec_free(&v). */
+
+#define VEC(T) struct { T *data; size_t len, cap; }
+#define vec_push(v, x)                                                   \
+  do {                                                                   \
+    if ((v)->len == (v)->cap) {                                          \
+      (v)->cap = (v)->cap ? (v)->cap * 2 : 8;                            \
+      (v)->data = xrealloc((v)->data, (v)->cap * sizeof *(v)->data);     \
+    }                                                                    \
+    (v)->data[(v)->len++] = (x);                                         \
+  } while (0)
+#define vec_free(v) (free((v)->data), (v)->data = NULL, (v)->len = (v)->cap = 0)
+
+/* ---- string buffer ---- */
+
+typedef struct str_buf {
+  char *data; /* always NUL-terminated once anything was appended */
+  size_t len, cap;
+} str_buf;
+
+void str_buf_init(str_buf *b);
+void str_buf_fini(str_buf *b);
+void str_buf_clear(str_buf *b);
+void str_buf_append(str_buf *b, const char *s, size_t n);
+void str_buf_puts(str_buf *b, const char *s);
+void str_buf_putc(str_buf *b, char c);
+void str_buf_printf(str_buf *b, const char *fmt, ...) CASTOR_PRINTF(2, 3);
+void str_buf_vprintf(str_buf *b, const char *fmt, va_list ap);
+const char *str_buf_cstr(str_buf *b); /* "" when empty */
+char *str_buf_take(str_buf *b);       /* caller frees; buffer is reset */
+
+bool str_eq(const char *a, const char *b);
+bool str_has_prefix(const char *s, const char *prefix);
+
+/* Reads a whole file; returns false and sets errno on failure. The buffer is
+ * NUL-terminated (not counted in *out_len); free it with free(). */
+bool str_read_file(const char *path, char **out_data, size_t *out_len);
+
+/* ---- overflow-checked size arithmetic ---- */
+
+bool size_mul_ok(int64_t a, int64_t b, int64_t *out);
+bool size_add_ok(int64_t a, int64_t b, int64_t *out);
+
+/* ---- seeded PRNG (splitmix64 seeding, xoshiro256**): reproducible across
+ * hosts, used for Glorot init and random inputs ---- */
+
+typedef struct rng {
+  uint64_t s[4];
+} rng;
+
+void rng_init(rng *r, uint64_t seed);
+uint64_t rng_next(rng *r);
+double rng_uniform(rng *r);             /* [0, 1) with 53 random bits */
+float rng_uniform_f32(rng *r, float lo, float hi);
+
+/* FNV-1a hash of a string: derives a per-tensor seed from the model seed. */
+uint64_t str_hash(const char *s);
+
+#endif
