@@ -1,1 +1,448 @@
-/* placeholder */ typedef int castor_api_placeholder;
+/*
+ * castor.c: the public API (include/castor.h) over the layers: frontend ->
+ * passes -> codegen -> runtime. Every entry point clears the context's
+ * diagnostics, does its work, and on failure keeps the rendered diagnostics
+ * as the context's last error. API misuse is reported, never asserted.
+ */
+#include "castor.h"
+
+#include <llvm-c/Core.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+#include "runtime/npy.h"
+
+_Static_assert((int)CASTOR_F32 == (int)IR_DTYPE_F32 && (int)CASTOR_F16 == (int)IR_DTYPE_F16 &&
+                   (int)CASTOR_BF16 == (int)IR_DTYPE_BF16 && (int)CASTOR_I32 == (int)IR_DTYPE_I32 &&
+                   (int)CASTOR_I64 == (int)IR_DTYPE_I64 && (int)CASTOR_BOOL == (int)IR_DTYPE_I1,
+               "castor_dtype and ir_dtype must agree");
+_Static_assert((int)RT_F32 == (int)IR_DTYPE_F32 && (int)RT_BF16 == (int)IR_DTYPE_BF16 &&
+                   (int)RT_I1 == (int)IR_DTYPE_I1,
+               "rt_dtype and ir_dtype must agree");
+
+struct castor_context {
+  diag_sink *diag;
+  str_buf last_error, last_warnings;
+};
+
+struct castor_model {
+  castor_context *ctx;
+  ir_graph *graph; /* as lowered by the frontend; compile works on a copy */
+};
+
+struct castor_program {
+  castor_context *ctx;
+  rt_program *rt;
+};
+
+struct castor_tensor {
+  castor_context *ctx;
+  castor_dtype dtype;
+  int rank;
+  int64_t dims[RT_MAX_RANK];
+  int64_t numel;
+  size_t nbytes;
+  void *data;
+};
+
+const char *castor_status_string(castor_status s) {
+  switch (s) {
+  case CASTOR_OK: return "CASTOR_OK: success";
+  case CASTOR_ERR_INVALID_ARGUMENT: return "CASTOR_ERR_INVALID_ARGUMENT: invalid argument";
+  case CASTOR_ERR_PARSE: return "CASTOR_ERR_PARSE: malformed model or weights";
+  case CASTOR_ERR_IO: return "CASTOR_ERR_IO: input/output error";
+  case CASTOR_ERR_UNSUPPORTED: return "CASTOR_ERR_UNSUPPORTED: not supported";
+  case CASTOR_ERR_CODEGEN: return "CASTOR_ERR_CODEGEN: code generation failed";
+  case CASTOR_ERR_DEVICE: return "CASTOR_ERR_DEVICE: device error";
+  case CASTOR_ERR_NOMEM: return "CASTOR_ERR_NOMEM: out of memory";
+  case CASTOR_ERR_INTERNAL: return "CASTOR_ERR_INTERNAL: internal error";
+  }
+  return "unknown castor_status";
+}
+
+const char *castor_version(void) {
+  static char buf[64];
+  if (!buf[0]) {
+    unsigned major, minor, patch;
+    LLVMGetVersion(&major, &minor, &patch);
+    snprintf(buf, sizeof buf, "%s (LLVM %u.%u.%u)", CASTOR_VERSION_STRING, major, minor, patch);
+  }
+  return buf;
+}
+
+const char *castor_dtype_name(castor_dtype t) {
+  return (unsigned)t < IR_DTYPE_COUNT ? ir_dtype_name((ir_dtype)t) : "?";
+}
+size_t castor_dtype_size(castor_dtype t) {
+  return (unsigned)t < IR_DTYPE_COUNT ? (size_t)ir_dtype_size((ir_dtype)t) : 0;
+}
+
+/* ---- context and error plumbing ---- */
+
+castor_status castor_context_create(castor_context **out_ctx) {
+  if (!out_ctx) return CASTOR_ERR_INVALID_ARGUMENT;
+  castor_context *c = xcalloc(1, sizeof *c);
+  c->diag = diag_sink_create();
+  str_buf_init(&c->last_error);
+  str_buf_init(&c->last_warnings);
+  *out_ctx = c;
+  return CASTOR_OK;
+}
+
+void castor_context_destroy(castor_context *ctx) {
+  if (!ctx) return;
+  diag_sink_destroy(ctx->diag);
+  str_buf_fini(&ctx->last_error);
+  str_buf_fini(&ctx->last_warnings);
+  free(ctx);
+}
+
+const char *castor_context_last_error(const castor_context *ctx) {
+  return ctx ? str_buf_cstr((str_buf *)&ctx->last_error) : "castor: NULL context";
+}
+const char *castor_context_last_warnings(const castor_context *ctx) {
+  return ctx ? str_buf_cstr((str_buf *)&ctx->last_warnings) : "";
+}
+
+static void begin(castor_context *ctx) {
+  diag_clear(ctx->diag);
+  str_buf_clear(&ctx->last_error);
+  str_buf_clear(&ctx->last_warnings);
+}
+
+/* Ends an API call: keeps the diagnostics as the last error or warnings. */
+static castor_status finish(castor_context *ctx, castor_status st) {
+  if (st != CASTOR_OK) {
+    const char *t = diag_text(ctx->diag);
+    str_buf_puts(&ctx->last_error, *t ? t : castor_status_string(st));
+  } else if (diag_warning_count(ctx->diag)) {
+    str_buf_puts(&ctx->last_warnings, diag_text(ctx->diag));
+  }
+  return st;
+}
+
+static castor_status fail(castor_context *ctx, castor_status st, const char *fmt, ...)
+    CASTOR_PRINTF(3, 4);
+static castor_status fail(castor_context *ctx, castor_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_vreport(ctx->diag, DIAG_ERROR, (diag_loc){0}, fmt, ap);
+  va_end(ap);
+  return finish(ctx, st);
+}
+
+/* ---- models ---- */
+
+void castor_load_options_init(castor_load_options *o) {
+  if (o) memset(o, 0, sizeof *o);
+}
+
+static castor_status load(castor_context *ctx, const char *name, const char *text, size_t len,
+                          const char *path, const castor_load_options *opts, castor_model **out) {
+  fe_options fo;
+  fe_options_init(&fo);
+  if (opts) fo.seed = opts->seed, fo.weights_path = opts->weights_path;
+  ir_graph *g = path ? fe_load_file(path, &fo, ctx->diag) : fe_load_string(name, text, len, &fo, ctx->diag);
+  if (!g) {
+    /* the frontend reports unreadable files as "cannot read": an I/O error */
+    bool io = strstr(diag_first_error(ctx->diag), "cannot read") != NULL;
+    return finish(ctx, io ? CASTOR_ERR_IO : CASTOR_ERR_PARSE);
+  }
+  castor_model *m = xcalloc(1, sizeof *m);
+  m->ctx = ctx;
+  m->graph = g;
+  *out = m;
+  return finish(ctx, CASTOR_OK);
+}
+
+castor_status castor_model_load_file(castor_context *ctx, const char *path,
+                                     const castor_load_options *opts, castor_model **out_model) {
+  if (!ctx) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(ctx);
+  if (!path || !out_model) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_model_load_file: NULL argument");
+  *out_model = NULL;
+  return load(ctx, NULL, NULL, 0, path, opts, out_model);
+}
+
+castor_status castor_model_load_string(castor_context *ctx, const char *name, const char *text,
+                                       size_t len, const castor_load_options *opts,
+                                       castor_model **out_model) {
+  if (!ctx) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(ctx);
+  if (!text || !out_model) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_model_load_string: NULL argument");
+  *out_model = NULL;
+  return load(ctx, name ? name : "<string>", text, len, NULL, opts, out_model);
+}
+
+void castor_model_destroy(castor_model *m) {
+  if (!m) return;
+  ir_graph_destroy(m->graph);
+  free(m);
+}
+
+/* ---- compile ---- */
+
+void castor_compile_options_init(castor_compile_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->target = CASTOR_TARGET_CPU;
+  o->opt_level = 2;
+}
+
+/* Until the autocast pass lands, only float32 computes correctly: refuse
+ * other policies rather than silently computing them in float32. */
+static bool check_policies(const ir_graph *g, diag_sink *d) {
+  if (g->policy != IR_POLICY_FLOAT32) {
+    diag_error(d, (diag_loc){0}, "policy '%s' is not supported yet: this build computes float32 only",
+               ir_policy_name(g->policy));
+    return false;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->policy != IR_POLICY_NONE && n->policy != IR_POLICY_FLOAT32) {
+      diag_error(d, n->loc, "dtype=%s is not supported yet: this build computes float32 only",
+                 ir_policy_name(n->policy));
+      return false;
+    }
+  }
+  return true;
+}
+
+castor_status castor_compile(castor_model *m, const castor_compile_options *opts,
+                             castor_program **out_program) {
+  if (!m) return CASTOR_ERR_INVALID_ARGUMENT;
+  castor_context *ctx = m->ctx;
+  begin(ctx);
+  if (!out_program) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_compile: NULL out_program");
+  *out_program = NULL;
+  castor_compile_options defaults;
+  if (!opts) castor_compile_options_init(&defaults), opts = &defaults;
+  if (opts->target != CASTOR_TARGET_CPU)
+    return fail(ctx, CASTOR_ERR_UNSUPPORTED, "target %d is not supported by this build", (int)opts->target);
+  if (opts->opt_level < 0 || opts->opt_level > 3)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "opt_level must be 0-3, got %d", opts->opt_level);
+  ir_graph *g = ir_graph_clone(m->graph);
+  if (opts->policy) {
+    ir_policy p;
+    if (!ir_policy_from_name(opts->policy, strlen(opts->policy), &p)) {
+      ir_graph_destroy(g);
+      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT,
+                  "unknown policy '%s' (float32, float16, bfloat16, mixed_float16, mixed_bfloat16)",
+                  opts->policy);
+    }
+    g->policy = p;
+  }
+  castor_status st = CASTOR_OK;
+  pass_options po;
+  pass_options_init(&po);
+  po.verify_each = opts->verify_each != 0;
+  if (!check_policies(g, ctx->diag)) st = CASTOR_ERR_UNSUPPORTED;
+  else if (!pass_run_pipeline(g, PASS_PIPELINE_DEFAULT, &po, ctx->diag)) st = CASTOR_ERR_INTERNAL;
+  rt_program *rt = NULL;
+  if (st == CASTOR_OK) {
+    cg_options co;
+    cg_options_init(&co);
+    co.opt_level = opts->opt_level;
+    rt = cg_compile_cpu(g, &co, ctx->diag);
+    if (!rt) st = CASTOR_ERR_CODEGEN;
+  }
+  ir_graph_destroy(g);
+  if (st != CASTOR_OK) return finish(ctx, st);
+  castor_program *p = xcalloc(1, sizeof *p);
+  p->ctx = ctx;
+  p->rt = rt;
+  *out_program = p;
+  return finish(ctx, CASTOR_OK);
+}
+
+void castor_program_destroy(castor_program *p) {
+  if (!p) return;
+  rt_program_destroy(p->rt);
+  free(p);
+}
+
+int castor_program_num_inputs(const castor_program *p) { return p ? p->rt->n_inputs : 0; }
+int castor_program_num_outputs(const castor_program *p) { return p ? p->rt->n_outputs : 0; }
+
+static castor_status info(const rt_tensor_desc *t, castor_tensor_info *out) {
+  out->name = t->name;
+  out->dtype = (castor_dtype)t->dtype;
+  out->rank = t->rank;
+  out->dims = t->dims;
+  return CASTOR_OK;
+}
+
+castor_status castor_program_input_info(const castor_program *p, int i, castor_tensor_info *out) {
+  if (!p || !out || i < 0 || i >= p->rt->n_inputs) return CASTOR_ERR_INVALID_ARGUMENT;
+  return info(&p->rt->inputs[i], out);
+}
+
+castor_status castor_program_output_info(const castor_program *p, int i, castor_tensor_info *out) {
+  if (!p || !out || i < 0 || i >= p->rt->n_outputs) return CASTOR_ERR_INVALID_ARGUMENT;
+  return info(&p->rt->outputs[i], out);
+}
+
+/* ---- tensors ---- */
+
+castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int rank,
+                                   const int64_t *dims, castor_tensor **out_tensor) {
+  if (!ctx) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(ctx);
+  if (!out_tensor) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: NULL out_tensor");
+  *out_tensor = NULL;
+  if ((unsigned)dtype >= IR_DTYPE_COUNT)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: unknown dtype %d", (int)dtype);
+  if (rank < 0 || rank > RT_MAX_RANK || (rank > 0 && !dims))
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: rank must be 0-%d, got %d",
+                RT_MAX_RANK, rank);
+  int64_t numel = 1, nbytes;
+  for (int r = 0; r < rank; r++) {
+    if (dims[r] < 1)
+      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: dimension %d is %lld; dimensions must be positive",
+                  r, (long long)dims[r]);
+    if (!size_mul_ok(numel, dims[r], &numel))
+      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: the element count overflows");
+  }
+  if (!size_mul_ok(numel, ir_dtype_size((ir_dtype)dtype), &nbytes) || nbytes > IR_MAX_TENSOR_BYTES)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: the tensor is too large");
+  castor_tensor *t = calloc(1, sizeof *t);
+  void *data = t ? aligned_alloc(64, ((size_t)nbytes + 63) & ~(size_t)63) : NULL;
+  if (!data) {
+    free(t);
+    return fail(ctx, CASTOR_ERR_NOMEM, "castor_tensor_create: cannot allocate %lld bytes", (long long)nbytes);
+  }
+  memset(data, 0, (size_t)nbytes);
+  t->ctx = ctx, t->dtype = dtype, t->rank = rank, t->numel = numel, t->nbytes = (size_t)nbytes, t->data = data;
+  for (int r = 0; r < rank; r++) t->dims[r] = dims[r];
+  *out_tensor = t;
+  return finish(ctx, CASTOR_OK);
+}
+
+void castor_tensor_destroy(castor_tensor *t) {
+  if (!t) return;
+  free(t->data);
+  free(t);
+}
+
+void *castor_tensor_data(castor_tensor *t) { return t ? t->data : NULL; }
+castor_dtype castor_tensor_dtype(const castor_tensor *t) { return t ? t->dtype : CASTOR_F32; }
+int castor_tensor_rank(const castor_tensor *t) { return t ? t->rank : 0; }
+const int64_t *castor_tensor_dims(const castor_tensor *t) { return t ? t->dims : NULL; }
+int64_t castor_tensor_numel(const castor_tensor *t) { return t ? t->numel : 0; }
+size_t castor_tensor_nbytes(const castor_tensor *t) { return t ? t->nbytes : 0; }
+
+castor_status castor_tensor_load_npy(castor_context *ctx, const char *path, castor_tensor **out_tensor) {
+  if (!ctx) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(ctx);
+  if (!path || !out_tensor) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_load_npy: NULL argument");
+  *out_tensor = NULL;
+  rt_npy a;
+  if (!rt_npy_read(path, &a, ctx->diag) || (a.is_f64 && !rt_npy_to_f32(&a, path, ctx->diag))) {
+    rt_npy_fini(&a);
+    bool io = strstr(diag_first_error(ctx->diag), "cannot") != NULL;
+    return finish(ctx, io ? CASTOR_ERR_IO : CASTOR_ERR_PARSE);
+  }
+  castor_tensor *t = NULL;
+  castor_status st = castor_tensor_create(ctx, (castor_dtype)a.dtype, a.rank, a.dims, &t);
+  if (st == CASTOR_OK) memcpy(t->data, a.data, (size_t)a.nbytes), *out_tensor = t;
+  rt_npy_fini(&a);
+  return st;
+}
+
+castor_status castor_tensor_save_npy(castor_tensor *t, const char *path) {
+  if (!t) return CASTOR_ERR_INVALID_ARGUMENT;
+  castor_context *ctx = t->ctx;
+  begin(ctx);
+  if (!path) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_save_npy: NULL path");
+  if (t->dtype == CASTOR_BF16)
+    return fail(ctx, CASTOR_ERR_UNSUPPORTED, "%s: bfloat16 has no NumPy .npy dtype", path);
+  if (!rt_npy_write(path, (rt_dtype)t->dtype, t->rank, t->dims, t->data, ctx->diag))
+    return finish(ctx, CASTOR_ERR_IO);
+  return finish(ctx, CASTOR_OK);
+}
+
+/* ---- run ---- */
+
+static void shape_str(str_buf *b, castor_dtype dt, int rank, const int64_t *dims) {
+  str_buf_printf(b, "%s[", castor_dtype_name(dt));
+  for (int r = 0; r < rank; r++) {
+    if (r) str_buf_putc(b, ',');
+    if (dims[r] < 0) str_buf_putc(b, 'N');
+    else str_buf_printf(b, "%lld", (long long)dims[r]);
+  }
+  str_buf_putc(b, ']');
+}
+
+/* Checks t against desc; the batch comes from the first batched tensor. */
+static bool check_tensor(castor_context *ctx, const char *what, const rt_tensor_desc *desc,
+                         const castor_tensor *t, int64_t *batch) {
+  bool ok = t->dtype == (castor_dtype)desc->dtype && t->rank == desc->rank;
+  for (int r = 0; ok && r < desc->rank; r++) {
+    if (desc->dims[r] >= 0) ok = t->dims[r] == desc->dims[r];
+    else if (*batch < 0) *batch = t->dims[r];
+    else ok = t->dims[r] == *batch;
+  }
+  if (ok) return true;
+  str_buf want, got;
+  str_buf_init(&want), str_buf_init(&got);
+  shape_str(&want, (castor_dtype)desc->dtype, desc->rank, desc->dims);
+  shape_str(&got, t->dtype, t->rank, t->dims);
+  diag_error(ctx->diag, (diag_loc){0}, "%s '%s': expected %s%s, got %s", what, desc->name,
+             str_buf_cstr(&want), *batch > 0 ? " with the batch of the other tensors" : "",
+             str_buf_cstr(&got));
+  str_buf_fini(&want), str_buf_fini(&got);
+  return false;
+}
+
+castor_status castor_program_run(castor_program *p, castor_tensor *const *inputs, int n_inputs,
+                                 castor_tensor **outputs, int n_outputs) {
+  if (!p) return CASTOR_ERR_INVALID_ARGUMENT;
+  castor_context *ctx = p->ctx;
+  begin(ctx);
+  const rt_program *rt = p->rt;
+  if (n_inputs != rt->n_inputs || n_outputs != rt->n_outputs)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "program '%s' takes %d input(s) and %d output(s), got %d and %d",
+                rt->name, rt->n_inputs, rt->n_outputs, n_inputs, n_outputs);
+  if ((n_inputs && !inputs) || (n_outputs && !outputs))
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_program_run: NULL tensor array");
+  int64_t batch = -1;
+  for (int i = 0; i < n_inputs; i++) {
+    if (!inputs[i]) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "input %d ('%s') is NULL", i, rt->inputs[i].name);
+    if (!check_tensor(ctx, "input", &rt->inputs[i], inputs[i], &batch)) return finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
+  }
+  if (batch < 0) batch = 1;
+  for (int i = 0; i < n_outputs; i++)
+    if (outputs[i] && !check_tensor(ctx, "output", &rt->outputs[i], outputs[i], &batch))
+      return finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
+  const void **in = xcalloc((size_t)n_inputs + 1, sizeof *in);
+  void **out = xcalloc((size_t)n_outputs + 1, sizeof *out);
+  bool *created = xcalloc((size_t)n_outputs + 1, sizeof *created);
+  castor_status st = CASTOR_OK;
+  for (int i = 0; i < n_inputs; i++) in[i] = inputs[i]->data;
+  for (int i = 0; i < n_outputs && st == CASTOR_OK; i++) {
+    if (!outputs[i]) {
+      const rt_tensor_desc *d = &rt->outputs[i];
+      int64_t dims[RT_MAX_RANK];
+      for (int r = 0; r < d->rank; r++) dims[r] = d->dims[r] < 0 ? batch : d->dims[r];
+      castor_tensor *t = NULL;
+      st = castor_tensor_create(ctx, (castor_dtype)d->dtype, d->rank, dims, &t);
+      if (st != CASTOR_OK) break;
+      outputs[i] = t;
+      created[i] = true;
+    }
+    out[i] = outputs[i]->data;
+  }
+  if (st == CASTOR_OK) {
+    begin(ctx);
+    if (!rt_program_run(rt, batch, in, out, NULL, ctx->diag)) st = CASTOR_ERR_DEVICE;
+  }
+  if (st != CASTOR_OK)
+    for (int i = 0; i < n_outputs; i++)
+      if (created[i]) castor_tensor_destroy(outputs[i]), outputs[i] = NULL;
+  free(in), free(out), free(created);
+  return finish(ctx, st);
+}

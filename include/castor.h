@@ -151,6 +151,14 @@ CASTOR_API const int64_t *castor_tensor_dims(const castor_tensor *t);
 CASTOR_API int64_t castor_tensor_numel(const castor_tensor *t);
 CASTOR_API size_t castor_tensor_nbytes(const castor_tensor *t);
 
+/* Reads a NumPy .npy file (f32, f16, i32, i64, bool; float64 is converted
+ * to float32) into a new tensor. CASTOR_ERR_IO if unreadable,
+ * CASTOR_ERR_PARSE if malformed. */
+CASTOR_API castor_status castor_tensor_load_npy(castor_context *ctx, const char *path,
+                                                castor_tensor **out_tensor);
+/* Writes t as a .npy file (bf16 has no NumPy dtype: CASTOR_ERR_UNSUPPORTED). */
+CASTOR_API castor_status castor_tensor_save_npy(castor_tensor *t, const char *path);
+
 /* Runs the program. inputs[i] must match input i's dtype and shape with one
  * batch size for all. For each output, outputs[i] may be a tensor of the
  * right dtype and shape (written in place) or NULL, in which case the run

@@ -5,6 +5,7 @@
 #include "ir.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- tables ---- */
@@ -350,4 +351,27 @@ ir_node *ir_build_unary(ir_graph *g, ir_op op, const char *name, ir_node *x, dia
 ir_node *ir_build_cast(ir_graph *g, const char *name, ir_node *x, ir_dtype to, diag_loc loc) {
   ir_attr attr = {.cast = {to}};
   return build(g, IR_OP_CAST, name, &x, 1, &attr, loc);
+}
+
+ir_graph *ir_graph_clone(const ir_graph *src) {
+  ir_graph *g = ir_graph_create(src->name);
+  g->policy = src->policy;
+  ir_node **map = xcalloc((size_t)src->n_nodes + 1, sizeof *map);
+  for (int i = 0; i < src->n_nodes; i++) {
+    const ir_node *s = src->nodes[i];
+    ir_node *n = arena_alloc(g->arena, sizeof *n);
+    *n = *s;
+    n->name = arena_strdup(g->arena, s->name);
+    n->note = s->note ? arena_strdup(g->arena, s->note) : NULL;
+    if (s->op == IR_OP_CONST) n->attr.konst.weight = arena_strdup(g->arena, s->attr.konst.weight);
+    for (int k = 0; k < s->n_srcs; k++) {
+      CASTOR_ASSERT(s->srcs[k]->id >= 0 && s->srcs[k]->id < i && src->nodes[s->srcs[k]->id] == s->srcs[k]);
+      n->srcs[k] = map[s->srcs[k]->id];
+    }
+    map[i] = n;
+    ir_graph_append(g, n);
+  }
+  for (int i = 0; i < src->n_outputs; i++) ir_graph_add_output(g, src->outputs[i].name, map[src->outputs[i].value->id]);
+  free(map);
+  return g;
 }

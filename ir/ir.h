@@ -129,6 +129,9 @@ void ir_type_print(const ir_type *t, str_buf *out); /* f32[N,784] */
 
 ir_graph *ir_graph_create(const char *name);
 void ir_graph_destroy(ir_graph *g); /* NULL is a no-op */
+/* A deep copy of nodes and strings; constant data is shared with src (which
+ * must outlive the copy). src's ids must be current. */
+ir_graph *ir_graph_clone(const ir_graph *src);
 void ir_graph_append(ir_graph *g, ir_node *n);
 /* Inserts n right before the node at schedule position pos. */
 void ir_graph_insert(ir_graph *g, int pos, ir_node *n);

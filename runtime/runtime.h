@@ -90,7 +90,7 @@ bool rt_program_run(const rt_program *p, int64_t batch, const void *const *input
  * e.g. __truncsfbf2 which Debian 12's libgcc lacks. Terminated by {0}. */
 typedef struct rt_symbol {
   const char *name;
-  void *addr;
+  void (*addr)(void); /* cast to the real type by the JIT (ISO C: a function pointer) */
 } rt_symbol;
 const rt_symbol *rt_helper_symbols(void);
 

@@ -1,1 +1,115 @@
-int main(void) { return 1; } /* placeholder, being written */
+/*
+ * castor-opt: text IR in, pipeline, text IR out (like LLVM's opt). Exists
+ * so that every pass can be tested and debugged alone.
+ *
+ *   castor-opt FILE.cir --passes=verify,dce [--verify-each]
+ *              [--dump-after=PASS|all] [--dump-dir=DIR] [-o OUT]
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: castor-opt FILE.cir --passes=LIST [options]\n"
+          "\n"
+          "Reads castor text IR (FILE or - for stdin), runs the passes in LIST\n"
+          "(comma-separated) and prints the resulting IR.\n"
+          "\n"
+          "options:\n"
+          "  --passes=LIST       passes to run, in order (available: %s)\n"
+          "  --verify-each       verify the IR after every pass\n"
+          "  --dump-after=PASS   print the IR after PASS (or 'all') to stderr\n"
+          "  --dump-dir=DIR      write dumps to DIR/NN.after-PASS.cir instead\n"
+          "  -o FILE             write the result to FILE instead of stdout\n"
+          "  -h, --help          show this help\n",
+          pass_list());
+}
+
+static const char *opt_value(const char *arg, const char *name) {
+  size_t n = strlen(name);
+  return strncmp(arg, name, n) == 0 && arg[n] == '=' ? arg + n + 1 : NULL;
+}
+
+int main(int argc, char **argv) {
+  const char *file = NULL, *passes = NULL, *out_path = NULL;
+  pass_options po;
+  pass_options_init(&po);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else if ((v = opt_value(a, "--passes"))) {
+      passes = v;
+    } else if (!strcmp(a, "--verify-each")) {
+      po.verify_each = true;
+    } else if ((v = opt_value(a, "--dump-after"))) {
+      po.dump_after = v;
+    } else if ((v = opt_value(a, "--dump-dir"))) {
+      po.dump_dir = v;
+    } else if (!strcmp(a, "-o") && i + 1 < argc) {
+      out_path = argv[++i];
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "castor-opt: error: unknown option '%s' (see --help)\n", a);
+      return 1;
+    } else if (!file) {
+      file = a;
+    } else {
+      fprintf(stderr, "castor-opt: error: more than one input file ('%s' and '%s')\n", file, a);
+      return 1;
+    }
+  }
+  if (!file) {
+    fprintf(stderr, "castor-opt: error: no input file (see --help)\n");
+    return 1;
+  }
+  if (!passes) passes = "";
+
+  char *text = NULL;
+  size_t len = 0;
+  if (!strcmp(file, "-")) {
+    str_buf b;
+    str_buf_init(&b);
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0) str_buf_append(&b, chunk, n);
+    len = b.len;
+    text = str_buf_take(&b);
+    file = "<stdin>";
+  } else if (!str_read_file(file, &text, &len)) {
+    fprintf(stderr, "castor-opt: error: cannot read '%s': %s\n", file, strerror(errno));
+    return 1;
+  }
+
+  diag_sink *d = diag_sink_create();
+  str_buf dumps, out;
+  str_buf_init(&dumps);
+  str_buf_init(&out);
+  po.dump_out = &dumps;
+  int rc = 1;
+  ir_graph *g = pass_pipeline_check(passes, d) ? ir_parse(file, text, len, d) : NULL;
+  if (g && pass_run_pipeline(g, passes, &po, d)) {
+    ir_print(g, &out);
+    rc = 0;
+  }
+  fputs(str_buf_cstr(&dumps), stderr);
+  fputs(diag_text(d), stderr);
+  if (rc == 0) {
+    FILE *f = out_path ? fopen(out_path, "wb") : stdout;
+    if (!f || fputs(str_buf_cstr(&out), f) == EOF || (out_path && fclose(f) != 0)) {
+      fprintf(stderr, "castor-opt: error: cannot write '%s': %s\n", out_path ? out_path : "<stdout>",
+              strerror(errno));
+      rc = 1;
+    }
+  }
+  str_buf_fini(&dumps);
+  str_buf_fini(&out);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+  free(text);
+  return rc;
+}

@@ -36,9 +36,11 @@ void diag_sink_add_source(diag_sink *d, const char *file, const char *text, size
 void diag_report(diag_sink *d, diag_severity sev, diag_loc loc, const char *fmt, ...)
     CASTOR_PRINTF(4, 5);
 void diag_vreport(diag_sink *d, diag_severity sev, diag_loc loc, const char *fmt, va_list ap);
-#define diag_error(d, loc, ...) diag_report((d), DIAG_ERROR, (loc), __VA_ARGS__)
-#define diag_warning(d, loc, ...) diag_report((d), DIAG_WARNING, (loc), __VA_ARGS__)
-#define diag_note(d, loc, ...) diag_report((d), DIAG_NOTE, (loc), __VA_ARGS__)
+/* diag_error(d, loc, fmt, ...); the location is part of __VA_ARGS__ so that a
+ * compound literal such as (diag_loc){file, 1, 1} may be passed directly. */
+#define diag_error(d, ...) diag_report((d), DIAG_ERROR, __VA_ARGS__)
+#define diag_warning(d, ...) diag_report((d), DIAG_WARNING, __VA_ARGS__)
+#define diag_note(d, ...) diag_report((d), DIAG_NOTE, __VA_ARGS__)
 
 int diag_error_count(const diag_sink *d);
 int diag_warning_count(const diag_sink *d);

@@ -58,7 +58,9 @@ float half_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 
 uint16_t half_f32_to_bf16(float f) {
   uint32_t u = f32_bits(f);
-  if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+  /* NaN: ml_dtypes returns the canonical quiet NaN with the sign kept (no
+   * payload), unlike float16, where NumPy keeps the top payload bits. */
+  if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)(((u >> 16) & 0x8000) | 0x7fc0);
   uint32_t lsb = (u >> 16) & 1;
   u += 0x7fff + lsb;
   return (uint16_t)(u >> 16);

@@ -1,0 +1,240 @@
+/*
+ * cg_math.c: math in LLVM IR on f32 scalars or f32 vectors, with no calls:
+ * exp (Cephes-style range reduction and polynomial), sigmoid, tanh, exact
+ * gelu (through erfc with relative error below 2e-7), dtype rounding, and
+ * loads/stores that widen f16/bf16 to f32 lanes in registers.
+ *
+ * Every function works for `float` and `<n x float>` alike, so kernels pick
+ * the vector width and the tails reuse the same code with one lane.
+ */
+#include <string.h>
+
+#include "cg_internal.h"
+
+static LLVMTypeRef lanes_like(cg_emitter *e, LLVMTypeRef ty, LLVMTypeRef elem) {
+  if (LLVMGetTypeKind(ty) == LLVMVectorTypeKind) return LLVMVectorType(elem, LLVMGetVectorSize(ty));
+  (void)e;
+  return elem;
+}
+
+LLVMValueRef cg_const(cg_emitter *e, LLVMTypeRef ty, double v) {
+  (void)e;
+  if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind) {
+    return LLVMGetTypeKind(ty) == LLVMIntegerTypeKind ? LLVMConstInt(ty, (unsigned long long)(long long)v, 1)
+                                                      : LLVMConstReal(ty, v);
+  }
+  unsigned n = LLVMGetVectorSize(ty);
+  LLVMValueRef s = cg_const(e, LLVMGetElementType(ty), v), lanes[64];
+  CASTOR_ASSERT(n <= 64);
+  for (unsigned i = 0; i < n; i++) lanes[i] = s;
+  return LLVMConstVector(lanes, n);
+}
+
+#define B (e->b)
+#define C(v) cg_const(e, ty, (v))
+
+static LLVMValueRef sel_lt(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef t,
+                           LLVMValueRef f, const char *name) {
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, b, ""), t, f, name);
+}
+
+/* exp(x): n = round(x * log2 e), r = x - n ln 2 (two-part), exp(r) by a
+ * degree-6 polynomial, times 2^n built in the exponent bits. Below
+ * ln(FLT_MIN) the result is 0, above ln(FLT_MAX) it is +inf, NaN stays NaN. */
+LLVMValueRef cg_emit_exp(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x), ity = lanes_like(e, ty, e->i32);
+  LLVMValueRef xc = sel_lt(e, x, C(-87.0), C(-87.0), x, "");
+  xc = sel_lt(e, C(88.0), xc, C(88.0), xc, "");
+  LLVMValueRef t = LLVMBuildFAdd(B, LLVMBuildFMul(B, xc, C(1.44269504088896341), ""), C(0.5), "");
+  LLVMValueRef n = LLVMBuildSIToFP(B, LLVMBuildFPToSI(B, t, ity, ""), ty, "");
+  n = sel_lt(e, t, n, LLVMBuildFSub(B, n, C(1.0), ""), n, ""); /* floor for negatives */
+  LLVMValueRef r = LLVMBuildFSub(B, xc, LLVMBuildFMul(B, n, C(0.693359375), ""), "");
+  r = LLVMBuildFSub(B, r, LLVMBuildFMul(B, n, C(-2.12194440e-4), ""), "");
+  static const double p[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                             4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+  LLVMValueRef y = C(p[0]);
+  for (int i = 1; i < 6; i++) y = LLVMBuildFAdd(B, LLVMBuildFMul(B, y, r, ""), C(p[i]), "");
+  y = LLVMBuildFMul(B, LLVMBuildFMul(B, y, r, ""), r, "");
+  y = LLVMBuildFAdd(B, LLVMBuildFAdd(B, y, r, ""), C(1.0), "");
+  LLVMValueRef ni = LLVMBuildFPToSI(B, n, ity, "");
+  LLVMValueRef bits = LLVMBuildShl(B, LLVMBuildAdd(B, ni, cg_const(e, ity, 127), ""), cg_const(e, ity, 23), "");
+  y = LLVMBuildFMul(B, y, LLVMBuildBitCast(B, bits, ty, ""), "");
+  y = sel_lt(e, x, C(-87.33654475), C(0.0), y, "");
+  y = sel_lt(e, C(88.72283905), x, C(__builtin_inf()), y, "");
+  LLVMValueRef isnan = LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
+  return LLVMBuildSelect(B, isnan, x, y, name);
+}
+
+static LLVMValueRef fabs_(cg_emitter *e, LLVMValueRef x) {
+  LLVMTypeRef ty = LLVMTypeOf(x), ity = lanes_like(e, ty, e->i32);
+  LLVMValueRef bits = LLVMBuildAnd(B, LLVMBuildBitCast(B, x, ity, ""), cg_const(e, ity, 0x7fffffff), "");
+  return LLVMBuildBitCast(B, bits, ty, "");
+}
+
+/* copysign(mag, sgn) for non-negative mag */
+static LLVMValueRef copysign_(cg_emitter *e, LLVMValueRef mag, LLVMValueRef sgn) {
+  LLVMTypeRef ty = LLVMTypeOf(mag), ity = lanes_like(e, ty, e->i32);
+  LLVMValueRef s = LLVMBuildAnd(B, LLVMBuildBitCast(B, sgn, ity, ""),
+                                cg_const(e, ity, (double)(int32_t)0x80000000), "");
+  return LLVMBuildBitCast(B, LLVMBuildOr(B, LLVMBuildBitCast(B, mag, ity, ""), s, ""), ty, "");
+}
+
+static LLVMValueRef poly(cg_emitter *e, LLVMValueRef x, const double *c, int n) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  LLVMValueRef y = C(c[0]);
+  for (int i = 1; i < n; i++) y = LLVMBuildFAdd(B, LLVMBuildFMul(B, y, x, ""), C(c[i]), "");
+  return y;
+}
+
+/* tanh: odd polynomial below |x| = 0.625 (Cephes tanhf), else
+ * 1 - 2 / (exp(2|x|) + 1) with the sign of x. */
+static LLVMValueRef emit_tanh(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  LLVMValueRef ax = fabs_(e, x);
+  LLVMValueRef big = LLVMBuildFAdd(B, cg_emit_exp(e, LLVMBuildFMul(B, ax, C(2.0), ""), ""), C(1.0), "");
+  big = LLVMBuildFSub(B, C(1.0), LLVMBuildFDiv(B, C(2.0), big, ""), "");
+  big = copysign_(e, big, x);
+  static const double c[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
+                             1.33314422036E-1, -3.33332819422E-1};
+  LLVMValueRef z = LLVMBuildFMul(B, x, x, "");
+  LLVMValueRef small = LLVMBuildFAdd(B, LLVMBuildFMul(B, LLVMBuildFMul(B, poly(e, z, c, 5), z, ""), x, ""), x, "");
+  LLVMValueRef y = sel_lt(e, ax, C(0.625), small, big, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
+}
+
+/* gelu(x) = x/2 (1 + erf(x/sqrt2)); erfc(z) for z >= 0 by the Chebyshev fit
+ * of Numerical Recipes (erfcc, fractional error < 1.2e-7 everywhere), so the
+ * negative tail keeps its relative accuracy. */
+static LLVMValueRef emit_gelu(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  LLVMValueRef z = LLVMBuildFMul(B, fabs_(e, x), C(0.70710678118654752), "");
+  LLVMValueRef t = LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), LLVMBuildFMul(B, C(0.5), z, ""), ""), "");
+  static const double c[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
+                             -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223};
+  LLVMValueRef arg = LLVMBuildFSub(B, poly(e, t, c, 10), LLVMBuildFMul(B, z, z, ""), "");
+  LLVMValueRef erfc = LLVMBuildFMul(B, t, cg_emit_exp(e, arg, ""), "");
+  LLVMValueRef pos = LLVMBuildFSub(B, C(2.0), erfc, "");
+  LLVMValueRef f = sel_lt(e, x, C(0.0), erfc, pos, "");
+  return LLVMBuildFMul(B, LLVMBuildFMul(B, x, C(0.5), ""), f, name);
+}
+
+LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  switch (op) {
+  case IR_OP_RELU: /* x < 0 ? 0 : x keeps NaN, like NumPy's maximum */
+    return sel_lt(e, x, C(0.0), C(0.0), x, name);
+  case IR_OP_SIGMOID: {
+    LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), "");
+    return LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), ex, ""), name);
+  }
+  case IR_OP_TANH:
+    return emit_tanh(e, x, name);
+  case IR_OP_GELU:
+    return emit_gelu(e, x, name);
+  case IR_OP_INPUT:
+  case IR_OP_CONST:
+  case IR_OP_MATMUL:
+  case IR_OP_ADD:
+  case IR_OP_MUL:
+  case IR_OP_SOFTMAX:
+  case IR_OP_CAST:
+  case IR_OP_COUNT:
+    break;
+  }
+  CASTOR_UNREACHABLE();
+  return NULL;
+}
+
+LLVMTypeRef cg_llvm_dtype(cg_emitter *e, ir_dtype dt) {
+  switch (dt) {
+  case IR_DTYPE_F32: return e->f32;
+  case IR_DTYPE_F16: return e->half;
+  case IR_DTYPE_BF16: return LLVMInt16TypeInContext(e->ctx); /* bits, converted by hand */
+  case IR_DTYPE_I32: return e->i32;
+  case IR_DTYPE_I64: return e->i64;
+  case IR_DTYPE_I1: return LLVMInt8TypeInContext(e->ctx);
+  case IR_DTYPE_COUNT: break;
+  }
+  CASTOR_UNREACHABLE();
+  return NULL;
+}
+
+static LLVMTypeRef lanes_of(LLVMTypeRef elem, int lanes) {
+  return lanes == 1 ? elem : LLVMVectorType(elem, (unsigned)lanes);
+}
+
+LLVMValueRef cg_emit_load(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, const char *name) {
+  LLVMTypeRef st = lanes_of(cg_llvm_dtype(e, dt), lanes), ft = lanes_of(e->f32, lanes);
+  LLVMValueRef v = LLVMBuildLoad2(B, st, ptr, "");
+  LLVMSetAlignment(v, (unsigned)ir_dtype_size(dt));
+  switch (dt) {
+  case IR_DTYPE_F32:
+    LLVMSetValueName2(v, name, strlen(name));
+    return v;
+  case IR_DTYPE_F16:
+    return LLVMBuildFPExt(B, v, ft, name);
+  case IR_DTYPE_BF16: {
+    LLVMTypeRef it = lanes_of(e->i32, lanes);
+    LLVMValueRef w = LLVMBuildShl(B, LLVMBuildZExt(B, v, it, ""), cg_const(e, it, 16), "");
+    return LLVMBuildBitCast(B, w, ft, name);
+  }
+  case IR_DTYPE_I32:
+  case IR_DTYPE_I64:
+  case IR_DTYPE_I1:
+  case IR_DTYPE_COUNT:
+    break;
+  }
+  CASTOR_UNREACHABLE();
+  return NULL;
+}
+
+/* f32 lanes -> bf16 bits, round to nearest even, NaN kept quiet (bit-exact
+ * with ml_dtypes); done with integer ops, so no __truncsfbf2 call. */
+static LLVMValueRef f32_to_bf16_bits(cg_emitter *e, LLVMValueRef v, int lanes) {
+  LLVMTypeRef it = lanes_of(e->i32, lanes), ht = lanes_of(LLVMInt16TypeInContext(e->ctx), lanes);
+  LLVMValueRef u = LLVMBuildBitCast(B, v, it, "");
+  LLVMValueRef lsb = LLVMBuildAnd(B, LLVMBuildLShr(B, u, cg_const(e, it, 16), ""), cg_const(e, it, 1), "");
+  LLVMValueRef r = LLVMBuildAdd(B, u, LLVMBuildAdd(B, lsb, cg_const(e, it, 0x7fff), ""), "");
+  r = LLVMBuildLShr(B, r, cg_const(e, it, 16), "");
+  LLVMValueRef q = LLVMBuildOr(B, LLVMBuildLShr(B, u, cg_const(e, it, 16), ""), cg_const(e, it, 0x40), "");
+  LLVMValueRef isnan = LLVMBuildFCmp(B, LLVMRealUNO, v, v, "");
+  return LLVMBuildTrunc(B, LLVMBuildSelect(B, isnan, q, r, ""), ht, "");
+}
+
+void cg_emit_store(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes) {
+  LLVMValueRef v = val;
+  switch (dt) {
+  case IR_DTYPE_F32: break;
+  case IR_DTYPE_F16: v = LLVMBuildFPTrunc(B, val, lanes_of(e->half, lanes), ""); break;
+  case IR_DTYPE_BF16: v = f32_to_bf16_bits(e, val, lanes); break;
+  case IR_DTYPE_I32:
+  case IR_DTYPE_I64:
+  case IR_DTYPE_I1:
+  case IR_DTYPE_COUNT: CASTOR_UNREACHABLE();
+  }
+  LLVMValueRef st = LLVMBuildStore(B, v, ptr);
+  LLVMSetAlignment(st, (unsigned)ir_dtype_size(dt));
+}
+
+LLVMValueRef cg_emit_round_to(cg_emitter *e, LLVMValueRef x, ir_dtype to, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  int lanes = LLVMGetTypeKind(ty) == LLVMVectorTypeKind ? (int)LLVMGetVectorSize(ty) : 1;
+  switch (to) {
+  case IR_DTYPE_F32:
+    return x;
+  case IR_DTYPE_F16:
+    return LLVMBuildFPExt(B, LLVMBuildFPTrunc(B, x, lanes_of(e->half, lanes), ""), ty, name);
+  case IR_DTYPE_BF16: {
+    LLVMTypeRef it = lanes_of(e->i32, lanes);
+    LLVMValueRef w = LLVMBuildZExt(B, f32_to_bf16_bits(e, x, lanes), it, "");
+    return LLVMBuildBitCast(B, LLVMBuildShl(B, w, cg_const(e, it, 16), ""), ty, name);
+  }
+  case IR_DTYPE_I32:
+  case IR_DTYPE_I64:
+  case IR_DTYPE_I1:
+  case IR_DTYPE_COUNT:
+    break;
+  }
+  CASTOR_UNREACHABLE();
+  return NULL;
+}

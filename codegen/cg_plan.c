@@ -1,0 +1,184 @@
+/*
+ * cg_plan.c: kernel and buffer planning.
+ *
+ * In: a verified graph with current ids. Out: a list of kernels in
+ * execution order and a static buffer plan.
+ *
+ * Grouping is greedy along the schedule: a kernel starts at a matmul, a
+ * softmax or an elementwise op and absorbs the elementwise ops that follow
+ * its value while that value has exactly one use and is not a model output
+ * (a matmul's bias, activation and cast epilogue; a chain of elementwise
+ * ops). An absorbed binary op's other operand must already be available
+ * when the kernel starts (a leaf, or a value scheduled before the kernel).
+ *
+ * Buffers: inputs and outputs are the caller's, constants are weights, and
+ * every other kernel result gets a scratch buffer. Scratch buffers are put
+ * in slots by liveness (first fit over kernel intervals); a buffer never
+ * shares a slot with a buffer its own kernel reads, so kernels never alias.
+ */
+#include <string.h>
+
+#include "cg_internal.h"
+
+static bool fusable_op(ir_op op) {
+  switch (op) {
+  case IR_OP_ADD:
+  case IR_OP_MUL:
+  case IR_OP_RELU:
+  case IR_OP_SIGMOID:
+  case IR_OP_TANH:
+  case IR_OP_GELU:
+  case IR_OP_CAST:
+    return true;
+  case IR_OP_INPUT:
+  case IR_OP_CONST:
+  case IR_OP_MATMUL:
+  case IR_OP_SOFTMAX:
+  case IR_OP_COUNT:
+    return false;
+  }
+  return false;
+}
+
+static bool is_leaf(const ir_node *n) { return (ir_op_flags(n->op) & IR_OPF_LEAF) != 0; }
+
+static int64_t row_bytes(const ir_type *t) {
+  int64_t n = 0;
+  CASTOR_ASSERT(ir_type_inner_numel(t, &n));
+  return n * ir_dtype_size(t->dtype);
+}
+
+static int add_buffer(cg_plan *p, int *cap, rt_buffer_kind kind, int index, const ir_node *n) {
+  if (p->n_buffers == *cap) {
+    *cap = *cap ? 2 * *cap : 16;
+    rt_buffer *nb = arena_alloc(p->arena, (size_t)*cap * sizeof *nb);
+    const ir_node **nn = arena_alloc(p->arena, (size_t)*cap * sizeof *nn);
+    if (p->n_buffers) {
+      memcpy(nb, p->buffers, (size_t)p->n_buffers * sizeof *nb);
+      memcpy(nn, p->buffer_node, (size_t)p->n_buffers * sizeof *nn);
+    }
+    p->buffers = nb;
+    p->buffer_node = nn;
+  }
+  rt_buffer *b = &p->buffers[p->n_buffers];
+  b->kind = kind;
+  b->index = index;
+  if (ir_type_is_batched(&n->type)) b->bytes_per_row = row_bytes(&n->type);
+  else b->bytes_fixed = row_bytes(&n->type);
+  p->buffer_node[p->n_buffers] = n;
+  return p->n_buffers++;
+}
+
+bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
+  (void)d;
+  memset(p, 0, sizeof *p);
+  p->arena = arena_create();
+  int n = g->n_nodes, buf_cap = 0;
+  int *uses = ir_graph_use_counts(g);
+  int *first_output = arena_alloc(p->arena, (size_t)(n + 1) * sizeof(int));
+  for (int i = 0; i < n; i++) first_output[i] = -1;
+  for (int o = g->n_outputs; o-- > 0;) first_output[g->outputs[o].value->id] = o;
+  p->buffer_of = arena_alloc(p->arena, (size_t)(n + 1) * sizeof(int));
+  for (int i = 0; i < n; i++) p->buffer_of[i] = -1;
+  bool *fused = arena_alloc(p->arena, (size_t)n + 1);
+  p->kernels = arena_alloc(p->arena, (size_t)(n + g->n_outputs + 1) * sizeof(cg_kernel));
+
+  for (int i = 0; i < n; i++) {
+    ir_node *x = g->nodes[i];
+    if (x->op == IR_OP_INPUT) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_INPUT, x->attr.input.index, x);
+    if (x->op == IR_OP_CONST) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_CONST, -1, x);
+  }
+
+  /* kernels */
+  for (int i = 0; i < n; i++) {
+    ir_node *x = g->nodes[i];
+    if (is_leaf(x) || fused[i]) continue;
+    cg_kernel *k = &p->kernels[p->n_kernels++];
+    k->kind = x->op == IR_OP_MATMUL    ? CG_KERNEL_MATMUL
+              : x->op == IR_OP_SOFTMAX ? CG_KERNEL_SOFTMAX
+                                       : CG_KERNEL_ELTWISE;
+    k->ops = arena_alloc(p->arena, (size_t)(n - i) * sizeof(ir_node *));
+    k->ops[k->n_ops++] = x;
+    ir_node *cur = x;
+    while (k->kind != CG_KERNEL_SOFTMAX && uses[cur->id] == 1 && first_output[cur->id] < 0) {
+      ir_node *user = NULL;
+      for (int j = cur->id + 1; j < n && !user; j++)
+        for (int s = 0; s < g->nodes[j]->n_srcs; s++)
+          if (g->nodes[j]->srcs[s] == cur) user = g->nodes[j];
+      if (!user || !fusable_op(user->op) || user->type.rank != cur->type.rank || cur->type.rank == 0) break;
+      bool ok = true;
+      for (int s = 0; s < user->n_srcs; s++) {
+        ir_node *o = user->srcs[s];
+        if (o == cur) continue;
+        if (!is_leaf(o) && o->id >= x->id) ok = false;         /* not computed yet */
+        bool bias = o->type.rank == 1 && !ir_type_is_batched(&o->type) &&
+                    o->type.dims[0] == cur->type.dims[cur->type.rank - 1];
+        if (!bias && !ir_type_eq(&o->type, &cur->type)) ok = false;
+      }
+      /* the chain's shape is the kernel's iteration space; it must not change */
+      for (int r = 0; r < cur->type.rank; r++)
+        if (user->type.dims[r] != cur->type.dims[r]) ok = false;
+      if (!ok) break;
+      fused[user->id] = true;
+      k->ops[k->n_ops++] = user;
+      cur = user;
+    }
+    int out = first_output[cur->id];
+    if (out >= 0) p->buffer_of[cur->id] = add_buffer(p, &buf_cap, RT_BUF_OUTPUT, out, cur);
+    else p->buffer_of[cur->id] = add_buffer(p, &buf_cap, RT_BUF_SCRATCH, -1, cur);
+    k->out_buffer = p->buffer_of[cur->id];
+    k->name = arena_printf(p->arena, "k%d.%s", p->n_kernels - 1, x->name);
+  }
+
+  /* outputs that no kernel writes: leaves, or a value that is several outputs */
+  for (int o = 0; o < g->n_outputs; o++) {
+    ir_node *v = g->outputs[o].value;
+    if (first_output[v->id] == o && !is_leaf(v)) continue;
+    cg_kernel *k = &p->kernels[p->n_kernels++];
+    k->kind = CG_KERNEL_COPY;
+    k->copy_src = v;
+    k->out_buffer = add_buffer(p, &buf_cap, RT_BUF_OUTPUT, o, v);
+    k->name = arena_printf(p->arena, "k%d.copy.%s", p->n_kernels - 1, g->outputs[o].name);
+  }
+
+  /* liveness of scratch buffers over kernel indices */
+  int nb = p->n_buffers;
+  int *def = arena_alloc(p->arena, (size_t)nb * sizeof(int));
+  int *last = arena_alloc(p->arena, (size_t)nb * sizeof(int));
+  for (int b = 0; b < nb; b++) def[b] = last[b] = -1;
+  for (int ki = 0; ki < p->n_kernels; ki++) {
+    cg_kernel *k = &p->kernels[ki];
+    def[k->out_buffer] = ki;
+    if (k->kind == CG_KERNEL_COPY) {
+      last[p->buffer_of[k->copy_src->id]] = ki;
+      continue;
+    }
+    for (int j = 0; j < k->n_ops; j++)
+      for (int s = 0; s < k->ops[j]->n_srcs; s++) {
+        int b = p->buffer_of[k->ops[j]->srcs[s]->id];
+        if (b >= 0) last[b] = ki;
+      }
+  }
+  p->slots = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof(rt_slot));
+  int *slot_free_after = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof(int));
+  for (int b = 0; b < nb; b++) {
+    rt_buffer *buf = &p->buffers[b];
+    if (buf->kind != RT_BUF_SCRATCH) continue;
+    if (last[b] < def[b]) last[b] = def[b]; /* written, never read (cannot happen after dce) */
+    int s = 0;
+    while (s < p->n_slots && slot_free_after[s] >= def[b]) s++;
+    if (s == p->n_slots) p->n_slots++;
+    slot_free_after[s] = last[b];
+    rt_slot *sl = &p->slots[s];
+    if (buf->bytes_per_row > sl->bytes_per_row) sl->bytes_per_row = buf->bytes_per_row;
+    if (buf->bytes_fixed > sl->bytes_fixed) sl->bytes_fixed = buf->bytes_fixed;
+    buf->index = s;
+  }
+  free(uses);
+  return true;
+}
+
+void cg_plan_fini(cg_plan *p) {
+  arena_destroy(p->arena);
+  memset(p, 0, sizeof *p);
+}
