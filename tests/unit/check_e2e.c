@@ -116,7 +116,7 @@ static const struct {
                     "q = add(p, x)\noutput q\n"},
     {"two_inputs", "model m\nx = input(shape=[5])\ny = input(shape=[5])\nz = multiply(x, y)\n"
                    "w = dense(z, units=3)\noutput w, z\n"},
-    {"output_is_input", "model m\nx = input(shape=[6])\ny = dense(x, units=2)\noutput x, y, y\n"},
+    {"output_is_input", "model m\nx = input(shape=[6])\ny = dense(x, units=2)\nz = activation(y, linear)\noutput x, y, z\n"},
     {"residual", "model m\nx = input(shape=[32])\nh = dense(x, units=32, activation=gelu)\n"
                  "h = dense(h, units=32)\nr = add(h, x)\nr = activation(r, relu)\no = dense(r, units=5, activation=softmax)\noutput o\n"},
 };

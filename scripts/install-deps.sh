@@ -1,0 +1,18 @@
+#!/bin/sh
+# install-deps.sh: installs what castor needs to build and test on Debian 12
+# (bookworm), skipping packages that are already there. Run as root or with
+# sudo available. Idempotent; prints nothing when all is present.
+set -eu
+pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "install-deps: installing:$missing" >&2
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
