@@ -1,0 +1,684 @@
+/*
+ * ir_parse.c: reads the text form that ir_print writes (grammar in
+ * ir/README.md) back into a graph, for castor-opt and golden tests.
+ *
+ * The text is line oriented: a `graph` header, one node per line in
+ * schedule order, then `output` lines. Beyond the canonical form the parser
+ * accepts blank lines, `#` comment lines, extra blanks between tokens and
+ * \r\n line ends, and drops them; printing the result gives the canonical
+ * text. It re-infers the type of every non-leaf node with ir_infer_type and
+ * rejects a declared type that differs, so a parsed graph is well typed.
+ * Graph-wide invariants that the text can state but a pass may break too
+ * (input indices, batched inputs, unbatched constants) are left to
+ * ir_verify, so that verifier failures can be written as golden tests.
+ *
+ * Errors go to the sink at file:line:col with the source line and a caret.
+ * The parser stops at the first error and returns NULL; it never crashes or
+ * loops on any input: every step consumes bytes of one line, value lookups
+ * go through a hash table, and sizes are overflow-checked.
+ */
+#include "ir.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- value names: an open-addressing table (name -> node) ---- */
+
+typedef struct name_slot {
+  const char *name; /* NUL-terminated, arena-owned; NULL: empty slot */
+  size_t len;
+  void *value;
+} name_slot;
+
+typedef struct name_table {
+  name_slot *slots;
+  size_t cap, len; /* cap is a power of two */
+} name_table;
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h;
+}
+
+static name_slot *table_slot(name_table *t, const char *s, size_t n) {
+  size_t mask = t->cap - 1;
+  for (size_t i = (size_t)hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
+    name_slot *e = &t->slots[i];
+    if (!e->name || (e->len == n && memcmp(e->name, s, n) == 0)) return e;
+  }
+}
+
+static void *table_get(name_table *t, const char *s, size_t n) {
+  return t->cap ? table_slot(t, s, n)->value : NULL;
+}
+
+static void table_put(name_table *t, const char *name, void *value) {
+  if (2 * (t->len + 1) > t->cap) {
+    name_table old = *t;
+    t->cap = old.cap ? 2 * old.cap : 64;
+    t->slots = xcalloc(t->cap, sizeof *t->slots);
+    t->len = 0;
+    for (size_t i = 0; i < old.cap; i++)
+      if (old.slots[i].name) *table_slot(t, old.slots[i].name, old.slots[i].len) = old.slots[i];
+    t->len = old.len;
+    free(old.slots);
+  }
+  size_t n = strlen(name);
+  name_slot *e = table_slot(t, name, n);
+  if (!e->name) t->len++;
+  *e = (name_slot){name, n, value};
+}
+
+/* ---- the parser: one line at a time ---- */
+
+typedef struct parser {
+  diag_sink *d;
+  const char *file; /* interned in the sink: for diagnostics */
+  const char *node_file; /* in the graph's arena: node locations outlive the sink */
+  ir_graph *g;
+  name_table values, outputs;
+  diag_loc header; /* where the `graph` line is */
+  /* the current line, without its line end and trailing blanks */
+  const char *line, *end, *p;
+  int line_no;
+} parser;
+
+static diag_loc loc_at(const parser *ps, const char *at) {
+  return (diag_loc){ps->file, ps->line_no, (int)(at - ps->line) + 1};
+}
+
+static diag_loc node_loc_at(const parser *ps, const char *at) {
+  return (diag_loc){ps->node_file, ps->line_no, (int)(at - ps->line) + 1};
+}
+
+static bool fail_at(parser *ps, const char *at, const char *fmt, ...) CASTOR_PRINTF(3, 4);
+static bool fail_at(parser *ps, const char *at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_vreport(ps->d, DIAG_ERROR, loc_at(ps, at), fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+static bool is_blank(char c) { return c == ' ' || c == '\t'; }
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_ident_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+static bool is_ident_char(char c) { return is_ident_start(c) || is_digit(c); }
+
+static void skip_blanks(parser *ps) {
+  while (ps->p < ps->end && is_blank(*ps->p)) ps->p++;
+}
+
+static bool at_eol(parser *ps) {
+  skip_blanks(ps);
+  return ps->p == ps->end;
+}
+
+/* Names the token at the cursor for "expected X, got Y" messages. */
+static const char *describe(parser *ps, char *buf, size_t n) {
+  if (ps->p == ps->end) return "end of line";
+  const char *q = ps->p;
+  if (is_ident_char(*q)) {
+    while (q < ps->end && (is_ident_char(*q) || *q == '.') && q - ps->p < 40) q++;
+  } else {
+    q++;
+    while (q < ps->end && ((unsigned char)*q & 0xc0) == 0x80) q++; /* whole UTF-8 char */
+  }
+  snprintf(buf, n, "'%.*s'", (int)(q - ps->p), ps->p);
+  return buf;
+}
+
+static bool expected(parser *ps, const char *what) {
+  char buf[64];
+  return fail_at(ps, ps->p, "expected %s, got %s", what, describe(ps, buf, sizeof buf));
+}
+
+static bool expect_char(parser *ps, char c, const char *what) {
+  skip_blanks(ps);
+  if (ps->p < ps->end && *ps->p == c) return ps->p++, true;
+  return expected(ps, what);
+}
+
+static bool accept_char(parser *ps, char c) {
+  skip_blanks(ps);
+  if (ps->p < ps->end && *ps->p == c) return ps->p++, true;
+  return false;
+}
+
+/* A word: [A-Za-z_][A-Za-z0-9_]* with '.' after the first character when
+ * dots is true (value names, keys and keywords share this rule). */
+static bool lex_word(parser *ps, bool dots, const char **out, size_t *out_len) {
+  skip_blanks(ps);
+  const char *s = ps->p;
+  if (s == ps->end || !is_ident_start(*s)) return false;
+  while (ps->p < ps->end && (is_ident_char(*ps->p) || (dots && *ps->p == '.'))) ps->p++;
+  *out = s, *out_len = (size_t)(ps->p - s);
+  return true;
+}
+
+static bool word_is(const char *s, size_t n, const char *w) {
+  return strlen(w) == n && memcmp(s, w, n) == 0;
+}
+
+/* A non-negative decimal integer no larger than max. */
+static bool lex_uint(parser *ps, int64_t max, const char *what, int64_t *out) {
+  skip_blanks(ps);
+  const char *s = ps->p;
+  if (s == ps->end || !is_digit(*s)) return expected(ps, what);
+  int64_t v = 0;
+  bool big = false;
+  for (; ps->p < ps->end && is_digit(*ps->p); ps->p++) {
+    int digit = *ps->p - '0';
+    if (v > (max - digit) / 10) big = true;
+    else v = v * 10 + digit;
+  }
+  if (ps->p < ps->end && (is_ident_start(*ps->p) || *ps->p == '.'))
+    return fail_at(ps, s, "expected %s, got '%.*s'", what, (int)(ps->p - s + 1), s);
+  if (big) return fail_at(ps, s, "%s %.*s is too large", what, (int)(ps->p - s), s);
+  *out = v;
+  return true;
+}
+
+/* ---- close-name suggestions for unknown ops ---- */
+
+static int edit_distance(const char *a, size_t na, const char *b) {
+  size_t nb = strlen(b);
+  int row[64];
+  if (na >= 63 || nb >= 63) return 99;
+  for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
+  for (size_t i = 1; i <= na; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= nb; j++) {
+      int up = row[j];
+      int best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[nb];
+}
+
+static bool unknown_op(parser *ps, const char *s, size_t n) {
+  str_buf close;
+  str_buf_init(&close);
+  int n_close = 0;
+  const char *names[IR_OP_COUNT];
+  for (int i = 0; i < IR_OP_COUNT; i++) {
+    const char *name = ir_op_name((ir_op)i);
+    int limit = n <= 3 ? 1 : 2;
+    if (edit_distance(s, n, name) <= limit) names[n_close++] = name;
+  }
+  for (int i = 0; i < n_close; i++)
+    str_buf_printf(&close, "%s'%s'", i == 0 ? "" : i + 1 == n_close ? " or " : ", ", names[i]);
+  if (n_close == 0) {
+    for (int i = 0; i < IR_OP_COUNT; i++)
+      str_buf_printf(&close, "%s%s", i ? ", " : "", ir_op_name((ir_op)i));
+    fail_at(ps, s, "unknown op '%.*s' (ops: %s)", (int)n, s, str_buf_cstr(&close));
+  } else {
+    fail_at(ps, s, "unknown op '%.*s'; did you mean %s?", (int)n, s, str_buf_cstr(&close));
+  }
+  str_buf_fini(&close);
+  return false;
+}
+
+/* ---- pieces of a line ---- */
+
+static bool parse_dtype(parser *ps, ir_dtype *out) {
+  const char *s;
+  size_t n;
+  if (!lex_word(ps, false, &s, &n)) return expected(ps, "a dtype");
+  if (ir_dtype_from_name(s, n, out)) return true;
+  return fail_at(ps, s, "unknown dtype '%.*s' (dtypes: f32, f16, bf16, i32, i64, i1)", (int)n, s);
+}
+
+static bool parse_policy(parser *ps, ir_policy *out) {
+  const char *s;
+  size_t n;
+  if (!lex_word(ps, false, &s, &n)) return expected(ps, "a policy name");
+  if (ir_policy_from_name(s, n, out)) return true;
+  str_buf names;
+  str_buf_init(&names);
+  for (int i = 1; i < IR_POLICY_COUNT; i++)
+    str_buf_printf(&names, "%s%s", i > 1 ? ", " : "", ir_policy_name((ir_policy)i));
+  fail_at(ps, s, "unknown policy '%.*s' (policies: %s)", (int)n, s, str_buf_cstr(&names));
+  str_buf_fini(&names);
+  return false;
+}
+
+/* TYPE = DTYPE '[' [DIM {',' DIM}] ']', DIM = 'N' | positive integer. */
+static bool parse_type(parser *ps, ir_type *out) {
+  skip_blanks(ps);
+  const char *start = ps->p;
+  *out = (ir_type){0};
+  if (!parse_dtype(ps, &out->dtype) || !expect_char(ps, '[', "'[' after the dtype")) return false;
+  if (!accept_char(ps, ']')) {
+    do {
+      skip_blanks(ps);
+      const char *at = ps->p;
+      int64_t dim;
+      if (ps->p < ps->end && *ps->p == 'N' &&
+          (ps->p + 1 == ps->end || !(is_ident_char(ps->p[1]) || ps->p[1] == '.'))) {
+        ps->p++;
+        if (out->rank > 0)
+          return fail_at(ps, at, "the batch dimension N may only be the first dimension");
+        dim = IR_DIM_BATCH;
+      } else {
+        if (!lex_uint(ps, INT64_MAX, "a dimension (a positive integer or N)", &dim)) return false;
+        if (dim == 0) return fail_at(ps, at, "dimension must be positive, got 0");
+      }
+      if (out->rank == IR_MAX_RANK)
+        return fail_at(ps, at, "rank exceeds the maximum of %d", IR_MAX_RANK);
+      out->dims[out->rank++] = dim;
+    } while (accept_char(ps, ','));
+    if (!expect_char(ps, ']', "',' or ']' in the shape")) return false;
+  }
+  int64_t bytes;
+  if (!ir_type_bytes(out, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    str_buf b;
+    str_buf_init(&b);
+    ir_type_print(out, &b);
+    fail_at(ps, start, "type %s is larger than the %lld-byte tensor limit", str_buf_cstr(&b),
+            (long long)IR_MAX_TENSOR_BYTES);
+    str_buf_fini(&b);
+    return false;
+  }
+  return true;
+}
+
+/* '"' chars '"' with \" \\ and \xHH escapes; the value is arena-owned. */
+static bool parse_string(parser *ps, const char **out) {
+  skip_blanks(ps);
+  const char *open = ps->p;
+  if (ps->p == ps->end || *ps->p != '"') return expected(ps, "a quoted string");
+  ps->p++;
+  str_buf b;
+  str_buf_init(&b);
+  bool ok = false;
+  for (;;) {
+    if (ps->p == ps->end) {
+      fail_at(ps, open, "unterminated string");
+      break;
+    }
+    char c = *ps->p;
+    if (c == '"') {
+      ps->p++;
+      ok = true;
+      break;
+    }
+    if (c != '\\') {
+      str_buf_putc(&b, c);
+      ps->p++;
+      continue;
+    }
+    const char *esc = ps->p++;
+    if (ps->p < ps->end && (*ps->p == '"' || *ps->p == '\\')) {
+      str_buf_putc(&b, *ps->p++);
+      continue;
+    }
+    int v = 0, k = 0;
+    if (ps->p < ps->end && *ps->p == 'x') {
+      for (k = 0; k < 2 && ps->p + 1 + k < ps->end; k++) {
+        char h = ps->p[1 + k];
+        int x = is_digit(h) ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+              : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        if (x < 0) break;
+        v = v * 16 + x;
+      }
+    }
+    if (k != 2 || v == 0) {
+      fail_at(ps, esc, "bad escape in string (use \\\", \\\\ or \\xHH with HH not 00)");
+      break;
+    }
+    str_buf_putc(&b, (char)v);
+    ps->p += 3;
+  }
+  if (ok) *out = arena_strndup(ps->g->arena, str_buf_cstr(&b), b.len);
+  str_buf_fini(&b);
+  return ok;
+}
+
+/* The attributes an op takes besides policy: at most one. */
+static const char *op_attr_key(ir_op op) {
+  switch (op) {
+  case IR_OP_INPUT: return "index";
+  case IR_OP_CONST: return "weight";
+  case IR_OP_MATMUL: return "acc";
+  case IR_OP_CAST: return "to";
+  case IR_OP_ADD:
+  case IR_OP_MUL:
+  case IR_OP_RELU:
+  case IR_OP_SIGMOID:
+  case IR_OP_TANH:
+  case IR_OP_GELU:
+  case IR_OP_SOFTMAX:
+  case IR_OP_COUNT:
+    return NULL;
+  }
+  return NULL;
+}
+
+/* '{' KEY '=' VALUE {',' KEY '=' VALUE} '}' (the '{' already consumed). */
+static bool parse_attrs(parser *ps, ir_node *n, bool *out_has_op_attr) {
+  const char *op_key = op_attr_key(n->op);
+  bool seen_policy = false;
+  do {
+    const char *key;
+    size_t len;
+    if (!lex_word(ps, false, &key, &len)) return expected(ps, "an attribute name");
+    bool is_op_key = op_key && word_is(key, len, op_key);
+    bool is_policy = word_is(key, len, "policy");
+    if (!is_op_key && !is_policy)
+      return op_key ? fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes %s and policy)",
+                              (int)len, key, ir_op_name(n->op), op_key)
+                    : fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes only policy)",
+                              (int)len, key, ir_op_name(n->op));
+    if ((is_op_key && *out_has_op_attr) || (is_policy && seen_policy))
+      return fail_at(ps, key, "duplicate attribute '%.*s'", (int)len, key);
+    if (!expect_char(ps, '=', "'=' after the attribute name")) return false;
+    if (is_policy) {
+      if (!parse_policy(ps, &n->policy)) return false;
+      seen_policy = true;
+      continue;
+    }
+    *out_has_op_attr = true;
+    switch (n->op) {
+    case IR_OP_INPUT: {
+      int64_t v;
+      if (!lex_uint(ps, INT_MAX, "an input index", &v)) return false;
+      n->attr.input.index = (int)v;
+      break;
+    }
+    case IR_OP_CONST:
+      if (!parse_string(ps, &n->attr.konst.weight)) return false;
+      n->attr.konst.data = NULL;
+      break;
+    case IR_OP_MATMUL:
+      if (!parse_dtype(ps, &n->attr.matmul.acc)) return false;
+      break;
+    case IR_OP_CAST:
+      if (!parse_dtype(ps, &n->attr.cast.to)) return false;
+      break;
+    case IR_OP_ADD:
+    case IR_OP_MUL:
+    case IR_OP_RELU:
+    case IR_OP_SIGMOID:
+    case IR_OP_TANH:
+    case IR_OP_GELU:
+    case IR_OP_SOFTMAX:
+    case IR_OP_COUNT:
+      CASTOR_UNREACHABLE();
+    }
+  } while (accept_char(ps, ','));
+  return expect_char(ps, '}', "',' or '}' after the attribute");
+}
+
+/* '#' then the note: one space after '#' is dropped, the rest kept. */
+static const char *parse_note(parser *ps) {
+  const char *s = ps->p + 1;
+  if (s < ps->end && *s == ' ') s++;
+  ps->p = ps->end;
+  return s == ps->end ? NULL : arena_strndup(ps->g->arena, s, (size_t)(ps->end - s));
+}
+
+static void type_str(const ir_type *t, char *buf, size_t n) {
+  str_buf b;
+  str_buf_init(&b);
+  ir_type_print(t, &b);
+  snprintf(buf, n, "%s", str_buf_cstr(&b));
+  str_buf_fini(&b);
+}
+
+/* %NAME = TYPE OP '(' [%SRC {',' %SRC}] ')' ['{' ATTRS '}'] ['#' NOTE] */
+static bool parse_node(parser *ps) {
+  const char *pct = ps->p++; /* at '%' */
+  const char *name;
+  size_t name_len;
+  if (ps->p == ps->end || !is_ident_start(*ps->p) || !lex_word(ps, true, &name, &name_len))
+    return fail_at(ps, pct, "expected a value name after '%%' ([A-Za-z_][A-Za-z0-9_.]*)");
+  ir_node *prev = table_get(&ps->values, name, name_len);
+  if (prev) {
+    fail_at(ps, pct, "redefinition of %%%.*s", (int)name_len, name);
+    diag_note(ps->d, prev->loc, "previous definition of %%%s is here", prev->name);
+    return false;
+  }
+  if (!expect_char(ps, '=', "'=' after the value name")) return false;
+  skip_blanks(ps);
+  const char *type_at = ps->p;
+  ir_type declared;
+  if (!parse_type(ps, &declared)) return false;
+
+  const char *op_name;
+  size_t op_len;
+  ir_op op;
+  if (!lex_word(ps, false, &op_name, &op_len)) return expected(ps, "an op name");
+  if (!ir_op_from_name(op_name, op_len, &op)) return unknown_op(ps, op_name, op_len);
+
+  if (!expect_char(ps, '(', "'(' after the op name")) return false;
+  ir_node *srcs[IR_MAX_SRCS];
+  int n_srcs = 0;
+  if (!accept_char(ps, ')')) {
+    do {
+      skip_blanks(ps);
+      const char *at = ps->p;
+      const char *s;
+      size_t n;
+      if (ps->p == ps->end || *ps->p != '%') return expected(ps, "an operand ('%name')");
+      ps->p++;
+      if (ps->p == ps->end || !is_ident_start(*ps->p) || !lex_word(ps, true, &s, &n))
+        return fail_at(ps, at, "expected a value name after '%%'");
+      ir_node *src = table_get(&ps->values, s, n);
+      if (!src) {
+        if (n == name_len && memcmp(s, name, n) == 0)
+          return fail_at(ps, at, "%%%.*s is used in its own definition", (int)n, s);
+        return fail_at(ps, at, "undefined value %%%.*s", (int)n, s);
+      }
+      if (n_srcs < IR_MAX_SRCS) srcs[n_srcs] = src;
+      n_srcs++; /* counted past IR_MAX_SRCS for the message below */
+    } while (accept_char(ps, ','));
+    if (!expect_char(ps, ')', "',' or ')' after the operand")) return false;
+  }
+  if (n_srcs != ir_op_arity(op))
+    return fail_at(ps, op_name, "%s takes %d operand%s, got %d", ir_op_name(op), ir_op_arity(op),
+                   ir_op_arity(op) == 1 ? "" : "s", n_srcs);
+
+  char *name_z = arena_strndup(ps->g->arena, name, name_len);
+  ir_node *node = ir_node_new(ps->g, op, &declared, srcs, n_srcs, name_z, node_loc_at(ps, pct));
+  bool has_op_attr = false;
+  if (accept_char(ps, '{') && !parse_attrs(ps, node, &has_op_attr)) return false;
+  skip_blanks(ps);
+  if (ps->p < ps->end && *ps->p == '#') node->note = parse_note(ps);
+  if (!at_eol(ps)) return expected(ps, "'{', '#' or the end of the line");
+  const char *op_key = op_attr_key(op);
+  if (op_key && !has_op_attr)
+    return fail_at(ps, op_name, "%s needs the attribute '%s'", ir_op_name(op), op_key);
+
+  if (!(ir_op_flags(op) & IR_OPF_LEAF)) {
+    ir_type inferred;
+    char err[256];
+    if (!ir_infer_type(op, srcs, n_srcs, &node->attr, &inferred, err, sizeof err))
+      return fail_at(ps, op_name, "%s", err);
+    if (!ir_type_eq(&inferred, &declared)) {
+      char d[96], i[96], a[96], b[96] = "";
+      type_str(&declared, d, sizeof d);
+      type_str(&inferred, i, sizeof i);
+      type_str(&srcs[0]->type, a, sizeof a);
+      if (n_srcs > 1) type_str(&srcs[1]->type, b, sizeof b);
+      return fail_at(ps, type_at,
+                     "declared type %s does not match the inferred type %s: %s of %s%s%s", d, i,
+                     ir_op_name(op), a, n_srcs > 1 ? " and " : "", b);
+    }
+  }
+  ir_graph_append(ps->g, node);
+  table_put(&ps->values, node->name, node);
+  return true;
+}
+
+/* output NAME '=' %VALUE (the keyword already consumed) */
+static bool parse_output(parser *ps) {
+  const char *name;
+  size_t len;
+  if (!lex_word(ps, true, &name, &len)) return expected(ps, "an output name");
+  const char *dot = memchr(name, '.', len);
+  if (dot) return fail_at(ps, dot, "output names may not contain '.' ([A-Za-z_][A-Za-z0-9_]*)");
+  if (table_get(&ps->outputs, name, len))
+    return fail_at(ps, name, "duplicate output '%.*s'", (int)len, name);
+  if (!expect_char(ps, '=', "'=' after the output name")) return false;
+  skip_blanks(ps);
+  const char *at = ps->p, *s;
+  size_t n;
+  if (ps->p == ps->end || *ps->p != '%') return expected(ps, "a value ('%name')");
+  ps->p++;
+  if (ps->p == ps->end || !is_ident_start(*ps->p) || !lex_word(ps, true, &s, &n))
+    return fail_at(ps, at, "expected a value name after '%%'");
+  ir_node *value = table_get(&ps->values, s, n);
+  if (!value) return fail_at(ps, at, "undefined value %%%.*s", (int)n, s);
+  skip_blanks(ps);
+  if (ps->p < ps->end && *ps->p == '#') ps->p = ps->end; /* a comment */
+  if (!at_eol(ps)) return expected(ps, "the end of the line");
+  char *name_z = arena_strndup(ps->g->arena, name, len);
+  ir_graph_add_output(ps->g, name_z, value);
+  table_put(&ps->outputs, ps->g->outputs[ps->g->n_outputs - 1].name, value);
+  return true;
+}
+
+/* graph NAME policy '=' POLICY (the keyword already consumed). Graph names
+ * are value names that may also hold '-'. */
+static bool parse_header(parser *ps, const char *kw) {
+  skip_blanks(ps);
+  const char *name = ps->p, *key;
+  if (ps->p == ps->end || !is_ident_start(*ps->p)) return expected(ps, "a graph name");
+  while (ps->p < ps->end && (is_ident_char(*ps->p) || *ps->p == '.' || *ps->p == '-')) ps->p++;
+  size_t len = (size_t)(ps->p - name), key_len;
+  skip_blanks(ps);
+  const char *at = ps->p;
+  if (!lex_word(ps, false, &key, &key_len) || !word_is(key, key_len, "policy")) {
+    ps->p = at;
+    return expected(ps, "'policy=' after the graph name");
+  }
+  ir_policy policy;
+  if (!expect_char(ps, '=', "'=' after 'policy'") || !parse_policy(ps, &policy)) return false;
+  skip_blanks(ps);
+  if (ps->p < ps->end && *ps->p == '#') ps->p = ps->end; /* a comment */
+  if (!at_eol(ps)) return expected(ps, "the end of the line");
+  char *name_z = xmalloc(len + 1);
+  memcpy(name_z, name, len);
+  name_z[len] = 0;
+  ps->g = ir_graph_create(name_z);
+  free(name_z);
+  ps->g->policy = policy;
+  ps->node_file = arena_strdup(ps->g->arena, ps->file);
+  ps->header = loc_at(ps, kw);
+  return true;
+}
+
+/* ---- whole text ---- */
+
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid. */
+static int utf8_seq_len(const unsigned char *p, size_t n) {
+  int len = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
+          : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+  if (len == 0 || (size_t)len > n) return 0;
+  for (int i = 1; i < len; i++)
+    if ((p[i] & 0xc0) != 0x80) return 0;
+  if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+      (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+    return 0; /* overlong, surrogate or beyond U+10FFFF */
+  return len;
+}
+
+/* Rejects bytes that are not UTF-8, NUL and control characters other than
+ * tab and line ends, and a \r not followed by \n, before any parsing. */
+static bool check_bytes(parser *ps, const char *text, size_t len) {
+  const char *line = text;
+  int line_no = 1;
+  for (size_t i = 0; i < len;) {
+    unsigned char c = (unsigned char)text[i];
+    const char *why = NULL;
+    int n = utf8_seq_len((const unsigned char *)text + i, len - i);
+    if (n == 0) why = "invalid UTF-8 byte 0x%02x";
+    else if (c == '\r' && (i + 1 == len || text[i + 1] != '\n'))
+      why = "carriage return (0x%02x) not followed by a line feed";
+    else if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
+      why = "unexpected control character 0x%02x";
+    if (why) {
+      diag_error(ps->d, ((diag_loc){ps->file, line_no, (int)(text + i - line) + 1}), why, c);
+      return false;
+    }
+    if (c == '\n') line = text + i + 1, line_no++;
+    i += (size_t)n;
+  }
+  return true;
+}
+
+static bool parse_text(parser *ps, const char *text, size_t len) {
+  if (!check_bytes(ps, text, len)) return false;
+  const char *end = text + len;
+  ps->line_no = 0;
+  for (size_t at = 0; at < len || ps->line_no == 0;) {
+    const char *line = text + at;
+    const char *eol = memchr(line, '\n', len - at);
+    if (!eol) eol = end;
+    at = eol == end ? len : (size_t)(eol - text) + 1;
+    ps->line_no++;
+    ps->line = ps->p = line;
+    ps->end = eol;
+    while (ps->end > line && (ps->end[-1] == '\r' || is_blank(ps->end[-1]))) ps->end--;
+
+    if (at_eol(ps) || *ps->p == '#') continue;
+    const char *kw = ps->p, *w;
+    size_t wn = 0;
+    if (*ps->p != '%') lex_word(ps, false, &w, &wn);
+    bool is_graph = wn && word_is(w, wn, "graph");
+    bool is_output = wn && word_is(w, wn, "output");
+    if (!ps->g) {
+      if (!is_graph) {
+        ps->p = kw;
+        return fail_at(ps, kw, "missing 'graph NAME policy=POLICY' header before the first line");
+      }
+      if (!parse_header(ps, kw)) return false;
+      continue;
+    }
+    if (*kw == '%') {
+      if (!parse_node(ps)) return false;
+    } else if (is_output) {
+      if (!parse_output(ps)) return false;
+    } else if (is_graph) {
+      return fail_at(ps, kw, "a second 'graph' header (one graph per file)");
+    } else {
+      ps->p = kw;
+      return expected(ps, "a node ('%name = ...'), an 'output' line or a comment");
+    }
+  }
+  if (!ps->g) {
+    ps->line = ps->p = text, ps->line_no = 1;
+    return fail_at(ps, text, "missing 'graph NAME policy=POLICY' header (the text is empty)");
+  }
+  if (ps->g->n_outputs == 0) {
+    diag_error(ps->d, ps->header, "graph %s has no outputs (add 'output NAME = %%value')",
+               ps->g->name);
+    return false;
+  }
+  return true;
+}
+
+ir_graph *ir_parse(const char *file, const char *text, size_t len, diag_sink *d) {
+  if (!text) text = "", len = 0;
+  parser ps = {.d = d, .file = diag_intern(d, file ? file : "<input>")};
+  diag_sink_add_source(d, ps.file, text, len);
+  bool ok = parse_text(&ps, text, len);
+  free(ps.values.slots);
+  free(ps.outputs.slots);
+  if (!ok) {
+    ir_graph_destroy(ps.g);
+    return NULL;
+  }
+  return ps.g;
+}

@@ -1,0 +1,158 @@
+/*
+ * ir_print.c: the canonical text form of a graph (grammar in ir/README.md).
+ *
+ *   graph NAME policy=POLICY
+ *   %NAME = TYPE OP(%SRC, ...) {ATTR=V, ...}  # NOTE
+ *   output NAME = %VALUE
+ *
+ * ir_parse reads this back, and printing what it read gives the same bytes,
+ * so dumps diff cleanly and golden tests are plain text. The printer never
+ * fails on a graph with valid ranks: it prints whatever the graph holds ('?'
+ * where a name, a source, an op or a dtype is missing or out of range) so
+ * that a graph the verifier rejects can still be shown.
+ *
+ * Notes are free text on one line. So that every printed note reads back as
+ * itself, control characters other than tab print as spaces, trailing
+ * blanks are dropped, bytes that are not UTF-8 print as '?', and an empty
+ * note prints nothing. Weight keys are quoted with \" and \\ escaped, and
+ * control bytes and bytes that are not UTF-8 as \xHH.
+ */
+#include "ir.h"
+
+#include <string.h>
+
+static void print_value_ref(const ir_node *n, str_buf *out) {
+  str_buf_putc(out, '%');
+  str_buf_puts(out, n && n->name && n->name[0] ? n->name : "?");
+}
+
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid. */
+static int utf8_seq_len(const unsigned char *p, size_t n) {
+  int len = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
+          : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+  if (len == 0 || (size_t)len > n) return 0;
+  for (int i = 1; i < len; i++)
+    if ((p[i] & 0xc0) != 0x80) return 0;
+  if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+      (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+    return 0; /* overlong, surrogate or beyond U+10FFFF */
+  return len;
+}
+
+static void print_string(const char *s, str_buf *out) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *p = (const unsigned char *)(s ? s : "");
+  size_t n = strlen((const char *)p);
+  str_buf_putc(out, '"');
+  for (size_t i = 0; i < n;) {
+    unsigned char c = p[i];
+    int len = utf8_seq_len(p + i, n - i);
+    if (c == '"' || c == '\\') {
+      str_buf_putc(out, '\\');
+      str_buf_putc(out, (char)c);
+    } else if (c < 0x20 || c == 0x7f || len == 0) {
+      char esc[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+      str_buf_append(out, esc, sizeof esc);
+    } else {
+      str_buf_append(out, (const char *)p + i, (size_t)len);
+      i += (size_t)len;
+      continue;
+    }
+    i++;
+  }
+  str_buf_putc(out, '"');
+}
+
+/* Prints "  # note" as the parser will read it back (see the file comment). */
+static void print_note(const char *note, str_buf *out) {
+  if (!note) return;
+  size_t n = strlen(note);
+  while (n > 0 && (note[n - 1] == ' ' || note[n - 1] == '\t' ||
+                   (unsigned char)note[n - 1] < 0x20 || note[n - 1] == 0x7f))
+    n--;
+  if (n == 0) return;
+  str_buf_puts(out, "  # ");
+  const unsigned char *p = (const unsigned char *)note;
+  for (size_t i = 0; i < n;) {
+    int len = utf8_seq_len(p + i, n - i);
+    if (len == 0) {
+      str_buf_putc(out, '?');
+      i++;
+    } else if (len == 1 && ((p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f)) {
+      str_buf_putc(out, ' ');
+      i++;
+    } else {
+      str_buf_append(out, note + i, (size_t)len);
+      i += (size_t)len;
+    }
+  }
+}
+
+/* The op's own attribute, or nothing for ops without one. */
+static bool print_op_attr(const ir_node *n, str_buf *out) {
+  switch (n->op) {
+  case IR_OP_INPUT:
+    str_buf_printf(out, "index=%d", n->attr.input.index);
+    return true;
+  case IR_OP_CONST:
+    str_buf_puts(out, "weight=");
+    print_string(n->attr.konst.weight, out);
+    return true;
+  case IR_OP_MATMUL:
+    str_buf_printf(out, "acc=%s", ir_dtype_name(n->attr.matmul.acc));
+    return true;
+  case IR_OP_CAST:
+    str_buf_printf(out, "to=%s", ir_dtype_name(n->attr.cast.to));
+    return true;
+  case IR_OP_ADD:
+  case IR_OP_MUL:
+  case IR_OP_RELU:
+  case IR_OP_SIGMOID:
+  case IR_OP_TANH:
+  case IR_OP_GELU:
+  case IR_OP_SOFTMAX:
+  case IR_OP_COUNT:
+    return false;
+  }
+  return false;
+}
+
+/* One node, without the line end. */
+void ir_print_node(const ir_node *n, str_buf *out) {
+  print_value_ref(n, out);
+  str_buf_puts(out, " = ");
+  ir_type_print(&n->type, out);
+  str_buf_putc(out, ' ');
+  str_buf_puts(out, ir_op_name(n->op));
+  str_buf_putc(out, '(');
+  for (int i = 0; i < n->n_srcs && i < IR_MAX_SRCS; i++) {
+    if (i) str_buf_puts(out, ", ");
+    print_value_ref(n->srcs[i], out);
+  }
+  str_buf_putc(out, ')');
+
+  str_buf attrs;
+  str_buf_init(&attrs);
+  bool any = print_op_attr(n, &attrs);
+  if (n->policy != IR_POLICY_NONE) {
+    if (any) str_buf_puts(&attrs, ", ");
+    str_buf_printf(&attrs, "policy=%s", ir_policy_name(n->policy));
+    any = true;
+  }
+  if (any) str_buf_printf(out, " {%s}", str_buf_cstr(&attrs));
+  str_buf_fini(&attrs);
+  print_note(n->note, out);
+}
+
+void ir_print(const ir_graph *g, str_buf *out) {
+  str_buf_printf(out, "graph %s policy=%s\n", g->name ? g->name : "?", ir_policy_name(g->policy));
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_print_node(g->nodes[i], out);
+    str_buf_putc(out, '\n');
+  }
+  for (int i = 0; i < g->n_outputs; i++) {
+    str_buf_printf(out, "output %s = ", g->outputs[i].name ? g->outputs[i].name : "?");
+    print_value_ref(g->outputs[i].value, out);
+    str_buf_putc(out, '\n');
+  }
+}

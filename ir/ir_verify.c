@@ -1,0 +1,350 @@
+/*
+ * ir_verify.c: the structural and type invariants every graph satisfies
+ * between passes. The pass manager runs it after each pass under
+ * --verify-each (always in tests), and the `verify` pass runs it first in
+ * every pipeline.
+ *
+ * Invariants:
+ *   - node ids equal schedule positions; names are non-empty, unique and
+ *     valid in the text form ([A-Za-z_][A-Za-z0-9_.]*);
+ *   - ops, dtypes and policies are in their tables; ranks are 0..4; dims are
+ *     positive except that dims[0] may be the batch N; sizes fit in
+ *     IR_MAX_TENSOR_BYTES;
+ *   - each source is a node of this graph earlier in the schedule, and the
+ *     source count is the op's arity;
+ *   - a non-leaf node's type is what ir_infer_type computes from its sources;
+ *   - inputs are batched with indices 0..k-1, each once; constants are not
+ *     batched and name their weight;
+ *   - there is at least one output; outputs have unique valid names
+ *     ([A-Za-z_][A-Za-z0-9_]*) and point at nodes of the graph.
+ * Every violation is reported (not just the first), at the node's location
+ * when it has one, as "verify: %name: ...". Returns true when clean.
+ */
+#include "ir.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- pointer and name sets (open addressing; graphs can be large) ---- */
+
+typedef struct ptr_map {
+  const void **keys;
+  int *vals;
+  size_t cap; /* power of two, at least twice the entries */
+} ptr_map;
+
+static size_t ptr_hash(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static void ptr_map_init(ptr_map *m, size_t n) {
+  m->cap = 16;
+  while (m->cap < 2 * n + 2) m->cap *= 2;
+  m->keys = xcalloc(m->cap, sizeof *m->keys);
+  m->vals = xcalloc(m->cap, sizeof *m->vals);
+}
+
+static void ptr_map_fini(ptr_map *m) {
+  free(m->keys);
+  free(m->vals);
+}
+
+/* The slot of key: either holding it or empty. */
+static size_t ptr_map_slot(const ptr_map *m, const void *key) {
+  size_t i = ptr_hash(key) & (m->cap - 1);
+  while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
+  return i;
+}
+
+/* Position of key, or -1. */
+static int ptr_map_get(const ptr_map *m, const void *key) {
+  size_t i = ptr_map_slot(m, key);
+  return m->keys[i] ? m->vals[i] : -1;
+}
+
+/* Inserts key -> val unless key is there; returns the value already present
+ * or -1. */
+static int ptr_map_put(ptr_map *m, const void *key, int val) {
+  size_t i = ptr_map_slot(m, key);
+  if (m->keys[i]) return m->vals[i];
+  m->keys[i] = key;
+  m->vals[i] = val;
+  return -1;
+}
+
+/* A set of strings by content, with the position that added each. */
+typedef struct name_set {
+  const char **keys;
+  int *vals;
+  size_t cap;
+} name_set;
+
+static size_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return (size_t)h;
+}
+
+static void name_set_init(name_set *m, size_t n) {
+  m->cap = 16;
+  while (m->cap < 2 * n + 2) m->cap *= 2;
+  m->keys = xcalloc(m->cap, sizeof *m->keys);
+  m->vals = xcalloc(m->cap, sizeof *m->vals);
+}
+
+static void name_set_fini(name_set *m) {
+  free(m->keys);
+  free(m->vals);
+}
+
+static int name_set_put(name_set *m, const char *key, int val) {
+  size_t i = name_hash(key) & (m->cap - 1);
+  while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
+  if (m->keys[i]) return m->vals[i];
+  m->keys[i] = key;
+  m->vals[i] = val;
+  return -1;
+}
+
+/* ---- checks ---- */
+
+typedef struct verifier {
+  const ir_graph *g;
+  diag_sink *d;
+  ptr_map pos; /* node -> first schedule position */
+  int n_errors;
+} verifier;
+
+static bool name_ok(const char *s, bool dots) {
+  if (!s || !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
+  for (s++; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '_' || (dots && *s == '.')))
+      return false;
+  return true;
+}
+
+static const char *node_name(const ir_node *n) {
+  return n && n->name && n->name[0] ? n->name : "?";
+}
+
+static void err(verifier *v, const ir_node *n, const char *fmt, ...) CASTOR_PRINTF(3, 4);
+static void err(verifier *v, const ir_node *n, const char *fmt, ...) {
+  str_buf b;
+  str_buf_init(&b);
+  va_list ap;
+  va_start(ap, fmt);
+  str_buf_vprintf(&b, fmt, ap);
+  va_end(ap);
+  diag_loc none = {0};
+  if (n) diag_error(v->d, n->loc, "verify: %%%s: %s", node_name(n), str_buf_cstr(&b));
+  else diag_error(v->d, none, "verify: %s", str_buf_cstr(&b));
+  str_buf_fini(&b);
+  v->n_errors++;
+}
+
+static void type_str(const ir_type *t, char *buf, size_t n) {
+  str_buf b;
+  str_buf_init(&b);
+  ir_type_print(t, &b);
+  snprintf(buf, n, "%s", str_buf_cstr(&b));
+  str_buf_fini(&b);
+}
+
+/* Dtype, rank, dims and size; false if the type is unusable. */
+static bool check_type(verifier *v, const ir_node *n) {
+  const ir_type *t = &n->type;
+  if ((unsigned)t->dtype >= IR_DTYPE_COUNT) {
+    err(v, n, "invalid dtype code %d", (int)t->dtype);
+    return false;
+  }
+  if (t->rank < 0 || t->rank > IR_MAX_RANK) {
+    err(v, n, "rank %d is outside 0..%d", t->rank, IR_MAX_RANK);
+    return false;
+  }
+  bool ok = true;
+  for (int i = 0; i < t->rank; i++) {
+    if (t->dims[i] == IR_DIM_BATCH && i == 0) continue;
+    if (t->dims[i] == IR_DIM_BATCH) {
+      err(v, n, "the batch dimension N is dimension %d; it may only be the first", i);
+      ok = false;
+    } else if (t->dims[i] <= 0) {
+      err(v, n, "dimension %d is %lld; dimensions must be positive", i, (long long)t->dims[i]);
+      ok = false;
+    }
+  }
+  int64_t bytes;
+  if (ok && (!ir_type_bytes(t, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES)) {
+    char s[96];
+    type_str(t, s, sizeof s);
+    err(v, n, "type %s is larger than the %lld-byte tensor limit", s,
+        (long long)IR_MAX_TENSOR_BYTES);
+    ok = false;
+  }
+  return ok;
+}
+
+/* Sources defined earlier, arity, and the inferred type. */
+static void check_sources(verifier *v, const ir_node *n, int pos, bool type_ok) {
+  int arity = ir_op_arity(n->op);
+  if (n->n_srcs != arity) {
+    err(v, n, "%s takes %d operand(s), has %d", ir_op_name(n->op), arity, n->n_srcs);
+    if (n->n_srcs < 0 || n->n_srcs > IR_MAX_SRCS) return;
+  }
+  bool srcs_ok = n->n_srcs == arity;
+  for (int s = 0; s < n->n_srcs; s++) {
+    const ir_node *src = n->srcs[s];
+    if (!src) {
+      err(v, n, "source %d is null", s);
+      srcs_ok = false;
+      continue;
+    }
+    int at = ptr_map_get(&v->pos, src);
+    if (at < 0) {
+      err(v, n, "source %%%s is not a node of the graph", node_name(src));
+      srcs_ok = false;
+    } else if (at >= pos) {
+      err(v, n, "source %%%s is not defined before use", node_name(src));
+      srcs_ok = false;
+    } else if ((unsigned)src->type.dtype >= IR_DTYPE_COUNT || src->type.rank < 0 ||
+               src->type.rank > IR_MAX_RANK) {
+      srcs_ok = false; /* reported at the source */
+    }
+  }
+  if (!srcs_ok || !type_ok || (ir_op_flags(n->op) & IR_OPF_LEAF)) return;
+  ir_type want;
+  char why[256];
+  if (!ir_infer_type(n->op, (ir_node *const *)n->srcs, n->n_srcs, &n->attr, &want, why,
+                     sizeof why)) {
+    err(v, n, "%s", why);
+  } else if (!ir_type_eq(&want, &n->type)) {
+    char have[96], inferred[96];
+    type_str(&n->type, have, sizeof have);
+    type_str(&want, inferred, sizeof inferred);
+    err(v, n, "type %s does not match the inferred type %s", have, inferred);
+  }
+}
+
+/* input_at[k]: schedule position of the input with index k, or -1. */
+static void check_attrs(verifier *v, const ir_node *n, int pos, int n_inputs, int *input_at) {
+  switch (n->op) {
+  case IR_OP_INPUT: {
+    int k = n->attr.input.index;
+    if (!ir_type_is_batched(&n->type))
+      err(v, n, "input is not batched (its first dimension must be N)");
+    if (k < 0 || k >= n_inputs) {
+      err(v, n, "input index %d is outside 0..%d", k, n_inputs - 1);
+    } else if (input_at[k] >= 0) {
+      err(v, n, "input index %d is also used by %%%s", k, node_name(v->g->nodes[input_at[k]]));
+    } else {
+      input_at[k] = pos;
+    }
+    break;
+  }
+  case IR_OP_CONST:
+    if (ir_type_is_batched(&n->type)) err(v, n, "constant has the batch dimension N");
+    if (!n->attr.konst.weight) err(v, n, "constant has no weight key");
+    break;
+  case IR_OP_MATMUL:
+    if ((unsigned)n->attr.matmul.acc >= IR_DTYPE_COUNT)
+      err(v, n, "invalid accumulator dtype code %d", (int)n->attr.matmul.acc);
+    break;
+  case IR_OP_CAST:
+    if ((unsigned)n->attr.cast.to >= IR_DTYPE_COUNT)
+      err(v, n, "invalid cast dtype code %d", (int)n->attr.cast.to);
+    break;
+  case IR_OP_ADD:
+  case IR_OP_MUL:
+  case IR_OP_RELU:
+  case IR_OP_SIGMOID:
+  case IR_OP_TANH:
+  case IR_OP_GELU:
+  case IR_OP_SOFTMAX:
+  case IR_OP_COUNT:
+    break;
+  }
+  if ((unsigned)n->policy >= IR_POLICY_COUNT) err(v, n, "invalid policy code %d", (int)n->policy);
+}
+
+bool ir_verify(const ir_graph *g, diag_sink *d) {
+  verifier v = {.g = g, .d = d};
+  ptr_map_init(&v.pos, (size_t)g->n_nodes);
+  name_set names;
+  name_set_init(&names, (size_t)g->n_nodes);
+
+  if (!g->name || !g->name[0]) err(&v, NULL, "the graph has no name");
+  if ((unsigned)g->policy >= IR_POLICY_COUNT || g->policy == IR_POLICY_NONE)
+    err(&v, NULL, "invalid graph policy code %d", (int)g->policy);
+
+  /* Pass 1: positions, ids, names. A null node stops the checks. */
+  bool null_node = false;
+  for (int i = 0; i < g->n_nodes && !null_node; i++) {
+    const ir_node *n = g->nodes[i];
+    if (!n) {
+      err(&v, NULL, "schedule position %d holds no node", i);
+      null_node = true;
+      continue;
+    }
+    int first = ptr_map_put(&v.pos, n, i);
+    if (first >= 0) err(&v, n, "appears twice in the schedule (positions %d and %d)", first, i);
+    if (n->id != i) err(&v, n, "id %d does not match its schedule position %d", n->id, i);
+    if (!n->name || !n->name[0]) {
+      err(&v, n, "node at position %d has no name", i);
+    } else {
+      if (!name_ok(n->name, true))
+        err(&v, n, "name is not a valid value name ([A-Za-z_][A-Za-z0-9_.]*)");
+      int other = first < 0 ? name_set_put(&names, n->name, i) : -1;
+      if (other >= 0) err(&v, n, "name is also defined at schedule position %d", other);
+    }
+  }
+
+  if (null_node) {
+    ptr_map_fini(&v.pos);
+    name_set_fini(&names);
+    return false;
+  }
+
+  int n_inputs = 0;
+  for (int i = 0; i < g->n_nodes; i++) n_inputs += g->nodes[i]->op == IR_OP_INPUT;
+  int *input_at = xmalloc(((size_t)n_inputs + 1) * sizeof *input_at);
+  for (int k = 0; k < n_inputs; k++) input_at[k] = -1;
+
+  /* Pass 2: each node on its own and against its sources. */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if ((unsigned)n->op >= IR_OP_COUNT) {
+      err(&v, n, "invalid op code %d", (int)n->op);
+      continue;
+    }
+    bool type_ok = check_type(&v, n);
+    check_sources(&v, n, i, type_ok);
+    check_attrs(&v, n, i, n_inputs, input_at);
+  }
+  free(input_at);
+
+  /* Outputs. */
+  if (g->n_outputs == 0) err(&v, NULL, "graph %s has no outputs", g->name ? g->name : "?");
+  name_set outs;
+  name_set_init(&outs, (size_t)g->n_outputs);
+  for (int i = 0; i < g->n_outputs; i++) {
+    const ir_output *o = &g->outputs[i];
+    const char *oname = o->name ? o->name : "?";
+    if (!name_ok(o->name, false))
+      err(&v, NULL, "output '%s' is not a valid output name ([A-Za-z_][A-Za-z0-9_]*)", oname);
+    else if (name_set_put(&outs, o->name, i) >= 0)
+      err(&v, NULL, "output '%s' is defined twice", oname);
+    if (!o->value) err(&v, NULL, "output '%s' has no value", oname);
+    else if (ptr_map_get(&v.pos, o->value) < 0)
+      err(&v, NULL, "output '%s' is %%%s, which is not a node of the graph", oname,
+          node_name(o->value));
+  }
+  name_set_fini(&outs);
+  ptr_map_fini(&v.pos);
+  name_set_fini(&names);
+  return v.n_errors == 0;
+}

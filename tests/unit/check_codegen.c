@@ -1,0 +1,130 @@
+/*
+ * check_codegen.c: kernel planning and the CPU JIT, seen from the program
+ * they produce: how nodes fuse into launches, how scratch buffers share
+ * slots by liveness, the LLVM dump, and runtime errors on bad batches.
+ * Numerics are in check_e2e.c.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+
+static rt_program *compile(const char *text, str_buf *llvm) {
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = fe_load_string("t.cast", text, strlen(text), NULL, d);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_DEFAULT, NULL, d), "%s", diag_text(d));
+  cg_options o;
+  cg_options_init(&o);
+  o.dump_llvm = llvm;
+  rt_program *p = cg_compile_cpu(g, &o, d);
+  ck_assert_msg(p != NULL, "%s", diag_text(d));
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+  return p;
+}
+
+static const char *mlp =
+    "model mlp\nx = input(shape=[16])\nh = dense(x, units=32, activation=relu, name=d1)\n"
+    "h = dense(h, units=32, activation=gelu, name=d2)\nl = dense(h, units=10, name=d3)\n"
+    "p = activation(l, softmax)\noutput p\n";
+
+START_TEST(test_fusion_and_slots) {
+  rt_program *p = compile(mlp, NULL);
+  /* three matmul kernels with their bias + activation epilogues, one softmax */
+  ck_assert_int_eq(p->n_launches, 4);
+  ck_assert_str_eq(p->launches[0].name, "k0.d1.matmul");
+  ck_assert_str_eq(p->launches[1].name, "k1.d2.matmul");
+  ck_assert_str_eq(p->launches[2].name, "k2.d3.matmul");
+  ck_assert_str_eq(p->launches[3].name, "k3.activation");
+  ck_assert_int_eq(p->launches[0].flops_per_row, 2 * 16 * 32);
+  /* d1, d2, d3 are scratch: d3 reuses d1's slot once d2 has read it */
+  ck_assert_int_eq(p->n_slots, 2);
+  ck_assert_int_eq(p->slots[0].bytes_per_row, 32 * 4);
+  ck_assert_int_eq(p->n_inputs, 1);
+  ck_assert_int_eq(p->n_outputs, 1);
+  ck_assert_str_eq(p->outputs[0].name, "p");
+  ck_assert_int_eq(p->outputs[0].dims[0], -1);
+  ck_assert_int_eq(p->outputs[0].dims[1], 10);
+  int64_t ws;
+  ck_assert(rt_program_workspace_bytes(p, 3, &ws));
+  ck_assert_int_eq(ws, 2 * 384); /* two slots of 3 rows x 128 bytes (already 64-aligned) */
+  rt_program_destroy(p);
+}
+END_TEST
+
+START_TEST(test_no_fusion_across_shared_values) {
+  /* h feeds two layers, so its relu cannot fuse into a consumer; s is an
+   * output and also feeds multiply, so it gets its own launch too */
+  rt_program *p = compile("model m\nx = input(shape=[8])\nh = dense(x, units=8, activation=relu)\n"
+                          "s = add(h, x)\nt = multiply(s, h)\noutput s, t\n",
+                          NULL);
+  ck_assert_int_eq(p->n_launches, 3);
+  ck_assert_str_eq(p->launches[1].name, "k1.add");
+  ck_assert_str_eq(p->launches[2].name, "k2.multiply");
+  rt_program_destroy(p);
+}
+END_TEST
+
+START_TEST(test_llvm_dump_names) {
+  str_buf b;
+  str_buf_init(&b);
+  rt_program *p = compile(mlp, &b);
+  const char *s = str_buf_cstr(&b);
+  ck_assert_msg(strstr(s, "define void @k0.d1.matmul(ptr") != NULL, "kernel not found in:\n%.2000s", s);
+  ck_assert_msg(strstr(s, "@llvm.fmuladd.v") != NULL, "no vector FMA in the GEMM");
+  ck_assert_msg(strstr(s, "call float @exp") == NULL && strstr(s, "@expf") == NULL, "exp must be inline");
+  rt_program_destroy(p);
+  str_buf_fini(&b);
+}
+END_TEST
+
+START_TEST(test_bad_batch) {
+  rt_program *p = compile(mlp, NULL);
+  diag_sink *d = diag_sink_create();
+  float x[16] = {0}, y[10];
+  const void *in[] = {x};
+  void *out[] = {y};
+  ck_assert(!rt_program_run(p, 0, in, out, NULL, d));
+  ck_assert_str_eq(diag_text(d), "error: batch size must be at least 1, got 0\n");
+  diag_clear(d);
+  ck_assert(!rt_program_run(p, INT64_MAX / 8, in, out, NULL, d));
+  ck_assert_msg(strstr(diag_text(d), "too large") != NULL, "%s", diag_text(d));
+  diag_sink_destroy(d);
+  rt_program_destroy(p);
+}
+END_TEST
+
+START_TEST(test_const_without_data) {
+  const char *text = "graph m policy=float32\n%x = f32[N,2] input() {index=0}\n"
+                     "%w = f32[2,2] const() {weight=\"w\"}\n%y = f32[N,2] matmul(%x, %w) {acc=f32}\n"
+                     "output y = %y\n";
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("m.cir", text, strlen(text), d);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  ck_assert(cg_compile_cpu(g, NULL, d) == NULL);
+  ck_assert_msg(strstr(diag_text(d), "constant %w has no data") != NULL, "%s", diag_text(d));
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("codegen");
+  TCase *tc = tcase_create("plan");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_fusion_and_slots);
+  tcase_add_test(tc, test_no_fusion_across_shared_values);
+  tcase_add_test(tc, test_llvm_dump_names);
+  tcase_add_test(tc, test_bad_batch);
+  tcase_add_test(tc, test_const_without_data);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
