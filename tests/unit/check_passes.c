@@ -1,0 +1,162 @@
+/*
+ * check_passes.c: the pass manager (pipeline strings, verify-each, dumps to
+ * a buffer and to a directory) and the dce pass. Pass behaviour on text IR
+ * is also covered by the golden tests in tests/golden/dce.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "passes/passes.h"
+
+static ir_graph *parse(const char *text) {
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("t.cir", text, strlen(text), d);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  diag_sink_destroy(d);
+  return g;
+}
+
+static const char *dag = "graph m policy=float32\n"
+                         "%x = f32[N,4] input() {index=0}\n"
+                         "%w = f32[4,4] const() {weight=\"w\"}\n"
+                         "%dead = f32[N,4] matmul(%x, %w) {acc=f32}\n"
+                         "%y = f32[N,4] relu(%x)\n"
+                         "output y = %y\n";
+
+static char *print(const ir_graph *g) {
+  str_buf b;
+  str_buf_init(&b);
+  ir_print(g, &b);
+  return str_buf_take(&b);
+}
+
+START_TEST(test_pipeline_errors) {
+  static const struct {
+    const char *pipeline, *want;
+  } cases[] = {
+      {"verify,bogus", "error: unknown pass 'bogus' in pipeline 'verify,bogus' (passes: verify,dce)\n"},
+      {"verify,,dce", "error: empty pass name in pipeline 'verify,,dce'\n"},
+      {",", "error: empty pass name in pipeline ','\n"},
+      {"dce,", "error: empty pass name in pipeline 'dce,'\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ir_graph *g = parse(dag);
+    diag_sink *d = diag_sink_create();
+    ck_assert_msg(!pass_run_pipeline(g, cases[i].pipeline, NULL, d), "%s", cases[i].pipeline);
+    ck_assert_str_eq(diag_text(d), cases[i].want);
+    ck_assert_int_eq(g->n_nodes, 4); /* nothing ran: %dead is still there */
+    diag_sink_destroy(d);
+    ir_graph_destroy(g);
+  }
+  diag_sink *d = diag_sink_create();
+  ck_assert(pass_pipeline_check("", d));
+  ck_assert(pass_pipeline_check("verify,dce,verify", d));
+  ck_assert(pass_lookup("dce", 3) == pass_dce_run);
+  ck_assert(pass_lookup("dc", 2) == NULL);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+START_TEST(test_dce) {
+  ir_graph *g = parse(dag);
+  diag_sink *d = diag_sink_create();
+  pass_options o;
+  pass_options_init(&o);
+  o.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(g, "dce", &o, d), "%s", diag_text(d));
+  char *s = print(g);
+  ck_assert_str_eq(s, "graph m policy=float32\n%x = f32[N,4] input() {index=0}\n%y = f32[N,4] relu(%x)\noutput y = %y\n");
+  ck_assert_int_eq(g->nodes[1]->id, 1);
+  ck_assert_msg(pass_run_pipeline(g, "dce", &o, d), "%s", diag_text(d));
+  char *s2 = print(g);
+  ck_assert_str_eq(s, s2); /* idempotent */
+  free(s), free(s2);
+  diag_sink_destroy(d);
+  ir_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(test_verify_each_names_the_pass) {
+  ir_graph *g = parse(dag);
+  g->nodes[3]->type.dims[1] = 5; /* %y = relu(%x) now claims f32[N,5] */
+  diag_sink *d = diag_sink_create();
+  pass_options o;
+  pass_options_init(&o);
+  o.verify_each = true;
+  ck_assert(!pass_run_pipeline(g, "dce", &o, d));
+  ck_assert_msg(strstr(diag_text(d), "note: the IR is invalid after pass 'dce'") != NULL, "%s", diag_text(d));
+  ck_assert_msg(strstr(diag_text(d), "%y") != NULL, "%s", diag_text(d));
+  diag_clear(d);
+  o.verify_each = false; /* without it dce alone does not notice */
+  ck_assert(pass_run_pipeline(g, "dce", &o, d));
+  ck_assert(!pass_run_pipeline(g, "verify", &o, d));
+  diag_sink_destroy(d);
+  ir_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(test_dump_to_buffer_and_dir) {
+  ir_graph *g = parse(dag);
+  diag_sink *d = diag_sink_create();
+  str_buf out;
+  str_buf_init(&out);
+  pass_options o;
+  pass_options_init(&o);
+  o.dump_after = "dce";
+  o.dump_out = &out;
+  ck_assert(pass_run_pipeline(g, "verify,dce", &o, d));
+  ck_assert_msg(str_has_prefix(str_buf_cstr(&out), "# IR after dce\ngraph m policy=float32\n"), "%s", str_buf_cstr(&out));
+  ck_assert(strstr(str_buf_cstr(&out), "after verify") == NULL);
+  ir_graph_destroy(g);
+
+  char dir[] = "/tmp/castor_dump_XXXXXX";
+  ck_assert(mkdtemp(dir) != NULL);
+  g = parse(dag);
+  o.dump_after = "all";
+  o.dump_dir = dir;
+  ck_assert_msg(pass_run_pipeline(g, "verify,dce,verify", &o, d), "%s", diag_text(d));
+  const char *files[] = {"01.after-verify.cir", "02.after-dce.cir", "03.after-verify.cir"};
+  for (int i = 0; i < 3; i++) {
+    char path[256], *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    ck_assert_msg(str_read_file(path, &text, &len), "missing %s", path);
+    ck_assert(str_has_prefix(text, "graph m policy=float32\n"));
+    ck_assert_int_eq(strstr(text, "%dead") != NULL, i == 0);
+    free(text);
+    unlink(path);
+  }
+  rmdir(dir);
+  /* an unknown --dump-after pass is an error before anything runs */
+  o.dump_after = "nope";
+  ck_assert(!pass_run_pipeline(g, "dce", &o, d));
+  ck_assert_msg(strstr(diag_text(d), "unknown pass 'nope' in --dump-after") != NULL, "%s", diag_text(d));
+  /* an unwritable dump directory is reported */
+  diag_clear(d);
+  o.dump_after = "all";
+  o.dump_dir = "/proc/castor-no-such-dir";
+  ck_assert(!pass_run_pipeline(g, "dce", &o, d));
+  ck_assert_msg(strstr(diag_text(d), "cannot create dump directory") != NULL, "%s", diag_text(d));
+  str_buf_fini(&out);
+  diag_sink_destroy(d);
+  ir_graph_destroy(g);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("passes");
+  TCase *tc = tcase_create("manager");
+  tcase_add_test(tc, test_pipeline_errors);
+  tcase_add_test(tc, test_dce);
+  tcase_add_test(tc, test_verify_each_names_the_pass);
+  tcase_add_test(tc, test_dump_to_buffer_and_dir);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
