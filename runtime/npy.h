@@ -1,0 +1,54 @@
+/*
+ * npy.h: reading and writing NumPy .npy files, the tensor format of the AOT
+ * executable and of the numeric tests.
+ *
+ * Read: format versions 1.0, 2.0 and 3.0; C order, little-endian; dtypes
+ * '<f4' (f32), '<f2' (f16), '<i4' (i32), '<i8' (i64), '|b1' (i1), and '<f8',
+ * which has no rt_dtype: it is read as float64 (is_f64) and must go through
+ * rt_npy_convert before use. Write: version 1.0, or 2.0 when the header does
+ * not fit 1.0's 16-bit length; never bf16 (NumPy has no such dtype).
+ *
+ * Every malformed input is an error reported through the sink as
+ * `path: error: ...`; nothing in here crashes, aborts or allocates more than
+ * the file holds, whatever the bytes.
+ */
+#ifndef CASTOR_NPY_H
+#define CASTOR_NPY_H
+
+#include "runtime.h"
+
+typedef struct rt_npy {
+  rt_dtype dtype;            /* element type of data (RT_F32 placeholder when is_f64) */
+  bool is_f64;               /* data holds float64 ('<f8' file) until rt_npy_convert */
+  int rank;                  /* 0 (a scalar) to RT_MAX_RANK */
+  int64_t dims[RT_MAX_RANK];
+  int64_t numel;             /* product of dims (1 for a scalar) */
+  void *data;                /* row-major elements, malloc'ed; NULL after _fini */
+  int64_t nbytes;            /* numel * element size */
+} rt_npy;
+
+/* Reads path into *out (which needs no initialization). On failure reports
+ * an error, leaves *out empty (safe to _fini) and returns false. */
+bool rt_npy_read(const char *path, rt_npy *out, diag_sink *d);
+
+/* Converts the elements in place to the float dtype `to` (f32, f16, bf16)
+ * from f64, f32, f16 or bf16, rounding to nearest even bit for bit as
+ * NumPy's / ml_dtypes' astype does (overflow gives inf; f64 -> f16 rounds
+ * once, f64 -> bf16 goes through f32 as ml_dtypes does). Integer arrays and
+ * integer targets are an error reported at `path`. */
+bool rt_npy_convert(rt_npy *a, rt_dtype to, const char *path, diag_sink *d);
+/* rt_npy_convert(a, RT_F32, path, d) */
+bool rt_npy_to_f32(rt_npy *a, const char *path, diag_sink *d);
+
+/* Writes a row-major array. dims may be NULL when rank is 0. Fails (with an
+ * error) on a bf16 dtype, a bad rank or dimension, or an I/O error. */
+bool rt_npy_write(const char *path, rt_dtype dtype, int rank, const int64_t *dims,
+                  const void *data, diag_sink *d);
+
+/* Frees the data; the struct may be reused. */
+void rt_npy_fini(rt_npy *a);
+
+/* "(4, 784)", "(3,)" or "()", as NumPy prints shapes; returns buf. */
+const char *rt_npy_shape_str(int rank, const int64_t *dims, char *buf, size_t len);
+
+#endif
