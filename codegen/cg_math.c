@@ -188,15 +188,17 @@ LLVMValueRef cg_emit_load(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lane
   return NULL;
 }
 
-/* f32 lanes -> bf16 bits, round to nearest even, NaN kept quiet (bit-exact
- * with ml_dtypes); done with integer ops, so no __truncsfbf2 call. */
+/* f32 lanes -> bf16 bits, round to nearest even, NaN canonical (bit-exact
+ * with ml_dtypes and util/half.c); done with integer ops, so no __truncsfbf2 call. */
 static LLVMValueRef f32_to_bf16_bits(cg_emitter *e, LLVMValueRef v, int lanes) {
   LLVMTypeRef it = lanes_of(e->i32, lanes), ht = lanes_of(LLVMInt16TypeInContext(e->ctx), lanes);
   LLVMValueRef u = LLVMBuildBitCast(B, v, it, "");
   LLVMValueRef lsb = LLVMBuildAnd(B, LLVMBuildLShr(B, u, cg_const(e, it, 16), ""), cg_const(e, it, 1), "");
   LLVMValueRef r = LLVMBuildAdd(B, u, LLVMBuildAdd(B, lsb, cg_const(e, it, 0x7fff), ""), "");
   r = LLVMBuildLShr(B, r, cg_const(e, it, 16), "");
-  LLVMValueRef q = LLVMBuildOr(B, LLVMBuildLShr(B, u, cg_const(e, it, 16), ""), cg_const(e, it, 0x40), "");
+  /* NaN: the canonical quiet NaN with x's sign, as ml_dtypes produces */
+  LLVMValueRef q = LLVMBuildOr(B, LLVMBuildAnd(B, LLVMBuildLShr(B, u, cg_const(e, it, 16), ""), cg_const(e, it, 0x8000), ""),
+                               cg_const(e, it, 0x7fc0), "");
   LLVMValueRef isnan = LLVMBuildFCmp(B, LLVMRealUNO, v, v, "");
   return LLVMBuildTrunc(B, LLVMBuildSelect(B, isnan, q, r, ""), ht, "");
 }

@@ -87,6 +87,7 @@ static e2e_result run_case(const char *name, const char *text, int64_t batch, ui
     }
   }
   ref_outputs_free(want, no);
+  free(want);
   for (int i = 0; i < ni; i++) free(in[i]), free(in64[i]);
   for (int o = 0; o < no; o++) free(out[o]);
   free(in), free(in64), free(out), free(out_n);
