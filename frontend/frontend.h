@@ -21,6 +21,8 @@ typedef struct fe_options {
 
 void fe_options_init(fe_options *o); /* seed 0, no override */
 
+/* `o` may be NULL (fe_options_init's defaults). The returned graph is the
+ * caller's (ir_graph_destroy); warnings (unused weights) may accompany it. */
 ir_graph *fe_load_file(const char *path, const fe_options *o, diag_sink *d);
 /* `file` names the text in diagnostics and anchors relative weight paths. */
 ir_graph *fe_load_string(const char *file, const char *text, size_t len, const fe_options *o,

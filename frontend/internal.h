@@ -1,0 +1,238 @@
+/*
+ * internal.h: what the frontend's files share and nobody else sees. The
+ * frontend runs in stages, one file each:
+ *
+ *   lexer.c    bytes -> tokens (UTF-8 checked, one line at a time, pulled)
+ *   parse.c    tokens -> statements; header statements fill fe_model,
+ *              layer calls go to layers.c
+ *   layers.c   a layer call -> fe_layer (attributes checked), layer names
+ *   resolve.c  uses -> definitions, topological order, cycles
+ *   lower.c    fe_model -> ir_graph (types, weights via weights.c)
+ *
+ * Every stage reports user errors to the sink and keeps going where it can;
+ * a layer with an error is marked broken and everything that depends on it
+ * is skipped silently, so one mistake gives one diagnostic.
+ */
+#ifndef CASTOR_FRONTEND_INTERNAL_H
+#define CASTOR_FRONTEND_INTERNAL_H
+
+#include "frontend.h"
+
+/* ---- lexer ---- */
+
+typedef enum fe_tok_kind {
+  FE_TOK_EOF,
+  FE_TOK_NEWLINE,
+  FE_TOK_IDENT,
+  FE_TOK_INT,
+  FE_TOK_STRING,
+  FE_TOK_LPAREN,
+  FE_TOK_RPAREN,
+  FE_TOK_LBRACKET,
+  FE_TOK_RBRACKET,
+  FE_TOK_COMMA,
+  FE_TOK_EQ,
+  FE_TOK_ERROR, /* a lexical error was reported; the lexer skipped to the end of the line */
+} fe_tok_kind;
+
+typedef struct fe_token {
+  fe_tok_kind kind;
+  const char *text; /* IDENT: the name; STRING: the decoded contents; INT: the spelling */
+  int64_t ival;     /* INT */
+  diag_loc loc;
+} fe_token;
+
+typedef struct fe_lexer {
+  const char *file; /* interned */
+  const char *text;
+  size_t len, pos, line_start;
+  int line;
+  arena *arena;
+  diag_sink *d;
+} fe_lexer;
+
+void fe_lexer_init(fe_lexer *lx, const char *file, const char *text, size_t len, arena *a,
+                   diag_sink *d);
+/* The next token; lexical errors are reported and come back as FE_TOK_ERROR
+ * (the lexer is then at the end of that line). */
+fe_token fe_lexer_next(fe_lexer *lx);
+/* Skips the rest of the current line (not its newline): error recovery. */
+void fe_lexer_skip_line(fe_lexer *lx);
+
+/* ---- model ---- */
+
+typedef enum fe_layer_kind {
+  FE_LAYER_INPUT,
+  FE_LAYER_DENSE,
+  FE_LAYER_ACTIVATION,
+  FE_LAYER_ADD,
+  FE_LAYER_MULTIPLY,
+  FE_LAYER_COUNT
+} fe_layer_kind;
+
+/* One argument of a layer call as written: `key=value` or a positional value. */
+typedef enum fe_value_kind { FE_VAL_IDENT, FE_VAL_INT, FE_VAL_STRING, FE_VAL_LIST } fe_value_kind;
+
+typedef struct fe_value {
+  fe_value_kind kind;
+  const char *str; /* IDENT, STRING; the spelling for INT */
+  int64_t ival;    /* INT */
+  struct fe_value *items; /* LIST */
+  int n_items;
+  diag_loc loc;
+} fe_value;
+
+typedef struct fe_arg {
+  const char *key; /* NULL: positional */
+  diag_loc key_loc;
+  fe_value value;
+} fe_arg;
+
+typedef struct fe_call {
+  int seq; /* statement number */
+  const char *var;
+  diag_loc var_loc;
+  const char *callee;
+  diag_loc callee_loc;
+  fe_arg *args;
+  int n_args;
+} fe_call;
+
+typedef struct fe_layer fe_layer;
+
+/* A use of a value by name: a layer input or an output statement. */
+typedef struct fe_use {
+  const char *var;
+  diag_loc loc;
+  fe_layer *def; /* after fe_resolve; NULL if unresolved */
+} fe_use;
+
+struct fe_layer {
+  fe_layer_kind kind;
+  int seq;   /* statement number: orders definitions and uses */
+  int index; /* position among the layers, in file order */
+  const char *var;
+  diag_loc var_loc, loc; /* loc: the layer name of the call, e.g. `dense` */
+  const char *name;      /* layer name (explicit, input variable, or automatic) */
+  diag_loc name_loc;     /* where name= was given; var_loc for inputs; loc otherwise */
+  bool explicit_name;
+  bool broken; /* an error was reported for this layer */
+  int n_inputs;
+  fe_use inputs[IR_MAX_SRCS];
+  ir_policy policy; /* dtype=, IR_POLICY_NONE if absent */
+  /* input */
+  int rank;
+  int64_t shape[IR_MAX_RANK];
+  diag_loc shape_loc;
+  int input_index;
+  /* dense, activation */
+  int64_t units;
+  diag_loc units_loc;
+  ir_op act; /* IR_OP_COUNT: none (linear) */
+  bool use_bias;
+  /* lowering */
+  bool lowered;
+  ir_node *value;
+};
+
+typedef struct fe_output {
+  int seq;
+  fe_use use;
+} fe_output;
+
+typedef struct fe_model {
+  arena *arena; /* scratch: tokens, strings, layers; freed after lowering */
+  diag_sink *d;
+  int errors0; /* the sink's error count when this load began */
+  const char *file; /* interned */
+  int n_stmts;
+  const char *name; /* NULL until `model NAME` */
+  diag_loc model_loc;
+  ir_policy policy;
+  diag_loc policy_loc; /* line 0: no policy statement */
+  const char *weights; /* NULL: no weights statement */
+  diag_loc weights_loc;
+  VEC(fe_layer *) layers;
+  VEC(fe_output) outputs;
+  VEC(fe_layer *) order; /* fe_resolve: topological order of the lowerable layers */
+  bool stopped;          /* FE_MAX_ERRORS reached */
+} fe_model;
+
+void fe_model_init(fe_model *m, const char *file, diag_sink *d);
+void fe_model_fini(fe_model *m);
+
+/* Like clang's -ferror-limit: after this many errors a load stops, so a
+ * garbage file cannot produce millions of diagnostics. */
+enum { FE_MAX_ERRORS = 20, FE_MAX_NOTES = 8 };
+/* True once the load reported FE_MAX_ERRORS errors; says so the first time. */
+bool fe_error_limit(fe_model *m);
+
+/* parse.c: parses the whole text into m. */
+void fe_parse(fe_model *m, const char *text, size_t len);
+
+/* layers.c */
+const char *fe_layer_kind_name(fe_layer_kind k);
+/* Checks a call and appends the layer it defines to m (broken on error). */
+void fe_layer_add(fe_model *m, const fe_call *call);
+/* Defines call->var by a broken layer: the call had a syntax error. */
+void fe_layer_add_broken(fe_model *m, const fe_call *call);
+/* Assigns automatic names and reports duplicate layer names. */
+void fe_layers_name(fe_model *m);
+/* The candidate closest to s (edit distance <= 2, less than s's length), or NULL. */
+const char *fe_closest(const char *s, const char *const *cands, int n_cands);
+/* Parses a policy name at loc, reporting an error (with a suggestion) if unknown. */
+bool fe_policy_parse(fe_model *m, const fe_value *v, ir_policy *out);
+
+/* A string-keyed hash map (keys are not copied; values are pointers):
+ * keeps name lookups linear in the size of the model. */
+typedef struct fe_map {
+  struct fe_map_slot *slots;
+  size_t cap, len;
+} fe_map;
+
+void fe_map_fini(fe_map *map);
+void *fe_map_get(const fe_map *map, const char *key); /* NULL if absent */
+void fe_map_put(fe_map *map, const char *key, void *value);
+
+/* resolve.c: binds uses to definitions, fills m->order, reports undefined
+ * values, ambiguous forward references and cycles. */
+void fe_resolve(fe_model *m);
+
+/* ---- weights (weights.c) ---- */
+
+typedef struct fe_weights {
+  diag_sink *d;
+  int errors0; /* errors beyond this count: skip generating data */
+  bool from_file;
+  bool file_ok;    /* the file was read and validated */
+  const char *path; /* as named in diagnostics */
+  diag_loc loc;     /* where weight errors are reported */
+  fe_safetensors st;
+  bool *used;       /* per tensor of st */
+  uint64_t seed;
+  int64_t init_bytes; /* generated by the Glorot init so far */
+} fe_weights;
+
+/* Opens the weights: path NULL means the seeded Glorot init. */
+void fe_weights_open(fe_weights *w, const char *path, diag_loc loc, uint64_t seed,
+                     int errors0, diag_sink *d);
+/* The f32 data of weight `key` with type t (rank 1 or 2) in g's arena:
+ * from the file, or Glorot-uniform for rank 2 (fan_in = dims[0], fan_out =
+ * dims[1]) and zeros for rank 1. `layer`/`layer_loc` name the layer in notes.
+ * False after reporting an error. *out is NULL when generation was skipped
+ * because errors were already reported (the graph will be discarded). */
+bool fe_weights_get(fe_weights *w, ir_graph *g, const char *key, const ir_type *t,
+                    const char *layer, diag_loc layer_loc, const float **out);
+/* Warns about tensors of the file that the model did not use. */
+void fe_weights_check_unused(fe_weights *w);
+void fe_weights_fini(fe_weights *w);
+
+/* Largest total of weights the Glorot init generates (bytes). */
+#define FE_MAX_INIT_BYTES ((int64_t)4 << 30)
+
+/* ---- lower.c ---- */
+
+/* Lowers a resolved model into a new graph (NULL if errors were reported). */
+ir_graph *fe_lower(fe_model *m, const fe_options *o);
+
+#endif

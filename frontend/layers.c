@@ -1,0 +1,373 @@
+/*
+ * layers.c: the layer vocabulary of the .cast language. Between parse.c
+ * (which hands over each call as written) and resolve.c (which binds the
+ * value names a layer uses).
+ *
+ * For each call: find the layer kind, match positional arguments (the
+ * input values, and the function of activation), check each attribute
+ * against the layer's table and its value, and record a fe_layer. Then,
+ * once the whole file is read, give unnamed layers Keras-style names
+ * (dense, dense_1, ...) that avoid every explicit name, and report
+ * duplicates.
+ *
+ * Invariant: every call yields a layer, so its value name is defined even
+ * when the call had an error; such a layer is `broken`, has no inputs, and
+ * is never lowered (so its mistake is reported once).
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_ATTRS = 6 };
+
+static const struct layer_spec {
+  const char *name;
+  int n_inputs;                  /* positional value inputs */
+  const char *attrs[MAX_ATTRS];  /* keyword attributes it accepts */
+} specs[FE_LAYER_COUNT] = {
+    [FE_LAYER_INPUT] = {"input", 0, {"shape", "dtype"}},
+    [FE_LAYER_DENSE] = {"dense", 1, {"units", "activation", "use_bias", "name", "dtype"}},
+    [FE_LAYER_ACTIVATION] = {"activation", 1, {"activation", "name", "dtype"}},
+    [FE_LAYER_ADD] = {"add", 2, {"name", "dtype"}},
+    [FE_LAYER_MULTIPLY] = {"multiply", 2, {"name", "dtype"}},
+};
+
+static const char *const positional_desc[FE_LAYER_COUNT] = {
+    [FE_LAYER_INPUT] = "none", [FE_LAYER_DENSE] = "its input",
+    [FE_LAYER_ACTIVATION] = "its input and the function", [FE_LAYER_ADD] = "its two inputs",
+    [FE_LAYER_MULTIPLY] = "its two inputs"};
+
+static const char *const kind_names[FE_LAYER_COUNT] = {"input", "dense", "activation", "add",
+                                                       "multiply"};
+
+static const struct {
+  const char *name;
+  ir_op op; /* IR_OP_COUNT: linear, no op */
+} activations[] = {
+    {"relu", IR_OP_RELU}, {"sigmoid", IR_OP_SIGMOID}, {"tanh", IR_OP_TANH},
+    {"gelu", IR_OP_GELU}, {"softmax", IR_OP_SOFTMAX}, {"linear", IR_OP_COUNT},
+};
+enum { N_ACTIVATIONS = sizeof activations / sizeof activations[0] };
+
+const char *fe_layer_kind_name(fe_layer_kind k) {
+  return k < FE_LAYER_COUNT ? kind_names[k] : "layer";
+}
+
+/* ---- suggestions ---- */
+
+static int edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  int row[32];
+  if (lb >= sizeof row / sizeof row[0]) return 1 << 20;
+  for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int up = row[j];
+      int best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+const char *fe_closest(const char *s, const char *const *cands, int n_cands) {
+  size_t len = strlen(s);
+  if (len > 64) return NULL;
+  const char *best = NULL;
+  int best_d = 3;
+  for (int i = 0; i < n_cands; i++) {
+    int dist = edit_distance(s, cands[i]);
+    if (dist < best_d && (size_t)dist < len) best = cands[i], best_d = dist;
+  }
+  return best;
+}
+
+/* ---- values ---- */
+
+static const char *value_desc(fe_model *m, const fe_value *v) {
+  switch (v->kind) {
+  case FE_VAL_IDENT:
+  case FE_VAL_INT: return arena_printf(m->arena, "'%s'", v->str);
+  case FE_VAL_STRING: return "a string";
+  case FE_VAL_LIST: return "a list";
+  }
+  return "?";
+}
+
+/* Names may be written bare or in quotes. */
+static const char *name_of(const fe_value *v) {
+  return v->kind == FE_VAL_IDENT || v->kind == FE_VAL_STRING ? v->str : NULL;
+}
+
+static bool is_identifier(const char *s) {
+  if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
+  for (s++; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_' ||
+          (*s >= '0' && *s <= '9')))
+      return false;
+  return true;
+}
+
+bool fe_policy_parse(fe_model *m, const fe_value *v, ir_policy *out) {
+  const char *s = name_of(v);
+  if (s && ir_policy_from_name(s, strlen(s), out)) return true;
+  const char *names[IR_POLICY_COUNT];
+  int n = 0;
+  for (int p = 1; p < IR_POLICY_COUNT; p++) names[n++] = ir_policy_name((ir_policy)p);
+  const char *near = s ? fe_closest(s, names, n) : NULL;
+  if (near)
+    diag_error(m->d, v->loc, "unknown policy '%s'; did you mean '%s'?", s, near);
+  else
+    diag_error(m->d, v->loc,
+               "unknown policy %s; expected float32, float16, bfloat16, mixed_float16 or "
+               "mixed_bfloat16",
+               value_desc(m, v));
+  return false;
+}
+
+static bool parse_activation(fe_model *m, const fe_value *v, ir_op *out) {
+  const char *s = name_of(v);
+  const char *names[N_ACTIVATIONS];
+  for (int i = 0; i < N_ACTIVATIONS; i++) {
+    names[i] = activations[i].name;
+    if (s && str_eq(s, activations[i].name)) return *out = activations[i].op, true;
+  }
+  const char *near = s ? fe_closest(s, names, N_ACTIVATIONS) : NULL;
+  if (near)
+    diag_error(m->d, v->loc, "unknown activation '%s'; did you mean '%s'?", s, near);
+  else
+    diag_error(m->d, v->loc,
+               "unknown activation %s; expected relu, sigmoid, tanh, gelu, softmax or linear",
+               value_desc(m, v));
+  return false;
+}
+
+static bool parse_positive(fe_model *m, const char *what, const fe_value *v, int64_t *out) {
+  if (v->kind == FE_VAL_INT && v->ival > 0) return *out = v->ival, true;
+  diag_error(m->d, v->loc, "%s must be a positive integer, got %s", what, value_desc(m, v));
+  return false;
+}
+
+static bool parse_shape(fe_model *m, fe_layer *l, const fe_value *v) {
+  if (v->kind != FE_VAL_LIST) {
+    diag_error(m->d, v->loc, "shape must be a list of dimensions such as [28, 28], got %s",
+               value_desc(m, v));
+    return false;
+  }
+  if (v->n_items < 1 || v->n_items > IR_MAX_RANK - 1) {
+    diag_error(m->d, v->loc,
+               "shape must have 1 to %d dimensions (the batch dimension is implicit), got %d",
+               IR_MAX_RANK - 1, v->n_items);
+    return false;
+  }
+  ir_type t = {IR_DTYPE_F32, v->n_items + 1, {IR_DIM_BATCH}};
+  for (int i = 0; i < v->n_items; i++)
+    if (!parse_positive(m, "a dimension", &v->items[i], &t.dims[i + 1])) return false;
+  int64_t bytes;
+  if (!ir_type_bytes(&t, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    str_buf b;
+    str_buf_init(&b);
+    ir_type_print(&t, &b);
+    diag_error(m->d, v->loc, "shape is too large: one example of %s takes more than %lld bytes",
+               str_buf_cstr(&b), (long long)IR_MAX_TENSOR_BYTES);
+    str_buf_fini(&b);
+    return false;
+  }
+  l->rank = t.rank;
+  memcpy(l->shape, t.dims, sizeof l->shape);
+  l->shape_loc = v->loc;
+  return true;
+}
+
+/* Checks one keyword attribute; false after reporting. */
+static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
+  const fe_value *v = &a->value;
+  if (str_eq(a->key, "dtype")) return fe_policy_parse(m, v, &l->policy);
+  if (str_eq(a->key, "shape")) return parse_shape(m, l, v);
+  if (str_eq(a->key, "activation")) return parse_activation(m, v, &l->act);
+  if (str_eq(a->key, "units")) {
+    l->units_loc = v->loc;
+    return parse_positive(m, "units", v, &l->units);
+  }
+  if (str_eq(a->key, "use_bias")) {
+    const char *s = v->kind == FE_VAL_IDENT ? v->str : NULL;
+    if (str_eq(s, "true") || str_eq(s, "false")) return l->use_bias = str_eq(s, "true"), true;
+    diag_error(m->d, v->loc, "use_bias must be true or false, got %s", value_desc(m, v));
+    return false;
+  }
+  if (str_eq(a->key, "name")) {
+    const char *s = name_of(v);
+    if (!s || !is_identifier(s)) {
+      diag_error(m->d, v->loc, "a layer name must be an identifier, got %s", value_desc(m, v));
+      return false;
+    }
+    l->name = s;
+    l->name_loc = v->loc;
+    l->explicit_name = true;
+    return true;
+  }
+  CASTOR_UNREACHABLE();
+  return false;
+}
+
+/* Matches the arguments of a call of a known kind; false after reporting. */
+static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
+  const struct layer_spec *sp = &specs[l->kind];
+  int n_pos = 0;
+  bool has_act = false;
+  for (int i = 0; i < c->n_args; i++) {
+    const fe_arg *a = &c->args[i];
+    if (a->key) continue;
+    const fe_value *v = &a->value;
+    if (n_pos < sp->n_inputs) {
+      if (v->kind != FE_VAL_IDENT) {
+        diag_error(m->d, v->loc, "expected the name of a value as input of %s, got %s", sp->name,
+                   value_desc(m, v));
+        return false;
+      }
+      l->inputs[n_pos] = (fe_use){.var = v->str, .loc = v->loc};
+    } else if (l->kind == FE_LAYER_ACTIVATION && n_pos == 1) {
+      if (!parse_activation(m, v, &l->act)) return false;
+      has_act = true;
+    } else {
+      int max = sp->n_inputs + (l->kind == FE_LAYER_ACTIVATION), total = 0;
+      for (int j = 0; j < c->n_args; j++) total += c->args[j].key == NULL;
+      diag_error(m->d, v->loc, "%s takes %d positional argument%s (%s), got %d", sp->name, max,
+                 max == 1 ? "" : "s", positional_desc[l->kind], total);
+      return false;
+    }
+    n_pos++;
+  }
+  if (n_pos < sp->n_inputs) {
+    diag_error(m->d, c->callee_loc, "%s needs %d input%s, got %d", sp->name, sp->n_inputs,
+               sp->n_inputs == 1 ? "" : "s", n_pos);
+    return false;
+  }
+  l->n_inputs = sp->n_inputs;
+
+  bool seen[MAX_ATTRS] = {false};
+  diag_loc seen_loc[MAX_ATTRS];
+  for (int i = 0; i < c->n_args; i++) {
+    const fe_arg *a = &c->args[i];
+    if (!a->key) continue;
+    int k = 0;
+    while (k < MAX_ATTRS && sp->attrs[k] && !str_eq(sp->attrs[k], a->key)) k++;
+    if (k == MAX_ATTRS || !sp->attrs[k]) {
+      int n = 0;
+      while (n < MAX_ATTRS && sp->attrs[n]) n++;
+      const char *near = fe_closest(a->key, sp->attrs, n);
+      if (near)
+        diag_error(m->d, a->key_loc, "%s has no attribute '%s'; did you mean '%s'?", sp->name,
+                   a->key, near);
+      else
+        diag_error(m->d, a->key_loc, "%s has no attribute '%s'", sp->name, a->key);
+      return false;
+    }
+    bool dup_act = str_eq(a->key, "activation") && has_act;
+    if (seen[k] || dup_act) {
+      diag_error(m->d, a->key_loc, "%s given twice", a->key);
+      if (seen[k]) diag_note(m->d, seen_loc[k], "first given here");
+      return false;
+    }
+    seen[k] = true;
+    seen_loc[k] = a->key_loc;
+    if (!parse_attr(m, l, a)) return false;
+    if (str_eq(a->key, "activation")) has_act = true;
+  }
+
+  if (l->kind == FE_LAYER_INPUT && l->rank == 0) {
+    diag_error(m->d, c->callee_loc, "input needs a shape, e.g. input(shape=[784])");
+    return false;
+  }
+  if (l->kind == FE_LAYER_DENSE && l->units == 0) {
+    diag_error(m->d, c->callee_loc, "dense needs units=, the number of output features");
+    return false;
+  }
+  if (l->kind == FE_LAYER_ACTIVATION && !has_act) {
+    diag_error(m->d, c->callee_loc,
+               "activation needs a function, e.g. activation(x, relu)");
+    return false;
+  }
+  return true;
+}
+
+static fe_layer *new_layer(fe_model *m, const fe_call *c) {
+  fe_layer *l = arena_alloc(m->arena, sizeof *l);
+  *l = (fe_layer){.kind = FE_LAYER_COUNT, .seq = c->seq, .index = (int)m->layers.len,
+                  .var = c->var, .var_loc = c->var_loc, .loc = c->callee_loc,
+                  .name_loc = c->callee_loc, .act = IR_OP_COUNT, .use_bias = true};
+  vec_push(&m->layers, l);
+  return l;
+}
+
+void fe_layer_add_broken(fe_model *m, const fe_call *c) { new_layer(m, c)->broken = true; }
+
+void fe_layer_add(fe_model *m, const fe_call *c) {
+  fe_layer *l = new_layer(m, c);
+  for (int k = 0; k < FE_LAYER_COUNT; k++)
+    if (str_eq(c->callee, kind_names[k])) l->kind = (fe_layer_kind)k;
+  if (l->kind == FE_LAYER_COUNT) {
+    const char *near = fe_closest(c->callee, kind_names, FE_LAYER_COUNT);
+    if (near)
+      diag_error(m->d, c->callee_loc, "unknown layer '%s'; did you mean '%s'?", c->callee, near);
+    else
+      diag_error(m->d, c->callee_loc,
+                 "unknown layer '%s'; expected input, dense, activation, add or multiply",
+                 c->callee);
+    l->broken = true;
+    return;
+  }
+  if (l->kind == FE_LAYER_INPUT) {
+    l->name = l->var;
+    l->name_loc = l->var_loc;
+    l->explicit_name = true;
+  }
+  if (!check_call(m, l, c)) {
+    l->broken = true;
+    l->n_inputs = 0;
+  }
+}
+
+/* ---- names ---- */
+
+void fe_layers_name(fe_model *m) {
+  fe_map taken = {0}; /* layer name -> its first layer */
+  /* Duplicates among the names the user chose (explicit and inputs). */
+  for (size_t i = 0; i < m->layers.len; i++) {
+    fe_layer *l = m->layers.data[i];
+    if (!l->explicit_name) continue;
+    fe_layer *prev = fe_map_get(&taken, l->name);
+    if (!prev) {
+      fe_map_put(&taken, l->name, l);
+      continue;
+    }
+    if (fe_error_limit(m)) break;
+    diag_error(m->d, l->name_loc, "duplicate layer name '%s'", l->name);
+    diag_note(m->d, prev->name_loc, "the first layer named '%s' is here", l->name);
+    l->broken = true;
+    l->n_inputs = 0;
+  }
+  /* Keras-style automatic names, skipping the ones the user took. */
+  int counter[FE_LAYER_COUNT] = {0};
+  for (size_t i = 0; i < m->layers.len; i++) {
+    fe_layer *l = m->layers.data[i];
+    if (l->explicit_name || l->kind == FE_LAYER_COUNT) continue;
+    const char *kind = kind_names[l->kind];
+    for (;;) {
+      int k = counter[l->kind]++;
+      const char *cand = k == 0 ? kind : arena_printf(m->arena, "%s_%d", kind, k);
+      if (!fe_map_get(&taken, cand)) {
+        l->name = cand;
+        fe_map_put(&taken, cand, l);
+        break;
+      }
+    }
+  }
+  fe_map_fini(&taken);
+}

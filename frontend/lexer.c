@@ -1,0 +1,214 @@
+/*
+ * lexer.c: the first stage of the frontend. Turns the bytes of a .cast file
+ * into tokens, pulled one at a time by the parser so that lexical and
+ * syntax errors come out in line order.
+ *
+ * Invariants:
+ * - Locations are 1-based lines and 1-based byte columns (the sink's caret
+ *   renderer skips UTF-8 continuation bytes, so the caret still lands right).
+ * - The whole file must be UTF-8, comments and strings included; the first
+ *   bad byte of a line is reported with its exact column.
+ * - After an error the lexer has skipped to the end of the line and returns
+ *   FE_TOK_ERROR; the next token is that line's newline. Nothing loops: every
+ *   call consumes at least one byte or returns EOF.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+void fe_lexer_init(fe_lexer *lx, const char *file, const char *text, size_t len, arena *a,
+                   diag_sink *d) {
+  *lx = (fe_lexer){.file = file, .text = text, .len = len, .line = 1, .arena = a, .d = d};
+}
+
+static diag_loc loc_at(const fe_lexer *lx, size_t pos) {
+  return (diag_loc){lx->file, lx->line, (int)(pos - lx->line_start) + 1};
+}
+
+void fe_lexer_skip_line(fe_lexer *lx) {
+  while (lx->pos < lx->len && lx->text[lx->pos] != '\n') lx->pos++;
+}
+
+static fe_token error_token(fe_lexer *lx, size_t pos) {
+  fe_token t = {.kind = FE_TOK_ERROR, .loc = loc_at(lx, pos)};
+  fe_lexer_skip_line(lx);
+  return t;
+}
+
+/* Length of the valid UTF-8 sequence at pos (>= 1), or 0 if the byte at pos
+ * does not start one (bad lead byte, missing continuation, overlong form,
+ * surrogate, or beyond U+10FFFF). */
+static size_t utf8_len(const fe_lexer *lx, size_t pos) {
+  const unsigned char *s = (const unsigned char *)lx->text + pos;
+  size_t avail = lx->len - pos;
+  unsigned c = s[0];
+  if (c < 0x80) return 1;
+  size_t n;
+  unsigned min, cp;
+  if (c >= 0xc2 && c <= 0xdf) n = 2, min = 0x80, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, min = 0x800, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, min = 0x10000, cp = c & 0x07;
+  else return 0;
+  if (avail < n) return 0;
+  for (size_t i = 1; i < n; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+/* Checks that the bytes at pos start valid UTF-8; reports the bad byte. */
+static bool check_utf8(fe_lexer *lx, size_t pos, size_t *out_n) {
+  size_t n = utf8_len(lx, pos);
+  if (n == 0) {
+    diag_error(lx->d, loc_at(lx, pos), "invalid UTF-8 byte 0x%02x",
+               (unsigned char)lx->text[pos]);
+    return false;
+  }
+  *out_n = n;
+  return true;
+}
+
+static bool is_ident_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_ident_char(char c) { return is_ident_start(c) || is_digit(c); }
+
+static fe_token lex_comment(fe_lexer *lx) {
+  while (lx->pos < lx->len && lx->text[lx->pos] != '\n') {
+    size_t n;
+    if (!check_utf8(lx, lx->pos, &n)) return error_token(lx, lx->pos);
+    lx->pos += n;
+  }
+  return fe_lexer_next(lx);
+}
+
+/* Integers: an optional '-' and decimal digits. The run of identifier-like
+ * characters after it is taken whole so `12abc` or `1.5` is one bad token. */
+static fe_token lex_int(fe_lexer *lx) {
+  size_t start = lx->pos, p = start;
+  bool neg = lx->text[p] == '-';
+  if (neg) p++;
+  while (p < lx->len && (is_ident_char(lx->text[p]) || lx->text[p] == '.')) p++;
+  const char *spell = arena_strndup(lx->arena, lx->text + start, p - start);
+  fe_token t = {.kind = FE_TOK_INT, .text = spell, .loc = loc_at(lx, start)};
+  uint64_t v = 0;
+  for (size_t i = start + neg; i < p; i++) {
+    char c = lx->text[i];
+    if (!is_digit(c)) {
+      diag_error(lx->d, t.loc, "invalid integer '%s'", spell);
+      return error_token(lx, start);
+    }
+    unsigned dg = (unsigned)(c - '0');
+    if (v > (UINT64_MAX - dg) / 10 || v * 10 + dg > (uint64_t)INT64_MAX + neg) {
+      diag_error(lx->d, t.loc, "integer '%s' does not fit in 64 bits", spell);
+      return error_token(lx, start);
+    }
+    v = v * 10 + dg;
+  }
+  t.ival = neg ? (int64_t)(0 - v) : (int64_t)v;
+  lx->pos = p;
+  return t;
+}
+
+static fe_token lex_string(fe_lexer *lx) {
+  size_t start = lx->pos;
+  diag_loc loc = loc_at(lx, start);
+  str_buf b;
+  str_buf_init(&b);
+  size_t p = start + 1;
+  for (;;) {
+    if (p >= lx->len || lx->text[p] == '\n' || lx->text[p] == '\r') {
+      diag_error(lx->d, loc, "unterminated string");
+      str_buf_fini(&b);
+      return error_token(lx, start);
+    }
+    char c = lx->text[p];
+    if (c == '"') break;
+    if (c == '\\') {
+      char e = p + 1 < lx->len ? lx->text[p + 1] : 0;
+      if (e != '"' && e != '\\') {
+        if (e == '\n' || e == '\r' || e == 0) {
+          diag_error(lx->d, loc, "unterminated string");
+        } else {
+          diag_error(lx->d, loc_at(lx, p), "unknown escape sequence in string; only \\\" and "
+                                           "\\\\ are allowed");
+        }
+        str_buf_fini(&b);
+        return error_token(lx, start);
+      }
+      str_buf_putc(&b, e);
+      p += 2;
+      continue;
+    }
+    if ((unsigned char)c < 0x20 && c != '\t') {
+      diag_error(lx->d, loc_at(lx, p), "control character 0x%02x in string", (unsigned char)c);
+      str_buf_fini(&b);
+      return error_token(lx, start);
+    }
+    size_t n;
+    if (!check_utf8(lx, p, &n)) {
+      str_buf_fini(&b);
+      return error_token(lx, p);
+    }
+    str_buf_append(&b, lx->text + p, n);
+    p += n;
+  }
+  fe_token t = {.kind = FE_TOK_STRING, .loc = loc};
+  t.text = arena_strdup(lx->arena, str_buf_cstr(&b));
+  str_buf_fini(&b);
+  lx->pos = p + 1;
+  return t;
+}
+
+fe_token fe_lexer_next(fe_lexer *lx) {
+  while (lx->pos < lx->len) {
+    char c = lx->text[lx->pos];
+    if (c == ' ' || c == '\t' || c == '\r') {
+      lx->pos++;
+      continue;
+    }
+    size_t start = lx->pos;
+    fe_token t = {.loc = loc_at(lx, start)};
+    if (c == '\n') {
+      t.kind = FE_TOK_NEWLINE;
+      lx->pos++;
+      lx->line++;
+      lx->line_start = lx->pos;
+      return t;
+    }
+    if (c == '#') return lex_comment(lx);
+    if (is_ident_start(c)) {
+      size_t p = start;
+      while (p < lx->len && is_ident_char(lx->text[p])) p++;
+      t.kind = FE_TOK_IDENT;
+      t.text = arena_strndup(lx->arena, lx->text + start, p - start);
+      lx->pos = p;
+      return t;
+    }
+    if (is_digit(c) || (c == '-' && start + 1 < lx->len && is_digit(lx->text[start + 1])))
+      return lex_int(lx);
+    if (c == '"') return lex_string(lx);
+    static const char punct[] = "()[],=";
+    static const fe_tok_kind punct_kind[] = {FE_TOK_LPAREN,   FE_TOK_RPAREN, FE_TOK_LBRACKET,
+                                             FE_TOK_RBRACKET, FE_TOK_COMMA,  FE_TOK_EQ};
+    const char *pc = c ? strchr(punct, c) : NULL;
+    if (pc) {
+      t.kind = punct_kind[pc - punct];
+      lx->pos++;
+      return t;
+    }
+    size_t n;
+    if (!check_utf8(lx, start, &n)) return error_token(lx, start);
+    if (n > 1)
+      diag_error(lx->d, t.loc, "unexpected character '%.*s'", (int)n, lx->text + start);
+    else if (c > 0x20 && c < 0x7f)
+      diag_error(lx->d, t.loc, "unexpected character '%c'", c);
+    else
+      diag_error(lx->d, t.loc, "unexpected byte 0x%02x", (unsigned char)c);
+    return error_token(lx, start);
+  }
+  return (fe_token){.kind = FE_TOK_EOF, .loc = loc_at(lx, lx->len)};
+}

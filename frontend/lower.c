@@ -1,0 +1,231 @@
+/*
+ * lower.c: the last stage of the frontend, and its entry points. Drives
+ * lexer -> parser -> layers -> resolve, then lowers the layers in
+ * topological order into an ir_graph:
+ *
+ *   input  x                   %x = input {index}
+ *   dense  NAME                %NAME.kernel, %NAME.bias (consts, right before
+ *                              their use), %NAME.matmul {acc=f32},
+ *                              %NAME.bias_add, then the activation; the last
+ *                              node of the layer is renamed %NAME
+ *   activation NAME            %NAME (linear forwards its input)
+ *   add / multiply NAME        %NAME
+ *
+ * Out: every float is f32; every activation's first dimension is N; every
+ * node carries its layer's name as note, the layer's dtype= as policy and
+ * the location of the layer call. Anything the graph keeps is copied into
+ * its arena; the parse arena is freed when the load ends.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fe_options_init(fe_options *o) { *o = (fe_options){0}; }
+
+void fe_model_init(fe_model *m, const char *file, diag_sink *d) {
+  *m = (fe_model){.arena = arena_create(), .d = d, .errors0 = diag_error_count(d), .file = file,
+                  .policy = IR_POLICY_FLOAT32};
+}
+
+void fe_model_fini(fe_model *m) {
+  vec_free(&m->layers);
+  vec_free(&m->outputs);
+  vec_free(&m->order);
+  arena_destroy(m->arena);
+}
+
+bool fe_error_limit(fe_model *m) {
+  if (!m->stopped && diag_error_count(m->d) - m->errors0 >= FE_MAX_ERRORS) {
+    m->stopped = true;
+    diag_error(m->d, (diag_loc){0}, "too many errors in '%s'; stopping", m->file);
+  }
+  return m->stopped;
+}
+
+typedef struct lowering {
+  fe_model *m;
+  ir_graph *g;
+  fe_weights w;
+} lowering;
+
+static const char *type_str(lowering *lw, const ir_type *t) {
+  str_buf b;
+  str_buf_init(&b);
+  ir_type_print(t, &b);
+  const char *s = arena_strdup(lw->m->arena, str_buf_cstr(&b));
+  str_buf_fini(&b);
+  return s;
+}
+
+/* Stamps a node with what it keeps of its layer. */
+static ir_node *stamp(lowering *lw, fe_layer *l, ir_node *n) {
+  n->note = arena_strdup(lw->g->arena, l->name);
+  n->policy = l->policy;
+  return n;
+}
+
+static bool lower_dense(lowering *lw, fe_layer *l, ir_node *x) {
+  fe_model *m = lw->m;
+  ir_graph *g = lw->g;
+  if (x->type.rank != 2) {
+    diag_error(m->d, l->inputs[0].loc, "dense needs a rank-2 input [N, features], got %s",
+               type_str(lw, &x->type));
+    return false;
+  }
+  ir_type kt = {IR_DTYPE_F32, 2, {x->type.dims[1], l->units}};
+  ir_type bt = {IR_DTYPE_F32, 1, {l->units}};
+  int64_t bytes;
+  if (!ir_type_bytes(&kt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    diag_error(m->d, l->units_loc,
+               "units=%lld is too large: the kernel %s would take more than %lld bytes",
+               (long long)l->units, type_str(lw, &kt), (long long)IR_MAX_TENSOR_BYTES);
+    return false;
+  }
+  const char *kkey = arena_printf(m->arena, "%s.kernel", l->name);
+  const char *bkey = arena_printf(m->arena, "%s.bias", l->name);
+  const float *kdata = NULL, *bdata = NULL;
+  bool ok = fe_weights_get(&lw->w, g, kkey, &kt, l->name, l->loc, &kdata);
+  if (l->use_bias) ok &= fe_weights_get(&lw->w, g, bkey, &bt, l->name, l->loc, &bdata);
+  if (!ok) return false;
+
+  bool has_act = l->act != IR_OP_COUNT;
+  const char *mm_name = has_act || l->use_bias ? arena_printf(m->arena, "%s.matmul", l->name)
+                                               : l->name;
+  const char *add_name = has_act ? arena_printf(m->arena, "%s.bias_add", l->name) : l->name;
+  ir_node *k = stamp(lw, l, ir_build_const(g, kkey, &kt, kkey, kdata, l->loc));
+  ir_node *b = l->use_bias ? stamp(lw, l, ir_build_const(g, bkey, &bt, bkey, bdata, l->loc)) : NULL;
+  ir_node *y = stamp(lw, l, ir_build_matmul(g, mm_name, x, k, IR_DTYPE_F32, l->loc));
+  if (b) y = stamp(lw, l, ir_build_binary(g, IR_OP_ADD, add_name, y, b, l->loc));
+  if (has_act) y = stamp(lw, l, ir_build_unary(g, l->act, l->name, y, l->loc));
+  l->value = y;
+  return true;
+}
+
+static bool lower_binary(lowering *lw, fe_layer *l, ir_node *a, ir_node *b) {
+  ir_op op = l->kind == FE_LAYER_ADD ? IR_OP_ADD : IR_OP_MUL;
+  ir_node *srcs[2] = {a, b};
+  ir_attr attr = {0};
+  ir_type t;
+  char err[256];
+  if (!ir_infer_type(op, srcs, 2, &attr, &t, err, sizeof err)) {
+    diag_error(lw->m->d, l->loc, "%s", err);
+    return false;
+  }
+  if (!ir_type_eq(&a->type, &b->type)) { /* the IR broadcasts a bias; the language does not */
+    diag_error(lw->m->d, l->loc, "%s operand shapes differ: %s and %s", ir_op_name(op),
+               type_str(lw, &a->type), type_str(lw, &b->type));
+    return false;
+  }
+  l->value = stamp(lw, l, ir_build_binary(lw->g, op, l->name, a, b, l->loc));
+  return true;
+}
+
+static void lower_layer(lowering *lw, fe_layer *l) {
+  if (l->broken || l->kind == FE_LAYER_COUNT) return;
+  ir_node *in[IR_MAX_SRCS] = {NULL};
+  for (int k = 0; k < l->n_inputs; k++) {
+    fe_layer *def = l->inputs[k].def;
+    if (!def || !def->lowered) return; /* its error is reported already */
+    in[k] = def->value;
+  }
+  bool ok = true;
+  switch (l->kind) {
+  case FE_LAYER_INPUT: {
+    ir_type t = {IR_DTYPE_F32, l->rank, {0}};
+    memcpy(t.dims, l->shape, sizeof t.dims);
+    l->value = stamp(lw, l, ir_build_input(lw->g, l->var, &t, l->input_index, l->loc));
+    break;
+  }
+  case FE_LAYER_DENSE: ok = lower_dense(lw, l, in[0]); break;
+  case FE_LAYER_ACTIVATION:
+    if (l->act == IR_OP_COUNT) l->value = in[0];
+    else l->value = stamp(lw, l, ir_build_unary(lw->g, l->act, l->name, in[0], l->loc));
+    break;
+  case FE_LAYER_ADD:
+  case FE_LAYER_MULTIPLY: ok = lower_binary(lw, l, in[0], in[1]); break;
+  case FE_LAYER_COUNT: CASTOR_UNREACHABLE();
+  }
+  l->lowered = ok;
+}
+
+/* The weights file: the option wins; a model's path is relative to the
+ * model file's directory. */
+static const char *weights_path(fe_model *m, const fe_options *o, diag_loc *out_loc) {
+  *out_loc = (diag_loc){0};
+  if (o->weights_path) return o->weights_path;
+  if (!m->weights) return NULL;
+  *out_loc = m->weights_loc;
+  const char *slash = strrchr(m->file, '/');
+  if (m->weights[0] == '/' || !slash) return m->weights;
+  return arena_printf(m->arena, "%.*s/%s", (int)(slash - m->file), m->file, m->weights);
+}
+
+ir_graph *fe_lower(fe_model *m, const fe_options *o) {
+  lowering lw = {.m = m, .g = ir_graph_create(m->name ? m->name : "model")};
+  lw.g->policy = m->policy;
+  diag_loc wloc;
+  const char *wpath = weights_path(m, o, &wloc);
+  fe_weights_open(&lw.w, wpath, wloc, o->seed, m->errors0, m->d);
+
+  int n_inputs = 0;
+  for (size_t i = 0; i < m->layers.len; i++) {
+    fe_layer *l = m->layers.data[i];
+    if (l->kind == FE_LAYER_INPUT && !l->broken) l->input_index = n_inputs++;
+  }
+  for (size_t i = 0; i < m->order.len && !fe_error_limit(m); i++) lower_layer(&lw, m->order.data[i]);
+
+  fe_map seen = {0}; /* output name -> its first use */
+  for (size_t i = 0; i < m->outputs.len && !fe_error_limit(m); i++) {
+    fe_use *u = &m->outputs.data[i].use;
+    fe_use *first = fe_map_get(&seen, u->var);
+    if (first) {
+      diag_error(m->d, u->loc, "duplicate output '%s'", u->var);
+      diag_note(m->d, first->loc, "the first output '%s' is here", u->var);
+      continue;
+    }
+    fe_map_put(&seen, u->var, u);
+    if (u->def && u->def->lowered) ir_graph_add_output(lw.g, u->var, u->def->value);
+  }
+  fe_map_fini(&seen);
+  fe_weights_check_unused(&lw.w);
+  fe_weights_fini(&lw.w);
+  if (diag_error_count(m->d) > m->errors0) {
+    ir_graph_destroy(lw.g);
+    return NULL;
+  }
+  return lw.g;
+}
+
+ir_graph *fe_load_string(const char *file, const char *text, size_t len, const fe_options *o,
+                         diag_sink *d) {
+  fe_options defaults;
+  if (!o) fe_options_init(&defaults), o = &defaults;
+  diag_sink_add_source(d, file, text, len);
+  fe_model m;
+  fe_model_init(&m, diag_intern(d, file), d);
+  fe_parse(&m, text, len);
+  if (!fe_error_limit(&m)) fe_layers_name(&m);
+  if (!fe_error_limit(&m)) fe_resolve(&m);
+  ir_graph *g = NULL;
+  if (m.name && !fe_error_limit(&m)) g = fe_lower(&m, o);
+  fe_model_fini(&m);
+  if (g && diag_error_count(d) > m.errors0) {
+    ir_graph_destroy(g);
+    g = NULL;
+  }
+  return g;
+}
+
+ir_graph *fe_load_file(const char *path, const fe_options *o, diag_sink *d) {
+  char *text;
+  size_t len;
+  if (!str_read_file(path, &text, &len)) {
+    diag_error(d, (diag_loc){0}, "cannot read model file '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  ir_graph *g = fe_load_string(path, text, len, o, d);
+  free(text);
+  return g;
+}

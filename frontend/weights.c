@@ -1,0 +1,141 @@
+/*
+ * weights.c: where the constants of a lowered model come from. Used by
+ * lower.c once per weight (dense kernels and biases), in schedule order.
+ *
+ * With a weights file (safetensors.c reads and validates it), every weight
+ * the model needs must be there with exactly the model's shape; F16 and
+ * BF16 data are widened to f32 (bit-exact, util/half.h). Tensors the model
+ * does not use are reported as a warning once lowering is done.
+ *
+ * Without one, kernels get Keras' default Glorot-uniform init,
+ * U(-limit, limit) with limit = sqrt(6 / (fan_in + fan_out)), from a PRNG
+ * seeded with (seed ^ str_hash(key)), so each tensor is reproducible on its
+ * own whatever the rest of the model is; biases are zeros. The init stops at
+ * FE_MAX_INIT_BYTES in total, so a typo like units=40960000 gives an error,
+ * not an out-of-memory abort.
+ *
+ * All data lives in the graph's arena, 64-byte aligned.
+ */
+#include "internal.h"
+
+#include "../util/half.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fe_weights_open(fe_weights *w, const char *path, diag_loc loc, uint64_t seed,
+                     int errors0, diag_sink *d) {
+  *w = (fe_weights){.d = d, .errors0 = errors0, .path = path, .loc = loc, .seed = seed};
+  if (!path) return;
+  w->from_file = true;
+  w->file_ok = fe_safetensors_read(path, loc, d, &w->st);
+  if (w->file_ok) w->used = xcalloc((size_t)w->st.n_tensors + 1, sizeof *w->used);
+}
+
+void fe_weights_fini(fe_weights *w) {
+  if (w->file_ok) fe_safetensors_fini(&w->st);
+  free(w->used);
+  w->used = NULL;
+  w->file_ok = false;
+}
+
+static void shape_str(str_buf *b, int rank, const int64_t *dims) {
+  str_buf_putc(b, '[');
+  for (int i = 0; i < rank; i++) str_buf_printf(b, "%s%lld", i ? "," : "", (long long)dims[i]);
+  str_buf_putc(b, ']');
+}
+
+static float *from_file(fe_weights *w, ir_graph *g, const char *key, const ir_type *t,
+                        const char *layer, diag_loc layer_loc) {
+  const fe_tensor *ft = fe_safetensors_find(&w->st, key);
+  if (!ft) {
+    diag_error(w->d, w->loc, "weights file '%s' has no tensor '%s'", w->path, key);
+    diag_note(w->d, layer_loc, "layer '%s' is declared here", layer);
+    return NULL;
+  }
+  w->used[ft - w->st.tensors] = true;
+  bool same = ft->rank == t->rank;
+  for (int i = 0; same && i < t->rank; i++) same = ft->dims[i] == t->dims[i];
+  if (!same) {
+    str_buf have, want;
+    str_buf_init(&have);
+    str_buf_init(&want);
+    shape_str(&have, ft->rank, ft->dims);
+    shape_str(&want, t->rank, t->dims);
+    diag_error(w->d, w->loc, "weight '%s' has shape %s but the model needs %s", key,
+               str_buf_cstr(&have), str_buf_cstr(&want));
+    diag_note(w->d, layer_loc, "layer '%s' is declared here", layer);
+    str_buf_fini(&have);
+    str_buf_fini(&want);
+    return NULL;
+  }
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= t->dims[i]; /* validated by the reader */
+  float *dst = arena_alloc_aligned(g->arena, (size_t)n * sizeof(float), 64);
+  const unsigned char *src = ft->data; /* little-endian, maybe unaligned */
+  for (int64_t i = 0; i < n; i++) {
+    switch (ft->dtype) {
+    case IR_DTYPE_F32: {
+      uint32_t bits = (uint32_t)src[4 * i] | (uint32_t)src[4 * i + 1] << 8 |
+                      (uint32_t)src[4 * i + 2] << 16 | (uint32_t)src[4 * i + 3] << 24;
+      memcpy(&dst[i], &bits, sizeof bits);
+      break;
+    }
+    case IR_DTYPE_F16:
+      dst[i] = half_f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
+      break;
+    case IR_DTYPE_BF16:
+      dst[i] = half_bf16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
+      break;
+    case IR_DTYPE_I32:
+    case IR_DTYPE_I64:
+    case IR_DTYPE_I1:
+    case IR_DTYPE_COUNT:
+      CASTOR_UNREACHABLE(); /* the reader accepts float dtypes only */
+    }
+  }
+  return dst;
+}
+
+static float *glorot(fe_weights *w, ir_graph *g, const char *key, const ir_type *t,
+                     const char *layer, diag_loc layer_loc) {
+  int64_t n = 1, bytes;
+  for (int i = 0; i < t->rank; i++) n *= t->dims[i]; /* checked by the caller */
+  bytes = n * (int64_t)sizeof(float);
+  if (bytes > FE_MAX_INIT_BYTES - w->init_bytes) {
+    diag_error(w->d, layer_loc,
+               "the weights of layer '%s' take the model past %lld GiB, more than castor "
+               "initializes without a weights file",
+               layer, (long long)(FE_MAX_INIT_BYTES >> 30));
+    return NULL;
+  }
+  w->init_bytes += bytes;
+  float *dst = arena_alloc_aligned(g->arena, (size_t)bytes, 64); /* zeroed: biases */
+  if (t->rank == 2) {
+    float limit = (float)sqrt(6.0 / ((double)t->dims[0] + (double)t->dims[1]));
+    rng r;
+    rng_init(&r, w->seed ^ str_hash(key));
+    for (int64_t i = 0; i < n; i++) dst[i] = rng_uniform_f32(&r, -limit, limit);
+  }
+  return dst;
+}
+
+bool fe_weights_get(fe_weights *w, ir_graph *g, const char *key, const ir_type *t,
+                    const char *layer, diag_loc layer_loc, const float **out) {
+  *out = NULL;
+  if (w->from_file) {
+    if (!w->file_ok) return false; /* reported when it was read */
+    return (*out = from_file(w, g, key, t, layer, layer_loc)) != NULL;
+  }
+  if (diag_error_count(w->d) > w->errors0) return true; /* the graph will be discarded */
+  return (*out = glorot(w, g, key, t, layer, layer_loc)) != NULL;
+}
+
+void fe_weights_check_unused(fe_weights *w) {
+  if (!w->file_ok || diag_error_count(w->d) > w->errors0) return;
+  for (int i = 0; i < w->st.n_tensors; i++)
+    if (!w->used[i])
+      diag_warning(w->d, w->loc, "weights file '%s' has tensor '%s', which the model does not use",
+                   w->path, w->st.tensors[i].key);
+}
