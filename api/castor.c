@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/internal.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
@@ -193,32 +194,15 @@ void castor_compile_options_init(castor_compile_options *o) {
   o->opt_level = 2;
 }
 
-/* Until the autocast pass lands, only float32 computes correctly: refuse
- * other policies rather than silently computing them in float32. */
-static bool check_policies(const ir_graph *g, diag_sink *d) {
-  if (g->policy != IR_POLICY_FLOAT32) {
-    diag_error(d, (diag_loc){0}, "policy '%s' is not supported yet: this build computes float32 only",
-               ir_policy_name(g->policy));
-    return false;
-  }
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = g->nodes[i];
-    if (n->policy != IR_POLICY_NONE && n->policy != IR_POLICY_FLOAT32) {
-      diag_error(d, n->loc, "dtype=%s is not supported yet: this build computes float32 only",
-                 ir_policy_name(n->policy));
-      return false;
-    }
-  }
-  return true;
-}
-
-castor_status castor_compile(castor_model *m, const castor_compile_options *opts,
-                             castor_program **out_program) {
+/* castor_compile, or with fn (castor_compile_to, api/internal.h) the same
+ * pipeline handing the final graph to fn instead of the JIT. */
+static castor_status compile(castor_model *m, const castor_compile_options *opts,
+                             castor_codegen_fn fn, void *fn_arg, castor_program **out_program) {
   if (!m) return CASTOR_ERR_INVALID_ARGUMENT;
   castor_context *ctx = m->ctx;
   begin(ctx);
-  if (!out_program) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_compile: NULL out_program");
-  *out_program = NULL;
+  if (!out_program && !fn) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_compile: NULL out_program");
+  if (out_program) *out_program = NULL;
   castor_compile_options defaults;
   if (!opts) castor_compile_options_init(&defaults), opts = &defaults;
   if (opts->target != CASTOR_TARGET_CPU)
@@ -240,23 +224,37 @@ castor_status castor_compile(castor_model *m, const castor_compile_options *opts
   pass_options po;
   pass_options_init(&po);
   po.verify_each = opts->verify_each != 0;
-  if (!check_policies(g, ctx->diag)) st = CASTOR_ERR_UNSUPPORTED;
-  else if (!pass_run_pipeline(g, PASS_PIPELINE_DEFAULT, &po, ctx->diag)) st = CASTOR_ERR_INTERNAL;
+  po.autocast.fp32_ops = opts->fp32_ops;
+  po.autocast.fp32_layers = opts->fp32_layers;
+  po.autocast.keep_16bit_outputs = opts->keep_16bit_outputs != 0;
+  if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
+  else if (!pass_run_pipeline(g, PASS_PIPELINE_DEFAULT, &po, ctx->diag))
+    st = strstr(diag_first_error(ctx->diag), "--fp32-layers") ? CASTOR_ERR_INVALID_ARGUMENT : CASTOR_ERR_INTERNAL;
   rt_program *rt = NULL;
   if (st == CASTOR_OK) {
     cg_options co;
     cg_options_init(&co);
     co.opt_level = opts->opt_level;
-    rt = cg_compile_cpu(g, &co, ctx->diag);
-    if (!rt) st = CASTOR_ERR_CODEGEN;
+    if (fn) st = fn(g, &co, fn_arg, ctx->diag);
+    else if (!(rt = cg_compile_cpu(g, &co, ctx->diag))) st = CASTOR_ERR_CODEGEN;
   }
   ir_graph_destroy(g);
-  if (st != CASTOR_OK) return finish(ctx, st);
+  if (st != CASTOR_OK || fn) return finish(ctx, st);
   castor_program *p = xcalloc(1, sizeof *p);
   p->ctx = ctx;
   p->rt = rt;
   *out_program = p;
   return finish(ctx, CASTOR_OK);
+}
+
+castor_status castor_compile(castor_model *m, const castor_compile_options *opts,
+                             castor_program **out_program) {
+  return compile(m, opts, NULL, NULL, out_program);
+}
+
+castor_status castor_compile_to(castor_model *m, const castor_compile_options *opts,
+                                castor_codegen_fn fn, void *fn_arg) {
+  return fn ? compile(m, opts, fn, fn_arg, NULL) : CASTOR_ERR_INVALID_ARGUMENT;
 }
 
 void castor_program_destroy(castor_program *p) {

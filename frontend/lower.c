@@ -62,6 +62,7 @@ static const char *type_str(lowering *lw, const ir_type *t) {
 /* Stamps a node with what it keeps of its layer. */
 static ir_node *stamp(lowering *lw, fe_layer *l, ir_node *n) {
   n->note = arena_strdup(lw->g->arena, l->name);
+  n->layer = n->note;
   n->policy = l->policy;
   return n;
 }

@@ -114,6 +114,12 @@ typedef struct castor_compile_options {
   const char *policy;   /* overrides the model's policy; NULL keeps it */
   int opt_level;        /* LLVM optimization level 0-3 (2) */
   int verify_each;      /* run the IR verifier after every pass (0) */
+  /* Autocast (mixed precision). The policy decides each layer's compute
+   * dtype as in Keras; softmax and model outputs stay float32; matmuls
+   * accumulate in float32. */
+  const char *fp32_ops;    /* comma-separated IR op names forced to f32, e.g. "gelu,add" (NULL) */
+  const char *fp32_layers; /* comma-separated layer names forced to f32 (NULL) */
+  int keep_16bit_outputs;  /* leave 16-bit model outputs 16-bit (0: outputs are f32) */
 } castor_compile_options;
 
 CASTOR_API void castor_compile_options_init(castor_compile_options *o);

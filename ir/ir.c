@@ -363,6 +363,8 @@ ir_graph *ir_graph_clone(const ir_graph *src) {
     *n = *s;
     n->name = arena_strdup(g->arena, s->name);
     n->note = s->note ? arena_strdup(g->arena, s->note) : NULL;
+    n->layer = s->layer ? arena_strdup(g->arena, s->layer) : NULL;
+    n->rule = s->rule ? arena_strdup(g->arena, s->rule) : NULL;
     if (s->op == IR_OP_CONST) n->attr.konst.weight = arena_strdup(g->arena, s->attr.konst.weight);
     for (int k = 0; k < s->n_srcs; k++) {
       CASTOR_ASSERT(s->srcs[k]->id >= 0 && s->srcs[k]->id < i && src->nodes[s->srcs[k]->id] == s->srcs[k]);
@@ -374,4 +376,21 @@ ir_graph *ir_graph_clone(const ir_graph *src) {
   for (int i = 0; i < src->n_outputs; i++) ir_graph_add_output(g, src->outputs[i].name, map[src->outputs[i].value->id]);
   free(map);
   return g;
+}
+
+static bool ident_char(char c, bool first) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
+}
+
+const char *ir_note_layer(arena *a, const char *note) {
+  if (!note) return NULL;
+  const char *p = note;
+  static const char prefix[] = "autocast: ";
+  bool cast_note = strncmp(p, prefix, sizeof prefix - 1) == 0;
+  if (cast_note) p += sizeof prefix - 1;
+  size_t n = 0;
+  while (p[n] && ident_char(p[n], n == 0)) n++;
+  if (n == 0 || (!cast_note && p[n]) || (cast_note && p[n] != ' ')) return NULL;
+  if (cast_note && n == 6 && strncmp(p, "output", 6) == 0) return NULL;
+  return arena_strndup(a, p, n);
 }

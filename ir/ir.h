@@ -73,6 +73,11 @@ typedef struct ir_node {
   ir_policy policy; /* per-layer dtype= override, IR_POLICY_NONE if none */
   const char *name; /* value name without '%'; unique in the graph */
   const char *note; /* free text printed as a trailing comment (layer, cast reason); may be NULL */
+  const char *layer; /* the model layer this node computes or serves; may be NULL. Not
+                      * printed: the parser takes it from a note that is a plain name,
+                      * and from "autocast: LAYER ..." notes of casts */
+  const char *rule;  /* why the node has its dtype (autocast's rule, for the cast
+                      * report); not printed, may be NULL */
   diag_loc loc;     /* where it came from in the model file; passes copy it */
   int id;           /* position in the schedule (ir_graph_renumber) */
 } ir_node;
@@ -171,6 +176,11 @@ ir_node *ir_build_binary(ir_graph *g, ir_op op, const char *name, ir_node *a, ir
                          diag_loc loc);
 ir_node *ir_build_unary(ir_graph *g, ir_op op, const char *name, ir_node *x, diag_loc loc);
 ir_node *ir_build_cast(ir_graph *g, const char *name, ir_node *x, ir_dtype to, diag_loc loc);
+
+/* The layer a note names: the note itself when it is a plain identifier
+ * (the frontend's notes), or LAYER in an autocast note "autocast: LAYER ...";
+ * NULL otherwise. Arena-owned. */
+const char *ir_note_layer(arena *a, const char *note);
 
 /* ---- verifier: structural and type invariants; reports through d ---- */
 

@@ -495,6 +495,7 @@ static bool parse_node(parser *ps) {
   if (accept_char(ps, '{') && !parse_attrs(ps, node, &has_op_attr)) return false;
   skip_blanks(ps);
   if (ps->p < ps->end && *ps->p == '#') node->note = parse_note(ps);
+  node->layer = ir_note_layer(ps->g->arena, node->note);
   if (!at_eol(ps)) return expected(ps, "'{', '#' or the end of the line");
   const char *op_key = op_attr_key(op);
   if (op_key && !has_op_attr)

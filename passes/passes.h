@@ -11,8 +11,16 @@
 
 #include "../ir/ir.h"
 
+/* Options of the autocast pass (see autocast.c). */
+typedef struct pass_autocast_options {
+  const char *fp32_ops;    /* comma-separated op names forced to f32 ("gelu,add"), or NULL */
+  const char *fp32_layers; /* comma-separated layer names forced to f32, or NULL */
+  bool keep_16bit_outputs; /* do not cast 16-bit model outputs to f32 */
+} pass_autocast_options;
+
 typedef struct pass_options {
   bool verify_each;       /* run ir_verify after every pass */
+  pass_autocast_options autocast;
   const char *dump_after; /* pass name, "all", or NULL */
   const char *dump_dir;   /* write dumps as files here (NULL: to dump_out) */
   str_buf *dump_out;      /* where dumps go when dump_dir is NULL (may be NULL) */
@@ -38,7 +46,16 @@ pass_fn pass_lookup(const char *name, size_t len);
 const char *pass_list(void);
 
 /* The default compile pipeline for the CPU target. */
-#define PASS_PIPELINE_DEFAULT "verify,dce"
+#define PASS_PIPELINE_DEFAULT "verify,autocast,cast-cleanup,fold-constants,dce"
+
+/* Checks the autocast options (unknown op names, empty list items) before a
+ * pipeline runs; layer names are checked against the graph by the pass. */
+bool pass_autocast_options_check(const pass_autocast_options *o, diag_sink *d);
+
+/* The cast report of a compiled graph (castor dump --casts): per layer its
+ * compute dtype, the rule that decided it, the casts it needs at run time
+ * and its weight bytes per dtype, then a total line. */
+void pass_cast_report(const ir_graph *g, str_buf *out);
 
 /* Checks a pipeline string without running it (unknown pass names are
  * errors). */

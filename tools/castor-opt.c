@@ -22,6 +22,10 @@ static void usage(FILE *f) {
           "options:\n"
           "  --passes=LIST       passes to run, in order (available: %s)\n"
           "  --verify-each       verify the IR after every pass\n"
+          "  --fp32-ops=LIST     autocast: force these ops to f32\n"
+          "  --fp32-layers=LIST  autocast: force these layers to f32\n"
+          "  --keep-16bit-outputs  autocast: do not cast 16-bit outputs to f32\n"
+          "  --policy=P          set the graph's policy before the passes run\n"
           "  --dump-after=PASS   print the IR after PASS (or 'all') to stderr\n"
           "  --dump-dir=DIR      write dumps to DIR/NN.after-PASS.cir instead\n"
           "  -o FILE             write the result to FILE instead of stdout\n"
@@ -35,7 +39,7 @@ static const char *opt_value(const char *arg, const char *name) {
 }
 
 int main(int argc, char **argv) {
-  const char *file = NULL, *passes = NULL, *out_path = NULL;
+  const char *file = NULL, *passes = NULL, *out_path = NULL, *policy = NULL;
   pass_options po;
   pass_options_init(&po);
   for (int i = 1; i < argc; i++) {
@@ -45,6 +49,14 @@ int main(int argc, char **argv) {
       return 0;
     } else if ((v = opt_value(a, "--passes"))) {
       passes = v;
+    } else if ((v = opt_value(a, "--fp32-ops"))) {
+      po.autocast.fp32_ops = v;
+    } else if ((v = opt_value(a, "--fp32-layers"))) {
+      po.autocast.fp32_layers = v;
+    } else if (!strcmp(a, "--keep-16bit-outputs")) {
+      po.autocast.keep_16bit_outputs = true;
+    } else if ((v = opt_value(a, "--policy"))) {
+      policy = v;
     } else if (!strcmp(a, "--verify-each")) {
       po.verify_each = true;
     } else if ((v = opt_value(a, "--dump-after"))) {
@@ -92,7 +104,9 @@ int main(int argc, char **argv) {
   po.dump_out = &dumps;
   int rc = 1;
   ir_graph *g = pass_pipeline_check(passes, d) ? ir_parse(file, text, len, d) : NULL;
-  if (g && pass_run_pipeline(g, passes, &po, d)) {
+  if (g && policy && !ir_policy_from_name(policy, strlen(policy), &g->policy)) {
+    diag_error(d, (diag_loc){0}, "unknown policy '%s' (float32, float16, bfloat16, mixed_float16, mixed_bfloat16)", policy);
+  } else if (g && pass_run_pipeline(g, passes, &po, d)) {
     ir_print(g, &out);
     rc = 0;
   }

@@ -47,11 +47,17 @@ static int usage(FILE *f, int rc) {
           "  --dump-after=PASS   also print the IR after PASS, or after every pass ('all')\n"
           "  --dump-dir=DIR      write those dumps to DIR/NN.after-PASS.cir instead\n"
           "  --emit=ir|llvm      print the IR (default) or the optimized LLVM IR\n"
+          "  --casts             print the cast report: per layer its compute dtype, the\n"
+          "                      rule that decided it, its casts and weight bytes\n"
           "\n"
           "common options:\n"
           "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
           "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
-          "  --policy P          dtype policy instead of the model's 'policy' line\n"
+          "  --policy P          dtype policy instead of the model's 'policy' line: float32,\n"
+          "                      float16, bfloat16, mixed_float16 or mixed_bfloat16\n"
+          "  --fp32-ops=LIST     force these ops to float32 (IR op names, e.g. gelu,add)\n"
+          "  --fp32-layers=LIST  force these layers to float32 (layer names)\n"
+          "  --keep-16bit-outputs  leave 16-bit model outputs 16-bit (default: float32)\n"
           "  -O N                LLVM optimization level 0-3 (default 2)\n"
           "  -h, --help          show this help\n"
           "  --version           show the version\n",
@@ -76,7 +82,8 @@ typedef struct cli {
   VEC(const char *) outputs;
   int64_t batch;
   uint64_t seed, weights_seed;
-  const char *weights, *policy, *passes, *dump_after, *dump_dir, *emit;
+  const char *weights, *policy, *passes, *dump_after, *dump_dir, *emit, *fp32_ops, *fp32_layers;
+  bool casts, keep16;
   int opt_level;
 } cli;
 
@@ -137,6 +144,16 @@ static int parse_args(int argc, char **argv, cli *c) {
     } else if (OPT("--policy")) {
       if (missing) return error("--policy needs a policy name");
       c->policy = v;
+    } else if (OPT("--fp32-ops")) {
+      if (missing) return error("--fp32-ops needs a list of op names");
+      c->fp32_ops = v;
+    } else if (OPT("--fp32-layers")) {
+      if (missing) return error("--fp32-layers needs a list of layer names");
+      c->fp32_layers = v;
+    } else if (!strcmp(a, "--keep-16bit-outputs")) {
+      c->keep16 = true;
+    } else if (!strcmp(a, "--casts")) {
+      c->casts = true;
     } else if (OPT("--passes")) {
       if (missing) return error("--passes needs a pipeline");
       c->passes = v;
@@ -195,8 +212,14 @@ static int cmd_dump(const cli *c) {
     po.dump_after = c->dump_after;
     po.dump_dir = c->dump_dir;
     po.dump_out = &out;
+    po.autocast.fp32_ops = c->fp32_ops;
+    po.autocast.fp32_layers = c->fp32_layers;
+    po.autocast.keep_16bit_outputs = c->keep16;
     if (pass_run_pipeline(g, pipeline, &po, d)) {
-      if (c->emit && !strcmp(c->emit, "llvm")) {
+      if (c->casts) {
+        pass_cast_report(g, &out);
+        rc = 0;
+      } else if (c->emit && !strcmp(c->emit, "llvm")) {
         cg_options co;
         cg_options_init(&co);
         co.opt_level = c->opt_level;
@@ -269,11 +292,15 @@ static int cmd_run(const cli *c) {
   castor_compile_options_init(&co);
   co.policy = c->policy;
   co.opt_level = c->opt_level;
+  co.fp32_ops = c->fp32_ops;
+  co.fp32_layers = c->fp32_layers;
+  co.keep_16bit_outputs = c->keep16;
   if (castor_model_load_file(ctx, c->model, &lo, &m) != CASTOR_OK ||
       (fputs(castor_context_last_warnings(ctx), stderr), castor_compile(m, &co, &p)) != CASTOR_OK) {
     fputs(castor_context_last_error(ctx), stderr);
     goto done;
   }
+  fputs(castor_context_last_warnings(ctx), stderr);
   n_in = castor_program_num_inputs(p), n_out = castor_program_num_outputs(p);
   if (c->inputs.len && (int)c->inputs.len != n_in) {
     error("model '%s' has %d input(s), got %zu --input file(s)", c->model, n_in, c->inputs.len);

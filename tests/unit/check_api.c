@@ -222,17 +222,37 @@ START_TEST(test_npy_io) {
 }
 END_TEST
 
-START_TEST(test_policy_gate) {
-  /* until autocast lands, 16-bit policies are refused, never silently run in f32 */
-  const char *text = "model m\npolicy mixed_float16\nx = input(shape=[3])\ny = dense(x, units=2)\noutput y\n";
+START_TEST(test_policies_and_autocast_options) {
+  const char *text = "model m\npolicy mixed_float16\nx = input(shape=[3])\ny = dense(x, units=2, name=d)\noutput y\n";
   castor_model *m = NULL;
   castor_program *p = NULL;
   ck_assert_int_eq(castor_model_load_string(ctx, "m.cast", text, strlen(text), NULL, &m), CASTOR_OK);
-  ck_assert_int_eq(castor_compile(m, NULL, &p), CASTOR_ERR_UNSUPPORTED);
-  ck_assert_msg(strstr(castor_context_last_error(ctx), "mixed_float16") != NULL, "%s", castor_context_last_error(ctx));
+  ck_assert_msg(castor_compile(m, NULL, &p) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  castor_tensor_info info;
+  ck_assert_int_eq(castor_program_output_info(p, 0, &info), CASTOR_OK);
+  ck_assert_int_eq(info.dtype, CASTOR_F32); /* outputs are f32 whatever the policy */
+  castor_program_destroy(p);
   castor_compile_options o;
   castor_compile_options_init(&o);
-  o.policy = "float32";
+  o.keep_16bit_outputs = 1;
+  ck_assert_int_eq(castor_compile(m, &o, &p), CASTOR_OK);
+  ck_assert_int_eq(castor_program_output_info(p, 0, &info), CASTOR_OK);
+  ck_assert_int_eq(info.dtype, CASTOR_F16);
+  castor_program_destroy(p);
+  o.keep_16bit_outputs = 0;
+  o.fp32_ops = "matmul,dense";
+  ck_assert_int_eq(castor_compile(m, &o, &p), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx),
+                   "error: --fp32-ops: unknown op 'dense' (ops: matmul, add, mul, relu, sigmoid, tanh, gelu, softmax)\n");
+  o.fp32_ops = NULL;
+  o.fp32_layers = "d,nope";
+  ck_assert_int_eq(castor_compile(m, &o, &p), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx), "error: --fp32-layers: the model has no layer 'nope'\n");
+  o.fp32_layers = "d";
+  ck_assert_int_eq(castor_compile(m, &o, &p), CASTOR_OK);
+  castor_program_destroy(p);
+  o.fp32_layers = NULL;
+  o.policy = "bfloat16";
   ck_assert_int_eq(castor_compile(m, &o, &p), CASTOR_OK);
   castor_program_destroy(p);
   castor_model_destroy(m);
@@ -252,7 +272,7 @@ int main(void) {
   tcase_add_test(tc, test_run_and_shape_errors);
   tcase_add_test(tc, test_tensor_create_errors);
   tcase_add_test(tc, test_npy_io);
-  tcase_add_test(tc, test_policy_gate);
+  tcase_add_test(tc, test_policies_and_autocast_options);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

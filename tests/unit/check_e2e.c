@@ -36,14 +36,22 @@ typedef struct e2e_result {
   char msg[512];
 } e2e_result;
 
-static e2e_result run_case(const char *name, const char *text, int64_t batch, uint64_t seed, bool rel) {
-  e2e_result res = {0, ""};
+/* Loads `text`, runs the default pipeline under `policy` (NULL: the
+ * model's), JIT-compiles and runs at `batch` on seeded inputs. Compares
+ * every output with the reference interpreter run on the same compiled
+ * graph (16-bit rounding modelled: measures codegen) into *same, and on
+ * the float32 model as the frontend lowered it (measures what the policy
+ * costs) into *exact. */
+static void run_policy_case(const char *name, const char *text, const char *policy, int64_t batch,
+                            uint64_t seed, bool rel, e2e_result *same, e2e_result *exact) {
   diag_sink *d = diag_sink_create();
   fe_options fo;
   fe_options_init(&fo);
   fo.seed = seed;
-  ir_graph *g = fe_load_string(name, text, strlen(text), &fo, d);
-  ck_assert_msg(g != NULL, "%s: load failed:\n%s", name, diag_text(d));
+  ir_graph *g32 = fe_load_string(name, text, strlen(text), &fo, d);
+  ck_assert_msg(g32 != NULL, "%s: load failed:\n%s", name, diag_text(d));
+  ir_graph *g = ir_graph_clone(g32);
+  if (policy) ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
   pass_options po;
   pass_options_init(&po);
   po.verify_each = true;
@@ -66,6 +74,7 @@ static e2e_result run_case(const char *name, const char *text, int64_t batch, ui
     in64[i] = ref_from_f32(in[i], n);
   }
   for (int o = 0; o < no; o++) {
+    ck_assert_msg(p->outputs[o].dtype == RT_F32, "%s: output %d is not f32", name, o);
     int64_t n = 1;
     for (int k = 0; k < p->outputs[o].rank; k++) n *= p->outputs[o].dims[k] < 0 ? batch : p->outputs[o].dims[k];
     out_n[o] = n;
@@ -74,26 +83,41 @@ static e2e_result run_case(const char *name, const char *text, int64_t batch, ui
   }
   ck_assert_msg(rt_program_run(p, batch, (const void *const *)in, (void *const *)out, NULL, d), "%s: run:\n%s",
                 name, diag_text(d));
-  double **want = calloc((size_t)no, sizeof *want);
-  char err[256];
-  ck_assert_msg(ref_run(g, batch, (const double *const *)in64, want, err, sizeof err), "%s: ref: %s", name, err);
-  for (int o = 0; o < no; o++) {
-    ref_cmp c = rel ? ref_compare_rel(out[o], want[o], out_n[o], 1e-30) : ref_compare_normalized(out[o], want[o], out_n[o]);
-    if (c.error > res.worst || o == 0) {
-      char buf[256];
-      res.worst = c.error > res.worst ? c.error : res.worst;
-      snprintf(res.msg, sizeof res.msg, "%s batch %lld output %s: %s", name, (long long)batch,
-               p->outputs[o].name, ref_cmp_str(&c, buf, sizeof buf));
+  for (int pass = 0; pass < 2; pass++) {
+    e2e_result *res = pass == 0 ? same : exact;
+    if (!res) continue;
+    res->worst = 0;
+    res->msg[0] = 0;
+    double **want = calloc((size_t)no, sizeof *want);
+    char err[256];
+    ck_assert_msg(ref_run(pass == 0 ? g : g32, batch, (const double *const *)in64, want, err, sizeof err),
+                  "%s: ref: %s", name, err);
+    for (int o = 0; o < no; o++) {
+      ref_cmp c = rel ? ref_compare_rel(out[o], want[o], out_n[o], 1e-30)
+                      : ref_compare_normalized(out[o], want[o], out_n[o]);
+      if (c.error >= res->worst) {
+        char buf[256];
+        res->worst = c.error;
+        snprintf(res->msg, sizeof res->msg, "%s policy %s batch %lld output %s vs %s: %s", name,
+                 policy ? policy : "(model)", (long long)batch, p->outputs[o].name,
+                 pass == 0 ? "the same graph" : "the f32 model", ref_cmp_str(&c, buf, sizeof buf));
+      }
     }
+    ref_outputs_free(want, no);
+    free(want);
   }
-  ref_outputs_free(want, no);
-  free(want);
   for (int i = 0; i < ni; i++) free(in[i]), free(in64[i]);
   for (int o = 0; o < no; o++) free(out[o]);
   free(in), free(in64), free(out), free(out_n);
   rt_program_destroy(p);
   ir_graph_destroy(g);
+  ir_graph_destroy(g32);
   diag_sink_destroy(d);
+}
+
+static e2e_result run_case(const char *name, const char *text, int64_t batch, uint64_t seed, bool rel) {
+  e2e_result res;
+  run_policy_case(name, text, NULL, batch, seed, rel, &res, NULL);
   return res;
 }
 
@@ -164,6 +188,38 @@ START_TEST(test_extreme_values) {
 }
 END_TEST
 
+/* ---- every policy ----
+ * Bounds, normalized error (max |got - want| / max |want|):
+ *  vs the same compiled graph (the reference rounds every 16-bit value, as
+ *  castor stores it): castor's matmuls sum in f32, the reference in double,
+ *  so an f32 sum may land on the other side of a 16-bit rounding boundary:
+ *  one ulp of a 16-bit intermediate (2^-11 f16, 2^-8 bf16) that later layers
+ *  damp. Bound: 2 ulps (f16 1e-3, bf16 8e-3), f32 1e-5.
+ *  vs the float32 model in float64 (what the policy costs): every stored
+ *  16-bit value carries a relative rounding error of at most 2^-11 (f16) or
+ *  2^-8 (bf16); through a few layers of sums of random-signed terms the
+ *  errors partly cancel. Bound: 8 ulps of a 16-bit value (f16 4e-3, bf16
+ *  3.2e-2), measured about 2-4 ulps. */
+static const char *const policies[] = {"float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16"};
+
+static double bound_same(const char *policy) {
+  return strstr(policy, "bfloat16") ? 8e-3 : strstr(policy, "float16") ? 1e-3 : 1e-5;
+}
+static double bound_exact(const char *policy) {
+  return strstr(policy, "bfloat16") ? 3.2e-2 : strstr(policy, "float16") ? 4e-3 : 1e-5;
+}
+
+START_TEST(test_ops_policies) {
+  for (size_t pi = 0; pi < sizeof policies / sizeof policies[0]; pi++)
+    for (int64_t batch = 1; batch <= 9; batch += 4) {
+      e2e_result same, exact;
+      run_policy_case(op_cases[_i].name, op_cases[_i].text, policies[pi], batch, 3, false, &same, &exact);
+      ck_assert_msg(same.worst < bound_same(policies[pi]), "%s", same.msg);
+      ck_assert_msg(exact.worst < bound_exact(policies[pi]), "%s", exact.msg);
+    }
+}
+END_TEST
+
 static char *read_sample(const char *file) {
   char path[1024], *text;
   size_t len;
@@ -177,6 +233,32 @@ START_TEST(test_sample_small) {
   for (int64_t batch = 1; batch <= 64; batch *= 4) {
     e2e_result r = run_case("mnist_mlp_small.cast", text, batch, 5, true);
     ck_assert_msg(r.worst < 1e-5, "%s", r.msg);
+  }
+  free(text);
+}
+END_TEST
+
+START_TEST(test_sample_small_policies) {
+  char *text = read_sample("mnist_mlp_small.cast");
+  for (size_t pi = 0; pi < sizeof policies / sizeof policies[0]; pi++) {
+    e2e_result same, exact;
+    run_policy_case("mnist_mlp_small.cast", text, policies[pi], 16, 5, false, &same, &exact);
+    ck_assert_msg(same.worst < bound_same(policies[pi]), "%s", same.msg);
+    ck_assert_msg(exact.worst < bound_exact(policies[pi]), "%s", exact.msg);
+    if (getenv("CASTOR_E2E_VERBOSE")) fprintf(stderr, "%s\n%s\n", same.msg, exact.msg);
+  }
+  free(text);
+}
+END_TEST
+
+START_TEST(test_sample_full_policies) {
+  char *text = read_sample("mnist_mlp.cast");
+  for (size_t pi = 1; pi < sizeof policies / sizeof policies[0]; pi++) {
+    e2e_result same, exact;
+    run_policy_case("mnist_mlp.cast", text, policies[pi], 4, 0, false, &same, &exact);
+    ck_assert_msg(same.worst < bound_same(policies[pi]), "%s", same.msg);
+    ck_assert_msg(exact.worst < bound_exact(policies[pi]), "%s", exact.msg);
+    if (getenv("CASTOR_E2E_VERBOSE")) fprintf(stderr, "%s\n%s\n", same.msg, exact.msg);
   }
   free(text);
 }
@@ -243,6 +325,9 @@ static Suite *e2e_suite(void) {
   tcase_add_loop_test(tc, test_ops, 0, (int)(sizeof op_cases / sizeof op_cases[0]));
   tcase_add_test(tc, test_extreme_values);
   tcase_add_test(tc, test_sample_small);
+  tcase_add_loop_test(tc, test_ops_policies, 0, (int)(sizeof op_cases / sizeof op_cases[0]));
+  tcase_add_test(tc, test_sample_small_policies);
+  tcase_add_test(tc, test_sample_full_policies);
   tcase_add_test(tc, test_sample_full);
   tcase_add_test(tc, test_cli_and_host);
   suite_add_tcase(s, tc);

@@ -1,0 +1,279 @@
+/*
+ * autocast.c: Keras dtype policies, placed as TensorFlow's auto mixed
+ * precision pass places them.
+ *
+ * In:  a verified graph as the frontend lowers it (every float f32; each
+ *      node's layer and per-layer policy override set), before cast-cleanup
+ *      and fold-constants.
+ * Out: every non-leaf node has its compute dtype; every operand that had
+ *      another dtype is read through a cast, created once per (value,
+ *      dtype) and placed right after the value; matmuls accumulate in f32
+ *      ({acc=f32}); model outputs are f32 unless keep_16bit_outputs. Each
+ *      inserted cast's note says which layer it serves and why
+ *      ("autocast: dense_1 computes in f16 (mixed_float16)"); each node's
+ *      `rule` says why it has its dtype (for the cast report).
+ *
+ * Classes (the policy table below, indexed by op):
+ *   allow  matmul: computes in its layer's compute dtype (the policy's, or
+ *          the layer's dtype= override);
+ *   deny   softmax: always f32, inputs upcast;
+ *   infer  add, mul, activations: inside a dense layer they follow the
+ *          layer's matmul; with a dtype= of their own they use it; standalone
+ *          (activation/add/multiply layers under the global policy) they
+ *          compute in 16-bit only between 16-bit matmuls (a 16-bit operand
+ *          upstream, a 16-bit matmul of the same dtype downstream through
+ *          other standalone infer ops) and not downstream of a deny op, as
+ *          TF's AMP pass does; otherwise f32;
+ *   fixed  casts already in the graph keep their dtype.
+ * --fp32-ops (op names) and --fp32-layers (layer names) force f32.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes.h"
+
+typedef enum ac_class { AC_LEAF, AC_ALLOW, AC_INFER, AC_DENY, AC_FIXED } ac_class;
+
+static const ac_class op_class[IR_OP_COUNT] = {
+    [IR_OP_INPUT] = AC_LEAF,   [IR_OP_CONST] = AC_LEAF,    [IR_OP_MATMUL] = AC_ALLOW,
+    [IR_OP_ADD] = AC_INFER,    [IR_OP_MUL] = AC_INFER,     [IR_OP_RELU] = AC_INFER,
+    [IR_OP_SIGMOID] = AC_INFER, [IR_OP_TANH] = AC_INFER,   [IR_OP_GELU] = AC_INFER,
+    [IR_OP_SOFTMAX] = AC_DENY, [IR_OP_CAST] = AC_FIXED,
+};
+
+/* Is `name` an item of the comma-separated list? */
+static bool list_has(const char *list, const char *name) {
+  if (!list || !name) return false;
+  size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && strncmp(p, name, n) == 0) return true;
+    if (!e) break;
+    p = e + 1;
+  }
+  return false;
+}
+
+bool pass_autocast_options_check(const pass_autocast_options *o, diag_sink *d) {
+  const char *lists[2] = {o->fp32_ops, o->fp32_layers}, *what[2] = {"--fp32-ops", "--fp32-layers"};
+  for (int l = 0; l < 2; l++) {
+    if (!lists[l]) continue;
+    for (const char *p = lists[l];;) {
+      const char *e = strchr(p, ',');
+      size_t len = e ? (size_t)(e - p) : strlen(p);
+      ir_op op;
+      if (len == 0) {
+        diag_error(d, (diag_loc){0}, "%s: empty item in '%s'", what[l], lists[l]);
+        return false;
+      }
+      if (l == 0 && (!ir_op_from_name(p, len, &op) || op_class[op] == AC_LEAF || op_class[op] == AC_FIXED)) {
+        diag_error(d, (diag_loc){0},
+                   "%s: unknown op '%.*s' (ops: matmul, add, mul, relu, sigmoid, tanh, gelu, softmax)",
+                   what[l], (int)len, p);
+        return false;
+      }
+      if (!e) break;
+      p = e + 1;
+    }
+  }
+  return true;
+}
+
+typedef struct ac_state {
+  ir_graph *g;
+  pass_context *ctx;
+  const pass_autocast_options *o;
+  ir_dtype *dt;      /* decided dtype per node id */
+  bool *decided;
+  bool *deny_taint;  /* deny op, or standalone infer fed by one */
+  unsigned *down16;  /* standalone infer: 16-bit matmul dtypes reachable downstream (bitmask) */
+  ir_node **casts;   /* (id * IR_DTYPE_COUNT + dtype) -> cast node */
+  int n_orig;
+} ac_state;
+
+static ir_policy node_policy(const ac_state *s, const ir_node *n) {
+  return n->policy != IR_POLICY_NONE ? n->policy : s->g->policy;
+}
+
+static const char *policy_rule(ac_state *s, const ir_node *n) {
+  if (n->policy != IR_POLICY_NONE)
+    return arena_printf(s->g->arena, "dtype=%s", ir_policy_name(n->policy));
+  return ir_policy_name(s->g->policy);
+}
+
+static void decide(ac_state *s, ir_node *n, ir_dtype t, const char *rule) {
+  s->dt[n->id] = t;
+  s->decided[n->id] = true;
+  n->rule = rule;
+}
+
+static bool is_16(ir_dtype t) { return t == IR_DTYPE_F16 || t == IR_DTYPE_BF16; }
+
+/* The dense layer's matmul this node follows, if it belongs to a layer with
+ * a matmul. */
+static const ir_node *layer_matmul(const ac_state *s, const ir_node *n) {
+  if (!n->layer) return NULL;
+  for (int i = 0; i < s->n_orig; i++) {
+    const ir_node *m = s->g->nodes[i];
+    if (m->op == IR_OP_MATMUL && m->layer && strcmp(m->layer, n->layer) == 0) return m;
+  }
+  return NULL;
+}
+
+static bool is_standalone_infer(const ac_state *s, const ir_node *n) {
+  return op_class[n->op] == AC_INFER && n->policy == IR_POLICY_NONE && !layer_matmul(s, n);
+}
+
+/* Phase 1: forced f32, deny, allow, overrides and dense-layer members. */
+static void decide_fixed(ac_state *s) {
+  for (int i = 0; i < s->n_orig; i++) {
+    ir_node *n = s->g->nodes[i];
+    ac_class c = op_class[n->op];
+    ir_dtype cd = ir_policy_compute_dtype(node_policy(s, n));
+    if (c == AC_LEAF) continue;
+    if (c == AC_FIXED) {
+      decide(s, n, n->type.dtype, "explicit cast");
+    } else if (list_has(s->o->fp32_layers, n->layer)) {
+      decide(s, n, IR_DTYPE_F32, "--fp32-layers");
+    } else if (list_has(s->o->fp32_ops, ir_op_name(n->op))) {
+      decide(s, n, IR_DTYPE_F32, "--fp32-ops");
+    } else if (c == AC_DENY) {
+      decide(s, n, IR_DTYPE_F32, arena_printf(s->g->arena, "%s runs in f32", ir_op_name(n->op)));
+      s->deny_taint[i] = true;
+    } else if (c == AC_ALLOW || n->policy != IR_POLICY_NONE) {
+      decide(s, n, cd, policy_rule(s, n));
+    }
+  }
+  /* dense-layer members follow their matmul */
+  for (int i = 0; i < s->n_orig; i++) {
+    ir_node *n = s->g->nodes[i];
+    if (s->decided[i] || op_class[n->op] != AC_INFER) continue;
+    const ir_node *m = layer_matmul(s, n);
+    if (m) decide(s, n, s->dt[m->id], arena_printf(s->g->arena, "follows %s's matmul", n->layer));
+  }
+}
+
+/* Phase 2: standalone infer ops, TF-AMP style. down16 is computed in reverse
+ * schedule order through standalone infer users; the upstream condition in
+ * schedule order from already decided sources. */
+static void decide_infer(ac_state *s) {
+  for (int i = s->n_orig; i-- > 0;) {
+    ir_node *u = s->g->nodes[i];
+    unsigned mask = 0;
+    if (op_class[u->op] == AC_ALLOW && is_16(s->dt[i])) mask = 1u << s->dt[i];
+    else if (!s->decided[i] && is_standalone_infer(s, u)) mask = s->down16[i];
+    else continue;
+    for (int k = 0; k < u->n_srcs; k++) {
+      ir_node *src = u->srcs[k];
+      if (!s->decided[src->id] && is_standalone_infer(s, src)) s->down16[src->id] |= mask;
+    }
+  }
+  for (int i = 0; i < s->n_orig; i++) {
+    ir_node *n = s->g->nodes[i];
+    if (s->decided[i] || op_class[n->op] != AC_INFER) continue;
+    unsigned up = 0;
+    bool taint = false;
+    for (int k = 0; k < n->n_srcs; k++) {
+      int sid = n->srcs[k]->id;
+      taint |= s->deny_taint[sid];
+      if (is_16(s->dt[sid]) && op_class[n->srcs[k]->op] != AC_LEAF) up |= 1u << s->dt[sid];
+    }
+    ir_dtype cd = ir_policy_compute_dtype(node_policy(s, n));
+    unsigned down = s->down16[i];
+    if (taint) {
+      s->deny_taint[i] = true;
+      decide(s, n, IR_DTYPE_F32, "after an f32-only op");
+    } else if (!is_16(cd)) {
+      decide(s, n, IR_DTYPE_F32, policy_rule(s, n));
+    } else if (up && up == down && (up & (up - 1)) == 0) {
+      ir_dtype t = up == (1u << IR_DTYPE_F16) ? IR_DTYPE_F16 : IR_DTYPE_BF16;
+      decide(s, n, t, arena_printf(s->g->arena, "between %s matmuls", ir_dtype_name(t)));
+    } else {
+      decide(s, n, IR_DTYPE_F32, "not between 16-bit matmuls");
+    }
+  }
+}
+
+/* The cast of `v` to `t`, created on first use; `user` is the layer it
+ * serves and `why` the rule, for the note. */
+static ir_node *cast_of(ac_state *s, ir_node *v, ir_dtype t, const ir_node *user, const char *why) {
+  ir_node **slot = &s->casts[v->id * IR_DTYPE_COUNT + t];
+  if (*slot) return *slot;
+  char base[512];
+  snprintf(base, sizeof base, "%s.%s", v->name, ir_dtype_name(t));
+  ir_type ty = v->type;
+  ty.dtype = t;
+  ir_node *c = ir_node_new(s->g, IR_OP_CAST, &ty, &v, 1, ir_graph_unique_name(s->g, base), v->loc);
+  c->attr.cast.to = t;
+  c->layer = user ? user->layer : NULL;
+  c->rule = why;
+  if (user)
+    c->note = arena_printf(s->g->arena, "autocast: %s computes in %s (%s)", user->layer ? user->layer : user->name,
+                           ir_dtype_name(t), why);
+  *slot = c;
+  return c;
+}
+
+bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
+  const pass_autocast_options *o = &ctx->opts->autocast;
+  if (!pass_autocast_options_check(o, ctx->diag)) return false;
+  /* every --fp32-layers name must be a layer of the model */
+  for (const char *p = o->fp32_layers; p && *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    bool found = false;
+    for (int i = 0; i < g->n_nodes && !found; i++)
+      found = g->nodes[i]->layer && strlen(g->nodes[i]->layer) == len && !strncmp(g->nodes[i]->layer, p, len);
+    if (!found) {
+      diag_error(ctx->diag, (diag_loc){0}, "--fp32-layers: the model has no layer '%.*s'", (int)len, p);
+      return false;
+    }
+    p = e ? e + 1 : p + len;
+  }
+  ir_graph_renumber(g);
+  int n = g->n_nodes;
+  ac_state s = {g, ctx, o, NULL, NULL, NULL, NULL, NULL, n};
+  s.dt = arena_alloc(ctx->scratch, (size_t)(n + 1) * sizeof *s.dt);
+  s.decided = arena_alloc(ctx->scratch, (size_t)n + 1);
+  s.deny_taint = arena_alloc(ctx->scratch, (size_t)n + 1);
+  s.down16 = arena_alloc(ctx->scratch, (size_t)(n + 1) * sizeof *s.down16);
+  s.casts = arena_alloc(ctx->scratch, (size_t)(n + 1) * IR_DTYPE_COUNT * sizeof *s.casts);
+  for (int i = 0; i < n; i++) s.dt[i] = g->nodes[i]->type.dtype;
+  decide_fixed(&s);
+  decide_infer(&s);
+
+  /* retype and cast operands */
+  for (int i = 0; i < n; i++) {
+    ir_node *x = g->nodes[i];
+    if (op_class[x->op] == AC_LEAF) continue;
+    if (op_class[x->op] == AC_FIXED) continue; /* a cast reads any dtype */
+    ir_dtype t = s.dt[i];
+    for (int k = 0; k < x->n_srcs; k++)
+      if (x->srcs[k]->type.dtype != t) x->srcs[k] = cast_of(&s, x->srcs[k], t, x, x->rule);
+    x->type.dtype = t;
+    if (x->op == IR_OP_MATMUL) x->attr.matmul.acc = IR_DTYPE_F32;
+  }
+  /* model outputs are f32 */
+  for (int k = 0; k < g->n_outputs && !o->keep_16bit_outputs; k++) {
+    ir_node *v = g->outputs[k].value;
+    if (v->type.dtype == IR_DTYPE_F32 || !ir_dtype_is_float(v->type.dtype)) continue;
+    bool fresh = s.casts[v->id * IR_DTYPE_COUNT + IR_DTYPE_F32] == NULL;
+    ir_node *c = cast_of(&s, v, IR_DTYPE_F32, NULL, "output rule");
+    if (fresh) {
+      c->layer = v->layer;
+      c->note = arena_printf(g->arena, "autocast: output %s is f32 (output rule)", g->outputs[k].name);
+    }
+    g->outputs[k].value = c;
+  }
+  /* schedule: each cast right after the value it converts */
+  ir_node **old = arena_alloc(ctx->scratch, (size_t)(n + 1) * sizeof *old);
+  memcpy(old, g->nodes, (size_t)n * sizeof *old);
+  g->n_nodes = 0;
+  for (int i = 0; i < n; i++) {
+    ir_graph_append(g, old[i]);
+    for (int t = 0; t < IR_DTYPE_COUNT; t++)
+      if (s.casts[i * IR_DTYPE_COUNT + t]) ir_graph_append(g, s.casts[i * IR_DTYPE_COUNT + t]);
+  }
+  return true;
+}

@@ -1,0 +1,97 @@
+/*
+ * cast_report.c: what autocast did, per layer (castor dump --casts).
+ *
+ * Reads a graph after the compile pipeline: for each layer, in model
+ * order, the dtype its main op computes in (the matmul of a dense layer,
+ * else the layer's own op), the rule that decided it, the casts executed at
+ * run time on its behalf (weight casts were folded away) and its weight
+ * bytes per dtype; then one total line. Not a pass: it changes nothing.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct layer_row {
+  const char *name;
+  const ir_node *main;
+  int n_casts;
+  char casts[160];
+  int64_t weight_bytes[IR_DTYPE_COUNT];
+} layer_row;
+
+static layer_row *row_for(layer_row *rows, int *n_rows, const char *layer) {
+  for (int i = 0; i < *n_rows; i++)
+    if (strcmp(rows[i].name, layer) == 0) return &rows[i];
+  layer_row *r = &rows[(*n_rows)++];
+  memset(r, 0, sizeof *r);
+  r->name = layer;
+  return r;
+}
+
+static void add_cast_dir(layer_row *r, const ir_node *c) {
+  char dir[48];
+  snprintf(dir, sizeof dir, "%s->%s", ir_dtype_name(c->srcs[0]->type.dtype), ir_dtype_name(c->type.dtype));
+  r->n_casts++;
+  if (!strstr(r->casts, dir)) {
+    size_t len = strlen(r->casts);
+    snprintf(r->casts + len, sizeof r->casts - len, "%s%s", len ? " " : "", dir);
+  }
+}
+
+void pass_cast_report(const ir_graph *g, str_buf *out) {
+  layer_row *rows = xcalloc((size_t)g->n_nodes + 1, sizeof *rows);
+  int n_rows = 0, n_ops = 0, n_casts = 0, n_low[IR_DTYPE_COUNT] = {0};
+  int64_t total_bytes[IR_DTYPE_COUNT] = {0};
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->op == IR_OP_CONST) {
+      int64_t b = 0;
+      if (ir_type_bytes(&n->type, 1, &b)) total_bytes[n->type.dtype] += b;
+      if (n->layer) row_for(rows, &n_rows, n->layer)->weight_bytes[n->type.dtype] += b;
+      continue;
+    }
+    if (n->op == IR_OP_INPUT) continue;
+    if (n->op == IR_OP_CAST) {
+      n_casts++;
+      if (n->layer) add_cast_dir(row_for(rows, &n_rows, n->layer), n);
+      continue;
+    }
+    n_ops++;
+    n_low[n->type.dtype]++;
+    if (!n->layer) continue;
+    layer_row *r = row_for(rows, &n_rows, n->layer);
+    if (!r->main || (n->op == IR_OP_MATMUL && r->main->op != IR_OP_MATMUL)) r->main = n;
+  }
+  str_buf_printf(out, "cast report for %s (policy %s)\n", g->name, ir_policy_name(g->policy));
+  str_buf_printf(out, "%-16s %-7s %-28s %-22s %s\n", "layer", "compute", "rule", "casts at run time", "weights");
+  for (int i = 0; i < n_rows; i++) {
+    layer_row *r = &rows[i];
+    if (!r->main) continue; /* e.g. an input's layer */
+    char casts[200], weights[160] = "";
+    snprintf(casts, sizeof casts, r->n_casts ? "%d (%s)" : "0", r->n_casts, r->casts);
+    size_t len = 0;
+    for (int t = 0; t < IR_DTYPE_COUNT; t++)
+      if (r->weight_bytes[t])
+        len += (size_t)snprintf(weights + len, sizeof weights - len, "%s%.1f MB %s", len ? " + " : "",
+                                (double)r->weight_bytes[t] / 1e6, ir_dtype_name((ir_dtype)t));
+    str_buf_printf(out, "%-16s %-7s %-28s %-22s %s\n", r->name, ir_dtype_name(r->main->type.dtype),
+                   r->main->rule ? r->main->rule : "-", casts, len ? weights : "-");
+  }
+  /* total: "12 of 14 ops in f16, 3 casts, weights 33.6 MB f16 + 0.0 MB f32" */
+  str_buf_puts(out, "total: ");
+  int low = n_low[IR_DTYPE_F16] + n_low[IR_DTYPE_BF16];
+  const char *low_name = n_low[IR_DTYPE_F16] && n_low[IR_DTYPE_BF16] ? "f16/bf16"
+                         : n_low[IR_DTYPE_BF16]                       ? "bf16"
+                                                                      : "f16";
+  str_buf_printf(out, "%d of %d ops in %s, %d cast%s, weights ", low, n_ops, low_name, n_casts,
+                 n_casts == 1 ? "" : "s");
+  bool any = false;
+  for (int t = IR_DTYPE_F16; t <= IR_DTYPE_BF16; t++)
+    if (total_bytes[t]) {
+      str_buf_printf(out, "%s%.1f MB %s", any ? " + " : "", (double)total_bytes[t] / 1e6, ir_dtype_name((ir_dtype)t));
+      any = true;
+    }
+  str_buf_printf(out, "%s%.1f MB f32\n", any ? " + " : "", (double)total_bytes[IR_DTYPE_F32] / 1e6);
+  free(rows);
+}

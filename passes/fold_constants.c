@@ -1,0 +1,91 @@
+/*
+ * fold_constants.c: casts of weights happen at compile time.
+ *
+ * In:  a verified graph after autocast and cast-cleanup.
+ * Out: every cast whose operand is a constant is itself a constant holding
+ *      the converted data (same weight key, the cast's name, so dumps show
+ *      %dense_1.kernel.f16); the f32 original is left for dce. Mixed
+ *      policies thus store each weight once, in the compute dtype.
+ *      Conversion rounds to nearest even (util/half.c, bit-exact with NumPy
+ *      and ml_dtypes). Values that overflow to infinity (|x| > 65504 in
+ *      f16) or that are non-zero but become zero or subnormal are counted
+ *      and reported as warnings naming the tensor, never clamped.
+ *      Constants read from text IR have no data; their casts fold all the
+ *      same, into constants without data.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../util/half.h"
+#include "passes.h"
+
+static float load(const void *data, ir_dtype t, int64_t i) {
+  switch (t) {
+  case IR_DTYPE_F32: return ((const float *)data)[i];
+  case IR_DTYPE_F16: return half_f16_to_f32(((const uint16_t *)data)[i]);
+  case IR_DTYPE_BF16: return half_bf16_to_f32(((const uint16_t *)data)[i]);
+  case IR_DTYPE_I32:
+  case IR_DTYPE_I64:
+  case IR_DTYPE_I1:
+  case IR_DTYPE_COUNT: break;
+  }
+  CASTOR_UNREACHABLE();
+  return 0;
+}
+
+/* Stores x converted to t; returns the value actually stored. */
+static float store(void *data, ir_dtype t, int64_t i, float x) {
+  switch (t) {
+  case IR_DTYPE_F32: return ((float *)data)[i] = x;
+  case IR_DTYPE_F16: return half_f16_to_f32(((uint16_t *)data)[i] = half_f32_to_f16(x));
+  case IR_DTYPE_BF16: return half_bf16_to_f32(((uint16_t *)data)[i] = half_f32_to_bf16(x));
+  case IR_DTYPE_I32:
+  case IR_DTYPE_I64:
+  case IR_DTYPE_I1:
+  case IR_DTYPE_COUNT: break;
+  }
+  CASTOR_UNREACHABLE();
+  return 0;
+}
+
+static float min_normal(ir_dtype t) { return t == IR_DTYPE_F16 ? 0x1p-14f : 0x1p-126f; }
+
+bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *c = g->nodes[i];
+    if (c->op != IR_OP_CAST || c->srcs[0]->op != IR_OP_CONST) continue;
+    ir_node *k = c->srcs[0];
+    ir_dtype from = k->type.dtype, to = c->type.dtype;
+    if (!ir_dtype_is_float(from) || !ir_dtype_is_float(to)) continue;
+    void *out = NULL;
+    if (k->attr.konst.data) {
+      int64_t n, bytes;
+      CASTOR_ASSERT(ir_type_numel(&c->type, 1, &n) && ir_type_bytes(&c->type, 1, &bytes));
+      out = arena_alloc_aligned(g->arena, (size_t)bytes, 64);
+      int64_t overflow = 0, flushed = 0;
+      for (int64_t e = 0; e < n; e++) {
+        float x = load(k->attr.konst.data, from, e), y = store(out, to, e, x);
+        if (isinf(y) && !isinf(x)) overflow++;
+        else if (x != 0 && !isnan(x) && fabsf(y) < min_normal(to)) flushed++;
+      }
+      if (overflow)
+        diag_warning(ctx->diag, k->loc,
+                     "weight '%s': %lld of %lld values overflow %s (|x| > %g) and become infinite",
+                     k->attr.konst.weight, (long long)overflow, (long long)n, ir_dtype_name(to),
+                     to == IR_DTYPE_F16 ? 65504.0 : 3.3895313892515355e38);
+      if (flushed)
+        diag_warning(ctx->diag, k->loc,
+                     "weight '%s': %lld of %lld non-zero values become zero or subnormal in %s (|x| < %g)",
+                     k->attr.konst.weight, (long long)flushed, (long long)n, ir_dtype_name(to),
+                     (double)min_normal(to));
+    }
+    c->op = IR_OP_CONST;
+    c->n_srcs = 0;
+    c->srcs[0] = NULL;
+    const char *weight = k->attr.konst.weight;
+    memset(&c->attr, 0, sizeof c->attr);
+    c->attr.konst.weight = weight;
+    c->attr.konst.data = out;
+  }
+  return true;
+}
