@@ -121,8 +121,8 @@ static LLVMValueRef emit_gelu(cg_emitter *e, LLVMValueRef x, const char *name) {
 LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name) {
   LLVMTypeRef ty = LLVMTypeOf(x);
   switch (op) {
-  case IR_OP_RELU: /* x < 0 ? 0 : x keeps NaN, like NumPy's maximum */
-    return sel_lt(e, x, C(0.0), C(0.0), x, name);
+  case IR_OP_RELU: /* x > 0 (unordered) ? x : +0: keeps NaN, and relu(-0) = +0 as in NumPy/JAX */
+    return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUGT, x, C(0.0), ""), x, C(0.0), name);
   case IR_OP_SIGMOID: {
     LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), "");
     return LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), ex, ""), name);

@@ -39,6 +39,14 @@ static void add_cast_dir(layer_row *r, const ir_node *c) {
   }
 }
 
+/* "33.6 MB", "12.5 kB", "144 B" */
+static const char *human_bytes(int64_t b, char *buf) {
+  if (b >= 1000000) snprintf(buf, 32, "%.1f MB", (double)b / 1e6);
+  else if (b >= 1000) snprintf(buf, 32, "%.1f kB", (double)b / 1e3);
+  else snprintf(buf, 32, "%lld B", (long long)b);
+  return buf;
+}
+
 void pass_cast_report(const ir_graph *g, str_buf *out) {
   layer_row *rows = xcalloc((size_t)g->n_nodes + 1, sizeof *rows);
   int n_rows = 0, n_ops = 0, n_casts = 0, n_low[IR_DTYPE_COUNT] = {0};
@@ -73,8 +81,8 @@ void pass_cast_report(const ir_graph *g, str_buf *out) {
     size_t len = 0;
     for (int t = 0; t < IR_DTYPE_COUNT; t++)
       if (r->weight_bytes[t])
-        len += (size_t)snprintf(weights + len, sizeof weights - len, "%s%.1f MB %s", len ? " + " : "",
-                                (double)r->weight_bytes[t] / 1e6, ir_dtype_name((ir_dtype)t));
+        len += (size_t)snprintf(weights + len, sizeof weights - len, "%s%s %s", len ? " + " : "",
+                                human_bytes(r->weight_bytes[t], (char[32]){0}), ir_dtype_name((ir_dtype)t));
     str_buf_printf(out, "%-16s %-7s %-28s %-22s %s\n", r->name, ir_dtype_name(r->main->type.dtype),
                    r->main->rule ? r->main->rule : "-", casts, len ? weights : "-");
   }

@@ -1,0 +1,498 @@
+/*
+ * check_codegen16.c: the CPU JIT's 16-bit conversions and 16-bit elementwise
+ * math, bit for bit.
+ *
+ * Every test parses a text-IR graph (ir_parse), JIT-compiles it with
+ * cg_compile_cpu (no passes run: the casts are written by hand) and runs it
+ * with rt_program_run. Rows are 71 wide, so each row goes through the
+ * vector loop (columns 0..63 for 4, 8 or 16 lanes) and the scalar tail
+ * (64..70); every special value is placed in every column of some row, so
+ * it meets both paths however the kernels split a row.
+ *
+ * Oracles:
+ * - f32 -> f16 / bf16: tables of bit patterns computed with NumPy 2.4.6
+ *   (np.float32(x).astype(np.float16).view(np.uint16)) and ml_dtypes 0.6.0
+ *   (.astype(ml_dtypes.bfloat16)), pasted below.
+ * - f16 -> f32: exact by construction (ldexp), computed here.
+ * - a sweep over every sign and exponent: util/half.c, host C code that
+ *   shares nothing with the LLVM emission and is itself bit-exact with NumPy
+ *   and ml_dtypes (check_util).
+ * - elementwise f16/bf16 ops: tests/ref's ref_run, which computes in double
+ *   and rounds once to the node's dtype.
+ *
+ * NaNs. bf16: castor gives ml_dtypes' canonical quiet NaN with the sign kept
+ * (0x7fc0 | sign), checked exactly. f16: NumPy keeps a signalling NaN
+ * signalling (0x7f800001 -> 0x7c01), while castor's fptrunc quiets it as
+ * x86 F16C's vcvtps2ph does (0x7e00 | sign | top payload bits), so f16 NaNs
+ * are checked for NaN-ness, the quiet bit and the sign only.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "tests/ref/ref.h"
+#include "util/half.h"
+
+enum { COLS = 71 };
+#define COLS_S "71"
+
+/* ---- bits ---- */
+
+static uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static bool f16_is_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0; }
+static bool f32_is_nan(uint32_t u) { return (u & 0x7fffffffu) > 0x7f800000u; }
+
+/* f16 -> f32, exact: the value is m * 2^e with an 11-bit m */
+static uint32_t f16_widen_bits(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, m = h & 0x3ff;
+  int e = (h >> 10) & 0x1f;
+  if (e == 31) return sign | 0x7f800000u | (m << 13);
+  float v = e ? ldexpf((float)(m | 0x400), e - 25) : ldexpf((float)m, -24);
+  return sign | f32_bits(v);
+}
+
+/* f16 NaN as castor makes it: NaN, quiet, same sign as the f32 NaN */
+static bool f16_nan_ok(uint16_t got, uint32_t in) {
+  return f16_is_nan(got) && (got & 0x0200) && (got >> 15) == (in >> 31);
+}
+
+static uint64_t rng_state;
+static uint32_t rng_u32(void) { /* splitmix64, fixed seed per test */
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+
+/* ---- compile and run ---- */
+
+static ir_graph *parse(const char *text) {
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("t.cir", text, strlen(text), d);
+  ck_assert_msg(g != NULL, "ir_parse: %s", diag_text(d));
+  ck_assert_msg(ir_verify(g, d), "ir_verify: %s", diag_text(d));
+  diag_sink_destroy(d);
+  return g;
+}
+
+static rt_program *compile(const ir_graph *g, str_buf *llvm) {
+  diag_sink *d = diag_sink_create();
+  cg_options o;
+  cg_options_init(&o);
+  o.dump_llvm = llvm;
+  rt_program *p = cg_compile_cpu(g, &o, d);
+  ck_assert_msg(p != NULL, "cg_compile_cpu: %s", diag_text(d));
+  diag_sink_destroy(d);
+  return p;
+}
+
+static void run(const rt_program *p, int64_t batch, const void *const *in, void *const *out) {
+  diag_sink *d = diag_sink_create();
+  ck_assert_msg(rt_program_run(p, batch, in, out, NULL, d), "rt_program_run: %s", diag_text(d));
+  diag_sink_destroy(d);
+}
+
+/* Output k of p must be named `name` (outputs keep the graph's order). */
+static void check_output_name(const rt_program *p, int k, const char *name) {
+  ck_assert_int_gt(p->n_outputs, k);
+  ck_assert_str_eq(p->outputs[k].name, name);
+}
+
+/* ---- f32 -> f16 / bf16 against NumPy and ml_dtypes ---- */
+
+typedef struct conv_case {
+  uint32_t in;      /* f32 bits */
+  uint16_t f16;     /* np.float32(x).astype(np.float16) */
+  uint32_t f16_f32; /* ... .astype(np.float32) */
+  uint16_t bf16;    /* .astype(ml_dtypes.bfloat16) */
+  uint32_t bf16_f32;
+  const char *what;
+} conv_case;
+
+/* Generated with NumPy 2.4.6 and ml_dtypes 0.6.0. */
+static const conv_case cases[] = {
+    {0x00000000u, 0x0000, 0x00000000u, 0x0000, 0x00000000u, "+0"},
+    {0x80000000u, 0x8000, 0x80000000u, 0x8000, 0x80000000u, "-0"},
+    {0x3f800000u, 0x3c00, 0x3f800000u, 0x3f80, 0x3f800000u, "1"},
+    {0xc0200000u, 0xc100, 0xc0200000u, 0xc020, 0xc0200000u, "-2.5"},
+    {0x477fe000u, 0x7bff, 0x477fe000u, 0x4780, 0x47800000u, "65504, f16 max"},
+    {0x477feffdu, 0x7bff, 0x477fe000u, 0x4780, 0x47800000u, "65519.99 -> f16 max"},
+    {0x477ff000u, 0x7c00, 0x7f800000u, 0x4780, 0x47800000u, "65520 -> f16 inf (tie, odd max)"},
+    {0xc77ff000u, 0xfc00, 0xff800000u, 0xc780, 0xc7800000u, "-65520 -> -inf"},
+    {0x322bcc77u, 0x0000, 0x00000000u, 0x322c, 0x322c0000u, "1e-8 -> 0 in f16"},
+    {0x33800000u, 0x0001, 0x33800000u, 0x3380, 0x33800000u, "2^-24, f16 min subnormal"},
+    {0x33000000u, 0x0000, 0x00000000u, 0x3300, 0x33000000u, "2^-25, tie -> 0"},
+    {0x33000001u, 0x0001, 0x33800000u, 0x3300, 0x33000000u, "just above 2^-25 -> 2^-24"},
+    {0x32ffffffu, 0x0000, 0x00000000u, 0x3300, 0x33000000u, "just below 2^-25 -> 0"},
+    {0x33c00000u, 0x0002, 0x34000000u, 0x33c0, 0x33c00000u, "3*2^-25, tie -> 2*2^-24 (even)"},
+    {0xb3c00000u, 0x8002, 0xb4000000u, 0xb3c0, 0xb3c00000u, "-3*2^-25"},
+    {0x3727c5acu, 0x00a8, 0x37280000u, 0x3728, 0x37280000u, "1e-5, f16 subnormal"},
+    {0xb649539cu, 0x8032, 0xb6480000u, 0xb649, 0xb6490000u, "-3e-6, f16 subnormal"},
+    {0x387fc000u, 0x03ff, 0x387fc000u, 0x3880, 0x38800000u, "2^-14 - 2^-24, f16 max subnormal"},
+    {0x387fe000u, 0x0400, 0x38800000u, 0x3880, 0x38800000u, "2^-14 - 2^-25, tie -> 2^-14"},
+    {0x38800000u, 0x0400, 0x38800000u, 0x3880, 0x38800000u, "2^-14, f16 min normal"},
+    {0xb87fda40u, 0x83ff, 0xb87fc000u, 0xb880, 0xb8800000u, "-6.1e-5, f16 subnormal"},
+    {0x3f801000u, 0x3c00, 0x3f800000u, 0x3f80, 0x3f800000u, "1 + 2^-11, f16 tie -> 1"},
+    {0x3f803000u, 0x3c02, 0x3f804000u, 0x3f80, 0x3f800000u, "1 + 3*2^-11, f16 tie -> 1 + 2^-9"},
+    {0x3f801001u, 0x3c01, 0x3f802000u, 0x3f80, 0x3f800000u, "1 + 2^-11 + 2^-23, f16 up"},
+    {0x3f800fffu, 0x3c00, 0x3f800000u, 0x3f80, 0x3f800000u, "1 + 2^-11 - 2^-23, f16 down"},
+    {0x3f808000u, 0x3c04, 0x3f808000u, 0x3f80, 0x3f800000u, "1 + 2^-8, bf16 tie -> 1"},
+    {0x3f818000u, 0x3c0c, 0x3f818000u, 0x3f82, 0x3f820000u, "1 + 3*2^-8, bf16 tie -> 1 + 2^-6"},
+    {0x3f808001u, 0x3c04, 0x3f808000u, 0x3f81, 0x3f810000u, "1 + 2^-8 + 2^-23, bf16 up"},
+    {0xbf818000u, 0xbc0c, 0xbf818000u, 0xbf82, 0xbf820000u, "-(1 + 3*2^-8)"},
+    {0x7f800000u, 0x7c00, 0x7f800000u, 0x7f80, 0x7f800000u, "+inf"},
+    {0xff800000u, 0xfc00, 0xff800000u, 0xff80, 0xff800000u, "-inf"},
+    {0x7fc00000u, 0x7e00, 0x7fc00000u, 0x7fc0, 0x7fc00000u, "quiet NaN"},
+    {0xffc00000u, 0xfe00, 0xffc00000u, 0xffc0, 0xffc00000u, "-quiet NaN"},
+    {0x7f800001u, 0x7c01, 0x7f802000u, 0x7fc0, 0x7fc00000u, "signalling NaN"},
+    {0xff800001u, 0xfc01, 0xff802000u, 0xffc0, 0xffc00000u, "-signalling NaN"},
+    {0x7fa00000u, 0x7d00, 0x7fa00000u, 0x7fc0, 0x7fc00000u, "signalling NaN, high payload"},
+    {0x7fc12345u, 0x7e09, 0x7fc12000u, 0x7fc0, 0x7fc00000u, "quiet NaN with payload"},
+    {0x7149f2cau, 0x7c00, 0x7f800000u, 0x714a, 0x714a0000u, "1e30"},
+    {0xf149f2cau, 0xfc00, 0xff800000u, 0xf14a, 0xf14a0000u, "-1e30"},
+    {0x00000001u, 0x0000, 0x00000000u, 0x0000, 0x00000000u, "f32 min subnormal"},
+    {0x807fffffu, 0x8000, 0x80000000u, 0x8080, 0x80800000u, "-f32 max subnormal"},
+    {0x00400000u, 0x0000, 0x00000000u, 0x0040, 0x00400000u, "f32 subnormal 2^-127"},
+    {0x007fffffu, 0x0000, 0x00000000u, 0x0080, 0x00800000u, "f32 max subnormal -> bf16 min normal"},
+    {0x00008000u, 0x0000, 0x00000000u, 0x0000, 0x00000000u, "f32 subnormal, bf16 tie -> 0"},
+    {0x00018000u, 0x0000, 0x00000000u, 0x0002, 0x00020000u, "f32 subnormal, bf16 tie -> 0x0002"},
+    {0x7f7fffffu, 0x7c00, 0x7f800000u, 0x7f80, 0x7f800000u, "FLT_MAX -> bf16 inf"},
+    {0x7f7f7fffu, 0x7c00, 0x7f800000u, 0x7f7f, 0x7f7f0000u, "below the bf16 tie -> bf16 max"},
+    {0x7f7f8000u, 0x7c00, 0x7f800000u, 0x7f80, 0x7f800000u, "bf16 tie above bf16 max -> inf"},
+    {0x7f7e8000u, 0x7c00, 0x7f800000u, 0x7f7e, 0x7f7e0000u, "bf16 tie, even -> 0x7f7e"},
+    {0xff7f0000u, 0xfc00, 0xff800000u, 0xff7f, 0xff7f0000u, "-bf16 max"},
+    {0x40490fdbu, 0x4248, 0x40490000u, 0x4049, 0x40490000u, "pi"},
+    {0xba83126fu, 0x9419, 0xba832000u, 0xba83, 0xba830000u, "-0.001"},
+    {0x3dcccccdu, 0x2e66, 0x3dccc000u, 0x3dcd, 0x3dcd0000u, "0.1"},
+    {0x4640e6b6u, 0x7207, 0x4640e000u, 0x4641, 0x46410000u, "12345.678"},
+};
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+/* Row r, column j holds cases[(r + j) % N_CASES], so with N_CASES rows
+ * every case is at column 0 (vector loop) of some row and at columns 64..70
+ * (scalar tail) of others. */
+static int case_at(int64_t r, int64_t j) { return (int)((r + j) % N_CASES); }
+
+static const char *narrow_ir(const char *dt) {
+  static char buf[512];
+  snprintf(buf, sizeof buf,
+           "graph c policy=float32\n"
+           "%%x = f32[N," COLS_S "] input() {index=0}\n"
+           "%%h = %s[N," COLS_S "] cast(%%x) {to=%s}\n"
+           "%%w = f32[N," COLS_S "] cast(%%h) {to=f32}\n"
+           "output h = %%h\n"
+           "output w = %%w\n",
+           dt, dt);
+  return buf;
+}
+
+static void run_narrow(const char *dt, uint16_t *h, uint32_t *w) {
+  ir_graph *g = parse(narrow_ir(dt));
+  rt_program *p = compile(g, NULL);
+  check_output_name(p, 0, "h");
+  check_output_name(p, 1, "w");
+  static uint32_t x[N_CASES * COLS];
+  for (int64_t r = 0; r < N_CASES; r++)
+    for (int64_t j = 0; j < COLS; j++) x[r * COLS + j] = cases[case_at(r, j)].in;
+  run(p, N_CASES, (const void *[]){x}, (void *[]){h, w});
+  rt_program_destroy(p);
+  ir_graph_destroy(g);
+}
+
+START_TEST(test_f32_to_f16_numpy) {
+  static uint16_t h[N_CASES * COLS];
+  static uint32_t w[N_CASES * COLS];
+  run_narrow("f16", h, w);
+  for (int64_t r = 0; r < N_CASES; r++)
+    for (int64_t j = 0; j < COLS; j++) {
+      const conv_case *c = &cases[case_at(r, j)];
+      uint16_t got = h[r * COLS + j];
+      uint32_t gw = w[r * COLS + j];
+      const char *path = j < 64 ? "cols 0..63" : "cols 64..70";
+      if (f32_is_nan(c->in)) {
+        ck_assert_msg(f16_nan_ok(got, c->in), "f16(%s 0x%08x) [%s]: got 0x%04x, want a quiet NaN with the sign",
+                      c->what, c->in, path, got);
+        ck_assert_msg(f32_is_nan(gw) && (gw >> 31) == (c->in >> 31), "f32(f16(%s)) [%s]: got 0x%08x",
+                      c->what, path, gw);
+        continue;
+      }
+      ck_assert_msg(got == c->f16, "f16(%s 0x%08x) [%s, row %lld col %lld]: got 0x%04x, NumPy 0x%04x", c->what,
+                    c->in, path, (long long)r, (long long)j, got, c->f16);
+      ck_assert_msg(gw == c->f16_f32, "f32(f16(%s)) [%s]: got 0x%08x, NumPy 0x%08x", c->what, path, gw,
+                    c->f16_f32);
+    }
+}
+END_TEST
+
+START_TEST(test_f32_to_bf16_ml_dtypes) {
+  static uint16_t h[N_CASES * COLS];
+  static uint32_t w[N_CASES * COLS];
+  run_narrow("bf16", h, w);
+  for (int64_t r = 0; r < N_CASES; r++)
+    for (int64_t j = 0; j < COLS; j++) {
+      const conv_case *c = &cases[case_at(r, j)];
+      const char *path = j < 64 ? "cols 0..63" : "cols 64..70";
+      /* exact, NaNs included: ml_dtypes' canonical NaN keeps the sign */
+      ck_assert_msg(h[r * COLS + j] == c->bf16, "bf16(%s 0x%08x) [%s, row %lld col %lld]: got 0x%04x, ml_dtypes 0x%04x",
+                    c->what, c->in, path, (long long)r, (long long)j, h[r * COLS + j], c->bf16);
+      ck_assert_msg(w[r * COLS + j] == c->bf16_f32, "f32(bf16(%s)) [%s]: got 0x%08x, ml_dtypes 0x%08x", c->what,
+                    path, w[r * COLS + j], c->bf16_f32);
+    }
+}
+END_TEST
+
+/* ---- every f16 / bf16 pattern: widen exactly, narrow back unchanged ---- */
+
+enum { ALL16 = 65536, ALL16_ROWS = (ALL16 + COLS - 1) / COLS };
+
+static void run_widen(const char *dt, uint16_t *in, uint32_t *w, uint16_t *back) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "graph w policy=float32\n"
+           "%%h = %s[N," COLS_S "] input() {index=0}\n"
+           "%%w = f32[N," COLS_S "] cast(%%h) {to=f32}\n"
+           "%%n = %s[N," COLS_S "] cast(%%w) {to=%s}\n"
+           "output w = %%w\n"
+           "output n = %%n\n",
+           dt, dt, dt);
+  ir_graph *g = parse(text);
+  rt_program *p = compile(g, NULL);
+  check_output_name(p, 0, "w");
+  check_output_name(p, 1, "n");
+  for (int64_t i = 0; i < ALL16_ROWS * COLS; i++) in[i] = (uint16_t)(i % ALL16);
+  run(p, ALL16_ROWS, (const void *[]){in}, (void *[]){w, back});
+  rt_program_destroy(p);
+  ir_graph_destroy(g);
+}
+
+START_TEST(test_f16_widen_exhaustive) {
+  static uint16_t in[ALL16_ROWS * COLS], back[ALL16_ROWS * COLS];
+  static uint32_t w[ALL16_ROWS * COLS];
+  run_widen("f16", in, w, back);
+  for (int64_t i = 0; i < ALL16_ROWS * COLS; i++) {
+    uint16_t h = in[i];
+    if (f16_is_nan(h)) {
+      ck_assert_msg(f32_is_nan(w[i]) && (w[i] >> 31) == (uint32_t)(h >> 15), "f32(f16 0x%04x): got 0x%08x", h, w[i]);
+      ck_assert_msg(f16_is_nan(back[i]) && (back[i] >> 15) == (h >> 15), "f16(f32(0x%04x)): got 0x%04x", h,
+                    back[i]);
+      continue;
+    }
+    ck_assert_msg(w[i] == f16_widen_bits(h), "f32(f16 0x%04x) [col %lld]: got 0x%08x, want 0x%08x", h,
+                  (long long)(i % COLS), w[i], f16_widen_bits(h));
+    ck_assert_msg(back[i] == h, "f16(f32(f16 0x%04x)): got 0x%04x", h, back[i]);
+  }
+}
+END_TEST
+
+START_TEST(test_bf16_widen_exhaustive) {
+  static uint16_t in[ALL16_ROWS * COLS], back[ALL16_ROWS * COLS];
+  static uint32_t w[ALL16_ROWS * COLS];
+  run_widen("bf16", in, w, back);
+  for (int64_t i = 0; i < ALL16_ROWS * COLS; i++) {
+    uint16_t h = in[i];
+    /* widening is a shift, exact for every pattern, NaN payloads included */
+    ck_assert_msg(w[i] == (uint32_t)h << 16, "f32(bf16 0x%04x) [col %lld]: got 0x%08x", h, (long long)(i % COLS),
+                  w[i]);
+    uint16_t want = f32_is_nan(w[i]) ? (uint16_t)((h & 0x8000) | 0x7fc0) : h;
+    ck_assert_msg(back[i] == want, "bf16(f32(bf16 0x%04x)): got 0x%04x, want 0x%04x", h, back[i], want);
+  }
+}
+END_TEST
+
+/* ---- a sweep of f32 patterns in every binade, against util/half.c ---- */
+
+enum { SWEEP_PER_EXP = 1024, SWEEP = 512 * SWEEP_PER_EXP, SWEEP_ROWS = (SWEEP + COLS - 1) / COLS };
+
+START_TEST(test_f32_sweep_vs_host) {
+  static uint32_t x[SWEEP_ROWS * COLS], w16[SWEEP_ROWS * COLS], wb[SWEEP_ROWS * COLS];
+  static uint16_t h16[SWEEP_ROWS * COLS], hb[SWEEP_ROWS * COLS];
+  /* per sign and exponent: mantissas at and around the f16 and bf16
+   * rounding points, then random ones */
+  static const uint32_t edges[] = {0x000000, 0x000001, 0x7fffff, 0x001000, 0x000fff, 0x001001,
+                                   0x003000, 0x002fff, 0x003001, 0x008000, 0x007fff, 0x008001,
+                                   0x018000, 0x017fff, 0x018001, 0x7fe000, 0x7ff000, 0x7fefff,
+                                   0x7f8000, 0x400000, 0x7fc000, 0x3fffff};
+  rng_state = 16;
+  int64_t n = 0;
+  for (uint32_t se = 0; se < 512; se++)
+    for (int k = 0; k < SWEEP_PER_EXP; k++) {
+      uint32_t man = k < (int)(sizeof edges / sizeof edges[0]) ? edges[k] : rng_u32() & 0x7fffff;
+      x[n++] = se << 23 | man;
+    }
+  while (n < SWEEP_ROWS * COLS) x[n] = x[n - SWEEP], n++;
+  ir_graph *g16 = parse(narrow_ir("f16"));
+  rt_program *p16 = compile(g16, NULL);
+  run(p16, SWEEP_ROWS, (const void *[]){x}, (void *[]){h16, w16});
+  ir_graph *gb = parse(narrow_ir("bf16"));
+  rt_program *pb = compile(gb, NULL);
+  run(pb, SWEEP_ROWS, (const void *[]){x}, (void *[]){hb, wb});
+  for (int64_t i = 0; i < SWEEP_ROWS * COLS; i++) {
+    float f = bits_f32(x[i]);
+    uint16_t want16 = half_f32_to_f16(f), wantb = half_f32_to_bf16(f);
+    if (f32_is_nan(x[i]))
+      ck_assert_msg(f16_nan_ok(h16[i], x[i]), "f16(0x%08x): got 0x%04x, want a quiet NaN", x[i], h16[i]);
+    else
+      ck_assert_msg(h16[i] == want16, "f16(0x%08x) [col %lld]: got 0x%04x, want 0x%04x", x[i],
+                    (long long)(i % COLS), h16[i], want16);
+    ck_assert_msg(hb[i] == wantb, "bf16(0x%08x) [col %lld]: got 0x%04x, want 0x%04x", x[i], (long long)(i % COLS),
+                  hb[i], wantb);
+  }
+  rt_program_destroy(p16);
+  rt_program_destroy(pb);
+  ir_graph_destroy(g16);
+  ir_graph_destroy(gb);
+}
+END_TEST
+
+/* ---- 16-bit elementwise math against the reference interpreter ----
+ *
+ * For f16 and bf16 operands a, b, castor computes a + b and a * b in f32
+ * and rounds the f32 result to 16 bits; ref_run computes in double and
+ * rounds once. The two agree bit for bit: a * b is exact in f32 (an 11- or
+ * 8-bit times an 11- or 8-bit significand fits in 24 bits; for bf16 a
+ * product below f32's normal range rounds in f32, but only when it is below
+ * 2^-133, where no f32 rounding can create a false bf16 tie: the one
+ * candidate, (2^16 + 1) * 2^-150, is not a product of two 8-bit
+ * significands), and a + b rounded to f32 then to the 16-bit type is
+ * innocuous double rounding, since 24 >= 2p + 2 for p = 11 and p = 8
+ * (Figueroa, "When is double rounding innocuous?", 1995), with f32 sums in
+ * the subnormal range exact. So bf16 add/mul are double-rounding-free here
+ * too; the tests check it on random operands over the whole bf16 exponent
+ * range, subnormals and overflow included. */
+
+static const char *eltwise_ir(const char *dt) {
+  static char buf[1536];
+  snprintf(buf, sizeof buf,
+           "graph e policy=float32\n"
+           "%%x = f32[N," COLS_S "] input() {index=0}\n"
+           "%%y = f32[N," COLS_S "] input() {index=1}\n"
+           "%%hx = %s[N," COLS_S "] cast(%%x) {to=%s}\n"
+           "%%hy = %s[N," COLS_S "] cast(%%y) {to=%s}\n"
+           "%%r = %s[N," COLS_S "] relu(%%hx)\n"
+           "%%s = %s[N," COLS_S "] add(%%r, %%hx)\n"
+           "%%a = %s[N," COLS_S "] add(%%hx, %%hy)\n"
+           "%%m = %s[N," COLS_S "] mul(%%hx, %%hy)\n"
+           "%%c = %s[N," COLS_S "] mul(%%a, %%hx)\n"
+           "%%s.f32 = f32[N," COLS_S "] cast(%%s) {to=f32}\n"
+           "%%a.f32 = f32[N," COLS_S "] cast(%%a) {to=f32}\n"
+           "%%m.f32 = f32[N," COLS_S "] cast(%%m) {to=f32}\n"
+           "%%c.f32 = f32[N," COLS_S "] cast(%%c) {to=f32}\n"
+           "output s = %%s.f32\n"
+           "output a = %%a.f32\n"
+           "output m = %%m.f32\n"
+           "output c = %%c.f32\n",
+           dt, dt, dt, dt, dt, dt, dt, dt, dt);
+  return buf;
+}
+
+enum { EW_ROWS = 2048, EW = EW_ROWS * COLS, EW_OUTS = 4 };
+
+/* A random f32 whose 16-bit rounding spans the type: exponents from below
+ * the smallest subnormal to past the largest finite value, either sign,
+ * with low bits that make the first cast round; some specials mixed in. */
+static float random_operand(bool bf16) {
+  uint32_t u = rng_u32(), sign = u & 0x80000000u;
+  uint32_t k = rng_u32() % 64;
+  if (k == 0) return bits_f32(cases[rng_u32() % N_CASES].in);
+  int lo = bf16 ? 1 : 127 - 26, hi = bf16 ? 254 : 127 + 16;
+  uint32_t e = (uint32_t)lo + rng_u32() % (uint32_t)(hi - lo + 1);
+  return bits_f32(sign | e << 23 | (rng_u32() & 0x7fffff));
+}
+
+static void check_eltwise(const char *dt) {
+  bool bf16 = !strcmp(dt, "bf16");
+  static float x[EW], y[EW], out[EW_OUTS][EW];
+  static const char *names[EW_OUTS] = {"s", "a", "m", "c"};
+  rng_state = bf16 ? 0xbf16 : 0xf16;
+  for (int64_t i = 0; i < EW; i++) x[i] = random_operand(bf16), y[i] = random_operand(bf16);
+  /* near-ties for the sum: x = 1, y = one ulp of the 16-bit type / 2 (+-) */
+  for (int64_t r = 0; r < 16; r++)
+    for (int64_t j = 60; j < COLS; j++) {
+      x[r * COLS + j] = r % 2 ? -1.0f : 1.0f;
+      y[r * COLS + j] = ldexpf(1.0f + (float)(j - 65) * 0x1p-7f, bf16 ? -8 : -11) * (r % 4 < 2 ? 1.0f : 3.0f);
+    }
+  ir_graph *g = parse(eltwise_ir(dt));
+  rt_program *p = compile(g, NULL);
+  for (int k = 0; k < EW_OUTS; k++) check_output_name(p, k, names[k]);
+  run(p, EW_ROWS, (const void *[]){x, y}, (void *[]){out[0], out[1], out[2], out[3]});
+  double *dx = ref_from_f32(x, EW), *dy = ref_from_f32(y, EW), *want[EW_OUTS];
+  char err[256];
+  ck_assert_msg(ref_run(g, EW_ROWS, (const double *const[]){dx, dy}, want, err, sizeof err), "ref_run: %s", err);
+  for (int k = 0; k < EW_OUTS; k++)
+    for (int64_t i = 0; i < EW; i++) {
+      uint32_t got = f32_bits(out[k][i]), wnt = f32_bits((float)want[k][i]);
+      if (f32_is_nan(got) && f32_is_nan(wnt)) continue;
+      /* exact, zeros' signs included: relu(-0) is +0 as in NumPy and JAX */
+      ck_assert_msg(got == wnt, "%s %s [row %lld col %lld]: x=%a y=%a: got %a (0x%08x), ref %a (0x%08x)", dt,
+                    names[k], (long long)(i / COLS), (long long)(i % COLS), (double)x[i], (double)y[i],
+                    (double)out[k][i], got, (double)want[k][i], wnt);
+    }
+  ref_outputs_free(want, EW_OUTS);
+  free(dx);
+  free(dy);
+  rt_program_destroy(p);
+  ir_graph_destroy(g);
+}
+
+START_TEST(test_f16_eltwise_vs_ref) { check_eltwise("f16"); }
+END_TEST
+
+START_TEST(test_bf16_eltwise_vs_ref) { check_eltwise("bf16"); }
+END_TEST
+
+/* ---- the bf16 path calls no conversion helper ----
+ * LLVM 19 lowers `fptrunc float to bfloat` on x86 to a call of __truncsfbf2
+ * per element; castor rounds bf16 with integer ops instead, so the
+ * optimized module has no bfloat type and no such call. (An f16 fptrunc
+ * stays `fptrunc ... to half` in the IR; whether the backend makes it
+ * vcvtps2ph (F16C) or a __truncsfhf2 call is below this dump.) */
+START_TEST(test_bf16_no_libcalls) {
+  str_buf b;
+  str_buf_init(&b);
+  ir_graph *g = parse(eltwise_ir("bf16"));
+  rt_program *p = compile(g, &b);
+  const char *s = str_buf_cstr(&b);
+  ck_assert_msg(strstr(s, "define void @") != NULL, "no kernels in the dump:\n%.2000s", s);
+  ck_assert_msg(strstr(s, "__truncsfbf2") == NULL, "bf16 rounding calls __truncsfbf2");
+  ck_assert_msg(strstr(s, "__truncsfhf2") == NULL, "bf16 graph calls __truncsfhf2");
+  ck_assert_msg(strstr(s, "bfloat") == NULL, "the bfloat type is in the module (lowered by a libcall on x86)");
+  rt_program_destroy(p);
+  ir_graph_destroy(g);
+  str_buf_fini(&b);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("codegen16");
+  TCase *tc = tcase_create("bits");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_f32_to_f16_numpy);
+  tcase_add_test(tc, test_f32_to_bf16_ml_dtypes);
+  tcase_add_test(tc, test_f16_widen_exhaustive);
+  tcase_add_test(tc, test_bf16_widen_exhaustive);
+  tcase_add_test(tc, test_f32_sweep_vs_host);
+  suite_add_tcase(s, tc);
+  TCase *te = tcase_create("eltwise");
+  tcase_set_timeout(te, 120);
+  tcase_add_test(te, test_f16_eltwise_vs_ref);
+  tcase_add_test(te, test_bf16_eltwise_vs_ref);
+  tcase_add_test(te, test_bf16_no_libcalls);
+  suite_add_tcase(s, te);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
