@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/internal.h"
 #include "codegen/codegen.h"
@@ -37,7 +38,15 @@ struct castor_model {
 
 struct castor_program {
   castor_context *ctx;
-  rt_program *rt;
+  rt_program *rt; /* the CPU program, or the CUDA program's description */
+  /* CUDA target only */
+  rt_cuda_program *cuda;
+  rt_cuda_device *dev;
+  rt_cuda_module *mod;
+  /* CPU target: threads per run, and the workspace kept between runs */
+  int threads;
+  void *ws;
+  int64_t ws_bytes;
 };
 
 struct castor_tensor {
@@ -192,6 +201,28 @@ void castor_compile_options_init(castor_compile_options *o) {
   memset(o, 0, sizeof *o);
   o->target = CASTOR_TARGET_CPU;
   o->opt_level = 2;
+  o->device = -1;
+}
+
+/* The CUDA target: the device (its architecture unless opts->sm), PTX, and
+ * the module loaded with the constants uploaded; into out's CUDA fields. */
+static castor_status compile_cuda(const ir_graph *g, const castor_compile_options *opts, const cg_options *co,
+                                  castor_program *out, diag_sink *d) {
+  char sm[16];
+  if (!(out->dev = rt_cuda_device_open(opts->device, d))) return CASTOR_ERR_DEVICE;
+  rt_cuda_device_sm(out->dev, sm, sizeof sm);
+  /* LLVM 19 knows architectures up to sm_90; newer GPUs JIT sm_90 PTX */
+  if (rt_cuda_device_cc(out->dev) > 90) snprintf(sm, sizeof sm, "sm_90");
+  if (!(out->cuda = cg_compile_cuda(g, opts->sm ? opts->sm : sm, co, d))) {
+    rt_cuda_device_close(out->dev);
+    return CASTOR_ERR_CODEGEN;
+  }
+  if (!(out->mod = rt_cuda_module_load(out->dev, out->cuda, d))) {
+    rt_cuda_program_destroy(out->cuda);
+    rt_cuda_device_close(out->dev);
+    return CASTOR_ERR_DEVICE;
+  }
+  return CASTOR_OK;
 }
 
 /* castor_compile, or with fn (castor_compile_to, api/internal.h) the same
@@ -205,8 +236,9 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   if (out_program) *out_program = NULL;
   castor_compile_options defaults;
   if (!opts) castor_compile_options_init(&defaults), opts = &defaults;
-  if (opts->target != CASTOR_TARGET_CPU)
+  if (opts->target != CASTOR_TARGET_CPU && opts->target != CASTOR_TARGET_CUDA)
     return fail(ctx, CASTOR_ERR_UNSUPPORTED, "target %d is not supported by this build", (int)opts->target);
+  bool cuda = opts->target == CASTOR_TARGET_CUDA;
   if (opts->opt_level < 0 || opts->opt_level > 3)
     return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "opt_level must be 0-3, got %d", opts->opt_level);
   ir_graph *g = ir_graph_clone(m->graph);
@@ -228,21 +260,25 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   po.autocast.fp32_layers = opts->fp32_layers;
   po.autocast.keep_16bit_outputs = opts->keep_16bit_outputs != 0;
   if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
-  else if (!pass_run_pipeline(g, PASS_PIPELINE_DEFAULT, &po, ctx->diag))
+  else if (!pass_run_pipeline(g, cuda ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT, &po, ctx->diag))
     st = strstr(diag_first_error(ctx->diag), "--fp32-layers") ? CASTOR_ERR_INVALID_ARGUMENT : CASTOR_ERR_INTERNAL;
   rt_program *rt = NULL;
+  castor_program cu = {0}; /* the CUDA target's parts */
   if (st == CASTOR_OK) {
     cg_options co;
     cg_options_init(&co);
     co.opt_level = opts->opt_level;
     if (fn) st = fn(g, &co, fn_arg, ctx->diag);
+    else if (cuda) st = compile_cuda(g, opts, &co, &cu, ctx->diag);
     else if (!(rt = cg_compile_cpu(g, &co, ctx->diag))) st = CASTOR_ERR_CODEGEN;
   }
   ir_graph_destroy(g);
   if (st != CASTOR_OK || fn) return finish(ctx, st);
   castor_program *p = xcalloc(1, sizeof *p);
+  *p = cu;
   p->ctx = ctx;
-  p->rt = rt;
+  p->rt = cuda ? cu.cuda->desc : rt;
+  p->threads = opts->threads;
   *out_program = p;
   return finish(ctx, CASTOR_OK);
 }
@@ -259,8 +295,56 @@ castor_status castor_compile_to(castor_model *m, const castor_compile_options *o
 
 void castor_program_destroy(castor_program *p) {
   if (!p) return;
-  rt_program_destroy(p->rt);
+  if (p->cuda) {
+    rt_cuda_module_unload(p->mod);
+    rt_cuda_program_destroy(p->cuda); /* and p->rt, its description */
+    rt_cuda_device_close(p->dev);
+  } else {
+    rt_program_destroy(p->rt);
+  }
+  free(p->ws);
   free(p);
+}
+
+/* The CPU workspace for `batch`, kept in p and grown as needed: a run then
+ * touches no fresh pages. NULL if it cannot be allocated. */
+static void *cpu_workspace(castor_program *p, int64_t batch, bool *ok) {
+  int64_t n = 0;
+  *ok = rt_program_workspace_bytes(p->rt, batch, &n);
+  if (!*ok || n == 0) return NULL; /* rt_program_run reports an overflow */
+  if (n > p->ws_bytes) {
+    free(p->ws);
+    p->ws = (uint64_t)n <= SIZE_MAX ? aligned_alloc(64, (size_t)n) : NULL;
+    p->ws_bytes = p->ws ? n : 0;
+  }
+  *ok = p->ws != NULL;
+  return p->ws;
+}
+
+castor_status castor_program_stats(const castor_program *p, int64_t batch, castor_run_stats *out) {
+  if (!p || !out || batch < 1) return CASTOR_ERR_INVALID_ARGUMENT;
+  const rt_program *rt = p->rt;
+  memset(out, 0, sizeof *out);
+  if (!rt_program_workspace_bytes(rt, batch, &out->workspace_bytes)) return CASTOR_ERR_INVALID_ARGUMENT;
+  out->weight_bytes = rt_program_const_bytes(rt);
+  out->thread_scratch_bytes = rt_program_scratch_bytes(rt);
+  for (int i = 0; i < rt->n_inputs + rt->n_outputs; i++) {
+    const rt_tensor_desc *t = i < rt->n_inputs ? &rt->inputs[i] : &rt->outputs[i - rt->n_inputs];
+    const rt_buffer *b = &rt->buffers[t->buffer];
+    out->io_bytes += b->bytes_per_row * batch + b->bytes_fixed;
+  }
+  for (int i = 0; i < rt->n_launches; i++) {
+    const rt_launch *l = &rt->launches[i];
+    out->flops += l->flops_per_row * (l->batched ? batch : l->rows_fixed);
+  }
+  out->threads = p->threads > 0 ? p->threads : rt_default_threads();
+  return CASTOR_OK;
+}
+
+static bool cpu_run(castor_program *p, int64_t batch, const void *const *in, void *const *out) {
+  bool ok;
+  void *ws = cpu_workspace(p, batch, &ok);
+  return rt_program_run_threads(p->rt, p->threads, batch, in, out, ok ? ws : NULL, p->ctx->diag);
 }
 
 int castor_program_num_inputs(const castor_program *p) { return p ? p->rt->n_inputs : 0; }
@@ -436,11 +520,50 @@ castor_status castor_program_run(castor_program *p, castor_tensor *const *inputs
   }
   if (st == CASTOR_OK) {
     begin(ctx);
-    if (!rt_program_run(rt, batch, in, out, NULL, ctx->diag)) st = CASTOR_ERR_DEVICE;
+    bool ok = p->cuda ? rt_cuda_run(p->mod, batch, in, out, ctx->diag) : cpu_run(p, batch, in, out);
+    if (!ok) st = CASTOR_ERR_DEVICE;
   }
   if (st != CASTOR_OK)
     for (int i = 0; i < n_outputs; i++)
       if (created[i]) castor_tensor_destroy(outputs[i]), outputs[i] = NULL;
   free(in), free(out), free(created);
+  return finish(ctx, st);
+}
+
+castor_status castor_program_time(castor_program *p, castor_tensor *const *inputs, int n_inputs, int warmup,
+                                  int iters, double *out_ms) {
+  if (!p) return CASTOR_ERR_INVALID_ARGUMENT;
+  castor_context *ctx = p->ctx;
+  begin(ctx);
+  const rt_program *rt = p->rt;
+  if (n_inputs != rt->n_inputs || (n_inputs && !inputs) || iters < 1 || warmup < 0 || !out_ms)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_program_time: bad arguments");
+  int64_t batch = -1;
+  for (int i = 0; i < n_inputs; i++)
+    if (!inputs[i] || !check_tensor(ctx, "input", &rt->inputs[i], inputs[i], &batch))
+      return finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
+  if (batch < 0) batch = 1;
+  const void **in = xcalloc((size_t)n_inputs + 1, sizeof *in);
+  void **out = xcalloc((size_t)rt->n_outputs + 1, sizeof *out);
+  for (int i = 0; i < n_inputs; i++) in[i] = inputs[i]->data;
+  castor_status st = CASTOR_OK;
+  if (p->cuda) {
+    if (!rt_cuda_time(p->mod, batch, in, NULL, warmup, iters, out_ms, ctx->diag)) st = CASTOR_ERR_DEVICE;
+  } else {
+    for (int i = 0; i < rt->n_outputs && st == CASTOR_OK; i++) {
+      const rt_buffer *b = &rt->buffers[rt->outputs[i].buffer];
+      size_t n = (size_t)(b->bytes_per_row * batch + b->bytes_fixed);
+      if (!(out[i] = aligned_alloc(64, (n + 63) & ~(size_t)63))) st = CASTOR_ERR_NOMEM;
+    }
+    for (int i = 0; i < warmup + iters && st == CASTOR_OK; i++) {
+      struct timespec t0, t1;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      if (!cpu_run(p, batch, in, out)) st = CASTOR_ERR_DEVICE;
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      if (i >= warmup) out_ms[i - warmup] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    }
+    for (int i = 0; i < rt->n_outputs; i++) free(out[i]);
+  }
+  free(in), free(out);
   return finish(ctx, st);
 }

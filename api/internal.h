@@ -21,4 +21,22 @@ typedef castor_status (*castor_codegen_fn)(const ir_graph *g, const cg_options *
 castor_status castor_compile_to(castor_model *m, const castor_compile_options *opts,
                                 castor_codegen_fn fn, void *fn_arg);
 
+/* Times p on inputs (their batch): `warmup` untimed runs, then `iters`
+ * timed ones, out_ms[i] receiving run i's milliseconds. CUDA: device time
+ * of the kernel launches alone (CUDA events; inputs copied once, outputs
+ * not copied back); CPU: wall-clock time of castor_program_run's work. */
+castor_status castor_program_time(castor_program *p, castor_tensor *const *inputs, int n_inputs, int warmup,
+                                  int iters, double *out_ms);
+
+/* What one CPU run of p at `batch` costs (castor run --stats, --repeat). */
+typedef struct castor_run_stats {
+  int64_t weight_bytes;    /* constant data as the program stores it (packed weights) */
+  int64_t workspace_bytes; /* scratch activations: the liveness-shared slots */
+  int64_t io_bytes;        /* input and output tensors */
+  int64_t thread_scratch_bytes; /* per thread: the GEMM's packed-A block and C tile */
+  int64_t flops;           /* of the matmuls */
+  int threads;             /* threads a run uses */
+} castor_run_stats;
+castor_status castor_program_stats(const castor_program *p, int64_t batch, castor_run_stats *out);
+
 #endif

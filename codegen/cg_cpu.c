@@ -2,47 +2,32 @@
  * cg_cpu.c: LLVM IR for the CPU kernels of a plan.
  *
  * Every kernel has the runtime's ABI, void k(ptr bufs, i64 batch, i64 row0,
- * i64 row1), and computes rows [row0, row1) of its result. LLVM values and
+ * i64 row1, i64 col0, i64 col1, ptr scratch), and computes rows [row0,
+ * row1) of its result (GEMMs: only columns [col0, col1)). LLVM values and
  * blocks are named after the IR nodes they come from, so `castor dump
  * --emit=llvm` reads beside the IR dump.
  *
- * matmul: register-blocked micro-kernels of MR rows x NV vectors of VW f32
- *   lanes (the host's widest vector), K innermost, f32 accumulators; column
- *   tails use one vector and then single lanes, row tails one row. The
- *   epilogue (bias, activation, cast; any fused elementwise op) is applied
- *   to the accumulators before the one store. Packing, cache blocking and
- *   threads come with the fast-kernels work; the ABI already allows them.
+ * matmul: cg_gemm.c (packed panels, register-blocked micro-kernels, cache
+ *   blocking along K, the epilogue fused into the one store).
  * eltwise: one pass over each row, vectorized along the last dimension.
  * softmax: three passes over each row (max, sum of exp, scaled exp).
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "cg_internal.h"
-
-enum { MR = 4, NV = 2 };
-
-typedef struct kctx {
-  cg_emitter *e;
-  const cg_plan *plan;
-  const cg_kernel *k;
-  LLVMValueRef fn, bufs, batch, row0, row1;
-  LLVMValueRef *base; /* per source node id: loaded buffer pointer (or NULL) */
-} kctx;
+#include "cg_cpu.h"
 
 #define B (e->b)
 
-static LLVMValueRef i64c(cg_emitter *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
+typedef cg_kctx kctx;
+typedef cg_loop loop;
 
-/* ---- loops: for (iv = start; iv < end; iv += step) ---- */
+LLVMValueRef cg_i64(cg_emitter *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
+#define i64c cg_i64
 
-typedef struct loop {
-  LLVMBasicBlockRef header, body, exit;
-  LLVMValueRef iv, step;
-  LLVMBasicBlockRef latch_from;
-} loop;
+/* ---- loops ---- */
 
-static loop loop_begin(kctx *c, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name) {
+cg_loop cg_loop_begin(cg_kctx *c, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name) {
   cg_emitter *e = c->e;
   loop l;
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
@@ -65,7 +50,7 @@ static loop loop_begin(kctx *c, LLVMValueRef start, LLVMValueRef end, int64_t st
   return l;
 }
 
-static void loop_end(kctx *c, loop *l) {
+void cg_loop_end(cg_kctx *c, cg_loop *l) {
   cg_emitter *e = c->e;
   LLVMValueRef next = LLVMBuildAdd(B, l->iv, l->step, "");
   LLVMBasicBlockRef from = LLVMGetInsertBlock(B);
@@ -73,16 +58,18 @@ static void loop_end(kctx *c, loop *l) {
   LLVMBuildBr(B, l->header);
   LLVMPositionBuilderAtEnd(B, l->exit);
 }
+#define loop_begin cg_loop_begin
+#define loop_end cg_loop_end
 
-/* ---- addressing ---- */
+/* ---- addressing and small helpers ---- */
 
-static LLVMValueRef elem_ptr(kctx *c, const ir_node *n, LLVMValueRef index) {
+LLVMValueRef cg_elem_ptr(cg_kctx *c, const ir_node *n, LLVMValueRef index) {
   cg_emitter *e = c->e;
   return LLVMBuildGEP2(B, cg_llvm_dtype(e, n->type.dtype), c->base[n->id], &index, 1, "");
 }
+#define elem_ptr cg_elem_ptr
 
-static LLVMValueRef fmuladd(kctx *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc) {
-  cg_emitter *e = c->e;
+LLVMValueRef cg_fmuladd(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc) {
   LLVMTypeRef ty = LLVMTypeOf(acc);
   unsigned id = LLVMLookupIntrinsicID("llvm.fmuladd", strlen("llvm.fmuladd"));
   LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, id, &ty, 1);
@@ -90,8 +77,7 @@ static LLVMValueRef fmuladd(kctx *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRe
   return LLVMBuildCall2(B, LLVMGlobalGetValueType(f), f, args, 3, "");
 }
 
-static LLVMValueRef splat(kctx *c, LLVMValueRef s, int lanes) {
-  cg_emitter *e = c->e;
+LLVMValueRef cg_splat(cg_emitter *e, LLVMValueRef s, int lanes) {
   if (lanes == 1) return s;
   LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)lanes);
   LLVMValueRef v = LLVMBuildInsertElement(B, LLVMGetUndef(vt), s, i64c(e, 0), "");
@@ -99,16 +85,50 @@ static LLVMValueRef splat(kctx *c, LLVMValueRef s, int lanes) {
   return LLVMBuildShuffleVector(B, v, LLVMGetUndef(vt), zeros, "");
 }
 
-static bool is_bias(const ir_node *o) { return o->type.rank == 1 && !ir_type_is_batched(&o->type); }
+static LLVMValueRef splat(kctx *c, LLVMValueRef s, int lanes) { return cg_splat(c->e, s, lanes); }
 
-/* Applies ops[first..] of the kernel to val (f32 lanes at flat element
- * index `idx` whose last-dimension coordinate is `col`). The value of
- * ops[first-1] is `val` (NULL when first == 0: load every source). */
-static LLVMValueRef apply_chain(kctx *c, int first, LLVMValueRef val, LLVMValueRef idx,
-                                LLVMValueRef col, int lanes) {
+LLVMValueRef cg_entry_alloca(cg_kctx *c, LLVMTypeRef ty, const char *name) {
+  cg_emitter *e = c->e;
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(B), entry = LLVMGetEntryBasicBlock(c->fn);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first) LLVMPositionBuilder(B, entry, first);
+  else LLVMPositionBuilderAtEnd(B, entry);
+  LLVMValueRef a = LLVMBuildAlloca(B, ty, name);
+  LLVMPositionBuilderAtEnd(B, cur);
+  return a;
+}
+
+bool cg_is_bias(const ir_node *o) { return o->type.rank == 1 && !ir_type_is_batched(&o->type); }
+#define is_bias cg_is_bias
+
+LLVMValueRef cg_load_part(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, int valid, const char *name) {
+  if (valid >= lanes) return cg_emit_load(e, dt, ptr, lanes, name);
+  LLVMValueRef v = LLVMConstNull(LLVMVectorType(e->f32, (unsigned)lanes));
+  LLVMTypeRef st = cg_llvm_dtype(e, dt);
+  for (int i = 0; i < valid; i++) {
+    LLVMValueRef p = LLVMBuildGEP2(B, st, ptr, (LLVMValueRef[]){i64c(e, i)}, 1, "");
+    v = LLVMBuildInsertElement(B, v, cg_emit_load(e, dt, p, 1, ""), i64c(e, i), name);
+  }
+  return v;
+}
+
+void cg_store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid) {
+  if (valid >= lanes) {
+    cg_emit_store(e, dt, val, ptr, lanes);
+    return;
+  }
+  LLVMTypeRef st = cg_llvm_dtype(e, dt);
+  for (int i = 0; i < valid; i++) {
+    LLVMValueRef p = LLVMBuildGEP2(B, st, ptr, (LLVMValueRef[]){i64c(e, i)}, 1, "");
+    cg_emit_store(e, dt, LLVMBuildExtractElement(B, val, i64c(e, i), ""), p, 1);
+  }
+}
+
+LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,
+                            LLVMValueRef col, int lanes, int valid) {
   cg_emitter *e = c->e;
   const cg_kernel *k = c->k;
-  for (int t = first; t < k->n_ops; t++) {
+  for (int t = first; t < last; t++) {
     const ir_node *op = k->ops[t], *prev = t > 0 ? k->ops[t - 1] : NULL;
     LLVMValueRef in[IR_MAX_SRCS];
     for (int s = 0; s < op->n_srcs; s++) {
@@ -117,7 +137,7 @@ static LLVMValueRef apply_chain(kctx *c, int first, LLVMValueRef val, LLVMValueR
         in[s] = val;
       } else {
         LLVMValueRef p = elem_ptr(c, src, is_bias(src) && !is_bias(op) ? col : idx);
-        in[s] = cg_emit_load(e, src->type.dtype, p, lanes, src->name);
+        in[s] = cg_load_part(e, src->type.dtype, p, lanes, valid, src->name);
       }
     }
     switch (op->op) {
@@ -132,6 +152,8 @@ static LLVMValueRef apply_chain(kctx *c, int first, LLVMValueRef val, LLVMValueR
     case IR_OP_CONST:
     case IR_OP_MATMUL:
     case IR_OP_SOFTMAX:
+    case IR_OP_PAD:
+    case IR_OP_SLICE:
     case IR_OP_COUNT: CASTOR_UNREACHABLE();
     }
     /* each op's value has its own dtype; model 16-bit results exactly */
@@ -141,81 +163,6 @@ static LLVMValueRef apply_chain(kctx *c, int first, LLVMValueRef val, LLVMValueR
 }
 
 static const ir_node *result(const cg_kernel *k) { return k->ops[k->n_ops - 1]; }
-
-/* ---- matmul ---- */
-
-static void emit_micro(kctx *c, LLVMValueRef i, LLVMValueRef j, int mr, int nv, int lanes) {
-  cg_emitter *e = c->e;
-  const ir_node *mm = c->k->ops[0], *a = mm->srcs[0], *bm = mm->srcs[1];
-  int64_t K = a->type.dims[1], Nc = bm->type.dims[1];
-  LLVMTypeRef vt = lanes == 1 ? e->f32 : LLVMVectorType(e->f32, (unsigned)lanes);
-  LLVMValueRef acc[MR][NV];
-  /* accumulators live in allocas in the entry block; SROA makes them registers */
-  LLVMBasicBlockRef cur = LLVMGetInsertBlock(B);
-  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(c->fn);
-  LLVMPositionBuilder(B, entry, LLVMGetFirstInstruction(entry));
-  for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nv; v++) acc[r][v] = LLVMBuildAlloca(B, vt, "acc");
-  LLVMPositionBuilderAtEnd(B, cur);
-  for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nv; v++) LLVMBuildStore(B, cg_const(e, vt, 0.0), acc[r][v]);
-  loop lk = loop_begin(c, i64c(e, 0), i64c(e, K), 1, "k");
-  LLVMValueRef bv[NV];
-  for (int v = 0; v < nv; v++) {
-    LLVMValueRef idx = LLVMBuildAdd(B, LLVMBuildMul(B, lk.iv, i64c(e, Nc), ""),
-                                    LLVMBuildAdd(B, j, i64c(e, v * lanes), ""), "");
-    bv[v] = cg_emit_load(e, bm->type.dtype, elem_ptr(c, bm, idx), lanes, bm->name);
-  }
-  for (int r = 0; r < mr; r++) {
-    LLVMValueRef row = LLVMBuildAdd(B, i, i64c(e, r), "");
-    LLVMValueRef idx = LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(e, K), ""), lk.iv, "");
-    LLVMValueRef av = splat(c, cg_emit_load(e, a->type.dtype, elem_ptr(c, a, idx), 1, a->name), lanes);
-    for (int v = 0; v < nv; v++) {
-      LLVMValueRef old = LLVMBuildLoad2(B, vt, acc[r][v], "");
-      LLVMBuildStore(B, fmuladd(c, av, bv[v], old), acc[r][v]);
-    }
-  }
-  loop_end(c, &lk);
-  const ir_node *out = result(c->k);
-  for (int r = 0; r < mr; r++) {
-    LLVMValueRef row = LLVMBuildAdd(B, i, i64c(e, r), "");
-    for (int v = 0; v < nv; v++) {
-      LLVMValueRef col = LLVMBuildAdd(B, j, i64c(e, v * lanes), "");
-      LLVMValueRef idx = LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(e, Nc), ""), col, "");
-      LLVMValueRef val = LLVMBuildLoad2(B, vt, acc[r][v], mm->name);
-      val = cg_emit_round_to(e, val, mm->type.dtype, mm->name);
-      val = apply_chain(c, 1, val, idx, col, lanes);
-      cg_emit_store(e, out->type.dtype, val, elem_ptr(c, out, idx), lanes);
-    }
-  }
-}
-
-/* Columns [j0, j1) in steps of nv*lanes: all rows, MR at a time, then one. */
-static void emit_matmul_cols(kctx *c, int64_t j0, int64_t j1, int nv, int lanes) {
-  cg_emitter *e = c->e;
-  if (j1 <= j0) return;
-  loop lj = loop_begin(c, i64c(e, j0), i64c(e, j1), nv * lanes, "j");
-  loop li = loop_begin(c, c->row0, c->row1, MR, "i");
-  emit_micro(c, li.iv, lj.iv, MR, nv, lanes);
-  loop_end(c, &li);
-  /* row tail: from where the MR loop stopped */
-  LLVMValueRef rows = LLVMBuildSub(B, c->row1, c->row0, "");
-  LLVMValueRef done = LLVMBuildMul(B, LLVMBuildSDiv(B, rows, i64c(e, MR), ""), i64c(e, MR), "");
-  loop lt = loop_begin(c, LLVMBuildAdd(B, c->row0, done, ""), c->row1, 1, "i.tail");
-  emit_micro(c, lt.iv, lj.iv, 1, nv, lanes);
-  loop_end(c, &lt);
-  loop_end(c, &lj);
-}
-
-static void emit_matmul(kctx *c) {
-  int vw = c->e->vw;
-  int64_t Nc = c->k->ops[0]->type.dims[1];
-  int64_t wide = Nc / (NV * vw) * (NV * vw);
-  int64_t one = wide + (Nc - wide) / vw * vw;
-  emit_matmul_cols(c, 0, wide, NV, vw);
-  emit_matmul_cols(c, wide, one, 1, vw);
-  emit_matmul_cols(c, one, Nc, 1, 1);
-}
 
 /* ---- elementwise and softmax: rows x lines x last ---- */
 
@@ -232,7 +179,7 @@ static void emit_eltwise_segment(kctx *c, LLVMValueRef line_base, int64_t j0, in
   if (j1 <= j0) return;
   loop lj = loop_begin(c, i64c(e, j0), i64c(e, j1), lanes, "j");
   LLVMValueRef idx = LLVMBuildAdd(B, line_base, lj.iv, "");
-  LLVMValueRef val = apply_chain(c, 0, NULL, idx, lj.iv, lanes);
+  LLVMValueRef val = cg_apply_chain(c, 0, c->k->n_ops, NULL, idx, lj.iv, lanes, lanes);
   const ir_node *out = result(c->k);
   cg_emit_store(e, out->type.dtype, val, elem_ptr(c, out, idx), lanes);
   loop_end(c, &lj);
@@ -350,35 +297,66 @@ static void load_base(kctx *c, const ir_node *n) {
   c->base[n->id] = p;
 }
 
+void cg_load_bases(cg_kctx *c) {
+  const cg_kernel *k = c->k;
+  for (int t = 0; t < k->n_ops; t++)
+    for (int s = 0; s < k->ops[t]->n_srcs; s++)
+      if (c->plan->buffer_of[k->ops[t]->srcs[s]->id] >= 0) load_base(c, k->ops[t]->srcs[s]);
+  load_base(c, result(k));
+}
+
+/* Thread-split fields of the non-GEMM kernels: rows only, no scratch. */
+static void plan_rows_only(const cg_kernel *k) {
+  cg_kernel *m = (cg_kernel *)k; /* the plan's kernels are the emitter's to complete */
+  m->cols = 0, m->col_step = 0, m->row_step = 1, m->scratch_bytes = 0;
+}
+
+void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l) {
+  const cg_kernel *k = &p->kernels[ki];
+  const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : k->ops[k->n_ops - 1];
+  int64_t inner = 1;
+  CASTOR_ASSERT(ir_type_inner_numel(&res->type, &inner));
+  l->cols = k->cols;
+  l->col_step = k->col_step;
+  l->row_step = k->row_step;
+  l->scratch_bytes = k->scratch_bytes;
+  /* about one unit per element and op; a GEMM row costs its flops */
+  l->work_per_row = k->kind == CG_KERNEL_MATMUL ? l->flops_per_row
+                    : k->kind == CG_KERNEL_SOFTMAX ? 16 * inner
+                    : k->kind == CG_KERNEL_COPY    ? inner
+                                                   : 4 * inner * k->n_ops;
+}
+
 bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, diag_sink *d) {
   (void)d;
-  LLVMTypeRef params[] = {e->ptr, e->i64, e->i64, e->i64};
-  LLVMTypeRef fty = LLVMFunctionType(e->void_, params, 4, 0);
+  cg_gemm_plan(e, plan);
+  LLVMTypeRef params[] = {e->ptr, e->i64, e->i64, e->i64, e->i64, e->i64, e->ptr};
+  LLVMTypeRef fty = LLVMFunctionType(e->void_, params, 7, 0);
   int max_id = 0;
   for (int b = 0; b < plan->n_buffers; b++)
     if (plan->buffer_node[b]->id > max_id) max_id = plan->buffer_node[b]->id;
   LLVMValueRef *base = xcalloc((size_t)max_id + 1, sizeof *base);
   for (int ki = 0; ki < plan->n_kernels; ki++) {
     const cg_kernel *k = &plan->kernels[ki];
-    kctx c = {e, plan, k, NULL, NULL, NULL, NULL, NULL, base};
+    kctx c = {.e = e, .plan = plan, .k = k, .base = base};
     memset(base, 0, ((size_t)max_id + 1) * sizeof *base);
     c.fn = LLVMAddFunction(e->mod, k->name, fty);
     LLVMSetLinkage(c.fn, LLVMExternalLinkage);
-    c.bufs = LLVMGetParam(c.fn, 0), c.batch = LLVMGetParam(c.fn, 1);
-    c.row0 = LLVMGetParam(c.fn, 2), c.row1 = LLVMGetParam(c.fn, 3);
-    LLVMSetValueName2(c.bufs, "bufs", 4), LLVMSetValueName2(c.batch, "batch", 5);
-    LLVMSetValueName2(c.row0, "row0", 4), LLVMSetValueName2(c.row1, "row1", 4);
+    static const char *names[] = {"bufs", "batch", "row0", "row1", "col0", "col1", "scratch"};
+    LLVMValueRef *params_out[] = {&c.bufs, &c.batch, &c.row0, &c.row1, &c.col0, &c.col1, &c.scratch};
+    for (int i = 0; i < 7; i++) {
+      *params_out[i] = LLVMGetParam(c.fn, (unsigned)i);
+      LLVMSetValueName2(*params_out[i], names[i], strlen(names[i]));
+    }
     LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(e->ctx, c.fn, "entry"));
+    if (k->kind != CG_KERNEL_MATMUL) plan_rows_only(k);
     if (k->kind == CG_KERNEL_COPY) {
       load_base(&c, k->copy_src);
       emit_copy(&c);
     } else {
-      for (int t = 0; t < k->n_ops; t++)
-        for (int s = 0; s < k->ops[t]->n_srcs; s++)
-          if (plan->buffer_of[k->ops[t]->srcs[s]->id] >= 0) load_base(&c, k->ops[t]->srcs[s]);
-      load_base(&c, result(k));
+      cg_load_bases(&c);
       switch (k->kind) {
-      case CG_KERNEL_MATMUL: emit_matmul(&c); break;
+      case CG_KERNEL_MATMUL: cg_gemm_emit(&c); break;
       case CG_KERNEL_ELTWISE: emit_rows_lines(&c, eltwise_body); break;
       case CG_KERNEL_SOFTMAX: emit_rows_lines(&c, softmax_body); break;
       case CG_KERNEL_COPY: break;

@@ -7,6 +7,8 @@
 #define CASTOR_CG_INTERNAL_H
 
 #include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/TargetMachine.h>
 
 #include "codegen.h"
 
@@ -17,6 +19,9 @@ typedef enum cg_kernel_kind {
   CG_KERNEL_COPY     /* an output that is another buffer's value */
 } cg_kernel_kind;
 
+/* Widest row softmax the planner fuses into the matmul kernel before it. */
+enum { CG_GEMM_SOFTMAX_MAX_COLS = 64 };
+
 typedef struct cg_kernel {
   cg_kernel_kind kind;
   const char *name;  /* LLVM symbol: k<index>.<first node name> */
@@ -24,7 +29,18 @@ typedef struct cg_kernel {
   int n_ops;
   ir_node *copy_src; /* COPY only */
   int out_buffer;    /* buffer written */
+  /* set by the emitter for the launch (rt_launch): how the runtime may split
+   * the kernel over threads, and the per-thread scratch it needs */
+  int64_t cols, col_step, row_step, scratch_bytes;
+  struct cg_gemm *gemm; /* MATMUL: the GEMM layout (cg_gemm.c) */
 } cg_kernel;
+
+/* A constant stored in a layout private to codegen: a GEMM's B operand
+ * [K, Nc] pre-packed into column panels (cg_gemm.c). panel == 0: plain. */
+typedef struct cg_packing {
+  int panel; /* columns of each full panel */
+  int tail;  /* padded columns of the last, partial panel (0: none) */
+} cg_packing;
 
 typedef struct cg_plan {
   arena *arena;
@@ -36,12 +52,21 @@ typedef struct cg_plan {
   rt_slot *slots;
   int n_slots;
   const ir_node **buffer_node; /* buffer -> the node whose value it holds */
+  cg_packing *packing; /* per buffer, zeroed by cg_plan_build; the emitter fills it */
 } cg_plan;
 
 /* Groups nodes into kernels and assigns buffers; the graph must be verified
  * and its ids current. Weight data is not copied here. */
 bool cg_plan_build(const ir_graph *g, cg_plan *out, diag_sink *d);
+/* The same for a target with pad and slice kernels (pad_slice: the nvptx
+ * target); cg_plan_build rejects them while the CPU has none. */
+bool cg_plan_build_for(const ir_graph *g, bool pad_slice, cg_plan *out, diag_sink *d);
 void cg_plan_fini(cg_plan *p);
+/* Constant buffer b's data in the layout the kernels read (bytes_fixed
+ * bytes): the graph's own data, or a pre-packed copy allocated in a. */
+const void *cg_plan_const_data(const cg_plan *p, int b, arena *a);
+/* Sets launch l's thread-split and scratch fields from kernel ki. */
+void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l);
 
 /* ---- LLVM emission helpers ---- */
 
@@ -67,7 +92,42 @@ void cg_emit_store(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef pt
 LLVMTypeRef cg_llvm_dtype(cg_emitter *e, ir_dtype dt);
 
 /* Emits every kernel of the plan as a function of the kernel ABI in
- * runtime.h into e->mod. */
+ * runtime.h into e->mod. It first completes the plan for the target's
+ * vector width, through the plan's arrays: the GEMM layouts (kernels'
+ * gemm and launch fields, packing, and the packed constants' bytes_fixed),
+ * so describe the program (cg_program.c) after emitting. */
 bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, diag_sink *d);
+
+/* ---- target setup shared by the JIT and AOT (cg_target.c) ---- */
+
+/* Converts an LLVM error into a diagnostic (consuming it); false if none. */
+bool cg_llvm_error(diag_sink *d, LLVMErrorRef err, const char *what);
+
+typedef struct cg_target {
+  char *triple, *cpu, *features; /* LLVM messages: the given or the host's */
+  LLVMTargetMachineRef tm;       /* NULL once handed over (to the JIT) */
+} cg_target;
+
+/* A target machine for o's CPU and features (the host's by default); the
+ * JIT code model when jit, else the default one. Call _fini either way. */
+bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d);
+void cg_target_fini(cg_target *t);
+
+/* A new module `name` in ctx holding the plan's kernels, verified,
+ * optimized at o->opt_level and dumped to o->dump_llvm: the same for the
+ * JIT and AOT. NULL on error. e is set up for emitting more into the
+ * module; release it with cg_emitter_fini. */
+LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
+                                    const cg_plan *plan, const cg_options *o, cg_emitter *e,
+                                    diag_sink *d);
+void cg_emitter_fini(cg_emitter *e);
+
+/* The rt_program of a plan (cg_program.c): launches without addresses
+ * (fn NULL), constants pointing at the graph's weight data. */
+rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sink *d);
+
+/* Writes the C header of an AOT object (cg_aot_header.c) to ao->header_path. */
+bool cg_aot_write_header(const rt_program *desc, const cg_aot_options *ao, const cg_target *t,
+                         const ir_graph *g, diag_sink *d);
 
 #endif

@@ -10,6 +10,8 @@
  * (a matmul's bias, activation and cast epilogue; a chain of elementwise
  * ops). An absorbed binary op's other operand must already be available
  * when the kernel starts (a leaf, or a value scheduled before the kernel).
+ * A matmul kernel may end with the row softmax of its result when the row
+ * is at most CG_GEMM_SOFTMAX_MAX_COLS wide (one GEMM panel).
  *
  * Buffers: inputs and outputs are the caller's, constants are weights, and
  * every other kernel result gets a scratch buffer. Scratch buffers are put
@@ -34,6 +36,8 @@ static bool fusable_op(ir_op op) {
   case IR_OP_CONST:
   case IR_OP_MATMUL:
   case IR_OP_SOFTMAX:
+  case IR_OP_PAD:
+  case IR_OP_SLICE:
   case IR_OP_COUNT:
     return false;
   }
@@ -69,9 +73,18 @@ static int add_buffer(cg_plan *p, int *cap, rt_buffer_kind kind, int index, cons
   return p->n_buffers++;
 }
 
-bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
-  (void)d;
+bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) { return cg_plan_build_for(g, false, p, d); }
+
+bool cg_plan_build_for(const ir_graph *g, bool pad_slice, cg_plan *p, diag_sink *d) {
   memset(p, 0, sizeof *p);
+  for (int i = 0; i < g->n_nodes && !pad_slice; i++)
+    if (g->nodes[i]->op == IR_OP_PAD || g->nodes[i]->op == IR_OP_SLICE) {
+      /* pad8 runs for the cuda target; the CPU kernels for pad and slice
+       * are not written yet */
+      diag_error(d, g->nodes[i]->loc, "the CPU target cannot run %s (%%%s) yet; compile without pad8",
+                 ir_op_name(g->nodes[i]->op), g->nodes[i]->name);
+      return false;
+    }
   p->arena = arena_create();
   int n = g->n_nodes, buf_cap = 0;
   int *uses = ir_graph_use_counts(g);
@@ -105,6 +118,15 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
       for (int j = cur->id + 1; j < n && !user; j++)
         for (int s = 0; s < g->nodes[j]->n_srcs; s++)
           if (g->nodes[j]->srcs[s] == cur) user = g->nodes[j];
+      /* a row softmax that one GEMM panel spans ends a matmul kernel: the
+       * GEMM's epilogue does it in registers (cg_gemm.c) */
+      if (user && user->op == IR_OP_SOFTMAX && k->kind == CG_KERNEL_MATMUL && cur->type.rank == 2 &&
+          ir_type_eq(&user->type, &cur->type) && cur->type.dims[1] <= CG_GEMM_SOFTMAX_MAX_COLS) {
+        fused[user->id] = true;
+        k->ops[k->n_ops++] = user;
+        cur = user;
+        break;
+      }
       if (!user || !fusable_op(user->op) || user->type.rank != cur->type.rank || cur->type.rank == 0) break;
       bool ok = true;
       for (int s = 0; s < user->n_srcs; s++) {
@@ -174,6 +196,7 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
     if (buf->bytes_fixed > sl->bytes_fixed) sl->bytes_fixed = buf->bytes_fixed;
     buf->index = s;
   }
+  p->packing = arena_alloc(p->arena, (size_t)(p->n_buffers + 1) * sizeof *p->packing);
   free(uses);
   return true;
 }

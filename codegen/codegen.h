@@ -13,6 +13,7 @@
 #define CASTOR_CODEGEN_H
 
 #include "../ir/ir.h"
+#include "../runtime/cuda.h"
 #include "../runtime/runtime.h"
 
 typedef struct cg_options {
@@ -27,5 +28,41 @@ void cg_options_init(cg_options *o);
 /* JIT-compiles g for the host CPU. Returns NULL with diagnostics on error
  * (CASTOR_ERR_CODEGEN at the API boundary). */
 rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d);
+
+/* ---- NVIDIA GPUs (cg_nvptx.c) ---- */
+
+/* PTX for architecture sm ("sm_80", "sm_90"; NULL: sm_80) and the launch
+ * list of g, which should have gone through PASS_PIPELINE_PAD8. NULL with
+ * diagnostics on error. Needs no GPU. o->cpu and o->features are ignored. */
+rt_cuda_program *cg_compile_cuda(const ir_graph *g, const char *sm, const cg_options *o, diag_sink *d);
+/* Appends the PTX module of g for sm to out. */
+bool cg_emit_ptx(const ir_graph *g, const char *sm, str_buf *out, diag_sink *d);
+
+/* ---- ahead of time (cg_aot.c) ---- */
+
+typedef enum cg_aot_kind { CG_AOT_OBJ, CG_AOT_ASM, CG_AOT_LLVM } cg_aot_kind;
+
+typedef struct cg_aot_options {
+  const char *prefix;      /* C identifier prefixing the exported symbols: <prefix>_run */
+  bool entry;              /* also define castor_aot_entry (runtime/aot/aot.h) for the AOT main */
+  const char *about;       /* the entry's description of the build */
+  const char *header_path; /* if set, also write the C header declaring <prefix>_run there */
+  const char *source;      /* the model file, named in the header */
+  const char *link_hint;   /* link instructions for the header's comment (lines) */
+} cg_aot_options;
+
+void cg_aot_options_init(cg_aot_options *o);
+/* A C identifier for a model or tensor name: other characters become '_',
+ * no leading digit or underscore, no keyword (which gets a trailing '_'). */
+void cg_aot_c_identifier(str_buf *out, const char *name);
+
+/* Compiles g ahead of time for o's CPU (the host's by default) into path
+ * ("-": stdout) as an object file, assembly or LLVM IR text: the JIT's
+ * kernels (bit-identical results), the weights, and
+ *   int <prefix>_run(inputs..., outputs..., int64_t batch, void *scratch);
+ *   int64_t <prefix>_scratch_bytes(int64_t batch);
+ * False with diagnostics on error (an unwritable path included). */
+bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options *ao, cg_aot_kind kind,
+                    const char *path, diag_sink *d);
 
 #endif

@@ -107,10 +107,13 @@ CASTOR_API void castor_model_destroy(castor_model *m);
 
 /* ---- compilation ---- */
 
-typedef enum castor_target { CASTOR_TARGET_CPU = 0 } castor_target;
+typedef enum castor_target {
+  CASTOR_TARGET_CPU = 0, /* JIT for this host's CPU */
+  CASTOR_TARGET_CUDA     /* PTX for an NVIDIA GPU (sm_80 or newer), run through the CUDA driver */
+} castor_target;
 
 typedef struct castor_compile_options {
-  castor_target target; /* CASTOR_TARGET_CPU */
+  castor_target target; /* CASTOR_TARGET_CPU (default) or CASTOR_TARGET_CUDA */
   const char *policy;   /* overrides the model's policy; NULL keeps it */
   int opt_level;        /* LLVM optimization level 0-3 (2) */
   int verify_each;      /* run the IR verifier after every pass (0) */
@@ -120,6 +123,15 @@ typedef struct castor_compile_options {
   const char *fp32_ops;    /* comma-separated IR op names forced to f32, e.g. "gelu,add" (NULL) */
   const char *fp32_layers; /* comma-separated layer names forced to f32 (NULL) */
   int keep_16bit_outputs;  /* leave 16-bit model outputs 16-bit (0: outputs are f32) */
+  /* CUDA target. castor_compile opens the device (no GPU or driver:
+   * CASTOR_ERR_DEVICE with one clear message) and compiles for its
+   * architecture unless sm is set. */
+  int device;     /* device index; -1 (default): $CASTOR_DEVICE, else 0 */
+  const char *sm; /* PTX architecture, e.g. "sm_90" (NULL: the device's) */
+  /* CPU target: threads each run uses, the caller's included (0, default:
+   * $CASTOR_NUM_THREADS, else every online CPU). Results are bit-identical
+   * whatever the count. */
+  int threads;
 } castor_compile_options;
 
 CASTOR_API void castor_compile_options_init(castor_compile_options *o);

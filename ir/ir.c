@@ -275,6 +275,24 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     *out = srcs[0]->type;
     out->dtype = attr->cast.to;
     return true;
+  case IR_OP_PAD:
+  case IR_OP_SLICE: {
+    const ir_type *x = &srcs[0]->type;
+    shape_str(x, sa, sizeof sa);
+    if (attr->shape.rank != x->rank)
+      return FAIL("%s to rank %d of %s", ir_op_name(op), attr->shape.rank, sa);
+    *out = *x;
+    for (int r = 0; r < x->rank; r++) {
+      int64_t want = attr->shape.dims[r], have = x->dims[r];
+      if ((want == IR_DIM_BATCH) != (have == IR_DIM_BATCH))
+        return FAIL("%s of %s keeps the batch dimension N where it is", ir_op_name(op), sa);
+      if (want != IR_DIM_BATCH && (want < 1 || (op == IR_OP_PAD ? want < have : want > have)))
+        return FAIL("%s of %s to dimension %lld at %d: it must %s", ir_op_name(op), sa, (long long)want, r,
+                    op == IR_OP_PAD ? "not shrink" : "not grow");
+      out->dims[r] = want;
+    }
+    return true;
+  }
   case IR_OP_COUNT:
     break;
   }
@@ -345,6 +363,14 @@ ir_node *ir_build_binary(ir_graph *g, ir_op op, const char *name, ir_node *a, ir
 
 ir_node *ir_build_unary(ir_graph *g, ir_op op, const char *name, ir_node *x, diag_loc loc) {
   ir_attr attr = {0};
+  return build(g, op, name, &x, 1, &attr, loc);
+}
+
+ir_node *ir_build_reshape_op(ir_graph *g, ir_op op, const char *name, ir_node *x, const int64_t *dims,
+                             diag_loc loc) {
+  ir_attr attr = {0};
+  attr.shape.rank = x->type.rank;
+  for (int r = 0; r < x->type.rank; r++) attr.shape.dims[r] = dims[r];
   return build(g, op, name, &x, 1, &attr, loc);
 }
 

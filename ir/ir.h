@@ -62,6 +62,10 @@ typedef union ir_attr {
   } konst;                                /* CONST */
   struct { ir_dtype acc; } matmul;        /* MATMUL */
   struct { ir_dtype to; } cast;           /* CAST */
+  struct {
+    int rank;
+    int64_t dims[IR_MAX_RANK];            /* the result's shape; dims[0] may be N */
+  } shape;                                /* PAD, SLICE */
 } ir_attr;
 
 typedef struct ir_node {
@@ -176,6 +180,9 @@ ir_node *ir_build_binary(ir_graph *g, ir_op op, const char *name, ir_node *a, ir
                          diag_loc loc);
 ir_node *ir_build_unary(ir_graph *g, ir_op op, const char *name, ir_node *x, diag_loc loc);
 ir_node *ir_build_cast(ir_graph *g, const char *name, ir_node *x, ir_dtype to, diag_loc loc);
+/* PAD or SLICE of x to dims (x's rank of them). */
+ir_node *ir_build_reshape_op(ir_graph *g, ir_op op, const char *name, ir_node *x, const int64_t *dims,
+                             diag_loc loc);
 
 /* The layer a note names: the note itself when it is a plain identifier
  * (the frontend's notes), or LAYER in an autocast note "autocast: LAYER ...";

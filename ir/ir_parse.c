@@ -254,11 +254,9 @@ static bool parse_policy(parser *ps, ir_policy *out) {
 }
 
 /* TYPE = DTYPE '[' [DIM {',' DIM}] ']', DIM = 'N' | positive integer. */
-static bool parse_type(parser *ps, ir_type *out) {
-  skip_blanks(ps);
-  const char *start = ps->p;
-  *out = (ir_type){0};
-  if (!parse_dtype(ps, &out->dtype) || !expect_char(ps, '[', "'[' after the dtype")) return false;
+/* '[' dims ']': positive integers, N only first; into out->rank/dims. */
+static bool parse_dims(parser *ps, ir_type *out) {
+  if (!expect_char(ps, '[', "'['")) return false;
   if (!accept_char(ps, ']')) {
     do {
       skip_blanks(ps);
@@ -280,6 +278,17 @@ static bool parse_type(parser *ps, ir_type *out) {
     } while (accept_char(ps, ','));
     if (!expect_char(ps, ']', "',' or ']' in the shape")) return false;
   }
+  return true;
+}
+
+static bool parse_type(parser *ps, ir_type *out) {
+  skip_blanks(ps);
+  const char *start = ps->p;
+  *out = (ir_type){0};
+  if (!parse_dtype(ps, &out->dtype)) return false;
+  skip_blanks(ps);
+  if (ps->p >= ps->end || *ps->p != '[') return expected(ps, "'[' after the dtype");
+  if (!parse_dims(ps, out)) return false;
   int64_t bytes;
   if (!ir_type_bytes(out, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
     str_buf b;
@@ -352,6 +361,8 @@ static const char *op_attr_key(ir_op op) {
   case IR_OP_CONST: return "weight";
   case IR_OP_MATMUL: return "acc";
   case IR_OP_CAST: return "to";
+  case IR_OP_PAD:
+  case IR_OP_SLICE: return "shape";
   case IR_OP_ADD:
   case IR_OP_MUL:
   case IR_OP_RELU:
@@ -406,6 +417,14 @@ static bool parse_attrs(parser *ps, ir_node *n, bool *out_has_op_attr) {
     case IR_OP_CAST:
       if (!parse_dtype(ps, &n->attr.cast.to)) return false;
       break;
+    case IR_OP_PAD:
+    case IR_OP_SLICE: {
+      ir_type t = {0};
+      if (!parse_dims(ps, &t)) return false;
+      n->attr.shape.rank = t.rank;
+      for (int r = 0; r < t.rank; r++) n->attr.shape.dims[r] = t.dims[r];
+      break;
+    }
     case IR_OP_ADD:
     case IR_OP_MUL:
     case IR_OP_RELU:

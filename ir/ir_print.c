@@ -104,6 +104,17 @@ static bool print_op_attr(const ir_node *n, str_buf *out) {
   case IR_OP_CAST:
     str_buf_printf(out, "to=%s", ir_dtype_name(n->attr.cast.to));
     return true;
+  case IR_OP_PAD:
+  case IR_OP_SLICE: {
+    ir_type t = {IR_DTYPE_F32, n->attr.shape.rank, {0}};
+    for (int r = 0; r < t.rank && r < IR_MAX_RANK; r++) t.dims[r] = n->attr.shape.dims[r];
+    str_buf b;
+    str_buf_init(&b);
+    ir_type_print(&t, &b);
+    str_buf_printf(out, "shape=%s", strchr(str_buf_cstr(&b), '['));
+    str_buf_fini(&b);
+    return true;
+  }
   case IR_OP_ADD:
   case IR_OP_MUL:
   case IR_OP_RELU:

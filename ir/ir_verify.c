@@ -258,6 +258,9 @@ static void check_attrs(verifier *v, const ir_node *n, int pos, int n_inputs, in
     if ((unsigned)n->attr.cast.to >= IR_DTYPE_COUNT)
       err(v, n, "invalid cast dtype code %d", (int)n->attr.cast.to);
     break;
+  case IR_OP_PAD:
+  case IR_OP_SLICE:
+    break; /* the shape is checked by type inference */
   case IR_OP_ADD:
   case IR_OP_MUL:
   case IR_OP_RELU:

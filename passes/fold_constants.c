@@ -11,7 +11,8 @@
  *      f16) or that are non-zero but become zero or subnormal are counted
  *      and reported as warnings naming the tensor, never clamped.
  *      Constants read from text IR have no data; their casts fold all the
- *      same, into constants without data.
+ *      same, into constants without data. Pads of constants (pad8) fold
+ *      into zero-extended constants the same way.
  */
 #include <math.h>
 #include <string.h>
@@ -50,9 +51,38 @@ static float store(void *data, ir_dtype t, int64_t i, float x) {
 
 static float min_normal(ir_dtype t) { return t == IR_DTYPE_F16 ? 0x1p-14f : 0x1p-126f; }
 
+/* pad(const) -> const: the data zero-extended to the padded shape. */
+static void fold_pad(ir_graph *g, ir_node *p) {
+  ir_node *k = p->srcs[0];
+  void *out = NULL;
+  if (k->attr.konst.data) {
+    int64_t bytes, esize = ir_dtype_size(p->type.dtype);
+    CASTOR_ASSERT(ir_type_bytes(&p->type, 1, &bytes));
+    out = arena_alloc_aligned(g->arena, (size_t)bytes, 64); /* zeroed */
+    const ir_type *xt = &k->type;
+    int64_t rows = xt->rank == 2 ? xt->dims[0] : 1, cols = xt->dims[xt->rank - 1];
+    int64_t out_cols = p->type.dims[p->type.rank - 1];
+    CASTOR_ASSERT(xt->rank <= 2);
+    for (int64_t r = 0; r < rows; r++)
+      memcpy((char *)out + r * out_cols * esize, (const char *)k->attr.konst.data + r * cols * esize,
+             (size_t)(cols * esize));
+  }
+  const char *weight = k->attr.konst.weight;
+  p->op = IR_OP_CONST;
+  p->n_srcs = 0;
+  p->srcs[0] = NULL;
+  memset(&p->attr, 0, sizeof p->attr);
+  p->attr.konst.weight = weight;
+  p->attr.konst.data = out;
+}
+
 bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *c = g->nodes[i];
+    if (c->op == IR_OP_PAD && c->srcs[0]->op == IR_OP_CONST && c->type.rank <= 2) {
+      fold_pad(g, c);
+      continue;
+    }
     if (c->op != IR_OP_CAST || c->srcs[0]->op != IR_OP_CONST) continue;
     ir_node *k = c->srcs[0];
     ir_dtype from = k->type.dtype, to = c->type.dtype;

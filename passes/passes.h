@@ -47,6 +47,9 @@ const char *pass_list(void);
 
 /* The default compile pipeline for the CPU target. */
 #define PASS_PIPELINE_DEFAULT "verify,autocast,cast-cleanup,fold-constants,dce"
+/* The pipeline of the cuda target: pad8 before fold-constants, so pads of
+ * weights fold (also for the CPU by option). */
+#define PASS_PIPELINE_PAD8 "verify,autocast,cast-cleanup,pad8,fold-constants,dce"
 
 /* Checks the autocast options (unknown op names, empty list items) before a
  * pipeline runs; layer names are checked against the graph by the pass. */

@@ -1,13 +1,39 @@
 /*
  * program.c: runs a compiled program on the CPU: lays out the scratch
- * slots for the batch, fills the buffer table and calls each launch over
- * its rows. The launch loop is where the thread pool of the fast-kernels
- * work splits rows; today every launch runs on the calling thread.
+ * slots for the batch, fills the buffer table and runs each launch in
+ * order, split into tiles over the thread pool (threadpool.c).
+ *
+ * Splitting: a launch with cols > 0 (a GEMM) is cut into column tiles
+ * first, so threads read disjoint weight panels (what matters at small
+ * batch), then into row tiles; others into row tiles. Tile edges are
+ * multiples of the launch's col_step / row_step, and a launch whose work is
+ * below PARALLEL_MIN_WORK runs on the calling thread alone. The kernels
+ * compute every element the same way whatever the tile, so the split never
+ * changes results.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime.h"
+#include "threadpool.h"
+
+/* Below this much work (about flops) a launch is not worth waking threads:
+ * a wake-up costs a few microseconds. $CASTOR_PARALLEL_MIN_WORK overrides
+ * it (tests set 0 to split even tiny launches). */
+#define PARALLEL_MIN_WORK ((int64_t)1 << 19)
+
+static int64_t parallel_min_work(void) {
+  const char *env = getenv("CASTOR_PARALLEL_MIN_WORK");
+  if (env && *env) {
+    char *end;
+    long long v = strtoll(env, &end, 10);
+    if (!*end && v >= 0) return v;
+  }
+  return PARALLEL_MIN_WORK;
+}
+/* Tiles per thread: enough to even out a disturbed or slower thread. */
+enum { TILES_PER_THREAD = 4 };
 
 void rt_program_destroy(rt_program *p) {
   if (!p) return;
@@ -33,12 +59,86 @@ bool rt_program_workspace_bytes(const rt_program *p, int64_t batch, int64_t *out
   return true;
 }
 
+int rt_default_threads(void) {
+  const char *env = getenv("CASTOR_NUM_THREADS");
+  if (env && *env) {
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (!*end && v > 0) return v > 1024 ? 1024 : (int)v;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
+
+int64_t rt_program_const_bytes(const rt_program *p) {
+  int64_t n = 0;
+  for (int b = 0; b < p->n_buffers; b++)
+    if (p->buffers[b].kind == RT_BUF_CONST) n += p->buffers[b].bytes_fixed;
+  return n;
+}
+
+int64_t rt_program_scratch_bytes(const rt_program *p) {
+  int64_t n = 0;
+  for (int i = 0; i < p->n_launches; i++)
+    if (p->launches[i].scratch_bytes > n) n = p->launches[i].scratch_bytes;
+  return n;
+}
+
+/* One launch cut into n_row x n_col tiles over units of row_step rows and
+ * col_step columns. */
+typedef struct tiling {
+  const rt_launch *l;
+  char *const *bufs;
+  int64_t batch, rows, cols, rstep, cstep, row_units, col_units, n_row, n_col;
+} tiling;
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Edge e of n even chunks over `units` units of `step`, clamped to `total`. */
+static int64_t edge(int64_t e, int64_t n, int64_t units, int64_t step, int64_t total) {
+  return min64(e * units / n * step, total);
+}
+
+static void run_tile(void *arg, int64_t t, void *scratch) {
+  const tiling *g = arg;
+  int64_t i = t / g->n_col, j = t % g->n_col;
+  int64_t r0 = edge(i, g->n_row, g->row_units, g->rstep, g->rows);
+  int64_t r1 = edge(i + 1, g->n_row, g->row_units, g->rstep, g->rows);
+  int64_t c0 = g->cols ? edge(j, g->n_col, g->col_units, g->cstep, g->cols) : 0;
+  int64_t c1 = g->cols ? edge(j + 1, g->n_col, g->col_units, g->cstep, g->cols) : 0;
+  if (r1 > r0 && (c1 > c0 || !g->cols)) g->l->fn(g->bufs, g->batch, r0, r1, c0, c1, scratch);
+}
+
+static void run_launch(const rt_launch *l, char *const *bufs, int64_t batch, int threads) {
+  tiling g = {l, bufs, batch, l->batched ? batch : l->rows_fixed, l->cols > 0 ? l->cols : 0, 1, 0, 1, 1, 1, 1};
+  if (g.rows <= 0) return;
+  g.rstep = l->row_step > 0 ? l->row_step : 1;
+  g.cstep = g.cols ? (l->col_step > 0 ? l->col_step : g.cols) : 1;
+  g.row_units = (g.rows + g.rstep - 1) / g.rstep;
+  g.col_units = g.cols ? (g.cols + g.cstep - 1) / g.cstep : 1;
+  int64_t work;
+  if (threads > 1 && size_mul_ok(g.rows, l->work_per_row > 0 ? l->work_per_row : 1, &work) &&
+      work >= parallel_min_work()) {
+    int64_t want = (int64_t)threads * TILES_PER_THREAD;
+    g.n_col = min64(g.col_units, want);
+    g.n_row = min64(g.row_units, (want + g.n_col - 1) / g.n_col);
+  }
+  rt_pool_run(threads, g.n_row * g.n_col, l->scratch_bytes, run_tile, &g);
+}
+
 bool rt_program_run(const rt_program *p, int64_t batch, const void *const *inputs,
                     void *const *outputs, void *workspace, diag_sink *d) {
+  return rt_program_run_threads(p, 0, batch, inputs, outputs, workspace, d);
+}
+
+bool rt_program_run_threads(const rt_program *p, int threads, int64_t batch,
+                            const void *const *inputs, void *const *outputs, void *workspace,
+                            diag_sink *d) {
   if (batch < 1) {
     diag_error(d, (diag_loc){0}, "batch size must be at least 1, got %lld", (long long)batch);
     return false;
   }
+  if (threads <= 0) threads = rt_default_threads();
   int64_t ws_bytes;
   if (!rt_program_workspace_bytes(p, batch, &ws_bytes)) {
     diag_error(d, (diag_loc){0}, "batch size %lld is too large: the workspace size overflows",
@@ -70,11 +170,7 @@ bool rt_program_run(const rt_program *p, int64_t batch, const void *const *input
     case RT_BUF_SCRATCH: bufs[b] = (char *)workspace + slot_off[buf->index]; break;
     }
   }
-  for (int i = 0; i < p->n_launches; i++) {
-    const rt_launch *l = &p->launches[i];
-    int64_t rows = l->batched ? batch : l->rows_fixed;
-    l->fn(bufs, batch, 0, rows);
-  }
+  for (int i = 0; i < p->n_launches; i++) run_launch(&p->launches[i], bufs, batch, threads);
   free(bufs);
   free(slot_off);
   free(owned);

@@ -4,10 +4,16 @@
  * codegen (JIT) or linked into an AOT executable.
  *
  * Kernel ABI: void kernel(char *const *bufs, int64_t batch, int64_t row0,
- * int64_t row1). bufs is the program's buffer table (indices baked into the
- * kernel); the kernel computes output rows [row0, row1) of its launch, where
- * a launch has `batch` rows if batched and rows_fixed rows otherwise. Rows
- * are independent, so a launch may be split across threads.
+ * int64_t row1, int64_t col0, int64_t col1, void *scratch). bufs is the
+ * program's buffer table (indices baked into the kernel); the kernel
+ * computes output rows [row0, row1) of its launch, where a launch has
+ * `batch` rows if batched and rows_fixed rows otherwise, and, when the
+ * launch has cols > 0, only columns [col0, col1) of them (else the col
+ * arguments are ignored). Tiles are independent, so a launch may be split
+ * across threads, in steps of row_step rows and col_step columns; every
+ * output element is computed the same way whatever the split, so results
+ * do not depend on the number of threads. scratch is private to the call:
+ * scratch_bytes, 64-byte aligned.
  *
  * Buffer plan: constants point at weight data; inputs and outputs at the
  * caller's memory; scratch buffers live in slots of one workspace. A slot's
@@ -25,7 +31,8 @@ typedef enum rt_dtype { RT_F32, RT_F16, RT_BF16, RT_I32, RT_I64, RT_I1 } rt_dtyp
 int rt_dtype_size(rt_dtype t);
 const char *rt_dtype_name(rt_dtype t);
 
-typedef void (*rt_kernel_fn)(char *const *bufs, int64_t batch, int64_t row0, int64_t row1);
+typedef void (*rt_kernel_fn)(char *const *bufs, int64_t batch, int64_t row0, int64_t row1,
+                             int64_t col0, int64_t col1, void *scratch);
 
 typedef enum rt_buffer_kind { RT_BUF_CONST, RT_BUF_INPUT, RT_BUF_OUTPUT, RT_BUF_SCRATCH } rt_buffer_kind;
 
@@ -46,6 +53,13 @@ typedef struct rt_launch {
   bool batched;      /* rows = batch, else rows_fixed */
   int64_t rows_fixed;
   int64_t flops_per_row; /* for reporting GFLOP/s */
+  /* how the launch may be split over threads (the kernel ABI above); kept
+   * last so that older static descriptions stay a prefix */
+  int64_t cols;          /* > 0: a column range is passed and may be split */
+  int64_t col_step;      /* column tiles are multiples of it (0: cols) */
+  int64_t row_step;      /* row tiles are multiples of it (0: 1) */
+  int64_t scratch_bytes; /* per-call scratch the kernel needs */
+  int64_t work_per_row;  /* rough cost of a row, to keep tiny launches on one thread */
 } rt_launch;
 
 enum { RT_MAX_RANK = 4 };
@@ -82,9 +96,22 @@ bool rt_program_workspace_bytes(const rt_program *p, int64_t batch, int64_t *out
 /* Runs the program on the CPU for `batch` rows. inputs/outputs are the
  * caller's buffers in the order of p->inputs / p->outputs, sized for the
  * batch. workspace must hold rt_program_workspace_bytes (64-byte aligned);
- * NULL lets the runtime allocate one for this call. */
+ * NULL lets the runtime allocate one for this call. Uses
+ * rt_default_threads() threads. */
 bool rt_program_run(const rt_program *p, int64_t batch, const void *const *inputs,
                     void *const *outputs, void *workspace, diag_sink *d);
+/* The same on `threads` threads (<= 0: rt_default_threads()): the calling
+ * thread and workers of the runtime's process-wide pool (threadpool.c).
+ * The results are bit-identical for every thread count. */
+bool rt_program_run_threads(const rt_program *p, int threads, int64_t batch,
+                            const void *const *inputs, void *const *outputs, void *workspace,
+                            diag_sink *d);
+/* CASTOR_NUM_THREADS if set to a positive integer, else the online CPUs. */
+int rt_default_threads(void);
+/* Bytes of constant data (weights, as stored: packed) the program holds. */
+int64_t rt_program_const_bytes(const rt_program *p);
+/* Largest per-thread kernel scratch of the program. */
+int64_t rt_program_scratch_bytes(const rt_program *p);
 
 /* Runtime helpers the JIT must resolve for generated code (name, address),
  * e.g. __truncsfbf2 which Debian 12's libgcc lacks. Terminated by {0}. */

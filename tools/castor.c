@@ -4,7 +4,8 @@
  *   castor run MODEL [--input FILE.npy]... [--output FILE.npy]... [--batch N]
  *                    [--seed S] [--weights FILE] [--policy P] [-O N]
  *   castor dump MODEL [--dump-after=PASS|all] [--dump-dir=DIR] [--passes=LIST]
- *                     [--emit=ir|llvm] [--weights FILE] [--policy P]
+ *                     [--emit=ir|llvm|ptx] [--weights FILE] [--policy P]
+ *   both: [--target=cpu|cuda] [--device N] [--sm=sm_NN]; run: [--repeat N]
  *
  * `run` JIT-compiles through the public API (castor.h) exactly as an
  * embedding program would; `dump` drives the frontend and pass manager
@@ -16,12 +17,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "castor.h"
+#include "api/internal.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/npy.h"
+#include "tools/castor_build.h"
 
 static const char *prog_name = "castor";
 
@@ -34,6 +38,8 @@ static int usage(FILE *f, int rc) {
           "commands:\n"
           "  run MODEL     JIT-compile MODEL and run it on the CPU\n"
           "  dump MODEL    print MODEL's IR after the compile pipeline\n"
+          "  build MODEL   compile MODEL ahead of time to an executable or an object\n"
+          "                file and C header (see castor build --help)\n"
           "\n"
           "run options:\n"
           "  --input FILE.npy    an input tensor, once per model input, in order\n"
@@ -46,7 +52,8 @@ static int usage(FILE *f, int rc) {
           "  --passes=LIST       pipeline to run (default %s)\n"
           "  --dump-after=PASS   also print the IR after PASS, or after every pass ('all')\n"
           "  --dump-dir=DIR      write those dumps to DIR/NN.after-PASS.cir instead\n"
-          "  --emit=ir|llvm      print the IR (default) or the optimized LLVM IR\n"
+          "  --emit=ir|llvm|ptx  print the IR (default), the optimized LLVM IR, or the PTX\n"
+          "                      (--target=cuda; no GPU needed)\n"
           "  --casts             print the cast report: per layer its compute dtype, the\n"
           "                      rule that decided it, its casts and weight bytes\n"
           "\n"
@@ -59,6 +66,15 @@ static int usage(FILE *f, int rc) {
           "  --fp32-layers=LIST  force these layers to float32 (layer names)\n"
           "  --keep-16bit-outputs  leave 16-bit model outputs 16-bit (default: float32)\n"
           "  -O N                LLVM optimization level 0-3 (default 2)\n"
+          "  --target=cpu|cuda   run on this CPU (default) or an NVIDIA GPU (sm_80 or newer,\n"
+          "                      through the CUDA driver); cuda pads 16-bit matmuls (pad8)\n"
+          "  --device N          the CUDA device (default $CASTOR_DEVICE, else 0)\n"
+          "  --sm=sm_NN          PTX architecture (default: the device's; sm_80 without one)\n"
+          "  --repeat N          run: also time N runs after a warm-up and print the median\n"
+          "                      (cuda: device time of the kernels, no copies), GFLOP/s\n"
+          "                      and the compile time\n"
+          "  --threads T         run: CPU threads (default $CASTOR_NUM_THREADS, else all)\n"
+          "  --stats             run: print the memory of a run (weights, activations)\n"
           "  -h, --help          show this help\n"
           "  --version           show the version\n",
           PASS_PIPELINE_DEFAULT);
@@ -83,8 +99,10 @@ typedef struct cli {
   int64_t batch;
   uint64_t seed, weights_seed;
   const char *weights, *policy, *passes, *dump_after, *dump_dir, *emit, *fp32_ops, *fp32_layers;
-  bool casts, keep16;
-  int opt_level;
+  bool casts, keep16, cuda;
+  int opt_level, device, repeat, threads;
+  bool stats;
+  const char *sm;
 } cli;
 
 static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -112,7 +130,7 @@ static const char *opt_arg(int argc, char **argv, int *i, const char *name, bool
 
 static int parse_args(int argc, char **argv, cli *c) {
   memset(c, 0, sizeof *c);
-  c->batch = 1, c->seed = 1, c->opt_level = 2;
+  c->batch = 1, c->seed = 1, c->opt_level = 2, c->device = -1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     bool missing = false;
@@ -164,8 +182,25 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (missing) return error("--dump-dir needs a directory");
       c->dump_dir = v;
     } else if (OPT("--emit")) {
-      if (missing || (strcmp(v, "ir") && strcmp(v, "llvm"))) return error("--emit takes ir or llvm");
+      if (missing || (strcmp(v, "ir") && strcmp(v, "llvm") && strcmp(v, "ptx"))) return error("--emit takes ir, llvm or ptx");
       c->emit = v;
+    } else if (OPT("--target")) {
+      if (missing || (strcmp(v, "cpu") && strcmp(v, "cuda"))) return error("--target takes cpu or cuda");
+      c->cuda = !strcmp(v, "cuda");
+    } else if (OPT("--device")) {
+      if (missing || !parse_int(v, 0, 1024, &n)) return error("--device needs a device index, got '%s'", missing ? "" : v);
+      c->device = (int)n;
+    } else if (OPT("--sm")) {
+      if (missing) return error("--sm needs an architecture, e.g. sm_90");
+      c->sm = v;
+    } else if (OPT("--threads")) {
+      if (missing || !parse_int(v, 1, 1024, &n)) return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
+      c->threads = (int)n;
+    } else if (!strcmp(a, "--stats")) {
+      c->stats = true;
+    } else if (OPT("--repeat")) {
+      if (missing || !parse_int(v, 1, 100000, &n)) return error("--repeat needs a positive integer, got '%s'", missing ? "" : v);
+      c->repeat = (int)n;
     } else if (!strncmp(a, "-O", 2) && a[2]) {
       if (!parse_int(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
       c->opt_level = (int)n;
@@ -185,7 +220,7 @@ static int parse_args(int argc, char **argv, cli *c) {
   }
   if (!c->cmd) return usage(stderr, 1);
   if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump"))
-    return error("unknown command '%s' (commands: run, dump)", c->cmd);
+    return error("unknown command '%s' (commands: run, dump, build)", c->cmd);
   if (!c->model) return error("%s: no model file given", c->cmd);
   return 0;
 }
@@ -201,8 +236,12 @@ static int cmd_dump(const cli *c) {
   int rc = 1;
   str_buf out;
   str_buf_init(&out);
-  const char *pipeline = c->passes ? c->passes : PASS_PIPELINE_DEFAULT;
-  ir_graph *g = pass_pipeline_check(pipeline, d) ? fe_load_file(c->model, &fo, d) : NULL;
+  const char *pipeline = c->passes ? c->passes : c->cuda ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT;
+  if (c->emit && !strcmp(c->emit, "ptx") && !c->cuda) {
+    diag_error(d, (diag_loc){0}, "--emit=ptx needs --target=cuda");
+    pipeline = NULL;
+  }
+  ir_graph *g = pipeline && pass_pipeline_check(pipeline, d) ? fe_load_file(c->model, &fo, d) : NULL;
   if (g && c->policy && !ir_policy_from_name(c->policy, strlen(c->policy), &g->policy)) {
     diag_error(d, (diag_loc){0}, "unknown policy '%s' (float32, float16, bfloat16, mixed_float16, mixed_bfloat16)", c->policy);
   } else if (g) {
@@ -219,6 +258,16 @@ static int cmd_dump(const cli *c) {
       if (c->casts) {
         pass_cast_report(g, &out);
         rc = 0;
+      } else if (c->emit && !strcmp(c->emit, "llvm") && c->cuda) {
+        cg_options co;
+        cg_options_init(&co);
+        co.opt_level = c->opt_level;
+        co.dump_llvm = &out;
+        rt_cuda_program *p = cg_compile_cuda(g, c->sm, &co, d);
+        rc = p ? 0 : 1;
+        rt_cuda_program_destroy(p);
+      } else if (c->emit && !strcmp(c->emit, "ptx")) {
+        rc = cg_emit_ptx(g, c->sm, &out, d) ? 0 : 1;
       } else if (c->emit && !strcmp(c->emit, "llvm")) {
         cg_options co;
         cg_options_init(&co);
@@ -276,6 +325,11 @@ static void summarize(const castor_tensor_info *info, castor_tensor *t) {
   printf("\n");
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
 static int cmd_run(const cli *c) {
   castor_context *ctx = NULL;
   castor_model *m = NULL;
@@ -295,11 +349,19 @@ static int cmd_run(const cli *c) {
   co.fp32_ops = c->fp32_ops;
   co.fp32_layers = c->fp32_layers;
   co.keep_16bit_outputs = c->keep16;
+  co.target = c->cuda ? CASTOR_TARGET_CUDA : CASTOR_TARGET_CPU;
+  co.device = c->device;
+  co.sm = c->sm;
+  co.threads = c->threads;
+  struct timespec t0, t1;
   if (castor_model_load_file(ctx, c->model, &lo, &m) != CASTOR_OK ||
-      (fputs(castor_context_last_warnings(ctx), stderr), castor_compile(m, &co, &p)) != CASTOR_OK) {
+      (fputs(castor_context_last_warnings(ctx), stderr), clock_gettime(CLOCK_MONOTONIC, &t0),
+       castor_compile(m, &co, &p)) != CASTOR_OK) {
     fputs(castor_context_last_error(ctx), stderr);
     goto done;
   }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double compile_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
   fputs(castor_context_last_warnings(ctx), stderr);
   n_in = castor_program_num_inputs(p), n_out = castor_program_num_outputs(p);
   if (c->inputs.len && (int)c->inputs.len != n_in) {
@@ -357,6 +419,30 @@ static int cmd_run(const cli *c) {
     castor_program_output_info(p, i, &info);
     summarize(&info, out[i]);
   }
+  if (c->repeat > 0) {
+    double *ms = xcalloc((size_t)c->repeat, sizeof *ms);
+    if (castor_program_time(p, in, n_in, 3, c->repeat, ms) != CASTOR_OK) {
+      fputs(castor_context_last_error(ctx), stderr);
+      free(ms);
+      goto done;
+    }
+    qsort(ms, (size_t)c->repeat, sizeof *ms, cmp_double);
+    castor_run_stats rs = {0};
+    castor_program_stats(p, c->batch, &rs);
+    double med = c->repeat % 2 ? ms[c->repeat / 2] : (ms[c->repeat / 2 - 1] + ms[c->repeat / 2]) / 2;
+    printf("compile: %.1f ms\n", compile_ms);
+    printf("time: median %.4f ms, min %.4f ms, %.1f GFLOP/s (%d runs%s)\n", med, ms[0],
+           (double)rs.flops / (med * 1e6), c->repeat, c->cuda ? ", cuda: device time of the kernels" : "");
+    free(ms);
+  }
+  if (c->stats && !c->cuda) {
+    castor_run_stats rs = {0};
+    castor_program_stats(p, c->batch, &rs);
+    printf("memory: weights %lld bytes; activations %lld bytes peak (workspace %lld, inputs+outputs %lld); "
+           "gemm scratch %lld bytes x %d threads\n",
+           (long long)rs.weight_bytes, (long long)(rs.workspace_bytes + rs.io_bytes), (long long)rs.workspace_bytes,
+           (long long)rs.io_bytes, (long long)rs.thread_scratch_bytes, rs.threads);
+  }
   for (size_t i = 0; i < c->outputs.len; i++) {
     castor_tensor *t = out[i];
     if (!rt_npy_write(c->outputs.data[i], (rt_dtype)castor_tensor_dtype(t), castor_tensor_rank(t),
@@ -380,6 +466,7 @@ done:
 int main(int argc, char **argv) {
   cli c;
   if (argc < 2) return usage(stderr, 1);
+  if (!strcmp(argv[1], "build")) return castor_build_main(argc - 1, argv + 1); /* castor_build.c */
   int rc = parse_args(argc, argv, &c);
   if (rc == 0) rc = !strcmp(c.cmd, "dump") ? cmd_dump(&c) : cmd_run(&c);
   vec_free(&c.inputs);

@@ -168,6 +168,8 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       case IR_OP_ADD:
       case IR_OP_MUL:
       case IR_OP_SOFTMAX:
+      case IR_OP_PAD:
+      case IR_OP_SLICE:
       case IR_OP_COUNT: CASTOR_UNREACHABLE();
       }
     }
@@ -182,6 +184,30 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       for (int64_t j = 0; j < last; j++) mx = x[j] > mx ? x[j] : mx;
       for (int64_t j = 0; j < last; j++) sum += row[j] = exp(x[j] - mx);
       for (int64_t j = 0; j < last; j++) row[j] /= sum;
+    }
+    break;
+  }
+  case IR_OP_PAD:
+  case IR_OP_SLICE: {
+    /* y[c] = x[c] where c lies inside x, else 0 (pad); slice reads the
+     * leading block. Shapes made concrete with the batch of this run. */
+    const ir_type *xt = &n->srcs[0]->type;
+    int64_t inner = 1, rows = 1, yd[IR_MAX_RANK], xd[IR_MAX_RANK], xn = 1, yn = 1;
+    if (xt->rank != t->rank || !ir_type_inner_numel(t, &inner) || inner <= 0)
+      return FAIL("%s %%%s: bad shapes", ir_op_name(n->op), n->name);
+    if (ir_type_is_batched(t)) rows = count / inner;
+    for (int r = 0; r < t->rank; r++) {
+      yd[r] = t->dims[r] == IR_DIM_BATCH ? rows : t->dims[r];
+      xd[r] = xt->dims[r] == IR_DIM_BATCH ? rows : xt->dims[r];
+      yn *= yd[r], xn *= xd[r];
+    }
+    if (yn != count || xn != n_src[0]) return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+    for (int64_t i = 0; i < count; i++) {
+      int64_t rem = i, c[IR_MAX_RANK], xi = 0;
+      bool inside = true;
+      for (int r = t->rank; r-- > 0;) c[r] = rem % yd[r], rem /= yd[r];
+      for (int r = 0; r < t->rank; r++) inside &= c[r] < xd[r], xi = xi * xd[r] + (c[r] < xd[r] ? c[r] : 0);
+      y[i] = inside ? src[0][xi] : 0.0;
     }
     break;
   }

@@ -15,6 +15,7 @@
 
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "tests/ref/ref.h"
 #include "util/half.h"
 
 static ir_graph *compile_text(const char *name, const char *text, const char *policy, const fe_options *fo,
@@ -198,6 +199,59 @@ START_TEST(test_keras_placements) {
 }
 END_TEST
 
+/* pad8 changes shapes, never values: the reference interpreter gives the
+ * same bits with and without it (padded products and biases are zeros, so
+ * every sum is the same in double and every 16-bit rounding is too). */
+START_TEST(test_pad8_preserves_values) {
+  static const char *files[] = {"samples/mnist_mlp_small.cast", "tests/golden/keras/residual.cast",
+                                "tests/golden/keras/shared_value.cast", "tests/golden/keras/overrides.cast"};
+  static const char *pols[] = {"mixed_float16", "bfloat16"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++)
+    for (size_t pi = 0; pi < 2; pi++) {
+      char path[1024], *text;
+      size_t len;
+      snprintf(path, sizeof path, "%s/%s", CASTOR_SOURCE_DIR, files[f]);
+      ck_assert_msg(str_read_file(path, &text, &len), "cannot read %s", path);
+      diag_sink *d = diag_sink_create();
+      ir_graph *plain = compile_text(path, text, pols[pi], NULL, d);
+      ir_graph *padded = fe_load_string(path, text, len, NULL, d);
+      ck_assert(ir_policy_from_name(pols[pi], strlen(pols[pi]), &padded->policy));
+      pass_options po;
+      pass_options_init(&po);
+      po.verify_each = true;
+      ck_assert_msg(pass_run_pipeline(padded, PASS_PIPELINE_PAD8, &po, d), "%s", diag_text(d));
+      int pads = 0;
+      for (int i = 0; i < padded->n_nodes; i++) pads += padded->nodes[i]->op == IR_OP_SLICE;
+      enum { B = 3 };
+      const ir_node *in = ir_graph_input(plain, 0);
+      int64_t n = 0;
+      ck_assert(ir_type_numel(&in->type, B, &n));
+      double *x = malloc((size_t)n * sizeof *x);
+      rng r;
+      rng_init(&r, 17);
+      for (int64_t i = 0; i < n; i++) x[i] = rng_uniform(&r) * 4 - 2;
+      double *want[8], *got[8];
+      char err[256];
+      ck_assert_msg(ref_run(plain, B, (const double *const *)&x, want, err, sizeof err), "%s", err);
+      ck_assert_msg(ref_run(padded, B, (const double *const *)&x, got, err, sizeof err), "%s", err);
+      for (int o = 0; o < plain->n_outputs; o++) {
+        int64_t m = 0;
+        ck_assert(ir_type_numel(&plain->outputs[o].value->type, B, &m));
+        for (int64_t i = 0; i < m; i++)
+          ck_assert_msg(want[o][i] == got[o][i] || (isnan(want[o][i]) && isnan(got[o][i])),
+                        "%s %s output %d [%lld]: %.17g with pad8, %.17g without", files[f], pols[pi], o, (long long)i,
+                        got[o][i], want[o][i]);
+      }
+      ck_assert_msg(pads > 0 || strstr(files[f], "residual"), "%s: pad8 did nothing", files[f]);
+      ref_outputs_free(want, plain->n_outputs);
+      ref_outputs_free(got, padded->n_outputs);
+      free(x), free(text);
+      ir_graph_destroy(plain), ir_graph_destroy(padded);
+      diag_sink_destroy(d);
+    }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("autocast");
   TCase *tc = tcase_create("models");
@@ -205,6 +259,7 @@ int main(void) {
   tcase_add_test(tc, test_overflow_and_flush_warnings);
   tcase_add_test(tc, test_cast_report);
   tcase_add_test(tc, test_keras_placements);
+  tcase_add_test(tc, test_pad8_preserves_values);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -264,7 +264,7 @@ static const struct {
      "%y = f32[N,4] rleu(%x)\n              ^\n"},
     {HDR X "%y = f32[N,4] frobnicate(%x)\n" OUT,
      "t.cir:3:15: error: unknown op 'frobnicate' (ops: input, const, matmul, add, mul, relu, "
-     "sigmoid, tanh, gelu, softmax, cast)\n"
+     "sigmoid, tanh, gelu, softmax, cast, pad, slice)\n"
      "%y = f32[N,4] frobnicate(%x)\n              ^\n"},
     {HDR X "%y = f32[N,4] relu(%z)\n" OUT,
      "t.cir:3:20: error: undefined value %z\n%y = f32[N,4] relu(%z)\n                   ^\n"},

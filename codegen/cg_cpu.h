@@ -1,0 +1,66 @@
+/*
+ * cg_cpu.h: what the CPU kernel emitters share (cg_cpu.c: the kernel ABI,
+ * elementwise, softmax and copy kernels; cg_gemm.c: the GEMM): the state of
+ * the kernel being emitted, counted loops, addressing and the fused
+ * elementwise chain. Private to codegen/.
+ */
+#ifndef CASTOR_CG_CPU_H
+#define CASTOR_CG_CPU_H
+
+#include "cg_internal.h"
+
+typedef struct cg_kctx {
+  cg_emitter *e;
+  const cg_plan *plan;
+  const cg_kernel *k;
+  /* the kernel's parameters (runtime.h's ABI) */
+  LLVMValueRef fn, bufs, batch, row0, row1, col0, col1, scratch;
+  LLVMValueRef *base; /* per node id: its buffer pointer loaded in the entry block, or NULL */
+} cg_kctx;
+
+/* for (iv = start; iv + step <= end; iv += step): the body runs only for
+ * whole steps, so a vector step never reads past the range. */
+typedef struct cg_loop {
+  LLVMBasicBlockRef header, body, exit;
+  LLVMValueRef iv, step;
+} cg_loop;
+
+cg_loop cg_loop_begin(cg_kctx *c, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name);
+void cg_loop_end(cg_kctx *c, cg_loop *l);
+
+LLVMValueRef cg_i64(cg_emitter *e, int64_t v);
+/* Pointer to element `index` of n's buffer (n's dtype). */
+LLVMValueRef cg_elem_ptr(cg_kctx *c, const ir_node *n, LLVMValueRef index);
+/* llvm.fmuladd on f32 scalars or vectors. */
+LLVMValueRef cg_fmuladd(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc);
+/* Broadcasts the f32 scalar s to `lanes` lanes (lanes == 1: s). */
+LLVMValueRef cg_splat(cg_emitter *e, LLVMValueRef s, int lanes);
+/* An alloca of ty in the entry block (SROA turns it into registers). */
+LLVMValueRef cg_entry_alloca(cg_kctx *c, LLVMTypeRef ty, const char *name);
+/* Loads the buffer pointer of every source and of the result of c->k
+ * from c->bufs into c->base, at the builder's position. */
+void cg_load_bases(cg_kctx *c);
+/* A 1-D bias vector over the last dimension. */
+bool cg_is_bias(const ir_node *n);
+/* Loads/stores the first `valid` of `lanes` elements (valid >= lanes: all,
+ * as cg_emit_load/cg_emit_store); missing lanes load as 0. */
+LLVMValueRef cg_load_part(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, int valid, const char *name);
+void cg_store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid);
+/* Applies ops[first..last) of the kernel to val, f32 lanes at flat element
+ * index `idx` whose last-dimension coordinate is `col` (the value of
+ * ops[first-1]; NULL when first == 0: every source is loaded). Only the
+ * first `valid` lanes of other operands are read. Each op's result is
+ * rounded to its dtype, modelling 16-bit values exactly. */
+LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,
+                            LLVMValueRef col, int lanes, int valid);
+
+/* ---- the GEMM (cg_gemm.c) ---- */
+
+/* Chooses the GEMM layout of every matmul kernel for the emitter's vector
+ * width: micro-tile, cache blocks, and which constant B operands are stored
+ * pre-packed (recorded in plan->packing); sets the kernels' launch fields. */
+void cg_gemm_plan(cg_emitter *e, const cg_plan *plan);
+/* Emits the body of matmul kernel c->k (the entry block is current). */
+void cg_gemm_emit(cg_kctx *c);
+
+#endif

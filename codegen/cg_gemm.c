@@ -1,0 +1,534 @@
+/*
+ * cg_gemm.c: the CPU GEMM. A matmul kernel (matmul + its fused epilogue)
+ * becomes a GotoBLAS-style loop nest over the tile [row0, row1) x [col0,
+ * col1) that the runtime hands a thread:
+ *
+ *   for each block of NC columns (whole panels of B):
+ *     for each block of MC rows:
+ *       for each block of KC along K:
+ *         pack A[rows, K block] into scratch (f32, padded row stride)
+ *         for each micro-tile of MR rows x NR columns:
+ *           acc = first K block ? 0 : C tile;  acc += A x B  (K block)
+ *           last K block ? epilogue -> output : acc -> C tile
+ *
+ * B: a constant B [K, Nc] whose only uses are such GEMMs is pre-packed at
+ * compile time (cg_plan_const_data) into panels of NR columns, each K x NR
+ * row-major, the last panel zero-padded to whole vectors; it keeps its
+ * dtype, so f16/bf16 weights are read at 2 bytes and widened in registers
+ * (vcvtph2ps with F16C; a shift for bf16). Any other B is read in place
+ * (the same micro-kernel with a row stride of Nc), which is slower.
+ *
+ * Micro-kernel: MR rows x NV vectors of VW f32 lanes (the host's widest
+ * vector, from its features), one accumulator register each: 14 x 2 x 16
+ * with AVX-512 (32 registers), 6 x 2 x 8 with AVX2 or SSE (16). Per k it
+ * loads NV vectors of B and broadcasts one A value per row into FMAs. Row
+ * tails use 4-row tiles, then 1-row tiles over four panels at once, so a
+ * batch-1 GEMV still has eight independent FMA chains.
+ *
+ * Epilogue: the sums of a micro-tile go to the C tile (L1-hot); after the
+ * last K block, the kernel's epilogue function (out of line, so emitted
+ * once per kernel, not per variant) applies bias, activation, cast and
+ * other fused elementwise ops, and a row softmax when one panel spans the
+ * row (the planner fuses it only then), and stores each output once.
+ *
+ * Determinism: every output element is one FMA chain over k in order,
+ * interrupted only by exact f32 spills at fixed K-block boundaries, and
+ * the epilogue is the same code for every variant. So results do not
+ * depend on the variant, the tile or the number of threads.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cg_cpu.h"
+
+#define B (e->b)
+
+/* Cache blocks (f32 elements): KC x NR of B stays in L1 beside MR x KC of
+ * A; KC x NC of B and MC x KC of A stay in L2. */
+enum { KC_TARGET = 256, NC_TARGET = 512, MC_PANELS = 8 };
+
+typedef struct gemm_variant {
+  int mr, np; /* rows, and full panels covered at once */
+} gemm_variant;
+
+typedef struct cg_gemm cg_gemm;
+struct cg_gemm {
+  int vw, nv, nr, mr;   /* a full panel is nv vectors of vw lanes: nr columns */
+  int64_t K, Nc;
+  int64_t n_full;       /* full panels */
+  int tail_nv;          /* vectors of the partial last panel (0: none) */
+  int tail_valid;       /* valid lanes of its last vector */
+  int64_t kc, mc, nc;   /* cache blocks */
+  int64_t n_kblocks;
+  int64_t lda, ldc;     /* row strides (f32) of packed A and of the C tile */
+  int64_t c_off;        /* byte offset of the C tile in scratch */
+  bool packed;          /* B is pre-packed */
+  bool softmax;         /* ops[n_ops-1] is a row softmax done in the epilogue */
+  gemm_variant var[4];
+  int n_var;
+};
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+static const ir_node *gemm_b(const cg_kernel *k) { return k->ops[0]->srcs[1]; }
+
+static bool same_layout(const cg_gemm *x, const cg_gemm *y) {
+  return x->nr == y->nr && x->tail_nv == y->tail_nv && x->vw == y->vw;
+}
+
+/* ---- planning ---- */
+
+static void choose(cg_emitter *e, const cg_kernel *k, cg_gemm *g) {
+  const ir_node *mm = k->ops[0];
+  g->vw = e->vw;
+  g->K = mm->srcs[0]->type.dims[1];
+  g->Nc = mm->type.dims[1];
+  g->softmax = k->ops[k->n_ops - 1]->op == IR_OP_SOFTMAX;
+  int budget = e->vw >= 16 ? 28 : 12; /* accumulators: the vector registers less B, A and one spare */
+  g->nv = g->softmax ? (int)ceil_div(g->Nc, g->vw) : 2;
+  if (!g->softmax && g->Nc <= g->vw) g->nv = 1; /* a narrow B: one vector per row */
+  g->nr = g->nv * g->vw;
+  g->mr = budget / g->nv;
+  if (g->mr > 14) g->mr = 14;
+  if (g->mr < 1) g->mr = 1;
+  g->n_full = g->Nc / g->nr;
+  int64_t rest = g->Nc - g->n_full * g->nr;
+  g->tail_nv = (int)ceil_div(rest, g->vw);
+  g->tail_valid = rest ? (int)(rest - (g->tail_nv - 1) * g->vw) : 0;
+  g->n_kblocks = ceil_div(g->K, KC_TARGET);
+  g->kc = ceil_div(g->K, g->n_kblocks);
+  g->mc = (int64_t)MC_PANELS * g->mr;
+  g->nc = g->Nc < NC_TARGET ? round_up(g->Nc, g->nr) : round_up(NC_TARGET, g->nr);
+  g->lda = round_up(g->kc, g->vw) + g->vw; /* padded: rows of A never alias in L1 */
+  g->ldc = g->nc + g->vw;
+  g->c_off = round_up(g->mc * g->lda * 4, 64);
+  /* row variants: the main tile, then 4 and 1 rows over several panels */
+  g->n_var = 0;
+  g->var[g->n_var++] = (gemm_variant){g->mr, 1};
+  for (int mr = 4; mr >= 1; mr -= 3) {
+    if (mr >= g->mr) continue;
+    int np = 1; /* a lone row gets several panels: independent FMA chains */
+    while (mr == 1 && np < 4 && g->nv * np * 2 <= budget) np *= 2;
+    g->var[g->n_var++] = (gemm_variant){mr, np};
+  }
+}
+
+void cg_gemm_plan(cg_emitter *e, const cg_plan *plan) {
+  for (int ki = 0; ki < plan->n_kernels; ki++) {
+    cg_kernel *k = &plan->kernels[ki]; /* the plan's kernels are the emitter's to complete */
+    if (k->kind != CG_KERNEL_MATMUL) continue;
+    cg_gemm *g = arena_alloc(plan->arena, sizeof *g);
+    choose(e, k, g);
+    k->gemm = g;
+    k->cols = g->Nc;
+    k->col_step = g->softmax ? g->Nc : g->nr;
+    k->row_step = g->mr;
+    k->scratch_bytes = g->c_off + g->mc * g->ldc * 4;
+  }
+  /* pre-pack a constant B when every use of it is as the B of GEMMs that
+   * agree on the layout */
+  for (int ki = 0; ki < plan->n_kernels; ki++) {
+    cg_kernel *k = &plan->kernels[ki];
+    if (k->kind != CG_KERNEL_MATMUL) continue;
+    const ir_node *bn = gemm_b(k);
+    int b = plan->buffer_of[bn->id];
+    if (bn->op != IR_OP_CONST || b < 0) continue;
+    bool ok = true;
+    for (int kj = 0; kj < plan->n_kernels && ok; kj++) {
+      const cg_kernel *o = &plan->kernels[kj];
+      if (o->kind == CG_KERNEL_COPY) {
+        ok = o->copy_src != bn;
+        continue;
+      }
+      for (int t = 0; t < o->n_ops && ok; t++)
+        for (int s = 0; s < o->ops[t]->n_srcs; s++)
+          if (o->ops[t]->srcs[s] == bn && !(o->kind == CG_KERNEL_MATMUL && t == 0 && s == 1 &&
+                                             same_layout(o->gemm, k->gemm)))
+            ok = false;
+    }
+    if (!ok) continue;
+    cg_gemm *g = k->gemm;
+    g->packed = true;
+    plan->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw};
+    plan->buffers[b].bytes_fixed = g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * ir_dtype_size(bn->type.dtype);
+  }
+}
+
+const void *cg_plan_const_data(const cg_plan *p, int b, arena *a) {
+  const ir_node *n = p->buffer_node[b];
+  const cg_packing *pk = &p->packing[b];
+  const char *src = n->attr.konst.data;
+  if (!pk->panel || !src) return src;
+  int64_t K = n->type.dims[0], Nc = n->type.dims[1], np = pk->panel;
+  size_t ds = (size_t)ir_dtype_size(n->type.dtype);
+  char *dst = arena_alloc_aligned(a, (size_t)p->buffers[b].bytes_fixed, 64); /* zeroed: the padding */
+  int64_t n_full = Nc / np, off = 0;
+  for (int64_t q = 0; q < n_full; q++)
+    for (int64_t k = 0; k < K; k++, off += np)
+      memcpy(dst + (size_t)off * ds, src + (size_t)(k * Nc + q * np) * ds, (size_t)np * ds);
+  if (pk->tail)
+    for (int64_t k = 0; k < K; k++, off += pk->tail)
+      memcpy(dst + (size_t)off * ds, src + (size_t)(k * Nc + n_full * np) * ds, (size_t)(Nc - n_full * np) * ds);
+  return dst;
+}
+
+/* ---- emission ---- */
+
+typedef struct gemm_ctx {
+  cg_kctx *c;
+  const cg_gemm *g;
+  const ir_node *mm, *a, *b, *out;
+  LLVMTypeRef vt;                 /* <vw x float> */
+  LLVMValueRef apack, ctile;      /* scratch pointers */
+  LLVMValueRef ic, pc, kk, first, last; /* current row block, K block start and length, K-block flags */
+  LLVMValueRef jc_panel;          /* first panel of the current column block */
+  LLVMValueRef epilogue;          /* the kernel's epilogue function */
+} gemm_ctx;
+
+static LLVMValueRef gep(cg_emitter *e, LLVMTypeRef ty, LLVMValueRef p, LLVMValueRef idx) {
+  return LLVMBuildGEP2(B, ty, p, &idx, 1, "");
+}
+
+static LLVMValueRef add(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(B, a, b, ""); }
+static LLVMValueRef mul(cg_emitter *e, LLVMValueRef a, int64_t b) { return LLVMBuildMul(B, a, cg_i64(e, b), ""); }
+static LLVMValueRef min_(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+/* Copies A[ic .. ic+m) x [pc .. pc+kk) to the packed block as f32. */
+static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  ir_dtype dt = x->a->type.dtype;
+  LLVMTypeRef at = cg_llvm_dtype(e, dt);
+  cg_loop lr = cg_loop_begin(c, cg_i64(e, 0), m, 1, "pack.row");
+  LLVMValueRef src = gep(e, at, c->base[x->a->id], add(e, mul(e, add(e, x->ic, lr.iv), g->K), x->pc));
+  LLVMValueRef dst = gep(e, e->f32, x->apack, mul(e, lr.iv, g->lda));
+  cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), x->kk, g->vw, "pack.k");
+  LLVMValueRef v = cg_emit_load(e, dt, gep(e, at, src, lk.iv), g->vw, x->a->name);
+  cg_emit_store(e, IR_DTYPE_F32, v, gep(e, e->f32, dst, lk.iv), g->vw);
+  cg_loop_end(c, &lk);
+  cg_loop lt = cg_loop_begin(c, lk.iv, x->kk, 1, "pack.k.tail");
+  v = cg_emit_load(e, dt, gep(e, at, src, lt.iv), 1, x->a->name);
+  cg_emit_store(e, IR_DTYPE_F32, v, gep(e, e->f32, dst, lt.iv), 1);
+  cg_loop_end(c, &lt);
+  cg_loop_end(c, &lr);
+}
+
+static LLVMValueRef hreduce(cg_emitter *e, LLVMValueRef v, int lanes, bool is_max) {
+  LLVMValueRef r = LLVMBuildExtractElement(B, v, cg_i64(e, 0), "");
+  for (int i = 1; i < lanes; i++) {
+    LLVMValueRef y = LLVMBuildExtractElement(B, v, cg_i64(e, i), "");
+    r = is_max ? LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, y, r, ""), y, r, "") : LLVMBuildFAdd(B, r, y, "");
+  }
+  return r;
+}
+
+/* ---- the epilogue: one function per kernel ----
+ * void epilogue(ptr bufs, ptr tile, i64 row, i64 nrows, i64 col, i64 ncols)
+ * reads the f32 sums of rows [row, row+nrows) x columns [col, col+ncols)
+ * from `tile` (row stride ldc), applies the fused ops and stores the
+ * results. ncols is whole vectors, or runs to the row end Nc, whose last
+ * vector is partial when Nc is not a multiple of vw (known statically).
+ * Out of line, it is emitted once however many micro-tile variants call it;
+ * its tile is in L1 when it runs. */
+
+typedef struct epi_ctx {
+  cg_kctx c;
+  const cg_gemm *g;
+  LLVMValueRef tile, row, nrows, col, ncols;
+} epi_ctx;
+
+/* Chain value of vector j (columns col + j*vw ..) of tile row r. */
+static LLVMValueRef epi_value(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, LLVMValueRef *out_idx) {
+  cg_kctx *c = &x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  const ir_node *mm = c->k->ops[0];
+  LLVMValueRef off = add(e, mul(e, r, g->ldc), mul(e, j, g->vw));
+  LLVMValueRef v = cg_emit_load(e, IR_DTYPE_F32, gep(e, e->f32, x->tile, off), g->vw, mm->name);
+  LLVMValueRef colg = add(e, x->col, mul(e, j, g->vw));
+  *out_idx = add(e, mul(e, add(e, x->row, r), g->Nc), colg);
+  v = cg_emit_round_to(e, v, mm->type.dtype, mm->name);
+  return cg_apply_chain(c, 1, g->softmax ? c->k->n_ops - 1 : c->k->n_ops, v, *out_idx, colg, g->vw, valid);
+}
+
+static LLVMValueRef lane_mask(cg_emitter *e, int lanes, int valid) {
+  LLVMValueRef bits[64];
+  for (int i = 0; i < lanes; i++) bits[i] = LLVMConstInt(e->i1, i < valid, 0);
+  return LLVMConstVector(bits, (unsigned)lanes);
+}
+
+/* Vectors j of a row: for whole ones (j < nfull) body(valid = vw), then the
+ * partial one if the row end is partial and in range. */
+typedef void (*epi_body)(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, void *state);
+
+static void epi_row_vectors(epi_ctx *x, LLVMValueRef r, epi_body body, void *state, const char *name) {
+  cg_kctx *c = &x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  LLVMValueRef nfull = LLVMBuildSDiv(B, x->ncols, cg_i64(e, g->vw), "");
+  cg_loop lj = cg_loop_begin(c, cg_i64(e, 0), nfull, 1, name);
+  body(x, r, lj.iv, g->vw, state);
+  cg_loop_end(c, &lj);
+  int part = (int)(g->Nc % g->vw);
+  if (!part) return;
+  LLVMBasicBlockRef pb = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "partial");
+  LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "partial.done");
+  LLVMValueRef has = LLVMBuildICmp(B, LLVMIntSGT, x->ncols, mul(e, nfull, g->vw), "");
+  LLVMBuildCondBr(B, has, pb, after);
+  LLVMPositionBuilderAtEnd(B, pb);
+  body(x, r, nfull, part, state);
+  LLVMBuildBr(B, after);
+  LLVMPositionBuilderAtEnd(B, after);
+}
+
+static void epi_store(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, void *state) {
+  (void)state;
+  cg_kctx *c = &x->c;
+  const ir_node *out = c->k->ops[c->k->n_ops - 1];
+  LLVMValueRef idx;
+  LLVMValueRef v = epi_value(x, r, j, valid, &idx);
+  cg_store_part(c->e, out->type.dtype, v, cg_elem_ptr(c, out, idx), x->g->vw, valid);
+}
+
+/* softmax: pass 0 keeps chain values in the tile and their max; pass 1
+ * keeps exp(v - max) and their sum; pass 2 scales and stores */
+typedef struct sm_state {
+  int pass;
+  LLVMValueRef acc, max, inv; /* acc: alloca of the running max / sum vector */
+} sm_state;
+
+static void epi_softmax(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, void *state) {
+  sm_state *st = state;
+  cg_kctx *c = &x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  const ir_node *sm = c->k->ops[c->k->n_ops - 1];
+  LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)g->vw);
+  LLVMValueRef tp = gep(e, e->f32, x->tile, add(e, mul(e, r, g->ldc), mul(e, j, g->vw)));
+  LLVMValueRef ok = valid < g->vw ? lane_mask(e, g->vw, valid) : NULL;
+  if (st->pass == 0) {
+    LLVMValueRef idx;
+    LLVMValueRef v = epi_value(x, r, j, valid, &idx);
+    cg_emit_store(e, IR_DTYPE_F32, v, tp, g->vw);
+    if (ok) v = LLVMBuildSelect(B, ok, v, cg_const(e, vt, -__builtin_inf()), "");
+    LLVMValueRef m = LLVMBuildLoad2(B, vt, st->acc, "");
+    LLVMBuildStore(B, LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, m, ""), v, m, ""), st->acc);
+  } else if (st->pass == 1) {
+    LLVMValueRef v = cg_emit_load(e, IR_DTYPE_F32, tp, g->vw, "");
+    LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFSub(B, v, st->max, ""), "exp");
+    if (ok) ex = LLVMBuildSelect(B, ok, ex, cg_const(e, vt, 0.0), "");
+    cg_emit_store(e, IR_DTYPE_F32, ex, tp, g->vw);
+    LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, vt, st->acc, ""), ex, ""), st->acc);
+  } else {
+    LLVMValueRef y = LLVMBuildFMul(B, cg_emit_load(e, IR_DTYPE_F32, tp, g->vw, ""), st->inv, sm->name);
+    y = cg_emit_round_to(e, y, sm->type.dtype, sm->name);
+    LLVMValueRef idx = add(e, mul(e, add(e, x->row, r), g->Nc), add(e, x->col, mul(e, j, g->vw)));
+    cg_store_part(e, sm->type.dtype, y, cg_elem_ptr(c, sm, idx), g->vw, valid);
+  }
+}
+
+static LLVMValueRef emit_epilogue_fn(cg_kctx *kc, const cg_gemm *g) {
+  cg_emitter *e = kc->e;
+  LLVMTypeRef params[] = {e->ptr, e->ptr, e->i64, e->i64, e->i64, e->i64};
+  LLVMTypeRef fty = LLVMFunctionType(e->void_, params, 6, 0);
+  char name[256];
+  snprintf(name, sizeof name, "%s.epilogue", kc->k->name);
+  LLVMValueRef fn = LLVMAddFunction(e->mod, name, fty);
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(e->ctx, noinline, 0));
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(B);
+  epi_ctx x = {*kc, g, NULL, NULL, NULL, NULL, NULL};
+  cg_kctx *c = &x.c;
+  int n_ids = 0;
+  for (int b = 0; b < kc->plan->n_buffers; b++)
+    if (kc->plan->buffer_node[b]->id >= n_ids) n_ids = kc->plan->buffer_node[b]->id + 1;
+  c->base = xcalloc((size_t)n_ids + 1, sizeof *c->base);
+  c->fn = fn;
+  c->bufs = LLVMGetParam(fn, 0);
+  x.tile = LLVMGetParam(fn, 1), x.row = LLVMGetParam(fn, 2), x.nrows = LLVMGetParam(fn, 3);
+  x.col = LLVMGetParam(fn, 4), x.ncols = LLVMGetParam(fn, 5);
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(e->ctx, fn, "entry"));
+  cg_load_bases(c);
+  cg_loop lr = cg_loop_begin(c, cg_i64(e, 0), x.nrows, 1, "row");
+  if (!g->softmax) {
+    epi_row_vectors(&x, lr.iv, epi_store, NULL, "vec");
+  } else {
+    LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)g->vw);
+    sm_state st = {0, cg_entry_alloca(c, vt, "max"), NULL, NULL};
+    LLVMBuildStore(B, cg_const(e, vt, -__builtin_inf()), st.acc);
+    epi_row_vectors(&x, lr.iv, epi_softmax, &st, "max");
+    st.max = cg_splat(e, hreduce(e, LLVMBuildLoad2(B, vt, st.acc, ""), g->vw, true), g->vw);
+    st.pass = 1;
+    LLVMBuildStore(B, cg_const(e, vt, 0.0), st.acc);
+    epi_row_vectors(&x, lr.iv, epi_softmax, &st, "sum");
+    LLVMValueRef sum = hreduce(e, LLVMBuildLoad2(B, vt, st.acc, ""), g->vw, false);
+    st.inv = cg_splat(e, LLVMBuildFDiv(B, cg_const(e, e->f32, 1.0), sum, "inv"), g->vw);
+    st.pass = 2;
+    epi_row_vectors(&x, lr.iv, epi_softmax, &st, "out");
+  }
+  cg_loop_end(c, &lr);
+  LLVMBuildRetVoid(B);
+  free(c->base);
+  LLVMPositionBuilderAtEnd(B, saved);
+  return fn;
+}
+
+/* One micro-tile: rows ir .. ir+mr of the row block, np panels from panel
+ * p (np == 0: the partial last panel), over the current K block. The sums
+ * go to the C tile; after the last K block the epilogue takes them from
+ * there. */
+static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int np) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  bool tail = np == 0;
+  int nvp = tail ? g->tail_nv : g->nv; /* vectors per panel */
+  int npan = tail ? 1 : np, nvec = nvp * npan;
+  int width = tail ? g->tail_nv * g->vw : g->nr; /* packed panel width */
+  LLVMValueRef acc[14][16];
+  CASTOR_ASSERT(mr <= 14 && nvec <= 16);
+  /* the C tile holds this tile at rows ir.., columns (p - jc_panel) * nr .. */
+  LLVMValueRef ccol = mul(e, LLVMBuildSub(B, p, x->jc_panel, ""), g->nr);
+  LLVMValueRef ctp[14][16];
+  for (int r = 0; r < mr; r++)
+    for (int v = 0; v < nvec; v++) {
+      acc[r][v] = cg_entry_alloca(c, x->vt, "acc");
+      LLVMBuildStore(B, cg_const(e, x->vt, 0.0), acc[r][v]);
+      ctp[r][v] = gep(e, e->f32, x->ctile, add(e, add(e, mul(e, add(e, ir, cg_i64(e, r)), g->ldc), ccol), cg_i64(e, v * g->vw)));
+    }
+  if (g->n_kblocks > 1) {
+    LLVMBasicBlockRef ld = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "acc.load");
+    LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "acc.ready");
+    LLVMBuildCondBr(B, x->first, go, ld);
+    LLVMPositionBuilderAtEnd(B, ld);
+    for (int r = 0; r < mr; r++)
+      for (int v = 0; v < nvec; v++) LLVMBuildStore(B, cg_emit_load(e, IR_DTYPE_F32, ctp[r][v], g->vw, ""), acc[r][v]);
+    LLVMBuildBr(B, go);
+    LLVMPositionBuilderAtEnd(B, go);
+  }
+  /* B: packed panels are K x width from panel p; else B itself, row stride Nc */
+  ir_dtype bt = x->b->type.dtype;
+  LLVMTypeRef bty = cg_llvm_dtype(e, bt);
+  LLVMValueRef bptr, bstride;
+  int64_t pstride; /* elements between the panels of one k */
+  if (g->packed) {
+    LLVMValueRef start = tail ? cg_i64(e, g->n_full * g->K * g->nr) : mul(e, p, g->K * g->nr);
+    bptr = gep(e, bty, c->base[x->b->id], add(e, start, mul(e, x->pc, width)));
+    bstride = cg_i64(e, width);
+    pstride = g->K * g->nr;
+  } else {
+    bptr = gep(e, bty, c->base[x->b->id], add(e, mul(e, x->pc, g->Nc), mul(e, p, g->nr)));
+    bstride = cg_i64(e, g->Nc);
+    pstride = g->nr;
+  }
+  LLVMValueRef aptr = gep(e, e->f32, x->apack, mul(e, ir, g->lda));
+  cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), x->kk, 1, "k");
+  LLVMValueRef brow = gep(e, bty, bptr, LLVMBuildMul(B, lk.iv, bstride, ""));
+  LLVMValueRef bv[16];
+  for (int q = 0; q < npan; q++)
+    for (int v = 0; v < nvp; v++) {
+      LLVMValueRef pv = gep(e, bty, brow, cg_i64(e, q * pstride + v * g->vw));
+      /* unpacked B: the partial panel's last vector must not read past the row */
+      int valid = !g->packed && tail && v == nvp - 1 ? g->tail_valid : g->vw;
+      bv[q * nvp + v] = cg_load_part(e, bt, pv, g->vw, valid, x->b->name);
+    }
+  for (int r = 0; r < mr; r++) {
+    LLVMValueRef a = cg_emit_load(e, IR_DTYPE_F32, gep(e, e->f32, aptr, add(e, cg_i64(e, r * g->lda), lk.iv)), 1, "");
+    LLVMValueRef as = cg_splat(e, a, g->vw);
+    for (int v = 0; v < nvec; v++)
+      LLVMBuildStore(B, cg_fmuladd(e, as, bv[v], LLVMBuildLoad2(B, x->vt, acc[r][v], "")), acc[r][v]);
+  }
+  cg_loop_end(c, &lk);
+  for (int r = 0; r < mr; r++)
+    for (int v = 0; v < nvec; v++) cg_emit_store(e, IR_DTYPE_F32, LLVMBuildLoad2(B, x->vt, acc[r][v], ""), ctp[r][v], g->vw);
+  LLVMBasicBlockRef epi = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "epilogue");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "tile.done");
+  LLVMBuildCondBr(B, x->last, epi, done);
+  LLVMPositionBuilderAtEnd(B, epi);
+  LLVMValueRef col = tail ? cg_i64(e, g->n_full * g->nr) : mul(e, p, g->nr);
+  LLVMValueRef ncols = cg_i64(e, tail ? g->Nc - g->n_full * g->nr : (int64_t)npan * g->nr);
+  LLVMValueRef args[] = {c->bufs, ctp[0][0], add(e, x->ic, ir), cg_i64(e, mr), col, ncols};
+  LLVMBuildCall2(B, LLVMGlobalGetValueType(x->epilogue), x->epilogue, args, 6, "");
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, done);
+}
+
+/* Every micro-tile of rows ir .. m of the row block with variant v, over
+ * panels [p0, p1) of the column block; returns where the rows stopped. */
+static LLVMValueRef emit_variant(gemm_ctx *x, LLVMValueRef ir0, LLVMValueRef m, gemm_variant v,
+                                 LLVMValueRef p0, LLVMValueRef p1) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  char nm[32];
+  snprintf(nm, sizeof nm, "i%d", v.mr);
+  cg_loop li = cg_loop_begin(c, ir0, m, v.mr, nm);
+  /* full panels: np at a time, then one at a time */
+  LLVMValueRef pfull = min_(e, p1, cg_i64(e, g->n_full));
+  LLVMValueRef pdone = p0;
+  if (g->n_full > 0) { /* B narrower than a panel has no full-panel code */
+    if (v.np > 1) {
+      snprintf(nm, sizeof nm, "p%dx%d", v.mr, v.np);
+      cg_loop lp = cg_loop_begin(c, p0, pfull, v.np, nm);
+      emit_micro(x, li.iv, lp.iv, v.mr, v.np);
+      cg_loop_end(c, &lp);
+      pdone = lp.iv;
+    }
+    snprintf(nm, sizeof nm, "p%d", v.mr);
+    cg_loop lp = cg_loop_begin(c, pdone, pfull, 1, nm);
+    emit_micro(x, li.iv, lp.iv, v.mr, 1);
+    cg_loop_end(c, &lp);
+  }
+  if (g->tail_nv) { /* the partial last panel, if this block reaches it */
+    LLVMBasicBlockRef tb = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "tail.panel");
+    LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "tail.done");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSGT, p1, cg_i64(e, g->n_full), ""), tb, after);
+    LLVMPositionBuilderAtEnd(B, tb);
+    emit_micro(x, li.iv, cg_i64(e, g->n_full), v.mr, 0);
+    LLVMBuildBr(B, after);
+    LLVMPositionBuilderAtEnd(B, after);
+  }
+  cg_loop_end(c, &li);
+  return li.iv;
+}
+
+void cg_gemm_emit(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const cg_kernel *k = c->k;
+  const cg_gemm *g = k->gemm;
+  gemm_ctx x = {c, g, k->ops[0], k->ops[0]->srcs[0], k->ops[0]->srcs[1], k->ops[k->n_ops - 1],
+                LLVMVectorType(e->f32, (unsigned)g->vw), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  x.epilogue = emit_epilogue_fn(c, g);
+  x.apack = c->scratch;
+  x.ctile = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->c_off));
+  /* panels of the tile: col0 is a panel edge; col1 is one or the row end */
+  LLVMValueRef p_begin = LLVMBuildSDiv(B, c->col0, cg_i64(e, g->nr), "panel0");
+  LLVMValueRef p_end = LLVMBuildSDiv(B, add(e, c->col1, cg_i64(e, g->nr - 1)), cg_i64(e, g->nr), "panel1");
+  int64_t ncp = g->nc / g->nr;
+  /* jc: blocks of ncp panels (the loop helper needs whole steps: step 1 over block indices) */
+  LLVMValueRef nblocks = LLVMBuildSDiv(B, add(e, LLVMBuildSub(B, p_end, p_begin, ""), cg_i64(e, ncp - 1)), cg_i64(e, ncp), "");
+  cg_loop lj = cg_loop_begin(c, cg_i64(e, 0), nblocks, 1, "jc");
+  x.jc_panel = add(e, p_begin, mul(e, lj.iv, ncp));
+  LLVMValueRef jc_end = min_(e, add(e, x.jc_panel, cg_i64(e, ncp)), p_end);
+  LLVMValueRef rows = LLVMBuildSub(B, c->row1, c->row0, "");
+  LLVMValueRef nrb = LLVMBuildSDiv(B, add(e, rows, cg_i64(e, g->mc - 1)), cg_i64(e, g->mc), "");
+  cg_loop li = cg_loop_begin(c, cg_i64(e, 0), nrb, 1, "ic");
+  x.ic = add(e, c->row0, mul(e, li.iv, g->mc));
+  LLVMValueRef m = min_(e, cg_i64(e, g->mc), LLVMBuildSub(B, c->row1, x.ic, ""));
+  cg_loop lp = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, g->n_kblocks), 1, "pc");
+  x.pc = mul(e, lp.iv, g->kc);
+  x.kk = min_(e, cg_i64(e, g->kc), LLVMBuildSub(B, cg_i64(e, g->K), x.pc, ""));
+  x.first = LLVMBuildICmp(B, LLVMIntEQ, lp.iv, cg_i64(e, 0), "first");
+  x.last = LLVMBuildICmp(B, LLVMIntEQ, lp.iv, cg_i64(e, g->n_kblocks - 1), "last");
+  emit_pack_a(&x, m);
+  LLVMValueRef ir = cg_i64(e, 0);
+  for (int v = 0; v < g->n_var; v++) ir = emit_variant(&x, ir, m, g->var[v], x.jc_panel, jc_end);
+  cg_loop_end(c, &lp);
+  cg_loop_end(c, &li);
+  cg_loop_end(c, &lj);
+}

@@ -1,0 +1,66 @@
+/*
+ * cg_program.c: the runtime's view of a plan. Builds the rt_program that
+ * describes a compiled graph (buffers, slots, launches, input and output
+ * tensors) with no kernel addresses yet, shared by the JIT (which fills in
+ * the addresses and copies the weights) and the AOT target (which emits
+ * the same description as static data of an object file).
+ */
+#include <string.h>
+
+#include "cg_internal.h"
+
+rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sink *d) {
+  arena *a = arena_create();
+  rt_program *p = arena_alloc(a, sizeof *p);
+  p->arena = a;
+  p->name = arena_strdup(a, g->name);
+  p->n_buffers = plan->n_buffers;
+  p->buffers = arena_alloc(a, (size_t)(plan->n_buffers + 1) * sizeof *p->buffers);
+  memcpy(p->buffers, plan->buffers, (size_t)plan->n_buffers * sizeof *p->buffers);
+  for (int b = 0; b < p->n_buffers; b++) {
+    rt_buffer *buf = &p->buffers[b];
+    if (buf->kind != RT_BUF_CONST) continue;
+    const ir_node *n = plan->buffer_node[b];
+    if (!n->attr.konst.data) {
+      diag_error(d, n->loc, "constant %%%s has no data (IR read from text cannot be compiled)", n->name);
+      rt_program_destroy(p);
+      return NULL;
+    }
+    /* the graph's data, or its pre-packed GEMM layout: the JIT copies it, AOT emits it */
+    buf->data = cg_plan_const_data(plan, b, a);
+  }
+  p->n_slots = plan->n_slots;
+  p->slots = arena_alloc(a, (size_t)(plan->n_slots + 1) * sizeof *p->slots);
+  memcpy(p->slots, plan->slots, (size_t)plan->n_slots * sizeof *p->slots);
+  p->n_launches = plan->n_kernels;
+  p->launches = arena_alloc(a, (size_t)(plan->n_kernels + 1) * sizeof *p->launches);
+  for (int i = 0; i < plan->n_kernels; i++) {
+    const cg_kernel *k = &plan->kernels[i];
+    rt_launch *l = &p->launches[i];
+    l->name = arena_strdup(a, k->name);
+    const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : k->ops[k->n_ops - 1];
+    l->batched = ir_type_is_batched(&res->type);
+    l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_MATMUL ? res->type.dims[0] : 1;
+    if (k->kind == CG_KERNEL_MATMUL) {
+      const ir_node *mm = k->ops[0];
+      l->flops_per_row = 2 * mm->srcs[0]->type.dims[1] * mm->type.dims[1];
+    }
+    cg_plan_launch_fill(plan, i, l);
+  }
+  p->n_inputs = ir_graph_num_inputs(g);
+  p->inputs = arena_alloc(a, (size_t)(p->n_inputs + 1) * sizeof *p->inputs);
+  p->n_outputs = g->n_outputs;
+  p->outputs = arena_alloc(a, (size_t)(p->n_outputs + 1) * sizeof *p->outputs);
+  for (int b = 0; b < p->n_buffers; b++) {
+    const rt_buffer *buf = &p->buffers[b];
+    if (buf->kind != RT_BUF_INPUT && buf->kind != RT_BUF_OUTPUT) continue;
+    const ir_node *n = plan->buffer_node[b];
+    rt_tensor_desc *t = buf->kind == RT_BUF_INPUT ? &p->inputs[buf->index] : &p->outputs[buf->index];
+    t->name = arena_strdup(a, buf->kind == RT_BUF_INPUT ? n->name : g->outputs[buf->index].name);
+    t->dtype = (rt_dtype)n->type.dtype;
+    t->rank = n->type.rank;
+    for (int r = 0; r < n->type.rank; r++) t->dims[r] = n->type.dims[r];
+    t->buffer = b;
+  }
+  return p;
+}

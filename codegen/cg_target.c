@@ -1,0 +1,138 @@
+/*
+ * cg_target.c: the LLVM setup the JIT (cg_jit.c) and the ahead-of-time
+ * target (cg_aot.c) share, so that both compile the very same optimized
+ * kernels: the target machine for the host (or the requested) CPU and
+ * features, and a module holding the plan's kernels, verified and run
+ * through default<O{n}>.
+ *
+ * The JIT and AOT differ only after this point: the JIT hands the module
+ * to ORC; AOT adds its data (weights, descriptors, a run function) around
+ * the already optimized kernels and emits an object file.
+ *
+ * This file holds the one adapter between LLVM's errors and castor's
+ * diagnostics (cg_llvm_error): LLVM failures become "LLVM: ..." errors.
+ */
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cg_internal.h"
+
+void cg_options_init(cg_options *o) {
+  memset(o, 0, sizeof *o);
+  o->opt_level = 2;
+}
+
+bool cg_llvm_error(diag_sink *d, LLVMErrorRef err, const char *what) {
+  if (!err) return false;
+  char *msg = LLVMGetErrorMessage(err);
+  diag_error(d, (diag_loc){0}, "LLVM: %s: %s", what, msg);
+  LLVMDisposeErrorMessage(msg);
+  return true;
+}
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static void init_llvm(void) {
+  LLVMInitializeNativeTarget();
+  LLVMInitializeNativeAsmPrinter();
+}
+
+bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
+  memset(t, 0, sizeof *t);
+  pthread_once(&init_once, init_llvm);
+  t->triple = LLVMGetDefaultTargetTriple();
+  t->cpu = o->cpu ? LLVMCreateMessage(o->cpu) : LLVMGetHostCPUName();
+  t->features = o->features ? LLVMCreateMessage(o->features) : LLVMGetHostCPUFeatures();
+  LLVMTargetRef target;
+  char *msg = NULL;
+  if (LLVMGetTargetFromTriple(t->triple, &target, &msg)) {
+    diag_error(d, (diag_loc){0}, "LLVM: no target for '%s': %s", t->triple, msg);
+    LLVMDisposeMessage(msg);
+    return false;
+  }
+  LLVMCodeGenOptLevel lvl = o->opt_level <= 0 ? LLVMCodeGenLevelNone
+                            : o->opt_level == 1 ? LLVMCodeGenLevelLess
+                            : o->opt_level == 2 ? LLVMCodeGenLevelDefault
+                                                : LLVMCodeGenLevelAggressive;
+  /* PIC either way: an AOT object must link into position-independent executables */
+  t->tm = LLVMCreateTargetMachine(target, t->triple, t->cpu, t->features, lvl, LLVMRelocPIC,
+                                  jit ? LLVMCodeModelJITDefault : LLVMCodeModelDefault);
+  if (!t->tm) {
+    diag_error(d, (diag_loc){0}, "LLVM: cannot create a target machine for '%s' (cpu '%s')", t->triple, t->cpu);
+    return false;
+  }
+  return true;
+}
+
+void cg_target_fini(cg_target *t) {
+  if (t->tm) LLVMDisposeTargetMachine(t->tm);
+  if (t->triple) LLVMDisposeMessage(t->triple);
+  if (t->cpu) LLVMDisposeMessage(t->cpu);
+  if (t->features) LLVMDisposeMessage(t->features);
+  memset(t, 0, sizeof *t);
+}
+
+static void emitter_init(cg_emitter *e, LLVMContextRef ctx, LLVMModuleRef mod, const char *features) {
+  memset(e, 0, sizeof *e);
+  e->ctx = ctx, e->mod = mod;
+  e->b = LLVMCreateBuilderInContext(ctx);
+  e->f32 = LLVMFloatTypeInContext(ctx), e->half = LLVMHalfTypeInContext(ctx);
+  e->bf16 = LLVMBFloatTypeInContext(ctx);
+  e->i1 = LLVMInt1TypeInContext(ctx), e->i32 = LLVMInt32TypeInContext(ctx);
+  e->i64 = LLVMInt64TypeInContext(ctx), e->ptr = LLVMPointerTypeInContext(ctx, 0);
+  e->void_ = LLVMVoidTypeInContext(ctx);
+  /* widest native f32 vector: 16 with AVX-512F, 8 with AVX, else 4 (SSE2 is x86-64 baseline) */
+  e->vw = strstr(features, "+avx512f") ? 16 : strstr(features, "+avx,") || strstr(features, "+avx2") ? 8 : 4;
+}
+
+void cg_emitter_fini(cg_emitter *e) {
+  if (e->b) LLVMDisposeBuilder(e->b);
+  e->b = NULL;
+}
+
+LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
+                                    const cg_plan *plan, const cg_options *o, cg_emitter *e,
+                                    diag_sink *d) {
+  LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(name, ctx);
+  LLVMSetTarget(mod, t->triple);
+  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(t->tm);
+  LLVMSetModuleDataLayout(mod, dl);
+  LLVMDisposeTargetData(dl);
+  emitter_init(e, ctx, mod, t->features);
+  char *msg = NULL;
+  if (!cg_cpu_emit_kernels(e, plan, d)) goto fail;
+  if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
+    diag_error(d, (diag_loc){0}, "internal error: generated LLVM IR is invalid: %s", msg);
+    LLVMDisposeMessage(msg);
+    goto fail;
+  }
+  LLVMDisposeMessage(msg);
+  if (o->opt_level > 0) {
+    char pipeline[32];
+    snprintf(pipeline, sizeof pipeline, "default<O%d>", o->opt_level > 3 ? 3 : o->opt_level);
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    /* the kernels are vectorized by construction (cg_cpu.c, cg_gemm.c): the
+     * auto-vectorizers and unrolling would only cost compile time */
+    LLVMPassBuilderOptionsSetLoopVectorization(po, 0);
+    LLVMPassBuilderOptionsSetSLPVectorization(po, 0);
+    LLVMPassBuilderOptionsSetLoopUnrolling(po, 0);
+    LLVMErrorRef err = LLVMRunPasses(mod, pipeline, t->tm, po);
+    LLVMDisposePassBuilderOptions(po);
+    if (cg_llvm_error(d, err, "optimizing")) goto fail;
+  }
+  if (o->dump_llvm) {
+    char *s = LLVMPrintModuleToString(mod);
+    str_buf_puts(o->dump_llvm, s);
+    LLVMDisposeMessage(s);
+  }
+  return mod;
+fail:
+  LLVMDisposeModule(mod);
+  e->mod = NULL;
+  return NULL;
+}

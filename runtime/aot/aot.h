@@ -1,0 +1,30 @@
+/*
+ * aot.h: the contract between an object file that `castor build` emits for
+ * an executable (codegen/cg_aot.c) and the AOT main driver (aot_main.c),
+ * which is linked with it and with the static runtime.
+ *
+ * The object defines castor_aot_entry: a static rt_program (runtime.h)
+ * built from constant globals (weights, buffer plan, launches of the
+ * kernels in the object) plus a line describing the build. The driver runs
+ * it with rt_program_run, so an executable gets exactly the runtime
+ * features (threads, ...) the JIT gets. Nothing in the program is owned:
+ * never rt_program_destroy it.
+ */
+#ifndef CASTOR_RT_AOT_H
+#define CASTOR_RT_AOT_H
+
+#include "../runtime.h"
+
+/* Bumped whenever rt_program or rt_aot_entry change layout. */
+#define RT_AOT_ABI_VERSION 1
+
+typedef struct rt_aot_entry {
+  int abi_version;           /* RT_AOT_ABI_VERSION of the castor that built the object */
+  const rt_program *program;
+  const char *about;         /* "compiled by castor 0.1.0 ... from MODEL (policy P, cpu C)" */
+} rt_aot_entry;
+
+#define RT_AOT_ENTRY_SYMBOL "castor_aot_entry"
+extern const rt_aot_entry castor_aot_entry;
+
+#endif

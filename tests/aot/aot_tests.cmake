@@ -1,0 +1,19 @@
+# aot_tests.cmake: tests of `castor build` and of the installation
+# (included by tests/CMakeLists.txt).
+add_executable(aot_make_npy ${CMAKE_CURRENT_SOURCE_DIR}/aot/make_npy.c)
+target_link_libraries(aot_make_npy PRIVATE castor_runtime)
+
+set(aot_dir ${CMAKE_CURRENT_SOURCE_DIR}/aot)
+# executables vs castor run (bit-identical), their errors, ldd, every --emit
+add_test(NAME aot_exe_small
+  COMMAND sh ${aot_dir}/aot_exe.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR}/samples/mnist_mlp_small.cast full)
+add_test(NAME aot_exe_mnist_mlp
+  COMMAND sh ${aot_dir}/aot_exe.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR}/samples/mnist_mlp.cast quick)
+# the object-file sample (samples/aot_host.c) linked with the static runtime
+add_test(NAME aot_obj_sample COMMAND sh ${aot_dir}/aot_obj.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+# cmake --install into a temporary prefix, then pkg-config and find_package
+add_test(NAME aot_install COMMAND sh ${aot_dir}/aot_install.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(aot_exe_small aot_exe_mnist_mlp aot_obj_sample aot_install PROPERTIES
+  SKIP_RETURN_CODE 77 TIMEOUT 600
+  # sanitized runtime archives need the sanitizer where the tests link them
+  ENVIRONMENT "CASTOR_AOT_LIBDIR=;CASTOR_TEST_LDFLAGS=${castor_aot_link_flags}")

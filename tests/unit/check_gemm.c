@@ -1,0 +1,189 @@
+/*
+ * check_gemm.c: the CPU GEMM (codegen/cg_gemm.c) against the float64
+ * reference interpreter, on shapes chosen to hit every edge of its
+ * blocking: 1x1x1, odd and prime sizes, K across the K block (256), rows
+ * not a multiple of the 14/4/1-row micro-tiles, columns not a multiple of
+ * the 32-wide panels or of a vector, B narrower than a vector; every
+ * epilogue (bias, activations, a fused row softmax, 16-bit results); f16
+ * and bf16 weights kept 16-bit; a B that is not a constant (read in place,
+ * not pre-packed). Each case runs on 1, 2 and 3 threads, and the outputs
+ * must be bit-identical: the split of the work never changes a result.
+ *
+ * Graphs are built with ir_build_* (the frontend has no 16-bit weights
+ * without a weights file), run through the default pass pipeline and
+ * codegen, and compared by normalized error (max |got - want| / max
+ * |want|). Bounds: f32 1e-5 (an f32 dot product of length K <= 1031 on
+ * random data has relative error ~sqrt(K) 2^-24 ~ 2e-6); a 16-bit result
+ * differs from the reference by at most one rounding of that dtype where
+ * the f32 sum lands near a rounding boundary: 2^-10 for f16, 2^-7 for bf16.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "passes/passes.h"
+#include "tests/ref/ref.h"
+#include "util/half.h"
+
+typedef enum epi { EPI_NONE, EPI_BIAS_RELU, EPI_BIAS_GELU, EPI_TANH, EPI_SOFTMAX } epi;
+
+typedef struct gemm_case {
+  int64_t m, k, n;
+  ir_dtype dt;  /* compute and weight dtype */
+  epi ep;
+  bool b_cast;  /* B is cast(f32 const) in the graph: not a plain constant */
+} gemm_case;
+
+/* Random data in [-1, 1) as dtype dt (arena-owned). */
+static void *random_data(arena *a, ir_dtype dt, int64_t n, rng *r) {
+  if (dt == IR_DTYPE_F32) {
+    float *x = arena_alloc(a, (size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = rng_uniform_f32(r, -1.0f, 1.0f);
+    return x;
+  }
+  uint16_t *h = arena_alloc(a, (size_t)n * sizeof *h);
+  for (int64_t i = 0; i < n; i++) {
+    float f = rng_uniform_f32(r, -1.0f, 1.0f);
+    h[i] = dt == IR_DTYPE_F16 ? half_f32_to_f16(f) : half_f32_to_bf16(f);
+  }
+  return h;
+}
+
+/* y = epilogue(cast(x, dt) @ W) -> f32 output, batch rows of x [N, k]. */
+static ir_graph *build(const gemm_case *gc, uint64_t seed) {
+  ir_graph *g = ir_graph_create("gemm");
+  rng r;
+  rng_init(&r, seed);
+  diag_loc loc = {0};
+  ir_node *x = ir_build_input(g, "x", &(ir_type){IR_DTYPE_F32, 2, {IR_DIM_BATCH, gc->k}}, 0, loc);
+  ir_node *a = gc->dt == IR_DTYPE_F32 ? x : ir_build_cast(g, "x.cast", x, gc->dt, loc);
+  ir_node *w;
+  if (gc->b_cast) {
+    ir_node *w32 = ir_build_const(g, "w32", &(ir_type){IR_DTYPE_F32, 2, {gc->k, gc->n}}, "w32",
+                                  random_data(g->arena, IR_DTYPE_F32, gc->k * gc->n, &r), loc);
+    w = ir_build_cast(g, "w", w32, gc->dt == IR_DTYPE_F32 ? IR_DTYPE_F16 : gc->dt, loc);
+    if (gc->dt == IR_DTYPE_F32) w = ir_build_cast(g, "w.f32", w, IR_DTYPE_F32, loc);
+  } else {
+    w = ir_build_const(g, "w", &(ir_type){gc->dt, 2, {gc->k, gc->n}}, "w",
+                       random_data(g->arena, gc->dt, gc->k * gc->n, &r), loc);
+  }
+  ir_node *y = ir_build_matmul(g, "mm", a, w, IR_DTYPE_F32, loc);
+  if (gc->ep == EPI_BIAS_RELU || gc->ep == EPI_BIAS_GELU) {
+    ir_node *bias = ir_build_const(g, "b", &(ir_type){gc->dt, 1, {gc->n}}, "b",
+                                   random_data(g->arena, gc->dt, gc->n, &r), loc);
+    y = ir_build_binary(g, IR_OP_ADD, "bias", y, bias, loc);
+    y = ir_build_unary(g, gc->ep == EPI_BIAS_RELU ? IR_OP_RELU : IR_OP_GELU, "act", y, loc);
+  } else if (gc->ep == EPI_TANH) {
+    y = ir_build_unary(g, IR_OP_TANH, "act", y, loc);
+  }
+  if (y->type.dtype != IR_DTYPE_F32) y = ir_build_cast(g, "y.f32", y, IR_DTYPE_F32, loc);
+  if (gc->ep == EPI_SOFTMAX) y = ir_build_unary(g, IR_OP_SOFTMAX, "sm", y, loc);
+  ir_graph_add_output(g, "y", y);
+  ir_graph_renumber(g);
+  return g;
+}
+
+static double bound(ir_dtype dt) { return dt == IR_DTYPE_F16 ? 0x1p-10 : dt == IR_DTYPE_BF16 ? 0x1p-7 : 1e-5; }
+
+static void run_case(const gemm_case *gc, uint64_t seed) {
+  char what[160];
+  snprintf(what, sizeof what, "%lldx%lldx%lld %s epi %d%s", (long long)gc->m, (long long)gc->k, (long long)gc->n,
+           ir_dtype_name(gc->dt), (int)gc->ep, gc->b_cast ? " (B computed)" : "");
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = build(gc, seed);
+  ck_assert_msg(ir_verify(g, d), "%s: verify:\n%s", what, diag_text(d));
+  ck_assert_msg(pass_run_pipeline(g, "verify,dce", NULL, d), "%s: passes:\n%s", what, diag_text(d));
+  rt_program *p = cg_compile_cpu(g, NULL, d);
+  ck_assert_msg(p != NULL, "%s: codegen:\n%s", what, diag_text(d));
+
+  int64_t nx = gc->m * gc->k, ny = gc->m * gc->n;
+  float *x = malloc((size_t)nx * sizeof *x);
+  rng r;
+  rng_init(&r, seed ^ 0x9e3779b97f4a7c15ull);
+  for (int64_t i = 0; i < nx; i++) x[i] = rng_uniform_f32(&r, -1.0f, 1.0f);
+  float *y[4];
+  for (int t = 1; t <= 3; t++) {
+    y[t] = malloc((size_t)ny * sizeof(float));
+    for (int64_t i = 0; i < ny; i++) y[t][i] = NAN; /* every element must be written */
+    const void *in[] = {x};
+    void *out[] = {y[t]};
+    ck_assert_msg(rt_program_run_threads(p, t, gc->m, in, out, NULL, d), "%s: run:\n%s", what, diag_text(d));
+  }
+  double *x64 = ref_from_f32(x, nx), *want[1];
+  char err[256], buf[256];
+  ck_assert_msg(ref_run(g, gc->m, (const double *const *)&x64, want, err, sizeof err), "%s: ref: %s", what, err);
+  ref_cmp c = ref_compare_normalized(y[1], want[0], ny);
+  ck_assert_msg(c.error < bound(gc->dt), "%s: %s (bound %g)", what, ref_cmp_str(&c, buf, sizeof buf), bound(gc->dt));
+  for (int t = 2; t <= 3; t++)
+    ck_assert_msg(memcmp(y[1], y[t], (size_t)ny * sizeof(float)) == 0, "%s: %d threads differ from 1", what, t);
+  ref_outputs_free(want, 1);
+  free(x64), free(x);
+  for (int t = 1; t <= 3; t++) free(y[t]);
+  rt_program_destroy(p);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+
+#define F32 IR_DTYPE_F32
+#define F16 IR_DTYPE_F16
+#define BF16 IR_DTYPE_BF16
+
+static const gemm_case shapes[] = {
+    {1, 1, 1, F32, EPI_NONE, false},
+    {7, 13, 5, F32, EPI_NONE, false},
+    {7, 13, 5, F32, EPI_BIAS_RELU, false},
+    {1, 300, 97, F32, EPI_BIAS_RELU, false},     /* GEMV, K not a multiple of anything */
+    {15, 257, 33, F32, EPI_NONE, false},         /* K one past the K block; 14 + 1 rows */
+    {29, 513, 67, F32, EPI_BIAS_GELU, false},    /* three K blocks; 14+14+1 rows */
+    {31, 37, 41, F32, EPI_TANH, false},          /* primes */
+    {97, 101, 103, F32, EPI_BIAS_RELU, false},   /* primes; 6 row tiles + tails */
+    {127, 1031, 131, F32, EPI_NONE, false},      /* more rows than a row block (112) */
+    {2, 64, 600, F32, EPI_BIAS_RELU, false},     /* more columns than a column block (512) */
+    {33, 80, 10, F32, EPI_SOFTMAX, false},       /* softmax fused, one partial vector */
+    {9, 40, 40, F32, EPI_SOFTMAX, false},        /* softmax over several vectors */
+    {5, 16, 64, F32, EPI_SOFTMAX, false},        /* softmax, whole vectors */
+    {6, 50, 7, F32, EPI_NONE, true},             /* B not a constant: read in place */
+    {17, 300, 45, F32, EPI_BIAS_RELU, true},
+    {1, 300, 97, F16, EPI_BIAS_RELU, false},     /* 16-bit weights */
+    {19, 260, 70, F16, EPI_NONE, false},
+    {3, 33, 10, F16, EPI_SOFTMAX, false},
+    {1, 300, 97, BF16, EPI_BIAS_RELU, false},
+    {23, 517, 65, BF16, EPI_BIAS_GELU, false},
+    {8, 64, 64, BF16, EPI_SOFTMAX, false},
+    {11, 40, 37, F16, EPI_NONE, true},
+    {11, 40, 37, BF16, EPI_TANH, true},
+};
+
+START_TEST(test_shapes) { run_case(&shapes[_i], 100 + (uint64_t)_i); }
+END_TEST
+
+/* The batch sizes of the sample model's benchmark, on its layer shapes
+ * scaled down in K, and a batch that is not a multiple of any tile. */
+START_TEST(test_batches) {
+  static const int64_t ms[] = {1, 2, 13, 14, 15, 64, 113, 250};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+    gemm_case gc = {ms[i], 200, 130, F32, EPI_BIAS_RELU, false};
+    run_case(&gc, 7 + i);
+    gc.dt = BF16;
+    run_case(&gc, 70 + i);
+  }
+}
+END_TEST
+
+int main(void) {
+  setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1); /* split even the small cases over threads */
+  Suite *s = suite_create("gemm");
+  TCase *tc = tcase_create("gemm");
+  tcase_set_timeout(tc, 300);
+  tcase_add_loop_test(tc, test_shapes, 0, (int)(sizeof shapes / sizeof shapes[0]));
+  tcase_add_test(tc, test_batches);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,447 @@
+/*
+ * castor_build.c: `castor build`, ahead-of-time compilation.
+ *
+ *   castor build MODEL [-o NAME] [--emit=exe|obj|ir|llvm|asm|ptx] [--prefix=ID]
+ *                [--target=cpu|cuda] [--sm=sm_NN]
+ *                [--cpu=CPU] [--features=LIST] [--policy P] [-O N] ...
+ *
+ * The model goes through castor_compile's own pipeline (castor_compile_to,
+ * api/internal.h), then codegen/cg_aot.c emits the JIT's kernels with the
+ * weights into an object file. `exe` (the default) links that object with
+ * the AOT main driver and the static runtime by running the system C
+ * compiler ($CC, else cc): the executable needs no LLVM. Those archives
+ * are found through $CASTOR_AOT_LIBDIR, else next to this executable
+ * (/proc/self/exe, then CASTOR_AOT_RELDIR: an installed castor), else in
+ * the build tree it was built in (CASTOR_AOT_BUILD_LIBDIR).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "api/internal.h"
+#include "castor_build.h"
+
+#ifndef CASTOR_AOT_RELDIR
+#define CASTOR_AOT_RELDIR "../lib/castor"
+#endif
+#ifndef CASTOR_AOT_BUILD_LIBDIR
+#define CASTOR_AOT_BUILD_LIBDIR ""
+#endif
+#ifndef CASTOR_AOT_LINK_FLAGS
+#define CASTOR_AOT_LINK_FLAGS ""
+#endif
+
+extern char **environ;
+
+static const char *const aot_libs[] = {"libcastor_aot_main.a", "libcastor_runtime.a", "libcastor_util.a"};
+
+static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
+static int error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("castor: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 1;
+}
+
+static int usage(FILE *f, int rc) {
+  fprintf(f,
+          "usage: castor build MODEL [-o NAME] [--emit=KIND] [options]\n"
+          "\n"
+          "Compiles MODEL ahead of time: the kernels `castor run` JIT-compiles, with the\n"
+          "weights, into an executable or an object file (same CPU, bit-identical results).\n"
+          "\n"
+          "  -o NAME             output (default: the model's name for exe, NAME.o for obj,\n"
+          "                      stdout for ir, llvm and asm)\n"
+          "  --target=cpu|cuda   cuda: PTX for NVIDIA GPUs (with --emit=ptx; needs no GPU)\n"
+          "  --sm=sm_NN          --target=cuda: the PTX architecture (default sm_80)\n"
+          "  --emit=KIND         exe   a standalone executable (default); it links the castor\n"
+          "                            runtime statically and needs no LLVM; NAME --help\n"
+          "                      obj   NAME.o plus NAME.h declaring <prefix>_run()\n"
+          "                      ir    the castor IR after the pipeline\n"
+          "                      llvm  the LLVM IR of the object\n"
+          "                      asm   the host assembly of the object\n"
+          "                      ptx   PTX of the cuda target (stdout without -o)\n"
+          "  --prefix=ID         prefix of the object's symbols (default: the model's name)\n"
+          "  --cpu=CPU           target CPU (default: this host's, as the JIT)\n"
+          "  --features=LIST     target features, e.g. +avx2,+fma (default: this host's)\n"
+          "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
+          "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
+          "  --policy P          dtype policy instead of the model's 'policy' line\n"
+          "  --fp32-ops=LIST     force these ops to float32 (IR op names)\n"
+          "  --fp32-layers=LIST  force these layers to float32 (layer names)\n"
+          "  --keep-16bit-outputs  leave 16-bit model outputs 16-bit\n"
+          "  -O N                LLVM optimization level 0-3 (default 2)\n"
+          "\n"
+          "An executable is linked by $CC (default cc) with the AOT runtime archives from\n"
+          "$CASTOR_AOT_LIBDIR, else the install next to this castor, else its build tree.\n");
+  return rc;
+}
+
+typedef enum emit_kind { EMIT_EXE, EMIT_OBJ, EMIT_IR, EMIT_LLVM, EMIT_ASM, EMIT_PTX } emit_kind;
+
+typedef struct build {
+  const char *model, *out, *prefix, *cpu, *features;
+  emit_kind emit;
+  bool reported; /* an error was printed already */
+  const char *sm; /* --target=cuda: the PTX architecture (NULL: sm_80) */
+  char *prefix_owned, *out_owned, *header_path, *tmp_dir, *tmp_obj, *libdir;
+} build;
+
+/* ---- finding the AOT archives and running the C compiler ---- */
+
+static bool has_aot_libs(const char *dir) {
+  char path[PATH_MAX];
+  for (size_t i = 0; i < sizeof aot_libs / sizeof *aot_libs; i++) {
+    if (snprintf(path, sizeof path, "%s/%s", dir, aot_libs[i]) >= (int)sizeof path) return false;
+    if (access(path, R_OK) != 0) return false;
+  }
+  return true;
+}
+
+/* The directory holding aot_libs, or NULL after an error message. */
+static char *find_aot_libdir(bool report) {
+  const char *env = getenv("CASTOR_AOT_LIBDIR");
+  if (env && env[0]) {
+    if (has_aot_libs(env)) return strdup(env);
+    if (report)
+      error("$CASTOR_AOT_LIBDIR ('%s') lacks the AOT runtime (%s, %s, %s)", env, aot_libs[0], aot_libs[1], aot_libs[2]);
+    return NULL;
+  }
+  char self[PATH_MAX], dir[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  char *installed = NULL;
+  if (n > 0) {
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = 0;
+    if (snprintf(dir, sizeof dir, "%s/%s", self, CASTOR_AOT_RELDIR) < (int)sizeof dir) {
+      char *real = has_aot_libs(dir) ? realpath(dir, NULL) : NULL;
+      if (real) return real;
+      installed = dir;
+    }
+  }
+  if (CASTOR_AOT_BUILD_LIBDIR[0] && has_aot_libs(CASTOR_AOT_BUILD_LIBDIR)) return strdup(CASTOR_AOT_BUILD_LIBDIR);
+  if (report)
+    error("cannot find the AOT runtime (%s) in %s%s%s; set $CASTOR_AOT_LIBDIR to its directory", aot_libs[0],
+        installed ? installed : "(no /proc/self/exe)", CASTOR_AOT_BUILD_LIBDIR[0] ? " or " : "",
+        CASTOR_AOT_BUILD_LIBDIR);
+  return NULL;
+}
+
+/* Runs argv[0] (found on $PATH) and waits; false after an error message. */
+static bool run_command(char **argv) {
+  pid_t pid;
+  int err = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+  if (err) {
+    error("cannot run the C compiler '%s': %s (install one, or set $CC)", argv[0], strerror(err));
+    return false;
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) {
+      error("waiting for '%s': %s", argv[0], strerror(errno));
+      return false;
+    }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
+  if (WIFEXITED(status)) error("linking failed: '%s' exited with status %d", argv[0], WEXITSTATUS(status));
+  else error("linking failed: '%s' was killed by signal %d", argv[0], WTERMSIG(status));
+  return false;
+}
+
+/* cc -o OUT OBJ <aot archives> -lm -lpthread -ldl, with $CC split at spaces */
+static bool link_executable(build *b, const char *obj) {
+  VEC(char *) argv = {0};
+  const char *cc_env = getenv("CC");
+  char *cc = strdup(cc_env && cc_env[0] ? cc_env : "cc");
+  for (char *tok = strtok(cc, " \t"); tok; tok = strtok(NULL, " \t")) vec_push(&argv, tok);
+  if (!argv.len) vec_push(&argv, "cc");
+  char *flags = strdup(CASTOR_AOT_LINK_FLAGS);
+  for (char *tok = strtok(flags, " "); tok; tok = strtok(NULL, " ")) vec_push(&argv, tok);
+  char *libs[3];
+  vec_push(&argv, "-o");
+  vec_push(&argv, (char *)b->out);
+  vec_push(&argv, (char *)obj);
+  for (int i = 0; i < 3; i++) {
+    size_t n = strlen(b->libdir) + strlen(aot_libs[i]) + 2;
+    libs[i] = xmalloc(n);
+    snprintf(libs[i], n, "%s/%s", b->libdir, aot_libs[i]);
+    vec_push(&argv, libs[i]);
+  }
+  vec_push(&argv, "-lm");
+  vec_push(&argv, "-lpthread");
+  vec_push(&argv, "-ldl");
+  vec_push(&argv, NULL);
+  bool ok = run_command(argv.data);
+  if (!ok) remove(b->out);
+  for (int i = 0; i < 3; i++) free(libs[i]);
+  free(flags);
+  free(cc);
+  vec_free(&argv);
+  return ok;
+}
+
+/* ---- outputs ---- */
+
+/* Fails early, before compiling, if path's directory cannot take a file. */
+static bool check_writable(const char *path) {
+  if (!strcmp(path, "-")) return true;
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    error("cannot write '%s': it is a directory", path);
+    return false;
+  }
+  char *dir = strdup(path), *slash = strrchr(dir, '/');
+  if (slash) slash[slash == dir ? 1 : 0] = 0;
+  const char *d = slash ? dir : ".";
+  bool ok = access(d, W_OK) == 0;
+  if (!ok) error("cannot write '%s': %s", path, strerror(errno));
+  else if (stat(path, &st) == 0 && access(path, W_OK) != 0) ok = false, error("cannot write '%s': %s", path, strerror(errno));
+  free(dir);
+  return ok;
+}
+
+/* Output names and checks, once the model's name is known; false after an
+ * error message. Runs before the expensive part of the compilation. */
+static bool prepare(build *b, const char *model_name) {
+  str_buf id;
+  str_buf_init(&id);
+  bool ok = true;
+  if (b->prefix) { /* a given prefix must already be an identifier */
+    cg_aot_c_identifier(&id, b->prefix);
+    if (strcmp(str_buf_cstr(&id), b->prefix))
+      ok = false, error("--prefix '%s' is not a usable C identifier (try '%s')", b->prefix, str_buf_cstr(&id));
+  } else {
+    cg_aot_c_identifier(&id, model_name);
+    b->prefix = b->prefix_owned = str_buf_take(&id);
+  }
+  str_buf_fini(&id);
+  if (!ok) return false;
+  if (!b->out) {
+    if (b->emit == EMIT_EXE) b->out = b->prefix;
+    else if (b->emit == EMIT_OBJ) {
+      size_t n = strlen(b->prefix) + 3;
+      b->out = b->out_owned = xmalloc(n);
+      snprintf(b->out_owned, n, "%s.o", b->prefix);
+    } else b->out = "-";
+  }
+  if ((b->emit == EMIT_EXE || b->emit == EMIT_OBJ) && !strcmp(b->out, "-"))
+    return error("--emit=%s writes files: give -o NAME", b->emit == EMIT_EXE ? "exe" : "obj"), false;
+  if (b->emit == EMIT_OBJ) { /* NAME.o -> NAME.h, else NAME.h beside NAME */
+    size_t n = strlen(b->out);
+    bool dot_o = n > 2 && !strcmp(b->out + n - 2, ".o");
+    b->header_path = xmalloc(n + 3);
+    snprintf(b->header_path, n + 3, "%.*s.h", (int)(dot_o ? n - 2 : n), b->out);
+    if (!check_writable(b->header_path)) return false;
+  }
+  if (!check_writable(b->out)) return false;
+  if (b->emit == EMIT_OBJ || b->emit == EMIT_EXE) {
+    b->libdir = find_aot_libdir(b->emit == EMIT_EXE);
+    if (!b->libdir && b->emit == EMIT_EXE) return false;
+  }
+  if (b->emit == EMIT_EXE) {
+    const char *tmp = getenv("TMPDIR");
+    tmp = tmp && tmp[0] ? tmp : "/tmp";
+    size_t n = strlen(tmp) + 32;
+    b->tmp_dir = xmalloc(n);
+    snprintf(b->tmp_dir, n, "%s/castor-build-XXXXXX", tmp);
+    if (!mkdtemp(b->tmp_dir)) {
+      error("cannot create a temporary directory in '%s': %s", tmp, strerror(errno));
+      free(b->tmp_dir), b->tmp_dir = NULL;
+      return false;
+    }
+    b->tmp_obj = xmalloc(n + 16);
+    snprintf(b->tmp_obj, n + 16, "%s/model.o", b->tmp_dir);
+  }
+  return true;
+}
+
+static castor_status emit(const ir_graph *g, const cg_options *co_in, void *arg, diag_sink *d) {
+  build *b = arg;
+  if (!prepare(b, g->name)) return b->reported = true, CASTOR_ERR_IO;
+  if (b->emit == EMIT_IR || b->emit == EMIT_PTX) { /* text: the IR, or PTX (cg_nvptx.c) */
+    str_buf s;
+    str_buf_init(&s);
+    if (b->emit == EMIT_IR) ir_print(g, &s);
+    else if (!cg_emit_ptx(g, b->sm, &s, d)) return str_buf_fini(&s), CASTOR_ERR_CODEGEN;
+    FILE *f = strcmp(b->out, "-") ? fopen(b->out, "w") : stdout;
+    bool ok = f && fputs(str_buf_cstr(&s), f) >= 0;
+    if (f && f != stdout && fclose(f) != 0) ok = false;
+    if (!ok) diag_error(d, (diag_loc){0}, "cannot write '%s': %s", b->out, strerror(errno));
+    str_buf_fini(&s);
+    return ok ? CASTOR_OK : CASTOR_ERR_IO;
+  }
+  cg_options co = *co_in;
+  co.cpu = b->cpu, co.features = b->features;
+  cg_aot_options ao;
+  cg_aot_options_init(&ao);
+  ao.prefix = b->prefix;
+  ao.source = b->model;
+  char about[512];
+  snprintf(about, sizeof about, "castor %s, model '%s' from %s, policy %s", castor_version(), g->name, b->model,
+           ir_policy_name(g->policy));
+  ao.about = about;
+  cg_aot_kind kind = b->emit == EMIT_LLVM ? CG_AOT_LLVM : b->emit == EMIT_ASM ? CG_AOT_ASM : CG_AOT_OBJ;
+  const char *path = b->out;
+  str_buf hint;
+  str_buf_init(&hint);
+  if (b->emit == EMIT_OBJ) {
+    ao.header_path = b->header_path;
+    const char *obj = strrchr(b->out, '/') ? strrchr(b->out, '/') + 1 : b->out;
+    str_buf_printf(&hint,
+                   " * Link: the object needs only the static castor runtime (no LLVM), e.g.\n"
+                   " *   cc -c app.c && cc app.o %s -L%s -lcastor_runtime -lcastor_util -lm -lpthread\n"
+                   " * or, with castor installed: cc app.o %s $(pkg-config --libs castor-runtime)\n",
+                   obj, b->libdir ? b->libdir : "<castor's lib/castor>", obj);
+    ao.link_hint = str_buf_cstr(&hint);
+  } else if (b->emit == EMIT_EXE) {
+    ao.entry = true;
+    path = b->tmp_obj;
+  }
+  bool ok = cg_compile_aot(g, &co, &ao, kind, path, d);
+  str_buf_fini(&hint);
+  return ok ? CASTOR_OK : CASTOR_ERR_IO;
+}
+
+/* ---- arguments ---- */
+
+static const char *opt_arg(int argc, char **argv, int *i, const char *name, bool *missing) {
+  const char *a = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0) return NULL;
+  if (a[n] == '=') return a + n + 1;
+  if (a[n] != 0) return NULL;
+  if (*i + 1 >= argc) {
+    *missing = true;
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+int castor_build_main(int argc, char **argv) {
+  build b = {0};
+  castor_load_options lo;
+  castor_load_options_init(&lo);
+  castor_compile_options co;
+  castor_compile_options_init(&co);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v;
+    bool missing = false;
+    int64_t n;
+#define OPT(name) ((v = opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
+#define NEED(what) \
+  if (missing) return error("%s needs %s", a, what)
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0);
+    if (OPT("-o")) {
+      NEED("an output file");
+      b.out = v;
+    } else if (OPT("--emit")) {
+      NEED("a kind");
+      if (!strcmp(v, "exe")) b.emit = EMIT_EXE;
+      else if (!strcmp(v, "obj")) b.emit = EMIT_OBJ;
+      else if (!strcmp(v, "ir")) b.emit = EMIT_IR;
+      else if (!strcmp(v, "llvm")) b.emit = EMIT_LLVM;
+      else if (!strcmp(v, "asm")) b.emit = EMIT_ASM;
+      else if (!strcmp(v, "ptx")) b.emit = EMIT_PTX;
+      else return error("--emit takes exe, obj, ir, llvm, asm or ptx, got '%s'", v);
+    } else if (OPT("--prefix")) {
+      NEED("a C identifier");
+      b.prefix = v;
+    } else if (OPT("--cpu")) {
+      NEED("a CPU name");
+      b.cpu = v;
+    } else if (OPT("--features")) {
+      NEED("a feature list");
+      b.features = v;
+    } else if (OPT("--target")) {
+      NEED("cpu or cuda");
+      if (strcmp(v, "cpu") && strcmp(v, "cuda")) return error("--target takes cpu or cuda, got '%s'", v);
+      co.target = strcmp(v, "cuda") ? CASTOR_TARGET_CPU : CASTOR_TARGET_CUDA;
+    } else if (OPT("--sm")) {
+      NEED("a GPU architecture, e.g. sm_90");
+      b.sm = v;
+    } else if (OPT("--weights-seed")) {
+      if (missing || !parse_int(v, 0, INT64_MAX, &n))
+        return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      lo.seed = (uint64_t)n;
+    } else if (OPT("--weights")) {
+      NEED("a file");
+      lo.weights_path = v;
+    } else if (OPT("--policy")) {
+      NEED("a policy name");
+      co.policy = v;
+    } else if (OPT("--fp32-ops")) {
+      NEED("a list of op names");
+      co.fp32_ops = v;
+    } else if (OPT("--fp32-layers")) {
+      NEED("a list of layer names");
+      co.fp32_layers = v;
+    } else if (!strcmp(a, "--keep-16bit-outputs")) {
+      co.keep_16bit_outputs = 1;
+    } else if (!strncmp(a, "-O", 2) && a[2]) {
+      if (!parse_int(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
+      co.opt_level = (int)n;
+    } else if (!strcmp(a, "-O")) {
+      if (i + 1 >= argc || !parse_int(argv[++i], 0, 3, &n)) return error("-O takes 0-3");
+      co.opt_level = (int)n;
+    } else if (a[0] == '-' && a[1]) {
+      return error("unknown option '%s' (see castor build --help)", a);
+    } else if (!b.model) {
+      b.model = a;
+    } else {
+      return error("unexpected argument '%s' (see castor build --help)", a);
+    }
+#undef NEED
+#undef OPT
+  }
+  if (!b.model) return error("build: no model file given (see castor build --help)");
+  if (b.out && !b.out[0]) return error("-o needs an output file");
+  if (b.prefix && !b.prefix[0]) return error("--prefix needs a C identifier");
+  bool cuda = co.target == CASTOR_TARGET_CUDA;
+  if (b.emit == EMIT_PTX && !cuda) return error("--emit=ptx needs --target=cuda");
+  if (cuda && b.emit != EMIT_PTX && b.emit != EMIT_IR)
+    return error("--target=cuda builds --emit=ptx (or ir), not a CPU executable or object");
+  if (b.sm && !cuda) return error("--sm needs --target=cuda");
+
+  int rc = 1;
+  castor_context *ctx = NULL;
+  castor_model *m = NULL;
+  castor_context_create(&ctx);
+  if (castor_model_load_file(ctx, b.model, &lo, &m) != CASTOR_OK) {
+    fputs(castor_context_last_error(ctx), stderr);
+    goto done;
+  }
+  fputs(castor_context_last_warnings(ctx), stderr);
+  if (castor_compile_to(m, &co, emit, &b) != CASTOR_OK) {
+    if (!b.reported) fputs(castor_context_last_error(ctx), stderr);
+    goto done;
+  }
+  fputs(castor_context_last_warnings(ctx), stderr);
+  if (b.emit == EMIT_EXE && !link_executable(&b, b.tmp_obj)) goto done;
+  rc = 0;
+done:
+  if (b.tmp_obj) remove(b.tmp_obj);
+  if (b.tmp_dir) rmdir(b.tmp_dir);
+  free(b.tmp_obj), free(b.tmp_dir), free(b.libdir), free(b.header_path), free(b.prefix_owned), free(b.out_owned);
+  castor_model_destroy(m);
+  castor_context_destroy(ctx);
+  return rc;
+}
