@@ -37,6 +37,27 @@ expect_err() {
 
 # no LLVM at run time
 if ldd "./$name" | grep -i llvm; then fail "$name links LLVM"; fi
+# ... and it runs with LLVM hidden from the loader: in a private mount
+# namespace every libLLVM on the machine is covered by an empty file and
+# /usr/lib/llvm-* by empty directories (needs root and unshare; skipped
+# with a note otherwise)
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1 && unshare -m true 2>/dev/null; then
+  "$castor" run "$model" --batch 2 --seed 3 --output jit_hidden.npy >/dev/null
+  : >empty
+  if unshare -m sh -c '
+      for d in /usr/lib/llvm-*; do [ -d "$d" ] && mount -t tmpfs none "$d"; done
+      for f in /usr/lib/*/libLLVM*.so* /usr/lib/llvm-*/lib/libLLVM*.so*; do
+        [ -f "$f" ] && mount --bind "$PWD/empty" "$f" 2>/dev/null
+      done
+      if ls /usr/lib/llvm-19/lib/libLLVM* >/dev/null 2>&1; then echo "LLVM still visible" >&2; exit 2; fi
+      exec "./'"$name"'" --batch 2 --seed 3 --output aot_hidden.npy' >hidden.txt 2>&1; then
+    cmp jit_hidden.npy aot_hidden.npy || fail "with LLVM hidden: outputs differ"
+  else
+    fail "$name does not run with LLVM hidden from the loader: $(cat hidden.txt)"
+  fi
+else
+  echo "note: not root or no unshare: skipped running $name with LLVM hidden" >&2
+fi
 
 # random inputs: same seed, same summary lines and outputs as castor run
 for batch in 1 3; do
