@@ -8,6 +8,7 @@
  * and bf16 weights kept 16-bit; a B that is not a constant (read in place,
  * not pre-packed). Each case runs on 1, 2 and 3 threads, and the outputs
  * must be bit-identical: the split of the work never changes a result.
+ * A few cases also run on the AVX2 and generic SSE2 emitters.
  *
  * Graphs are built with ir_build_* (the frontend has no 16-bit weights
  * without a weights file), run through the default pass pipeline and
@@ -88,7 +89,7 @@ static ir_graph *build(const gemm_case *gc, uint64_t seed) {
 
 static double bound(ir_dtype dt) { return dt == IR_DTYPE_F16 ? 0x1p-10 : dt == IR_DTYPE_BF16 ? 0x1p-7 : 1e-5; }
 
-static void run_case(const gemm_case *gc, uint64_t seed) {
+static void run_case_on(const gemm_case *gc, uint64_t seed, const cg_options *co) {
   char what[160];
   snprintf(what, sizeof what, "%lldx%lldx%lld %s epi %d%s", (long long)gc->m, (long long)gc->k, (long long)gc->n,
            ir_dtype_name(gc->dt), (int)gc->ep, gc->b_cast ? " (B computed)" : "");
@@ -96,7 +97,7 @@ static void run_case(const gemm_case *gc, uint64_t seed) {
   ir_graph *g = build(gc, seed);
   ck_assert_msg(ir_verify(g, d), "%s: verify:\n%s", what, diag_text(d));
   ck_assert_msg(pass_run_pipeline(g, "verify,dce", NULL, d), "%s: passes:\n%s", what, diag_text(d));
-  rt_program *p = cg_compile_cpu(g, NULL, d);
+  rt_program *p = cg_compile_cpu(g, co, d);
   ck_assert_msg(p != NULL, "%s: codegen:\n%s", what, diag_text(d));
 
   int64_t nx = gc->m * gc->k, ny = gc->m * gc->n;
@@ -126,6 +127,8 @@ static void run_case(const gemm_case *gc, uint64_t seed) {
   ir_graph_destroy(g);
   diag_sink_destroy(d);
 }
+
+static void run_case(const gemm_case *gc, uint64_t seed) { run_case_on(gc, seed, NULL); }
 
 #define F32 IR_DTYPE_F32
 #define F16 IR_DTYPE_F16
@@ -173,6 +176,29 @@ START_TEST(test_batches) {
 }
 END_TEST
 
+/* The AVX2 (8 lanes, 16 registers: 6x16 tiles) and generic SSE2 (4 lanes)
+ * emitters, compiled for those feature sets; this host runs both. */
+START_TEST(test_narrow_targets) {
+  static const struct { const char *cpu, *features; } targets[] = {
+      {"haswell", "+sse2,+sse4.2,+avx,+avx2,+fma,+f16c"},
+      {"x86-64", "+sse2"},
+  };
+  static const gemm_case cases[] = {
+      {7, 13, 5, F32, EPI_BIAS_RELU, false}, {29, 513, 67, F32, EPI_BIAS_GELU, false},
+      {33, 80, 10, F32, EPI_SOFTMAX, false}, {9, 40, 40, F32, EPI_SOFTMAX, false},
+      {1, 300, 97, F16, EPI_BIAS_RELU, false}, {23, 517, 65, BF16, EPI_TANH, false},
+      {6, 50, 7, F32, EPI_NONE, true},
+  };
+  for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+    cg_options co;
+    cg_options_init(&co);
+    co.cpu = targets[t].cpu;
+    co.features = targets[t].features;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case_on(&cases[i], 500 + i, &co);
+  }
+}
+END_TEST
+
 int main(void) {
   setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1); /* split even the small cases over threads */
   Suite *s = suite_create("gemm");
@@ -180,6 +206,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_loop_test(tc, test_shapes, 0, (int)(sizeof shapes / sizeof shapes[0]));
   tcase_add_test(tc, test_batches);
+  tcase_add_test(tc, test_narrow_targets);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
