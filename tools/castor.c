@@ -105,28 +105,7 @@ typedef struct cli {
   const char *sm;
 } cli;
 
-static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
 
-/* --name=value or --name value; returns the value or NULL if a is not --name */
-static const char *opt_arg(int argc, char **argv, int *i, const char *name, bool *missing) {
-  const char *a = argv[*i];
-  size_t n = strlen(name);
-  if (strncmp(a, name, n) != 0) return NULL;
-  if (a[n] == '=') return a + n + 1;
-  if (a[n] != 0) return NULL;
-  if (*i + 1 >= argc) {
-    *missing = true;
-    return NULL;
-  }
-  return argv[++*i];
-}
 
 static int parse_args(int argc, char **argv, cli *c) {
   memset(c, 0, sizeof *c);
@@ -135,7 +114,7 @@ static int parse_args(int argc, char **argv, cli *c) {
     const char *a = argv[i], *v;
     bool missing = false;
     int64_t n;
-#define OPT(name) ((v = opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
+#define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) exit(usage(stdout, 0));
     if (!strcmp(a, "--version")) {
       printf("castor %s\n", castor_version());
@@ -148,13 +127,13 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (missing) return error("--output needs a file");
       vec_push(&c->outputs, v);
     } else if (OPT("--batch")) {
-      if (missing || !parse_int(v, 1, INT64_C(1) << 40, &n)) return error("--batch needs a positive integer, got '%s'", missing ? "" : v);
+      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 40, &n)) return error("--batch needs a positive integer, got '%s'", missing ? "" : v);
       c->batch = n;
     } else if (OPT("--seed")) {
-      if (missing || !parse_int(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->seed = (uint64_t)n;
     } else if (OPT("--weights-seed")) {
-      if (missing || !parse_int(v, 0, INT64_MAX, &n)) return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->weights_seed = (uint64_t)n;
     } else if (OPT("--weights")) {
       if (missing) return error("--weights needs a file");
@@ -188,24 +167,24 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (missing || (strcmp(v, "cpu") && strcmp(v, "cuda"))) return error("--target takes cpu or cuda");
       c->cuda = !strcmp(v, "cuda");
     } else if (OPT("--device")) {
-      if (missing || !parse_int(v, 0, 1024, &n)) return error("--device needs a device index, got '%s'", missing ? "" : v);
+      if (missing || !str_parse_i64(v, 0, 1024, &n)) return error("--device needs a device index, got '%s'", missing ? "" : v);
       c->device = (int)n;
     } else if (OPT("--sm")) {
       if (missing) return error("--sm needs an architecture, e.g. sm_90");
       c->sm = v;
     } else if (OPT("--threads")) {
-      if (missing || !parse_int(v, 1, 1024, &n)) return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
+      if (missing || !str_parse_i64(v, 1, 1024, &n)) return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
       c->threads = (int)n;
     } else if (!strcmp(a, "--stats")) {
       c->stats = true;
     } else if (OPT("--repeat")) {
-      if (missing || !parse_int(v, 1, 100000, &n)) return error("--repeat needs a positive integer, got '%s'", missing ? "" : v);
+      if (missing || !str_parse_i64(v, 1, 100000, &n)) return error("--repeat needs a positive integer, got '%s'", missing ? "" : v);
       c->repeat = (int)n;
     } else if (!strncmp(a, "-O", 2) && a[2]) {
-      if (!parse_int(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
+      if (!str_parse_i64(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
       c->opt_level = (int)n;
     } else if (!strcmp(a, "-O")) {
-      if (i + 1 >= argc || !parse_int(argv[++i], 0, 3, &n)) return error("-O takes 0-3");
+      if (i + 1 >= argc || !str_parse_i64(argv[++i], 0, 3, &n)) return error("-O takes 0-3");
       c->opt_level = (int)n;
     } else if (a[0] == '-' && a[1]) {
       return error("unknown option '%s' (see castor --help)", a);

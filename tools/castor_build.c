@@ -314,28 +314,6 @@ static castor_status emit(const ir_graph *g, const cg_options *co_in, void *arg,
 
 /* ---- arguments ---- */
 
-static const char *opt_arg(int argc, char **argv, int *i, const char *name, bool *missing) {
-  const char *a = argv[*i];
-  size_t n = strlen(name);
-  if (strncmp(a, name, n) != 0) return NULL;
-  if (a[n] == '=') return a + n + 1;
-  if (a[n] != 0) return NULL;
-  if (*i + 1 >= argc) {
-    *missing = true;
-    return NULL;
-  }
-  return argv[++*i];
-}
-
-static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
 int castor_build_main(int argc, char **argv) {
   build b = {0};
   castor_load_options lo;
@@ -346,7 +324,7 @@ int castor_build_main(int argc, char **argv) {
     const char *a = argv[i], *v;
     bool missing = false;
     int64_t n;
-#define OPT(name) ((v = opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
+#define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
 #define NEED(what) \
   if (missing) return error("%s needs %s", a, what)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0);
@@ -379,7 +357,7 @@ int castor_build_main(int argc, char **argv) {
       NEED("a GPU architecture, e.g. sm_90");
       b.sm = v;
     } else if (OPT("--weights-seed")) {
-      if (missing || !parse_int(v, 0, INT64_MAX, &n))
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n))
         return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
       lo.seed = (uint64_t)n;
     } else if (OPT("--weights")) {
@@ -397,10 +375,10 @@ int castor_build_main(int argc, char **argv) {
     } else if (!strcmp(a, "--keep-16bit-outputs")) {
       co.keep_16bit_outputs = 1;
     } else if (!strncmp(a, "-O", 2) && a[2]) {
-      if (!parse_int(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
+      if (!str_parse_i64(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
       co.opt_level = (int)n;
     } else if (!strcmp(a, "-O")) {
-      if (i + 1 >= argc || !parse_int(argv[++i], 0, 3, &n)) return error("-O takes 0-3");
+      if (i + 1 >= argc || !str_parse_i64(argv[++i], 0, 3, &n)) return error("-O takes 0-3");
       co.opt_level = (int)n;
     } else if (a[0] == '-' && a[1]) {
       return error("unknown option '%s' (see castor build --help)", a);

@@ -185,6 +185,28 @@ char *str_buf_take(str_buf *b) {
 }
 
 bool str_eq(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
+
+bool str_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+const char *str_opt_arg(int argc, char **argv, int *i, const char *name, bool *missing) {
+  const char *a = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0) return NULL;
+  if (a[n] == '=') return a + n + 1;
+  if (a[n] != 0) return NULL;
+  if (*i + 1 >= argc) {
+    *missing = true;
+    return NULL;
+  }
+  return argv[++*i];
+}
 bool str_has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
 bool str_read_file(const char *path, char **out_data, size_t *out_len) {

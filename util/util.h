@@ -84,6 +84,14 @@ const char *str_buf_cstr(str_buf *b); /* "" when empty */
 char *str_buf_take(str_buf *b);       /* caller frees; buffer is reset */
 
 bool str_eq(const char *a, const char *b);
+
+/* A whole decimal integer in [lo, hi]; false on anything else. */
+bool str_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* Command-line option `--name=value` or `--name value` at argv[*i]: the
+ * value (advancing *i past a separate value), NULL if argv[*i] is not
+ * --name; *missing is set when --name has no value. Shared by the CLI and
+ * the AOT executables' driver. */
+const char *str_opt_arg(int argc, char **argv, int *i, const char *name, bool *missing);
 bool str_has_prefix(const char *s, const char *prefix);
 
 /* Reads a whole file; returns false and sets errno on failure. The buffer is

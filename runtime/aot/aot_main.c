@@ -77,14 +77,6 @@ static int usage(const rt_program *p, const char *about, FILE *f, int rc) {
   return rc;
 }
 
-static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
 
 typedef struct args {
   VEC(const char *) inputs;
@@ -94,19 +86,6 @@ typedef struct args {
   bool batch_given;
 } args;
 
-/* --name=value or --name value: the value, NULL if a is not --name; *missing when it has none */
-static const char *opt_arg(int argc, char **argv, int *i, const char *name, bool *missing) {
-  const char *a = argv[*i];
-  size_t n = strlen(name);
-  if (strncmp(a, name, n) != 0) return NULL;
-  if (a[n] == '=') return a + n + 1;
-  if (a[n] != 0) return NULL;
-  if (*i + 1 >= argc) {
-    *missing = true;
-    return NULL;
-  }
-  return argv[++*i];
-}
 
 /* 0: run; 1: error; 2: help printed */
 static int parse_args(int argc, char **argv, const rt_aot_entry *en, args *c) {
@@ -115,7 +94,7 @@ static int parse_args(int argc, char **argv, const rt_aot_entry *en, args *c) {
     const char *a = argv[i], *v;
     bool missing = false;
     int64_t n;
-#define OPT(name) ((v = opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
+#define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(en->program, en->about, stdout, 0);
       return 2;
@@ -127,15 +106,15 @@ static int parse_args(int argc, char **argv, const rt_aot_entry *en, args *c) {
       if (missing) return error("--output needs a file");
       vec_push(&c->outputs, v);
     } else if (OPT("--batch")) {
-      if (missing || !parse_int(v, 1, INT64_C(1) << 40, &n))
+      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 40, &n))
         return error("--batch needs a positive integer, got '%s'", missing ? "" : v);
       c->batch = n, c->batch_given = true;
     } else if (OPT("--seed")) {
-      if (missing || !parse_int(v, 0, INT64_MAX, &n))
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n))
         return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->seed = (uint64_t)n;
     } else if (OPT("--threads")) {
-      if (missing || !parse_int(v, 1, 1024, &n))
+      if (missing || !str_parse_i64(v, 1, 1024, &n))
         return error("--threads needs an integer from 1 to 1024, got '%s'", missing ? "" : v);
       c->threads = n;
     } else {
