@@ -462,20 +462,27 @@ static void shape_str(str_buf *b, castor_dtype dt, int rank, const int64_t *dims
 /* Checks t against desc; the batch comes from the first batched tensor. */
 static bool check_tensor(castor_context *ctx, const char *what, const rt_tensor_desc *desc,
                          const castor_tensor *t, int64_t *batch) {
-  bool ok = t->dtype == (castor_dtype)desc->dtype && t->rank == desc->rank;
+  bool ok = t->dtype == (castor_dtype)desc->dtype && t->rank == desc->rank, batch_differs = false;
+  int64_t seen = *batch;
   for (int r = 0; ok && r < desc->rank; r++) {
     if (desc->dims[r] >= 0) ok = t->dims[r] == desc->dims[r];
-    else if (*batch < 0) *batch = t->dims[r];
-    else ok = t->dims[r] == *batch;
+    else if (seen < 0) seen = t->dims[r];
+    else ok = !(batch_differs = t->dims[r] != seen);
   }
-  if (ok) return true;
+  if (ok) {
+    *batch = seen;
+    return true;
+  }
   str_buf want, got;
   str_buf_init(&want), str_buf_init(&got);
   shape_str(&want, (castor_dtype)desc->dtype, desc->rank, desc->dims);
   shape_str(&got, t->dtype, t->rank, t->dims);
-  diag_error(ctx->diag, (diag_loc){0}, "%s '%s': expected %s%s, got %s", what, desc->name,
-             str_buf_cstr(&want), *batch > 0 ? " with the batch of the other tensors" : "",
-             str_buf_cstr(&got));
+  if (batch_differs)
+    diag_error(ctx->diag, (diag_loc){0}, "%s '%s': batch %lld differs from the batch %lld of the tensors before it",
+               what, desc->name, (long long)t->dims[0], (long long)seen);
+  else
+    diag_error(ctx->diag, (diag_loc){0}, "%s '%s': expected %s, got %s", what, desc->name, str_buf_cstr(&want),
+               str_buf_cstr(&got));
   str_buf_fini(&want), str_buf_fini(&got);
   return false;
 }

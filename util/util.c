@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void castor_assert_fail(const char *expr, const char *file, int line) {
   fprintf(stderr, "castor: internal error: %s:%d: assertion '%s' failed\n", file, line, expr);
@@ -210,6 +211,11 @@ const char *str_opt_arg(int argc, char **argv, int *i, const char *name, bool *m
 bool str_has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
 bool str_read_file(const char *path, char **out_data, size_t *out_len) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    errno = EISDIR;
+    return false;
+  }
   FILE *f = fopen(path, "rb");
   if (!f) return false;
   str_buf b;
