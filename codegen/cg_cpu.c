@@ -198,8 +198,48 @@ static void emit_rows_lines(kctx *c, void (*body)(kctx *, LLVMValueRef line_base
   loop_end(c, &lr);
 }
 
+/* The value of a pad or slice at flat element index i of its result (row
+ * major, rows = batch rows): the source element at the same coordinates,
+ * or 0 where a pad reaches past the source. */
+static LLVMValueRef reshape_value(kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *x = op->srcs[0];
+  const ir_type *yt = &op->type, *xt = &x->type;
+  if (yt->rank == 0) return cg_emit_load(e, x->type.dtype, elem_ptr(c, x, i), 1, op->name);
+  LLVMValueRef coord[IR_MAX_RANK], rem = i;
+  for (int r = yt->rank - 1; r > 0; r--) {
+    coord[r] = LLVMBuildURem(B, rem, i64c(e, yt->dims[r]), "");
+    rem = LLVMBuildUDiv(B, rem, i64c(e, yt->dims[r]), "");
+  }
+  coord[0] = rem;
+  LLVMValueRef src = i64c(e, 0), inside = LLVMConstInt(e->i1, 1, 0);
+  for (int r = 0; r < yt->rank; r++) {
+    if (r > 0) src = LLVMBuildMul(B, src, i64c(e, xt->dims[r]), "");
+    src = LLVMBuildAdd(B, src, coord[r], "");
+    if (op->op == IR_OP_PAD && xt->dims[r] != IR_DIM_BATCH)
+      inside = LLVMBuildAnd(B, inside, LLVMBuildICmp(B, LLVMIntSLT, coord[r], i64c(e, xt->dims[r]), ""), "");
+  }
+  if (op->op == IR_OP_SLICE) return cg_emit_load(e, x->type.dtype, elem_ptr(c, x, src), 1, op->name);
+  LLVMValueRef safe = LLVMBuildSelect(B, inside, src, i64c(e, 0), "");
+  LLVMValueRef v = cg_emit_load(e, x->type.dtype, elem_ptr(c, x, safe), 1, x->name);
+  return LLVMBuildSelect(B, inside, v, cg_const(e, e->f32, 0.0), op->name);
+}
+
 static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
   int vw = c->e->vw;
+  const ir_node *first = c->k->ops[0];
+  if (first->op == IR_OP_PAD || first->op == IR_OP_SLICE) {
+    /* one element at a time: pads and slices only run on activations of
+     * matmuls that pad8 widened, a small part of a model's work */
+    cg_emitter *e = c->e;
+    loop lj = loop_begin(c, i64c(e, 0), i64c(e, last), 1, "j");
+    LLVMValueRef idx = LLVMBuildAdd(B, base, lj.iv, "");
+    LLVMValueRef val = cg_emit_round_to(e, reshape_value(c, first, idx), first->type.dtype, first->name);
+    val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, lj.iv, 1, 1);
+    cg_emit_store(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), 1);
+    loop_end(c, &lj);
+    return;
+  }
   int64_t vec = last / vw * vw;
   emit_eltwise_segment(c, base, 0, vec, vw);
   emit_eltwise_segment(c, base, vec, last, 1);

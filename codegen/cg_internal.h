@@ -58,9 +58,6 @@ typedef struct cg_plan {
 /* Groups nodes into kernels and assigns buffers; the graph must be verified
  * and its ids current. Weight data is not copied here. */
 bool cg_plan_build(const ir_graph *g, cg_plan *out, diag_sink *d);
-/* The same for a target with pad and slice kernels (pad_slice: the nvptx
- * target); cg_plan_build rejects them while the CPU has none. */
-bool cg_plan_build_for(const ir_graph *g, bool pad_slice, cg_plan *out, diag_sink *d);
 void cg_plan_fini(cg_plan *p);
 /* Constant buffer b's data in the layout the kernels read (bytes_fixed
  * bytes): the graph's own data, or a pre-packed copy allocated in a. */

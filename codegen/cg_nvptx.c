@@ -381,7 +381,7 @@ rt_cuda_program *cg_compile_cuda(const ir_graph *g, const char *sm, const cg_opt
   }
   pthread_once(&nv_once, nv_init);
   cg_plan plan;
-  if (!cg_plan_build_for(g, true, &plan, d)) return NULL;
+  if (!cg_plan_build(g, &plan, d)) return NULL;
 
   rt_cuda_program *prog = NULL;
   arena *a = arena_create();

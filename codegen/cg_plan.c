@@ -73,18 +73,9 @@ static int add_buffer(cg_plan *p, int *cap, rt_buffer_kind kind, int index, cons
   return p->n_buffers++;
 }
 
-bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) { return cg_plan_build_for(g, false, p, d); }
-
-bool cg_plan_build_for(const ir_graph *g, bool pad_slice, cg_plan *p, diag_sink *d) {
+bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
+  (void)d;
   memset(p, 0, sizeof *p);
-  for (int i = 0; i < g->n_nodes && !pad_slice; i++)
-    if (g->nodes[i]->op == IR_OP_PAD || g->nodes[i]->op == IR_OP_SLICE) {
-      /* pad8 runs for the cuda target; the CPU kernels for pad and slice
-       * are not written yet */
-      diag_error(d, g->nodes[i]->loc, "the CPU target cannot run %s (%%%s) yet; compile without pad8",
-                 ir_op_name(g->nodes[i]->op), g->nodes[i]->name);
-      return false;
-    }
   p->arena = arena_create();
   int n = g->n_nodes, buf_cap = 0;
   int *uses = ir_graph_use_counts(g);

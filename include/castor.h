@@ -123,6 +123,7 @@ typedef struct castor_compile_options {
   const char *fp32_ops;    /* comma-separated IR op names forced to f32, e.g. "gelu,add" (NULL) */
   const char *fp32_layers; /* comma-separated layer names forced to f32 (NULL) */
   int keep_16bit_outputs;  /* leave 16-bit model outputs 16-bit (0: outputs are f32) */
+  int pad8;                /* pad 16-bit matmuls to multiples of 8 (always on for CUDA; 0 on the CPU) */
   /* CUDA target. castor_compile opens the device (no GPU or driver:
    * CASTOR_ERR_DEVICE with one clear message) and compiles for its
    * architecture unless sm is set. */

@@ -65,6 +65,8 @@ static int usage(FILE *f, int rc) {
           "  --fp32-ops=LIST     force these ops to float32 (IR op names, e.g. gelu,add)\n"
           "  --fp32-layers=LIST  force these layers to float32 (layer names)\n"
           "  --keep-16bit-outputs  leave 16-bit model outputs 16-bit (default: float32)\n"
+          "  --pad8              pad 16-bit matmuls to multiples of 8 on the CPU too\n"
+          "                      (always on for --target=cuda)\n"
           "  -O N                LLVM optimization level 0-3 (default 2)\n"
           "  --target=cpu|cuda   run on this CPU (default) or an NVIDIA GPU (sm_80 or newer,\n"
           "                      through the CUDA driver); cuda pads 16-bit matmuls (pad8)\n"
@@ -99,7 +101,7 @@ typedef struct cli {
   int64_t batch;
   uint64_t seed, weights_seed;
   const char *weights, *policy, *passes, *dump_after, *dump_dir, *emit, *fp32_ops, *fp32_layers;
-  bool casts, keep16, cuda;
+  bool casts, keep16, cuda, pad8;
   int opt_level, device, repeat, threads;
   bool stats;
   const char *sm;
@@ -149,6 +151,8 @@ static int parse_args(int argc, char **argv, cli *c) {
       c->fp32_layers = v;
     } else if (!strcmp(a, "--keep-16bit-outputs")) {
       c->keep16 = true;
+    } else if (!strcmp(a, "--pad8")) {
+      c->pad8 = true;
     } else if (!strcmp(a, "--casts")) {
       c->casts = true;
     } else if (OPT("--passes")) {
@@ -215,7 +219,7 @@ static int cmd_dump(const cli *c) {
   int rc = 1;
   str_buf out;
   str_buf_init(&out);
-  const char *pipeline = c->passes ? c->passes : c->cuda ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT;
+  const char *pipeline = c->passes ? c->passes : c->cuda || c->pad8 ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT;
   if (c->emit && !strcmp(c->emit, "ptx") && !c->cuda) {
     diag_error(d, (diag_loc){0}, "--emit=ptx needs --target=cuda");
     pipeline = NULL;
@@ -328,6 +332,7 @@ static int cmd_run(const cli *c) {
   co.fp32_ops = c->fp32_ops;
   co.fp32_layers = c->fp32_layers;
   co.keep_16bit_outputs = c->keep16;
+  co.pad8 = c->pad8;
   co.target = c->cuda ? CASTOR_TARGET_CUDA : CASTOR_TARGET_CPU;
   co.device = c->device;
   co.sm = c->sm;

@@ -318,6 +318,61 @@ START_TEST(test_cli_and_host) {
 }
 END_TEST
 
+/* pad8 on the CPU (--pad8) computes the same bits as without it: padded
+ * products are zeros that leave each f32 FMA chain unchanged, and the pad
+ * and slice kernels move values without rounding. */
+START_TEST(test_pad8_cpu_same_bits) {
+  static const char *files[] = {"samples/mnist_mlp_small.cast", "tests/golden/keras/residual.cast",
+                                "tests/golden/keras/shared_value.cast", "tests/golden/keras/overrides.cast"};
+  static const char *pols[] = {"mixed_float16", "bfloat16", "float32"};
+  castor_context *ctx;
+  ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", CASTOR_SOURCE_DIR, files[f]);
+    castor_model *m;
+    ck_assert_msg(castor_model_load_file(ctx, path, NULL, &m) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+    for (size_t pi = 0; pi < 3; pi++) {
+      castor_tensor *out[2][4] = {{0}};
+      castor_tensor *x = NULL;
+      int n_out = 0;
+      for (int pad = 0; pad < 2; pad++) {
+        castor_compile_options o;
+        castor_compile_options_init(&o);
+        o.policy = pols[pi];
+        o.pad8 = pad;
+        castor_program *p;
+        ck_assert_msg(castor_compile(m, &o, &p) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+        n_out = castor_program_num_outputs(p);
+        ck_assert_int_le(n_out, 4);
+        if (!x) {
+          castor_tensor_info info;
+          castor_program_input_info(p, 0, &info);
+          ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 2, (int64_t[]){7, info.dims[1]}, &x), CASTOR_OK);
+          rng r;
+          rng_init(&r, 23);
+          float *xp = castor_tensor_data(x);
+          for (int64_t i = 0; i < castor_tensor_numel(x); i++) xp[i] = rng_uniform_f32(&r, -2, 2);
+        }
+        ck_assert_msg(castor_program_run(p, &x, 1, out[pad], n_out) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+        castor_program_destroy(p);
+      }
+      for (int o = 0; o < n_out; o++) {
+        const float *a = castor_tensor_data(out[0][o]), *b = castor_tensor_data(out[1][o]);
+        for (int64_t i = 0; i < castor_tensor_numel(out[0][o]); i++)
+          ck_assert_msg(a[i] == b[i] || (isnan(a[i]) && isnan(b[i])), "%s %s output %d [%lld]: %.9g with pad8, %.9g without",
+                        files[f], pols[pi], o, (long long)i, (double)b[i], (double)a[i]);
+        castor_tensor_destroy(out[0][o]);
+        castor_tensor_destroy(out[1][o]);
+      }
+      castor_tensor_destroy(x);
+    }
+    castor_model_destroy(m);
+  }
+  castor_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *e2e_suite(void) {
   Suite *s = suite_create("e2e");
   TCase *tc = tcase_create("numerics");
@@ -330,6 +385,7 @@ static Suite *e2e_suite(void) {
   tcase_add_test(tc, test_sample_full_policies);
   tcase_add_test(tc, test_sample_full);
   tcase_add_test(tc, test_cli_and_host);
+  tcase_add_test(tc, test_pad8_cpu_same_bits);
   suite_add_tcase(s, tc);
   return s;
 }
