@@ -345,6 +345,13 @@ static void nv_init(void) {
   LLVMInitializeNVPTXAsmPrinter();
 }
 
+/* The architectures from sm_80 on that LLVM 19's NVPTX backend knows: it
+ * aborts the process ("Cannot select" cp.async) on any other. A newer GPU
+ * (sm_100, sm_120, ...) gets PTX for the newest of them, which the driver
+ * JIT-compiles forward (castor uses no arch-specific 'a' features). */
+static const int nv_known_sm[] = {80, 86, 87, 89, 90};
+enum { NV_NEWEST_SM = 90 };
+
 /* "sm_80" -> 80; sm_90a -> 90. 0 if malformed. */
 static int parse_sm(const char *sm) {
   if (strncmp(sm, "sm_", 3) != 0) return 0;
@@ -377,6 +384,17 @@ rt_cuda_program *cg_compile_cuda(const ir_graph *g, const char *sm, const cg_opt
   }
   if (smv < 80) {
     diag_error(d, (diag_loc){0}, "castor's CUDA kernels need sm_80 or newer (mma.sync bf16, cp.async, ldmatrix), got %s", sm);
+    return NULL;
+  }
+  char newest[16];
+  if (smv > NV_NEWEST_SM) {
+    snprintf(newest, sizeof newest, "sm_%d", NV_NEWEST_SM);
+    sm = newest, smv = NV_NEWEST_SM;
+  }
+  bool known = false;
+  for (size_t i = 0; i < sizeof nv_known_sm / sizeof nv_known_sm[0]; i++) known |= nv_known_sm[i] == smv;
+  if (!known) {
+    diag_error(d, (diag_loc){0}, "unknown GPU architecture '%s' (LLVM's NVPTX target knows sm_80, sm_86, sm_87, sm_89 and sm_90)", sm);
     return NULL;
   }
   pthread_once(&nv_once, nv_init);
