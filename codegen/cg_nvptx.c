@@ -50,7 +50,15 @@ LLVMValueRef cg_nv_intrinsic(cg_emitter *e, const char *name, LLVMTypeRef *ovl, 
   LLVMTypeRef first;
   if (!n_ovl && n_args > 0 && LLVMIntrinsicIsOverloaded(id)) first = LLVMTypeOf(args[0]), ovl = &first, n_ovl = 1;
   LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, id, ovl, (size_t)n_ovl);
-  return LLVMBuildCall2(B, LLVMGlobalGetValueType(f), f, args, (unsigned)n_args, vname);
+  LLVMValueRef call = LLVMBuildCall2(B, LLVMGlobalGetValueType(f), f, args, (unsigned)n_args, vname);
+  /* warp-collective operations (ldmatrix, mma, shuffles, barriers) must not
+   * be moved into thread-dependent control flow; LLVM 19 does not mark
+   * every one of them convergent, so the call site says it */
+  if (strstr(name, "ldmatrix") || strstr(name, ".mma.") || strstr(name, "shfl") || strstr(name, "barrier")) {
+    unsigned kind = LLVMGetEnumAttributeKindForName("convergent", strlen("convergent"));
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(e->ctx, kind, 0));
+  }
+  return call;
 }
 
 LLVMValueRef cg_nv_sreg(cg_emitter *e, const char *reg) {
