@@ -56,25 +56,6 @@ const char *fe_layer_kind_name(fe_layer_kind k) {
 
 /* ---- suggestions ---- */
 
-static int edit_distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  int row[32];
-  if (lb >= sizeof row / sizeof row[0]) return 1 << 20;
-  for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
-  for (size_t i = 1; i <= la; i++) {
-    int diag = row[0];
-    row[0] = (int)i;
-    for (size_t j = 1; j <= lb; j++) {
-      int up = row[j];
-      int best = diag + (a[i - 1] != b[j - 1]);
-      if (up + 1 < best) best = up + 1;
-      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-      row[j] = best;
-      diag = up;
-    }
-  }
-  return row[lb];
-}
 
 const char *fe_closest(const char *s, const char *const *cands, int n_cands) {
   size_t len = strlen(s);
@@ -82,7 +63,7 @@ const char *fe_closest(const char *s, const char *const *cands, int n_cands) {
   const char *best = NULL;
   int best_d = 3;
   for (int i = 0; i < n_cands; i++) {
-    int dist = edit_distance(s, cands[i]);
+    int dist = str_edit_distance(s, len, cands[i], strlen(cands[i]));
     if (dist < best_d && (size_t)dist < len) best = cands[i], best_d = dist;
   }
   return best;

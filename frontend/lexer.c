@@ -35,32 +35,10 @@ static fe_token error_token(fe_lexer *lx, size_t pos) {
   return t;
 }
 
-/* Length of the valid UTF-8 sequence at pos (>= 1), or 0 if the byte at pos
- * does not start one (bad lead byte, missing continuation, overlong form,
- * surrogate, or beyond U+10FFFF). */
-static size_t utf8_len(const fe_lexer *lx, size_t pos) {
-  const unsigned char *s = (const unsigned char *)lx->text + pos;
-  size_t avail = lx->len - pos;
-  unsigned c = s[0];
-  if (c < 0x80) return 1;
-  size_t n;
-  unsigned min, cp;
-  if (c >= 0xc2 && c <= 0xdf) n = 2, min = 0x80, cp = c & 0x1f;
-  else if (c >= 0xe0 && c <= 0xef) n = 3, min = 0x800, cp = c & 0x0f;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4, min = 0x10000, cp = c & 0x07;
-  else return 0;
-  if (avail < n) return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    cp = cp << 6 | (s[i] & 0x3f);
-  }
-  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return n;
-}
 
 /* Checks that the bytes at pos start valid UTF-8; reports the bad byte. */
 static bool check_utf8(fe_lexer *lx, size_t pos, size_t *out_n) {
-  size_t n = utf8_len(lx, pos);
+  size_t n = str_utf8_len(lx->text + pos, lx->len - pos);
   if (n == 0) {
     diag_error(lx->d, loc_at(lx, pos), "invalid UTF-8 byte 0x%02x",
                (unsigned char)lx->text[pos]);

@@ -105,22 +105,6 @@ static void put_utf8(str_buf *b, unsigned cp) {
   str_buf_append(b, u, (size_t)n);
 }
 
-/* Length of a valid UTF-8 sequence at s (avail bytes), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t avail) {
-  unsigned c = s[0], cp, min;
-  size_t n;
-  if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f, min = 0x80;
-  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f, min = 0x800;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07, min = 0x10000;
-  else return 0;
-  if (avail < n) return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    cp = cp << 6 | (s[i] & 0x3f);
-  }
-  return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : n;
-}
 
 static bool parse_string(jparser *p, const char **out) {
   if (p->pos >= p->len || p->text[p->pos] != '"') return unexpected(p, "'\"'");
@@ -177,7 +161,7 @@ static bool parse_string(jparser *p, const char **out) {
       put_utf8(&b, (unsigned)cp);
       continue;
     }
-    size_t n = utf8_len((const unsigned char *)p->text + p->pos, p->len - p->pos);
+    size_t n = str_utf8_len((const unsigned char *)p->text + p->pos, p->len - p->pos);
     if (n == 0) {
       corrupt(p, p->pos, "invalid UTF-8 byte 0x%02x in a string", c);
       break;

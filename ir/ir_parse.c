@@ -186,25 +186,6 @@ static bool lex_uint(parser *ps, int64_t max, const char *what, int64_t *out) {
 
 /* ---- close-name suggestions for unknown ops ---- */
 
-static int edit_distance(const char *a, size_t na, const char *b) {
-  size_t nb = strlen(b);
-  int row[64];
-  if (na >= 63 || nb >= 63) return 99;
-  for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
-  for (size_t i = 1; i <= na; i++) {
-    int diag = row[0];
-    row[0] = (int)i;
-    for (size_t j = 1; j <= nb; j++) {
-      int up = row[j];
-      int best = diag + (a[i - 1] != b[j - 1]);
-      if (up + 1 < best) best = up + 1;
-      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-      row[j] = best;
-      diag = up;
-    }
-  }
-  return row[nb];
-}
 
 static bool unknown_op(parser *ps, const char *s, size_t n) {
   str_buf close;
@@ -214,7 +195,7 @@ static bool unknown_op(parser *ps, const char *s, size_t n) {
   for (int i = 0; i < IR_OP_COUNT; i++) {
     const char *name = ir_op_name((ir_op)i);
     int limit = n <= 3 ? 1 : 2;
-    if (edit_distance(s, n, name) <= limit) names[n_close++] = name;
+    if (str_edit_distance(s, n, name, strlen(name)) <= limit) names[n_close++] = name;
   }
   for (int i = 0; i < n_close; i++)
     str_buf_printf(&close, "%s'%s'", i == 0 ? "" : i + 1 == n_close ? " or " : ", ", names[i]);
@@ -601,18 +582,6 @@ static bool parse_header(parser *ps, const char *kw) {
 
 /* ---- whole text ---- */
 
-/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid. */
-static int utf8_seq_len(const unsigned char *p, size_t n) {
-  int len = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
-          : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-  if (len == 0 || (size_t)len > n) return 0;
-  for (int i = 1; i < len; i++)
-    if ((p[i] & 0xc0) != 0x80) return 0;
-  if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
-      (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
-    return 0; /* overlong, surrogate or beyond U+10FFFF */
-  return len;
-}
 
 /* Rejects bytes that are not UTF-8, NUL and control characters other than
  * tab and line ends, and a \r not followed by \n, before any parsing. */
@@ -622,7 +591,7 @@ static bool check_bytes(parser *ps, const char *text, size_t len) {
   for (size_t i = 0; i < len;) {
     unsigned char c = (unsigned char)text[i];
     const char *why = NULL;
-    int n = utf8_seq_len((const unsigned char *)text + i, len - i);
+    int n = str_utf8_len((const unsigned char *)text + i, len - i);
     if (n == 0) why = "invalid UTF-8 byte 0x%02x";
     else if (c == '\r' && (i + 1 == len || text[i + 1] != '\n'))
       why = "carriage return (0x%02x) not followed by a line feed";

@@ -26,18 +26,6 @@ static void print_value_ref(const ir_node *n, str_buf *out) {
   str_buf_puts(out, n && n->name && n->name[0] ? n->name : "?");
 }
 
-/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid. */
-static int utf8_seq_len(const unsigned char *p, size_t n) {
-  int len = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
-          : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-  if (len == 0 || (size_t)len > n) return 0;
-  for (int i = 1; i < len; i++)
-    if ((p[i] & 0xc0) != 0x80) return 0;
-  if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
-      (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
-    return 0; /* overlong, surrogate or beyond U+10FFFF */
-  return len;
-}
 
 static void print_string(const char *s, str_buf *out) {
   static const char hex[] = "0123456789abcdef";
@@ -46,7 +34,7 @@ static void print_string(const char *s, str_buf *out) {
   str_buf_putc(out, '"');
   for (size_t i = 0; i < n;) {
     unsigned char c = p[i];
-    int len = utf8_seq_len(p + i, n - i);
+    int len = (int)str_utf8_len(p + i, n - i);
     if (c == '"' || c == '\\') {
       str_buf_putc(out, '\\');
       str_buf_putc(out, (char)c);
@@ -74,7 +62,7 @@ static void print_note(const char *note, str_buf *out) {
   str_buf_puts(out, "  # ");
   const unsigned char *p = (const unsigned char *)note;
   for (size_t i = 0; i < n;) {
-    int len = utf8_seq_len(p + i, n - i);
+    int len = (int)str_utf8_len(p + i, n - i);
     if (len == 0) {
       str_buf_putc(out, '?');
       i++;

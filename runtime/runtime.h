@@ -115,6 +115,11 @@ int64_t rt_program_scratch_bytes(const rt_program *p);
 
 /* Runtime helpers the JIT must resolve for generated code (name, address),
  * e.g. __truncsfbf2 which Debian 12's libgcc lacks. Terminated by {0}. */
+/* Appends the line `castor run` prints for an output: name, dtype, shape
+ * and, for f32, min, max, mean and the argmax of the first rows. */
+void rt_tensor_summary(str_buf *out, const char *name, rt_dtype dtype, int rank, const int64_t *dims,
+                       const void *data);
+
 typedef struct rt_symbol {
   const char *name;
   void (*addr)(void); /* cast to the real type by the JIT (ISO C: a function pointer) */

@@ -276,36 +276,12 @@ static int cmd_dump(const cli *c) {
 /* ---- run ---- */
 
 static void summarize(const castor_tensor_info *info, castor_tensor *t) {
-  const int64_t *dims = castor_tensor_dims(t);
-  int rank = castor_tensor_rank(t);
-  printf("%s: %s[", info->name, castor_dtype_name(castor_tensor_dtype(t)));
-  for (int r = 0; r < rank; r++) printf("%s%" PRId64, r ? "," : "", dims[r]);
-  printf("]");
-  if (castor_tensor_dtype(t) != CASTOR_F32) {
-    printf("\n");
-    return;
-  }
-  const float *x = castor_tensor_data(t);
-  int64_t n = castor_tensor_numel(t);
-  double lo = INFINITY, hi = -INFINITY, sum = 0;
-  for (int64_t i = 0; i < n; i++) {
-    lo = x[i] < lo ? x[i] : lo;
-    hi = x[i] > hi ? x[i] : hi;
-    sum += x[i];
-  }
-  printf(" min %.6g max %.6g mean %.6g", lo, hi, n ? sum / (double)n : 0.0);
-  if (rank >= 1) {
-    int64_t rows = dims[0], cols = n / (rows ? rows : 1), show = rows < 8 ? rows : 8;
-    printf(" argmax [");
-    for (int64_t r = 0; r < show; r++) {
-      int64_t best = 0;
-      for (int64_t j = 1; j < cols; j++)
-        if (x[r * cols + j] > x[r * cols + best]) best = j;
-      printf("%s%" PRId64, r ? ", " : "", best);
-    }
-    printf("%s]", rows > show ? ", ..." : "");
-  }
-  printf("\n");
+  str_buf b;
+  str_buf_init(&b);
+  rt_tensor_summary(&b, info->name, (rt_dtype)castor_tensor_dtype(t), castor_tensor_rank(t), castor_tensor_dims(t),
+                    castor_tensor_data(t));
+  fputs(str_buf_cstr(&b), stdout);
+  str_buf_fini(&b);
 }
 
 static int cmp_double(const void *a, const void *b) {

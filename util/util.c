@@ -187,6 +187,41 @@ char *str_buf_take(str_buf *b) {
 
 bool str_eq(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
 
+size_t str_utf8_len(const void *p, size_t avail) {
+  const unsigned char *s = p;
+  unsigned c = s[0], cp, min;
+  size_t n;
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f, min = 0x80;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f, min = 0x800;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07, min = 0x10000;
+  else return 0;
+  if (avail < n) return 0;
+  for (size_t i = 1; i < n; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : n;
+}
+
+int str_edit_distance(const char *a, size_t na, const char *b, size_t nb) {
+  int row[64];
+  if (na > 63 || nb > 63) return 1 << 20;
+  for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
+  for (size_t i = 1; i <= na; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= nb; j++) {
+      int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[nb];
+}
+
 bool str_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   char *end;
   errno = 0;

@@ -85,6 +85,15 @@ char *str_buf_take(str_buf *b);       /* caller frees; buffer is reset */
 
 bool str_eq(const char *a, const char *b);
 
+/* Length (1-4) of the valid UTF-8 sequence at s, with avail bytes there
+ * (avail >= 1); 0 for a bad lead byte, a missing continuation, an overlong
+ * form, a surrogate or a code point beyond U+10FFFF. */
+size_t str_utf8_len(const void *s, size_t avail);
+
+/* Levenshtein distance of a[0..na) and b[0..nb), for "did you mean"
+ * suggestions; a large number when either is longer than 63 bytes. */
+int str_edit_distance(const char *a, size_t na, const char *b, size_t nb);
+
 /* A whole decimal integer in [lo, hi]; false on anything else. */
 bool str_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* Command-line option `--name=value` or `--name value` at argv[*i]: the

@@ -166,34 +166,11 @@ static bool read_input(const rt_tensor_desc *t, const char *path, rt_npy *a, int
 
 /* As `castor run` prints an output. */
 static void summarize(const rt_tensor_desc *t, const int64_t *dims, const void *data) {
-  printf("%s: %s[", t->name, rt_dtype_name(t->dtype));
-  int64_t n = 1;
-  for (int r = 0; r < t->rank; r++) printf("%s%" PRId64, r ? "," : "", dims[r]), n *= dims[r];
-  printf("]");
-  if (t->dtype != RT_F32) {
-    printf("\n");
-    return;
-  }
-  const float *x = data;
-  double lo = INFINITY, hi = -INFINITY, sum = 0;
-  for (int64_t i = 0; i < n; i++) {
-    lo = x[i] < lo ? x[i] : lo;
-    hi = x[i] > hi ? x[i] : hi;
-    sum += x[i];
-  }
-  printf(" min %.6g max %.6g mean %.6g", lo, hi, n ? sum / (double)n : 0.0);
-  if (t->rank >= 1) {
-    int64_t rows = dims[0], cols = n / (rows ? rows : 1), show = rows < 8 ? rows : 8;
-    printf(" argmax [");
-    for (int64_t r = 0; r < show; r++) {
-      int64_t best = 0;
-      for (int64_t j = 1; j < cols; j++)
-        if (x[r * cols + j] > x[r * cols + best]) best = j;
-      printf("%s%" PRId64, r ? ", " : "", best);
-    }
-    printf("%s]", rows > show ? ", ..." : "");
-  }
-  printf("\n");
+  str_buf b;
+  str_buf_init(&b);
+  rt_tensor_summary(&b, t->name, t->dtype, t->rank, dims, data);
+  fputs(str_buf_cstr(&b), stdout);
+  str_buf_fini(&b);
 }
 
 static void *alloc64(int64_t bytes) {
