@@ -12,6 +12,8 @@
 #ifndef CASTOR_TESTS_GPU_CASES_H
 #define CASTOR_TESTS_GPU_CASES_H
 
+#include <string.h>
+
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 
