@@ -80,6 +80,7 @@ static int usage(FILE *f, int rc) {
           "  --fp32-ops=LIST     force these ops to float32 (IR op names)\n"
           "  --fp32-layers=LIST  force these layers to float32 (layer names)\n"
           "  --keep-16bit-outputs  leave 16-bit model outputs 16-bit\n"
+          "  --pad8              pad 16-bit matmuls to multiples of 8 (always on for cuda)\n"
           "  -O N                LLVM optimization level 0-3 (default 2)\n"
           "\n"
           "An executable is linked by $CC (default cc) with the AOT runtime archives from\n"
@@ -374,6 +375,8 @@ int castor_build_main(int argc, char **argv) {
       co.fp32_layers = v;
     } else if (!strcmp(a, "--keep-16bit-outputs")) {
       co.keep_16bit_outputs = 1;
+    } else if (!strcmp(a, "--pad8")) {
+      co.pad8 = 1;
     } else if (!strncmp(a, "-O", 2) && a[2]) {
       if (!str_parse_i64(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
       co.opt_level = (int)n;
