@@ -285,10 +285,11 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     for (int r = 0; r < x->rank; r++) {
       int64_t want = attr->shape.dims[r], have = x->dims[r];
       if ((want == IR_DIM_BATCH) != (have == IR_DIM_BATCH))
-        return FAIL("%s of %s keeps the batch dimension N where it is", ir_op_name(op), sa);
+        return FAIL("%s of %s must keep the batch dimension N in dimension 0 and nowhere else",
+                    ir_op_name(op), sa);
       if (want != IR_DIM_BATCH && (want < 1 || (op == IR_OP_PAD ? want < have : want > have)))
-        return FAIL("%s of %s to dimension %lld at %d: it must %s", ir_op_name(op), sa, (long long)want, r,
-                    op == IR_OP_PAD ? "not shrink" : "not grow");
+        return FAIL("%s of %s would make dimension %d %lld; a %s", ir_op_name(op), sa, r, (long long)want,
+                    op == IR_OP_PAD ? "pad may only grow a dimension" : "slice may only shrink a dimension");
       out->dims[r] = want;
     }
     return true;

@@ -266,6 +266,14 @@ static const struct {
      "t.cir:3:15: error: unknown op 'frobnicate' (ops: input, const, matmul, add, mul, relu, "
      "sigmoid, tanh, gelu, softmax, cast, pad, slice)\n"
      "%y = f32[N,4] frobnicate(%x)\n              ^\n"},
+    {HDR X "%p = f32[N,2] pad(%x) {shape=[N,2]}\n" OUT,
+     "t.cir:3:15: error: pad of f32[N,4] would make "
+     "dimension 1 2; a pad may only grow a dimension\n"
+     "%p = f32[N,2] pad(%x) {shape=[N,2]}\n              ^\n"},
+    {HDR X "%s = f32[4,4] slice(%x) {shape=[4,4]}\n" OUT,
+     "t.cir:3:15: error: slice of f32[N,4] must keep "
+     "the batch dimension N in dimension 0 and nowhere else\n"
+     "%s = f32[4,4] slice(%x) {shape=[4,4]}\n              ^\n"},
     {HDR X "%y = f32[N,4] relu(%z)\n" OUT,
      "t.cir:3:20: error: undefined value %z\n%y = f32[N,4] relu(%z)\n                   ^\n"},
     {HDR X "%x = f32[N,4] relu(%x)\n" OUT,
