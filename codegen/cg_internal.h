@@ -75,6 +75,10 @@ typedef struct cg_emitter {
   int vw; /* f32 lanes of the widest native vector */
 } cg_emitter;
 
+/* Fills e's types for ctx; vw is the f32 lanes of the widest vector the
+ * kernels use (1 on the GPU, where a thread handles one element). */
+void cg_emitter_init(cg_emitter *e, LLVMContextRef ctx, LLVMModuleRef mod, int vw);
+
 /* Constant of type ty (float or <n x float>) with every lane = v. */
 LLVMValueRef cg_const(cg_emitter *e, LLVMTypeRef ty, double v);
 LLVMValueRef cg_emit_exp(cg_emitter *e, LLVMValueRef x, const char *name);

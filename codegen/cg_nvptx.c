@@ -369,17 +369,6 @@ static int parse_sm(const char *sm) {
   return (int)v;
 }
 
-static void emitter_init_nv(cg_emitter *e, LLVMContextRef ctx, LLVMModuleRef mod) {
-  memset(e, 0, sizeof *e);
-  e->ctx = ctx, e->mod = mod;
-  e->b = LLVMCreateBuilderInContext(ctx);
-  e->f32 = LLVMFloatTypeInContext(ctx), e->half = LLVMHalfTypeInContext(ctx);
-  e->bf16 = LLVMBFloatTypeInContext(ctx);
-  e->i1 = LLVMInt1TypeInContext(ctx), e->i32 = LLVMInt32TypeInContext(ctx);
-  e->i64 = LLVMInt64TypeInContext(ctx), e->ptr = LLVMPointerTypeInContext(ctx, 0);
-  e->void_ = LLVMVoidTypeInContext(ctx);
-  e->vw = 1;
-}
 
 rt_cuda_program *cg_compile_cuda(const ir_graph *g, const char *sm, const cg_options *o, diag_sink *d) {
   cg_options defaults;
@@ -416,7 +405,7 @@ rt_cuda_program *cg_compile_cuda(const ir_graph *g, const char *sm, const cg_opt
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(g->name, ctx);
   cg_emitter e;
-  emitter_init_nv(&e, ctx, mod);
+  cg_emitter_init(&e, ctx, mod, 1); /* one thread, one element: no host vectors */
   LLVMValueRef *base = NULL;
   char *msg = NULL;
   LLVMTargetRef target;

@@ -77,7 +77,7 @@ void cg_target_fini(cg_target *t) {
   memset(t, 0, sizeof *t);
 }
 
-static void emitter_init(cg_emitter *e, LLVMContextRef ctx, LLVMModuleRef mod, const char *features) {
+void cg_emitter_init(cg_emitter *e, LLVMContextRef ctx, LLVMModuleRef mod, int vw) {
   memset(e, 0, sizeof *e);
   e->ctx = ctx, e->mod = mod;
   e->b = LLVMCreateBuilderInContext(ctx);
@@ -86,8 +86,7 @@ static void emitter_init(cg_emitter *e, LLVMContextRef ctx, LLVMModuleRef mod, c
   e->i1 = LLVMInt1TypeInContext(ctx), e->i32 = LLVMInt32TypeInContext(ctx);
   e->i64 = LLVMInt64TypeInContext(ctx), e->ptr = LLVMPointerTypeInContext(ctx, 0);
   e->void_ = LLVMVoidTypeInContext(ctx);
-  /* widest native f32 vector: 16 with AVX-512F, 8 with AVX, else 4 (SSE2 is x86-64 baseline) */
-  e->vw = strstr(features, "+avx512f") ? 16 : strstr(features, "+avx,") || strstr(features, "+avx2") ? 8 : 4;
+  e->vw = vw;
 }
 
 void cg_emitter_fini(cg_emitter *e) {
@@ -103,7 +102,9 @@ LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char
   LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(t->tm);
   LLVMSetModuleDataLayout(mod, dl);
   LLVMDisposeTargetData(dl);
-  emitter_init(e, ctx, mod, t->features);
+  /* widest native f32 vector: 16 with AVX-512F, 8 with AVX, else 4 (SSE2 is x86-64 baseline) */
+  const char *f = t->features;
+  cg_emitter_init(e, ctx, mod, strstr(f, "+avx512f") ? 16 : strstr(f, "+avx,") || strstr(f, "+avx2") ? 8 : 4);
   char *msg = NULL;
   if (!cg_cpu_emit_kernels(e, plan, d)) goto fail;
   if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
