@@ -688,10 +688,37 @@ START_TEST(test_read_fuzz) {
 }
 END_TEST
 
+/* __truncsfbf2 as the JIT resolves it: bf16 bits in the low half of the
+ * returned register, rounded to nearest even, NaN canonical. */
+START_TEST(test_truncsfbf2_helper) {
+  const rt_symbol *h = rt_helper_symbols();
+  ck_assert_str_eq(h[0].name, "__truncsfbf2");
+  float (*fn)(float) = (float (*)(float))h[0].addr;
+  static const struct {
+    uint32_t in;
+    uint16_t want;
+  } cases[] = {
+      {0x3f800000u, 0x3f80}, {0x3f808000u, 0x3f80}, /* 1 + 2^-8: tie to even */
+      {0x3f818000u, 0x3f82}, /* 1 + 3*2^-8: tie up to even */
+      {0xc0200000u, 0xc020}, {0x7f800000u, 0x7f80}, {0x7f800001u, 0x7fc0}, {0xff800001u, 0xffc0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    float x, r;
+    uint32_t bits;
+    memcpy(&x, &cases[i].in, 4);
+    r = fn(x);
+    memcpy(&bits, &r, 4);
+    ck_assert_msg((uint16_t)bits == cases[i].want, "0x%08x -> 0x%04x, want 0x%04x", cases[i].in,
+                  (unsigned)(uint16_t)bits, cases[i].want);
+  }
+}
+END_TEST
+
 static Suite *runtime_suite(void) {
   Suite *s = suite_create("runtime");
   TCase *tc = tcase_create("dtype");
   tcase_add_test(tc, test_dtype_table);
+  tcase_add_test(tc, test_truncsfbf2_helper);
   suite_add_tcase(s, tc);
   tc = tcase_create("npy");
   tcase_add_checked_fixture(tc, setup, teardown);
