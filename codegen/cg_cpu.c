@@ -146,15 +146,17 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
     case IR_OP_RELU:
     case IR_OP_SIGMOID:
     case IR_OP_TANH:
-    case IR_OP_GELU: val = cg_emit_unary(e, op->op, in[0], op->name); break;
+    case IR_OP_GELU:
+    case IR_OP_SILU: val = cg_emit_unary(e, op->op, in[0], op->name); break;
     case IR_OP_CAST: val = in[0]; break;
     case IR_OP_INPUT:
     case IR_OP_CONST:
     case IR_OP_MATMUL:
     case IR_OP_SOFTMAX:
+    case IR_OP_LAYER_NORM:
     case IR_OP_PAD:
     case IR_OP_SLICE:
-    case IR_OP_COUNT: CASTOR_UNREACHABLE();
+    case IR_OP_COUNT: CASTOR_UNREACHABLE(); /* not elementwise (cg_plan.c never chains them) */
     }
     /* each op's value has its own dtype; model 16-bit results exactly */
     val = cg_emit_round_to(e, val, op->type.dtype, op->name);

@@ -158,7 +158,7 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan) {
 const void *cg_plan_const_data(const cg_plan *p, int b, arena *a) {
   const ir_node *n = p->buffer_node[b];
   const cg_packing *pk = &p->packing[b];
-  const char *src = n->attr.konst.data;
+  const char *src = n->attr.data;
   if (!pk->panel || !src) return src;
   int64_t K = n->type.dims[0], Nc = n->type.dims[1], np = pk->panel;
   size_t ds = (size_t)ir_dtype_size(n->type.dtype);

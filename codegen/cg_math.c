@@ -127,6 +127,10 @@ LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *
     LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), "");
     return LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), ex, ""), name);
   }
+  case IR_OP_SILU: { /* x * sigmoid(x), as Keras computes it */
+    LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), "");
+    return LLVMBuildFMul(B, x, LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), ex, ""), ""), name);
+  }
   case IR_OP_TANH:
     return emit_tanh(e, x, name);
   case IR_OP_GELU:
@@ -137,6 +141,7 @@ LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *
   case IR_OP_ADD:
   case IR_OP_MUL:
   case IR_OP_SOFTMAX:
+  case IR_OP_LAYER_NORM:
   case IR_OP_CAST:
   case IR_OP_PAD:
   case IR_OP_SLICE:

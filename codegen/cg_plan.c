@@ -22,26 +22,21 @@
 
 #include "cg_internal.h"
 
-static bool fusable_op(ir_op op) {
-  switch (op) {
-  case IR_OP_ADD:
-  case IR_OP_MUL:
-  case IR_OP_RELU:
-  case IR_OP_SIGMOID:
-  case IR_OP_TANH:
-  case IR_OP_GELU:
-  case IR_OP_CAST:
-    return true;
-  case IR_OP_INPUT:
-  case IR_OP_CONST:
-  case IR_OP_MATMUL:
-  case IR_OP_SOFTMAX:
-  case IR_OP_PAD:
-  case IR_OP_SLICE:
-  case IR_OP_COUNT:
-    return false;
+/* An op that joins the kernel of the value it reads (the op table's kernel
+ * column). */
+static bool fusable_op(ir_op op) { return ir_op_kernel(op) == IR_KERNEL_ELTWISE; }
+
+/* The kernel an op starts (the op table's kernel column). */
+static cg_kernel_kind kernel_kind(ir_op op) {
+  switch (ir_op_kernel(op)) {
+  case IR_KERNEL_CONTRACT: return CG_KERNEL_MATMUL;
+  case IR_KERNEL_ROWWISE: return CG_KERNEL_SOFTMAX;
+  case IR_KERNEL_ELTWISE:
+  case IR_KERNEL_REINDEX: return CG_KERNEL_ELTWISE; /* a reindex op only ever starts a chain */
+  case IR_KERNEL_NONE: break;
   }
-  return false;
+  CASTOR_UNREACHABLE();
+  return CG_KERNEL_COPY;
 }
 
 static bool is_leaf(const ir_node *n) { return (ir_op_flags(n->op) & IR_OPF_LEAF) != 0; }
@@ -89,7 +84,7 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
 
   for (int i = 0; i < n; i++) {
     ir_node *x = g->nodes[i];
-    if (x->op == IR_OP_INPUT) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_INPUT, x->attr.input.index, x);
+    if (x->op == IR_OP_INPUT) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_INPUT, (int)x->attr.index, x);
     if (x->op == IR_OP_CONST) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_CONST, -1, x);
   }
 
@@ -98,9 +93,7 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
     ir_node *x = g->nodes[i];
     if (is_leaf(x) || fused[i]) continue;
     cg_kernel *k = &p->kernels[p->n_kernels++];
-    k->kind = x->op == IR_OP_MATMUL    ? CG_KERNEL_MATMUL
-              : x->op == IR_OP_SOFTMAX ? CG_KERNEL_SOFTMAX
-                                       : CG_KERNEL_ELTWISE;
+    k->kind = kernel_kind(x->op);
     k->ops = arena_alloc(p->arena, (size_t)(n - i) * sizeof(ir_node *));
     k->ops[k->n_ops++] = x;
     ir_node *cur = x;
@@ -111,7 +104,8 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
           if (g->nodes[j]->srcs[s] == cur) user = g->nodes[j];
       /* a row softmax that one GEMM panel spans ends a matmul kernel: the
        * GEMM's epilogue does it in registers (cg_gemm.c) */
-      if (user && user->op == IR_OP_SOFTMAX && k->kind == CG_KERNEL_MATMUL && cur->type.rank == 2 &&
+      if (user && ir_op_kernel(user->op) == IR_KERNEL_ROWWISE && user->n_srcs == 1 &&
+          k->kind == CG_KERNEL_MATMUL && cur->type.rank == 2 &&
           ir_type_eq(&user->type, &cur->type) && cur->type.dims[1] <= CG_GEMM_SOFTMAX_MAX_COLS) {
         fused[user->id] = true;
         k->ops[k->n_ops++] = user;

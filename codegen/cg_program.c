@@ -21,7 +21,7 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sin
     rt_buffer *buf = &p->buffers[b];
     if (buf->kind != RT_BUF_CONST) continue;
     const ir_node *n = plan->buffer_node[b];
-    if (!n->attr.konst.data) {
+    if (!n->attr.data) {
       diag_error(d, n->loc, "constant %%%s has no data (IR read from text cannot be compiled)", n->name);
       rt_program_destroy(p);
       return NULL;

@@ -41,14 +41,17 @@ static const char *const positional_desc[FE_LAYER_COUNT] = {
 static const char *const kind_names[FE_LAYER_COUNT] = {"input", "dense", "activation", "add",
                                                        "multiply"};
 
-static const struct {
-  const char *name;
-  ir_op op; /* IR_OP_COUNT: linear, no op */
-} activations[] = {
-    {"relu", IR_OP_RELU}, {"sigmoid", IR_OP_SIGMOID}, {"tanh", IR_OP_TANH},
-    {"gelu", IR_OP_GELU}, {"softmax", IR_OP_SOFTMAX}, {"linear", IR_OP_COUNT},
-};
-enum { N_ACTIVATIONS = sizeof activations / sizeof activations[0] };
+/* Activation names are the ops the op table marks IR_OPF_ACTIVATION, in
+ * table order, and "linear" (no op, IR_OP_COUNT). */
+enum { N_ACTIVATIONS_MAX = IR_OP_COUNT + 1 };
+
+static int activation_names(const char **names, ir_op *ops) {
+  int n = 0;
+  for (int i = 0; i < IR_OP_COUNT; i++)
+    if (ir_op_flags((ir_op)i) & IR_OPF_ACTIVATION) names[n] = ir_op_name((ir_op)i), ops[n++] = (ir_op)i;
+  names[n] = "linear", ops[n++] = IR_OP_COUNT;
+  return n;
+}
 
 const char *fe_layer_kind_name(fe_layer_kind k) {
   return k < FE_LAYER_COUNT ? kind_names[k] : "layer";
@@ -114,18 +117,21 @@ bool fe_policy_parse(fe_model *m, const fe_value *v, ir_policy *out) {
 
 static bool parse_activation(fe_model *m, const fe_value *v, ir_op *out) {
   const char *s = name_of(v);
-  const char *names[N_ACTIVATIONS];
-  for (int i = 0; i < N_ACTIVATIONS; i++) {
-    names[i] = activations[i].name;
-    if (s && str_eq(s, activations[i].name)) return *out = activations[i].op, true;
-  }
-  const char *near = s ? fe_closest(s, names, N_ACTIVATIONS) : NULL;
-  if (near)
+  const char *names[N_ACTIVATIONS_MAX];
+  ir_op ops[N_ACTIVATIONS_MAX];
+  int n = activation_names(names, ops);
+  for (int i = 0; i < n; i++)
+    if (s && str_eq(s, names[i])) return *out = ops[i], true;
+  const char *near = s ? fe_closest(s, names, n) : NULL;
+  if (near) {
     diag_error(m->d, v->loc, "unknown activation '%s'; did you mean '%s'?", s, near);
-  else
-    diag_error(m->d, v->loc,
-               "unknown activation %s; expected relu, sigmoid, tanh, gelu, softmax or linear",
-               value_desc(m, v));
+    return false;
+  }
+  str_buf list;
+  str_buf_init(&list);
+  for (int i = 0; i < n; i++) str_buf_printf(&list, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ", names[i]);
+  diag_error(m->d, v->loc, "unknown activation %s; expected %s", value_desc(m, v), str_buf_cstr(&list));
+  str_buf_fini(&list);
   return false;
 }
 

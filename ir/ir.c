@@ -4,6 +4,7 @@
  */
 #include "ir.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,21 +14,97 @@
 static const struct {
   const char *name;
   int arity;
-  unsigned flags;
+  unsigned attrs, flags;
+  ir_type_rule rule;
+  ir_ac_class ac;
+  ir_kernel_class kernel;
+  int flops;
   const char *sem;
 } op_table[IR_OP_COUNT] = {
-#define IR_OP(e, name, nsrc, flags, sem) [IR_OP_##e] = {#name, nsrc, flags, sem},
+#define IR_OP(e, name, nsrc, attrs, flags, rule, ac, kernel, flops, sem) \
+  [IR_OP_##e] = {#name, nsrc, attrs, flags, rule, ac, kernel, flops, sem},
 #include "ir_ops.def"
 #undef IR_OP
 };
 
+_Static_assert(IR_ATTR_COUNT <= 32, "attribute sets are 32-bit masks");
+#define IR_OP(e, name, nsrc, attrs, flags, rule, ac, kernel, flops, sem) \
+  _Static_assert((nsrc) <= IR_MAX_SRCS, #name ": more sources than IR_MAX_SRCS");           \
+  _Static_assert(((flags) & IR_OPF_LEAF) ? (nsrc) == 0 && (rule) == IR_TYPE_LEAF &&         \
+                     (ac) == IR_AC_LEAF && (kernel) == IR_KERNEL_NONE                       \
+                                         : (nsrc) > 0 && (rule) != IR_TYPE_LEAF &&          \
+                     (ac) != IR_AC_LEAF && (kernel) != IR_KERNEL_NONE,                      \
+                 #name ": a leaf (and only a leaf) has no sources, type rule, class or kernel");
+#include "ir_ops.def"
+#undef IR_OP
+
 const char *ir_op_name(ir_op op) { return op < IR_OP_COUNT ? op_table[op].name : "?"; }
 int ir_op_arity(ir_op op) { return op_table[op].arity; }
+unsigned ir_op_attrs(ir_op op) { return op_table[op].attrs; }
 unsigned ir_op_flags(ir_op op) { return op_table[op].flags; }
+ir_type_rule ir_op_type_rule(ir_op op) { return op_table[op].rule; }
+ir_ac_class ir_op_autocast(ir_op op) { return op_table[op].ac; }
+ir_kernel_class ir_op_kernel(ir_op op) { return op_table[op].kernel; }
+int ir_op_flops(ir_op op) { return op_table[op].flops; }
 const char *ir_op_semantics(ir_op op) { return op_table[op].sem; }
+
+const char *ir_ac_class_name(ir_ac_class c) {
+  switch (c) {
+  case IR_AC_LEAF: return "leaf";
+  case IR_AC_ALLOW: return "allow";
+  case IR_AC_INFER: return "infer";
+  case IR_AC_DENY: return "deny";
+  case IR_AC_CLEAR: return "clear";
+  case IR_AC_FIXED: return "fixed";
+  }
+  return "?";
+}
+
+const char *ir_kernel_class_name(ir_kernel_class k) {
+  switch (k) {
+  case IR_KERNEL_NONE: return "none";
+  case IR_KERNEL_CONTRACT: return "contract";
+  case IR_KERNEL_ELTWISE: return "eltwise";
+  case IR_KERNEL_ROWWISE: return "rowwise";
+  case IR_KERNEL_REINDEX: return "reindex";
+  }
+  return "?";
+}
+
+static const struct {
+  const char *name;
+  ir_attr_kind kind;
+  size_t offset; /* of its member in ir_attr */
+  const char *meaning;
+} attr_table[IR_ATTR_COUNT] = {
+#define IR_ATTR(key, kind, doc) [IR_ATTR_##key] = {#key, IR_ATTR_KIND_##kind, offsetof(ir_attr, key), doc},
+#include "ir_attrs.def"
+#undef IR_ATTR
+};
+
+const char *ir_attr_name(ir_attr_key k) { return k < IR_ATTR_COUNT ? attr_table[k].name : "?"; }
+ir_attr_kind ir_attr_kind_of(ir_attr_key k) { return attr_table[k].kind; }
+const char *ir_attr_meaning(ir_attr_key k) { return attr_table[k].meaning; }
+void *ir_attr_slot(ir_attr *a, ir_attr_key k) { return (char *)a + attr_table[k].offset; }
+const void *ir_attr_get(const ir_attr *a, ir_attr_key k) { return (const char *)a + attr_table[k].offset; }
+
+/* Copies the string attributes of an op into the arena. */
+static void attr_own_strings(ir_attr *a, ir_op op, arena *ar) {
+  for (int k = 0; k < IR_ATTR_COUNT; k++)
+    if ((ir_op_attrs(op) >> k & 1) && attr_table[k].kind == IR_ATTR_KIND_STRING) {
+      const char **str = ir_attr_slot(a, (ir_attr_key)k);
+      if (*str) *str = arena_strdup(ar, *str);
+    }
+}
 
 static bool name_is(const char *s, size_t n, const char *name) {
   return strlen(name) == n && memcmp(s, name, n) == 0;
+}
+
+bool ir_attr_from_name(const char *s, size_t n, ir_attr_key *out) {
+  for (int i = 0; i < IR_ATTR_COUNT; i++)
+    if (name_is(s, n, attr_table[i].name)) return *out = (ir_attr_key)i, true;
+  return false;
 }
 
 bool ir_op_from_name(const char *s, size_t n, ir_op *out) {
@@ -195,7 +272,7 @@ int ir_graph_num_inputs(const ir_graph *g) {
 
 ir_node *ir_graph_input(const ir_graph *g, int index) {
   for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i]->op == IR_OP_INPUT && g->nodes[i]->attr.input.index == index)
+    if (g->nodes[i]->op == IR_OP_INPUT && g->nodes[i]->attr.index == index)
       return g->nodes[i];
   return NULL;
 }
@@ -220,34 +297,56 @@ static void shape_str(const ir_type *t, char *buf, size_t n) {
 
 #define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), false)
 
+/* PAD grows and SLICE shrinks x to attr->shape, keeping N where x has it. */
+static bool infer_reshape(ir_op op, const ir_type *x, const ir_shape *shape, bool grow, ir_type *out,
+                          char *err, size_t errlen) {
+  char sa[96];
+  shape_str(x, sa, sizeof sa);
+  if (shape->rank != x->rank) return FAIL("%s to rank %d of %s", ir_op_name(op), shape->rank, sa);
+  *out = *x;
+  for (int r = 0; r < x->rank; r++) {
+    int64_t want = shape->dims[r], have = x->dims[r];
+    if ((want == IR_DIM_BATCH) != (have == IR_DIM_BATCH))
+      return FAIL("%s of %s must keep the batch dimension N in dimension 0 and nowhere else", ir_op_name(op), sa);
+    if (want != IR_DIM_BATCH && (want < 1 || (grow ? want < have : want > have)))
+      return FAIL("%s of %s would make dimension %d %lld; a %s", ir_op_name(op), sa, r, (long long)want,
+                  grow ? "pad may only grow a dimension" : "slice may only shrink a dimension");
+    out->dims[r] = want;
+  }
+  return true;
+}
+
+/* The first normalized dimension of a layer_norm of x, or -1. */
+int ir_norm_first_dim(const ir_type *x, int64_t axis) {
+  int64_t a = axis < 0 ? axis + x->rank : axis;
+  return a >= 0 && a < x->rank ? (int)a : -1;
+}
+
 bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr,
                    ir_type *out, char *err, size_t errlen) {
   char sa[96], sb[96];
   if (n_srcs != ir_op_arity(op))
     return FAIL("%s takes %d operand(s), got %d", ir_op_name(op), ir_op_arity(op), n_srcs);
-  switch (op) {
-  case IR_OP_INPUT:
-  case IR_OP_CONST:
+  switch (ir_op_type_rule(op)) {
+  case IR_TYPE_LEAF:
     return FAIL("%s has no inferred type", ir_op_name(op));
-  case IR_OP_MATMUL: {
+  case IR_TYPE_MATMUL: {
     const ir_type *a = &srcs[0]->type, *b = &srcs[1]->type;
     shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb);
     if (a->rank != 2 || b->rank != 2)
-      return FAIL("matmul operands must be rank 2, got %s and %s", sa, sb);
+      return FAIL("%s operands must be rank 2, got %s and %s", ir_op_name(op), sa, sb);
     if (ir_type_is_batched(b))
-      return FAIL("matmul right operand %s must not have the batch dimension", sb);
+      return FAIL("%s right operand %s must not have the batch dimension", ir_op_name(op), sb);
     if (a->dims[1] != b->dims[0])
-      return FAIL("matmul inner dimensions differ: %s and %s", sa, sb);
+      return FAIL("%s inner dimensions differ: %s and %s", ir_op_name(op), sa, sb);
     if (a->dtype != b->dtype || !ir_dtype_is_float(a->dtype))
-      return FAIL("matmul operands must share one float dtype, got %s and %s", sa, sb);
-    if (!ir_dtype_is_float(attr->matmul.acc))
-      return FAIL("matmul accumulator must be a float dtype, got %s",
-                  ir_dtype_name(attr->matmul.acc));
+      return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
+    if ((unsigned)attr->acc >= IR_DTYPE_COUNT || !ir_dtype_is_float(attr->acc))
+      return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), ir_dtype_name(attr->acc));
     *out = (ir_type){a->dtype, 2, {a->dims[0], b->dims[1]}};
     return true;
   }
-  case IR_OP_ADD:
-  case IR_OP_MUL: {
+  case IR_TYPE_BINARY: {
     const ir_type *a = &srcs[0]->type, *b = &srcs[1]->type;
     shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb);
     if (a->dtype != b->dtype || !ir_dtype_is_float(a->dtype))
@@ -259,46 +358,61 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     *out = *a;
     return true;
   }
-  case IR_OP_RELU:
-  case IR_OP_SIGMOID:
-  case IR_OP_TANH:
-  case IR_OP_GELU:
-  case IR_OP_SOFTMAX:
+  case IR_TYPE_UNARY:
+  case IR_TYPE_ROWWISE:
     shape_str(&srcs[0]->type, sa, sizeof sa);
     if (!ir_dtype_is_float(srcs[0]->type.dtype))
       return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
-    if (op == IR_OP_SOFTMAX && srcs[0]->type.rank < 1)
-      return FAIL("softmax needs rank >= 1, got %s", sa);
+    if (ir_op_type_rule(op) == IR_TYPE_ROWWISE && srcs[0]->type.rank < 1)
+      return FAIL("%s needs rank >= 1, got %s", ir_op_name(op), sa);
     *out = srcs[0]->type;
     return true;
-  case IR_OP_CAST:
-    *out = srcs[0]->type;
-    out->dtype = attr->cast.to;
-    return true;
-  case IR_OP_PAD:
-  case IR_OP_SLICE: {
+  case IR_TYPE_NORM: {
     const ir_type *x = &srcs[0]->type;
     shape_str(x, sa, sizeof sa);
-    if (attr->shape.rank != x->rank)
-      return FAIL("%s to rank %d of %s", ir_op_name(op), attr->shape.rank, sa);
-    *out = *x;
-    for (int r = 0; r < x->rank; r++) {
-      int64_t want = attr->shape.dims[r], have = x->dims[r];
-      if ((want == IR_DIM_BATCH) != (have == IR_DIM_BATCH))
-        return FAIL("%s of %s must keep the batch dimension N in dimension 0 and nowhere else",
-                    ir_op_name(op), sa);
-      if (want != IR_DIM_BATCH && (want < 1 || (op == IR_OP_PAD ? want < have : want > have)))
-        return FAIL("%s of %s would make dimension %d %lld; a %s", ir_op_name(op), sa, r, (long long)want,
-                    op == IR_OP_PAD ? "pad may only grow a dimension" : "slice may only shrink a dimension");
-      out->dims[r] = want;
+    if (!ir_dtype_is_float(x->dtype)) return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
+    int first = ir_norm_first_dim(x, attr->axis);
+    if (first < 0 || (first == 0 && ir_type_is_batched(x)))
+      return FAIL("%s axis %lld is not a dimension of %s%s", ir_op_name(op), (long long)attr->axis, sa,
+                  first == 0 ? " other than the batch N" : "");
+    if (!(attr->epsilon >= 0) || attr->epsilon > 1e30)
+      return FAIL("%s epsilon must be a finite number >= 0, got %g", ir_op_name(op), attr->epsilon);
+    ir_type want = {x->dtype, x->rank - first, {0}};
+    for (int r = first; r < x->rank; r++) want.dims[r - first] = x->dims[r];
+    for (int s = 1; s < 3; s++) {
+      if (!ir_type_eq(&srcs[s]->type, &want)) {
+        shape_str(&srcs[s]->type, sb, sizeof sb);
+        char sw[96];
+        shape_str(&want, sw, sizeof sw);
+        return FAIL("%s %s of %s must be %s (x's normalized dimensions), got %s", ir_op_name(op),
+                    s == 1 ? "gamma" : "beta", sa, sw, sb);
+      }
     }
+    *out = *x;
     return true;
   }
-  case IR_OP_COUNT:
-    break;
+  case IR_TYPE_CAST:
+    if ((unsigned)attr->to >= IR_DTYPE_COUNT) return FAIL("cast to an invalid dtype code %d", (int)attr->to);
+    *out = srcs[0]->type;
+    out->dtype = attr->to;
+    return true;
+  case IR_TYPE_PAD:
+  case IR_TYPE_SLICE:
+    return infer_reshape(op, &srcs[0]->type, &attr->shape, ir_op_type_rule(op) == IR_TYPE_PAD, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;
+}
+
+int64_t ir_node_flops(const ir_node *n, int64_t batch) {
+  int64_t numel = 0;
+  if (!ir_type_numel(&n->type, batch, &numel)) return 0;
+  int f = ir_op_flops(n->op);
+  if (f == IR_FLOPS_CONTRACT) {
+    const ir_type *a = &n->srcs[0]->type;
+    return 2 * numel * (a->rank ? a->dims[a->rank - 1] : 1);
+  }
+  return (int64_t)f * numel;
 }
 
 #undef FAIL
@@ -319,8 +433,8 @@ ir_node *ir_node_new(ir_graph *g, ir_op op, const ir_type *type, ir_node *const 
   return n;
 }
 
-static ir_node *build(ir_graph *g, ir_op op, const char *name, ir_node *const *srcs, int n,
-                      const ir_attr *attr, diag_loc loc) {
+ir_node *ir_build_op(ir_graph *g, ir_op op, const char *name, ir_node *const *srcs, int n,
+                     const ir_attr *attr, diag_loc loc) {
   ir_type t;
   char err[256];
   if (!ir_infer_type(op, srcs, n, attr, &t, err, sizeof err)) {
@@ -329,6 +443,7 @@ static ir_node *build(ir_graph *g, ir_op op, const char *name, ir_node *const *s
   }
   ir_node *node = ir_node_new(g, op, &t, srcs, n, name, loc);
   node->attr = *attr;
+  attr_own_strings(&node->attr, op, g->arena);
   ir_graph_append(g, node);
   return node;
 }
@@ -336,7 +451,7 @@ static ir_node *build(ir_graph *g, ir_op op, const char *name, ir_node *const *s
 ir_node *ir_build_input(ir_graph *g, const char *name, const ir_type *type, int index,
                         diag_loc loc) {
   ir_node *n = ir_node_new(g, IR_OP_INPUT, type, NULL, 0, name, loc);
-  n->attr.input.index = index;
+  n->attr.index = index;
   ir_graph_append(g, n);
   return n;
 }
@@ -344,27 +459,27 @@ ir_node *ir_build_input(ir_graph *g, const char *name, const ir_type *type, int 
 ir_node *ir_build_const(ir_graph *g, const char *name, const ir_type *type,
                         const char *weight, const void *data, diag_loc loc) {
   ir_node *n = ir_node_new(g, IR_OP_CONST, type, NULL, 0, name, loc);
-  n->attr.konst.weight = arena_strdup(g->arena, weight);
-  n->attr.konst.data = data;
+  n->attr.weight = arena_strdup(g->arena, weight);
+  n->attr.data = data;
   ir_graph_append(g, n);
   return n;
 }
 
 ir_node *ir_build_matmul(ir_graph *g, const char *name, ir_node *a, ir_node *b, ir_dtype acc,
                          diag_loc loc) {
-  ir_attr attr = {.matmul = {acc}};
-  return build(g, IR_OP_MATMUL, name, (ir_node *[]){a, b}, 2, &attr, loc);
+  ir_attr attr = {.acc = acc};
+  return ir_build_op(g, IR_OP_MATMUL, name, (ir_node *[]){a, b}, 2, &attr, loc);
 }
 
 ir_node *ir_build_binary(ir_graph *g, ir_op op, const char *name, ir_node *a, ir_node *b,
                          diag_loc loc) {
   ir_attr attr = {0};
-  return build(g, op, name, (ir_node *[]){a, b}, 2, &attr, loc);
+  return ir_build_op(g, op, name, (ir_node *[]){a, b}, 2, &attr, loc);
 }
 
 ir_node *ir_build_unary(ir_graph *g, ir_op op, const char *name, ir_node *x, diag_loc loc) {
   ir_attr attr = {0};
-  return build(g, op, name, &x, 1, &attr, loc);
+  return ir_build_op(g, op, name, &x, 1, &attr, loc);
 }
 
 ir_node *ir_build_reshape_op(ir_graph *g, ir_op op, const char *name, ir_node *x, const int64_t *dims,
@@ -372,12 +487,12 @@ ir_node *ir_build_reshape_op(ir_graph *g, ir_op op, const char *name, ir_node *x
   ir_attr attr = {0};
   attr.shape.rank = x->type.rank;
   for (int r = 0; r < x->type.rank; r++) attr.shape.dims[r] = dims[r];
-  return build(g, op, name, &x, 1, &attr, loc);
+  return ir_build_op(g, op, name, &x, 1, &attr, loc);
 }
 
 ir_node *ir_build_cast(ir_graph *g, const char *name, ir_node *x, ir_dtype to, diag_loc loc) {
-  ir_attr attr = {.cast = {to}};
-  return build(g, IR_OP_CAST, name, &x, 1, &attr, loc);
+  ir_attr attr = {.to = to};
+  return ir_build_op(g, IR_OP_CAST, name, &x, 1, &attr, loc);
 }
 
 ir_graph *ir_graph_clone(const ir_graph *src) {
@@ -392,7 +507,7 @@ ir_graph *ir_graph_clone(const ir_graph *src) {
     n->note = s->note ? arena_strdup(g->arena, s->note) : NULL;
     n->layer = s->layer ? arena_strdup(g->arena, s->layer) : NULL;
     n->rule = s->rule ? arena_strdup(g->arena, s->rule) : NULL;
-    if (s->op == IR_OP_CONST) n->attr.konst.weight = arena_strdup(g->arena, s->attr.konst.weight);
+    attr_own_strings(&n->attr, s->op, g->arena);
     for (int k = 0; k < s->n_srcs; k++) {
       CASTOR_ASSERT(s->srcs[k]->id >= 0 && s->srcs[k]->id < i && src->nodes[s->srcs[k]->id] == s->srcs[k]);
       n->srcs[k] = map[s->srcs[k]->id];

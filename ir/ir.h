@@ -16,18 +16,66 @@
 #include "../util/diag.h"
 #include "../util/util.h"
 
+/* Attribute keys (ir_attrs.def) and the op-table columns (ir_ops.def). */
+typedef enum ir_attr_key {
+#define IR_ATTR(key, kind, doc) IR_ATTR_##key,
+#include "ir_attrs.def"
+#undef IR_ATTR
+  IR_ATTR_COUNT
+} ir_attr_key;
+
+typedef enum ir_attr_kind { IR_ATTR_KIND_INT, IR_ATTR_KIND_FLOAT, IR_ATTR_KIND_DTYPE, IR_ATTR_KIND_STRING, IR_ATTR_KIND_SHAPE } ir_attr_kind;
+
+/* The attribute set of an op row: A(acc) | A(to). */
+#define A(key) (1u << IR_ATTR_##key)
+
+enum {
+  IR_OPF_LEAF = 1 << 0,       /* no sources: input or constant */
+  IR_OPF_KEEPS_ZERO = 1 << 1, /* zero operands give zero (pad8 runs it on zero padding) */
+  IR_OPF_ACTIVATION = 1 << 2, /* a Keras activation name for dense/activation layers */
+};
+
+/* How ir_infer_type derives an op's result type (ir.c). */
+typedef enum ir_type_rule {
+  IR_TYPE_LEAF,    /* declared, not inferred */
+  IR_TYPE_MATMUL,  /* [M,K] x [K,Nc] -> [M,Nc], one float dtype, b unbatched */
+  IR_TYPE_BINARY,  /* one float dtype; equal shapes or b a vector over a's last dimension */
+  IR_TYPE_UNARY,   /* a float operand; same type */
+  IR_TYPE_ROWWISE, /* a float operand of rank >= 1; same type */
+  IR_TYPE_NORM,    /* x float; gamma, beta x's dims from {axis} on, unbatched, x's dtype */
+  IR_TYPE_CAST,    /* x's shape, dtype {to} */
+  IR_TYPE_PAD,     /* x grown to {shape} */
+  IR_TYPE_SLICE,   /* x shrunk to {shape} */
+} ir_type_rule;
+
+/* The autocast pass's class of an op (passes/autocast.c). */
+typedef enum ir_ac_class {
+  IR_AC_LEAF,  /* inputs and constants: not retyped */
+  IR_AC_ALLOW, /* computes in its layer's compute dtype (matmul) */
+  IR_AC_INFER, /* follows its layer's matmul or its 16-bit neighbours (TF AMP) */
+  IR_AC_DENY,  /* always f32, operands upcast (softmax, normalization) */
+  IR_AC_CLEAR, /* moves data: takes its first operand's dtype */
+  IR_AC_FIXED, /* keeps the dtype it has (explicit casts) */
+} ir_ac_class;
+
+/* How code generation groups an op into kernels (codegen/cg_plan.c). */
+typedef enum ir_kernel_class {
+  IR_KERNEL_NONE,     /* a buffer, no kernel (leaves) */
+  IR_KERNEL_CONTRACT, /* starts a GEMM kernel with an elementwise epilogue */
+  IR_KERNEL_ELTWISE,  /* elementwise: starts a chain or fuses into the kernel before it */
+  IR_KERNEL_ROWWISE,  /* one row of its last dimension(s) at a time (reductions) */
+  IR_KERNEL_REINDEX,  /* moves elements to other coordinates (pad, slice) */
+} ir_kernel_class;
+
+/* The flops column of a contraction: 2 per result element and summed index. */
+#define IR_FLOPS_CONTRACT (-1)
+
 typedef enum ir_op {
-#define IR_OP(e, name, nsrc, flags, sem) IR_OP_##e,
+#define IR_OP(e, name, nsrc, attrs, flags, rule, ac, kernel, flops, sem) IR_OP_##e,
 #include "ir_ops.def"
 #undef IR_OP
   IR_OP_COUNT
 } ir_op;
-
-enum {
-  IR_OPF_LEAF = 1 << 0,    /* no sources: input or constant */
-  IR_OPF_ELTWISE = 1 << 1, /* elementwise over its first source's shape */
-  IR_OPF_ROWWISE = 1 << 2, /* independent per row of the last dimension */
-};
 
 typedef enum ir_dtype {
 #define IR_DTYPE(e, name, size, isfloat) IR_DTYPE_##e,
@@ -44,7 +92,7 @@ typedef enum ir_policy {
   IR_POLICY_COUNT
 } ir_policy;
 
-enum { IR_MAX_RANK = 4, IR_MAX_SRCS = 2 };
+enum { IR_MAX_RANK = 4, IR_MAX_SRCS = 4 };
 #define IR_DIM_BATCH ((int64_t)-1) /* the symbolic batch dimension N */
 
 typedef struct ir_type {
@@ -53,19 +101,26 @@ typedef struct ir_type {
   int64_t dims[IR_MAX_RANK];
 } ir_type;
 
-/* Attributes; the live member is named by the op's line in ir_ops.def. */
-typedef union ir_attr {
-  struct { int index; } input;            /* INPUT */
-  struct {
-    const char *weight;                   /* the weight's key, e.g. dense_1.kernel */
-    const void *data;                     /* row-major, node dtype; NULL in IR read from text */
-  } konst;                                /* CONST */
-  struct { ir_dtype acc; } matmul;        /* MATMUL */
-  struct { ir_dtype to; } cast;           /* CAST */
-  struct {
-    int rank;
-    int64_t dims[IR_MAX_RANK];            /* the result's shape; dims[0] may be N */
-  } shape;                                /* PAD, SLICE */
+typedef struct ir_shape {
+  int rank;
+  int64_t dims[IR_MAX_RANK]; /* dims[0] may be N */
+} ir_shape;
+
+/* C types of the attribute kinds. */
+typedef int64_t ir_attr_INT;
+typedef double ir_attr_FLOAT;
+typedef ir_dtype ir_attr_DTYPE;
+typedef const char *ir_attr_STRING;
+typedef ir_shape ir_attr_SHAPE;
+
+/* A node's attributes: one member per key of ir_attrs.def; the keys its op
+ * takes (ir_op_attrs) are live, the others zero. */
+typedef struct ir_attr {
+#define IR_ATTR(key, kind, doc) ir_attr_##kind key;
+#include "ir_attrs.def"
+#undef IR_ATTR
+  const void *data; /* CONST: row-major data in the node's dtype; NULL in IR read from
+                     * text. Not a text attribute. */
 } ir_attr;
 
 typedef struct ir_node {
@@ -104,10 +159,28 @@ typedef struct ir_graph {
 /* ---- tables ---- */
 
 const char *ir_op_name(ir_op op);
-int ir_op_arity(ir_op op);
+int ir_op_arity(ir_op op); /* number of sources */
+unsigned ir_op_attrs(ir_op op); /* bit k: takes attribute key k */
 unsigned ir_op_flags(ir_op op);
+ir_type_rule ir_op_type_rule(ir_op op);
+ir_ac_class ir_op_autocast(ir_op op);
+ir_kernel_class ir_op_kernel(ir_op op);
+int ir_op_flops(ir_op op); /* per result element, or IR_FLOPS_CONTRACT */
 const char *ir_op_semantics(ir_op op);
+const char *ir_ac_class_name(ir_ac_class c);        /* "allow" */
+const char *ir_kernel_class_name(ir_kernel_class k); /* "eltwise" */
 bool ir_op_from_name(const char *s, size_t n, ir_op *out);
+
+const char *ir_attr_name(ir_attr_key k);
+ir_attr_kind ir_attr_kind_of(ir_attr_key k);
+const char *ir_attr_meaning(ir_attr_key k);
+bool ir_attr_from_name(const char *s, size_t n, ir_attr_key *out);
+/* The member of a that holds key k (of k's kind's C type, ir_attr_INT...). */
+void *ir_attr_slot(ir_attr *a, ir_attr_key k);
+const void *ir_attr_get(const ir_attr *a, ir_attr_key k);
+/* Appends attribute k's value in the text form (acc=f32 without the key:
+ * "f32"); doubles print in their shortest form that reads back exactly. */
+void ir_attr_print(const ir_attr *a, ir_attr_key k, str_buf *out);
 
 const char *ir_dtype_name(ir_dtype t);
 int ir_dtype_size(ir_dtype t);
@@ -128,6 +201,8 @@ bool ir_type_is_batched(const ir_type *t); /* first dim is N */
 bool ir_type_inner_numel(const ir_type *t, int64_t *out);
 /* Element count for a concrete batch (batch ignored if not batched). */
 bool ir_type_numel(const ir_type *t, int64_t batch, int64_t *out);
+/* Floating-point operations of node n at a batch (ir_ops.def's flops column). */
+int64_t ir_node_flops(const ir_node *n, int64_t batch);
 /* Bytes for a concrete batch; false on overflow. */
 bool ir_type_bytes(const ir_type *t, int64_t batch, int64_t *out);
 void ir_type_print(const ir_type *t, str_buf *out); /* f32[N,784] */
@@ -174,6 +249,9 @@ ir_node *ir_build_input(ir_graph *g, const char *name, const ir_type *type, int 
                         diag_loc loc);
 ir_node *ir_build_const(ir_graph *g, const char *name, const ir_type *type,
                         const char *weight, const void *data, diag_loc loc);
+/* Any non-leaf op with attributes attr (the keys its op takes). */
+ir_node *ir_build_op(ir_graph *g, ir_op op, const char *name, ir_node *const *srcs, int n_srcs,
+                     const ir_attr *attr, diag_loc loc);
 ir_node *ir_build_matmul(ir_graph *g, const char *name, ir_node *a, ir_node *b, ir_dtype acc,
                          diag_loc loc);
 ir_node *ir_build_binary(ir_graph *g, ir_op op, const char *name, ir_node *a, ir_node *b,
@@ -188,6 +266,10 @@ ir_node *ir_build_reshape_op(ir_graph *g, ir_op op, const char *name, ir_node *x
  * (the frontend's notes), or LAYER in an autocast note "autocast: LAYER ...";
  * NULL otherwise. Arena-owned. */
 const char *ir_note_layer(arena *a, const char *note);
+
+/* The first dimension a layer_norm with this axis normalizes (axis < 0
+ * counts from the end), or -1 if it is not a dimension of x. */
+int ir_norm_first_dim(const ir_type *x, int64_t axis);
 
 /* ---- verifier: structural and type invariants; reports through d ---- */
 

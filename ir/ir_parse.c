@@ -20,6 +20,7 @@
 #include "ir.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,44 +336,96 @@ static bool parse_string(parser *ps, const char **out) {
   return ok;
 }
 
-/* The attributes an op takes besides policy: at most one. */
-static const char *op_attr_key(ir_op op) {
-  switch (op) {
-  case IR_OP_INPUT: return "index";
-  case IR_OP_CONST: return "weight";
-  case IR_OP_MATMUL: return "acc";
-  case IR_OP_CAST: return "to";
-  case IR_OP_PAD:
-  case IR_OP_SLICE: return "shape";
-  case IR_OP_ADD:
-  case IR_OP_MUL:
-  case IR_OP_RELU:
-  case IR_OP_SIGMOID:
-  case IR_OP_TANH:
-  case IR_OP_GELU:
-  case IR_OP_SOFTMAX:
-  case IR_OP_COUNT:
-    return NULL;
-  }
-  return NULL;
+/* The keys op takes, for messages: "to", "axis, epsilon" (into b). */
+static const char *keys_str(ir_op op, str_buf *b) {
+  int n = 0;
+  for (int k = 0; k < IR_ATTR_COUNT; k++)
+    if (ir_op_attrs(op) >> k & 1) str_buf_printf(b, "%s%s", n++ ? ", " : "", ir_attr_name((ir_attr_key)k));
+  return str_buf_cstr(b);
 }
 
-/* '{' KEY '=' VALUE {',' KEY '=' VALUE} '}' (the '{' already consumed). */
-static bool parse_attrs(parser *ps, ir_node *n, bool *out_has_op_attr) {
-  const char *op_key = op_attr_key(n->op);
+/* An integer [-]digits with |v| <= INT_MAX (attribute integers are small:
+ * indices, axes). */
+static bool lex_int(parser *ps, int64_t *out) {
+  skip_blanks(ps);
+  const char *s = ps->p;
+  bool neg = ps->p < ps->end && *ps->p == '-';
+  if (neg) ps->p++;
+  if (ps->p == ps->end || !is_digit(*ps->p)) {
+    ps->p = s;
+    return expected(ps, "an integer");
+  }
+  int64_t v;
+  if (!lex_uint(ps, INT_MAX, "an integer", &v)) return false;
+  *out = neg ? -v : v;
+  return true;
+}
+
+/* A decimal floating-point number as strtod reads it (no inf or nan). */
+static bool lex_double(parser *ps, double *out) {
+  skip_blanks(ps);
+  const char *s = ps->p;
+  char buf[64];
+  size_t n = 0;
+  while (s + n < ps->end && n + 1 < sizeof buf &&
+         (is_digit(s[n]) || s[n] == '.' || s[n] == 'e' || s[n] == 'E' || s[n] == '-' || s[n] == '+'))
+    n++;
+  memcpy(buf, s, n);
+  buf[n] = 0;
+  char *end = NULL;
+  double v = n ? strtod(buf, &end) : 0;
+  if (n == 0 || (size_t)(end - buf) != n || !isfinite(v)) return expected(ps, "a finite decimal number");
+  ps->p = s + n;
+  *out = v;
+  return true;
+}
+
+static bool parse_attr_value(parser *ps, ir_attr *a, ir_attr_key k) {
+  void *slot = ir_attr_slot(a, k);
+  switch (ir_attr_kind_of(k)) {
+  case IR_ATTR_KIND_INT: return lex_int(ps, slot);
+  case IR_ATTR_KIND_FLOAT: return lex_double(ps, slot);
+  case IR_ATTR_KIND_DTYPE: return parse_dtype(ps, slot);
+  case IR_ATTR_KIND_STRING: return parse_string(ps, slot);
+  case IR_ATTR_KIND_SHAPE: {
+    ir_type t = {0};
+    if (!parse_dims(ps, &t)) return false;
+    ir_shape *sh = slot;
+    sh->rank = t.rank;
+    for (int r = 0; r < t.rank; r++) sh->dims[r] = t.dims[r];
+    return true;
+  }
+  }
+  CASTOR_UNREACHABLE();
+  return false;
+}
+
+/* '{' KEY '=' VALUE {',' KEY '=' VALUE} '}' (the '{' already consumed);
+ * the keys are the op's (ir_ops.def) and policy. *out_seen gets the op's
+ * keys that were given. */
+static bool parse_attrs(parser *ps, ir_node *n, unsigned *out_seen) {
+  unsigned keys = ir_op_attrs(n->op);
   bool seen_policy = false;
   do {
     const char *key;
     size_t len;
     if (!lex_word(ps, false, &key, &len)) return expected(ps, "an attribute name");
-    bool is_op_key = op_key && word_is(key, len, op_key);
+    ir_attr_key k;
+    bool is_op_key = ir_attr_from_name(key, len, &k) && (keys >> k & 1);
     bool is_policy = word_is(key, len, "policy");
-    if (!is_op_key && !is_policy)
-      return op_key ? fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes %s and policy)",
-                              (int)len, key, ir_op_name(n->op), op_key)
-                    : fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes only policy)",
-                              (int)len, key, ir_op_name(n->op));
-    if ((is_op_key && *out_has_op_attr) || (is_policy && seen_policy))
+    if (!is_op_key && !is_policy) {
+      str_buf b;
+      str_buf_init(&b);
+      if (keys)
+        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes %s and policy)", (int)len, key,
+                ir_op_name(n->op), keys_str(n->op, &b));
+      else
+        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes only policy)", (int)len, key,
+                ir_op_name(n->op));
+      str_buf_fini(&b);
+      return false;
+    }
+    if ((is_op_key && (*out_seen >> k & 1)) || (is_policy && seen_policy))
       return fail_at(ps, key, "duplicate attribute '%.*s'", (int)len, key);
     if (!expect_char(ps, '=', "'=' after the attribute name")) return false;
     if (is_policy) {
@@ -380,42 +433,8 @@ static bool parse_attrs(parser *ps, ir_node *n, bool *out_has_op_attr) {
       seen_policy = true;
       continue;
     }
-    *out_has_op_attr = true;
-    switch (n->op) {
-    case IR_OP_INPUT: {
-      int64_t v;
-      if (!lex_uint(ps, INT_MAX, "an input index", &v)) return false;
-      n->attr.input.index = (int)v;
-      break;
-    }
-    case IR_OP_CONST:
-      if (!parse_string(ps, &n->attr.konst.weight)) return false;
-      n->attr.konst.data = NULL;
-      break;
-    case IR_OP_MATMUL:
-      if (!parse_dtype(ps, &n->attr.matmul.acc)) return false;
-      break;
-    case IR_OP_CAST:
-      if (!parse_dtype(ps, &n->attr.cast.to)) return false;
-      break;
-    case IR_OP_PAD:
-    case IR_OP_SLICE: {
-      ir_type t = {0};
-      if (!parse_dims(ps, &t)) return false;
-      n->attr.shape.rank = t.rank;
-      for (int r = 0; r < t.rank; r++) n->attr.shape.dims[r] = t.dims[r];
-      break;
-    }
-    case IR_OP_ADD:
-    case IR_OP_MUL:
-    case IR_OP_RELU:
-    case IR_OP_SIGMOID:
-    case IR_OP_TANH:
-    case IR_OP_GELU:
-    case IR_OP_SOFTMAX:
-    case IR_OP_COUNT:
-      CASTOR_UNREACHABLE();
-    }
+    *out_seen |= 1u << k;
+    if (!parse_attr_value(ps, &n->attr, k)) return false;
   } while (accept_char(ps, ','));
   return expect_char(ps, '}', "',' or '}' after the attribute");
 }
@@ -491,15 +510,16 @@ static bool parse_node(parser *ps) {
 
   char *name_z = arena_strndup(ps->g->arena, name, name_len);
   ir_node *node = ir_node_new(ps->g, op, &declared, srcs, n_srcs, name_z, node_loc_at(ps, pct));
-  bool has_op_attr = false;
-  if (accept_char(ps, '{') && !parse_attrs(ps, node, &has_op_attr)) return false;
+  unsigned seen = 0;
+  if (accept_char(ps, '{') && !parse_attrs(ps, node, &seen)) return false;
   skip_blanks(ps);
   if (ps->p < ps->end && *ps->p == '#') node->note = parse_note(ps);
   node->layer = ir_note_layer(ps->g->arena, node->note);
   if (!at_eol(ps)) return expected(ps, "'{', '#' or the end of the line");
-  const char *op_key = op_attr_key(op);
-  if (op_key && !has_op_attr)
-    return fail_at(ps, op_name, "%s needs the attribute '%s'", ir_op_name(op), op_key);
+  unsigned missing = ir_op_attrs(op) & ~seen;
+  for (int k = 0; k < IR_ATTR_COUNT; k++)
+    if (missing >> k & 1)
+      return fail_at(ps, op_name, "%s needs the attribute '%s'", ir_op_name(op), ir_attr_name((ir_attr_key)k));
 
   if (!(ir_op_flags(op) & IR_OPF_LEAF)) {
     ir_type inferred;
@@ -507,14 +527,19 @@ static bool parse_node(parser *ps) {
     if (!ir_infer_type(op, srcs, n_srcs, &node->attr, &inferred, err, sizeof err))
       return fail_at(ps, op_name, "%s", err);
     if (!ir_type_eq(&inferred, &declared)) {
-      char d[96], i[96], a[96], b[96] = "";
+      char d[96], i[96];
       type_str(&declared, d, sizeof d);
       type_str(&inferred, i, sizeof i);
-      type_str(&srcs[0]->type, a, sizeof a);
-      if (n_srcs > 1) type_str(&srcs[1]->type, b, sizeof b);
-      return fail_at(ps, type_at,
-                     "declared type %s does not match the inferred type %s: %s of %s%s%s", d, i,
-                     ir_op_name(op), a, n_srcs > 1 ? " and " : "", b);
+      str_buf operands;
+      str_buf_init(&operands);
+      for (int k = 0; k < n_srcs; k++) {
+        str_buf_puts(&operands, k == 0 ? "" : k + 1 == n_srcs ? " and " : ", ");
+        ir_type_print(&srcs[k]->type, &operands);
+      }
+      fail_at(ps, type_at, "declared type %s does not match the inferred type %s: %s of %s", d, i,
+              ir_op_name(op), str_buf_cstr(&operands));
+      str_buf_fini(&operands);
+      return false;
     }
   }
   ir_graph_append(ps->g, node);

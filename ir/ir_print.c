@@ -19,6 +19,8 @@
  */
 #include "ir.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void print_value_ref(const ir_node *n, str_buf *out) {
@@ -76,44 +78,49 @@ static void print_note(const char *note, str_buf *out) {
   }
 }
 
-/* The op's own attribute, or nothing for ops without one. */
-static bool print_op_attr(const ir_node *n, str_buf *out) {
-  switch (n->op) {
-  case IR_OP_INPUT:
-    str_buf_printf(out, "index=%d", n->attr.input.index);
-    return true;
-  case IR_OP_CONST:
-    str_buf_puts(out, "weight=");
-    print_string(n->attr.konst.weight, out);
-    return true;
-  case IR_OP_MATMUL:
-    str_buf_printf(out, "acc=%s", ir_dtype_name(n->attr.matmul.acc));
-    return true;
-  case IR_OP_CAST:
-    str_buf_printf(out, "to=%s", ir_dtype_name(n->attr.cast.to));
-    return true;
-  case IR_OP_PAD:
-  case IR_OP_SLICE: {
-    ir_type t = {IR_DTYPE_F32, n->attr.shape.rank, {0}};
-    for (int r = 0; r < t.rank && r < IR_MAX_RANK; r++) t.dims[r] = n->attr.shape.dims[r];
-    str_buf b;
-    str_buf_init(&b);
-    ir_type_print(&t, &b);
-    str_buf_printf(out, "shape=%s", strchr(str_buf_cstr(&b), '['));
-    str_buf_fini(&b);
-    return true;
+static void print_shape(const ir_shape *sh, str_buf *out) {
+  str_buf_putc(out, '[');
+  for (int r = 0; r < sh->rank && r < IR_MAX_RANK; r++) {
+    if (r) str_buf_putc(out, ',');
+    if (sh->dims[r] == IR_DIM_BATCH) str_buf_putc(out, 'N');
+    else str_buf_printf(out, "%lld", (long long)sh->dims[r]);
   }
-  case IR_OP_ADD:
-  case IR_OP_MUL:
-  case IR_OP_RELU:
-  case IR_OP_SIGMOID:
-  case IR_OP_TANH:
-  case IR_OP_GELU:
-  case IR_OP_SOFTMAX:
-  case IR_OP_COUNT:
-    return false;
+  str_buf_putc(out, ']');
+}
+
+/* The shortest %g form that reads back as the same double. */
+static void print_double(double v, str_buf *out) {
+  char buf[64];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
   }
-  return false;
+  str_buf_puts(out, buf);
+}
+
+void ir_attr_print(const ir_attr *a, ir_attr_key k, str_buf *out) {
+  const void *v = ir_attr_get(a, k);
+  switch (ir_attr_kind_of(k)) {
+  case IR_ATTR_KIND_INT: str_buf_printf(out, "%lld", (long long)*(const ir_attr_INT *)v); break;
+  case IR_ATTR_KIND_FLOAT: print_double(*(const ir_attr_FLOAT *)v, out); break;
+  case IR_ATTR_KIND_DTYPE: str_buf_puts(out, ir_dtype_name(*(const ir_attr_DTYPE *)v)); break;
+  case IR_ATTR_KIND_STRING: print_string(*(const ir_attr_STRING *)v, out); break;
+  case IR_ATTR_KIND_SHAPE: print_shape(v, out); break;
+  }
+}
+
+/* The op's own attributes in ir_attrs.def order; false if it has none. */
+static bool print_op_attrs(const ir_node *n, str_buf *out) {
+  unsigned keys = (unsigned)n->op < IR_OP_COUNT ? ir_op_attrs(n->op) : 0;
+  bool any = false;
+  for (int k = 0; k < IR_ATTR_COUNT; k++) {
+    if (!(keys >> k & 1)) continue;
+    if (any) str_buf_puts(out, ", ");
+    str_buf_printf(out, "%s=", ir_attr_name((ir_attr_key)k));
+    ir_attr_print(&n->attr, (ir_attr_key)k, out);
+    any = true;
+  }
+  return any;
 }
 
 /* One node, without the line end. */
@@ -132,7 +139,7 @@ void ir_print_node(const ir_node *n, str_buf *out) {
 
   str_buf attrs;
   str_buf_init(&attrs);
-  bool any = print_op_attr(n, &attrs);
+  bool any = print_op_attrs(n, &attrs);
   if (n->policy != IR_POLICY_NONE) {
     if (any) str_buf_puts(&attrs, ", ");
     str_buf_printf(&attrs, "policy=%s", ir_policy_name(n->policy));

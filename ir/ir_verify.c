@@ -230,47 +230,44 @@ static void check_sources(verifier *v, const ir_node *n, int pos, bool type_ok) 
   }
 }
 
-/* input_at[k]: schedule position of the input with index k, or -1. */
+/* The op's attributes by kind (ir_attrs.def), then the roles of leaves.
+ * input_at[k]: schedule position of the input with index k, or -1. */
 static void check_attrs(verifier *v, const ir_node *n, int pos, int n_inputs, int *input_at) {
-  switch (n->op) {
-  case IR_OP_INPUT: {
-    int k = n->attr.input.index;
+  for (int k = 0; k < IR_ATTR_COUNT; k++) {
+    if (!(ir_op_attrs(n->op) >> k & 1)) continue;
+    const void *val = ir_attr_get(&n->attr, (ir_attr_key)k);
+    const char *key = ir_attr_name((ir_attr_key)k);
+    switch (ir_attr_kind_of((ir_attr_key)k)) {
+    case IR_ATTR_KIND_DTYPE:
+      if ((unsigned)*(const ir_attr_DTYPE *)val >= IR_DTYPE_COUNT)
+        err(v, n, "attribute '%s' has an invalid dtype code %d", key, (int)*(const ir_attr_DTYPE *)val);
+      break;
+    case IR_ATTR_KIND_STRING:
+      if (!*(const ir_attr_STRING *)val) err(v, n, "%s has no '%s' attribute", ir_op_name(n->op), key);
+      break;
+    case IR_ATTR_KIND_SHAPE: {
+      int rank = ((const ir_shape *)val)->rank;
+      if (rank < 0 || rank > IR_MAX_RANK) err(v, n, "attribute '%s' has rank %d, outside 0..%d", key, rank, IR_MAX_RANK);
+      break;
+    }
+    case IR_ATTR_KIND_INT:
+    case IR_ATTR_KIND_FLOAT:
+      break; /* ranges are the type rule's */
+    }
+  }
+  if (n->op == IR_OP_INPUT) {
+    int64_t k = n->attr.index;
     if (!ir_type_is_batched(&n->type))
       err(v, n, "input is not batched (its first dimension must be N)");
     if (k < 0 || k >= n_inputs) {
-      err(v, n, "input index %d is outside 0..%d", k, n_inputs - 1);
+      err(v, n, "input index %lld is outside 0..%d", (long long)k, n_inputs - 1);
     } else if (input_at[k] >= 0) {
-      err(v, n, "input index %d is also used by %%%s", k, node_name(v->g->nodes[input_at[k]]));
+      err(v, n, "input index %lld is also used by %%%s", (long long)k, node_name(v->g->nodes[input_at[k]]));
     } else {
       input_at[k] = pos;
     }
-    break;
   }
-  case IR_OP_CONST:
-    if (ir_type_is_batched(&n->type)) err(v, n, "constant has the batch dimension N");
-    if (!n->attr.konst.weight) err(v, n, "constant has no weight key");
-    break;
-  case IR_OP_MATMUL:
-    if ((unsigned)n->attr.matmul.acc >= IR_DTYPE_COUNT)
-      err(v, n, "invalid accumulator dtype code %d", (int)n->attr.matmul.acc);
-    break;
-  case IR_OP_CAST:
-    if ((unsigned)n->attr.cast.to >= IR_DTYPE_COUNT)
-      err(v, n, "invalid cast dtype code %d", (int)n->attr.cast.to);
-    break;
-  case IR_OP_PAD:
-  case IR_OP_SLICE:
-    break; /* the shape is checked by type inference */
-  case IR_OP_ADD:
-  case IR_OP_MUL:
-  case IR_OP_RELU:
-  case IR_OP_SIGMOID:
-  case IR_OP_TANH:
-  case IR_OP_GELU:
-  case IR_OP_SOFTMAX:
-  case IR_OP_COUNT:
-    break;
-  }
+  if (n->op == IR_OP_CONST && ir_type_is_batched(&n->type)) err(v, n, "constant has the batch dimension N");
   if ((unsigned)n->policy >= IR_POLICY_COUNT) err(v, n, "invalid policy code %d", (int)n->policy);
 }
 

@@ -16,7 +16,7 @@
  * Classes (the policy table below, indexed by op):
  *   allow  matmul: computes in its layer's compute dtype (the policy's, or
  *          the layer's dtype= override);
- *   deny   softmax: always f32, inputs upcast;
+ *   deny   softmax, layer_norm: always f32, inputs upcast;
  *   infer  add, mul, activations: inside a dense layer they follow the
  *          layer's matmul; with a dtype= of their own they use it; standalone
  *          (activation/add/multiply layers under the global policy) they
@@ -24,22 +24,15 @@
  *          upstream, a 16-bit matmul of the same dtype downstream through
  *          other standalone infer ops) and not downstream of a deny op, as
  *          TF's AMP pass does; otherwise f32;
+ *   clear  pads and slices move data: they take their operand's dtype;
  *   fixed  casts already in the graph keep their dtype.
+ * The class of each op is the op table's (ir_ops.def, autocast column).
  * --fp32-ops (op names) and --fp32-layers (layer names) force f32.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "passes.h"
-
-typedef enum ac_class { AC_LEAF, AC_ALLOW, AC_INFER, AC_DENY, AC_FIXED } ac_class;
-
-static const ac_class op_class[IR_OP_COUNT] = {
-    [IR_OP_INPUT] = AC_LEAF,   [IR_OP_CONST] = AC_LEAF,    [IR_OP_MATMUL] = AC_ALLOW,
-    [IR_OP_ADD] = AC_INFER,    [IR_OP_MUL] = AC_INFER,     [IR_OP_RELU] = AC_INFER,
-    [IR_OP_SIGMOID] = AC_INFER, [IR_OP_TANH] = AC_INFER,   [IR_OP_GELU] = AC_INFER,
-    [IR_OP_SOFTMAX] = AC_DENY, [IR_OP_CAST] = AC_FIXED,
-};
 
 /* Is `name` an item of the comma-separated list? */
 static bool list_has(const char *list, const char *name) {
@@ -55,6 +48,12 @@ static bool list_has(const char *list, const char *name) {
   return false;
 }
 
+/* Ops that compute in a dtype autocast chooses, so --fp32-ops may force them. */
+static bool forceable(ir_op op) {
+  ir_ac_class c = ir_op_autocast(op);
+  return c == IR_AC_ALLOW || c == IR_AC_INFER || c == IR_AC_DENY;
+}
+
 bool pass_autocast_options_check(const pass_autocast_options *o, diag_sink *d) {
   const char *lists[2] = {o->fp32_ops, o->fp32_layers}, *what[2] = {"--fp32-ops", "--fp32-layers"};
   for (int l = 0; l < 2; l++) {
@@ -67,10 +66,13 @@ bool pass_autocast_options_check(const pass_autocast_options *o, diag_sink *d) {
         diag_error(d, (diag_loc){0}, "%s: empty item in '%s'", what[l], lists[l]);
         return false;
       }
-      if (l == 0 && (!ir_op_from_name(p, len, &op) || op_class[op] == AC_LEAF || op_class[op] == AC_FIXED)) {
-        diag_error(d, (diag_loc){0},
-                   "%s: unknown op '%.*s' (ops: matmul, add, mul, relu, sigmoid, tanh, gelu, softmax)",
-                   what[l], (int)len, p);
+      if (l == 0 && (!ir_op_from_name(p, len, &op) || !forceable(op))) {
+        str_buf ops;
+        str_buf_init(&ops);
+        for (int k = 0; k < IR_OP_COUNT; k++)
+          if (forceable((ir_op)k)) str_buf_printf(&ops, "%s%s", ops.len ? ", " : "", ir_op_name((ir_op)k));
+        diag_error(d, (diag_loc){0}, "%s: unknown op '%.*s' (ops: %s)", what[l], (int)len, p, str_buf_cstr(&ops));
+        str_buf_fini(&ops);
         return false;
       }
       if (!e) break;
@@ -116,39 +118,39 @@ static const ir_node *layer_matmul(const ac_state *s, const ir_node *n) {
   if (!n->layer) return NULL;
   for (int i = 0; i < s->n_orig; i++) {
     const ir_node *m = s->g->nodes[i];
-    if (m->op == IR_OP_MATMUL && m->layer && strcmp(m->layer, n->layer) == 0) return m;
+    if (ir_op_autocast(m->op) == IR_AC_ALLOW && m->layer && strcmp(m->layer, n->layer) == 0) return m;
   }
   return NULL;
 }
 
 static bool is_standalone_infer(const ac_state *s, const ir_node *n) {
-  return op_class[n->op] == AC_INFER && n->policy == IR_POLICY_NONE && !layer_matmul(s, n);
+  return ir_op_autocast(n->op) == IR_AC_INFER && n->policy == IR_POLICY_NONE && !layer_matmul(s, n);
 }
 
 /* Phase 1: forced f32, deny, allow, overrides and dense-layer members. */
 static void decide_fixed(ac_state *s) {
   for (int i = 0; i < s->n_orig; i++) {
     ir_node *n = s->g->nodes[i];
-    ac_class c = op_class[n->op];
+    ir_ac_class c = ir_op_autocast(n->op);
     ir_dtype cd = ir_policy_compute_dtype(node_policy(s, n));
-    if (c == AC_LEAF) continue;
-    if (c == AC_FIXED) {
+    if (c == IR_AC_LEAF || c == IR_AC_CLEAR) continue; /* clear: decided in phase 2 */
+    if (c == IR_AC_FIXED) {
       decide(s, n, n->type.dtype, "explicit cast");
     } else if (list_has(s->o->fp32_layers, n->layer)) {
       decide(s, n, IR_DTYPE_F32, "--fp32-layers");
     } else if (list_has(s->o->fp32_ops, ir_op_name(n->op))) {
       decide(s, n, IR_DTYPE_F32, "--fp32-ops");
-    } else if (c == AC_DENY) {
+    } else if (c == IR_AC_DENY) {
       decide(s, n, IR_DTYPE_F32, arena_printf(s->g->arena, "%s runs in f32", ir_op_name(n->op)));
       s->deny_taint[i] = true;
-    } else if (c == AC_ALLOW || n->policy != IR_POLICY_NONE) {
+    } else if (c == IR_AC_ALLOW || n->policy != IR_POLICY_NONE) {
       decide(s, n, cd, policy_rule(s, n));
     }
   }
   /* dense-layer members follow their matmul */
   for (int i = 0; i < s->n_orig; i++) {
     ir_node *n = s->g->nodes[i];
-    if (s->decided[i] || op_class[n->op] != AC_INFER) continue;
+    if (s->decided[i] || ir_op_autocast(n->op) != IR_AC_INFER) continue;
     const ir_node *m = layer_matmul(s, n);
     if (m) decide(s, n, s->dt[m->id], arena_printf(s->g->arena, "follows %s's matmul", n->layer));
   }
@@ -161,7 +163,7 @@ static void decide_infer(ac_state *s) {
   for (int i = s->n_orig; i-- > 0;) {
     ir_node *u = s->g->nodes[i];
     unsigned mask = 0;
-    if (op_class[u->op] == AC_ALLOW && is_16(s->dt[i])) mask = 1u << s->dt[i];
+    if (ir_op_autocast(u->op) == IR_AC_ALLOW && is_16(s->dt[i])) mask = 1u << s->dt[i];
     else if (!s->decided[i] && is_standalone_infer(s, u)) mask = s->down16[i];
     else continue;
     for (int k = 0; k < u->n_srcs; k++) {
@@ -171,13 +173,19 @@ static void decide_infer(ac_state *s) {
   }
   for (int i = 0; i < s->n_orig; i++) {
     ir_node *n = s->g->nodes[i];
-    if (s->decided[i] || op_class[n->op] != AC_INFER) continue;
+    if (!s->decided[i] && ir_op_autocast(n->op) == IR_AC_CLEAR) { /* data movement */
+      int sid = n->srcs[0]->id;
+      s->deny_taint[i] = s->deny_taint[sid];
+      decide(s, n, s->dt[sid], "follows its operand");
+      continue;
+    }
+    if (s->decided[i] || ir_op_autocast(n->op) != IR_AC_INFER) continue;
     unsigned up = 0;
     bool taint = false;
     for (int k = 0; k < n->n_srcs; k++) {
       int sid = n->srcs[k]->id;
       taint |= s->deny_taint[sid];
-      if (is_16(s->dt[sid]) && op_class[n->srcs[k]->op] != AC_LEAF) up |= 1u << s->dt[sid];
+      if (is_16(s->dt[sid]) && ir_op_autocast(n->srcs[k]->op) != IR_AC_LEAF) up |= 1u << s->dt[sid];
     }
     ir_dtype cd = ir_policy_compute_dtype(node_policy(s, n));
     unsigned down = s->down16[i];
@@ -205,7 +213,7 @@ static ir_node *cast_of(ac_state *s, ir_node *v, ir_dtype t, const ir_node *user
   ir_type ty = v->type;
   ty.dtype = t;
   ir_node *c = ir_node_new(s->g, IR_OP_CAST, &ty, &v, 1, ir_graph_unique_name(s->g, base), v->loc);
-  c->attr.cast.to = t;
+  c->attr.to = t;
   c->layer = user ? user->layer : NULL;
   c->rule = why;
   if (user)
@@ -246,13 +254,13 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
   /* retype and cast operands */
   for (int i = 0; i < n; i++) {
     ir_node *x = g->nodes[i];
-    if (op_class[x->op] == AC_LEAF) continue;
-    if (op_class[x->op] == AC_FIXED) continue; /* a cast reads any dtype */
+    if (ir_op_autocast(x->op) == IR_AC_LEAF) continue;
+    if (ir_op_autocast(x->op) == IR_AC_FIXED) continue; /* a cast reads any dtype */
     ir_dtype t = s.dt[i];
     for (int k = 0; k < x->n_srcs; k++)
       if (x->srcs[k]->type.dtype != t) x->srcs[k] = cast_of(&s, x->srcs[k], t, x, x->rule);
     x->type.dtype = t;
-    if (x->op == IR_OP_MATMUL) x->attr.matmul.acc = IR_DTYPE_F32;
+    if (ir_op_attrs(x->op) & A(acc)) x->attr.acc = IR_DTYPE_F32; /* contractions accumulate in f32 */
   }
   /* model outputs are f32 */
   for (int k = 0; k < g->n_outputs && !o->keep_16bit_outputs; k++) {

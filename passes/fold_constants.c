@@ -55,7 +55,7 @@ static float min_normal(ir_dtype t) { return t == IR_DTYPE_F16 ? 0x1p-14f : 0x1p
 static void fold_pad(ir_graph *g, ir_node *p) {
   ir_node *k = p->srcs[0];
   void *out = NULL;
-  if (k->attr.konst.data) {
+  if (k->attr.data) {
     int64_t bytes, esize = ir_dtype_size(p->type.dtype);
     CASTOR_ASSERT(ir_type_bytes(&p->type, 1, &bytes));
     out = arena_alloc_aligned(g->arena, (size_t)bytes, 64); /* zeroed */
@@ -64,16 +64,16 @@ static void fold_pad(ir_graph *g, ir_node *p) {
     int64_t out_cols = p->type.dims[p->type.rank - 1];
     CASTOR_ASSERT(xt->rank <= 2);
     for (int64_t r = 0; r < rows; r++)
-      memcpy((char *)out + r * out_cols * esize, (const char *)k->attr.konst.data + r * cols * esize,
+      memcpy((char *)out + r * out_cols * esize, (const char *)k->attr.data + r * cols * esize,
              (size_t)(cols * esize));
   }
-  const char *weight = k->attr.konst.weight;
+  const char *weight = k->attr.weight;
   p->op = IR_OP_CONST;
   p->n_srcs = 0;
   p->srcs[0] = NULL;
   memset(&p->attr, 0, sizeof p->attr);
-  p->attr.konst.weight = weight;
-  p->attr.konst.data = out;
+  p->attr.weight = weight;
+  p->attr.data = out;
 }
 
 bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
@@ -88,34 +88,34 @@ bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
     ir_dtype from = k->type.dtype, to = c->type.dtype;
     if (!ir_dtype_is_float(from) || !ir_dtype_is_float(to)) continue;
     void *out = NULL;
-    if (k->attr.konst.data) {
+    if (k->attr.data) {
       int64_t n, bytes;
       CASTOR_ASSERT(ir_type_numel(&c->type, 1, &n) && ir_type_bytes(&c->type, 1, &bytes));
       out = arena_alloc_aligned(g->arena, (size_t)bytes, 64);
       int64_t overflow = 0, flushed = 0;
       for (int64_t e = 0; e < n; e++) {
-        float x = load(k->attr.konst.data, from, e), y = store(out, to, e, x);
+        float x = load(k->attr.data, from, e), y = store(out, to, e, x);
         if (isinf(y) && !isinf(x)) overflow++;
         else if (x != 0 && !isnan(x) && fabsf(y) < min_normal(to)) flushed++;
       }
       if (overflow)
         diag_warning(ctx->diag, k->loc,
                      "weight '%s': %lld of %lld values overflow %s (|x| > %g) and become infinite",
-                     k->attr.konst.weight, (long long)overflow, (long long)n, ir_dtype_name(to),
+                     k->attr.weight, (long long)overflow, (long long)n, ir_dtype_name(to),
                      to == IR_DTYPE_F16 ? 65504.0 : 3.3895313892515355e38);
       if (flushed)
         diag_warning(ctx->diag, k->loc,
                      "weight '%s': %lld of %lld non-zero values become zero or subnormal in %s (|x| < %g)",
-                     k->attr.konst.weight, (long long)flushed, (long long)n, ir_dtype_name(to),
+                     k->attr.weight, (long long)flushed, (long long)n, ir_dtype_name(to),
                      (double)min_normal(to));
     }
     c->op = IR_OP_CONST;
     c->n_srcs = 0;
     c->srcs[0] = NULL;
-    const char *weight = k->attr.konst.weight;
+    const char *weight = k->attr.weight;
     memset(&c->attr, 0, sizeof c->attr);
-    c->attr.konst.weight = weight;
-    c->attr.konst.data = out;
+    c->attr.weight = weight;
+    c->attr.data = out;
   }
   return true;
 }

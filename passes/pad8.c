@@ -13,7 +13,8 @@
  *      batch dimension M is symbolic and is not padded here (kernels tile
  *      it). pad(slice(v)) back to v's own shape is v itself when v's padding
  *      is known to be zero (every op from the zero-padded matmul keeps 0 at
- *      0: add/mul of zero-padded operands, relu, tanh, gelu, casts), so a
+ *      0: IR_OPF_KEEPS_ZERO in the op table: add/mul of zero-padded
+ *      operands, relu, tanh, gelu, silu, casts), so a
  *      10-wide layer feeding another matmul stays 16 wide in between.
  *      float32 matmuls are untouched. Pads and slices are IR ops, visible in
  *      dumps, named after what they pad (%x.pad8, %dense_logits.slice).
@@ -71,28 +72,6 @@ static ir_node *pad_to(ir_graph *g, ir_node *x, const int64_t *dims, int at, con
   return insert(g, make(g, IR_OP_PAD, x, dims, "pad8", why), at);
 }
 
-static bool keeps_zero(ir_op op) {
-  switch (op) {
-  case IR_OP_ADD:
-  case IR_OP_MUL:
-  case IR_OP_RELU:
-  case IR_OP_TANH:
-  case IR_OP_GELU:
-  case IR_OP_CAST:
-    return true;
-  case IR_OP_SIGMOID: /* sigmoid(0) = 0.5 */
-  case IR_OP_INPUT:
-  case IR_OP_CONST:
-  case IR_OP_MATMUL:
-  case IR_OP_SOFTMAX:
-  case IR_OP_PAD:
-  case IR_OP_SLICE:
-  case IR_OP_COUNT:
-    return false;
-  }
-  return false;
-}
-
 /* The single user of v, or NULL. */
 static ir_node *only_user(ir_graph *g, const ir_node *v) {
   ir_node *user = NULL;
@@ -121,7 +100,7 @@ static void pad_matmul(ir_graph *g, ir_node *m) {
   ir_node *end = m;
   bool zero = true;
   for (ir_node *u; Nc != N8 && (u = only_user(g, end)) && u->layer && m->layer && !strcmp(u->layer, m->layer);) {
-    if (!(ir_op_flags(u->op) & IR_OPF_ELTWISE)) break;
+    if (ir_op_kernel(u->op) != IR_KERNEL_ELTWISE) break;
     bool ok = true;
     for (int s = 0; s < u->n_srcs; s++) {
       ir_node *o = u->srcs[s];
@@ -135,7 +114,7 @@ static void pad_matmul(ir_graph *g, ir_node *m) {
         ir_graph_renumber(g);
       }
     u->type.dims[u->type.rank - 1] = N8;
-    zero &= keeps_zero(u->op);
+    zero &= (ir_op_flags(u->op) & IR_OPF_KEEPS_ZERO) != 0;
     end = u;
   }
   if (Nc == N8) return;

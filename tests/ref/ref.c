@@ -55,8 +55,8 @@ static double store(double x, ir_dtype dtype) {
 #define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), false)
 
 static bool const_values(const ir_node *n, double *y, int64_t count, char *err, size_t errlen) {
-  const void *p = n->attr.konst.data;
-  if (!p) return FAIL("const %%%s (%s) has no data", n->name, n->attr.konst.weight);
+  const void *p = n->attr.data;
+  if (!p) return FAIL("const %%%s (%s) has no data", n->name, n->attr.weight);
   for (int64_t i = 0; i < count; i++) {
     switch (n->type.dtype) {
     case IR_DTYPE_F32: y[i] = ((const float *)p)[i]; break;
@@ -73,7 +73,7 @@ static bool const_values(const ir_node *n, double *y, int64_t count, char *err, 
 }
 
 static bool cast_value(const ir_node *n, double x, double *out, char *err, size_t errlen) {
-  ir_dtype to = n->attr.cast.to;
+  ir_dtype to = n->attr.to;
   switch (to) {
   case IR_DTYPE_F32:
   case IR_DTYPE_F16:
@@ -102,7 +102,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   const ir_type *t = &n->type;
   switch (n->op) {
   case IR_OP_INPUT: {
-    int k = n->attr.input.index;
+    int k = n->attr.index;
     if (k < 0 || k >= n_inputs || !inputs[k])
       return FAIL("input %%%s: no data for input number %d", n->name, k);
     memcpy(y, inputs[k], (size_t)count * sizeof *y);
@@ -150,6 +150,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   case IR_OP_SIGMOID:
   case IR_OP_TANH:
   case IR_OP_GELU:
+  case IR_OP_SILU:
   case IR_OP_CAST:
     if (n_src[0] != count) return FAIL("%s %%%s: operand size differs", ir_op_name(n->op), n->name);
     for (int64_t i = 0; i < count; i++) {
@@ -159,6 +160,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       case IR_OP_SIGMOID: y[i] = 1.0 / (1.0 + exp(-x)); break;
       case IR_OP_TANH: y[i] = tanh(x); break;
       case IR_OP_GELU: y[i] = gelu(x); break;
+      case IR_OP_SILU: y[i] = x / (1.0 + exp(-x)); break;
       case IR_OP_CAST:
         if (!cast_value(n, x, &y[i], err, errlen)) return false;
         break;
@@ -168,6 +170,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       case IR_OP_ADD:
       case IR_OP_MUL:
       case IR_OP_SOFTMAX:
+      case IR_OP_LAYER_NORM:
       case IR_OP_PAD:
       case IR_OP_SLICE:
       case IR_OP_COUNT: CASTOR_UNREACHABLE();
@@ -184,6 +187,26 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       for (int64_t j = 0; j < last; j++) mx = x[j] > mx ? x[j] : mx;
       for (int64_t j = 0; j < last; j++) sum += row[j] = exp(x[j] - mx);
       for (int64_t j = 0; j < last; j++) row[j] /= sum;
+    }
+    break;
+  }
+  case IR_OP_LAYER_NORM: {
+    /* two-pass mean and biased variance over each block of the normalized
+     * (trailing) dimensions, gamma and beta over the block */
+    int first = ir_norm_first_dim(t, n->attr.axis);
+    int64_t inner = 1;
+    for (int r = first < 0 ? t->rank : first; r < t->rank; r++) inner *= t->dims[r];
+    if (first < 0 || n_src[0] != count || n_src[1] != inner || n_src[2] != inner || count % inner)
+      return FAIL("layer_norm %%%s: inconsistent sizes", n->name);
+    for (int64_t r = 0; r < count / inner; r++) {
+      const double *x = src[0] + r * inner;
+      double *row = y + r * inner, mean = 0, var = 0;
+      for (int64_t j = 0; j < inner; j++) mean += x[j];
+      mean /= (double)inner;
+      for (int64_t j = 0; j < inner; j++) var += (x[j] - mean) * (x[j] - mean);
+      var /= (double)inner;
+      double inv = 1.0 / sqrt(var + n->attr.epsilon);
+      for (int64_t j = 0; j < inner; j++) row[j] = (x[j] - mean) * inv * src[1][j] + src[2][j];
     }
     break;
   }

@@ -74,7 +74,7 @@ START_TEST(test_overflow_and_flush_warnings) {
   /* never clamped: the folded constant holds +-inf */
   const ir_node *k = ir_graph_find(g, "d.kernel.f16");
   ck_assert_msg(k && k->op == IR_OP_CONST && k->type.dtype == IR_DTYPE_F16, "no folded f16 kernel");
-  const uint16_t *h = k->attr.konst.data;
+  const uint16_t *h = k->attr.data;
   ck_assert_uint_eq(h[0], 0x7c00);
   ck_assert_uint_eq(h[5], 0xfc00);
   ck_assert_uint_eq(h[1], 0x3c00);

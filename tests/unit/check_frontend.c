@@ -68,9 +68,9 @@ static char *dump(const ir_graph *g) {
     str_buf_printf(&b, " %s(", ir_op_name(n->op));
     for (int s = 0; s < n->n_srcs; s++) str_buf_printf(&b, "%s%%%s", s ? ", " : "", n->srcs[s]->name);
     str_buf_putc(&b, ')');
-    if (n->op == IR_OP_INPUT) str_buf_printf(&b, " {index=%d}", n->attr.input.index);
-    if (n->op == IR_OP_CONST) str_buf_printf(&b, " {weight=%s}", n->attr.konst.weight);
-    if (n->op == IR_OP_MATMUL) str_buf_printf(&b, " {acc=%s}", ir_dtype_name(n->attr.matmul.acc));
+    if (n->op == IR_OP_INPUT) str_buf_printf(&b, " {index=%lld}", (long long)n->attr.index);
+    if (n->op == IR_OP_CONST) str_buf_printf(&b, " {weight=%s}", n->attr.weight);
+    if (n->op == IR_OP_MATMUL) str_buf_printf(&b, " {acc=%s}", ir_dtype_name(n->attr.acc));
     str_buf_printf(&b, " # %s", n->note ? n->note : "-");
     if (n->policy != IR_POLICY_NONE) str_buf_printf(&b, " [%s]", ir_policy_name(n->policy));
     str_buf_putc(&b, '\n');
@@ -136,8 +136,8 @@ START_TEST(test_locations_and_data) {
   for (int i = 0; i < r.g->n_nodes; i++) {
     ir_node *n = r.g->nodes[i];
     if (n->op != IR_OP_CONST) continue;
-    ck_assert_msg(n->attr.konst.data, "%%%s has no data", n->name);
-    ck_assert_msg(((uintptr_t)n->attr.konst.data & 63) == 0, "%%%s data not 64-aligned", n->name);
+    ck_assert_msg(n->attr.data, "%%%s has no data", n->name);
+    ck_assert_msg(((uintptr_t)n->attr.data & 63) == 0, "%%%s data not 64-aligned", n->name);
   }
   unload(&r);
 }
@@ -372,7 +372,7 @@ END_TEST
 static const float *const_data(const ir_graph *g, const char *name) {
   ir_node *n = ir_graph_find(g, name);
   ck_assert_msg(n && n->op == IR_OP_CONST, "no const %%%s", name);
-  return n->attr.konst.data;
+  return n->attr.data;
 }
 
 START_TEST(test_glorot) {

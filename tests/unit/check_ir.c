@@ -110,7 +110,7 @@ START_TEST(test_print_node_and_edge_cases) {
   /* What the printer writes for odd notes and keys parses back to itself. */
   char *text = print_graph(g);
   ir_graph *g2 = parse_ok(text);
-  ck_assert_str_eq(g2->nodes[0]->attr.konst.weight, "we\"ird\\key\n");
+  ck_assert_str_eq(g2->nodes[0]->attr.weight, "we\"ird\\key\n");
   char *text2 = print_graph(g2);
   ck_assert_str_eq(text2, text);
   free(text);
@@ -205,9 +205,9 @@ START_TEST(test_parse_fields) {
   ck_assert_int_eq(x->loc.col, 3);
   ck_assert_int_eq(m->loc.line, 6);
   ck_assert_int_eq(m->loc.col, 1);
-  ck_assert_int_eq(x->attr.input.index, 0);
-  ck_assert_ptr_null(w->attr.konst.data);
-  ck_assert_str_eq(w->attr.konst.weight, "w");
+  ck_assert_int_eq(x->attr.index, 0);
+  ck_assert_ptr_null(w->attr.data);
+  ck_assert_str_eq(w->attr.weight, "w");
   ck_assert_str_eq(m->note, "note");
   ck_assert_ptr_null(x->note);
   ck_assert_ptr_eq(m->srcs[0], x);
@@ -264,7 +264,7 @@ static const struct {
      "%y = f32[N,4] rleu(%x)\n              ^\n"},
     {HDR X "%y = f32[N,4] frobnicate(%x)\n" OUT,
      "t.cir:3:15: error: unknown op 'frobnicate' (ops: input, const, matmul, add, mul, relu, "
-     "sigmoid, tanh, gelu, softmax, cast, pad, slice)\n"
+     "sigmoid, tanh, gelu, silu, softmax, layer_norm, cast, pad, slice)\n"
      "%y = f32[N,4] frobnicate(%x)\n              ^\n"},
     {HDR X "%p = f32[N,2] pad(%x) {shape=[N,2]}\n" OUT,
      "t.cir:3:15: error: pad of f32[N,4] would make "
@@ -366,7 +366,7 @@ static const struct {
      "t.cir:2:1: error: expected a value name after '%' ([A-Za-z_][A-Za-z0-9_.]*)\n"
      "%1 = f32[N] input() {index=0}\n^\n"},
     {HDR "%x = f32[N] input() {index=99999999999}\n",
-     "t.cir:2:28: error: an input index 99999999999 is too large\n"
+     "t.cir:2:28: error: an integer 99999999999 is too large\n"
      "%x = f32[N] input() {index=99999999999}\n                           ^\n"},
     {HDR X "%y = f32[N,4] relu(%y)\n" OUT,
      "t.cir:3:20: error: %y is used in its own definition\n"
@@ -454,15 +454,15 @@ START_TEST(test_verify_names_outputs_leaves) {
   expect_verify_error(g, "verify: %bad name: name is not a valid value name");
   g->nodes[2]->name = "dense_1.bias";
 
-  g->nodes[0]->attr.input.index = 1;
+  g->nodes[0]->attr.index = 1;
   expect_verify_error(g, "verify: %digits: input index 1 is outside 0..0");
-  g->nodes[0]->attr.input.index = 0;
+  g->nodes[0]->attr.index = 0;
   g->nodes[0]->type.dims[0] = 3;
   expect_verify_error(g, "verify: %digits: input is not batched");
   g->nodes[0]->type.dims[0] = IR_DIM_BATCH;
-  g->nodes[1]->attr.konst.weight = NULL;
-  expect_verify_error(g, "verify: %dense_1.kernel: constant has no weight key");
-  g->nodes[1]->attr.konst.weight = "dense_1.kernel";
+  g->nodes[1]->attr.weight = NULL;
+  expect_verify_error(g, "verify: %dense_1.kernel: const has no 'weight' attribute");
+  g->nodes[1]->attr.weight = "dense_1.kernel";
   g->nodes[1]->id = 7;
   expect_verify_error(g, "verify: %dense_1.kernel: id 7 does not match its schedule position 1");
   g->nodes[1]->id = 1;
@@ -644,10 +644,16 @@ START_TEST(test_readme_op_list) {
   begin += strlen("<!-- ops:begin -->\n");
   str_buf want;
   str_buf_init(&want);
-  str_buf_puts(&want, "| op | operands | semantics |\n|---|---|---|\n");
-  for (int i = 0; i < IR_OP_COUNT; i++)
-    str_buf_printf(&want, "| `%s` | %d | %s |\n", ir_op_name((ir_op)i), ir_op_arity((ir_op)i),
-                   ir_op_semantics((ir_op)i));
+  str_buf_puts(&want, "| op | operands | attributes | autocast | kernel | semantics |\n|---|---|---|---|---|---|\n");
+  for (int i = 0; i < IR_OP_COUNT; i++) {
+    ir_op op = (ir_op)i;
+    str_buf_printf(&want, "| `%s` | %d | ", ir_op_name(op), ir_op_arity(op));
+    int n = 0;
+    for (int k = 0; k < IR_ATTR_COUNT; k++)
+      if (ir_op_attrs(op) >> k & 1) str_buf_printf(&want, "%s`%s`", n++ ? ", " : "", ir_attr_name((ir_attr_key)k));
+    str_buf_printf(&want, "%s | %s | %s | %s |\n", n ? "" : "-", ir_ac_class_name(ir_op_autocast(op)),
+                   ir_kernel_class_name(ir_op_kernel(op)), ir_op_semantics(op));
+  }
   char *got = xmalloc((size_t)(end - begin) + 1);
   memcpy(got, begin, (size_t)(end - begin));
   got[end - begin] = 0;
