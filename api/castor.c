@@ -145,6 +145,21 @@ static castor_status fail(castor_context *ctx, castor_status st, const char *fmt
   return finish(ctx, st);
 }
 
+castor_status castor_status_from_diag(const diag_sink *d, castor_status fallback) {
+  switch (diag_first_error_kind(d)) {
+  case DIAG_KIND_NONE:
+  case DIAG_KIND_UNSPECIFIED: return fallback;
+  case DIAG_KIND_IO: return CASTOR_ERR_IO;
+  case DIAG_KIND_INVALID_ARGUMENT: return CASTOR_ERR_INVALID_ARGUMENT;
+  case DIAG_KIND_INVALID_MODEL: return CASTOR_ERR_PARSE;
+  case DIAG_KIND_UNSUPPORTED: return CASTOR_ERR_UNSUPPORTED;
+  case DIAG_KIND_CODEGEN: return CASTOR_ERR_CODEGEN;
+  case DIAG_KIND_DEVICE: return CASTOR_ERR_DEVICE;
+  case DIAG_KIND_INTERNAL: return CASTOR_ERR_INTERNAL;
+  }
+  return fallback;
+}
+
 /* ---- models ---- */
 
 void castor_load_options_init(castor_load_options *o) {
@@ -157,11 +172,7 @@ static castor_status load(castor_context *ctx, const char *name, const char *tex
   fe_options_init(&fo);
   if (opts) fo.seed = opts->seed, fo.weights_path = opts->weights_path;
   ir_graph *g = path ? fe_load_file(path, &fo, ctx->diag) : fe_load_string(name, text, len, &fo, ctx->diag);
-  if (!g) {
-    /* the frontend reports unreadable files as "cannot read": an I/O error */
-    bool io = strstr(diag_first_error(ctx->diag), "cannot read") != NULL;
-    return finish(ctx, io ? CASTOR_ERR_IO : CASTOR_ERR_PARSE);
-  }
+  if (!g) return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
   castor_model *m = xcalloc(1, sizeof *m);
   m->ctx = ctx;
   m->graph = g;
@@ -261,7 +272,11 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   po.autocast.keep_16bit_outputs = opts->keep_16bit_outputs != 0;
   if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
   else if (!pass_run_pipeline(g, cuda || opts->pad8 ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT, &po, ctx->diag))
-    st = strstr(diag_first_error(ctx->diag), "--fp32-layers") ? CASTOR_ERR_INVALID_ARGUMENT : CASTOR_ERR_INTERNAL;
+    /* TODO(issue 9): drop the strstr once passes/autocast.c reports its
+     * option errors as DIAG_KIND_INVALID_ARGUMENT (the kind then wins) */
+    st = castor_status_from_diag(ctx->diag, strstr(diag_first_error(ctx->diag), "--fp32-layers")
+                                                ? CASTOR_ERR_INVALID_ARGUMENT
+                                                : CASTOR_ERR_INTERNAL);
   rt_program *rt = NULL;
   castor_program cu = {0}; /* the CUDA target's parts */
   if (st == CASTOR_OK) {
@@ -425,8 +440,7 @@ castor_status castor_tensor_load_npy(castor_context *ctx, const char *path, cast
   rt_npy a;
   if (!rt_npy_read(path, &a, ctx->diag) || (a.is_f64 && !rt_npy_to_f32(&a, path, ctx->diag))) {
     rt_npy_fini(&a);
-    bool io = strstr(diag_first_error(ctx->diag), "cannot") != NULL;
-    return finish(ctx, io ? CASTOR_ERR_IO : CASTOR_ERR_PARSE);
+    return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
   }
   castor_tensor *t = NULL;
   castor_status st = castor_tensor_create(ctx, (castor_dtype)a.dtype, a.rank, a.dims, &t);
@@ -443,7 +457,7 @@ castor_status castor_tensor_save_npy(castor_tensor *t, const char *path) {
   if (t->dtype == CASTOR_BF16)
     return fail(ctx, CASTOR_ERR_UNSUPPORTED, "%s: bfloat16 has no NumPy .npy dtype", path);
   if (!rt_npy_write(path, (rt_dtype)t->dtype, t->rank, t->dims, t->data, ctx->diag))
-    return finish(ctx, CASTOR_ERR_IO);
+    return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_IO));
   return finish(ctx, CASTOR_OK);
 }
 

@@ -21,6 +21,12 @@ typedef castor_status (*castor_codegen_fn)(const ir_graph *g, const cg_options *
 castor_status castor_compile_to(castor_model *m, const castor_compile_options *opts,
                                 castor_codegen_fn fn, void *fn_arg);
 
+/* The status for a stage that failed with diagnostics in d: the one its
+ * first error's kind names (DIAG_KIND_IO: CASTOR_ERR_IO, INVALID_MODEL:
+ * CASTOR_ERR_PARSE, and so on, one status per kind), or `fallback` when that
+ * error has no kind (a plain diag_error) or there is no error. */
+castor_status castor_status_from_diag(const diag_sink *d, castor_status fallback);
+
 /* Times p on inputs (their batch): `warmup` untimed runs, then `iters`
  * timed ones, out_ms[i] receiving run i's milliseconds. CUDA: device time
  * of the kernel launches alone (CUDA events; inputs copied once, outputs

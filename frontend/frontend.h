@@ -22,7 +22,9 @@ typedef struct fe_options {
 void fe_options_init(fe_options *o); /* seed 0, no override */
 
 /* `o` may be NULL (fe_options_init's defaults). The returned graph is the
- * caller's (ir_graph_destroy); warnings (unused weights) may accompany it. */
+ * caller's (ir_graph_destroy); warnings (unused weights) may accompany it.
+ * An unreadable model or weights file is a DIAG_KIND_IO error; every other
+ * error is a plain one (DIAG_KIND_UNSPECIFIED: the model is malformed). */
 ir_graph *fe_load_file(const char *path, const fe_options *o, diag_sink *d);
 /* `file` names the text in diagnostics and anchors relative weight paths. */
 ir_graph *fe_load_string(const char *file, const char *text, size_t len, const fe_options *o,
@@ -50,7 +52,7 @@ typedef struct fe_safetensors {
 /* Reads and validates a safetensors file (header JSON, dtypes, shapes,
  * offsets within the data section, no overlap). Errors are reported at
  * `at` (the model line that named the file) with the file name and byte
- * offset in the message. */
+ * offset in the message; an unreadable file is a DIAG_KIND_IO error. */
 bool fe_safetensors_read(const char *path, diag_loc at, diag_sink *d, fe_safetensors *out);
 void fe_safetensors_fini(fe_safetensors *st);
 const fe_tensor *fe_safetensors_find(const fe_safetensors *st, const char *key);

@@ -223,7 +223,8 @@ ir_graph *fe_load_file(const char *path, const fe_options *o, diag_sink *d) {
   char *text;
   size_t len;
   if (!str_read_file(path, &text, &len)) {
-    diag_error(d, (diag_loc){0}, "cannot read model file '%s': %s", path, strerror(errno));
+    diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot read model file '%s': %s", path,
+                    strerror(errno));
     return NULL;
   }
   ir_graph *g = fe_load_string(path, text, len, o, d);

@@ -395,7 +395,7 @@ bool fe_safetensors_read(const char *path, diag_loc at, diag_sink *d, fe_safeten
   char *blob;
   size_t len;
   if (!str_read_file(path, &blob, &len)) {
-    diag_error(d, at, "cannot read weights file '%s': %s", path, strerror(errno));
+    diag_error_kind(d, DIAG_KIND_IO, at, "cannot read weights file '%s': %s", path, strerror(errno));
     return false;
   }
   if (len < 8) {

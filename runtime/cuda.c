@@ -110,7 +110,7 @@ static bool cu_check(CUresult r, const char *call, diag_sink *d) {
   if (r == 0) return true;
   const char *desc = NULL;
   if (!drv.cuGetErrorString || drv.cuGetErrorString(r, &desc) != 0 || !desc) desc = "no description";
-  diag_error(d, (diag_loc){0}, "%s failed: %s: %s", call, cu_name(r), desc);
+  diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0}, "%s failed: %s: %s", call, cu_name(r), desc);
   return false;
 }
 #define CU(call, name) cu_check(drv.call, name, d)
@@ -127,13 +127,14 @@ struct rt_cuda_device {
 static bool driver_ready(diag_sink *d) {
   pthread_once(&drv_once, drv_load);
   if (drv.dlerr[0]) {
-    diag_error(d, (diag_loc){0}, "no CUDA driver: cannot load libcuda.so.1 (%s); the cuda target needs an NVIDIA GPU and driver",
-               drv.dlerr);
+    diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0},
+                    "no CUDA driver: cannot load libcuda.so.1 (%s); the cuda target needs an NVIDIA GPU and driver",
+                    drv.dlerr);
     return false;
   }
   CUresult r = drv.cuInit(0);
   if (r == CUDA_ERROR_NO_DEVICE) {
-    diag_error(d, (diag_loc){0}, "no CUDA device: cuInit reports %s", cu_name(r));
+    diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0}, "no CUDA device: cuInit reports %s", cu_name(r));
     return false;
   }
   return cu_check(r, "cuInit", d);
@@ -145,7 +146,8 @@ rt_cuda_device *rt_cuda_device_open(int index, diag_sink *d) {
     char *end = NULL;
     long v = env && env[0] ? strtol(env, &end, 10) : 0;
     if (env && env[0] && (*end || v < 0 || v > 1024)) {
-      diag_error(d, (diag_loc){0}, "CASTOR_DEVICE must be a device index (0, 1, ...), got '%s'", env);
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
+                      "CASTOR_DEVICE must be a device index (0, 1, ...), got '%s'", env);
       return NULL;
     }
     index = (int)v;
@@ -154,12 +156,12 @@ rt_cuda_device *rt_cuda_device_open(int index, diag_sink *d) {
   int count = 0;
   if (!CU(cuDeviceGetCount(&count), "cuDeviceGetCount")) return NULL;
   if (count == 0) {
-    diag_error(d, (diag_loc){0}, "no CUDA device: the driver reports none");
+    diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0}, "no CUDA device: the driver reports none");
     return NULL;
   }
   if (index >= count) {
-    diag_error(d, (diag_loc){0}, "CUDA device %d does not exist (%d device%s, 0-%d)", index, count,
-               count == 1 ? "" : "s", count - 1);
+    diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0}, "CUDA device %d does not exist (%d device%s, 0-%d)", index,
+                    count, count == 1 ? "" : "s", count - 1);
     return NULL;
   }
   rt_cuda_device *dev = xcalloc(1, sizeof *dev);
@@ -254,7 +256,8 @@ static bool alloc(CUdeviceptr *out, int64_t bytes, const char *what, diag_sink *
   CUresult r = drv.cuMemAlloc(out, (size_t)bytes);
   if (r == 0) return true;
   *out = 0;
-  diag_error(d, (diag_loc){0}, "cuMemAlloc failed: %s: cannot allocate %lld bytes for %s", cu_name(r), (long long)bytes, what);
+  diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0}, "cuMemAlloc failed: %s: cannot allocate %lld bytes for %s",
+                  cu_name(r), (long long)bytes, what);
   return false;
 }
 
@@ -301,8 +304,8 @@ rt_cuda_module *rt_cuda_module_load(rt_cuda_device *dev, const rt_cuda_program *
     const char *desc_s = NULL;
     if (drv.cuGetErrorString(r, &desc_s) != 0 || !desc_s) desc_s = "no description";
     errlog[sizeof errlog - 1] = 0;
-    diag_error(d, (diag_loc){0}, "cuModuleLoadDataEx failed: %s: %s (%s, %s)%s%s", cu_name(r), desc_s, p->sm,
-               dev->name, errlog[0] ? "\nJIT error log:\n" : "", errlog);
+    diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0}, "cuModuleLoadDataEx failed: %s: %s (%s, %s)%s%s", cu_name(r),
+                    desc_s, p->sm, dev->name, errlog[0] ? "\nJIT error log:\n" : "", errlog);
     m->mod = NULL;
     goto fail;
   }
@@ -311,8 +314,8 @@ rt_cuda_module *rt_cuda_module_load(rt_cuda_device *dev, const rt_cuda_program *
     if (!CU(cuModuleGetFunction(&m->fns[i], m->mod, l->name), "cuModuleGetFunction")) goto fail;
     if (l->shared_bytes > 48 * 1024) {
       if (l->shared_bytes > dev->smem_optin) {
-        diag_error(d, (diag_loc){0}, "kernel %s needs %d bytes of shared memory; %s allows %d", l->name,
-                   l->shared_bytes, dev->name, dev->smem_optin);
+        diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0}, "kernel %s needs %d bytes of shared memory; %s allows %d",
+                        l->name, l->shared_bytes, dev->name, dev->smem_optin);
         goto fail;
       }
       if (!CU(cuFuncSetAttribute(m->fns[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, l->shared_bytes),
@@ -355,8 +358,9 @@ static bool launch_all(rt_cuda_module *m, int64_t batch, diag_sink *d) {
     for (int a = 0; a < l->n_args; a++) args[a] = m->addr[l->args[a]], params[a + 1] = &args[a];
     int64_t gx = rt_cuda_launch_grid_x(l, batch);
     if (gx > 0x7fffffff) {
-      diag_error(d, (diag_loc){0}, "kernel %s: batch %lld needs %lld blocks, more than a grid holds", l->name,
-                 (long long)batch, (long long)gx);
+      diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0},
+                      "kernel %s: batch %lld needs %lld blocks, more than a grid holds", l->name, (long long)batch,
+                      (long long)gx);
       return false;
     }
     CUresult r = drv.cuLaunchKernel(m->fns[i], (unsigned)gx, (unsigned)(l->grid_y > 0 ? l->grid_y : 1), 1,

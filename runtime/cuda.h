@@ -20,6 +20,8 @@
  * Every Driver API call is checked; failures are reported by the name of
  * the call and of the CUresult ("cuModuleLoadDataEx failed:
  * CUDA_ERROR_INVALID_PTX: ..."), module loads with the JIT error log.
+ * Every error here is DIAG_KIND_DEVICE, except a malformed $CASTOR_DEVICE
+ * (DIAG_KIND_INVALID_ARGUMENT).
  */
 #ifndef CASTOR_RUNTIME_CUDA_H
 #define CASTOR_RUNTIME_CUDA_H

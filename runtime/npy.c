@@ -255,7 +255,7 @@ static bool parse_header(hparse *p, npy_header *h) {
 static bool read_error(FILE *f, const char *path, diag_sink *d) {
   if (!ferror(f)) return false;
   int e = errno ? errno : EIO;
-  diag_error(d, at(path), "cannot read: %s", strerror(e));
+  diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot read: %s", strerror(e));
   return true;
 }
 
@@ -395,7 +395,7 @@ bool rt_npy_read(const char *path, rt_npy *out, diag_sink *d) {
   memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "rb");
   if (!f) {
-    diag_error(d, at(path), "cannot open: %s", strerror(errno));
+    diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot open: %s", strerror(errno));
     return false;
   }
   bool ok = read_file(f, path, out, d);
@@ -489,20 +489,21 @@ bool rt_npy_write(const char *path, rt_dtype dtype, int rank, const int64_t *dim
                   const void *data, diag_sink *d) {
   const char *descr = descr_of(dtype);
   if (!descr) {
-    diag_error(d, at(path), "cannot write %s to .npy: NumPy has no %s dtype", rt_dtype_name(dtype),
-               rt_dtype_name(dtype));
+    diag_error_kind(d, DIAG_KIND_UNSUPPORTED, at(path),
+                    "cannot write %s to .npy: NumPy has no %s dtype", rt_dtype_name(dtype),
+                    rt_dtype_name(dtype));
     return false;
   }
   if (rank < 0 || rank > RT_MAX_RANK) {
-    diag_error(d, at(path), "cannot write a .npy array of rank %d (at most %d)", rank,
-               RT_MAX_RANK);
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
+                    "cannot write a .npy array of rank %d (at most %d)", rank, RT_MAX_RANK);
     return false;
   }
   int64_t numel = 1, nbytes;
   for (int i = 0; i < rank; i++) {
     if (dims[i] < 0) {
-      diag_error(d, at(path), "cannot write a .npy array with negative dimension %lld",
-                 (long long)dims[i]);
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
+                      "cannot write a .npy array with negative dimension %lld", (long long)dims[i]);
       return false;
     }
     if (!size_mul_ok(numel, dims[i], &numel)) numel = -1;
@@ -511,7 +512,8 @@ bool rt_npy_write(const char *path, rt_dtype dtype, int rank, const int64_t *dim
   rt_npy_shape_str(rank, dims, shape, sizeof shape);
   if (numel < 0 || !size_mul_ok(numel, rt_dtype_size(dtype), &nbytes) ||
       nbytes > NPY_MAX_BYTES) {
-    diag_error(d, at(path), "cannot write a .npy array of shape %s: too large", shape);
+    diag_error_kind(d, DIAG_KIND_UNSUPPORTED, at(path),
+                    "cannot write a .npy array of shape %s: too large", shape);
     return false;
   }
 
@@ -532,7 +534,7 @@ bool rt_npy_write(const char *path, rt_dtype dtype, int rank, const int64_t *dim
 
   FILE *f = fopen(path, "wb");
   if (!f) {
-    diag_error(d, at(path), "cannot open for writing: %s", strerror(errno));
+    diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot open for writing: %s", strerror(errno));
     str_buf_fini(&h);
     return false;
   }
@@ -543,7 +545,7 @@ bool rt_npy_write(const char *path, rt_dtype dtype, int rank, const int64_t *dim
   if (fclose(f) != 0 && ok) ok = false, e = errno;
   str_buf_fini(&h);
   if (!ok) {
-    diag_error(d, at(path), "cannot write: %s", strerror(e ? e : EIO));
+    diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot write: %s", strerror(e ? e : EIO));
     remove(path);
   }
   return ok;

@@ -28,7 +28,9 @@ typedef struct rt_npy {
 } rt_npy;
 
 /* Reads path into *out (which needs no initialization). On failure reports
- * an error, leaves *out empty (safe to _fini) and returns false. */
+ * an error, leaves *out empty (safe to _fini) and returns false. A file that
+ * cannot be opened or read is a DIAG_KIND_IO error; a malformed or
+ * unsupported .npy is a plain (DIAG_KIND_UNSPECIFIED) error. */
 bool rt_npy_read(const char *path, rt_npy *out, diag_sink *d);
 
 /* Converts the elements in place to the float dtype `to` (f32, f16, bf16)
@@ -41,7 +43,9 @@ bool rt_npy_convert(rt_npy *a, rt_dtype to, const char *path, diag_sink *d);
 bool rt_npy_to_f32(rt_npy *a, const char *path, diag_sink *d);
 
 /* Writes a row-major array. dims may be NULL when rank is 0. Fails (with an
- * error) on a bf16 dtype, a bad rank or dimension, or an I/O error. */
+ * error) on a bf16 dtype or an array too large (DIAG_KIND_UNSUPPORTED), a
+ * bad rank or dimension (DIAG_KIND_INVALID_ARGUMENT), or an I/O error
+ * (DIAG_KIND_IO). */
 bool rt_npy_write(const char *path, rt_dtype dtype, int rank, const int64_t *dims,
                   const void *data, diag_sink *d);
 

@@ -277,7 +277,7 @@ static castor_status emit(const ir_graph *g, const cg_options *co_in, void *arg,
     FILE *f = strcmp(b->out, "-") ? fopen(b->out, "w") : stdout;
     bool ok = f && fputs(str_buf_cstr(&s), f) >= 0;
     if (f && f != stdout && fclose(f) != 0) ok = false;
-    if (!ok) diag_error(d, (diag_loc){0}, "cannot write '%s': %s", b->out, strerror(errno));
+    if (!ok) diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot write '%s': %s", b->out, strerror(errno));
     str_buf_fini(&s);
     return ok ? CASTOR_OK : CASTOR_ERR_IO;
   }

@@ -1,7 +1,8 @@
 /*
  * diag.c: the diagnostics sink. Renders each report at once into one text
  * buffer (clang style, with the source line and a caret when the file's text
- * was registered), and counts errors and warnings.
+ * was registered), counts errors and warnings, and keeps the first error's
+ * text and kind.
  */
 #include "diag.h"
 
@@ -19,6 +20,7 @@ struct diag_sink {
   VEC(char *) names;
   str_buf text;
   str_buf first_error;
+  diag_kind first_kind; /* DIAG_KIND_NONE until the first error */
   int n_errors, n_warnings;
 };
 
@@ -87,7 +89,9 @@ static void render_caret(str_buf *b, const diag_source *s, int line, int col) {
   str_buf_puts(b, "^\n");
 }
 
-void diag_vreport(diag_sink *d, diag_severity sev, diag_loc loc, const char *fmt, va_list ap) {
+/* Renders and records one diagnostic; kind matters only for errors. */
+static void report(diag_sink *d, diag_severity sev, diag_kind kind, diag_loc loc, const char *fmt,
+                   va_list ap) {
   static const char *const names[] = {"error", "warning", "note"};
   str_buf b;
   str_buf_init(&b);
@@ -107,7 +111,10 @@ void diag_vreport(diag_sink *d, diag_severity sev, diag_loc loc, const char *fmt
     if (s) render_caret(&b, s, loc.line, loc.col);
   }
   if (sev == DIAG_ERROR) {
-    if (d->n_errors == 0) str_buf_puts(&d->first_error, str_buf_cstr(&b));
+    if (d->n_errors == 0) {
+      str_buf_puts(&d->first_error, str_buf_cstr(&b));
+      d->first_kind = kind;
+    }
     d->n_errors++;
   } else if (sev == DIAG_WARNING) {
     d->n_warnings++;
@@ -116,10 +123,26 @@ void diag_vreport(diag_sink *d, diag_severity sev, diag_loc loc, const char *fmt
   str_buf_fini(&b);
 }
 
+void diag_vreport(diag_sink *d, diag_severity sev, diag_loc loc, const char *fmt, va_list ap) {
+  report(d, sev, DIAG_KIND_UNSPECIFIED, loc, fmt, ap);
+}
+
 void diag_report(diag_sink *d, diag_severity sev, diag_loc loc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  diag_vreport(d, sev, loc, fmt, ap);
+  report(d, sev, DIAG_KIND_UNSPECIFIED, loc, fmt, ap);
+  va_end(ap);
+}
+
+void diag_verror_kind(diag_sink *d, diag_kind kind, diag_loc loc, const char *fmt, va_list ap) {
+  CASTOR_ASSERT(kind > DIAG_KIND_NONE && kind <= DIAG_KIND_INTERNAL);
+  report(d, DIAG_ERROR, kind, loc, fmt, ap);
+}
+
+void diag_error_kind(diag_sink *d, diag_kind kind, diag_loc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_verror_kind(d, kind, loc, fmt, ap);
   va_end(ap);
 }
 
@@ -127,9 +150,11 @@ int diag_error_count(const diag_sink *d) { return d->n_errors; }
 int diag_warning_count(const diag_sink *d) { return d->n_warnings; }
 const char *diag_text(diag_sink *d) { return str_buf_cstr(&d->text); }
 const char *diag_first_error(diag_sink *d) { return str_buf_cstr(&d->first_error); }
+diag_kind diag_first_error_kind(const diag_sink *d) { return d->first_kind; }
 
 void diag_clear(diag_sink *d) {
   str_buf_clear(&d->text);
   str_buf_clear(&d->first_error);
   d->n_errors = d->n_warnings = 0;
+  d->first_kind = DIAG_KIND_NONE;
 }

@@ -1,7 +1,8 @@
 /*
  * check_api.c: the public API (include/castor.h) as an embedder sees it:
  * statuses, last-error text, misuse of every entry point, tensor shapes and
- * dtypes checked at run, outputs created or filled in place, .npy I/O.
+ * dtypes checked at run, outputs created or filled in place, .npy I/O, and
+ * statuses chosen by the kind of the first error, never by its text.
  */
 #include <check.h>
 #include <stdio.h>
@@ -9,7 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/internal.h"
 #include "castor.h"
+#include "util/diag.h"
 
 static const char *model_text =
     "model two\nx = input(shape=[3])\ny = input(shape=[3])\ns = add(x, y)\n"
@@ -83,6 +86,70 @@ START_TEST(test_load_errors) {
   castor_tensor *t = tensor(CASTOR_F32, 1, (int64_t[]){2});
   ck_assert_str_eq(castor_context_last_error(ctx), "");
   castor_tensor_destroy(t);
+}
+END_TEST
+
+/* Each diagnostic kind maps to one status; an error without a kind, or no
+ * error at all, gives the caller's fallback. */
+START_TEST(test_status_from_diag_kind) {
+  static const struct {
+    diag_kind kind;
+    castor_status want;
+  } cases[] = {
+      {DIAG_KIND_IO, CASTOR_ERR_IO},
+      {DIAG_KIND_INVALID_ARGUMENT, CASTOR_ERR_INVALID_ARGUMENT},
+      {DIAG_KIND_INVALID_MODEL, CASTOR_ERR_PARSE},
+      {DIAG_KIND_UNSUPPORTED, CASTOR_ERR_UNSUPPORTED},
+      {DIAG_KIND_CODEGEN, CASTOR_ERR_CODEGEN},
+      {DIAG_KIND_DEVICE, CASTOR_ERR_DEVICE},
+      {DIAG_KIND_INTERNAL, CASTOR_ERR_INTERNAL},
+      {DIAG_KIND_UNSPECIFIED, CASTOR_ERR_NOMEM}, /* the fallback */
+  };
+  diag_sink *d = diag_sink_create();
+  ck_assert_int_eq(castor_status_from_diag(d, CASTOR_ERR_NOMEM), CASTOR_ERR_NOMEM);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    diag_clear(d);
+    diag_error_kind(d, cases[i].kind, (diag_loc){0}, "cannot read: the text must not matter");
+    diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0}, "a later error does not count");
+    castor_status st = castor_status_from_diag(d, CASTOR_ERR_NOMEM);
+    ck_assert_msg(st == cases[i].want, "kind %d: %s, want %s", (int)cases[i].kind, castor_status_string(st),
+                  castor_status_string(cases[i].want));
+  }
+  diag_clear(d);
+  diag_error(d, (diag_loc){0}, "cannot read: a plain error");
+  ck_assert_int_eq(castor_status_from_diag(d, CASTOR_ERR_PARSE), CASTOR_ERR_PARSE);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* Weights files: unreadable is CASTOR_ERR_IO, malformed CASTOR_ERR_PARSE; and
+ * a malformed model whose diagnostics happen to say "cannot read" (here in
+ * its name) is still CASTOR_ERR_PARSE. */
+START_TEST(test_load_error_kinds) {
+  const char *text = "model m\nx = input(shape=[3])\ny = dense(x, units=2, name=d)\noutput y\n";
+  castor_load_options lo;
+  castor_load_options_init(&lo);
+  lo.weights_path = "/nonexistent/w.safetensors";
+  castor_model *m = NULL;
+  castor_status st = castor_model_load_string(ctx, "m.cast", text, strlen(text), &lo, &m);
+  ck_assert_msg(st == CASTOR_ERR_IO, "missing weights: %s\n%s", castor_status_string(st),
+                castor_context_last_error(ctx));
+  ck_assert_ptr_null(m);
+  char path[] = "/tmp/castor_api_w_XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert(fd >= 0);
+  ck_assert_int_eq(write(fd, "abc", 3), 3);
+  close(fd);
+  lo.weights_path = path;
+  st = castor_model_load_string(ctx, "m.cast", text, strlen(text), &lo, &m);
+  ck_assert_msg(st == CASTOR_ERR_PARSE, "short weights file: %s\n%s", castor_status_string(st),
+                castor_context_last_error(ctx));
+  unlink(path);
+  const char *bad = "model m\nx = input(shape=[3])\ny = dense(x, units=0)\noutput y\n";
+  st = castor_model_load_string(ctx, "cannot read.cast", bad, strlen(bad), NULL, &m);
+  ck_assert_msg(st == CASTOR_ERR_PARSE, "%s\n%s", castor_status_string(st), castor_context_last_error(ctx));
+  ck_assert_msg(strstr(castor_context_last_error(ctx), "cannot read.cast:3:") != NULL, "%s",
+                castor_context_last_error(ctx));
 }
 END_TEST
 
@@ -224,6 +291,34 @@ START_TEST(test_npy_io) {
 }
 END_TEST
 
+/* .npy statuses come from the error's kind: a path that says "cannot" does
+ * not make a malformed file an I/O error, and a directory (opens, then
+ * fails to read) or an unwritable path is one. */
+START_TEST(test_npy_error_kinds) {
+  char dir[] = "/tmp/castor_api_cannot_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char path[sizeof dir + 32];
+  snprintf(path, sizeof path, "%s/cannot open.npy", dir);
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  fputs("\x93NUMPY\x01\x00", f); /* truncated header */
+  fclose(f);
+  castor_tensor *u = NULL;
+  castor_status st = castor_tensor_load_npy(ctx, path, &u);
+  ck_assert_msg(st == CASTOR_ERR_PARSE, "%s\n%s", castor_status_string(st), castor_context_last_error(ctx));
+  ck_assert_ptr_null(u);
+  st = castor_tensor_load_npy(ctx, dir, &u);
+  ck_assert_msg(st == CASTOR_ERR_IO, "directory: %s\n%s", castor_status_string(st), castor_context_last_error(ctx));
+  unlink(path);
+  castor_tensor *t = tensor(CASTOR_F32, 1, (int64_t[]){2});
+  snprintf(path, sizeof path, "%s/no/such/dir.npy", dir);
+  st = castor_tensor_save_npy(t, path);
+  ck_assert_msg(st == CASTOR_ERR_IO, "unwritable: %s\n%s", castor_status_string(st), castor_context_last_error(ctx));
+  castor_tensor_destroy(t);
+  rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_policies_and_autocast_options) {
   const char *text = "model m\npolicy mixed_float16\nx = input(shape=[3])\ny = dense(x, units=2, name=d)\noutput y\n";
   castor_model *m = NULL;
@@ -269,11 +364,14 @@ int main(void) {
   tcase_add_test(tc, test_status_strings_and_version);
   tcase_add_test(tc, test_null_arguments);
   tcase_add_test(tc, test_load_errors);
+  tcase_add_test(tc, test_status_from_diag_kind);
+  tcase_add_test(tc, test_load_error_kinds);
   tcase_add_test(tc, test_compile_options);
   tcase_add_test(tc, test_info);
   tcase_add_test(tc, test_run_and_shape_errors);
   tcase_add_test(tc, test_tensor_create_errors);
   tcase_add_test(tc, test_npy_io);
+  tcase_add_test(tc, test_npy_error_kinds);
   tcase_add_test(tc, test_policies_and_autocast_options);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

@@ -288,6 +288,42 @@ START_TEST(test_diag_no_source_note_first_error) {
 }
 END_TEST
 
+/* The first error's kind: NONE before any error and after diag_clear,
+ * UNSPECIFIED from a plain diag_error; warnings, notes and later errors
+ * leave it alone; a kinded error renders exactly as a plain one. */
+START_TEST(test_diag_first_error_kind) {
+  diag_sink *d = diag_sink_create(), *plain = diag_sink_create();
+  ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_NONE);
+  diag_sink_add_source(d, "k.cast", "x = y\n", 6);
+  diag_sink_add_source(plain, "k.cast", "x = y\n", 6);
+  diag_warning(d, loc_at("k.cast", 1, 1), "w");
+  diag_note(d, loc_at("k.cast", 1, 1), "n");
+  ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_NONE);
+  diag_error_kind(d, DIAG_KIND_IO, loc_at("k.cast", 1, 5), "cannot read '%s'", "y");
+  diag_error_kind(d, DIAG_KIND_DEVICE, loc_at(NULL, 0, 0), "later");
+  diag_error(d, loc_at(NULL, 0, 0), "plain");
+  ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_IO);
+  ck_assert_int_eq(diag_error_count(d), 3);
+  diag_warning(plain, loc_at("k.cast", 1, 1), "w");
+  diag_note(plain, loc_at("k.cast", 1, 1), "n");
+  diag_error(plain, loc_at("k.cast", 1, 5), "cannot read '%s'", "y");
+  diag_error(plain, loc_at(NULL, 0, 0), "later");
+  diag_error(plain, loc_at(NULL, 0, 0), "plain");
+  ck_assert_str_eq(diag_text(d), diag_text(plain));
+  ck_assert_str_eq(diag_first_error(d), "k.cast:1:5: error: cannot read 'y'\nx = y\n    ^\n");
+  ck_assert_int_eq(diag_first_error_kind(plain), DIAG_KIND_UNSPECIFIED);
+  diag_clear(d);
+  ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_NONE);
+  for (int k = DIAG_KIND_UNSPECIFIED; k <= DIAG_KIND_INTERNAL; k++) {
+    diag_error_kind(d, (diag_kind)k, loc_at(NULL, 0, 0), "kind %d", k);
+    ck_assert_msg(diag_first_error_kind(d) == (diag_kind)k, "kind %d: got %d", k, (int)diag_first_error_kind(d));
+    diag_clear(d);
+  }
+  diag_sink_destroy(d);
+  diag_sink_destroy(plain);
+}
+END_TEST
+
 /* ---- half: tables from NumPy / ml_dtypes ----
  * f16 = np.float32(x).astype(np.float16).view(np.uint16)
  * bf16 = np.float32(x).astype(ml_dtypes.bfloat16).view(np.uint16) */
@@ -492,6 +528,7 @@ static Suite *util_suite(void) {
   tc = tcase_create("diag");
   tcase_add_test(tc, test_diag_caret);
   tcase_add_test(tc, test_diag_no_source_note_first_error);
+  tcase_add_test(tc, test_diag_first_error_kind);
   suite_add_tcase(s, tc);
   tc = tcase_create("half");
   tcase_set_timeout(tc, 60);
