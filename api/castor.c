@@ -272,11 +272,7 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   po.autocast.keep_16bit_outputs = opts->keep_16bit_outputs != 0;
   if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
   else if (!pass_run_pipeline(g, cuda || opts->pad8 ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT, &po, ctx->diag))
-    /* TODO(issue 9): drop the strstr once passes/autocast.c reports its
-     * option errors as DIAG_KIND_INVALID_ARGUMENT (the kind then wins) */
-    st = castor_status_from_diag(ctx->diag, strstr(diag_first_error(ctx->diag), "--fp32-layers")
-                                                ? CASTOR_ERR_INVALID_ARGUMENT
-                                                : CASTOR_ERR_INTERNAL);
+    st = castor_status_from_diag(ctx->diag, CASTOR_ERR_INTERNAL);
   rt_program *rt = NULL;
   castor_program cu = {0}; /* the CUDA target's parts */
   if (st == CASTOR_OK) {

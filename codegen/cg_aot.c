@@ -110,7 +110,7 @@ static bool emit_weights(aot *a, diag_sink *d) {
     const rt_buffer *buf = &a->desc->buffers[b];
     if (buf->kind != RT_BUF_CONST) continue;
     if (buf->bytes_fixed > (int64_t)UINT32_MAX) {
-      diag_error(d, a->plan->buffer_node[b]->loc, "constant %%%s has %" PRId64 " bytes: too large for an object file",
+      diag_error_kind(d, DIAG_KIND_UNSUPPORTED, a->plan->buffer_node[b]->loc, "constant %%%s has %" PRId64 " bytes: too large for an object file",
                  a->plan->buffer_node[b]->name, buf->bytes_fixed);
       return false;
     }
@@ -347,7 +347,7 @@ static bool write_file(const char *path, const char *data, size_t len, diag_sink
   bool to_stdout = !strcmp(path, "-");
   FILE *f = to_stdout ? stdout : fopen(path, "wb");
   if (!f) {
-    diag_error(d, (diag_loc){0}, "cannot write '%s': %s", path, strerror(errno));
+    diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot write '%s': %s", path, strerror(errno));
     return false;
   }
   bool ok = fwrite(data, 1, len, f) == len;
@@ -355,7 +355,7 @@ static bool write_file(const char *path, const char *data, size_t len, diag_sink
   if (to_stdout) ok = fflush(f) == 0 && ok;
   else if (fclose(f) != 0) ok = false, err = errno;
   if (!ok) {
-    diag_error(d, (diag_loc){0}, "cannot write '%s': %s", path, strerror(err));
+    diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot write '%s': %s", path, strerror(err));
     if (!to_stdout) remove(path);
   }
   return ok;
@@ -371,7 +371,7 @@ static bool emit_output(LLVMTargetMachineRef tm, LLVMModuleRef mod, cg_aot_kind 
   LLVMMemoryBufferRef mb = NULL;
   char *msg = NULL;
   if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, kind == CG_AOT_ASM ? LLVMAssemblyFile : LLVMObjectFile, &msg, &mb)) {
-    diag_error(d, (diag_loc){0}, "LLVM: emitting %s: %s", kind == CG_AOT_ASM ? "assembly" : "an object file", msg);
+    diag_error_kind(d, DIAG_KIND_CODEGEN, (diag_loc){0}, "LLVM: emitting %s: %s", kind == CG_AOT_ASM ? "assembly" : "an object file", msg);
     LLVMDisposeMessage(msg);
     return false;
   }
@@ -413,7 +413,7 @@ bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options
                                          ao->about ? ", " : "", t.triple, t.cpu));
   char *msg = NULL;
   if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
-    diag_error(d, (diag_loc){0}, "internal error: generated LLVM IR is invalid: %s", msg);
+    diag_error_kind(d, DIAG_KIND_INTERNAL, (diag_loc){0}, "internal error: generated LLVM IR is invalid: %s", msg);
     LLVMDisposeMessage(msg);
     goto done;
   }

@@ -171,7 +171,7 @@ bool cg_aot_write_header(const rt_program *p, const cg_aot_options *ao, const cg
   FILE *f = fopen(ao->header_path, "w");
   bool ok = f && fputs(str_buf_cstr(&h), f) >= 0;
   if (f && fclose(f) != 0) ok = false;
-  if (!ok) diag_error(d, (diag_loc){0}, "cannot write '%s': %s", ao->header_path, strerror(errno));
+  if (!ok) diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot write '%s': %s", ao->header_path, strerror(errno));
   for (int i = 0; i < p->n_inputs + p->n_outputs; i++) free(names[i]);
   free(names);
   free(PFX);

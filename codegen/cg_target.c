@@ -31,7 +31,7 @@ void cg_options_init(cg_options *o) {
 bool cg_llvm_error(diag_sink *d, LLVMErrorRef err, const char *what) {
   if (!err) return false;
   char *msg = LLVMGetErrorMessage(err);
-  diag_error(d, (diag_loc){0}, "LLVM: %s: %s", what, msg);
+  diag_error_kind(d, DIAG_KIND_CODEGEN, (diag_loc){0}, "LLVM: %s: %s", what, msg);
   LLVMDisposeErrorMessage(msg);
   return true;
 }

@@ -63,7 +63,7 @@ bool pass_autocast_options_check(const pass_autocast_options *o, diag_sink *d) {
       size_t len = e ? (size_t)(e - p) : strlen(p);
       ir_op op;
       if (len == 0) {
-        diag_error(d, (diag_loc){0}, "%s: empty item in '%s'", what[l], lists[l]);
+        diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "%s: empty item in '%s'", what[l], lists[l]);
         return false;
       }
       if (l == 0 && (!ir_op_from_name(p, len, &op) || !forceable(op))) {
@@ -71,7 +71,7 @@ bool pass_autocast_options_check(const pass_autocast_options *o, diag_sink *d) {
         str_buf_init(&ops);
         for (int k = 0; k < IR_OP_COUNT; k++)
           if (forceable((ir_op)k)) str_buf_printf(&ops, "%s%s", ops.len ? ", " : "", ir_op_name((ir_op)k));
-        diag_error(d, (diag_loc){0}, "%s: unknown op '%.*s' (ops: %s)", what[l], (int)len, p, str_buf_cstr(&ops));
+        diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "%s: unknown op '%.*s' (ops: %s)", what[l], (int)len, p, str_buf_cstr(&ops));
         str_buf_fini(&ops);
         return false;
       }
@@ -234,7 +234,7 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
     for (int i = 0; i < g->n_nodes && !found; i++)
       found = g->nodes[i]->layer && strlen(g->nodes[i]->layer) == len && !strncmp(g->nodes[i]->layer, p, len);
     if (!found) {
-      diag_error(ctx->diag, (diag_loc){0}, "--fp32-layers: the model has no layer '%.*s'", (int)len, p);
+      diag_error_kind(ctx->diag, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "--fp32-layers: the model has no layer '%.*s'", (int)len, p);
       return false;
     }
     p = e ? e + 1 : p + len;

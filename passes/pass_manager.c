@@ -54,11 +54,11 @@ static bool check_names(const char *pipeline, diag_sink *d) {
     const char *e = strchr(p, ',');
     size_t len = e ? (size_t)(e - p) : strlen(p);
     if (len == 0) {
-      diag_error(d, (diag_loc){0}, "empty pass name in pipeline '%s'", pipeline);
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "empty pass name in pipeline '%s'", pipeline);
       return false;
     }
     if (!pass_lookup(p, len)) {
-      diag_error(d, (diag_loc){0}, "unknown pass '%.*s' in pipeline '%s' (passes: %s)", (int)len, p,
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "unknown pass '%.*s' in pipeline '%s' (passes: %s)", (int)len, p,
                  pipeline, pass_list());
       return false;
     }
@@ -77,7 +77,7 @@ static bool dump(const ir_graph *g, const pass_options *o, int index, const char
   bool ok = true;
   if (o->dump_dir) {
     if (mkdir(o->dump_dir, 0777) != 0 && errno != EEXIST) {
-      diag_error(d, (diag_loc){0}, "cannot create dump directory '%s': %s", o->dump_dir,
+      diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot create dump directory '%s': %s", o->dump_dir,
                  strerror(errno));
       ok = false;
     } else {
@@ -85,11 +85,11 @@ static bool dump(const ir_graph *g, const pass_options *o, int index, const char
       snprintf(path, sizeof path, "%s/%02d.after-%s.cir", o->dump_dir, index, name);
       FILE *f = fopen(path, "wb");
       if (!f || fwrite(b.data, 1, b.len, f) != b.len) {
-        diag_error(d, (diag_loc){0}, "cannot write '%s': %s", path, strerror(errno));
+        diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot write '%s': %s", path, strerror(errno));
         ok = false;
       }
       if (f && fclose(f) != 0 && ok) {
-        diag_error(d, (diag_loc){0}, "cannot write '%s': %s", path, strerror(errno));
+        diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot write '%s': %s", path, strerror(errno));
         ok = false;
       }
     }
@@ -107,7 +107,7 @@ bool pass_run_pipeline(ir_graph *g, const char *pipeline, const pass_options *o,
   if (!check_names(pipeline, d)) return false;
   if (o->dump_after && strcmp(o->dump_after, "all") != 0 &&
       !pass_lookup(o->dump_after, strlen(o->dump_after))) {
-    diag_error(d, (diag_loc){0}, "unknown pass '%s' in --dump-after (passes: %s, or all)",
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "unknown pass '%s' in --dump-after (passes: %s, or all)",
                o->dump_after, pass_list());
     return false;
   }
