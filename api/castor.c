@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "api/internal.h"
-#include "codegen/codegen.h"
+#include "codegen/cg_backend.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/npy.h"
@@ -38,15 +38,8 @@ struct castor_model {
 
 struct castor_program {
   castor_context *ctx;
-  rt_program *rt; /* the CPU program, or the CUDA program's description */
-  /* CUDA target only */
-  rt_cuda_program *cuda;
-  rt_cuda_device *dev;
-  rt_cuda_module *mod;
-  /* CPU target: threads per run, and the workspace kept between runs */
-  int threads;
-  void *ws;
-  int64_t ws_bytes;
+  cg_exec *x;           /* the compiled program on its backend */
+  const rt_program *rt; /* x->desc: inputs, outputs, buffers */
 };
 
 struct castor_tensor {
@@ -215,30 +208,15 @@ void castor_compile_options_init(castor_compile_options *o) {
   o->device = -1;
 }
 
-/* The CUDA target: the device (its architecture unless opts->sm), PTX, and
- * the module loaded with the constants uploaded; into out's CUDA fields. */
-static castor_status compile_cuda(const ir_graph *g, const castor_compile_options *opts, const cg_options *co,
-                                  castor_program *out, diag_sink *d) {
-  char sm[16];
-  if (!(out->dev = rt_cuda_device_open(opts->device, d))) return CASTOR_ERR_DEVICE;
-  rt_cuda_device_sm(out->dev, sm, sizeof sm);
-  /* LLVM 19 knows architectures up to sm_90; newer GPUs JIT sm_90 PTX */
-  if (rt_cuda_device_cc(out->dev) > 90) snprintf(sm, sizeof sm, "sm_90");
-  if (!(out->cuda = cg_compile_cuda(g, opts->sm ? opts->sm : sm, co, d))) {
-    rt_cuda_device_close(out->dev);
-    return CASTOR_ERR_CODEGEN;
-  }
-  if (!(out->mod = rt_cuda_module_load(out->dev, out->cuda, d))) {
-    rt_cuda_program_destroy(out->cuda);
-    rt_cuda_device_close(out->dev);
-    return CASTOR_ERR_DEVICE;
-  }
-  return CASTOR_OK;
+void castor_driver_options_init(castor_driver_options *o) {
+  if (o) memset(o, 0, sizeof *o);
 }
 
-/* castor_compile, or with fn (castor_compile_to, api/internal.h) the same
- * pipeline handing the final graph to fn instead of the JIT. */
-static castor_status compile(castor_model *m, const castor_compile_options *opts,
+/* The one compile driver: castor_compile, castor_compile_to and the CLI's
+ * dump and build map options to the pipeline here, so what `castor dump`
+ * shows is what `castor run` compiles. The backend (cg_backend.h) decides
+ * everything target-specific. */
+static castor_status compile(castor_model *m, const castor_compile_options *opts, const castor_driver_options *dopts,
                              castor_codegen_fn fn, void *fn_arg, castor_program **out_program) {
   if (!m) return CASTOR_ERR_INVALID_ARGUMENT;
   castor_context *ctx = m->ctx;
@@ -247,11 +225,19 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   if (out_program) *out_program = NULL;
   castor_compile_options defaults;
   if (!opts) castor_compile_options_init(&defaults), opts = &defaults;
-  if (opts->target != CASTOR_TARGET_CPU && opts->target != CASTOR_TARGET_CUDA)
-    return fail(ctx, CASTOR_ERR_UNSUPPORTED, "target %d is not supported by this build", (int)opts->target);
-  bool cuda = opts->target == CASTOR_TARGET_CUDA;
+  castor_driver_options no_driver;
+  if (!dopts) castor_driver_options_init(&no_driver), dopts = &no_driver;
+  const cg_backend *be = castor_target_backend(opts->target);
+  if (!be)
+    return fail(ctx, CASTOR_ERR_UNSUPPORTED, "target %d is not supported by this build (targets: %s)",
+                (int)opts->target, cg_backend_names());
   if (opts->opt_level < 0 || opts->opt_level > 3)
     return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "opt_level must be 0-3, got %d", opts->opt_level);
+  if (opts->threads < 0)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "threads must be >= 0 (0: all CPUs), got %d", opts->threads);
+  const char *pipeline = dopts->passes ? dopts->passes
+                         : be->always_pad8 || opts->pad8 ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT;
+  if (!pass_pipeline_check(pipeline, ctx->diag)) return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_INVALID_ARGUMENT));
   ir_graph *g = ir_graph_clone(m->graph);
   if (opts->policy) {
     ir_policy p;
@@ -266,70 +252,90 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   castor_status st = CASTOR_OK;
   pass_options po;
   pass_options_init(&po);
-  po.verify_each = opts->verify_each != 0;
+  po.verify_each = opts->verify_each != 0 || dopts->verify_each;
   po.autocast.fp32_ops = opts->fp32_ops;
   po.autocast.fp32_layers = opts->fp32_layers;
   po.autocast.keep_16bit_outputs = opts->keep_16bit_outputs != 0;
+  po.dump_after = dopts->dump_after;
+  po.dump_dir = dopts->dump_dir;
+  po.dump_out = dopts->dump_out;
   if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
-  else if (!pass_run_pipeline(g, cuda || opts->pad8 ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT, &po, ctx->diag))
+  else if (!pass_run_pipeline(g, pipeline, &po, ctx->diag))
     st = castor_status_from_diag(ctx->diag, CASTOR_ERR_INTERNAL);
-  rt_program *rt = NULL;
-  castor_program cu = {0}; /* the CUDA target's parts */
+  cg_exec *x = NULL;
   if (st == CASTOR_OK) {
-    cg_options co;
-    cg_options_init(&co);
-    co.opt_level = opts->opt_level;
-    if (fn) st = fn(g, &co, fn_arg, ctx->diag);
-    else if (cuda) st = compile_cuda(g, opts, &co, &cu, ctx->diag);
-    else if (!(rt = cg_compile_cpu(g, &co, ctx->diag))) st = CASTOR_ERR_CODEGEN;
+    cg_backend_options bo;
+    cg_backend_options_init(&bo);
+    bo.cg.opt_level = opts->opt_level;
+    bo.threads = opts->threads;
+    bo.device = opts->device;
+    bo.sm = opts->sm;
+    if (fn) st = fn(g, be, &bo, fn_arg, ctx->diag);
+    else if (!(x = cg_backend_compile(be, g, &bo, ctx->diag)))
+      st = castor_status_from_diag(ctx->diag, CASTOR_ERR_CODEGEN);
   }
   ir_graph_destroy(g);
   if (st != CASTOR_OK || fn) return finish(ctx, st);
   castor_program *p = xcalloc(1, sizeof *p);
-  *p = cu;
   p->ctx = ctx;
-  p->rt = cuda ? cu.cuda->desc : rt;
-  p->threads = opts->threads;
+  p->x = x;
+  p->rt = x->desc;
   *out_program = p;
   return finish(ctx, CASTOR_OK);
 }
 
+typedef struct dump_req {
+  castor_emit what;
+  str_buf *out;
+} dump_req;
+
+static castor_status dump_fn(const ir_graph *g, const cg_backend *be, const cg_backend_options *bo, void *arg,
+                             diag_sink *d) {
+  const dump_req *r = arg;
+  switch (r->what) {
+  case CASTOR_EMIT_IR: ir_print(g, r->out); return CASTOR_OK;
+  case CASTOR_EMIT_CASTS: pass_cast_report(g, r->out); return CASTOR_OK;
+  case CASTOR_EMIT_LLVM:
+  case CASTOR_EMIT_PTX:
+    if (!cg_backend_check(be, g, d) || !be->emit(g, bo, r->what == CASTOR_EMIT_PTX ? CG_EMIT_PTX : CG_EMIT_LLVM, r->out, d))
+      return castor_status_from_diag(d, CASTOR_ERR_CODEGEN);
+    return CASTOR_OK;
+  }
+  return CASTOR_ERR_INVALID_ARGUMENT;
+}
+
+castor_status castor_model_dump(castor_model *m, const castor_compile_options *opts,
+                                const castor_driver_options *dopts, castor_emit what, str_buf *out) {
+  dump_req r = {what, out};
+  return castor_compile_to(m, opts, dopts, dump_fn, &r);
+}
+
+void castor_tensor_summary(const castor_tensor *t, const char *name, str_buf *out) {
+  rt_tensor_summary(out, name, (rt_dtype)t->dtype, t->rank, t->dims, t->data);
+}
+
+const cg_backend *castor_target_backend(castor_target t) {
+  switch (t) {
+  case CASTOR_TARGET_CPU: return &cg_backend_cpu;
+  case CASTOR_TARGET_CUDA: return &cg_backend_cuda;
+  }
+  return NULL;
+}
+
 castor_status castor_compile(castor_model *m, const castor_compile_options *opts,
                              castor_program **out_program) {
-  return compile(m, opts, NULL, NULL, out_program);
+  return compile(m, opts, NULL, NULL, NULL, out_program);
 }
 
 castor_status castor_compile_to(castor_model *m, const castor_compile_options *opts,
-                                castor_codegen_fn fn, void *fn_arg) {
-  return fn ? compile(m, opts, fn, fn_arg, NULL) : CASTOR_ERR_INVALID_ARGUMENT;
+                                const castor_driver_options *dopts, castor_codegen_fn fn, void *fn_arg) {
+  return fn ? compile(m, opts, dopts, fn, fn_arg, NULL) : CASTOR_ERR_INVALID_ARGUMENT;
 }
 
 void castor_program_destroy(castor_program *p) {
   if (!p) return;
-  if (p->cuda) {
-    rt_cuda_module_unload(p->mod);
-    rt_cuda_program_destroy(p->cuda); /* and p->rt, its description */
-    rt_cuda_device_close(p->dev);
-  } else {
-    rt_program_destroy(p->rt);
-  }
-  free(p->ws);
+  cg_exec_destroy(p->x);
   free(p);
-}
-
-/* The CPU workspace for `batch`, kept in p and grown as needed: a run then
- * touches no fresh pages. NULL if it cannot be allocated. */
-static void *cpu_workspace(castor_program *p, int64_t batch, bool *ok) {
-  int64_t n = 0;
-  *ok = rt_program_workspace_bytes(p->rt, batch, &n);
-  if (!*ok || n == 0) return NULL; /* rt_program_run reports an overflow */
-  if (n > p->ws_bytes) {
-    free(p->ws);
-    p->ws = (uint64_t)n <= SIZE_MAX ? aligned_alloc(64, (size_t)n) : NULL;
-    p->ws_bytes = p->ws ? n : 0;
-  }
-  *ok = p->ws != NULL;
-  return p->ws;
 }
 
 castor_status castor_program_stats(const castor_program *p, int64_t batch, castor_run_stats *out) {
@@ -348,14 +354,8 @@ castor_status castor_program_stats(const castor_program *p, int64_t batch, casto
     const rt_launch *l = &rt->launches[i];
     out->flops += l->flops_per_row * (l->batched ? batch : l->rows_fixed);
   }
-  out->threads = p->threads > 0 ? p->threads : rt_default_threads();
+  out->threads = p->x->threads;
   return CASTOR_OK;
-}
-
-static bool cpu_run(castor_program *p, int64_t batch, const void *const *in, void *const *out) {
-  bool ok;
-  void *ws = cpu_workspace(p, batch, &ok);
-  return rt_program_run_threads(p->rt, p->threads, batch, in, out, ok ? ws : NULL, p->ctx->diag);
 }
 
 int castor_program_num_inputs(const castor_program *p) { return p ? p->rt->n_inputs : 0; }
@@ -429,12 +429,17 @@ int64_t castor_tensor_numel(const castor_tensor *t) { return t ? t->numel : 0; }
 size_t castor_tensor_nbytes(const castor_tensor *t) { return t ? t->nbytes : 0; }
 
 castor_status castor_tensor_load_npy(castor_context *ctx, const char *path, castor_tensor **out_tensor) {
+  return castor_tensor_load_npy_as(ctx, path, false, out_tensor);
+}
+
+castor_status castor_tensor_load_npy_as(castor_context *ctx, const char *path, bool to_f32,
+                                        castor_tensor **out_tensor) {
   if (!ctx) return CASTOR_ERR_INVALID_ARGUMENT;
   begin(ctx);
   if (!path || !out_tensor) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_load_npy: NULL argument");
   *out_tensor = NULL;
   rt_npy a;
-  if (!rt_npy_read(path, &a, ctx->diag) || (a.is_f64 && !rt_npy_to_f32(&a, path, ctx->diag))) {
+  if (!rt_npy_read(path, &a, ctx->diag) || ((a.is_f64 || to_f32) && !rt_npy_to_f32(&a, path, ctx->diag))) {
     rt_npy_fini(&a);
     return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
   }
@@ -537,8 +542,7 @@ castor_status castor_program_run(castor_program *p, castor_tensor *const *inputs
   }
   if (st == CASTOR_OK) {
     begin(ctx);
-    bool ok = p->cuda ? rt_cuda_run(p->mod, batch, in, out, ctx->diag) : cpu_run(p, batch, in, out);
-    if (!ok) st = CASTOR_ERR_DEVICE;
+    if (!p->x->backend->run(p->x, batch, in, out, ctx->diag)) st = castor_status_from_diag(ctx->diag, CASTOR_ERR_DEVICE);
   }
   if (st != CASTOR_OK)
     for (int i = 0; i < n_outputs; i++)
@@ -561,26 +565,10 @@ castor_status castor_program_time(castor_program *p, castor_tensor *const *input
       return finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
   if (batch < 0) batch = 1;
   const void **in = xcalloc((size_t)n_inputs + 1, sizeof *in);
-  void **out = xcalloc((size_t)rt->n_outputs + 1, sizeof *out);
   for (int i = 0; i < n_inputs; i++) in[i] = inputs[i]->data;
   castor_status st = CASTOR_OK;
-  if (p->cuda) {
-    if (!rt_cuda_time(p->mod, batch, in, NULL, warmup, iters, out_ms, ctx->diag)) st = CASTOR_ERR_DEVICE;
-  } else {
-    for (int i = 0; i < rt->n_outputs && st == CASTOR_OK; i++) {
-      const rt_buffer *b = &rt->buffers[rt->outputs[i].buffer];
-      size_t n = (size_t)(b->bytes_per_row * batch + b->bytes_fixed);
-      if (!(out[i] = aligned_alloc(64, (n + 63) & ~(size_t)63))) st = CASTOR_ERR_NOMEM;
-    }
-    for (int i = 0; i < warmup + iters && st == CASTOR_OK; i++) {
-      struct timespec t0, t1;
-      clock_gettime(CLOCK_MONOTONIC, &t0);
-      if (!cpu_run(p, batch, in, out)) st = CASTOR_ERR_DEVICE;
-      clock_gettime(CLOCK_MONOTONIC, &t1);
-      if (i >= warmup) out_ms[i - warmup] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-    }
-    for (int i = 0; i < rt->n_outputs; i++) free(out[i]);
-  }
-  free(in), free(out);
+  if (!p->x->backend->time(p->x, batch, in, warmup, iters, out_ms, ctx->diag))
+    st = castor_status_from_diag(ctx->diag, CASTOR_ERR_DEVICE);
+  free(in);
   return finish(ctx, st);
 }

@@ -11,15 +11,55 @@
 #define CASTOR_API_INTERNAL_H
 
 #include "castor.h"
-#include "codegen/codegen.h"
+#include "codegen/cg_backend.h"
 
-/* Returns CASTOR_OK or the status of the failure, with diagnostics in d. */
-typedef castor_status (*castor_codegen_fn)(const ir_graph *g, const cg_options *co, void *arg,
-                                           diag_sink *d);
+/* What the CLI adds to castor_compile_options (castor dump). */
+typedef struct castor_driver_options {
+  const char *passes;     /* pipeline instead of the target's (NULL) */
+  const char *dump_after; /* print the IR after this pass, or "all" (NULL) */
+  const char *dump_dir;   /* write those dumps to DIR/NN.after-PASS.cir (NULL: to dump_out) */
+  str_buf *dump_out;      /* where dumps go without dump_dir (NULL: nowhere) */
+  bool verify_each;       /* verify after every pass (also castor_compile_options.verify_each) */
+} castor_driver_options;
 
-/* Diagnostics of a failure (fn's included) become the context's last error. */
+void castor_driver_options_init(castor_driver_options *o);
+
+/* The backend of a public target, NULL if this build has none. */
+const cg_backend *castor_target_backend(castor_target t);
+
+/* Receives the final graph, the target's backend and the options the
+ * backend would compile with. Returns CASTOR_OK or the status of the
+ * failure, with diagnostics in d. */
+typedef castor_status (*castor_codegen_fn)(const ir_graph *g, const cg_backend *be, const cg_backend_options *bo,
+                                           void *arg, diag_sink *d);
+
+/* Runs exactly castor_compile's pipeline (dopts may be NULL) and hands the
+ * final graph to fn instead of compiling it. Diagnostics of a failure (fn's
+ * included) become the context's last error, warnings the last warnings. */
 castor_status castor_compile_to(castor_model *m, const castor_compile_options *opts,
-                                castor_codegen_fn fn, void *fn_arg);
+                                const castor_driver_options *dopts, castor_codegen_fn fn, void *fn_arg);
+
+/* What castor dump prints of a compiled model. */
+typedef enum castor_emit {
+  CASTOR_EMIT_IR,    /* the final IR, text form */
+  CASTOR_EMIT_CASTS, /* the cast report (passes.h, pass_cast_report) */
+  CASTOR_EMIT_LLVM,  /* the target's optimized LLVM IR */
+  CASTOR_EMIT_PTX,   /* PTX (the cuda target) */
+} castor_emit;
+
+/* Compiles m like castor_compile (through castor_compile_to) and appends
+ * `what` to out; dumps that dopts asks for go to their place first. */
+castor_status castor_model_dump(castor_model *m, const castor_compile_options *opts,
+                                const castor_driver_options *dopts, castor_emit what, str_buf *out);
+
+/* castor_tensor_load_npy; with to_f32, float16 and integer arrays are
+ * converted to float32 too (castor run's inputs), as rt_npy_to_f32 does. */
+castor_status castor_tensor_load_npy_as(castor_context *ctx, const char *path, bool to_f32,
+                                        castor_tensor **out_tensor);
+
+/* The one-line summary castor run prints of a tensor (runtime.h's
+ * rt_tensor_summary: min, max, mean, argmax). */
+void castor_tensor_summary(const castor_tensor *t, const char *name, str_buf *out);
 
 /* The status for a stage that failed with diagnostics in d: the one its
  * first error's kind names (DIAG_KIND_IO: CASTOR_ERR_IO, INVALID_MODEL:

@@ -7,9 +7,10 @@
  *                     [--emit=ir|llvm|ptx] [--weights FILE] [--policy P]
  *   both: [--target=cpu|cuda] [--device N] [--sm=sm_NN]; run: [--repeat N]
  *
- * `run` JIT-compiles through the public API (castor.h) exactly as an
- * embedding program would; `dump` drives the frontend and pass manager
- * directly to show the IR. Diagnostics go to stderr; every error exits 1.
+ * Both commands go through the API: `run` through the public castor.h
+ * exactly as an embedding program would, `dump` through the same compile
+ * driver (castor_model_dump, api/internal.h), so what `dump` shows is what
+ * `run` compiles. Diagnostics go to stderr; every error exits 1.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,10 +22,7 @@
 
 #include "castor.h"
 #include "api/internal.h"
-#include "codegen/codegen.h"
-#include "frontend/frontend.h"
-#include "passes/passes.h"
-#include "runtime/npy.h"
+#include "passes/passes.h" /* PASS_PIPELINE_DEFAULT for --help */
 #include "tools/castor_build.h"
 
 static const char *prog_name = "castor";
@@ -101,13 +99,20 @@ typedef struct cli {
   int64_t batch;
   uint64_t seed, weights_seed;
   const char *weights, *policy, *passes, *dump_after, *dump_dir, *emit, *fp32_ops, *fp32_layers;
-  bool casts, keep16, cuda, pad8;
+  bool casts, keep16, pad8;
+  castor_target target;
   int opt_level, device, repeat, threads;
   bool stats;
   const char *sm;
 } cli;
 
 
+
+static bool target_from_name(const char *name, castor_target *out) {
+  for (castor_target t = CASTOR_TARGET_CPU; castor_target_backend(t); t++)
+    if (!strcmp(castor_target_backend(t)->name, name)) return *out = t, true;
+  return false;
+}
 
 static int parse_args(int argc, char **argv, cli *c) {
   memset(c, 0, sizeof *c);
@@ -168,8 +173,7 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (missing || (strcmp(v, "ir") && strcmp(v, "llvm") && strcmp(v, "ptx"))) return error("--emit takes ir, llvm or ptx");
       c->emit = v;
     } else if (OPT("--target")) {
-      if (missing || (strcmp(v, "cpu") && strcmp(v, "cuda"))) return error("--target takes cpu or cuda");
-      c->cuda = !strcmp(v, "cuda");
+      if (missing || !target_from_name(v, &c->target)) return error("--target takes one of: %s", cg_backend_names());
     } else if (OPT("--device")) {
       if (missing || !str_parse_i64(v, 0, 1024, &n)) return error("--device needs a device index, got '%s'", missing ? "" : v);
       c->device = (int)n;
@@ -210,66 +214,60 @@ static int parse_args(int argc, char **argv, cli *c) {
 
 /* ---- dump ---- */
 
+/* The compile options of the command line, for run and dump alike. */
+static void compile_options(const cli *c, castor_compile_options *co) {
+  castor_compile_options_init(co);
+  co->policy = c->policy;
+  co->opt_level = c->opt_level;
+  co->fp32_ops = c->fp32_ops;
+  co->fp32_layers = c->fp32_layers;
+  co->keep_16bit_outputs = c->keep16;
+  co->pad8 = c->pad8;
+  co->target = c->target;
+  co->device = c->device;
+  co->sm = c->sm;
+  co->threads = c->threads;
+}
+
+static castor_status load_model(const cli *c, castor_context *ctx, castor_model **m) {
+  castor_load_options lo;
+  castor_load_options_init(&lo);
+  lo.seed = c->weights_seed;
+  lo.weights_path = c->weights;
+  castor_status st = castor_model_load_file(ctx, c->model, &lo, m);
+  fputs(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx), stderr);
+  return st;
+}
+
 static int cmd_dump(const cli *c) {
-  diag_sink *d = diag_sink_create();
-  fe_options fo;
-  fe_options_init(&fo);
-  fo.seed = c->weights_seed;
-  fo.weights_path = c->weights;
-  int rc = 1;
+  castor_context *ctx = NULL;
+  castor_model *m = NULL;
+  castor_context_create(&ctx);
   str_buf out;
   str_buf_init(&out);
-  const char *pipeline = c->passes ? c->passes : c->cuda || c->pad8 ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT;
-  if (c->emit && !strcmp(c->emit, "ptx") && !c->cuda) {
-    diag_error(d, (diag_loc){0}, "--emit=ptx needs --target=cuda");
-    pipeline = NULL;
+  int rc = 1;
+  if (load_model(c, ctx, &m) == CASTOR_OK) {
+    castor_compile_options co;
+    compile_options(c, &co);
+    castor_driver_options dopts;
+    castor_driver_options_init(&dopts);
+    dopts.passes = c->passes;
+    dopts.dump_after = c->dump_after;
+    dopts.dump_dir = c->dump_dir;
+    dopts.dump_out = &out;
+    dopts.verify_each = true;
+    castor_emit what = c->casts ? CASTOR_EMIT_CASTS
+                       : !c->emit || !strcmp(c->emit, "ir") ? CASTOR_EMIT_IR
+                       : !strcmp(c->emit, "llvm") ? CASTOR_EMIT_LLVM
+                                                  : CASTOR_EMIT_PTX;
+    castor_status st = castor_model_dump(m, &co, &dopts, what, &out);
+    fputs(str_buf_cstr(&out), stdout);
+    fputs(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx), stderr);
+    rc = st == CASTOR_OK ? 0 : 1;
   }
-  ir_graph *g = pipeline && pass_pipeline_check(pipeline, d) ? fe_load_file(c->model, &fo, d) : NULL;
-  if (g && c->policy && !ir_policy_from_name(c->policy, strlen(c->policy), &g->policy)) {
-    diag_error(d, (diag_loc){0}, "unknown policy '%s' (float32, float16, bfloat16, mixed_float16, mixed_bfloat16)", c->policy);
-  } else if (g) {
-    pass_options po;
-    pass_options_init(&po);
-    po.verify_each = true;
-    po.dump_after = c->dump_after;
-    po.dump_dir = c->dump_dir;
-    po.dump_out = &out;
-    po.autocast.fp32_ops = c->fp32_ops;
-    po.autocast.fp32_layers = c->fp32_layers;
-    po.autocast.keep_16bit_outputs = c->keep16;
-    if (pass_run_pipeline(g, pipeline, &po, d)) {
-      if (c->casts) {
-        pass_cast_report(g, &out);
-        rc = 0;
-      } else if (c->emit && !strcmp(c->emit, "llvm") && c->cuda) {
-        cg_options co;
-        cg_options_init(&co);
-        co.opt_level = c->opt_level;
-        co.dump_llvm = &out;
-        rt_cuda_program *p = cg_compile_cuda(g, c->sm, &co, d);
-        rc = p ? 0 : 1;
-        rt_cuda_program_destroy(p);
-      } else if (c->emit && !strcmp(c->emit, "ptx")) {
-        rc = cg_emit_ptx(g, c->sm, &out, d) ? 0 : 1;
-      } else if (c->emit && !strcmp(c->emit, "llvm")) {
-        cg_options co;
-        cg_options_init(&co);
-        co.opt_level = c->opt_level;
-        co.dump_llvm = &out;
-        rt_program *p = cg_compile_cpu(g, &co, d);
-        rc = p ? 0 : 1;
-        rt_program_destroy(p);
-      } else {
-        ir_print(g, &out);
-        rc = 0;
-      }
-    }
-  }
-  fputs(str_buf_cstr(&out), stdout);
-  fputs(diag_text(d), stderr);
   str_buf_fini(&out);
-  ir_graph_destroy(g);
-  diag_sink_destroy(d);
+  castor_model_destroy(m);
+  castor_context_destroy(ctx);
   return rc;
 }
 
@@ -278,8 +276,7 @@ static int cmd_dump(const cli *c) {
 static void summarize(const castor_tensor_info *info, castor_tensor *t) {
   str_buf b;
   str_buf_init(&b);
-  rt_tensor_summary(&b, info->name, (rt_dtype)castor_tensor_dtype(t), castor_tensor_rank(t), castor_tensor_dims(t),
-                    castor_tensor_data(t));
+  castor_tensor_summary(t, info->name, &b);
   fputs(str_buf_cstr(&b), stdout);
   str_buf_fini(&b);
 }
@@ -295,28 +292,13 @@ static int cmd_run(const cli *c) {
   castor_program *p = NULL;
   castor_tensor **in = NULL, **out = NULL;
   int n_in = 0, n_out = 0, rc = 1;
-  diag_sink *d = diag_sink_create();
   castor_context_create(&ctx);
-  castor_load_options lo;
-  castor_load_options_init(&lo);
-  lo.seed = c->weights_seed;
-  lo.weights_path = c->weights;
   castor_compile_options co;
-  castor_compile_options_init(&co);
-  co.policy = c->policy;
-  co.opt_level = c->opt_level;
-  co.fp32_ops = c->fp32_ops;
-  co.fp32_layers = c->fp32_layers;
-  co.keep_16bit_outputs = c->keep16;
-  co.pad8 = c->pad8;
-  co.target = c->cuda ? CASTOR_TARGET_CUDA : CASTOR_TARGET_CPU;
-  co.device = c->device;
-  co.sm = c->sm;
-  co.threads = c->threads;
+  compile_options(c, &co);
   struct timespec t0, t1;
-  if (castor_model_load_file(ctx, c->model, &lo, &m) != CASTOR_OK ||
-      (fputs(castor_context_last_warnings(ctx), stderr), clock_gettime(CLOCK_MONOTONIC, &t0),
-       castor_compile(m, &co, &p)) != CASTOR_OK) {
+  if (load_model(c, ctx, &m) != CASTOR_OK) goto done;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (castor_compile(m, &co, &p) != CASTOR_OK) {
     fputs(castor_context_last_error(ctx), stderr);
     goto done;
   }
@@ -341,20 +323,10 @@ static int cmd_run(const cli *c) {
     castor_program_input_info(p, i, &info);
     int64_t dims[4];
     if (c->inputs.len) {
-      rt_npy a;
-      if (!rt_npy_read(c->inputs.data[i], &a, d) ||
-          (info.dtype == CASTOR_F32 && !rt_npy_to_f32(&a, c->inputs.data[i], d))) {
-        rt_npy_fini(&a);
-        fputs(diag_text(d), stderr);
-        goto done;
-      }
-      if (castor_tensor_create(ctx, (castor_dtype)a.dtype, a.rank, a.dims, &in[i]) != CASTOR_OK) {
-        rt_npy_fini(&a);
+      if (castor_tensor_load_npy_as(ctx, c->inputs.data[i], info.dtype == CASTOR_F32, &in[i]) != CASTOR_OK) {
         fputs(castor_context_last_error(ctx), stderr);
         goto done;
       }
-      memcpy(castor_tensor_data(in[i]), a.data, (size_t)a.nbytes);
-      rt_npy_fini(&a);
       continue;
     }
     for (int k = 0; k < info.rank; k++) dims[k] = info.dims[k] < 0 ? c->batch : info.dims[k];
@@ -392,10 +364,10 @@ static int cmd_run(const cli *c) {
     double med = c->repeat % 2 ? ms[c->repeat / 2] : (ms[c->repeat / 2 - 1] + ms[c->repeat / 2]) / 2;
     printf("compile: %.1f ms\n", compile_ms);
     printf("time: median %.4f ms, min %.4f ms, %.1f GFLOP/s (%d runs%s)\n", med, ms[0],
-           (double)rs.flops / (med * 1e6), c->repeat, c->cuda ? ", cuda: device time of the kernels" : "");
+           (double)rs.flops / (med * 1e6), c->repeat, c->target != CASTOR_TARGET_CPU ? ", device time of the kernels" : "");
     free(ms);
   }
-  if (c->stats && !c->cuda) {
+  if (c->stats && c->target == CASTOR_TARGET_CPU) {
     castor_run_stats rs = {0};
     castor_program_stats(p, c->batch, &rs);
     printf("memory: weights %lld bytes; activations %lld bytes peak (workspace %lld, inputs+outputs %lld); "
@@ -404,10 +376,8 @@ static int cmd_run(const cli *c) {
            (long long)rs.io_bytes, (long long)rs.thread_scratch_bytes, rs.threads);
   }
   for (size_t i = 0; i < c->outputs.len; i++) {
-    castor_tensor *t = out[i];
-    if (!rt_npy_write(c->outputs.data[i], (rt_dtype)castor_tensor_dtype(t), castor_tensor_rank(t),
-                      castor_tensor_dims(t), castor_tensor_data(t), d)) {
-      fputs(diag_text(d), stderr);
+    if (castor_tensor_save_npy(out[i], c->outputs.data[i]) != CASTOR_OK) {
+      fputs(castor_context_last_error(ctx), stderr);
       goto done;
     }
   }
@@ -419,7 +389,6 @@ done:
   castor_program_destroy(p);
   castor_model_destroy(m);
   castor_context_destroy(ctx);
-  diag_sink_destroy(d);
   return rc;
 }
 

@@ -266,14 +266,16 @@ static bool prepare(build *b, const char *model_name) {
   return true;
 }
 
-static castor_status emit(const ir_graph *g, const cg_options *co_in, void *arg, diag_sink *d) {
+static castor_status emit(const ir_graph *g, const cg_backend *be, const cg_backend_options *bo, void *arg,
+                          diag_sink *d) {
   build *b = arg;
   if (!prepare(b, g->name)) return b->reported = true, CASTOR_ERR_IO;
   if (b->emit == EMIT_IR || b->emit == EMIT_PTX) { /* text: the IR, or PTX (cg_nvptx.c) */
     str_buf s;
     str_buf_init(&s);
     if (b->emit == EMIT_IR) ir_print(g, &s);
-    else if (!cg_emit_ptx(g, b->sm, &s, d)) return str_buf_fini(&s), CASTOR_ERR_CODEGEN;
+    else if (!cg_backend_check(be, g, d) || !be->emit(g, bo, CG_EMIT_PTX, &s, d))
+      return str_buf_fini(&s), castor_status_from_diag(d, CASTOR_ERR_CODEGEN);
     FILE *f = strcmp(b->out, "-") ? fopen(b->out, "w") : stdout;
     bool ok = f && fputs(str_buf_cstr(&s), f) >= 0;
     if (f && f != stdout && fclose(f) != 0) ok = false;
@@ -281,7 +283,7 @@ static castor_status emit(const ir_graph *g, const cg_options *co_in, void *arg,
     str_buf_fini(&s);
     return ok ? CASTOR_OK : CASTOR_ERR_IO;
   }
-  cg_options co = *co_in;
+  cg_options co = bo->cg;
   co.cpu = b->cpu, co.features = b->features;
   cg_aot_options ao;
   cg_aot_options_init(&ao);
@@ -356,7 +358,7 @@ int castor_build_main(int argc, char **argv) {
       co.target = strcmp(v, "cuda") ? CASTOR_TARGET_CPU : CASTOR_TARGET_CUDA;
     } else if (OPT("--sm")) {
       NEED("a GPU architecture, e.g. sm_90");
-      b.sm = v;
+      b.sm = co.sm = v;
     } else if (OPT("--weights-seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n))
         return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
@@ -411,7 +413,7 @@ int castor_build_main(int argc, char **argv) {
     goto done;
   }
   fputs(castor_context_last_warnings(ctx), stderr);
-  if (castor_compile_to(m, &co, emit, &b) != CASTOR_OK) {
+  if (castor_compile_to(m, &co, NULL, emit, &b) != CASTOR_OK) {
     if (!b.reported) fputs(castor_context_last_error(ctx), stderr);
     goto done;
   }

@@ -1,0 +1,84 @@
+/*
+ * cg_backend.h: the backend interface, in the spirit of ggml's backend
+ * vtable. A target (the CPU JIT, the CUDA driver, later an emulated GPU)
+ * says what it supports, which pass pipeline it wants, how it compiles a
+ * final graph into a loaded program, how it emits its code as text, and how
+ * it runs and times that program. The API (api/castor.c) and the CLI
+ * (tools/) reach targets only through this table; they never ask "is this
+ * CUDA".
+ *
+ * Ahead-of-time compilation (cg_aot.c) is a CPU code emitter, not a
+ * backend: it produces files, not a loaded program.
+ */
+#ifndef CASTOR_CG_BACKEND_H
+#define CASTOR_CG_BACKEND_H
+
+#include "codegen.h"
+
+typedef struct cg_backend cg_backend;
+
+/* What a compile asks of a backend; fields a backend does not use are
+ * ignored. */
+typedef struct cg_backend_options {
+  cg_options cg;  /* optimization level, cpu/features (CPU), dump_llvm */
+  int threads;    /* CPU: threads per run (<= 0: $CASTOR_NUM_THREADS, else all) */
+  int device;     /* CUDA: device index (-1: $CASTOR_DEVICE, else 0) */
+  const char *sm; /* CUDA: PTX architecture (NULL: the device's, sm_80 without one) */
+} cg_backend_options;
+
+void cg_backend_options_init(cg_backend_options *o);
+
+/* A compiled program loaded on its backend. Backends embed it as the first
+ * member of their own struct. desc describes inputs, outputs and buffers
+ * (rt_program without kernel addresses on devices); owned by the exec. */
+typedef struct cg_exec {
+  const cg_backend *backend;
+  const rt_program *desc;
+  int threads; /* threads per run (CPU), for reports; 1 on devices */
+} cg_exec;
+
+typedef enum cg_emit_kind {
+  CG_EMIT_LLVM, /* the optimized LLVM IR of the kernels */
+  CG_EMIT_PTX,  /* PTX assembly (NVIDIA targets) */
+} cg_emit_kind;
+
+struct cg_backend {
+  const char *name; /* "cpu", "cuda": what --target= and castor_target name */
+  /* The target pads 16-bit matmuls to multiples of 8 whatever the options
+   * say (tensor cores): the driver then runs the pad8 pipeline. */
+  bool always_pad8;
+  /* NULL when the target has a kernel for node n, else why not. Every
+   * backend answers for every op with a switch (-Wswitch-enum). */
+  const char *(*unsupported)(const ir_node *n);
+  /* Compiles and loads g (after pipeline()); NULL with diagnostics. */
+  cg_exec *(*compile)(const ir_graph *g, const cg_backend_options *o, diag_sink *d);
+  /* Appends the target's code for g as text; false (with a diagnostic)
+   * when the target has no such form. */
+  bool (*emit)(const ir_graph *g, const cg_backend_options *o, cg_emit_kind kind, str_buf *out,
+               diag_sink *d);
+  /* Runs x on caller memory (inputs and outputs in the desc's layout). */
+  bool (*run)(cg_exec *x, int64_t batch, const void *const *inputs, void *const *outputs, diag_sink *d);
+  /* `warmup` untimed runs, then out_ms[i] for `iters` timed ones: wall
+   * time on the CPU, device time of the kernels on GPUs (no copies). */
+  bool (*time)(cg_exec *x, int64_t batch, const void *const *inputs, int warmup, int iters,
+               double *out_ms, diag_sink *d);
+  void (*destroy)(cg_exec *x); /* NULL-safe through cg_exec_destroy */
+};
+
+extern const cg_backend cg_backend_cpu;  /* cg_backend_cpu.c */
+extern const cg_backend cg_backend_cuda; /* cg_backend_cuda.c */
+
+/* The backend called name (its length n), or NULL. */
+const cg_backend *cg_backend_find(const char *name, size_t n);
+/* Backend names, comma-separated ("cpu, cuda"), for messages. */
+const char *cg_backend_names(void);
+/* Reports every node of g the backend has no kernel for, at the node's
+ * location ("layer_norm is not supported by the cuda target: ..."), as
+ * DIAG_KIND_UNSUPPORTED; true when there is none. */
+bool cg_backend_check(const cg_backend *b, const ir_graph *g, diag_sink *d);
+/* Checks, then compiles. */
+cg_exec *cg_backend_compile(const cg_backend *b, const ir_graph *g, const cg_backend_options *o,
+                            diag_sink *d);
+void cg_exec_destroy(cg_exec *x); /* NULL is a no-op */
+
+#endif

@@ -1,0 +1,132 @@
+/*
+ * cg_backend_cpu.c: the CPU backend: kernels JIT-compiled for this host
+ * (cg_jit.c) and run on the thread pool (runtime/program.c). The exec keeps
+ * the workspace between runs, so a run at a batch it has seen touches no
+ * fresh pages.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cg_backend.h"
+
+typedef struct cpu_exec {
+  cg_exec base;
+  rt_program *prog;
+  void *ws;
+  int64_t ws_bytes;
+} cpu_exec;
+
+static const char *cpu_unsupported(const ir_node *n) {
+  switch (n->op) {
+  case IR_OP_INPUT:
+  case IR_OP_CONST:
+  case IR_OP_MATMUL:
+  case IR_OP_ADD:
+  case IR_OP_MUL:
+  case IR_OP_RELU:
+  case IR_OP_SIGMOID:
+  case IR_OP_TANH:
+  case IR_OP_GELU:
+  case IR_OP_SILU:
+  case IR_OP_SOFTMAX:
+  case IR_OP_CAST:
+  case IR_OP_PAD:
+  case IR_OP_SLICE:
+    return NULL;
+  case IR_OP_LAYER_NORM:
+    return "no CPU kernel for it yet";
+  case IR_OP_COUNT:
+    break;
+  }
+  return "not an op";
+}
+
+static cg_exec *cpu_compile(const ir_graph *g, const cg_backend_options *o, diag_sink *d) {
+  rt_program *p = cg_compile_cpu(g, &o->cg, d);
+  if (!p) return NULL;
+  cpu_exec *x = xcalloc(1, sizeof *x);
+  x->base = (cg_exec){&cg_backend_cpu, p, o->threads > 0 ? o->threads : rt_default_threads()};
+  x->prog = p;
+  return &x->base;
+}
+
+static bool cpu_emit(const ir_graph *g, const cg_backend_options *o, cg_emit_kind kind, str_buf *out,
+                     diag_sink *d) {
+  if (kind != CG_EMIT_LLVM) {
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
+                    "the cpu target emits LLVM IR, not PTX (PTX needs the cuda target)");
+    return false;
+  }
+  cg_options co = o->cg;
+  co.dump_llvm = out;
+  rt_program *p = cg_compile_cpu(g, &co, d);
+  rt_program_destroy(p);
+  return p != NULL;
+}
+
+/* The workspace for `batch`, grown as needed; NULL when the program needs
+ * none or it cannot be had (*ok false: rt_program_run reports why). */
+static void *workspace(cpu_exec *x, int64_t batch, bool *ok) {
+  int64_t n = 0;
+  *ok = rt_program_workspace_bytes(x->prog, batch, &n);
+  if (!*ok || n == 0) return NULL;
+  if (n > x->ws_bytes) {
+    free(x->ws);
+    x->ws = (uint64_t)n <= SIZE_MAX ? aligned_alloc(64, (size_t)n) : NULL;
+    x->ws_bytes = x->ws ? n : 0;
+  }
+  *ok = x->ws != NULL;
+  return x->ws;
+}
+
+static bool cpu_run(cg_exec *base, int64_t batch, const void *const *in, void *const *out, diag_sink *d) {
+  cpu_exec *x = (cpu_exec *)base;
+  bool ok;
+  void *ws = workspace(x, batch, &ok);
+  return rt_program_run_threads(x->prog, base->threads, batch, in, out, ok ? ws : NULL, d);
+}
+
+static bool cpu_time(cg_exec *base, int64_t batch, const void *const *in, int warmup, int iters, double *out_ms,
+                     diag_sink *d) {
+  const rt_program *p = base->desc;
+  void **out = xcalloc((size_t)p->n_outputs + 1, sizeof *out);
+  bool ok = true;
+  for (int i = 0; i < p->n_outputs && ok; i++) {
+    const rt_buffer *b = &p->buffers[p->outputs[i].buffer];
+    size_t n = (size_t)(b->bytes_per_row * batch + b->bytes_fixed);
+    if (!(out[i] = aligned_alloc(64, (n + 63) & ~(size_t)63))) {
+      diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0}, "cannot allocate %zu bytes for output %d", n, i);
+      ok = false;
+    }
+  }
+  for (int i = 0; i < warmup + iters && ok; i++) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ok = cpu_run(base, batch, in, out, d);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (i >= warmup)
+      out_ms[i - warmup] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+  }
+  for (int i = 0; i < p->n_outputs; i++) free(out[i]);
+  free(out);
+  return ok;
+}
+
+static void cpu_destroy(cg_exec *base) {
+  cpu_exec *x = (cpu_exec *)base;
+  rt_program_destroy(x->prog);
+  free(x->ws);
+  free(x);
+}
+
+const cg_backend cg_backend_cpu = {
+    .name = "cpu",
+    .always_pad8 = false,
+    .unsupported = cpu_unsupported,
+    .compile = cpu_compile,
+    .emit = cpu_emit,
+    .run = cpu_run,
+    .time = cpu_time,
+    .destroy = cpu_destroy,
+};
