@@ -18,9 +18,10 @@
  * (vcvtph2ps with F16C; a shift for bf16). Any other B is read in place
  * (the same micro-kernel with a row stride of Nc), which is slower.
  *
- * Micro-kernel: MR rows x NV vectors of VW f32 lanes (the host's widest
- * vector, from its features), one accumulator register each: 14 x 2 x 16
- * with AVX-512 (32 registers), 6 x 2 x 8 with AVX2 or SSE (16). Per k it
+ * Micro-kernel: MR rows x NV vectors of VW f32 lanes, one accumulator
+ * register each, shaped for the register file of the target's family
+ * (cg_cpu_caps.gemm_kernel): 14 x 2 x 16 with AVX-512 (32 registers),
+ * 6 x 2 x 8 with AVX or AVX2, 6 x 2 x 4 with SSE (16 registers). Per k it
  * loads NV vectors of B and broadcasts one A value per row into FMAs. Row
  * tails use 4-row tiles, then 1-row tiles over four panels at once, so a
  * batch-1 GEMV still has eight independent FMA chains.
@@ -79,13 +80,23 @@ static bool same_layout(const cg_gemm *x, const cg_gemm *y) {
 
 /* ---- planning ---- */
 
-static void choose(cg_emitter *e, const cg_kernel *k, cg_gemm *g) {
+/* The register file each micro-kernel family is shaped for: f32 lanes of a
+ * vector, and vector registers. */
+static const struct {
+  int vw, regs;
+} kernel_regs[] = {
+    [CG_GEMM_KERNEL_SSE] = {4, 16},
+    [CG_GEMM_KERNEL_AVX] = {8, 16},
+    [CG_GEMM_KERNEL_AVX512] = {16, 32},
+};
+
+static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0];
-  g->vw = e->vw;
+  g->vw = kernel_regs[caps->gemm_kernel].vw;
   g->K = mm->srcs[0]->type.dims[1];
   g->Nc = mm->type.dims[1];
   g->softmax = k->ops[k->n_ops - 1]->op == IR_OP_SOFTMAX;
-  int budget = e->vw >= 16 ? 28 : 12; /* accumulators: the vector registers less B, A and one spare */
+  int budget = kernel_regs[caps->gemm_kernel].regs - 4; /* accumulators: the registers less B, A and one spare */
   g->nv = g->softmax ? (int)ceil_div(g->Nc, g->vw) : 2;
   if (!g->softmax && g->Nc <= g->vw) g->nv = 1; /* a narrow B: one vector per row */
   g->nr = g->nv * g->vw;
@@ -119,7 +130,7 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan) {
     cg_kernel *k = &plan->kernels[ki]; /* the plan's kernels are the emitter's to complete */
     if (k->kind != CG_KERNEL_MATMUL) continue;
     cg_gemm *g = arena_alloc(plan->arena, sizeof *g);
-    choose(e, k, g);
+    choose(e->caps, k, g);
     k->gemm = g;
     k->cols = g->Nc;
     k->col_step = g->softmax ? g->Nc : g->nr;

@@ -10,6 +10,7 @@
 #include <llvm-c/Error.h>
 #include <llvm-c/TargetMachine.h>
 
+#include "cg_cpu_caps.h"
 #include "codegen.h"
 
 typedef enum cg_kernel_kind {
@@ -73,10 +74,12 @@ typedef struct cg_emitter {
   LLVMBuilderRef b;
   LLVMTypeRef f32, i32, i64, i1, ptr, half, bf16, void_;
   int vw; /* f32 lanes of the widest native vector */
+  const cg_cpu_caps *caps; /* the CPU target's (cg_target's); NULL on the GPU */
 } cg_emitter;
 
 /* Fills e's types for ctx; vw is the f32 lanes of the widest vector the
- * kernels use (1 on the GPU, where a thread handles one element). */
+ * kernels use (1 on the GPU, where a thread handles one element). A CPU
+ * target sets e->caps afterwards. */
 void cg_emitter_init(cg_emitter *e, LLVMContextRef ctx, LLVMModuleRef mod, int vw);
 
 /* Constant of type ty (float or <n x float>) with every lane = v. */
@@ -106,6 +109,7 @@ bool cg_llvm_error(diag_sink *d, LLVMErrorRef err, const char *what);
 
 typedef struct cg_target {
   char *triple, *cpu, *features; /* LLVM messages: the given or the host's */
+  cg_cpu_caps caps;              /* features, parsed once: what the kernels may use */
   LLVMTargetMachineRef tm;       /* NULL once handed over (to the JIT) */
 } cg_target;
 
