@@ -97,7 +97,7 @@ void cg_emitter_fini(cg_emitter *e) {
 
 LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
                                     const cg_plan *plan, const cg_options *o, cg_emitter *e,
-                                    diag_sink *d) {
+                                    cg_cpu_layout *layout, diag_sink *d) {
   LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(name, ctx);
   LLVMSetTarget(mod, t->triple);
   LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(t->tm);
@@ -106,7 +106,7 @@ LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char
   cg_emitter_init(e, ctx, mod, t->caps.vector_f32_lanes);
   e->caps = &t->caps;
   char *msg = NULL;
-  if (!cg_cpu_emit_kernels(e, plan, d)) goto fail;
+  if (!cg_cpu_emit_kernels(e, plan, layout, d)) goto fail;
   if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
     diag_error(d, (diag_loc){0}, "internal error: generated LLVM IR is invalid: %s", msg);
     LLVMDisposeMessage(msg);
