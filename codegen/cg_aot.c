@@ -386,6 +386,8 @@ bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options
   if (!o) cg_options_init(&defaults), o = &defaults;
   cg_plan plan;
   if (!cg_plan_build(g, &plan, d)) return false;
+  cg_cpu_layout layout;
+  cg_cpu_layout_init(&layout, &plan);
   bool ok = false;
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = NULL;
@@ -394,8 +396,8 @@ bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options
   LLVMValueRef *kernels = NULL;
   cg_target t;
   if (!cg_target_init(&t, o, false, d)) goto done;
-  if (!(mod = cg_target_emit_module(&t, ctx, g->name, &plan, o, &e, d))) goto done;
-  if (!(desc = cg_program_describe(g, &plan, d))) goto done; /* after emission: packed weights */
+  if (!(mod = cg_target_emit_module(&t, ctx, g->name, &plan, o, &e, &layout, d))) goto done;
+  if (!(desc = cg_program_describe(g, &plan, &layout, d))) goto done; /* after emission: packed weights */
 
   aot a = {&e, mod, LLVMGetModuleDataLayout(mod), LLVMInt8TypeInContext(ctx), &plan, desc, NULL, 0};
   a.weights = arena_alloc(plan.arena, (size_t)(desc->n_buffers + 1) * sizeof *a.weights);
@@ -428,6 +430,7 @@ done:
   LLVMContextDispose(ctx);
   rt_program_destroy(desc);
   cg_target_fini(&t);
+  cg_cpu_layout_fini(&layout);
   cg_plan_fini(&plan);
   return ok;
 }

@@ -347,21 +347,16 @@ void cg_load_bases(cg_kctx *c) {
   load_base(c, result(k));
 }
 
-/* Thread-split fields of the non-GEMM kernels: rows only, no scratch. */
-static void plan_rows_only(const cg_kernel *k) {
-  cg_kernel *m = (cg_kernel *)k; /* the plan's kernels are the emitter's to complete */
-  m->cols = 0, m->col_step = 0, m->row_step = 1, m->scratch_bytes = 0;
-}
-
-void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l) {
+void cg_plan_launch_fill(const cg_plan *p, const cg_cpu_layout *layout, int ki, rt_launch *l) {
   const cg_kernel *k = &p->kernels[ki];
   const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : k->ops[k->n_ops - 1];
   int64_t inner = 1;
   CASTOR_ASSERT(ir_type_inner_numel(&res->type, &inner));
-  l->cols = k->cols;
-  l->col_step = k->col_step;
-  l->row_step = k->row_step;
-  l->scratch_bytes = k->scratch_bytes;
+  cg_kernel_launch split = layout ? layout->launch[ki] : (cg_kernel_launch){0};
+  l->cols = split.cols;
+  l->col_step = split.col_step;
+  l->row_step = split.row_step;
+  l->scratch_bytes = split.scratch_bytes;
   /* about one unit per element and op; a GEMM row costs its flops */
   l->work_per_row = k->kind == CG_KERNEL_MATMUL ? l->flops_per_row
                     : k->kind == CG_KERNEL_SOFTMAX ? 16 * inner
@@ -369,9 +364,12 @@ void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l) {
                                                    : 4 * inner * k->n_ops;
 }
 
-bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, diag_sink *d) {
+bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout, diag_sink *d) {
   (void)d;
-  cg_gemm_plan(e, plan);
+  /* non-GEMM kernels: split by rows only, no scratch */
+  for (int ki = 0; ki < plan->n_kernels; ki++)
+    if (plan->kernels[ki].kind != CG_KERNEL_MATMUL) layout->launch[ki] = (cg_kernel_launch){.row_step = 1};
+  cg_gemm_plan(e, plan, layout);
   LLVMTypeRef params[] = {e->ptr, e->i64, e->i64, e->i64, e->i64, e->i64, e->ptr};
   LLVMTypeRef fty = LLVMFunctionType(e->void_, params, 7, 0);
   int max_id = 0;
@@ -391,14 +389,13 @@ bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, diag_sink *d) {
       LLVMSetValueName2(*params_out[i], names[i], strlen(names[i]));
     }
     LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(e->ctx, c.fn, "entry"));
-    if (k->kind != CG_KERNEL_MATMUL) plan_rows_only(k);
     if (k->kind == CG_KERNEL_COPY) {
       load_base(&c, k->copy_src);
       emit_copy(&c);
     } else {
       cg_load_bases(&c);
       switch (k->kind) {
-      case CG_KERNEL_MATMUL: cg_gemm_emit(&c); break;
+      case CG_KERNEL_MATMUL: cg_gemm_emit(&c, layout->gemm[ki]); break;
       case CG_KERNEL_ELTWISE: emit_rows_lines(&c, eltwise_body); break;
       case CG_KERNEL_SOFTMAX: emit_rows_lines(&c, softmax_body); break;
       case CG_KERNEL_COPY: break;

@@ -56,11 +56,13 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
 
 /* ---- the GEMM (cg_gemm.c) ---- */
 
-/* Chooses the GEMM layout of every matmul kernel for the emitter's vector
- * width: micro-tile, cache blocks, and which constant B operands are stored
- * pre-packed (recorded in plan->packing); sets the kernels' launch fields. */
-void cg_gemm_plan(cg_emitter *e, const cg_plan *plan);
-/* Emits the body of matmul kernel c->k (the entry block is current). */
-void cg_gemm_emit(cg_kctx *c);
+/* Chooses the GEMM layout of every matmul kernel for e->caps into layout:
+ * micro-tile, cache blocks (layout->gemm), the launch split and scratch
+ * (layout->launch), and which constant B operands are stored pre-packed
+ * (layout->packing, layout->const_bytes). */
+void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout);
+/* Emits the body of matmul kernel c->k with GEMM layout g (the entry block
+ * is current). */
+void cg_gemm_emit(cg_kctx *c, const cg_gemm *g);
 
 #endif

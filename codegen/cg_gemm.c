@@ -12,15 +12,16 @@
  *           last K block ? epilogue -> output : acc -> C tile
  *
  * B: a constant B [K, Nc] whose only uses are such GEMMs is pre-packed at
- * compile time (cg_plan_const_data) into panels of NR columns, each K x NR
+ * compile time (cg_cpu_layout_const_data) into panels of NR columns, each K x NR
  * row-major, the last panel zero-padded to whole vectors; it keeps its
  * dtype, so f16/bf16 weights are read at 2 bytes and widened in registers
  * (vcvtph2ps with F16C; a shift for bf16). Any other B is read in place
  * (the same micro-kernel with a row stride of Nc), which is slower.
  *
- * Micro-kernel: MR rows x NV vectors of VW f32 lanes (the host's widest
- * vector, from its features), one accumulator register each: 14 x 2 x 16
- * with AVX-512 (32 registers), 6 x 2 x 8 with AVX2 or SSE (16). Per k it
+ * Micro-kernel: MR rows x NV vectors of VW f32 lanes, one accumulator
+ * register each, shaped for the register file of the target's family
+ * (cg_cpu_caps.gemm_kernel): 14 x 2 x 16 with AVX-512 (32 registers),
+ * 6 x 2 x 8 with AVX or AVX2, 6 x 2 x 4 with SSE (16 registers). Per k it
  * loads NV vectors of B and broadcasts one A value per row into FMAs. Row
  * tails use 4-row tiles, then 1-row tiles over four panels at once, so a
  * batch-1 GEMV still has eight independent FMA chains.
@@ -37,7 +38,6 @@
  * depend on the variant, the tile or the number of threads.
  */
 #include <stdio.h>
-#include <string.h>
 
 #include "cg_cpu.h"
 
@@ -51,7 +51,6 @@ typedef struct gemm_variant {
   int mr, np; /* rows, and full panels covered at once */
 } gemm_variant;
 
-typedef struct cg_gemm cg_gemm;
 struct cg_gemm {
   int vw, nv, nr, mr;   /* a full panel is nv vectors of vw lanes: nr columns */
   int64_t K, Nc;
@@ -79,13 +78,23 @@ static bool same_layout(const cg_gemm *x, const cg_gemm *y) {
 
 /* ---- planning ---- */
 
-static void choose(cg_emitter *e, const cg_kernel *k, cg_gemm *g) {
+/* The register file each micro-kernel family is shaped for: f32 lanes of a
+ * vector, and vector registers. */
+static const struct {
+  int vw, regs;
+} kernel_regs[] = {
+    [CG_GEMM_KERNEL_SSE] = {4, 16},
+    [CG_GEMM_KERNEL_AVX] = {8, 16},
+    [CG_GEMM_KERNEL_AVX512] = {16, 32},
+};
+
+static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0];
-  g->vw = e->vw;
+  g->vw = kernel_regs[caps->gemm_kernel].vw;
   g->K = mm->srcs[0]->type.dims[1];
   g->Nc = mm->type.dims[1];
   g->softmax = k->ops[k->n_ops - 1]->op == IR_OP_SOFTMAX;
-  int budget = e->vw >= 16 ? 28 : 12; /* accumulators: the vector registers less B, A and one spare */
+  int budget = kernel_regs[caps->gemm_kernel].regs - 4; /* accumulators: the registers less B, A and one spare */
   g->nv = g->softmax ? (int)ceil_div(g->Nc, g->vw) : 2;
   if (!g->softmax && g->Nc <= g->vw) g->nv = 1; /* a narrow B: one vector per row */
   g->nr = g->nv * g->vw;
@@ -114,22 +123,23 @@ static void choose(cg_emitter *e, const cg_kernel *k, cg_gemm *g) {
   }
 }
 
-void cg_gemm_plan(cg_emitter *e, const cg_plan *plan) {
+void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
+  CASTOR_ASSERT(e->caps); /* a CPU target's emitter */
   for (int ki = 0; ki < plan->n_kernels; ki++) {
-    cg_kernel *k = &plan->kernels[ki]; /* the plan's kernels are the emitter's to complete */
+    const cg_kernel *k = &plan->kernels[ki];
     if (k->kind != CG_KERNEL_MATMUL) continue;
-    cg_gemm *g = arena_alloc(plan->arena, sizeof *g);
-    choose(e, k, g);
-    k->gemm = g;
-    k->cols = g->Nc;
-    k->col_step = g->softmax ? g->Nc : g->nr;
-    k->row_step = g->mr;
-    k->scratch_bytes = g->c_off + g->mc * g->ldc * 4;
+    cg_gemm *g = arena_alloc(layout->arena, sizeof *g);
+    choose(e->caps, k, g);
+    layout->gemm[ki] = g;
+    layout->launch[ki] = (cg_kernel_launch){.cols = g->Nc,
+                                            .col_step = g->softmax ? g->Nc : g->nr,
+                                            .row_step = g->mr,
+                                            .scratch_bytes = g->c_off + g->mc * g->ldc * 4};
   }
   /* pre-pack a constant B when every use of it is as the B of GEMMs that
    * agree on the layout */
   for (int ki = 0; ki < plan->n_kernels; ki++) {
-    cg_kernel *k = &plan->kernels[ki];
+    const cg_kernel *k = &plan->kernels[ki];
     if (k->kind != CG_KERNEL_MATMUL) continue;
     const ir_node *bn = gemm_b(k);
     int b = plan->buffer_of[bn->id];
@@ -144,33 +154,15 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan) {
       for (int t = 0; t < o->n_ops && ok; t++)
         for (int s = 0; s < o->ops[t]->n_srcs; s++)
           if (o->ops[t]->srcs[s] == bn && !(o->kind == CG_KERNEL_MATMUL && t == 0 && s == 1 &&
-                                             same_layout(o->gemm, k->gemm)))
+                                             same_layout(layout->gemm[kj], layout->gemm[ki])))
             ok = false;
     }
     if (!ok) continue;
-    cg_gemm *g = k->gemm;
+    cg_gemm *g = layout->gemm[ki];
     g->packed = true;
-    plan->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw};
-    plan->buffers[b].bytes_fixed = g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * ir_dtype_size(bn->type.dtype);
+    layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw};
+    layout->const_bytes[b] = g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * ir_dtype_size(bn->type.dtype);
   }
-}
-
-const void *cg_plan_const_data(const cg_plan *p, int b, arena *a) {
-  const ir_node *n = p->buffer_node[b];
-  const cg_packing *pk = &p->packing[b];
-  const char *src = n->attr.data;
-  if (!pk->panel || !src) return src;
-  int64_t K = n->type.dims[0], Nc = n->type.dims[1], np = pk->panel;
-  size_t ds = (size_t)ir_dtype_size(n->type.dtype);
-  char *dst = arena_alloc_aligned(a, (size_t)p->buffers[b].bytes_fixed, 64); /* zeroed: the padding */
-  int64_t n_full = Nc / np, off = 0;
-  for (int64_t q = 0; q < n_full; q++)
-    for (int64_t k = 0; k < K; k++, off += np)
-      memcpy(dst + (size_t)off * ds, src + (size_t)(k * Nc + q * np) * ds, (size_t)np * ds);
-  if (pk->tail)
-    for (int64_t k = 0; k < K; k++, off += pk->tail)
-      memcpy(dst + (size_t)off * ds, src + (size_t)(k * Nc + n_full * np) * ds, (size_t)(Nc - n_full * np) * ds);
-  return dst;
 }
 
 /* ---- emission ---- */
@@ -497,10 +489,9 @@ static LLVMValueRef emit_variant(gemm_ctx *x, LLVMValueRef ir0, LLVMValueRef m, 
   return li.iv;
 }
 
-void cg_gemm_emit(cg_kctx *c) {
+void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
   cg_emitter *e = c->e;
   const cg_kernel *k = c->k;
-  const cg_gemm *g = k->gemm;
   gemm_ctx x = {c, g, k->ops[0], k->ops[0]->srcs[0], k->ops[0]->srcs[1], k->ops[k->n_ops - 1],
                 LLVMVectorType(e->f32, (unsigned)g->vw), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
   x.epilogue = emit_epilogue_fn(c, g);

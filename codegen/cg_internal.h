@@ -10,6 +10,7 @@
 #include <llvm-c/Error.h>
 #include <llvm-c/TargetMachine.h>
 
+#include "cg_cpu_caps.h"
 #include "codegen.h"
 
 typedef enum cg_kernel_kind {
@@ -29,19 +30,10 @@ typedef struct cg_kernel {
   int n_ops;
   ir_node *copy_src; /* COPY only */
   int out_buffer;    /* buffer written */
-  /* set by the emitter for the launch (rt_launch): how the runtime may split
-   * the kernel over threads, and the per-thread scratch it needs */
-  int64_t cols, col_step, row_step, scratch_bytes;
-  struct cg_gemm *gemm; /* MATMUL: the GEMM layout (cg_gemm.c) */
 } cg_kernel;
 
-/* A constant stored in a layout private to codegen: a GEMM's B operand
- * [K, Nc] pre-packed into column panels (cg_gemm.c). panel == 0: plain. */
-typedef struct cg_packing {
-  int panel; /* columns of each full panel */
-  int tail;  /* padded columns of the last, partial panel (0: none) */
-} cg_packing;
-
+/* The plan is target-neutral: cg_plan_build makes it and every target only
+ * reads it; a target keeps its own layouts beside it (cg_cpu_layout). */
 typedef struct cg_plan {
   arena *arena;
   cg_kernel *kernels;
@@ -52,18 +44,54 @@ typedef struct cg_plan {
   rt_slot *slots;
   int n_slots;
   const ir_node **buffer_node; /* buffer -> the node whose value it holds */
-  cg_packing *packing; /* per buffer, zeroed by cg_plan_build; the emitter fills it */
 } cg_plan;
 
 /* Groups nodes into kernels and assigns buffers; the graph must be verified
  * and its ids current. Weight data is not copied here. */
 bool cg_plan_build(const ir_graph *g, cg_plan *out, diag_sink *d);
 void cg_plan_fini(cg_plan *p);
-/* Constant buffer b's data in the layout the kernels read (bytes_fixed
+
+/* ---- the CPU target's layouts of a plan (cg_cpu_layout.c) ---- */
+
+/* A constant stored in a layout private to codegen: a GEMM's B operand
+ * [K, Nc] pre-packed into column panels (cg_gemm.c). panel == 0: plain. */
+typedef struct cg_packing {
+  int panel; /* columns of each full panel */
+  int tail;  /* padded columns of the last, partial panel (0: none) */
+} cg_packing;
+
+/* rt_launch's fields of the same names: how the runtime may split a kernel
+ * over threads, and the per-call scratch it needs. */
+typedef struct cg_kernel_launch {
+  int64_t cols, col_step, row_step, scratch_bytes;
+} cg_kernel_launch;
+
+typedef struct cg_gemm cg_gemm; /* a matmul kernel's GEMM layout (cg_gemm.c) */
+
+/* What the CPU emitter decides for a plan (cg_cpu_emit_kernels fills it)
+ * and the program description reads: arrays in its own arena, indexed
+ * like the plan's buffers and kernels. */
+typedef struct cg_cpu_layout {
+  arena *arena;
+  cg_packing *packing;      /* per buffer: a constant's stored layout */
+  int64_t *const_bytes;     /* per buffer: a constant's bytes in that layout
+                             * (the plan's bytes_fixed unless packed; 0: not a constant) */
+  cg_kernel_launch *launch; /* per kernel */
+  cg_gemm **gemm;           /* per kernel: MATMUL's GEMM layout, else NULL */
+} cg_cpu_layout;
+
+/* Sizes the layout for plan p: nothing packed, no launch split yet. _fini
+ * of a zeroed layout is a no-op. */
+void cg_cpu_layout_init(cg_cpu_layout *l, const cg_plan *p);
+void cg_cpu_layout_fini(cg_cpu_layout *l);
+/* Constant buffer b's data in the layout the kernels read (l->const_bytes[b]
  * bytes): the graph's own data, or a pre-packed copy allocated in a. */
-const void *cg_plan_const_data(const cg_plan *p, int b, arena *a);
-/* Sets launch l's thread-split and scratch fields from kernel ki. */
-void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l);
+const void *cg_cpu_layout_const_data(const cg_cpu_layout *l, const cg_plan *p, int b, arena *a);
+
+/* Fills launch l of kernel ki: its work estimate from the plan and, with
+ * a CPU layout, its thread split and scratch (NULL: none; the GPU keeps
+ * its launch geometry in rt_cuda_launch). l->flops_per_row must be set. */
+void cg_plan_launch_fill(const cg_plan *p, const cg_cpu_layout *layout, int ki, rt_launch *l);
 
 /* ---- LLVM emission helpers ---- */
 
@@ -73,10 +101,12 @@ typedef struct cg_emitter {
   LLVMBuilderRef b;
   LLVMTypeRef f32, i32, i64, i1, ptr, half, bf16, void_;
   int vw; /* f32 lanes of the widest native vector */
+  const cg_cpu_caps *caps; /* the CPU target's (cg_target's); NULL on the GPU */
 } cg_emitter;
 
 /* Fills e's types for ctx; vw is the f32 lanes of the widest vector the
- * kernels use (1 on the GPU, where a thread handles one element). */
+ * kernels use (1 on the GPU, where a thread handles one element). A CPU
+ * target sets e->caps afterwards. */
 void cg_emitter_init(cg_emitter *e, LLVMContextRef ctx, LLVMModuleRef mod, int vw);
 
 /* Constant of type ty (float or <n x float>) with every lane = v. */
@@ -93,11 +123,11 @@ void cg_emit_store(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef pt
 LLVMTypeRef cg_llvm_dtype(cg_emitter *e, ir_dtype dt);
 
 /* Emits every kernel of the plan as a function of the kernel ABI in
- * runtime.h into e->mod. It first completes the plan for the target's
- * vector width, through the plan's arrays: the GEMM layouts (kernels'
- * gemm and launch fields, packing, and the packed constants' bytes_fixed),
- * so describe the program (cg_program.c) after emitting. */
-bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, diag_sink *d);
+ * runtime.h into e->mod, for e->caps. It first chooses the layouts the
+ * kernels need (GEMM layouts, pre-packed constants, launch splits) into
+ * *layout, made with cg_cpu_layout_init for plan: describe the program
+ * (cg_program.c) with that layout after emitting. */
+bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout, diag_sink *d);
 
 /* ---- target setup shared by the JIT and AOT (cg_target.c) ---- */
 
@@ -106,6 +136,7 @@ bool cg_llvm_error(diag_sink *d, LLVMErrorRef err, const char *what);
 
 typedef struct cg_target {
   char *triple, *cpu, *features; /* LLVM messages: the given or the host's */
+  cg_cpu_caps caps;              /* features, parsed once: what the kernels may use */
   LLVMTargetMachineRef tm;       /* NULL once handed over (to the JIT) */
 } cg_target;
 
@@ -117,15 +148,19 @@ void cg_target_fini(cg_target *t);
 /* A new module `name` in ctx holding the plan's kernels, verified,
  * optimized at o->opt_level and dumped to o->dump_llvm: the same for the
  * JIT and AOT. NULL on error. e is set up for emitting more into the
- * module; release it with cg_emitter_fini. */
+ * module; release it with cg_emitter_fini. layout, made with
+ * cg_cpu_layout_init for plan, is filled by cg_cpu_emit_kernels. */
 LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
                                     const cg_plan *plan, const cg_options *o, cg_emitter *e,
-                                    diag_sink *d);
+                                    cg_cpu_layout *layout, diag_sink *d);
 void cg_emitter_fini(cg_emitter *e);
 
 /* The rt_program of a plan (cg_program.c): launches without addresses
- * (fn NULL), constants pointing at the graph's weight data. */
-rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sink *d);
+ * (fn NULL); constants pointing at the graph's weight data, or at packed
+ * copies in the program's arena where the CPU layout packs them. layout:
+ * the CPU target's (after emission), or NULL for none (the GPU). */
+rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg_cpu_layout *layout,
+                                diag_sink *d);
 
 /* Writes the C header of an AOT object (cg_aot_header.c) to ao->header_path. */
 bool cg_aot_write_header(const rt_program *desc, const cg_aot_options *ao, const cg_target *t,

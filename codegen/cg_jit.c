@@ -19,8 +19,9 @@ static void jit_destroy(void *owner) {
 }
 
 /* Takes ownership of jit: on failure it is disposed of. */
-static rt_program *assemble(const ir_graph *g, const cg_plan *plan, LLVMOrcLLJITRef jit, diag_sink *d) {
-  rt_program *p = cg_program_describe(g, plan, d);
+static rt_program *assemble(const ir_graph *g, const cg_plan *plan, const cg_cpu_layout *layout,
+                            LLVMOrcLLJITRef jit, diag_sink *d) {
+  rt_program *p = cg_program_describe(g, plan, layout, d);
   if (!p) {
     jit_destroy(jit);
     return NULL;
@@ -30,7 +31,7 @@ static rt_program *assemble(const ir_graph *g, const cg_plan *plan, LLVMOrcLLJIT
   for (int b = 0; b < p->n_buffers; b++) {
     rt_buffer *buf = &p->buffers[b];
     if (buf->kind != RT_BUF_CONST) continue;
-    if (plan->packing[b].panel) continue; /* already a copy in p's arena (cg_plan_const_data) */
+    if (layout->packing[b].panel) continue; /* already a copy in p's arena (cg_cpu_layout_const_data) */
     void *copy = arena_alloc_aligned(p->arena, (size_t)buf->bytes_fixed, 64);
     memcpy(copy, buf->data, (size_t)buf->bytes_fixed);
     buf->data = copy;
@@ -51,6 +52,8 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
   if (!o) cg_options_init(&defaults), o = &defaults;
   cg_plan plan;
   if (!cg_plan_build(g, &plan, d)) return NULL;
+  cg_cpu_layout layout;
+  cg_cpu_layout_init(&layout, &plan);
 
   rt_program *prog = NULL;
   LLVMOrcThreadSafeContextRef tsc = NULL;
@@ -59,7 +62,7 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
   cg_target t;
   if (!cg_target_init(&t, o, true, d)) goto done;
   tsc = LLVMOrcCreateNewThreadSafeContext();
-  mod = cg_target_emit_module(&t, LLVMOrcThreadSafeContextGetContext(tsc), g->name, &plan, o, &e, d);
+  mod = cg_target_emit_module(&t, LLVMOrcThreadSafeContextGetContext(tsc), g->name, &plan, o, &e, &layout, d);
   if (!mod) goto done;
 
   LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
@@ -101,13 +104,14 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
     jit_destroy(jit);
     goto done;
   }
-  prog = assemble(g, &plan, jit, d); /* on failure it disposed of the JIT */
+  prog = assemble(g, &plan, &layout, jit, d); /* on failure it disposed of the JIT */
 
 done:
   cg_emitter_fini(&e);
   if (mod) LLVMDisposeModule(mod);
   if (tsc) LLVMOrcDisposeThreadSafeContext(tsc);
   cg_target_fini(&t);
+  cg_cpu_layout_fini(&layout);
   cg_plan_fini(&plan);
   return prog;
 }

@@ -458,7 +458,7 @@ rt_cuda_program *cg_compile_cuda(const ir_graph *g, const char *sm, const cg_opt
     LLVMDisposeMessage(msg);
     goto done;
   }
-  rt_program *desc = cg_program_describe(g, &plan, d);
+  rt_program *desc = cg_program_describe(g, &plan, NULL, d); /* launch geometry: rt_cuda_launch */
   if (!desc) {
     LLVMDisposeMemoryBuffer(buf);
     goto done;

@@ -181,7 +181,6 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
     if (buf->bytes_fixed > sl->bytes_fixed) sl->bytes_fixed = buf->bytes_fixed;
     buf->index = s;
   }
-  p->packing = arena_alloc(p->arena, (size_t)(p->n_buffers + 1) * sizeof *p->packing);
   free(uses);
   return true;
 }

@@ -2,14 +2,17 @@
  * cg_program.c: the runtime's view of a plan. Builds the rt_program that
  * describes a compiled graph (buffers, slots, launches, input and output
  * tensors) with no kernel addresses yet, shared by the JIT (which fills in
- * the addresses and copies the weights) and the AOT target (which emits
- * the same description as static data of an object file).
+ * the addresses and copies the weights), the AOT target (which emits the
+ * same description as static data of an object file) and the NVPTX target.
+ * The CPU targets' constant sizes, packed data and thread splits come from
+ * their cg_cpu_layout; the plan itself is only read.
  */
 #include <string.h>
 
 #include "cg_internal.h"
 
-rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sink *d) {
+rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg_cpu_layout *layout,
+                                diag_sink *d) {
   arena *a = arena_create();
   rt_program *p = arena_alloc(a, sizeof *p);
   p->arena = a;
@@ -27,7 +30,12 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sin
       return NULL;
     }
     /* the graph's data, or its pre-packed GEMM layout: the JIT copies it, AOT emits it */
-    buf->data = cg_plan_const_data(plan, b, a);
+    if (layout) {
+      buf->bytes_fixed = layout->const_bytes[b];
+      buf->data = cg_cpu_layout_const_data(layout, plan, b, a);
+    } else {
+      buf->data = n->attr.data;
+    }
   }
   p->n_slots = plan->n_slots;
   p->slots = arena_alloc(a, (size_t)(plan->n_slots + 1) * sizeof *p->slots);
@@ -45,7 +53,7 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sin
       const ir_node *mm = k->ops[0];
       l->flops_per_row = 2 * mm->srcs[0]->type.dims[1] * mm->type.dims[1];
     }
-    cg_plan_launch_fill(plan, i, l);
+    cg_plan_launch_fill(plan, layout, i, l);
   }
   p->n_inputs = ir_graph_num_inputs(g);
   p->inputs = arena_alloc(a, (size_t)(p->n_inputs + 1) * sizeof *p->inputs);

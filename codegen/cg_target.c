@@ -48,6 +48,7 @@ bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
   t->triple = LLVMGetDefaultTargetTriple();
   t->cpu = o->cpu ? LLVMCreateMessage(o->cpu) : LLVMGetHostCPUName();
   t->features = o->features ? LLVMCreateMessage(o->features) : LLVMGetHostCPUFeatures();
+  cg_cpu_caps_parse(t->features, &t->caps);
   LLVMTargetRef target;
   char *msg = NULL;
   if (LLVMGetTargetFromTriple(t->triple, &target, &msg)) {
@@ -96,17 +97,16 @@ void cg_emitter_fini(cg_emitter *e) {
 
 LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
                                     const cg_plan *plan, const cg_options *o, cg_emitter *e,
-                                    diag_sink *d) {
+                                    cg_cpu_layout *layout, diag_sink *d) {
   LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(name, ctx);
   LLVMSetTarget(mod, t->triple);
   LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(t->tm);
   LLVMSetModuleDataLayout(mod, dl);
   LLVMDisposeTargetData(dl);
-  /* widest native f32 vector: 16 with AVX-512F, 8 with AVX, else 4 (SSE2 is x86-64 baseline) */
-  const char *f = t->features;
-  cg_emitter_init(e, ctx, mod, strstr(f, "+avx512f") ? 16 : strstr(f, "+avx,") || strstr(f, "+avx2") ? 8 : 4);
+  cg_emitter_init(e, ctx, mod, t->caps.vector_f32_lanes);
+  e->caps = &t->caps;
   char *msg = NULL;
-  if (!cg_cpu_emit_kernels(e, plan, d)) goto fail;
+  if (!cg_cpu_emit_kernels(e, plan, layout, d)) goto fail;
   if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
     diag_error(d, (diag_loc){0}, "internal error: generated LLVM IR is invalid: %s", msg);
     LLVMDisposeMessage(msg);

@@ -8,7 +8,9 @@
  * and bf16 weights kept 16-bit; a B that is not a constant (read in place,
  * not pre-packed). Each case runs on 1, 2 and 3 threads, and the outputs
  * must be bit-identical: the split of the work never changes a result.
- * A few cases also run on the AVX2 and generic SSE2 emitters.
+ * A few cases also run on the AVX2 and generic SSE2 emitters, and the
+ * parser of the feature strings that choose them (cg_cpu_caps) is checked
+ * on its own.
  *
  * Graphs are built with ir_build_* (the frontend has no 16-bit weights
  * without a weights file), run through the default pass pipeline and
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/cg_cpu_caps.h"
 #include "codegen/codegen.h"
 #include "passes/passes.h"
 #include "tests/ref/ref.h"
@@ -199,6 +202,54 @@ START_TEST(test_narrow_targets) {
 }
 END_TEST
 
+/* The feature-string parser: whole tokens, signs, the last mention wins. */
+START_TEST(test_cpu_caps) {
+  static const struct {
+    const char *features;
+    int lanes;
+    cg_gemm_kernel kernel;
+    bool avx512f, avx2, fma, avx512fp16;
+  } cases[] = {
+      {"+avx512f,+avx2,+avx,+fma,+f16c,+sse2", 16, CG_GEMM_KERNEL_AVX512, true, true, true, false},
+      {"-avx512f,+avx2,+fma,+avx", 8, CG_GEMM_KERNEL_AVX, false, true, true, false},
+      {"+sse2,+sse4.2,+avx,+avx2,+fma,+f16c", 8, CG_GEMM_KERNEL_AVX, false, true, true, false},
+      {"+avx", 8, CG_GEMM_KERNEL_AVX, false, false, false, false}, /* last token, no comma after it */
+      {"+sse2", 4, CG_GEMM_KERNEL_SSE, false, false, false, false},
+      {"", 4, CG_GEMM_KERNEL_SSE, false, false, false, false},
+      {NULL, 4, CG_GEMM_KERNEL_SSE, false, false, false, false},
+      {"+avx512fp16", 4, CG_GEMM_KERNEL_SSE, false, false, false, true}, /* not a prefix match */
+      {"+avx512vl,+avx512bw,+avx512bf16", 4, CG_GEMM_KERNEL_SSE, false, false, false, false},
+      {"+avx2,-avx2,+sse2", 4, CG_GEMM_KERNEL_SSE, false, false, false, false},
+      {"-avx2,+avx2", 8, CG_GEMM_KERNEL_AVX, false, true, false, false},
+      {"+avx512f,-avx512f,+avx", 8, CG_GEMM_KERNEL_AVX, false, false, false, false},
+      {"avx2,+fma,,+", 4, CG_GEMM_KERNEL_SSE, false, false, true, false}, /* unsigned, empty tokens */
+      {" +avx512f,+avx2x,+xavx2", 4, CG_GEMM_KERNEL_SSE, false, false, false, false}, /* whole names */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *f = cases[i].features;
+    cg_cpu_caps c;
+    cg_cpu_caps_parse(f, &c);
+    ck_assert_msg(c.vector_f32_lanes == cases[i].lanes, "'%s': %d lanes, want %d", f ? f : "(null)",
+                  c.vector_f32_lanes, cases[i].lanes);
+    ck_assert_msg(c.gemm_kernel == cases[i].kernel, "'%s': kernel %d, want %d", f ? f : "(null)", (int)c.gemm_kernel,
+                  (int)cases[i].kernel);
+    ck_assert_msg(c.avx512f == cases[i].avx512f && c.avx2 == cases[i].avx2 && c.fma == cases[i].fma &&
+                      c.avx512fp16 == cases[i].avx512fp16,
+                  "'%s': avx512f %d avx2 %d fma %d avx512fp16 %d", f ? f : "(null)", c.avx512f, c.avx2, c.fma,
+                  c.avx512fp16);
+  }
+  /* every field, from a host-style string (LLVM 19 on an AVX-512 machine) */
+  cg_cpu_caps c;
+  cg_cpu_caps_parse("+avx,-avx512fp16,+sse4.1,+avx2,+avx512vl,+sse,+avx512f,+avx512bf16,+avx512bw,+fma,"
+                    "+f16c,+sse2,-avx10.1-512",
+                    &c);
+  ck_assert(c.sse2 && c.sse4_1 && c.avx && c.avx2 && c.fma && c.f16c);
+  ck_assert(c.avx512f && c.avx512bw && c.avx512vl && c.avx512bf16 && !c.avx512fp16);
+  ck_assert_int_eq(c.vector_f32_lanes, 16);
+  ck_assert_int_eq(c.gemm_kernel, CG_GEMM_KERNEL_AVX512);
+}
+END_TEST
+
 int main(void) {
   setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1); /* split even the small cases over threads */
   Suite *s = suite_create("gemm");
@@ -207,6 +258,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_shapes, 0, (int)(sizeof shapes / sizeof shapes[0]));
   tcase_add_test(tc, test_batches);
   tcase_add_test(tc, test_narrow_targets);
+  tcase_add_test(tc, test_cpu_caps);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,40 @@
+/*
+ * cg_cpu_caps.h: what the CPU target may use, parsed once (cg_cpu_caps.c)
+ * from the LLVM feature string the target machine gets ("+avx2,-avx512f,
+ * ..."), so kernel choices read booleans and a micro-kernel family instead
+ * of searching strings. Needs no LLVM headers: the parser is tested alone
+ * (tests/unit/check_gemm.c). Private to codegen/.
+ */
+#ifndef CASTOR_CG_CPU_CAPS_H
+#define CASTOR_CG_CPU_CAPS_H
+
+#include <stdbool.h>
+
+/* The GEMM micro-kernel families (cg_gemm.c), by the vector register file
+ * they are shaped for. */
+typedef enum cg_gemm_kernel {
+  CG_GEMM_KERNEL_SSE,    /* xmm: 4 f32 lanes, 16 registers (x86-64's baseline) */
+  CG_GEMM_KERNEL_AVX,    /* ymm: 8 lanes, 16 registers; AVX2 + FMA, or AVX alone
+                          * (llvm.fmuladd then becomes a multiply and an add) */
+  CG_GEMM_KERNEL_AVX512, /* zmm: 16 lanes, 32 registers */
+} cg_gemm_kernel;
+
+typedef struct cg_cpu_caps {
+  /* x86 features, under LLVM 19's names (sse4.1, avx512bf16, ...): each is
+   * what the string says of that very feature, the last mention winning;
+   * LLVM's implications (avx2 implies avx, ...) are not applied */
+  bool sse2, sse4_1, avx, avx2, fma, f16c;
+  bool avx512f, avx512bw, avx512vl, avx512bf16, avx512fp16;
+  /* derived */
+  int vector_f32_lanes;       /* widest native f32 vector: 16 with avx512f, 8 with avx
+                               * or avx2, else 4 (SSE2 is x86-64's baseline) */
+  cg_gemm_kernel gemm_kernel; /* the family of that width */
+} cg_cpu_caps;
+
+/* Parses an LLVM feature string, a comma-separated list of +name / -name
+ * tokens (NULL or "": none), into *out_caps. Tokens are compared whole, so
+ * "+avx512fp16" says nothing of avx512f; tokens without a sign and names
+ * castor does not use are ignored. */
+void cg_cpu_caps_parse(const char *features, cg_cpu_caps *out_caps);
+
+#endif
