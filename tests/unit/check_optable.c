@@ -1,0 +1,264 @@
+/*
+ * check_optable.c: every op of ir/ir_ops.def through every stage.
+ *
+ * For each op the suite builds the smallest graph that uses it (its
+ * operands chosen by the op's type rule), then checks that each stage has
+ * an answer for it: the text form prints, parses back and prints the same
+ * bytes; the verifier accepts it; the compile pipeline under every policy
+ * keeps it valid; the reference interpreter computes it; every backend
+ * either supports it or says why not; where the CPU backend supports it,
+ * the JIT's results match the float64 reference; where the CUDA backend
+ * does, PTX is emitted for it (no GPU needed). A new op that a stage has no
+ * answer for fails here, by name, instead of becoming a silent default.
+ * -Wswitch-enum does the same at compile time for every switch over ops.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+#include "codegen/cg_backend.h"
+#include "passes/passes.h"
+#include "tests/ref/ref.h"
+#include "util/util.h"
+
+enum { W = 16 }; /* the width of the test's input [N, W] */
+
+typedef struct op_case {
+  ir_graph *g;
+  ir_node *node; /* the op under test */
+  float *data[4]; /* constant data, freed with the case */
+  int n_data;
+} op_case;
+
+static const diag_loc no_loc = {0};
+
+static ir_node *konst(op_case *c, const char *name, int rank, const int64_t *dims, uint64_t seed) {
+  ir_type t = {IR_DTYPE_F32, rank, {0}};
+  int64_t n = 1;
+  for (int r = 0; r < rank; r++) t.dims[r] = dims[r], n *= dims[r];
+  float *d = xmalloc((size_t)n * sizeof *d);
+  rng r;
+  rng_init(&r, seed);
+  for (int64_t i = 0; i < n; i++) d[i] = rng_uniform_f32(&r, -1.0f, 1.0f);
+  c->data[c->n_data++] = d;
+  return ir_build_const(c->g, name, &t, name, d, no_loc);
+}
+
+/* The graph y = op(x, ...) with x = input f32[N, W]; operands and
+ * attributes from the op's type rule. */
+static void build_case(ir_op op, op_case *c) {
+  memset(c, 0, sizeof *c);
+  c->g = ir_graph_create("optable");
+  ir_type xt = {IR_DTYPE_F32, 2, {IR_DIM_BATCH, W}};
+  ir_node *x = ir_build_input(c->g, "x", &xt, 0, no_loc);
+  ir_node *srcs[IR_MAX_SRCS] = {x};
+  ir_attr attr = {0};
+  switch (ir_op_type_rule(op)) {
+  case IR_TYPE_LEAF: /* the output is the leaf itself */
+    c->node = op == IR_OP_INPUT ? x : konst(c, "w", 2, (int64_t[]){3, W}, 7);
+    break;
+  case IR_TYPE_MATMUL:
+    srcs[1] = konst(c, "w", 2, (int64_t[]){W, 8}, 7);
+    attr.acc = IR_DTYPE_F32;
+    break;
+  case IR_TYPE_BINARY: srcs[1] = konst(c, "b", 1, (int64_t[]){W}, 7); break;
+  case IR_TYPE_UNARY:
+  case IR_TYPE_ROWWISE: break;
+  case IR_TYPE_NORM:
+    srcs[1] = konst(c, "gamma", 1, (int64_t[]){W}, 7);
+    srcs[2] = konst(c, "beta", 1, (int64_t[]){W}, 8);
+    attr.axis = -1;
+    attr.epsilon = 1e-3;
+    break;
+  case IR_TYPE_CAST: attr.to = IR_DTYPE_F16; break;
+  case IR_TYPE_PAD:
+  case IR_TYPE_SLICE:
+    attr.shape = (ir_shape){2, {IR_DIM_BATCH, ir_op_type_rule(op) == IR_TYPE_PAD ? W + 8 : W / 2}};
+    break;
+  }
+  if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, ir_op_arity(op), &attr, no_loc);
+  ir_graph_add_output(c->g, "y", c->node);
+}
+
+static void free_case(op_case *c) {
+  ir_graph_destroy(c->g);
+  for (int i = 0; i < c->n_data; i++) free(c->data[i]);
+}
+
+START_TEST(test_table_is_consistent) {
+  for (int i = 0; i < IR_OP_COUNT; i++) {
+    ir_op op = (ir_op)i, back;
+    const char *name = ir_op_name(op);
+    ck_assert_msg(ir_op_from_name(name, strlen(name), &back) && back == op, "%s: name does not look up", name);
+    ck_assert_msg(ir_op_arity(op) <= IR_MAX_SRCS, "%s: too many sources", name);
+    ck_assert_msg(ir_op_attrs(op) < (1u << IR_ATTR_COUNT), "%s: an attribute outside ir_attrs.def", name);
+    ck_assert_msg(ir_op_semantics(op) && *ir_op_semantics(op), "%s: no semantics", name);
+    int f = ir_op_flops(op);
+    ck_assert_msg(f >= 0 || f == IR_FLOPS_CONTRACT, "%s: flops %d", name, f);
+    ck_assert_msg(f != IR_FLOPS_CONTRACT || ir_op_kernel(op) == IR_KERNEL_CONTRACT, "%s: contraction flops", name);
+    bool leaf = (ir_op_flags(op) & IR_OPF_LEAF) != 0;
+    ck_assert_msg(leaf == (ir_op_kernel(op) == IR_KERNEL_NONE) && leaf == (ir_op_autocast(op) == IR_AC_LEAF),
+                  "%s: leaf columns disagree", name);
+    ck_assert_msg(strcmp(ir_ac_class_name(ir_op_autocast(op)), "?") != 0, "%s: autocast class", name);
+    ck_assert_msg(strcmp(ir_kernel_class_name(ir_op_kernel(op)), "?") != 0, "%s: kernel class", name);
+  }
+  for (int k = 0; k < IR_ATTR_COUNT; k++) {
+    ir_attr_key back;
+    const char *name = ir_attr_name((ir_attr_key)k);
+    ck_assert_msg(ir_attr_from_name(name, strlen(name), &back) && (int)back == k, "attribute %s", name);
+    ck_assert_msg(strcmp(name, "policy") != 0, "'policy' is every node's, not an op attribute");
+  }
+}
+END_TEST
+
+/* Text form: print, parse, print gives the same bytes; the verifier passes. */
+START_TEST(test_every_op_text_and_verify) {
+  for (int i = 0; i < IR_OP_COUNT; i++) {
+    op_case c;
+    build_case((ir_op)i, &c);
+    diag_sink *d = diag_sink_create();
+    ck_assert_msg(ir_verify(c.g, d), "%s: verify: %s", ir_op_name((ir_op)i), diag_text(d));
+    str_buf a, b;
+    str_buf_init(&a), str_buf_init(&b);
+    ir_print(c.g, &a);
+    ir_graph *back = ir_parse("t.cir", a.data, a.len, d);
+    ck_assert_msg(back, "%s: does not parse back:\n%s\n%s", ir_op_name((ir_op)i), str_buf_cstr(&a), diag_text(d));
+    ir_print(back, &b);
+    ck_assert_msg(strcmp(str_buf_cstr(&a), str_buf_cstr(&b)) == 0, "%s: print/parse/print differs:\n%s\n%s",
+                  ir_op_name((ir_op)i), str_buf_cstr(&a), str_buf_cstr(&b));
+    ck_assert_msg(ir_verify(back, d), "%s: parsed graph fails verify: %s", ir_op_name((ir_op)i), diag_text(d));
+    ir_graph_destroy(back);
+    str_buf_fini(&a), str_buf_fini(&b);
+    diag_sink_destroy(d);
+    free_case(&c);
+  }
+}
+END_TEST
+
+/* The compile pipelines under every policy keep the graph valid. */
+START_TEST(test_every_op_through_the_passes) {
+  static const char *const pipelines[] = {PASS_PIPELINE_DEFAULT, PASS_PIPELINE_PAD8};
+  for (int i = 0; i < IR_OP_COUNT; i++)
+    for (int p = 1; p < IR_POLICY_COUNT; p++)
+      for (int k = 0; k < 2; k++) {
+        op_case c;
+        build_case((ir_op)i, &c);
+        c.g->policy = (ir_policy)p;
+        diag_sink *d = diag_sink_create();
+        pass_options po;
+        pass_options_init(&po);
+        po.verify_each = true;
+        ck_assert_msg(pass_run_pipeline(c.g, pipelines[k], &po, d), "%s under %s, %s: %s", ir_op_name((ir_op)i),
+                      ir_policy_name((ir_policy)p), pipelines[k], diag_text(d));
+        diag_sink_destroy(d);
+        free_case(&c);
+      }
+}
+END_TEST
+
+/* Every backend answers for every op; the CPU's answers are checked
+ * against the reference, the CUDA target's PTX is emitted. */
+START_TEST(test_every_op_on_every_backend) {
+  const cg_backend *backends[] = {&cg_backend_cpu, &cg_backend_cuda};
+  for (int i = 0; i < IR_OP_COUNT; i++) {
+    for (int bi = 0; bi < 2; bi++) {
+      op_case c;
+      build_case((ir_op)i, &c);
+      const cg_backend *be = backends[bi];
+      const char *why = be->unsupported(c.node);
+      ck_assert_msg(!why || (*why && strcmp(why, "not an op") != 0), "%s on %s: no answer", ir_op_name((ir_op)i),
+                    be->name);
+      if (why) {
+        free_case(&c);
+        continue;
+      }
+      diag_sink *d = diag_sink_create();
+      pass_options po;
+      pass_options_init(&po);
+      po.verify_each = true;
+      ck_assert(pass_run_pipeline(c.g, be->always_pad8 ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT, &po, d));
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      if (be == &cg_backend_cuda) { /* no GPU here: emit and validate the PTX text */
+        str_buf ptx;
+        str_buf_init(&ptx);
+        ck_assert_msg(be->emit(c.g, &bo, CG_EMIT_PTX, &ptx, d), "%s: PTX: %s", ir_op_name((ir_op)i), diag_text(d));
+        ck_assert_msg(strstr(str_buf_cstr(&ptx), ".entry"), "%s: PTX without a kernel", ir_op_name((ir_op)i));
+        str_buf_fini(&ptx);
+      } else {
+        bo.threads = 2;
+        cg_exec *x = cg_backend_compile(be, c.g, &bo, d);
+        ck_assert_msg(x, "%s: cpu compile: %s", ir_op_name((ir_op)i), diag_text(d));
+        enum { BATCH = 5 };
+        float in[BATCH * W];
+        rng r;
+        rng_init(&r, 3);
+        for (int k = 0; k < BATCH * W; k++) in[k] = rng_uniform_f32(&r, -2.0f, 2.0f);
+        const rt_tensor_desc *od = &x->desc->outputs[0];
+        int64_t n = 1;
+        for (int k = 0; k < od->rank; k++) n *= od->dims[k] < 0 ? BATCH : od->dims[k];
+        ck_assert_msg(od->dtype == RT_F32, "%s: output dtype %d", ir_op_name((ir_op)i), (int)od->dtype);
+        void *out = xcalloc((size_t)n, 4);
+        const void *ins[] = {in};
+        void *outs[] = {out};
+        ck_assert_msg(be->run(x, BATCH, ins, outs, d), "%s: run: %s", ir_op_name((ir_op)i), diag_text(d));
+        double *xin = ref_from_f32(in, BATCH * W), **want = NULL;
+        const double *rin[] = {xin};
+        char err[256];
+        want = xcalloc(1, sizeof *want);
+        ck_assert_msg(ref_run(c.g, BATCH, rin, want, err, sizeof err), "%s: reference: %s", ir_op_name((ir_op)i), err);
+        /* f32 kernels against float64: a few ulp (exp, tanh, erf approximations) */
+        double e = ref_max_rel_error(out, want[0], n, 1e-3);
+        ck_assert_msg(e <= 2e-6, "%s: max relative error %g vs the reference", ir_op_name((ir_op)i), e);
+        ref_outputs_free(want, 1);
+        free(xin), free(out);
+        cg_exec_destroy(x);
+      }
+      diag_sink_destroy(d);
+      free_case(&c);
+    }
+  }
+}
+END_TEST
+
+/* An op a backend lacks is a clear error at the node, not a wrong kernel. */
+START_TEST(test_unsupported_is_reported) {
+  op_case c;
+  build_case(IR_OP_LAYER_NORM, &c);
+  c.node->loc = (diag_loc){"m.cast", 3, 5};
+  diag_sink *d = diag_sink_create();
+  const cg_backend *be = &cg_backend_cuda;
+  if (be->unsupported(c.node)) {
+    ck_assert(!cg_backend_check(be, c.g, d));
+    ck_assert_msg(strstr(diag_text(d), "m.cast:3:5: error: layer_norm (%y) is not supported by the cuda target"),
+                  "%s", diag_text(d));
+    ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_UNSUPPORTED);
+  }
+  diag_sink_destroy(d);
+  free_case(&c);
+}
+END_TEST
+
+static Suite *optable_suite(void) {
+  Suite *s = suite_create("optable");
+  TCase *tc = tcase_create("ops");
+  tcase_set_timeout(tc, 240);
+  tcase_add_test(tc, test_table_is_consistent);
+  tcase_add_test(tc, test_every_op_text_and_verify);
+  tcase_add_test(tc, test_every_op_through_the_passes);
+  tcase_add_test(tc, test_every_op_on_every_backend);
+  tcase_add_test(tc, test_unsupported_is_reported);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(optable_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
