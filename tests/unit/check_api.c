@@ -5,6 +5,8 @@
  * statuses chosen by the kind of the first error, never by its text.
  */
 #include <check.h>
+
+#include "test_support.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,9 +376,5 @@ int main(void) {
   tcase_add_test(tc, test_npy_error_kinds);
   tcase_add_test(tc, test_policies_and_autocast_options);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(s);
 }

@@ -7,6 +7,8 @@
  * tests/golden/cast-cleanup; per-policy numerics are in check_e2e.c.
  */
 #include <check.h>
+
+#include "test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,9 +263,5 @@ int main(void) {
   tcase_add_test(tc, test_keras_placements);
   tcase_add_test(tc, test_pad8_preserves_values);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(s);
 }

@@ -5,6 +5,8 @@
  * Numerics are in check_e2e.c.
  */
 #include <check.h>
+
+#include "test_support.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,9 +127,5 @@ int main(void) {
   tcase_add_test(tc, test_bad_batch);
   tcase_add_test(tc, test_const_without_data);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(s);
 }

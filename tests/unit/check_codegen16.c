@@ -27,6 +27,8 @@
  * are checked for NaN-ness, the quiet bit and the sign only.
  */
 #include <check.h>
+
+#include "test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -490,9 +492,5 @@ int main(void) {
   tcase_add_test(te, test_bf16_eltwise_vs_ref);
   tcase_add_test(te, test_bf16_no_libcalls);
   suite_add_tcase(s, te);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(s);
 }

@@ -21,6 +21,8 @@
  * exits 77, which ctest reports as skipped.
  */
 #include <check.h>
+
+#include "test_support.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,11 +176,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_gemm_shapes, 0, N_GEMM_SHAPES * N_GPU_POLICIES);
   tcase_add_test(tc, test_bad_device);
   suite_add_tcase(s, tc);
-  SRunner *r = srunner_create(s);
-  srunner_set_fork_status(r, CK_NOFORK); /* one CUDA context for the process */
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
+  int rc = check_run_nofork(s); /* one CUDA context for the process */
   rt_cuda_device_close(dev);
-  return failed ? 1 : 0;
+  return rc;
 }

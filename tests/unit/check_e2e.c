@@ -15,6 +15,8 @@
  *    and their relative error is the absolute error of the logits (~1e-6).
  */
 #include <check.h>
+
+#include "test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,9 +393,5 @@ static Suite *e2e_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(e2e_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(e2e_suite());
 }

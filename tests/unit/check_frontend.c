@@ -10,6 +10,8 @@
 #include "../../util/half.h"
 
 #include <check.h>
+
+#include "test_support.h"
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -849,9 +851,5 @@ static Suite *frontend_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(frontend_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(frontend_suite());
 }

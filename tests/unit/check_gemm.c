@@ -21,6 +21,8 @@
  * the f32 sum lands near a rounding boundary: 2^-10 for f16, 2^-7 for bf16.
  */
 #include <check.h>
+
+#include "test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,9 +262,5 @@ int main(void) {
   tcase_add_test(tc, test_narrow_targets);
   tcase_add_test(tc, test_cpu_caps);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(s);
 }

@@ -10,6 +10,8 @@
  * against ir_ops.def.
  */
 #include <check.h>
+
+#include "test_support.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -694,9 +696,5 @@ static Suite *ir_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(ir_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(ir_suite());
 }

@@ -13,6 +13,8 @@
  * -Wswitch-enum does the same at compile time for every switch over ops.
  */
 #include <check.h>
+
+#include "test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,9 +258,5 @@ static Suite *optable_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(optable_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return check_run(optable_suite());
 }

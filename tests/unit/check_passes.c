@@ -4,6 +4,8 @@
  * is also covered by the golden tests in tests/golden/dce.
  */
 #include <check.h>
+
+#include "test_support.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,9 +156,5 @@ int main(void) {
   tcase_add_test(tc, test_verify_each_names_the_pass);
   tcase_add_test(tc, test_dump_to_buffer_and_dir);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(s);
 }

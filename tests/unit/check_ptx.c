@@ -12,6 +12,8 @@
  * suite prints why and exits 77 (ctest: skipped). No GPU is needed.
  */
 #include <check.h>
+
+#include "test_support.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,9 +160,5 @@ int main(void) {
   tcase_add_loop_test(tc, test_big_gemm_assembles, 0, 3);
   tcase_add_test(tc, test_bad_sm);
   suite_add_tcase(s, tc);
-  SRunner *r = srunner_create(s);
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? 1 : 0;
+  return check_run(s);
 }

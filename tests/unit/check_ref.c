@@ -9,6 +9,8 @@
 #include "../ref/ref.h"
 
 #include <check.h>
+
+#include "test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,9 +313,5 @@ static Suite *ref_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(ref_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(ref_suite());
 }

@@ -8,6 +8,8 @@
 #include "../../util/half.h"
 
 #include <check.h>
+
+#include "test_support.h"
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -735,9 +737,5 @@ static Suite *runtime_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(runtime_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(runtime_suite());
 }

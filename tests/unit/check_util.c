@@ -9,6 +9,8 @@
 #include "../../util/util.h"
 
 #include <check.h>
+
+#include "test_support.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -542,9 +544,5 @@ static Suite *util_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(util_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return check_run(util_suite());
 }

@@ -1,0 +1,16 @@
+/*
+ * test_support.h: what every Check suite shares (tests/unit/test_support.c,
+ * linked into each check_* executable).
+ */
+#ifndef CASTOR_TEST_SUPPORT_H
+#define CASTOR_TEST_SUPPORT_H
+
+#include <check.h>
+
+/* Runs every test of s (forking per test, CK_NORMAL output ending with
+ * Check's summary line) and returns the process exit status: 0 when all
+ * passed. nofork: run in the process (one CUDA context for all tests). */
+int check_run(Suite *s);
+int check_run_nofork(Suite *s);
+
+#endif
