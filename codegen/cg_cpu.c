@@ -268,9 +268,12 @@ static void line_store(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lanes,
 
 static void rowwise_body(kctx *c, LLVMValueRef base, int64_t last) {
   const ir_node *op = c->k->ops[0];
-  /* the tail in scalar steps, so nothing past the line is touched; no
-   * scratch: each pass loads the input again */
-  line_row l = {.row = {.n = last, .lanes = c->e->vw, .masked_tail = false, .load = line_load, .store = line_store},
+  /* the tail in scalar steps, so nothing past the line is touched and an
+   * f32 result line (never the input's buffer: cg_plan.c) can hold the
+   * intermediate values (softmax: exp once, not twice); a 16-bit one
+   * cannot, so those are recomputed */
+  line_row l = {.row = {.n = last, .lanes = c->e->vw, .masked_tail = false, .load = line_load, .store = line_store,
+                        .scratch = op->type.dtype == IR_DTYPE_F32 ? elem_ptr(c, op, base) : NULL},
                 .c = c, .op = op, .base = base};
   cg_emit_rowwise(c, op, &l.row);
 }
