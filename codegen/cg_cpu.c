@@ -10,7 +10,8 @@
  * matmul: cg_gemm.c (packed panels, register-blocked micro-kernels, cache
  *   blocking along K, the epilogue fused into the one store).
  * eltwise: one pass over each row, vectorized along the last dimension.
- * softmax: three passes over each row (max, sum of exp, scaled exp).
+ * softmax: the row-wise op over each line of the last dimension, by
+ *   cg_rowwise.c (the emitter the GEMM epilogue shares).
  */
 #include <stdio.h>
 #include <string.h>
@@ -84,8 +85,6 @@ LLVMValueRef cg_splat(cg_emitter *e, LLVMValueRef s, int lanes) {
   LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(e->i32, (unsigned)lanes));
   return LLVMBuildShuffleVector(B, v, LLVMGetUndef(vt), zeros, "");
 }
-
-static LLVMValueRef splat(kctx *c, LLVMValueRef s, int lanes) { return cg_splat(c->e, s, lanes); }
 
 LLVMValueRef cg_entry_alloca(cg_kctx *c, LLVMTypeRef ty, const char *name) {
   cg_emitter *e = c->e;
@@ -166,7 +165,7 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
 
 static const ir_node *result(const cg_kernel *k) { return k->ops[k->n_ops - 1]; }
 
-/* ---- elementwise and softmax: rows x lines x last ---- */
+/* ---- elementwise and row-wise: rows x lines x last ---- */
 
 static void line_shape(const ir_node *n, int64_t *lines_per_row, int64_t *last) {
   int64_t inner = 1;
@@ -247,68 +246,38 @@ static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
   emit_eltwise_segment(c, base, vec, last, 1);
 }
 
-static LLVMValueRef hreduce(kctx *c, LLVMValueRef v, bool is_max) {
-  cg_emitter *e = c->e;
-  if (LLVMGetTypeKind(LLVMTypeOf(v)) != LLVMVectorTypeKind) return v;
-  unsigned n = LLVMGetVectorSize(LLVMTypeOf(v));
-  LLVMValueRef r = LLVMBuildExtractElement(B, v, i64c(e, 0), "");
-  for (unsigned i = 1; i < n; i++) {
-    LLVMValueRef x = LLVMBuildExtractElement(B, v, i64c(e, i), "");
-    r = is_max ? LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, x, r, ""), x, r, "")
-               : LLVMBuildFAdd(B, r, x, "");
-  }
-  return r;
+/* A line of the row-wise op that is the kernel: its input and result
+ * buffers from flat element index `base`. */
+typedef struct line_row {
+  cg_row row;
+  kctx *c;
+  const ir_node *op;
+  LLVMValueRef base;
+} line_row;
+
+static LLVMValueRef line_load(cg_row *row, LLVMValueRef j, int lanes, int valid) {
+  line_row *l = (line_row *)row;
+  cg_emitter *e = l->c->e;
+  const ir_node *x = l->op->srcs[0];
+  return cg_load_part(e, x->type.dtype, elem_ptr(l->c, x, LLVMBuildAdd(B, l->base, j, "")), lanes, valid, x->name);
 }
 
-/* One softmax pass over a line: pass 0 max, pass 1 sum of exp(x - max),
- * pass 2 store exp(x - max) * inv. Returns the reduced scalar for 0 and 1. */
-static LLVMValueRef softmax_pass(kctx *c, LLVMValueRef base, int64_t last, int pass,
-                                 LLVMValueRef max, LLVMValueRef inv) {
-  cg_emitter *e = c->e;
-  const ir_node *sm = c->k->ops[0], *x = sm->srcs[0];
-  static const char *names[] = {"max", "sum", "out"};
-  LLVMValueRef total = pass == 0 ? cg_const(e, e->f32, -__builtin_inf()) : cg_const(e, e->f32, 0.0);
-  int64_t vec = last / e->vw * e->vw;
-  for (int seg = 0; seg < 2; seg++) {
-    int lanes = seg == 0 ? e->vw : 1;
-    int64_t j0 = seg == 0 ? 0 : vec, j1 = seg == 0 ? vec : last;
-    if (j1 <= j0) continue;
-    LLVMTypeRef vt = lanes == 1 ? e->f32 : LLVMVectorType(e->f32, (unsigned)lanes);
-    LLVMBasicBlockRef cur = LLVMGetInsertBlock(B), entry = LLVMGetEntryBasicBlock(c->fn);
-    LLVMPositionBuilder(B, entry, LLVMGetFirstInstruction(entry));
-    LLVMValueRef acc = LLVMBuildAlloca(B, vt, names[pass]);
-    LLVMPositionBuilderAtEnd(B, cur);
-    LLVMBuildStore(B, pass == 0 ? cg_const(e, vt, -__builtin_inf()) : cg_const(e, vt, 0.0), acc);
-    loop lj = loop_begin(c, i64c(e, j0), i64c(e, j1), lanes, names[pass]);
-    LLVMValueRef idx = LLVMBuildAdd(B, base, lj.iv, "");
-    LLVMValueRef v = cg_emit_load(e, x->type.dtype, elem_ptr(c, x, idx), lanes, x->name);
-    LLVMValueRef a = LLVMBuildLoad2(B, vt, acc, "");
-    if (pass == 0) {
-      LLVMBuildStore(B, LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, a, ""), v, a, ""), acc);
-    } else {
-      LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFSub(B, v, splat(c, max, lanes), ""), "exp");
-      if (pass == 1) {
-        LLVMBuildStore(B, LLVMBuildFAdd(B, a, ex, ""), acc);
-      } else {
-        LLVMValueRef y = LLVMBuildFMul(B, ex, splat(c, inv, lanes), sm->name);
-        cg_emit_store(e, sm->type.dtype, cg_emit_round_to(e, y, sm->type.dtype, sm->name),
-                      elem_ptr(c, sm, idx), lanes);
-      }
-    }
-    loop_end(c, &lj);
-    LLVMValueRef r = hreduce(c, LLVMBuildLoad2(B, vt, acc, ""), pass == 0);
-    total = pass == 0 ? LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, r, total, ""), r, total, "")
-                      : LLVMBuildFAdd(B, total, r, "");
-  }
-  return total;
+static void line_store(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lanes, int valid) {
+  line_row *l = (line_row *)row;
+  cg_emitter *e = l->c->e;
+  cg_store_part(e, l->op->type.dtype, val, elem_ptr(l->c, l->op, LLVMBuildAdd(B, l->base, j, "")), lanes, valid);
 }
 
-static void softmax_body(kctx *c, LLVMValueRef base, int64_t last) {
-  cg_emitter *e = c->e;
-  LLVMValueRef max = softmax_pass(c, base, last, 0, NULL, NULL);
-  LLVMValueRef sum = softmax_pass(c, base, last, 1, max, NULL);
-  LLVMValueRef inv = LLVMBuildFDiv(B, cg_const(e, e->f32, 1.0), sum, "inv");
-  softmax_pass(c, base, last, 2, max, inv);
+static void rowwise_body(kctx *c, LLVMValueRef base, int64_t last) {
+  const ir_node *op = c->k->ops[0];
+  /* the tail in scalar steps, so nothing past the line is touched and an
+   * f32 result line (never the input's buffer: cg_plan.c) can hold the
+   * intermediate values (softmax: exp once, not twice); a 16-bit one
+   * cannot, so those are recomputed */
+  line_row l = {.row = {.n = last, .lanes = c->e->vw, .masked_tail = false, .load = line_load, .store = line_store,
+                        .scratch = op->type.dtype == IR_DTYPE_F32 ? elem_ptr(c, op, base) : NULL},
+                .c = c, .op = op, .base = base};
+  cg_emit_rowwise(c, op, &l.row);
 }
 
 /* ---- copy ---- */
@@ -397,7 +366,7 @@ bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layo
       switch (k->kind) {
       case CG_KERNEL_MATMUL: cg_gemm_emit(&c, layout->gemm[ki]); break;
       case CG_KERNEL_ELTWISE: emit_rows_lines(&c, eltwise_body); break;
-      case CG_KERNEL_SOFTMAX: emit_rows_lines(&c, softmax_body); break;
+      case CG_KERNEL_SOFTMAX: emit_rows_lines(&c, rowwise_body); break;
       case CG_KERNEL_COPY: break;
       }
     }

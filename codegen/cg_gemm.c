@@ -30,7 +30,9 @@
  * last K block, the kernel's epilogue function (out of line, so emitted
  * once per kernel, not per variant) applies bias, activation, cast and
  * other fused elementwise ops, and a row softmax when one panel spans the
- * row (the planner fuses it only then), and stores each output once.
+ * row (the planner fuses it only then; cg_rowwise.c emits it on the tile
+ * row, the same emitter as the standalone softmax kernel's), and stores
+ * each output once.
  *
  * Determinism: every output element is one FMA chain over k in order,
  * interrupted only by exact f32 spills at fixed K-block boundaries, and
@@ -209,15 +211,6 @@ static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
   cg_loop_end(c, &lr);
 }
 
-static LLVMValueRef hreduce(cg_emitter *e, LLVMValueRef v, int lanes, bool is_max) {
-  LLVMValueRef r = LLVMBuildExtractElement(B, v, cg_i64(e, 0), "");
-  for (int i = 1; i < lanes; i++) {
-    LLVMValueRef y = LLVMBuildExtractElement(B, v, cg_i64(e, i), "");
-    r = is_max ? LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, y, r, ""), y, r, "") : LLVMBuildFAdd(B, r, y, "");
-  }
-  return r;
-}
-
 /* ---- the epilogue: one function per kernel ----
  * void epilogue(ptr bufs, ptr tile, i64 row, i64 nrows, i64 col, i64 ncols)
  * reads the f32 sums of rows [row, row+nrows) x columns [col, col+ncols)
@@ -233,37 +226,31 @@ typedef struct epi_ctx {
   LLVMValueRef tile, row, nrows, col, ncols;
 } epi_ctx;
 
-/* Chain value of vector j (columns col + j*vw ..) of tile row r. */
+/* Chain value of the vector at element j (columns col + j ..) of tile row r. */
 static LLVMValueRef epi_value(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, LLVMValueRef *out_idx) {
   cg_kctx *c = &x->c;
   cg_emitter *e = c->e;
   const cg_gemm *g = x->g;
   const ir_node *mm = c->k->ops[0];
-  LLVMValueRef off = add(e, mul(e, r, g->ldc), mul(e, j, g->vw));
+  LLVMValueRef off = add(e, mul(e, r, g->ldc), j);
   LLVMValueRef v = cg_emit_load(e, IR_DTYPE_F32, gep(e, e->f32, x->tile, off), g->vw, mm->name);
-  LLVMValueRef colg = add(e, x->col, mul(e, j, g->vw));
+  LLVMValueRef colg = add(e, x->col, j);
   *out_idx = add(e, mul(e, add(e, x->row, r), g->Nc), colg);
   v = cg_emit_round_to(e, v, mm->type.dtype, mm->name);
   return cg_apply_chain(c, 1, g->softmax ? c->k->n_ops - 1 : c->k->n_ops, v, *out_idx, colg, g->vw, valid);
 }
 
-static LLVMValueRef lane_mask(cg_emitter *e, int lanes, int valid) {
-  LLVMValueRef bits[64];
-  for (int i = 0; i < lanes; i++) bits[i] = LLVMConstInt(e->i1, i < valid, 0);
-  return LLVMConstVector(bits, (unsigned)lanes);
-}
-
 /* Vectors j of a row: for whole ones (j < nfull) body(valid = vw), then the
  * partial one if the row end is partial and in range. */
-typedef void (*epi_body)(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, void *state);
+typedef void (*epi_body)(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid);
 
-static void epi_row_vectors(epi_ctx *x, LLVMValueRef r, epi_body body, void *state, const char *name) {
+static void epi_row_vectors(epi_ctx *x, LLVMValueRef r, epi_body body, const char *name) {
   cg_kctx *c = &x->c;
   cg_emitter *e = c->e;
   const cg_gemm *g = x->g;
   LLVMValueRef nfull = LLVMBuildSDiv(B, x->ncols, cg_i64(e, g->vw), "");
   cg_loop lj = cg_loop_begin(c, cg_i64(e, 0), nfull, 1, name);
-  body(x, r, lj.iv, g->vw, state);
+  body(x, r, lj.iv, g->vw);
   cg_loop_end(c, &lj);
   int part = (int)(g->Nc % g->vw);
   if (!part) return;
@@ -272,55 +259,44 @@ static void epi_row_vectors(epi_ctx *x, LLVMValueRef r, epi_body body, void *sta
   LLVMValueRef has = LLVMBuildICmp(B, LLVMIntSGT, x->ncols, mul(e, nfull, g->vw), "");
   LLVMBuildCondBr(B, has, pb, after);
   LLVMPositionBuilderAtEnd(B, pb);
-  body(x, r, nfull, part, state);
+  body(x, r, nfull, part);
   LLVMBuildBr(B, after);
   LLVMPositionBuilderAtEnd(B, after);
 }
 
-static void epi_store(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, void *state) {
-  (void)state;
+static void epi_store(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid) {
   cg_kctx *c = &x->c;
   const ir_node *out = c->k->ops[c->k->n_ops - 1];
   LLVMValueRef idx;
-  LLVMValueRef v = epi_value(x, r, j, valid, &idx);
+  LLVMValueRef v = epi_value(x, r, mul(c->e, j, x->g->vw), valid, &idx);
   cg_store_part(c->e, out->type.dtype, v, cg_elem_ptr(c, out, idx), x->g->vw, valid);
 }
 
-/* softmax: pass 0 keeps chain values in the tile and their max; pass 1
- * keeps exp(v - max) and their sum; pass 2 scales and stores */
-typedef struct sm_state {
-  int pass;
-  LLVMValueRef acc, max, inv; /* acc: alloca of the running max / sum vector */
-} sm_state;
+/* Tile row r as the row of the row-wise op that ends the kernel
+ * (cg_rowwise.c): its input is the chain's value, the tile row its scratch
+ * (padded: whole vectors fit). The planner fuses the op only when one
+ * panel spans the row, so the epilogue gets whole rows: col 0, ncols Nc. */
+typedef struct epi_row {
+  cg_row row;
+  epi_ctx *x;
+  LLVMValueRef r;
+} epi_row;
 
-static void epi_softmax(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, void *state) {
-  sm_state *st = state;
+static LLVMValueRef epi_row_load(cg_row *row, LLVMValueRef j, int lanes, int valid) {
+  epi_row *er = (epi_row *)row;
+  LLVMValueRef idx;
+  CASTOR_ASSERT(lanes == er->x->g->vw);
+  return epi_value(er->x, er->r, j, valid, &idx);
+}
+
+static void epi_row_store(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lanes, int valid) {
+  epi_row *er = (epi_row *)row;
+  epi_ctx *x = er->x;
   cg_kctx *c = &x->c;
   cg_emitter *e = c->e;
-  const cg_gemm *g = x->g;
-  const ir_node *sm = c->k->ops[c->k->n_ops - 1];
-  LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)g->vw);
-  LLVMValueRef tp = gep(e, e->f32, x->tile, add(e, mul(e, r, g->ldc), mul(e, j, g->vw)));
-  LLVMValueRef ok = valid < g->vw ? lane_mask(e, g->vw, valid) : NULL;
-  if (st->pass == 0) {
-    LLVMValueRef idx;
-    LLVMValueRef v = epi_value(x, r, j, valid, &idx);
-    cg_emit_store(e, IR_DTYPE_F32, v, tp, g->vw);
-    if (ok) v = LLVMBuildSelect(B, ok, v, cg_const(e, vt, -__builtin_inf()), "");
-    LLVMValueRef m = LLVMBuildLoad2(B, vt, st->acc, "");
-    LLVMBuildStore(B, LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, m, ""), v, m, ""), st->acc);
-  } else if (st->pass == 1) {
-    LLVMValueRef v = cg_emit_load(e, IR_DTYPE_F32, tp, g->vw, "");
-    LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFSub(B, v, st->max, ""), "exp");
-    if (ok) ex = LLVMBuildSelect(B, ok, ex, cg_const(e, vt, 0.0), "");
-    cg_emit_store(e, IR_DTYPE_F32, ex, tp, g->vw);
-    LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, vt, st->acc, ""), ex, ""), st->acc);
-  } else {
-    LLVMValueRef y = LLVMBuildFMul(B, cg_emit_load(e, IR_DTYPE_F32, tp, g->vw, ""), st->inv, sm->name);
-    y = cg_emit_round_to(e, y, sm->type.dtype, sm->name);
-    LLVMValueRef idx = add(e, mul(e, add(e, x->row, r), g->Nc), add(e, x->col, mul(e, j, g->vw)));
-    cg_store_part(e, sm->type.dtype, y, cg_elem_ptr(c, sm, idx), g->vw, valid);
-  }
+  const ir_node *res = c->k->ops[c->k->n_ops - 1];
+  LLVMValueRef idx = add(e, mul(e, add(e, x->row, er->r), x->g->Nc), add(e, x->col, j));
+  cg_store_part(e, res->type.dtype, val, cg_elem_ptr(c, res, idx), lanes, valid);
 }
 
 static LLVMValueRef emit_epilogue_fn(cg_kctx *kc, const cg_gemm *g) {
@@ -348,20 +324,13 @@ static LLVMValueRef emit_epilogue_fn(cg_kctx *kc, const cg_gemm *g) {
   cg_load_bases(c);
   cg_loop lr = cg_loop_begin(c, cg_i64(e, 0), x.nrows, 1, "row");
   if (!g->softmax) {
-    epi_row_vectors(&x, lr.iv, epi_store, NULL, "vec");
+    epi_row_vectors(&x, lr.iv, epi_store, "vec");
   } else {
-    LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)g->vw);
-    sm_state st = {0, cg_entry_alloca(c, vt, "max"), NULL, NULL};
-    LLVMBuildStore(B, cg_const(e, vt, -__builtin_inf()), st.acc);
-    epi_row_vectors(&x, lr.iv, epi_softmax, &st, "max");
-    st.max = cg_splat(e, hreduce(e, LLVMBuildLoad2(B, vt, st.acc, ""), g->vw, true), g->vw);
-    st.pass = 1;
-    LLVMBuildStore(B, cg_const(e, vt, 0.0), st.acc);
-    epi_row_vectors(&x, lr.iv, epi_softmax, &st, "sum");
-    LLVMValueRef sum = hreduce(e, LLVMBuildLoad2(B, vt, st.acc, ""), g->vw, false);
-    st.inv = cg_splat(e, LLVMBuildFDiv(B, cg_const(e, e->f32, 1.0), sum, "inv"), g->vw);
-    st.pass = 2;
-    epi_row_vectors(&x, lr.iv, epi_softmax, &st, "out");
+    LLVMValueRef tile_row = gep(e, e->f32, x.tile, mul(e, lr.iv, g->ldc));
+    epi_row er = {.row = {.n = g->Nc, .lanes = g->vw, .masked_tail = true, .load = epi_row_load,
+                          .store = epi_row_store, .scratch = tile_row, .costly_load = true},
+                  .x = &x, .r = lr.iv};
+    cg_emit_rowwise(c, c->k->ops[c->k->n_ops - 1], &er.row);
   }
   cg_loop_end(c, &lr);
   LLVMBuildRetVoid(B);

@@ -15,8 +15,9 @@
  *   eltwise grid-stride loop over the result's elements, the chain applied
  *           in registers by the CPU target's cg_apply_chain (one rounding
  *           model for both targets); a pad or slice may start the chain.
- *   softmax one warp per row: max, sum of exp and scaled exp, with warp
- *           shuffles for the reductions.
+ *   softmax one warp per row: the row-wise op by cg_nvptx_rowwise.c (max,
+ *           sum of exp and scaled exp, with warp shuffles for the
+ *           reductions), the emitter the GEMM epilogue shares.
  *   copy    a byte copy (an output that is another value).
  * The module is optimized with default<O2> on the NVPTX target machine and
  * printed as PTX by LLVM's NVPTX backend.
@@ -211,47 +212,46 @@ static void emit_eltwise(cg_nv_kernel *g) {
   ln->block = 256, ln->units_per_row = inner, ln->units_per_block = 256 * 4, ln->max_grid_x = 1 << 18;
 }
 
-/* ---- softmax: one warp per row of the last dimension ---- */
+/* ---- row-wise: one warp per line of the last dimension ---- */
 
-static void emit_softmax(cg_nv_kernel *g) {
+/* A line of the row-wise op that is the kernel: its input and result
+ * buffers from flat element index `base` (i64, as j). */
+typedef struct line_row {
+  cg_nv_row row;
+  cg_nv_kernel *g;
+  const ir_node *op;
+  LLVMValueRef base;
+} line_row;
+
+static LLVMValueRef line_load(cg_nv_row *row, LLVMValueRef j) {
+  line_row *l = (line_row *)row;
+  cg_emitter *e = l->g->c.e;
+  const ir_node *x = l->op->srcs[0];
+  return cg_emit_load(e, x->type.dtype, cg_elem_ptr(&l->g->c, x, LLVMBuildAdd(B, l->base, j, "")), 1, x->name);
+}
+
+static void line_store(cg_nv_row *row, LLVMValueRef j, LLVMValueRef val) {
+  line_row *l = (line_row *)row;
+  cg_emitter *e = l->g->c.e;
+  cg_emit_store(e, l->op->type.dtype, val, cg_elem_ptr(&l->g->c, l->op, LLVMBuildAdd(B, l->base, j, "")), 1);
+}
+
+static void emit_rowwise(cg_nv_kernel *g) {
   cg_emitter *e = g->c.e;
-  const ir_node *sm = g->c.k->ops[0], *x = sm->srcs[0];
-  int64_t inner = inner_of(sm);
-  bool scalar_rows = sm->type.rank == 0 || (sm->type.rank == 1 && ir_type_is_batched(&sm->type));
-  int64_t last = scalar_rows ? 1 : sm->type.dims[sm->type.rank - 1];
+  const ir_node *op = g->c.k->ops[0];
+  int64_t inner = inner_of(op);
+  bool scalar_rows = op->type.rank == 0 || (op->type.rank == 1 && ir_type_is_batched(&op->type));
+  int64_t last = scalar_rows ? 1 : op->type.dims[op->type.rank - 1];
   LLVMValueRef gid, nthreads;
   grid_ids(g, &gid, &nthreads);
   LLVMValueRef warp = LLVMBuildUDiv(B, gid, cg_i64(e, 32), "warp");
   LLVMValueRef nwarps = LLVMBuildUDiv(B, nthreads, cg_i64(e, 32), "nwarps");
   LLVMValueRef lane = LLVMBuildURem(B, gid, cg_i64(e, 32), "lane");
-  LLVMValueRef lines = LLVMBuildMul(B, cg_nv_rows(g, sm), cg_i64(e, inner / last), "lines");
+  LLVMValueRef lines = LLVMBuildMul(B, cg_nv_rows(g, op), cg_i64(e, inner / last), "lines");
   cg_nv_loop lr = cg_nv_loop_begin(g, warp, lines, nwarps, "line");
-  LLVMValueRef base = LLVMBuildMul(B, lr.iv, cg_i64(e, last), "line.base");
-  LLVMValueRef max = NULL, inv = NULL;
-  static const char *names[] = {"max", "sum", "out"};
-  for (int pass = 0; pass < 3; pass++) {
-    LLVMValueRef acc = cg_entry_alloca(&g->c, e->f32, names[pass]);
-    LLVMBuildStore(B, cg_const(e, e->f32, pass == 0 ? -__builtin_inf() : 0.0), acc);
-    cg_nv_loop lj = cg_nv_loop_begin(g, lane, cg_i64(e, last), cg_i64(e, 32), names[pass]);
-    LLVMValueRef idx = LLVMBuildAdd(B, base, lj.iv, "");
-    LLVMValueRef v = cg_emit_load(e, x->type.dtype, cg_elem_ptr(&g->c, x, idx), 1, x->name);
-    LLVMValueRef a = LLVMBuildLoad2(B, e->f32, acc, "");
-    if (pass == 0) {
-      LLVMBuildStore(B, LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, a, ""), v, a, ""), acc);
-    } else {
-      LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFSub(B, v, max, ""), "exp");
-      if (pass == 1) {
-        LLVMBuildStore(B, LLVMBuildFAdd(B, a, ex, ""), acc);
-      } else {
-        LLVMValueRef y = cg_emit_round_to(e, LLVMBuildFMul(B, ex, inv, sm->name), sm->type.dtype, sm->name);
-        cg_emit_store(e, sm->type.dtype, y, cg_elem_ptr(&g->c, sm, idx), 1);
-      }
-    }
-    cg_nv_loop_end(g, &lj);
-    if (pass == 0) max = cg_nv_warp_reduce(e, LLVMBuildLoad2(B, e->f32, acc, ""), true);
-    if (pass == 1)
-      inv = LLVMBuildFDiv(B, cg_const(e, e->f32, 1.0), cg_nv_warp_reduce(e, LLVMBuildLoad2(B, e->f32, acc, ""), false), "inv");
-  }
+  line_row l = {.row = {.n = last, .lane = lane, .load = line_load, .store = line_store}, .g = g, .op = op,
+                .base = LLVMBuildMul(B, lr.iv, cg_i64(e, last), "line.base")};
+  cg_nv_emit_rowwise(g, op, &l.row);
   cg_nv_loop_end(g, &lr);
   rt_cuda_launch *ln = g->launch;
   ln->block = 256, ln->units_per_row = inner / last, ln->units_per_block = 8, ln->max_grid_x = 1 << 18;
@@ -339,7 +339,7 @@ static void emit_kernel(cg_emitter *e, const cg_plan *plan, int ki, LLVMValueRef
     cg_nv_gemm_emit(&g);
     break;
   case CG_KERNEL_ELTWISE: emit_eltwise(&g); break;
-  case CG_KERNEL_SOFTMAX: emit_softmax(&g); break;
+  case CG_KERNEL_SOFTMAX: emit_rowwise(&g); break;
   case CG_KERNEL_COPY: emit_copy(&g); break;
   }
   LLVMBuildRetVoid(e->b);

@@ -1,7 +1,9 @@
 /*
  * cg_nvptx.h: what the NVPTX kernel emitters share (cg_nvptx.c: the module,
- * the kernel ABI of runtime/cuda.h, elementwise, pad/slice, softmax and copy
- * kernels, PTX emission; cg_nvptx_gemm.c: the GEMMs). Private to codegen/.
+ * the kernel ABI of runtime/cuda.h, elementwise, pad/slice, row-wise and
+ * copy kernels, PTX emission; cg_nvptx_gemm.c: the GEMMs;
+ * cg_nvptx_rowwise.c: the row-wise ops, one warp per row). Private to
+ * codegen/.
  *
  * Kernels address global memory through generic pointers (NVPTX's argument
  * lowering makes kernel pointer parameters global) and shared memory
@@ -61,5 +63,34 @@ LLVMValueRef cg_nv_rows(cg_nv_kernel *g, const ir_node *res);
 /* Emits matmul kernel g->c.k (mma.sync tensor-core GEMM for f16/bf16 with
  * K and Nc multiples of 8, else an FMA GEMM) and fills g->launch. */
 void cg_nv_gemm_emit(cg_nv_kernel *g);
+
+/* ---- row-wise ops (cg_nvptx_rowwise.c) ---- */
+
+/* One row of a row-wise op's input as a warp sees it, laid out by the
+ * kernel that owns it: the standalone row kernel (cg_nvptx.c) reads a
+ * line of its input buffer; the GEMM epilogue (cg_nvptx_gemm.c) reads the
+ * fused chain's values from its shared f32 tile. An owner embeds
+ * cg_nv_row as the first member of its own state and casts back in the
+ * callbacks. Lane l of the warp handles elements j = l, l + 32, ... < n;
+ * j (of lane's integer type) is the element's offset in the row, and its
+ * flat index into per-row parameters of the op (layer norm's gamma and
+ * beta: cg_elem_ptr(&g->c, gamma, j)). */
+typedef struct cg_nv_row cg_nv_row;
+struct cg_nv_row {
+  int64_t n;         /* elements in the row (static) */
+  LLVMValueRef lane; /* this thread's lane in the warp, 0..31 (i32 or i64) */
+  /* The op's input at element j as an f32. */
+  LLVMValueRef (*load)(cg_nv_row *row, LLVMValueRef j);
+  /* Stores the op's result at element j (f32, already rounded to the op's
+   * dtype). */
+  void (*store)(cg_nv_row *row, LLVMValueRef j, LLVMValueRef val);
+};
+
+/* Emits the row-wise op `op` (softmax) over one row with the whole warp, at
+ * the builder's position in g->c.fn; every lane of the warp must reach it
+ * (the reductions shuffle across the warp). Each lane reduces its elements
+ * in order, then the warp combines the lanes by butterfly shuffles; the
+ * same numerics for every owner. */
+void cg_nv_emit_rowwise(cg_nv_kernel *g, const ir_node *op, cg_nv_row *row);
 
 #endif

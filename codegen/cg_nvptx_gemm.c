@@ -33,7 +33,8 @@
  * activation, cast: cg_apply_chain, the CPU's rounding model) runs on it
  * before one coalesced store. A kernel that ends with a row softmax (rows
  * <= CG_GEMM_SOFTMAX_MAX_COLS wide; the block spans the row) keeps the
- * chain's values in the shared tile and finishes with one warp per row.
+ * chain's values in the shared tile and finishes with one warp per row:
+ * cg_nvptx_rowwise.c, the emitter of the standalone softmax kernel too.
  */
 #include <string.h>
 
@@ -95,6 +96,30 @@ static LLVMValueRef to_global(cg_emitter *e, LLVMValueRef p) {
   return LLVMBuildAddrSpaceCast(B, p, LLVMPointerTypeInContext(e->ctx, 1), "");
 }
 
+/* A row of the shared tile as the row of the row-wise op that ends the
+ * kernel (cg_nvptx_rowwise.c): the chain's values (`pre`), which the
+ * epilogue left there; j is i32. */
+typedef struct tile_row {
+  cg_nv_row row;
+  cg_nv_kernel *g;
+  const ir_node *pre, *res;
+  LLVMValueRef sbase; /* i32: the row's first element in the tile */
+  LLVMValueRef gbase; /* i64: its first element in the result */
+} tile_row;
+
+static LLVMValueRef tile_load(cg_nv_row *row, LLVMValueRef j) {
+  tile_row *t = (tile_row *)row;
+  cg_emitter *e = t->g->c.e;
+  return LLVMBuildLoad2(B, e->f32, smem_f32(t->g, LLVMBuildAdd(B, t->sbase, j, "")), t->pre->name);
+}
+
+static void tile_store(cg_nv_row *row, LLVMValueRef j, LLVMValueRef val) {
+  tile_row *t = (tile_row *)row;
+  cg_emitter *e = t->g->c.e;
+  LLVMValueRef idx = LLVMBuildAdd(B, t->gbase, LLVMBuildZExt(B, j, e->i64, ""), "");
+  cg_emit_store(e, t->res->type.dtype, val, cg_elem_ptr(&t->g->c, t->res, idx), 1);
+}
+
 /* The epilogue over the shared f32 tile (rows x bn, pitch) at m0, n0. */
 static void emit_epilogue(cg_nv_kernel *g, const gemm_cfg *cf, LLVMValueRef tid, LLVMValueRef m0,
                           LLVMValueRef n0, LLVMValueRef M) {
@@ -124,39 +149,17 @@ static void emit_epilogue(cg_nv_kernel *g, const gemm_cfg *cf, LLVMValueRef tid,
   cg_nv_loop_end(g, &l);
   if (!sm) return;
 
-  /* the row softmax: one warp per row of the tile (n0 == 0, bn >= N) */
+  /* the row-wise op: one warp per row of the tile (n0 == 0, bn >= N) */
   cg_nv_barrier(e);
   LLVMValueRef warp = LLVMBuildUDiv(B, tid, cg_i32(e, 32), "warp");
   LLVMValueRef lane = LLVMBuildURem(B, tid, cg_i32(e, 32), "lane");
   cg_nv_loop lr = cg_nv_loop_begin(g, warp, cg_i32(e, cf->bm), cg_i32(e, cf->threads / 32), "smrow");
   LLVMValueRef grow2 = LLVMBuildAdd(B, m0, LLVMBuildZExt(B, lr.iv, e->i64, ""), "grow");
   LLVMBasicBlockRef rjoin = cg_nv_if(g, LLVMBuildICmp(B, LLVMIntSLT, grow2, M, ""), "smrow.in");
-  LLVMValueRef rowbase = LLVMBuildMul(B, lr.iv, cg_i32(e, cf->pitch), "");
-  LLVMValueRef max = NULL, inv = NULL;
-  static const char *names[] = {"max", "sum", "out"};
-  for (int pass = 0; pass < 3; pass++) {
-    LLVMValueRef acc = cg_entry_alloca(&g->c, e->f32, names[pass]);
-    LLVMBuildStore(B, cg_const(e, e->f32, pass == 0 ? -__builtin_inf() : 0.0), acc);
-    cg_nv_loop lj = cg_nv_loop_begin(g, lane, cg_i32(e, cf->N), cg_i32(e, 32), names[pass]);
-    LLVMValueRef x = LLVMBuildLoad2(B, e->f32, smem_f32(g, LLVMBuildAdd(B, rowbase, lj.iv, "")), pre->name);
-    LLVMValueRef a = LLVMBuildLoad2(B, e->f32, acc, "");
-    if (pass == 0) {
-      LLVMBuildStore(B, LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, x, a, ""), x, a, ""), acc);
-    } else {
-      LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFSub(B, x, max, ""), "exp");
-      if (pass == 1) {
-        LLVMBuildStore(B, LLVMBuildFAdd(B, a, ex, ""), acc);
-      } else {
-        LLVMValueRef y = cg_emit_round_to(e, LLVMBuildFMul(B, ex, inv, ""), res->type.dtype, res->name);
-        LLVMValueRef idx2 = LLVMBuildAdd(B, LLVMBuildMul(B, grow2, N, ""), LLVMBuildZExt(B, lj.iv, e->i64, ""), "");
-        cg_emit_store(e, res->type.dtype, y, cg_elem_ptr(&g->c, res, idx2), 1);
-      }
-    }
-    cg_nv_loop_end(g, &lj);
-    if (pass == 0) max = cg_nv_warp_reduce(e, LLVMBuildLoad2(B, e->f32, acc, ""), true);
-    if (pass == 1)
-      inv = LLVMBuildFDiv(B, cg_const(e, e->f32, 1.0), cg_nv_warp_reduce(e, LLVMBuildLoad2(B, e->f32, acc, ""), false), "inv");
-  }
+  tile_row tr = {.row = {.n = cf->N, .lane = lane, .load = tile_load, .store = tile_store}, .g = g, .pre = pre,
+                 .res = res, .sbase = LLVMBuildMul(B, lr.iv, cg_i32(e, cf->pitch), ""),
+                 .gbase = LLVMBuildMul(B, grow2, N, "")};
+  cg_nv_emit_rowwise(g, res, &tr.row);
   cg_nv_endif(g, rjoin);
   cg_nv_loop_end(g, &lr);
 }

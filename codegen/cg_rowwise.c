@@ -1,0 +1,192 @@
+/*
+ * cg_rowwise.c: the CPU target's row-wise ops, one emitter for every kernel
+ * that computes one: the standalone row kernel (cg_cpu.c: a line of its
+ * input buffer) and the epilogue of a GEMM that a row-wise op ends
+ * (cg_gemm.c: its f32 tile). The owner describes the row (cg_row in
+ * cg_cpu.h: how to load the input, store the result, and an optional f32
+ * scratch row); the op is a few passes over it with reductions between:
+ *
+ *   softmax  max x; sum of exp(x - max); exp(x - max) * (1 / sum), rounded
+ *            to the op's dtype.
+ *
+ * Numerics, the same whoever owns the row: a reduction keeps one
+ * accumulator vector over the row's whole vectors (and its masked partial
+ * vector, whose missing lanes count as the identity: -inf or 0), each lane
+ * taking its elements in order, then combines the lanes in lane order; a
+ * scalar tail has its own accumulator, combined after (the first value
+ * stands for itself: combining it with the identity changes no bit, since
+ * these maxima are never NaN and these sums never -0). With a scratch row
+ * a pass keeps what the next one reads (softmax: exp(x - max), and x too
+ * when loading it is costly); without, the next pass loads and recomputes:
+ * the same values either way.
+ *
+ * A new row-wise op is one more case in cg_emit_rowwise, its passes built
+ * from row_pass over the same accessor.
+ */
+#include "cg_cpu.h"
+
+#define B (e->b)
+
+typedef enum rw_reduce { RW_NONE, RW_MAX, RW_SUM } rw_reduce;
+
+/* The op being emitted over one row, and what its passes hand on. */
+typedef struct rw {
+  cg_kctx *c;
+  const ir_node *op;
+  cg_row *row;
+  LLVMValueRef max, inv; /* softmax: f32 scalars of the row */
+} rw;
+
+/* A pass's work on the vector at element j, whose first `valid` of
+ * `lanes` lanes are elements; returns what the pass reduces (NULL when it
+ * reduces nothing). */
+typedef LLVMValueRef (*rw_body)(rw *s, LLVMValueRef j, int lanes, int valid);
+
+static LLVMValueRef identity(cg_emitter *e, LLVMTypeRef ty, rw_reduce r) {
+  return cg_const(e, ty, r == RW_MAX ? -__builtin_inf() : 0.0);
+}
+
+/* acc combined with v: max keeps acc unless v is greater (NaN never is) */
+static LLVMValueRef combine(cg_emitter *e, rw_reduce r, LLVMValueRef acc, LLVMValueRef v) {
+  if (r == RW_MAX) return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v, acc, ""), v, acc, "");
+  return LLVMBuildFAdd(B, acc, v, "");
+}
+
+/* The lanes of v combined in lane order (a scalar is itself). */
+static LLVMValueRef hreduce(cg_emitter *e, rw_reduce r, LLVMValueRef v) {
+  if (LLVMGetTypeKind(LLVMTypeOf(v)) != LLVMVectorTypeKind) return v;
+  unsigned n = LLVMGetVectorSize(LLVMTypeOf(v));
+  LLVMValueRef acc = LLVMBuildExtractElement(B, v, cg_i64(e, 0), "");
+  for (unsigned i = 1; i < n; i++) acc = combine(e, r, acc, LLVMBuildExtractElement(B, v, cg_i64(e, i), ""));
+  return acc;
+}
+
+static LLVMValueRef lane_mask(cg_emitter *e, int lanes, int valid) {
+  LLVMValueRef bits[64];
+  CASTOR_ASSERT(lanes <= 64);
+  for (int i = 0; i < lanes; i++) bits[i] = LLVMConstInt(e->i1, i < valid, 0);
+  return LLVMConstVector(bits, (unsigned)lanes);
+}
+
+static void accumulate(rw *s, rw_reduce r, LLVMValueRef acc, LLVMValueRef v, int lanes, int valid) {
+  cg_emitter *e = s->c->e;
+  if (r == RW_NONE) return;
+  if (valid < lanes) v = LLVMBuildSelect(B, lane_mask(e, lanes, valid), v, identity(e, LLVMTypeOf(v), r), "");
+  LLVMBuildStore(B, combine(e, r, LLVMBuildLoad2(B, LLVMTypeOf(v), acc, ""), v), acc);
+}
+
+/* One pass over the row: body on every vector (whole ones in a loop, then
+ * the tail as the row has it); returns the f32 reduction of what body
+ * returns, or NULL for RW_NONE. */
+static LLVMValueRef row_pass(rw *s, rw_body body, rw_reduce r, const char *name) {
+  cg_kctx *c = s->c;
+  cg_emitter *e = c->e;
+  const cg_row *row = s->row;
+  int64_t whole = row->n / row->lanes * row->lanes;
+  int partial = row->masked_tail ? (int)(row->n - whole) : 0;
+  LLVMValueRef total = NULL;
+  /* segment 0: whole vectors and a masked partial one; 1: scalar steps */
+  for (int seg = 0; seg < (row->masked_tail ? 1 : 2); seg++) {
+    int lanes = seg == 0 ? row->lanes : 1, part = seg == 0 ? partial : 0;
+    int64_t j0 = seg == 0 ? 0 : whole, j1 = seg == 0 ? whole : row->n;
+    if (j1 <= j0 && !part) continue;
+    LLVMTypeRef ty = lanes == 1 ? e->f32 : LLVMVectorType(e->f32, (unsigned)lanes);
+    LLVMValueRef acc = NULL;
+    if (r != RW_NONE) {
+      acc = cg_entry_alloca(c, ty, name);
+      LLVMBuildStore(B, identity(e, ty, r), acc);
+    }
+    if (j1 > j0) {
+      cg_loop l = cg_loop_begin(c, cg_i64(e, j0), cg_i64(e, j1), lanes, name);
+      accumulate(s, r, acc, body(s, l.iv, lanes, lanes), lanes, lanes);
+      cg_loop_end(c, &l);
+    }
+    if (part) accumulate(s, r, acc, body(s, cg_i64(e, whole), lanes, part), lanes, part);
+    if (r == RW_NONE) continue;
+    LLVMValueRef v = hreduce(e, r, LLVMBuildLoad2(B, ty, acc, ""));
+    total = total ? combine(e, r, total, v) : v;
+  }
+  if (!total && r != RW_NONE) total = identity(e, e->f32, r); /* an empty row */
+  return total;
+}
+
+/* ---- scratch ---- */
+
+/* Whether the input is loaded once and kept in scratch for later passes. */
+static bool keeps_input(const rw *s) { return s->row->scratch && s->row->costly_load; }
+
+static LLVMValueRef scratch_at(rw *s, LLVMValueRef j) {
+  cg_emitter *e = s->c->e;
+  return LLVMBuildGEP2(B, e->f32, s->row->scratch, &j, 1, "");
+}
+
+static void keep(rw *s, LLVMValueRef j, LLVMValueRef v, int lanes) {
+  cg_emit_store(s->c->e, IR_DTYPE_F32, v, scratch_at(s, j), lanes);
+}
+
+static LLVMValueRef kept(rw *s, LLVMValueRef j, int lanes) {
+  return cg_emit_load(s->c->e, IR_DTYPE_F32, scratch_at(s, j), lanes, "");
+}
+
+/* The input at j: kept by the first pass, or loaded again. */
+static LLVMValueRef input(rw *s, LLVMValueRef j, int lanes, int valid) {
+  return keeps_input(s) ? kept(s, j, lanes) : s->row->load(s->row, j, lanes, valid);
+}
+
+/* ---- softmax ---- */
+
+static LLVMValueRef softmax_max(rw *s, LLVMValueRef j, int lanes, int valid) {
+  LLVMValueRef x = s->row->load(s->row, j, lanes, valid);
+  if (keeps_input(s)) keep(s, j, x, lanes);
+  return x;
+}
+
+static LLVMValueRef softmax_exp(rw *s, LLVMValueRef j, int lanes, int valid) {
+  cg_emitter *e = s->c->e;
+  LLVMValueRef x = input(s, j, lanes, valid);
+  return cg_emit_exp(e, LLVMBuildFSub(B, x, cg_splat(e, s->max, lanes), ""), "exp");
+}
+
+static LLVMValueRef softmax_sum(rw *s, LLVMValueRef j, int lanes, int valid) {
+  LLVMValueRef ex = softmax_exp(s, j, lanes, valid);
+  if (s->row->scratch) keep(s, j, ex, lanes);
+  return ex;
+}
+
+static LLVMValueRef softmax_out(rw *s, LLVMValueRef j, int lanes, int valid) {
+  cg_emitter *e = s->c->e;
+  const ir_node *op = s->op;
+  LLVMValueRef ex = s->row->scratch ? kept(s, j, lanes) : softmax_exp(s, j, lanes, valid);
+  LLVMValueRef y = LLVMBuildFMul(B, ex, cg_splat(e, s->inv, lanes), op->name);
+  s->row->store(s->row, j, cg_emit_round_to(e, y, op->type.dtype, op->name), lanes, valid);
+  return NULL;
+}
+
+static void emit_softmax(rw *s) {
+  cg_emitter *e = s->c->e;
+  s->max = row_pass(s, softmax_max, RW_MAX, "max");
+  LLVMValueRef sum = row_pass(s, softmax_sum, RW_SUM, "sum");
+  s->inv = LLVMBuildFDiv(B, cg_const(e, e->f32, 1.0), sum, "inv");
+  row_pass(s, softmax_out, RW_NONE, "out");
+}
+
+void cg_emit_rowwise(cg_kctx *c, const ir_node *op, cg_row *row) {
+  rw s = {c, op, row, NULL, NULL};
+  CASTOR_ASSERT(row->lanes >= 1 && row->n >= 0);
+  switch (op->op) {
+  case IR_OP_SOFTMAX: emit_softmax(&s); return;
+  case IR_OP_INPUT:
+  case IR_OP_CONST:
+  case IR_OP_MATMUL:
+  case IR_OP_ADD:
+  case IR_OP_MUL:
+  case IR_OP_RELU:
+  case IR_OP_SIGMOID:
+  case IR_OP_TANH:
+  case IR_OP_GELU:
+  case IR_OP_CAST:
+  case IR_OP_PAD:
+  case IR_OP_SLICE:
+  case IR_OP_COUNT: CASTOR_UNREACHABLE();
+  }
+}
