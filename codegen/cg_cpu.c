@@ -167,11 +167,19 @@ static const ir_node *result(const cg_kernel *k) { return k->ops[k->n_ops - 1]; 
 
 /* ---- elementwise and row-wise: rows x lines x last ---- */
 
+/* A kernel's lines: the last dimension, except that a layer_norm's line
+ * is all its normalized dimensions (from its axis on), which it reduces. */
 static void line_shape(const ir_node *n, int64_t *lines_per_row, int64_t *last) {
   int64_t inner = 1;
   CASTOR_ASSERT(ir_type_inner_numel(&n->type, &inner));
   bool scalar_rows = n->type.rank == 0 || (n->type.rank == 1 && ir_type_is_batched(&n->type));
   *last = scalar_rows ? 1 : n->type.dims[n->type.rank - 1];
+  if (n->op == IR_OP_LAYER_NORM) {
+    int first = ir_norm_first_dim(&n->type, n->attr.axis);
+    CASTOR_ASSERT(first >= 0);
+    *last = 1;
+    for (int r = first; r < n->type.rank; r++) *last *= n->type.dims[r];
+  }
   *lines_per_row = inner / *last;
 }
 

@@ -6,8 +6,12 @@
  * cg_cpu.h: how to load the input, store the result, and an optional f32
  * scratch row); the op is a few passes over it with reductions between:
  *
- *   softmax  max x; sum of exp(x - max); exp(x - max) * (1 / sum), rounded
- *            to the op's dtype.
+ *   softmax     max x; sum of exp(x - max); exp(x - max) * (1 / sum),
+ *               rounded to the op's dtype.
+ *   layer_norm  sum x -> mean; sum (x - mean)^2 -> biased var;
+ *               (x - mean) * (1 / sqrt(var + epsilon)) * gamma[j] + beta[j],
+ *               rounded to the op's dtype (two passes for the statistics, as
+ *               Keras and the reference do, not E[x^2] - mean^2).
  *
  * Numerics, the same whoever owns the row: a reduction keeps one
  * accumulator vector over the row's whole vectors (and its masked partial
@@ -23,6 +27,8 @@
  * A new row-wise op is one more case in cg_emit_rowwise, its passes built
  * from row_pass over the same accessor.
  */
+#include <string.h>
+
 #include "cg_cpu.h"
 
 #define B (e->b)
@@ -35,6 +41,7 @@ typedef struct rw {
   const ir_node *op;
   cg_row *row;
   LLVMValueRef max, inv; /* softmax: f32 scalars of the row */
+  LLVMValueRef mean;     /* layer_norm (with inv) */
 } rw;
 
 /* A pass's work on the vector at element j, whose first `valid` of
@@ -170,11 +177,60 @@ static void emit_softmax(rw *s) {
   row_pass(s, softmax_out, RW_NONE, "out");
 }
 
+/* ---- layer_norm ---- */
+
+static LLVMValueRef norm_sum(rw *s, LLVMValueRef j, int lanes, int valid) {
+  LLVMValueRef x = s->row->load(s->row, j, lanes, valid);
+  if (keeps_input(s)) keep(s, j, x, lanes);
+  return x;
+}
+
+static LLVMValueRef norm_centered(rw *s, LLVMValueRef j, int lanes, int valid) {
+  cg_emitter *e = s->c->e;
+  return LLVMBuildFSub(B, input(s, j, lanes, valid), cg_splat(e, s->mean, lanes), "");
+}
+
+static LLVMValueRef norm_sq(rw *s, LLVMValueRef j, int lanes, int valid) {
+  LLVMValueRef d = norm_centered(s, j, lanes, valid);
+  return LLVMBuildFMul(s->c->e->b, d, d, "");
+}
+
+/* gamma or beta (source k) at row element j: they span the row */
+static LLVMValueRef norm_param(rw *s, int k, LLVMValueRef j, int lanes, int valid) {
+  const ir_node *p = s->op->srcs[k];
+  return cg_load_part(s->c->e, p->type.dtype, cg_elem_ptr(s->c, p, j), lanes, valid, p->name);
+}
+
+static LLVMValueRef norm_out(rw *s, LLVMValueRef j, int lanes, int valid) {
+  cg_emitter *e = s->c->e;
+  const ir_node *op = s->op;
+  LLVMValueRef y = LLVMBuildFMul(B, norm_centered(s, j, lanes, valid), cg_splat(e, s->inv, lanes), "");
+  y = LLVMBuildFAdd(B, LLVMBuildFMul(B, y, norm_param(s, 1, j, lanes, valid), ""), norm_param(s, 2, j, lanes, valid),
+                    op->name);
+  s->row->store(s->row, j, cg_emit_round_to(e, y, op->type.dtype, op->name), lanes, valid);
+  return NULL;
+}
+
+static void emit_layer_norm(rw *s) {
+  cg_emitter *e = s->c->e;
+  LLVMValueRef n = cg_const(e, e->f32, (double)s->row->n);
+  s->mean = LLVMBuildFDiv(B, row_pass(s, norm_sum, RW_SUM, "sum"), n, "mean");
+  LLVMValueRef var = LLVMBuildFDiv(B, row_pass(s, norm_sq, RW_SUM, "sumsq"), n, "var");
+  var = LLVMBuildFAdd(B, var, cg_const(e, e->f32, s->op->attr.epsilon), "");
+  unsigned id = LLVMLookupIntrinsicID("llvm.sqrt", strlen("llvm.sqrt"));
+  LLVMValueRef sqrt_fn = LLVMGetIntrinsicDeclaration(e->mod, id, &e->f32, 1);
+  LLVMValueRef sd = LLVMBuildCall2(B, LLVMGlobalGetValueType(sqrt_fn), sqrt_fn, &var, 1, "sd");
+  s->inv = LLVMBuildFDiv(B, cg_const(e, e->f32, 1.0), sd, "inv");
+  row_pass(s, norm_out, RW_NONE, "out");
+}
+
 void cg_emit_rowwise(cg_kctx *c, const ir_node *op, cg_row *row) {
-  rw s = {c, op, row, NULL, NULL};
+  rw s = {c, op, row, NULL, NULL, NULL};
   CASTOR_ASSERT(row->lanes >= 1 && row->n >= 0);
   switch (op->op) {
   case IR_OP_SOFTMAX: emit_softmax(&s); return;
+  case IR_OP_LAYER_NORM: emit_layer_norm(&s); return;
+  case IR_OP_SILU:
   case IR_OP_INPUT:
   case IR_OP_CONST:
   case IR_OP_MATMUL:

@@ -226,6 +226,60 @@ START_TEST(test_every_op_on_every_backend) {
 }
 END_TEST
 
+/* layer_norm over one and over two trailing dimensions, lines that are not
+ * a whole number of vectors, under f32 and a 16-bit policy: the CPU kernel
+ * against the reference on the same compiled graph. */
+START_TEST(test_layer_norm_shapes) {
+  static const struct { int64_t axis; const char *policy; } cases[] = {
+      {-1, "float32"}, {1, "float32"}, {-2, "mixed_float16"}, {2, "float16"}, {-1, "bfloat16"}};
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    op_case c = {0};
+    c.g = ir_graph_create("ln");
+    ir_policy_from_name(cases[ci].policy, strlen(cases[ci].policy), &c.g->policy);
+    ir_type xt = {IR_DTYPE_F32, 3, {IR_DIM_BATCH, 3, 7}};
+    ir_node *x = ir_build_input(c.g, "x", &xt, 0, no_loc);
+    int first = ir_norm_first_dim(&xt, cases[ci].axis);
+    int64_t pd[2] = {xt.dims[first], first == 1 ? 7 : 0};
+    ir_node *gamma = konst(&c, "gamma", 3 - first, pd, 11), *beta = konst(&c, "beta", 3 - first, pd, 12);
+    ir_attr attr = {.axis = cases[ci].axis, .epsilon = 1e-5};
+    ir_node *y = ir_build_op(c.g, IR_OP_LAYER_NORM, "y", (ir_node *[]){x, gamma, beta}, 3, &attr, no_loc);
+    ir_graph_add_output(c.g, "y", y);
+    diag_sink *d = diag_sink_create();
+    pass_options po;
+    pass_options_init(&po);
+    po.verify_each = true;
+    ck_assert_msg(pass_run_pipeline(c.g, PASS_PIPELINE_DEFAULT, &po, d), "%s", diag_text(d));
+    cg_backend_options bo;
+    cg_backend_options_init(&bo);
+    bo.threads = 2;
+    cg_exec *ex = cg_backend_compile(&cg_backend_cpu, c.g, &bo, d);
+    ck_assert_msg(ex, "%s", diag_text(d));
+    enum { BATCH = 4, N = BATCH * 21 };
+    float in[N], out[N];
+    rng r;
+    rng_init(&r, 5);
+    for (int k = 0; k < N; k++) in[k] = rng_uniform_f32(&r, -3.0f, 3.0f) + (float)(k % 7); /* a non-zero mean */
+    const void *ins[] = {in};
+    void *outs[] = {out};
+    ck_assert_msg(ex->backend->run(ex, BATCH, ins, outs, d), "%s", diag_text(d));
+    double *xin = ref_from_f32(in, N), **want = xcalloc(1, sizeof *want);
+    const double *rin[] = {xin};
+    char err[256];
+    ck_assert_msg(ref_run(c.g, BATCH, rin, want, err, sizeof err), "%s", err);
+    /* the statistics run in f32 under every policy (deny class); 16-bit
+     * policies round x, gamma and beta first, which the reference does too */
+    double e = ref_normalized_error(out, want[0], N);
+    ck_assert_msg(e <= 1e-6, "layer_norm axis %lld under %s: normalized error %g", (long long)cases[ci].axis,
+                  cases[ci].policy, e);
+    ref_outputs_free(want, 1);
+    free(xin);
+    cg_exec_destroy(ex);
+    diag_sink_destroy(d);
+    free_case(&c);
+  }
+}
+END_TEST
+
 /* An op a backend lacks is a clear error at the node, not a wrong kernel. */
 START_TEST(test_unsupported_is_reported) {
   op_case c;
@@ -252,6 +306,7 @@ static Suite *optable_suite(void) {
   tcase_add_test(tc, test_every_op_text_and_verify);
   tcase_add_test(tc, test_every_op_through_the_passes);
   tcase_add_test(tc, test_every_op_on_every_backend);
+  tcase_add_test(tc, test_layer_norm_shapes);
   tcase_add_test(tc, test_unsupported_is_reported);
   suite_add_tcase(s, tc);
   return s;
