@@ -335,7 +335,7 @@ static void emit_kernel(cg_emitter *e, const cg_plan *plan, int ki, LLVMValueRef
   l->grid_y = 1;
   switch (k->kind) {
   case CG_KERNEL_MATMUL:
-    l->flops_per_row = 2 * k->ops[0]->srcs[0]->type.dims[1] * k->ops[0]->type.dims[1];
+    l->flops_per_row = ir_node_flops(k->ops[0], 1) / (l->batched ? 1 : l->rows_fixed); /* op table */
     cg_nv_gemm_emit(&g);
     break;
   case CG_KERNEL_ELTWISE: emit_eltwise(&g); break;

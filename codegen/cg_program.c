@@ -49,10 +49,8 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg
     const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : k->ops[k->n_ops - 1];
     l->batched = ir_type_is_batched(&res->type);
     l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_MATMUL ? res->type.dims[0] : 1;
-    if (k->kind == CG_KERNEL_MATMUL) {
-      const ir_node *mm = k->ops[0];
-      l->flops_per_row = 2 * mm->srcs[0]->type.dims[1] * mm->type.dims[1];
-    }
+    if (k->kind == CG_KERNEL_MATMUL) /* the GEMM's flops (the op table's column), per row */
+      l->flops_per_row = ir_node_flops(k->ops[0], 1) / (l->batched ? 1 : l->rows_fixed);
     cg_plan_launch_fill(plan, layout, i, l);
   }
   p->n_inputs = ir_graph_num_inputs(g);
