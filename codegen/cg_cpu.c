@@ -155,6 +155,7 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
     case IR_OP_LAYER_NORM:
     case IR_OP_PAD:
     case IR_OP_SLICE:
+    CG_CASE_TRAINING_OPS
     case IR_OP_COUNT: CASTOR_UNREACHABLE(); /* not elementwise (cg_plan.c never chains them) */
     }
     /* each op's value has its own dtype; model 16-bit results exactly */

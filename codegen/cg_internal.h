@@ -13,6 +13,35 @@
 #include "cg_cpu_caps.h"
 #include "codegen.h"
 
+/* The training ops, which no target compiles yet (cg_backend_*.c's
+ * unsupported() rejects them before planning): case labels for the emitters'
+ * switches over ir_op, so -Wswitch-enum still names any other op. */
+#define CG_CASE_TRAINING_OPS \
+  case IR_OP_VARIABLE: \
+  case IR_OP_LITERAL: \
+  case IR_OP_MATMUL_NT: \
+  case IR_OP_MATMUL_TN: \
+  case IR_OP_SUM_ROWS: \
+  case IR_OP_RELU_GRAD: \
+  case IR_OP_SIGMOID_GRAD: \
+  case IR_OP_TANH_GRAD: \
+  case IR_OP_GELU_GRAD: \
+  case IR_OP_SILU_GRAD: \
+  case IR_OP_SOFTMAX_GRAD: \
+  case IR_OP_XENT: \
+  case IR_OP_XENT_GRAD: \
+  case IR_OP_XENT_LOGITS: \
+  case IR_OP_XENT_LOGITS_GRAD: \
+  case IR_OP_MSE: \
+  case IR_OP_MSE_GRAD: \
+  case IR_OP_ALL_FINITE: \
+  case IR_OP_SGD: \
+  case IR_OP_SGD_MOMENTUM: \
+  case IR_OP_RMSPROP: \
+  case IR_OP_ADAM: \
+  case IR_OP_COUNT_STEP: \
+  case IR_OP_LOSS_SCALE_UPDATE:
+
 typedef enum cg_kernel_kind {
   CG_KERNEL_MATMUL,  /* matmul + epilogue ops */
   CG_KERNEL_ELTWISE, /* a chain of elementwise ops */

@@ -145,6 +145,7 @@ LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *
   case IR_OP_CAST:
   case IR_OP_PAD:
   case IR_OP_SLICE:
+  CG_CASE_TRAINING_OPS
   case IR_OP_COUNT:
     break;
   }

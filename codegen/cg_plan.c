@@ -33,6 +33,8 @@ static cg_kernel_kind kernel_kind(ir_op op) {
   case IR_KERNEL_ROWWISE: return CG_KERNEL_SOFTMAX;
   case IR_KERNEL_ELTWISE:
   case IR_KERNEL_REINDEX: return CG_KERNEL_ELTWISE; /* a reindex op only ever starts a chain */
+  case IR_KERNEL_REDUCE:
+  case IR_KERNEL_UPDATE: /* the training ops: rejected by every target before planning */
   case IR_KERNEL_NONE: break;
   }
   CASTOR_UNREACHABLE();

@@ -49,6 +49,22 @@ static ir_node *konst(op_case *c, const char *name, int rank, const int64_t *dim
   return ir_build_const(c->g, name, &t, name, d, no_loc);
 }
 
+static ir_node *literal(op_case *c, const char *name, ir_dtype dt, double v) {
+  ir_type t = {dt, 0, {0}};
+  ir_node *n = ir_node_new(c->g, IR_OP_LITERAL, &t, NULL, 0, name, no_loc);
+  n->attr.value = v;
+  ir_graph_append(c->g, n);
+  return n;
+}
+
+static ir_node *variable(op_case *c, const char *name, ir_type t, double init) {
+  ir_node *n = ir_node_new(c->g, IR_OP_VARIABLE, &t, NULL, 0, name, no_loc);
+  n->attr.weight = name;
+  n->attr.init = init;
+  ir_graph_append(c->g, n);
+  return n;
+}
+
 /* The graph y = op(x, ...) with x = input f32[N, W]; operands and
  * attributes from the op's type rule. */
 static void build_case(ir_op op, op_case *c) {
@@ -58,9 +74,54 @@ static void build_case(ir_op op, op_case *c) {
   ir_node *x = ir_build_input(c->g, "x", &xt, 0, no_loc);
   ir_node *srcs[IR_MAX_SRCS] = {x};
   ir_attr attr = {0};
+  int n_srcs = ir_op_arity(op);
   switch (ir_op_type_rule(op)) {
   case IR_TYPE_LEAF: /* the output is the leaf itself */
-    c->node = op == IR_OP_INPUT ? x : konst(c, "w", 2, (int64_t[]){3, W}, 7);
+    c->node = op == IR_OP_INPUT      ? x
+              : op == IR_OP_LITERAL  ? literal(c, "one", IR_DTYPE_F32, 1.5)
+              : op == IR_OP_VARIABLE ? variable(c, "w", (ir_type){IR_DTYPE_F32, 2, {3, W}}, 0.25)
+                                     : konst(c, "w", 2, (int64_t[]){3, W}, 7);
+    break;
+  case IR_TYPE_MATMUL_NT:
+    srcs[1] = konst(c, "w", 2, (int64_t[]){8, W}, 7);
+    attr.acc = IR_DTYPE_F32;
+    break;
+  case IR_TYPE_MATMUL_TN:
+    srcs[1] = x;
+    attr.acc = IR_DTYPE_F32;
+    break;
+  case IR_TYPE_SUM_ROWS: attr.acc = IR_DTYPE_F32; break;
+  case IR_TYPE_SAME: srcs[1] = x; break;
+  case IR_TYPE_LOSS:
+  case IR_TYPE_LOSS_GRAD:
+    srcs[1] = x;
+    srcs[2] = literal(c, "seed", IR_DTYPE_F32, 2);
+    attr.epsilon = 1e-7;
+    break;
+  case IR_TYPE_ALL_FINITE: n_srcs = 1; break;
+  case IR_TYPE_UPDATE: { /* variables w, slots; the gradient; lr, scale, ok, step */
+    ir_type vt = {IR_DTYPE_F32, 2, {3, W}};
+    int w = ir_op_writes(op);
+    srcs[0] = variable(c, "w", vt, 0.5);
+    for (int s = 1; s < w; s++) srcs[s] = variable(c, s == 1 ? "slot1" : "slot2", vt, 0.125 * s);
+    srcs[w] = konst(c, "g", 2, vt.dims, 9);
+    srcs[w + 1] = literal(c, "lr", IR_DTYPE_F32, 0.01);
+    srcs[w + 2] = literal(c, "scale", IR_DTYPE_F32, 4);
+    srcs[w + 3] = literal(c, "ok", IR_DTYPE_I1, 1);
+    if (n_srcs > w + 4) srcs[w + 4] = literal(c, "t", IR_DTYPE_I64, 3);
+    attr = (ir_attr){.rho = 0.9, .epsilon = 1e-7, .momentum = 0.9, .nesterov = 1, .beta_1 = 0.9, .beta_2 = 0.999};
+    break;
+  }
+  case IR_TYPE_SCALAR_UPDATE:
+    if (op == IR_OP_COUNT_STEP) {
+      srcs[0] = variable(c, "steps", (ir_type){IR_DTYPE_I64, 0, {0}}, 3);
+      srcs[1] = literal(c, "ok", IR_DTYPE_I1, 1);
+    } else {
+      srcs[0] = variable(c, "scale", (ir_type){IR_DTYPE_F32, 0, {0}}, 32768);
+      srcs[1] = variable(c, "good_steps", (ir_type){IR_DTYPE_I64, 0, {0}}, 1999);
+      srcs[2] = literal(c, "ok", IR_DTYPE_I1, 1);
+      attr.period = 2000, attr.min_scale = 1;
+    }
     break;
   case IR_TYPE_MATMUL:
     srcs[1] = konst(c, "w", 2, (int64_t[]){W, 8}, 7);
@@ -81,7 +142,7 @@ static void build_case(ir_op op, op_case *c) {
     attr.shape = (ir_shape){2, {IR_DIM_BATCH, ir_op_type_rule(op) == IR_TYPE_PAD ? W + 8 : W / 2}};
     break;
   }
-  if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, ir_op_arity(op), &attr, no_loc);
+  if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, n_srcs, &attr, no_loc);
   ir_graph_add_output(c->g, "y", c->node);
 }
 
@@ -95,12 +156,13 @@ START_TEST(test_table_is_consistent) {
     ir_op op = (ir_op)i, back;
     const char *name = ir_op_name(op);
     ck_assert_msg(ir_op_from_name(name, strlen(name), &back) && back == op, "%s: name does not look up", name);
-    ck_assert_msg(ir_op_arity(op) <= IR_MAX_SRCS, "%s: too many sources", name);
+    ck_assert_msg(ir_op_arity(op) <= IR_MAX_SRCS && ir_op_arity(op) >= IR_VARIADIC, "%s: sources", name);
     ck_assert_msg(ir_op_attrs(op) < (1u << IR_ATTR_COUNT), "%s: an attribute outside ir_attrs.def", name);
     ck_assert_msg(ir_op_semantics(op) && *ir_op_semantics(op), "%s: no semantics", name);
     int f = ir_op_flops(op);
     ck_assert_msg(f >= 0 || f == IR_FLOPS_CONTRACT, "%s: flops %d", name, f);
-    ck_assert_msg(f != IR_FLOPS_CONTRACT || ir_op_kernel(op) == IR_KERNEL_CONTRACT, "%s: contraction flops", name);
+    ck_assert_msg(f != IR_FLOPS_CONTRACT || ir_op_kernel(op) == IR_KERNEL_CONTRACT || op == IR_OP_MATMUL_TN,
+                  "%s: contraction flops", name);
     bool leaf = (ir_op_flags(op) & IR_OPF_LEAF) != 0;
     ck_assert_msg(leaf == (ir_op_kernel(op) == IR_KERNEL_NONE) && leaf == (ir_op_autocast(op) == IR_AC_LEAF),
                   "%s: leaf columns disagree", name);
