@@ -430,15 +430,15 @@ static const char *grad_output_name(grad_state *s, const char *weight) {
 bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   const pass_train_options *o = &ctx->opts->train;
   grad_state s = {g, ctx, o, g->n_nodes, NULL, NULL};
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i]->op == IR_OP_VARIABLE || ir_op_writes(g->nodes[i]->op))
+      return fail(&s, DIAG_KIND_INVALID_MODEL, g->nodes[i]->loc,
+                  "grad: %s is a training program already (%%%s)", g->name, g->nodes[i]->name);
   if (g->n_outputs != 1) {
     diag_error_kind(ctx->diag, DIAG_KIND_INVALID_MODEL, no_loc,
                     "grad: training needs a model with one output (the prediction), %s has %d", g->name, g->n_outputs);
     return false;
   }
-  for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i]->op == IR_OP_VARIABLE || ir_op_writes(g->nodes[i]->op))
-      return fail(&s, DIAG_KIND_INVALID_MODEL, g->nodes[i]->loc,
-                  "grad: %s is a training program already (%%%s)", g->name, g->nodes[i]->name);
   ir_node *pred = g->outputs[0].value;
   const char *pred_name = g->outputs[0].name;
   if (pred->type.rank != 2 || !ir_dtype_is_float(pred->type.dtype) || pred->type.dims[1] == IR_DIM_BATCH) {
