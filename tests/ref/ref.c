@@ -126,13 +126,15 @@ static bool eval_loss(const ir_node *n, double *const *src, const int64_t *n_src
       for (int64_t j = 0; j < c; j++) sum += ar[j];
       for (int64_t j = 0; j < c; j++) {
         double q = ar[j] / sum, tj = target(n, t, r, j, c);
-        bool inside = q >= eps && q <= 1 - eps;
+        bool inside = (q >= eps && q <= 1 - eps) || isnan(q); /* clip keeps NaN, as jnp.clip */
         if (n->op == IR_OP_XENT) total -= tj * log(inside ? q : q < eps ? eps : 1 - eps);
         else dot += (inside ? -tj / q : 0) * q;
+        if (n->op == IR_OP_XENT_GRAD && isnan(q)) dot = NAN;
+        if (n->op == IR_OP_XENT_GRAD && isnan(q)) dot = NAN;
       }
       for (int64_t j = 0; n->op == IR_OP_XENT_GRAD && j < c; j++) {
         double q = ar[j] / sum, tj = target(n, t, r, j, c);
-        double g = q >= eps && q <= 1 - eps ? -tj / q : 0;
+        double g = (q >= eps && q <= 1 - eps) || isnan(q) ? -tj / q : 0;
         yr[j] = seed / (double)rows * q * (g - dot);
       }
     } else if (n->op == IR_OP_XENT_LOGITS || n->op == IR_OP_XENT_LOGITS_GRAD) {
