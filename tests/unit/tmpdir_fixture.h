@@ -43,13 +43,13 @@ static void tmpdir_remove(const char *dir_path) {
 static void tmpdir_teardown(void) { tmpdir_remove(tmpdir); }
 
 /* tmpdir/name in buf. */
-static const char *tmp_path(const char *name, char *buf, size_t len) {
+static inline const char *tmp_path(const char *name, char *buf, size_t len) {
   snprintf(buf, len, "%s/%s", tmpdir, name);
   return buf;
 }
 
 /* Number of entries in tmpdir (to see that no temporary file is left). */
-static int tmpdir_count(void) {
+static inline int tmpdir_count(void) {
   DIR *dir = opendir(tmpdir);
   ck_assert(dir != NULL);
   int n = 0;
@@ -60,7 +60,7 @@ static int tmpdir_count(void) {
   return n;
 }
 
-static void write_bytes(const char *path, const void *data, size_t len) {
+static inline void write_bytes(const char *path, const void *data, size_t len) {
   FILE *f = fopen(path, "wb");
   ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
   ck_assert(len == 0 || fwrite(data, 1, len, f) == len);
