@@ -80,6 +80,7 @@ static void log2_axis(double lo_exp, double hi_exp, axis *a) {
   a->lo = floor(lo_exp), a->hi = ceil(hi_exp);
   if (a->hi - a->lo < 2) a->lo -= 1, a->hi += 1;
   a->step = ceil((a->hi - a->lo) / 8);
+  a->lo -= 0.25 * a->step, a->hi += 0.25 * a->step; /* lines off the frame */
 }
 
 typedef struct panel {
@@ -140,21 +141,22 @@ typedef struct legend_item {
   bool marker_only;
 } legend_item;
 
+/* A one-row legend in the panel's header line, right-aligned, so it never
+ * hides data. Widths are estimated from the text length (7 px a byte). */
 static void put_legend(str_buf *b, const panel *p, const legend_item *items, int n) {
-  double x = WIDTH - RIGHT - 130, y = p->top + 8;
-  str_buf_printf(b, "<g class=\"legend\">\n<rect x=\"%.1f\" y=\"%.1f\" width=\"122\" "
-                    "height=\"%d\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#999999\"/>\n",
-                 x, y, 8 + 18 * n);
+  double x = WIDTH - RIGHT, y = p->top - 12;
+  for (int i = 0; i < n; i++) x -= 40 + 7.0 * (double)strlen(items[i].name);
+  str_buf_puts(b, "<g class=\"legend\">\n");
   for (int i = 0; i < n; i++) {
-    double ly = y + 15 + 18 * i;
     if (items[i].marker_only)
-      str_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", x + 19,
-                     ly - 4, items[i].color);
+      str_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", x + 11,
+                     y - 4, items[i].color);
     else
       str_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                        "stroke-width=\"2\"%s/>\n", x + 8, ly - 4, x + 30, ly - 4, items[i].color,
+                        "stroke-width=\"2\"%s/>\n", x, y - 4, x + 22, y - 4, items[i].color,
                      items[i].dash);
-    put_label(b, x + 36, ly, "start", "", items[i].name);
+    put_label(b, x + 28, y, "start", "", items[i].name);
+    x += 40 + 7.0 * (double)strlen(items[i].name);
   }
   str_buf_puts(b, "</g>\n");
 }
