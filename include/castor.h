@@ -216,6 +216,12 @@ CASTOR_API void castor_train_options_init(castor_train_options *o);
 CASTOR_API castor_status castor_compile_train(castor_model *m, const castor_compile_options *opts,
                                               const castor_train_options *topts, castor_program **out_program);
 
+/* The model's loss without gradients, for evaluation: inputs and outputs
+ * as castor_compile_train's, the weights state (set them from a training
+ * program with castor_program_copy_weights); no update. */
+CASTOR_API castor_status castor_compile_eval(castor_model *m, const castor_compile_options *opts,
+                                             const castor_train_options *topts, castor_program **out_program);
+
 /* The state of a training program (0 for others): weights by their keys
  * ("dense_1.kernel"), optimizer slots ("dense_1.kernel.velocity"), and the
  * scalars "optimizer.learning_rate", "optimizer.iterations" (int64: applied
@@ -227,6 +233,14 @@ CASTOR_API castor_status castor_program_state_info(const castor_program *p, int 
  * dtype and shape must match: CASTOR_ERR_INVALID_ARGUMENT otherwise). */
 CASTOR_API castor_status castor_program_get_state(castor_program *p, const char *name, castor_tensor **out_tensor);
 CASTOR_API castor_status castor_program_set_state(castor_program *p, const char *name, const castor_tensor *t);
+/* Copies every model weight (the states that are not optimizer slots or
+ * "optimizer." scalars) of src into dst's state of the same name, which
+ * must exist with the same dtype and shape. */
+CASTOR_API castor_status castor_program_copy_weights(castor_program *dst, const castor_program *src);
+/* Writes the model weights, in their variable dtype, to a safetensors file
+ * with the keys a model's `weights` line loads (<layer>.kernel, ...);
+ * the file is replaced atomically. */
+CASTOR_API castor_status castor_program_save_weights(castor_program *p, const char *path);
 
 #ifdef __cplusplus
 }

@@ -480,10 +480,6 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
     p32->note = "autocast: the loss runs in f32";
   }
   bool dynamic = o->loss_scale < 0 ? g->policy == IR_POLICY_MIXED_FLOAT16 : o->loss_scale == 0;
-  ir_node *seed = dynamic ? state(&s, "optimizer.loss_scale", (ir_type){IR_DTYPE_F32, 0, {0}}, 32768,
-                                  "dynamic loss scale (Keras LossScaleOptimizer: starts at 2^15)")
-                          : literal(&s, "loss_scale", IR_DTYPE_F32, o->loss_scale > 0 ? o->loss_scale : 1);
-  if (!dynamic) seed->note = o->loss_scale > 0 && o->loss_scale != 1 ? "fixed loss scale" : "no loss scaling";
   const double eps = 1e-7; /* keras.config.epsilon() */
   ir_op loss_op, grad_op;
   ir_node *wrt = p32, *grad_in = p32; /* the gradient op gives wrt's gradient */
@@ -503,6 +499,14 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   ir_attr la = {.epsilon = ir_op_attrs(loss_op) & A(epsilon) ? eps : 0};
   ir_node *loss = ir_build_op(g, loss_op, ir_graph_unique_name(g, "loss"), (ir_node *[]){p32, targets}, 2, &la, no_loc);
   loss->note = arena_printf(g->arena, "%s%s, mean over the batch", loss_names[o->loss], o->from_logits ? " (from logits)" : "");
+  if (o->loss_only) { /* evaluation */
+    ir_graph_add_output(g, "loss", loss);
+    return true;
+  }
+  ir_node *seed = dynamic ? state(&s, "optimizer.loss_scale", (ir_type){IR_DTYPE_F32, 0, {0}}, 32768,
+                                  "dynamic loss scale (Keras LossScaleOptimizer: starts at 2^15)")
+                          : literal(&s, "loss_scale", IR_DTYPE_F32, o->loss_scale > 0 ? o->loss_scale : 1);
+  if (!dynamic) seed->note = o->loss_scale > 0 && o->loss_scale != 1 ? "fixed loss scale" : "no loss scaling";
   ir_node *dz = ir_build_op(g, grad_op, ir_graph_unique_name(g, "d.loss"), (ir_node *[]){grad_in, targets, seed}, 3,
                             &la, no_loc);
   dz->note = dynamic || o->loss_scale != 1 ? "the loss's gradient, times the loss scale" : "the loss's gradient";

@@ -34,6 +34,7 @@ typedef struct pass_train_options {
   double loss_scale;         /* < 0: dynamic under mixed_float16, else none; 0: dynamic;
                               * > 0: fixed (1: none) */
   double loss_scale_min;     /* the dynamic scale's floor (0: none) */
+  bool loss_only;            /* evaluation: the weights as variables and the loss, no gradients */
 } pass_train_options;
 
 void pass_train_options_init(pass_train_options *o);
