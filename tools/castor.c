@@ -24,6 +24,7 @@
 #include "api/internal.h"
 #include "passes/passes.h" /* PASS_PIPELINE_DEFAULT for --help */
 #include "tools/castor_build.h"
+#include "tools/castor_train.h"
 
 static const char *prog_name = "castor";
 
@@ -38,6 +39,8 @@ static int usage(FILE *f, int rc) {
           "  dump MODEL    print MODEL's IR after the compile pipeline\n"
           "  build MODEL   compile MODEL ahead of time to an executable or an object\n"
           "                file and C header (see castor build --help)\n"
+          "  train MODEL   train MODEL on data, Keras style (see castor train --help)\n"
+          "  evaluate MODEL  the loss and accuracy of MODEL on data\n"
           "\n"
           "run options:\n"
           "  --input FILE.npy    an input tensor, once per model input, in order\n"
@@ -207,7 +210,7 @@ static int parse_args(int argc, char **argv, cli *c) {
   }
   if (!c->cmd) return usage(stderr, 1);
   if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump"))
-    return error("unknown command '%s' (commands: run, dump, build)", c->cmd);
+    return error("unknown command '%s' (commands: run, dump, build, train, evaluate)", c->cmd);
   if (!c->model) return error("%s: no model file given", c->cmd);
   return 0;
 }
@@ -396,6 +399,8 @@ int main(int argc, char **argv) {
   cli c;
   if (argc < 2) return usage(stderr, 1);
   if (!strcmp(argv[1], "build")) return castor_build_main(argc - 1, argv + 1); /* castor_build.c */
+  if (!strcmp(argv[1], "train") || !strcmp(argv[1], "evaluate"))
+    return castor_train_main(argc - 1, argv + 1); /* castor_train.c */
   int rc = parse_args(argc, argv, &c);
   if (rc == 0) rc = !strcmp(c.cmd, "dump") ? cmd_dump(&c) : cmd_run(&c);
   vec_free(&c.inputs);
