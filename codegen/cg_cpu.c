@@ -359,10 +359,11 @@ void cg_plan_launch_fill(const cg_plan *p, const cg_cpu_layout *layout, int ki, 
   l->scratch_bytes = split.scratch_bytes;
   /* about one unit per element and op; a GEMM row costs its flops */
   if (k->kind == CG_KERNEL_TRAIN) { /* its own launch (cg_train.c) */
-    int64_t rows, step, work;
-    cg_train_launch(k->ops[0], &rows, &step, &work);
+    int64_t rows, step, work, per_batch;
+    cg_train_launch(k->ops[0], &rows, &step, &work, &per_batch);
     l->row_step = step;
     l->work_per_row = work;
+    l->work_per_row_per_batch = per_batch;
     return;
   }
   l->work_per_row = k->kind == CG_KERNEL_MATMUL ? l->flops_per_row

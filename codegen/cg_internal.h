@@ -82,8 +82,9 @@ typedef struct cg_plan {
 /* Whether op gets a kernel of its own from cg_train.c (CG_KERNEL_TRAIN). */
 bool cg_train_op(ir_op op);
 /* Its launch: rows when its result is not batched, the row step, and the
- * work of a row (for the thread split). */
-void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row);
+ * work of a row, fixed and per batch row (rt_launch's fields). */
+void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
+                     int64_t *work_per_batch);
 
 /* Groups nodes into kernels and assigns buffers; the graph must be verified
  * and its ids current. Weight data is not copied here. */

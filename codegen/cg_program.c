@@ -56,8 +56,8 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg
     l->batched = ir_type_is_batched(&res->type);
     l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_MATMUL ? res->type.dims[0] : 1;
     if (k->kind == CG_KERNEL_TRAIN) { /* its launch (cg_train.c): an update's rows are elements */
-      int64_t rows, step, work;
-      cg_train_launch(k->ops[0], &rows, &step, &work);
+      int64_t rows, step, work, per_batch;
+      cg_train_launch(k->ops[0], &rows, &step, &work, &per_batch);
       l->batched = l->batched && !ir_op_writes(k->ops[0]->op);
       if (!l->batched) l->rows_fixed = rows;
     }

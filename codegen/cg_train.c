@@ -548,28 +548,35 @@ static void emit_scalar_update(cg_kctx *c) {
 
 /* ---- the launch of each op, and the dispatch ---- */
 
-void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row) {
+void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
+                     int64_t *work_per_batch) {
   const int vw = 64; /* tiles of whole vectors of any width */
   int64_t inner = 1, numel = 1;
   CASTOR_ASSERT(ir_type_inner_numel(&op->type, &inner));
   *row_step = 1;
   *rows_fixed = 1;
   *work_per_row = 4 * inner;
+  *work_per_batch = 0;
   if (op->op == IR_OP_MATMUL_NT) {
     *work_per_row = 2 * inner * op->srcs[0]->type.dims[1];
   } else if (op->op == IR_OP_MATMUL_TN) { /* the result's rows; each sums over the whole batch */
     *rows_fixed = op->type.dims[0];
-    *work_per_row = (int64_t)1 << 24;
+    *work_per_row = 0;
+    *work_per_batch = 2 * op->type.dims[1];
   } else if (op->op == IR_OP_SUM_ROWS) {
     *rows_fixed = op->type.dims[0];
     *row_step = vw;
-    *work_per_row = (int64_t)1 << 16;
+    *work_per_row = 0;
+    *work_per_batch = 1;
   } else if (ir_op_type_rule(op->op) == IR_TYPE_UPDATE) {
     CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel));
     *rows_fixed = numel; /* one "row" per element */
     *row_step = vw;
     *work_per_row = 16;
-  } /* else scalars (rows_fixed 1) and batched rows */
+  } else if (!ir_type_is_batched(&op->type)) { /* a scalar over the batch: one call */
+    *work_per_row = 0;
+    *work_per_batch = 4 * (op->srcs[0]->type.rank == 2 ? op->srcs[0]->type.dims[1] : 1);
+  } /* else batched rows */
 }
 
 void cg_train_emit(cg_kctx *c) {

@@ -116,9 +116,11 @@ static void run_launch(const rt_launch *l, char *const *bufs, int64_t batch, int
   g.cstep = g.cols ? (l->col_step > 0 ? l->col_step : g.cols) : 1;
   g.row_units = (g.rows + g.rstep - 1) / g.rstep;
   g.col_units = g.cols ? (g.cols + g.cstep - 1) / g.cstep : 1;
-  int64_t work;
-  if (threads > 1 && size_mul_ok(g.rows, l->work_per_row > 0 ? l->work_per_row : 1, &work) &&
-      work >= parallel_min_work()) {
+  int64_t work, row_work = l->work_per_row > 0 ? l->work_per_row : 1, batch_work;
+  if (l->work_per_row_per_batch > 0 &&
+      (!size_mul_ok(l->work_per_row_per_batch, batch, &batch_work) || !size_add_ok(row_work, batch_work, &row_work)))
+    row_work = INT64_MAX;
+  if (threads > 1 && (row_work == INT64_MAX || !size_mul_ok(g.rows, row_work, &work) || work >= parallel_min_work())) {
     int64_t want = (int64_t)threads * TILES_PER_THREAD;
     g.n_col = min64(g.col_units, want);
     g.n_row = min64(g.row_units, (want + g.n_col - 1) / g.n_col);

@@ -67,6 +67,8 @@ typedef struct rt_launch {
   int64_t row_step;      /* row tiles are multiples of it (0: 1) */
   int64_t scratch_bytes; /* per-call scratch the kernel needs */
   int64_t work_per_row;  /* rough cost of a row, to keep tiny launches on one thread */
+  int64_t work_per_row_per_batch; /* more cost of a row per batch row: a reduction over the
+                                   * batch (training), whose rows are the result's */
 } rt_launch;
 
 enum { RT_MAX_RANK = 4 };
