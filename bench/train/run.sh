@@ -24,7 +24,7 @@
 # epoch, Fashion-MNIST from Debian's dataset-fashion-mnist scaled by 1/255.
 #
 # Installs what it needs when run as root: Debian's dataset-fashion-mnist,
-# python3-torch, python3-numpy, python3-venv; Keras, JAX and jaxlib from
+# python3-torch, python3-numpy, libopenblas0-pthread, python3-venv; Keras, JAX and jaxlib from
 # PyPI into bench/.venv-train. torch runs on Debian's python (its torch
 # needs Debian's numpy), Keras in the venv.
 #
@@ -48,6 +48,9 @@ need=""
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || need="$need python3-numpy"
 /usr/bin/python3 -c 'import torch' 2>/dev/null || need="$need python3-torch"
 /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || need="$need python3-venv"
+# Debian's torch calls the system BLAS: without OpenBLAS it gets the netlib
+# reference BLAS, ~100x slower (a 4096-wide step took minutes)
+[ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ] || need="$need libopenblas0-pthread"
 if [ -n "$need" ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null
