@@ -479,7 +479,7 @@ static void update_elems(cg_kctx *c, LLVMValueRef i, int lanes, LLVMValueRef lr,
     store_f(c, op->srcs[1], i, nv, lanes);
     nv = cg_emit_round_to(e, nv, op->srcs[1]->type.dtype, "");
     LLVMValueRef den = intrinsic1(e, "llvm.sqrt", LLVMBuildFAdd(B, nv, V(at->epsilon), ""));
-    nx = LLVMBuildFSub(B, x, LLVMBuildFMul(B, lrv, LLVMBuildFDiv(B, g, den, ""), ""), "");
+    nx = LLVMBuildFSub(B, x, LLVMBuildFDiv(B, LLVMBuildFMul(B, lrv, g, ""), den, ""), ""); /* (lr g) / den, as Keras */
   } else { /* adam */
     LLVMValueRef m = load_f(c, op->srcs[1], i, lanes), v = load_f(c, op->srcs[2], i, lanes);
     LLVMValueRef nm = LLVMBuildFAdd(B, m, LLVMBuildFMul(B, LLVMBuildFSub(B, g, m, ""), V(1 - at->beta_1), ""), "m");

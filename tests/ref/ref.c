@@ -195,7 +195,7 @@ static bool eval_update(const ir_node *n, double *const *src, const int64_t *n_s
     } else if (n->op == IR_OP_RMSPROP) {
       double *vel = src[1];
       vel[i] = at->rho * vel[i] + (1 - at->rho) * gi * gi;
-      v[i] -= lr * (gi / sqrt(vel[i] + at->epsilon));
+      v[i] -= (lr * gi) / sqrt(vel[i] + at->epsilon);
     } else { /* adam */
       double *m = src[1], *vv = src[2], k = src[7][0] + 1;
       double alpha = lr * sqrt(1 - pow(at->beta_2, k)) / (1 - pow(at->beta_1, k));
