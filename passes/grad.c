@@ -491,7 +491,7 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
     ir_node *sm = softmax_of(pred);
     if (!sm)
       return fail(&s, DIAG_KIND_UNSUPPORTED, pred->loc,
-                  "grad: %s on probabilities needs a model whose output %s is a softmax (or train with from_logits on logits)",
+                  "grad: %s on probabilities needs a model whose output %s is a softmax; a model that outputs logits trains with from_logits (castor train --from-logits)",
                   loss_names[o->loss], pred_name);
     loss_op = IR_OP_XENT, grad_op = IR_OP_XENT_GRAD;
     wrt = sm->srcs[0], grad_in = sm; /* the fused softmax + cross-entropy gradient */

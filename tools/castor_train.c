@@ -294,10 +294,27 @@ static bool load_data(const char *x, const char *y, int64_t features, int64_t cl
   return ok;
 }
 
+/* An output file must be creatable before an hour of training, not after:
+ * its directory exists and is writable (the write itself is atomic). */
+static bool writable(const char *opt, const char *path) {
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  if (access(dir, W_OK) != 0) {
+    fprintf(stderr, "%s: error: %s cannot be written: directory %s: %s\n", path, opt, dir, strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 int castor_train_main(int argc, char **argv) {
   train_cli c;
   int rc = parse(argc, argv, &c);
   if (rc) return rc;
+  if ((c.save && !writable("--save", c.save)) || (c.history && !writable("--history", c.history)) ||
+      (c.plot && !writable("--plot", c.plot)))
+    return 1;
   session s = {0};
   castor_model *m = NULL;
   castor_program *step = NULL, *eval = NULL;
