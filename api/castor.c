@@ -35,6 +35,7 @@ struct castor_context {
 struct castor_model {
   castor_context *ctx;
   ir_graph *graph; /* as lowered by the frontend; compile works on a copy */
+  fe_compile compile; /* the model's compile statement: training defaults */
 };
 
 struct castor_program {
@@ -165,11 +166,14 @@ static castor_status load(castor_context *ctx, const char *name, const char *tex
   fe_options fo;
   fe_options_init(&fo);
   if (opts) fo.seed = opts->seed, fo.weights_path = opts->weights_path;
+  fe_compile fc = {0};
+  fo.compile_out = &fc;
   ir_graph *g = path ? fe_load_file(path, &fo, ctx->diag) : fe_load_string(name, text, len, &fo, ctx->diag);
   if (!g) return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
   castor_model *m = xcalloc(1, sizeof *m);
   m->ctx = ctx;
   m->graph = g;
+  m->compile = fc;
   *out = m;
   return finish(ctx, CASTOR_OK);
 }
@@ -218,6 +222,14 @@ void castor_train_options_init(castor_train_options *o) {
 }
 
 static void shape_str(str_buf *b, castor_dtype dt, int rank, const int64_t *dims);
+
+void castor_model_train_options(const castor_model *m, castor_train_options *o) {
+  castor_train_options_init(o);
+  if (!m) return;
+  o->loss = m->compile.loss[0] ? m->compile.loss : NULL;
+  o->optimizer = m->compile.optimizer[0] ? m->compile.optimizer : NULL;
+  o->from_logits = m->compile.from_logits;
+}
 
 /* The public training options as the grad pass's (passes.h). */
 static bool train_options(const castor_train_options *t, bool loss_only, pass_train_options *o, diag_sink *d) {
@@ -293,7 +305,14 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   po.dump_after = dopts->dump_after;
   po.dump_dir = dopts->dump_dir;
   po.dump_out = dopts->dump_out;
-  if (dopts->train && !train_options(dopts->train, dopts->loss_only, &po.train, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
+  castor_train_options topts; /* the caller's, over the model's compile statement */
+  if (dopts->train) {
+    topts = *dopts->train;
+    if (!topts.loss && m->compile.loss[0]) topts.loss = m->compile.loss;
+    if (!topts.optimizer && m->compile.optimizer[0]) topts.optimizer = m->compile.optimizer;
+    if (!topts.loss && !dopts->train->from_logits) topts.from_logits = m->compile.from_logits;
+  }
+  if (dopts->train && !train_options(&topts, dopts->loss_only, &po.train, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
   else if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
   else if (!pass_run_pipeline(g, pipeline, &po, ctx->diag))
     st = castor_status_from_diag(ctx->diag, CASTOR_ERR_INTERNAL);

@@ -14,9 +14,20 @@
 
 #include "../ir/ir.h"
 
+/* A model's `compile` statement: how it trains (docs/cast-language.md).
+ * Empty strings: not given. */
+typedef struct fe_compile {
+  bool present;
+  char loss[48];      /* a Keras loss name */
+  char optimizer[16]; /* sgd, rmsprop or adam */
+  bool from_logits;
+  bool accuracy;      /* metrics=[accuracy] */
+} fe_compile;
+
 typedef struct fe_options {
   uint64_t seed;            /* seed of the Glorot init when there is no weights file */
   const char *weights_path; /* overrides the model's `weights` line; NULL: use it */
+  fe_compile *compile_out;  /* receives the compile statement, if not NULL */
 } fe_options;
 
 void fe_options_init(fe_options *o); /* seed 0, no override */

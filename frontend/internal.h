@@ -152,6 +152,8 @@ typedef struct fe_model {
   diag_loc policy_loc; /* line 0: no policy statement */
   const char *weights; /* NULL: no weights statement */
   diag_loc weights_loc;
+  fe_compile compile;  /* the compile statement */
+  diag_loc compile_loc;
   VEC(fe_layer *) layers;
   VEC(fe_output) outputs;
   VEC(fe_layer *) order; /* fe_resolve: topological order of the lowerable layers */

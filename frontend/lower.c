@@ -211,6 +211,7 @@ ir_graph *fe_load_string(const char *file, const char *text, size_t len, const f
   if (!fe_error_limit(&m)) fe_resolve(&m);
   ir_graph *g = NULL;
   if (m.name && !fe_error_limit(&m)) g = fe_lower(&m, o);
+  if (o->compile_out) *o->compile_out = m.compile;
   fe_model_fini(&m);
   if (g && diag_error_count(d) > m.errors0) {
     ir_graph_destroy(g);

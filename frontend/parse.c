@@ -12,6 +12,7 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 enum { MAX_LIST_DEPTH = 8 };
@@ -255,22 +256,99 @@ static bool parse_header(parser *p, const char *kw) {
   return trailing_ok;
 }
 
-static const char *const keywords[] = {"model", "policy", "weights", "output"};
+/* compile loss=NAME, optimizer=NAME, metrics=[accuracy], from_logits=true */
+static bool parse_compile(parser *p) {
+  fe_model *m = p->m;
+  diag_loc loc = p->tok.loc;
+  advance(p); /* compile */
+  if (m->compile_loc.line > 0) {
+    diag_error(m->d, loc, "duplicate 'compile' statement");
+    diag_note(m->d, m->compile_loc, "previous 'compile' statement is here");
+    return false;
+  }
+  m->compile_loc = loc;
+  fe_compile *c = &m->compile;
+  c->present = true;
+  static const char *const keys[] = {"loss", "optimizer", "metrics", "from_logits"};
+  static const char *const losses[] = {"sparse_categorical_crossentropy", "categorical_crossentropy",
+                                       "mean_squared_error", "mse"};
+  static const char *const optimizers[] = {"sgd", "rmsprop", "adam"};
+  for (;;) {
+    if (p->tok.kind != FE_TOK_IDENT || peek(p)->kind != FE_TOK_EQ) return expected(p, "KEY=VALUE (loss, optimizer, metrics, from_logits)");
+    const char *key = p->tok.text;
+    diag_loc key_loc = p->tok.loc;
+    advance(p), advance(p);
+    fe_value v;
+    if (!parse_value(p, &v, 0)) return false;
+    int k = 0;
+    while (k < 4 && !str_eq(key, keys[k])) k++;
+    if (k == 4) {
+      const char *near = fe_closest(key, keys, 4);
+      diag_error(m->d, key_loc, "unknown compile option '%s'%s%s%s (options: loss, optimizer, metrics, from_logits)", key,
+                 near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+      return false;
+    }
+    if (k == 2) { /* metrics=[accuracy] */
+      bool ok = v.kind == FE_VAL_LIST;
+      for (int i = 0; ok && i < v.n_items; i++) ok = v.items[i].kind == FE_VAL_IDENT && str_eq(v.items[i].str, "accuracy");
+      if (!ok) {
+        diag_error(m->d, v.loc, "metrics takes a list of metric names; castor computes [accuracy]");
+        return false;
+      }
+      c->accuracy = v.n_items > 0;
+    } else if (k == 3) {
+      if (v.kind != FE_VAL_IDENT || (!str_eq(v.str, "true") && !str_eq(v.str, "false"))) {
+        diag_error(m->d, v.loc, "from_logits takes true or false");
+        return false;
+      }
+      c->from_logits = str_eq(v.str, "true");
+    } else if (v.kind != FE_VAL_IDENT) {
+      diag_error(m->d, v.loc, "%s takes a name, not %s", key, v.kind == FE_VAL_STRING ? "a string" : "a number or list");
+      return false;
+    } else if (k == 3) {
+      if (!str_eq(v.str, "true") && !str_eq(v.str, "false")) {
+        diag_error(m->d, v.loc, "from_logits takes true or false, not '%s'", v.str);
+        return false;
+      }
+      c->from_logits = str_eq(v.str, "true");
+    } else {
+      const char *const *names = k == 0 ? losses : optimizers;
+      int n = k == 0 ? 4 : 3, i = 0;
+      while (i < n && !str_eq(v.str, names[i])) i++;
+      if (i == n) {
+        const char *near = fe_closest(v.str, names, n);
+        diag_error(m->d, v.loc, "unknown %s '%s'%s%s%s (%s)", key, v.str, near ? "; did you mean '" : "",
+                   near ? near : "", near ? "'?" : "",
+                   k == 0 ? "losses: sparse_categorical_crossentropy, categorical_crossentropy, mean_squared_error"
+                          : "optimizers: sgd, rmsprop, adam");
+        return false;
+      }
+      snprintf(k == 0 ? c->loss : c->optimizer, k == 0 ? sizeof c->loss : sizeof c->optimizer, "%s", v.str);
+    }
+    if (p->tok.kind != FE_TOK_COMMA) break;
+    advance(p);
+  }
+  return at_eol(&p->tok) || expected(p, "',' or end of line");
+}
+
+static const char *const keywords[] = {"model", "policy", "weights", "output", "compile"};
+enum { N_KEYWORDS = sizeof keywords / sizeof keywords[0] };
 
 static bool parse_statement(parser *p) {
   fe_model *m = p->m;
   if (p->tok.kind != FE_TOK_IDENT) return expected(p, "a statement");
   const char *word = p->tok.text;
   bool is_layer = peek(p)->kind == FE_TOK_EQ, is_keyword = false;
-  for (int i = 0; i < 4; i++) is_keyword |= str_eq(word, keywords[i]);
+  for (int i = 0; i < N_KEYWORDS; i++) is_keyword |= str_eq(word, keywords[i]);
   if (p->n_stmts == 0 && (is_layer || is_keyword) && (is_layer || !str_eq(word, "model"))) {
     diag_error(m->d, p->tok.loc, "a model file must start with 'model NAME'");
     m->model_loc = p->tok.loc; /* keep going; the missing name fails the load */
   }
   if (is_layer) return parse_layer(p);
   if (str_eq(word, "output")) return parse_output(p);
+  if (str_eq(word, "compile")) return parse_compile(p);
   if (is_keyword) return parse_header(p, word);
-  const char *near = fe_closest(word, keywords, 4);
+  const char *near = fe_closest(word, keywords, N_KEYWORDS);
   if (near)
     diag_error(m->d, p->tok.loc, "unknown statement '%s'; did you mean '%s'?", word, near);
   else if (at_eol(peek(p)))

@@ -331,6 +331,10 @@ int castor_train_main(int argc, char **argv) {
     goto done;
   }
   fputs(castor_context_last_warnings(s.ctx), stderr);
+  castor_train_options model_to; /* the model's compile statement, under the flags */
+  castor_model_train_options(m, &model_to);
+  if (!c.to.loss) c.to.loss = model_to.loss, c.to.from_logits |= model_to.from_logits;
+  if (!c.to.optimizer) c.to.optimizer = model_to.optimizer;
   castor_compile_options co;
   castor_compile_options_init(&co);
   co.policy = c.policy;
@@ -349,7 +353,7 @@ int castor_train_main(int argc, char **argv) {
   for (int r = 1; r < in.rank; r++) s.features *= in.dims[r];
   s.classes = out.dims[1];
   bool sparse = tgt.dtype == CASTOR_I32;
-  s.accuracy = !c.to.loss || strcmp(c.to.loss, "mean_squared_error") != 0;
+  s.accuracy = !c.to.loss || (strcmp(c.to.loss, "mean_squared_error") != 0 && strcmp(c.to.loss, "mse") != 0);
   if (castor_program_num_inputs(eval) != 2) {
     error("%s: training needs a model with one input, it has %d", c.model, castor_program_num_inputs(eval) - 1);
     goto done;
