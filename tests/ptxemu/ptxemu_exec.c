@@ -1,0 +1,926 @@
+/*
+ * ptxemu_exec.c: runs decoded kernels (ptxemu_internal.h) grid by grid,
+ * CTA by CTA, with the checks of ptxemu.h.
+ *
+ * Threads: each has its registers, a pc and a state (running, parked at
+ * a warp-collective instruction, waiting at the barrier, exited). A warp
+ * step runs the instruction at the lowest pc among the warp's running
+ * lanes for all lanes at that pc (divergent paths run one after the
+ * other and meet again where their pcs meet). A lane reaching shfl.sync,
+ * ldmatrix or mma.sync parks; the instruction runs once every live lane
+ * of the warp is parked at it (PTX's .sync.aligned), and anything else is
+ * a divergence error. bar.sync parks lanes until every live thread of
+ * the CTA waits; then the barrier epoch advances.
+ *
+ * Shared memory shadow, per byte: the epoch and warp of the last write,
+ * of the last read (or "several warps"), and the number of cp.async
+ * copies still in flight to it. A cp.async counts as a write by its
+ * warp at the epoch of the wait that completes it; until then any access
+ * to its bytes is an error.
+ *
+ * Float semantics: f32 arithmetic is C's float arithmetic (IEEE binary32,
+ * round to nearest even; the build passes -ffp-contract=off, so nothing
+ * is fused that PTX did not fuse), fma.rn is fmaf; 16-bit arithmetic is
+ * done exactly in double and rounded once; mma.sync sums its 16 products
+ * and the accumulator in double and rounds once to f32 (the products of
+ * 16-bit values are exact; the ISA leaves the accumulation order open).
+ * Approximate functions return the correctly rounded value moved by the
+ * largest error the ISA allows for them (2 ulp for ex2/lg2/rcp/rsqrt/
+ * sqrt .approx, 2^-10.987 relative for tanh.approx), so a kernel that
+ * needs more accuracy than the ISA promises fails here too.
+ */
+#include <fenv.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptxemu_internal.h"
+#include "ptxemu_mem.h"
+
+enum { ST_RUN, ST_COLL, ST_BAR, ST_EXIT };
+enum { MULTI = -2 };
+
+typedef struct shadow {
+  uint32_t w_epoch, r_epoch;
+  int16_t w_warp, r_warp;
+  int16_t pending; /* cp.async copies in flight to this byte */
+  int16_t pend_warp;
+  int32_t pend_line;
+} shadow;
+
+typedef struct cp_op {
+  int thread;
+  int64_t group; /* -1: not yet committed */
+  uint32_t dst;
+  int n;
+  int line;
+  uint8_t data[16];
+} cp_op;
+
+typedef struct cta {
+  const pe_kernel *k;
+  pe_memory *mem;
+  const pe_options *o;
+  const uint8_t *params;
+  unsigned grid[3], block[3], ctaid[3];
+  int nthreads, nwarps, nregs;
+  uint64_t *regs; /* [warp][reg][lane] */
+  int *pc;
+  uint8_t *state;
+  uint8_t *smem;
+  shadow *sh;
+  unsigned smem_bytes;
+  uint32_t epoch;
+  cp_op *cp;
+  int n_cp, cap_cp;
+  int64_t *groups; /* per thread: groups committed */
+  char *err;
+  size_t errlen;
+  bool failed;
+} cta;
+
+#define REG(c, w, r, l) ((c)->regs[(((size_t)(w) * (size_t)(c)->nregs + (size_t)(r)) << 5) + (size_t)(l)])
+
+static bool efail(cta *c, const pe_insn *in, int thread, const char *fmt, ...) {
+  if (c->failed) return false;
+  c->failed = true;
+  int k = snprintf(c->err, c->errlen, "ptxemu: %s line %d: '%s': ", c->k->name, in ? in->line : 0, in ? in->text : "");
+  va_list ap;
+  va_start(ap, fmt);
+  if (k >= 0 && (size_t)k < c->errlen) k += vsnprintf(c->err + k, c->errlen - (size_t)k, fmt, ap);
+  va_end(ap);
+  if (k >= 0 && (size_t)k < c->errlen && thread >= 0)
+    snprintf(c->err + k, c->errlen - (size_t)k, " (block (%u,%u,%u), thread %d, warp %d)", c->ctaid[0], c->ctaid[1],
+             c->ctaid[2], thread, thread / 32);
+  return false;
+}
+
+/* ---- values ---- */
+
+static float f32_of(uint64_t b) {
+  uint32_t u = (uint32_t)b;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint64_t bits_f32(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static double f64_of(uint64_t b) {
+  double d;
+  memcpy(&d, &b, 8);
+  return d;
+}
+static uint64_t bits_f64(double d) {
+  uint64_t u;
+  memcpy(&u, &d, 8);
+  return u;
+}
+
+static bool is_signed(pe_ty t) { return t >= T_S8 && t <= T_S64; }
+static bool is_float(pe_ty t) { return t >= T_F16 && t <= T_F64; }
+
+static uint64_t mask_of(int bytes) { return bytes >= 8 ? ~(uint64_t)0 : (((uint64_t)1 << (bytes * 8)) - 1); }
+
+/* An integer of type t from raw bits, sign- or zero-extended to 64. */
+static int64_t sext(uint64_t v, pe_ty t) {
+  int b = pe_ty_bytes(t);
+  if (b >= 8) return (int64_t)v;
+  v &= mask_of(b);
+  if (is_signed(t) && (v >> (b * 8 - 1)) & 1) v |= ~mask_of(b);
+  return (int64_t)v;
+}
+static uint64_t zext(uint64_t v, pe_ty t) { return v & mask_of(pe_ty_bytes(t)); }
+
+/* A float operand of type t as a double (exact). */
+static double fval(uint64_t v, pe_ty t) {
+  switch (t) {
+  case T_F16: return pe_f16_to_f32((uint16_t)v);
+  case T_BF16: return pe_bf16_to_f32((uint16_t)v);
+  case T_F32: return f32_of(v);
+  case T_F64: return f64_of(v);
+  default: return 0;
+  }
+}
+
+static double ftz32(double x) { return (x != 0 && fabs(x) < 0x1p-126) ? copysign(0.0, x) : x; }
+
+/* A double rounded to float type t (RN), as bits. */
+static uint64_t fbits(double d, pe_ty t) {
+  switch (t) {
+  case T_F16: return pe_f64_to_f16_rn(d);
+  case T_BF16: return pe_f32_to_bf16_rn((float)d); /* callers pass values exact in f32 or rounded once already */
+  case T_F32: return bits_f32((float)d);
+  case T_F64: return bits_f64(d);
+  default: return 0;
+  }
+}
+
+static uint64_t sreg(const cta *c, int thread, int id) {
+  unsigned tid[3] = {(unsigned)thread % c->block[0], ((unsigned)thread / c->block[0]) % c->block[1],
+                     (unsigned)thread / (c->block[0] * c->block[1])};
+  if (id >= SR_TID && id < SR_TID + 3) return tid[id - SR_TID];
+  if (id >= SR_NTID && id < SR_NTID + 3) return c->block[id - SR_NTID];
+  if (id >= SR_CTAID && id < SR_CTAID + 3) return c->ctaid[id - SR_CTAID];
+  if (id >= SR_NCTAID && id < SR_NCTAID + 3) return c->grid[id - SR_NCTAID];
+  if (id == SR_LANEID) return (unsigned)thread % 32;
+  return (unsigned)thread / 32;
+}
+
+static inline uint64_t rd(const cta *c, int w, int l, const pe_opnd *o) {
+  switch (o->kind) {
+  case K_REG: return REG(c, w, o->r[0], l);
+  case K_IMM:
+  case K_SYM: return (uint64_t)o->imm;
+  case K_SREG: return sreg(c, w * 32 + l, (int)o->imm);
+  default: return 0;
+  }
+}
+
+/* ---- shared memory and its shadow ---- */
+
+static bool smem_check(cta *c, const pe_insn *in, int thread, uint64_t off, int n, bool write) {
+  if (off + (uint64_t)n > c->smem_bytes || off + (uint64_t)n < off)
+    return efail(c, in, thread, "shared %s of %d bytes at offset %llu is outside the %u bytes of shared memory",
+                 write ? "write" : "read", n, (unsigned long long)off, c->smem_bytes);
+  int w = thread / 32;
+  for (int i = 0; i < n; i++) {
+    shadow *s = &c->sh[off + (uint64_t)i];
+    if (s->pending)
+      return efail(c, in, thread,
+                   "shared %s at offset %llu of bytes a cp.async (line %d, warp %d) is still copying: no "
+                   "cp.async.wait_group has completed it",
+                   write ? "write" : "read", (unsigned long long)(off + (uint64_t)i), s->pend_line, s->pend_warp);
+    if (s->w_epoch == c->epoch && s->w_warp != w)
+      return efail(c, in, thread,
+                   "shared-memory race: %s at offset %llu of a byte warp %d wrote with no barrier in between",
+                   write ? "write" : "read", (unsigned long long)(off + (uint64_t)i), s->w_warp);
+    if (write && s->r_epoch == c->epoch && s->r_warp != w)
+      return efail(c, in, thread,
+                   "shared-memory race: write at offset %llu of a byte %s read with no barrier in between",
+                   (unsigned long long)(off + (uint64_t)i), s->r_warp == MULTI ? "other warps" : "another warp");
+    if (write) s->w_epoch = c->epoch, s->w_warp = (int16_t)w;
+    else if (s->r_epoch != c->epoch) s->r_epoch = c->epoch, s->r_warp = (int16_t)w;
+    else if (s->r_warp != w) s->r_warp = MULTI;
+  }
+  return true;
+}
+
+/* Completes cp.async op i: its data lands (if it has not) and counts as
+ * a write by its warp now. */
+static void cp_complete(cta *c, int i) {
+  cp_op *op = &c->cp[i];
+  for (int b = 0; b < op->n; b++) {
+    shadow *s = &c->sh[op->dst + (uint32_t)b];
+    s->pending--;
+    s->w_epoch = c->epoch, s->w_warp = (int16_t)(op->thread / 32);
+  }
+  if (c->o->landing == PE_LAND_LATE) memcpy(c->smem + op->dst, op->data, (size_t)op->n);
+  c->cp[i] = c->cp[--c->n_cp];
+}
+
+/* cp.async.wait_group n for `thread` (n < 0: everything, at exit). */
+static void cp_wait(cta *c, int thread, int64_t n) {
+  int64_t limit = n < 0 ? INT64_MAX : c->groups[thread] - n; /* groups numbered 1.. */
+  for (int i = 0; i < c->n_cp;) {
+    cp_op *op = &c->cp[i];
+    if (op->thread == thread && ((op->group >= 1 && op->group <= limit) || n < 0)) cp_complete(c, i);
+    else i++;
+  }
+}
+
+/* ---- the instructions ---- */
+
+static bool guard_ok(const cta *c, int w, int l, const pe_insn *in) {
+  if (in->guard < 0) return true;
+  bool v = (REG(c, w, in->guard, l) & 1) != 0;
+  return in->guard_neg ? !v : v;
+}
+
+static bool do_ldst(cta *c, int w, int l, const pe_insn *in) {
+  int thread = w * 32 + l;
+  int es = pe_ty_bytes((pe_ty)in->ty), nv = in->vec;
+  const pe_opnd *mo = &in->o[in->op == OP_LD ? 1 : 0], *vo = &in->o[in->op == OP_LD ? 0 : 1];
+  uint64_t addr = (uint64_t)mo->imm + (mo->r[0] >= 0 ? REG(c, w, mo->r[0], l) : 0);
+  int n = es * nv;
+  uint8_t buf[32];
+  if (addr % (uint64_t)(n > 16 ? 16 : n))
+    return efail(c, in, thread, "misaligned %d-byte access at %#llx", n, (unsigned long long)addr);
+  uint8_t *p = NULL;
+  if (in->space == S_PARAM) {
+    if (addr + (uint64_t)n > (uint64_t)c->k->param_bytes) return efail(c, in, thread, "parameter read out of range");
+    p = (uint8_t *)(uintptr_t)(c->params + addr);
+  } else if (in->space == S_SHARED) {
+    if (!smem_check(c, in, thread, addr, n, in->op == OP_ST)) return false;
+    p = c->smem + addr;
+  } else {
+    p = pe_memory_at(c->mem, addr, (size_t)n);
+    if (!p) {
+      pe_region r;
+      if (pe_memory_region(c->mem, addr, &r))
+        return efail(c, in, thread, "global %s of %d bytes at %#llx runs past the end of a %zu-byte allocation at %#llx",
+                     in->op == OP_LD ? "read" : "write", n, (unsigned long long)addr, r.size, (unsigned long long)r.addr);
+      return efail(c, in, thread, "global %s of %d bytes at %#llx is outside every allocation",
+                   in->op == OP_LD ? "read" : "write", n, (unsigned long long)addr);
+    }
+  }
+  if (in->op == OP_LD) {
+    memcpy(buf, p, (size_t)n);
+    for (int v = 0; v < nv; v++) {
+      uint64_t x = 0;
+      memcpy(&x, buf + v * es, (size_t)es);
+      if (is_signed((pe_ty)in->ty)) x = (uint64_t)sext(x, (pe_ty)in->ty);
+      int r = vo->kind == K_VEC ? vo->r[v] : vo->r[0];
+      REG(c, w, r, l) = x;
+    }
+  } else {
+    for (int v = 0; v < nv; v++) {
+      uint64_t x = vo->kind == K_VEC ? REG(c, w, vo->r[v], l) : rd(c, w, l, vo);
+      memcpy(buf + v * es, &x, (size_t)es);
+    }
+    memcpy(p, buf, (size_t)n);
+  }
+  return true;
+}
+
+static uint64_t int_result(uint64_t v, pe_ty t) { return zext(v, t); }
+
+static bool do_int(cta *c, int w, int l, const pe_insn *in, uint64_t *out) {
+  pe_ty t = (pe_ty)in->ty;
+  int bytes = pe_ty_bytes(t), bits = bytes * 8;
+  bool sg = is_signed(t);
+  uint64_t a = rd(c, w, l, &in->o[1]), b = in->n_ops > 2 ? rd(c, w, l, &in->o[2]) : 0;
+  int64_t sa = sext(a, t), sb = sext(b, t);
+  uint64_t ua = zext(a, t), ub = zext(b, t);
+  switch ((pe_op)in->op) {
+  case OP_ADD:
+    if (in->sat) {
+      int64_t r = sa + sb;
+      *out = int_result((uint64_t)(r > INT32_MAX ? INT32_MAX : r < INT32_MIN ? INT32_MIN : r), t);
+    } else *out = int_result(ua + ub, t);
+    return true;
+  case OP_SUB:
+    if (in->sat) {
+      int64_t r = sa - sb;
+      *out = int_result((uint64_t)(r > INT32_MAX ? INT32_MAX : r < INT32_MIN ? INT32_MIN : r), t);
+    } else *out = int_result(ua - ub, t);
+    return true;
+  case OP_MUL:
+  case OP_MAD: {
+    uint64_t cc = in->op == OP_MAD ? rd(c, w, l, &in->o[3]) : 0;
+    if (in->mul == M_LO) *out = int_result(ua * ub + cc, t);
+    else if (in->mul == M_WIDE) {
+      uint64_t r = sg ? (uint64_t)(sa * sb) : ua * ub;
+      *out = int_result(r + cc, bits == 32 ? T_B64 : T_B32);
+    } else { /* hi */
+      __extension__ typedef __int128 i128;
+      __extension__ typedef unsigned __int128 u128;
+      uint64_t hi;
+      if (bits == 64) hi = sg ? (uint64_t)(((i128)sa * (i128)sb) >> 64) : (uint64_t)(((u128)ua * (u128)ub) >> 64);
+      else hi = sg ? (uint64_t)((sa * sb) >> bits) : (ua * ub) >> bits;
+      *out = int_result(hi + cc, t);
+    }
+    return true;
+  }
+  case OP_DIV:
+  case OP_REM:
+    if (ub == 0) return efail(c, in, w * 32 + l, "integer division by zero");
+    if (sg) {
+      if (sb == -1) *out = int_result(in->op == OP_DIV ? (uint64_t)0 - (uint64_t)sa : 0, t);
+      else *out = int_result((uint64_t)(in->op == OP_DIV ? sa / sb : sa % sb), t);
+    } else *out = int_result(in->op == OP_DIV ? ua / ub : ua % ub, t);
+    return true;
+  case OP_MIN: *out = int_result(sg ? (uint64_t)(sa < sb ? sa : sb) : (ua < ub ? ua : ub), t); return true;
+  case OP_MAX: *out = int_result(sg ? (uint64_t)(sa > sb ? sa : sb) : (ua > ub ? ua : ub), t); return true;
+  case OP_NEG: *out = int_result((uint64_t)0 - ua, t); return true;
+  case OP_ABS: *out = int_result(sa < 0 ? (uint64_t)0 - (uint64_t)sa : (uint64_t)sa, t); return true;
+  case OP_AND: *out = t == T_PRED ? ((a & b) & 1) : int_result(a & b, t); return true;
+  case OP_OR: *out = t == T_PRED ? ((a | b) & 1) : int_result(a | b, t); return true;
+  case OP_XOR: *out = t == T_PRED ? ((a ^ b) & 1) : int_result(a ^ b, t); return true;
+  case OP_NOT: *out = t == T_PRED ? (~a & 1) : int_result(~a, t); return true;
+  case OP_SHL: {
+    uint64_t s = zext(b, T_U32);
+    *out = s >= (uint64_t)bits ? 0 : int_result(ua << s, t);
+    return true;
+  }
+  case OP_SHR: {
+    uint64_t s = zext(b, T_U32);
+    if (sg) *out = int_result((uint64_t)(s >= (uint64_t)bits ? (sa < 0 ? -1 : 0) : sa >> s), t);
+    else *out = s >= (uint64_t)bits ? 0 : int_result(ua >> s, t);
+    return true;
+  }
+  case OP_BFE: {
+    unsigned pos = (unsigned)(b & 0xff), len = (unsigned)(rd(c, w, l, &in->o[3]) & 0xff);
+    unsigned sbit = 0;
+    if (sg && len > 0) {
+      unsigned top = pos + len - 1 < (unsigned)bits - 1 ? pos + len - 1 : (unsigned)bits - 1;
+      sbit = (unsigned)((ua >> top) & 1);
+    }
+    uint64_t r = 0;
+    for (unsigned i = 0; i < (unsigned)bits; i++) {
+      unsigned bit = (i < len && pos + i < (unsigned)bits) ? (unsigned)((ua >> (pos + i)) & 1) : sbit;
+      r |= (uint64_t)bit << i;
+    }
+    *out = int_result(r, t);
+    return true;
+  }
+  default: break;
+  }
+  return efail(c, in, w * 32 + l, "internal: not an integer instruction");
+}
+
+/* One ulp of |x| as f32 (for the approximate functions). */
+static double ulp32(double x) {
+  int e;
+  frexp(x, &e);
+  if (e - 24 < -149) return 0x1p-149;
+  return ldexp(1.0, e - 24);
+}
+
+static double approx(double exact, double rel, double ulps) {
+  if (!isfinite(exact) || exact == 0) return exact;
+  double d = rel > 0 ? fabs(exact) * rel : ulp32(exact) * ulps;
+  return (double)(float)(exact + copysign(d, exact));
+}
+
+static bool do_float(cta *c, int w, int l, const pe_insn *in, uint64_t *out) {
+  pe_ty t = (pe_ty)in->ty;
+  double a = fval(rd(c, w, l, &in->o[1]), t), b = in->n_ops > 2 ? fval(rd(c, w, l, &in->o[2]), t) : 0, r = 0;
+  bool f32 = t == T_F32;
+  if (in->ftz && f32) a = ftz32(a), b = ftz32(b);
+  float fa = (float)a, fb = (float)b;
+  switch ((pe_op)in->op) {
+  case OP_ADD: r = f32 ? (double)(fa + fb) : a + b; break;
+  case OP_SUB: r = f32 ? (double)(fa - fb) : a - b; break;
+  case OP_MUL: r = f32 ? (double)(fa * fb) : a * b; break;
+  case OP_FMA:
+  case OP_MAD: {
+    double cc = fval(rd(c, w, l, &in->o[3]), t);
+    if (in->ftz && f32) cc = ftz32(cc);
+    r = f32 ? (double)fmaf(fa, fb, (float)cc) : fma(a, b, cc);
+    break;
+  }
+  case OP_DIV:
+    if (in->approx) r = approx((double)fa / (double)fb, 0, 2);
+    else if (in->rnd == R_NONE) r = approx((double)fa / (double)fb, 0, 2); /* div.full: 2 ulp */
+    else r = (double)(fa / fb);
+    break;
+  case OP_MIN: r = isnan(a) ? b : isnan(b) ? a : (a < b || (a == b && signbit(a))) ? a : b; break;
+  case OP_MAX: r = isnan(a) ? b : isnan(b) ? a : (a > b || (a == b && !signbit(a))) ? a : b; break;
+  case OP_NEG: *out = rd(c, w, l, &in->o[1]) ^ (t == T_F32 ? 0x80000000u : 0x8000u); return true;
+  case OP_ABS: *out = rd(c, w, l, &in->o[1]) & (t == T_F32 ? 0x7fffffffu : 0x7fffu); return true;
+  case OP_RCP: r = in->approx ? approx(1.0 / a, 0, 1) : (double)(1.0f / fa); break;
+  case OP_SQRT: r = in->approx ? approx(sqrt(a), 0, 2) : (double)sqrtf(fa); break;
+  case OP_RSQRT: r = approx(1.0 / sqrt(a), 0, 2); break;
+  case OP_EX2: r = approx(exp2(a), 0, 2); break;
+  case OP_LG2: r = approx(log2(a), 0, 2); break;
+  case OP_SIN: r = approx(sin(a), 0x1p-20, 0); break;
+  case OP_COS: r = approx(cos(a), 0x1p-20, 0); break;
+  case OP_TANH: r = approx(tanh(a), 4.9e-4, 0) /* 2^-10.987 */; break;
+  default: return efail(c, in, w * 32 + l, "internal: not a float instruction");
+  }
+  if (in->sat) r = isnan(r) ? 0 : r < 0 ? 0 : r > 1 ? 1 : r;
+  if (in->ftz && f32) r = ftz32(r);
+  *out = fbits(r, t);
+  return true;
+}
+
+static bool cmp(pe_cmp op, double a, double b, int64_t sa, int64_t sb, uint64_t ua, uint64_t ub, bool fl, bool sg) {
+  if (fl) {
+    bool un = isnan(a) || isnan(b);
+    switch (op) {
+    case C_EQ: return !un && a == b;
+    case C_NE: return !un && a != b;
+    case C_LT: return !un && a < b;
+    case C_LE: return !un && a <= b;
+    case C_GT: return !un && a > b;
+    case C_GE: return !un && a >= b;
+    case C_EQU: return un || a == b;
+    case C_NEU: return un || a != b;
+    case C_LTU: return un || a < b;
+    case C_LEU: return un || a <= b;
+    case C_GTU: return un || a > b;
+    case C_GEU: return un || a >= b;
+    case C_NUM: return !un;
+    case C_NAN: return un;
+    default: return false;
+    }
+  }
+  switch (op) {
+  case C_EQ: return ua == ub;
+  case C_NE: return ua != ub;
+  case C_LT: return sg ? sa < sb : ua < ub;
+  case C_LE: return sg ? sa <= sb : ua <= ub;
+  case C_GT: return sg ? sa > sb : ua > ub;
+  case C_GE: return sg ? sa >= sb : ua >= ub;
+  case C_LO: return ua < ub;
+  case C_LS: return ua <= ub;
+  case C_HI: return ua > ub;
+  case C_HS: return ua >= ub;
+  default: return false;
+  }
+}
+
+static bool do_cvt(cta *c, int w, int l, const pe_insn *in, uint64_t *out) {
+  pe_ty d = (pe_ty)in->ty, s = (pe_ty)in->ty2;
+  uint64_t v = rd(c, w, l, &in->o[1]);
+  if (!is_float(d) && !is_float(s)) { /* extend by the source type, truncate to the destination */
+    uint64_t x = is_signed(s) ? (uint64_t)sext(v, s) : zext(v, s);
+    if (in->sat) {
+      int64_t lo = is_signed(d) ? -(int64_t)(mask_of(pe_ty_bytes(d)) >> 1) - 1 : 0;
+      uint64_t hi = is_signed(d) ? mask_of(pe_ty_bytes(d)) >> 1 : mask_of(pe_ty_bytes(d));
+      if (is_signed(s) && (int64_t)x < lo) x = (uint64_t)lo;
+      else if (is_signed(s) ? ((int64_t)x >= 0 && (uint64_t)x > hi) : x > hi) x = hi;
+    }
+    *out = zext(x, d);
+    return true;
+  }
+  if (is_float(s) && !is_float(d)) { /* float -> int: round as asked, saturate, NaN -> 0 */
+    double x = fval(v, s);
+    if (in->ftz) x = ftz32(x);
+    switch ((pe_rnd)in->rnd) {
+    case R_RNI: x = nearbyint(x); break;
+    case R_RZI: x = trunc(x); break;
+    case R_RMI: x = floor(x); break;
+    case R_RPI: x = ceil(x); break;
+    default: return efail(c, in, w * 32 + l, "internal: rounding");
+    }
+    int bytes = pe_ty_bytes(d);
+    if (isnan(x)) x = 0;
+    if (is_signed(d)) {
+      double lo = -ldexp(1.0, bytes * 8 - 1), hi = ldexp(1.0, bytes * 8 - 1) - 1;
+      int64_t r = x <= lo ? (int64_t)lo : x >= hi ? (bytes == 8 ? INT64_MAX : (int64_t)hi) : (int64_t)x;
+      *out = zext((uint64_t)r, d);
+    } else {
+      double hi = ldexp(1.0, bytes * 8) - 1;
+      uint64_t r = x <= 0 ? 0 : x >= hi ? mask_of(bytes) : (uint64_t)x;
+      *out = r;
+    }
+    return true;
+  }
+  /* to a float */
+  int mode = in->rnd == R_RZ ? FE_TOWARDZERO : in->rnd == R_RM ? FE_DOWNWARD : in->rnd == R_RP ? FE_UPWARD : FE_TONEAREST;
+  if ((d == T_F16 || d == T_BF16) && mode != FE_TONEAREST)
+    return efail(c, in, w * 32 + l, "only .rn conversions to 16-bit floats are implemented");
+  double x;
+  volatile float f;
+  if (!is_float(s)) {
+    if (d == T_F32) {
+      fesetround(mode);
+      f = is_signed(s) ? (float)sext(v, s) : (float)zext(v, s);
+      fesetround(FE_TONEAREST);
+      *out = bits_f32(f);
+      return true;
+    }
+    x = is_signed(s) ? (double)sext(v, s) : (double)zext(v, s); /* exact for <= 32-bit sources */
+  } else {
+    x = fval(v, s);
+  }
+  if (in->ftz && s == T_F32) x = ftz32(x);
+  if (d == T_F32) {
+    fesetround(mode);
+    f = (float)x;
+    fesetround(FE_TONEAREST);
+    x = f;
+    if (in->ftz) x = ftz32(x);
+  }
+  if (in->sat) x = isnan(x) ? 0 : x < 0 ? 0 : x > 1 ? 1 : x;
+  if (d == T_BF16) *out = pe_f32_to_bf16_rn((float)x); /* from f32 (or narrower): x is an f32 value */
+  else if (d == T_F16) *out = pe_f64_to_f16_rn(x);
+  else *out = fbits(x, d);
+  return true;
+}
+
+/* cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size} */
+static bool do_cp_async(cta *c, int w, int l, const pe_insn *in) {
+  int thread = w * 32 + l;
+  uint64_t dst = (uint64_t)in->o[0].imm + (in->o[0].r[0] >= 0 ? REG(c, w, in->o[0].r[0], l) : 0);
+  uint64_t src = (uint64_t)in->o[1].imm + (in->o[1].r[0] >= 0 ? REG(c, w, in->o[1].r[0], l) : 0);
+  int n = (int)in->o[2].imm;
+  uint64_t srcn = in->n_ops > 3 ? zext(rd(c, w, l, &in->o[3]), T_U32) : (uint64_t)n;
+  if (srcn > (uint64_t)n) return efail(c, in, thread, "src-size %llu exceeds cp-size %d", (unsigned long long)srcn, n);
+  if (dst % (uint64_t)n || src % (uint64_t)n)
+    return efail(c, in, thread, "cp.async addresses must be aligned to %d bytes (dst %#llx, src %#llx)", n,
+                 (unsigned long long)dst, (unsigned long long)src);
+  if (dst + (uint64_t)n > c->smem_bytes)
+    return efail(c, in, thread, "cp.async writes %d bytes at shared offset %llu, outside the %u bytes of shared memory", n,
+                 (unsigned long long)dst, c->smem_bytes);
+  cp_op op = {.thread = thread, .group = -1, .dst = (uint32_t)dst, .n = n, .line = in->line};
+  memset(op.data, 0, sizeof op.data); /* bytes past src-size are zero-filled */
+  if (srcn) {
+    uint8_t *p = pe_memory_at(c->mem, src, (size_t)srcn);
+    if (!p)
+      return efail(c, in, thread, "cp.async reads %llu bytes at %#llx, outside every allocation", (unsigned long long)srcn,
+                   (unsigned long long)src);
+    memcpy(op.data, p, (size_t)srcn);
+  }
+  /* the copy may land any time from now: it conflicts with what other
+   * warps read or wrote in this barrier interval, and with other copies */
+  for (int b = 0; b < n; b++) {
+    shadow *s = &c->sh[dst + (uint64_t)b];
+    if (s->pending)
+      return efail(c, in, thread, "cp.async to shared offset %llu while an earlier cp.async (line %d) to it is in flight",
+                   (unsigned long long)(dst + (uint64_t)b), s->pend_line);
+    if ((s->r_epoch == c->epoch && s->r_warp != w) || (s->w_epoch == c->epoch && s->w_warp != w))
+      return efail(c, in, thread,
+                   "shared-memory race: cp.async to offset %llu of a byte another warp accessed with no barrier in between",
+                   (unsigned long long)(dst + (uint64_t)b));
+    s->pending++, s->pend_line = in->line, s->pend_warp = (int16_t)w;
+  }
+  if (c->o->landing == PE_LAND_EARLY) memcpy(c->smem + dst, op.data, (size_t)n);
+  if (c->n_cp == c->cap_cp) {
+    c->cap_cp = c->cap_cp ? c->cap_cp * 2 : 1024;
+    c->cp = realloc(c->cp, (size_t)c->cap_cp * sizeof *c->cp);
+  }
+  c->cp[c->n_cp++] = op;
+  return true;
+}
+
+/* ---- warp-collective instructions (all live lanes at one pc) ---- */
+
+static bool do_shfl(cta *c, int w, const pe_insn *in, uint32_t live) {
+  uint64_t res[32];
+  for (int l = 0; l < 32; l++) {
+    if (!(live >> l & 1)) continue;
+    uint32_t member = (uint32_t)rd(c, w, l, &in->o[4]);
+    if ((member & live) != member || !(member >> l & 1))
+      return efail(c, in, w * 32 + l, "membermask %#x names lanes that are not executing it (live lanes %#x)", member, live);
+    uint32_t b = (uint32_t)rd(c, w, l, &in->o[2]), cc = (uint32_t)rd(c, w, l, &in->o[3]);
+    uint32_t bval = b & 31, cval = cc & 31, seg = (cc >> 8) & 31;
+    uint32_t maxl = ((uint32_t)l & seg) | (cval & ~seg), minl = (uint32_t)l & seg;
+    int j;
+    bool pval;
+    switch ((pe_shfl)in->shfl) {
+    case SH_UP: j = l - (int)bval, pval = j >= (int)maxl; break;
+    case SH_DOWN: j = l + (int)bval, pval = j <= (int)maxl; break;
+    case SH_BFLY: j = l ^ (int)bval, pval = j <= (int)maxl; break;
+    default: j = (int)(minl | (bval & ~seg)), pval = j <= (int)maxl; break;
+    }
+    if (!pval) j = l;
+    if (j < 0 || j > 31 || !(member >> j & 1))
+      return efail(c, in, w * 32 + l, "reads lane %d, which is not in the membermask %#x", j, member);
+    res[l] = rd(c, w, j, &in->o[1]);
+  }
+  for (int l = 0; l < 32; l++)
+    if (live >> l & 1) REG(c, w, in->o[0].r[0], l) = zext(res[l], T_B32);
+  return true;
+}
+
+static bool do_ldmatrix(cta *c, int w, const pe_insn *in, uint32_t live) {
+  int num = in->vec;
+  if (live != 0xffffffffu)
+    return efail(c, in, w * 32 + __builtin_ctz(~live), "ldmatrix needs all 32 lanes of the warp (live %#x)", live);
+  uint16_t m[4][8][8];
+  for (int i = 0; i < num; i++)
+    for (int r = 0; r < 8; r++) {
+      int l = i * 8 + r;
+      uint64_t addr = (uint64_t)in->o[1].imm + (in->o[1].r[0] >= 0 ? REG(c, w, in->o[1].r[0], l) : 0);
+      if (addr % 16) return efail(c, in, w * 32 + l, "ldmatrix row address %#llx is not 16-byte aligned", (unsigned long long)addr);
+      if (!smem_check(c, in, w * 32 + l, addr, 16, false)) return false;
+      memcpy(m[i][r], c->smem + addr, 16);
+    }
+  for (int l = 0; l < 32; l++)
+    for (int i = 0; i < num; i++) {
+      int row = l / 4, col = 2 * (l % 4);
+      uint16_t lo, hi;
+      if (in->trans) lo = m[i][col][row], hi = m[i][col + 1][row];
+      else lo = m[i][row][col], hi = m[i][row][col + 1];
+      REG(c, w, in->o[0].r[i], l) = (uint64_t)lo | (uint64_t)hi << 16;
+    }
+  return true;
+}
+
+static bool do_mma(cta *c, int w, const pe_insn *in, uint32_t live) {
+  if (live != 0xffffffffu)
+    return efail(c, in, w * 32 + __builtin_ctz(~live), "mma.sync needs all 32 lanes of the warp (live %#x)", live);
+  double A[16][16], Bm[16][8], C[16][8];
+  pe_ty t = (pe_ty)in->ty2;
+  for (int l = 0; l < 32; l++) {
+    int g = l >> 2, tg = l & 3;
+    for (int i = 0; i < 8; i++) { /* a_i: register i/2, half i%2 */
+      uint64_t r = REG(c, w, in->o[1].r[i / 2], l);
+      int row = g + ((i / 2) % 2) * 8, col = tg * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+      A[row][col] = fval((r >> (16 * (i & 1))) & 0xffff, t);
+    }
+    for (int i = 0; i < 4; i++) { /* b_i */
+      uint64_t r = REG(c, w, in->o[2].r[i / 2], l);
+      int row = tg * 2 + (i & 1) + (i >= 2 ? 8 : 0), col = g;
+      Bm[row][col] = fval((r >> (16 * (i & 1))) & 0xffff, t);
+    }
+    for (int i = 0; i < 4; i++) { /* c_i */
+      int row = g + (i >= 2 ? 8 : 0), col = tg * 2 + (i & 1);
+      C[row][col] = f32_of(REG(c, w, in->o[3].r[i], l));
+    }
+  }
+  for (int l = 0; l < 32; l++) {
+    int g = l >> 2, tg = l & 3;
+    for (int i = 0; i < 4; i++) {
+      int row = g + (i >= 2 ? 8 : 0), col = tg * 2 + (i & 1);
+      double s = 0;
+      for (int kk = 0; kk < 16; kk++) s += A[row][kk] * Bm[kk][col];
+      REG(c, w, in->o[0].r[i], l) = bits_f32((float)(s + C[row][col]));
+    }
+  }
+  return true;
+}
+
+/* ---- scheduling ---- */
+
+static bool is_collective(pe_op op) { return op == OP_SHFL || op == OP_LDMATRIX || op == OP_MMA; }
+
+static void lane_exit(cta *c, int thread) {
+  c->state[thread] = ST_EXIT;
+  cp_wait(c, thread, -1); /* a thread's copies complete before it is gone */
+}
+
+/* Executes a non-collective instruction for lane l; returns false on error. */
+static bool exec_lane(cta *c, int w, int l, const pe_insn *in) {
+  int thread = w * 32 + l;
+  int *pc = &c->pc[thread];
+  if (!guard_ok(c, w, l, in)) {
+    (*pc)++;
+    return true;
+  }
+  uint64_t v = 0;
+  pe_ty t = (pe_ty)in->ty;
+  switch ((pe_op)in->op) {
+  case OP_MOV: {
+    v = rd(c, w, l, &in->o[1]);
+    v = t == T_PRED ? (v != 0) : zext(v, t);
+    break;
+  }
+  case OP_LD:
+  case OP_ST:
+    if (!do_ldst(c, w, l, in)) return false;
+    (*pc)++;
+    return true;
+  case OP_CVTA: v = rd(c, w, l, &in->o[1]); break;
+  case OP_CVT:
+    if (!do_cvt(c, w, l, in, &v)) return false;
+    break;
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_MAD: case OP_FMA: case OP_DIV: case OP_REM:
+  case OP_MIN: case OP_MAX: case OP_NEG: case OP_ABS: case OP_RCP: case OP_SQRT: case OP_RSQRT:
+  case OP_EX2: case OP_LG2: case OP_SIN: case OP_COS: case OP_TANH:
+    if (is_float(t) ? !do_float(c, w, l, in, &v) : !do_int(c, w, l, in, &v)) return false;
+    break;
+  case OP_AND: case OP_OR: case OP_XOR: case OP_NOT: case OP_SHL: case OP_SHR: case OP_BFE:
+    if (!do_int(c, w, l, in, &v)) return false;
+    break;
+  case OP_SELP:
+    v = (rd(c, w, l, &in->o[3]) & 1) ? rd(c, w, l, &in->o[1]) : rd(c, w, l, &in->o[2]);
+    v = zext(v, t);
+    break;
+  case OP_SETP: {
+    uint64_t a = rd(c, w, l, &in->o[1]), b = rd(c, w, l, &in->o[2]);
+    bool fl = is_float(t);
+    v = cmp((pe_cmp)in->cmp, fl ? fval(a, t) : 0, fl ? fval(b, t) : 0, sext(a, t), sext(b, t), zext(a, t), zext(b, t),
+            fl, is_signed(t));
+    break;
+  }
+  case OP_BRA: *pc = (int)in->o[0].imm; return true;
+  case OP_RET: lane_exit(c, thread); return true;
+  case OP_CP_ASYNC:
+    if (!do_cp_async(c, w, l, in)) return false;
+    (*pc)++;
+    return true;
+  case OP_CP_COMMIT: {
+    int64_t g = ++c->groups[thread];
+    for (int i = 0; i < c->n_cp; i++)
+      if (c->cp[i].thread == thread && c->cp[i].group < 0) c->cp[i].group = g;
+    (*pc)++;
+    return true;
+  }
+  case OP_CP_WAIT:
+    cp_wait(c, thread, in->o[0].imm);
+    (*pc)++;
+    return true;
+  case OP_BAR: case OP_SHFL: case OP_LDMATRIX: case OP_MMA:
+    return efail(c, in, thread, "internal: collective executed per lane");
+  }
+  REG(c, w, in->o[0].r[0], l) = v;
+  (*pc)++;
+  return true;
+}
+
+/* Runs the collective that every live lane of warp w is parked at. */
+static bool run_collective(cta *c, int w) {
+  int base = w * 32, pc = -1;
+  uint32_t live = 0;
+  for (int l = 0; l < 32 && base + l < c->nthreads; l++) {
+    int t = base + l;
+    if (c->state[t] == ST_EXIT) continue;
+    if (c->state[t] != ST_COLL || (pc >= 0 && c->pc[t] != pc)) {
+      const pe_insn *in = &c->k->insns[c->pc[t]];
+      int other = -1;
+      for (int q = 0; q < 32 && base + q < c->nthreads; q++)
+        if (c->state[base + q] == ST_COLL) other = c->pc[base + q];
+      return efail(c, other >= 0 ? &c->k->insns[other] : in, t,
+                   "divergent warp: lanes wait at this warp-collective instruction while lane %d is at line %d (%s)",
+                   l, in->line, c->state[t] == ST_BAR ? "a barrier" : "another collective");
+    }
+    pc = c->pc[t];
+    live |= 1u << l;
+  }
+  if (pc < 0) return true;
+  const pe_insn *in = &c->k->insns[pc];
+  bool ok = in->op == OP_SHFL ? do_shfl(c, w, in, live) : in->op == OP_LDMATRIX ? do_ldmatrix(c, w, in, live) : do_mma(c, w, in, live);
+  if (!ok) return false;
+  for (int l = 0; l < 32; l++)
+    if (live >> l & 1) c->state[base + l] = ST_RUN, c->pc[base + l]++;
+  return true;
+}
+
+/* One step of warp w. Returns 1 if it ran something, 0 if it is blocked
+ * (barrier or exited), -1 on error. */
+static int warp_step(cta *c, int w) {
+  int base = w * 32, minpc = -1, n_coll = 0, n_live = 0;
+  for (int l = 0; l < 32 && base + l < c->nthreads; l++) {
+    int t = base + l;
+    if (c->state[t] == ST_RUN && (minpc < 0 || c->pc[t] < minpc)) minpc = c->pc[t];
+    if (c->state[t] == ST_COLL) n_coll++;
+    if (c->state[t] != ST_EXIT) n_live++;
+  }
+  if (minpc < 0) {
+    if (n_coll == 0) return 0;
+    return run_collective(c, w) ? 1 : -1;
+  }
+  if (minpc >= c->k->n_insns) {
+    const pe_insn *last = c->k->n_insns ? &c->k->insns[c->k->n_insns - 1] : NULL;
+    return efail(c, last, base, "fell off the end of the kernel without ret"), -1;
+  }
+  const pe_insn *in = &c->k->insns[minpc];
+  pe_op op = (pe_op)in->op;
+  for (int l = 0; l < 32 && base + l < c->nthreads; l++) {
+    int t = base + l;
+    if (c->state[t] != ST_RUN || c->pc[t] != minpc) continue;
+    if (is_collective(op) || op == OP_BAR) {
+      if (!guard_ok(c, w, l, in)) {
+        c->pc[t]++;
+        continue;
+      }
+      c->state[t] = op == OP_BAR ? ST_BAR : ST_COLL;
+      if (op == OP_BAR) {
+        /* a barrier is .aligned: the whole warp must be at it together */
+        for (int q = 0; q < 32 && base + q < c->nthreads; q++)
+          if (c->state[base + q] == ST_COLL)
+            return efail(c, in, t, "barrier reached while lane %d waits at a warp-collective instruction (line %d)", q,
+                         c->k->insns[c->pc[base + q]].line), -1;
+      }
+    } else if (!exec_lane(c, w, l, in)) {
+      return -1;
+    }
+  }
+  (void)n_live;
+  /* collectives run as soon as every live lane has arrived */
+  if (is_collective(op)) {
+    bool all = true;
+    for (int l = 0; l < 32 && base + l < c->nthreads; l++)
+      if (c->state[base + l] == ST_RUN) all = false;
+    if (all) return run_collective(c, w) ? 1 : -1;
+  }
+  return 1;
+}
+
+static bool run_cta(cta *c) {
+  int nw = c->nwarps;
+  uint64_t steps = 0, max = c->o->max_steps ? c->o->max_steps : (uint64_t)1 << 32;
+  for (;;) {
+    bool progress = false;
+    for (int i = 0; i < nw; i++) {
+      int w = c->o->order == PE_ORDER_REVERSE ? nw - 1 - i : i;
+      if (c->o->order == PE_ORDER_INTERLEAVE) {
+        int r = warp_step(c, w);
+        if (r < 0) return false;
+        if (r) progress = true, steps++;
+      } else {
+        int r;
+        while ((r = warp_step(c, w)) > 0)
+          if (++steps > max) break;
+        if (r < 0) return false;
+        progress |= steps > 0;
+      }
+      if (steps > max) {
+        const pe_insn *in = &c->k->insns[c->pc[w * 32] < c->k->n_insns ? c->pc[w * 32] : 0];
+        return efail(c, in, w * 32, "runaway: more than %llu warp-instructions in one CTA", (unsigned long long)max);
+      }
+    }
+    (void)progress;
+    /* every warp is blocked: release the barrier, or finish */
+    bool any_bar = false, any_run = false;
+    for (int t = 0; t < c->nthreads; t++) {
+      if (c->state[t] == ST_BAR) any_bar = true;
+      if (c->state[t] == ST_RUN || c->state[t] == ST_COLL) any_run = true;
+    }
+    if (any_run) continue; /* interleaved order: not every warp is blocked yet */
+    if (!any_bar) break;
+    c->epoch++;
+    for (int t = 0; t < c->nthreads; t++)
+      if (c->state[t] == ST_BAR) c->state[t] = ST_RUN, c->pc[t]++;
+  }
+  for (int t = 0; t < c->nthreads; t++) cp_wait(c, t, -1);
+  return true;
+}
+
+void pe_options_from_env(pe_options *o) {
+  memset(o, 0, sizeof *o);
+  const char *s = getenv("CASTOR_PTXEMU_ORDER");
+  if (s && !strcmp(s, "reverse")) o->order = PE_ORDER_REVERSE;
+  else if (s && !strcmp(s, "interleave")) o->order = PE_ORDER_INTERLEAVE;
+  s = getenv("CASTOR_PTXEMU_LANDING");
+  if (s && !strcmp(s, "early")) o->landing = PE_LAND_EARLY;
+}
+
+bool pe_launch(pe_memory *mem, const pe_module *m, int kernel, const unsigned grid[3], const unsigned block[3],
+               unsigned shared_bytes, void **params, const pe_options *o, char *err, size_t errlen) {
+  const pe_kernel *k = &m->kernels[kernel];
+  pe_options defaults;
+  if (!o) pe_options_from_env(&defaults), o = &defaults;
+  cta c;
+  memset(&c, 0, sizeof c);
+  c.k = k, c.mem = mem, c.o = o, c.err = err, c.errlen = errlen;
+  if (errlen) err[0] = 0;
+  uint64_t nthreads = (uint64_t)block[0] * block[1] * block[2];
+  if (nthreads == 0 || nthreads > 1024 || grid[0] == 0 || grid[1] == 0 || grid[2] == 0) {
+    snprintf(err, errlen, "ptxemu: %s: invalid launch geometry grid (%u,%u,%u) block (%u,%u,%u)", k->name, grid[0],
+             grid[1], grid[2], block[0], block[1], block[2]);
+    return false;
+  }
+  if (shared_bytes > 227 * 1024) {
+    snprintf(err, errlen, "ptxemu: %s: %u bytes of dynamic shared memory, more than a CTA may have", k->name, shared_bytes);
+    return false;
+  }
+  uint8_t *pbuf = calloc(1, (size_t)k->param_bytes + 8);
+  for (int i = 0; i < k->n_params; i++) memcpy(pbuf + k->param_offset[i], params[i], (size_t)k->param_size[i]);
+  c.params = pbuf;
+  memcpy(c.grid, grid, sizeof c.grid), memcpy(c.block, block, sizeof c.block);
+  c.nthreads = (int)nthreads, c.nwarps = (c.nthreads + 31) / 32, c.nregs = k->n_regs > 0 ? k->n_regs : 1;
+  c.regs = malloc((size_t)c.nwarps * (size_t)c.nregs * 32 * sizeof *c.regs);
+  c.pc = malloc((size_t)c.nthreads * sizeof *c.pc);
+  c.state = malloc((size_t)c.nthreads);
+  c.groups = malloc((size_t)c.nthreads * sizeof *c.groups);
+  c.smem_bytes = shared_bytes;
+  c.smem = malloc((size_t)shared_bytes + 16);
+  c.sh = malloc(((size_t)shared_bytes + 16) * sizeof *c.sh);
+  bool ok = true;
+  uint64_t n_cta = (uint64_t)grid[0] * grid[1] * grid[2];
+  for (uint64_t b = 0; ok && b < n_cta; b++) {
+    uint64_t id = o->order == PE_ORDER_REVERSE ? n_cta - 1 - b : b;
+    c.ctaid[0] = (unsigned)(id % grid[0]), c.ctaid[1] = (unsigned)(id / grid[0] % grid[1]),
+    c.ctaid[2] = (unsigned)(id / grid[0] / grid[1]);
+    /* registers start as garbage on a GPU: poison them too */
+    memset(c.regs, 0xff, (size_t)c.nwarps * (size_t)c.nregs * 32 * sizeof *c.regs);
+    memset(c.pc, 0, (size_t)c.nthreads * sizeof *c.pc);
+    memset(c.state, ST_RUN, (size_t)c.nthreads);
+    memset(c.groups, 0, (size_t)c.nthreads * sizeof *c.groups);
+    memset(c.smem, 0xff, (size_t)shared_bytes + 16);
+    memset(c.sh, 0, ((size_t)shared_bytes + 16) * sizeof *c.sh);
+    c.epoch = 1, c.n_cp = 0;
+    ok = run_cta(&c);
+  }
+  free(c.regs), free(c.pc), free(c.state), free(c.groups), free(c.smem), free(c.sh), free(c.cp), free(pbuf);
+  return ok;
+}
