@@ -289,11 +289,11 @@ static bool do_ldst(cta *c, int w, int l, const pe_insn *in) {
 
 static uint64_t int_result(uint64_t v, pe_ty t) { return zext(v, t); }
 
-static bool do_int(cta *c, int w, int l, const pe_insn *in, uint64_t *out) {
+static bool do_int(cta *c, int w, int l, const pe_insn *in, const uint64_t *x, uint64_t *out) {
   pe_ty t = (pe_ty)in->ty;
   int bytes = pe_ty_bytes(t), bits = bytes * 8;
   bool sg = is_signed(t);
-  uint64_t a = rd(c, w, l, &in->o[1]), b = in->n_ops > 2 ? rd(c, w, l, &in->o[2]) : 0;
+  uint64_t a = x[1], b = in->n_ops > 2 ? x[2] : 0;
   int64_t sa = sext(a, t), sb = sext(b, t);
   uint64_t ua = zext(a, t), ub = zext(b, t);
   switch ((pe_op)in->op) {
@@ -311,7 +311,7 @@ static bool do_int(cta *c, int w, int l, const pe_insn *in, uint64_t *out) {
     return true;
   case OP_MUL:
   case OP_MAD: {
-    uint64_t cc = in->op == OP_MAD ? rd(c, w, l, &in->o[3]) : 0;
+    uint64_t cc = in->op == OP_MAD ? x[3] : 0;
     if (in->mul == M_LO) *out = int_result(ua * ub + cc, t);
     else if (in->mul == M_WIDE) {
       uint64_t r = sg ? (uint64_t)(sa * sb) : ua * ub;
@@ -354,7 +354,7 @@ static bool do_int(cta *c, int w, int l, const pe_insn *in, uint64_t *out) {
     return true;
   }
   case OP_BFE: {
-    unsigned pos = (unsigned)(b & 0xff), len = (unsigned)(rd(c, w, l, &in->o[3]) & 0xff);
+    unsigned pos = (unsigned)(b & 0xff), len = (unsigned)(x[3] & 0xff);
     unsigned sbit = 0;
     if (sg && len > 0) {
       unsigned top = pos + len - 1 < (unsigned)bits - 1 ? pos + len - 1 : (unsigned)bits - 1;
@@ -387,9 +387,9 @@ static double approx(double exact, double rel, double ulps) {
   return (double)(float)(exact + copysign(d, exact));
 }
 
-static bool do_float(cta *c, int w, int l, const pe_insn *in, uint64_t *out) {
+static bool do_float(cta *c, int w, int l, const pe_insn *in, const uint64_t *x, uint64_t *out) {
   pe_ty t = (pe_ty)in->ty;
-  double a = fval(rd(c, w, l, &in->o[1]), t), b = in->n_ops > 2 ? fval(rd(c, w, l, &in->o[2]), t) : 0, r = 0;
+  double a = fval(x[1], t), b = in->n_ops > 2 ? fval(x[2], t) : 0, r = 0;
   bool f32 = t == T_F32;
   if (in->ftz && f32) a = ftz32(a), b = ftz32(b);
   float fa = (float)a, fb = (float)b;
@@ -399,7 +399,7 @@ static bool do_float(cta *c, int w, int l, const pe_insn *in, uint64_t *out) {
   case OP_MUL: r = f32 ? (double)(fa * fb) : a * b; break;
   case OP_FMA:
   case OP_MAD: {
-    double cc = fval(rd(c, w, l, &in->o[3]), t);
+    double cc = fval(x[3], t);
     if (in->ftz && f32) cc = ftz32(cc);
     r = f32 ? (double)fmaf(fa, fb, (float)cc) : fma(a, b, cc);
     break;
@@ -411,8 +411,8 @@ static bool do_float(cta *c, int w, int l, const pe_insn *in, uint64_t *out) {
     break;
   case OP_MIN: r = isnan(a) ? b : isnan(b) ? a : (a < b || (a == b && signbit(a))) ? a : b; break;
   case OP_MAX: r = isnan(a) ? b : isnan(b) ? a : (a > b || (a == b && !signbit(a))) ? a : b; break;
-  case OP_NEG: *out = rd(c, w, l, &in->o[1]) ^ (t == T_F32 ? 0x80000000u : 0x8000u); return true;
-  case OP_ABS: *out = rd(c, w, l, &in->o[1]) & (t == T_F32 ? 0x7fffffffu : 0x7fffu); return true;
+  case OP_NEG: *out = x[1] ^ (t == T_F32 ? 0x80000000u : 0x8000u); return true;
+  case OP_ABS: *out = x[1] & (t == T_F32 ? 0x7fffffffu : 0x7fffu); return true;
   case OP_RCP: r = in->approx ? approx(1.0 / a, 0, 1) : (double)(1.0f / fa); break;
   case OP_SQRT: r = in->approx ? approx(sqrt(a), 0, 2) : (double)sqrtf(fa); break;
   case OP_RSQRT: r = approx(1.0 / sqrt(a), 0, 2); break;
@@ -465,9 +465,9 @@ static bool cmp(pe_cmp op, double a, double b, int64_t sa, int64_t sb, uint64_t 
   }
 }
 
-static bool do_cvt(cta *c, int w, int l, const pe_insn *in, uint64_t *out) {
+static bool do_cvt(cta *c, int w, int l, const pe_insn *in, const uint64_t *xs, uint64_t *out) {
   pe_ty d = (pe_ty)in->ty, s = (pe_ty)in->ty2;
-  uint64_t v = rd(c, w, l, &in->o[1]);
+  uint64_t v = xs[1];
   if (!is_float(d) && !is_float(s)) { /* extend by the source type, truncate to the destination */
     uint64_t x = is_signed(s) ? (uint64_t)sext(v, s) : zext(v, s);
     if (in->sat) {
@@ -677,72 +677,140 @@ static void lane_exit(cta *c, int thread) {
   cp_wait(c, thread, -1); /* a thread's copies complete before it is gone */
 }
 
-/* Executes a non-collective instruction for lane l; returns false on error. */
-static bool exec_lane(cta *c, int w, int l, const pe_insn *in) {
-  int thread = w * 32 + l;
-  int *pc = &c->pc[thread];
-  if (!guard_ok(c, w, l, in)) {
-    (*pc)++;
-    return true;
+/* Operand o of every lane of warp w: a register row, or `tmp` filled. */
+static const uint64_t *opv(const cta *c, int w, const pe_opnd *o, uint32_t mask, uint64_t *tmp) {
+  if (o->kind == K_REG) return &REG(c, w, o->r[0], 0);
+  if (o->kind == K_SREG) {
+    for (uint32_t m = mask; m; m &= m - 1) {
+      int l = __builtin_ctz(m);
+      tmp[l] = sreg(c, w * 32 + l, (int)o->imm);
+    }
+    return tmp;
   }
-  uint64_t v = 0;
+  for (int l = 0; l < 32; l++) tmp[l] = (uint64_t)o->imm;
+  return tmp;
+}
+
+#define EACH(m) for (uint32_t m_ = (m); m_; m_ &= m_ - 1)
+#define LANE __builtin_ctz(m_)
+
+/* Executes a non-collective instruction for the lanes in `mask` of warp
+ * w (all at its pc); false on error. The common f32 and integer forms
+ * have loops of their own; the rest goes lane by lane. */
+static bool exec_warp(cta *c, int w, uint32_t mask, const pe_insn *in) {
+  int base = w * 32;
+  uint32_t act = mask;
+  if (in->guard >= 0) {
+    const uint64_t *g = &REG(c, w, in->guard, 0);
+    act = 0;
+    EACH(mask) {
+      int l = LANE;
+      if (((g[l] & 1) != 0) != in->guard_neg) act |= 1u << l;
+    }
+  }
+  pe_op op = (pe_op)in->op;
   pe_ty t = (pe_ty)in->ty;
-  switch ((pe_op)in->op) {
-  case OP_MOV: {
-    v = rd(c, w, l, &in->o[1]);
-    v = t == T_PRED ? (v != 0) : zext(v, t);
-    break;
+  uint64_t t1[32], t2[32], t3[32];
+  const uint64_t *x1 = in->n_ops > 1 ? opv(c, w, &in->o[1], act, t1) : NULL;
+  const uint64_t *x2 = in->n_ops > 2 && in->o[2].kind != K_MEM && in->o[2].kind != K_VEC ? opv(c, w, &in->o[2], act, t2) : NULL;
+  const uint64_t *x3 = in->n_ops > 3 && in->o[3].kind != K_MEM && in->o[3].kind != K_VEC ? opv(c, w, &in->o[3], act, t3) : NULL;
+  uint64_t *d = in->n_ops > 0 && in->o[0].kind == K_REG ? &REG(c, w, in->o[0].r[0], 0) : NULL;
+  bool done = false;
+  if (t == T_F32 && !in->ftz && !in->sat && !in->approx) {
+    done = true;
+    switch (op) {
+    case OP_FMA: EACH(act) { int l = LANE; d[l] = bits_f32(fmaf(f32_of(x1[l]), f32_of(x2[l]), f32_of(x3[l]))); } break;
+    case OP_ADD: EACH(act) { int l = LANE; d[l] = bits_f32(f32_of(x1[l]) + f32_of(x2[l])); } break;
+    case OP_SUB: EACH(act) { int l = LANE; d[l] = bits_f32(f32_of(x1[l]) - f32_of(x2[l])); } break;
+    case OP_MUL: EACH(act) { int l = LANE; d[l] = bits_f32(f32_of(x1[l]) * f32_of(x2[l])); } break;
+    case OP_MOV: EACH(act) { int l = LANE; d[l] = x1[l] & 0xffffffffu; } break;
+    case OP_SELP: EACH(act) { int l = LANE; d[l] = (x3[l] & 1 ? x1[l] : x2[l]) & 0xffffffffu; } break;
+    default: done = false;
+    }
+  } else if ((t == T_S64 || t == T_U64 || t == T_B64) && !in->sat) {
+    done = true;
+    switch (op) {
+    case OP_ADD: EACH(act) { int l = LANE; d[l] = x1[l] + x2[l]; } break;
+    case OP_SUB: EACH(act) { int l = LANE; d[l] = x1[l] - x2[l]; } break;
+    case OP_MOV: EACH(act) { int l = LANE; d[l] = x1[l]; } break;
+    case OP_CVTA: EACH(act) { int l = LANE; d[l] = x1[l]; } break;
+    case OP_SELP: EACH(act) { int l = LANE; d[l] = x3[l] & 1 ? x1[l] : x2[l]; } break;
+    case OP_SHL: EACH(act) { int l = LANE; uint64_t sh = x2[l] & 0xffffffffu; d[l] = sh >= 64 ? 0 : x1[l] << sh; } break;
+    default: done = false;
+    }
+  } else if ((t == T_S32 || t == T_U32 || t == T_B32) && !in->sat) {
+    done = true;
+    switch (op) {
+    case OP_ADD: EACH(act) { int l = LANE; d[l] = (x1[l] + x2[l]) & 0xffffffffu; } break;
+    case OP_AND: EACH(act) { int l = LANE; d[l] = (x1[l] & x2[l]) & 0xffffffffu; } break;
+    case OP_OR: EACH(act) { int l = LANE; d[l] = (x1[l] | x2[l]) & 0xffffffffu; } break;
+    case OP_XOR: EACH(act) { int l = LANE; d[l] = (x1[l] ^ x2[l]) & 0xffffffffu; } break;
+    case OP_MOV: EACH(act) { int l = LANE; d[l] = x1[l] & 0xffffffffu; } break;
+    case OP_SELP: EACH(act) { int l = LANE; d[l] = (x3[l] & 1 ? x1[l] : x2[l]) & 0xffffffffu; } break;
+    default: done = false;
+    }
   }
-  case OP_LD:
-  case OP_ST:
-    if (!do_ldst(c, w, l, in)) return false;
-    (*pc)++;
-    return true;
-  case OP_CVTA: v = rd(c, w, l, &in->o[1]); break;
-  case OP_CVT:
-    if (!do_cvt(c, w, l, in, &v)) return false;
-    break;
-  case OP_ADD: case OP_SUB: case OP_MUL: case OP_MAD: case OP_FMA: case OP_DIV: case OP_REM:
-  case OP_MIN: case OP_MAX: case OP_NEG: case OP_ABS: case OP_RCP: case OP_SQRT: case OP_RSQRT:
-  case OP_EX2: case OP_LG2: case OP_SIN: case OP_COS: case OP_TANH:
-    if (is_float(t) ? !do_float(c, w, l, in, &v) : !do_int(c, w, l, in, &v)) return false;
-    break;
-  case OP_AND: case OP_OR: case OP_XOR: case OP_NOT: case OP_SHL: case OP_SHR: case OP_BFE:
-    if (!do_int(c, w, l, in, &v)) return false;
-    break;
-  case OP_SELP:
-    v = (rd(c, w, l, &in->o[3]) & 1) ? rd(c, w, l, &in->o[1]) : rd(c, w, l, &in->o[2]);
-    v = zext(v, t);
-    break;
-  case OP_SETP: {
-    uint64_t a = rd(c, w, l, &in->o[1]), b = rd(c, w, l, &in->o[2]);
-    bool fl = is_float(t);
-    v = cmp((pe_cmp)in->cmp, fl ? fval(a, t) : 0, fl ? fval(b, t) : 0, sext(a, t), sext(b, t), zext(a, t), zext(b, t),
-            fl, is_signed(t));
-    break;
+  if (!done) {
+    EACH(act) {
+      int l = LANE, thread = base + l;
+      uint64_t x[4] = {0, x1 ? x1[l] : 0, x2 ? x2[l] : 0, x3 ? x3[l] : 0}, v = 0;
+      switch (op) {
+      case OP_MOV: v = t == T_PRED ? (x[1] != 0) : zext(x[1], t); break;
+      case OP_LD:
+      case OP_ST:
+        if (!do_ldst(c, w, l, in)) return false;
+        continue;
+      case OP_CVTA: v = x[1]; break;
+      case OP_CVT:
+        if (!do_cvt(c, w, l, in, x, &v)) return false;
+        break;
+      case OP_ADD: case OP_SUB: case OP_MUL: case OP_MAD: case OP_FMA: case OP_DIV: case OP_REM:
+      case OP_MIN: case OP_MAX: case OP_NEG: case OP_ABS: case OP_RCP: case OP_SQRT: case OP_RSQRT:
+      case OP_EX2: case OP_LG2: case OP_SIN: case OP_COS: case OP_TANH:
+        if (is_float(t) ? !do_float(c, w, l, in, x, &v) : !do_int(c, w, l, in, x, &v)) return false;
+        break;
+      case OP_AND: case OP_OR: case OP_XOR: case OP_NOT: case OP_SHL: case OP_SHR: case OP_BFE:
+        if (!do_int(c, w, l, in, x, &v)) return false;
+        break;
+      case OP_SELP: v = zext((x[3] & 1) ? x[1] : x[2], t); break;
+      case OP_SETP: {
+        bool fl = is_float(t);
+        v = cmp((pe_cmp)in->cmp, fl ? fval(x[1], t) : 0, fl ? fval(x[2], t) : 0, sext(x[1], t), sext(x[2], t),
+                zext(x[1], t), zext(x[2], t), fl, is_signed(t));
+        break;
+      }
+      case OP_BRA: case OP_RET: continue;
+      case OP_CP_ASYNC:
+        if (!do_cp_async(c, w, l, in)) return false;
+        continue;
+      case OP_CP_COMMIT: {
+        int64_t g = ++c->groups[thread];
+        for (int i = 0; i < c->n_cp; i++)
+          if (c->cp[i].thread == thread && c->cp[i].group < 0) c->cp[i].group = g;
+        continue;
+      }
+      case OP_CP_WAIT: cp_wait(c, thread, in->o[0].imm); continue;
+      case OP_BAR: case OP_SHFL: case OP_LDMATRIX: case OP_MMA:
+        return efail(c, in, thread, "internal: collective executed per lane");
+      }
+      d[l] = v;
+    }
   }
-  case OP_BRA: *pc = (int)in->o[0].imm; return true;
-  case OP_RET: lane_exit(c, thread); return true;
-  case OP_CP_ASYNC:
-    if (!do_cp_async(c, w, l, in)) return false;
-    (*pc)++;
-    return true;
-  case OP_CP_COMMIT: {
-    int64_t g = ++c->groups[thread];
-    for (int i = 0; i < c->n_cp; i++)
-      if (c->cp[i].thread == thread && c->cp[i].group < 0) c->cp[i].group = g;
-    (*pc)++;
-    return true;
+  /* control: every lane of mask moves on; taken branches jump, ret exits */
+  if (op == OP_BRA) {
+    EACH(mask) {
+      int l = LANE;
+      c->pc[base + l] = (act >> l & 1) ? (int)in->o[0].imm : c->pc[base + l] + 1;
+    }
+  } else if (op == OP_RET) {
+    EACH(mask) {
+      int l = LANE;
+      if (act >> l & 1) lane_exit(c, base + l);
+      else c->pc[base + l]++;
+    }
+  } else {
+    EACH(mask) c->pc[base + LANE]++;
   }
-  case OP_CP_WAIT:
-    cp_wait(c, thread, in->o[0].imm);
-    (*pc)++;
-    return true;
-  case OP_BAR: case OP_SHFL: case OP_LDMATRIX: case OP_MMA:
-    return efail(c, in, thread, "internal: collective executed per lane");
-  }
-  REG(c, w, in->o[0].r[0], l) = v;
-  (*pc)++;
   return true;
 }
 
@@ -794,24 +862,27 @@ static int warp_step(cta *c, int w) {
   }
   const pe_insn *in = &c->k->insns[minpc];
   pe_op op = (pe_op)in->op;
+  uint32_t mask = 0;
+  for (int l = 0; l < 32 && base + l < c->nthreads; l++)
+    if (c->state[base + l] == ST_RUN && c->pc[base + l] == minpc) mask |= 1u << l;
+  if (!is_collective(op) && op != OP_BAR) {
+    if (!exec_warp(c, w, mask, in)) return -1;
+    return 1;
+  }
   for (int l = 0; l < 32 && base + l < c->nthreads; l++) {
     int t = base + l;
-    if (c->state[t] != ST_RUN || c->pc[t] != minpc) continue;
-    if (is_collective(op) || op == OP_BAR) {
-      if (!guard_ok(c, w, l, in)) {
-        c->pc[t]++;
-        continue;
-      }
-      c->state[t] = op == OP_BAR ? ST_BAR : ST_COLL;
-      if (op == OP_BAR) {
-        /* a barrier is .aligned: the whole warp must be at it together */
-        for (int q = 0; q < 32 && base + q < c->nthreads; q++)
-          if (c->state[base + q] == ST_COLL)
-            return efail(c, in, t, "barrier reached while lane %d waits at a warp-collective instruction (line %d)", q,
-                         c->k->insns[c->pc[base + q]].line), -1;
-      }
-    } else if (!exec_lane(c, w, l, in)) {
-      return -1;
+    if (!(mask >> l & 1)) continue;
+    if (!guard_ok(c, w, l, in)) {
+      c->pc[t]++;
+      continue;
+    }
+    c->state[t] = op == OP_BAR ? ST_BAR : ST_COLL;
+    if (op == OP_BAR) {
+      /* a barrier is .aligned: the whole warp must be at it together */
+      for (int q = 0; q < 32 && base + q < c->nthreads; q++)
+        if (c->state[base + q] == ST_COLL)
+          return efail(c, in, t, "barrier reached while lane %d waits at a warp-collective instruction (line %d)", q,
+                       c->k->insns[c->pc[base + q]].line), -1;
     }
   }
   (void)n_live;
