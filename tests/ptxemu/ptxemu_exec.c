@@ -373,18 +373,15 @@ static bool do_int(cta *c, int w, int l, const pe_insn *in, const uint64_t *x, u
   return efail(c, in, w * 32 + l, "internal: not an integer instruction");
 }
 
-/* One ulp of |x| as f32 (for the approximate functions). */
-static double ulp32(double x) {
-  int e;
-  frexp(x, &e);
-  if (e - 24 < -149) return 0x1p-149;
-  return ldexp(1.0, e - 24);
-}
-
+/* The exact value moved away from zero by most of the allowed error:
+ * rel (relative) or ulps (units in the last place of the f32 result);
+ * the f32 rounding keeps the total within the bound. */
 static double approx(double exact, double rel, double ulps) {
   if (!isfinite(exact) || exact == 0) return exact;
-  double d = rel > 0 ? fabs(exact) * rel : ulp32(exact) * ulps;
-  return (double)(float)(exact + copysign(d, exact));
+  if (rel > 0) return (double)(float)(exact * (1 + 0.9 * rel));
+  float r = (float)exact;
+  for (int k = 0; k < (int)(ulps - 0.5); k++) r = nextafterf(r, exact > 0 ? INFINITY : -INFINITY);
+  return r;
 }
 
 static bool do_float(cta *c, int w, int l, const pe_insn *in, const uint64_t *x, uint64_t *out) {

@@ -411,6 +411,7 @@ static bool decode(parser *p, pe_kernel *k, pe_insn *in, char *opc, char *args, 
     if (!fd && fs && (m.rnd < R_RNI)) BAD();
     if (!fd && !fs && m.rnd) BAD();
     if (in->ty == T_PRED || in->ty2 == T_PRED) BAD();
+    if ((in->ty == T_F16 || in->ty == T_BF16) && fs && m.rnd != R_RN && pe_ty_bytes(in->ty2) > 2) BAD(); /* only .rn */
   } else if (!strcmp(base, "add") || !strcmp(base, "sub") || !strcmp(base, "mul") || !strcmp(base, "mad") ||
              !strcmp(base, "fma") || !strcmp(base, "div") || !strcmp(base, "rem") || !strcmp(base, "min") ||
              !strcmp(base, "max")) {
