@@ -31,6 +31,7 @@
  */
 #include <fenv.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,8 +74,8 @@ typedef struct cta {
   shadow *sh;
   unsigned smem_bytes;
   uint32_t epoch;
-  cp_op *cp;
-  int n_cp, cap_cp;
+  cp_op **cp;   /* per thread: its copies in flight */
+  int *n_cp, *cap_cp;
   int64_t *groups; /* per thread: groups committed */
   char *err;
   size_t errlen;
@@ -136,10 +137,16 @@ static int64_t sext(uint64_t v, pe_ty t) {
 }
 static uint64_t zext(uint64_t v, pe_ty t) { return v & mask_of(pe_ty_bytes(t)); }
 
+static float f16_table[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+static void f16_init(void) {
+  for (uint32_t h = 0; h < 65536; h++) f16_table[h] = pe_f16_to_f32((uint16_t)h);
+}
+
 /* A float operand of type t as a double (exact). */
 static double fval(uint64_t v, pe_ty t) {
   switch (t) {
-  case T_F16: return pe_f16_to_f32((uint16_t)v);
+  case T_F16: return f16_table[v & 0xffff];
   case T_BF16: return pe_bf16_to_f32((uint16_t)v);
   case T_F32: return f32_of(v);
   case T_F64: return f64_of(v);
@@ -212,23 +219,23 @@ static bool smem_check(cta *c, const pe_insn *in, int thread, uint64_t off, int 
 
 /* Completes cp.async op i: its data lands (if it has not) and counts as
  * a write by its warp now. */
-static void cp_complete(cta *c, int i) {
-  cp_op *op = &c->cp[i];
+static void cp_complete(cta *c, int thread, int i) {
+  cp_op *op = &c->cp[thread][i];
   for (int b = 0; b < op->n; b++) {
     shadow *s = &c->sh[op->dst + (uint32_t)b];
     s->pending--;
     s->w_epoch = c->epoch, s->w_warp = (int16_t)(op->thread / 32);
   }
   if (c->o->landing == PE_LAND_LATE) memcpy(c->smem + op->dst, op->data, (size_t)op->n);
-  c->cp[i] = c->cp[--c->n_cp];
+  c->cp[thread][i] = c->cp[thread][--c->n_cp[thread]];
 }
 
 /* cp.async.wait_group n for `thread` (n < 0: everything, at exit). */
 static void cp_wait(cta *c, int thread, int64_t n) {
   int64_t limit = n < 0 ? INT64_MAX : c->groups[thread] - n; /* groups numbered 1.. */
-  for (int i = 0; i < c->n_cp;) {
-    cp_op *op = &c->cp[i];
-    if (op->thread == thread && ((op->group >= 1 && op->group <= limit) || n < 0)) cp_complete(c, i);
+  for (int i = 0; i < c->n_cp[thread];) {
+    cp_op *op = &c->cp[thread][i];
+    if ((op->group >= 1 && op->group <= limit) || n < 0) cp_complete(c, thread, i);
     else i++;
   }
 }
@@ -569,11 +576,11 @@ static bool do_cp_async(cta *c, int w, int l, const pe_insn *in) {
     s->pending++, s->pend_line = in->line, s->pend_warp = (int16_t)w;
   }
   if (c->o->landing == PE_LAND_EARLY) memcpy(c->smem + dst, op.data, (size_t)n);
-  if (c->n_cp == c->cap_cp) {
-    c->cap_cp = c->cap_cp ? c->cap_cp * 2 : 1024;
-    c->cp = realloc(c->cp, (size_t)c->cap_cp * sizeof *c->cp);
+  if (c->n_cp[thread] == c->cap_cp[thread]) {
+    c->cap_cp[thread] = c->cap_cp[thread] ? c->cap_cp[thread] * 2 : 16;
+    c->cp[thread] = realloc(c->cp[thread], (size_t)c->cap_cp[thread] * sizeof *c->cp[thread]);
   }
-  c->cp[c->n_cp++] = op;
+  c->cp[thread][c->n_cp[thread]++] = op;
   return true;
 }
 
@@ -782,8 +789,8 @@ static bool exec_warp(cta *c, int w, uint32_t mask, const pe_insn *in) {
         continue;
       case OP_CP_COMMIT: {
         int64_t g = ++c->groups[thread];
-        for (int i = 0; i < c->n_cp; i++)
-          if (c->cp[i].thread == thread && c->cp[i].group < 0) c->cp[i].group = g;
+        for (int i = 0; i < c->n_cp[thread]; i++)
+          if (c->cp[thread][i].group < 0) c->cp[thread][i].group = g;
         continue;
       }
       case OP_CP_WAIT: cp_wait(c, thread, in->o[0].imm); continue;
@@ -970,6 +977,10 @@ bool pe_launch(pe_memory *mem, const pe_module *m, int kernel, const unsigned gr
   c.pc = malloc((size_t)c.nthreads * sizeof *c.pc);
   c.state = malloc((size_t)c.nthreads);
   c.groups = malloc((size_t)c.nthreads * sizeof *c.groups);
+  c.cp = calloc((size_t)c.nthreads, sizeof *c.cp);
+  c.n_cp = calloc((size_t)c.nthreads, sizeof *c.n_cp);
+  c.cap_cp = calloc((size_t)c.nthreads, sizeof *c.cap_cp);
+  pthread_once(&f16_once, f16_init);
   c.smem_bytes = shared_bytes;
   c.smem = malloc((size_t)shared_bytes + 16);
   c.sh = malloc(((size_t)shared_bytes + 16) * sizeof *c.sh);
@@ -986,9 +997,12 @@ bool pe_launch(pe_memory *mem, const pe_module *m, int kernel, const unsigned gr
     memset(c.groups, 0, (size_t)c.nthreads * sizeof *c.groups);
     memset(c.smem, 0xff, (size_t)shared_bytes + 16);
     memset(c.sh, 0, ((size_t)shared_bytes + 16) * sizeof *c.sh);
-    c.epoch = 1, c.n_cp = 0;
+    c.epoch = 1;
+    memset(c.n_cp, 0, (size_t)c.nthreads * sizeof *c.n_cp);
     ok = run_cta(&c);
   }
-  free(c.regs), free(c.pc), free(c.state), free(c.groups), free(c.smem), free(c.sh), free(c.cp), free(pbuf);
+  for (int t = 0; t < c.nthreads; t++) free(c.cp[t]);
+  free(c.regs), free(c.pc), free(c.state), free(c.groups), free(c.smem), free(c.sh), free(c.cp), free(c.n_cp),
+      free(c.cap_cp), free(pbuf);
   return ok;
 }
