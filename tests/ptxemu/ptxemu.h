@@ -62,7 +62,7 @@ typedef enum pe_landing {
 typedef struct pe_options {
   pe_order order;
   pe_landing landing;
-  uint64_t max_steps; /* warp-instructions per CTA before "runaway"; 0: 2^32 */
+  uint64_t max_steps; /* warp-instructions per CTA before "runaway"; 0: 2^28 */
 } pe_options;
 
 /* From $CASTOR_PTXEMU_ORDER (forward|reverse|interleave) and

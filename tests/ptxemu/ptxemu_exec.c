@@ -902,7 +902,7 @@ static int warp_step(cta *c, int w) {
 
 static bool run_cta(cta *c) {
   int nw = c->nwarps;
-  uint64_t steps = 0, max = c->o->max_steps ? c->o->max_steps : (uint64_t)1 << 32;
+  uint64_t steps = 0, max = c->o->max_steps ? c->o->max_steps : (uint64_t)1 << 28;
   for (;;) {
     bool progress = false;
     for (int i = 0; i < nw; i++) {

@@ -603,8 +603,9 @@ static bool parse_reg_decl(parser *p, char *st, int line) {
        * how PTX names work; castor's PTX declares ranges only */
       return fail(p, line, "unsupported .reg form '%s' (only %%name<N> ranges)", r);
     }
-    if (count <= 0 || count > 1 << 20 || plen == 0 || plen >= sizeof p->rc[0].prefix || p->n_rc == 32)
+    if (count <= 0 || count > 1 << 16 || plen == 0 || plen >= sizeof p->rc[0].prefix || p->n_rc == 32)
       return fail(p, line, "malformed .reg '%s'", r);
+    if (p->n_regs + count > 1 << 16) return fail(p, line, "more than 65536 registers in one kernel");
     struct regclass *c = &p->rc[p->n_rc++];
     memcpy(c->prefix, r + 1, plen), c->prefix[plen] = 0;
     c->count = count, c->base = p->n_regs, c->is_pred = ty == T_PRED;

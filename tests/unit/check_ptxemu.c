@@ -16,7 +16,8 @@
  *    read of another warp's write without bar.sync (in every order),
  *    out-of-bounds global and shared accesses, a shfl.sync reached by half
  *    a warp, an instruction the emulator does not implement (refused with
- *    its line).
+ *    its line), a runaway loop; damaged PTX is refused with a line, never
+ *    a crash.
  * 4. Mutated castor kernels must fail: castor's own PTX for a
  *    tensor-core and an FMA GEMM, run through the runtime (runtime/cuda.c
  *    over libcastor_ptxemu.so), first unmodified (it must pass: else the
@@ -451,6 +452,62 @@ START_TEST(test_refuses_unknown) {
 }
 END_TEST
 
+static const char *loop_ptx =
+    HEAD ".visible .entry spin(\n .param .u64 p\n)\n{\n .reg .b32 %r<2>;\n"
+    " mov.u32 %r1, 0;\n$TOP:\n add.s32 %r1, %r1, 1;\n bra.uni $TOP;\n}\n";
+
+START_TEST(test_runaway) {
+  emu e;
+  emu_load(&e, loop_ptx);
+  uint64_t params[] = {0};
+  void *pp[] = {&params[0]};
+  pe_options o = {.max_steps = 100000};
+  unsigned g[3] = {2, 1, 1}, b[3] = {64, 1, 1};
+  ck_assert(!pe_launch(e.mem, e.mod, 0, g, b, 0, pp, &o, e.err, sizeof e.err));
+  ck_assert_msg(strstr(e.err, "runaway"), "%s", e.err);
+  emu_fini(&e);
+}
+END_TEST
+
+/* Damaged PTX (castor's own, cut short or with bytes changed) is refused
+ * with a line number or loads; never a crash. */
+START_TEST(test_damaged_ptx) {
+  static const char *text = "model dmg\nx = input(shape=[40])\nh = dense(x, units=24, activation=gelu)\n"
+                            "p = activation(h, softmax)\noutput p\n";
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = fe_load_string("dmg", text, strlen(text), NULL, d);
+  ck_assert(g != NULL);
+  ck_assert(ir_policy_from_name("mixed_float16", 13, &g->policy));
+  pass_options po;
+  pass_options_init(&po);
+  ck_assert(pass_run_pipeline(g, PASS_PIPELINE_PAD8, &po, d));
+  rt_cuda_program *p = cg_compile_cuda(g, "sm_80", NULL, d);
+  ck_assert(p != NULL);
+  size_t n = strlen(p->ptx);
+  char *buf = malloc(n + 1), err[512];
+  uint64_t s = 7;
+  int refused = 0;
+  for (int i = 0; i < 400; i++) {
+    memcpy(buf, p->ptx, n + 1);
+    s = s * 6364136223846793005u + 1442695040888963407u;
+    size_t at = (size_t)(s >> 33) % n;
+    if (i % 2) buf[at] = 0; /* cut short */
+    else buf[at] = "};{[%.,0x@!$ "[(s >> 20) % 13];
+    pe_module *m = pe_module_load(buf, err, sizeof err);
+    if (!m) {
+      refused++;
+      ck_assert_msg(!strncmp(err, "ptxemu: line ", 13), "damaged PTX refused without a line: %s", err);
+    }
+    pe_module_destroy(m);
+  }
+  ck_assert_int_gt(refused, 100);
+  free(buf);
+  rt_cuda_program_destroy(p);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 /* ---- 4. mutated castor kernels ---- */
 
 static rt_cuda_device *dev;
@@ -614,6 +671,8 @@ int main(void) {
   tcase_add_test(tc, test_bounds);
   tcase_add_test(tc, test_divergent_shfl);
   tcase_add_test(tc, test_refuses_unknown);
+  tcase_add_test(tc, test_runaway);
+  tcase_add_test(tc, test_damaged_ptx);
   suite_add_tcase(s, tc);
   tc = tcase_create("mutations");
   tcase_set_timeout(tc, 600);
