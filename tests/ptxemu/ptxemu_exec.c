@@ -18,16 +18,9 @@
  * warp at the epoch of the wait that completes it; until then any access
  * to its bytes is an error.
  *
- * Float semantics: f32 arithmetic is C's float arithmetic (IEEE binary32,
- * round to nearest even; the build passes -ffp-contract=off, so nothing
- * is fused that PTX did not fuse), fma.rn is fmaf; 16-bit arithmetic is
- * done exactly in double and rounded once; mma.sync sums its 16 products
+ * Scalar instructions are ptxemu_alu.c's. mma.sync sums its 16 products
  * and the accumulator in double and rounds once to f32 (the products of
  * 16-bit values are exact; the ISA leaves the accumulation order open).
- * Approximate functions return the correctly rounded value moved by the
- * largest error the ISA allows for them (2 ulp for ex2/lg2/rcp/rsqrt/
- * sqrt .approx, 2^-10.987 relative for tanh.approx), so a kernel that
- * needs more accuracy than the ISA promises fails here too.
  */
 #include <fenv.h>
 #include <math.h>
@@ -96,75 +89,6 @@ static bool efail(cta *c, const pe_insn *in, int thread, const char *fmt, ...) {
     snprintf(c->err + k, c->errlen - (size_t)k, " (block (%u,%u,%u), thread %d, warp %d)", c->ctaid[0], c->ctaid[1],
              c->ctaid[2], thread, thread / 32);
   return false;
-}
-
-/* ---- values ---- */
-
-static float f32_of(uint64_t b) {
-  uint32_t u = (uint32_t)b;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint64_t bits_f32(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static double f64_of(uint64_t b) {
-  double d;
-  memcpy(&d, &b, 8);
-  return d;
-}
-static uint64_t bits_f64(double d) {
-  uint64_t u;
-  memcpy(&u, &d, 8);
-  return u;
-}
-
-static bool is_signed(pe_ty t) { return t >= T_S8 && t <= T_S64; }
-static bool is_float(pe_ty t) { return t >= T_F16 && t <= T_F64; }
-
-static uint64_t mask_of(int bytes) { return bytes >= 8 ? ~(uint64_t)0 : (((uint64_t)1 << (bytes * 8)) - 1); }
-
-/* An integer of type t from raw bits, sign- or zero-extended to 64. */
-static int64_t sext(uint64_t v, pe_ty t) {
-  int b = pe_ty_bytes(t);
-  if (b >= 8) return (int64_t)v;
-  v &= mask_of(b);
-  if (is_signed(t) && (v >> (b * 8 - 1)) & 1) v |= ~mask_of(b);
-  return (int64_t)v;
-}
-static uint64_t zext(uint64_t v, pe_ty t) { return v & mask_of(pe_ty_bytes(t)); }
-
-static float f16_table[65536];
-static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
-static void f16_init(void) {
-  for (uint32_t h = 0; h < 65536; h++) f16_table[h] = pe_f16_to_f32((uint16_t)h);
-}
-
-/* A float operand of type t as a double (exact). */
-static double fval(uint64_t v, pe_ty t) {
-  switch (t) {
-  case T_F16: return f16_table[v & 0xffff];
-  case T_BF16: return pe_bf16_to_f32((uint16_t)v);
-  case T_F32: return f32_of(v);
-  case T_F64: return f64_of(v);
-  default: return 0;
-  }
-}
-
-static double ftz32(double x) { return (x != 0 && fabs(x) < 0x1p-126) ? copysign(0.0, x) : x; }
-
-/* A double rounded to float type t (RN), as bits. */
-static uint64_t fbits(double d, pe_ty t) {
-  switch (t) {
-  case T_F16: return pe_f64_to_f16_rn(d);
-  case T_BF16: return pe_f32_to_bf16_rn((float)d); /* callers pass values exact in f32 or rounded once already */
-  case T_F32: return bits_f32((float)d);
-  case T_F64: return bits_f64(d);
-  default: return 0;
-  }
 }
 
 static uint64_t sreg(const cta *c, int thread, int id) {
@@ -294,251 +218,6 @@ static bool do_ldst(cta *c, int w, int l, const pe_insn *in) {
   return true;
 }
 
-static uint64_t int_result(uint64_t v, pe_ty t) { return zext(v, t); }
-
-static bool do_int(cta *c, int w, int l, const pe_insn *in, const uint64_t *x, uint64_t *out) {
-  pe_ty t = (pe_ty)in->ty;
-  int bytes = pe_ty_bytes(t), bits = bytes * 8;
-  bool sg = is_signed(t);
-  uint64_t a = x[1], b = in->n_ops > 2 ? x[2] : 0;
-  int64_t sa = sext(a, t), sb = sext(b, t);
-  uint64_t ua = zext(a, t), ub = zext(b, t);
-  switch ((pe_op)in->op) {
-  case OP_ADD:
-    if (in->sat) {
-      int64_t r = sa + sb;
-      *out = int_result((uint64_t)(r > INT32_MAX ? INT32_MAX : r < INT32_MIN ? INT32_MIN : r), t);
-    } else *out = int_result(ua + ub, t);
-    return true;
-  case OP_SUB:
-    if (in->sat) {
-      int64_t r = sa - sb;
-      *out = int_result((uint64_t)(r > INT32_MAX ? INT32_MAX : r < INT32_MIN ? INT32_MIN : r), t);
-    } else *out = int_result(ua - ub, t);
-    return true;
-  case OP_MUL:
-  case OP_MAD: {
-    uint64_t cc = in->op == OP_MAD ? x[3] : 0;
-    if (in->mul == M_LO) *out = int_result(ua * ub + cc, t);
-    else if (in->mul == M_WIDE) {
-      uint64_t r = sg ? (uint64_t)(sa * sb) : ua * ub;
-      *out = int_result(r + cc, bits == 32 ? T_B64 : T_B32);
-    } else { /* hi */
-      __extension__ typedef __int128 i128;
-      __extension__ typedef unsigned __int128 u128;
-      uint64_t hi;
-      if (bits == 64) hi = sg ? (uint64_t)(((i128)sa * (i128)sb) >> 64) : (uint64_t)(((u128)ua * (u128)ub) >> 64);
-      else hi = sg ? (uint64_t)((sa * sb) >> bits) : (ua * ub) >> bits;
-      *out = int_result(hi + cc, t);
-    }
-    return true;
-  }
-  case OP_DIV:
-  case OP_REM:
-    if (ub == 0) return efail(c, in, w * 32 + l, "integer division by zero");
-    if (sg) {
-      if (sb == -1) *out = int_result(in->op == OP_DIV ? (uint64_t)0 - (uint64_t)sa : 0, t);
-      else *out = int_result((uint64_t)(in->op == OP_DIV ? sa / sb : sa % sb), t);
-    } else *out = int_result(in->op == OP_DIV ? ua / ub : ua % ub, t);
-    return true;
-  case OP_MIN: *out = int_result(sg ? (uint64_t)(sa < sb ? sa : sb) : (ua < ub ? ua : ub), t); return true;
-  case OP_MAX: *out = int_result(sg ? (uint64_t)(sa > sb ? sa : sb) : (ua > ub ? ua : ub), t); return true;
-  case OP_NEG: *out = int_result((uint64_t)0 - ua, t); return true;
-  case OP_ABS: *out = int_result(sa < 0 ? (uint64_t)0 - (uint64_t)sa : (uint64_t)sa, t); return true;
-  case OP_AND: *out = t == T_PRED ? ((a & b) & 1) : int_result(a & b, t); return true;
-  case OP_OR: *out = t == T_PRED ? ((a | b) & 1) : int_result(a | b, t); return true;
-  case OP_XOR: *out = t == T_PRED ? ((a ^ b) & 1) : int_result(a ^ b, t); return true;
-  case OP_NOT: *out = t == T_PRED ? (~a & 1) : int_result(~a, t); return true;
-  case OP_SHL: {
-    uint64_t s = zext(b, T_U32);
-    *out = s >= (uint64_t)bits ? 0 : int_result(ua << s, t);
-    return true;
-  }
-  case OP_SHR: {
-    uint64_t s = zext(b, T_U32);
-    if (sg) *out = int_result((uint64_t)(s >= (uint64_t)bits ? (sa < 0 ? -1 : 0) : sa >> s), t);
-    else *out = s >= (uint64_t)bits ? 0 : int_result(ua >> s, t);
-    return true;
-  }
-  case OP_BFE: {
-    unsigned pos = (unsigned)(b & 0xff), len = (unsigned)(x[3] & 0xff);
-    unsigned sbit = 0;
-    if (sg && len > 0) {
-      unsigned top = pos + len - 1 < (unsigned)bits - 1 ? pos + len - 1 : (unsigned)bits - 1;
-      sbit = (unsigned)((ua >> top) & 1);
-    }
-    uint64_t r = 0;
-    for (unsigned i = 0; i < (unsigned)bits; i++) {
-      unsigned bit = (i < len && pos + i < (unsigned)bits) ? (unsigned)((ua >> (pos + i)) & 1) : sbit;
-      r |= (uint64_t)bit << i;
-    }
-    *out = int_result(r, t);
-    return true;
-  }
-  default: break;
-  }
-  return efail(c, in, w * 32 + l, "internal: not an integer instruction");
-}
-
-/* The exact value moved away from zero by most of the allowed error:
- * rel (relative) or ulps (units in the last place of the f32 result);
- * the f32 rounding keeps the total within the bound. */
-static double approx(double exact, double rel, double ulps) {
-  if (!isfinite(exact) || exact == 0) return exact;
-  if (rel > 0) return (double)(float)(exact * (1 + 0.9 * rel));
-  float r = (float)exact;
-  for (int k = 0; k < (int)(ulps - 0.5); k++) r = nextafterf(r, exact > 0 ? INFINITY : -INFINITY);
-  return r;
-}
-
-static bool do_float(cta *c, int w, int l, const pe_insn *in, const uint64_t *x, uint64_t *out) {
-  pe_ty t = (pe_ty)in->ty;
-  double a = fval(x[1], t), b = in->n_ops > 2 ? fval(x[2], t) : 0, r = 0;
-  bool f32 = t == T_F32;
-  if (in->ftz && f32) a = ftz32(a), b = ftz32(b);
-  float fa = (float)a, fb = (float)b;
-  switch ((pe_op)in->op) {
-  case OP_ADD: r = f32 ? (double)(fa + fb) : a + b; break;
-  case OP_SUB: r = f32 ? (double)(fa - fb) : a - b; break;
-  case OP_MUL: r = f32 ? (double)(fa * fb) : a * b; break;
-  case OP_FMA:
-  case OP_MAD: {
-    double cc = fval(x[3], t);
-    if (in->ftz && f32) cc = ftz32(cc);
-    r = f32 ? (double)fmaf(fa, fb, (float)cc) : fma(a, b, cc);
-    break;
-  }
-  case OP_DIV:
-    if (in->approx) r = approx((double)fa / (double)fb, 0, 2);
-    else if (in->rnd == R_NONE) r = approx((double)fa / (double)fb, 0, 2); /* div.full: 2 ulp */
-    else r = (double)(fa / fb);
-    break;
-  case OP_MIN: r = isnan(a) ? b : isnan(b) ? a : (a < b || (a == b && signbit(a))) ? a : b; break;
-  case OP_MAX: r = isnan(a) ? b : isnan(b) ? a : (a > b || (a == b && !signbit(a))) ? a : b; break;
-  case OP_NEG: *out = x[1] ^ (t == T_F32 ? 0x80000000u : 0x8000u); return true;
-  case OP_ABS: *out = x[1] & (t == T_F32 ? 0x7fffffffu : 0x7fffu); return true;
-  case OP_RCP: r = in->approx ? approx(1.0 / a, 0, 1) : (double)(1.0f / fa); break;
-  case OP_SQRT: r = in->approx ? approx(sqrt(a), 0, 2) : (double)sqrtf(fa); break;
-  case OP_RSQRT: r = approx(1.0 / sqrt(a), 0, 2); break;
-  case OP_EX2: r = approx(exp2(a), 0, 2); break;
-  case OP_LG2: r = approx(log2(a), 0, 2); break;
-  case OP_SIN: r = approx(sin(a), 0x1p-20, 0); break;
-  case OP_COS: r = approx(cos(a), 0x1p-20, 0); break;
-  case OP_TANH: r = approx(tanh(a), 4.9e-4, 0) /* 2^-10.987 */; break;
-  default: return efail(c, in, w * 32 + l, "internal: not a float instruction");
-  }
-  if (in->sat) r = isnan(r) ? 0 : r < 0 ? 0 : r > 1 ? 1 : r;
-  if (in->ftz && f32) r = ftz32(r);
-  *out = fbits(r, t);
-  return true;
-}
-
-static bool cmp(pe_cmp op, double a, double b, int64_t sa, int64_t sb, uint64_t ua, uint64_t ub, bool fl, bool sg) {
-  if (fl) {
-    bool un = isnan(a) || isnan(b);
-    switch (op) {
-    case C_EQ: return !un && a == b;
-    case C_NE: return !un && a != b;
-    case C_LT: return !un && a < b;
-    case C_LE: return !un && a <= b;
-    case C_GT: return !un && a > b;
-    case C_GE: return !un && a >= b;
-    case C_EQU: return un || a == b;
-    case C_NEU: return un || a != b;
-    case C_LTU: return un || a < b;
-    case C_LEU: return un || a <= b;
-    case C_GTU: return un || a > b;
-    case C_GEU: return un || a >= b;
-    case C_NUM: return !un;
-    case C_NAN: return un;
-    default: return false;
-    }
-  }
-  switch (op) {
-  case C_EQ: return ua == ub;
-  case C_NE: return ua != ub;
-  case C_LT: return sg ? sa < sb : ua < ub;
-  case C_LE: return sg ? sa <= sb : ua <= ub;
-  case C_GT: return sg ? sa > sb : ua > ub;
-  case C_GE: return sg ? sa >= sb : ua >= ub;
-  case C_LO: return ua < ub;
-  case C_LS: return ua <= ub;
-  case C_HI: return ua > ub;
-  case C_HS: return ua >= ub;
-  default: return false;
-  }
-}
-
-static bool do_cvt(cta *c, int w, int l, const pe_insn *in, const uint64_t *xs, uint64_t *out) {
-  pe_ty d = (pe_ty)in->ty, s = (pe_ty)in->ty2;
-  uint64_t v = xs[1];
-  if (!is_float(d) && !is_float(s)) { /* extend by the source type, truncate to the destination */
-    uint64_t x = is_signed(s) ? (uint64_t)sext(v, s) : zext(v, s);
-    if (in->sat) {
-      int64_t lo = is_signed(d) ? -(int64_t)(mask_of(pe_ty_bytes(d)) >> 1) - 1 : 0;
-      uint64_t hi = is_signed(d) ? mask_of(pe_ty_bytes(d)) >> 1 : mask_of(pe_ty_bytes(d));
-      if (is_signed(s) && (int64_t)x < lo) x = (uint64_t)lo;
-      else if (is_signed(s) ? ((int64_t)x >= 0 && (uint64_t)x > hi) : x > hi) x = hi;
-    }
-    *out = zext(x, d);
-    return true;
-  }
-  if (is_float(s) && !is_float(d)) { /* float -> int: round as asked, saturate, NaN -> 0 */
-    double x = fval(v, s);
-    if (in->ftz) x = ftz32(x);
-    switch ((pe_rnd)in->rnd) {
-    case R_RNI: x = nearbyint(x); break;
-    case R_RZI: x = trunc(x); break;
-    case R_RMI: x = floor(x); break;
-    case R_RPI: x = ceil(x); break;
-    default: return efail(c, in, w * 32 + l, "internal: rounding");
-    }
-    int bytes = pe_ty_bytes(d);
-    if (isnan(x)) x = 0;
-    if (is_signed(d)) {
-      double lo = -ldexp(1.0, bytes * 8 - 1), hi = ldexp(1.0, bytes * 8 - 1) - 1;
-      int64_t r = x <= lo ? (int64_t)lo : x >= hi ? (bytes == 8 ? INT64_MAX : (int64_t)hi) : (int64_t)x;
-      *out = zext((uint64_t)r, d);
-    } else {
-      double hi = ldexp(1.0, bytes * 8) - 1;
-      uint64_t r = x <= 0 ? 0 : x >= hi ? mask_of(bytes) : (uint64_t)x;
-      *out = r;
-    }
-    return true;
-  }
-  /* to a float */
-  int mode = in->rnd == R_RZ ? FE_TOWARDZERO : in->rnd == R_RM ? FE_DOWNWARD : in->rnd == R_RP ? FE_UPWARD : FE_TONEAREST;
-  if ((d == T_F16 || d == T_BF16) && mode != FE_TONEAREST)
-    return efail(c, in, w * 32 + l, "only .rn conversions to 16-bit floats are implemented");
-  double x;
-  volatile float f;
-  if (!is_float(s)) {
-    if (d == T_F32) {
-      fesetround(mode);
-      f = is_signed(s) ? (float)sext(v, s) : (float)zext(v, s);
-      fesetround(FE_TONEAREST);
-      *out = bits_f32(f);
-      return true;
-    }
-    x = is_signed(s) ? (double)sext(v, s) : (double)zext(v, s); /* exact for <= 32-bit sources */
-  } else {
-    x = fval(v, s);
-  }
-  if (in->ftz && s == T_F32) x = ftz32(x);
-  if (d == T_F32) {
-    fesetround(mode);
-    f = (float)x;
-    fesetround(FE_TONEAREST);
-    x = f;
-    if (in->ftz) x = ftz32(x);
-  }
-  if (in->sat) x = isnan(x) ? 0 : x < 0 ? 0 : x > 1 ? 1 : x;
-  if (d == T_BF16) *out = pe_f32_to_bf16_rn((float)x); /* from f32 (or narrower): x is an f32 value */
-  else if (d == T_F16) *out = pe_f64_to_f16_rn(x);
-  else *out = fbits(x, d);
-  return true;
-}
-
 /* cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size} */
 static bool do_cp_async(cta *c, int w, int l, const pe_insn *in) {
   int thread = w * 32 + l;
@@ -648,12 +327,12 @@ static bool do_mma(cta *c, int w, const pe_insn *in, uint32_t live) {
     for (int i = 0; i < 8; i++) { /* a_i: register i/2, half i%2 */
       uint64_t r = REG(c, w, in->o[1].r[i / 2], l);
       int row = g + ((i / 2) % 2) * 8, col = tg * 2 + (i & 1) + (i >= 4 ? 8 : 0);
-      A[row][col] = fval((r >> (16 * (i & 1))) & 0xffff, t);
+      A[row][col] = pe_fval((r >> (16 * (i & 1))) & 0xffff, t);
     }
     for (int i = 0; i < 4; i++) { /* b_i */
       uint64_t r = REG(c, w, in->o[2].r[i / 2], l);
       int row = tg * 2 + (i & 1) + (i >= 2 ? 8 : 0), col = g;
-      Bm[row][col] = fval((r >> (16 * (i & 1))) & 0xffff, t);
+      Bm[row][col] = pe_fval((r >> (16 * (i & 1))) & 0xffff, t);
     }
     for (int i = 0; i < 4; i++) { /* c_i */
       int row = g + (i >= 2 ? 8 : 0), col = tg * 2 + (i & 1);
@@ -758,6 +437,7 @@ static bool exec_warp(cta *c, int w, uint32_t mask, const pe_insn *in) {
     EACH(act) {
       int l = LANE, thread = base + l;
       uint64_t x[4] = {0, x1 ? x1[l] : 0, x2 ? x2[l] : 0, x3 ? x3[l] : 0}, v = 0;
+      const char *why;
       switch (op) {
       case OP_MOV: v = t == T_PRED ? (x[1] != 0) : zext(x[1], t); break;
       case OP_LD:
@@ -766,20 +446,20 @@ static bool exec_warp(cta *c, int w, uint32_t mask, const pe_insn *in) {
         continue;
       case OP_CVTA: v = x[1]; break;
       case OP_CVT:
-        if (!do_cvt(c, w, l, in, x, &v)) return false;
+        if ((why = pe_alu_cvt(in, x, &v))) return efail(c, in, thread, "%s", why);
         break;
       case OP_ADD: case OP_SUB: case OP_MUL: case OP_MAD: case OP_FMA: case OP_DIV: case OP_REM:
       case OP_MIN: case OP_MAX: case OP_NEG: case OP_ABS: case OP_RCP: case OP_SQRT: case OP_RSQRT:
       case OP_EX2: case OP_LG2: case OP_SIN: case OP_COS: case OP_TANH:
-        if (is_float(t) ? !do_float(c, w, l, in, x, &v) : !do_int(c, w, l, in, x, &v)) return false;
+        if ((why = is_float(t) ? pe_alu_float(in, x, &v) : pe_alu_int(in, x, &v))) return efail(c, in, thread, "%s", why);
         break;
       case OP_AND: case OP_OR: case OP_XOR: case OP_NOT: case OP_SHL: case OP_SHR: case OP_BFE:
-        if (!do_int(c, w, l, in, x, &v)) return false;
+        if ((why = pe_alu_int(in, x, &v))) return efail(c, in, thread, "%s", why);
         break;
       case OP_SELP: v = zext((x[3] & 1) ? x[1] : x[2], t); break;
       case OP_SETP: {
         bool fl = is_float(t);
-        v = cmp((pe_cmp)in->cmp, fl ? fval(x[1], t) : 0, fl ? fval(x[2], t) : 0, sext(x[1], t), sext(x[2], t),
+        v = pe_alu_cmp((pe_cmp)in->cmp, fl ? pe_fval(x[1], t) : 0, fl ? pe_fval(x[2], t) : 0, sext(x[1], t), sext(x[2], t),
                 zext(x[1], t), zext(x[2], t), fl, is_signed(t));
         break;
       }
@@ -980,7 +660,7 @@ bool pe_launch(pe_memory *mem, const pe_module *m, int kernel, const unsigned gr
   c.cp = calloc((size_t)c.nthreads, sizeof *c.cp);
   c.n_cp = calloc((size_t)c.nthreads, sizeof *c.n_cp);
   c.cap_cp = calloc((size_t)c.nthreads, sizeof *c.cap_cp);
-  pthread_once(&f16_once, f16_init);
+  pe_alu_init();
   c.smem_bytes = shared_bytes;
   c.smem = malloc((size_t)shared_bytes + 16);
   c.sh = malloc(((size_t)shared_bytes + 16) * sizeof *c.sh);

@@ -82,4 +82,53 @@ struct pe_module {
 
 int pe_ty_bytes(pe_ty t);
 
+/* ---- raw register bits as values ---- */
+#include <string.h>
+
+
+static inline float f32_of(uint64_t b) {
+  uint32_t u = (uint32_t)b;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint64_t bits_f32(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline double f64_of(uint64_t b) {
+  double d;
+  memcpy(&d, &b, 8);
+  return d;
+}
+static inline uint64_t bits_f64(double d) {
+  uint64_t u;
+  memcpy(&u, &d, 8);
+  return u;
+}
+
+static inline bool is_signed(pe_ty t) { return t >= T_S8 && t <= T_S64; }
+static inline bool is_float(pe_ty t) { return t >= T_F16 && t <= T_F64; }
+
+static inline uint64_t mask_of(int bytes) { return bytes >= 8 ? ~(uint64_t)0 : (((uint64_t)1 << (bytes * 8)) - 1); }
+
+/* An integer of type t from raw bits, sign- or zero-extended to 64. */
+static inline int64_t sext(uint64_t v, pe_ty t) {
+  int b = pe_ty_bytes(t);
+  if (b >= 8) return (int64_t)v;
+  v &= mask_of(b);
+  if (is_signed(t) && (v >> (b * 8 - 1)) & 1) v |= ~mask_of(b);
+  return (int64_t)v;
+}
+static inline uint64_t zext(uint64_t v, pe_ty t) { return v & mask_of(pe_ty_bytes(t)); }
+
+/* ---- scalar instructions (ptxemu_alu.c): NULL, or why they fail ---- */
+void pe_alu_init(void); /* once per process, before any of these */
+double pe_fval(uint64_t v, pe_ty t); /* a float of type t, exactly */
+const char *pe_alu_int(const pe_insn *in, const uint64_t *x, uint64_t *out);
+const char *pe_alu_float(const pe_insn *in, const uint64_t *x, uint64_t *out);
+const char *pe_alu_cvt(const pe_insn *in, const uint64_t *x, uint64_t *out);
+bool pe_alu_cmp(pe_cmp op, double a, double b, int64_t sa, int64_t sb, uint64_t ua, uint64_t ub, bool fl, bool sg);
+
 #endif

@@ -367,7 +367,6 @@ static int split_operands(char *s, char **out, int max) {
 /* ---- instructions ---- */
 
 static bool is_int(pe_ty t) { return t >= T_B8 && t <= T_S64; }
-static bool is_float(pe_ty t) { return t >= T_F16 && t <= T_F64; }
 
 #define BAD() return fail(p, line, "unsupported instruction '%s'", opc)
 
