@@ -44,6 +44,8 @@
 #include <string.h>
 
 #include "codegen/cg_backend.h"
+#include "codegen/codegen.h"
+#include "ptxemu.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "tests/ref/ref.h"
@@ -228,6 +230,27 @@ START_TEST(test_kinds) {
 }
 END_TEST
 
+/* The same models' PTX for sm_90 (what an H100 gets) is all emulated
+ * instructions too: it loads. */
+START_TEST(test_sm90_loads) {
+  int u = units[_i / N_POLICIES];
+  const char *policy = policies[_i % N_POLICIES];
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = graph(u, policy, d);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  rt_cuda_program *p = cg_compile_cuda(g, "sm_90", NULL, d);
+  ck_assert_msg(p != NULL, "%s", diag_text(d));
+  char err[512];
+  pe_module *m = pe_module_load(p->ptx, err, sizeof err);
+  ck_assert_msg(m != NULL, "kinds%d/%s sm_90: %s", u, policy, err);
+  for (int i = 0; i < p->n_launches; i++) ck_assert(pe_module_kernel(m, p->launches[i].name) >= 0);
+  pe_module_destroy(m);
+  rt_cuda_program_destroy(p);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 /* The samples end to end: the small MLP under every policy, and the
  * 4096-unit one under mixed_float16 at batch 3 (about half a minute of
  * emulation; float32's FMA GEMM takes several times longer). */
@@ -284,6 +307,7 @@ int main(void) {
   TCase *tc = tcase_create("kinds");
   tcase_set_timeout(tc, 600);
   tcase_add_loop_test(tc, test_kinds, 0, N_UNITS * N_POLICIES);
+  tcase_add_loop_test(tc, test_sm90_loads, 0, N_UNITS * N_POLICIES);
   tcase_add_loop_test(tc, test_sample_small, 0, N_POLICIES);
   tcase_add_test(tc, test_sample_4096);
   suite_add_tcase(s, tc);
