@@ -693,7 +693,7 @@ static bool parse_kernel(parser *p, pe_module *mod) {
       g[gk] = 0;
       in->guard = reg_index(p, g, line);
       if (in->guard < 0) {
-        free(st);
+        free(st), free(text);
         return false;
       }
       s = trim(s);
@@ -704,7 +704,10 @@ static bool parse_kernel(parser *p, pe_module *mod) {
     opc[ok_] = 0;
     bool ok = decode(p, k, in, opc, s, line);
     free(st);
-    if (!ok) return false;
+    if (!ok) {
+      free(text);
+      return false;
+    }
     k->n_insns++;
     for (int i = 0; i < in->n_ops; i++)
       if (in->o[i].kind == K_LABEL) {
@@ -787,6 +790,8 @@ pe_module *pe_module_load(const char *ptx, char *err, size_t errlen) {
       fail(&p, line, "unsupported directive '%s'", w);
     }
   }
+  for (int i = 0; i < p.n_labels; i++) free(p.labels[i]);
+  for (int i = 0; i < p.n_pending; i++) free(p.pending_label[i]);
   free(p.labels), free(p.label_at), free(p.pending_label), free(p.pending_insn);
   if (p.failed) {
     pe_module_destroy(m);
