@@ -220,7 +220,7 @@ START_TEST(test_kinds) {
     outs_free(&og), outs_free(&oc);
     ref_outputs_free(want, desc->n_outputs);
     for (int i = 0; i < desc->n_inputs; i++) free(in[i]), free(in64[i]);
-    free(in), free(in64);
+    free(in), free(in64), free(want);
   }
   printf("%-24s max normalized error: vs reference %.3g, vs cpu %.3g\n", what, worst_ref, worst_cpu);
   cpu->backend->destroy(cpu);
