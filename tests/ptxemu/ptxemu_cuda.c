@@ -10,7 +10,7 @@
  * the launch list with its parameter layout and geometry, events. Nothing
  * of the emulator is linked into castor.
  *
- * One emulated device: "castor ptxemu (sm_80)", compute capability from
+ * One emulated device: "castor ptxemu (emulated sm_80)", compute capability from
  * $CASTOR_PTXEMU_SM (80 or 90; default 80) and the opt-in shared-memory
  * limit of that GPU (A100: 163 KB, H100: 227 KB). Launches run
  * synchronously under $CASTOR_PTXEMU_ORDER and $CASTOR_PTXEMU_LANDING
