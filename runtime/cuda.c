@@ -78,13 +78,40 @@ static struct {
   CUDA_API(FIELD)
 #undef FIELD
   void *lib;
+  bool emulated;   /* CASTOR_CUDA_EMULATE: the PTX emulator, not libcuda */
   char dlerr[512]; /* why loading failed, "" if it did not */
 } drv;
 
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
+/* The library the Driver API comes from: libcuda.so.1, or under
+ * CASTOR_CUDA_EMULATE the test suite's PTX emulator (tests/ptxemu), which
+ * exports the same symbols; "1" names the build tree's copy, anything
+ * else is its path. The emulator is never linked into castor: only this
+ * name changes, and everything below runs as it does on a GPU. */
+static const char *drv_library(bool *emulated) {
+  const char *e = getenv("CASTOR_CUDA_EMULATE");
+  *emulated = e && e[0] && strcmp(e, "0");
+  if (!*emulated) return "libcuda.so.1";
+  if (strcmp(e, "1")) return e;
+#ifdef CASTOR_PTXEMU_LIB
+  return CASTOR_PTXEMU_LIB;
+#else
+  return NULL;
+#endif
+}
+
 static void drv_load(void) {
-  drv.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  bool emulated;
+  const char *lib = drv_library(&emulated);
+  drv.emulated = emulated;
+  if (!lib) {
+    snprintf(drv.dlerr, sizeof drv.dlerr,
+             "CASTOR_CUDA_EMULATE=1, but this castor was built without the test suite's PTX emulator; set "
+             "CASTOR_CUDA_EMULATE to the path of libcastor_ptxemu.so");
+    return;
+  }
+  drv.lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
   if (!drv.lib) {
     const char *m = dlerror();
     snprintf(drv.dlerr, sizeof drv.dlerr, "%s", m ? m : "dlopen failed");
@@ -93,7 +120,7 @@ static void drv_load(void) {
 #define LOOKUP(id, sym, args)                                                  \
   if (!drv.dlerr[0]) {                                                        \
     void *f = dlsym(drv.lib, sym);                                            \
-    if (!f) snprintf(drv.dlerr, sizeof drv.dlerr, "libcuda.so.1 lacks %s", sym); \
+    if (!f) snprintf(drv.dlerr, sizeof drv.dlerr, "%s lacks %s", lib, sym);        \
     else memcpy(&drv.id, &f, sizeof f);                                       \
   }
   CUDA_API(LOOKUP)
@@ -126,6 +153,10 @@ struct rt_cuda_device {
 
 static bool driver_ready(diag_sink *d) {
   pthread_once(&drv_once, drv_load);
+  if (drv.dlerr[0] && drv.emulated) {
+    diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0}, "no PTX emulator: %s (CASTOR_CUDA_EMULATE is set)", drv.dlerr);
+    return false;
+  }
   if (drv.dlerr[0]) {
     diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0},
                     "no CUDA driver: cannot load libcuda.so.1 (%s); the cuda target needs an NVIDIA GPU and driver",

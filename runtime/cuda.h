@@ -3,7 +3,9 @@
  * the CUDA Driver API, loaded at run time with dlopen("libcuda.so.1")
  * through castor's own declarations (cuda.c): castor has no link-time
  * CUDA dependency and runs on machines without a GPU, where opening a
- * device fails with one clear diagnostic.
+ * device fails with one clear diagnostic. Under CASTOR_CUDA_EMULATE the
+ * same calls go to the test suite's PTX emulator instead (tests/ptxemu:
+ * a library with libcuda's symbols; 1 = the build tree's, or its path).
  *
  * What codegen hands over (rt_cuda_program) is PTX text plus a launch list
  * over the same static buffer plan the CPU runtime uses (runtime.h): the

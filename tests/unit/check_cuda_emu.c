@@ -1,0 +1,315 @@
+/*
+ * check_cuda_emu.c: castor's CUDA kernels run through the PTX emulator
+ * (tests/ptxemu), against the CPU backend and the float64 reference.
+ *
+ * ctest sets CASTOR_CUDA_EMULATE to the build's libcastor_ptxemu.so, so
+ * the cuda backend (cg_backend_cuda -> runtime/cuda.c) loads the emulator
+ * in place of libcuda.so.1: the same PTX, launch list, parameter layout,
+ * shared-memory sizes and buffer plan as on a GPU.
+ *
+ * Every kernel kind under every policy on odd shapes: for units U = 10,
+ * 37, 100 a model with a matmul and no epilogue, matmuls whose epilogues
+ * are bias + relu / sigmoid / tanh / gelu / silu, an add/multiply/gelu
+ * chain, a matmul that ends in a softmax (fused into the GEMM epilogue
+ * for U <= 64, a standalone warp-per-row kernel for U = 100), a softmax
+ * of the input, and an input as output (a copy). Under the 16-bit
+ * policies pad8 adds pad and slice kernels (K = 29 and U are not
+ * multiples of 8), autocast adds cast kernels and cast epilogues. Each
+ * is run at batch 1, 3, 17 and 40 on one loaded module (the buffers grow
+ * between runs, as a server's would).
+ *
+ * Bounds (normalized error, max |got - want| / max |want|):
+ *   vs the float64 reference: f32 1e-5, f16 4e-3, bf16 3.2e-2, as
+ *   check_cuda's (the GPU's accumulation order differs from the oracle's
+ *   double; a 16-bit value may round to the other neighbour and layers
+ *   compound it);
+ *   vs the CPU backend: f32 2e-6 (both accumulate in f32, in different
+ *   orders: a few ulps of the largest value), f16 2e-3 and bf16 1.6e-2
+ *   (a few 16-bit ulps: the same roundings, except where different
+ *   accumulation orders put a value on the other side of a rounding
+ *   boundary, which the following layers carry along).
+ * The emulator's measured errors are printed (CK_VERBOSE shows them).
+ *
+ * Ordering: one case per model also runs with the CTAs and warps in
+ * reverse order and cp.async data landing early, and interleaved one
+ * instruction at a time; the outputs must be bit-identical to the first
+ * run (castor's kernels have no order-dependent results).
+ */
+#include <check.h>
+
+#include "test_support.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cg_backend.h"
+#include "codegen/codegen.h"
+#include "ptxemu.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+#include "tests/ref/ref.h"
+#include "util/half.h"
+
+static const char *const policies[] = {"float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16"};
+enum { N_POLICIES = 5 };
+static const int units[] = {10, 37, 100};
+enum { N_UNITS = 3 };
+static const int64_t batches[] = {1, 3, 17, 40};
+enum { N_BATCHES = 4 };
+
+static double ref_bound(const char *policy) {
+  return strstr(policy, "bfloat16") ? 3.2e-2 : strstr(policy, "float16") ? 4e-3 : 1e-5;
+}
+static double cpu_bound(const char *policy) {
+  return strstr(policy, "bfloat16") ? 1.6e-2 : strstr(policy, "float16") ? 2e-3 : 2e-6;
+}
+
+static char *model_text(int u) {
+  char *s = malloc(2048);
+  snprintf(s, 2048,
+           "model kinds%d\n"
+           "x = input(shape=[29])\n"
+           "a = dense(x, units=%d, use_bias=false)\n"
+           "b = dense(a, units=%d, activation=relu)\n"
+           "c = dense(b, units=%d, activation=sigmoid)\n"
+           "d = dense(c, units=%d, activation=tanh)\n"
+           "e = dense(d, units=%d, activation=gelu)\n"
+           "f = dense(e, units=%d, activation=silu)\n"
+           "s = add(f, b)\n"
+           "m = multiply(s, c)\n"
+           "g = activation(m, gelu)\n"
+           "h = dense(g, units=%d)\n"
+           "p = activation(h, softmax)\n"
+           "q = activation(x, softmax)\n"
+           "output p, q, m, a, x\n",
+           u, u, u, u, u, u, u, u);
+  return s;
+}
+
+static ir_graph *graph(int u, const char *policy, diag_sink *d) {
+  char *text = model_text(u);
+  char name[32];
+  snprintf(name, sizeof name, "kinds%d", u);
+  ir_graph *g = fe_load_string(name, text, strlen(text), NULL, d);
+  free(text);
+  if (!g) return NULL;
+  if (!ir_policy_from_name(policy, strlen(policy), &g->policy)) {
+    ir_graph_destroy(g);
+    return NULL;
+  }
+  pass_options po;
+  pass_options_init(&po);
+  po.verify_each = true;
+  if (!pass_run_pipeline(g, PASS_PIPELINE_PAD8, &po, d)) {
+    ir_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+static uint64_t rng_state;
+static float rng_f32(void) { /* splitmix64 -> [-1, 1) */
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  z ^= z >> 31;
+  return (float)((double)(z >> 40) / (double)(1 << 23) - 1.0);
+}
+
+static int64_t numel(const rt_tensor_desc *t, int64_t batch) {
+  int64_t n = 1;
+  for (int r = 0; r < t->rank; r++) n *= t->dims[r] < 0 ? batch : t->dims[r];
+  return n;
+}
+
+static float *as_f32(const rt_tensor_desc *t, const void *data, int64_t n) {
+  float *f = malloc((size_t)n * sizeof *f + 1);
+  for (int64_t i = 0; i < n; i++) {
+    if (t->dtype == RT_F32) f[i] = ((const float *)data)[i];
+    else if (t->dtype == RT_F16) f[i] = half_f16_to_f32(((const uint16_t *)data)[i]);
+    else f[i] = half_bf16_to_f32(((const uint16_t *)data)[i]);
+  }
+  return f;
+}
+
+typedef struct outs {
+  void **p;
+  int n;
+} outs;
+
+static outs run(cg_exec *x, int64_t batch, float **in, diag_sink *d, const char *what) {
+  const rt_program *desc = x->desc;
+  outs o = {calloc((size_t)desc->n_outputs + 1, sizeof(void *)), desc->n_outputs};
+  for (int k = 0; k < desc->n_outputs; k++)
+    o.p[k] = malloc((size_t)(numel(&desc->outputs[k], batch) * rt_dtype_size(desc->outputs[k].dtype)) + 1);
+  ck_assert_msg(x->backend->run(x, batch, (const void *const *)in, o.p, d), "%s batch %lld (%s): %s", what,
+                (long long)batch, x->backend->name, diag_text(d));
+  return o;
+}
+
+static void outs_free(outs *o) {
+  for (int k = 0; k < o->n; k++) free(o->p[k]);
+  free(o->p);
+}
+
+START_TEST(test_kinds) {
+  int u = units[_i / N_POLICIES];
+  const char *policy = policies[_i % N_POLICIES];
+  char what[64];
+  snprintf(what, sizeof what, "kinds%d/%s", u, policy);
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = graph(u, policy, d);
+  ck_assert_msg(g != NULL, "%s: %s", what, diag_text(d));
+  cg_backend_options bo;
+  cg_backend_options_init(&bo);
+  bo.threads = 1;
+  cg_exec *gpu = cg_backend_compile(&cg_backend_cuda, g, &bo, d);
+  ck_assert_msg(gpu != NULL, "%s: cuda compile: %s", what, diag_text(d));
+  cg_exec *cpu = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+  ck_assert_msg(cpu != NULL, "%s: cpu compile: %s", what, diag_text(d));
+  const rt_program *desc = gpu->desc;
+  double worst_ref = 0, worst_cpu = 0;
+  for (int bi = 0; bi < N_BATCHES; bi++) {
+    int64_t batch = batches[bi];
+    rng_state = (uint64_t)batch * 7919u + (uint64_t)u;
+    float **in = calloc((size_t)desc->n_inputs + 1, sizeof *in);
+    double **in64 = calloc((size_t)desc->n_inputs + 1, sizeof *in64), **want = NULL;
+    for (int i = 0; i < desc->n_inputs; i++) {
+      int64_t n = numel(&desc->inputs[i], batch);
+      in[i] = malloc((size_t)n * sizeof *in[i]);
+      for (int64_t j = 0; j < n; j++) in[i][j] = rng_f32();
+      in64[i] = ref_from_f32(in[i], n);
+    }
+    want = calloc((size_t)desc->n_outputs + 1, sizeof *want);
+    char err[512];
+    ck_assert_msg(ref_run(g, batch, (const double *const *)in64, want, err, sizeof err), "%s: ref: %s", what, err);
+    outs og = run(gpu, batch, in, d, what), oc = run(cpu, batch, in, d, what);
+    for (int k = 0; k < desc->n_outputs; k++) {
+      const rt_tensor_desc *t = &desc->outputs[k];
+      int64_t n = numel(t, batch);
+      float *got = as_f32(t, og.p[k], n), *cp = as_f32(t, oc.p[k], n);
+      double *cpd = ref_from_f32(cp, n);
+      ref_cmp er = ref_compare_normalized(got, want[k], n), ec = ref_compare_normalized(got, cpd, n);
+      char m1[256], m2[256];
+      ck_assert_msg(er.error < ref_bound(policy), "%s batch %lld output %s vs reference: %s (bound %g)", what,
+                    (long long)batch, t->name, ref_cmp_str(&er, m1, sizeof m1), ref_bound(policy));
+      ck_assert_msg(ec.error < cpu_bound(policy), "%s batch %lld output %s vs cpu: %s (bound %g)", what,
+                    (long long)batch, t->name, ref_cmp_str(&ec, m2, sizeof m2), cpu_bound(policy));
+      if (er.error > worst_ref) worst_ref = er.error;
+      if (ec.error > worst_cpu) worst_cpu = ec.error;
+      free(got), free(cp), free(cpd);
+    }
+    /* the same batch in other orders must give the same bits */
+    if (bi == 2 && (_i % N_POLICIES == 0 || _i % N_POLICIES == 3)) {
+      static const char *const orders[][2] = {{"reverse", "early"}, {"interleave", "late"}};
+      for (int oi = 0; oi < 2; oi++) {
+        setenv("CASTOR_PTXEMU_ORDER", orders[oi][0], 1);
+        setenv("CASTOR_PTXEMU_LANDING", orders[oi][1], 1);
+        outs o2 = run(gpu, batch, in, d, what);
+        unsetenv("CASTOR_PTXEMU_ORDER");
+        unsetenv("CASTOR_PTXEMU_LANDING");
+        for (int k = 0; k < desc->n_outputs; k++) {
+          size_t bytes = (size_t)(numel(&desc->outputs[k], batch) * rt_dtype_size(desc->outputs[k].dtype));
+          ck_assert_msg(!memcmp(o2.p[k], og.p[k], bytes), "%s batch %lld output %s: order %s/%s changes the result",
+                        what, (long long)batch, desc->outputs[k].name, orders[oi][0], orders[oi][1]);
+        }
+        outs_free(&o2);
+      }
+    }
+    outs_free(&og), outs_free(&oc);
+    ref_outputs_free(want, desc->n_outputs);
+    for (int i = 0; i < desc->n_inputs; i++) free(in[i]), free(in64[i]);
+    free(in), free(in64), free(want);
+  }
+  printf("%-24s max normalized error: vs reference %.3g, vs cpu %.3g\n", what, worst_ref, worst_cpu);
+  cpu->backend->destroy(cpu);
+  gpu->backend->destroy(gpu);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* The same models' PTX for sm_90 (what an H100 gets) is all emulated
+ * instructions too: it loads. */
+START_TEST(test_sm90_loads) {
+  int u = units[_i / N_POLICIES];
+  const char *policy = policies[_i % N_POLICIES];
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = graph(u, policy, d);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  rt_cuda_program *p = cg_compile_cuda(g, "sm_90", NULL, d);
+  ck_assert_msg(p != NULL, "%s", diag_text(d));
+  char err[512];
+  pe_module *m = pe_module_load(p->ptx, err, sizeof err);
+  ck_assert_msg(m != NULL, "kinds%d/%s sm_90: %s", u, policy, err);
+  for (int i = 0; i < p->n_launches; i++) ck_assert(pe_module_kernel(m, p->launches[i].name) >= 0);
+  pe_module_destroy(m);
+  rt_cuda_program_destroy(p);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* The samples end to end: the small MLP under every policy, and the
+ * 4096-unit one under mixed_float16 at batch 3 (about half a minute of
+ * emulation; float32's FMA GEMM takes several times longer). */
+static void sample(const char *file, const char *policy, int64_t batch) {
+  char path[512], what[128];
+  snprintf(path, sizeof path, "%s/samples/%s", CASTOR_SOURCE_DIR, file);
+  snprintf(what, sizeof what, "%s/%s", file, policy);
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = fe_load_file(path, NULL, d);
+  ck_assert_msg(g != NULL, "%s: %s", what, diag_text(d));
+  ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
+  pass_options po;
+  pass_options_init(&po);
+  ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_PAD8, &po, d), "%s: %s", what, diag_text(d));
+  cg_backend_options bo;
+  cg_backend_options_init(&bo);
+  cg_exec *gpu = cg_backend_compile(&cg_backend_cuda, g, &bo, d);
+  ck_assert_msg(gpu != NULL, "%s: %s", what, diag_text(d));
+  cg_exec *cpu = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+  ck_assert_msg(cpu != NULL, "%s: %s", what, diag_text(d));
+  const rt_program *desc = gpu->desc;
+  rng_state = 12345;
+  int64_t n = numel(&desc->inputs[0], batch);
+  float *x = malloc((size_t)n * sizeof *x);
+  for (int64_t j = 0; j < n; j++) x[j] = (rng_f32() + 1) / 2; /* pixels in [0, 1) */
+  double *x64 = ref_from_f32(x, n), *want[1] = {NULL};
+  char err[512];
+  ck_assert_msg(ref_run(g, batch, (const double *const *)&x64, want, err, sizeof err), "%s: %s", what, err);
+  outs og = run(gpu, batch, &x, d, what), oc = run(cpu, batch, &x, d, what);
+  int64_t m = numel(&desc->outputs[0], batch);
+  float *got = as_f32(&desc->outputs[0], og.p[0], m), *cp = as_f32(&desc->outputs[0], oc.p[0], m);
+  double *cpd = ref_from_f32(cp, m);
+  ref_cmp er = ref_compare_normalized(got, want[0], m), ec = ref_compare_normalized(got, cpd, m);
+  char m1[256], m2[256];
+  ck_assert_msg(er.error < ref_bound(policy), "%s vs reference: %s", what, ref_cmp_str(&er, m1, sizeof m1));
+  ck_assert_msg(ec.error < cpu_bound(policy), "%s vs cpu: %s", what, ref_cmp_str(&ec, m2, sizeof m2));
+  printf("%-32s batch %lld: vs reference %.3g, vs cpu %.3g\n", what, (long long)batch, er.error, ec.error);
+  free(got), free(cp), free(cpd), free(x), free(x64), free(want[0]);
+  outs_free(&og), outs_free(&oc);
+  cpu->backend->destroy(cpu);
+  gpu->backend->destroy(gpu);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+
+START_TEST(test_sample_small) { sample("mnist_mlp_small.cast", policies[_i], _i == 0 ? 40 : 17); }
+END_TEST
+
+START_TEST(test_sample_4096) { sample("mnist_mlp.cast", "mixed_float16", 3); }
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("cuda_emu");
+  TCase *tc = tcase_create("kinds");
+  tcase_set_timeout(tc, 600);
+  tcase_add_loop_test(tc, test_kinds, 0, N_UNITS * N_POLICIES);
+  tcase_add_loop_test(tc, test_sm90_loads, 0, N_UNITS * N_POLICIES);
+  tcase_add_loop_test(tc, test_sample_small, 0, N_POLICIES);
+  tcase_add_test(tc, test_sample_4096);
+  suite_add_tcase(s, tc);
+  return check_run(s);
+}
