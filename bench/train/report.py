@@ -31,6 +31,8 @@ def castor_lines(a):
                 except (TypeError, ValueError):
                     r[k] = v
             ms = r.get("step_ms") or (r.get("time_per_step_s", 0) * 1e3 if "time_per_step_s" in r else None)
+            if ms is None and isinstance(r.get("seconds_per_sample"), float):  # castor train --history
+                ms = r["seconds_per_sample"] * a.batch_size * 1e3
             if ms is not None:
                 step_ms.append(ms)
             out.append(dict(kind="epoch", peer="castor", policy=a.policy, **r))
