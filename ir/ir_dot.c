@@ -29,9 +29,14 @@ static const char *dtype_color(ir_dtype t) {
   return "#e9ecef";
 }
 
-/* Appends s inside a DOT "string": quotes and backslashes escaped. */
+/* Appends s inside a DOT "string": quotes and backslashes escaped,
+ * newlines as \n (a centred line break). */
 static void put_escaped(str_buf *out, const char *s) {
   for (; *s; s++) {
+    if (*s == '\n') {
+      str_buf_puts(out, "\\n"); /* a line break in a label */
+      continue;
+    }
     if (*s == '"' || *s == '\\') str_buf_putc(out, '\\');
     str_buf_putc(out, *s);
   }
