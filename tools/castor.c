@@ -4,8 +4,9 @@
  *   castor run MODEL [--input FILE.npy]... [--output FILE.npy]... [--batch N]
  *                    [--seed S] [--weights FILE] [--policy P] [-O N]
  *   castor dump MODEL [--dump-after=PASS|all] [--dump-dir=DIR] [--passes=LIST]
- *                     [--emit=ir|llvm|ptx] [--weights FILE] [--policy P]
+ *                     [--emit=ir|llvm|ptx|dot|svg|png] [--weights FILE] [--policy P]
  *   both: [--target=cpu|cuda] [--device N] [--sm=sm_NN]; run: [--repeat N]
+ *   castor check MODEL ...   (castor_check.c), castor build MODEL ... (castor_build.c)
  *
  * Both commands go through the API: `run` through the public castor.h
  * exactly as an embedding program would, `dump` through the same compile
