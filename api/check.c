@@ -413,6 +413,9 @@ static bool trial(search_state *s, uint64_t set, bool use_cache, double *worst) 
   return ok;
 }
 
+/* Sets of candidates are bit masks, so the search takes at most 64 layers
+ * (the first that compute in 16 bits; docs/check.md says so). */
+
 /* ddmin over the candidates (Zeller's delta debugging, complements only):
  * cut the set into n chunks, keep the first complement that still passes,
  * else cut finer; ends when no single layer can be dropped. */
