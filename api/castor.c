@@ -349,6 +349,7 @@ static castor_status dump_fn(const ir_graph *g, const cg_backend *be, const cg_b
   switch (r->what) {
   case CASTOR_EMIT_IR: ir_print(g, r->out); return CASTOR_OK;
   case CASTOR_EMIT_CASTS: pass_cast_report(g, r->out); return CASTOR_OK;
+  case CASTOR_EMIT_DOT: ir_print_dot(g, NULL, NULL, r->out); return CASTOR_OK;
   case CASTOR_EMIT_LLVM:
   case CASTOR_EMIT_PTX:
     if (!cg_backend_check(be, g, d) || !be->emit(g, bo, r->what == CASTOR_EMIT_PTX ? CG_EMIT_PTX : CG_EMIT_LLVM, r->out, d))
@@ -751,3 +752,10 @@ castor_status castor_program_time(castor_program *p, castor_tensor *const *input
   free(in);
   return finish(ctx, st);
 }
+
+/* ---- for the other files of the API layer (api/internal.h) ---- */
+
+castor_context *castor_model_context(const castor_model *m) { return m ? m->ctx : NULL; }
+diag_sink *castor_context_diag(castor_context *ctx) { return ctx->diag; }
+void castor_context_begin(castor_context *ctx) { begin(ctx); }
+castor_status castor_context_finish(castor_context *ctx, castor_status st) { return finish(ctx, st); }

@@ -47,6 +47,7 @@ typedef enum castor_emit {
   CASTOR_EMIT_CASTS, /* the cast report (passes.h, pass_cast_report) */
   CASTOR_EMIT_LLVM,  /* the target's optimized LLVM IR */
   CASTOR_EMIT_PTX,   /* PTX (the cuda target) */
+  CASTOR_EMIT_DOT,   /* the final IR as Graphviz DOT (ir_print_dot) */
 } castor_emit;
 
 /* Compiles m like castor_compile (through castor_compile_to) and appends
@@ -86,5 +87,14 @@ typedef struct castor_run_stats {
   int threads;             /* threads a run uses */
 } castor_run_stats;
 castor_status castor_program_stats(const castor_program *p, int64_t batch, castor_run_stats *out);
+
+/* For API entry points in other files of api/ (check.c): the model's
+ * context, its diagnostics sink, and the start and end of an API call as
+ * castor.c makes them (begin clears the last error and warnings; finish
+ * keeps the sink's text as the last error, or as the warnings on success). */
+castor_context *castor_model_context(const castor_model *m);
+diag_sink *castor_context_diag(castor_context *ctx);
+void castor_context_begin(castor_context *ctx);
+castor_status castor_context_finish(castor_context *ctx, castor_status st);
 
 #endif

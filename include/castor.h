@@ -188,6 +188,121 @@ CASTOR_API castor_status castor_program_run(castor_program *p, castor_tensor *co
                                             int n_inputs, castor_tensor **outputs,
                                             int n_outputs);
 
+/* ---- numerics check (castor check): the policy build against float32 ----
+ *
+ * castor_check compiles the model twice on the same target, once as the
+ * options ask (the build under test: its policy, --fp32-layers, ...) and
+ * once under float32 with no autocast options (the reference), runs both
+ * on the same inputs with every intermediate value kept, and compares them
+ * value by value (values are matched by name; a cast is compared with its
+ * operand's float32 value, a folded weight with the float32 weight). When
+ * the outputs are off by more than the tolerance it searches, by
+ * bisection over the layers that compute in 16 bits, the smallest set of
+ * layers to keep in float32 that brings them back within it, and verifies
+ * that set with a final run.
+ *
+ * Errors are normalized: max |got - want| / max |want| over a tensor (the
+ * end-to-end tests' measure). An element is "off" when |got - want| exceeds
+ * tolerance * max |want|, or when exactly one side is NaN/Inf. */
+
+typedef struct castor_check_options {
+  castor_compile_options compile; /* the build under test; its policy, target... */
+  double tolerance;   /* normalized error allowed on the outputs; 0 (default): 8 ulps of the
+                       * policy's compute dtype (f32 4.8e-7, f16 3.9e-3, bf16 3.1e-2) */
+  int64_t batch;      /* batch of the random inputs when the caller gives none (1) */
+  uint64_t seed;      /* their seed (1): uniform in [-1, 1), as castor run draws them */
+  const char *layers; /* comma-separated layer names to report (NULL: every layer) */
+  int search;         /* search the smallest --fp32-layers fix when outputs are off (1) */
+} castor_check_options;
+
+CASTOR_API void castor_check_options_init(castor_check_options *o);
+
+typedef enum castor_check_verdict {
+  CASTOR_CHECK_OK = 0,              /* outputs within the tolerance, finite where float32 is */
+  CASTOR_CHECK_FIX,                 /* off; fp32_layers brings them back (verified by a run) */
+  CASTOR_CHECK_NO_FIX,              /* off, and no set of layers in float32 helps */
+  CASTOR_CHECK_REFERENCE_NOT_FINITE, /* the float32 build itself has NaN/Inf in its outputs:
+                                     * not a precision problem (look at the inputs) */
+  CASTOR_CHECK_OFF                  /* off; no search asked (search = 0) */
+} castor_check_verdict;
+
+/* The first NaN or Inf of a build in schedule order (inputs and weights
+ * included). found is 0 when there is none. */
+typedef struct castor_check_nonfinite {
+  int found;
+  const char *layer; /* the layer of the value (a cast's: the layer it serves) */
+  const char *op;    /* "matmul", "cast", "input", "const" ... */
+  const char *value; /* the IR value's name */
+  int64_t index;     /* flat row-major index of the element */
+  int rank;
+  int64_t coords[4]; /* its coordinates (batch first) */
+  double x;          /* NaN, Inf or -Inf */
+} castor_check_nonfinite;
+
+/* One layer of the report, in graph order. */
+typedef struct castor_check_layer {
+  const char *layer;
+  const char *value;   /* the value compared: the layer's result */
+  const char *op;      /* its op */
+  castor_dtype dtype;  /* the layer's compute dtype in the build under test */
+  int64_t numel;       /* elements of that value */
+  int compared;        /* 0: no float32 counterpart, the error fields are 0 */
+  double max_abs_error, rel_error, share_off; /* share_off in [0, 1] */
+  /* Ranges of the float32 build's values against the limits of limit_dtype
+   * (bf16 for layers that compute in bf16, else f16): largest |x|, and how
+   * many values exceed its largest finite value (65504 for f16), fall below
+   * its smallest normal (6.1e-5: subnormal) or round to zero (<= 3.0e-8
+   * for f16). act_ counts the layer's activations, weight_ its weights. */
+  castor_dtype limit_dtype;
+  int64_t act_numel, act_overflow, act_subnormal, act_zero;
+  double act_max_abs;
+  int64_t weight_numel, weight_overflow, weight_subnormal, weight_zero;
+  double weight_max_abs;
+  int64_t not_finite; /* NaN/Inf among the layer's values in the build under test */
+} castor_check_layer;
+
+typedef struct castor_check_summary {
+  const char *model, *policy;
+  double tolerance;
+  int64_t batch;
+  castor_check_verdict verdict;
+  double output_error;     /* worst normalized error of an output, build under test */
+  const char *fp32_layers; /* FIX: the set (comma-separated, graph order); else NULL */
+  double fixed_output_error; /* FIX: worst output error with that set */
+  int n_trials;            /* builds the search compiled and ran */
+  castor_check_nonfinite first_bad;           /* in the build under test */
+  castor_check_nonfinite reference_first_bad; /* in the float32 build */
+  const char *warnings; /* the build under test's compile warnings (weights that overflow
+                         * or flush to zero in 16 bits), "" if none */
+} castor_check_summary;
+
+typedef struct castor_check_report castor_check_report;
+
+/* Checks m. inputs may be NULL (n_inputs 0): seeded random float32 inputs
+ * of opts->batch rows. Returns CASTOR_ERR_INVALID_ARGUMENT for bad options
+ * (an unknown layer in opts->layers or fp32_layers, a negative tolerance)
+ * or inputs of the wrong shape or dtype, with the message in the context;
+ * compile and run failures as castor_compile and castor_program_run return
+ * them. A verdict other than OK is a result, not an error. The report
+ * is the caller's (castor_check_report_destroy). */
+CASTOR_API castor_status castor_check(castor_model *m, const castor_check_options *opts,
+                                      castor_tensor *const *inputs, int n_inputs,
+                                      castor_check_report **out_report);
+CASTOR_API void castor_check_report_destroy(castor_check_report *r);
+/* Strings in what these return stay valid while r lives. */
+CASTOR_API void castor_check_report_summary(const castor_check_report *r, castor_check_summary *out);
+CASTOR_API int castor_check_report_num_layers(const castor_check_report *r);
+CASTOR_API castor_status castor_check_report_layer(const castor_check_report *r, int i,
+                                                   castor_check_layer *out);
+
+typedef enum castor_check_format {
+  CASTOR_CHECK_TEXT = 0, /* the table castor check prints */
+  CASTOR_CHECK_JSON,     /* the same as one JSON object (castor check --json) */
+  CASTOR_CHECK_DOT       /* Graphviz DOT of the build under test, each value with its error */
+} castor_check_format;
+
+/* The report as text; owned by r, valid until the next call on r. */
+CASTOR_API const char *castor_check_report_format(castor_check_report *r, castor_check_format f);
 /* ---- training (docs/training.md) ---- */
 
 /* What a training step computes, with Keras 3's semantics and defaults. */

@@ -301,6 +301,11 @@ bool ir_verify(const ir_graph *g, diag_sink *d);
 
 void ir_print(const ir_graph *g, str_buf *out);
 void ir_print_node(const ir_node *n, str_buf *out);
+/* Graphviz DOT of g (ir_dot.c): values coloured by dtype, layers as
+ * clusters, casts labelled with their reason. extra[id] (NULL, or entries
+ * NULL) adds a line to a node's label; alarm[id] (may be NULL) draws it
+ * with a thick red border. g's ids must be current. */
+void ir_print_dot(const ir_graph *g, const char *const *extra, const bool *alarm, str_buf *out);
 /* Parses the text form; NULL (with diagnostics in d) on error. */
 ir_graph *ir_parse(const char *file, const char *text, size_t len, diag_sink *d);
 

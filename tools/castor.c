@@ -4,10 +4,11 @@
  *   castor run MODEL [--input FILE.npy]... [--output FILE.npy]... [--batch N]
  *                    [--seed S] [--weights FILE] [--policy P] [-O N]
  *   castor dump MODEL [--dump-after=PASS|all] [--dump-dir=DIR] [--passes=LIST]
- *                     [--emit=ir|llvm|ptx] [--weights FILE] [--policy P]
+ *                     [--emit=ir|llvm|ptx|dot|svg|png] [--weights FILE] [--policy P]
  *                     [--train [--loss=L] [--optimizer=O] [--loss-scale=S]]
  *   castor train / evaluate: castor_train.c
  *   both: [--target=cpu|cuda] [--device N] [--sm=sm_NN]; run: [--repeat N]
+ *   castor check MODEL ...   (castor_check.c), castor build MODEL ... (castor_build.c)
  *
  * Both commands go through the API: `run` through the public castor.h
  * exactly as an embedding program would, `dump` through the same compile
@@ -26,6 +27,7 @@
 #include "api/internal.h"
 #include "passes/passes.h" /* PASS_PIPELINE_DEFAULT for --help */
 #include "tools/castor_build.h"
+#include "tools/castor_check.h"
 #include "tools/castor_train.h"
 
 static const char *prog_name = "castor";
@@ -41,6 +43,8 @@ static int usage(FILE *f, int rc) {
           "  dump MODEL    print MODEL's IR after the compile pipeline\n"
           "  build MODEL   compile MODEL ahead of time to an executable or an object\n"
           "                file and C header (see castor build --help)\n"
+          "  check MODEL   compare MODEL under its policy with float32, layer by layer,\n"
+          "                and find the smallest --fp32-layers fix (see castor check --help)\n"
           "  train MODEL   train MODEL on data, Keras style (see castor train --help)\n"
           "  evaluate MODEL  the loss and accuracy of MODEL on data\n"
           "\n"
@@ -57,6 +61,8 @@ static int usage(FILE *f, int rc) {
           "  --dump-dir=DIR      write those dumps to DIR/NN.after-PASS.cir instead\n"
           "  --emit=ir|llvm|ptx  print the IR (default), the optimized LLVM IR, or the PTX\n"
           "                      (--target=cuda; no GPU needed)\n"
+          "  --emit=dot|svg|png  the final IR as a Graphviz graph: DOT text, or SVG/PNG\n"
+          "                      rendered by Graphviz's dot (apt-get install graphviz)\n"
           "  --casts             print the cast report: per layer its compute dtype, the\n"
           "                      rule that decided it, its casts and weight bytes\n"
           "  --train             the training step instead (forward, loss, gradients,\n"
@@ -193,7 +199,9 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (missing) return error("--dump-dir needs a directory");
       c->dump_dir = v;
     } else if (OPT("--emit")) {
-      if (missing || (strcmp(v, "ir") && strcmp(v, "llvm") && strcmp(v, "ptx"))) return error("--emit takes ir, llvm or ptx");
+      if (missing || (strcmp(v, "ir") && strcmp(v, "llvm") && strcmp(v, "ptx") && strcmp(v, "dot") && strcmp(v, "svg") &&
+                      strcmp(v, "png")))
+        return error("--emit takes ir, llvm, ptx, dot, svg or png");
       c->emit = v;
     } else if (OPT("--target")) {
       if (missing || !target_from_name(v, &c->target)) return error("--target takes one of: %s", cg_backend_names());
@@ -230,7 +238,7 @@ static int parse_args(int argc, char **argv, cli *c) {
   }
   if (!c->cmd) return usage(stderr, 1);
   if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump"))
-    return error("unknown command '%s' (commands: run, dump, build, train, evaluate)", c->cmd);
+    return error("unknown command '%s' (commands: run, dump, build, check, train, evaluate)", c->cmd);
   if (!c->model) return error("%s: no model file given", c->cmd);
   return 0;
 }
@@ -283,11 +291,17 @@ static int cmd_dump(const cli *c) {
     castor_emit what = c->casts ? CASTOR_EMIT_CASTS
                        : !c->emit || !strcmp(c->emit, "ir") ? CASTOR_EMIT_IR
                        : !strcmp(c->emit, "llvm") ? CASTOR_EMIT_LLVM
-                                                  : CASTOR_EMIT_PTX;
+                       : !strcmp(c->emit, "ptx")  ? CASTOR_EMIT_PTX
+                                                  : CASTOR_EMIT_DOT;
     castor_status st = castor_model_dump(m, &co, &dopts, what, &out);
-    fputs(str_buf_cstr(&out), stdout);
     fputs(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx), stderr);
     rc = st == CASTOR_OK ? 0 : 1;
+    if (st == CASTOR_OK && c->emit && !c->casts && (!strcmp(c->emit, "svg") || !strcmp(c->emit, "png"))) {
+      fflush(stdout);
+      rc = castor_render_dot(str_buf_cstr(&out), c->emit, NULL); /* tools/castor_check.c */
+    } else {
+      fputs(str_buf_cstr(&out), stdout);
+    }
   }
   str_buf_fini(&out);
   castor_model_destroy(m);
@@ -420,6 +434,7 @@ int main(int argc, char **argv) {
   cli c;
   if (argc < 2) return usage(stderr, 1);
   if (!strcmp(argv[1], "build")) return castor_build_main(argc - 1, argv + 1); /* castor_build.c */
+  if (!strcmp(argv[1], "check")) return castor_check_main(argc - 1, argv + 1); /* castor_check.c */
   if (!strcmp(argv[1], "train") || !strcmp(argv[1], "evaluate"))
     return castor_train_main(argc - 1, argv + 1); /* castor_train.c */
   int rc = parse_args(argc, argv, &c);

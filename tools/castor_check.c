@@ -1,0 +1,259 @@
+/*
+ * castor_check.c: `castor check`, the numerics debugger, over castor.h's
+ * castor_check (api/check.c does the work; this file parses options,
+ * loads inputs, prints the report), and the Graphviz rendering of DOT text
+ * that `castor dump --emit=svg|png` uses too.
+ *
+ *   castor check MODEL [--policy P] [--input X.npy]... | [--batch N] [--seed S]
+ *                [--weights W] [--tolerance T] [--layers=LIST] [--json]
+ *                [--graph=FILE.dot|.svg|.png] [--no-search] [compile options]
+ *
+ * Exit status: 0 when the verdict is OK, 2 when the outputs are off (the
+ * report says why and, when there is one, the fix), 1 on errors.
+ */
+#include <errno.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "castor.h"
+#include "api/internal.h"
+#include "tools/castor_check.h"
+
+extern char **environ;
+
+static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
+static int error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("castor: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 1;
+}
+
+static int usage(FILE *f, int rc) {
+  fputs("usage: castor check MODEL [options]\n"
+        "\n"
+        "Compiles MODEL under its policy (or --policy) and under float32, runs both on the\n"
+        "same inputs and compares every layer: compute dtype, max abs and relative error,\n"
+        "the share of values off by more than the tolerance, the float32 values' range\n"
+        "against float16's (bfloat16's) limits, and the first NaN/Inf (layer, op,\n"
+        "element). When the outputs are off it finds the smallest --fp32-layers set that\n"
+        "brings them back (bisection over the 16-bit layers) and verifies it with a run.\n"
+        "Exit status: 0 OK, 2 outputs off, 1 error.\n"
+        "\n"
+        "options:\n"
+        "  --policy P          the policy to check (default: the model's)\n"
+        "  --input FILE.npy    an input tensor, once per model input, in order\n"
+        "  --batch N           rows of the seeded random input (default 1)\n"
+        "  --seed S            its seed (default 1, as castor run)\n"
+        "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
+        "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
+        "  --tolerance T       normalized error allowed on the outputs (default: 8 ulps of\n"
+        "                      the policy's compute dtype: f16 3.9e-3, bf16 3.1e-2)\n"
+        "  --layers=LIST       report these layers only (comma-separated layer names)\n"
+        "  --json              print the report as JSON\n"
+        "  --graph=FILE        also write the graph with each value's error: FILE.dot,\n"
+        "                      FILE.svg or FILE.png (svg and png need Graphviz's dot)\n"
+        "  --no-search         do not search for a --fp32-layers fix\n"
+        "  --fp32-ops=LIST, --fp32-layers=LIST, --keep-16bit-outputs, --pad8,\n"
+        "  --target=cpu|cuda, --device N, --sm=sm_NN, --threads T\n"
+        "                      the build under test, as for castor run\n",
+        f);
+  return rc;
+}
+
+int castor_render_dot(const char *dot, const char *format, const char *path) {
+  int fds[2];
+  if (pipe(fds) != 0) return error("cannot create a pipe to dot: %s", strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
+  posix_spawn_file_actions_addclose(&fa, fds[1]);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  char tflag[32];
+  snprintf(tflag, sizeof tflag, "-T%s", format);
+  char *argv[] = {"dot", tflag, path ? "-o" : NULL, (char *)path, NULL};
+  pid_t pid;
+  int rc = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[0]);
+  if (rc != 0) {
+    close(fds[1]);
+    if (rc == ENOENT)
+      return error("--emit=%s needs Graphviz's 'dot', which is not installed: install it with "
+                   "'apt-get install graphviz' (Debian, Ubuntu), or write DOT with --emit=dot",
+                   format);
+    return error("cannot run dot: %s", strerror(rc));
+  }
+  FILE *w = fdopen(fds[1], "w");
+  bool wrote = w && fputs(dot, w) >= 0;
+  if (w) fclose(w);
+  else close(fds[1]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (!wrote || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return error("dot -T%s failed (exit status %d)", format, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  return 0;
+}
+
+typedef struct check_cli {
+  const char *model, *weights, *graph;
+  VEC(const char *) inputs;
+  uint64_t weights_seed;
+  bool json;
+  castor_check_options o;
+} check_cli;
+
+static bool target_from_name(const char *name, castor_target *out) {
+  for (castor_target t = CASTOR_TARGET_CPU; castor_target_backend(t); t++)
+    if (!strcmp(castor_target_backend(t)->name, name)) return *out = t, true;
+  return false;
+}
+
+static int parse(int argc, char **argv, check_cli *c) {
+  castor_check_options_init(&c->o);
+  castor_compile_options *co = &c->o.compile;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v;
+    bool missing = false;
+    int64_t n;
+#define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0), -1;
+    if (OPT("--input")) {
+      if (missing) return error("--input needs a file");
+      vec_push(&c->inputs, v);
+    } else if (OPT("--batch")) {
+      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 40, &n)) return error("--batch needs a positive integer, got '%s'", missing ? "" : v);
+      c->o.batch = n;
+    } else if (OPT("--seed")) {
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      c->o.seed = (uint64_t)n;
+    } else if (OPT("--weights-seed")) {
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      c->weights_seed = (uint64_t)n;
+    } else if (OPT("--weights")) {
+      if (missing) return error("--weights needs a file");
+      c->weights = v;
+    } else if (OPT("--tolerance")) {
+      char *end = NULL;
+      double t = missing ? 0 : strtod(v, &end);
+      if (missing || !*v || *end || !isfinite(t) || t <= 0) return error("--tolerance needs a positive number, got '%s'", missing ? "" : v);
+      c->o.tolerance = t;
+    } else if (OPT("--layers")) {
+      if (missing) return error("--layers needs a list of layer names");
+      c->o.layers = v;
+    } else if (OPT("--graph")) {
+      if (missing) return error("--graph needs a file name ending in .dot, .svg or .png");
+      const char *dot = strrchr(v, '.');
+      if (!dot || (strcmp(dot, ".dot") && strcmp(dot, ".svg") && strcmp(dot, ".png")))
+        return error("--graph: '%s' does not end in .dot, .svg or .png", v);
+      c->graph = v;
+    } else if (!strcmp(a, "--json")) {
+      c->json = true;
+    } else if (!strcmp(a, "--no-search")) {
+      c->o.search = 0;
+    } else if (OPT("--policy")) {
+      if (missing) return error("--policy needs a policy name");
+      co->policy = v;
+    } else if (OPT("--fp32-ops")) {
+      if (missing) return error("--fp32-ops needs a list of op names");
+      co->fp32_ops = v;
+    } else if (OPT("--fp32-layers")) {
+      if (missing) return error("--fp32-layers needs a list of layer names");
+      co->fp32_layers = v;
+    } else if (!strcmp(a, "--keep-16bit-outputs")) {
+      co->keep_16bit_outputs = 1;
+    } else if (!strcmp(a, "--pad8")) {
+      co->pad8 = 1;
+    } else if (OPT("--target")) {
+      if (missing || !target_from_name(v, &co->target)) return error("--target takes one of: %s", cg_backend_names());
+    } else if (OPT("--device")) {
+      if (missing || !str_parse_i64(v, 0, 1024, &n)) return error("--device needs a device index, got '%s'", missing ? "" : v);
+      co->device = (int)n;
+    } else if (OPT("--sm")) {
+      if (missing) return error("--sm needs an architecture, e.g. sm_90");
+      co->sm = v;
+    } else if (OPT("--threads")) {
+      if (missing || !str_parse_i64(v, 1, 1024, &n)) return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
+      co->threads = (int)n;
+    } else if (a[0] == '-' && a[1]) {
+      return error("unknown option '%s' (see castor check --help)", a);
+    } else if (!c->model) {
+      c->model = a;
+    } else {
+      return error("unexpected argument '%s' (see castor check --help)", a);
+    }
+#undef OPT
+  }
+  if (!c->model) return error("check: no model file given");
+  if (c->inputs.len && c->o.batch != 1) return error("--batch sets the random input's rows; it does not go with --input");
+  return 0;
+}
+
+static int write_graph(castor_check_report *r, const char *path) {
+  const char *dot = castor_check_report_format(r, CASTOR_CHECK_DOT);
+  const char *ext = strrchr(path, '.') + 1;
+  if (strcmp(ext, "dot")) return castor_render_dot(dot, ext, path);
+  FILE *f = fopen(path, "w");
+  if (!f || fputs(dot, f) < 0 || fclose(f) != 0) {
+    if (f) fclose(f);
+    return error("cannot write '%s': %s", path, strerror(errno));
+  }
+  return 0;
+}
+
+int castor_check_main(int argc, char **argv) {
+  check_cli c;
+  memset(&c, 0, sizeof c);
+  int rc = parse(argc, argv, &c);
+  if (rc) {
+    vec_free(&c.inputs);
+    return rc < 0 ? 0 : rc;
+  }
+  castor_context *ctx = NULL;
+  castor_model *m = NULL;
+  castor_check_report *r = NULL;
+  castor_tensor **in = xcalloc(c.inputs.len + 1, sizeof *in);
+  castor_context_create(&ctx);
+  castor_load_options lo;
+  castor_load_options_init(&lo);
+  lo.seed = c.weights_seed;
+  lo.weights_path = c.weights;
+  rc = 1;
+  if (castor_model_load_file(ctx, c.model, &lo, &m) != CASTOR_OK) {
+    fputs(castor_context_last_error(ctx), stderr);
+    goto done;
+  }
+  fputs(castor_context_last_warnings(ctx), stderr);
+  for (size_t i = 0; i < c.inputs.len; i++)
+    if (castor_tensor_load_npy_as(ctx, c.inputs.data[i], true, &in[i]) != CASTOR_OK) {
+      fputs(castor_context_last_error(ctx), stderr);
+      goto done;
+    }
+  if (castor_check(m, &c.o, c.inputs.len ? in : NULL, (int)c.inputs.len, &r) != CASTOR_OK) {
+    fputs(castor_context_last_error(ctx), stderr);
+    goto done;
+  }
+  castor_check_summary s;
+  castor_check_report_summary(r, &s);
+  fputs(s.warnings, stderr);
+  fputs(castor_check_report_format(r, c.json ? CASTOR_CHECK_JSON : CASTOR_CHECK_TEXT), stdout);
+  fflush(stdout);
+  if (c.graph && write_graph(r, c.graph)) goto done;
+  rc = s.verdict == CASTOR_CHECK_OK ? 0 : 2;
+done:
+  for (size_t i = 0; i < c.inputs.len; i++) castor_tensor_destroy(in[i]);
+  free(in);
+  castor_check_report_destroy(r);
+  castor_model_destroy(m);
+  castor_context_destroy(ctx);
+  vec_free(&c.inputs);
+  return rc;
+}
