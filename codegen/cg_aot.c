@@ -32,7 +32,7 @@
 #include "../runtime/aot/aot.h"
 #include "cg_internal.h"
 
-_Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 80 &&
+_Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 96 &&
                    sizeof(rt_tensor_desc) == 56 && sizeof(rt_program) == 104 &&
                    sizeof(rt_aot_entry) == 24 && sizeof(rt_buffer_kind) == 4 &&
                    sizeof(rt_dtype) == 4 && sizeof(bool) == 1,

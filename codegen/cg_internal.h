@@ -78,6 +78,17 @@ typedef struct cg_cpu_layout {
                              * (the plan's bytes_fixed unless packed; 0: not a constant) */
   cg_kernel_launch *launch; /* per kernel */
   cg_gemm **gemm;           /* per kernel: MATMUL's GEMM layout, else NULL */
+  /* Kernels that differ only in their buffers share one body
+   * (cg_kernel_share.c). With share_by_table (set before emitting: the
+   * JIT) the body is called with the kernel's own buffer table, which the
+   * runtime builds from args (rt_launch.args); without it (AOT) each such
+   * kernel is a small wrapper function of its own name that builds the
+   * table and calls the body. */
+  bool share_by_table;
+  const char **symbol;      /* per kernel: the function its launch calls */
+  int *rep;                 /* per kernel: the first kernel with the same body */
+  int **args;               /* per kernel: its table for a shared body, or NULL */
+  int *n_args;
 } cg_cpu_layout;
 
 /* Sizes the layout for plan p: nothing packed, no launch split yet. _fini

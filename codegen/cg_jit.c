@@ -37,8 +37,13 @@ static rt_program *assemble(const ir_graph *g, const cg_plan *plan, const cg_cpu
     buf->data = copy;
   }
   for (int i = 0; i < p->n_launches; i++) {
+    int r = layout->rep[i];
+    if (r != i && layout->symbol[i] == layout->symbol[r]) { /* a shared body, looked up once */
+      p->launches[i].fn = p->launches[r].fn;
+      continue;
+    }
     LLVMOrcExecutorAddress addr = 0;
-    if (cg_llvm_error(d, LLVMOrcLLJITLookup(jit, &addr, plan->kernels[i].name), "looking up a kernel")) {
+    if (cg_llvm_error(d, LLVMOrcLLJITLookup(jit, &addr, layout->symbol[i]), "looking up a kernel")) {
       rt_program_destroy(p);
       return NULL;
     }
@@ -54,6 +59,7 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
   if (!cg_plan_build(g, &plan, d)) return NULL;
   cg_cpu_layout layout;
   cg_cpu_layout_init(&layout, &plan);
+  layout.share_by_table = true; /* the runtime passes shared bodies their tables */
 
   rt_program *prog = NULL;
   LLVMOrcThreadSafeContextRef tsc = NULL;

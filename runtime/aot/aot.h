@@ -16,7 +16,7 @@
 #include "../runtime.h"
 
 /* Bumped whenever rt_program or rt_aot_entry change layout. */
-#define RT_AOT_ABI_VERSION 1
+#define RT_AOT_ABI_VERSION 2
 
 typedef struct rt_aot_entry {
   int abi_version;           /* RT_AOT_ABI_VERSION of the castor that built the object */
