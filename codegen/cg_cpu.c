@@ -430,6 +430,8 @@ bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layo
   LLVMValueRef *body = xcalloc((size_t)nk + 1, sizeof *body);
   int *table = xcalloc((size_t)nb + 1, sizeof *table), *slot = xcalloc((size_t)nb + 1, sizeof *slot);
   cg_kernel_share(plan, layout, rep, count);
+  if (layout->share_none)
+    for (int ki = 0; ki < nk; ki++) rep[ki] = ki, count[ki] = 1;
   unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
   for (int ki = 0; ki < nk; ki++) {
     const cg_kernel *k = &plan->kernels[ki];

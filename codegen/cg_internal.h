@@ -85,6 +85,7 @@ typedef struct cg_cpu_layout {
    * kernel is a small wrapper function of its own name that builds the
    * table and calls the body. */
   bool share_by_table;
+  bool share_none;          /* set before emitting: no kernel shares a body */
   const char **symbol;      /* per kernel: the function its launch calls */
   int *rep;                 /* per kernel: the first kernel with the same body */
   int **args;               /* per kernel: its table for a shared body, or NULL */

@@ -104,6 +104,7 @@ LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char
   LLVMSetModuleDataLayout(mod, dl);
   LLVMDisposeTargetData(dl);
   cg_emitter_init(e, ctx, mod, t->caps.vector_f32_lanes);
+  layout->share_none = o->no_kernel_sharing;
   e->caps = &t->caps;
   char *msg = NULL;
   if (!cg_cpu_emit_kernels(e, plan, layout, d)) goto fail;
