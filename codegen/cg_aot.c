@@ -396,7 +396,7 @@ bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options
   LLVMValueRef *kernels = NULL;
   cg_target t;
   if (!cg_target_init(&t, o, false, d)) goto done;
-  if (!(mod = cg_target_emit_module(&t, ctx, g->name, &plan, o, &e, &layout, d))) goto done;
+  if (!(mod = cg_target_emit_module(&t, ctx, g->name, &plan, o, true, &e, &layout, NULL, d))) goto done;
   if (!(desc = cg_program_describe(g, &plan, &layout, d))) goto done; /* after emission: packed weights */
 
   aot a = {&e, mod, LLVMGetModuleDataLayout(mod), LLVMInt8TypeInContext(ctx), &plan, desc, NULL, 0};

@@ -407,12 +407,39 @@ static void emit_wrapper(kctx *c, LLVMTypeRef fty, LLVMValueRef body, int *table
   LLVMBuildRetVoid(B);
 }
 
-bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout, diag_sink *d) {
-  (void)d;
+void cg_cpu_plan_layout(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout) {
   /* non-GEMM kernels: split by rows only, no scratch */
   for (int ki = 0; ki < plan->n_kernels; ki++)
     if (plan->kernels[ki].kind != CG_KERNEL_MATMUL) layout->launch[ki] = (cg_kernel_launch){.row_step = 1};
-  cg_gemm_plan(e, plan, layout);
+  cg_emitter planner = {.caps = caps};
+  cg_gemm_plan(&planner, plan, layout);
+  int nk = plan->n_kernels;
+  int *count = xcalloc((size_t)nk + 1, sizeof *count);
+  int *table = xcalloc((size_t)plan->n_buffers + 1, sizeof *table);
+  cg_kernel_share(plan, layout, layout->rep, count);
+  if (layout->share_none)
+    for (int ki = 0; ki < nk; ki++) layout->rep[ki] = ki, count[ki] = 1;
+  for (int ki = 0; ki < nk; ki++) {
+    const cg_kernel *k = &plan->kernels[ki];
+    int r = layout->rep[ki];
+    layout->shared[ki] = count[r] > 1;
+    if (!layout->shared[ki] || !layout->share_by_table) continue; /* its own symbol (or wrapper) */
+    if (r == ki) layout->symbol[ki] = arena_printf(layout->arena, "%s.shared", k->name);
+    else layout->symbol[ki] = layout->symbol[r];
+    int n = cg_kernel_buffers(plan, k, table);
+    layout->args[ki] = arena_alloc(layout->arena, (size_t)n * sizeof(int));
+    memcpy(layout->args[ki], table, (size_t)n * sizeof(int));
+    layout->n_args[ki] = n;
+  }
+  free(count);
+  free(table);
+  layout->planned = true;
+}
+
+bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout, const bool *only,
+                         diag_sink *d) {
+  (void)d;
+  if (!layout->planned) cg_cpu_plan_layout(e->caps, plan, layout);
   LLVMTypeRef params[] = {e->ptr, e->i64, e->i64, e->i64, e->i64, e->i64, e->ptr};
   LLVMTypeRef fty = LLVMFunctionType(e->void_, params, 7, 0);
   int n_ids = 0;
@@ -426,48 +453,38 @@ bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layo
   LLVMValueRef *base = xcalloc((size_t)n_ids + 1, sizeof *base);
   LLVMValueRef *spare = xcalloc((size_t)n_ids + 1, sizeof *spare);
   int nk = plan->n_kernels, nb = plan->n_buffers;
-  int *rep = xcalloc((size_t)nk + 1, sizeof *rep), *count = xcalloc((size_t)nk + 1, sizeof *count);
   LLVMValueRef *body = xcalloc((size_t)nk + 1, sizeof *body);
   int *table = xcalloc((size_t)nb + 1, sizeof *table), *slot = xcalloc((size_t)nb + 1, sizeof *slot);
-  cg_kernel_share(plan, layout, rep, count);
-  if (layout->share_none)
-    for (int ki = 0; ki < nk; ki++) rep[ki] = ki, count[ki] = 1;
   unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
   for (int ki = 0; ki < nk; ki++) {
+    if (only && !only[ki]) continue;
     const cg_kernel *k = &plan->kernels[ki];
+    int r = layout->rep[ki];
     kctx c = {.e = e, .plan = plan, .k = k, .base = base, .spare_base = spare};
-    layout->rep[ki] = rep[ki];
-    if (count[rep[ki]] == 1) { /* a kernel of its own: the body is the kernel */
+    if (!layout->shared[ki]) { /* a kernel of its own: the body is the kernel */
       begin_function(&c, fty, k->name, LLVMExternalLinkage);
       emit_body(&c, layout, ki);
       continue;
     }
-    int n = cg_kernel_buffers(plan, k, table);
-    if (rep[ki] == ki) { /* the first of its kind: emit the shared body */
+    if (r == ki) { /* the first of its kind: emit the shared body */
+      int n = cg_kernel_buffers(plan, k, table);
       for (int i = 0; i < n; i++) slot[table[i]] = i;
       c.slot = slot;
-      layout->symbol[ki] = arena_printf(layout->arena, "%s.shared", k->name);
-      begin_function(&c, fty, layout->symbol[ki], layout->share_by_table ? LLVMExternalLinkage : LLVMInternalLinkage);
+      const char *name = layout->share_by_table ? layout->symbol[ki] : arena_printf(layout->arena, "%s.shared", k->name);
+      begin_function(&c, fty, name, layout->share_by_table ? LLVMExternalLinkage : LLVMInternalLinkage);
       if (!layout->share_by_table) /* one body, not one copy per wrapper */
         LLVMAddAttributeAtIndex(c.fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(e->ctx, noinline, 0));
       emit_body(&c, layout, ki);
       body[ki] = c.fn;
       c.slot = NULL;
     }
-    if (layout->share_by_table) {
-      layout->symbol[ki] = layout->symbol[rep[ki]];
-      layout->args[ki] = arena_alloc(layout->arena, (size_t)n * sizeof(int));
-      memcpy(layout->args[ki], table, (size_t)n * sizeof(int));
-      layout->n_args[ki] = n;
-    } else {
-      layout->symbol[ki] = k->name;
-      emit_wrapper(&c, fty, body[rep[ki]], table);
+    if (!layout->share_by_table) { /* AOT: a wrapper of the kernel's own name (same module as the body) */
+      CASTOR_ASSERT(body[r]);
+      emit_wrapper(&c, fty, body[r], table);
     }
   }
   free(base);
   free(spare);
-  free(rep);
-  free(count);
   free(body);
   free(table);
   free(slot);

@@ -26,6 +26,7 @@ void cg_cpu_layout_init(cg_cpu_layout *l, const cg_plan *p) {
   l->rep = arena_alloc(l->arena, (size_t)(p->n_kernels + 1) * sizeof *l->rep);
   l->args = arena_alloc(l->arena, (size_t)(p->n_kernels + 1) * sizeof *l->args);
   l->n_args = arena_alloc(l->arena, (size_t)(p->n_kernels + 1) * sizeof *l->n_args);
+  l->shared = arena_alloc(l->arena, (size_t)(p->n_kernels + 1) * sizeof *l->shared);
   for (int k = 0; k < p->n_kernels; k++) l->symbol[k] = p->kernels[k].name, l->rep[k] = k;
 }
 
