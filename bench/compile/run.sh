@@ -39,11 +39,12 @@ for n in $DEPTHS; do
   models="$models deep$n"
 done
 
-# one run: prints "compile_ms maxrss_kb", or "timeout" / "error"
+# one run: prints "compile_ms maxrss_kb process_cpu_s", or "timeout" / "error"
 one() { # BUILD MODEL
-  if timeout "$TIMEOUT" /usr/bin/time -f '%M' -o "$TMP/rss" "$1/castor" run "$TMP/$2.cast" --repeat 1 \
+  if timeout "$TIMEOUT" /usr/bin/time -f '%M %U %S' -o "$TMP/rss" "$1/castor" run "$TMP/$2.cast" --repeat 1 \
       >"$TMP/out" 2>"$TMP/err"; then
-    printf '%s %s\n' "$(sed -n 's/^compile: \([0-9.]*\) ms.*/\1/p' "$TMP/out")" "$(tail -1 "$TMP/rss")"
+    printf '%s %s\n' "$(sed -n 's/^compile: \([0-9.]*\) ms.*/\1/p' "$TMP/out")" \
+      "$(tail -1 "$TMP/rss" | awk '{printf "%s %.2f", $1, $2 + $3}')"
   elif [ $? -eq 124 ]; then echo timeout
   else cat "$TMP/err" >&2; echo error
   fi
@@ -52,7 +53,7 @@ median() { sort -n | awk '{v[NR] = $1} END {if (NR == 0) print "n/a"; else if (N
 
 for m in $models; do
   i=0
-  for b in "$@"; do : >"$TMP/$i.$m.t"; : >"$TMP/$i.$m.m"; : >"$TMP/$i.$m.x"; i=$((i + 1)); done
+  for b in "$@"; do : >"$TMP/$i.$m.t"; : >"$TMP/$i.$m.m"; : >"$TMP/$i.$m.c"; : >"$TMP/$i.$m.x"; i=$((i + 1)); done
   r=0
   while [ $r -lt "$RUNS" ]; do
     i=0
@@ -61,9 +62,9 @@ for m in $models; do
         set -- $(one "$b" "$m") "$@"
         case $1 in
           timeout|error) echo "$1" >"$TMP/$i.$m.x"; shift ;;
-          *) echo "$1" >>"$TMP/$i.$m.t"; echo "$2" >>"$TMP/$i.$m.m"
+          *) echo "$1" >>"$TMP/$i.$m.t"; echo "$2" >>"$TMP/$i.$m.m"; echo "$3" >>"$TMP/$i.$m.c"
              awk -v t="$1" 'BEGIN {exit !(t > 10000)}' && echo slow >"$TMP/$i.$m.x"
-             shift 2 ;;
+             shift 3 ;;
         esac
       fi
       i=$((i + 1))
@@ -88,9 +89,12 @@ OUT=bench/results/compile-$(date -u +%F).md
     i=$((i + 1))
   done
   echo
-  printf '| model |'; i=0; for b in "$@"; do printf ' build %d: compile ms (runs) | max RSS MB |' $i; i=$((i + 1)); done
-  [ $# -gt 1 ] && printf ' speedup of build %d |' $(($# - 1)); echo
-  printf '|---|'; for b in "$@"; do printf -- '---|---|'; done; [ $# -gt 1 ] && printf -- '---|'; echo
+  echo "compile ms: castor run's \`compile:\` (wall), median of the runs; process CPU s: user + system"
+  echo "time of the whole \`castor run\` (parsing, weight init, compile, one run), median."
+  echo
+  printf '| model |'; i=0; for b in "$@"; do printf ' build %d: compile ms (runs) | process CPU s | max RSS MB |' $i; i=$((i + 1)); done
+  [ $# -gt 1 ] && printf ' compile speedup of build %d |' $(($# - 1)); echo
+  printf '|---|'; for b in "$@"; do printf -- '---|---|---|'; done; [ $# -gt 1 ] && printf -- '---|'; echo
   for m in $models; do
     printf '| %s |' "$m"
     i=0; first=""; last=""
@@ -98,12 +102,13 @@ OUT=bench/results/compile-$(date -u +%F).md
       n=$(wc -l <"$TMP/$i.$m.t")
       t=$(median <"$TMP/$i.$m.t")
       rss=$(median <"$TMP/$i.$m.m")
+      cpu=$(median <"$TMP/$i.$m.c")
       if [ "$n" -eq 0 ]; then
         reason=$(cat "$TMP/$i.$m.x")
-        [ "$reason" = timeout ] && printf ' > %s s (killed) | - |' "$TIMEOUT" || printf ' %s | - |' "$reason"
+        [ "$reason" = timeout ] && printf ' > %s s (killed) | - | - |' "$TIMEOUT" || printf ' %s | - | - |' "$reason"
         t=""
       else
-        printf ' %s (%s) | %s |' "$t" "$n" "$(awk -v k="$rss" 'BEGIN {printf "%.0f", k / 1024}')"
+        printf ' %s (%s) | %s | %s |' "$t" "$n" "$cpu" "$(awk -v k="$rss" 'BEGIN {printf "%.0f", k / 1024}')"
       fi
       [ $i -eq 0 ] && first=$t
       last=$t
