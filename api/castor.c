@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "api/internal.h"
+#include "runtime/safetensors_write.h"
 #include "codegen/cg_backend.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
@@ -212,6 +213,36 @@ void castor_driver_options_init(castor_driver_options *o) {
   if (o) memset(o, 0, sizeof *o);
 }
 
+void castor_train_options_init(castor_train_options *o) {
+  if (o) memset(o, 0, sizeof *o);
+}
+
+static void shape_str(str_buf *b, castor_dtype dt, int rank, const int64_t *dims);
+
+/* The public training options as the grad pass's (passes.h). */
+static bool train_options(const castor_train_options *t, bool loss_only, pass_train_options *o, diag_sink *d) {
+  pass_train_options_init(o);
+  char num[64];
+  if (t->loss && !pass_train_option(o, "loss", t->loss, d)) return false;
+  if (t->optimizer && (!pass_train_option(o, "optimizer", t->optimizer, d) || o->optimizer == PASS_OPT_NONE)) {
+    if (o->optimizer == PASS_OPT_NONE)
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "optimizer 'none' has no training step (castor dump shows it)");
+    return false;
+  }
+  if (t->loss_scale && !pass_train_option(o, "loss-scale", t->loss_scale, d)) return false;
+  const struct { const char *key; double v; } nums[] = {
+      {"learning-rate", t->learning_rate}, {"momentum", t->momentum}, {"loss-scale-min", t->loss_scale_min}};
+  for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+    if (nums[i].v == 0) continue;
+    snprintf(num, sizeof num, "%.17g", nums[i].v);
+    if (!pass_train_option(o, nums[i].key, num, d)) return false;
+  }
+  o->from_logits = o->from_logits || t->from_logits != 0;
+  o->nesterov = t->nesterov != 0;
+  o->loss_only = loss_only;
+  return true;
+}
+
 /* The one compile driver: castor_compile, castor_compile_to and the CLI's
  * dump and build map options to the pipeline here, so what `castor dump`
  * shows is what `castor run` compiles. The backend (cg_backend.h) decides
@@ -241,8 +272,11 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
                     "this layer is past the limit", m->graph->n_nodes, IR_MAX_NODES);
     return finish(ctx, CASTOR_ERR_UNSUPPORTED);
   }
+  bool pad8 = be->always_pad8 || opts->pad8;
   const char *pipeline = dopts->passes ? dopts->passes
-                         : be->always_pad8 || opts->pad8 ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT;
+                         : dopts->train ? (pad8 ? PASS_PIPELINE_TRAIN_PAD8 : PASS_PIPELINE_TRAIN)
+                         : pad8         ? PASS_PIPELINE_PAD8
+                                        : PASS_PIPELINE_DEFAULT;
   if (!pass_pipeline_check(pipeline, ctx->diag)) return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_INVALID_ARGUMENT));
   ir_graph *g = ir_graph_clone(m->graph);
   if (opts->policy) {
@@ -265,7 +299,8 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   po.dump_after = dopts->dump_after;
   po.dump_dir = dopts->dump_dir;
   po.dump_out = dopts->dump_out;
-  if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
+  if (dopts->train && !train_options(dopts->train, dopts->loss_only, &po.train, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
+  else if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
   else if (!pass_run_pipeline(g, pipeline, &po, ctx->diag))
     st = castor_status_from_diag(ctx->diag, CASTOR_ERR_INTERNAL);
   cg_exec *x = NULL;
@@ -331,6 +366,131 @@ const cg_backend *castor_target_backend(castor_target t) {
 castor_status castor_compile(castor_model *m, const castor_compile_options *opts,
                              castor_program **out_program) {
   return compile(m, opts, NULL, NULL, NULL, out_program);
+}
+
+castor_status castor_compile_train(castor_model *m, const castor_compile_options *opts,
+                                   const castor_train_options *topts, castor_program **out_program) {
+  castor_train_options defaults;
+  if (!topts) castor_train_options_init(&defaults), topts = &defaults;
+  castor_driver_options d;
+  castor_driver_options_init(&d);
+  d.train = topts;
+  return compile(m, opts, &d, NULL, NULL, out_program);
+}
+
+castor_status castor_compile_eval(castor_model *m, const castor_compile_options *opts,
+                                  const castor_train_options *topts, castor_program **out_program) {
+  castor_train_options defaults;
+  if (!topts) castor_train_options_init(&defaults), topts = &defaults;
+  castor_driver_options d;
+  castor_driver_options_init(&d);
+  d.train = topts;
+  d.loss_only = true;
+  return compile(m, opts, &d, NULL, NULL, out_program);
+}
+
+int castor_program_num_states(const castor_program *p) { return p ? p->rt->n_states : 0; }
+
+static int state_index(const castor_program *p, const char *name) {
+  for (int i = 0; name && i < p->rt->n_states; i++)
+    if (strcmp(p->rt->states[i].t.name, name) == 0) return i;
+  return -1;
+}
+
+/* A model weight, not an optimizer slot or scalar: the grad pass names
+ * slots <weight>.momentum/.velocity and scalars optimizer.*. */
+static bool is_weight_state(const castor_program *p, int i) {
+  const char *n = p->rt->states[i].t.name;
+  if (!strncmp(n, "optimizer.", 10)) return false;
+  for (int j = 0; j < p->rt->n_states; j++) {
+    const char *w = p->rt->states[j].t.name;
+    size_t k = strlen(w);
+    if (j != i && !strncmp(n, w, k) && (!strcmp(n + k, ".momentum") || !strcmp(n + k, ".velocity"))) return false;
+  }
+  return true;
+}
+
+castor_status castor_program_copy_weights(castor_program *dst, const castor_program *src) {
+  if (!dst || !src) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(dst->ctx);
+  for (int i = 0; i < src->rt->n_states; i++) {
+    if (!is_weight_state(src, i)) continue;
+    const rt_state_desc *s = &src->rt->states[i];
+    int j = state_index(dst, s->t.name);
+    if (j < 0 || dst->rt->states[j].t.dtype != s->t.dtype || rt_state_bytes(dst->rt, j) != rt_state_bytes(src->rt, i))
+      return fail(dst->ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s has no weight %s of %s's dtype and shape", dst->rt->name,
+                  s->t.name, src->rt->name);
+    memcpy(dst->x->state[j], src->x->state[i], (size_t)rt_state_bytes(src->rt, i));
+  }
+  return CASTOR_OK;
+}
+
+castor_status castor_program_save_weights(castor_program *p, const char *path) {
+  if (!p || !path) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(p->ctx);
+  if (p->rt->n_states == 0)
+    return fail(p->ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s is not a training program: it has no weights to save", p->rt->name);
+  rt_st_tensor *t = xcalloc((size_t)p->rt->n_states, sizeof *t);
+  int n = 0;
+  for (int i = 0; i < p->rt->n_states; i++) {
+    if (!is_weight_state(p, i)) continue;
+    const rt_tensor_desc *d = &p->rt->states[i].t;
+    t[n] = (rt_st_tensor){d->name, d->dtype, d->rank, {0}, p->x->state[i]};
+    for (int r = 0; r < d->rank; r++) t[n].dims[r] = d->dims[r];
+    n++;
+  }
+  bool ok = rt_safetensors_write(path, t, n, NULL, 0, p->ctx->diag);
+  free(t);
+  return ok ? CASTOR_OK : finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_IO));
+}
+
+castor_status castor_program_state_info(const castor_program *p, int i, castor_tensor_info *out) {
+  if (!p || !out) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(p->ctx);
+  if (i < 0 || i >= p->rt->n_states)
+    return fail(p->ctx, CASTOR_ERR_INVALID_ARGUMENT, "state index %d is outside 0..%d", i, p->rt->n_states - 1);
+  const rt_tensor_desc *t = &p->rt->states[i].t;
+  *out = (castor_tensor_info){t->name, (castor_dtype)t->dtype, t->rank, t->dims};
+  return CASTOR_OK;
+}
+
+castor_status castor_program_get_state(castor_program *p, const char *name, castor_tensor **out) {
+  if (!p || !out) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(p->ctx);
+  *out = NULL;
+  int i = state_index(p, name);
+  if (i < 0)
+    return fail(p->ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s has no state '%s'%s", p->rt->name, name ? name : "(null)",
+                p->rt->n_states ? "" : " (it is not a training program)");
+  const rt_tensor_desc *t = &p->rt->states[i].t;
+  castor_status st = castor_tensor_create(p->ctx, (castor_dtype)t->dtype, t->rank, t->dims, out);
+  if (st != CASTOR_OK) return st;
+  memcpy((*out)->data, p->x->state[i], (*out)->nbytes);
+  return CASTOR_OK;
+}
+
+castor_status castor_program_set_state(castor_program *p, const char *name, const castor_tensor *v) {
+  if (!p || !v) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(p->ctx);
+  int i = state_index(p, name);
+  if (i < 0)
+    return fail(p->ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s has no state '%s'%s", p->rt->name, name ? name : "(null)",
+                p->rt->n_states ? "" : " (it is not a training program)");
+  const rt_tensor_desc *t = &p->rt->states[i].t;
+  bool same = v->dtype == (castor_dtype)t->dtype && v->rank == t->rank;
+  for (int r = 0; same && r < t->rank; r++) same = v->dims[r] == t->dims[r];
+  if (!same) {
+    str_buf want, got;
+    str_buf_init(&want), str_buf_init(&got);
+    shape_str(&want, (castor_dtype)t->dtype, t->rank, t->dims);
+    shape_str(&got, v->dtype, v->rank, v->dims);
+    castor_status st = fail(p->ctx, CASTOR_ERR_INVALID_ARGUMENT, "state %s is %s, the tensor is %s", name,
+                            str_buf_cstr(&want), str_buf_cstr(&got));
+    str_buf_fini(&want), str_buf_fini(&got);
+    return st;
+  }
+  memcpy(p->x->state[i], v->data, v->nbytes);
+  return CASTOR_OK;
 }
 
 castor_status castor_compile_to(castor_model *m, const castor_compile_options *opts,

@@ -20,6 +20,8 @@ typedef struct castor_driver_options {
   const char *dump_dir;   /* write those dumps to DIR/NN.after-PASS.cir (NULL: to dump_out) */
   str_buf *dump_out;      /* where dumps go without dump_dir (NULL: nowhere) */
   bool verify_each;       /* verify after every pass (also castor_compile_options.verify_each) */
+  const castor_train_options *train; /* compile the training step (castor_compile_train), or NULL */
+  bool loss_only;                    /* with train: the evaluation program (castor_compile_eval) */
 } castor_driver_options;
 
 void castor_driver_options_init(castor_driver_options *o);

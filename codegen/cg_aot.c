@@ -32,8 +32,8 @@
 #include "../runtime/aot/aot.h"
 #include "cg_internal.h"
 
-_Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 96 &&
-                   sizeof(rt_tensor_desc) == 56 && sizeof(rt_program) == 104 &&
+_Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 104 &&
+                   sizeof(rt_tensor_desc) == 56 && sizeof(rt_program) == 120 &&
                    sizeof(rt_aot_entry) == 24 && sizeof(rt_buffer_kind) == 4 &&
                    sizeof(rt_dtype) == 4 && sizeof(bool) == 1,
                "runtime.h changed: update the static rt_program emission in cg_aot.c "
@@ -232,6 +232,7 @@ static void emit_run_fn(aot *a, const char *prefix, LLVMValueRef *kernels) {
     case RT_BUF_SCRATCH:
       v = LLVMBuildGEP2(B, a->i8, scratch, (LLVMValueRef[]){offs[buf->index]}, 1, a->plan->buffer_node[b]->name);
       break;
+    case RT_BUF_STATE: CASTOR_UNREACHABLE(); /* cg_compile_aot refuses training programs */
     }
     LLVMValueRef slot = LLVMBuildGEP2(B, e->ptr, bufs, (LLVMValueRef[]){i64c(a, b)}, 1, "");
     LLVMBuildStore(B, v, slot);
@@ -307,8 +308,9 @@ static void emit_entry(aot *a, LLVMValueRef *kernels, const char *about) {
         {offsetof(rt_launch, row_step), i64c(a, l->row_step)},
         {offsetof(rt_launch, scratch_bytes), i64c(a, l->scratch_bytes)},
         {offsetof(rt_launch, work_per_row), i64c(a, l->work_per_row)},
+        {offsetof(rt_launch, work_per_row_per_batch), i64c(a, l->work_per_row_per_batch)},
     };
-    elems[i] = c_struct(a, sizeof(rt_launch), f, 10);
+    elems[i] = c_struct(a, sizeof(rt_launch), f, 11);
   }
   LLVMValueRef launches = c_array(a, elems, p->n_launches, "program.launches");
   free(elems);
@@ -326,7 +328,8 @@ static void emit_entry(aot *a, LLVMValueRef *kernels, const char *about) {
       {offsetof(rt_program, outputs), outputs},
       {offsetof(rt_program, n_inputs), i32c(a, p->n_inputs)},
       {offsetof(rt_program, n_outputs), i32c(a, p->n_outputs)},
-      /* owner, owner_destroy, arena: NULL (zero padding) */
+      /* states, n_states: none (training programs are not compiled ahead of time);
+       * owner, owner_destroy, arena: NULL (zero padding) */
   };
   LLVMValueRef program = private_global(a, c_struct(a, sizeof(rt_program), pf, 11), "program", 16);
   cfield ef[] = {
@@ -384,6 +387,13 @@ bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options
                     const char *path, diag_sink *d) {
   cg_options defaults;
   if (!o) cg_options_init(&defaults), o = &defaults;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (ir_op_flags(g->nodes[i]->op) & IR_OPF_STATE) {
+      diag_error_kind(d, DIAG_KIND_UNSUPPORTED, g->nodes[i]->loc,
+                      "training programs cannot be compiled ahead of time yet (%%%s is a variable): "
+                      "train with the JIT, then build the model with the saved weights", g->nodes[i]->name);
+      return false;
+    }
   cg_plan plan;
   if (!cg_plan_build(g, &plan, d)) return false;
   cg_cpu_layout layout;

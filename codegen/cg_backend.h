@@ -35,6 +35,10 @@ typedef struct cg_exec {
   const cg_backend *backend;
   const rt_program *desc;
   int threads; /* threads per run (CPU), for reports; 1 on devices */
+  /* A training program's state (desc->states[i]: rt_state_bytes each), in
+   * host memory the caller may read and write between runs; made and
+   * initialized by compile; NULL without state. */
+  void **state;
 } cg_exec;
 
 typedef enum cg_emit_kind {

@@ -34,6 +34,30 @@ static const char *cpu_unsupported(const ir_node *n) {
   case IR_OP_CAST:
   case IR_OP_PAD:
   case IR_OP_SLICE:
+  case IR_OP_VARIABLE:
+  case IR_OP_LITERAL:
+  case IR_OP_MATMUL_NT:
+  case IR_OP_MATMUL_TN:
+  case IR_OP_SUM_ROWS:
+  case IR_OP_RELU_GRAD:
+  case IR_OP_SIGMOID_GRAD:
+  case IR_OP_TANH_GRAD:
+  case IR_OP_GELU_GRAD:
+  case IR_OP_SILU_GRAD:
+  case IR_OP_SOFTMAX_GRAD:
+  case IR_OP_XENT:
+  case IR_OP_XENT_GRAD:
+  case IR_OP_XENT_LOGITS:
+  case IR_OP_XENT_LOGITS_GRAD:
+  case IR_OP_MSE:
+  case IR_OP_MSE_GRAD:
+  case IR_OP_ALL_FINITE:
+  case IR_OP_SGD:
+  case IR_OP_SGD_MOMENTUM:
+  case IR_OP_RMSPROP:
+  case IR_OP_ADAM:
+  case IR_OP_COUNT_STEP:
+  case IR_OP_LOSS_SCALE_UPDATE:
     return NULL;
   case IR_OP_COUNT:
     break;
@@ -45,8 +69,21 @@ static cg_exec *cpu_compile(const ir_graph *g, const cg_backend_options *o, diag
   rt_program *p = cg_compile_cpu(g, &o->cg, d);
   if (!p) return NULL;
   cpu_exec *x = xcalloc(1, sizeof *x);
-  x->base = (cg_exec){&cg_backend_cpu, p, o->threads > 0 ? o->threads : rt_default_threads()};
+  x->base = (cg_exec){&cg_backend_cpu, p, o->threads > 0 ? o->threads : rt_default_threads(), NULL};
   x->prog = p;
+  if (p->n_states > 0) { /* a training program's state, in host memory, initialized */
+    x->base.state = xcalloc((size_t)p->n_states, sizeof *x->base.state);
+    for (int i = 0; i < p->n_states; i++) {
+      size_t bytes = (size_t)rt_state_bytes(p, i);
+      if (!(x->base.state[i] = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) {
+        diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0},
+                        "cannot allocate %zu bytes for the state %s", bytes, p->states[i].t.name);
+        cg_exec_destroy(&x->base);
+        return NULL;
+      }
+      rt_state_init(p, i, x->base.state[i]);
+    }
+  }
   return &x->base;
 }
 
@@ -83,7 +120,7 @@ static bool cpu_run(cg_exec *base, int64_t batch, const void *const *in, void *c
   cpu_exec *x = (cpu_exec *)base;
   bool ok;
   void *ws = workspace(x, batch, &ok);
-  return rt_program_run_threads(x->prog, base->threads, batch, in, out, ok ? ws : NULL, d);
+  return rt_program_run_state(x->prog, base->threads, batch, in, out, base->state, ok ? ws : NULL, d);
 }
 
 static bool cpu_time(cg_exec *base, int64_t batch, const void *const *in, int warmup, int iters, double *out_ms,
@@ -114,6 +151,8 @@ static bool cpu_time(cg_exec *base, int64_t batch, const void *const *in, int wa
 
 static void cpu_destroy(cg_exec *base) {
   cpu_exec *x = (cpu_exec *)base;
+  for (int i = 0; base->state && i < x->prog->n_states; i++) free(base->state[i]);
+  free(base->state);
   rt_program_destroy(x->prog);
   free(x->ws);
   free(x);

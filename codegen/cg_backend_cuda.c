@@ -35,6 +35,31 @@ static const char *cuda_unsupported(const ir_node *n) {
     return NULL;
   case IR_OP_LAYER_NORM:
     return "the NVPTX target has no layer normalization kernel yet (run it on the cpu target)";
+  case IR_OP_VARIABLE:
+  case IR_OP_LITERAL:
+  case IR_OP_MATMUL_NT:
+  case IR_OP_MATMUL_TN:
+  case IR_OP_SUM_ROWS:
+  case IR_OP_RELU_GRAD:
+  case IR_OP_SIGMOID_GRAD:
+  case IR_OP_TANH_GRAD:
+  case IR_OP_GELU_GRAD:
+  case IR_OP_SILU_GRAD:
+  case IR_OP_SOFTMAX_GRAD:
+  case IR_OP_XENT:
+  case IR_OP_XENT_GRAD:
+  case IR_OP_XENT_LOGITS:
+  case IR_OP_XENT_LOGITS_GRAD:
+  case IR_OP_MSE:
+  case IR_OP_MSE_GRAD:
+  case IR_OP_ALL_FINITE:
+  case IR_OP_SGD:
+  case IR_OP_SGD_MOMENTUM:
+  case IR_OP_RMSPROP:
+  case IR_OP_ADAM:
+  case IR_OP_COUNT_STEP:
+  case IR_OP_LOSS_SCALE_UPDATE:
+    return "training programs do not compile for the cuda target yet (castor dump --train shows the step program)";
   case IR_OP_COUNT:
     break;
   }

@@ -148,6 +148,28 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
     case IR_OP_GELU:
     case IR_OP_SILU: val = cg_emit_unary(e, op->op, in[0], op->name); break;
     case IR_OP_CAST: val = in[0]; break;
+    case IR_OP_RELU_GRAD: /* b > 0 ? a : 0 */
+      val = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, in[1], cg_const(e, LLVMTypeOf(in[1]), 0.0), ""), in[0],
+                            cg_const(e, LLVMTypeOf(in[0]), 0.0), op->name);
+      break;
+    case IR_OP_SIGMOID_GRAD: { /* a * b * (1 - b) */
+      LLVMValueRef one_minus = LLVMBuildFSub(B, cg_const(e, LLVMTypeOf(in[1]), 1.0), in[1], "");
+      val = LLVMBuildFMul(B, LLVMBuildFMul(B, in[0], in[1], ""), one_minus, op->name);
+      break;
+    }
+    case IR_OP_TANH_GRAD: /* a * (1 - b * b) */
+      val = LLVMBuildFMul(B, in[0], LLVMBuildFSub(B, cg_const(e, LLVMTypeOf(in[1]), 1.0), LLVMBuildFMul(B, in[1], in[1], ""), ""),
+                          op->name);
+      break;
+    case IR_OP_GELU_GRAD: val = cg_emit_gelu_grad(e, in[0], in[1], op->name); break;
+    case IR_OP_SILU_GRAD: { /* a * s * (1 + b (1 - s)), s = sigmoid(b) */
+      LLVMTypeRef ty = LLVMTypeOf(in[1]);
+      LLVMValueRef sg = cg_emit_unary(e, IR_OP_SIGMOID, in[1], "");
+      LLVMValueRef f = LLVMBuildFAdd(B, cg_const(e, ty, 1.0),
+                                     LLVMBuildFMul(B, in[1], LLVMBuildFSub(B, cg_const(e, ty, 1.0), sg, ""), ""), "");
+      val = LLVMBuildFMul(B, LLVMBuildFMul(B, in[0], sg, ""), f, op->name);
+      break;
+    }
     case IR_OP_INPUT:
     case IR_OP_CONST:
     case IR_OP_MATMUL:
@@ -155,6 +177,7 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
     case IR_OP_LAYER_NORM:
     case IR_OP_PAD:
     case IR_OP_SLICE:
+    CG_CASE_TRAINING_OTHER_OPS
     case IR_OP_COUNT: CASTOR_UNREACHABLE(); /* not elementwise (cg_plan.c never chains them) */
     }
     /* each op's value has its own dtype; model 16-bit results exactly */
@@ -348,6 +371,14 @@ void cg_plan_launch_fill(const cg_plan *p, const cg_cpu_layout *layout, int ki, 
   l->row_step = split.row_step;
   l->scratch_bytes = split.scratch_bytes;
   /* about one unit per element and op; a GEMM row costs its flops */
+  if (k->kind == CG_KERNEL_TRAIN) { /* its own launch (cg_train.c) */
+    int64_t rows, step, work, per_batch;
+    cg_train_launch(k->ops[0], &rows, &step, &work, &per_batch);
+    l->row_step = step;
+    l->work_per_row = work;
+    l->work_per_row_per_batch = per_batch;
+    return;
+  }
   l->work_per_row = k->kind == CG_KERNEL_MATMUL ? l->flops_per_row
                     : k->kind == CG_KERNEL_SOFTMAX ? 16 * inner
                     : k->kind == CG_KERNEL_COPY    ? inner
@@ -382,6 +413,7 @@ static void emit_body(kctx *c, const cg_cpu_layout *layout, int ki) {
     case CG_KERNEL_MATMUL: cg_gemm_emit(c, layout->gemm[ki]); break;
     case CG_KERNEL_ELTWISE: emit_rows_lines(c, eltwise_body); break;
     case CG_KERNEL_SOFTMAX: emit_rows_lines(c, rowwise_body); break;
+    case CG_KERNEL_TRAIN: cg_train_emit(c); break;
     case CG_KERNEL_COPY: break;
     }
   }

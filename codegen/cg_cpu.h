@@ -73,6 +73,11 @@ void cg_gemm_key(const cg_gemm *g, str_buf *out);
  * is current). */
 void cg_gemm_emit(cg_kctx *c, const cg_gemm *g);
 
+/* ---- the training ops' own kernels (cg_train.c) ---- */
+
+/* Emits the body of c->k, a CG_KERNEL_TRAIN kernel. */
+void cg_train_emit(cg_kctx *c);
+
 /* ---- row-wise ops (cg_rowwise.c) ---- */
 
 /* One row of a row-wise op's input, as the kernel that owns it lays it

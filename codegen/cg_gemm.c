@@ -174,6 +174,10 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
   free(b_of);
 }
 
+/* Kernels share a body only if their GEMM layouts agree on every field:
+ * a new field must join the key below. */
+_Static_assert(sizeof(struct cg_gemm) == 144, "cg_gemm changed: add the new field to cg_gemm_key");
+
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
   str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw, g->nv,
                  g->nr, g->mr, (long long)g->K, (long long)g->Nc, (long long)g->n_full, g->tail_nv, g->tail_valid,

@@ -13,7 +13,40 @@
 #include "cg_cpu_caps.h"
 #include "codegen.h"
 
+/* The training ops, as case labels for the emitters' switches over ir_op
+ * (so -Wswitch-enum still names any other op): the CPU target chains the
+ * elementwise ones (cg_cpu.c) and gives the others kernels of their own
+ * (cg_train.c); the cuda target rejects them all before planning. */
+#define CG_CASE_TRAINING_ELTWISE_OPS \
+  case IR_OP_RELU_GRAD: \
+  case IR_OP_SIGMOID_GRAD: \
+  case IR_OP_TANH_GRAD: \
+  case IR_OP_GELU_GRAD: \
+  case IR_OP_SILU_GRAD:
+#define CG_CASE_TRAINING_OTHER_OPS \
+  case IR_OP_VARIABLE: \
+  case IR_OP_LITERAL: \
+  case IR_OP_MATMUL_NT: \
+  case IR_OP_MATMUL_TN: \
+  case IR_OP_SUM_ROWS: \
+  case IR_OP_SOFTMAX_GRAD: \
+  case IR_OP_XENT: \
+  case IR_OP_XENT_GRAD: \
+  case IR_OP_XENT_LOGITS: \
+  case IR_OP_XENT_LOGITS_GRAD: \
+  case IR_OP_MSE: \
+  case IR_OP_MSE_GRAD: \
+  case IR_OP_ALL_FINITE: \
+  case IR_OP_SGD: \
+  case IR_OP_SGD_MOMENTUM: \
+  case IR_OP_RMSPROP: \
+  case IR_OP_ADAM: \
+  case IR_OP_COUNT_STEP: \
+  case IR_OP_LOSS_SCALE_UPDATE:
+#define CG_CASE_TRAINING_OPS CG_CASE_TRAINING_ELTWISE_OPS CG_CASE_TRAINING_OTHER_OPS
+
 typedef enum cg_kernel_kind {
+  CG_KERNEL_TRAIN,   /* one training op with a kernel of its own (cg_train.c) */
   CG_KERNEL_MATMUL,  /* matmul + epilogue ops */
   CG_KERNEL_ELTWISE, /* a chain of elementwise ops */
   CG_KERNEL_SOFTMAX, /* one row-wise softmax along the last dimension */
@@ -45,6 +78,13 @@ typedef struct cg_plan {
   int n_slots;
   const ir_node **buffer_node; /* buffer -> the node whose value it holds */
 } cg_plan;
+
+/* Whether op gets a kernel of its own from cg_train.c (CG_KERNEL_TRAIN). */
+bool cg_train_op(ir_op op);
+/* Its launch: rows when its result is not batched, the row step, and the
+ * work of a row, fixed and per batch row (rt_launch's fields). */
+void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
+                     int64_t *work_per_batch);
 
 /* Groups nodes into kernels and assigns buffers; the graph must be verified
  * and its ids current. Weight data is not copied here. */
@@ -128,6 +168,8 @@ LLVMValueRef cg_const(cg_emitter *e, LLVMTypeRef ty, double v);
 LLVMValueRef cg_emit_exp(cg_emitter *e, LLVMValueRef x, const char *name);
 /* The activation or elementwise unary op `op` on x (f32 or <n x f32>). */
 LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name);
+/* dy * gelu'(x) on f32 scalars or vectors. */
+LLVMValueRef cg_emit_gelu_grad(cg_emitter *e, LLVMValueRef dy, LLVMValueRef x, const char *name);
 /* Rounds x (f32 lanes) to dtype and back, modelling a cast in registers. */
 LLVMValueRef cg_emit_round_to(cg_emitter *e, LLVMValueRef x, ir_dtype to, const char *name);
 /* Loads `lanes` elements of dtype at ptr (lanes == 1: scalar) as f32 lanes. */

@@ -11,7 +11,8 @@
  * that fills that table from the program's buffers and calls the body.
  *
  * The key is everything the emitters read besides buffer addresses: the
- * kernel kind, every op (op, dtype, shape, attributes), each source as
+ * kernel kind, every op (op, dtype, shape, every attribute of
+ * ir_attrs.def), each source as
  * "the previous op" or a table slot with its type and stored layout
  * (packed or not), the result's slot and type, the GEMM layout and the
  * launch split. Two kernels with equal keys get the same machine code by
@@ -24,6 +25,9 @@
 #include <string.h>
 
 #include "cg_cpu.h"
+
+_Static_assert(sizeof(cg_kernel_launch) == 32 && sizeof(cg_packing) == 8,
+               "a new field of cg_kernel_launch or cg_packing must join kernel_key");
 
 /* Appends buffer b to the kernel's table if it is not there yet. */
 static void table_add(int *table, int *n, int b) {
@@ -54,6 +58,26 @@ static int slot_of(const int *table, int n, int b) {
   return -1;
 }
 
+/* Every attribute of ir_attrs.def by its kind, so an attribute added there
+ * can never be left out of the key. */
+static void put_INT(str_buf *s, int64_t v) { str_buf_printf(s, "%lld,", (long long)v); }
+static void put_FLOAT(str_buf *s, double v) { str_buf_printf(s, "%a,", v); }
+static void put_DTYPE(str_buf *s, ir_dtype v) { str_buf_printf(s, "%d,", (int)v); }
+static void put_STRING(str_buf *s, const char *v) { str_buf_printf(s, "%zu:%s,", v ? strlen(v) : 0, v ? v : ""); }
+static void put_SHAPE(str_buf *s, ir_shape v) {
+  str_buf_printf(s, "%d[", v.rank);
+  for (int r = 0; r < v.rank; r++) str_buf_printf(s, "%lld,", (long long)v.dims[r]);
+  str_buf_puts(s, "],");
+}
+
+static void put_attrs(str_buf *s, const ir_attr *a) {
+  str_buf_putc(s, '{');
+#define IR_ATTR(key, kind, doc) put_##kind(s, a->key);
+#include "../ir/ir_attrs.def"
+#undef IR_ATTR
+  str_buf_putc(s, '}');
+}
+
 static void put_type(str_buf *s, const ir_type *t) {
   str_buf_printf(s, "%d[", (int)t->dtype);
   for (int r = 0; r < t->rank; r++) str_buf_printf(s, "%lld,", (long long)t->dims[r]);
@@ -72,18 +96,18 @@ static void kernel_key(const cg_plan *plan, const cg_cpu_layout *layout, int ki,
                        str_buf *s) {
   const cg_kernel *k = &plan->kernels[ki];
   str_buf_printf(s, "K%d/", (int)k->kind);
+  /* training kernels (cg_train.c: state updates, reductions over the batch)
+   * are few and keep a body each: the key of a kernel of its own */
+  if (k->kind == CG_KERNEL_TRAIN) str_buf_printf(s, "own%d/", ki);
   if (k->kind == CG_KERNEL_COPY) {
     put_type(s, &k->copy_src->type);
     put_buffer(s, plan, layout, table, n, plan->buffer_of[k->copy_src->id]);
   }
   for (int t = 0; t < k->n_ops; t++) {
     const ir_node *op = k->ops[t];
-    const ir_attr *a = &op->attr;
     str_buf_printf(s, "|%d:", (int)op->op);
     put_type(s, &op->type);
-    str_buf_printf(s, "{%d,%d,%lld,%a,%d[", (int)a->acc, (int)a->to, (long long)a->axis, a->epsilon, a->shape.rank);
-    for (int r = 0; r < a->shape.rank; r++) str_buf_printf(s, "%lld,", (long long)a->shape.dims[r]);
-    str_buf_puts(s, "]}");
+    put_attrs(s, &op->attr);
     for (int i = 0; i < op->n_srcs; i++) {
       const ir_node *src = op->srcs[i];
       str_buf_putc(s, '(');

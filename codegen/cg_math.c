@@ -105,7 +105,7 @@ static LLVMValueRef emit_tanh(cg_emitter *e, LLVMValueRef x, const char *name) {
 /* gelu(x) = x/2 (1 + erf(x/sqrt2)); erfc(z) for z >= 0 by the Chebyshev fit
  * of Numerical Recipes (erfcc, fractional error < 1.2e-7 everywhere), so the
  * negative tail keeps its relative accuracy. */
-static LLVMValueRef emit_gelu(cg_emitter *e, LLVMValueRef x, const char *name) {
+static LLVMValueRef two_phi(cg_emitter *e, LLVMValueRef x) { /* 2 Phi(x) = 1 + erf(x/sqrt2) */
   LLVMTypeRef ty = LLVMTypeOf(x);
   LLVMValueRef z = LLVMBuildFMul(B, fabs_(e, x), C(0.70710678118654752), "");
   LLVMValueRef t = LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), LLVMBuildFMul(B, C(0.5), z, ""), ""), "");
@@ -114,8 +114,21 @@ static LLVMValueRef emit_gelu(cg_emitter *e, LLVMValueRef x, const char *name) {
   LLVMValueRef arg = LLVMBuildFSub(B, poly(e, t, c, 10), LLVMBuildFMul(B, z, z, ""), "");
   LLVMValueRef erfc = LLVMBuildFMul(B, t, cg_emit_exp(e, arg, ""), "");
   LLVMValueRef pos = LLVMBuildFSub(B, C(2.0), erfc, "");
-  LLVMValueRef f = sel_lt(e, x, C(0.0), erfc, pos, "");
-  return LLVMBuildFMul(B, LLVMBuildFMul(B, x, C(0.5), ""), f, name);
+  return sel_lt(e, x, C(0.0), erfc, pos, "");
+}
+
+static LLVMValueRef emit_gelu(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  return LLVMBuildFMul(B, LLVMBuildFMul(B, x, C(0.5), ""), two_phi(e, x), name);
+}
+
+LLVMValueRef cg_emit_gelu_grad(cg_emitter *e, LLVMValueRef dy, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  /* Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi) */
+  LLVMValueRef pdf = LLVMBuildFMul(B, cg_emit_exp(e, LLVMBuildFMul(B, LLVMBuildFMul(B, x, x, ""), C(-0.5), ""), ""),
+                                   C(0.39894228040143268), "");
+  LLVMValueRef d = LLVMBuildFAdd(B, LLVMBuildFMul(B, two_phi(e, x), C(0.5), ""), LLVMBuildFMul(B, x, pdf, ""), "");
+  return LLVMBuildFMul(B, dy, d, name);
 }
 
 LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name) {
@@ -145,6 +158,7 @@ LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *
   case IR_OP_CAST:
   case IR_OP_PAD:
   case IR_OP_SLICE:
+  CG_CASE_TRAINING_OPS
   case IR_OP_COUNT:
     break;
   }

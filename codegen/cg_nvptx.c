@@ -341,6 +341,7 @@ static void emit_kernel(cg_emitter *e, const cg_plan *plan, int ki, LLVMValueRef
   case CG_KERNEL_ELTWISE: emit_eltwise(&g); break;
   case CG_KERNEL_SOFTMAX: emit_rowwise(&g); break;
   case CG_KERNEL_COPY: emit_copy(&g); break;
+  case CG_KERNEL_TRAIN: CASTOR_UNREACHABLE(); /* the cuda target rejects training ops */
   }
   LLVMBuildRetVoid(e->b);
 }

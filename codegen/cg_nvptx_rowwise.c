@@ -105,6 +105,7 @@ void cg_nv_emit_rowwise(cg_nv_kernel *g, const ir_node *op, cg_nv_row *row) {
   case IR_OP_CAST:
   case IR_OP_PAD:
   case IR_OP_SLICE:
+  CG_CASE_TRAINING_OPS
   case IR_OP_COUNT: CASTOR_UNREACHABLE();
   }
 }

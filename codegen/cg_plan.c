@@ -28,11 +28,14 @@ static bool fusable_op(ir_op op) { return ir_op_kernel(op) == IR_KERNEL_ELTWISE;
 
 /* The kernel an op starts (the op table's kernel column). */
 static cg_kernel_kind kernel_kind(ir_op op) {
+  if (cg_train_op(op)) return CG_KERNEL_TRAIN;
   switch (ir_op_kernel(op)) {
   case IR_KERNEL_CONTRACT: return CG_KERNEL_MATMUL;
   case IR_KERNEL_ROWWISE: return CG_KERNEL_SOFTMAX;
   case IR_KERNEL_ELTWISE:
   case IR_KERNEL_REINDEX: return CG_KERNEL_ELTWISE; /* a reindex op only ever starts a chain */
+  case IR_KERNEL_REDUCE: /* cg_train_op's */
+  case IR_KERNEL_UPDATE:
   case IR_KERNEL_NONE: break;
   }
   CASTOR_UNREACHABLE();
@@ -93,10 +96,12 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
   /* the ops of the kernel being grouped; copied out at its real length */
   ir_node **chain = xcalloc((size_t)n + 1, sizeof *chain);
 
+  int n_states = 0;
   for (int i = 0; i < n; i++) {
     ir_node *x = g->nodes[i];
     if (x->op == IR_OP_INPUT) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_INPUT, (int)x->attr.index, x);
-    if (x->op == IR_OP_CONST) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_CONST, -1, x);
+    if (x->op == IR_OP_CONST || x->op == IR_OP_LITERAL) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_CONST, -1, x);
+    if (x->op == IR_OP_VARIABLE) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_STATE, n_states++, x);
   }
 
   /* kernels */
@@ -108,7 +113,15 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
     k->ops = chain;
     k->ops[k->n_ops++] = x;
     ir_node *cur = x;
-    while (k->kind != CG_KERNEL_SOFTMAX && uses[cur->id] == 1 && first_output[cur->id] < 0) {
+    if (ir_op_writes(x->op)) { /* an update: in place, its result is operand 0's buffer */
+      k->ops = arena_alloc(p->arena, sizeof(ir_node *));
+      k->ops[0] = x;
+      p->buffer_of[i] = k->out_buffer = p->buffer_of[x->srcs[0]->id];
+      k->name = arena_printf(p->arena, "k%d.%s", p->n_kernels - 1, x->name);
+      continue;
+    }
+    while ((k->kind == CG_KERNEL_MATMUL || k->kind == CG_KERNEL_ELTWISE) && uses[cur->id] == 1 &&
+           first_output[cur->id] < 0) {
       ir_node *user = user_of[cur->id];
       /* a row softmax that one GEMM panel spans ends a matmul kernel: the
        * GEMM's epilogue does it in registers (cg_gemm.c) */
@@ -152,7 +165,7 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
   /* outputs that no kernel writes: leaves, or a value that is several outputs */
   for (int o = 0; o < g->n_outputs; o++) {
     ir_node *v = g->outputs[o].value;
-    if (first_output[v->id] == o && !is_leaf(v)) continue;
+    if (first_output[v->id] == o && !is_leaf(v) && !ir_op_writes(v->op)) continue; /* an update writes its variable */
     cg_kernel *k = &p->kernels[p->n_kernels++];
     k->kind = CG_KERNEL_COPY;
     k->copy_src = v;

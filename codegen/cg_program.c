@@ -24,6 +24,12 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg
     rt_buffer *buf = &p->buffers[b];
     if (buf->kind != RT_BUF_CONST) continue;
     const ir_node *n = plan->buffer_node[b];
+    if (n->op == IR_OP_LITERAL) { /* its value, in its dtype */
+      void *v = arena_alloc_aligned(a, 8, 8);
+      rt_store_double((rt_dtype)n->type.dtype, v, 0, n->attr.value);
+      buf->data = v;
+      continue;
+    }
     if (!n->attr.data) {
       diag_error(d, n->loc, "constant %%%s has no data (IR read from text cannot be compiled)", n->name);
       rt_program_destroy(p);
@@ -49,6 +55,12 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg
     const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : k->ops[k->n_ops - 1];
     l->batched = ir_type_is_batched(&res->type);
     l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_MATMUL ? res->type.dims[0] : 1;
+    if (k->kind == CG_KERNEL_TRAIN) { /* its launch (cg_train.c): an update's rows are elements */
+      int64_t rows, step, work, per_batch;
+      cg_train_launch(k->ops[0], &rows, &step, &work, &per_batch);
+      l->batched = l->batched && !ir_op_writes(k->ops[0]->op);
+      if (!l->batched) l->rows_fixed = rows;
+    }
     if (k->kind == CG_KERNEL_MATMUL) /* the GEMM's flops (the op table's column), per row */
       l->flops_per_row = ir_node_flops(k->ops[0], 1) / (l->batched ? 1 : l->rows_fixed);
     cg_plan_launch_fill(plan, layout, i, l);
@@ -58,6 +70,26 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg
       l->args = args;
       l->n_args = layout->n_args[i];
     }
+  }
+  for (int b = 0; b < p->n_buffers; b++) p->n_states += p->buffers[b].kind == RT_BUF_STATE;
+  p->states = arena_alloc(a, (size_t)(p->n_states + 1) * sizeof *p->states);
+  for (int b = 0; b < p->n_buffers; b++) {
+    const rt_buffer *buf = &p->buffers[b];
+    if (buf->kind != RT_BUF_STATE) continue;
+    const ir_node *n = plan->buffer_node[b];
+    rt_state_desc *s = &p->states[buf->index];
+    s->t.name = arena_strdup(a, n->attr.weight);
+    s->t.dtype = (rt_dtype)n->type.dtype;
+    s->t.rank = n->type.rank;
+    for (int r = 0; r < n->type.rank; r++) s->t.dims[r] = n->type.dims[r];
+    s->t.buffer = b;
+    s->data = n->attr.data; /* the graph's: the caller keeps it alive while it compiles */
+    if (n->attr.data) {
+      void *copy = arena_alloc_aligned(a, (size_t)buf->bytes_fixed + 1, 64);
+      memcpy(copy, n->attr.data, (size_t)buf->bytes_fixed);
+      s->data = copy;
+    }
+    s->init = n->attr.init;
   }
   p->n_inputs = ir_graph_num_inputs(g);
   p->inputs = arena_alloc(a, (size_t)(p->n_inputs + 1) * sizeof *p->inputs);

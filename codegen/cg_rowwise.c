@@ -243,6 +243,7 @@ void cg_emit_rowwise(cg_kctx *c, const ir_node *op, cg_row *row) {
   case IR_OP_CAST:
   case IR_OP_PAD:
   case IR_OP_SLICE:
+  CG_CASE_TRAINING_OPS
   case IR_OP_COUNT: CASTOR_UNREACHABLE();
   }
 }

@@ -188,6 +188,60 @@ CASTOR_API castor_status castor_program_run(castor_program *p, castor_tensor *co
                                             int n_inputs, castor_tensor **outputs,
                                             int n_outputs);
 
+/* ---- training (docs/training.md) ---- */
+
+/* What a training step computes, with Keras 3's semantics and defaults. */
+typedef struct castor_train_options {
+  const char *loss;       /* NULL: "sparse_categorical_crossentropy"; "categorical_crossentropy",
+                           * "mean_squared_error" */
+  int from_logits;        /* the cross-entropy takes logits, not a softmax's probabilities (0) */
+  const char *optimizer;  /* NULL: "rmsprop"; "adam", "sgd" */
+  double learning_rate;   /* 0: the optimizer's default (sgd 0.01, else 0.001) */
+  double momentum;        /* sgd (0: none) */
+  int nesterov;           /* sgd (0) */
+  const char *loss_scale; /* NULL: "dynamic" under mixed_float16, else "none"; or a number */
+  double loss_scale_min;  /* the dynamic scale's floor (0: none) */
+} castor_train_options;
+
+CASTOR_API void castor_train_options_init(castor_train_options *o);
+
+/* Compiles the model's training step: one run of the program is one step
+ * (forward, loss, gradients, optimizer update). Its inputs are the model's,
+ * then the targets (int32 class indices [N] for sparse categorical
+ * cross-entropy, else float32 of the prediction's shape); its outputs the
+ * model's, then "loss" (float32, a scalar: the batch's mean loss before the
+ * update). The weights, optimizer slots and the training scalars live in
+ * the program as state, kept between runs: the model's weights as loaded
+ * (or initialized), slots at zero. */
+CASTOR_API castor_status castor_compile_train(castor_model *m, const castor_compile_options *opts,
+                                              const castor_train_options *topts, castor_program **out_program);
+
+/* The model's loss without gradients, for evaluation: inputs and outputs
+ * as castor_compile_train's, the weights state (set them from a training
+ * program with castor_program_copy_weights); no update. */
+CASTOR_API castor_status castor_compile_eval(castor_model *m, const castor_compile_options *opts,
+                                             const castor_train_options *topts, castor_program **out_program);
+
+/* The state of a training program (0 for others): weights by their keys
+ * ("dense_1.kernel"), optimizer slots ("dense_1.kernel.velocity"), and the
+ * scalars "optimizer.learning_rate", "optimizer.iterations" (int64: applied
+ * steps), "optimizer.loss_scale" and "optimizer.good_steps" (a dynamic
+ * scale only). */
+CASTOR_API int castor_program_num_states(const castor_program *p);
+CASTOR_API castor_status castor_program_state_info(const castor_program *p, int i, castor_tensor_info *out_info);
+/* Copies state `name` into a new tensor (*out), or writes it from t (its
+ * dtype and shape must match: CASTOR_ERR_INVALID_ARGUMENT otherwise). */
+CASTOR_API castor_status castor_program_get_state(castor_program *p, const char *name, castor_tensor **out_tensor);
+CASTOR_API castor_status castor_program_set_state(castor_program *p, const char *name, const castor_tensor *t);
+/* Copies every model weight (the states that are not optimizer slots or
+ * "optimizer." scalars) of src into dst's state of the same name, which
+ * must exist with the same dtype and shape. */
+CASTOR_API castor_status castor_program_copy_weights(castor_program *dst, const castor_program *src);
+/* Writes the model weights, in their variable dtype, to a safetensors file
+ * with the keys a model's `weights` line loads (<layer>.kernel, ...);
+ * the file is replaced atomically. */
+CASTOR_API castor_status castor_program_save_weights(castor_program *p, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,10 +29,12 @@ static const struct {
 
 _Static_assert(IR_ATTR_COUNT <= 32, "attribute sets are 32-bit masks");
 #define IR_OP(e, name, nsrc, attrs, flags, rule, ac, kernel, flops, sem) \
-  _Static_assert((nsrc) <= IR_MAX_SRCS, #name ": more sources than IR_MAX_SRCS");           \
+  _Static_assert((nsrc) <= IR_MAX_SRCS && (nsrc) >= IR_VARIADIC, #name ": sources out of range"); \
+  _Static_assert(((flags) >> 8) <= (unsigned)((nsrc) < 0 ? 0 : (nsrc)),                   \
+                 #name ": writes more operands than it takes");                          \
   _Static_assert(((flags) & IR_OPF_LEAF) ? (nsrc) == 0 && (rule) == IR_TYPE_LEAF &&         \
                      (ac) == IR_AC_LEAF && (kernel) == IR_KERNEL_NONE                       \
-                                         : (nsrc) > 0 && (rule) != IR_TYPE_LEAF &&          \
+                                         : (nsrc) != 0 && (rule) != IR_TYPE_LEAF &&         \
                      (ac) != IR_AC_LEAF && (kernel) != IR_KERNEL_NONE,                      \
                  #name ": a leaf (and only a leaf) has no sources, type rule, class or kernel");
 #include "ir_ops.def"
@@ -40,6 +42,17 @@ _Static_assert(IR_ATTR_COUNT <= 32, "attribute sets are 32-bit masks");
 
 const char *ir_op_name(ir_op op) { return op < IR_OP_COUNT ? op_table[op].name : "?"; }
 int ir_op_arity(ir_op op) { return op_table[op].arity; }
+bool ir_op_arity_ok(ir_op op, int n) {
+  int a = op_table[op].arity;
+  return a == IR_VARIADIC ? n >= 1 && n <= IR_MAX_SRCS : n == a;
+}
+const char *ir_op_arity_str(ir_op op) {
+  static const char *const digits[] = {"0", "1", "2", "3", "4", "5", "6", "7", "8"};
+  _Static_assert(IR_MAX_SRCS == 8, "digits and the variadic text follow IR_MAX_SRCS");
+  int a = op_table[op].arity;
+  return a == IR_VARIADIC ? "1 to 8" : digits[a];
+}
+int ir_op_writes(ir_op op) { return (int)(op_table[op].flags >> 8 & 0xf); }
 unsigned ir_op_attrs(ir_op op) { return op_table[op].attrs; }
 unsigned ir_op_flags(ir_op op) { return op_table[op].flags; }
 ir_type_rule ir_op_type_rule(ir_op op) { return op_table[op].rule; }
@@ -67,6 +80,8 @@ const char *ir_kernel_class_name(ir_kernel_class k) {
   case IR_KERNEL_ELTWISE: return "eltwise";
   case IR_KERNEL_ROWWISE: return "rowwise";
   case IR_KERNEL_REINDEX: return "reindex";
+  case IR_KERNEL_REDUCE: return "reduce";
+  case IR_KERNEL_UPDATE: return "update";
   }
   return "?";
 }
@@ -322,11 +337,28 @@ int ir_norm_first_dim(const ir_type *x, int64_t axis) {
   return a >= 0 && a < x->rank ? (int)a : -1;
 }
 
+/* An optimizer's hyperparameters: decays in [0, 1), epsilon and momentum
+ * finite and >= 0. */
+static bool check_update_attrs(ir_op op, const ir_attr *attr, char *err, size_t errlen) {
+  static const ir_attr_key decays[] = {IR_ATTR_rho, IR_ATTR_beta_1, IR_ATTR_beta_2, IR_ATTR_momentum};
+  for (size_t i = 0; i < sizeof decays / sizeof *decays; i++) {
+    if (!(ir_op_attrs(op) & 1u << decays[i])) continue;
+    double v = *(const double *)ir_attr_get(attr, decays[i]);
+    if (!(v >= 0 && v < 1))
+      return FAIL("%s %s must be in [0, 1), got %g", ir_op_name(op), ir_attr_name(decays[i]), v);
+  }
+  if (ir_op_attrs(op) & A(epsilon) && !(attr->epsilon >= 0 && attr->epsilon <= 1))
+    return FAIL("%s epsilon must be in [0, 1], got %g", ir_op_name(op), attr->epsilon);
+  if (ir_op_attrs(op) & A(nesterov) && attr->nesterov != 0 && attr->nesterov != 1)
+    return FAIL("%s nesterov must be 0 or 1, got %lld", ir_op_name(op), (long long)attr->nesterov);
+  return true;
+}
+
 bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr,
                    ir_type *out, char *err, size_t errlen) {
   char sa[96], sb[96];
-  if (n_srcs != ir_op_arity(op))
-    return FAIL("%s takes %d operand(s), got %d", ir_op_name(op), ir_op_arity(op), n_srcs);
+  if (!ir_op_arity_ok(op, n_srcs))
+    return FAIL("%s takes %s operand(s), got %d", ir_op_name(op), ir_op_arity_str(op), n_srcs);
   switch (ir_op_type_rule(op)) {
   case IR_TYPE_LEAF:
     return FAIL("%s has no inferred type", ir_op_name(op));
@@ -399,6 +431,122 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_PAD:
   case IR_TYPE_SLICE:
     return infer_reshape(op, &srcs[0]->type, &attr->shape, ir_op_type_rule(op) == IR_TYPE_PAD, out, err, errlen);
+  case IR_TYPE_MATMUL_NT:
+  case IR_TYPE_MATMUL_TN: {
+    const ir_type *a = &srcs[0]->type, *b = &srcs[1]->type;
+    bool nt = ir_op_type_rule(op) == IR_TYPE_MATMUL_NT;
+    shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb);
+    if (a->rank != 2 || b->rank != 2)
+      return FAIL("%s operands must be rank 2, got %s and %s", ir_op_name(op), sa, sb);
+    if (nt && ir_type_is_batched(b))
+      return FAIL("%s right operand %s must not have the batch dimension", ir_op_name(op), sb);
+    if (nt ? a->dims[1] != b->dims[1] : a->dims[0] != b->dims[0])
+      return FAIL("%s summed dimensions differ: %s and %s", ir_op_name(op), sa, sb);
+    if (a->dtype != b->dtype || !ir_dtype_is_float(a->dtype))
+      return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
+    if ((unsigned)attr->acc >= IR_DTYPE_COUNT || !ir_dtype_is_float(attr->acc))
+      return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), ir_dtype_name(attr->acc));
+    if (!nt && (a->dims[1] == IR_DIM_BATCH || b->dims[1] == IR_DIM_BATCH))
+      return FAIL("%s result %s x %s would have the batch dimension inside", ir_op_name(op), sa, sb);
+    *out = nt ? (ir_type){a->dtype, 2, {a->dims[0], b->dims[0]}} : (ir_type){a->dtype, 2, {a->dims[1], b->dims[1]}};
+    return true;
+  }
+  case IR_TYPE_SUM_ROWS: {
+    const ir_type *x = &srcs[0]->type;
+    shape_str(x, sa, sizeof sa);
+    if (x->rank != 2 || !ir_dtype_is_float(x->dtype) || x->dims[1] == IR_DIM_BATCH)
+      return FAIL("%s needs a float operand of rank 2, got %s", ir_op_name(op), sa);
+    if ((unsigned)attr->acc >= IR_DTYPE_COUNT || !ir_dtype_is_float(attr->acc))
+      return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), ir_dtype_name(attr->acc));
+    *out = (ir_type){x->dtype, 1, {x->dims[1]}};
+    return true;
+  }
+  case IR_TYPE_SAME:
+    shape_str(&srcs[0]->type, sa, sizeof sa), shape_str(&srcs[1]->type, sb, sizeof sb);
+    if (!ir_type_eq(&srcs[0]->type, &srcs[1]->type) || !ir_dtype_is_float(srcs[0]->type.dtype))
+      return FAIL("%s operands must have one float type, got %s and %s", ir_op_name(op), sa, sb);
+    if (ir_op_kernel(op) == IR_KERNEL_ROWWISE && srcs[0]->type.rank < 1)
+      return FAIL("%s needs rank >= 1, got %s", ir_op_name(op), sa);
+    *out = srcs[0]->type;
+    return true;
+  case IR_TYPE_LOSS:
+  case IR_TYPE_LOSS_GRAD: {
+    const ir_type *a = &srcs[0]->type, *t = &srcs[1]->type;
+    shape_str(a, sa, sizeof sa), shape_str(t, sb, sizeof sb);
+    if (a->rank != 2 || !ir_dtype_is_float(a->dtype) || a->dims[1] == IR_DIM_BATCH)
+      return FAIL("%s needs float [N,C] predictions, got %s", ir_op_name(op), sa);
+    bool sparse = t->dtype == IR_DTYPE_I32 && t->rank == 1 && t->dims[0] == a->dims[0];
+    if (sparse && op != IR_OP_XENT && op != IR_OP_XENT_GRAD && op != IR_OP_XENT_LOGITS &&
+        op != IR_OP_XENT_LOGITS_GRAD)
+      return FAIL("%s needs targets of the predictions' type %s, got %s", ir_op_name(op), sa, sb);
+    if (!sparse && !ir_type_eq(a, t))
+      return FAIL("%s targets must be int32 class indices [%s] or of the predictions' type %s, got %s",
+                  ir_op_name(op), a->dims[0] == IR_DIM_BATCH ? "N" : "rows", sa, sb);
+    if (ir_op_attrs(op) & A(epsilon) && !(attr->epsilon >= 0 && attr->epsilon < 0.5))
+      return FAIL("%s epsilon must be in [0, 0.5), got %g", ir_op_name(op), attr->epsilon);
+    if (ir_op_type_rule(op) == IR_TYPE_LOSS) {
+      *out = (ir_type){IR_DTYPE_F32, 0, {0}};
+      return true;
+    }
+    const ir_type *c = &srcs[2]->type;
+    if (c->rank != 0 || c->dtype != IR_DTYPE_F32) {
+      shape_str(c, sb, sizeof sb);
+      return FAIL("%s seed must be f32 [], got %s", ir_op_name(op), sb);
+    }
+    *out = *a;
+    return true;
+  }
+  case IR_TYPE_ALL_FINITE:
+    for (int s = 0; s < n_srcs; s++) {
+      const ir_type *x = &srcs[s]->type;
+      if (!ir_dtype_is_float(x->dtype) && !(x->dtype == IR_DTYPE_I1 && x->rank == 0)) {
+        shape_str(x, sa, sizeof sa);
+        return FAIL("%s operand %d must be float or i1 [], got %s", ir_op_name(op), s + 1, sa);
+      }
+    }
+    *out = (ir_type){IR_DTYPE_I1, 0, {0}};
+    return true;
+  case IR_TYPE_UPDATE: {
+    int w = ir_op_writes(op), n = ir_op_arity(op);
+    const ir_type *v = &srcs[0]->type;
+    shape_str(v, sa, sizeof sa);
+    if (!ir_dtype_is_float(v->dtype) || ir_type_is_batched(v))
+      return FAIL("%s updates a float variable without the batch dimension, got %s", ir_op_name(op), sa);
+    for (int s = 1; s <= w; s++) { /* slots, then the gradient */
+      if (!ir_type_eq(&srcs[s]->type, v)) {
+        shape_str(&srcs[s]->type, sb, sizeof sb);
+        return FAIL("%s operand %d must have the variable's type %s, got %s", ir_op_name(op), s + 1, sa, sb);
+      }
+    }
+    static const ir_dtype scalars[] = {IR_DTYPE_F32, IR_DTYPE_F32, IR_DTYPE_I1, IR_DTYPE_I64};
+    static const char *const what[] = {"the learning rate", "the loss scale", "ok", "the step count"};
+    for (int s = w + 1; s < n; s++) {
+      int k = s - w - 1;
+      if (srcs[s]->type.rank != 0 || srcs[s]->type.dtype != scalars[k]) {
+        shape_str(&srcs[s]->type, sb, sizeof sb);
+        return FAIL("%s operand %d (%s) must be %s [], got %s", ir_op_name(op), s + 1, what[k],
+                    ir_dtype_name(scalars[k]), sb);
+      }
+    }
+    return check_update_attrs(op, attr, err, errlen) && (*out = *v, true);
+  }
+  case IR_TYPE_SCALAR_UPDATE: {
+    /* count_step(n i64, ok i1); loss_scale_update(s f32, n i64, ok i1) */
+    static const ir_dtype count_step[] = {IR_DTYPE_I64, IR_DTYPE_I1};
+    static const ir_dtype scale_update[] = {IR_DTYPE_F32, IR_DTYPE_I64, IR_DTYPE_I1};
+    const ir_dtype *want = op == IR_OP_COUNT_STEP ? count_step : scale_update;
+    for (int s = 0; s < n_srcs; s++) {
+      if (srcs[s]->type.rank != 0 || srcs[s]->type.dtype != want[s]) {
+        shape_str(&srcs[s]->type, sb, sizeof sb);
+        return FAIL("%s operand %d must be %s [], got %s", ir_op_name(op), s + 1, ir_dtype_name(want[s]), sb);
+      }
+    }
+    if (op == IR_OP_LOSS_SCALE_UPDATE && (attr->period < 1 || !(attr->min_scale >= 0) || attr->min_scale > 1e30))
+      return FAIL("%s needs period >= 1 and a finite min_scale >= 0, got %lld and %g", ir_op_name(op),
+                  (long long)attr->period, attr->min_scale);
+    *out = srcs[0]->type;
+    return true;
+  }
   }
   CASTOR_UNREACHABLE();
   return false;
@@ -410,7 +558,9 @@ int64_t ir_node_flops(const ir_node *n, int64_t batch) {
   int f = ir_op_flops(n->op);
   if (f == IR_FLOPS_CONTRACT) {
     const ir_type *a = &n->srcs[0]->type;
-    return 2 * numel * (a->rank ? a->dims[a->rank - 1] : 1);
+    int64_t summed = a->rank ? a->dims[ir_op_type_rule(n->op) == IR_TYPE_MATMUL_TN ? 0 : a->rank - 1] : 1;
+    if (summed == IR_DIM_BATCH) summed = batch;
+    return 2 * numel * summed;
   }
   return (int64_t)f * numel;
 }

@@ -33,7 +33,12 @@ enum {
   IR_OPF_LEAF = 1 << 0,       /* no sources: input or constant */
   IR_OPF_KEEPS_ZERO = 1 << 1, /* zero operands give zero (pad8 runs it on zero padding) */
   IR_OPF_ACTIVATION = 1 << 2, /* a Keras activation name for dense/activation layers */
+  IR_OPF_STATE = 1 << 3,      /* a variable: persistent state of a training program */
 };
+/* Updates its first n operands (variables) in place: an effect, never dead. */
+#define IR_OPF_WRITES(n) ((unsigned)(n) << 8)
+/* The sources column of an op taking 1 to IR_MAX_SRCS operands. */
+#define IR_VARIADIC (-1)
 
 /* How ir_infer_type derives an op's result type (ir.c). */
 typedef enum ir_type_rule {
@@ -46,6 +51,16 @@ typedef enum ir_type_rule {
   IR_TYPE_CAST,    /* x's shape, dtype {to} */
   IR_TYPE_PAD,     /* x grown to {shape} */
   IR_TYPE_SLICE,   /* x shrunk to {shape} */
+  IR_TYPE_MATMUL_NT, /* [M,Nc] x [K,Nc] -> [M,K], b unbatched */
+  IR_TYPE_MATMUL_TN, /* [M,K] x [M,Nc] -> [K,Nc] unbatched */
+  IR_TYPE_SUM_ROWS,  /* [M,C] -> [C], x's dtype */
+  IR_TYPE_SAME,      /* operands of one float type; that type */
+  IR_TYPE_LOSS,      /* a float [N,C]; b int32 [N] or a's type; f32 [] */
+  IR_TYPE_LOSS_GRAD, /* a, b as a loss's; c f32 []; a's type */
+  IR_TYPE_ALL_FINITE, /* float or i1 operands; i1 [] */
+  IR_TYPE_UPDATE,    /* written operands and the gradient after them share one
+                      * float unbatched type; then lr, s f32 [], ok i1 [], t i64 []; operand 0's type */
+  IR_TYPE_SCALAR_UPDATE, /* the operands a row documents, all []; operand 0's type */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -65,6 +80,8 @@ typedef enum ir_kernel_class {
   IR_KERNEL_ELTWISE,  /* elementwise: starts a chain or fuses into the kernel before it */
   IR_KERNEL_ROWWISE,  /* one row of its last dimension(s) at a time (reductions) */
   IR_KERNEL_REINDEX,  /* moves elements to other coordinates (pad, slice) */
+  IR_KERNEL_REDUCE,   /* sums over the rows (the batch) in row order */
+  IR_KERNEL_UPDATE,   /* updates variables in place, element by element */
 } ir_kernel_class;
 
 /* The flops column of a contraction: 2 per result element and summed index. */
@@ -92,7 +109,7 @@ typedef enum ir_policy {
   IR_POLICY_COUNT
 } ir_policy;
 
-enum { IR_MAX_RANK = 4, IR_MAX_SRCS = 4 };
+enum { IR_MAX_RANK = 4, IR_MAX_SRCS = 8 };
 #define IR_DIM_BATCH ((int64_t)-1) /* the symbolic batch dimension N */
 
 typedef struct ir_type {
@@ -159,7 +176,12 @@ typedef struct ir_graph {
 /* ---- tables ---- */
 
 const char *ir_op_name(ir_op op);
-int ir_op_arity(ir_op op); /* number of sources */
+int ir_op_arity(ir_op op); /* number of sources, or IR_VARIADIC */
+bool ir_op_arity_ok(ir_op op, int n_srcs);
+/* "2", or "1 to 8" for a variadic op (static storage). */
+const char *ir_op_arity_str(ir_op op);
+/* How many leading operands the op updates in place (IR_OPF_WRITES); 0: none. */
+int ir_op_writes(ir_op op);
 unsigned ir_op_attrs(ir_op op); /* bit k: takes attribute key k */
 unsigned ir_op_flags(ir_op op);
 ir_type_rule ir_op_type_rule(ir_op op);

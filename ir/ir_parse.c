@@ -504,8 +504,8 @@ static bool parse_node(parser *ps) {
     } while (accept_char(ps, ','));
     if (!expect_char(ps, ')', "',' or ')' after the operand")) return false;
   }
-  if (n_srcs != ir_op_arity(op))
-    return fail_at(ps, op_name, "%s takes %d operand%s, got %d", ir_op_name(op), ir_op_arity(op),
+  if (!ir_op_arity_ok(op, n_srcs))
+    return fail_at(ps, op_name, "%s takes %s operand%s, got %d", ir_op_name(op), ir_op_arity_str(op),
                    ir_op_arity(op) == 1 ? "" : "s", n_srcs);
 
   char *name_z = arena_strndup(ps->g->arena, name, name_len);

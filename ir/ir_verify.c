@@ -22,6 +22,8 @@
  */
 #include "ir.h"
 
+#include <math.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,12 +193,11 @@ static bool check_type(verifier *v, const ir_node *n) {
 
 /* Sources defined earlier, arity, and the inferred type. */
 static void check_sources(verifier *v, const ir_node *n, int pos, bool type_ok) {
-  int arity = ir_op_arity(n->op);
-  if (n->n_srcs != arity) {
-    err(v, n, "%s takes %d operand(s), has %d", ir_op_name(n->op), arity, n->n_srcs);
+  bool srcs_ok = ir_op_arity_ok(n->op, n->n_srcs);
+  if (!srcs_ok) {
+    err(v, n, "%s takes %s operand(s), has %d", ir_op_name(n->op), ir_op_arity_str(n->op), n->n_srcs);
     if (n->n_srcs < 0 || n->n_srcs > IR_MAX_SRCS) return;
   }
-  bool srcs_ok = n->n_srcs == arity;
   for (int s = 0; s < n->n_srcs; s++) {
     const ir_node *src = n->srcs[s];
     if (!src) {
@@ -216,6 +217,10 @@ static void check_sources(verifier *v, const ir_node *n, int pos, bool type_ok) 
       srcs_ok = false; /* reported at the source */
     }
   }
+  for (int s = 0; srcs_ok && s < ir_op_writes(n->op); s++)
+    if (n->srcs[s] && !(ir_op_flags(n->srcs[s]->op) & IR_OPF_STATE))
+      err(v, n, "%s updates its operand %d in place, so it must be a variable, not %%%s", ir_op_name(n->op), s + 1,
+          node_name(n->srcs[s]));
   if (!srcs_ok || !type_ok || (ir_op_flags(n->op) & IR_OPF_LEAF)) return;
   ir_type want;
   char why[256];
@@ -268,6 +273,15 @@ static void check_attrs(verifier *v, const ir_node *n, int pos, int n_inputs, in
     }
   }
   if (n->op == IR_OP_CONST && ir_type_is_batched(&n->type)) err(v, n, "constant has the batch dimension N");
+  if (n->op == IR_OP_VARIABLE && ir_type_is_batched(&n->type)) err(v, n, "variable has the batch dimension N");
+  if (n->op == IR_OP_LITERAL) {
+    if (n->type.rank != 0) err(v, n, "a literal is a scalar [], not rank %d", n->type.rank);
+    if (!isfinite(n->attr.value)) err(v, n, "literal value %g is not finite", n->attr.value);
+    else if (n->type.dtype == IR_DTYPE_I1 && n->attr.value != 0 && n->attr.value != 1)
+      err(v, n, "an i1 literal is 0 or 1, not %g", n->attr.value);
+    else if (!ir_dtype_is_float(n->type.dtype) && n->attr.value != floor(n->attr.value))
+      err(v, n, "an integer literal has no fraction, got %g", n->attr.value);
+  }
   if ((unsigned)n->policy >= IR_POLICY_COUNT) err(v, n, "invalid policy code %d", (int)n->policy);
 }
 

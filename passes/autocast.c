@@ -271,7 +271,8 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
     if (ir_op_autocast(x->op) == IR_AC_FIXED) continue; /* a cast reads any dtype */
     ir_dtype t = s.dt[i];
     for (int k = 0; k < x->n_srcs; k++)
-      if (x->srcs[k]->type.dtype != t) x->srcs[k] = cast_of(&s, x->srcs[k], t, x, x->rule);
+      if (x->srcs[k]->type.dtype != t && ir_dtype_is_float(x->srcs[k]->type.dtype)) /* not labels */
+        x->srcs[k] = cast_of(&s, x->srcs[k], t, x, x->rule);
     x->type.dtype = t;
     if (ir_op_attrs(x->op) & A(acc)) x->attr.acc = IR_DTYPE_F32; /* contractions accumulate in f32 */
   }

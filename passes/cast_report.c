@@ -53,13 +53,14 @@ void pass_cast_report(const ir_graph *g, str_buf *out) {
   int64_t total_bytes[IR_DTYPE_COUNT] = {0};
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    if (n->op == IR_OP_CONST) {
+    if (n->op == IR_OP_LITERAL) continue;
+    if (n->op == IR_OP_CONST || (n->op == IR_OP_VARIABLE && n->layer)) { /* a training program's weights */
       int64_t b = 0;
       if (ir_type_bytes(&n->type, 1, &b)) total_bytes[n->type.dtype] += b;
       if (n->layer) row_for(rows, &n_rows, n->layer)->weight_bytes[n->type.dtype] += b;
       continue;
     }
-    if (n->op == IR_OP_INPUT) continue;
+    if (n->op == IR_OP_INPUT || n->op == IR_OP_VARIABLE) continue; /* slots and training scalars */
     if (n->op == IR_OP_CAST) {
       n_casts++;
       if (n->layer) add_cast_dir(row_for(rows, &n_rows, n->layer), n);

@@ -2,7 +2,8 @@
  * dce.c: dead code elimination.
  * In: a verified graph. Out: only nodes whose value reaches a graph output,
  * in their original order; inputs are always kept (they are the program's
- * signature, even when unused). Constants that lose all uses disappear, so
+ * signature, even when unused), and so are the update ops of a training
+ * program (they write variables: effects, not values). Constants that lose all uses disappear, so
  * their weights are not carried into the program.
  */
 #include "passes.h"
@@ -13,7 +14,7 @@ bool pass_dce_run(ir_graph *g, pass_context *ctx) {
   for (int i = 0; i < g->n_outputs; i++) live[g->outputs[i].value->id] = true;
   for (int i = g->n_nodes; i-- > 0;) {
     ir_node *n = g->nodes[i];
-    if (n->op == IR_OP_INPUT) live[i] = true;
+    if (n->op == IR_OP_INPUT || ir_op_writes(n->op) > 0) live[i] = true;
     if (!live[i]) continue;
     for (int s = 0; s < n->n_srcs; s++) live[n->srcs[s]->id] = true;
   }

@@ -26,7 +26,10 @@ static const pass_entry pass_table[] = {
 };
 enum { N_PASSES = sizeof pass_table / sizeof pass_table[0] };
 
-void pass_options_init(pass_options *o) { memset(o, 0, sizeof *o); }
+void pass_options_init(pass_options *o) {
+  memset(o, 0, sizeof *o);
+  pass_train_options_init(&o->train);
+}
 
 pass_fn pass_lookup(const char *name, size_t len) {
   for (int i = 0; i < N_PASSES; i++)

@@ -18,9 +18,40 @@ typedef struct pass_autocast_options {
   bool keep_16bit_outputs; /* do not cast 16-bit model outputs to f32 */
 } pass_autocast_options;
 
+/* What the grad pass builds: the loss, the optimizer and its
+ * hyperparameters (0 or < 0: Keras 3's default), the loss scale. */
+typedef enum pass_loss { PASS_LOSS_SPARSE_XENT, PASS_LOSS_XENT, PASS_LOSS_MSE } pass_loss;
+typedef enum pass_optimizer { PASS_OPT_RMSPROP, PASS_OPT_ADAM, PASS_OPT_SGD, PASS_OPT_NONE } pass_optimizer;
+
+typedef struct pass_train_options {
+  pass_loss loss;
+  bool from_logits;          /* the cross-entropy takes logits (no softmax output) */
+  pass_optimizer optimizer;  /* NONE: the gradients become outputs grad_<weight> */
+  double learning_rate;      /* <= 0: the optimizer's default (sgd 0.01, else 0.001) */
+  double momentum;           /* sgd; 0: none */
+  bool nesterov;             /* sgd */
+  double rho, beta_1, beta_2, epsilon; /* 0: 0.9, 0.9, 0.999, 1e-7 */
+  double loss_scale;         /* < 0: dynamic under mixed_float16, else none; 0: dynamic;
+                              * > 0: fixed (1: none) */
+  double loss_scale_min;     /* the dynamic scale's floor (0: none) */
+  bool loss_only;            /* evaluation: the weights as variables and the loss, no gradients */
+} pass_train_options;
+
+void pass_train_options_init(pass_train_options *o);
+bool pass_loss_from_name(const char *s, pass_loss *out); /* Keras's names, "mse" too */
+bool pass_optimizer_from_name(const char *s, pass_optimizer *out);
+const char *pass_loss_name(pass_loss l);
+/* Sets one option from its command-line form: key without "--" (loss,
+ * optimizer, learning-rate, momentum, rho, beta-1, beta-2, epsilon,
+ * loss-scale = dynamic|none|N, loss-scale-min) and its value; false with an
+ * error naming the option. --nesterov and --from-logits are flags. */
+bool pass_train_option(pass_train_options *o, const char *key, const char *value, diag_sink *d);
+const char *pass_optimizer_name(pass_optimizer o);
+
 typedef struct pass_options {
   bool verify_each;       /* run ir_verify after every pass */
   pass_autocast_options autocast;
+  pass_train_options train; /* the grad pass's */
   const char *dump_after; /* pass name, "all", or NULL */
   const char *dump_dir;   /* write dumps as files here (NULL: to dump_out) */
   str_buf *dump_out;      /* where dumps go when dump_dir is NULL (may be NULL) */
@@ -50,6 +81,11 @@ const char *pass_list(void);
 /* The pipeline of the cuda target: pad8 before fold-constants, so pads of
  * weights fold (also for the CPU by option). */
 #define PASS_PIPELINE_PAD8 "verify,autocast,cast-cleanup,pad8,fold-constants,dce"
+
+/* The training step: the model's pipeline, then grad (the step is the
+ * transpose of the mixed-precision forward program), then the clean-ups. */
+#define PASS_PIPELINE_TRAIN "verify,autocast,cast-cleanup,grad,cast-cleanup,fold-constants,dce"
+#define PASS_PIPELINE_TRAIN_PAD8 "verify,autocast,cast-cleanup,grad,cast-cleanup,pad8,fold-constants,dce"
 
 /* Checks the autocast options (unknown op names, empty list items) before a
  * pipeline runs; layer names are checked against the graph by the pass. */

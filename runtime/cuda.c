@@ -280,6 +280,9 @@ static bool ensure_batch(rt_cuda_module *m, int64_t batch, diag_sink *d) {
     case RT_BUF_INPUT: m->addr[b] = m->ins[buf->index]; break;
     case RT_BUF_OUTPUT: m->addr[b] = m->outs[buf->index]; break;
     case RT_BUF_SCRATCH: m->addr[b] = m->ws + (CUdeviceptr)slot_offset(p, buf->index, batch); break;
+    case RT_BUF_STATE: /* the cuda target rejects training programs before they get here */
+      diag_error_kind(d, DIAG_KIND_UNSUPPORTED, (diag_loc){0}, "training programs do not run on the cuda device yet");
+      return false;
     }
   }
   return true;

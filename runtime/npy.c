@@ -291,7 +291,8 @@ static uint32_t le32(const unsigned char *b) {
   return le16(b) | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
-static bool read_file(FILE *f, const char *path, rt_npy *out, diag_sink *d) {
+/* The preamble and header dict; leaves f at the first data byte. */
+static bool read_header(FILE *f, const char *path, npy_header *out_h, diag_sink *d) {
   unsigned char pre[12];
   size_t n = fread(pre, 1, 8, f);
   if (read_error(f, path, d)) return false;
@@ -336,6 +337,13 @@ static bool read_file(FILE *f, const char *path, rt_npy *out, diag_sink *d) {
   bool ok = parse_header(&p, &h);
   free(text);
   if (!ok) return false;
+  *out_h = h;
+  return true;
+}
+
+static bool read_file(FILE *f, const char *path, rt_npy *out, diag_sink *d) {
+  npy_header h = {0};
+  if (!read_header(f, path, &h, d)) return false;
 
   const char *code = h.descr[0] ? h.descr + 1 : "";
   const npy_type *t = strchr("<>|=", h.descr[0]) && h.descr[0] ? find_type(code) : NULL;
@@ -401,6 +409,22 @@ bool rt_npy_read(const char *path, rt_npy *out, diag_sink *d) {
   bool ok = read_file(f, path, out, d);
   fclose(f);
   return ok;
+}
+
+bool rt_npy_read_header(FILE *f, const char *path, rt_npy_header *out, diag_sink *d) {
+  memset(out, 0, sizeof *out);
+  npy_header h = {0};
+  if (!read_header(f, path, &h, d)) return false;
+  if (h.rank > RT_MAX_RANK) {
+    diag_error(d, at(path), ".npy array of rank %d is not supported (at most %d dimensions)",
+               h.rank, RT_MAX_RANK);
+    return false;
+  }
+  memcpy(out->descr, h.descr, sizeof out->descr);
+  out->fortran = h.fortran;
+  out->rank = h.rank;
+  memcpy(out->dims, h.dims, sizeof h.dims);
+  return true;
 }
 
 void rt_npy_fini(rt_npy *a) {

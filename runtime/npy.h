@@ -17,6 +17,8 @@
 
 #include "runtime.h"
 
+#include <stdio.h>
+
 typedef struct rt_npy {
   rt_dtype dtype;            /* element type of data (RT_F32 placeholder when is_f64) */
   bool is_f64;               /* data holds float64 ('<f8' file) until rt_npy_convert */
@@ -32,6 +34,22 @@ typedef struct rt_npy {
  * cannot be opened or read is a DIAG_KIND_IO error; a malformed or
  * unsupported .npy is a plain (DIAG_KIND_UNSPECIFIED) error. */
 bool rt_npy_read(const char *path, rt_npy *out, diag_sink *d);
+
+/* The header of a .npy file as it declares itself, for readers of dtypes
+ * that rt_dtype lacks (runtime/dataset.c: uint8 images, int8..uint64
+ * labels). descr is the dtype string as written ("|u1", "<f4"; non-ASCII
+ * bytes replaced by '?'); nothing is checked but the format itself and the
+ * rank (at most RT_MAX_RANK). */
+typedef struct rt_npy_header {
+  char descr[32];
+  bool fortran;
+  int rank;
+  int64_t dims[RT_MAX_RANK];
+} rt_npy_header;
+
+/* Reads the preamble and header of an open .npy file, reporting errors as
+ * rt_npy_read does; on success f is positioned at the first data byte. */
+bool rt_npy_read_header(FILE *f, const char *path, rt_npy_header *out, diag_sink *d);
 
 /* Converts the elements in place to the float dtype `to` (f32, f16, bf16)
  * from f64, f32, f16 or bf16, rounding to nearest even bit for bit as

@@ -130,9 +130,11 @@ static void run_tiles(tiling *gp, int threads) {
   g.cstep = g.cols ? (l->col_step > 0 ? l->col_step : g.cols) : 1;
   g.row_units = (g.rows + g.rstep - 1) / g.rstep;
   g.col_units = g.cols ? (g.cols + g.cstep - 1) / g.cstep : 1;
-  int64_t work;
-  if (threads > 1 && size_mul_ok(g.rows, l->work_per_row > 0 ? l->work_per_row : 1, &work) &&
-      work >= parallel_min_work()) {
+  int64_t work, row_work = l->work_per_row > 0 ? l->work_per_row : 1, batch_work;
+  if (l->work_per_row_per_batch > 0 &&
+      (!size_mul_ok(l->work_per_row_per_batch, g.batch, &batch_work) || !size_add_ok(row_work, batch_work, &row_work)))
+    row_work = INT64_MAX;
+  if (threads > 1 && (row_work == INT64_MAX || !size_mul_ok(g.rows, row_work, &work) || work >= parallel_min_work())) {
     int64_t want = (int64_t)threads * TILES_PER_THREAD;
     g.n_col = min64(g.col_units, want);
     g.n_row = min64(g.row_units, (want + g.n_col - 1) / g.n_col);
@@ -148,6 +150,30 @@ bool rt_program_run(const rt_program *p, int64_t batch, const void *const *input
 bool rt_program_run_threads(const rt_program *p, int threads, int64_t batch,
                             const void *const *inputs, void *const *outputs, void *workspace,
                             diag_sink *d) {
+  return rt_program_run_state(p, threads, batch, inputs, outputs, NULL, workspace, d);
+}
+
+int64_t rt_state_bytes(const rt_program *p, int i) {
+  const rt_state_desc *s = &p->states[i];
+  return p->buffers[s->t.buffer].bytes_fixed;
+}
+
+void rt_state_init(const rt_program *p, int i, void *dst) {
+  const rt_state_desc *s = &p->states[i];
+  int64_t bytes = rt_state_bytes(p, i), size = rt_dtype_size(s->t.dtype), n = size ? bytes / size : 0;
+  if (s->data) {
+    memcpy(dst, s->data, (size_t)bytes);
+    return;
+  }
+  for (int64_t e = 0; e < n; e++) rt_store_double(s->t.dtype, dst, e, s->init);
+}
+
+bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const void *const *inputs,
+                          void *const *outputs, void *const *states, void *workspace, diag_sink *d) {
+  if (p->n_states > 0 && !states) {
+    diag_error(d, (diag_loc){0}, "%s is a training program: it runs with its state", p->name);
+    return false;
+  }
   if (batch < 1) {
     diag_error(d, (diag_loc){0}, "batch size must be at least 1, got %lld", (long long)batch);
     return false;
@@ -182,6 +208,7 @@ bool rt_program_run_threads(const rt_program *p, int threads, int64_t batch,
     case RT_BUF_INPUT: bufs[b] = (char *)inputs[buf->index]; break;
     case RT_BUF_OUTPUT: bufs[b] = (char *)outputs[buf->index]; break;
     case RT_BUF_SCRATCH: bufs[b] = (char *)workspace + slot_off[buf->index]; break;
+    case RT_BUF_STATE: bufs[b] = (char *)states[buf->index]; break;
     }
   }
   for (int i = 0; i < p->n_launches; i++) run_launch(&p->launches[i], bufs, batch, threads);

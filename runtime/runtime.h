@@ -33,11 +33,18 @@
 typedef enum rt_dtype { RT_F32, RT_F16, RT_BF16, RT_I32, RT_I64, RT_I1 } rt_dtype;
 int rt_dtype_size(rt_dtype t);
 const char *rt_dtype_name(rt_dtype t);
+/* Element i of an array of dtype t, converted (rounding to nearest even;
+ * integers truncate, i1 is v != 0). */
+void rt_store_double(rt_dtype t, void *dst, int64_t i, double v);
+double rt_load_double(rt_dtype t, const void *src, int64_t i);
 
 typedef void (*rt_kernel_fn)(char *const *bufs, int64_t batch, int64_t row0, int64_t row1,
                              int64_t col0, int64_t col1, void *scratch);
 
-typedef enum rt_buffer_kind { RT_BUF_CONST, RT_BUF_INPUT, RT_BUF_OUTPUT, RT_BUF_SCRATCH } rt_buffer_kind;
+/* STATE: a training program's persistent state (variables, optimizer
+ * slots, training scalars): the caller's memory, kept between runs, read
+ * and written in place by the kernels (index: into rt_program.states). */
+typedef enum rt_buffer_kind { RT_BUF_CONST, RT_BUF_INPUT, RT_BUF_OUTPUT, RT_BUF_SCRATCH, RT_BUF_STATE } rt_buffer_kind;
 
 typedef struct rt_buffer {
   rt_buffer_kind kind;
@@ -63,6 +70,8 @@ typedef struct rt_launch {
   int64_t row_step;      /* row tiles are multiples of it (0: 1) */
   int64_t scratch_bytes; /* per-call scratch the kernel needs */
   int64_t work_per_row;  /* rough cost of a row, to keep tiny launches on one thread */
+  int64_t work_per_row_per_batch; /* more cost of a row per batch row: a reduction over the
+                                   * batch (training), whose rows are the result's */
   const int *args;       /* n_args > 0: the buffers the kernel gets as its table (see above) */
   int n_args;
 } rt_launch;
@@ -77,6 +86,14 @@ typedef struct rt_tensor_desc {
   int buffer;                /* index into buffers */
 } rt_tensor_desc;
 
+/* A state buffer: its tensor (dims never batched) and how it starts:
+ * `data` (the loaded weight, in dtype), or every element `init`. */
+typedef struct rt_state_desc {
+  rt_tensor_desc t;
+  const void *data;
+  double init;
+} rt_state_desc;
+
 typedef struct rt_program {
   const char *name;
   rt_buffer *buffers;
@@ -87,6 +104,8 @@ typedef struct rt_program {
   int n_launches;
   rt_tensor_desc *inputs, *outputs;
   int n_inputs, n_outputs;
+  rt_state_desc *states; /* training programs only */
+  int n_states;
   /* Whoever built the program (the JIT, say) and how to release it. */
   void *owner;
   void (*owner_destroy)(void *owner);
@@ -111,6 +130,13 @@ bool rt_program_run(const rt_program *p, int64_t batch, const void *const *input
 bool rt_program_run_threads(const rt_program *p, int threads, int64_t batch,
                             const void *const *inputs, void *const *outputs, void *workspace,
                             diag_sink *d);
+/* The same for a program with state: states[i] is state i's memory
+ * (rt_state_bytes), which the run reads and updates in place. */
+bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const void *const *inputs,
+                          void *const *outputs, void *const *states, void *workspace, diag_sink *d);
+/* Bytes of state i; its initial contents into dst (that many bytes). */
+int64_t rt_state_bytes(const rt_program *p, int i);
+void rt_state_init(const rt_program *p, int i, void *dst);
 /* CASTOR_NUM_THREADS if set to a positive integer, else the online CPUs. */
 int rt_default_threads(void);
 /* Bytes of constant data (weights, as stored: packed) the program holds. */

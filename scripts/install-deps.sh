@@ -3,7 +3,7 @@
 # (bookworm), skipping packages that are already there. Run as root or with
 # sudo available. Idempotent; prints nothing when all is present.
 set -eu
-pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev"
+pkgs="llvm-19-dev libzstd-dev zlib1g-dev check pkg-config cmake make gcc libc6-dev"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

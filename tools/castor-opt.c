@@ -26,6 +26,9 @@ static void usage(FILE *f) {
           "  --fp32-layers=LIST  autocast: force these layers to f32\n"
           "  --keep-16bit-outputs  autocast: do not cast 16-bit outputs to f32\n"
           "  --policy=P          set the graph's policy before the passes run\n"
+          "  --loss=L, --optimizer=O, --learning-rate=LR, --momentum=M, --nesterov, --rho=R,\n"
+          "  --beta-1=B, --beta-2=B, --epsilon=E, --loss-scale=dynamic|none|N, --loss-scale-min=S,\n"
+          "  --from-logits        grad: the loss, optimizer and loss scale (docs/training.md)\n"
           "  --dump-after=PASS   print the IR after PASS (or 'all') to stderr\n"
           "  --dump-dir=DIR      write dumps to DIR/NN.after-PASS.cir instead\n"
           "  -o FILE             write the result to FILE instead of stdout\n"
@@ -36,6 +39,14 @@ static void usage(FILE *f) {
 static const char *opt_value(const char *arg, const char *name) {
   size_t n = strlen(name);
   return strncmp(arg, name, n) == 0 && arg[n] == '=' ? arg + n + 1 : NULL;
+}
+
+static bool is_train_option(const char *a) {
+  static const char *const keys[] = {"loss=", "optimizer=", "learning-rate=", "momentum=", "rho=", "beta-1=",
+                                     "beta-2=", "epsilon=", "loss-scale=", "loss-scale-min="};
+  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+    if (!strncmp(a, keys[i], strlen(keys[i]))) return true;
+  return false;
 }
 
 int main(int argc, char **argv) {
@@ -57,6 +68,18 @@ int main(int argc, char **argv) {
       po.autocast.keep_16bit_outputs = true;
     } else if ((v = opt_value(a, "--policy"))) {
       policy = v;
+    } else if (!strcmp(a, "--from-logits")) {
+      po.train.from_logits = true;
+    } else if (!strcmp(a, "--nesterov")) {
+      po.train.nesterov = true;
+    } else if (a[0] == '-' && a[1] == '-' && strchr(a, '=') && is_train_option(a + 2)) {
+      diag_sink *d = diag_sink_create();
+      char key[64];
+      snprintf(key, sizeof key, "%.*s", (int)(strchr(a, '=') - a - 2), a + 2);
+      bool ok = pass_train_option(&po.train, key, strchr(a, '=') + 1, d);
+      if (!ok) fprintf(stderr, "castor-opt: %s", diag_text(d));
+      diag_sink_destroy(d);
+      if (!ok) return 1;
     } else if (!strcmp(a, "--verify-each")) {
       po.verify_each = true;
     } else if ((v = opt_value(a, "--dump-after"))) {

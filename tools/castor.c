@@ -5,6 +5,8 @@
  *                    [--seed S] [--weights FILE] [--policy P] [-O N]
  *   castor dump MODEL [--dump-after=PASS|all] [--dump-dir=DIR] [--passes=LIST]
  *                     [--emit=ir|llvm|ptx] [--weights FILE] [--policy P]
+ *                     [--train [--loss=L] [--optimizer=O] [--loss-scale=S]]
+ *   castor train / evaluate: castor_train.c
  *   both: [--target=cpu|cuda] [--device N] [--sm=sm_NN]; run: [--repeat N]
  *
  * Both commands go through the API: `run` through the public castor.h
@@ -24,6 +26,7 @@
 #include "api/internal.h"
 #include "passes/passes.h" /* PASS_PIPELINE_DEFAULT for --help */
 #include "tools/castor_build.h"
+#include "tools/castor_train.h"
 
 static const char *prog_name = "castor";
 
@@ -38,6 +41,8 @@ static int usage(FILE *f, int rc) {
           "  dump MODEL    print MODEL's IR after the compile pipeline\n"
           "  build MODEL   compile MODEL ahead of time to an executable or an object\n"
           "                file and C header (see castor build --help)\n"
+          "  train MODEL   train MODEL on data, Keras style (see castor train --help)\n"
+          "  evaluate MODEL  the loss and accuracy of MODEL on data\n"
           "\n"
           "run options:\n"
           "  --input FILE.npy    an input tensor, once per model input, in order\n"
@@ -54,6 +59,9 @@ static int usage(FILE *f, int rc) {
           "                      (--target=cuda; no GPU needed)\n"
           "  --casts             print the cast report: per layer its compute dtype, the\n"
           "                      rule that decided it, its casts and weight bytes\n"
+          "  --train             the training step instead (forward, loss, gradients,\n"
+          "                      optimizer update), with --loss=L, --optimizer=O,\n"
+          "                      --loss-scale=S, --from-logits as castor train takes them\n"
           "\n"
           "common options:\n"
           "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
@@ -99,7 +107,8 @@ typedef struct cli {
   int64_t batch;
   uint64_t seed, weights_seed;
   const char *weights, *policy, *passes, *dump_after, *dump_dir, *emit, *fp32_ops, *fp32_layers;
-  bool casts, keep16, pad8;
+  bool casts, keep16, pad8, train;
+  castor_train_options to;
   castor_target target;
   int opt_level, device, repeat, threads;
   bool stats;
@@ -117,6 +126,7 @@ static bool target_from_name(const char *name, castor_target *out) {
 static int parse_args(int argc, char **argv, cli *c) {
   memset(c, 0, sizeof *c);
   c->batch = 1, c->seed = 1, c->opt_level = 2, c->device = -1;
+  castor_train_options_init(&c->to);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     bool missing = false;
@@ -160,6 +170,19 @@ static int parse_args(int argc, char **argv, cli *c) {
       c->pad8 = true;
     } else if (!strcmp(a, "--casts")) {
       c->casts = true;
+    } else if (!strcmp(a, "--train")) {
+      c->train = true;
+    } else if (OPT("--loss")) {
+      if (missing) return error("--loss needs a loss name");
+      c->to.loss = v;
+    } else if (OPT("--optimizer")) {
+      if (missing) return error("--optimizer needs sgd, rmsprop or adam");
+      c->to.optimizer = v;
+    } else if (OPT("--loss-scale")) {
+      if (missing) return error("--loss-scale needs dynamic, none or a number");
+      c->to.loss_scale = v;
+    } else if (!strcmp(a, "--from-logits")) {
+      c->to.from_logits = 1;
     } else if (OPT("--passes")) {
       if (missing) return error("--passes needs a pipeline");
       c->passes = v;
@@ -207,7 +230,7 @@ static int parse_args(int argc, char **argv, cli *c) {
   }
   if (!c->cmd) return usage(stderr, 1);
   if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump"))
-    return error("unknown command '%s' (commands: run, dump, build)", c->cmd);
+    return error("unknown command '%s' (commands: run, dump, build, train, evaluate)", c->cmd);
   if (!c->model) return error("%s: no model file given", c->cmd);
   return 0;
 }
@@ -256,6 +279,7 @@ static int cmd_dump(const cli *c) {
     dopts.dump_dir = c->dump_dir;
     dopts.dump_out = &out;
     dopts.verify_each = true;
+    if (c->train) dopts.train = &c->to;
     castor_emit what = c->casts ? CASTOR_EMIT_CASTS
                        : !c->emit || !strcmp(c->emit, "ir") ? CASTOR_EMIT_IR
                        : !strcmp(c->emit, "llvm") ? CASTOR_EMIT_LLVM
@@ -400,6 +424,8 @@ int main(int argc, char **argv) {
   cli c;
   if (argc < 2) return usage(stderr, 1);
   if (!strcmp(argv[1], "build")) return castor_build_main(argc - 1, argv + 1); /* castor_build.c */
+  if (!strcmp(argv[1], "train") || !strcmp(argv[1], "evaluate"))
+    return castor_train_main(argc - 1, argv + 1); /* castor_train.c */
   int rc = parse_args(argc, argv, &c);
   if (rc == 0) rc = !strcmp(c.cmd, "dump") ? cmd_dump(&c) : cmd_run(&c);
   vec_free(&c.inputs);

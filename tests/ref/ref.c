@@ -93,14 +93,219 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   return FAIL("cast %%%s: invalid target dtype", n->name);
 }
 
+/* The training ops, for the inner switch over the unary ops. */
+#define CASTOR_REF_TRAINING_OPS \
+  case IR_OP_VARIABLE: case IR_OP_LITERAL: case IR_OP_MATMUL_NT: case IR_OP_MATMUL_TN: \
+  case IR_OP_SUM_ROWS: case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: \
+  case IR_OP_GELU_GRAD: case IR_OP_SILU_GRAD: case IR_OP_SOFTMAX_GRAD: case IR_OP_XENT: \
+  case IR_OP_XENT_GRAD: case IR_OP_XENT_LOGITS: case IR_OP_XENT_LOGITS_GRAD: case IR_OP_MSE: \
+  case IR_OP_MSE_GRAD: case IR_OP_ALL_FINITE: case IR_OP_SGD: case IR_OP_SGD_MOMENTUM: \
+  case IR_OP_RMSPROP: case IR_OP_ADAM: case IR_OP_COUNT_STEP: case IR_OP_LOSS_SCALE_UPDATE:
+
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
+
+/* The target t[r,j] of a loss: int32 class indices or a dense row. */
+static double target(const ir_node *n, const double *t, int64_t r, int64_t j, int64_t c) {
+  return n->srcs[1]->type.dtype == IR_DTYPE_I32 ? (double)((int64_t)t[r] == j) : t[r * c + j];
+}
+
+/* The losses and their gradients (ir_ops.def's semantics, in double). */
+static bool eval_loss(const ir_node *n, double *const *src, const int64_t *n_src, double *y, char *err,
+                      size_t errlen) {
+  int64_t c = n->srcs[0]->type.dims[1], rows = c > 0 ? n_src[0] / c : 0;
+  const double *a = src[0], *t = src[1];
+  double eps = n->attr.epsilon, seed = n->n_srcs > 2 ? src[2][0] : 1, total = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    const double *ar = a + r * c;
+    double *yr = y + r * c;
+    if (n->srcs[1]->type.dtype == IR_DTYPE_I32 && !(t[r] >= 0 && t[r] < (double)c))
+      return FAIL("%s %%%s: label %g of row %lld is outside [0, %lld)", ir_op_name(n->op), n->name, t[r],
+                  (long long)r, (long long)c);
+    if (n->op == IR_OP_XENT || n->op == IR_OP_XENT_GRAD) {
+      double sum = 0, dot = 0;
+      for (int64_t j = 0; j < c; j++) sum += ar[j];
+      for (int64_t j = 0; j < c; j++) {
+        double q = ar[j] / sum, tj = target(n, t, r, j, c);
+        bool inside = (q >= eps && q <= 1 - eps) || isnan(q); /* clip keeps NaN, as jnp.clip */
+        if (n->op == IR_OP_XENT) total -= tj * log(inside ? q : q < eps ? eps : 1 - eps);
+        else dot += (inside ? -tj / q : 0) * q;
+        if (n->op == IR_OP_XENT_GRAD && isnan(q)) dot = NAN;
+        if (n->op == IR_OP_XENT_GRAD && isnan(q)) dot = NAN;
+      }
+      for (int64_t j = 0; n->op == IR_OP_XENT_GRAD && j < c; j++) {
+        double q = ar[j] / sum, tj = target(n, t, r, j, c);
+        double g = (q >= eps && q <= 1 - eps) || isnan(q) ? -tj / q : 0;
+        yr[j] = seed / (double)rows * q * (g - dot);
+      }
+    } else if (n->op == IR_OP_XENT_LOGITS || n->op == IR_OP_XENT_LOGITS_GRAD) {
+      double mx = -INFINITY, se = 0, st = 0, tz = 0;
+      for (int64_t j = 0; j < c; j++) mx = ar[j] > mx ? ar[j] : mx;
+      for (int64_t j = 0; j < c; j++) se += exp(ar[j] - mx), st += target(n, t, r, j, c), tz += target(n, t, r, j, c) * ar[j];
+      if (n->op == IR_OP_XENT_LOGITS) total += st * (mx + log(se)) - tz;
+      for (int64_t j = 0; n->op == IR_OP_XENT_LOGITS_GRAD && j < c; j++)
+        yr[j] = seed / (double)rows * (exp(ar[j] - mx) / se * st - target(n, t, r, j, c));
+    } else { /* mse, mse_grad */
+      for (int64_t j = 0; j < c; j++) {
+        double d = ar[j] - t[r * c + j];
+        if (n->op == IR_OP_MSE) total += d * d;
+        else yr[j] = 2 * seed / ((double)rows * (double)c) * d;
+      }
+    }
+  }
+  if (n->op == IR_OP_XENT || n->op == IR_OP_XENT_LOGITS) y[0] = total / (double)rows;
+  if (n->op == IR_OP_MSE) y[0] = total / ((double)rows * (double)c);
+  return true;
+}
+
+/* An update op on its operand arrays, in place (ir_ops.def's semantics:
+ * Keras 3's formulas, in double). */
+static bool eval_update(const ir_node *n, double *const *src, const int64_t *n_src, int64_t batch) {
+  (void)batch;
+  const ir_attr *at = &n->attr;
+  if (n->op == IR_OP_COUNT_STEP) {
+    if (src[1][0] != 0) src[0][0] += 1;
+    return true;
+  }
+  if (n->op == IR_OP_LOSS_SCALE_UPDATE) {
+    double *scale = src[0], *count = src[1];
+    if (src[2][0] != 0) {
+      if (count[0] == (double)(at->period - 1)) scale[0] *= 2, count[0] = 0;
+      else count[0] += 1;
+    } else {
+      scale[0] = scale[0] / 2 < at->min_scale ? at->min_scale : scale[0] / 2;
+      count[0] = 0;
+    }
+    return true;
+  }
+  int w = ir_op_writes(n->op);
+  int64_t len = n_src[0];
+  for (int s = 1; s <= w; s++)
+    if (n_src[s] != len) return false;
+  double lr = src[w + 1][0], scale = src[w + 2][0];
+  if (src[w + 3][0] == 0) return true; /* a skipped step */
+  double *v = src[0], *g = src[w];
+  for (int64_t i = 0; i < len; i++) {
+    double gi = g[i] / scale;
+    if (n->op == IR_OP_SGD) {
+      v[i] -= lr * gi;
+    } else if (n->op == IR_OP_SGD_MOMENTUM) {
+      double *m = src[1];
+      m[i] = at->momentum * m[i] - lr * gi;
+      v[i] += at->nesterov ? at->momentum * m[i] - lr * gi : m[i];
+    } else if (n->op == IR_OP_RMSPROP) {
+      double *vel = src[1];
+      vel[i] = at->rho * vel[i] + (1 - at->rho) * gi * gi;
+      v[i] -= (lr * gi) / sqrt(vel[i] + at->epsilon);
+    } else { /* adam */
+      double *m = src[1], *vv = src[2], k = src[7][0] + 1;
+      double alpha = lr * sqrt(1 - pow(at->beta_2, k)) / (1 - pow(at->beta_1, k));
+      m[i] += (1 - at->beta_1) * (gi - m[i]);
+      vv[i] += (1 - at->beta_2) * (gi * gi - vv[i]);
+      v[i] -= alpha * m[i] / (sqrt(vv[i]) + at->epsilon);
+    }
+  }
+  return true;
+}
 
 /* Computes node n into y (count elements) from its source arrays. */
 static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, double *y,
-                 int64_t count, const double *const *inputs, int n_inputs, char *err,
-                 size_t errlen) {
+                 int64_t count, int64_t batch, const double *const *inputs, int n_inputs,
+                 ref_state *state, char *err, size_t errlen) {
   const ir_type *t = &n->type;
   switch (n->op) {
+  case IR_OP_VARIABLE: {
+    int64_t have = 0;
+    double *v = state ? ref_state_get(state, n->attr.weight, &have) : NULL;
+    if (!v) return FAIL("variable %%%s (%s) has no state", n->name, n->attr.weight);
+    if (have != count) return FAIL("variable %%%s: state holds %lld values, not %lld", n->name, (long long)have, (long long)count);
+    memcpy(y, v, (size_t)count * sizeof *y);
+    break;
+  }
+  case IR_OP_LITERAL: y[0] = n->attr.value; break;
+  case IR_OP_MATMUL_NT:
+  case IR_OP_MATMUL_TN: {
+    /* nt: y[i,k] = sum_j a[i,j] b[k,j]; tn: y[k,j] = sum_i a[i,k] b[i,j] */
+    bool nt = n->op == IR_OP_MATMUL_NT;
+    int64_t inner_a = n->srcs[0]->type.dims[1], inner_b = n->srcs[1]->type.dims[1];
+    int64_t rows = inner_a > 0 ? n_src[0] / inner_a : 0;
+    const double *a = src[0], *b = src[1];
+    if (nt) {
+      int64_t kk = n->srcs[1]->type.dims[0];
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t k = 0; k < kk; k++) {
+          double acc = 0;
+          for (int64_t j = 0; j < inner_a; j++) acc += a[i * inner_a + j] * b[k * inner_b + j];
+          y[i * kk + k] = acc;
+        }
+    } else {
+      for (int64_t e = 0; e < count; e++) y[e] = 0;
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t k = 0; k < inner_a; k++)
+          for (int64_t j = 0; j < inner_b; j++) y[k * inner_b + j] += a[i * inner_a + k] * b[i * inner_b + j];
+    }
+    break;
+  }
+  case IR_OP_SUM_ROWS: {
+    int64_t c = count, rows = c > 0 ? n_src[0] / c : 0;
+    for (int64_t j = 0; j < c; j++) y[j] = 0;
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < c; j++) y[j] += src[0][i * c + j];
+    break;
+  }
+  case IR_OP_RELU_GRAD:
+  case IR_OP_SIGMOID_GRAD:
+  case IR_OP_TANH_GRAD:
+  case IR_OP_GELU_GRAD:
+  case IR_OP_SILU_GRAD:
+    for (int64_t i = 0; i < count; i++) {
+      double dy = src[0][i], x = src[1][i];
+      double sg = 1.0 / (1.0 + exp(-x));
+      if (n->op == IR_OP_RELU_GRAD) y[i] = x > 0 ? dy : 0.0;
+      else if (n->op == IR_OP_SIGMOID_GRAD) y[i] = dy * x * (1 - x);
+      else if (n->op == IR_OP_TANH_GRAD) y[i] = dy * (1 - x * x);
+      else if (n->op == IR_OP_GELU_GRAD) y[i] = dy * (0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI));
+      else y[i] = dy * sg * (1 + x * (1 - sg)); /* silu_grad */
+    }
+    break;
+  case IR_OP_SOFTMAX_GRAD: {
+    int64_t last = t->dims[t->rank - 1];
+    for (int64_t r = 0; last > 0 && r < count / last; r++) {
+      const double *dy = src[0] + r * last, *p = src[1] + r * last;
+      double dot = 0;
+      for (int64_t j = 0; j < last; j++) dot += dy[j] * p[j];
+      for (int64_t j = 0; j < last; j++) y[r * last + j] = p[j] * (dy[j] - dot);
+    }
+    break;
+  }
+  case IR_OP_XENT:
+  case IR_OP_XENT_GRAD:
+  case IR_OP_XENT_LOGITS:
+  case IR_OP_XENT_LOGITS_GRAD:
+  case IR_OP_MSE:
+  case IR_OP_MSE_GRAD:
+    return eval_loss(n, src, n_src, y, err, errlen);
+  case IR_OP_ALL_FINITE: {
+    bool all = true;
+    for (int s = 0; s < n->n_srcs; s++)
+      for (int64_t i = 0; i < n_src[s]; i++) all &= n->srcs[s]->type.dtype == IR_DTYPE_I1 ? src[s][i] != 0 : isfinite(src[s][i]);
+    y[0] = all;
+    break;
+  }
+  case IR_OP_SGD:
+  case IR_OP_SGD_MOMENTUM:
+  case IR_OP_RMSPROP:
+  case IR_OP_ADAM:
+  case IR_OP_COUNT_STEP:
+  case IR_OP_LOSS_SCALE_UPDATE:
+    if (!eval_update(n, src, n_src, batch)) return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+    for (int w = 0; w < ir_op_writes(n->op); w++) { /* in place: the variables' state */
+      int64_t have = 0;
+      double *v = state ? ref_state_get(state, n->srcs[w]->attr.weight, &have) : NULL;
+      if (!v || have != n_src[w]) return FAIL("%s %%%s: no state for %%%s", ir_op_name(n->op), n->name, n->srcs[w]->name);
+      for (int64_t i = 0; i < have; i++) v[i] = src[w][i] = store(src[w][i], n->srcs[w]->type.dtype);
+    }
+    memcpy(y, src[0], (size_t)count * sizeof *y);
+    break;
   case IR_OP_INPUT: {
     int k = n->attr.index;
     if (k < 0 || k >= n_inputs || !inputs[k])
@@ -173,6 +378,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       case IR_OP_LAYER_NORM:
       case IR_OP_PAD:
       case IR_OP_SLICE:
+      CASTOR_REF_TRAINING_OPS
       case IR_OP_COUNT: CASTOR_UNREACHABLE();
       }
     }
@@ -250,6 +456,11 @@ static int position(const ir_graph *g, const ir_node *s, int before) {
 
 bool ref_run(const ir_graph *g, int64_t batch, const double *const *inputs,
              double **out_outputs, char *err, size_t errlen) {
+  return ref_run_state(g, batch, inputs, NULL, out_outputs, err, errlen);
+}
+
+bool ref_run_state(const ir_graph *g, int64_t batch, const double *const *inputs, ref_state *state,
+                   double **out_outputs, char *err, size_t errlen) {
   if (batch < 0) return FAIL("batch %lld is negative", (long long)batch);
   int nn = g->n_nodes, n_inputs = ir_graph_num_inputs(g);
   double **val = xcalloc((size_t)nn + 1, sizeof *val);
@@ -261,7 +472,7 @@ bool ref_run(const ir_graph *g, int64_t batch, const double *const *inputs,
   for (int i = 0; ok && i < nn; i++) {
     const ir_node *n = g->nodes[i];
     last_use[i] = -1;
-    if (n->n_srcs != ir_op_arity(n->op) || n->n_srcs > IR_MAX_SRCS)
+    if (!ir_op_arity_ok(n->op, n->n_srcs))
       ok = FAIL("%%%s: %s with %d sources", n->name, ir_op_name(n->op), n->n_srcs);
     for (int s = 0; ok && s < n->n_srcs; s++) {
       int p = position(g, n->srcs[s], i);
@@ -295,7 +506,7 @@ bool ref_run(const ir_graph *g, int64_t batch, const double *const *inputs,
       int p = srcpos[i * IR_MAX_SRCS + s];
       src[s] = val[p], n_src[s] = numel[p];
     }
-    ok = eval(n, src, n_src, val[i], numel[i], inputs, n_inputs, err, errlen);
+    ok = eval(n, src, n_src, val[i], numel[i], batch, inputs, n_inputs, state, err, errlen);
     if (!ok) break;
     for (int64_t e = 0; e < numel[i]; e++) val[i][e] = store(val[i][e], n->type.dtype);
     for (int s = 0; s < n->n_srcs; s++) {
@@ -316,6 +527,39 @@ bool ref_run(const ir_graph *g, int64_t batch, const double *const *inputs,
 }
 
 #undef FAIL
+
+/* ---- state ---- */
+
+void ref_state_init(ref_state *s, const ir_graph *g) {
+  memset(s, 0, sizeof *s);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    int64_t count = 0;
+    if (n->op != IR_OP_VARIABLE || ref_state_get(s, n->attr.weight, &count)) continue;
+    CASTOR_ASSERT(ir_type_numel(&n->type, 1, &count));
+    s->names = xrealloc(s->names, (size_t)(s->n + 1) * sizeof *s->names);
+    s->values = xrealloc(s->values, (size_t)(s->n + 1) * sizeof *s->values);
+    s->counts = xrealloc(s->counts, (size_t)(s->n + 1) * sizeof *s->counts);
+    double *v = xmalloc((size_t)count * sizeof *v + 1);
+    char err[64];
+    if (!n->attr.data || !const_values(n, v, count, err, sizeof err))
+      for (int64_t e = 0; e < count; e++) v[e] = n->attr.init;
+    s->names[s->n] = xstrdup(n->attr.weight), s->values[s->n] = v, s->counts[s->n] = count;
+    s->n++;
+  }
+}
+
+double *ref_state_get(ref_state *s, const char *name, int64_t *count) {
+  for (int i = 0; i < s->n; i++)
+    if (strcmp(s->names[i], name) == 0) return *count = s->counts[i], s->values[i];
+  return NULL;
+}
+
+void ref_state_fini(ref_state *s) {
+  for (int i = 0; i < s->n; i++) free((char *)s->names[i]), free(s->values[i]);
+  free(s->names), free(s->values), free(s->counts);
+  memset(s, 0, sizeof *s);
+}
 
 void ref_outputs_free(double **outputs, int n) {
   for (int i = 0; i < n; i++) free(outputs[i]), outputs[i] = NULL;

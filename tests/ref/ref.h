@@ -28,6 +28,27 @@ bool ref_run(const ir_graph *g, int64_t batch, const double *const *inputs,
              double **out_outputs, char *err, size_t errlen);
 void ref_outputs_free(double **outputs, int n);
 
+/* The persistent state of a training program (its VARIABLE nodes), by
+ * weight name, as doubles. ref_state_init makes one entry per variable: its
+ * data if it has some (attr.data, as a const's), else every element = its
+ * {init}. */
+typedef struct ref_state {
+  int n;
+  const char **names;
+  double **values;
+  int64_t *counts;
+} ref_state;
+void ref_state_init(ref_state *s, const ir_graph *g);
+/* The values of variable `name` (NULL if none), their count in *count. */
+double *ref_state_get(ref_state *s, const char *name, int64_t *count);
+void ref_state_fini(ref_state *s);
+
+/* ref_run for a program with variables: VARIABLE nodes read state, and
+ * update ops write it (rounded to the variable's dtype if 16-bit), so one
+ * call is one training step. state may be NULL for a graph without them. */
+bool ref_run_state(const ir_graph *g, int64_t batch, const double *const *inputs, ref_state *state,
+                   double **out_outputs, char *err, size_t errlen);
+
 /* Storage rounding of one value to a dtype: f32 -> (double)(float)x, f16 and
  * bf16 -> nearest even straight from double (overflow to inf, subnormals,
  * NaN kept), others -> x unchanged. Exposed for tests. */

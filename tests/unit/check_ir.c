@@ -266,7 +266,7 @@ static const struct {
      "%y = f32[N,4] rleu(%x)\n              ^\n"},
     {HDR X "%y = f32[N,4] frobnicate(%x)\n" OUT,
      "t.cir:3:15: error: unknown op 'frobnicate' (ops: input, const, matmul, add, mul, relu, "
-     "sigmoid, tanh, gelu, silu, softmax, layer_norm, cast, pad, slice)\n"
+     "sigmoid, tanh, gelu, silu, softmax, layer_norm, cast, pad, slice, variable, literal, matmul_nt, matmul_tn, sum_rows, relu_grad, sigmoid_grad, tanh_grad, gelu_grad, silu_grad, softmax_grad, xent, xent_grad, xent_logits, xent_logits_grad, mse, mse_grad, all_finite, sgd, sgd_momentum, rmsprop, adam, count_step, loss_scale_update)\n"
      "%y = f32[N,4] frobnicate(%x)\n              ^\n"},
     {HDR X "%p = f32[N,2] pad(%x) {shape=[N,2]}\n" OUT,
      "t.cir:3:15: error: pad of f32[N,4] would make "
@@ -649,7 +649,7 @@ START_TEST(test_readme_op_list) {
   str_buf_puts(&want, "| op | operands | attributes | autocast | kernel | semantics |\n|---|---|---|---|---|---|\n");
   for (int i = 0; i < IR_OP_COUNT; i++) {
     ir_op op = (ir_op)i;
-    str_buf_printf(&want, "| `%s` | %d | ", ir_op_name(op), ir_op_arity(op));
+    str_buf_printf(&want, "| `%s` | %s | ", ir_op_name(op), ir_op_arity_str(op));
     int n = 0;
     for (int k = 0; k < IR_ATTR_COUNT; k++)
       if (ir_op_attrs(op) >> k & 1) str_buf_printf(&want, "%s`%s`", n++ ? ", " : "", ir_attr_name((ir_attr_key)k));
@@ -659,8 +659,12 @@ START_TEST(test_readme_op_list) {
   char *got = xmalloc((size_t)(end - begin) + 1);
   memcpy(got, begin, (size_t)(end - begin));
   got[end - begin] = 0;
-  ck_assert_msg(strcmp(got, str_buf_cstr(&want)) == 0,
-                "ir/README.md's op list is stale; replace it with:\n%s", str_buf_cstr(&want));
+  if (strcmp(got, str_buf_cstr(&want)) != 0) { /* too long for a Check message */
+    const char *path = CASTOR_BINARY_DIR "/ir-README-ops.md";
+    FILE *f = fopen(path, "w");
+    if (f) fputs(str_buf_cstr(&want), f), fclose(f);
+    ck_abort_msg("ir/README.md's op list is stale; replace it with %s", path);
+  }
   free(got);
   str_buf_fini(&want);
   free(readme);

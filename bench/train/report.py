@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""bench/train/report.py: tables from the JSON lines of bench/train/run.sh.
+
+    report.py RAW.jsonl > train-DATE.md
+    report.py --castor-history H.csv --policy P --units U --batch-size B \
+              --seed S [--test-line LINE]      # castor's CSV -> JSON lines
+
+The second form turns castor train's --history CSV (one row per epoch, a
+header naming the columns; Keras's names: epoch, loss, accuracy, val_loss,
+val_accuracy, plus whatever castor adds, e.g. time per step and the loss
+scale) into the peers' "epoch" lines, and `castor evaluate`'s last output
+line into a "test" line (the first number after "accuracy").
+"""
+import argparse
+import csv
+import json
+import re
+import statistics
+import sys
+
+
+def castor_lines(a):
+    out = []
+    step_ms = []
+    with open(a.castor_history) as f:
+        for row in csv.DictReader(f):
+            r = {}
+            for k, v in row.items():
+                try:
+                    r[k] = float(v)
+                except (TypeError, ValueError):
+                    r[k] = v
+            ms = r.get("step_ms") or (r.get("time_per_step_s", 0) * 1e3 if "time_per_step_s" in r else None)
+            if ms is not None:
+                step_ms.append(ms)
+            out.append(dict(kind="epoch", peer="castor", policy=a.policy, **r))
+    test = dict(kind="test", peer="castor", policy=a.policy, units=a.units,
+                batch_size=a.batch_size, seed=a.seed)
+    m = re.search(r"accuracy[ :=]+([0-9.eE+-]+)", a.test_line or "")
+    if m:
+        test["test_accuracy"] = float(m.group(1))
+    m = re.search(r"loss[ :=]+([0-9.eE+-]+)", a.test_line or "")
+    if m:
+        test["test_loss"] = float(m.group(1))
+    if step_ms:
+        test["step_ms_median_after_first"] = statistics.median(step_ms[1:] or step_ms)
+    out.append(test)
+    for o in out:
+        print(json.dumps(o))
+
+
+def fmt(v, spec):
+    return "n/a" if v is None else format(v, spec)
+
+
+def report(path):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    run = next((r for r in rows if r["kind"] == "run"), {})
+    configs = [r for r in rows if r["kind"] == "config"]
+    print(f"# Training benchmark (issue 10), {run.get('date', '?')}")
+    print()
+    print(f"- machine: {run.get('cpu', '?')}, {run.get('threads', '?')} threads for every framework; "
+          f"load average at the start: {run.get('load', '?')}")
+    print(f"- commit: {run.get('commit', '?')}")
+    vers = sorted({f"{c['peer']} {c['version']}" + (f" (jax {c['jax']})" if "jax" in c else "")
+                   for c in configs})
+    print(f"- peers: {', '.join(vers) or 'none'}")
+    print(f"- command: `{run.get('command', '?')}`")
+    print()
+    skipped = [r for r in rows if r["kind"] == "skipped"]
+    # One key per run: (peer, policy, units, batch, seed), from config/test lines.
+    tests = [r for r in rows if r["kind"] == "test"]
+    print("## Test accuracy and time per training step")
+    print()
+    print("| units | batch | policy | peer | seeds | test accuracy (mean, min-max) | test loss | "
+          "time per step, ms (median of epochs 2..) | steps skipped |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    groups = {}
+    for t in tests:
+        groups.setdefault((t["units"], t["batch_size"], t["policy"], t["peer"]), []).append(t)
+    for k in sorted(groups):
+        ts = groups[k]
+        acc = [t["test_accuracy"] for t in ts if "test_accuracy" in t]
+        loss = [t["test_loss"] for t in ts if "test_loss" in t]
+        ms = [t["step_ms_median_after_first"] for t in ts if "step_ms_median_after_first" in t]
+        sk = [t.get("skipped", 0) for t in ts]
+        acc_s = "n/a" if not acc else "%.2f%%" % (100 * statistics.mean(acc)) + (
+            " (%.2f-%.2f)" % (100 * min(acc), 100 * max(acc)) if len(acc) > 1 else "")
+        print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {','.join(str(t['seed']) for t in ts)} | {acc_s} | "
+              f"{fmt(statistics.mean(loss) if loss else None, '.4f')} | "
+              f"{fmt(statistics.median(ms) if ms else None, '.2f')} | {sum(sk)} |")
+    for s in skipped:
+        print(f"| {s.get('units', '')} | {s.get('batch_size', '')} | {s['policy']} | {s['peer']} | "
+              f"{s.get('seed', '')} | skipped: {s['reason']} | | | |")
+    print()
+    print("## Per epoch")
+    print()
+    print("loss and accuracy are the epoch's running means over its training steps (Keras's "
+          "fit logs, weighted by batch size); val_* are evaluated after the epoch; "
+          "time per step is the epoch's training steps only (epoch 1 includes compiling).")
+    print()
+    print("| units | batch | policy | peer | seed | epoch | loss | accuracy | val_loss | val_accuracy | "
+          "ms per step | loss scale | skipped |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    cur = {}
+    for r in rows:
+        if r["kind"] == "config":
+            cur[r["peer"]] = r
+        if r["kind"] != "epoch":
+            continue
+        c = cur.get(r["peer"], {})
+        print(f"| {c.get('units', '')} | {c.get('batch_size', '')} | {r['policy']} | {r['peer']} | "
+              f"{c.get('seed', '')} | {int(r['epoch'])} | {fmt(r.get('loss'), '.4f')} | "
+              f"{fmt(r.get('accuracy'), '.4f')} | {fmt(r.get('val_loss'), '.4f')} | "
+              f"{fmt(r.get('val_accuracy'), '.4f')} | {fmt(r.get('step_ms'), '.2f')} | "
+              f"{fmt(r.get('loss_scale'), 'g')} | {r.get('skipped', '')} |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("raw", nargs="?")
+    ap.add_argument("--castor-history")
+    ap.add_argument("--policy")
+    ap.add_argument("--units", type=int)
+    ap.add_argument("--batch-size", type=int)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--test-line", default="")
+    a = ap.parse_args()
+    if a.castor_history:
+        castor_lines(a)
+    elif a.raw:
+        report(a.raw)
+    else:
+        ap.error("give RAW.jsonl or --castor-history")
+
+
+if __name__ == "__main__":
+    main()

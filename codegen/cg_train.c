@@ -1,0 +1,601 @@
+/*
+ * cg_train.c: the CPU kernels of a training step's ops that are neither a
+ * GEMM nor an elementwise chain (passes/grad.c builds the step; ir_ops.def
+ * gives each op's semantics). Each is a kernel of its own:
+ *
+ *   matmul_nt      batched rows; y[i,k] a dot product of two contiguous rows,
+ *                  four k at a time, lanes summed in lane order
+ *   matmul_tn      rows = the result's K rows; y[k,j] sums over the batch
+ *                  in row order, a block of 4 k x 2 vectors of j at a time
+ *   sum_rows       rows = the result's elements, one vector of them at a
+ *                  time, summed over the batch in row order
+ *   xent..., mse   one scalar: per-row losses in f32, summed in row order
+ *                  in double, divided by the batch
+ *   their _grad    batched rows: each row from its own row (and the seed)
+ *   softmax_grad   batched rows along the last dimension
+ *   all_finite     one scalar: a sum of x * 0 over every element, which is
+ *                  NaN exactly when some element is not finite
+ *   sgd ... adam   rows = the variable's elements, in place, when ok
+ *   count_step,
+ *   loss_scale_update  one scalar, in place
+ *
+ * Determinism: a reduction over the batch (matmul_tn, sum_rows, the
+ * losses) runs in row order inside one call, and the runtime splits such a
+ * launch only over its result's elements, never over the batch; so results
+ * do not depend on the number of threads.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cg_cpu.h"
+
+#define B (e->b)
+#define i64c(v) cg_i64(e, (v))
+#define F(v) cg_const(e, e->f32, (v))
+
+static const ir_node *op_of(const cg_kctx *c) { return c->k->ops[0]; }
+
+static LLVMValueRef load_f(cg_kctx *c, const ir_node *n, LLVMValueRef i, int lanes) {
+  return cg_emit_load(c->e, n->type.dtype, cg_elem_ptr(c, n, i), lanes, n->name);
+}
+
+static void store_f(cg_kctx *c, const ir_node *n, LLVMValueRef i, LLVMValueRef v, int lanes) {
+  cg_emit_store(c->e, n->type.dtype, v, cg_elem_ptr(c, n, i), lanes);
+}
+
+/* An integer scalar (i1 byte, i32, i64) as i64. */
+static LLVMValueRef load_int(cg_kctx *c, const ir_node *n, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  LLVMTypeRef t = n->type.dtype == IR_DTYPE_I64 ? e->i64 : n->type.dtype == IR_DTYPE_I32 ? e->i32 : LLVMInt8TypeInContext(e->ctx);
+  LLVMValueRef v = LLVMBuildLoad2(B, t, LLVMBuildGEP2(B, t, c->base[n->id], &i, 1, ""), n->name);
+  return t == e->i64 ? v : LLVMBuildSExt(B, v, e->i64, "");
+}
+
+static void store_int(cg_kctx *c, const ir_node *n, LLVMValueRef v) {
+  cg_emitter *e = c->e;
+  LLVMTypeRef t = n->type.dtype == IR_DTYPE_I64 ? e->i64 : n->type.dtype == IR_DTYPE_I32 ? e->i32 : LLVMInt8TypeInContext(e->ctx);
+  LLVMBuildStore(B, t == e->i64 ? v : LLVMBuildTrunc(B, v, t, ""), c->base[n->id]);
+}
+
+/* A variable of type ty in the entry block, set to init here. */
+static LLVMValueRef var(cg_kctx *c, LLVMTypeRef ty, LLVMValueRef init, const char *name) {
+  LLVMValueRef a = cg_entry_alloca(c, ty, name);
+  LLVMBuildStore(c->e->b, init, a);
+  return a;
+}
+
+static LLVMValueRef get(cg_kctx *c, LLVMValueRef a, LLVMTypeRef ty) { return LLVMBuildLoad2(c->e->b, ty, a, ""); }
+
+static LLVMTypeRef vec(cg_emitter *e, int lanes) { return lanes == 1 ? e->f32 : LLVMVectorType(e->f32, (unsigned)lanes); }
+
+/* The lanes of v summed in lane order. */
+static LLVMValueRef hsum(cg_emitter *e, LLVMValueRef v, int lanes) {
+  if (lanes == 1) return v;
+  LLVMValueRef s = LLVMBuildExtractElement(B, v, i64c(0), "");
+  for (int l = 1; l < lanes; l++) s = LLVMBuildFAdd(B, s, LLVMBuildExtractElement(B, v, i64c(l), ""), "");
+  return s;
+}
+
+static LLVMValueRef intrinsic1(cg_emitter *e, const char *name, LLVMValueRef x) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, id, &ty, 1);
+  return LLVMBuildCall2(B, LLVMGlobalGetValueType(f), f, &x, 1, "");
+}
+
+/* if (cond) { ...then... } : returns the join block, builder in "then". */
+static LLVMBasicBlockRef begin_if(cg_kctx *c, LLVMValueRef cond, const char *name) {
+  cg_emitter *e = c->e;
+  char nm[64];
+  snprintf(nm, sizeof nm, "%s.then", name);
+  LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(e->ctx, c->fn, nm);
+  snprintf(nm, sizeof nm, "%s.end", name);
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(e->ctx, c->fn, nm);
+  LLVMBuildCondBr(B, cond, then, join);
+  LLVMPositionBuilderAtEnd(B, then);
+  return join;
+}
+
+static void end_if(cg_kctx *c, LLVMBasicBlockRef join) {
+  LLVMBuildBr(c->e->b, join);
+  LLVMPositionBuilderAtEnd(c->e->b, join);
+}
+
+/* ---- matmul_nt: y[i,k] = sum_j a[i,j] b[k,j] ---- */
+
+static void nt_block(cg_kctx *c, LLVMValueRef i, LLVMValueRef k0, int kb) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *a = op->srcs[0], *b = op->srcs[1];
+  int64_t J = a->type.dims[1], K = b->type.dims[0], vw = e->vw, Jv = J / vw * vw;
+  LLVMValueRef acc[4], sacc[4];
+  for (int q = 0; q < kb; q++) acc[q] = var(c, vec(e, vw), LLVMConstNull(vec(e, vw)), "acc");
+  LLVMValueRef arow = LLVMBuildMul(B, i, i64c(J), "");
+  cg_loop lj = cg_loop_begin(c, i64c(0), i64c(Jv), vw, "j");
+  LLVMValueRef av = load_f(c, a, LLVMBuildAdd(B, arow, lj.iv, ""), (int)vw);
+  for (int q = 0; q < kb; q++) {
+    LLVMValueRef brow = LLVMBuildMul(B, LLVMBuildAdd(B, k0, i64c(q), ""), i64c(J), "");
+    LLVMValueRef bv = load_f(c, b, LLVMBuildAdd(B, brow, lj.iv, ""), (int)vw);
+    LLVMBuildStore(B, cg_fmuladd(e, av, bv, get(c, acc[q], vec(e, vw))), acc[q]);
+  }
+  cg_loop_end(c, &lj);
+  for (int q = 0; q < kb; q++) sacc[q] = var(c, e->f32, hsum(e, get(c, acc[q], vec(e, vw)), (int)vw), "sum");
+  if (Jv < J) {
+    cg_loop lt = cg_loop_begin(c, i64c(Jv), i64c(J), 1, "jt");
+    LLVMValueRef as = load_f(c, a, LLVMBuildAdd(B, arow, lt.iv, ""), 1);
+    for (int q = 0; q < kb; q++) {
+      LLVMValueRef brow = LLVMBuildMul(B, LLVMBuildAdd(B, k0, i64c(q), ""), i64c(J), "");
+      LLVMValueRef bs = load_f(c, b, LLVMBuildAdd(B, brow, lt.iv, ""), 1);
+      LLVMBuildStore(B, cg_fmuladd(e, as, bs, get(c, sacc[q], e->f32)), sacc[q]);
+    }
+    cg_loop_end(c, &lt);
+  }
+  for (int q = 0; q < kb; q++) {
+    LLVMValueRef idx = LLVMBuildAdd(B, LLVMBuildMul(B, i, i64c(K), ""), LLVMBuildAdd(B, k0, i64c(q), ""), "");
+    store_f(c, op, idx, get(c, sacc[q], e->f32), 1);
+  }
+}
+
+static void emit_matmul_nt(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  int64_t K = op_of(c)->srcs[1]->type.dims[0], K4 = K / 4 * 4;
+  cg_loop li = cg_loop_begin(c, c->row0, c->row1, 1, "i");
+  cg_loop lk = cg_loop_begin(c, i64c(0), i64c(K4), 4, "k");
+  nt_block(c, li.iv, lk.iv, 4);
+  cg_loop_end(c, &lk);
+  if (K4 < K) {
+    cg_loop lt = cg_loop_begin(c, i64c(K4), i64c(K), 1, "kt");
+    nt_block(c, li.iv, lt.iv, 1);
+    cg_loop_end(c, &lt);
+  }
+  cg_loop_end(c, &li);
+}
+
+/* ---- matmul_tn: y[k,j] = sum_i a[i,k] b[i,j] ---- */
+
+static void tn_block(cg_kctx *c, LLVMValueRef k0, int kb, LLVMValueRef j0, int nv, int lanes) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *a = op->srcs[0], *b = op->srcs[1];
+  int64_t K = a->type.dims[1], J = b->type.dims[1];
+  LLVMValueRef acc[4][2];
+  for (int q = 0; q < kb; q++)
+    for (int v = 0; v < nv; v++) acc[q][v] = var(c, vec(e, lanes), LLVMConstNull(vec(e, lanes)), "acc");
+  cg_loop li = cg_loop_begin(c, i64c(0), c->batch, 1, "i");
+  LLVMValueRef brow = LLVMBuildAdd(B, LLVMBuildMul(B, li.iv, i64c(J), ""), j0, "");
+  LLVMValueRef bv[2];
+  for (int v = 0; v < nv; v++) bv[v] = load_f(c, b, LLVMBuildAdd(B, brow, i64c(v * lanes), ""), lanes);
+  for (int q = 0; q < kb; q++) {
+    LLVMValueRef ai = LLVMBuildAdd(B, LLVMBuildMul(B, li.iv, i64c(K), ""), LLVMBuildAdd(B, k0, i64c(q), ""), "");
+    LLVMValueRef as = cg_splat(e, load_f(c, a, ai, 1), lanes);
+    for (int v = 0; v < nv; v++)
+      LLVMBuildStore(B, cg_fmuladd(e, as, bv[v], get(c, acc[q][v], vec(e, lanes))), acc[q][v]);
+  }
+  cg_loop_end(c, &li);
+  for (int q = 0; q < kb; q++)
+    for (int v = 0; v < nv; v++) {
+      LLVMValueRef yi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, k0, i64c(q), ""), i64c(J), ""),
+                                     LLVMBuildAdd(B, j0, i64c(v * lanes), ""), "");
+      store_f(c, op, yi, get(c, acc[q][v], vec(e, lanes)), lanes);
+    }
+}
+
+/* Columns of rows [k0, k0 + kb): pairs of vectors, one vector, scalars. */
+static void tn_columns(cg_kctx *c, LLVMValueRef k0, int kb) {
+  cg_emitter *e = c->e;
+  int64_t J = op_of(c)->srcs[1]->type.dims[1], vw = e->vw, J2 = J / (2 * vw) * (2 * vw), J1 = J / vw * vw;
+  if (J2 > 0) {
+    cg_loop l = cg_loop_begin(c, i64c(0), i64c(J2), 2 * vw, "j2");
+    tn_block(c, k0, kb, l.iv, 2, (int)vw);
+    cg_loop_end(c, &l);
+  }
+  if (J1 > J2) tn_block(c, k0, kb, i64c(J2), 1, (int)vw);
+  if (J > J1) {
+    cg_loop l = cg_loop_begin(c, i64c(J1), i64c(J), 1, "j1");
+    tn_block(c, k0, kb, l.iv, 1, 1);
+    cg_loop_end(c, &l);
+  }
+}
+
+static void emit_matmul_tn(cg_kctx *c) {
+  /* rows [row0, row1): blocks of 4 while whole, then single rows */
+  cg_loop lk = cg_loop_begin(c, c->row0, c->row1, 4, "k4");
+  tn_columns(c, lk.iv, 4);
+  cg_loop_end(c, &lk);
+  cg_loop lt = cg_loop_begin(c, lk.iv, c->row1, 1, "k1");
+  tn_columns(c, lt.iv, 1);
+  cg_loop_end(c, &lt);
+}
+
+/* ---- sum_rows: y[j] = sum_i x[i,j] ---- */
+
+static void sum_cols(cg_kctx *c, LLVMValueRef j, int lanes) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *x = op->srcs[0];
+  int64_t C = x->type.dims[1];
+  LLVMValueRef acc = var(c, vec(e, lanes), LLVMConstNull(vec(e, lanes)), "acc");
+  cg_loop li = cg_loop_begin(c, i64c(0), c->batch, 1, "i");
+  LLVMValueRef xi = LLVMBuildAdd(B, LLVMBuildMul(B, li.iv, i64c(C), ""), j, "");
+  LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, vec(e, lanes)), load_f(c, x, xi, lanes), ""), acc);
+  cg_loop_end(c, &li);
+  store_f(c, op, j, get(c, acc, vec(e, lanes)), lanes);
+}
+
+static void emit_sum_rows(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  cg_loop lv = cg_loop_begin(c, c->row0, c->row1, e->vw, "jv");
+  sum_cols(c, lv.iv, e->vw);
+  cg_loop_end(c, &lv);
+  cg_loop ls = cg_loop_begin(c, lv.iv, c->row1, 1, "js");
+  sum_cols(c, ls.iv, 1);
+  cg_loop_end(c, &ls);
+}
+
+/* ---- the losses and their gradients, row by row ---- */
+
+/* Target t[i,j] as f32: a class index compared with j, or the dense value. */
+static LLVMValueRef target(cg_kctx *c, LLVMValueRef i, LLVMValueRef j, int64_t C) {
+  cg_emitter *e = c->e;
+  const ir_node *t = op_of(c)->srcs[1];
+  if (t->type.dtype == IR_DTYPE_I32) {
+    LLVMValueRef y = load_int(c, t, i);
+    return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, y, j, ""), F(1), F(0), "");
+  }
+  return load_f(c, t, LLVMBuildAdd(B, LLVMBuildMul(B, i, i64c(C), ""), j, ""), 1);
+}
+
+/* clip(q, eps, 1 - eps), NaN kept (as jnp.clip) */
+static LLVMValueRef clip(cg_emitter *e, LLVMValueRef q, double eps) {
+  LLVMValueRef lo = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, q, F(eps), ""), F(eps), q, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, lo, F(1 - eps), ""), F(1 - eps), lo, "clip");
+}
+
+static LLVMValueRef inside_clip(cg_emitter *e, LLVMValueRef q, double eps) {
+  /* q in [eps, 1 - eps], or NaN (whose gradient stays NaN) */
+  LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOGE, q, F(eps), ""),
+                                 LLVMBuildFCmp(B, LLVMRealOLE, q, F(1 - eps), ""), "");
+  return LLVMBuildOr(B, in, LLVMBuildFCmp(B, LLVMRealUNO, q, q, ""), "inside");
+}
+
+/* Row sums of the prediction row: sum p, or max z and sum exp(z - max). */
+static LLVMValueRef row_sum(cg_kctx *c, const ir_node *p, LLVMValueRef base, int64_t C) {
+  cg_emitter *e = c->e;
+  LLVMValueRef s = var(c, e->f32, F(0), "sum");
+  cg_loop l = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+  LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, s, e->f32), load_f(c, p, LLVMBuildAdd(B, base, l.iv, ""), 1), ""), s);
+  cg_loop_end(c, &l);
+  return get(c, s, e->f32);
+}
+
+static void logsumexp(cg_kctx *c, const ir_node *z, LLVMValueRef base, int64_t C, LLVMValueRef *mx, LLVMValueRef *se) {
+  cg_emitter *e = c->e;
+  LLVMValueRef m = var(c, e->f32, F(-INFINITY), "max"), s = var(c, e->f32, F(0), "sumexp");
+  cg_loop l = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+  LLVMValueRef v = load_f(c, z, LLVMBuildAdd(B, base, l.iv, ""), 1), cur = get(c, m, e->f32);
+  /* NaN propagates: max(cur, v) is v when v is NaN or larger */
+  LLVMBuildStore(B, LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUGT, v, cur, ""), v, cur, ""), m);
+  cg_loop_end(c, &l);
+  *mx = get(c, m, e->f32);
+  cg_loop l2 = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+  LLVMValueRef v2 = load_f(c, z, LLVMBuildAdd(B, base, l2.iv, ""), 1);
+  LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, s, e->f32), cg_emit_exp(e, LLVMBuildFSub(B, v2, *mx, ""), ""), ""), s);
+  cg_loop_end(c, &l2);
+  *se = get(c, s, e->f32);
+}
+
+/* The loss of row i (f32). */
+static LLVMValueRef row_loss(cg_kctx *c, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *p = op->srcs[0];
+  int64_t C = p->type.dims[1];
+  LLVMValueRef base = LLVMBuildMul(B, i, i64c(C), "");
+  LLVMValueRef acc = var(c, e->f32, F(0), "row");
+  if (op->op == IR_OP_XENT) {
+    LLVMValueRef sum = row_sum(c, p, base, C);
+    cg_loop l = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+    LLVMValueRef q = LLVMBuildFDiv(B, load_f(c, p, LLVMBuildAdd(B, base, l.iv, ""), 1), sum, "q");
+    LLVMValueRef t = target(c, i, l.iv, C);
+    LLVMValueRef term = LLVMBuildFMul(B, t, intrinsic1(e, "llvm.log", clip(e, q, op->attr.epsilon)), "");
+    LLVMBuildStore(B, LLVMBuildFSub(B, get(c, acc, e->f32), term, ""), acc);
+    cg_loop_end(c, &l);
+  } else if (op->op == IR_OP_XENT_LOGITS) {
+    LLVMValueRef mx, se;
+    logsumexp(c, p, base, C, &mx, &se);
+    LLVMValueRef lse = LLVMBuildFAdd(B, mx, intrinsic1(e, "llvm.log", se), "lse");
+    cg_loop l = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+    LLVMValueRef t = target(c, i, l.iv, C), z = load_f(c, p, LLVMBuildAdd(B, base, l.iv, ""), 1);
+    /* sum_j t_j (lse - z_j) */
+    LLVMValueRef term = LLVMBuildFMul(B, t, LLVMBuildFSub(B, lse, z, ""), "");
+    LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, e->f32), term, ""), acc);
+    cg_loop_end(c, &l);
+  } else { /* mse: the row's sum of squares; the mean divides by N*C */
+    cg_loop l = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+    LLVMValueRef d = LLVMBuildFSub(B, load_f(c, p, LLVMBuildAdd(B, base, l.iv, ""), 1), target(c, i, l.iv, C), "");
+    LLVMBuildStore(B, cg_fmuladd(e, d, d, get(c, acc, e->f32)), acc);
+    cg_loop_end(c, &l);
+  }
+  return get(c, acc, e->f32);
+}
+
+static void emit_loss(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c);
+  LLVMTypeRef f64 = LLVMDoubleTypeInContext(e->ctx);
+  LLVMValueRef total = var(c, f64, LLVMConstReal(f64, 0), "total");
+  cg_loop li = cg_loop_begin(c, i64c(0), c->batch, 1, "i");
+  LLVMValueRef r = LLVMBuildFPExt(B, row_loss(c, li.iv), f64, "");
+  LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, total, f64), r, ""), total);
+  cg_loop_end(c, &li);
+  LLVMValueRef n = LLVMBuildSIToFP(B, c->batch, f64, "");
+  if (op->op == IR_OP_MSE) n = LLVMBuildFMul(B, n, LLVMConstReal(f64, (double)op->srcs[0]->type.dims[1]), "");
+  LLVMValueRef mean = LLVMBuildFPTrunc(B, LLVMBuildFDiv(B, get(c, total, f64), n, ""), e->f32, "loss");
+  store_f(c, op, i64c(0), mean, 1);
+}
+
+/* The gradient rows: y[i,:] from row i. */
+static void loss_grad_row(cg_kctx *c, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *p = op->srcs[0], *seed = op->srcs[2];
+  int64_t C = p->type.dims[1];
+  LLVMValueRef base = LLVMBuildMul(B, i, i64c(C), "");
+  LLVMValueRef n = LLVMBuildSIToFP(B, c->batch, e->f32, "");
+  if (op->op == IR_OP_MSE_GRAD) n = LLVMBuildFMul(B, n, F((double)C), "");
+  LLVMValueRef scale = LLVMBuildFDiv(B, load_f(c, seed, i64c(0), 1), n, "c_over_n");
+  if (op->op == IR_OP_MSE_GRAD) {
+    scale = LLVMBuildFMul(B, scale, F(2), "");
+    cg_loop l = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+    LLVMValueRef idx = LLVMBuildAdd(B, base, l.iv, "");
+    LLVMValueRef d = LLVMBuildFSub(B, load_f(c, p, idx, 1), target(c, i, l.iv, C), "");
+    store_f(c, op, idx, LLVMBuildFMul(B, scale, d, ""), 1);
+    cg_loop_end(c, &l);
+    return;
+  }
+  if (op->op == IR_OP_XENT_LOGITS_GRAD) { /* c/N (softmax(z) sum t - t) */
+    LLVMValueRef mx, se;
+    logsumexp(c, p, base, C, &mx, &se);
+    LLVMValueRef st = var(c, e->f32, F(0), "sum_t");
+    cg_loop l = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+    LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, st, e->f32), target(c, i, l.iv, C), ""), st);
+    cg_loop_end(c, &l);
+    LLVMValueRef sumt = get(c, st, e->f32);
+    cg_loop l2 = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+    LLVMValueRef idx = LLVMBuildAdd(B, base, l2.iv, "");
+    LLVMValueRef sm = LLVMBuildFDiv(B, cg_emit_exp(e, LLVMBuildFSub(B, load_f(c, p, idx, 1), mx, ""), ""), se, "");
+    LLVMValueRef d = LLVMBuildFSub(B, LLVMBuildFMul(B, sm, sumt, ""), target(c, i, l2.iv, C), "");
+    store_f(c, op, idx, LLVMBuildFMul(B, scale, d, ""), 1);
+    cg_loop_end(c, &l2);
+    return;
+  }
+  /* xent_grad: c/N q_j (g_j - G), g_k = -t_k/q_k inside the clip, else 0 */
+  double eps = op->attr.epsilon;
+  LLVMValueRef sum = row_sum(c, p, base, C);
+  LLVMValueRef dot = var(c, e->f32, F(0), "G");
+  cg_loop l = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+  LLVMValueRef q = LLVMBuildFDiv(B, load_f(c, p, LLVMBuildAdd(B, base, l.iv, ""), 1), sum, "q");
+  LLVMValueRef g = LLVMBuildSelect(B, inside_clip(e, q, eps), LLVMBuildFDiv(B, LLVMBuildFNeg(B, target(c, i, l.iv, C), ""), q, ""),
+                                   F(0), "g");
+  LLVMBuildStore(B, cg_fmuladd(e, g, q, get(c, dot, e->f32)), dot);
+  cg_loop_end(c, &l);
+  LLVMValueRef G = get(c, dot, e->f32);
+  cg_loop l2 = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+  LLVMValueRef idx = LLVMBuildAdd(B, base, l2.iv, "");
+  LLVMValueRef q2 = LLVMBuildFDiv(B, load_f(c, p, idx, 1), sum, "q");
+  LLVMValueRef g2 = LLVMBuildSelect(B, inside_clip(e, q2, eps), LLVMBuildFDiv(B, LLVMBuildFNeg(B, target(c, i, l2.iv, C), ""), q2, ""),
+                                    F(0), "g");
+  LLVMValueRef y = LLVMBuildFMul(B, scale, LLVMBuildFMul(B, q2, LLVMBuildFSub(B, g2, G, ""), ""), "");
+  store_f(c, op, idx, y, 1);
+  cg_loop_end(c, &l2);
+}
+
+static void emit_loss_grad(cg_kctx *c) {
+  cg_loop li = cg_loop_begin(c, c->row0, c->row1, 1, "i");
+  loss_grad_row(c, li.iv);
+  cg_loop_end(c, &li);
+}
+
+/* softmax_grad: y = b (a - sum(a b)) along the last dimension */
+static void emit_softmax_grad(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *dy = op->srcs[0], *p = op->srcs[1];
+  int64_t inner = 1, C = op->type.dims[op->type.rank - 1];
+  CASTOR_ASSERT(ir_type_inner_numel(&op->type, &inner));
+  int64_t lines = inner / C;
+  cg_loop li = cg_loop_begin(c, LLVMBuildMul(B, c->row0, i64c(lines), ""), LLVMBuildMul(B, c->row1, i64c(lines), ""), 1, "line");
+  LLVMValueRef base = LLVMBuildMul(B, li.iv, i64c(C), "");
+  LLVMValueRef dot = var(c, e->f32, F(0), "dot");
+  cg_loop l = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+  LLVMValueRef idx = LLVMBuildAdd(B, base, l.iv, "");
+  LLVMBuildStore(B, cg_fmuladd(e, load_f(c, dy, idx, 1), load_f(c, p, idx, 1), get(c, dot, e->f32)), dot);
+  cg_loop_end(c, &l);
+  LLVMValueRef d = get(c, dot, e->f32);
+  cg_loop l2 = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
+  LLVMValueRef idx2 = LLVMBuildAdd(B, base, l2.iv, "");
+  LLVMValueRef y = LLVMBuildFMul(B, load_f(c, p, idx2, 1), LLVMBuildFSub(B, load_f(c, dy, idx2, 1), d, ""), "");
+  store_f(c, op, idx2, y, 1);
+  cg_loop_end(c, &l2);
+  cg_loop_end(c, &li);
+}
+
+/* ---- all_finite ---- */
+
+static void emit_all_finite(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c);
+  int vw = e->vw;
+  LLVMValueRef acc = var(c, vec(e, vw), LLVMConstNull(vec(e, vw)), "acc"); /* + x*0: NaN iff some x is not finite */
+  LLVMValueRef flags = var(c, e->i64, i64c(1), "flags");
+  for (int s = 0; s < op->n_srcs; s++) {
+    const ir_node *x = op->srcs[s];
+    if (x->type.dtype == IR_DTYPE_I1) {
+      LLVMBuildStore(B, LLVMBuildAnd(B, get(c, flags, e->i64), load_int(c, x, i64c(0)), ""), flags);
+      continue;
+    }
+    int64_t inner = 1;
+    CASTOR_ASSERT(ir_type_inner_numel(&x->type, &inner));
+    LLVMValueRef n = ir_type_is_batched(&x->type) ? LLVMBuildMul(B, c->batch, i64c(inner), "") : i64c(inner);
+    cg_loop lv = cg_loop_begin(c, i64c(0), n, vw, x->name);
+    LLVMValueRef v = load_f(c, x, lv.iv, vw);
+    LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, vec(e, vw)), LLVMBuildFMul(B, v, LLVMConstNull(vec(e, vw)), ""), ""), acc);
+    cg_loop_end(c, &lv);
+    cg_loop ls = cg_loop_begin(c, lv.iv, n, 1, "tail");
+    LLVMValueRef t = load_f(c, x, ls.iv, 1);
+    LLVMValueRef cur = get(c, acc, vec(e, vw));
+    LLVMValueRef lane0 = LLVMBuildExtractElement(B, cur, i64c(0), "");
+    LLVMBuildStore(B, LLVMBuildInsertElement(B, cur, LLVMBuildFAdd(B, lane0, LLVMBuildFMul(B, t, F(0), ""), ""), i64c(0), ""), acc);
+    cg_loop_end(c, &ls);
+  }
+  LLVMValueRef s = hsum(e, get(c, acc, vec(e, vw)), vw);
+  LLVMValueRef finite = LLVMBuildFCmp(B, LLVMRealOEQ, s, F(0), "finite");
+  LLVMValueRef ok = LLVMBuildAnd(B, LLVMBuildZExt(B, finite, e->i64, ""), get(c, flags, e->i64), "ok");
+  store_int(c, op, ok);
+}
+
+/* ---- updates, in place ---- */
+
+/* The optimizer's formula on `lanes` elements at index i (ir_ops.def;
+ * keras/src/optimizers/{sgd,rmsprop,adam}.py). */
+static void update_elems(cg_kctx *c, LLVMValueRef i, int lanes, LLVMValueRef lr, LLVMValueRef inv_scale,
+                         LLVMValueRef alpha) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c);
+  const ir_attr *at = &op->attr;
+  int w = ir_op_writes(op->op);
+  LLVMTypeRef ty = vec(e, lanes);
+#define V(x) cg_const(e, ty, (x))
+  LLVMValueRef g = LLVMBuildFMul(B, load_f(c, op->srcs[w], i, lanes), cg_splat(e, inv_scale, lanes), "g");
+  LLVMValueRef lrv = cg_splat(e, lr, lanes), x = load_f(c, op->srcs[0], i, lanes), nx;
+  if (op->op == IR_OP_SGD) {
+    nx = LLVMBuildFSub(B, x, LLVMBuildFMul(B, g, lrv, ""), "");
+  } else if (op->op == IR_OP_SGD_MOMENTUM) {
+    LLVMValueRef m = load_f(c, op->srcs[1], i, lanes);
+    LLVMValueRef lg = LLVMBuildFMul(B, LLVMBuildFNeg(B, g, ""), lrv, "");        /* -g * lr */
+    LLVMValueRef nm = LLVMBuildFAdd(B, lg, LLVMBuildFMul(B, m, V(at->momentum), ""), "m"); /* + m * mu */
+    store_f(c, op->srcs[1], i, nm, lanes);
+    nm = cg_emit_round_to(e, nm, op->srcs[1]->type.dtype, "");
+    nx = LLVMBuildFAdd(B, x, at->nesterov ? LLVMBuildFAdd(B, lg, LLVMBuildFMul(B, nm, V(at->momentum), ""), "") : nm, "");
+  } else if (op->op == IR_OP_RMSPROP) {
+    LLVMValueRef v = load_f(c, op->srcs[1], i, lanes);
+    LLVMValueRef nv = LLVMBuildFAdd(B, LLVMBuildFMul(B, v, V(at->rho), ""),
+                                    LLVMBuildFMul(B, LLVMBuildFMul(B, g, g, ""), V(1 - at->rho), ""), "v");
+    store_f(c, op->srcs[1], i, nv, lanes);
+    nv = cg_emit_round_to(e, nv, op->srcs[1]->type.dtype, "");
+    LLVMValueRef den = intrinsic1(e, "llvm.sqrt", LLVMBuildFAdd(B, nv, V(at->epsilon), ""));
+    nx = LLVMBuildFSub(B, x, LLVMBuildFDiv(B, LLVMBuildFMul(B, lrv, g, ""), den, ""), ""); /* (lr g) / den, as Keras */
+  } else { /* adam */
+    LLVMValueRef m = load_f(c, op->srcs[1], i, lanes), v = load_f(c, op->srcs[2], i, lanes);
+    LLVMValueRef nm = LLVMBuildFAdd(B, m, LLVMBuildFMul(B, LLVMBuildFSub(B, g, m, ""), V(1 - at->beta_1), ""), "m");
+    LLVMValueRef nv = LLVMBuildFAdd(B, v, LLVMBuildFMul(B, LLVMBuildFSub(B, LLVMBuildFMul(B, g, g, ""), v, ""),
+                                                        V(1 - at->beta_2), ""), "v");
+    store_f(c, op->srcs[1], i, nm, lanes);
+    store_f(c, op->srcs[2], i, nv, lanes);
+    nm = cg_emit_round_to(e, nm, op->srcs[1]->type.dtype, "");
+    nv = cg_emit_round_to(e, nv, op->srcs[2]->type.dtype, "");
+    LLVMValueRef den = LLVMBuildFAdd(B, intrinsic1(e, "llvm.sqrt", nv), V(at->epsilon), "");
+    nx = LLVMBuildFSub(B, x, LLVMBuildFDiv(B, LLVMBuildFMul(B, nm, cg_splat(e, alpha, lanes), ""), den, ""), "");
+  }
+#undef V
+  store_f(c, op->srcs[0], i, nx, lanes);
+}
+
+static void emit_update(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c);
+  int w = ir_op_writes(op->op);
+  LLVMValueRef ok = load_int(c, op->srcs[w + 3], i64c(0));
+  LLVMBasicBlockRef join = begin_if(c, LLVMBuildICmp(B, LLVMIntNE, ok, i64c(0), ""), "apply");
+  LLVMValueRef lr = load_f(c, op->srcs[w + 1], i64c(0), 1);
+  LLVMValueRef inv_scale = LLVMBuildFDiv(B, F(1), load_f(c, op->srcs[w + 2], i64c(0), 1), "inv_scale");
+  LLVMValueRef alpha = NULL;
+  if (op->op == IR_OP_ADAM) { /* k = t + 1; alpha = lr sqrt(1 - b2^k) / (1 - b1^k), powers as exp(k log b) */
+    LLVMValueRef k = LLVMBuildSIToFP(B, LLVMBuildAdd(B, load_int(c, op->srcs[7], i64c(0)), i64c(1), ""), e->f32, "k");
+    LLVMValueRef p1 = cg_emit_exp(e, LLVMBuildFMul(B, k, F(log(op->attr.beta_1)), ""), "b1k");
+    LLVMValueRef p2 = cg_emit_exp(e, LLVMBuildFMul(B, k, F(log(op->attr.beta_2)), ""), "b2k");
+    alpha = LLVMBuildFDiv(B, LLVMBuildFMul(B, lr, intrinsic1(e, "llvm.sqrt", LLVMBuildFSub(B, F(1), p2, "")), ""),
+                          LLVMBuildFSub(B, F(1), p1, ""), "alpha");
+  }
+  /* g / s is computed as g * (1/s): exact for the powers of two a dynamic
+   * scale takes, and what Keras's divide compiles to is not specified */
+  cg_loop lv = cg_loop_begin(c, c->row0, c->row1, e->vw, "e");
+  update_elems(c, lv.iv, e->vw, lr, inv_scale, alpha);
+  cg_loop_end(c, &lv);
+  cg_loop ls = cg_loop_begin(c, lv.iv, c->row1, 1, "et");
+  update_elems(c, ls.iv, 1, lr, inv_scale, alpha);
+  cg_loop_end(c, &ls);
+  end_if(c, join);
+}
+
+static void emit_scalar_update(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c);
+  if (op->op == IR_OP_COUNT_STEP) {
+    LLVMValueRef ok = load_int(c, op->srcs[1], i64c(0)), n = load_int(c, op->srcs[0], i64c(0));
+    LLVMValueRef inc = LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntNE, ok, i64c(0), ""), e->i64, "");
+    store_int(c, op->srcs[0], LLVMBuildAdd(B, n, inc, ""));
+    return;
+  }
+  /* loss_scale_update(s, n, ok) */
+  const ir_node *s = op->srcs[0], *n = op->srcs[1];
+  LLVMValueRef ok = LLVMBuildICmp(B, LLVMIntNE, load_int(c, op->srcs[2], i64c(0)), i64c(0), "ok");
+  LLVMValueRef sv = load_f(c, s, i64c(0), 1), nv = load_int(c, n, i64c(0));
+  LLVMValueRef grow = LLVMBuildICmp(B, LLVMIntEQ, nv, i64c(op->attr.period - 1), "grow");
+  LLVMValueRef half = LLVMBuildFMul(B, sv, F(0.5), "");
+  LLVMValueRef floor_ = F(op->attr.min_scale);
+  half = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, half, floor_, ""), floor_, half, "");
+  LLVMValueRef s_ok = LLVMBuildSelect(B, grow, LLVMBuildFMul(B, sv, F(2), ""), sv, "");
+  LLVMValueRef n_ok = LLVMBuildSelect(B, grow, i64c(0), LLVMBuildAdd(B, nv, i64c(1), ""), "");
+  store_f(c, s, i64c(0), LLVMBuildSelect(B, ok, s_ok, half, ""), 1);
+  store_int(c, n, LLVMBuildSelect(B, ok, n_ok, i64c(0), ""));
+}
+
+/* ---- the launch of each op, and the dispatch ---- */
+
+void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
+                     int64_t *work_per_batch) {
+  const int vw = 64; /* tiles of whole vectors of any width */
+  int64_t inner = 1, numel = 1;
+  CASTOR_ASSERT(ir_type_inner_numel(&op->type, &inner));
+  *row_step = 1;
+  *rows_fixed = 1;
+  *work_per_row = 4 * inner;
+  *work_per_batch = 0;
+  if (op->op == IR_OP_MATMUL_NT) {
+    *work_per_row = 2 * inner * op->srcs[0]->type.dims[1];
+  } else if (op->op == IR_OP_MATMUL_TN) { /* the result's rows; each sums over the whole batch */
+    *rows_fixed = op->type.dims[0];
+    *work_per_row = 0;
+    *work_per_batch = 2 * op->type.dims[1];
+  } else if (op->op == IR_OP_SUM_ROWS) {
+    *rows_fixed = op->type.dims[0];
+    *row_step = vw;
+    *work_per_row = 0;
+    *work_per_batch = 1;
+  } else if (ir_op_type_rule(op->op) == IR_TYPE_UPDATE) {
+    CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel));
+    *rows_fixed = numel; /* one "row" per element */
+    *row_step = vw;
+    *work_per_row = 16;
+  } else if (!ir_type_is_batched(&op->type)) { /* a scalar over the batch: one call */
+    *work_per_row = 0;
+    *work_per_batch = 4 * (op->srcs[0]->type.rank == 2 ? op->srcs[0]->type.dims[1] : 1);
+  } /* else batched rows */
+}
+
+void cg_train_emit(cg_kctx *c) {
+  ir_op o = op_of(c)->op;
+  ir_type_rule rule = ir_op_type_rule(o);
+  if (o == IR_OP_MATMUL_NT) emit_matmul_nt(c);
+  else if (o == IR_OP_MATMUL_TN) emit_matmul_tn(c);
+  else if (o == IR_OP_SUM_ROWS) emit_sum_rows(c);
+  else if (rule == IR_TYPE_LOSS) emit_loss(c);
+  else if (rule == IR_TYPE_LOSS_GRAD) emit_loss_grad(c);
+  else if (o == IR_OP_SOFTMAX_GRAD) emit_softmax_grad(c);
+  else if (o == IR_OP_ALL_FINITE) emit_all_finite(c);
+  else if (rule == IR_TYPE_UPDATE) emit_update(c);
+  else if (rule == IR_TYPE_SCALAR_UPDATE) emit_scalar_update(c);
+  else CASTOR_UNREACHABLE();
+}
+
+bool cg_train_op(ir_op o) {
+  ir_kernel_class k = ir_op_kernel(o);
+  return o == IR_OP_MATMUL_NT || k == IR_KERNEL_REDUCE || k == IR_KERNEL_UPDATE ||
+         (k == IR_KERNEL_ROWWISE && o != IR_OP_SOFTMAX && o != IR_OP_LAYER_NORM);
+}

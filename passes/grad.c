@@ -1,0 +1,563 @@
+/*
+ * grad.c: the training step. Reverse-mode automatic differentiation of a
+ * model graph plus a loss, followed by the optimizer's update: one graph,
+ * one program per training step (docs/training.md).
+ *
+ * In:  a verified model graph after autocast (and cast-cleanup), with one
+ *      output, the model's prediction; its weights are constants.
+ * Out: the step graph:
+ *      - every weight becomes a variable (persistent state) in Keras's
+ *        variable dtype: f32 under float32 and the mixed policies (their
+ *        16-bit copies are the forward graph's casts, made each step, as
+ *        Keras casts variables when a layer is called), the compute dtype
+ *        under float16/bfloat16 (the casts that made it fold into it);
+ *      - a second input, the targets: int32 class indices [N] for sparse
+ *        categorical cross-entropy, else the prediction's shape;
+ *      - the loss, an f32 [] output named "loss", after the model's output;
+ *      - the backward graph: for each forward node whose value depends on a
+ *        variable, in reverse schedule order, its local gradient rule
+ *        (below), with an add where a value fans out. Each backward node
+ *        computes in its forward node's dtype, so it is the exact transpose
+ *        of the mixed-precision forward program, as JAX differentiates
+ *        Keras's: the gradient of a 16-bit matmul is a 16-bit matmul that
+ *        accumulates in f32, and the transpose of each autocast cast is a
+ *        cast back, whose note names the forward cast and its reason;
+ *      - the optimizer: learning rate, step count and loss scale are
+ *        variables too (run-time scalars the host may read and set), the
+ *        slots are variables of each weight's type, and one update op per
+ *        weight applies Keras 3's formula in place. With a dynamic loss
+ *        scale (Keras's LossScaleOptimizer), all_finite over the scaled
+ *        gradients gates every update, the step count and the scale's own
+ *        update: a rejected step changes nothing but the scale, on the
+ *        device, with no round trip to the host.
+ *
+ * Gradient rules (dy: the gradient of the node's value):
+ *   matmul(a, b)   da = matmul_nt(dy, b), db = matmul_tn(a, dy), acc f32
+ *   add(a, b)      da = dy; db = dy, or sum_rows(dy) for a bias vector
+ *   mul(a, b)      da = dy * b; db = dy * a, or sum_rows(dy * a)
+ *   relu, gelu, silu: <op>_grad(dy, x); sigmoid, tanh: <op>_grad(dy, y)
+ *   softmax        softmax_grad(dy, y); when it feeds the cross-entropy
+ *                  loss directly, xent_grad gives the logits' gradient
+ *   cast           cast(dy) back to the operand's dtype
+ *   pad / slice    slice / pad of dy
+ * layer_norm has no rule yet: a model with one cannot be trained (an error
+ * says so).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/half.h"
+#include "passes.h"
+
+typedef struct grad_state {
+  ir_graph *g;
+  pass_context *ctx;
+  const pass_train_options *o;
+  int n_fwd;          /* forward nodes: ids [0, n_fwd) */
+  bool *needs;        /* forward node id -> its value depends on a variable */
+  ir_node **adjoint;  /* forward node id -> its gradient so far */
+} grad_state;
+
+static const diag_loc no_loc = {0};
+
+static bool fail(grad_state *s, diag_kind kind, diag_loc loc, const char *fmt, const char *a, const char *b) {
+  diag_error_kind(s->ctx->diag, kind, loc, fmt, a, b);
+  return false;
+}
+
+/* ---- options ---- */
+
+void pass_train_options_init(pass_train_options *o) {
+  memset(o, 0, sizeof *o);
+  o->learning_rate = -1;
+  o->loss_scale = -1;
+}
+
+static const char *const loss_names[] = {
+    [PASS_LOSS_SPARSE_XENT] = "sparse_categorical_crossentropy",
+    [PASS_LOSS_XENT] = "categorical_crossentropy",
+    [PASS_LOSS_MSE] = "mean_squared_error",
+};
+static const char *const optimizer_names[] = {
+    [PASS_OPT_SGD] = "sgd", [PASS_OPT_RMSPROP] = "rmsprop", [PASS_OPT_ADAM] = "adam", [PASS_OPT_NONE] = "none"};
+
+bool pass_loss_from_name(const char *s, pass_loss *out) {
+  for (int i = 0; i < (int)(sizeof loss_names / sizeof *loss_names); i++)
+    if (loss_names[i] && strcmp(s, loss_names[i]) == 0) return *out = (pass_loss)i, true;
+  if (strcmp(s, "mse") == 0) return *out = PASS_LOSS_MSE, true; /* Keras's alias */
+  return false;
+}
+
+bool pass_optimizer_from_name(const char *s, pass_optimizer *out) {
+  for (int i = 0; i < (int)(sizeof optimizer_names / sizeof *optimizer_names); i++)
+    if (optimizer_names[i] && strcmp(s, optimizer_names[i]) == 0) return *out = (pass_optimizer)i, true;
+  return false;
+}
+
+const char *pass_loss_name(pass_loss l) { return loss_names[l]; }
+const char *pass_optimizer_name(pass_optimizer o) { return optimizer_names[o]; }
+
+static bool number(const char *v, double lo, double hi, double *out) {
+  char *end;
+  double x = strtod(v, &end);
+  if (!*v || *end || !(x >= lo && x <= hi)) return false;
+  *out = x;
+  return true;
+}
+
+bool pass_train_option(pass_train_options *o, const char *key, const char *v, diag_sink *d) {
+  double x = 0;
+  bool ok = true;
+  if (!strcmp(key, "loss")) {
+    if (!strcmp(v, "sparse_categorical_crossentropy_from_logits")) o->loss = PASS_LOSS_SPARSE_XENT, o->from_logits = true;
+    else ok = pass_loss_from_name(v, &o->loss);
+    if (!ok) {
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, no_loc,
+                      "--loss: unknown loss '%s' (losses: sparse_categorical_crossentropy, categorical_crossentropy, "
+                      "mean_squared_error)", v);
+      return false;
+    }
+  } else if (!strcmp(key, "optimizer")) {
+    if (!pass_optimizer_from_name(v, &o->optimizer)) {
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, no_loc,
+                      "--optimizer: unknown optimizer '%s' (optimizers: sgd, rmsprop, adam, none)", v);
+      return false;
+    }
+  } else if (!strcmp(key, "loss-scale")) {
+    if (!strcmp(v, "dynamic")) o->loss_scale = 0;
+    else if (!strcmp(v, "none")) o->loss_scale = 1;
+    else if (number(v, 0x1p-24, 0x1p64, &x)) o->loss_scale = x;
+    else ok = false;
+    if (!ok) {
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, no_loc,
+                      "--loss-scale: '%s' is not dynamic, none or a number in [2^-24, 2^64]", v);
+      return false;
+    }
+  } else {
+    static const struct { const char *key; double lo, hi; size_t off; } nums[] = {
+        {"learning-rate", 1e-30, 1e30, offsetof(pass_train_options, learning_rate)},
+        {"momentum", 0, 0.999999, offsetof(pass_train_options, momentum)},
+        {"rho", 1e-9, 0.999999, offsetof(pass_train_options, rho)},
+        {"beta-1", 1e-9, 0.999999, offsetof(pass_train_options, beta_1)},
+        {"beta-2", 1e-9, 0.999999, offsetof(pass_train_options, beta_2)},
+        {"epsilon", 1e-30, 1, offsetof(pass_train_options, epsilon)},
+        {"loss-scale-min", 0x1p-24, 0x1p64, offsetof(pass_train_options, loss_scale_min)},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+      if (strcmp(key, nums[i].key) != 0) continue;
+      if (!number(v, nums[i].lo, nums[i].hi, &x)) {
+        diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, no_loc, "--%s: '%s' is not a number in [%g, %g]", key, v,
+                        nums[i].lo, nums[i].hi);
+        return false;
+      }
+      *(double *)((char *)o + nums[i].off) = x;
+      return true;
+    }
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, no_loc, "unknown training option '--%s'", key);
+    return false;
+  }
+  return true;
+}
+
+/* Keras 3's default learning rate of each optimizer. */
+static double default_lr(pass_optimizer o) { return o == PASS_OPT_SGD ? 0.01 : 0.001; }
+
+/* ---- building ---- */
+
+static ir_node *leaf(grad_state *s, ir_op op, const char *name, ir_type t) {
+  ir_node *n = ir_node_new(s->g, op, &t, NULL, 0, ir_graph_unique_name(s->g, name), no_loc);
+  ir_graph_append(s->g, n);
+  return n;
+}
+
+/* A variable that starts as `init` everywhere (slots, training scalars). */
+static ir_node *state(grad_state *s, const char *weight, ir_type t, double init, const char *note) {
+  ir_node *n = leaf(s, IR_OP_VARIABLE, weight, t);
+  n->attr.weight = n->name;
+  n->attr.init = init;
+  n->note = note;
+  return n;
+}
+
+static ir_node *literal(grad_state *s, const char *name, ir_dtype dt, double v) {
+  ir_node *n = leaf(s, IR_OP_LITERAL, name, (ir_type){dt, 0, {0}});
+  n->attr.value = v;
+  return n;
+}
+
+/* A backward node serving forward node `fwd`: its layer, named d.<base>. */
+static ir_node *op(grad_state *s, ir_op o, const ir_node *fwd, const char *base, ir_node *const *srcs, int n,
+                   const ir_attr *attr) {
+  char name[512];
+  snprintf(name, sizeof name, "d.%s", base);
+  ir_node *r = ir_build_op(s->g, o, ir_graph_unique_name(s->g, name), srcs, n, attr, fwd ? fwd->loc : no_loc);
+  if (fwd) {
+    r->layer = fwd->layer;
+    r->policy = fwd->policy;
+    r->note = fwd->layer ? arena_printf(s->g->arena, "%s", fwd->layer) : NULL;
+  }
+  return r;
+}
+
+/* Adds a gradient contribution to forward node x's adjoint. */
+static void accumulate(grad_state *s, ir_node *x, ir_node *d) {
+  if (!s->needs[x->id]) return;
+  ir_node *prev = s->adjoint[x->id];
+  CASTOR_ASSERT(ir_type_eq(&d->type, &x->type));
+  s->adjoint[x->id] = prev ? op(s, IR_OP_ADD, x, x->name, (ir_node *[]){prev, d}, 2, &(ir_attr){0}) : d;
+}
+
+static ir_node *unary_grad(grad_state *s, ir_op o, const ir_node *fwd, ir_node *dy, ir_node *other) {
+  return op(s, o, fwd, fwd->srcs[0]->name, (ir_node *[]){dy, other}, 2, &(ir_attr){0});
+}
+
+/* Propagates node n's adjoint to its operands (the rules above). */
+static bool backward(grad_state *s, ir_node *n) {
+  ir_node *dy = s->adjoint[n->id];
+  ir_node *a = n->n_srcs > 0 ? n->srcs[0] : NULL, *b = n->n_srcs > 1 ? n->srcs[1] : NULL;
+  ir_attr acc = {.acc = IR_DTYPE_F32};
+  switch (n->op) {
+  case IR_OP_MATMUL:
+    if (s->needs[a->id]) accumulate(s, a, op(s, IR_OP_MATMUL_NT, n, a->name, (ir_node *[]){dy, b}, 2, &acc));
+    if (s->needs[b->id]) accumulate(s, b, op(s, IR_OP_MATMUL_TN, n, b->name, (ir_node *[]){a, dy}, 2, &acc));
+    return true;
+  case IR_OP_ADD:
+  case IR_OP_MUL: {
+    bool add = n->op == IR_OP_ADD;
+    if (s->needs[a->id])
+      accumulate(s, a, add ? dy : op(s, IR_OP_MUL, n, a->name, (ir_node *[]){dy, b}, 2, &(ir_attr){0}));
+    if (!s->needs[b->id]) return true;
+    ir_node *db = add ? dy : op(s, IR_OP_MUL, n, b->name, (ir_node *[]){dy, a}, 2, &(ir_attr){0});
+    if (!ir_type_eq(&b->type, &a->type)) { /* a bias vector over the last dimension */
+      if (a->type.rank != 2)
+        return fail(s, DIAG_KIND_UNSUPPORTED, n->loc,
+                    "%s (%%%s): no gradient rule yet for a vector broadcast over more than two dimensions",
+                    ir_op_name(n->op), n->name);
+      db = op(s, IR_OP_SUM_ROWS, n, b->name, &db, 1, &acc);
+    }
+    accumulate(s, b, db);
+    return true;
+  }
+  case IR_OP_RELU: accumulate(s, a, unary_grad(s, IR_OP_RELU_GRAD, n, dy, a)); return true;
+  case IR_OP_GELU: accumulate(s, a, unary_grad(s, IR_OP_GELU_GRAD, n, dy, a)); return true;
+  case IR_OP_SILU: accumulate(s, a, unary_grad(s, IR_OP_SILU_GRAD, n, dy, a)); return true;
+  case IR_OP_SIGMOID: accumulate(s, a, unary_grad(s, IR_OP_SIGMOID_GRAD, n, dy, n)); return true;
+  case IR_OP_TANH: accumulate(s, a, unary_grad(s, IR_OP_TANH_GRAD, n, dy, n)); return true;
+  case IR_OP_SOFTMAX: accumulate(s, a, unary_grad(s, IR_OP_SOFTMAX_GRAD, n, dy, n)); return true;
+  case IR_OP_CAST: {
+    ir_attr to = {.to = a->type.dtype};
+    ir_node *d = op(s, IR_OP_CAST, n, a->name, &dy, 1, &to);
+    const char *layer = n->layer ? n->layer : a->name;
+    d->layer = n->layer;
+    d->rule = n->rule;
+    d->note = arena_printf(s->g->arena, "autocast: %s gradient back to %s (transposes %%%s%s%s)", layer,
+                           ir_dtype_name(to.to), n->name, n->rule ? ": " : "", n->rule ? n->rule : "");
+    accumulate(s, a, d);
+    return true;
+  }
+  case IR_OP_PAD:
+  case IR_OP_SLICE: {
+    ir_attr shape = {.shape = {a->type.rank, {0}}};
+    for (int r = 0; r < a->type.rank; r++) shape.shape.dims[r] = a->type.dims[r];
+    accumulate(s, a, op(s, n->op == IR_OP_PAD ? IR_OP_SLICE : IR_OP_PAD, n, a->name, &dy, 1, &shape));
+    return true;
+  }
+  case IR_OP_LAYER_NORM:
+    return fail(s, DIAG_KIND_UNSUPPORTED, n->loc, "%s (%%%s) has no gradient rule yet, so this model cannot be trained",
+                ir_op_name(n->op), n->name);
+  case IR_OP_INPUT:
+  case IR_OP_CONST:
+  case IR_OP_VARIABLE:
+  case IR_OP_LITERAL:
+    return true; /* leaves: the adjoint is the result */
+  case IR_OP_MATMUL_NT:
+  case IR_OP_MATMUL_TN:
+  case IR_OP_SUM_ROWS:
+  case IR_OP_RELU_GRAD:
+  case IR_OP_SIGMOID_GRAD:
+  case IR_OP_TANH_GRAD:
+  case IR_OP_GELU_GRAD:
+  case IR_OP_SILU_GRAD:
+  case IR_OP_SOFTMAX_GRAD:
+  case IR_OP_XENT:
+  case IR_OP_XENT_GRAD:
+  case IR_OP_XENT_LOGITS:
+  case IR_OP_XENT_LOGITS_GRAD:
+  case IR_OP_MSE:
+  case IR_OP_MSE_GRAD:
+  case IR_OP_ALL_FINITE:
+  case IR_OP_SGD:
+  case IR_OP_SGD_MOMENTUM:
+  case IR_OP_RMSPROP:
+  case IR_OP_ADAM:
+  case IR_OP_COUNT_STEP:
+  case IR_OP_LOSS_SCALE_UPDATE:
+    return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
+                ir_op_name(n->op), n->name);
+  case IR_OP_COUNT: break;
+  }
+  CASTOR_UNREACHABLE();
+  return false;
+}
+
+/* ---- weights become variables ---- */
+
+static ir_policy policy_of(const ir_graph *g, const ir_node *n) {
+  return n->policy != IR_POLICY_NONE ? n->policy : g->policy;
+}
+
+/* Constant c becomes a variable in its layer's variable dtype vd. When vd
+ * is 16-bit, c's casts to vd become the variable itself (their data
+ * converted here, rounding to nearest even as fold-constants does). */
+static void make_variable(grad_state *s, ir_node *c) {
+  ir_dtype vd = ir_policy_variable_dtype(policy_of(s->g, c));
+  c->op = IR_OP_VARIABLE;
+  c->attr.init = 0;
+  if (vd == c->type.dtype || c->type.dtype != IR_DTYPE_F32) return;
+  ir_node *cast = NULL;
+  for (int i = c->id + 1; i < s->n_fwd && !cast; i++) {
+    ir_node *u = s->g->nodes[i];
+    if (u->op == IR_OP_CAST && u->srcs[0] == c && u->type.dtype == vd) cast = u;
+  }
+  if (!cast) return; /* used in f32 only (a layer with dtype=float32 would have its own policy) */
+  if (c->attr.data) {
+    int64_t n = 0;
+    CASTOR_ASSERT(ir_type_numel(&c->type, 1, &n));
+    uint16_t *d = arena_alloc_aligned(s->g->arena, (size_t)n * 2 + 2, 64);
+    const float *f = c->attr.data;
+    for (int64_t i = 0; i < n; i++) d[i] = vd == IR_DTYPE_F16 ? half_f32_to_f16(f[i]) : half_f32_to_bf16(f[i]);
+    c->attr.data = d;
+  }
+  c->type.dtype = vd;
+  c->note = arena_printf(s->g->arena, "%s (variable in %s: %s policy)", c->layer ? c->layer : c->attr.weight,
+                         ir_dtype_name(vd), ir_policy_name(policy_of(s->g, c)));
+  ir_graph_replace_uses(s->g, cast, c); /* the cast is dead now */
+}
+
+/* ---- the loss ---- */
+
+/* The softmax the prediction is (through casts), or NULL. */
+static ir_node *softmax_of(ir_node *p) {
+  while (p->op == IR_OP_CAST) p = p->srcs[0];
+  return p->op == IR_OP_SOFTMAX ? p : NULL;
+}
+
+/* ---- the optimizer ---- */
+
+typedef struct opt_scalars {
+  ir_node *lr, *scale, *ok, *steps;
+} opt_scalars;
+
+/* all_finite over the gradients, 8 operands a node, chained. */
+static ir_node *all_finite(grad_state *s, ir_node **grads, int n) {
+  ir_node *ok = NULL;
+  for (int i = 0; i < n;) {
+    ir_node *srcs[IR_MAX_SRCS];
+    int k = 0;
+    if (ok) srcs[k++] = ok;
+    while (k < IR_MAX_SRCS && i < n) srcs[k++] = grads[i++];
+    ok = ir_build_op(s->g, IR_OP_ALL_FINITE, ir_graph_unique_name(s->g, "grads_finite"), srcs, k, &(ir_attr){0},
+                     no_loc);
+    ok->note = "the loss scale's check: every scaled gradient finite";
+  }
+  return ok;
+}
+
+static void update(grad_state *s, ir_node *w, ir_node *gw, const opt_scalars *sc) {
+  const pass_train_options *o = s->o;
+  ir_node *srcs[IR_MAX_SRCS];
+  ir_attr attr = {0};
+  ir_op uop;
+  int n = 0;
+  char slot[512];
+  srcs[n++] = w;
+#define SLOT(suffix)                                                                              \
+  (snprintf(slot, sizeof slot, "%s." suffix, w->attr.weight),                                     \
+   srcs[n++] = state(s, slot, w->type, 0, arena_printf(s->g->arena, "%s's " suffix, w->attr.weight)))
+  switch (o->optimizer) {
+  case PASS_OPT_SGD:
+    if (o->momentum > 0) {
+      uop = IR_OP_SGD_MOMENTUM;
+      SLOT("momentum");
+      attr.momentum = o->momentum;
+      attr.nesterov = o->nesterov;
+    } else {
+      uop = IR_OP_SGD;
+    }
+    break;
+  case PASS_OPT_RMSPROP:
+    uop = IR_OP_RMSPROP;
+    SLOT("velocity");
+    attr.rho = o->rho > 0 ? o->rho : 0.9;
+    attr.epsilon = o->epsilon > 0 ? o->epsilon : 1e-7;
+    break;
+  case PASS_OPT_ADAM:
+    uop = IR_OP_ADAM;
+    SLOT("momentum");
+    SLOT("velocity");
+    attr.beta_1 = o->beta_1 > 0 ? o->beta_1 : 0.9;
+    attr.beta_2 = o->beta_2 > 0 ? o->beta_2 : 0.999;
+    attr.epsilon = o->epsilon > 0 ? o->epsilon : 1e-7;
+    break;
+  case PASS_OPT_NONE:
+  default: CASTOR_UNREACHABLE(); return;
+  }
+#undef SLOT
+  srcs[n++] = gw;
+  srcs[n++] = sc->lr;
+  srcs[n++] = sc->scale;
+  srcs[n++] = sc->ok;
+  if (uop == IR_OP_ADAM) srcs[n++] = sc->steps;
+  char name[512];
+  snprintf(name, sizeof name, "%s.updated", w->attr.weight);
+  ir_node *u = ir_build_op(s->g, uop, ir_graph_unique_name(s->g, name), srcs, n, &attr, w->loc);
+  u->layer = w->layer;
+  u->note = arena_printf(s->g->arena, "%s: %s update in %s", w->layer ? w->layer : w->attr.weight,
+                         optimizer_names[o->optimizer], ir_dtype_name(w->type.dtype));
+}
+
+/* An output name from a weight key: dense_1.kernel -> grad_dense_1_kernel. */
+static const char *grad_output_name(grad_state *s, const char *weight) {
+  char *n = arena_printf(s->g->arena, "grad_%s", weight);
+  for (char *p = n; *p; p++)
+    if (*p == '.') *p = '_';
+  return n;
+}
+
+bool pass_grad_run(ir_graph *g, pass_context *ctx) {
+  const pass_train_options *o = &ctx->opts->train;
+  grad_state s = {g, ctx, o, g->n_nodes, NULL, NULL};
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i]->op == IR_OP_VARIABLE || ir_op_writes(g->nodes[i]->op))
+      return fail(&s, DIAG_KIND_INVALID_MODEL, g->nodes[i]->loc,
+                  "grad: %s is a training program already (%%%s)", g->name, g->nodes[i]->name);
+  if (g->n_outputs != 1) {
+    diag_error_kind(ctx->diag, DIAG_KIND_INVALID_MODEL, no_loc,
+                    "grad: training needs a model with one output (the prediction), %s has %d", g->name, g->n_outputs);
+    return false;
+  }
+  ir_node *pred = g->outputs[0].value;
+  const char *pred_name = g->outputs[0].name;
+  if (pred->type.rank != 2 || !ir_dtype_is_float(pred->type.dtype) || pred->type.dims[1] == IR_DIM_BATCH) {
+    char t[96];
+    str_buf b;
+    str_buf_init(&b);
+    ir_type_print(&pred->type, &b);
+    snprintf(t, sizeof t, "%s", str_buf_cstr(&b));
+    str_buf_fini(&b);
+    return fail(&s, DIAG_KIND_INVALID_MODEL, pred->loc,
+                "grad: the model output %s is %s; the losses need [N, classes] predictions", pred_name, t);
+  }
+  ir_graph_renumber(g);
+  s.needs = arena_alloc(ctx->scratch, (size_t)s.n_fwd + 1);
+  s.adjoint = arena_alloc(ctx->scratch, ((size_t)s.n_fwd + 1) * sizeof *s.adjoint);
+
+  /* weights -> variables; which values depend on one */
+  for (int i = 0; i < s.n_fwd; i++)
+    if (g->nodes[i]->op == IR_OP_CONST) make_variable(&s, g->nodes[i]);
+  int n_vars = 0;
+  for (int i = 0; i < s.n_fwd; i++) {
+    ir_node *n = g->nodes[i];
+    s.needs[i] = n->op == IR_OP_VARIABLE;
+    n_vars += s.needs[i];
+    for (int k = 0; k < n->n_srcs; k++) s.needs[i] |= s.needs[n->srcs[k]->id];
+  }
+  if (n_vars == 0)
+    return fail(&s, DIAG_KIND_INVALID_MODEL, no_loc, "grad: %s has no weights to train%s", g->name, "");
+
+  /* targets, seed, loss */
+  int64_t classes = pred->type.dims[1];
+  bool sparse = o->loss == PASS_LOSS_SPARSE_XENT;
+  ir_type tt = sparse ? (ir_type){IR_DTYPE_I32, 1, {IR_DIM_BATCH}} : (ir_type){IR_DTYPE_F32, 2, {IR_DIM_BATCH, classes}};
+  ir_node *targets = ir_build_input(g, ir_graph_unique_name(g, "targets"), &tt, ir_graph_num_inputs(g), no_loc);
+  targets->note = sparse ? "class indices" : "targets";
+  ir_node *p32 = pred;
+  if (pred->type.dtype != IR_DTYPE_F32) { /* losses are f32 (--keep-16bit-outputs) */
+    p32 = ir_build_cast(g, ir_graph_unique_name(g, "loss_input"), pred, IR_DTYPE_F32, no_loc);
+    p32->note = "autocast: the loss runs in f32";
+  }
+  bool dynamic = o->loss_scale < 0 ? g->policy == IR_POLICY_MIXED_FLOAT16 : o->loss_scale == 0;
+  const double eps = 1e-7; /* keras.config.epsilon() */
+  ir_op loss_op, grad_op;
+  ir_node *wrt = p32, *grad_in = p32; /* the gradient op gives wrt's gradient */
+  if (o->loss == PASS_LOSS_MSE) {
+    loss_op = IR_OP_MSE, grad_op = IR_OP_MSE_GRAD;
+  } else if (o->from_logits) {
+    loss_op = IR_OP_XENT_LOGITS, grad_op = IR_OP_XENT_LOGITS_GRAD;
+  } else {
+    ir_node *sm = softmax_of(pred);
+    if (!sm)
+      return fail(&s, DIAG_KIND_UNSUPPORTED, pred->loc,
+                  "grad: %s on probabilities needs a model whose output %s is a softmax; a model that outputs logits trains with from_logits (castor train --from-logits)",
+                  loss_names[o->loss], pred_name);
+    loss_op = IR_OP_XENT, grad_op = IR_OP_XENT_GRAD;
+    wrt = sm->srcs[0], grad_in = sm; /* the fused softmax + cross-entropy gradient */
+  }
+  ir_attr la = {.epsilon = ir_op_attrs(loss_op) & A(epsilon) ? eps : 0};
+  ir_node *loss = ir_build_op(g, loss_op, ir_graph_unique_name(g, "loss"), (ir_node *[]){p32, targets}, 2, &la, no_loc);
+  loss->note = arena_printf(g->arena, "%s%s, mean over the batch", loss_names[o->loss], o->from_logits ? " (from logits)" : "");
+  if (o->loss_only) { /* evaluation */
+    ir_graph_add_output(g, "loss", loss);
+    return true;
+  }
+  ir_node *seed = dynamic ? state(&s, "optimizer.loss_scale", (ir_type){IR_DTYPE_F32, 0, {0}}, 32768,
+                                  "dynamic loss scale (Keras LossScaleOptimizer: starts at 2^15)")
+                          : literal(&s, "loss_scale", IR_DTYPE_F32, o->loss_scale > 0 ? o->loss_scale : 1);
+  if (!dynamic) seed->note = o->loss_scale > 0 && o->loss_scale != 1 ? "fixed loss scale" : "no loss scaling";
+  ir_node *dz = ir_build_op(g, grad_op, ir_graph_unique_name(g, "d.loss"), (ir_node *[]){grad_in, targets, seed}, 3,
+                            &la, no_loc);
+  dz->note = dynamic || o->loss_scale != 1 ? "the loss's gradient, times the loss scale" : "the loss's gradient";
+  if (wrt == p32 && p32 != pred) { /* a 16-bit prediction: back through the loss's cast */
+    ir_node *back = ir_build_cast(g, ir_graph_unique_name(g, "d.loss_input"), dz, pred->type.dtype, no_loc);
+    back->note = arena_printf(g->arena, "autocast: the loss's gradient back to %s", ir_dtype_name(pred->type.dtype));
+    dz = back, wrt = pred;
+  }
+  CASTOR_ASSERT(wrt->id < s.n_fwd && ir_type_eq(&dz->type, &wrt->type));
+  s.adjoint[wrt->id] = dz;
+
+  /* backward, in reverse schedule order */
+  for (int i = wrt->id; i >= 0; i--) {
+    ir_node *n = g->nodes[i];
+    if (!s.adjoint[i] || !s.needs[i]) continue;
+    if (!backward(&s, n)) return false;
+  }
+
+  /* the variables' gradients, in schedule order */
+  ir_node **vars = arena_alloc(ctx->scratch, (size_t)n_vars * sizeof *vars);
+  ir_node **grads = arena_alloc(ctx->scratch, (size_t)n_vars * sizeof *grads);
+  int n_upd = 0;
+  for (int i = 0; i < s.n_fwd; i++) {
+    ir_node *v = g->nodes[i];
+    if (v->op != IR_OP_VARIABLE || !s.adjoint[i]) continue; /* unused weights get no update */
+    vars[n_upd] = v, grads[n_upd] = s.adjoint[i];
+    n_upd++;
+  }
+  ir_graph_add_output(g, "loss", loss);
+  if (o->optimizer == PASS_OPT_NONE) {
+    for (int k = 0; k < n_upd; k++) ir_graph_add_output(g, grad_output_name(&s, vars[k]->attr.weight), grads[k]);
+    return true;
+  }
+  opt_scalars sc = {0};
+  ir_type f32s = {IR_DTYPE_F32, 0, {0}}, i64s = {IR_DTYPE_I64, 0, {0}};
+  sc.lr = state(&s, "optimizer.learning_rate", f32s, o->learning_rate > 0 ? o->learning_rate : default_lr(o->optimizer),
+                "learning rate (set by the host between steps)");
+  sc.steps = state(&s, "optimizer.iterations", i64s, 0, "applied steps (Keras optimizer.iterations)");
+  sc.scale = seed;
+  sc.ok = dynamic ? all_finite(&s, grads, n_upd) : literal(&s, "apply", IR_DTYPE_I1, 1);
+  if (!dynamic) sc.ok->note = "every step applies (no dynamic loss scale)";
+  for (int k = 0; k < n_upd; k++) update(&s, vars[k], grads[k], &sc);
+  ir_node *cs = ir_build_op(g, IR_OP_COUNT_STEP, ir_graph_unique_name(g, "optimizer.iterations.updated"),
+                            (ir_node *[]){sc.steps, sc.ok}, 2, &(ir_attr){0}, no_loc);
+  cs->note = "counts applied steps only";
+  if (dynamic) {
+    ir_node *good = state(&s, "optimizer.good_steps", i64s, 0, "consecutive finite steps (Keras step_counter)");
+    ir_attr lsa = {.period = 2000, .min_scale = o->loss_scale_min > 0 ? o->loss_scale_min : 0};
+    ir_node *lu = ir_build_op(g, IR_OP_LOSS_SCALE_UPDATE, ir_graph_unique_name(g, "optimizer.loss_scale.updated"),
+                              (ir_node *[]){seed, good, sc.ok}, 3, &lsa, no_loc);
+    lu->note = "doubles after 2000 finite steps, halves on a non-finite one";
+  }
+  return true;
+}

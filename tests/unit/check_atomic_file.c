@@ -1,0 +1,123 @@
+/*
+ * check_atomic_file.c: Check suite of util/atomic_file: a committed file
+ * has the new contents and no temporary file is left beside it; after a
+ * failed write (a file-size limit, a target that is a directory, a missing
+ * directory, an abort) the old file is byte-identical and no temporary file
+ * is left either.
+ */
+#include "../../util/atomic_file.h"
+
+#include "test_support.h"
+#include "tmpdir_fixture.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+
+static void assert_contents(const char *path, const char *want) {
+  char *data;
+  size_t len;
+  ck_assert_msg(str_read_file(path, &data, &len), "%s: %s", path, strerror(errno));
+  ck_assert_msg(len == strlen(want) && memcmp(data, want, len) == 0, "%s holds '%s', want '%s'",
+                path, data, want);
+  free(data);
+}
+
+START_TEST(test_create_and_replace) {
+  char p[256];
+  tmp_path("out.txt", p, sizeof p);
+  diag_sink *d = diag_sink_create();
+  ck_assert_msg(atomic_file_write_all(p, "first\n", 6, d), "%s", diag_text(d));
+  assert_contents(p, "first\n");
+  chmod(p, 0640);
+  atomic_file af;
+  ck_assert(atomic_file_begin(&af, p, d));
+  ck_assert(atomic_file_printf(&af, "second %d\n", 2));
+  ck_assert(atomic_file_write(&af, "x", 1));
+  assert_contents(p, "first\n"); /* nothing visible before the commit */
+  ck_assert_int_eq(tmpdir_count(), 2);
+  ck_assert_msg(atomic_file_commit(&af, d), "%s", diag_text(d));
+  assert_contents(p, "second 2\nx");
+  struct stat st;
+  ck_assert(stat(p, &st) == 0);
+  ck_assert_msg((st.st_mode & 0777) == 0640, "mode %o: the replaced file's mode is kept",
+                (unsigned)(st.st_mode & 0777));
+  ck_assert_int_eq(tmpdir_count(), 1);
+  ck_assert_int_eq(diag_error_count(d), 0);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+START_TEST(test_abort_keeps_old) {
+  char p[256];
+  tmp_path("keep.txt", p, sizeof p);
+  write_bytes(p, "old", 3);
+  diag_sink *d = diag_sink_create();
+  atomic_file af;
+  ck_assert(atomic_file_begin(&af, p, d));
+  atomic_file_write(&af, "new contents", 12);
+  atomic_file_abort(&af);
+  atomic_file_abort(&af); /* a second abort is a no-op */
+  assert_contents(p, "old");
+  ck_assert_int_eq(tmpdir_count(), 1);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* A write that fails half-way (the file-size limit, as a full disk would):
+ * the error names the file and the old contents survive. */
+START_TEST(test_failed_write_keeps_old) {
+  char p[256];
+  tmp_path("big.bin", p, sizeof p);
+  write_bytes(p, "old", 3);
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit lim = {4096, 4096};
+  ck_assert(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  static char big[100000];
+  memset(big, 'z', sizeof big);
+  diag_sink *d = diag_sink_create();
+  ck_assert(!atomic_file_write_all(p, big, sizeof big, d));
+  char want[512];
+  snprintf(want, sizeof want, "%s: error: cannot write: %s\n", p, strerror(EFBIG));
+  ck_assert_str_eq(diag_text(d), want);
+  ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_IO);
+  assert_contents(p, "old");
+  ck_assert_int_eq(tmpdir_count(), 1);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+START_TEST(test_errors) {
+  char p[256], want[600];
+  diag_sink *d = diag_sink_create();
+  /* the target is a directory */
+  tmp_path("dir", p, sizeof p);
+  ck_assert(mkdir(p, 0755) == 0);
+  ck_assert(!atomic_file_write_all(p, "x", 1, d));
+  snprintf(want, sizeof want, "%s: error: cannot write: Is a directory\n", p);
+  ck_assert_str_eq(diag_text(d), want);
+  /* a directory that does not exist */
+  diag_clear(d);
+  tmp_path("missing/out.csv", p, sizeof p);
+  ck_assert(!atomic_file_write_all(p, "x", 1, d));
+  snprintf(want, sizeof want,
+           "%s: error: cannot create a temporary file beside it: No such file or directory\n", p);
+  ck_assert_str_eq(diag_text(d), want);
+  ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_IO);
+  ck_assert_int_eq(tmpdir_count(), 1); /* only "dir" */
+  diag_sink_destroy(d);
+}
+END_TEST
+
+static Suite *atomic_file_suite(void) {
+  Suite *s = suite_create("atomic_file");
+  TCase *tc = tcase_create("atomic_file");
+  tcase_add_checked_fixture(tc, tmpdir_setup, tmpdir_teardown);
+  tcase_add_test(tc, test_create_and_replace);
+  tcase_add_test(tc, test_abort_keeps_old);
+  tcase_add_test(tc, test_failed_write_keeps_old);
+  tcase_add_test(tc, test_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return check_run(atomic_file_suite()); }

@@ -1,0 +1,407 @@
+/*
+ * check_grad.c: the training step's mathematics, in float64.
+ *
+ * The grad pass builds the step program; the float64 reference interpreter
+ * (tests/ref) runs it with persistent state. These tests check
+ *   - every gradient rule against central finite differences of the loss,
+ *     on odd shapes, for every loss;
+ *   - one step of each optimizer against Keras 3's formula written out
+ *     independently here;
+ *   - the dynamic loss scale's state machine: a non-finite gradient halves
+ *     the scale and leaves every variable, slot and the step count
+ *     bit-identical; 2000 finite steps double it; fixed and none never
+ *     change it.
+ * The CPU kernels of these ops are checked against the same reference by
+ * check_optable.
+ */
+#include <check.h>
+
+#include "test_support.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+#include "tests/ref/ref.h"
+#include "util/util.h"
+
+enum { BATCH = 3 };
+
+typedef struct step {
+  ir_graph *g;
+  ref_state st;
+  double *x, *t; /* inputs */
+  int n_out;
+} step;
+
+/* Parses `text`, runs `pipeline` with the training options, fills the
+ * state with seeded values in [-scale, scale] (slots and scalars keep
+ * their init) and makes inputs: x in [-1, 1], targets per the loss. */
+static void step_init(step *s, const char *text, const char *pipeline, const pass_train_options *to, uint64_t seed) {
+  memset(s, 0, sizeof *s);
+  diag_sink *d = diag_sink_create();
+  s->g = ir_parse("t.cir", text, strlen(text), d);
+  ck_assert_msg(s->g, "parse: %s", diag_text(d));
+  pass_options po;
+  pass_options_init(&po);
+  po.verify_each = true;
+  po.train = *to;
+  ck_assert_msg(pass_run_pipeline(s->g, pipeline, &po, d), "pipeline: %s", diag_text(d));
+  diag_sink_destroy(d);
+  ref_state_init(&s->st, s->g);
+  rng r;
+  rng_init(&r, seed);
+  for (int i = 0; i < s->g->n_nodes; i++) { /* the model's weights: random */
+    const ir_node *n = s->g->nodes[i];
+    int64_t cnt;
+    if (n->op != IR_OP_VARIABLE || strncmp(n->attr.weight, "optimizer.", 10) == 0) continue;
+    double *v = ref_state_get(&s->st, n->attr.weight, &cnt);
+    if (n->attr.init != 0 || strstr(n->attr.weight, ".velocity") || strstr(n->attr.weight, ".momentum")) continue;
+    for (int64_t e = 0; e < cnt; e++) v[e] = ref_round(rng_uniform_f32(&r, -0.8f, 0.8f), n->type.dtype);
+  }
+  const ir_node *x = ir_graph_input(s->g, 0), *t = ir_graph_input(s->g, 1);
+  int64_t nx, nt;
+  ck_assert(ir_type_numel(&x->type, BATCH, &nx) && ir_type_numel(&t->type, BATCH, &nt));
+  s->x = xmalloc((size_t)nx * sizeof *s->x), s->t = xmalloc((size_t)nt * sizeof *s->t);
+  for (int64_t e = 0; e < nx; e++) s->x[e] = rng_uniform_f32(&r, -1, 1);
+  int64_t classes = ir_graph_input(s->g, 0) && t->type.rank == 1 ? s->g->outputs[0].value->type.dims[1] : 0;
+  for (int64_t e = 0; e < nt; e++) s->t[e] = classes ? (double)(rng_next(&r) % (uint64_t)classes) : rng_uniform_f32(&r, 0, 1);
+  if (to->loss == PASS_LOSS_XENT) /* one-hot-ish rows that sum to 1 */
+    for (int64_t rr = 0; rr < BATCH; rr++) {
+      int64_t c = t->type.dims[1];
+      double sum = 0;
+      for (int64_t j = 0; j < c; j++) sum += s->t[rr * c + j];
+      for (int64_t j = 0; j < c; j++) s->t[rr * c + j] /= sum;
+    }
+  s->n_out = s->g->n_outputs;
+}
+
+static void step_fini(step *s) {
+  ref_state_fini(&s->st);
+  ir_graph_destroy(s->g);
+  free(s->x), free(s->t);
+}
+
+/* Runs one step; outputs into out (caller frees with ref_outputs_free). */
+static void step_run(step *s, double **out) {
+  const double *in[] = {s->x, s->t};
+  char err[256];
+  ck_assert_msg(ref_run_state(s->g, BATCH, in, &s->st, out, err, sizeof err), "reference: %s", err);
+}
+
+static double loss_of(step *s) {
+  double *out[16] = {0};
+  step_run(s, out);
+  double l = out[1][0];
+  ref_outputs_free(out, s->n_out);
+  return l;
+}
+
+/* Every gradient output against central differences of the loss. */
+static void check_fd(const char *what, const char *text, const pass_train_options *to) {
+  step s;
+  step_init(&s, text, "verify,grad,dce", to, 17);
+  double *out[16] = {0};
+  ck_assert_int_le(s.n_out, 16);
+  step_run(&s, out);
+  int checked = 0;
+  for (int k = 2; k < s.n_out; k++) {
+    /* grad_<weight with . as _>: find the variable */
+    const char *oname = s.g->outputs[k].name;
+    double *v = NULL;
+    int64_t cnt = 0;
+    for (int i = 0; i < s.st.n && !v; i++) {
+      char want[256];
+      snprintf(want, sizeof want, "grad_%s", s.st.names[i]);
+      for (char *p = want; *p; p++) *p = *p == '.' ? '_' : *p;
+      if (strcmp(want, oname) == 0) v = s.st.values[i], cnt = s.st.counts[i];
+    }
+    ck_assert_msg(v, "%s: no variable for output %s", what, oname);
+    for (int64_t e = 0; e < cnt; e++) {
+      double h = 1e-5, keep = v[e];
+      v[e] = keep + h;
+      double lp = loss_of(&s);
+      v[e] = keep - h;
+      double lm = loss_of(&s);
+      v[e] = keep;
+      double fd = (lp - lm) / (2 * h), g = out[k][e];
+      ck_assert_msg(fabs(fd - g) <= 1e-7 * fmax(1, fabs(g)), "%s: %s[%lld] = %.12g, finite differences %.12g", what,
+                    oname, (long long)e, g, fd);
+      checked++;
+    }
+  }
+  ck_assert_msg(checked > 0, "%s: no gradients", what);
+  ref_outputs_free(out, s.n_out);
+  step_fini(&s);
+}
+
+static pass_train_options opts(pass_loss loss, bool logits) {
+  pass_train_options o;
+  pass_train_options_init(&o);
+  o.loss = loss, o.from_logits = logits, o.optimizer = PASS_OPT_NONE;
+  return o;
+}
+
+/* Every rule of grad.c but cast's appears in one of these models (a cast
+ * rounds, even to f32 in the reference, which finite differences cannot
+ * see through; the golden tests pin the casts of the backward graph). */
+static const char mlp[] = "graph m policy=float32\n"
+                          "%x = f32[N,5] input() {index=0}\n"
+                          "%w1 = f32[5,7] const() {weight=\"a.kernel\"}  # a\n"
+                          "%b1 = f32[7] const() {weight=\"a.bias\"}  # a\n"
+                          "%m1 = f32[N,7] matmul(%x, %w1) {acc=f32}  # a\n"
+                          "%a1 = f32[N,7] add(%m1, %b1)  # a\n"
+                          "%h1 = f32[N,7] tanh(%a1)  # a\n"
+                          "%w2 = f32[7,6] const() {weight=\"b.kernel\"}  # b\n"
+                          "%m2 = f32[N,6] matmul(%h1, %w2) {acc=f32}  # b\n"
+                          "%h2 = f32[N,6] sigmoid(%m2)  # b\n"
+                          "%w3 = f32[6,3] const() {weight=\"c.kernel\"}  # c\n"
+                          "%m3 = f32[N,3] matmul(%h2, %w3) {acc=f32}  # c\n"
+                          "%p = f32[N,3] softmax(%m3)  # c\n"
+                          "output p = %p\n";
+
+static const char branchy[] = "graph m policy=float32\n"
+                              "%x = f32[N,5] input() {index=0}\n"
+                              "%w1 = f32[5,5] const() {weight=\"a.kernel\"}  # a\n"
+                              "%s = f32[5] const() {weight=\"a.scale\"}  # a\n"
+                              "%m1 = f32[N,5] matmul(%x, %w1) {acc=f32}  # a\n"
+                              "%g = f32[N,5] gelu(%m1)  # a\n"
+                              "%sc = f32[N,5] mul(%g, %s)  # a\n"
+                              "%q = f32[N,5] mul(%sc, %m1)  # a\n"
+                              "%r = f32[N,5] add(%q, %m1)  # a\n"
+                              "%u = f32[N,5] silu(%r)  # a\n"
+                              "%pd = f32[N,8] pad(%u) {shape=[N,8]}  # a\n"
+                              "%re = f32[N,8] relu(%pd)  # a\n"
+                              "%sl = f32[N,5] slice(%re) {shape=[N,5]}  # a\n"
+                              "%w2 = f32[5,3] const() {weight=\"b.kernel\"}  # b\n"
+                              "%y = f32[N,3] matmul(%sl, %w2) {acc=f32}  # b\n"
+                              "output y = %y\n";
+
+START_TEST(test_gradients_sparse_xent) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, false);
+  check_fd("mlp, sparse categorical cross-entropy", mlp, &o);
+}
+END_TEST
+
+START_TEST(test_gradients_categorical_xent) {
+  pass_train_options o = opts(PASS_LOSS_XENT, false);
+  check_fd("mlp, categorical cross-entropy", mlp, &o);
+}
+END_TEST
+
+START_TEST(test_gradients_mse_through_softmax) {
+  pass_train_options o = opts(PASS_LOSS_MSE, false);
+  check_fd("mlp, mean squared error through the softmax", mlp, &o);
+}
+END_TEST
+
+START_TEST(test_gradients_logits_every_rule) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("branchy, sparse cross-entropy from logits", branchy, &o);
+  o = opts(PASS_LOSS_XENT, true);
+  check_fd("branchy, categorical cross-entropy from logits", branchy, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("branchy, mean squared error", branchy, &o);
+}
+END_TEST
+
+/* ---- one optimizer step against Keras 3's formulas ---- */
+
+typedef struct snapshot {
+  double *w, *g;
+  int64_t n;
+} snapshot;
+
+/* The gradient of a.kernel at the initial state (optimizer none, same seed). */
+static snapshot grad_of(const char *text, pass_train_options o) {
+  o.optimizer = PASS_OPT_NONE;
+  step s;
+  step_init(&s, text, "verify,grad,dce", &o, 5);
+  double *out[16] = {0};
+  step_run(&s, out);
+  snapshot r;
+  double *w = ref_state_get(&s.st, "a.kernel", &r.n);
+  r.w = memcpy(xmalloc((size_t)r.n * sizeof *r.w), w, (size_t)r.n * sizeof *r.w);
+  int k = 2; /* grad_a_kernel comes first: a.kernel is the first variable */
+  ck_assert_str_eq(s.g->outputs[k].name, "grad_a_kernel");
+  r.g = memcpy(xmalloc((size_t)r.n * sizeof *r.g), out[k], (size_t)r.n * sizeof *r.g);
+  ref_outputs_free(out, s.n_out);
+  step_fini(&s);
+  return r;
+}
+
+START_TEST(test_optimizer_steps) {
+  static const pass_optimizer opt[] = {PASS_OPT_SGD, PASS_OPT_SGD, PASS_OPT_SGD, PASS_OPT_RMSPROP, PASS_OPT_ADAM};
+  static const double mom[] = {0, 0.9, 0.9, 0, 0};
+  static const bool nest[] = {false, false, true, false, false};
+  for (int c = 0; c < 5; c++) {
+    pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, false);
+    o.optimizer = opt[c], o.momentum = mom[c], o.nesterov = nest[c];
+    snapshot before = grad_of(mlp, o);
+    step s;
+    step_init(&s, mlp, "verify,grad,dce", &o, 5);
+    for (int k = 0; k < 2; k++) { /* two steps: slots and the step count matter on the second */
+      double *out[16] = {0};
+      double *g = NULL;
+      if (k == 1) { /* the gradient at the current weights */
+        step t;
+        pass_train_options on = o;
+        on.optimizer = PASS_OPT_NONE;
+        step_init(&t, mlp, "verify,grad,dce", &on, 5);
+        const char *weights[] = {"a.kernel", "a.bias", "b.kernel", "c.kernel"};
+        for (int q = 0; q < 4; q++) {
+          int64_t n;
+          double *to = ref_state_get(&t.st, weights[q], &n);
+          memcpy(to, ref_state_get(&s.st, weights[q], &n), (size_t)n * 8);
+        }
+        double *o2[16] = {0};
+        step_run(&t, o2);
+        g = memcpy(xmalloc((size_t)before.n * 8), o2[2], (size_t)before.n * 8);
+        ref_outputs_free(o2, t.n_out);
+        step_fini(&t);
+      }
+      step_run(&s, out);
+      ref_outputs_free(out, s.n_out);
+      int64_t n;
+      double *w = ref_state_get(&s.st, "a.kernel", &n);
+      double steps = ref_state_get(&s.st, "optimizer.iterations", &n)[0];
+      ck_assert_msg(steps == k + 1, "%s: optimizer.iterations %g after step %d", pass_optimizer_name(opt[c]), steps, k + 1);
+      /* Keras 3, keras/src/optimizers/{sgd,rmsprop,adam}.py, written out */
+      static double m[64], v[64];
+      if (k == 0) memset(m, 0, sizeof m), memset(v, 0, sizeof v);
+      const double *gg = k == 0 ? before.g : g;
+      for (int64_t e = 0; e < before.n; e++) {
+        double want, lr = opt[c] == PASS_OPT_SGD ? 0.01 : 0.001;
+        if (opt[c] == PASS_OPT_SGD && mom[c] == 0) {
+          want = before.w[e] - lr * gg[e];
+        } else if (opt[c] == PASS_OPT_SGD) {
+          m[e] = 0.9 * m[e] - lr * gg[e];
+          want = before.w[e] + (nest[c] ? 0.9 * m[e] - lr * gg[e] : m[e]);
+        } else if (opt[c] == PASS_OPT_RMSPROP) {
+          v[e] = 0.9 * v[e] + 0.1 * gg[e] * gg[e];
+          want = before.w[e] - lr * gg[e] / sqrt(v[e] + 1e-7);
+        } else {
+          double t = k + 1, alpha = lr * sqrt(1 - pow(0.999, t)) / (1 - pow(0.9, t));
+          m[e] += 0.1 * (gg[e] - m[e]);
+          v[e] += 0.001 * (gg[e] * gg[e] - v[e]);
+          want = before.w[e] - alpha * m[e] / (sqrt(v[e]) + 1e-7);
+        }
+        ck_assert_msg(fabs(w[e] - want) <= 1e-12 * fmax(1, fabs(want)), "%s%s step %d: w[%lld] = %.15g, want %.15g",
+                      pass_optimizer_name(opt[c]), mom[c] ? (nest[c] ? " nesterov" : " momentum") : "", k + 1,
+                      (long long)e, w[e], want);
+        before.w[e] = want;
+      }
+      free(g);
+    }
+    step_fini(&s);
+    free(before.w), free(before.g);
+  }
+}
+END_TEST
+
+/* ---- the loss scale ---- */
+
+static double scalar(step *s, const char *name) {
+  int64_t n;
+  double *v = ref_state_get(&s->st, name, &n);
+  ck_assert_msg(v && n == 1, "no state %s", name);
+  return v[0];
+}
+
+START_TEST(test_loss_scale_state_machine) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, false);
+  o.optimizer = PASS_OPT_ADAM;
+  o.loss_scale = 0; /* dynamic under float32: the same machine */
+  step s;
+  step_init(&s, mlp, "verify,grad,dce", &o, 9);
+  ck_assert_double_eq(scalar(&s, "optimizer.loss_scale"), 32768);
+  double *out[16] = {0};
+  /* a finite step: applied, counted */
+  step_run(&s, out);
+  ref_outputs_free(out, s.n_out);
+  ck_assert_double_eq(scalar(&s, "optimizer.iterations"), 1);
+  ck_assert_double_eq(scalar(&s, "optimizer.good_steps"), 1);
+  /* a NaN in the input: every variable and slot bit-identical, the scale halves */
+  ref_state before;
+  ref_state_init(&before, s.g);
+  for (int i = 0; i < s.st.n; i++) memcpy(before.values[i], s.st.values[i], (size_t)s.st.counts[i] * 8);
+  double keep = s.x[4];
+  s.x[4] = NAN;
+  step_run(&s, out);
+  ck_assert_msg(isnan(out[1][0]), "the loss of a NaN input is NaN");
+  ref_outputs_free(out, s.n_out);
+  s.x[4] = keep;
+  for (int i = 0; i < s.st.n; i++) {
+    const char *nm = s.st.names[i];
+    if (!strcmp(nm, "optimizer.loss_scale") || !strcmp(nm, "optimizer.good_steps")) continue;
+    ck_assert_msg(memcmp(before.values[i], s.st.values[i], (size_t)s.st.counts[i] * 8) == 0,
+                  "%s changed on a rejected step", nm);
+  }
+  ck_assert_double_eq(scalar(&s, "optimizer.loss_scale"), 16384);
+  ck_assert_double_eq(scalar(&s, "optimizer.good_steps"), 0);
+  ck_assert_double_eq(scalar(&s, "optimizer.iterations"), 1);
+  ref_state_fini(&before);
+  /* 2000 finite steps double it (Keras: counter == period - 1 -> double, reset) */
+  for (int k = 0; k < 1999; k++) {
+    step_run(&s, out);
+    ref_outputs_free(out, s.n_out);
+  }
+  ck_assert_double_eq(scalar(&s, "optimizer.loss_scale"), 16384);
+  ck_assert_double_eq(scalar(&s, "optimizer.good_steps"), 1999);
+  step_run(&s, out);
+  ref_outputs_free(out, s.n_out);
+  ck_assert_double_eq(scalar(&s, "optimizer.loss_scale"), 32768);
+  ck_assert_double_eq(scalar(&s, "optimizer.good_steps"), 0);
+  ck_assert_double_eq(scalar(&s, "optimizer.iterations"), 2001);
+  step_fini(&s);
+}
+END_TEST
+
+START_TEST(test_loss_scale_fixed_and_none) {
+  for (int c = 0; c < 2; c++) {
+    pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, false);
+    o.optimizer = PASS_OPT_SGD;
+    o.loss_scale = c == 0 ? 1 : 1024;
+    step s, plain;
+    step_init(&s, mlp, "verify,grad,dce", &o, 3);
+    ck_assert_msg(ref_state_get(&s.st, "optimizer.loss_scale", &(int64_t){0}) == NULL, "a fixed scale is no state");
+    pass_train_options on = o;
+    on.loss_scale = 1;
+    step_init(&plain, mlp, "verify,grad,dce", &on, 3);
+    double *out[16] = {0};
+    step_run(&s, out);
+    ref_outputs_free(out, s.n_out);
+    step_run(&plain, out);
+    ref_outputs_free(out, plain.n_out);
+    /* scaled by 1024 then divided by it: the same update (to rounding) */
+    int64_t n;
+    double *a = ref_state_get(&s.st, "a.kernel", &n), *b = ref_state_get(&plain.st, "a.kernel", &n);
+    for (int64_t e = 0; e < n; e++) ck_assert_msg(fabs(a[e] - b[e]) <= 1e-14, "scale %g: w[%lld]", o.loss_scale, (long long)e);
+    /* a NaN step is applied (Keras applies it: no dynamic scale) */
+    s.x[0] = NAN;
+    step_run(&s, out);
+    ref_outputs_free(out, s.n_out);
+    ck_assert_msg(isnan(ref_state_get(&s.st, "a.kernel", &n)[0]), "fixed scale %g: a NaN step applies", o.loss_scale);
+    ck_assert_double_eq(scalar(&s, "optimizer.iterations"), 2);
+    step_fini(&s), step_fini(&plain);
+  }
+}
+END_TEST
+
+static Suite *grad_suite(void) {
+  Suite *s = suite_create("grad");
+  TCase *tc = tcase_create("grad");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_gradients_sparse_xent);
+  tcase_add_test(tc, test_gradients_categorical_xent);
+  tcase_add_test(tc, test_gradients_mse_through_softmax);
+  tcase_add_test(tc, test_gradients_logits_every_rule);
+  tcase_add_test(tc, test_optimizer_steps);
+  tcase_add_test(tc, test_loss_scale_state_machine);
+  tcase_add_test(tc, test_loss_scale_fixed_and_none);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return check_run(grad_suite()); }

@@ -1,0 +1,435 @@
+/*
+ * castor_train.c: `castor train` and `castor evaluate` (docs/training.md).
+ *
+ *   castor train MODEL --x X --y Y [--policy P] [--epochs E] [--batch-size B]
+ *       [--optimizer sgd|rmsprop|adam] [--learning-rate LR] [--momentum M]
+ *       [--nesterov] [--loss L] [--from-logits] [--loss-scale dynamic|none|N]
+ *       [--loss-scale-min S] [--validation-split F] [--x-val X --y-val Y]
+ *       [--no-shuffle] [--seed S] [--save OUT.safetensors]
+ *       [--history OUT.csv] [--plot OUT.svg] [--weights W] [--threads T]
+ *   castor evaluate MODEL --x X --y Y [--weights W] [--batch-size B] ...
+ *
+ * The loop is Keras's Model.fit: the validation split taken from the end
+ * before shuffling, a seeded shuffle each epoch, batches of B with a last
+ * partial one, the epoch's loss and accuracy as the batch-size-weighted
+ * mean over its steps (from each step's forward pass, before its update),
+ * validation after each epoch. Each step is one run of the compiled
+ * training program (castor_compile_train); validation and evaluate run the
+ * evaluation program (castor_compile_eval) with the current weights.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/internal.h"
+#include "castor.h"
+#include "castor_train.h"
+#include "runtime/dataset.h"
+#include "runtime/history.h"
+
+static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
+static int error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "castor: error: ");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 1;
+}
+
+static int usage(FILE *f, int rc) {
+  fputs("usage: castor train MODEL --x X --y Y [options]\n"
+        "       castor evaluate MODEL --x X --y Y [options]\n"
+        "\n"
+        "Trains MODEL on features X and labels Y (.npy or IDX files, gzipped or not;\n"
+        "uint8 features are scaled by 1/255), Keras style (docs/training.md).\n"
+        "\n"
+        "options:\n"
+        "  --epochs E            passes over the data (default 1)\n"
+        "  --batch-size B        samples per step (default 32)\n"
+        "  --optimizer O         rmsprop (default), adam or sgd, with Keras's defaults\n"
+        "  --learning-rate LR    (default: sgd 0.01, else 0.001)\n"
+        "  --momentum M, --nesterov   sgd's momentum\n"
+        "  --loss L              sparse_categorical_crossentropy (default),\n"
+        "                        categorical_crossentropy or mean_squared_error\n"
+        "  --from-logits         the model outputs logits, not probabilities\n"
+        "  --loss-scale S        dynamic (default under mixed_float16), none, or a number\n"
+        "  --loss-scale-min S    the dynamic scale's floor\n"
+        "  --validation-split F  hold out the last fraction F of X/Y (before shuffling)\n"
+        "  --x-val X --y-val Y   validation data from files instead\n"
+        "  --no-shuffle          keep the sample order\n"
+        "  --seed S              seed of the shuffle (default 1)\n"
+        "  --save FILE           write the trained weights (.safetensors: the keys a\n"
+        "                        model's weights line loads)\n"
+        "  --history FILE.csv    per-epoch metrics (and FILE.loss_scale.csv: the scale)\n"
+        "  --plot FILE.svg       loss, accuracy and the loss scale, drawn as SVG\n"
+        "  --weights W, --weights-seed S, --policy P, --threads T, -O N: as castor run\n",
+        f);
+  return rc;
+}
+
+typedef struct train_cli {
+  bool evaluate;
+  const char *model, *x, *y, *x_val, *y_val, *save, *history, *plot, *weights, *policy;
+  int64_t epochs, batch_size;
+  uint64_t seed, weights_seed;
+  double validation_split;
+  bool shuffle;
+  int threads, opt_level;
+  castor_train_options to;
+  char loss_scale_buf[64];
+} train_cli;
+
+static bool parse_double(const char *s, double lo, double hi, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (!*s || *end || errno || !(v >= lo && v <= hi)) return false;
+  *out = v;
+  return true;
+}
+
+static int parse(int argc, char **argv, train_cli *c) {
+  memset(c, 0, sizeof *c);
+  c->evaluate = !strcmp(argv[0], "evaluate");
+  c->epochs = 1, c->batch_size = 32, c->seed = 1, c->shuffle = true, c->opt_level = 2;
+  castor_train_options_init(&c->to);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v;
+    bool missing = false;
+    int64_t n;
+    double d;
+#define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
+#define NEED(what) \
+  if (missing) return error("%s needs %s", a, what)
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) exit(usage(stdout, 0));
+    if (OPT("--x")) { NEED("a file"); c->x = v; }
+    else if (OPT("--y")) { NEED("a file"); c->y = v; }
+    else if (OPT("--x-val")) { NEED("a file"); c->x_val = v; }
+    else if (OPT("--y-val")) { NEED("a file"); c->y_val = v; }
+    else if (OPT("--save")) { NEED("a file"); c->save = v; }
+    else if (OPT("--history")) { NEED("a file"); c->history = v; }
+    else if (OPT("--plot")) { NEED("a file"); c->plot = v; }
+    else if (OPT("--weights")) { NEED("a file"); c->weights = v; }
+    else if (OPT("--policy")) { NEED("a policy name"); c->policy = v; }
+    else if (OPT("--optimizer")) { NEED("sgd, rmsprop or adam"); c->to.optimizer = v; }
+    else if (OPT("--loss")) { NEED("a loss name"); c->to.loss = v; }
+    else if (OPT("--loss-scale")) { NEED("dynamic, none or a number"); c->to.loss_scale = v; }
+    else if (!strcmp(a, "--from-logits")) c->to.from_logits = 1;
+    else if (!strcmp(a, "--nesterov")) c->to.nesterov = 1;
+    else if (!strcmp(a, "--no-shuffle")) c->shuffle = false;
+    else if (OPT("--epochs")) {
+      if (missing || !str_parse_i64(v, 1, 1000000, &n)) return error("--epochs needs a positive integer, got '%s'", missing ? "" : v);
+      c->epochs = n;
+    } else if (OPT("--batch-size")) {
+      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 30, &n))
+        return error("--batch-size needs a positive integer, got '%s'", missing ? "" : v);
+      c->batch_size = n;
+    } else if (OPT("--seed")) {
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      c->seed = (uint64_t)n;
+    } else if (OPT("--weights-seed")) {
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      c->weights_seed = (uint64_t)n;
+    } else if (OPT("--threads")) {
+      if (missing || !str_parse_i64(v, 1, 1024, &n)) return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
+      c->threads = (int)n;
+    } else if (OPT("--validation-split")) {
+      if (missing || !parse_double(v, 0, 0.999999, &d)) return error("--validation-split needs a fraction in [0, 1), got '%s'", missing ? "" : v);
+      c->validation_split = d;
+    } else if (OPT("--learning-rate")) {
+      if (missing || !parse_double(v, 1e-30, 1e30, &d)) return error("--learning-rate needs a positive number, got '%s'", missing ? "" : v);
+      c->to.learning_rate = d;
+    } else if (OPT("--momentum")) {
+      if (missing || !parse_double(v, 0, 0.999999, &d)) return error("--momentum needs a number in [0, 1), got '%s'", missing ? "" : v);
+      c->to.momentum = d;
+    } else if (OPT("--loss-scale-min")) {
+      if (missing || !parse_double(v, 0x1p-24, 0x1p64, &d)) return error("--loss-scale-min needs a positive number, got '%s'", missing ? "" : v);
+      c->to.loss_scale_min = d;
+    } else if (!strncmp(a, "-O", 2) && a[2]) {
+      if (!str_parse_i64(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
+      c->opt_level = (int)n;
+    } else if (a[0] == '-' && a[1]) {
+      return error("unknown option '%s' (see castor %s --help)", a, argv[0]);
+    } else if (!c->model) {
+      c->model = a;
+    } else {
+      return error("unexpected argument '%s' (see castor %s --help)", a, argv[0]);
+    }
+#undef OPT
+#undef NEED
+  }
+  if (!c->model) return error("%s: no model file given", argv[0]);
+  if (!c->x || !c->y) return error("%s: --x and --y are required (features and labels)", argv[0]);
+  if ((c->x_val != NULL) != (c->y_val != NULL)) return error("--x-val and --y-val go together");
+  if (c->x_val && c->validation_split > 0) return error("--validation-split and --x-val/--y-val exclude each other");
+  return 0;
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The argmax of each prediction row against the labels: correct count. */
+static int64_t correct(const float *p, int64_t rows, int64_t classes, const rt_dataset *ds, const rt_batcher *b) {
+  int64_t ok = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *row = p + r * classes;
+    int64_t best = 0;
+    for (int64_t j = 1; j < classes; j++)
+      if (row[j] > row[best]) best = j;
+    int64_t want = 0;
+    if (ds->labels == RT_LABELS_SPARSE) {
+      want = b->y[r];
+    } else {
+      const float *t = b->y_dense + r * ds->y_width;
+      for (int64_t j = 1; j < ds->y_width; j++)
+        if (t[j] > t[want]) want = j;
+    }
+    ok += best == want;
+  }
+  return ok;
+}
+
+typedef struct session {
+  castor_context *ctx;
+  castor_program *p; /* the step, or the evaluation program */
+  int64_t classes, features;
+  bool accuracy; /* classification: a loss over classes */
+} session;
+
+/* One pass over ds with program p (a step or an evaluation): mean loss and
+ * accuracy; per step the loss scale and skips go to the history. */
+static bool run_epoch(session *s, castor_program *p, const rt_dataset *ds, int64_t batch_size, bool shuffle,
+                      uint64_t seed, int64_t epoch, double *loss, double *acc, rt_history *h, int64_t *step,
+                      int64_t *skipped, bool show) {
+  diag_sink *d = diag_sink_create();
+  rt_batcher b;
+  if (!rt_batcher_init(&b, ds, batch_size, shuffle, seed, d)) {
+    fputs(diag_text(d), stderr);
+    diag_sink_destroy(d);
+    return false;
+  }
+  diag_sink_destroy(d);
+  rt_batcher_start_epoch(&b, epoch);
+  double sum_loss = 0;
+  int64_t n_seen = 0, n_correct = 0;
+  bool ok = true;
+  bool tty = show && isatty(2);
+  bool train = castor_program_num_states(p) > 0 && h;
+  castor_tensor *scale_t = NULL, *iters_t = NULL;
+  for (int64_t k = 0; k < b.n_batches && ok; k++) {
+    int64_t rows = rt_batcher_fill(&b, k);
+    int64_t xd[] = {rows, s->features}, yd[] = {rows, ds->y_width};
+    castor_tensor *x = NULL, *y = NULL, *outs[2] = {NULL, NULL};
+    castor_tensor_create(s->ctx, CASTOR_F32, 2, xd, &x);
+    bool sparse = ds->labels == RT_LABELS_SPARSE;
+    castor_tensor_create(s->ctx, sparse ? CASTOR_I32 : CASTOR_F32, sparse ? 1 : 2, yd, &y);
+    memcpy(castor_tensor_data(x), b.x, (size_t)(rows * s->features) * sizeof(float));
+    memcpy(castor_tensor_data(y), sparse ? (void *)b.y : (void *)b.y_dense,
+           (size_t)(rows * ds->y_width) * sizeof(float));
+    double scale = 0;
+    if (train && castor_program_get_state(p, "optimizer.loss_scale", &scale_t) == CASTOR_OK) {
+      scale = *(float *)castor_tensor_data(scale_t);
+      castor_tensor_destroy(scale_t);
+    }
+    castor_tensor *ins[] = {x, y};
+    if (castor_program_run(p, ins, 2, outs, 2) != CASTOR_OK) {
+      fputs(castor_context_last_error(s->ctx), stderr);
+      ok = false;
+    } else {
+      double l = *(float *)castor_tensor_data(outs[1]);
+      sum_loss += l * (double)rows;
+      n_seen += rows;
+      if (s->accuracy) n_correct += correct(castor_tensor_data(outs[0]), rows, s->classes, ds, &b);
+      if (train) {
+        ++*step;
+        castor_program_get_state(p, "optimizer.iterations", &iters_t);
+        *skipped = *step - *(int64_t *)castor_tensor_data(iters_t);
+        castor_tensor_destroy(iters_t);
+        if (scale > 0) rt_history_add_scale(h, *step, epoch + 1, scale, *skipped);
+      }
+      if (tty && (k + 1 == b.n_batches || k % 16 == 0)) {
+        int width = 30, done = (int)((k + 1) * width / b.n_batches);
+        fprintf(stderr, "\r%6lld/%lld [%.*s%.*s] loss: %.4f", (long long)(k + 1), (long long)b.n_batches, done,
+                "==============================", width - done, "..............................",
+                sum_loss / (double)n_seen);
+        if (s->accuracy) fprintf(stderr, " - accuracy: %.4f", (double)n_correct / (double)n_seen);
+        if (k + 1 == b.n_batches) fputs("\r\033[K", stderr);
+      }
+    }
+    for (int i = 0; i < 2; i++) castor_tensor_destroy(outs[i]);
+    castor_tensor_destroy(x), castor_tensor_destroy(y);
+  }
+  rt_batcher_fini(&b);
+  *loss = n_seen ? sum_loss / (double)n_seen : NAN;
+  *acc = n_seen ? (double)n_correct / (double)n_seen : NAN;
+  return ok;
+}
+
+static bool load_data(const char *x, const char *y, int64_t features, int64_t classes, bool sparse, rt_dataset *ds) {
+  diag_sink *d = diag_sink_create();
+  rt_dataset_options o;
+  rt_dataset_options_init(&o);
+  o.n_features = features;
+  o.n_classes = classes;
+  o.labels = sparse ? RT_LABELS_SPARSE : RT_LABELS_DENSE;
+  bool ok = rt_dataset_load(x, y, &o, ds, d);
+  fputs(diag_text(d), stderr);
+  diag_sink_destroy(d);
+  if (ok) {
+    str_buf b;
+    str_buf_init(&b);
+    rt_dataset_describe(ds, &b);
+    fprintf(stderr, "castor: %s\n", str_buf_cstr(&b));
+    str_buf_fini(&b);
+  }
+  return ok;
+}
+
+/* An output file must be creatable before an hour of training, not after:
+ * its directory exists and is writable (the write itself is atomic). */
+static bool writable(const char *opt, const char *path) {
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  if (access(dir, W_OK) != 0) {
+    fprintf(stderr, "%s: error: %s cannot be written: directory %s: %s\n", path, opt, dir, strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+int castor_train_main(int argc, char **argv) {
+  train_cli c;
+  int rc = parse(argc, argv, &c);
+  if (rc) return rc;
+  if ((c.save && !writable("--save", c.save)) || (c.history && !writable("--history", c.history)) ||
+      (c.plot && !writable("--plot", c.plot)))
+    return 1;
+  session s = {0};
+  castor_model *m = NULL;
+  castor_program *step = NULL, *eval = NULL;
+  rt_dataset train = {0}, val = {0};
+  rt_history h = {0};
+  rc = 1;
+  castor_context_create(&s.ctx);
+  castor_load_options lo;
+  castor_load_options_init(&lo);
+  lo.seed = c.weights_seed;
+  lo.weights_path = c.weights;
+  if (castor_model_load_file(s.ctx, c.model, &lo, &m) != CASTOR_OK) {
+    fputs(castor_context_last_error(s.ctx), stderr);
+    goto done;
+  }
+  fputs(castor_context_last_warnings(s.ctx), stderr);
+  castor_compile_options co;
+  castor_compile_options_init(&co);
+  co.policy = c.policy;
+  co.threads = c.threads;
+  co.opt_level = c.opt_level;
+  if ((!c.evaluate && castor_compile_train(m, &co, &c.to, &step) != CASTOR_OK) ||
+      castor_compile_eval(m, &co, &c.to, &eval) != CASTOR_OK) {
+    fputs(castor_context_last_error(s.ctx), stderr);
+    goto done;
+  }
+  castor_tensor_info in, out, tgt;
+  castor_program_input_info(eval, 0, &in);
+  castor_program_output_info(eval, 0, &out);
+  castor_program_input_info(eval, 1, &tgt);
+  s.features = 1;
+  for (int r = 1; r < in.rank; r++) s.features *= in.dims[r];
+  s.classes = out.dims[1];
+  bool sparse = tgt.dtype == CASTOR_I32;
+  s.accuracy = !c.to.loss || strcmp(c.to.loss, "mean_squared_error") != 0;
+  if (castor_program_num_inputs(eval) != 2) {
+    error("%s: training needs a model with one input, it has %d", c.model, castor_program_num_inputs(eval) - 1);
+    goto done;
+  }
+  if (!load_data(c.x, c.y, s.features, s.classes, sparse, &train)) goto done;
+  if (c.x_val && !load_data(c.x_val, c.y_val, s.features, s.classes, sparse, &val)) goto done;
+  if (c.validation_split > 0) {
+    diag_sink *d = diag_sink_create();
+    bool ok = rt_dataset_split(&train, c.validation_split, &val, d);
+    fputs(diag_text(d), stderr);
+    diag_sink_destroy(d);
+    if (!ok) goto done;
+  }
+  if (c.evaluate) {
+    double loss, acc;
+    int64_t st = 0, sk = 0;
+    s.p = eval;
+    if (!run_epoch(&s, eval, &train, c.batch_size, false, 0, 0, &loss, &acc, NULL, &st, &sk, false)) goto done;
+    printf("loss: %.6g", loss);
+    if (s.accuracy) printf(" - accuracy: %.6g", acc);
+    printf("\n");
+    rc = 0;
+    goto done;
+  }
+  castor_tensor *probe = NULL;
+  bool scaling = castor_program_get_state(step, "optimizer.loss_scale", &probe) == CASTOR_OK;
+  castor_tensor_destroy(probe);
+  rt_history_init(&h, s.accuracy, val.n > 0, scaling);
+  int64_t steps = 0, skipped = 0;
+  for (int64_t e = 0; e < c.epochs; e++) {
+    double t0 = now(), loss, acc, vloss = NAN, vacc = NAN;
+    if (!run_epoch(&s, step, &train, c.batch_size, c.shuffle, c.seed, e, &loss, &acc, &h, &steps, &skipped, true))
+      goto done;
+    double train_s = now() - t0;
+    if (val.n > 0) {
+      int64_t st = 0, sk = 0;
+      if (castor_program_copy_weights(eval, step) != CASTOR_OK ||
+          !run_epoch(&s, eval, &val, c.batch_size, false, 0, 0, &vloss, &vacc, NULL, &st, &sk, false)) {
+        fputs(castor_context_last_error(s.ctx), stderr);
+        goto done;
+      }
+    }
+    double secs = now() - t0, scale = 0;
+    if (scaling) {
+      castor_tensor *t = NULL;
+      castor_program_get_state(step, "optimizer.loss_scale", &t);
+      scale = *(float *)castor_tensor_data(t);
+      castor_tensor_destroy(t);
+    }
+    printf("Epoch %lld/%lld - %.1fs %.0fus/sample - loss: %.4f", (long long)e + 1, (long long)c.epochs, secs,
+           1e6 * train_s / (double)train.n, loss);
+    if (s.accuracy) printf(" - accuracy: %.4f", acc);
+    if (val.n > 0) printf(" - val_loss: %.4f", vloss);
+    if (val.n > 0 && s.accuracy) printf(" - val_accuracy: %.4f", vacc);
+    if (scaling) printf(" - loss_scale: %g - skipped: %lld", scale, (long long)skipped);
+    printf("\n");
+    fflush(stdout);
+    if (scaling && scale < 1)
+      fprintf(stderr, "castor: warning: the loss scale fell to %g: gradients overflow float16 even unscaled; "
+                      "`castor check` shows which layers overflow\n", scale);
+    rt_epoch_record r = {e + 1, loss, acc, vloss, vacc, secs, train_s / (double)train.n, scale, skipped};
+    rt_history_add_epoch(&h, &r);
+  }
+  diag_sink *d = diag_sink_create();
+  bool ok = true;
+  if (c.history) ok = rt_history_write_csv(&h, c.history, NULL, d);
+  if (ok && c.plot) ok = rt_history_write_svg(&h, c.plot, c.model, d);
+  fputs(diag_text(d), stderr);
+  diag_sink_destroy(d);
+  if (!ok) goto done;
+  if (c.save && castor_program_save_weights(step, c.save) != CASTOR_OK) {
+    fputs(castor_context_last_error(s.ctx), stderr);
+    goto done;
+  }
+  rc = 0;
+done:
+  rt_history_fini(&h);
+  rt_dataset_fini(&train), rt_dataset_fini(&val);
+  castor_program_destroy(step), castor_program_destroy(eval);
+  castor_model_destroy(m);
+  castor_context_destroy(s.ctx);
+  return rc;
+}
