@@ -278,6 +278,12 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
     return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "opt_level must be 0-3, got %d", opts->opt_level);
   if (opts->threads < 0)
     return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "threads must be >= 0 (0: all CPUs), got %d", opts->threads);
+  if (m->graph->n_nodes > IR_MAX_NODES) {
+    diag_error_kind(ctx->diag, DIAG_KIND_UNSUPPORTED, m->graph->nodes[IR_MAX_NODES]->loc,
+                    "the model's graph has %d nodes, more than the %d castor compiles (IR_MAX_NODES); "
+                    "this layer is past the limit", m->graph->n_nodes, IR_MAX_NODES);
+    return finish(ctx, CASTOR_ERR_UNSUPPORTED);
+  }
   bool pad8 = be->always_pad8 || opts->pad8;
   const char *pipeline = dopts->passes ? dopts->passes
                          : dopts->train ? (pad8 ? PASS_PIPELINE_TRAIN_PAD8 : PASS_PIPELINE_TRAIN)

@@ -32,7 +32,7 @@
 #include "../runtime/aot/aot.h"
 #include "cg_internal.h"
 
-_Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 88 &&
+_Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 104 &&
                    sizeof(rt_tensor_desc) == 56 && sizeof(rt_program) == 120 &&
                    sizeof(rt_aot_entry) == 24 && sizeof(rt_buffer_kind) == 4 &&
                    sizeof(rt_dtype) == 4 && sizeof(bool) == 1,
@@ -406,7 +406,7 @@ bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options
   LLVMValueRef *kernels = NULL;
   cg_target t;
   if (!cg_target_init(&t, o, false, d)) goto done;
-  if (!(mod = cg_target_emit_module(&t, ctx, g->name, &plan, o, &e, &layout, d))) goto done;
+  if (!(mod = cg_target_emit_module(&t, ctx, g->name, &plan, o, true, &e, &layout, NULL, d))) goto done;
   if (!(desc = cg_program_describe(g, &plan, &layout, d))) goto done; /* after emission: packed weights */
 
   aot a = {&e, mod, LLVMGetModuleDataLayout(mod), LLVMInt8TypeInContext(ctx), &plan, desc, NULL, 0};

@@ -313,6 +313,9 @@ static void rowwise_body(kctx *c, LLVMValueRef base, int64_t last) {
 
 /* ---- copy ---- */
 
+/* Where buffer b's address is in the kernel's bufs parameter. */
+static int buffer_index(const kctx *c, int b) { return c->slot ? c->slot[b] : b; }
+
 static void emit_copy(kctx *c) {
   cg_emitter *e = c->e;
   const rt_buffer *ob = &c->plan->buffers[c->k->out_buffer];
@@ -321,7 +324,8 @@ static void emit_copy(kctx *c) {
   LLVMValueRef len = LLVMBuildMul(B, LLVMBuildSub(B, c->row1, c->row0, ""), i64c(e, row_bytes), "");
   LLVMTypeRef i8 = LLVMInt8TypeInContext(e->ctx);
   LLVMValueRef dst_base = LLVMBuildLoad2(B, e->ptr,
-      LLVMBuildGEP2(B, e->ptr, c->bufs, (LLVMValueRef[]){i64c(e, c->k->out_buffer)}, 1, ""), "out");
+      LLVMBuildGEP2(B, e->ptr, c->bufs, (LLVMValueRef[]){i64c(e, buffer_index(c, c->k->out_buffer))}, 1, ""),
+      "out");
   LLVMValueRef dst = LLVMBuildGEP2(B, i8, dst_base, &off, 1, "");
   LLVMValueRef src = LLVMBuildGEP2(B, i8, c->base[c->k->copy_src->id], &off, 1, "");
   LLVMBuildMemCpy(B, dst, 1, src, 1, len);
@@ -334,7 +338,7 @@ static void load_base(kctx *c, const ir_node *n) {
   if (c->base[n->id]) return;
   int b = c->plan->buffer_of[n->id];
   CASTOR_ASSERT(b >= 0);
-  LLVMValueRef slot = LLVMBuildGEP2(B, e->ptr, c->bufs, (LLVMValueRef[]){i64c(e, b)}, 1, "");
+  LLVMValueRef slot = LLVMBuildGEP2(B, e->ptr, c->bufs, (LLVMValueRef[]){i64c(e, buffer_index(c, b))}, 1, "");
   LLVMValueRef p = LLVMBuildLoad2(B, e->ptr, slot, n->name);
   c->base[n->id] = p;
 }
@@ -345,6 +349,15 @@ void cg_load_bases(cg_kctx *c) {
     for (int s = 0; s < k->ops[t]->n_srcs; s++)
       if (c->plan->buffer_of[k->ops[t]->srcs[s]->id] >= 0) load_base(c, k->ops[t]->srcs[s]);
   load_base(c, result(k));
+}
+
+void cg_clear_bases(cg_kctx *c) {
+  const cg_kernel *k = c->k;
+  if (k->kind == CG_KERNEL_COPY) c->base[k->copy_src->id] = NULL;
+  for (int t = 0; t < k->n_ops; t++) {
+    c->base[k->ops[t]->id] = NULL;
+    for (int s = 0; s < k->ops[t]->n_srcs; s++) c->base[k->ops[t]->srcs[s]->id] = NULL;
+  }
 }
 
 void cg_plan_launch_fill(const cg_plan *p, const cg_cpu_layout *layout, int ki, rt_launch *l) {
@@ -372,46 +385,140 @@ void cg_plan_launch_fill(const cg_plan *p, const cg_cpu_layout *layout, int ki, 
                                                    : 4 * inner * k->n_ops;
 }
 
-bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout, diag_sink *d) {
-  (void)d;
+static const char *const param_names[] = {"bufs", "batch", "row0", "row1", "col0", "col1", "scratch"};
+
+/* A function of the kernel ABI named `name` whose entry block is current,
+ * its parameters in c. */
+static void begin_function(kctx *c, LLVMTypeRef fty, const char *name, LLVMLinkage linkage) {
+  cg_emitter *e = c->e;
+  c->fn = LLVMAddFunction(e->mod, name, fty);
+  LLVMSetLinkage(c->fn, linkage);
+  LLVMValueRef *params_out[] = {&c->bufs, &c->batch, &c->row0, &c->row1, &c->col0, &c->col1, &c->scratch};
+  for (int i = 0; i < 7; i++) {
+    *params_out[i] = LLVMGetParam(c->fn, (unsigned)i);
+    LLVMSetValueName2(*params_out[i], param_names[i], strlen(param_names[i]));
+  }
+  LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(e->ctx, c->fn, "entry"));
+}
+
+/* The code of kernel c->k into c->fn, from its entry block. */
+static void emit_body(kctx *c, const cg_cpu_layout *layout, int ki) {
+  const cg_kernel *k = c->k;
+  if (k->kind == CG_KERNEL_COPY) {
+    load_base(c, k->copy_src);
+    emit_copy(c);
+  } else {
+    cg_load_bases(c);
+    switch (k->kind) {
+    case CG_KERNEL_MATMUL: cg_gemm_emit(c, layout->gemm[ki]); break;
+    case CG_KERNEL_ELTWISE: emit_rows_lines(c, eltwise_body); break;
+    case CG_KERNEL_SOFTMAX: emit_rows_lines(c, rowwise_body); break;
+    case CG_KERNEL_TRAIN: cg_train_emit(c); break;
+    case CG_KERNEL_COPY: break;
+    }
+  }
+  LLVMBuildRetVoid(c->e->b);
+  cg_clear_bases(c);
+}
+
+/* Kernel ki as a wrapper that gathers its buffers into the table the
+ * shared body reads (cg_kernel_share.c) and calls that body. */
+static void emit_wrapper(kctx *c, LLVMTypeRef fty, LLVMValueRef body, int *table) {
+  cg_emitter *e = c->e;
+  begin_function(c, fty, c->k->name, LLVMExternalLinkage);
+  int n = cg_kernel_buffers(c->plan, c->k, table);
+  LLVMTypeRef tty = LLVMArrayType2(e->ptr, (uint64_t)n);
+  LLVMValueRef tbl = LLVMBuildAlloca(B, tty, "buffers");
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef from = LLVMBuildGEP2(B, e->ptr, c->bufs, (LLVMValueRef[]){i64c(e, table[i])}, 1, "");
+    LLVMValueRef to = LLVMBuildGEP2(B, e->ptr, tbl, (LLVMValueRef[]){i64c(e, i)}, 1, "");
+    LLVMBuildStore(B, LLVMBuildLoad2(B, e->ptr, from, c->plan->buffer_node[table[i]]->name), to);
+  }
+  LLVMValueRef args[] = {tbl, c->batch, c->row0, c->row1, c->col0, c->col1, c->scratch};
+  LLVMBuildCall2(B, fty, body, args, 7, "");
+  LLVMBuildRetVoid(B);
+}
+
+void cg_cpu_plan_layout(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout) {
   /* non-GEMM kernels: split by rows only, no scratch */
   for (int ki = 0; ki < plan->n_kernels; ki++)
     if (plan->kernels[ki].kind != CG_KERNEL_MATMUL) layout->launch[ki] = (cg_kernel_launch){.row_step = 1};
-  cg_gemm_plan(e, plan, layout);
+  cg_emitter planner = {.caps = caps};
+  cg_gemm_plan(&planner, plan, layout);
+  int nk = plan->n_kernels;
+  int *count = xcalloc((size_t)nk + 1, sizeof *count);
+  int *table = xcalloc((size_t)plan->n_buffers + 1, sizeof *table);
+  cg_kernel_share(plan, layout, layout->rep, count);
+  if (layout->share_none)
+    for (int ki = 0; ki < nk; ki++) layout->rep[ki] = ki, count[ki] = 1;
+  for (int ki = 0; ki < nk; ki++) {
+    const cg_kernel *k = &plan->kernels[ki];
+    int r = layout->rep[ki];
+    layout->shared[ki] = count[r] > 1;
+    if (!layout->shared[ki] || !layout->share_by_table) continue; /* its own symbol (or wrapper) */
+    if (r == ki) layout->symbol[ki] = arena_printf(layout->arena, "%s.shared", k->name);
+    else layout->symbol[ki] = layout->symbol[r];
+    int n = cg_kernel_buffers(plan, k, table);
+    layout->args[ki] = arena_alloc(layout->arena, (size_t)n * sizeof(int));
+    memcpy(layout->args[ki], table, (size_t)n * sizeof(int));
+    layout->n_args[ki] = n;
+  }
+  free(count);
+  free(table);
+  layout->planned = true;
+}
+
+bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout, const bool *only,
+                         diag_sink *d) {
+  (void)d;
+  if (!layout->planned) cg_cpu_plan_layout(e->caps, plan, layout);
   LLVMTypeRef params[] = {e->ptr, e->i64, e->i64, e->i64, e->i64, e->i64, e->ptr};
   LLVMTypeRef fty = LLVMFunctionType(e->void_, params, 7, 0);
-  int max_id = 0;
-  for (int b = 0; b < plan->n_buffers; b++)
-    if (plan->buffer_node[b]->id > max_id) max_id = plan->buffer_node[b]->id;
-  LLVMValueRef *base = xcalloc((size_t)max_id + 1, sizeof *base);
-  for (int ki = 0; ki < plan->n_kernels; ki++) {
+  int n_ids = 0;
+  for (int i = 0; i < plan->n_buffers; i++)
+    if (plan->buffer_node[i]->id >= n_ids) n_ids = plan->buffer_node[i]->id + 1;
+  for (int ki = 0; ki < plan->n_kernels; ki++)
+    for (int t = 0; t < plan->kernels[ki].n_ops; t++)
+      if (plan->kernels[ki].ops[t]->id >= n_ids) n_ids = plan->kernels[ki].ops[t]->id + 1;
+  /* per node id, all NULL between kernels (cg_clear_bases): the arrays are
+   * not cleared whole per kernel, which would be quadratic in depth */
+  LLVMValueRef *base = xcalloc((size_t)n_ids + 1, sizeof *base);
+  LLVMValueRef *spare = xcalloc((size_t)n_ids + 1, sizeof *spare);
+  int nk = plan->n_kernels, nb = plan->n_buffers;
+  LLVMValueRef *body = xcalloc((size_t)nk + 1, sizeof *body);
+  int *table = xcalloc((size_t)nb + 1, sizeof *table), *slot = xcalloc((size_t)nb + 1, sizeof *slot);
+  unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+  for (int ki = 0; ki < nk; ki++) {
+    if (only && !only[ki]) continue;
     const cg_kernel *k = &plan->kernels[ki];
-    kctx c = {.e = e, .plan = plan, .k = k, .base = base};
-    memset(base, 0, ((size_t)max_id + 1) * sizeof *base);
-    c.fn = LLVMAddFunction(e->mod, k->name, fty);
-    LLVMSetLinkage(c.fn, LLVMExternalLinkage);
-    static const char *names[] = {"bufs", "batch", "row0", "row1", "col0", "col1", "scratch"};
-    LLVMValueRef *params_out[] = {&c.bufs, &c.batch, &c.row0, &c.row1, &c.col0, &c.col1, &c.scratch};
-    for (int i = 0; i < 7; i++) {
-      *params_out[i] = LLVMGetParam(c.fn, (unsigned)i);
-      LLVMSetValueName2(*params_out[i], names[i], strlen(names[i]));
+    int r = layout->rep[ki];
+    kctx c = {.e = e, .plan = plan, .k = k, .base = base, .spare_base = spare};
+    if (!layout->shared[ki]) { /* a kernel of its own: the body is the kernel */
+      begin_function(&c, fty, k->name, LLVMExternalLinkage);
+      emit_body(&c, layout, ki);
+      continue;
     }
-    LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(e->ctx, c.fn, "entry"));
-    if (k->kind == CG_KERNEL_COPY) {
-      load_base(&c, k->copy_src);
-      emit_copy(&c);
-    } else {
-      cg_load_bases(&c);
-      switch (k->kind) {
-      case CG_KERNEL_MATMUL: cg_gemm_emit(&c, layout->gemm[ki]); break;
-      case CG_KERNEL_ELTWISE: emit_rows_lines(&c, eltwise_body); break;
-      case CG_KERNEL_SOFTMAX: emit_rows_lines(&c, rowwise_body); break;
-      case CG_KERNEL_TRAIN: cg_train_emit(&c); break;
-      case CG_KERNEL_COPY: break;
-      }
+    if (r == ki) { /* the first of its kind: emit the shared body */
+      int n = cg_kernel_buffers(plan, k, table);
+      for (int i = 0; i < n; i++) slot[table[i]] = i;
+      c.slot = slot;
+      const char *name = layout->share_by_table ? layout->symbol[ki] : arena_printf(layout->arena, "%s.shared", k->name);
+      begin_function(&c, fty, name, layout->share_by_table ? LLVMExternalLinkage : LLVMInternalLinkage);
+      if (!layout->share_by_table) /* one body, not one copy per wrapper */
+        LLVMAddAttributeAtIndex(c.fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(e->ctx, noinline, 0));
+      emit_body(&c, layout, ki);
+      body[ki] = c.fn;
+      c.slot = NULL;
     }
-    LLVMBuildRetVoid(e->b);
+    if (!layout->share_by_table) { /* AOT: a wrapper of the kernel's own name (same module as the body) */
+      CASTOR_ASSERT(body[r]);
+      emit_wrapper(&c, fty, body[r], table);
+    }
   }
   free(base);
+  free(spare);
+  free(body);
+  free(table);
+  free(slot);
   return true;
 }

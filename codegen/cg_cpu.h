@@ -17,6 +17,9 @@ typedef struct cg_kctx {
   /* the kernel's parameters (runtime.h's ABI) */
   LLVMValueRef fn, bufs, batch, row0, row1, col0, col1, scratch;
   LLVMValueRef *base; /* per node id: its buffer pointer loaded in the entry block, or NULL */
+  LLVMValueRef *spare_base; /* another such array, all NULL, for a helper function (the GEMM
+                             * epilogue), which leaves it all NULL again (cg_clear_bases) */
+  const int *slot;    /* per buffer: its index in bufs; NULL: bufs is the program's own table */
 } cg_kctx;
 
 /* for (iv = start; iv + step <= end; iv += step): the body runs only for
@@ -41,6 +44,8 @@ LLVMValueRef cg_entry_alloca(cg_kctx *c, LLVMTypeRef ty, const char *name);
 /* Loads the buffer pointer of every source and of the result of c->k
  * from c->bufs into c->base, at the builder's position. */
 void cg_load_bases(cg_kctx *c);
+/* Sets c->base back to NULL for every node cg_load_bases may have set. */
+void cg_clear_bases(cg_kctx *c);
 /* A 1-D bias vector over the last dimension. */
 bool cg_is_bias(const ir_node *n);
 /* Loads/stores the first `valid` of `lanes` elements (valid >= lanes: all,
@@ -62,6 +67,8 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
  * (layout->launch), and which constant B operands are stored pre-packed
  * (layout->packing, layout->const_bytes). */
 void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout);
+/* Appends g's fields to a kernel's sharing key (cg_kernel_share.c). */
+void cg_gemm_key(const cg_gemm *g, str_buf *out);
 /* Emits the body of matmul kernel c->k with GEMM layout g (the entry block
  * is current). */
 void cg_gemm_emit(cg_kctx *c, const cg_gemm *g);
@@ -115,5 +122,16 @@ struct cg_row {
  * run per lane in element order, then across the lanes in lane order; a
  * scalar tail has its own, combined after. */
 void cg_emit_rowwise(cg_kctx *c, const ir_node *op, cg_row *row);
+
+/* ---- kernels that share one body (cg_kernel_share.c) ---- */
+
+/* The buffers kernel k reads and writes, in the order its body first names
+ * them (sources of its ops, then its result): out_table needs room for
+ * plan->n_buffers. Returns how many. */
+int cg_kernel_buffers(const cg_plan *plan, const cg_kernel *k, int *out_table);
+/* Per kernel ki: out_rep[ki], the first kernel whose code is the same but
+ * for its buffers, and out_count[ki], how many kernels ki represents (0
+ * unless out_rep[ki] == ki). */
+void cg_kernel_share(const cg_plan *plan, const cg_cpu_layout *layout, int *out_rep, int *out_count);
 
 #endif

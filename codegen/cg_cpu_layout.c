@@ -22,6 +22,12 @@ void cg_cpu_layout_init(cg_cpu_layout *l, const cg_plan *p) {
     if (p->buffers[b].kind == RT_BUF_CONST) l->const_bytes[b] = p->buffers[b].bytes_fixed;
   l->launch = arena_alloc(l->arena, (size_t)(p->n_kernels + 1) * sizeof *l->launch);
   l->gemm = arena_alloc(l->arena, (size_t)(p->n_kernels + 1) * sizeof *l->gemm);
+  l->symbol = arena_alloc(l->arena, (size_t)(p->n_kernels + 1) * sizeof *l->symbol);
+  l->rep = arena_alloc(l->arena, (size_t)(p->n_kernels + 1) * sizeof *l->rep);
+  l->args = arena_alloc(l->arena, (size_t)(p->n_kernels + 1) * sizeof *l->args);
+  l->n_args = arena_alloc(l->arena, (size_t)(p->n_kernels + 1) * sizeof *l->n_args);
+  l->shared = arena_alloc(l->arena, (size_t)(p->n_kernels + 1) * sizeof *l->shared);
+  for (int k = 0; k < p->n_kernels; k++) l->symbol[k] = p->kernels[k].name, l->rep[k] = k;
 }
 
 void cg_cpu_layout_fini(cg_cpu_layout *l) {

@@ -139,32 +139,51 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
                                             .scratch_bytes = g->c_off + g->mc * g->ldc * 4};
   }
   /* pre-pack a constant B when every use of it is as the B of GEMMs that
-   * agree on the layout */
+   * agree on the layout: one walk over the kernels records, per buffer, the
+   * first GEMM reading it as B and whether any other use rules packing out
+   * (linear in the plan, however many kernels share a weight) */
+  int *b_of = xcalloc((size_t)plan->n_buffers + 1, sizeof *b_of); /* kernel + 1; -1: cannot pack */
+  for (int kj = 0; kj < plan->n_kernels; kj++) {
+    const cg_kernel *o = &plan->kernels[kj];
+    if (o->kind == CG_KERNEL_COPY) {
+      int b = plan->buffer_of[o->copy_src->id];
+      if (b >= 0) b_of[b] = -1;
+      continue;
+    }
+    for (int t = 0; t < o->n_ops; t++)
+      for (int s = 0; s < o->ops[t]->n_srcs; s++) {
+        int b = plan->buffer_of[o->ops[t]->srcs[s]->id];
+        if (b < 0 || b_of[b] < 0) continue;
+        bool as_b = o->kind == CG_KERNEL_MATMUL && t == 0 && s == 1;
+        if (!as_b) b_of[b] = -1;
+        else if (!b_of[b]) b_of[b] = kj + 1;
+        else if (!same_layout(layout->gemm[kj], layout->gemm[b_of[b] - 1])) b_of[b] = -1;
+      }
+  }
   for (int ki = 0; ki < plan->n_kernels; ki++) {
     const cg_kernel *k = &plan->kernels[ki];
     if (k->kind != CG_KERNEL_MATMUL) continue;
     const ir_node *bn = gemm_b(k);
     int b = plan->buffer_of[bn->id];
-    if (bn->op != IR_OP_CONST || b < 0) continue;
-    bool ok = true;
-    for (int kj = 0; kj < plan->n_kernels && ok; kj++) {
-      const cg_kernel *o = &plan->kernels[kj];
-      if (o->kind == CG_KERNEL_COPY) {
-        ok = o->copy_src != bn;
-        continue;
-      }
-      for (int t = 0; t < o->n_ops && ok; t++)
-        for (int s = 0; s < o->ops[t]->n_srcs; s++)
-          if (o->ops[t]->srcs[s] == bn && !(o->kind == CG_KERNEL_MATMUL && t == 0 && s == 1 &&
-                                             same_layout(layout->gemm[kj], layout->gemm[ki])))
-            ok = false;
-    }
-    if (!ok) continue;
+    if (bn->op != IR_OP_CONST || b < 0 || b_of[b] < 0) continue;
     cg_gemm *g = layout->gemm[ki];
     g->packed = true;
     layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw};
     layout->const_bytes[b] = g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * ir_dtype_size(bn->type.dtype);
   }
+  free(b_of);
+}
+
+/* Kernels share a body only if their GEMM layouts agree on every field:
+ * a new field must join the key below. */
+_Static_assert(sizeof(struct cg_gemm) == 144, "cg_gemm changed: add the new field to cg_gemm_key");
+
+void cg_gemm_key(const cg_gemm *g, str_buf *out) {
+  str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw, g->nv,
+                 g->nr, g->mr, (long long)g->K, (long long)g->Nc, (long long)g->n_full, g->tail_nv, g->tail_valid,
+                 (long long)g->kc, (long long)g->mc, (long long)g->nc, (long long)g->n_kblocks, (long long)g->lda,
+                 (long long)g->ldc, (long long)g->c_off, g->packed, g->softmax);
+  for (int v = 0; v < g->n_var; v++) str_buf_printf(out, "%dx%d,", g->var[v].mr, g->var[v].np);
 }
 
 /* ---- emission ---- */
@@ -312,10 +331,7 @@ static LLVMValueRef emit_epilogue_fn(cg_kctx *kc, const cg_gemm *g) {
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(B);
   epi_ctx x = {*kc, g, NULL, NULL, NULL, NULL, NULL};
   cg_kctx *c = &x.c;
-  int n_ids = 0;
-  for (int b = 0; b < kc->plan->n_buffers; b++)
-    if (kc->plan->buffer_node[b]->id >= n_ids) n_ids = kc->plan->buffer_node[b]->id + 1;
-  c->base = xcalloc((size_t)n_ids + 1, sizeof *c->base);
+  c->base = kc->spare_base; /* all NULL: the epilogue loads its own */
   c->fn = fn;
   c->bufs = LLVMGetParam(fn, 0);
   x.tile = LLVMGetParam(fn, 1), x.row = LLVMGetParam(fn, 2), x.nrows = LLVMGetParam(fn, 3);
@@ -334,7 +350,7 @@ static LLVMValueRef emit_epilogue_fn(cg_kctx *kc, const cg_gemm *g) {
   }
   cg_loop_end(c, &lr);
   LLVMBuildRetVoid(B);
-  free(c->base);
+  cg_clear_bases(c);
   LLVMPositionBuilderAtEnd(B, saved);
   return fn;
 }

@@ -118,6 +118,20 @@ typedef struct cg_cpu_layout {
                              * (the plan's bytes_fixed unless packed; 0: not a constant) */
   cg_kernel_launch *launch; /* per kernel */
   cg_gemm **gemm;           /* per kernel: MATMUL's GEMM layout, else NULL */
+  /* Kernels that differ only in their buffers share one body
+   * (cg_kernel_share.c). With share_by_table (set before emitting: the
+   * JIT) the body is called with the kernel's own buffer table, which the
+   * runtime builds from args (rt_launch.args); without it (AOT) each such
+   * kernel is a small wrapper function of its own name that builds the
+   * table and calls the body. */
+  bool share_by_table;
+  bool share_none;          /* set before emitting: no kernel shares a body */
+  bool planned;             /* cg_cpu_plan_layout has filled what follows and the above */
+  bool *shared;             /* per kernel: its body serves several kernels */
+  const char **symbol;      /* per kernel: the function its launch calls */
+  int *rep;                 /* per kernel: the first kernel with the same body */
+  int **args;               /* per kernel: its table for a shared body, or NULL */
+  int *n_args;
 } cg_cpu_layout;
 
 /* Sizes the layout for plan p: nothing packed, no launch split yet. _fini
@@ -169,7 +183,14 @@ LLVMTypeRef cg_llvm_dtype(cg_emitter *e, ir_dtype dt);
  * kernels need (GEMM layouts, pre-packed constants, launch splits) into
  * *layout, made with cg_cpu_layout_init for plan: describe the program
  * (cg_program.c) with that layout after emitting. */
-bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout, diag_sink *d);
+bool cg_cpu_emit_kernels(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout, const bool *only,
+                         diag_sink *d);
+/* The layout part of that, for caps (done by the first cg_cpu_emit_kernels
+ * unless done before): afterwards the layout is final and only read, so
+ * several threads may emit subsets of the kernels (only[ki]: emit kernel
+ * ki, or the body it shares with others when it is the first of them;
+ * NULL: all) into modules of their own contexts. */
+void cg_cpu_plan_layout(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout);
 
 /* ---- target setup shared by the JIT and AOT (cg_target.c) ---- */
 
@@ -187,14 +208,17 @@ typedef struct cg_target {
 bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d);
 void cg_target_fini(cg_target *t);
 
-/* A new module `name` in ctx holding the plan's kernels, verified,
- * optimized at o->opt_level and dumped to o->dump_llvm: the same for the
- * JIT and AOT. NULL on error. e is set up for emitting more into the
+/* A new module `name` in ctx holding the plan's kernels, verified, and
+ * (if optimize) optimized at o->opt_level and dumped to o->dump_llvm by
+ * cg_target_optimize: the same for the JIT and AOT. NULL on error. e is set up for emitting more into the
  * module; release it with cg_emitter_fini. layout, made with
  * cg_cpu_layout_init for plan, is filled by cg_cpu_emit_kernels. */
 LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
-                                    const cg_plan *plan, const cg_options *o, cg_emitter *e,
-                                    cg_cpu_layout *layout, diag_sink *d);
+                                    const cg_plan *plan, const cg_options *o, bool optimize, cg_emitter *e,
+                                    cg_cpu_layout *layout, const bool *only, diag_sink *d);
+/* Runs default<O{o->opt_level}> over mod (none at 0) and dumps the result
+ * to o->dump_llvm if set. False with a diagnostic if LLVM fails. */
+bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, diag_sink *d);
 void cg_emitter_fini(cg_emitter *e);
 
 /* The rt_program of a plan (cg_program.c): launches without addresses

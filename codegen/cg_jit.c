@@ -3,13 +3,19 @@
  * for the host through cg_target.c (shared with the AOT target, so both
  * run the same machine code), JIT-compiles the module with ORC LLJIT and
  * assembles the rt_program (cg_program.c's description, kernels by address,
- * weight data copied in).
+ * weight data copied in). The description, whose weight packing is a pass
+ * over every weight byte, is built on a second thread while LLVM optimizes
+ * and compiles: it only reads the plan and layout, which are final once
+ * the kernels are emitted.
  */
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/TargetMachine.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cg_internal.h"
 
@@ -18,65 +24,148 @@ static void jit_destroy(void *owner) {
   if (err) LLVMConsumeError(err);
 }
 
-/* Takes ownership of jit: on failure it is disposed of. */
-static rt_program *assemble(const ir_graph *g, const cg_plan *plan, const cg_cpu_layout *layout,
-                            LLVMOrcLLJITRef jit, diag_sink *d) {
-  rt_program *p = cg_program_describe(g, plan, layout, d);
-  if (!p) {
-    jit_destroy(jit);
-    return NULL;
-  }
-  p->owner = jit;
-  p->owner_destroy = jit_destroy;
-  for (int b = 0; b < p->n_buffers; b++) {
+/* The program description (cg_program.c) with its own copy of every
+ * constant: packing the GEMM weights is the bulk of it (a pass over every
+ * weight byte), so it runs on a second thread while LLVM optimizes and
+ * compiles the kernels, which read none of what it writes. */
+typedef struct describe_job {
+  const ir_graph *g;
+  const cg_plan *plan;
+  const cg_cpu_layout *layout;
+  diag_sink *d;
+  rt_program *p; /* the result; NULL on error (reported to d) */
+} describe_job;
+
+static void *describe_main(void *arg) {
+  describe_job *j = arg;
+  rt_program *p = cg_program_describe(j->g, j->plan, j->layout, j->d);
+  for (int b = 0; p && b < p->n_buffers; b++) {
     rt_buffer *buf = &p->buffers[b];
     if (buf->kind != RT_BUF_CONST) continue;
-    if (layout->packing[b].panel) continue; /* already a copy in p's arena (cg_cpu_layout_const_data) */
+    if (j->layout->packing[b].panel) continue; /* already a copy in p's arena (cg_cpu_layout_const_data) */
     void *copy = arena_alloc_aligned(p->arena, (size_t)buf->bytes_fixed, 64);
     memcpy(copy, buf->data, (size_t)buf->bytes_fixed);
     buf->data = copy;
   }
-  for (int i = 0; i < p->n_launches; i++) {
-    LLVMOrcExecutorAddress addr = 0;
-    if (cg_llvm_error(d, LLVMOrcLLJITLookup(jit, &addr, plan->kernels[i].name), "looking up a kernel")) {
-      rt_program_destroy(p);
-      return NULL;
-    }
-    p->launches[i].fn = (rt_kernel_fn)(uintptr_t)addr;
-  }
-  return p;
+  j->p = p;
+  return NULL;
 }
 
-rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d) {
-  cg_options defaults;
-  if (!o) cg_options_init(&defaults), o = &defaults;
-  cg_plan plan;
-  if (!cg_plan_build(g, &plan, d)) return NULL;
-  cg_cpu_layout layout;
-  cg_cpu_layout_init(&layout, &plan);
+/* Whether describing can fail: only a constant without data does (IR read
+ * from text), and then it runs on the calling thread, reporting to d. */
+static bool constants_have_data(const cg_plan *plan) {
+  for (int b = 0; b < plan->n_buffers; b++)
+    if (plan->buffers[b].kind == RT_BUF_CONST && !plan->buffer_node[b]->attr.data) return false;
+  return true;
+}
 
-  rt_program *prog = NULL;
-  LLVMOrcThreadSafeContextRef tsc = NULL;
-  LLVMModuleRef mod = NULL;
+/* The kernels' addresses, one lookup per distinct function. */
+static bool look_up_kernels(LLVMOrcLLJITRef jit, const cg_plan *plan, const cg_cpu_layout *layout,
+                            rt_kernel_fn *fns, diag_sink *d) {
+  for (int i = 0; i < plan->n_kernels; i++) {
+    int r = layout->rep[i];
+    if (r != i && layout->symbol[i] == layout->symbol[r]) { /* a shared body, looked up once */
+      fns[i] = fns[r];
+      continue;
+    }
+    LLVMOrcExecutorAddress addr = 0;
+    if (cg_llvm_error(d, LLVMOrcLLJITLookup(jit, &addr, layout->symbol[i]), "looking up a kernel")) return false;
+    fns[i] = (rt_kernel_fn)(uintptr_t)addr;
+  }
+  return true;
+}
+
+/* ---- compiling on several threads ----
+ * Kernels are independent functions, so the JIT splits them over a few
+ * modules, each emitted into a context of its own, optimized and compiled
+ * to an object file on its own thread with its own target machine, then
+ * links the objects into the one JIT. Each kernel is emitted, optimized
+ * and compiled exactly as in a single module (every module-level pass sees
+ * a kernel with its own helper functions), so the split changes no bit. */
+
+enum { MAX_COMPILE_THREADS = 4 };
+
+typedef struct compile_job {
+  const cg_plan *plan;
+  cg_cpu_layout *layout; /* final (cg_cpu_plan_layout): only read */
+  const cg_options *o;
+  bool *only;            /* the kernels of this job */
+  cg_target t;           /* a target machine of its own */
+  diag_sink *d;          /* the job's own */
+  char name[32];
+  LLVMMemoryBufferRef obj; /* the object file, or NULL on error */
+} compile_job;
+
+static void *compile_main(void *arg) {
+  compile_job *j = arg;
+  LLVMContextRef ctx = LLVMContextCreate();
   cg_emitter e = {0};
-  cg_target t;
-  if (!cg_target_init(&t, o, true, d)) goto done;
-  tsc = LLVMOrcCreateNewThreadSafeContext();
-  mod = cg_target_emit_module(&t, LLVMOrcThreadSafeContextGetContext(tsc), g->name, &plan, o, &e, &layout, d);
-  if (!mod) goto done;
+  LLVMModuleRef mod = cg_target_emit_module(&j->t, ctx, j->name, j->plan, j->o, true, &e, j->layout, j->only, j->d);
+  if (mod) {
+    char *msg = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(j->t.tm, mod, LLVMObjectFile, &msg, &j->obj)) {
+      diag_error_kind(j->d, DIAG_KIND_CODEGEN, (diag_loc){0}, "LLVM: compiling the kernels: %s", msg ? msg : "");
+      j->obj = NULL;
+    }
+    LLVMDisposeMessage(msg);
+    LLVMDisposeModule(mod);
+  }
+  cg_emitter_fini(&e);
+  LLVMContextDispose(ctx);
+  return NULL;
+}
 
+/* How many threads compile the plan: one per core up to
+ * MAX_COMPILE_THREADS, no more than there are GEMM bodies to compile (the
+ * bulk of the work), and one when the LLVM IR is dumped (one module). */
+static int compile_threads(const cg_plan *plan, const cg_cpu_layout *layout, const cg_options *o) {
+  if (o->dump_llvm) return 1;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int gemms = 0;
+  for (int ki = 0; ki < plan->n_kernels; ki++)
+    gemms += plan->kernels[ki].kind == CG_KERNEL_MATMUL && layout->rep[ki] == ki;
+  int n = cpus < 1 ? 1 : cpus > MAX_COMPILE_THREADS ? MAX_COMPILE_THREADS : (int)cpus;
+  return n < gemms ? n : gemms < 1 ? 1 : gemms;
+}
+
+/* Deals the kernels to n jobs, evening out a rough cost (a GEMM body is
+ * about ten times an elementwise or row-wise kernel); deterministic. */
+static void split_kernels(const cg_plan *plan, const cg_cpu_layout *layout, compile_job *jobs, int n) {
+  int64_t load[MAX_COMPILE_THREADS] = {0};
+  for (int ki = 0; ki < plan->n_kernels; ki++) {
+    if (layout->shared[ki] && layout->rep[ki] != ki) continue; /* no code of its own */
+    int best = 0;
+    for (int w = 1; w < n; w++)
+      if (load[w] < load[best]) best = w;
+    jobs[best].only[ki] = true;
+    load[best] += plan->kernels[ki].kind == CG_KERNEL_MATMUL ? 10 : 1;
+  }
+}
+
+/* Forwards a job's first error to d. */
+static void forward_error(diag_sink *d, diag_sink *from) {
+  const char *t = diag_first_error(from);
+  if (!strncmp(t, "error: ", 7)) t += 7;
+  size_t n = strlen(t);
+  while (n && t[n - 1] == '\n') n--;
+  diag_error_kind(d, diag_first_error_kind(from), (diag_loc){0}, "%.*s", (int)n, t);
+}
+
+/* A JIT for the target machine t->tm (taken over), resolving symbols of the
+ * process and the runtime's helpers. NULL with a diagnostic on error. */
+static LLVMOrcLLJITRef create_jit(cg_target *t, diag_sink *d) {
   LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
-  LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(t.tm));
-  t.tm = NULL; /* owned by the builder now */
+  LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(t->tm));
+  t->tm = NULL; /* owned by the builder now */
   LLVMOrcLLJITRef jit;
-  if (cg_llvm_error(d, LLVMOrcCreateLLJIT(&jit, jb), "creating the JIT")) goto done;
+  if (cg_llvm_error(d, LLVMOrcCreateLLJIT(&jit, jb), "creating the JIT")) return NULL;
   LLVMOrcJITDylibRef main_jd = LLVMOrcLLJITGetMainJITDylib(jit);
   LLVMOrcDefinitionGeneratorRef gen;
   if (cg_llvm_error(d, LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
                            &gen, LLVMOrcLLJITGetGlobalPrefix(jit), NULL, NULL),
                     "searching the process for symbols")) {
     jit_destroy(jit);
-    goto done;
+    return NULL;
   }
   LLVMOrcJITDylibAddGenerator(main_jd, gen);
   /* runtime helpers generated code may call (e.g. __truncsfbf2) */
@@ -94,19 +183,117 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
     free(pairs);
     if (cg_llvm_error(d, err, "defining runtime helpers")) {
       jit_destroy(jit);
+      return NULL;
+    }
+  }
+  return jit;
+}
+
+rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d) {
+  cg_options defaults;
+  if (!o) cg_options_init(&defaults), o = &defaults;
+  cg_plan plan;
+  if (!cg_plan_build(g, &plan, d)) return NULL;
+  cg_cpu_layout layout;
+  cg_cpu_layout_init(&layout, &plan);
+  layout.share_by_table = true; /* the runtime passes shared bodies their tables */
+  layout.share_none = o->no_kernel_sharing;
+
+  rt_program *prog = NULL;
+  LLVMOrcThreadSafeContextRef tsc = NULL;
+  LLVMModuleRef mod = NULL;
+  LLVMOrcLLJITRef jit = NULL;
+  cg_emitter e = {0};
+  cg_target t;
+  describe_job job = {g, &plan, &layout, NULL, NULL};
+  pthread_t describer, workers[MAX_COMPILE_THREADS];
+  compile_job jobs[MAX_COMPILE_THREADS];
+  int n_jobs = 0, n_started = 0;
+  bool threaded = false, described = false;
+  diag_sink *own_d = NULL; /* the describing thread's */
+  rt_kernel_fn *fns = xcalloc((size_t)plan.n_kernels + 1, sizeof *fns);
+  if (!cg_target_init(&t, o, true, d)) goto done;
+  cg_cpu_plan_layout(&t.caps, &plan, &layout); /* final from here on: threads only read it */
+  /* describe the program beside LLVM's work */
+  if (constants_have_data(&plan)) {
+    job.d = own_d = diag_sink_create();
+    threaded = pthread_create(&describer, NULL, describe_main, &job) == 0;
+    if (!threaded) describe_main(&job);
+  } else {
+    job.d = d;
+    describe_main(&job);
+    if (!job.p) goto done;
+  }
+
+  int n_threads = compile_threads(&plan, &layout, o);
+  if (n_threads > 1) {
+    for (; n_jobs < n_threads; n_jobs++) {
+      compile_job *j = &jobs[n_jobs];
+      *j = (compile_job){.plan = &plan, .layout = &layout, .o = o, .d = diag_sink_create()};
+      j->only = xcalloc((size_t)plan.n_kernels + 1, sizeof *j->only);
+      snprintf(j->name, sizeof j->name, "%s.%d", g->name, n_jobs);
+      if (!cg_target_init(&j->t, o, true, d)) {
+        n_jobs++;
+        goto done;
+      }
+    }
+    split_kernels(&plan, &layout, jobs, n_jobs);
+    for (n_started = 1; n_started < n_jobs; n_started++)
+      if (pthread_create(&workers[n_started], NULL, compile_main, &jobs[n_started]) != 0) break;
+    for (int w = n_started; w < n_jobs; w++) compile_main(&jobs[w]); /* no thread: here */
+    compile_main(&jobs[0]);
+    for (int w = 1; w < n_started; w++) pthread_join(workers[w], NULL);
+    n_started = 0;
+    bool ok = true;
+    for (int w = 0; w < n_jobs && ok; w++)
+      if (!jobs[w].obj) forward_error(d, jobs[w].d), ok = false;
+    if (!ok || !(jit = create_jit(&t, d))) goto done;
+    LLVMOrcJITDylibRef main_jd = LLVMOrcLLJITGetMainJITDylib(jit);
+    for (int w = 0; w < n_jobs; w++) {
+      LLVMMemoryBufferRef obj = jobs[w].obj;
+      jobs[w].obj = NULL; /* owned by the JIT, even on error */
+      if (cg_llvm_error(d, LLVMOrcLLJITAddObjectFile(jit, main_jd, obj), "adding the kernels")) goto done;
+    }
+  } else {
+    tsc = LLVMOrcCreateNewThreadSafeContext();
+    mod = cg_target_emit_module(&t, LLVMOrcThreadSafeContextGetContext(tsc), g->name, &plan, o, true, &e, &layout,
+                                NULL, d);
+    if (!mod || !(jit = create_jit(&t, d))) goto done;
+    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsc);
+    mod = NULL; /* owned by the thread-safe module */
+    if (cg_llvm_error(d, LLVMOrcLLJITAddLLVMIRModule(jit, LLVMOrcLLJITGetMainJITDylib(jit), tsm),
+                      "adding the module")) {
+      LLVMOrcDisposeThreadSafeModule(tsm);
       goto done;
     }
   }
-  LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsc);
-  mod = NULL; /* owned by the thread-safe module */
-  if (cg_llvm_error(d, LLVMOrcLLJITAddLLVMIRModule(jit, main_jd, tsm), "adding the module")) {
-    LLVMOrcDisposeThreadSafeModule(tsm);
-    jit_destroy(jit);
-    goto done;
-  }
-  prog = assemble(g, &plan, &layout, jit, d); /* on failure it disposed of the JIT */
+  described = look_up_kernels(jit, &plan, &layout, fns, d); /* links (and, for IR, compiles) */
 
 done:
+  if (threaded) pthread_join(describer, NULL);
+  if (own_d) {
+    if (!job.p) /* cannot fail once constants_have_data: a bug */
+      diag_error_kind(d, DIAG_KIND_INTERNAL, (diag_loc){0}, "internal error: describing the program: %s",
+                      diag_first_error(own_d));
+    diag_sink_destroy(own_d);
+  }
+  for (int w = 0; w < n_jobs; w++) {
+    if (jobs[w].obj) LLVMDisposeMemoryBuffer(jobs[w].obj);
+    cg_target_fini(&jobs[w].t);
+    diag_sink_destroy(jobs[w].d);
+    free(jobs[w].only);
+  }
+  if (described && job.p) {
+    prog = job.p;
+    job.p = NULL;
+    for (int i = 0; i < prog->n_launches; i++) prog->launches[i].fn = fns[i];
+    prog->owner = jit;
+    prog->owner_destroy = jit_destroy;
+    jit = NULL;
+  }
+  rt_program_destroy(job.p);
+  if (jit) jit_destroy(jit);
+  free(fns);
   cg_emitter_fini(&e);
   if (mod) LLVMDisposeModule(mod);
   if (tsc) LLVMOrcDisposeThreadSafeContext(tsc);

@@ -84,6 +84,17 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
   for (int i = 0; i < n; i++) p->buffer_of[i] = -1;
   bool *fused = arena_alloc(p->arena, (size_t)n + 1);
   p->kernels = arena_alloc(p->arena, (size_t)(n + g->n_outputs + 1) * sizeof(cg_kernel));
+  /* the one user of each single-use value (a chain only follows those):
+   * one walk, so grouping stays linear in the graph's size */
+  ir_node **user_of = arena_alloc(p->arena, (size_t)(n + 1) * sizeof *user_of);
+  for (int i = 0; i < n; i++) user_of[i] = NULL;
+  for (int j = 0; j < n; j++)
+    for (int s = 0; s < g->nodes[j]->n_srcs; s++) {
+      int src = g->nodes[j]->srcs[s]->id;
+      if (!user_of[src]) user_of[src] = g->nodes[j];
+    }
+  /* the ops of the kernel being grouped; copied out at its real length */
+  ir_node **chain = xcalloc((size_t)n + 1, sizeof *chain);
 
   int n_states = 0;
   for (int i = 0; i < n; i++) {
@@ -99,20 +110,19 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
     if (is_leaf(x) || fused[i]) continue;
     cg_kernel *k = &p->kernels[p->n_kernels++];
     k->kind = kernel_kind(x->op);
-    k->ops = arena_alloc(p->arena, (size_t)(n - i) * sizeof(ir_node *));
+    k->ops = chain;
     k->ops[k->n_ops++] = x;
     ir_node *cur = x;
     if (ir_op_writes(x->op)) { /* an update: in place, its result is operand 0's buffer */
+      k->ops = arena_alloc(p->arena, sizeof(ir_node *));
+      k->ops[0] = x;
       p->buffer_of[i] = k->out_buffer = p->buffer_of[x->srcs[0]->id];
       k->name = arena_printf(p->arena, "k%d.%s", p->n_kernels - 1, x->name);
       continue;
     }
     while ((k->kind == CG_KERNEL_MATMUL || k->kind == CG_KERNEL_ELTWISE) && uses[cur->id] == 1 &&
            first_output[cur->id] < 0) {
-      ir_node *user = NULL;
-      for (int j = cur->id + 1; j < n && !user; j++)
-        for (int s = 0; s < g->nodes[j]->n_srcs; s++)
-          if (g->nodes[j]->srcs[s] == cur) user = g->nodes[j];
+      ir_node *user = user_of[cur->id];
       /* a row softmax that one GEMM panel spans ends a matmul kernel: the
        * GEMM's epilogue does it in registers (cg_gemm.c) */
       if (user && ir_op_kernel(user->op) == IR_KERNEL_ROWWISE && user->n_srcs == 1 &&
@@ -141,12 +151,16 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
       k->ops[k->n_ops++] = user;
       cur = user;
     }
+    k->ops = arena_alloc(p->arena, (size_t)k->n_ops * sizeof(ir_node *));
+    memcpy(k->ops, chain, (size_t)k->n_ops * sizeof(ir_node *));
     int out = first_output[cur->id];
     if (out >= 0) p->buffer_of[cur->id] = add_buffer(p, &buf_cap, RT_BUF_OUTPUT, out, cur);
     else p->buffer_of[cur->id] = add_buffer(p, &buf_cap, RT_BUF_SCRATCH, -1, cur);
     k->out_buffer = p->buffer_of[cur->id];
     k->name = arena_printf(p->arena, "k%d.%s", p->n_kernels - 1, x->name);
   }
+
+  free(chain);
 
   /* outputs that no kernel writes: leaves, or a value that is several outputs */
   for (int o = 0; o < g->n_outputs; o++) {

@@ -64,6 +64,12 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg
     if (k->kind == CG_KERNEL_MATMUL) /* the GEMM's flops (the op table's column), per row */
       l->flops_per_row = ir_node_flops(k->ops[0], 1) / (l->batched ? 1 : l->rows_fixed);
     cg_plan_launch_fill(plan, layout, i, l);
+    if (layout && layout->n_args[i]) { /* a shared body's table (cg_kernel_share.c) */
+      int *args = arena_alloc(a, (size_t)layout->n_args[i] * sizeof *args);
+      memcpy(args, layout->args[i], (size_t)layout->n_args[i] * sizeof *args);
+      l->args = args;
+      l->n_args = layout->n_args[i];
+    }
   }
   for (int b = 0; b < p->n_buffers; b++) p->n_states += p->buffers[b].kind == RT_BUF_STATE;
   p->states = arena_alloc(a, (size_t)(p->n_states + 1) * sizeof *p->states);

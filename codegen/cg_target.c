@@ -95,24 +95,7 @@ void cg_emitter_fini(cg_emitter *e) {
   e->b = NULL;
 }
 
-LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
-                                    const cg_plan *plan, const cg_options *o, cg_emitter *e,
-                                    cg_cpu_layout *layout, diag_sink *d) {
-  LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(name, ctx);
-  LLVMSetTarget(mod, t->triple);
-  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(t->tm);
-  LLVMSetModuleDataLayout(mod, dl);
-  LLVMDisposeTargetData(dl);
-  cg_emitter_init(e, ctx, mod, t->caps.vector_f32_lanes);
-  e->caps = &t->caps;
-  char *msg = NULL;
-  if (!cg_cpu_emit_kernels(e, plan, layout, d)) goto fail;
-  if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
-    diag_error(d, (diag_loc){0}, "internal error: generated LLVM IR is invalid: %s", msg);
-    LLVMDisposeMessage(msg);
-    goto fail;
-  }
-  LLVMDisposeMessage(msg);
+bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, diag_sink *d) {
   if (o->opt_level > 0) {
     char pipeline[32];
     snprintf(pipeline, sizeof pipeline, "default<O%d>", o->opt_level > 3 ? 3 : o->opt_level);
@@ -124,13 +107,36 @@ LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char
     LLVMPassBuilderOptionsSetLoopUnrolling(po, 0);
     LLVMErrorRef err = LLVMRunPasses(mod, pipeline, t->tm, po);
     LLVMDisposePassBuilderOptions(po);
-    if (cg_llvm_error(d, err, "optimizing")) goto fail;
+    if (cg_llvm_error(d, err, "optimizing")) return false;
   }
   if (o->dump_llvm) {
     char *s = LLVMPrintModuleToString(mod);
     str_buf_puts(o->dump_llvm, s);
     LLVMDisposeMessage(s);
   }
+  return true;
+}
+
+LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
+                                    const cg_plan *plan, const cg_options *o, bool optimize, cg_emitter *e,
+                                    cg_cpu_layout *layout, const bool *only, diag_sink *d) {
+  LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(name, ctx);
+  LLVMSetTarget(mod, t->triple);
+  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(t->tm);
+  LLVMSetModuleDataLayout(mod, dl);
+  LLVMDisposeTargetData(dl);
+  cg_emitter_init(e, ctx, mod, t->caps.vector_f32_lanes);
+  if (!layout->planned) layout->share_none = o->no_kernel_sharing;
+  e->caps = &t->caps;
+  char *msg = NULL;
+  if (!cg_cpu_emit_kernels(e, plan, layout, only, d)) goto fail;
+  if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
+    diag_error(d, (diag_loc){0}, "internal error: generated LLVM IR is invalid: %s", msg);
+    LLVMDisposeMessage(msg);
+    goto fail;
+  }
+  LLVMDisposeMessage(msg);
+  if (optimize && !cg_target_optimize(t, mod, o, d)) goto fail;
   return mod;
 fail:
   LLVMDisposeModule(mod);

@@ -21,6 +21,8 @@ typedef struct cg_options {
   const char *cpu;    /* NULL: the host CPU */
   const char *features; /* NULL: the host features */
   str_buf *dump_llvm; /* if set, receives the optimized LLVM IR */
+  bool no_kernel_sharing; /* compile every kernel on its own, even those that could
+                           * share a body (cg_kernel_share.c); for tests */
 } cg_options;
 
 void cg_options_init(cg_options *o);

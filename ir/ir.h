@@ -230,6 +230,12 @@ bool ir_type_bytes(const ir_type *t, int64_t batch, int64_t *out);
 void ir_type_print(const ir_type *t, str_buf *out); /* f32[N,784] */
 /* Largest tensor castor accepts, in bytes (sizes beyond it are errors). */
 #define IR_MAX_TENSOR_BYTES ((int64_t)1 << 40)
+/* Most nodes a model's graph may have for castor to compile it (a dense
+ * layer is 2-5 nodes). Every stage is linear in the graph's size, and
+ * repeated layers share compiled kernels, so 10,000 dense layers compile in
+ * about a second; the cap keeps the worst case to seconds and bounded memory.
+ * A larger graph is a clear error at the first node past the cap. */
+#define IR_MAX_NODES 100000
 
 /* ---- graph ---- */
 

@@ -91,6 +91,7 @@ typedef struct ac_state {
   bool *deny_taint;  /* deny op, or standalone infer fed by one */
   unsigned *down16;  /* standalone infer: 16-bit matmul dtypes reachable downstream (bitmask) */
   ir_node **casts;   /* (id * IR_DTYPE_COUNT + dtype) -> cast node */
+  const ir_node **layer_mm; /* per node id: its layer's matmul (layer_matmul), or NULL */
   int n_orig;
 } ac_state;
 
@@ -113,14 +114,25 @@ static void decide(ac_state *s, ir_node *n, ir_dtype t, const char *rule) {
 static bool is_16(ir_dtype t) { return t == IR_DTYPE_F16 || t == IR_DTYPE_BF16; }
 
 /* The dense layer's matmul this node follows, if it belongs to a layer with
- * a matmul. */
-static const ir_node *layer_matmul(const ac_state *s, const ir_node *n) {
-  if (!n->layer) return NULL;
-  for (int i = 0; i < s->n_orig; i++) {
-    const ir_node *m = s->g->nodes[i];
-    if (ir_op_autocast(m->op) == IR_AC_ALLOW && m->layer && strcmp(m->layer, n->layer) == 0) return m;
-  }
-  return NULL;
+ * a matmul: the first allow op of its layer in the schedule. */
+static const ir_node *layer_matmul(const ac_state *s, const ir_node *n) { return s->layer_mm[n->id]; }
+
+/* Fills s->layer_mm through a hash table of layer names, so that the pass
+ * stays linear in the graph's size (a model of 10,000 layers). */
+static void find_layer_matmuls(ac_state *s, arena *scratch) {
+  size_t cap = 16;
+  while (cap < 2 * (size_t)s->n_orig) cap *= 2;
+  const ir_node **first = arena_alloc(scratch, cap * sizeof *first);
+  s->layer_mm = arena_alloc(scratch, (size_t)(s->n_orig + 1) * sizeof *s->layer_mm);
+  for (int pass = 0; pass < 2; pass++) /* 0: record each layer's first matmul; 1: look them up */
+    for (int i = 0; i < s->n_orig; i++) {
+      const ir_node *n = s->g->nodes[i];
+      if (!n->layer || (pass == 0 && ir_op_autocast(n->op) != IR_AC_ALLOW)) continue;
+      size_t h = (size_t)str_hash(n->layer) & (cap - 1);
+      while (first[h] && strcmp(first[h]->layer, n->layer) != 0) h = (h + 1) & (cap - 1);
+      if (pass == 0 && !first[h]) first[h] = n;
+      if (pass == 1) s->layer_mm[i] = first[h];
+    }
 }
 
 static bool is_standalone_infer(const ac_state *s, const ir_node *n) {
@@ -241,13 +253,14 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
   }
   ir_graph_renumber(g);
   int n = g->n_nodes;
-  ac_state s = {g, ctx, o, NULL, NULL, NULL, NULL, NULL, n};
+  ac_state s = {g, ctx, o, NULL, NULL, NULL, NULL, NULL, NULL, n};
   s.dt = arena_alloc(ctx->scratch, (size_t)(n + 1) * sizeof *s.dt);
   s.decided = arena_alloc(ctx->scratch, (size_t)n + 1);
   s.deny_taint = arena_alloc(ctx->scratch, (size_t)n + 1);
   s.down16 = arena_alloc(ctx->scratch, (size_t)(n + 1) * sizeof *s.down16);
   s.casts = arena_alloc(ctx->scratch, (size_t)(n + 1) * IR_DTYPE_COUNT * sizeof *s.casts);
   for (int i = 0; i < n; i++) s.dt[i] = g->nodes[i]->type.dtype;
+  find_layer_matmuls(&s, ctx->scratch);
   decide_fixed(&s);
   decide_infer(&s);
 

@@ -109,16 +109,30 @@ static void run_tile(void *arg, int64_t t, void *scratch) {
   if (r1 > r0 && (c1 > c0 || !g->cols)) g->l->fn(g->bufs, g->batch, r0, r1, c0, c1, scratch);
 }
 
+static void run_tiles(tiling *g, int threads);
+
 static void run_launch(const rt_launch *l, char *const *bufs, int64_t batch, int threads) {
+  char *own[16], **table = NULL; /* a launch's own buffer table (n_args > 0) */
+  if (l->n_args > 0) {
+    table = l->n_args <= 16 ? own : xcalloc((size_t)l->n_args, sizeof *table);
+    for (int i = 0; i < l->n_args; i++) table[i] = bufs[l->args[i]];
+    bufs = table;
+  }
   tiling g = {l, bufs, batch, l->batched ? batch : l->rows_fixed, l->cols > 0 ? l->cols : 0, 1, 0, 1, 1, 1, 1};
-  if (g.rows <= 0) return;
+  if (g.rows > 0) run_tiles(&g, threads);
+  if (table != own) free(table);
+}
+
+static void run_tiles(tiling *gp, int threads) {
+  tiling g = *gp;
+  const rt_launch *l = g.l;
   g.rstep = l->row_step > 0 ? l->row_step : 1;
   g.cstep = g.cols ? (l->col_step > 0 ? l->col_step : g.cols) : 1;
   g.row_units = (g.rows + g.rstep - 1) / g.rstep;
   g.col_units = g.cols ? (g.cols + g.cstep - 1) / g.cstep : 1;
   int64_t work, row_work = l->work_per_row > 0 ? l->work_per_row : 1, batch_work;
   if (l->work_per_row_per_batch > 0 &&
-      (!size_mul_ok(l->work_per_row_per_batch, batch, &batch_work) || !size_add_ok(row_work, batch_work, &row_work)))
+      (!size_mul_ok(l->work_per_row_per_batch, g.batch, &batch_work) || !size_add_ok(row_work, batch_work, &row_work)))
     row_work = INT64_MAX;
   if (threads > 1 && (row_work == INT64_MAX || !size_mul_ok(g.rows, row_work, &work) || work >= parallel_min_work())) {
     int64_t want = (int64_t)threads * TILES_PER_THREAD;

@@ -5,7 +5,10 @@
  *
  * Kernel ABI: void kernel(char *const *bufs, int64_t batch, int64_t row0,
  * int64_t row1, int64_t col0, int64_t col1, void *scratch). bufs is the
- * program's buffer table (indices baked into the kernel); the kernel
+ * program's buffer table (indices baked into the kernel), or, for a launch
+ * with n_args > 0, a table of the launch's own buffers (bufs[args[0]], ...,
+ * bufs[args[n_args-1]]), so that one kernel body can serve every launch
+ * that differs only in its buffers (a deep model's repeated layers); the kernel
  * computes output rows [row0, row1) of its launch, where a launch has
  * `batch` rows if batched and rows_fixed rows otherwise, and, when the
  * launch has cols > 0, only columns [col0, col1) of them (else the col
@@ -69,6 +72,8 @@ typedef struct rt_launch {
   int64_t work_per_row;  /* rough cost of a row, to keep tiny launches on one thread */
   int64_t work_per_row_per_batch; /* more cost of a row per batch row: a reduction over the
                                    * batch (training), whose rows are the result's */
+  const int *args;       /* n_args > 0: the buffers the kernel gets as its table (see above) */
+  int n_args;
 } rt_launch;
 
 enum { RT_MAX_RANK = 4 };

@@ -1,0 +1,17 @@
+#!/bin/sh
+# bench/compile/deep.sh: writes to stdout a .cast model of N chained dense
+# layers, UNITS wide (default 16), with a relu on every layer but the last
+# and a softmax at the end: the deep model of issue 14 item 2.
+#
+#   bench/compile/deep.sh N [UNITS] > deep.cast
+set -eu
+N=${1:?usage: deep.sh N [UNITS]}
+U=${2:-16}
+awk -v n="$N" -v u="$U" 'BEGIN {
+  printf "model deep_%d\npolicy float32\nx0 = input(shape=[%d])\n", n, u
+  for (i = 1; i <= n; i++) {
+    act = i < n ? ", activation=relu" : ""
+    printf "x%d = dense(x%d, units=%d%s, name=d%d)\n", i, i - 1, u, act, i
+  }
+  printf "y = activation(x%d, softmax)\noutput y\n", n
+}'
