@@ -210,7 +210,7 @@ static void put_metric_panel(str_buf *b, const rt_history *h, double top, const 
   double x0 = h->n_epochs ? (double)h->epochs[0].epoch : 1;
   double x1 = h->n_epochs ? (double)h->epochs[h->n_epochs - 1].epoch : 1;
   nice_axis(x0, x1, true, &p.x);
-  double lo = 0, hi = 1, vlo, vhi;
+  double lo = 0, hi = 1, vlo = 0, vhi = 1;
   bool any = metric_range(h, train_off, &lo, &hi);
   if (h->has_validation && metric_range(h, val_off, &vlo, &vhi)) {
     lo = any && lo < vlo ? lo : vlo, hi = any && hi > vhi ? hi : vhi;
