@@ -44,7 +44,16 @@ typedef struct capture {
 static castor_status keep_graph(const ir_graph *g, const cg_backend *be, const cg_backend_options *bo, void *arg,
                                 diag_sink *d) {
   (void)be, (void)bo, (void)d;
-  ((capture *)arg)->g = ir_graph_clone(g); /* weights' data stay the model's */
+  ir_graph *c = ir_graph_clone(g);
+  /* a clone shares constant data with g, which the driver frees after this
+   * call: 16-bit variables' converted data lives in g's arena, so copy it */
+  for (int i = 0; i < c->n_nodes; i++) {
+    ir_node *n = c->nodes[i];
+    int64_t bytes;
+    if (n->op != IR_OP_VARIABLE || !n->attr.data || !ir_type_bytes(&n->type, 1, &bytes)) continue;
+    n->attr.data = memcpy(arena_alloc(c->arena, (size_t)bytes + 1), n->attr.data, (size_t)bytes);
+  }
+  ((capture *)arg)->g = c;
   return CASTOR_OK;
 }
 
