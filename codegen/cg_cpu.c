@@ -377,6 +377,7 @@ void cg_plan_launch_fill(const cg_plan *p, const cg_cpu_layout *layout, int ki, 
     l->row_step = step;
     l->work_per_row = work;
     l->work_per_row_per_batch = per_batch;
+    l->scratch_bytes = cg_train_scratch_bytes(k->ops[0]);
     return;
   }
   l->work_per_row = k->kind == CG_KERNEL_MATMUL ? l->flops_per_row

@@ -85,6 +85,8 @@ bool cg_train_op(ir_op op);
  * work of a row, fixed and per batch row (rt_launch's fields). */
 void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
                      int64_t *work_per_batch);
+/* The per-call scratch bytes its kernel needs. */
+int64_t cg_train_scratch_bytes(const ir_node *op);
 
 /* Groups nodes into kernels and assigns buffers; the graph must be verified
  * and its ids current. Weight data is not copied here. */

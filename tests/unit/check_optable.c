@@ -24,6 +24,7 @@
 #include "codegen/cg_backend.h"
 #include "passes/passes.h"
 #include "tests/ref/ref.h"
+#include "util/half.h"
 #include "util/util.h"
 
 enum { W = 16 }; /* the width of the test's input [N, W] */
@@ -314,6 +315,61 @@ END_TEST
 /* layer_norm over one and over two trailing dimensions, lines that are not
  * a whole number of vectors, under f32 and a 16-bit policy: the CPU kernel
  * against the reference on the same compiled graph. */
+/* matmul_tn's blocking: more batch rows than a chunk (256), more columns
+ * than a panel (256), result rows that are not whole register tiles, an f32
+ * and a 16-bit result; on 1 and 3 threads (bit-identical), on every CPU
+ * path, against the reference. */
+START_TEST(test_matmul_tn_blocking) {
+  enum { N = 601, K = 37, J = 300 };
+  for (int f16 = 0; f16 < 2; f16++) {
+    op_case c = {0};
+    c.g = ir_graph_create("tn");
+    ir_dtype dt = f16 ? IR_DTYPE_F16 : IR_DTYPE_F32;
+    ir_type at = {dt, 2, {IR_DIM_BATCH, K}}, bt = {dt, 2, {IR_DIM_BATCH, J}};
+    ir_node *a = ir_build_input(c.g, "a", &at, 0, no_loc), *b = ir_build_input(c.g, "b", &bt, 1, no_loc);
+    ir_attr attr = {.acc = IR_DTYPE_F32};
+    ir_node *y = ir_build_op(c.g, IR_OP_MATMUL_TN, "y", (ir_node *[]){a, b}, 2, &attr, no_loc);
+    ir_node *y32 = f16 ? ir_build_cast(c.g, "y32", y, IR_DTYPE_F32, no_loc) : y;
+    ir_graph_add_output(c.g, "y", y32);
+    ir_graph_renumber(c.g);
+    float *ha = xmalloc(N * K * 4), *hb = xmalloc(N * J * 4);
+    uint16_t *ea = xmalloc(N * K * 2), *eb = xmalloc(N * J * 2);
+    rng r;
+    rng_init(&r, 5);
+    for (int i = 0; i < N * K; i++) ha[i] = half_f16_to_f32(ea[i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
+    for (int i = 0; i < N * J; i++) hb[i] = half_f16_to_f32(eb[i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
+    double *ra = ref_from_f32(ha, N * K), *rb = ref_from_f32(hb, N * J), *want[1] = {NULL};
+    char err[256];
+    ck_assert_msg(ref_run(c.g, N, (const double *[]){ra, rb}, want, err, sizeof err), "%s", err);
+    float *out[2] = {xmalloc(K * J * 4), xmalloc(K * J * 4)};
+    for (int ci = 0; ci < N_CPUS; ci++)
+      for (int t = 0; t < 2; t++) {
+        diag_sink *d = diag_sink_create();
+        cg_backend_options bo;
+        cg_backend_options_init(&bo);
+        bo.threads = t ? 3 : 1;
+        bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+        setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+        cg_exec *x = cg_backend_compile(&cg_backend_cpu, c.g, &bo, d);
+        ck_assert_msg(x, "compile: %s", diag_text(d));
+        const void *ins[] = {f16 ? (void *)ea : ha, f16 ? (void *)eb : hb};
+        void *outs[] = {out[t]};
+        ck_assert_msg(cg_backend_cpu.run(x, N, ins, outs, d), "run: %s", diag_text(d));
+        unsetenv("CASTOR_PARALLEL_MIN_WORK");
+        double e = ref_normalized_error(out[t], want[0], K * J);
+        ck_assert_msg(e <= (f16 ? 1e-3 : 2e-6), "matmul_tn %s on %s, %d threads: normalized error %g", f16 ? "f16" : "f32",
+                      cpus[ci].cpu ? cpus[ci].cpu : "the host", bo.threads, e);
+        if (t) ck_assert_msg(memcmp(out[0], out[1], K * J * 4) == 0, "matmul_tn: 1 and 3 threads differ");
+        cg_exec_destroy(x);
+        diag_sink_destroy(d);
+      }
+    ref_outputs_free(want, 1);
+    free(ra), free(rb), free(ha), free(hb), free(ea), free(eb), free(out[0]), free(out[1]);
+    ir_graph_destroy(c.g);
+  }
+}
+END_TEST
+
 START_TEST(test_layer_norm_shapes) {
   static const struct { int64_t axis; const char *policy; } cases[] = {
       {-1, "float32"}, {1, "float32"}, {-2, "mixed_float16"}, {2, "float16"}, {-1, "bfloat16"}};
@@ -392,6 +448,7 @@ static Suite *optable_suite(void) {
   tcase_add_test(tc, test_every_op_through_the_passes);
   tcase_add_test(tc, test_every_op_on_every_backend);
   tcase_add_test(tc, test_layer_norm_shapes);
+  tcase_add_test(tc, test_matmul_tn_blocking);
   tcase_add_test(tc, test_unsupported_is_reported);
   suite_add_tcase(s, tc);
   return s;
