@@ -5,7 +5,7 @@
  *                    [--seed S] [--weights FILE] [--policy P] [-O N]
  *   castor dump MODEL [--dump-after=PASS|all] [--dump-dir=DIR] [--passes=LIST]
  *                     [--emit=ir|llvm|ptx] [--weights FILE] [--policy P]
- *   both: [--target=cpu|cuda] [--device N] [--sm=sm_NN]; run: [--repeat N]
+ *   both: [--target=cpu|cuda] [--device N] [--sm=sm_NN] [--cpu=NAME]; run: [--repeat N]
  *
  * Both commands go through the API: `run` through the public castor.h
  * exactly as an embedding program would, `dump` through the same compile
@@ -74,6 +74,10 @@ static int usage(FILE *f, int rc) {
           "                      (cuda: device time of the kernels, no copies), GFLOP/s\n"
           "                      and the compile time\n"
           "  --threads T         run: CPU threads (default $CASTOR_NUM_THREADS, else all)\n"
+          "  --cpu=NAME          compile for this CPU instead of the host's (default\n"
+          "                      $CASTOR_CPU): x86-64, x86-64-v2, x86-64-v3 (AVX2),\n"
+          "                      x86-64-v4 (AVX-512), haswell, znver3, skylake-avx512,\n"
+          "                      znver4 or host; it must be one this host can run\n"
           "  --stats             run: print the memory of a run (weights, activations)\n"
           "  -h, --help          show this help\n"
           "  --version           show the version\n",
@@ -103,7 +107,7 @@ typedef struct cli {
   castor_target target;
   int opt_level, device, repeat, threads;
   bool stats;
-  const char *sm;
+  const char *sm, *cpu;
 } cli;
 
 
@@ -180,6 +184,9 @@ static int parse_args(int argc, char **argv, cli *c) {
     } else if (OPT("--sm")) {
       if (missing) return error("--sm needs an architecture, e.g. sm_90");
       c->sm = v;
+    } else if (OPT("--cpu")) {
+      if (missing) return error("--cpu needs a CPU name, e.g. x86-64-v3");
+      c->cpu = v;
     } else if (OPT("--threads")) {
       if (missing || !str_parse_i64(v, 1, 1024, &n)) return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
       c->threads = (int)n;
@@ -227,6 +234,7 @@ static void compile_options(const cli *c, castor_compile_options *co) {
   co->device = c->device;
   co->sm = c->sm;
   co->threads = c->threads;
+  co->cpu = c->cpu;
 }
 
 static castor_status load_model(const cli *c, castor_context *ctx, castor_model **m) {
