@@ -81,6 +81,22 @@ static bool resolve_cpu(cg_target *t, const cg_options *o, bool jit, diag_sink *
   return true;
 }
 
+bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d) {
+  cg_target t;
+  memset(&t, 0, sizeof t);
+  pthread_once(&init_once, init_llvm);
+  if (!resolve_cpu(&t, o, true, d)) return false;
+  const char *env = getenv("CASTOR_CPU");
+  const char *name = o->cpu ? o->cpu : !o->features && env && *env ? env : "host";
+  static const char *const kernels[] = {[CG_GEMM_KERNEL_SSE] = "sse", [CG_GEMM_KERNEL_AVX] = "avx",
+                                        [CG_GEMM_KERNEL_AVX512] = "avx512"};
+  str_buf_printf(out, "%s (LLVM cpu %s): GEMM kernel %s, %d f32 lanes%s%s", name, t.cpu, kernels[t.caps.gemm_kernel],
+                 t.caps.vector_f32_lanes, t.caps.fma ? ", fma" : "", t.caps.f16c ? ", f16c" : "");
+  LLVMDisposeMessage(t.cpu);
+  LLVMDisposeMessage(t.features);
+  return true;
+}
+
 bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
   memset(t, 0, sizeof *t);
   pthread_once(&init_once, init_llvm);
