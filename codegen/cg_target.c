@@ -85,7 +85,12 @@ bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d) {
   cg_target t;
   memset(&t, 0, sizeof t);
   pthread_once(&init_once, init_llvm);
-  if (!resolve_cpu(&t, o, true, d)) return false;
+  bool ok = resolve_cpu(&t, o, true, d);
+  if (!ok) {
+    if (t.cpu) LLVMDisposeMessage(t.cpu);
+    if (t.features) LLVMDisposeMessage(t.features);
+    return false;
+  }
   const char *env = getenv("CASTOR_CPU");
   const char *name = o->cpu ? o->cpu : !o->features && env && *env ? env : "host";
   static const char *const kernels[] = {[CG_GEMM_KERNEL_SSE] = "sse", [CG_GEMM_KERNEL_AVX] = "avx",

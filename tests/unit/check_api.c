@@ -179,6 +179,8 @@ START_TEST(test_compile_options) {
                    "error: unknown CPU 'pentium-ii' (known: host, x86-64, x86-64-v2, x86-64-v3, x86-64-v4, haswell, "
                    "znver3, skylake-avx512, znver4)\n");
   o.cpu = NULL;
+  const char *env = getenv("CASTOR_CPU");
+  char *saved = env ? strdup(env) : NULL;
   setenv("CASTOR_CPU", "pentium-ii", 1);
   ck_assert_int_eq(castor_compile(model, &o, &p), CASTOR_ERR_INVALID_ARGUMENT);
   ck_assert_msg(strstr(castor_context_last_error(ctx), "unknown CPU 'pentium-ii' in CASTOR_CPU (known: host,"), "%s",
@@ -189,7 +191,9 @@ START_TEST(test_compile_options) {
   o.cpu = "host"; /* the field wins over the environment */
   ck_assert_int_eq(castor_compile(model, &o, &p), CASTOR_OK);
   castor_program_destroy(p);
-  unsetenv("CASTOR_CPU");
+  if (saved) setenv("CASTOR_CPU", saved, 1);
+  else unsetenv("CASTOR_CPU");
+  free(saved);
 }
 END_TEST
 

@@ -287,6 +287,8 @@ END_TEST
 START_TEST(test_cpu_select) {
   gemm_case gc = {3, 5, 7, F32, EPI_NONE, false};
   ir_graph *g = build(&gc, 1);
+  const char *env = getenv("CASTOR_CPU"); /* this suite's path (NAME@CPU entries), restored after */
+  char *saved = env ? strdup(env) : NULL;
   static const struct { const char *cpu, *features, *env, *want; } cases[] = {
       {"i486", NULL, NULL, "error: unknown CPU 'i486' (known: host, "},
       {NULL, NULL, "i486", "error: unknown CPU 'i486' in CASTOR_CPU (known: host, "},
@@ -314,7 +316,9 @@ START_TEST(test_cpu_select) {
     rt_program_destroy(p);
     diag_sink_destroy(d);
   }
-  unsetenv("CASTOR_CPU");
+  if (saved) setenv("CASTOR_CPU", saved, 1);
+  else unsetenv("CASTOR_CPU");
+  free(saved);
   ir_graph_destroy(g);
 }
 END_TEST
