@@ -327,6 +327,7 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
     cg_backend_options bo;
     cg_backend_options_init(&bo);
     bo.cg.opt_level = opts->opt_level;
+    bo.cg.cpu = opts->cpu;
     bo.threads = opts->threads;
     bo.device = opts->device;
     bo.sm = opts->sm;

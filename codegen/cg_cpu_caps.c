@@ -7,6 +7,10 @@
  * token is a sign and a whole feature name. Later tokens override earlier
  * ones, as when LLVM applies them. The derived choices depend only on the
  * booleans, so two strings that agree on them give the same kernels.
+ *
+ * It also holds the CPUs castor compiles for by name ($CASTOR_CPU): a
+ * name stands for a fixed feature string, so the AVX2 and SSE code paths
+ * can be compiled, run and tested on any host that can execute them.
  */
 #include <string.h>
 
@@ -57,4 +61,67 @@ void cg_cpu_caps_parse(const char *features, cg_cpu_caps *out_caps) {
     c->vector_f32_lanes = 4;
     c->gemm_kernel = CG_GEMM_KERNEL_SSE;
   }
+}
+
+/* ---- named CPUs ----
+ * The levels are the x86-64 psABI's micro-architecture levels, as LLVM 19
+ * defines them (llvm/lib/Target/X86/X86.td); a named micro-architecture
+ * takes its level's features and LLVM's scheduling model for that CPU. */
+#define X86_64_V1 "+cmov,+cx8,+fxsr,+mmx,+sse,+sse2"
+#define X86_64_V2 X86_64_V1 ",+cx16,+popcnt,+sahf,+sse3,+ssse3,+sse4.1,+sse4.2"
+#define X86_64_V3 X86_64_V2 ",+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+lzcnt,+movbe,+xsave"
+#define X86_64_V4 X86_64_V3 ",+avx512f,+avx512bw,+avx512cd,+avx512dq,+avx512vl,+evex512"
+
+static const cg_cpu_named named_cpus[] = {
+    {"x86-64", "x86-64", X86_64_V1, "SSE2"},
+    {"x86-64-v2", "x86-64-v2", X86_64_V2, "SSE4.2"},
+    {"x86-64-v3", "x86-64-v3", X86_64_V3, "AVX2 + FMA + F16C"},
+    {"x86-64-v4", "x86-64-v4", X86_64_V4, "AVX-512"},
+    {"haswell", "haswell", X86_64_V3, "AVX2 + FMA + F16C"},
+    {"znver3", "znver3", X86_64_V3, "AVX2 + FMA + F16C"},
+    {"skylake-avx512", "skylake-avx512", X86_64_V4, "AVX-512"},
+    {"znver4", "znver4", X86_64_V4 ",+avx512bf16", "AVX-512 + BF16"},
+};
+
+const cg_cpu_named *cg_cpu_named_lookup(const char *name) {
+  for (size_t i = 0; name && i < sizeof named_cpus / sizeof named_cpus[0]; i++)
+    if (strcmp(named_cpus[i].name, name) == 0) return &named_cpus[i];
+  return NULL;
+}
+
+const char *cg_cpu_named_list(void) {
+  return "x86-64, x86-64-v2, x86-64-v3, x86-64-v4, haswell, znver3, skylake-avx512, znver4";
+}
+
+/* Whether `have` turns feature name[0 .. len) on (the last mention wins). */
+static bool has_feature(const char *have, const char *name, size_t len) {
+  bool on = false;
+  for (const char *s = have ? have : ""; *s;) {
+    const char *end = strchr(s, ',');
+    size_t n = end ? (size_t)(end - s) : strlen(s);
+    if (n == len + 1 && (s[0] == '+' || s[0] == '-') && memcmp(s + 1, name, len) == 0) on = s[0] == '+';
+    s += n;
+    if (*s == ',') s++;
+  }
+  return on;
+}
+
+bool cg_cpu_caps_missing(const char *want, const char *have, char *out, int out_len) {
+  for (const char *s = want ? want : ""; *s;) {
+    const char *end = strchr(s, ',');
+    size_t len = end ? (size_t)(end - s) : strlen(s);
+    if (len > 1 && s[0] == '+' && !has_feature(want, s + 1, len - 1)) {
+      /* a later -name in want itself cancels it */
+    } else if (len > 1 && s[0] == '+' && !has_feature(have, s + 1, len - 1)) {
+      if (out_len > 0) {
+        size_t n = len - 1 < (size_t)out_len - 1 ? len - 1 : (size_t)out_len - 1;
+        memcpy(out, s + 1, n);
+        out[n] = '\0';
+      }
+      return true;
+    }
+    s += len;
+    if (*s == ',') s++;
+  }
+  return false;
 }

@@ -37,4 +37,26 @@ typedef struct cg_cpu_caps {
  * castor does not use are ignored. */
 void cg_cpu_caps_parse(const char *features, cg_cpu_caps *out_caps);
 
+/* A CPU castor can be told to compile for by name ($CASTOR_CPU, the
+ * options' cpu): the x86-64 micro-architecture levels and a few named
+ * micro-architectures, each with the LLVM CPU name and the exact LLVM
+ * feature string it stands for, so a name means the same code on every
+ * host. */
+typedef struct cg_cpu_named {
+  const char *name;     /* what the user writes: "x86-64-v3" */
+  const char *llvm_cpu; /* for the target machine (scheduling) */
+  const char *features; /* +name,... (cg_cpu_caps_parse's syntax) */
+  const char *about;    /* "AVX2 + FMA + F16C" */
+} cg_cpu_named;
+
+/* The named CPU `name`, or NULL if castor knows no such name. */
+const cg_cpu_named *cg_cpu_named_lookup(const char *name);
+/* The known names, comma-separated, for messages: "x86-64, x86-64-v2, ...". */
+const char *cg_cpu_named_list(void);
+
+/* The first feature that `want` turns on (+name) and `have` does not (the
+ * host's feature string), copied to out (NUL-terminated, truncated to
+ * out_len); false if `have` has every one. */
+bool cg_cpu_caps_missing(const char *want, const char *have, char *out, int out_len);
+
 #endif

@@ -13,13 +13,15 @@
  *               rounded to the op's dtype (two passes for the statistics, as
  *               Keras and the reference do, not E[x^2] - mean^2).
  *
- * Numerics, the same whoever owns the row: a reduction keeps one
- * accumulator vector over the row's whole vectors (and its masked partial
- * vector, whose missing lanes count as the identity: -inf or 0), each lane
- * taking its elements in order, then combines the lanes in lane order; a
- * scalar tail has its own accumulator, combined after (the first value
- * stands for itself: combining it with the identity changes no bit, since
- * these maxima are never NaN and these sums never -0). With a scratch row
+ * Numerics, the same whoever owns the row and however it visits the tail:
+ * a reduction keeps one accumulator vector, lane i taking the elements j
+ * with j % lanes == i in order (a masked partial vector's missing lanes
+ * count as the identity, -inf or 0; a scalar tail step goes to its lane),
+ * then combines the lanes in lane order. Combining with the identity
+ * changes no bit, since these maxima are never NaN and these sums never -0
+ * (they start at +0). So the fused softmax of a GEMM epilogue (masked
+ * tail) and the standalone softmax kernel (scalar tail) agree bit for bit,
+ * which keeps pad8 from changing results. With a scratch row
  * a pass keeps what the next one reads (softmax: exp(x - max), and x too
  * when loading it is costly); without, the next pass loads and recomputes:
  * the same values either way.
@@ -84,37 +86,41 @@ static void accumulate(rw *s, rw_reduce r, LLVMValueRef acc, LLVMValueRef v, int
 
 /* One pass over the row: body on every vector (whole ones in a loop, then
  * the tail as the row has it); returns the f32 reduction of what body
- * returns, or NULL for RW_NONE. */
+ * returns, or NULL for RW_NONE. One accumulator vector takes every
+ * element: element j goes to lane j % lanes, whether it comes in a whole
+ * vector, the masked partial one or a scalar step, so the order of the
+ * operations (and the bits) does not depend on how the owner visits the
+ * tail. */
 static LLVMValueRef row_pass(rw *s, rw_body body, rw_reduce r, const char *name) {
   cg_kctx *c = s->c;
   cg_emitter *e = c->e;
   const cg_row *row = s->row;
-  int64_t whole = row->n / row->lanes * row->lanes;
+  int lanes = row->lanes;
+  int64_t whole = row->n / lanes * lanes;
   int partial = row->masked_tail ? (int)(row->n - whole) : 0;
-  LLVMValueRef total = NULL;
-  /* segment 0: whole vectors and a masked partial one; 1: scalar steps */
-  for (int seg = 0; seg < (row->masked_tail ? 1 : 2); seg++) {
-    int lanes = seg == 0 ? row->lanes : 1, part = seg == 0 ? partial : 0;
-    int64_t j0 = seg == 0 ? 0 : whole, j1 = seg == 0 ? whole : row->n;
-    if (j1 <= j0 && !part) continue;
-    LLVMTypeRef ty = lanes == 1 ? e->f32 : LLVMVectorType(e->f32, (unsigned)lanes);
-    LLVMValueRef acc = NULL;
-    if (r != RW_NONE) {
-      acc = cg_entry_alloca(c, ty, name);
-      LLVMBuildStore(B, identity(e, ty, r), acc);
-    }
-    if (j1 > j0) {
-      cg_loop l = cg_loop_begin(c, cg_i64(e, j0), cg_i64(e, j1), lanes, name);
-      accumulate(s, r, acc, body(s, l.iv, lanes, lanes), lanes, lanes);
-      cg_loop_end(c, &l);
-    }
-    if (part) accumulate(s, r, acc, body(s, cg_i64(e, whole), lanes, part), lanes, part);
-    if (r == RW_NONE) continue;
-    LLVMValueRef v = hreduce(e, r, LLVMBuildLoad2(B, ty, acc, ""));
-    total = total ? combine(e, r, total, v) : v;
+  LLVMTypeRef ty = lanes == 1 ? e->f32 : LLVMVectorType(e->f32, (unsigned)lanes);
+  LLVMValueRef acc = NULL;
+  if (r != RW_NONE) {
+    acc = cg_entry_alloca(c, ty, name);
+    LLVMBuildStore(B, identity(e, ty, r), acc);
   }
-  if (!total && r != RW_NONE) total = identity(e, e->f32, r); /* an empty row */
-  return total;
+  if (whole > 0) {
+    cg_loop l = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, whole), lanes, name);
+    accumulate(s, r, acc, body(s, l.iv, lanes, lanes), lanes, lanes);
+    cg_loop_end(c, &l);
+  }
+  if (partial) accumulate(s, r, acc, body(s, cg_i64(e, whole), lanes, partial), lanes, partial);
+  if (!row->masked_tail && row->n > whole) { /* scalar steps, each into its lane */
+    cg_loop l = cg_loop_begin(c, cg_i64(e, whole), cg_i64(e, row->n), 1, name);
+    LLVMValueRef v = body(s, l.iv, 1, 1);
+    if (r != RW_NONE) {
+      LLVMValueRef lane = LLVMBuildSub(B, l.iv, cg_i64(e, whole), "");
+      LLVMValueRef p = LLVMBuildGEP2(B, e->f32, acc, &lane, 1, "");
+      LLVMBuildStore(B, combine(e, r, LLVMBuildLoad2(B, e->f32, p, ""), v), p);
+    }
+    cg_loop_end(c, &l);
+  }
+  return r == RW_NONE ? NULL : hreduce(e, r, LLVMBuildLoad2(B, ty, acc, ""));
 }
 
 /* ---- scratch ---- */

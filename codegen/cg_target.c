@@ -19,6 +19,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cg_internal.h"
@@ -42,13 +43,70 @@ static void init_llvm(void) {
   LLVMInitializeNativeAsmPrinter();
 }
 
+/* The CPU and features to compile for: o's, else $CASTOR_CPU's, else the
+ * host's. A name without features must be one of the named CPUs
+ * (cg_cpu_caps.h), which fix the features; "host" and "native" mean the
+ * host. The JIT runs what it compiles here, so it refuses a feature the
+ * host lacks rather than let the program die of SIGILL. */
+static bool resolve_cpu(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
+  const char *cpu = o->cpu, *features = o->features, *from = "";
+  const char *env = getenv("CASTOR_CPU");
+  if (!cpu && !features && env && *env) cpu = env, from = " in CASTOR_CPU";
+  const char *shown = cpu ? cpu : "host";
+  if (cpu && !features && (strcmp(cpu, "host") == 0 || strcmp(cpu, "native") == 0)) cpu = NULL;
+  if (cpu && !features) {
+    const cg_cpu_named *nc = cg_cpu_named_lookup(cpu);
+    if (!nc) {
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "unknown CPU '%s'%s (known: host, %s)", cpu, from,
+                      cg_cpu_named_list());
+      return false;
+    }
+    cpu = nc->llvm_cpu, features = nc->features;
+  }
+  t->cpu = cpu ? LLVMCreateMessage(cpu) : LLVMGetHostCPUName();
+  t->features = features ? LLVMCreateMessage(features) : LLVMGetHostCPUFeatures();
+  if (jit && features) {
+    char *host = LLVMGetHostCPUFeatures(), *host_cpu = LLVMGetHostCPUName();
+    char missing[64];
+    bool lacks = cg_cpu_caps_missing(features, host, missing, (int)sizeof missing);
+    if (lacks)
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
+                      "this host (%s) cannot run code for CPU '%s'%s: it lacks %s", host_cpu, shown,
+                      from, missing);
+    LLVMDisposeMessage(host);
+    LLVMDisposeMessage(host_cpu);
+    if (lacks) return false;
+  }
+  cg_cpu_caps_parse(t->features, &t->caps);
+  return true;
+}
+
+bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d) {
+  cg_target t;
+  memset(&t, 0, sizeof t);
+  pthread_once(&init_once, init_llvm);
+  bool ok = resolve_cpu(&t, o, true, d);
+  if (!ok) {
+    if (t.cpu) LLVMDisposeMessage(t.cpu);
+    if (t.features) LLVMDisposeMessage(t.features);
+    return false;
+  }
+  const char *env = getenv("CASTOR_CPU");
+  const char *name = o->cpu ? o->cpu : !o->features && env && *env ? env : "host";
+  static const char *const kernels[] = {[CG_GEMM_KERNEL_SSE] = "sse", [CG_GEMM_KERNEL_AVX] = "avx",
+                                        [CG_GEMM_KERNEL_AVX512] = "avx512"};
+  str_buf_printf(out, "%s (LLVM cpu %s): GEMM kernel %s, %d f32 lanes%s%s", name, t.cpu, kernels[t.caps.gemm_kernel],
+                 t.caps.vector_f32_lanes, t.caps.fma ? ", fma" : "", t.caps.f16c ? ", f16c" : "");
+  LLVMDisposeMessage(t.cpu);
+  LLVMDisposeMessage(t.features);
+  return true;
+}
+
 bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
   memset(t, 0, sizeof *t);
   pthread_once(&init_once, init_llvm);
+  if (!resolve_cpu(t, o, jit, d)) return false;
   t->triple = LLVMGetDefaultTargetTriple();
-  t->cpu = o->cpu ? LLVMCreateMessage(o->cpu) : LLVMGetHostCPUName();
-  t->features = o->features ? LLVMCreateMessage(o->features) : LLVMGetHostCPUFeatures();
-  cg_cpu_caps_parse(t->features, &t->caps);
   LLVMTargetRef target;
   char *msg = NULL;
   if (LLVMGetTargetFromTriple(t->triple, &target, &msg)) {

@@ -27,6 +27,13 @@ typedef struct cg_options {
 
 void cg_options_init(cg_options *o);
 
+/* The CPU the JIT compiles for under o (o->cpu, else $CASTOR_CPU, else
+ * the host), described in one line on out: "x86-64-v3 (LLVM cpu
+ * x86-64-v3): GEMM kernel avx, 8 f32 lanes, fma, f16c". False with an
+ * INVALID_ARGUMENT diagnostic for an unknown name or a CPU this host cannot
+ * run (what cg_compile_cpu would then report). */
+bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d);
+
 /* JIT-compiles g for the host CPU. Returns NULL with diagnostics on error
  * (CASTOR_ERR_CODEGEN at the API boundary). */
 rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d);

@@ -7,7 +7,7 @@
  *                     [--emit=ir|llvm|ptx|dot|svg|png] [--weights FILE] [--policy P]
  *                     [--train [--loss=L] [--optimizer=O] [--loss-scale=S]]
  *   castor train / evaluate: castor_train.c
- *   both: [--target=cpu|cuda] [--device N] [--sm=sm_NN]; run: [--repeat N]
+ *   both: [--target=cpu|cuda] [--device N] [--sm=sm_NN] [--cpu=NAME]; run: [--repeat N]
  *   castor check MODEL ...   (castor_check.c), castor build MODEL ... (castor_build.c)
  *
  * Both commands go through the API: `run` through the public castor.h
@@ -88,6 +88,10 @@ static int usage(FILE *f, int rc) {
           "                      (cuda: device time of the kernels, no copies), GFLOP/s\n"
           "                      and the compile time (wall, and CPU time of all threads)\n"
           "  --threads T         run: CPU threads (default $CASTOR_NUM_THREADS, else all)\n"
+          "  --cpu=NAME          compile for this CPU instead of the host's (default\n"
+          "                      $CASTOR_CPU): x86-64, x86-64-v2, x86-64-v3 (AVX2),\n"
+          "                      x86-64-v4 (AVX-512), haswell, znver3, skylake-avx512,\n"
+          "                      znver4 or host; it must be one this host can run\n"
           "  --stats             run: print the memory of a run (weights, activations)\n"
           "  -h, --help          show this help\n"
           "  --version           show the version\n",
@@ -118,7 +122,7 @@ typedef struct cli {
   castor_target target;
   int opt_level, device, repeat, threads;
   bool stats;
-  const char *sm;
+  const char *sm, *cpu;
 } cli;
 
 
@@ -211,6 +215,9 @@ static int parse_args(int argc, char **argv, cli *c) {
     } else if (OPT("--sm")) {
       if (missing) return error("--sm needs an architecture, e.g. sm_90");
       c->sm = v;
+    } else if (OPT("--cpu")) {
+      if (missing) return error("--cpu needs a CPU name, e.g. x86-64-v3");
+      c->cpu = v;
     } else if (OPT("--threads")) {
       if (missing || !str_parse_i64(v, 1, 1024, &n)) return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
       c->threads = (int)n;
@@ -258,6 +265,7 @@ static void compile_options(const cli *c, castor_compile_options *co) {
   co->device = c->device;
   co->sm = c->sm;
   co->threads = c->threads;
+  co->cpu = c->cpu;
 }
 
 static castor_status load_model(const cli *c, castor_context *ctx, castor_model **m) {

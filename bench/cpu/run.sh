@@ -19,6 +19,9 @@
 #     (NumPy float32 matmul) at 4096^3 and the model's three shapes at
 #     batch 8192 (M x K x N = 8192x784x4096, 8192x4096x4096, 8192x4096x10);
 #   - castor's JIT compile time of the sample (castor run's `compile:`).
+# To measure the AVX2 path on an AVX-512 machine, hold both sides to it:
+#   CASTOR_CPU=x86-64-v3 OPENBLAS_CORETYPE=Haswell THREADS=2 bench/cpu/run.sh
+# (the report records both settings, the CPU model and its SIMD flags).
 # Writes bench/results/cpu-DATE.md (machine, date, commit, command, the
 # tables with GFLOP/s and castor's ratio to the best peer) and prints it.
 set -eu
@@ -95,6 +98,8 @@ mkdir -p bench/results
 DATE=$(date -u +%Y-%m-%d)
 OUT=bench/results/cpu-$DATE.md
 CPU=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+# the SIMD flags that decide the code paths (castor's and OpenBLAS's)
+FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(sse4_2|avx|avx2|fma|f16c|avx512[a-z0-9_]*)$' | tr '\n' ' ' | sed 's/ $//')
 VERS="$(/usr/bin/python3 -c 'import numpy, torch; print("numpy", numpy.__version__ + ", torch", torch.__version__)' 2>/dev/null), $("$PY" -c 'import jax, jaxlib; print("jax", jax.__version__ + ", jaxlib", jaxlib.__version__)' 2>/dev/null)"
 "$PY" - "$TMP/rows" >"$OUT" <<PY
 import sys, statistics
@@ -105,6 +110,8 @@ def num(s):
 print("# castor CPU benchmark, $DATE")
 print()
 print("- machine: $CPU, $(nproc) CPUs online ($(lscpu | sed -n 's/^Core(s) per socket: *//p') cores per socket), $THREADS threads for every framework")
+print("- CPU flags: $FLAGS")
+print("- castor's CPU path: ${CASTOR_CPU:-host} (CASTOR_CPU); OpenBLAS kernels: ${OPENBLAS_CORETYPE:-auto-detected} (OPENBLAS_CORETYPE)")
 print("- commit: $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet 2>/dev/null || echo ' + uncommitted changes'); $("$CASTOR" --version)")
 print("- peers: $VERS, OpenBLAS (Debian libopenblas0-pthread)")
 print("- command: \`THREADS=$THREADS bench/cpu/run.sh $BUILD\`; medians after a warm-up (100 runs at batch 1, 30 at 64, 10 at 1024, 5 at 8192)")

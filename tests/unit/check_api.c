@@ -172,6 +172,28 @@ START_TEST(test_compile_options) {
   ck_assert_int_eq(castor_compile(model, &o, &p), CASTOR_OK);
   ck_assert_ptr_nonnull(p);
   castor_program_destroy(p);
+  /* the CPU by name: the options' field, else $CASTOR_CPU */
+  o.cpu = "pentium-ii";
+  ck_assert_int_eq(castor_compile(model, &o, &p), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx),
+                   "error: unknown CPU 'pentium-ii' (known: host, x86-64, x86-64-v2, x86-64-v3, x86-64-v4, haswell, "
+                   "znver3, skylake-avx512, znver4)\n");
+  o.cpu = NULL;
+  const char *env = getenv("CASTOR_CPU");
+  char *saved = env ? strdup(env) : NULL;
+  setenv("CASTOR_CPU", "pentium-ii", 1);
+  ck_assert_int_eq(castor_compile(model, &o, &p), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(castor_context_last_error(ctx), "unknown CPU 'pentium-ii' in CASTOR_CPU (known: host,"), "%s",
+                castor_context_last_error(ctx));
+  setenv("CASTOR_CPU", "x86-64", 1); /* SSE2: every x86-64 host runs it */
+  ck_assert_int_eq(castor_compile(model, &o, &p), CASTOR_OK);
+  castor_program_destroy(p);
+  o.cpu = "host"; /* the field wins over the environment */
+  ck_assert_int_eq(castor_compile(model, &o, &p), CASTOR_OK);
+  castor_program_destroy(p);
+  if (saved) setenv("CASTOR_CPU", saved, 1);
+  else unsetenv("CASTOR_CPU");
+  free(saved);
 }
 END_TEST
 

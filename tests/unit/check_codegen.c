@@ -118,6 +118,7 @@ START_TEST(test_const_without_data) {
 END_TEST
 
 int main(void) {
+  check_cpu_path("check_codegen");
   Suite *s = suite_create("codegen");
   TCase *tc = tcase_create("plan");
   tcase_set_timeout(tc, 120);

@@ -477,6 +477,7 @@ START_TEST(test_bf16_no_libcalls) {
 END_TEST
 
 int main(void) {
+  check_cpu_path("check_codegen16");
   Suite *s = suite_create("codegen16");
   TCase *tc = tcase_create("bits");
   tcase_set_timeout(tc, 120);

@@ -393,5 +393,6 @@ static Suite *e2e_suite(void) {
 }
 
 int main(void) {
+  check_cpu_path("check_e2e");
   return check_run(e2e_suite());
 }

@@ -187,6 +187,7 @@ START_TEST(test_narrow_targets) {
   static const struct { const char *cpu, *features; } targets[] = {
       {"haswell", "+sse2,+sse4.2,+avx,+avx2,+fma,+f16c"},
       {"x86-64", "+sse2"},
+      {"x86-64-v3", NULL}, /* by name: the features from cg_cpu_caps.c */
   };
   static const gemm_case cases[] = {
       {7, 13, 5, F32, EPI_BIAS_RELU, false}, {29, 513, 67, F32, EPI_BIAS_GELU, false},
@@ -240,6 +241,35 @@ START_TEST(test_cpu_caps) {
                   "'%s': avx512f %d avx2 %d fma %d avx512fp16 %d", f ? f : "(null)", c.avx512f, c.avx2, c.fma,
                   c.avx512fp16);
   }
+  /* the named CPUs: each in the list, its features parsed to its path */
+  static const struct { const char *name; cg_gemm_kernel kernel; } named[] = {
+      {"x86-64", CG_GEMM_KERNEL_SSE},         {"x86-64-v2", CG_GEMM_KERNEL_SSE},
+      {"x86-64-v3", CG_GEMM_KERNEL_AVX},      {"x86-64-v4", CG_GEMM_KERNEL_AVX512},
+      {"haswell", CG_GEMM_KERNEL_AVX},        {"znver3", CG_GEMM_KERNEL_AVX},
+      {"skylake-avx512", CG_GEMM_KERNEL_AVX512}, {"znver4", CG_GEMM_KERNEL_AVX512},
+  };
+  char list[512] = "";
+  for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+    const cg_cpu_named *nc = cg_cpu_named_lookup(named[i].name);
+    ck_assert_msg(nc != NULL, "%s: not a named CPU", named[i].name);
+    cg_cpu_caps nk;
+    cg_cpu_caps_parse(nc->features, &nk);
+    ck_assert_msg(nk.gemm_kernel == named[i].kernel, "%s: kernel %d", named[i].name, (int)nk.gemm_kernel);
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", named[i].name);
+  }
+  ck_assert_str_eq(cg_cpu_named_list(), list);
+  ck_assert(cg_cpu_named_lookup("x86-64-v5") == NULL && cg_cpu_named_lookup("") == NULL &&
+            cg_cpu_named_lookup(NULL) == NULL);
+  /* what a host lacks: whole names, the last mention winning on both sides */
+  char miss[16];
+  ck_assert(!cg_cpu_caps_missing("+sse2,+avx2", "+avx2,+fma,+sse2", miss, (int)sizeof miss));
+  ck_assert(cg_cpu_caps_missing("+sse2,+avx512f", "+avx2,+avx512fp16,+sse2", miss, (int)sizeof miss));
+  ck_assert_str_eq(miss, "avx512f");
+  ck_assert(cg_cpu_caps_missing("+avx2", "+avx2,-avx2", miss, (int)sizeof miss));
+  ck_assert_str_eq(miss, "avx2");
+  ck_assert(!cg_cpu_caps_missing("+avx512f,-avx512f,-fma", "+sse2", miss, (int)sizeof miss));
+  ck_assert(cg_cpu_caps_missing("+a-very-long-feature-name", "", miss, (int)sizeof miss));
+  ck_assert_str_eq(miss, "a-very-long-fea"); /* truncated to the buffer */
   /* every field, from a host-style string (LLVM 19 on an AVX-512 machine) */
   cg_cpu_caps c;
   cg_cpu_caps_parse("+avx,-avx512fp16,+sse4.1,+avx2,+avx512vl,+sse,+avx512f,+avx512bf16,+avx512bw,+fma,"
@@ -252,7 +282,49 @@ START_TEST(test_cpu_caps) {
 }
 END_TEST
 
+/* Choosing the CPU: a name castor does not know, and features this host
+ * lacks, are clear errors before anything is compiled (not SIGILL). */
+START_TEST(test_cpu_select) {
+  gemm_case gc = {3, 5, 7, F32, EPI_NONE, false};
+  ir_graph *g = build(&gc, 1);
+  const char *env = getenv("CASTOR_CPU"); /* this suite's path (NAME@CPU entries), restored after */
+  char *saved = env ? strdup(env) : NULL;
+  static const struct { const char *cpu, *features, *env, *want; } cases[] = {
+      {"i486", NULL, NULL, "error: unknown CPU 'i486' (known: host, "},
+      {NULL, NULL, "i486", "error: unknown CPU 'i486' in CASTOR_CPU (known: host, "},
+      {"x86-64", "+sse2,+nosuchfeature", NULL, "cannot run code for CPU 'x86-64': it lacks nosuchfeature\n"},
+      {NULL, NULL, "x86-64", NULL},
+      {"x86-64", NULL, "i486", NULL}, /* the options win */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (cases[i].env) setenv("CASTOR_CPU", cases[i].env, 1);
+    else unsetenv("CASTOR_CPU");
+    cg_options co;
+    cg_options_init(&co);
+    co.cpu = cases[i].cpu, co.features = cases[i].features;
+    diag_sink *d = diag_sink_create();
+    rt_program *p = cg_compile_cpu(g, &co, d);
+    if (!cases[i].want) {
+      ck_assert_msg(p != NULL, "case %zu: %s", i, diag_text(d));
+    } else {
+      const char *t = diag_text(d);
+      ck_assert_msg(p == NULL && (strncmp(t, cases[i].want, strlen(cases[i].want)) == 0 ||
+                                  (strstr(t, cases[i].want) && strncmp(t, "error: this host (", 18) == 0)),
+                    "case %zu: got '%s', want '%s'", i, t, cases[i].want);
+      ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_INVALID_ARGUMENT);
+    }
+    rt_program_destroy(p);
+    diag_sink_destroy(d);
+  }
+  if (saved) setenv("CASTOR_CPU", saved, 1);
+  else unsetenv("CASTOR_CPU");
+  free(saved);
+  ir_graph_destroy(g);
+}
+END_TEST
+
 int main(void) {
+  check_cpu_path("check_gemm");
   setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1); /* split even the small cases over threads */
   Suite *s = suite_create("gemm");
   TCase *tc = tcase_create("gemm");
@@ -261,6 +333,7 @@ int main(void) {
   tcase_add_test(tc, test_batches);
   tcase_add_test(tc, test_narrow_targets);
   tcase_add_test(tc, test_cpu_caps);
+  tcase_add_test(tc, test_cpu_select);
   suite_add_tcase(s, tc);
   return check_run(s);
 }

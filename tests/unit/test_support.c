@@ -4,7 +4,11 @@
 #include "test_support.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+#include "codegen/cg_cpu_caps.h"
+#include "codegen/codegen.h"
 
 static int run(Suite *s, bool fork) {
   SRunner *sr = srunner_create(s);
@@ -17,3 +21,21 @@ static int run(Suite *s, bool fork) {
 
 int check_run(Suite *s) { return run(s, true); }
 int check_run_nofork(Suite *s) { return run(s, false); }
+
+void check_cpu_path(const char *suite) {
+  cg_options o;
+  cg_options_init(&o);
+  str_buf line;
+  str_buf_init(&line);
+  diag_sink *d = diag_sink_create();
+  if (!cg_cpu_describe(&o, &line, d)) {
+    /* a name castor does not know is a mistake, not a path to skip */
+    const char *env = getenv("CASTOR_CPU");
+    bool known = cg_cpu_named_lookup(env) != NULL;
+    fprintf(stderr, "%s: %s: %s\n", suite, known ? "skipped" : "failed", diag_text(d));
+    exit(known ? 77 : EXIT_FAILURE);
+  }
+  fprintf(stderr, "%s: CPU path %s\n", suite, str_buf_cstr(&line));
+  str_buf_fini(&line);
+  diag_sink_destroy(d);
+}

@@ -13,4 +13,10 @@
 int check_run(Suite *s);
 int check_run_nofork(Suite *s);
 
+/* For the suites that run once per CPU code path (ctest entries
+ * NAME@CPU with $CASTOR_CPU set, tests/CMakeLists.txt): prints the path
+ * the JIT compiles for on stderr, "SUITE: CPU path x86-64-v3 (...)", and
+ * exits 77 (ctest: skipped) with the reason when this host cannot run it. */
+void check_cpu_path(const char *suite);
+
 #endif
