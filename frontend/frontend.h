@@ -17,6 +17,7 @@
 typedef struct fe_options {
   uint64_t seed;            /* seed of the Glorot init when there is no weights file */
   const char *weights_path; /* overrides the model's `weights` line; NULL: use it */
+  int64_t max_init_bytes;   /* cap of the Glorot init (0: 4 GiB; fuzzing lowers it) */
 } fe_options;
 
 void fe_options_init(fe_options *o); /* seed 0, no override */

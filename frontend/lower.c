@@ -169,6 +169,7 @@ ir_graph *fe_lower(fe_model *m, const fe_options *o) {
   diag_loc wloc;
   const char *wpath = weights_path(m, o, &wloc);
   fe_weights_open(&lw.w, wpath, wloc, o->seed, m->errors0, m->d);
+  lw.w.max_init_bytes = o->max_init_bytes > 0 ? o->max_init_bytes : FE_MAX_INIT_BYTES;
 
   int n_inputs = 0;
   for (size_t i = 0; i < m->layers.len; i++) {

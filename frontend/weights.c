@@ -121,11 +121,17 @@ static float *glorot(fe_weights *w, ir_graph *g, const char *key, const ir_type 
   int64_t n = 1, bytes;
   for (int i = 0; i < t->rank; i++) n *= t->dims[i]; /* checked by the caller */
   bytes = n * (int64_t)sizeof(float);
-  if (bytes > FE_MAX_INIT_BYTES - w->init_bytes) {
-    diag_error(w->d, layer_loc,
-               "the weights of layer '%s' take the model past %lld GiB, more than castor "
-               "initializes without a weights file",
-               layer, (long long)(FE_MAX_INIT_BYTES >> 30));
+  if (bytes > w->max_init_bytes - w->init_bytes) {
+    if (w->max_init_bytes % (1 << 30) == 0)
+      diag_error(w->d, layer_loc,
+                 "the weights of layer '%s' take the model past %lld GiB, more than castor "
+                 "initializes without a weights file",
+                 layer, (long long)(w->max_init_bytes >> 30));
+    else
+      diag_error(w->d, layer_loc,
+                 "the weights of layer '%s' take the model past %lld bytes, more than castor "
+                 "initializes without a weights file",
+                 layer, (long long)w->max_init_bytes);
     return NULL;
   }
   w->init_bytes += bytes;

@@ -15,6 +15,8 @@
 #ifndef CASTOR_NPY_H
 #define CASTOR_NPY_H
 
+#include <stdio.h>
+
 #include "runtime.h"
 
 typedef struct rt_npy {
@@ -32,6 +34,9 @@ typedef struct rt_npy {
  * cannot be opened or read is a DIAG_KIND_IO error; a malformed or
  * unsupported .npy is a plain (DIAG_KIND_UNSPECIFIED) error. */
 bool rt_npy_read(const char *path, rt_npy *out, diag_sink *d);
+/* The same from an open stream (fmemopen in tests and fuzzing), named
+ * `name` in messages; f stays open. */
+bool rt_npy_read_stream(FILE *f, const char *name, rt_npy *out, diag_sink *d);
 
 /* Converts the elements in place to the float dtype `to` (f32, f16, bf16)
  * from f64, f32, f16 or bf16, rounding to nearest even bit for bit as
