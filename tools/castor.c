@@ -94,6 +94,21 @@ static void summarize(const castor_tensor_info *info, castor_tensor *t) {
   str_buf_fini(&b);
 }
 
+/* NaN and Inf are reported, never only summarized: an input read from a
+ * file (`from`), or an output, with the command that finds their origin. */
+static void warn_nonfinite(const char *what, const char *name, const castor_tensor *t, const castor_args *c,
+                           const char *from) {
+  str_buf b;
+  str_buf_init(&b);
+  if (castor_tensor_nonfinite(t, &b)) {
+    fprintf(stderr, "castor: warning: %s '%s'%s%s%s has %s of %lld values", what, name, from ? " (" : "",
+            from ? from : "", from ? ")" : "", str_buf_cstr(&b), (long long)castor_tensor_numel(t));
+    if (!from) fprintf(stderr, "; 'castor check %s' finds the layer that produces them", c->model);
+    fputc('\n', stderr);
+  }
+  str_buf_fini(&b);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -140,6 +155,7 @@ static int cmd_run(const castor_args *c) {
         fputs(castor_context_last_error(ctx), stderr);
         goto done;
       }
+      warn_nonfinite("input", info.name, in[i], c, c->inputs.data[i]);
       continue;
     }
     for (int k = 0; k < info.rank; k++) dims[k] = info.dims[k] < 0 ? c->batch : info.dims[k];
@@ -163,6 +179,11 @@ static int cmd_run(const castor_args *c) {
     castor_tensor_info info;
     castor_program_output_info(p, i, &info);
     summarize(&info, out[i]);
+  }
+  for (int i = 0; i < n_out; i++) {
+    castor_tensor_info info;
+    castor_program_output_info(p, i, &info);
+    warn_nonfinite("output", info.name, out[i], c, NULL);
   }
   if (c->repeat > 0) {
     double *ms = xcalloc((size_t)c->repeat, sizeof *ms);
