@@ -84,9 +84,9 @@ bool rt_threads_env_check(diag_sink *d) {
   const char *text;
   if (env_threads(&text) >= 0) return true;
   diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
-                  "CASTOR_NUM_THREADS is '%s'; it must be a whole number from 1 to %d (unset, "
-                  "castor uses every CPU: %d here)",
-                  text, RT_MAX_THREADS, online_cpus());
+                  "CASTOR_NUM_THREADS is '%s'; it must be a whole number from 1 to %d (or unset: "
+                  "every CPU)",
+                  text, RT_MAX_THREADS);
   return false;
 }
 
