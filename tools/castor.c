@@ -22,13 +22,204 @@
 
 #include "castor.h"
 #include "api/internal.h"
-#include "tools/castor_args.h"
+#include "passes/passes.h" /* PASS_PIPELINE_DEFAULT for --help */
 #include "tools/castor_build.h"
+
+static const char *prog_name = "castor";
+
+static int usage(FILE *f, int rc) {
+  fprintf(f,
+          "usage: castor COMMAND MODEL [options]\n"
+          "\n"
+          "castor compiles small neural-network models (.cast files) to native code.\n"
+          "\n"
+          "commands:\n"
+          "  run MODEL     JIT-compile MODEL and run it on the CPU\n"
+          "  dump MODEL    print MODEL's IR after the compile pipeline\n"
+          "  build MODEL   compile MODEL ahead of time to an executable or an object\n"
+          "                file and C header (see castor build --help)\n"
+          "\n"
+          "run options:\n"
+          "  --input FILE.npy    an input tensor, once per model input, in order\n"
+          "                      (default: seeded uniform random values in [-1, 1))\n"
+          "  --output FILE.npy   write an output tensor, once per output, in order\n"
+          "  --batch N           batch size of the random input (default 1)\n"
+          "  --seed S            seed of the random input (default 1)\n"
+          "\n"
+          "dump options:\n"
+          "  --passes=LIST       pipeline to run (default %s)\n"
+          "  --dump-after=PASS   also print the IR after PASS, or after every pass ('all')\n"
+          "  --dump-dir=DIR      write those dumps to DIR/NN.after-PASS.cir instead\n"
+          "  --emit=ir|llvm|ptx  print the IR (default), the optimized LLVM IR, or the PTX\n"
+          "                      (--target=cuda; no GPU needed)\n"
+          "  --casts             print the cast report: per layer its compute dtype, the\n"
+          "                      rule that decided it, its casts and weight bytes\n"
+          "\n"
+          "common options:\n"
+          "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
+          "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
+          "  --policy P          dtype policy instead of the model's 'policy' line: float32,\n"
+          "                      float16, bfloat16, mixed_float16 or mixed_bfloat16\n"
+          "  --fp32-ops=LIST     force these ops to float32 (IR op names, e.g. gelu,add)\n"
+          "  --fp32-layers=LIST  force these layers to float32 (layer names)\n"
+          "  --keep-16bit-outputs  leave 16-bit model outputs 16-bit (default: float32)\n"
+          "  --pad8              pad 16-bit matmuls to multiples of 8 on the CPU too\n"
+          "                      (always on for --target=cuda)\n"
+          "  -O N                LLVM optimization level 0-3 (default 2)\n"
+          "  --target=cpu|cuda   run on this CPU (default) or an NVIDIA GPU (sm_80 or newer,\n"
+          "                      through the CUDA driver); cuda pads 16-bit matmuls (pad8)\n"
+          "  --device N          the CUDA device (default $CASTOR_DEVICE, else 0)\n"
+          "  --sm=sm_NN          PTX architecture (default: the device's; sm_80 without one)\n"
+          "  --repeat N          run: also time N runs after a warm-up and print the median\n"
+          "                      (cuda: device time of the kernels, no copies), GFLOP/s\n"
+          "                      and the compile time\n"
+          "  --threads T         run: CPU threads (default $CASTOR_NUM_THREADS, else all)\n"
+          "  --stats             run: print the memory of a run (weights, activations)\n"
+          "  -h, --help          show this help\n"
+          "  --version           show the version\n",
+          PASS_PIPELINE_DEFAULT);
+  return rc;
+}
+
+static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
+static int error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: error: ", prog_name);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 1;
+}
+
+typedef struct cli {
+  const char *cmd, *model;
+  VEC(const char *) inputs;
+  VEC(const char *) outputs;
+  int64_t batch;
+  uint64_t seed, weights_seed;
+  const char *weights, *policy, *passes, *dump_after, *dump_dir, *emit, *fp32_ops, *fp32_layers;
+  bool casts, keep16, pad8;
+  castor_target target;
+  int opt_level, device, repeat, threads;
+  bool stats;
+  const char *sm;
+} cli;
+
+
+
+/* parse_args' answer when --help or --version was printed: exit 0. It
+ * never exits itself, so that tests/fuzz/fuzz_cli.c can fuzz it. */
+enum { CLI_EXIT = -1 };
+
+static bool target_from_name(const char *name, castor_target *out) {
+  for (castor_target t = CASTOR_TARGET_CPU; castor_target_backend(t); t++)
+    if (!strcmp(castor_target_backend(t)->name, name)) return *out = t, true;
+  return false;
+}
+
+static int parse_args(int argc, char **argv, cli *c) {
+  memset(c, 0, sizeof *c);
+  c->batch = 1, c->seed = 1, c->opt_level = 2, c->device = -1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v;
+    bool missing = false;
+    int64_t n;
+#define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0), CLI_EXIT;
+    if (!strcmp(a, "--version")) {
+      printf("castor %s\n", castor_version());
+      return CLI_EXIT;
+    }
+    if (OPT("--input")) {
+      if (missing) return error("--input needs a file");
+      vec_push(&c->inputs, v);
+    } else if (OPT("--output")) {
+      if (missing) return error("--output needs a file");
+      vec_push(&c->outputs, v);
+    } else if (OPT("--batch")) {
+      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 40, &n)) return error("--batch needs a positive integer, got '%s'", missing ? "" : v);
+      c->batch = n;
+    } else if (OPT("--seed")) {
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      c->seed = (uint64_t)n;
+    } else if (OPT("--weights-seed")) {
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      c->weights_seed = (uint64_t)n;
+    } else if (OPT("--weights")) {
+      if (missing) return error("--weights needs a file");
+      c->weights = v;
+    } else if (OPT("--policy")) {
+      if (missing) return error("--policy needs a policy name");
+      c->policy = v;
+    } else if (OPT("--fp32-ops")) {
+      if (missing) return error("--fp32-ops needs a list of op names");
+      c->fp32_ops = v;
+    } else if (OPT("--fp32-layers")) {
+      if (missing) return error("--fp32-layers needs a list of layer names");
+      c->fp32_layers = v;
+    } else if (!strcmp(a, "--keep-16bit-outputs")) {
+      c->keep16 = true;
+    } else if (!strcmp(a, "--pad8")) {
+      c->pad8 = true;
+    } else if (!strcmp(a, "--casts")) {
+      c->casts = true;
+    } else if (OPT("--passes")) {
+      if (missing) return error("--passes needs a pipeline");
+      c->passes = v;
+    } else if (OPT("--dump-after")) {
+      if (missing) return error("--dump-after needs a pass name or 'all'");
+      c->dump_after = v;
+    } else if (OPT("--dump-dir")) {
+      if (missing) return error("--dump-dir needs a directory");
+      c->dump_dir = v;
+    } else if (OPT("--emit")) {
+      if (missing || (strcmp(v, "ir") && strcmp(v, "llvm") && strcmp(v, "ptx"))) return error("--emit takes ir, llvm or ptx");
+      c->emit = v;
+    } else if (OPT("--target")) {
+      if (missing || !target_from_name(v, &c->target)) return error("--target takes one of: %s", cg_backend_names());
+    } else if (OPT("--device")) {
+      if (missing || !str_parse_i64(v, 0, 1024, &n)) return error("--device needs a device index, got '%s'", missing ? "" : v);
+      c->device = (int)n;
+    } else if (OPT("--sm")) {
+      if (missing) return error("--sm needs an architecture, e.g. sm_90");
+      c->sm = v;
+    } else if (OPT("--threads")) {
+      if (missing || !str_parse_i64(v, 1, 1024, &n)) return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
+      c->threads = (int)n;
+    } else if (!strcmp(a, "--stats")) {
+      c->stats = true;
+    } else if (OPT("--repeat")) {
+      if (missing || !str_parse_i64(v, 1, 100000, &n)) return error("--repeat needs a positive integer, got '%s'", missing ? "" : v);
+      c->repeat = (int)n;
+    } else if (!strncmp(a, "-O", 2) && a[2]) {
+      if (!str_parse_i64(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
+      c->opt_level = (int)n;
+    } else if (!strcmp(a, "-O")) {
+      if (i + 1 >= argc || !str_parse_i64(argv[++i], 0, 3, &n)) return error("-O takes 0-3");
+      c->opt_level = (int)n;
+    } else if (a[0] == '-' && a[1]) {
+      return error("unknown option '%s' (see castor --help)", a);
+    } else if (!c->cmd) {
+      c->cmd = a;
+    } else if (!c->model) {
+      c->model = a;
+    } else {
+      return error("unexpected argument '%s' (see castor --help)", a);
+    }
+#undef OPT
+  }
+  if (!c->cmd) return usage(stderr, 1);
+  if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump"))
+    return error("unknown command '%s' (commands: run, dump, build)", c->cmd);
+  if (!c->model) return error("%s: no model file given", c->cmd);
+  return 0;
+}
 
 /* ---- dump ---- */
 
 /* The compile options of the command line, for run and dump alike. */
-static void compile_options(const castor_args *c, castor_compile_options *co) {
+static void compile_options(const cli *c, castor_compile_options *co) {
   castor_compile_options_init(co);
   co->policy = c->policy;
   co->opt_level = c->opt_level;
@@ -42,7 +233,7 @@ static void compile_options(const castor_args *c, castor_compile_options *co) {
   co->threads = c->threads;
 }
 
-static castor_status load_model(const castor_args *c, castor_context *ctx, castor_model **m) {
+static castor_status load_model(const cli *c, castor_context *ctx, castor_model **m) {
   castor_load_options lo;
   castor_load_options_init(&lo);
   lo.seed = c->weights_seed;
@@ -52,7 +243,7 @@ static castor_status load_model(const castor_args *c, castor_context *ctx, casto
   return st;
 }
 
-static int cmd_dump(const castor_args *c) {
+static int cmd_dump(const cli *c) {
   castor_context *ctx = NULL;
   castor_model *m = NULL;
   castor_context_create(&ctx);
@@ -96,12 +287,12 @@ static void summarize(const castor_tensor_info *info, castor_tensor *t) {
 
 /* NaN and Inf are reported, never only summarized: an input read from a
  * file (`from`), or an output, with the command that finds their origin. */
-static void warn_nonfinite(const char *what, const char *name, const castor_tensor *t, const castor_args *c,
+static void warn_nonfinite(const char *what, const char *name, const castor_tensor *t, const cli *c,
                            const char *from) {
   str_buf b;
   str_buf_init(&b);
   if (castor_tensor_nonfinite(t, &b)) {
-    fprintf(stderr, "castor: warning: %s '%s'%s%s%s has %s of %lld values", what, name, from ? " (" : "",
+    fprintf(stderr, "%s: warning: %s '%s'%s%s%s has %s of %lld values", prog_name, what, name, from ? " (" : "",
             from ? from : "", from ? ")" : "", str_buf_cstr(&b), (long long)castor_tensor_numel(t));
     if (!from) fprintf(stderr, "; 'castor check %s' finds the layer that produces them", c->model);
     fputc('\n', stderr);
@@ -114,7 +305,7 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static int cmd_run(const castor_args *c) {
+static int cmd_run(const cli *c) {
   castor_context *ctx = NULL;
   castor_model *m = NULL;
   castor_program *p = NULL;
@@ -135,11 +326,11 @@ static int cmd_run(const castor_args *c) {
   fputs(castor_context_last_warnings(ctx), stderr);
   n_in = castor_program_num_inputs(p), n_out = castor_program_num_outputs(p);
   if (c->inputs.len && (int)c->inputs.len != n_in) {
-    castor_error("model '%s' has %d input(s), got %zu --input file(s)", c->model, n_in, c->inputs.len);
+    error("model '%s' has %d input(s), got %zu --input file(s)", c->model, n_in, c->inputs.len);
     goto done;
   }
   if (c->outputs.len > (size_t)n_out) {
-    castor_error("model '%s' has %d output(s), got %zu --output file(s)", c->model, n_out, c->outputs.len);
+    error("model '%s' has %d output(s), got %zu --output file(s)", c->model, n_out, c->outputs.len);
     goto done;
   }
   in = xcalloc((size_t)n_in + 1, sizeof *in);
@@ -160,7 +351,7 @@ static int cmd_run(const castor_args *c) {
     }
     for (int k = 0; k < info.rank; k++) dims[k] = info.dims[k] < 0 ? c->batch : info.dims[k];
     if (info.dtype != CASTOR_F32) {
-      castor_error("input '%s' has dtype %s; random inputs are float32 only, pass --input", info.name,
+      error("input '%s' has dtype %s; random inputs are float32 only, pass --input", info.name,
             castor_dtype_name(info.dtype));
       goto done;
     }
@@ -227,11 +418,12 @@ done:
 }
 
 int main(int argc, char **argv) {
-  castor_args c;
-  if (argc < 2) return castor_usage(stderr, 1);
+  cli c;
+  if (argc < 2) return usage(stderr, 1);
   if (!strcmp(argv[1], "build")) return castor_build_main(argc - 1, argv + 1); /* castor_build.c */
-  int rc = castor_args_parse(argc, argv, &c);
+  int rc = parse_args(argc, argv, &c);
   if (rc == 0) rc = !strcmp(c.cmd, "dump") ? cmd_dump(&c) : cmd_run(&c);
-  castor_args_fini(&c);
-  return rc == CASTOR_ARGS_EXIT ? 0 : rc;
+  vec_free(&c.inputs);
+  vec_free(&c.outputs);
+  return rc == CLI_EXIT ? 0 : rc;
 }
