@@ -80,8 +80,9 @@ dictionary("cast.dict", ["model", "policy", "weights", "output", "input", "dense
     "linear", "relu", "sigmoid", "tanh", "gelu", "silu", "softmax", "float32", "float16", "bfloat16",
     "mixed_float16", "mixed_bfloat16", "[", "]", "(", ")", ",", "=", "#", "\"", "\n", "-",
     "9223372036854775807", "\\\"", "\\\\"])
-ops = ["input", "const", "matmul", "add", "mul", "relu", "sigmoid", "tanh", "gelu", "silu", "softmax",
-       "layer_norm", "cast", "pad", "slice"]
+import re
+with open(os.path.join(here, "..", "..", "ir", "ir_ops.def")) as f:  # every op of the table
+    ops = re.findall(r"^IR_OP\(\w+,\s*(\w+)", f.read(), re.M)
 dictionary("ir.dict", ["graph", "output", "policy=", "%", "= ", "f32", "f16", "bf16", "i32", "i64", "i1",
     "[N,", "[]", "N", "{", "}", "index=", "weight=", "acc=", "to=", "shape=", "axis=", "epsilon=", "1e-05",
     "#", "# autocast: ", "float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16", "(", ")",
