@@ -376,6 +376,13 @@ void castor_tensor_summary(const castor_tensor *t, const char *name, str_buf *ou
   rt_tensor_summary(out, name, (rt_dtype)t->dtype, t->rank, t->dims, t->data);
 }
 
+bool castor_tensor_nonfinite(const castor_tensor *t, str_buf *out) {
+  int64_t counts[3];
+  if (!rt_tensor_nonfinite((rt_dtype)t->dtype, t->rank, t->dims, t->data, counts)) return false;
+  rt_nonfinite_str(out, counts);
+  return true;
+}
+
 const cg_backend *castor_target_backend(castor_target t) {
   switch (t) {
   case CASTOR_TARGET_CPU: return &cg_backend_cpu;

@@ -63,6 +63,9 @@ castor_status castor_tensor_load_npy_as(castor_context *ctx, const char *path, b
 /* The one-line summary castor run prints of a tensor (runtime.h's
  * rt_tensor_summary: min, max, mean, argmax). */
 void castor_tensor_summary(const castor_tensor *t, const char *name, str_buf *out);
+/* Whether t (a float tensor) holds NaN or Inf; if so appends their counts
+ * to out ("3 NaN, 1 +Inf"). */
+bool castor_tensor_nonfinite(const castor_tensor *t, str_buf *out);
 
 /* The status for a stage that failed with diagnostics in d: the one its
  * first error's kind names (DIAG_KIND_IO: CASTOR_ERR_IO, INVALID_MODEL:

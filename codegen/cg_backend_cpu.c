@@ -66,6 +66,7 @@ static const char *cpu_unsupported(const ir_node *n) {
 }
 
 static cg_exec *cpu_compile(const ir_graph *g, const cg_backend_options *o, diag_sink *d) {
+  if (o->threads <= 0 && !rt_threads_env_check(d)) return NULL;
   rt_program *p = cg_compile_cpu(g, &o->cg, d);
   if (!p) return NULL;
   cpu_exec *x = xcalloc(1, sizeof *x);

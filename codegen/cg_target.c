@@ -102,11 +102,43 @@ bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d) {
   return true;
 }
 
+static const char *const x86_cpus[] = {
+#define CG_X86_CPU(name) name,
+#include "cg_x86_cpus.def"
+#undef CG_X86_CPU
+};
+
+/* An unknown --cpu is an error, not LLVM's warning and generic code. Only
+ * x86 names are known here (cg_x86_cpus.def); other hosts pass the name to
+ * LLVM as it is. */
+static bool check_cpu(const char *triple, const char *cpu, diag_sink *d) {
+  if (strncmp(triple, "x86_64", 6) != 0 && strncmp(triple, "i386", 4) != 0 && strncmp(triple, "i686", 4) != 0)
+    return true;
+  size_t n = sizeof x86_cpus / sizeof *x86_cpus, len = strlen(cpu);
+  const char *near = NULL;
+  int near_d = 3;
+  for (size_t i = 0; i < n; i++) {
+    if (!strcmp(cpu, x86_cpus[i])) return true;
+    int dist = str_edit_distance(cpu, len, x86_cpus[i], strlen(x86_cpus[i]));
+    if (dist < near_d && (size_t)dist < len) near = x86_cpus[i], near_d = dist;
+  }
+  if (near)
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "unknown CPU '%s' for %s; did you mean '%s'?", cpu,
+                    triple, near);
+  else
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
+                    "unknown CPU '%s' for %s (for example x86-64-v3, skylake-avx512, znver4; "
+                    "'llc-19 -mcpu=help' lists all)",
+                    cpu, triple);
+  return false;
+}
+
 bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
   memset(t, 0, sizeof *t);
   pthread_once(&init_once, init_llvm);
   if (!resolve_cpu(t, o, jit, d)) return false;
   t->triple = LLVMGetDefaultTargetTriple();
+  if (o->cpu && o->features && !check_cpu(t->triple, o->cpu, d)) return false;
   LLVMTargetRef target;
   char *msg = NULL;
   if (LLVMGetTargetFromTriple(t->triple, &target, &msg)) {

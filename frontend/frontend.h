@@ -28,6 +28,7 @@ typedef struct fe_options {
   uint64_t seed;            /* seed of the Glorot init when there is no weights file */
   const char *weights_path; /* overrides the model's `weights` line; NULL: use it */
   fe_compile *compile_out;  /* receives the compile statement, if not NULL */
+  int64_t max_init_bytes;   /* cap of the Glorot init (0: 4 GiB; fuzzing lowers it) */
 } fe_options;
 
 void fe_options_init(fe_options *o); /* seed 0, no override */
@@ -37,6 +38,9 @@ void fe_options_init(fe_options *o); /* seed 0, no override */
  * An unreadable model or weights file is a DIAG_KIND_IO error; every other
  * error is a plain one (DIAG_KIND_UNSPECIFIED: the model is malformed). */
 ir_graph *fe_load_file(const char *path, const fe_options *o, diag_sink *d);
+/* Largest model file fe_load_file reads: a regular file or a pipe, checked
+ * before or while reading (docs/cast-language.md, "Limits"). */
+#define FE_MAX_MODEL_BYTES ((int64_t)16 << 20)
 /* `file` names the text in diagnostics and anchors relative weight paths. */
 ir_graph *fe_load_string(const char *file, const char *text, size_t len, const fe_options *o,
                          diag_sink *d);
@@ -50,10 +54,11 @@ typedef struct fe_tensor {
   int64_t dims[IR_MAX_RANK];
   const void *data; /* points into fe_safetensors.blob */
   int64_t nbytes;
+  int64_t offset;   /* of data in the file's data section */
 } fe_tensor;
 
 typedef struct fe_safetensors {
-  char *blob; /* whole file */
+  char *blob; /* the data section, as far as the tensors reach */
   size_t blob_len;
   fe_tensor *tensors;
   int n_tensors;
@@ -65,6 +70,10 @@ typedef struct fe_safetensors {
  * `at` (the model line that named the file) with the file name and byte
  * offset in the message; an unreadable file is a DIAG_KIND_IO error. */
 bool fe_safetensors_read(const char *path, diag_loc at, diag_sink *d, fe_safetensors *out);
+/* The same over a file's bytes in memory (tests, fuzzing); `name` names it
+ * in messages. */
+bool fe_safetensors_read_mem(const char *name, const void *bytes, size_t len, diag_loc at,
+                             diag_sink *d, fe_safetensors *out);
 void fe_safetensors_fini(fe_safetensors *st);
 const fe_tensor *fe_safetensors_find(const fe_safetensors *st, const char *key);
 

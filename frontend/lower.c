@@ -169,6 +169,7 @@ ir_graph *fe_lower(fe_model *m, const fe_options *o) {
   diag_loc wloc;
   const char *wpath = weights_path(m, o, &wloc);
   fe_weights_open(&lw.w, wpath, wloc, o->seed, m->errors0, m->d);
+  lw.w.max_init_bytes = o->max_init_bytes > 0 ? o->max_init_bytes : FE_MAX_INIT_BYTES;
 
   int n_inputs = 0;
   for (size_t i = 0; i < m->layers.len; i++) {
@@ -223,11 +224,15 @@ ir_graph *fe_load_string(const char *file, const char *text, size_t len, const f
 ir_graph *fe_load_file(const char *path, const fe_options *o, diag_sink *d) {
   char *text;
   size_t len;
-  if (!str_read_file(path, &text, &len)) {
+  str_buf why;
+  str_buf_init(&why);
+  if (!str_read_file_max(path, FE_MAX_MODEL_BYTES, &text, &len, &why)) {
     diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot read model file '%s': %s", path,
-                    strerror(errno));
+                    str_buf_cstr(&why));
+    str_buf_fini(&why);
     return NULL;
   }
+  str_buf_fini(&why);
   ir_graph *g = fe_load_string(path, text, len, o, d);
   free(text);
   return g;

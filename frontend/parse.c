@@ -225,7 +225,9 @@ static bool parse_header(parser *p, const char *kw) {
   bool is_model = str_eq(kw, "model"), is_policy = str_eq(kw, "policy");
   advance(p);
   fe_token arg = p->tok;
-  if (is_model || is_policy) {
+  if (is_policy && p->tok.kind == FE_TOK_STRING) {
+    advance(p); /* a name may be quoted where a value is expected (docs/cast-language.md) */
+  } else if (is_model || is_policy) {
     if (!expect(p, FE_TOK_IDENT, is_model ? "a model name" : "a policy name")) return false;
   } else if (!expect(p, FE_TOK_STRING, "a file name in quotes after 'weights'")) {
     return false;
@@ -247,7 +249,8 @@ static bool parse_header(parser *p, const char *kw) {
     m->model_loc = loc;
   } else if (is_policy) {
     m->policy_loc = loc;
-    fe_value v = {.kind = FE_VAL_IDENT, .str = arg.text, .loc = arg.loc};
+    fe_value v = {.kind = arg.kind == FE_TOK_STRING ? FE_VAL_STRING : FE_VAL_IDENT, .str = arg.text,
+                  .loc = arg.loc};
     fe_policy_parse(m, &v, &m->policy);
   } else {
     m->weights = arg.text;

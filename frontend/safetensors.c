@@ -16,12 +16,22 @@
  * overflow, offsets inside the data section, no two tensors overlapping.
  * Every error names the file and, for header problems, the byte offset in
  * the file; nothing is read past the end of the buffer.
+ *
+ * Reading is driven by the header, never "until EOF": only regular files
+ * are read (a device such as /dev/zero or a pipe is refused unread), their
+ * size bounds the header length and the data offsets before anything is
+ * allocated, and only the bytes the header declares are read (the header,
+ * then the data section up to the end of the last tensor). A data section
+ * too large to allocate is an error, not an abort.
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 enum { JSON_MAX_DEPTH = 64 };
 #define MAX_HEADER_BYTES ((uint64_t)100000000)
@@ -326,8 +336,7 @@ static const char *type_name(jkind k) {
 }
 
 /* Fills t from the header entry `key: v`; false after reporting. */
-static bool check_entry(jparser *p, const char *key, const jval *v, const char *data,
-                        int64_t data_len, fe_tensor *t) {
+static bool check_entry(jparser *p, const char *key, const jval *v, int64_t data_len, fe_tensor *t) {
 #define BAD(at, ...) corrupt(p, (at) - p->base, __VA_ARGS__)
   if (v->kind != J_OBJ) return BAD(v->off, "tensor '%s' is %s, not an object", key, type_name(v->kind));
   for (int i = 0; i < v->n; i++)
@@ -380,48 +389,115 @@ static bool check_entry(jparser *p, const char *key, const jval *v, const char *
   if (end > data_len)
     return BAD(of->off, "tensor '%s' has data_offsets [%lld, %lld] beyond the %lld-byte data section",
                key, (long long)begin, (long long)end, (long long)data_len);
-  t->data = data + begin;
+  t->offset = begin;
   return true;
 #undef BAD
 }
 
 static int cmp_begin(const void *a, const void *b) {
-  const char *x = ((const fe_tensor *)a)->data, *y = ((const fe_tensor *)b)->data;
+  int64_t x = ((const fe_tensor *)a)->offset, y = ((const fe_tensor *)b)->offset;
   return x < y ? -1 : x > y;
 }
 
+/* Where the bytes come from: an open regular file or a buffer. */
+typedef struct source {
+  const char *path;
+  int fd;                   /* -1: mem */
+  const unsigned char *mem;
+  int64_t size;             /* the file's size when it was opened */
+} source;
+
+/* Reads n bytes at off; false (errno set, 0 for a file that shrank) when
+ * they are not all there. */
+static bool source_read(const source *s, int64_t off, void *dst, int64_t n) {
+  if (s->fd < 0) {
+    if (off > s->size || n > s->size - off) return errno = 0, false;
+    if (n) memcpy(dst, s->mem + off, (size_t)n);
+    return true;
+  }
+  for (int64_t got = 0; got < n;) {
+    size_t want = n - got > (1 << 30) ? (size_t)1 << 30 : (size_t)(n - got);
+    ssize_t r = pread(s->fd, (char *)dst + got, want, (off_t)(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return errno = r < 0 ? errno : 0, false;
+    got += r;
+  }
+  return true;
+}
+
+static bool read_failed(const source *s, diag_loc at, diag_sink *d, int64_t off, int64_t n) {
+  if (errno)
+    diag_error_kind(d, DIAG_KIND_IO, at, "cannot read weights file '%s': %s", s->path, strerror(errno));
+  else
+    diag_error_kind(d, DIAG_KIND_IO, at,
+                    "cannot read weights file '%s': it ended before byte %lld (it shrank while "
+                    "being read?)",
+                    s->path, (long long)(off + n));
+  return false;
+}
+
+static bool load(const source *src, diag_loc at, diag_sink *d, fe_safetensors *out);
+
 bool fe_safetensors_read(const char *path, diag_loc at, diag_sink *d, fe_safetensors *out) {
   *out = (fe_safetensors){0};
-  char *blob;
-  size_t len;
-  if (!str_read_file(path, &blob, &len)) {
+  /* O_NONBLOCK: opening a FIFO with no writer must not hang (it is refused) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
     diag_error_kind(d, DIAG_KIND_IO, at, "cannot read weights file '%s': %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
     return false;
   }
+  if (!S_ISREG(st.st_mode)) {
+    diag_error_kind(d, DIAG_KIND_IO, at, "cannot read weights file '%s': not a regular file (%s)", path,
+                    str_file_kind((unsigned)st.st_mode));
+    close(fd);
+    return false;
+  }
+  source src = {.path = path, .fd = fd, .size = (int64_t)st.st_size};
+  bool ok = load(&src, at, d, out);
+  close(fd);
+  return ok;
+}
+
+bool fe_safetensors_read_mem(const char *name, const void *bytes, size_t len, diag_loc at,
+                             diag_sink *d, fe_safetensors *out) {
+  *out = (fe_safetensors){0};
+  source src = {.path = name, .fd = -1, .mem = bytes, .size = (int64_t)len};
+  return load(&src, at, d, out);
+}
+
+static bool load(const source *src, diag_loc at, diag_sink *d, fe_safetensors *out) {
+  const char *path = src->path;
+  int64_t len = src->size;
   if (len < 8) {
     diag_error(d, at,
-               "weights file '%s' is too short: %zu bytes, but a safetensors file starts with an "
+               "weights file '%s' is too short: %lld bytes, but a safetensors file starts with an "
                "8-byte header length",
-               path, len);
-    free(blob);
+               path, (long long)len);
     return false;
   }
+  unsigned char pre[8];
+  if (!source_read(src, 0, pre, 8)) return read_failed(src, at, d, 0, 8);
   uint64_t hlen = 0;
-  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | (unsigned char)blob[i];
-  if (hlen > len - 8) {
-    diag_error(d, at, "weights file '%s' is truncated: header says %llu bytes, file has %zu after "
-               "the length", path, (unsigned long long)hlen, len - 8);
-    free(blob);
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | pre[i];
+  if (hlen > (uint64_t)(len - 8)) {
+    diag_error(d, at, "weights file '%s' is truncated: header says %llu bytes, file has %lld after "
+               "the length", path, (unsigned long long)hlen, (long long)(len - 8));
     return false;
   }
   if (hlen > MAX_HEADER_BYTES) {
     diag_error(d, at, "weights file '%s' has a header of %llu bytes, more than the limit of %llu",
                path, (unsigned long long)hlen, (unsigned long long)MAX_HEADER_BYTES);
-    free(blob);
     return false;
   }
+  char *head = xmalloc((size_t)hlen + 1);
+  if (!source_read(src, 8, head, (int64_t)hlen)) {
+    free(head);
+    return read_failed(src, at, d, 8, (int64_t)hlen);
+  }
   arena *scratch = arena_create();
-  jparser p = {.text = blob + 8, .len = (size_t)hlen, .base = 8, .a = scratch, .path = path,
+  jparser p = {.text = head, .len = (size_t)hlen, .base = 8, .a = scratch, .path = path,
                .at = at, .d = d};
   jval top = {0};
   bool ok = true;
@@ -432,8 +508,7 @@ bool fe_safetensors_read(const char *path, diag_loc at, diag_sink *d, fe_safeten
     skip_ws(&p);
     if (p.pos < p.len) ok = corrupt(&p, p.pos, "unexpected data after the header object");
   }
-  const char *data = blob + 8 + hlen;
-  int64_t data_len = (int64_t)(len - 8 - hlen);
+  int64_t data_len = len - 8 - (int64_t)hlen, data_end = 0;
   out->arena = arena_create();
   out->tensors = arena_alloc(out->arena, (size_t)(ok ? top.n : 0) * sizeof *out->tensors + 1);
   for (int i = 0; ok && i < top.n; i++) {
@@ -447,7 +522,10 @@ bool fe_safetensors_read(const char *path, diag_loc at, diag_sink *d, fe_safeten
     }
     fe_tensor *t = &out->tensors[out->n_tensors];
     *t = (fe_tensor){.key = arena_strdup(out->arena, key)};
-    if ((ok = check_entry(&p, key, v, data, data_len, t))) out->n_tensors++;
+    if ((ok = check_entry(&p, key, v, data_len, t))) {
+      out->n_tensors++;
+      if (t->offset + t->nbytes > data_end) data_end = t->offset + t->nbytes;
+    }
   }
   /* No two tensors may share bytes (empty ones never do). */
   if (ok && out->n_tensors > 1) {
@@ -458,7 +536,7 @@ bool fe_safetensors_read(const char *path, diag_loc at, diag_sink *d, fe_safeten
     const char *end_key = NULL;
     for (int i = 0; ok && i < out->n_tensors; i++) {
       if (sorted[i].nbytes == 0) continue;
-      int64_t b = (const char *)sorted[i].data - data;
+      int64_t b = sorted[i].offset;
       if (end_key && b < end) {
         diag_error(d, at, "tensors '%s' and '%s' in '%s' overlap in the data section", end_key,
                    sorted[i].key, path);
@@ -469,14 +547,29 @@ bool fe_safetensors_read(const char *path, diag_loc at, diag_sink *d, fe_safeten
     free(sorted);
   }
   arena_destroy(scratch);
+  free(head);
+  /* The data the header declares, and no more: it lies within the file
+   * (checked above), so a regular file bounds it. */
+  char *data = NULL;
+  if (ok) {
+    data = malloc((size_t)data_end + 1);
+    if (!data) {
+      diag_error(d, at, "weights file '%s': cannot allocate %lld bytes for its tensors", path,
+                 (long long)data_end);
+      ok = false;
+    } else if (!source_read(src, 8 + (int64_t)hlen, data, data_end)) {
+      ok = read_failed(src, at, d, 8 + (int64_t)hlen, data_end);
+    }
+  }
   if (!ok) {
+    free(data);
     arena_destroy(out->arena);
-    free(blob);
     *out = (fe_safetensors){0};
     return false;
   }
-  out->blob = blob;
-  out->blob_len = len;
+  for (int i = 0; i < out->n_tensors; i++) out->tensors[i].data = data + out->tensors[i].offset;
+  out->blob = data;
+  out->blob_len = (size_t)data_end;
   return true;
 }
 

@@ -95,7 +95,25 @@ static float *from_file(fe_weights *w, ir_graph *g, const char *key, const ir_ty
       CASTOR_UNREACHABLE(); /* the reader accepts float dtypes only */
     }
   }
+  int64_t nan = 0, pinf = 0, ninf = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(dst[i])) isnan(dst[i]) ? nan++ : dst[i] > 0 ? pinf++ : ninf++;
+  if (nan + pinf + ninf) {
+    str_buf b;
+    str_buf_init(&b);
+    fe_nonfinite_str(&b, nan, pinf, ninf);
+    diag_warning(w->d, w->loc, "weight '%s' in '%s' has %s of %lld values", key, w->path,
+                 str_buf_cstr(&b), (long long)n);
+    str_buf_fini(&b);
+  }
   return dst;
+}
+
+void fe_nonfinite_str(str_buf *b, int64_t nan, int64_t pinf, int64_t ninf) {
+  const char *sep = "";
+  if (nan) str_buf_printf(b, "%lld NaN", (long long)nan), sep = ", ";
+  if (pinf) str_buf_printf(b, "%s%lld +Inf", sep, (long long)pinf), sep = ", ";
+  if (ninf) str_buf_printf(b, "%s%lld -Inf", sep, (long long)ninf);
 }
 
 static float *glorot(fe_weights *w, ir_graph *g, const char *key, const ir_type *t,
@@ -103,11 +121,17 @@ static float *glorot(fe_weights *w, ir_graph *g, const char *key, const ir_type 
   int64_t n = 1, bytes;
   for (int i = 0; i < t->rank; i++) n *= t->dims[i]; /* checked by the caller */
   bytes = n * (int64_t)sizeof(float);
-  if (bytes > FE_MAX_INIT_BYTES - w->init_bytes) {
-    diag_error(w->d, layer_loc,
-               "the weights of layer '%s' take the model past %lld GiB, more than castor "
-               "initializes without a weights file",
-               layer, (long long)(FE_MAX_INIT_BYTES >> 30));
+  if (bytes > w->max_init_bytes - w->init_bytes) {
+    if (w->max_init_bytes % (1 << 30) == 0)
+      diag_error(w->d, layer_loc,
+                 "the weights of layer '%s' take the model past %lld GiB, more than castor "
+                 "initializes without a weights file",
+                 layer, (long long)(w->max_init_bytes >> 30));
+    else
+      diag_error(w->d, layer_loc,
+                 "the weights of layer '%s' take the model past %lld bytes, more than castor "
+                 "initializes without a weights file",
+                 layer, (long long)w->max_init_bytes);
     return NULL;
   }
   w->init_bytes += bytes;

@@ -130,8 +130,10 @@ typedef struct castor_compile_options {
   int device;     /* device index; -1 (default): $CASTOR_DEVICE, else 0 */
   const char *sm; /* PTX architecture, e.g. "sm_90" (NULL: the device's) */
   /* CPU target: threads each run uses, the caller's included (0, default:
-   * $CASTOR_NUM_THREADS, else every online CPU). Results are bit-identical
-   * whatever the count. */
+   * $CASTOR_NUM_THREADS, else every online CPU; a $CASTOR_NUM_THREADS that
+   * is not a whole number from 1 to 1024 makes castor_compile fail with
+   * CASTOR_ERR_INVALID_ARGUMENT). Results are bit-identical whatever the
+   * count. */
   int threads;
   /* CPU target: the CPU to compile for, by name: "x86-64" (SSE2),
    * "x86-64-v2" (SSE4.2), "x86-64-v3" (AVX2, FMA, F16C), "x86-64-v4"

@@ -314,5 +314,8 @@ void ir_print_node(const ir_node *n, str_buf *out);
 void ir_print_dot(const ir_graph *g, const char *const *extra, const bool *alarm, str_buf *out);
 /* Parses the text form; NULL (with diagnostics in d) on error. */
 ir_graph *ir_parse(const char *file, const char *text, size_t len, diag_sink *d);
+/* Largest IR text file castor-opt reads (the text holds no weight data: a
+ * 10,000-layer model's IR is about 3 MB). */
+#define IR_MAX_TEXT_BYTES ((int64_t)64 << 20)
 
 #endif

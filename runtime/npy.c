@@ -427,6 +427,11 @@ bool rt_npy_read_header(FILE *f, const char *path, rt_npy_header *out, diag_sink
   return true;
 }
 
+bool rt_npy_read_stream(FILE *f, const char *name, rt_npy *out, diag_sink *d) {
+  memset(out, 0, sizeof *out);
+  return read_file(f, name, out, d);
+}
+
 void rt_npy_fini(rt_npy *a) {
   if (!a) return;
   free(a->data);

@@ -15,6 +15,8 @@
 #ifndef CASTOR_NPY_H
 #define CASTOR_NPY_H
 
+#include <stdio.h>
+
 #include "runtime.h"
 
 #include <stdio.h>
@@ -34,6 +36,9 @@ typedef struct rt_npy {
  * cannot be opened or read is a DIAG_KIND_IO error; a malformed or
  * unsupported .npy is a plain (DIAG_KIND_UNSPECIFIED) error. */
 bool rt_npy_read(const char *path, rt_npy *out, diag_sink *d);
+/* The same from an open stream (fmemopen in tests and fuzzing), named
+ * `name` in messages; f stays open. */
+bool rt_npy_read_stream(FILE *f, const char *name, rt_npy *out, diag_sink *d);
 
 /* The header of a .npy file as it declares itself, for readers of dtypes
  * that rt_dtype lacks (runtime/dataset.c: uint8 images, int8..uint64

@@ -59,15 +59,35 @@ bool rt_program_workspace_bytes(const rt_program *p, int64_t batch, int64_t *out
   return true;
 }
 
-int rt_default_threads(void) {
-  const char *env = getenv("CASTOR_NUM_THREADS");
-  if (env && *env) {
-    char *end;
-    long v = strtol(env, &end, 10);
-    if (!*end && v > 0) return v > 1024 ? 1024 : (int)v;
-  }
+static int online_cpus(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+  return n < 1 ? 1 : n > RT_MAX_THREADS ? RT_MAX_THREADS : (int)n;
+}
+
+/* CASTOR_NUM_THREADS: 0 when unset or empty, the count when it is a whole
+ * number from 1 to RT_MAX_THREADS, -1 otherwise. */
+static int env_threads(const char **out_text) {
+  const char *env = getenv("CASTOR_NUM_THREADS");
+  *out_text = env;
+  if (!env || !*env) return 0;
+  int64_t v;
+  return str_parse_i64(env, 1, RT_MAX_THREADS, &v) ? (int)v : -1;
+}
+
+int rt_default_threads(void) {
+  const char *text;
+  int n = env_threads(&text);
+  return n > 0 ? n : online_cpus();
+}
+
+bool rt_threads_env_check(diag_sink *d) {
+  const char *text;
+  if (env_threads(&text) >= 0) return true;
+  diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
+                  "CASTOR_NUM_THREADS is '%s'; it must be a whole number from 1 to %d (or unset: "
+                  "every CPU)",
+                  text, RT_MAX_THREADS);
+  return false;
 }
 
 int64_t rt_program_const_bytes(const rt_program *p) {
@@ -178,6 +198,7 @@ bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const
     diag_error(d, (diag_loc){0}, "batch size must be at least 1, got %lld", (long long)batch);
     return false;
   }
+  if (threads <= 0 && !rt_threads_env_check(d)) return false;
   if (threads <= 0) threads = rt_default_threads();
   int64_t ws_bytes;
   if (!rt_program_workspace_bytes(p, batch, &ws_bytes)) {

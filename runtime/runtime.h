@@ -137,8 +137,16 @@ bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const
 /* Bytes of state i; its initial contents into dst (that many bytes). */
 int64_t rt_state_bytes(const rt_program *p, int i);
 void rt_state_init(const rt_program *p, int i, void *dst);
-/* CASTOR_NUM_THREADS if set to a positive integer, else the online CPUs. */
+/* CASTOR_NUM_THREADS if set to a whole number from 1 to RT_MAX_THREADS,
+ * else the online CPUs (at most RT_MAX_THREADS). */
 int rt_default_threads(void);
+/* False, with a DIAG_KIND_INVALID_ARGUMENT error naming the value, when
+ * CASTOR_NUM_THREADS is set but not such a number ("abc", "0", "99999999"):
+ * checked wherever the default thread count is used (compiling for the CPU
+ * and running without an explicit thread count), so a typo is an error, not
+ * a silent fallback. */
+bool rt_threads_env_check(diag_sink *d);
+enum { RT_MAX_THREADS = 1024 };
 /* Bytes of constant data (weights, as stored: packed) the program holds. */
 int64_t rt_program_const_bytes(const rt_program *p);
 /* Largest per-thread kernel scratch of the program. */
@@ -147,9 +155,15 @@ int64_t rt_program_scratch_bytes(const rt_program *p);
 /* Runtime helpers the JIT must resolve for generated code (name, address),
  * e.g. __truncsfbf2 which Debian 12's libgcc lacks. Terminated by {0}. */
 /* Appends the line `castor run` prints for an output: name, dtype, shape
- * and, for f32, min, max, mean and the argmax of the first rows. */
+ * and, for f32/f16/bf16, min, max, mean (of the finite values) and the
+ * argmax of the first rows, then the NaN and Inf counts if there are any. */
 void rt_tensor_summary(str_buf *out, const char *name, rt_dtype dtype, int rank, const int64_t *dims,
                        const void *data);
+/* Counts NaN, +Inf and -Inf (out[0..2]) of a float tensor; true if any.
+ * Integer tensors have none. */
+bool rt_tensor_nonfinite(rt_dtype dtype, int rank, const int64_t *dims, const void *data, int64_t out[3]);
+/* "3 NaN, 1 +Inf": the non-zero counts of rt_tensor_nonfinite. */
+void rt_nonfinite_str(str_buf *out, const int64_t counts[3]);
 
 typedef struct rt_symbol {
   const char *name;

@@ -3,40 +3,96 @@
  * and AOT executables print ("predictions: f32[4,10] min .. max .. mean ..
  * argmax [..]"). One function, so the two stay byte-identical (the AOT tests
  * compare them).
+ *
+ * NaN and Inf are never hidden: min, max and mean are over the finite
+ * values, and when there are others the line counts them ("; 3 NaN, 1 +Inf
+ * (min, max and mean of the 4 finite values)"). argmax skips NaN. Float16
+ * and bfloat16 tensors are summarized like float32 ones.
  */
 #include <inttypes.h>
 #include <math.h>
 
+#include "../util/half.h"
 #include "runtime.h"
+
+static bool is_float(rt_dtype t) { return t == RT_F32 || t == RT_F16 || t == RT_BF16; }
+
+/* Element i of a float tensor (is_float). */
+static float at(rt_dtype t, const void *data, int64_t i) {
+  if (t == RT_F16) return half_f16_to_f32(((const uint16_t *)data)[i]);
+  if (t == RT_BF16) return half_bf16_to_f32(((const uint16_t *)data)[i]);
+  return ((const float *)data)[i];
+}
+
+static int64_t numel(int rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (int r = 0; r < rank; r++) n *= dims[r];
+  return n;
+}
+
+bool rt_tensor_nonfinite(rt_dtype dtype, int rank, const int64_t *dims, const void *data, int64_t out[3]) {
+  out[0] = out[1] = out[2] = 0;
+  if (!is_float(dtype)) return false;
+  int64_t n = numel(rank, dims);
+  for (int64_t i = 0; i < n; i++) {
+    float x = at(dtype, data, i);
+    if (!isfinite(x)) out[isnan(x) ? 0 : x > 0 ? 1 : 2]++;
+  }
+  return out[0] + out[1] + out[2] > 0;
+}
+
+void rt_nonfinite_str(str_buf *out, const int64_t counts[3]) {
+  static const char *const what[3] = {"NaN", "+Inf", "-Inf"};
+  const char *sep = "";
+  for (int k = 0; k < 3; k++)
+    if (counts[k]) str_buf_printf(out, "%s%" PRId64 " %s", sep, counts[k], what[k]), sep = ", ";
+}
 
 void rt_tensor_summary(str_buf *out, const char *name, rt_dtype dtype, int rank, const int64_t *dims,
                        const void *data) {
   str_buf_printf(out, "%s: %s[", name, rt_dtype_name(dtype));
-  int64_t n = 1;
-  for (int r = 0; r < rank; r++) str_buf_printf(out, "%s%" PRId64, r ? "," : "", dims[r]), n *= dims[r];
+  int64_t n = numel(rank, dims);
+  for (int r = 0; r < rank; r++) str_buf_printf(out, "%s%" PRId64, r ? "," : "", dims[r]);
   str_buf_putc(out, ']');
-  if (dtype != RT_F32) {
+  if (!is_float(dtype)) {
     str_buf_putc(out, '\n');
     return;
   }
-  const float *x = data;
   double lo = INFINITY, hi = -INFINITY, sum = 0;
+  int64_t finite = 0, bad[3];
   for (int64_t i = 0; i < n; i++) {
-    lo = x[i] < lo ? x[i] : lo;
-    hi = x[i] > hi ? x[i] : hi;
-    sum += x[i];
+    double x = at(dtype, data, i);
+    if (!isfinite(x)) continue;
+    lo = x < lo ? x : lo;
+    hi = x > hi ? x : hi;
+    sum += x;
+    finite++;
   }
-  str_buf_printf(out, " min %.6g max %.6g mean %.6g", lo, hi, n ? sum / (double)n : 0.0);
+  bool any_bad = rt_tensor_nonfinite(dtype, rank, dims, data, bad);
+  if (any_bad && finite == 0) {
+    str_buf_putc(out, ' ');
+    rt_nonfinite_str(out, bad);
+    str_buf_puts(out, " (no finite values)\n");
+    return;
+  }
+  str_buf_printf(out, " min %.6g max %.6g mean %.6g", n ? lo : 0.0, n ? hi : 0.0, finite ? sum / (double)finite : 0.0);
   if (rank >= 1) {
     int64_t rows = dims[0], cols = n / (rows ? rows : 1), show = rows < 8 ? rows : 8;
     str_buf_puts(out, " argmax [");
     for (int64_t r = 0; r < show; r++) {
       int64_t best = 0;
-      for (int64_t j = 1; j < cols; j++)
-        if (x[r * cols + j] > x[r * cols + best]) best = j;
+      for (int64_t j = 1; j < cols; j++) {
+        float b = at(dtype, data, r * cols + best), x = at(dtype, data, r * cols + j);
+        if (x > b || (isnan(b) && !isnan(x))) best = j;
+      }
       str_buf_printf(out, "%s%" PRId64, r ? ", " : "", best);
     }
     str_buf_puts(out, rows > show ? ", ...]" : "]");
+  }
+  if (any_bad) {
+    str_buf_puts(out, "; ");
+    rt_nonfinite_str(out, bad);
+    str_buf_printf(out, " (min, max and mean of the %" PRId64 " finite values)", finite);
   }
   str_buf_putc(out, '\n');
 }

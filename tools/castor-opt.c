@@ -106,19 +106,19 @@ int main(int argc, char **argv) {
 
   char *text = NULL;
   size_t len = 0;
-  if (!strcmp(file, "-")) {
-    str_buf b;
-    str_buf_init(&b);
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0) str_buf_append(&b, chunk, n);
-    len = b.len;
-    text = str_buf_take(&b);
-    file = "<stdin>";
-  } else if (!str_read_file(file, &text, &len)) {
-    fprintf(stderr, "castor-opt: error: cannot read '%s': %s\n", file, strerror(errno));
+  str_buf why;
+  str_buf_init(&why);
+  bool read_ok = !strcmp(file, "-")
+                     ? str_read_fd_max(0, IR_MAX_TEXT_BYTES, &text, &len, &why)
+                     : str_read_file_max(file, IR_MAX_TEXT_BYTES, &text, &len, &why);
+  if (!read_ok) {
+    fprintf(stderr, "castor-opt: error: cannot read '%s': %s\n", !strcmp(file, "-") ? "<stdin>" : file,
+            str_buf_cstr(&why));
+    str_buf_fini(&why);
     return 1;
   }
+  str_buf_fini(&why);
+  if (!strcmp(file, "-")) file = "<stdin>";
 
   diag_sink *d = diag_sink_create();
   str_buf dumps, out;

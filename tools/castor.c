@@ -127,6 +127,10 @@ typedef struct cli {
 
 
 
+/* parse_args' answer when --help or --version was printed: exit 0. It
+ * never exits itself, so that tests/fuzz/fuzz_cli.c can fuzz it. */
+enum { CLI_EXIT = -1 };
+
 static bool target_from_name(const char *name, castor_target *out) {
   for (castor_target t = CASTOR_TARGET_CPU; castor_target_backend(t); t++)
     if (!strcmp(castor_target_backend(t)->name, name)) return *out = t, true;
@@ -142,10 +146,10 @@ static int parse_args(int argc, char **argv, cli *c) {
     bool missing = false;
     int64_t n;
 #define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) exit(usage(stdout, 0));
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0), CLI_EXIT;
     if (!strcmp(a, "--version")) {
       printf("castor %s\n", castor_version());
-      exit(0);
+      return CLI_EXIT;
     }
     if (OPT("--input")) {
       if (missing) return error("--input needs a file");
@@ -327,6 +331,21 @@ static void summarize(const castor_tensor_info *info, castor_tensor *t) {
   str_buf_fini(&b);
 }
 
+/* NaN and Inf are reported, never only summarized: an input read from a
+ * file (`from`), or an output, with the command that finds their origin. */
+static void warn_nonfinite(const char *what, const char *name, const castor_tensor *t, const cli *c,
+                           const char *from) {
+  str_buf b;
+  str_buf_init(&b);
+  if (castor_tensor_nonfinite(t, &b)) {
+    fprintf(stderr, "%s: warning: %s '%s'%s%s%s has %s of %lld values", prog_name, what, name, from ? " (" : "",
+            from ? from : "", from ? ")" : "", str_buf_cstr(&b), (long long)castor_tensor_numel(t));
+    if (!from) fprintf(stderr, "; 'castor check %s' finds the layer that produces them", c->model);
+    fputc('\n', stderr);
+  }
+  str_buf_fini(&b);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -377,6 +396,7 @@ static int cmd_run(const cli *c) {
         fputs(castor_context_last_error(ctx), stderr);
         goto done;
       }
+      warn_nonfinite("input", info.name, in[i], c, c->inputs.data[i]);
       continue;
     }
     for (int k = 0; k < info.rank; k++) dims[k] = info.dims[k] < 0 ? c->batch : info.dims[k];
@@ -400,6 +420,11 @@ static int cmd_run(const cli *c) {
     castor_tensor_info info;
     castor_program_output_info(p, i, &info);
     summarize(&info, out[i]);
+  }
+  for (int i = 0; i < n_out; i++) {
+    castor_tensor_info info;
+    castor_program_output_info(p, i, &info);
+    warn_nonfinite("output", info.name, out[i], c, NULL);
   }
   if (c->repeat > 0) {
     double *ms = xcalloc((size_t)c->repeat, sizeof *ms);
@@ -453,5 +478,5 @@ int main(int argc, char **argv) {
   if (rc == 0) rc = !strcmp(c.cmd, "dump") ? cmd_dump(&c) : cmd_run(&c);
   vec_free(&c.inputs);
   vec_free(&c.outputs);
-  return rc;
+  return rc == CLI_EXIT ? 0 : rc;
 }

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 void castor_assert_fail(const char *expr, const char *file, int line) {
   fprintf(stderr, "castor: internal error: %s:%d: assertion '%s' failed\n", file, line, expr);
@@ -268,6 +270,82 @@ bool str_read_file(const char *path, char **out_data, size_t *out_len) {
   *out_len = b.len;
   *out_data = str_buf_take(&b);
   return true;
+}
+
+const char *str_file_kind(unsigned mode) {
+  switch (mode & S_IFMT) {
+  case S_IFREG: return "a regular file";
+  case S_IFDIR: return "a directory";
+  case S_IFCHR: return "a character device";
+  case S_IFBLK: return "a block device";
+  case S_IFIFO: return "a pipe";
+  case S_IFSOCK: return "a socket";
+  default: return "not a file";
+  }
+}
+
+/* "it has N bytes, more than the limit of M (64 MiB)"; have < 0: a pipe
+ * that went on past the limit. */
+static void too_big(str_buf *why, int64_t have, int64_t max) {
+  if (have >= 0) str_buf_printf(why, "it has %lld bytes, more than the limit of %lld", (long long)have, (long long)max);
+  else str_buf_printf(why, "it holds more than the limit of %lld bytes", (long long)max);
+  if (max >= 1 << 20 && max % (1 << 20) == 0) str_buf_printf(why, " (%lld MiB)", (long long)(max >> 20));
+}
+
+bool str_read_fd_max(int fd, int64_t max_bytes, char **out_data, size_t *out_len, str_buf *why) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    str_buf_puts(why, strerror(errno));
+    return false;
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+    str_buf_printf(why, "not a regular file (%s)", str_file_kind((unsigned)st.st_mode));
+    return false;
+  }
+  if (S_ISREG(st.st_mode) && st.st_size > max_bytes) {
+    too_big(why, (int64_t)st.st_size, max_bytes);
+    return false;
+  }
+  /* A regular file may still grow while it is read, and a pipe has no size:
+   * either way reading stops one chunk past the limit. */
+  str_buf b;
+  str_buf_init(&b);
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      str_buf_puts(why, strerror(errno));
+      str_buf_fini(&b);
+      return false;
+    }
+    if (n == 0) break;
+    if ((int64_t)(b.len + (size_t)n) > max_bytes) {
+      too_big(why, -1, max_bytes);
+      str_buf_fini(&b);
+      return false;
+    }
+    str_buf_append(&b, chunk, (size_t)n);
+  }
+  *out_len = b.len;
+  *out_data = str_buf_take(&b);
+  return true;
+}
+
+bool str_read_file_max(const char *path, int64_t max_bytes, char **out_data, size_t *out_len,
+                       str_buf *why) {
+  /* O_NONBLOCK: opening a FIFO with no writer, or a device, must not hang;
+   * it is cleared again before a pipe is read. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    str_buf_puts(why, strerror(errno));
+    return false;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  bool ok = str_read_fd_max(fd, max_bytes, out_data, out_len, why);
+  close(fd);
+  return ok;
 }
 
 /* ---- checked arithmetic ---- */

@@ -107,6 +107,23 @@ bool str_has_prefix(const char *s, const char *prefix);
  * NUL-terminated (not counted in *out_len); free it with free(). */
 bool str_read_file(const char *path, char **out_data, size_t *out_len);
 
+/* Reads a whole untrusted file of at most max_bytes (model text, IR text):
+ * a regular file, whose size is checked before anything is read, or a pipe,
+ * read until its end or until it passes max_bytes. Anything else (a
+ * directory, a device such as /dev/zero, a socket) is refused unread. On
+ * failure returns false and appends the reason to *why: "not a regular file
+ * (a character device)", "it has 70000000 bytes, more than the limit of
+ * 67108864 (64 MiB)", "it holds more than the limit of 67108864 bytes (64
+ * MiB)" (a pipe), or strerror's text. The buffer is NUL-terminated (not
+ * counted in *out_len); free it with free(). str_read_fd_max reads an open
+ * descriptor (stdin) the same way. */
+bool str_read_file_max(const char *path, int64_t max_bytes, char **out_data, size_t *out_len,
+                       str_buf *why);
+bool str_read_fd_max(int fd, int64_t max_bytes, char **out_data, size_t *out_len, str_buf *why);
+/* "a character device", "a directory", ... for a stat mode that is neither
+ * a regular file nor a pipe: the words of the messages above. */
+const char *str_file_kind(unsigned mode);
+
 /* ---- overflow-checked size arithmetic ---- */
 
 bool size_mul_ok(int64_t a, int64_t b, int64_t *out);

@@ -8,6 +8,8 @@
 # command runs inside DIR so file names in diagnostics are stable.
 # UPDATE_GOLDEN=1 rewrites the .expected files instead of comparing.
 kind=$1 dir=$2 bin=$3
+# the tools also by name anywhere in a command (`env VAR=1 castor run ...`)
+PATH="$bin:$PATH"; export PATH
 cd "$dir" || exit 1
 pass=0 fail=0
 tmp=$(mktemp)

@@ -197,6 +197,33 @@ START_TEST(test_compile_options) {
 }
 END_TEST
 
+/* A bad $CASTOR_NUM_THREADS is an error of castor_compile, unless the
+ * options give a thread count (each Check test runs in its own process). */
+START_TEST(test_threads_env) {
+  static const char *const bad[] = {"abc", "0", "99999999", "-2", "4x"};
+  castor_compile_options o;
+  castor_compile_options_init(&o);
+  castor_program *p = NULL;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    setenv("CASTOR_NUM_THREADS", bad[i], 1);
+    ck_assert_int_eq(castor_compile(model, &o, &p), CASTOR_ERR_INVALID_ARGUMENT);
+    char want[256];
+    snprintf(want, sizeof want,
+             "error: CASTOR_NUM_THREADS is '%s'; it must be a whole number from 1 to 1024 (or unset: every CPU)\n",
+             bad[i]);
+    ck_assert_str_eq(castor_context_last_error(ctx), want);
+  }
+  o.threads = 2;
+  ck_assert_int_eq(castor_compile(model, &o, &p), CASTOR_OK);
+  castor_program_destroy(p);
+  setenv("CASTOR_NUM_THREADS", "3", 1);
+  o.threads = 0;
+  ck_assert_int_eq(castor_compile(model, &o, &p), CASTOR_OK);
+  castor_program_destroy(p);
+  unsetenv("CASTOR_NUM_THREADS");
+}
+END_TEST
+
 START_TEST(test_info) {
   ck_assert_int_eq(castor_program_num_inputs(prog), 2);
   ck_assert_int_eq(castor_program_num_outputs(prog), 2);
@@ -391,6 +418,7 @@ int main(void) {
   tcase_add_test(tc, test_status_from_diag_kind);
   tcase_add_test(tc, test_load_error_kinds);
   tcase_add_test(tc, test_compile_options);
+  tcase_add_test(tc, test_threads_env);
   tcase_add_test(tc, test_info);
   tcase_add_test(tc, test_run_and_shape_errors);
   tcase_add_test(tc, test_tensor_create_errors);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char design_example[] =
@@ -693,6 +694,81 @@ START_TEST(test_safetensors_model_mismatch) {
 }
 END_TEST
 
+/* Only regular files are read, and only as far as the header declares:
+ * a device, a directory or a FIFO is refused unread (no hang, no memory
+ * growth), and a file whose data section runs on (here 1 GiB of sparse
+ * zeros after the two tensors) costs only the tensors' bytes. */
+START_TEST(test_safetensors_declared_size) {
+  make_tmpdir();
+  char *wpath = tmp_path("w.safetensors"), *model = tmp_path("model.cast"), want[2048];
+  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  write_st("w.safetensors",
+           "{\"d.kernel\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[0,24]},"
+           "\"d.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}",
+           0, data, sizeof data);
+  ck_assert(truncate(wpath, (off_t)1 << 30) == 0);
+  diag_sink *d = diag_sink_create();
+  fe_safetensors st;
+  ck_assert_msg(fe_safetensors_read(wpath, (diag_loc){0}, d, &st), "%s", diag_text(d));
+  ck_assert_uint_eq(st.blob_len, 32);
+  ck_assert(st.n_tensors == 2 && memcmp(st.tensors[1].data, data + 6, 8) == 0);
+  fe_safetensors_fini(&st);
+  diag_sink_destroy(d);
+  loaded r = load_st();
+  ck_assert_msg(r.g, "%s", diag_text(r.d));
+  unload(&r);
+
+  /* /dev/zero, a directory and a FIFO without a writer, as `weights` */
+  const char *const bad[][2] = {{"/dev/zero", "a character device"},
+                                {NULL, "a directory"},
+                                {NULL, "a pipe"}};
+  char *fifo = tmp_path("fifo");
+  ck_assert(mkfifo(fifo, 0600) == 0);
+  for (int i = 0; i < 3; i++) {
+    const char *path = i == 0 ? bad[0][0] : i == 1 ? tmpdir : fifo;
+    fe_options o;
+    fe_options_init(&o);
+    o.weights_path = path;
+    r = load_opts(model, st_model, &o);
+    ck_assert_ptr_null(r.g);
+    snprintf(want, sizeof want, "error: cannot read weights file '%s': not a regular file (%s)\n", path,
+             bad[i][1]);
+    ck_assert_str_eq(diag_text(r.d), want);
+    unload(&r);
+  }
+  free(fifo);
+  free(wpath);
+  free(model);
+  remove_tmpdir();
+}
+END_TEST
+
+/* A model file is read only if it is a regular file of at most
+ * FE_MAX_MODEL_BYTES (checked before reading) or a pipe. */
+START_TEST(test_model_file_limits) {
+  make_tmpdir();
+  char *big = tmp_path("big.cast"), want[1024];
+  write_file("big.cast", "model m\n", 8);
+  ck_assert(truncate(big, FE_MAX_MODEL_BYTES + 1) == 0);
+  const char *const paths[] = {big, "/dev/zero"};
+  for (int i = 0; i < 2; i++) {
+    diag_sink *d = diag_sink_create();
+    ck_assert_ptr_null(fe_load_file(paths[i], NULL, d));
+    if (i == 0)
+      snprintf(want, sizeof want,
+               "error: cannot read model file '%s': it has 16777217 bytes, more than the limit of "
+               "16777216 (16 MiB)\n",
+               big);
+    else
+      snprintf(want, sizeof want, "error: cannot read model file '/dev/zero': not a regular file (a character device)\n");
+    ck_assert_str_eq(diag_text(d), want);
+    diag_sink_destroy(d);
+  }
+  free(big);
+  remove_tmpdir();
+}
+END_TEST
+
 START_TEST(test_safetensors_api) {
   make_tmpdir();
   uint16_t h[4] = {0x3c00, 0xc000, 0x7bff, 0x0001}; /* 1, -2, 65504, smallest subnormal */
@@ -842,6 +918,8 @@ static Suite *frontend_suite(void) {
   tcase_add_test(w, test_safetensors_errors);
   tcase_add_test(w, test_safetensors_model_mismatch);
   tcase_add_test(w, test_safetensors_api);
+  tcase_add_test(w, test_safetensors_declared_size);
+  tcase_add_test(w, test_model_file_limits);
   suite_add_tcase(s, w);
   TCase *fuzz = tcase_create("robustness");
   tcase_add_test(fuzz, test_mutations);

@@ -716,11 +716,52 @@ START_TEST(test_truncsfbf2_helper) {
 }
 END_TEST
 
+/* The summary castor run prints never hides NaN or Inf: min, max and mean
+ * over the finite values, the counts after them, argmax skipping NaN. */
+START_TEST(test_summary_nonfinite) {
+  static const struct {
+    float x[4];
+    const char *want;
+  } cases[] = {
+      {{1, 2, 3, 4}, "y: f32[2,2] min 1 max 4 mean 2.5 argmax [1, 1]\n"},
+      {{NAN, 2, INFINITY, 4},
+       "y: f32[2,2] min 2 max 2 mean 2 argmax [1, 0]; 1 NaN, 1 +Inf, 1 -Inf (min, max and mean of the 1 "
+       "finite values)\n"},
+      {{NAN, NAN, NAN, NAN}, "y: f32[2,2] 4 NaN (no finite values)\n"},
+      {{-INFINITY, INFINITY, NAN, NAN}, "y: f32[2,2] 2 NaN, 1 +Inf, 1 -Inf (no finite values)\n"},
+  };
+  int64_t dims[2] = {2, 2};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    float x[4];
+    memcpy(x, cases[i].x, sizeof x);
+    if (i == 1) x[3] = -INFINITY; /* {NaN, 2, +Inf, -Inf} */
+    str_buf b;
+    str_buf_init(&b);
+    rt_tensor_summary(&b, "y", RT_F32, 2, dims, x);
+    ck_assert_msg(str_eq(str_buf_cstr(&b), cases[i].want), "case %zu:\ngot  %swant %s", i, str_buf_cstr(&b),
+                  cases[i].want);
+    str_buf_fini(&b);
+  }
+  /* 16-bit outputs (--keep-16bit-outputs) are summarized too */
+  uint16_t h[4] = {0x3c00, 0x7e00, 0xfc00, 0x4000}; /* 1, NaN, -Inf, 2 */
+  str_buf b;
+  str_buf_init(&b);
+  rt_tensor_summary(&b, "h", RT_F16, 2, dims, h);
+  ck_assert_str_eq(str_buf_cstr(&b),
+                   "h: f16[2,2] min 1 max 2 mean 1.5 argmax [0, 1]; 1 NaN, 1 -Inf (min, max and mean of the 2 "
+                   "finite values)\n");
+  str_buf_fini(&b);
+  int64_t counts[3];
+  ck_assert(!rt_tensor_nonfinite(RT_I32, 2, dims, h, counts) && counts[0] == 0);
+}
+END_TEST
+
 static Suite *runtime_suite(void) {
   Suite *s = suite_create("runtime");
   TCase *tc = tcase_create("dtype");
   tcase_add_test(tc, test_dtype_table);
   tcase_add_test(tc, test_truncsfbf2_helper);
+  tcase_add_test(tc, test_summary_nonfinite);
   suite_add_tcase(s, tc);
   tc = tcase_create("npy");
   tcase_add_checked_fixture(tc, setup, teardown);

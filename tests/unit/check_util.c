@@ -162,6 +162,58 @@ START_TEST(test_str_read_file) {
 }
 END_TEST
 
+/* Files of untrusted size: the size is checked before reading a regular
+ * file (a sparse one over the limit costs nothing), a pipe is cut off past
+ * the limit, and devices and directories are refused unread. */
+START_TEST(test_str_read_file_max) {
+  char path[] = "/tmp/castor_check_util_XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_msg(fd >= 0, "mkstemp: %s", strerror(errno));
+  ck_assert(write(fd, "abc", 3) == 3);
+  close(fd);
+  char *data = NULL;
+  size_t len = 0;
+  str_buf why;
+  str_buf_init(&why);
+  ck_assert_msg(str_read_file_max(path, 3, &data, &len, &why), "%s", str_buf_cstr(&why));
+  ck_assert(len == 3 && !strcmp(data, "abc"));
+  free(data);
+  ck_assert(truncate(path, (off_t)(64 << 20) + 1) == 0); /* sparse: never read */
+  ck_assert(!str_read_file_max(path, (int64_t)64 << 20, &data, &len, &why));
+  ck_assert_str_eq(str_buf_cstr(&why), "it has 67108865 bytes, more than the limit of 67108864 (64 MiB)");
+  unlink(path);
+  str_buf_clear(&why);
+  ck_assert(!str_read_file_max("/dev/zero", 100, &data, &len, &why));
+  ck_assert_str_eq(str_buf_cstr(&why), "not a regular file (a character device)");
+  str_buf_clear(&why);
+  ck_assert(!str_read_file_max("/tmp", 100, &data, &len, &why));
+  ck_assert_str_eq(str_buf_cstr(&why), "not a regular file (a directory)");
+  str_buf_clear(&why);
+  ck_assert(!str_read_file_max(path, 100, &data, &len, &why));
+  ck_assert_str_eq(str_buf_cstr(&why), strerror(ENOENT));
+  /* a pipe holding more than the limit */
+  int p[2];
+  ck_assert(pipe(p) == 0);
+  char chunk[5000];
+  memset(chunk, 'x', sizeof chunk);
+  ck_assert(write(p[1], chunk, sizeof chunk) == (ssize_t)sizeof chunk);
+  close(p[1]);
+  str_buf_clear(&why);
+  ck_assert(!str_read_fd_max(p[0], 1000, &data, &len, &why));
+  ck_assert_str_eq(str_buf_cstr(&why), "it holds more than the limit of 1000 bytes");
+  close(p[0]);
+  /* and one within it */
+  ck_assert(pipe(p) == 0);
+  ck_assert(write(p[1], chunk, 10) == 10);
+  close(p[1]);
+  ck_assert(str_read_fd_max(p[0], 1000, &data, &len, &why));
+  ck_assert(len == 10 && data[10] == 0);
+  free(data);
+  close(p[0]);
+  str_buf_fini(&why);
+}
+END_TEST
+
 /* ---- checked arithmetic ---- */
 
 START_TEST(test_size_checked) {
@@ -524,6 +576,7 @@ static Suite *util_suite(void) {
   tc = tcase_create("strings");
   tcase_add_test(tc, test_str_buf);
   tcase_add_test(tc, test_str_read_file);
+  tcase_add_test(tc, test_str_read_file_max);
   tcase_add_test(tc, test_size_checked);
   tcase_add_test(tc, test_rng_determinism);
   suite_add_tcase(s, tc);
