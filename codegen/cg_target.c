@@ -56,9 +56,22 @@ static bool resolve_cpu(cg_target *t, const cg_options *o, bool jit, diag_sink *
   if (cpu && !features && (strcmp(cpu, "host") == 0 || strcmp(cpu, "native") == 0)) cpu = NULL;
   if (cpu && !features) {
     const cg_cpu_named *nc = cg_cpu_named_lookup(cpu);
-    if (!nc) {
-      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "unknown CPU '%s'%s (known: host, %s)", cpu, from,
-                      cg_cpu_named_list());
+    if (!nc) { /* the closest named CPU, as clang suggests */
+      const char *near = NULL, *list = cg_cpu_named_list();
+      int near_d = 3;
+      size_t len = strlen(cpu);
+      for (const char *q = list; *q;) {
+        size_t n = strcspn(q, ",");
+        int dist = str_edit_distance(cpu, len, q, n);
+        if (dist < near_d && (size_t)dist < len) near = q, near_d = dist;
+        q += n;
+        while (*q == ',' || *q == ' ') q++;
+      }
+      if (near)
+        diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "unknown CPU '%s'%s; did you mean '%.*s'? (known: host, %s)",
+                        cpu, from, (int)strcspn(near, ","), near, list);
+      else
+        diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "unknown CPU '%s'%s (known: host, %s)", cpu, from, list);
       return false;
     }
     cpu = nc->llvm_cpu, features = nc->features;
