@@ -57,15 +57,15 @@ static castor_status check_io(castor_context *ctx, castor_program *p, castor_ten
   castor_program_output_info(p, 0, &out);
   char want[128], got[128];
   const struct { castor_tensor *t; const castor_tensor_info *info; const char *what; } io[] = {
-      {x, &in, "x (the features)"}, {y, &tgt, "y (the targets)"}};
+      {x, &in, "x: input"}, {y, &tgt, "y: input"}};
   for (int i = 0; i < 2; i++) {
     if (same_shape(io[i].t, io[i].info)) continue;
     shape_text(want, sizeof want, io[i].info->dtype, io[i].info->rank, io[i].info->dims);
     shape_text(got, sizeof got, castor_tensor_dtype(io[i].t), castor_tensor_rank(io[i].t), castor_tensor_dims(io[i].t));
-    return fail(ctx, "%s: the model takes %s, got %s", io[i].what, want, got);
+    return fail(ctx, "%s '%s': expected %s, got %s", io[i].what, io[i].info->name, want, got);
   }
   int64_t n = castor_tensor_dims(x)[0];
-  if (n < 1) return fail(ctx, "x (the features) has no samples");
+  if (n < 1) return fail(ctx, "x has no samples");
   if (castor_tensor_dims(y)[0] != n)
     return fail(ctx, "x has %lld samples and y %lld", (long long)n, (long long)castor_tensor_dims(y)[0]);
   if (tgt.dtype == CASTOR_I32) {
