@@ -380,9 +380,11 @@ static castor_check_grad_layer grad_layer(castor_check_report *r, int i) {
 }
 
 /* Inputs near 1e-9: the kernels' gradients (x times the output gradient,
- * and h ~ W x times it) are below 2^-25 and flush to zero in float16; the
- * biases' (the mean output gradient) do not. Times 2^15 they are all
- * normal or subnormal, none zero: the default dynamic scale covers it. */
+ * and h ~ W x times it) are below 2^-25 and flush to zero in float16. The
+ * biases' are exactly 0 (the prediction is 1/2 per class and the labels
+ * alternate, so the mean of p - t is 0): a zero is no underflow. Times 2^15
+ * the kernels' gradients are subnormal, none zero: the default dynamic
+ * scale covers it. */
 START_TEST(test_train_underflow) {
   castor_model *m = grad_model_load();
   castor_check_report *r = check_train(m, 1e-9, NULL);
