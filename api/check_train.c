@@ -100,6 +100,16 @@ static void count(castor_check_grad_layer *l, const float *g, int64_t n, double 
   }
 }
 
+/* A share for people: "0%", "80.0%", or "0.0020%" below 0.1%, so that one
+ * element in 50000 does not read as 0. */
+static const char *share(char buf[24], int64_t n, int64_t of) {
+  double p = of ? 100.0 * (double)n / (double)of : 0;
+  if (n == 0) snprintf(buf, 24, "0%%");
+  else if (p >= 0.1) snprintf(buf, 24, "%.1f%%", p);
+  else snprintf(buf, 24, "%.2g%%", p);
+  return buf;
+}
+
 static void verdict(castor_check_report *r) {
   castor_check_summary *s = &r->sum;
   double gmax = 0, gmin = 0;
@@ -123,7 +133,7 @@ static void verdict(castor_check_report *r) {
   s->verdict = worst_scaled || worst_over ? CASTOR_CHECK_OFF : CASTOR_CHECK_OK;
   str_buf b;
   str_buf_init(&b);
-  char sc[32], fx[96];
+  char sc[32], fx[96], p1[24], p2[24], p3[24];
   snprintf(sc, sizeof sc, "%g", s->loss_scale);
   if (s->loss_scale > 1 && exp2(round(log2(s->loss_scale))) == s->loss_scale)
     snprintf(sc, sizeof sc, "2^%d", (int)round(log2(s->loss_scale)));
@@ -133,14 +143,14 @@ static void verdict(castor_check_report *r) {
   else
     snprintf(fx, sizeof fx, "no fixed scale keeps every gradient in range");
   if (worst_over)
-    str_buf_printf(&b, "loss scale %s too large: %.1f%% of %s's gradients overflow float16 scaled; %s", sc,
-                   100.0 * (double)worst_over->scaled_overflow / (double)worst_over->numel, worst_over->layer, fx);
+    str_buf_printf(&b, "loss scale %s too large: %s of %s's gradients overflow float16 scaled; %s", sc,
+                   share(p1, worst_over->scaled_overflow, worst_over->numel), worst_over->layer, fx);
   else if (worst_zero)
-    str_buf_printf(&b, "loss scaling needed: %.1f%% of %s's gradients flush to zero unscaled, %.1f%% scaled at %s%s; %s",
-                   100.0 * (double)worst_zero->zero / (double)worst_zero->numel, worst_zero->layer,
-                   100.0 * (double)worst_zero->scaled_zero / (double)worst_zero->numel, sc,
-                   worst_scaled ? arena_printf(r->arena, " (%s: %.1f%%)", worst_scaled->layer,
-                                               100.0 * (double)worst_scaled->scaled_zero / (double)worst_scaled->numel)
+    str_buf_printf(&b, "loss scaling needed: %s of %s's gradients flush to zero unscaled, %s scaled at %s%s; %s",
+                   share(p1, worst_zero->zero, worst_zero->numel), worst_zero->layer,
+                   share(p2, worst_zero->scaled_zero, worst_zero->numel), sc,
+                   worst_scaled ? arena_printf(r->arena, " (%s: %s)", worst_scaled->layer,
+                                               share(p3, worst_scaled->scaled_zero, worst_scaled->numel))
                                 : "",
                    fx);
   else
@@ -248,23 +258,21 @@ castor_status castor_check_report_grad_layer(const castor_check_report *r, int i
 
 /* ---- the report ---- */
 
-static double pct(int64_t n, int64_t of) { return of ? 100.0 * (double)n / (double)of : 0; }
-
 void chk_format_train_text(castor_check_report *r, str_buf *out) {
   const castor_check_summary *s = &r->sum;
   str_buf_printf(out, "castor check --train: %s, gradients of one batch of %lld in float32 (loss %.6g) against "
                       "float16, loss scale %g\n",
                  s->model, (long long)s->batch, s->loss, s->loss_scale);
-  str_buf_printf(out, "%-16s %-9s %-9s %-9s | %-8s %-8s | %-8s %-8s %-8s\n", "layer", "elements", "max |g|",
+  str_buf_printf(out, "%-16s %-9s %-9s %-9s | %-8s %-8s | %-8s %-8s %s\n", "layer", "elements", "max |g|",
                  "min |g|", "->0", "subnorm", "->0 sc", "subn sc", ">max sc");
   for (int i = 0; i < r->n_grads; i++) {
     const castor_check_grad_layer *l = &r->grads[i];
-    char mx[32], mn[32], c[5][16];
+    char mx[32], mn[32], c[5][24];
     snprintf(mx, sizeof mx, "%.2e", l->max_abs);
     snprintf(mn, sizeof mn, "%.2e", l->min_abs);
     const int64_t v[5] = {l->zero, l->subnormal, l->scaled_zero, l->scaled_subnormal, l->scaled_overflow};
-    for (int k = 0; k < 5; k++) snprintf(c[k], sizeof c[k], "%.1f%%", pct(v[k], l->numel));
-    str_buf_printf(out, "%-16s %-9lld %-9s %-9s | %-8s %-8s | %-8s %-8s %-8s\n", l->layer, (long long)l->numel,
+    for (int k = 0; k < 5; k++) share(c[k], v[k], l->numel);
+    str_buf_printf(out, "%-16s %-9lld %-9s %-9s | %-8s %-8s | %-8s %-8s %s\n", l->layer, (long long)l->numel,
                    l->max_abs ? mx : "0", l->min_abs ? mn : "0", c[0], c[1], c[2], c[3], c[4]);
   }
   str_buf_puts(out, "(shares of the layer's gradient elements: ->0 non-zero and rounding to zero in float16\n"

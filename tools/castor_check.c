@@ -138,7 +138,7 @@ static bool target_from_name(const char *name, castor_target *out) {
 static int parse(int argc, char **argv, check_cli *c) {
   castor_check_options_init(&c->o);
   castor_train_options_init(&c->to);
-  c->batch_size = 32;
+  c->batch_size = 0; /* 32 with --train */
   castor_compile_options *co = &c->o.compile;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -242,7 +242,7 @@ static int parse(int argc, char **argv, check_cli *c) {
     if (!c->x || !c->y) return error("check --train: --x and --y are required (features and labels)");
     if (c->inputs.len) return error("check --train: --input does not go with --train (the features are --x)");
     if (c->graph) return error("check --train: --graph draws the inference check; it does not go with --train");
-  } else if (c->x || c->y || c->to.loss_scale || c->to.loss || c->to.from_logits || c->batch_size != 32) {
+  } else if (c->x || c->y || c->to.loss_scale || c->to.loss || c->to.from_logits || c->batch_size) {
     return error("--x, --y, --batch-size, --loss-scale, --loss and --from-logits go with --train");
   }
   return 0;
@@ -292,7 +292,8 @@ static int check_train(check_cli *c, castor_context *ctx, castor_model *m) {
   fputs(diag_text(d), stderr);
   diag_sink_destroy(d);
   if (!ok) return 1;
-  int64_t rows = ds.n < c->batch_size ? ds.n : c->batch_size;
+  int64_t batch = c->batch_size ? c->batch_size : 32;
+  int64_t rows = ds.n < batch ? ds.n : batch;
   int64_t xd[RT_MAX_RANK + 1] = {rows}, yd[] = {rows, ds.y_width};
   for (int k = 1; k < in.rank; k++) xd[k] = in.dims[k];
   castor_tensor *x = NULL, *y = NULL;

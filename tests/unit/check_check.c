@@ -407,7 +407,7 @@ START_TEST(test_train_underflow) {
   ck_assert_int_eq(s.scaling_needed, 1);
   ck_assert_double_eq(s.loss_scale, 32768);
   ck_assert_str_eq(s.train_verdict, "loss scaling needed: 80.0% of dense_1's gradients flush to zero unscaled, "
-                                    "0.0% scaled at 2^15; a fixed scale from 2^11 to 2^47 would do on this batch");
+                                    "0% scaled at 2^15; a fixed scale from 2^11 to 2^47 would do on this batch");
   const char *text = castor_check_report_format(r, CASTOR_CHECK_TEXT);
   ck_assert_msg(strstr(text, "\ndense_1          15        ") && strstr(text, "| 80.0%    "), "%s", text);
   const char *json = castor_check_report_format(r, CASTOR_CHECK_JSON);
