@@ -280,7 +280,10 @@ static int check_train(check_cli *c, castor_context *ctx, castor_model *m) {
   int64_t features = 1, classes = out.dims[out.rank - 1];
   for (int k = 1; k < in.rank; k++) features *= in.dims[k];
   bool sparse = tgt.dtype == CASTOR_I32;
-  castor_program_destroy(eval);
+  int in_rank = in.rank;
+  int64_t xd[RT_MAX_RANK + 1] = {0};
+  for (int k = 1; k < in.rank && k <= RT_MAX_RANK; k++) xd[k] = in.dims[k];
+  castor_program_destroy(eval); /* in, out and tgt point into it */
   rt_dataset ds = {0};
   rt_dataset_options o;
   rt_dataset_options_init(&o);
@@ -294,12 +297,12 @@ static int check_train(check_cli *c, castor_context *ctx, castor_model *m) {
   if (!ok) return 1;
   int64_t batch = c->batch_size ? c->batch_size : 32;
   int64_t rows = ds.n < batch ? ds.n : batch;
-  int64_t xd[RT_MAX_RANK + 1] = {rows}, yd[] = {rows, ds.y_width};
-  for (int k = 1; k < in.rank; k++) xd[k] = in.dims[k];
+  int64_t yd[] = {rows, ds.y_width};
+  xd[0] = rows;
   castor_tensor *x = NULL, *y = NULL;
   castor_check_report *r = NULL;
   int rc = 1;
-  if (castor_tensor_create(ctx, CASTOR_F32, in.rank, xd, &x) != CASTOR_OK ||
+  if (castor_tensor_create(ctx, CASTOR_F32, in_rank, xd, &x) != CASTOR_OK ||
       castor_tensor_create(ctx, sparse ? CASTOR_I32 : CASTOR_F32, sparse ? 1 : 2, yd, &y) != CASTOR_OK) {
     fputs(castor_context_last_error(ctx), stderr);
     goto done;
