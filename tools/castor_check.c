@@ -242,6 +242,10 @@ static int parse(int argc, char **argv, check_cli *c) {
     if (!c->x || !c->y) return error("check --train: --x and --y are required (features and labels)");
     if (c->inputs.len) return error("check --train: --input does not go with --train (the features are --x)");
     if (c->graph) return error("check --train: --graph draws the inference check; it does not go with --train");
+    if (c->o.compile.fp32_ops || c->o.compile.fp32_layers || c->o.compile.keep_16bit_outputs || c->o.layers ||
+        c->o.tolerance > 0 || !c->o.search || c->o.batch != 1)
+      return error("check --train: --fp32-ops, --fp32-layers, --keep-16bit-outputs, --layers, --tolerance, "
+                   "--no-search and --batch belong to the inference check (the gradients are float32's)");
   } else if (c->x || c->y || c->to.loss_scale || c->to.loss || c->to.from_logits || c->batch_size) {
     return error("--x, --y, --batch-size, --loss-scale, --loss and --from-logits go with --train");
   }
