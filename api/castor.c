@@ -232,11 +232,12 @@ void castor_model_train_options(const castor_model *m, castor_train_options *o) 
 }
 
 /* The public training options as the grad pass's (passes.h). */
-static bool train_options(const castor_train_options *t, bool loss_only, pass_train_options *o, diag_sink *d) {
+static bool train_options(const castor_train_options *t, bool loss_only, bool gradients, pass_train_options *o,
+                          diag_sink *d) {
   pass_train_options_init(o);
   char num[64];
   if (t->loss && !pass_train_option(o, "loss", t->loss, d)) return false;
-  if (t->optimizer && (!pass_train_option(o, "optimizer", t->optimizer, d) || o->optimizer == PASS_OPT_NONE)) {
+  if (!gradients && t->optimizer && (!pass_train_option(o, "optimizer", t->optimizer, d) || o->optimizer == PASS_OPT_NONE)) {
     if (o->optimizer == PASS_OPT_NONE)
       diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "optimizer 'none' has no training step (castor dump shows it)");
     return false;
@@ -252,6 +253,7 @@ static bool train_options(const castor_train_options *t, bool loss_only, pass_tr
   o->from_logits = o->from_logits || t->from_logits != 0;
   o->nesterov = t->nesterov != 0;
   o->loss_only = loss_only;
+  if (gradients) o->optimizer = PASS_OPT_NONE; /* the gradients as outputs, no update */
   return true;
 }
 
@@ -318,7 +320,7 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
     if (!topts.optimizer && m->compile.optimizer[0]) topts.optimizer = m->compile.optimizer;
     if (!topts.loss && !dopts->train->from_logits) topts.from_logits = m->compile.from_logits;
   }
-  if (dopts->train && !train_options(&topts, dopts->loss_only, &po.train, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
+  if (dopts->train && !train_options(&topts, dopts->loss_only, dopts->gradients, &po.train, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
   else if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
   else if (!pass_run_pipeline(g, pipeline, &po, ctx->diag))
     st = castor_status_from_diag(ctx->diag, CASTOR_ERR_INTERNAL);
@@ -394,6 +396,11 @@ const cg_backend *castor_target_backend(castor_target t) {
 castor_status castor_compile(castor_model *m, const castor_compile_options *opts,
                              castor_program **out_program) {
   return compile(m, opts, NULL, NULL, NULL, out_program);
+}
+
+castor_status castor_compile_driver(castor_model *m, const castor_compile_options *opts,
+                                    const castor_driver_options *dopts, castor_program **out_program) {
+  return compile(m, opts, dopts, NULL, NULL, out_program);
 }
 
 castor_status castor_compile_train(castor_model *m, const castor_compile_options *opts,
@@ -773,3 +780,4 @@ castor_context *castor_model_context(const castor_model *m) { return m ? m->ctx 
 diag_sink *castor_context_diag(castor_context *ctx) { return ctx->diag; }
 void castor_context_begin(castor_context *ctx) { begin(ctx); }
 castor_status castor_context_finish(castor_context *ctx, castor_status st) { return finish(ctx, st); }
+const ir_graph *castor_model_graph(const castor_model *m) { return m ? m->graph : NULL; }

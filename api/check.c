@@ -156,6 +156,7 @@ void castor_check_report_destroy(castor_check_report *r) {
   build_fini(&r->test);
   build_fini(&r->ref);
   free(r->layers);
+  free(r->grads);
   str_buf_fini(&r->text);
   arena_destroy(r->arena);
   free(r);
@@ -671,9 +672,11 @@ const char *castor_check_report_format(castor_check_report *r, castor_check_form
   if (!r) return "";
   str_buf_clear(&r->text);
   switch (f) {
-  case CASTOR_CHECK_TEXT: chk_format_text(r, &r->text); break;
-  case CASTOR_CHECK_JSON: chk_format_json(r, &r->text); break;
-  case CASTOR_CHECK_DOT: chk_format_dot(r, &r->text); break;
+  case CASTOR_CHECK_TEXT: r->sum.train ? chk_format_train_text(r, &r->text) : chk_format_text(r, &r->text); break;
+  case CASTOR_CHECK_JSON: r->sum.train ? chk_format_train_json(r, &r->text) : chk_format_json(r, &r->text); break;
+  case CASTOR_CHECK_DOT:
+    if (!r->sum.train) chk_format_dot(r, &r->text);
+    break;
   }
   return str_buf_cstr(&r->text);
 }

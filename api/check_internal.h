@@ -37,6 +37,8 @@ struct castor_check_report {
   castor_check_layer *layers; /* the reported layers (after the filter) */
   int n_layers;
   castor_check_summary sum;
+  castor_check_grad_layer *grads; /* castor_check_train: per layer, in the variables' order */
+  int n_grads;
   str_buf text;
 };
 
@@ -44,5 +46,8 @@ struct castor_check_report {
 void chk_format_text(castor_check_report *r, str_buf *out);
 void chk_format_json(castor_check_report *r, str_buf *out);
 void chk_format_dot(castor_check_report *r, str_buf *out);
+/* check_train.c: the gradient report (sum.train) as text and JSON */
+void chk_format_train_text(castor_check_report *r, str_buf *out);
+void chk_format_train_json(castor_check_report *r, str_buf *out);
 
 #endif

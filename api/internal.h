@@ -22,6 +22,9 @@ typedef struct castor_driver_options {
   bool verify_each;       /* verify after every pass (also castor_compile_options.verify_each) */
   const castor_train_options *train; /* compile the training step (castor_compile_train), or NULL */
   bool loss_only;                    /* with train: the evaluation program (castor_compile_eval) */
+  bool gradients;                    /* with train: optimizer none, whatever train says: the outputs are
+                                      * the model's, "loss", then grad_<weight key, '.' as '_'> per
+                                      * weight, in the variables' order (castor check --train) */
 } castor_driver_options;
 
 void castor_driver_options_init(castor_driver_options *o);
@@ -40,6 +43,11 @@ typedef castor_status (*castor_codegen_fn)(const ir_graph *g, const cg_backend *
  * included) become the context's last error, warnings the last warnings. */
 castor_status castor_compile_to(castor_model *m, const castor_compile_options *opts,
                                 const castor_driver_options *dopts, castor_codegen_fn fn, void *fn_arg);
+
+/* Compiles m like castor_compile with the driver's options (train,
+ * gradients); a program as castor_compile returns it. */
+castor_status castor_compile_driver(castor_model *m, const castor_compile_options *opts,
+                                    const castor_driver_options *dopts, castor_program **out_program);
 
 /* What castor dump prints of a compiled model. */
 typedef enum castor_emit {
@@ -96,6 +104,7 @@ castor_status castor_program_stats(const castor_program *p, int64_t batch, casto
  * castor.c makes them (begin clears the last error and warnings; finish
  * keeps the sink's text as the last error, or as the warnings on success). */
 castor_context *castor_model_context(const castor_model *m);
+const ir_graph *castor_model_graph(const castor_model *m); /* the frontend's graph: name, policy */
 diag_sink *castor_context_diag(castor_context *ctx);
 void castor_context_begin(castor_context *ctx);
 castor_status castor_context_finish(castor_context *ctx, castor_status st);

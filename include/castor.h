@@ -284,6 +284,16 @@ typedef struct castor_check_summary {
   castor_check_nonfinite reference_first_bad; /* in the float32 build */
   const char *warnings; /* the build under test's compile warnings (weights that overflow
                          * or flush to zero in 16 bits), "" if none */
+  /* castor_check_train only (train is 0 for castor_check): verdict is OK when
+   * no gradient flushes to zero or overflows float16 at loss_scale, OFF when
+   * some do; train_verdict says why in one line. */
+  int train;
+  double loss_scale;      /* the scale the "scaled" counts use */
+  double loss;            /* the batch's mean loss (float32 build) */
+  int scaling_needed;     /* some non-zero gradient flushes to zero unscaled */
+  double fixed_scale_min, fixed_scale_max; /* the powers of two that, as a fixed scale, flush no
+                           * gradient and overflow none on this batch; min > max: none does */
+  const char *train_verdict;
 } castor_check_summary;
 
 typedef struct castor_check_report castor_check_report;
@@ -313,6 +323,39 @@ typedef enum castor_check_format {
 
 /* The report as text; owned by r, valid until the next call on r. */
 CASTOR_API const char *castor_check_report_format(castor_check_report *r, castor_check_format f);
+
+/* ---- gradients in float16 (castor check --train) ----
+ *
+ * castor_check_train compiles the model's gradients (the training step's
+ * forward pass, loss and backward pass, no update) under float32 with no
+ * loss scale, runs them on one batch (x: the model's input; y: the targets,
+ * as castor_compile_train takes them) and counts, per layer (weights
+ * <layer>.kernel, <layer>.bias ... grouped), the gradient elements that
+ * float16 cannot hold: non-zero |g| that rounds to zero (<= 2^-25), that
+ * turns subnormal (< 2^-14 = 6.1e-5), unscaled and multiplied by the loss
+ * scale, and |g * scale| > 65504 (overflow). The scale: topts->loss_scale
+ * as a number; "dynamic" or NULL: the dynamic scale's start, 2^15; "none": 1.
+ * Only opts->compile (target, threads) is read of opts. Errors:
+ * CASTOR_ERR_INVALID_ARGUMENT for x or y of the wrong dtype or shape, or a
+ * class index outside [0, classes), with the message in the context. The
+ * report's layers are castor_check_report_grad_layer's; its format is the
+ * gradient table (text, JSON; DOT is empty). */
+typedef struct castor_check_grad_layer {
+  const char *layer;
+  int64_t numel;          /* gradient elements of the layer's weights */
+  double max_abs;         /* largest |g|, unscaled */
+  double min_abs;         /* smallest non-zero |g|, unscaled (0: every g is 0) */
+  int64_t zero, subnormal; /* unscaled: non-zero g that float16 rounds to 0; that it holds subnormal */
+  int64_t scaled_zero, scaled_subnormal, scaled_overflow; /* the same of g * loss_scale; > 65504 */
+} castor_check_grad_layer;
+
+struct castor_train_options;
+CASTOR_API castor_status castor_check_train(castor_model *m, const castor_check_options *opts,
+                                            const struct castor_train_options *topts, castor_tensor *x,
+                                            castor_tensor *y, castor_check_report **out_report);
+CASTOR_API int castor_check_report_num_grad_layers(const castor_check_report *r);
+CASTOR_API castor_status castor_check_report_grad_layer(const castor_check_report *r, int i,
+                                                        castor_check_grad_layer *out);
 /* ---- training (docs/training.md) ---- */
 
 /* What a training step computes, with Keras 3's semantics and defaults. */

@@ -8,8 +8,13 @@
  *                [--weights W] [--tolerance T] [--layers=LIST] [--json]
  *                [--graph=FILE.dot|.svg|.png] [--no-search] [compile options]
  *
+ *   castor check MODEL --train --x X --y Y [--policy P] [--batch-size B]
+ *                [--loss-scale dynamic|none|N] [--loss L] [--from-logits] [--json]
+ *
  * Exit status: 0 when the verdict is OK, 2 when the outputs are off (the
- * report says why and, when there is one, the fix), 1 on errors.
+ * report says why and, when there is one, the fix), 1 on errors. With
+ * --train (castor_check_train): 0 when no gradient of the batch flushes to
+ * zero or overflows in float16 at the loss scale, 2 when some do.
  */
 #include <errno.h>
 #include <math.h>
@@ -22,6 +27,7 @@
 
 #include "castor.h"
 #include "api/internal.h"
+#include "runtime/dataset.h"
 #include "tools/castor_check.h"
 
 extern char **environ;
@@ -64,7 +70,15 @@ static int usage(FILE *f, int rc) {
         "  --no-search         do not search for a --fp32-layers fix\n"
         "  --fp32-ops=LIST, --fp32-layers=LIST, --keep-16bit-outputs, --pad8,\n"
         "  --target=cpu|cuda, --device N, --sm=sm_NN, --threads T\n"
-        "                      the build under test, as for castor run\n",
+        "                      the build under test, as for castor run\n"
+        "\n"
+        "training mode (docs/check.md):\n"
+        "  --train             report each layer's gradients of one batch against float16's\n"
+        "                      range, unscaled and times the loss scale\n"
+        "  --x X --y Y         features and labels (.npy or IDX, as castor train reads them)\n"
+        "  --batch-size B      the batch: the first B samples (default 32)\n"
+        "  --loss-scale S      dynamic (its start, 2^15; the default), none or a number\n"
+        "  --loss L, --from-logits   the loss, as castor train\n",
         f);
   return rc;
 }
@@ -105,6 +119,10 @@ int castor_render_dot(const char *dot, const char *format, const char *path) {
 
 typedef struct check_cli {
   const char *model, *weights, *graph;
+  bool train;
+  const char *x, *y;
+  int64_t batch_size;
+  castor_train_options to;
   VEC(const char *) inputs;
   uint64_t weights_seed;
   bool json;
@@ -119,6 +137,8 @@ static bool target_from_name(const char *name, castor_target *out) {
 
 static int parse(int argc, char **argv, check_cli *c) {
   castor_check_options_init(&c->o);
+  castor_train_options_init(&c->to);
+  c->batch_size = 0; /* 32 with --train */
   castor_compile_options *co = &c->o.compile;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -155,6 +175,30 @@ static int parse(int argc, char **argv, check_cli *c) {
       if (!dot || (strcmp(dot, ".dot") && strcmp(dot, ".svg") && strcmp(dot, ".png")))
         return error("--graph: '%s' does not end in .dot, .svg or .png", v);
       c->graph = v;
+    } else if (!strcmp(a, "--train")) {
+      c->train = true;
+    } else if (OPT("--x")) {
+      if (missing) return error("--x needs a file");
+      c->x = v;
+    } else if (OPT("--y")) {
+      if (missing) return error("--y needs a file");
+      c->y = v;
+    } else if (OPT("--batch-size")) {
+      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 30, &n))
+        return error("--batch-size needs a positive integer, got '%s'", missing ? "" : v);
+      c->batch_size = n;
+    } else if (OPT("--loss-scale")) {
+      if (missing) return error("--loss-scale needs dynamic, none or a number");
+      char *end = NULL;
+      double s = strtod(v, &end);
+      if (strcmp(v, "dynamic") && strcmp(v, "none") && (!*v || *end || !isfinite(s) || s <= 0))
+        return error("--loss-scale takes dynamic, none or a positive number, got '%s'", v);
+      c->to.loss_scale = v;
+    } else if (OPT("--loss")) {
+      if (missing) return error("--loss needs a loss name");
+      c->to.loss = v;
+    } else if (!strcmp(a, "--from-logits")) {
+      c->to.from_logits = 1;
     } else if (!strcmp(a, "--json")) {
       c->json = true;
     } else if (!strcmp(a, "--no-search")) {
@@ -194,6 +238,17 @@ static int parse(int argc, char **argv, check_cli *c) {
   }
   if (!c->model) return error("check: no model file given");
   if (c->inputs.len && c->o.batch != 1) return error("--batch sets the random input's rows; it does not go with --input");
+  if (c->train) {
+    if (!c->x || !c->y) return error("check --train: --x and --y are required (features and labels)");
+    if (c->inputs.len) return error("check --train: --input does not go with --train (the features are --x)");
+    if (c->graph) return error("check --train: --graph draws the inference check; it does not go with --train");
+    if (c->o.compile.fp32_ops || c->o.compile.fp32_layers || c->o.compile.keep_16bit_outputs || c->o.layers ||
+        c->o.tolerance > 0 || !c->o.search || c->o.batch != 1)
+      return error("check --train: --fp32-ops, --fp32-layers, --keep-16bit-outputs, --layers, --tolerance, "
+                   "--no-search and --batch belong to the inference check (the gradients are float32's)");
+  } else if (c->x || c->y || c->to.loss_scale || c->to.loss || c->to.from_logits || c->batch_size) {
+    return error("--x, --y, --batch-size, --loss-scale, --loss and --from-logits go with --train");
+  }
   return 0;
 }
 
@@ -207,6 +262,72 @@ static int write_graph(castor_check_report *r, const char *path) {
     return error("cannot write '%s': %s", path, strerror(errno));
   }
   return 0;
+}
+
+/* castor check --train: the first --batch-size samples of X/Y (loaded and
+ * checked as castor train loads them), castor_check_train on them. */
+static int check_train(check_cli *c, castor_context *ctx, castor_model *m) {
+  castor_train_options model_to;
+  castor_model_train_options(m, &model_to);
+  if (!c->to.loss) c->to.loss = model_to.loss, c->to.from_logits |= model_to.from_logits;
+  castor_compile_options co = c->o.compile;
+  co.policy = "float32";
+  castor_program *eval = NULL;
+  if (castor_compile_eval(m, &co, &c->to, &eval) != CASTOR_OK) {
+    fputs(castor_context_last_error(ctx), stderr);
+    return 1;
+  }
+  castor_tensor_info in, out, tgt;
+  castor_program_input_info(eval, 0, &in);
+  castor_program_output_info(eval, 0, &out);
+  castor_program_input_info(eval, 1, &tgt);
+  int64_t features = 1, classes = out.dims[out.rank - 1];
+  for (int k = 1; k < in.rank; k++) features *= in.dims[k];
+  bool sparse = tgt.dtype == CASTOR_I32;
+  int in_rank = in.rank;
+  int64_t xd[RT_MAX_RANK + 1] = {0};
+  for (int k = 1; k < in.rank && k <= RT_MAX_RANK; k++) xd[k] = in.dims[k];
+  castor_program_destroy(eval); /* in, out and tgt point into it */
+  rt_dataset ds = {0};
+  rt_dataset_options o;
+  rt_dataset_options_init(&o);
+  o.n_features = features;
+  o.n_classes = classes;
+  o.labels = sparse ? RT_LABELS_SPARSE : RT_LABELS_DENSE;
+  diag_sink *d = diag_sink_create();
+  bool ok = rt_dataset_load(c->x, c->y, &o, &ds, d);
+  fputs(diag_text(d), stderr);
+  diag_sink_destroy(d);
+  if (!ok) return 1;
+  int64_t batch = c->batch_size ? c->batch_size : 32;
+  int64_t rows = ds.n < batch ? ds.n : batch;
+  int64_t yd[] = {rows, ds.y_width};
+  xd[0] = rows;
+  castor_tensor *x = NULL, *y = NULL;
+  castor_check_report *r = NULL;
+  int rc = 1;
+  if (castor_tensor_create(ctx, CASTOR_F32, in_rank, xd, &x) != CASTOR_OK ||
+      castor_tensor_create(ctx, sparse ? CASTOR_I32 : CASTOR_F32, sparse ? 1 : 2, yd, &y) != CASTOR_OK) {
+    fputs(castor_context_last_error(ctx), stderr);
+    goto done;
+  }
+  memcpy(castor_tensor_data(x), ds.x, (size_t)(rows * features) * sizeof(float));
+  memcpy(castor_tensor_data(y), sparse ? (void *)ds.y : (void *)ds.y_dense, (size_t)(rows * ds.y_width) * 4);
+  castor_check_options opts = c->o;
+  if (castor_check_train(m, &opts, &c->to, x, y, &r) != CASTOR_OK) {
+    fputs(castor_context_last_error(ctx), stderr);
+    goto done;
+  }
+  fputs(castor_check_report_format(r, c->json ? CASTOR_CHECK_JSON : CASTOR_CHECK_TEXT), stdout);
+  fflush(stdout);
+  castor_check_summary s;
+  castor_check_report_summary(r, &s);
+  rc = s.verdict == CASTOR_CHECK_OK ? 0 : 2;
+done:
+  castor_check_report_destroy(r);
+  castor_tensor_destroy(x), castor_tensor_destroy(y);
+  rt_dataset_fini(&ds);
+  return rc;
 }
 
 int castor_check_main(int argc, char **argv) {
@@ -232,6 +353,10 @@ int castor_check_main(int argc, char **argv) {
     goto done;
   }
   fputs(castor_context_last_warnings(ctx), stderr);
+  if (c.train) {
+    rc = check_train(&c, ctx, m);
+    goto done;
+  }
   for (size_t i = 0; i < c.inputs.len; i++)
     if (castor_tensor_load_npy_as(ctx, c.inputs.data[i], true, &in[i]) != CASTOR_OK) {
       fputs(castor_context_last_error(ctx), stderr);

@@ -327,6 +327,173 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+/* ---- castor_check_train: gradients against float16's range ---- */
+
+/* dense_1 has no activation, so every gradient of its kernel is non-zero:
+ * x * d summed over the batch. */
+static const char grad_model[] = "model grads\n"
+                                 "x = input(shape=[4])\n"
+                                 "h = dense(x, units=3, name=dense_1)\n"
+                                 "p = dense(h, units=2, activation=softmax, name=dense_2)\n"
+                                 "output p\n";
+
+static castor_model *grad_model_load(void) {
+  castor_model *m = NULL;
+  castor_status st = castor_model_load_string(ctx, "grads.cast", grad_model, sizeof grad_model - 1, NULL, &m);
+  ck_assert_msg(st == CASTOR_OK, "load: %s", castor_context_last_error(ctx));
+  return m;
+}
+
+/* 8 samples of x uniform in +-[mag, 2 mag) (seeded), labels 0,1,0,1... */
+static void grad_data(double mag, castor_tensor **x, castor_tensor **y) {
+  int64_t xd[] = {8, 4}, yd[] = {8};
+  ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 2, xd, x), CASTOR_OK);
+  ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_I32, 1, yd, y), CASTOR_OK);
+  float *xv = castor_tensor_data(*x);
+  int32_t *yv = castor_tensor_data(*y);
+  uint64_t s = 12345;
+  for (int i = 0; i < 32; i++) {
+    s = s * 6364136223846793005u + 1442695040888963407u;
+    double u = (double)(s >> 11) * 0x1p-53;
+    xv[i] = (float)((i % 3 ? 1 : -1) * mag * (1 + u));
+  }
+  for (int i = 0; i < 8; i++) yv[i] = i % 2;
+}
+
+static castor_check_report *check_train(castor_model *m, double mag, const char *loss_scale) {
+  castor_tensor *x, *y;
+  grad_data(mag, &x, &y);
+  castor_train_options to;
+  castor_train_options_init(&to);
+  to.loss_scale = loss_scale;
+  castor_check_report *r = NULL;
+  castor_status st = castor_check_train(m, NULL, &to, x, y, &r);
+  ck_assert_msg(st == CASTOR_OK, "castor_check_train: %s", castor_context_last_error(ctx));
+  castor_tensor_destroy(x), castor_tensor_destroy(y);
+  return r;
+}
+
+static castor_check_grad_layer grad_layer(castor_check_report *r, int i) {
+  castor_check_grad_layer l;
+  ck_assert_int_eq(castor_check_report_grad_layer(r, i, &l), CASTOR_OK);
+  return l;
+}
+
+/* Inputs near 1e-9: the kernels' gradients (x times the output gradient,
+ * and h ~ W x times it) are below 2^-25 and flush to zero in float16. The
+ * biases' are exactly 0 (the prediction is 1/2 per class and the labels
+ * alternate, so the mean of p - t is 0): a zero is no underflow. Times 2^15
+ * the kernels' gradients are subnormal, none zero: the default dynamic
+ * scale covers it. */
+START_TEST(test_train_underflow) {
+  castor_model *m = grad_model_load();
+  castor_check_report *r = check_train(m, 1e-9, NULL);
+  ck_assert_int_eq(castor_check_report_num_grad_layers(r), 2);
+  castor_check_grad_layer l1 = grad_layer(r, 0), l2 = grad_layer(r, 1);
+  ck_assert_str_eq(l1.layer, "dense_1");
+  ck_assert_str_eq(l2.layer, "dense_2");
+  ck_assert_int_eq(l1.numel, 15); /* kernel 4x3 + bias 3 */
+  ck_assert_int_eq(l2.numel, 8);  /* kernel 3x2 + bias 2 */
+  ck_assert_msg(l1.zero == 12 && l1.scaled_zero == 0 && l1.scaled_overflow == 0, "dense_1: %lld %lld %lld",
+                (long long)l1.zero, (long long)l1.scaled_zero, (long long)l1.scaled_overflow);
+  ck_assert_msg(l2.zero == 6 && l2.scaled_zero == 0, "dense_2: %lld %lld", (long long)l2.zero,
+                (long long)l2.scaled_zero);
+  ck_assert_msg(l1.max_abs < 1e-1 && l1.min_abs > 0 && l1.min_abs < 0x1p-25, "dense_1 range %g %g", l1.max_abs,
+                l1.min_abs);
+  castor_check_summary s;
+  castor_check_report_summary(r, &s);
+  ck_assert_int_eq(s.train, 1);
+  ck_assert_int_eq(s.verdict, CASTOR_CHECK_OK);
+  ck_assert_int_eq(s.scaling_needed, 1);
+  ck_assert_double_eq(s.loss_scale, 32768);
+  ck_assert_str_eq(s.train_verdict, "loss scaling needed: 80.0% of dense_1's gradients flush to zero unscaled, "
+                                    "0% scaled at 2^15; a fixed scale from 2^11 to 2^47 would do on this batch");
+  const char *text = castor_check_report_format(r, CASTOR_CHECK_TEXT);
+  ck_assert_msg(strstr(text, "\ndense_1          15        ") && strstr(text, "| 80.0%    "), "%s", text);
+  const char *json = castor_check_report_format(r, CASTOR_CHECK_JSON);
+  ck_assert_msg(strstr(json, "\"layer\": \"dense_1\", \"numel\": 15, ") &&
+                    strstr(json, "\"zero\": 12, ") && strstr(json, "\"scaling_needed\": true"),
+                "%s", json);
+  castor_check_report_destroy(r);
+  /* without a scale the same gradients stay flushed: the verdict is off */
+  r = check_train(m, 1e-9, "none");
+  castor_check_report_summary(r, &s);
+  ck_assert_int_eq(s.verdict, CASTOR_CHECK_OFF);
+  ck_assert_int_eq(grad_layer(r, 0).scaled_zero, 12);
+  ck_assert_msg(strstr(s.train_verdict, "80.0% scaled at 1 (dense_1: 80.0%)"), "%s", s.train_verdict);
+  castor_check_report_destroy(r);
+  /* inputs near 1e-14: even 2^15 leaves the kernels' gradients at zero */
+  r = check_train(m, 1e-14, NULL);
+  castor_check_report_summary(r, &s);
+  ck_assert_int_eq(s.verdict, CASTOR_CHECK_OFF);
+  ck_assert_int_eq(grad_layer(r, 0).scaled_zero, 12);
+  ck_assert_int_eq(grad_layer(r, 1).scaled_zero, 6);
+  castor_check_report_destroy(r);
+  castor_model_destroy(m);
+}
+END_TEST
+
+/* Inputs in +-[0.5, 1): no gradient flushes unscaled; 2^15 overflows none;
+ * a scale of 1e9 overflows the largest. */
+START_TEST(test_train_healthy) {
+  castor_model *m = grad_model_load();
+  castor_check_report *r = check_train(m, 0.5, NULL);
+  castor_check_summary s;
+  castor_check_report_summary(r, &s);
+  ck_assert_int_eq(s.verdict, CASTOR_CHECK_OK);
+  ck_assert_int_eq(s.scaling_needed, 0);
+  for (int i = 0; i < 2; i++) {
+    castor_check_grad_layer l = grad_layer(r, i);
+    ck_assert_msg(!l.zero && !l.subnormal && !l.scaled_zero && !l.scaled_overflow, "%s", l.layer);
+  }
+  ck_assert_msg(!strncmp(s.train_verdict, "no scaling needed: no gradient flushes to zero in float16 unscaled; a "
+                                          "fixed scale from 2^0 to 2^", 95),
+                "%s", s.train_verdict);
+  ck_assert_msg(s.fixed_scale_min == 1 && s.fixed_scale_max >= 32768, "%g %g", s.fixed_scale_min, s.fixed_scale_max);
+  castor_check_report_destroy(r);
+  r = check_train(m, 0.5, "1e9");
+  castor_check_report_summary(r, &s);
+  ck_assert_int_eq(s.verdict, CASTOR_CHECK_OFF);
+  ck_assert_msg(grad_layer(r, 0).scaled_overflow > 0, "no overflow at 1e9");
+  ck_assert_msg(!strncmp(s.train_verdict, "loss scale 1e+09 too large: ", 28), "%s", s.train_verdict);
+  castor_check_report_destroy(r);
+  castor_model_destroy(m);
+}
+END_TEST
+
+START_TEST(test_train_bad_input) {
+  castor_model *m = grad_model_load();
+  castor_tensor *x, *y;
+  grad_data(1, &x, &y);
+  castor_check_report *r = NULL;
+  ((int32_t *)castor_tensor_data(y))[5] = 2;
+  ck_assert_int_eq(castor_check_train(m, NULL, NULL, x, y, &r), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(r);
+  ck_assert_str_eq(castor_context_last_error(ctx), "error: label 2 at index 5 is outside [0, 2)\n");
+  ((int32_t *)castor_tensor_data(y))[5] = -1;
+  ck_assert_int_eq(castor_check_train(m, NULL, NULL, x, y, &r), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx), "error: label -1 at index 5 is outside [0, 2)\n");
+  ck_assert_int_eq(castor_check_train(m, NULL, NULL, x, NULL, &r), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx),
+                   "error: castor_check_train: x and y are required (features and targets)\n");
+  ck_assert_int_eq(castor_check_train(m, NULL, NULL, x, x, &r), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx), "error: y: input 'targets': expected i32[N], got f32[8,4]\n");
+  castor_tensor *x5 = NULL;
+  int64_t dims[2] = {8, 5};
+  ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 2, dims, &x5), CASTOR_OK);
+  ck_assert_int_eq(castor_check_train(m, NULL, NULL, x5, y, &r), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx), "error: x: input 'x': expected f32[N,4], got f32[8,5]\n");
+  castor_train_options to;
+  castor_train_options_init(&to);
+  to.loss_scale = "-3";
+  ck_assert_int_eq(castor_check_train(m, NULL, &to, x, y, &r), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx),
+                   "error: loss scale '-3' is not dynamic, none or a positive number\n");
+  castor_tensor_destroy(x5), castor_tensor_destroy(x), castor_tensor_destroy(y);
+  castor_model_destroy(m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("check");
   TCase *tc = tcase_create("check");
@@ -339,6 +506,9 @@ int main(void) {
   tcase_add_loop_test(tc, test_healthy_every_policy, 0, 5);
   tcase_add_test(tc, test_layer_filter);
   tcase_add_test(tc, test_bad_input);
+  tcase_add_test(tc, test_train_underflow);
+  tcase_add_test(tc, test_train_healthy);
+  tcase_add_test(tc, test_train_bad_input);
   suite_add_tcase(s, tc);
   return check_run(s);
 }
