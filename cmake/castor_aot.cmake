@@ -16,7 +16,7 @@ target_link_libraries(castor_aot_main PUBLIC castor_runtime)
 # at link time too.
 file(RELATIVE_PATH castor_aot_reldir /prefix/${CMAKE_INSTALL_BINDIR} /prefix/${CMAKE_INSTALL_LIBDIR}/castor)
 set(castor_aot_link_flags "")
-if(CASTOR_SANITIZE)
+if(CASTOR_SANITIZE OR CASTOR_FUZZ)
   set(castor_aot_link_flags "-fsanitize=address,undefined")
 endif()
 target_sources(castor_cli PRIVATE ${CMAKE_SOURCE_DIR}/tools/castor_build.c)
@@ -38,7 +38,7 @@ target_link_libraries(castor_shared PRIVATE castor_frontend castor_passes castor
 set_target_properties(castor_shared PROPERTIES
   OUTPUT_NAME castor VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib)
-if(NOT CASTOR_SANITIZE)
+if(NOT CASTOR_SANITIZE AND NOT CASTOR_FUZZ) # sanitizer runtimes are linked into executables only
   target_link_options(castor_shared PRIVATE -Wl,--no-undefined)
 endif()
 
