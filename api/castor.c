@@ -252,6 +252,7 @@ static bool train_options(const castor_train_options *t, bool loss_only, bool gr
   }
   o->from_logits = o->from_logits || t->from_logits != 0;
   o->nesterov = t->nesterov != 0;
+  o->centered = t->centered != 0;
   o->loss_only = loss_only;
   if (gradients) o->optimizer = PASS_OPT_NONE; /* the gradients as outputs, no update */
   return true;
@@ -433,14 +434,16 @@ static int state_index(const castor_program *p, const char *name) {
 }
 
 /* A model weight, not an optimizer slot or scalar: the grad pass names
- * slots <weight>.momentum/.velocity and scalars optimizer.*. */
+ * slots <weight>.momentum/.velocity/.average_gradient and scalars
+ * optimizer.*. */
 static bool is_weight_state(const castor_program *p, int i) {
   const char *n = p->rt->states[i].t.name;
   if (!strncmp(n, "optimizer.", 10)) return false;
   for (int j = 0; j < p->rt->n_states; j++) {
     const char *w = p->rt->states[j].t.name;
     size_t k = strlen(w);
-    if (j != i && !strncmp(n, w, k) && (!strcmp(n + k, ".momentum") || !strcmp(n + k, ".velocity"))) return false;
+    if (j != i && !strncmp(n, w, k) && (!strcmp(n + k, ".momentum") || !strcmp(n + k, ".velocity") ||
+                                           !strcmp(n + k, ".average_gradient"))) return false;
   }
   return true;
 }

@@ -56,6 +56,9 @@ static const char *cuda_unsupported(const ir_node *n) {
   case IR_OP_SGD:
   case IR_OP_SGD_MOMENTUM:
   case IR_OP_RMSPROP:
+  case IR_OP_RMSPROP_MOMENTUM:
+  case IR_OP_RMSPROP_CENTERED:
+  case IR_OP_RMSPROP_CENTERED_MOMENTUM:
   case IR_OP_ADAM:
   case IR_OP_COUNT_STEP:
   case IR_OP_LOSS_SCALE_UPDATE:

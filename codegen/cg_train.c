@@ -586,14 +586,30 @@ static void update_elems(cg_kctx *c, LLVMValueRef i, int lanes, LLVMValueRef lr,
     store_f(c, op->srcs[1], i, nm, lanes);
     nm = cg_emit_round_to(e, nm, op->srcs[1]->type.dtype, "");
     nx = LLVMBuildFAdd(B, x, at->nesterov ? LLVMBuildFAdd(B, lg, LLVMBuildFMul(B, nm, V(at->momentum), ""), "") : nm, "");
-  } else if (op->op == IR_OP_RMSPROP) {
+  } else if (op->op != IR_OP_ADAM) { /* rmsprop: operands w, v, [a if centered], [m with momentum], g, ... */
+    bool centered = op->op == IR_OP_RMSPROP_CENTERED || op->op == IR_OP_RMSPROP_CENTERED_MOMENTUM;
+    bool momentum = op->op == IR_OP_RMSPROP_MOMENTUM || op->op == IR_OP_RMSPROP_CENTERED_MOMENTUM;
     LLVMValueRef v = load_f(c, op->srcs[1], i, lanes);
     LLVMValueRef nv = LLVMBuildFAdd(B, LLVMBuildFMul(B, v, V(at->rho), ""),
                                     LLVMBuildFMul(B, LLVMBuildFMul(B, g, g, ""), V(1 - at->rho), ""), "v");
     store_f(c, op->srcs[1], i, nv, lanes);
-    nv = cg_emit_round_to(e, nv, op->srcs[1]->type.dtype, "");
-    LLVMValueRef den = intrinsic1(e, "llvm.sqrt", LLVMBuildFAdd(B, nv, V(at->epsilon), ""));
-    nx = LLVMBuildFSub(B, x, LLVMBuildFDiv(B, LLVMBuildFMul(B, lrv, g, ""), den, ""), ""); /* (lr g) / den, as Keras */
+    LLVMValueRef den = cg_emit_round_to(e, nv, op->srcs[1]->type.dtype, "");
+    if (centered) { /* den = v - a^2 */
+      LLVMValueRef a = load_f(c, op->srcs[2], i, lanes);
+      LLVMValueRef na = LLVMBuildFAdd(B, LLVMBuildFMul(B, a, V(at->rho), ""), LLVMBuildFMul(B, g, V(1 - at->rho), ""), "a");
+      store_f(c, op->srcs[2], i, na, lanes);
+      na = cg_emit_round_to(e, na, op->srcs[2]->type.dtype, "");
+      den = LLVMBuildFSub(B, den, LLVMBuildFMul(B, na, na, ""), "");
+    }
+    den = intrinsic1(e, "llvm.sqrt", LLVMBuildFAdd(B, den, V(at->epsilon), ""));
+    LLVMValueRef inc = LLVMBuildFDiv(B, LLVMBuildFMul(B, lrv, g, ""), den, "inc"); /* (lr g) / den, as Keras */
+    if (momentum) { /* m = mu m + inc; w -= m */
+      const ir_node *ms = op->srcs[w - 1];
+      LLVMValueRef nm = LLVMBuildFAdd(B, LLVMBuildFMul(B, load_f(c, ms, i, lanes), V(at->momentum), ""), inc, "m");
+      store_f(c, ms, i, nm, lanes);
+      inc = cg_emit_round_to(e, nm, ms->type.dtype, "");
+    }
+    nx = LLVMBuildFSub(B, x, inc, "");
   } else { /* adam */
     LLVMValueRef m = load_f(c, op->srcs[1], i, lanes), v = load_f(c, op->srcs[2], i, lanes);
     LLVMValueRef nm = LLVMBuildFAdd(B, m, LLVMBuildFMul(B, LLVMBuildFSub(B, g, m, ""), V(1 - at->beta_1), ""), "m");

@@ -365,8 +365,9 @@ typedef struct castor_train_options {
   int from_logits;        /* the cross-entropy takes logits, not a softmax's probabilities (0) */
   const char *optimizer;  /* NULL: "rmsprop"; "adam", "sgd" */
   double learning_rate;   /* 0: the optimizer's default (sgd 0.01, else 0.001) */
-  double momentum;        /* sgd (0: none) */
-  int nesterov;           /* sgd (0) */
+  double momentum;        /* sgd and rmsprop (0: none) */
+  int nesterov;           /* sgd: Nesterov momentum (0) */
+  int centered;           /* rmsprop: centered (0) */
   const char *loss_scale; /* NULL: "dynamic" under mixed_float16, else "none"; or a number */
   double loss_scale_min;  /* the dynamic scale's floor (0: none) */
 } castor_train_options;

@@ -292,6 +292,9 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_SGD:
   case IR_OP_SGD_MOMENTUM:
   case IR_OP_RMSPROP:
+  case IR_OP_RMSPROP_MOMENTUM:
+  case IR_OP_RMSPROP_CENTERED:
+  case IR_OP_RMSPROP_CENTERED_MOMENTUM:
   case IR_OP_ADAM:
   case IR_OP_COUNT_STEP:
   case IR_OP_LOSS_SCALE_UPDATE:
@@ -388,9 +391,13 @@ static void update(grad_state *s, ir_node *w, ir_node *gw, const opt_scalars *sc
       uop = IR_OP_SGD;
     }
     break;
-  case PASS_OPT_RMSPROP:
-    uop = IR_OP_RMSPROP;
+  case PASS_OPT_RMSPROP: /* operands w, v, [a], [m]: one op per variant */
     SLOT("velocity");
+    if (o->centered) SLOT("average_gradient");
+    if (o->momentum > 0) SLOT("momentum");
+    uop = o->centered ? (o->momentum > 0 ? IR_OP_RMSPROP_CENTERED_MOMENTUM : IR_OP_RMSPROP_CENTERED)
+                      : (o->momentum > 0 ? IR_OP_RMSPROP_MOMENTUM : IR_OP_RMSPROP);
+    attr.momentum = o->momentum;
     attr.rho = o->rho > 0 ? o->rho : 0.9;
     attr.epsilon = o->epsilon > 0 ? o->epsilon : 1e-7;
     break;
@@ -434,6 +441,18 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
     if (g->nodes[i]->op == IR_OP_VARIABLE || ir_op_writes(g->nodes[i]->op))
       return fail(&s, DIAG_KIND_INVALID_MODEL, g->nodes[i]->loc,
                   "grad: %s is a training program already (%%%s)", g->name, g->nodes[i]->name);
+  if (o->optimizer != PASS_OPT_NONE && !o->loss_only) { /* Keras's optimizers take no other's options */
+    const char *flag = o->momentum > 0 && o->optimizer == PASS_OPT_ADAM ? "--momentum"
+                       : o->nesterov && o->optimizer != PASS_OPT_SGD   ? "--nesterov"
+                       : o->centered && o->optimizer != PASS_OPT_RMSPROP ? "--centered"
+                                                                         : NULL;
+    if (flag) {
+      diag_error_kind(ctx->diag, DIAG_KIND_INVALID_ARGUMENT, no_loc, "grad: %s is not an option of %s (%s)", flag,
+                      optimizer_names[o->optimizer],
+                      !strcmp(flag, "--momentum") ? "sgd and rmsprop take it" : !strcmp(flag, "--nesterov") ? "sgd takes it" : "rmsprop takes it");
+      return false;
+    }
+  }
   if (g->n_outputs != 1) {
     diag_error_kind(ctx->diag, DIAG_KIND_INVALID_MODEL, no_loc,
                     "grad: training needs a model with one output (the prediction), %s has %d", g->name, g->n_outputs);

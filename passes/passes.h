@@ -28,8 +28,9 @@ typedef struct pass_train_options {
   bool from_logits;          /* the cross-entropy takes logits (no softmax output) */
   pass_optimizer optimizer;  /* NONE: the gradients become outputs grad_<weight> */
   double learning_rate;      /* <= 0: the optimizer's default (sgd 0.01, else 0.001) */
-  double momentum;           /* sgd; 0: none */
+  double momentum;           /* sgd and rmsprop; 0: none */
   bool nesterov;             /* sgd */
+  bool centered;             /* rmsprop */
   double rho, beta_1, beta_2, epsilon; /* 0: 0.9, 0.9, 0.999, 1e-7 */
   double loss_scale;         /* < 0: dynamic under mixed_float16, else none; 0: dynamic;
                               * > 0: fixed (1: none) */
@@ -44,7 +45,8 @@ const char *pass_loss_name(pass_loss l);
 /* Sets one option from its command-line form: key without "--" (loss,
  * optimizer, learning-rate, momentum, rho, beta-1, beta-2, epsilon,
  * loss-scale = dynamic|none|N, loss-scale-min) and its value; false with an
- * error naming the option. --nesterov and --from-logits are flags. */
+ * error naming the option. --nesterov, --centered and --from-logits are
+ * flags. */
 bool pass_train_option(pass_train_options *o, const char *key, const char *value, diag_sink *d);
 const char *pass_optimizer_name(pass_optimizer o);
 

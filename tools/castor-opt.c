@@ -26,7 +26,7 @@ static void usage(FILE *f) {
           "  --fp32-layers=LIST  autocast: force these layers to f32\n"
           "  --keep-16bit-outputs  autocast: do not cast 16-bit outputs to f32\n"
           "  --policy=P          set the graph's policy before the passes run\n"
-          "  --loss=L, --optimizer=O, --learning-rate=LR, --momentum=M, --nesterov, --rho=R,\n"
+          "  --loss=L, --optimizer=O, --learning-rate=LR, --momentum=M, --nesterov, --centered, --rho=R,\n"
           "  --beta-1=B, --beta-2=B, --epsilon=E, --loss-scale=dynamic|none|N, --loss-scale-min=S,\n"
           "  --from-logits        grad: the loss, optimizer and loss scale (docs/training.md)\n"
           "  --dump-after=PASS   print the IR after PASS (or 'all') to stderr\n"
@@ -72,6 +72,8 @@ int main(int argc, char **argv) {
       po.train.from_logits = true;
     } else if (!strcmp(a, "--nesterov")) {
       po.train.nesterov = true;
+    } else if (!strcmp(a, "--centered")) {
+      po.train.centered = true;
     } else if (a[0] == '-' && a[1] == '-' && strchr(a, '=') && is_train_option(a + 2)) {
       diag_sink *d = diag_sink_create();
       char key[64];

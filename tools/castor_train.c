@@ -3,7 +3,7 @@
  *
  *   castor train MODEL --x X --y Y [--policy P] [--epochs E] [--batch-size B]
  *       [--optimizer sgd|rmsprop|adam] [--learning-rate LR] [--momentum M]
- *       [--nesterov] [--loss L] [--from-logits] [--loss-scale dynamic|none|N]
+ *       [--nesterov] [--centered] [--loss L] [--from-logits] [--loss-scale dynamic|none|N]
  *       [--loss-scale-min S] [--validation-split F] [--x-val X --y-val Y]
  *       [--no-shuffle] [--seed S] [--save OUT.safetensors]
  *       [--history OUT.csv] [--plot OUT.svg] [--weights W] [--threads T]
@@ -54,7 +54,9 @@ static int usage(FILE *f, int rc) {
         "  --batch-size B        samples per step (default 32)\n"
         "  --optimizer O         rmsprop (default), adam or sgd, with Keras's defaults\n"
         "  --learning-rate LR    (default: sgd 0.01, else 0.001)\n"
-        "  --momentum M, --nesterov   sgd's momentum\n"
+        "  --momentum M          sgd's and rmsprop's momentum (default 0: none)\n"
+        "  --nesterov            sgd: Nesterov momentum\n"
+        "  --centered            rmsprop: centered (by the gradients' moving mean)\n"
         "  --loss L              sparse_categorical_crossentropy (default),\n"
         "                        categorical_crossentropy or mean_squared_error\n"
         "  --from-logits         the model outputs logits, not probabilities\n"
@@ -122,6 +124,7 @@ static int parse(int argc, char **argv, train_cli *c) {
     else if (OPT("--loss-scale")) { NEED("dynamic, none or a number"); c->to.loss_scale = v; }
     else if (!strcmp(a, "--from-logits")) c->to.from_logits = 1;
     else if (!strcmp(a, "--nesterov")) c->to.nesterov = 1;
+    else if (!strcmp(a, "--centered")) c->to.centered = 1;
     else if (!strcmp(a, "--no-shuffle")) c->shuffle = false;
     else if (OPT("--epochs")) {
       if (missing || !str_parse_i64(v, 1, 1000000, &n)) return error("--epochs needs a positive integer, got '%s'", missing ? "" : v);

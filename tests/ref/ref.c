@@ -100,7 +100,8 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case IR_OP_GELU_GRAD: case IR_OP_SILU_GRAD: case IR_OP_SOFTMAX_GRAD: case IR_OP_XENT: \
   case IR_OP_XENT_GRAD: case IR_OP_XENT_LOGITS: case IR_OP_XENT_LOGITS_GRAD: case IR_OP_MSE: \
   case IR_OP_MSE_GRAD: case IR_OP_ALL_FINITE: case IR_OP_SGD: case IR_OP_SGD_MOMENTUM: \
-  case IR_OP_RMSPROP: case IR_OP_ADAM: case IR_OP_COUNT_STEP: case IR_OP_LOSS_SCALE_UPDATE:
+  case IR_OP_RMSPROP: case IR_OP_RMSPROP_MOMENTUM: case IR_OP_RMSPROP_CENTERED: \
+  case IR_OP_RMSPROP_CENTERED_MOMENTUM: case IR_OP_ADAM: case IR_OP_COUNT_STEP: case IR_OP_LOSS_SCALE_UPDATE:
 
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
@@ -192,10 +193,23 @@ static bool eval_update(const ir_node *n, double *const *src, const int64_t *n_s
       double *m = src[1];
       m[i] = at->momentum * m[i] - lr * gi;
       v[i] += at->nesterov ? at->momentum * m[i] - lr * gi : m[i];
-    } else if (n->op == IR_OP_RMSPROP) {
+    } else if (n->op != IR_OP_ADAM) { /* rmsprop: w, v, [a if centered], [m with momentum] */
+      bool centered = n->op == IR_OP_RMSPROP_CENTERED || n->op == IR_OP_RMSPROP_CENTERED_MOMENTUM;
+      bool momentum = n->op == IR_OP_RMSPROP_MOMENTUM || n->op == IR_OP_RMSPROP_CENTERED_MOMENTUM;
       double *vel = src[1];
       vel[i] = at->rho * vel[i] + (1 - at->rho) * gi * gi;
-      v[i] -= (lr * gi) / sqrt(vel[i] + at->epsilon);
+      double den = vel[i];
+      if (centered) {
+        double *a = src[2];
+        a[i] = at->rho * a[i] + (1 - at->rho) * gi;
+        den -= a[i] * a[i];
+      }
+      double inc = (lr * gi) / sqrt(den + at->epsilon);
+      if (momentum) {
+        double *m = src[w - 1];
+        inc = m[i] = at->momentum * m[i] + inc;
+      }
+      v[i] -= inc;
     } else { /* adam */
       double *m = src[1], *vv = src[2], k = src[7][0] + 1;
       double alpha = lr * sqrt(1 - pow(at->beta_2, k)) / (1 - pow(at->beta_1, k));
@@ -294,6 +308,9 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   case IR_OP_SGD:
   case IR_OP_SGD_MOMENTUM:
   case IR_OP_RMSPROP:
+  case IR_OP_RMSPROP_MOMENTUM:
+  case IR_OP_RMSPROP_CENTERED:
+  case IR_OP_RMSPROP_CENTERED_MOMENTUM:
   case IR_OP_ADAM:
   case IR_OP_COUNT_STEP:
   case IR_OP_LOSS_SCALE_UPDATE:

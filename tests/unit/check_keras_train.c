@@ -42,23 +42,27 @@ enum { BATCH = 8, FEATURES = 12, STEPS = 5 };
 typedef struct kcase {
   const char *name, *policy, *optimizer, *x;
   double momentum;
-  int nesterov;
+  int nesterov, centered;
   double initial_scale; /* 0: Keras's 2^15 */
 } kcase;
 
 static const kcase cases[] = {
-    {"rmsprop-float32", "float32", "rmsprop", "x.npy", 0, 0, 0},
-    {"rmsprop-mixed_float16", "mixed_float16", "rmsprop", "x.npy", 0, 0, 0},
-    {"rmsprop-mixed_bfloat16", "mixed_bfloat16", "rmsprop", "x.npy", 0, 0, 0},
-    {"adam-float32", "float32", "adam", "x.npy", 0, 0, 0},
-    {"adam-mixed_float16", "mixed_float16", "adam", "x.npy", 0, 0, 0},
-    {"sgd-float32", "float32", "sgd", "x.npy", 0, 0, 0},
-    {"sgd_momentum-float32", "float32", "sgd", "x.npy", 0.9, 0, 0},
-    {"sgd_momentum-mixed_float16", "mixed_float16", "sgd", "x.npy", 0.9, 0, 0},
-    {"sgd_nesterov-float32", "float32", "sgd", "x.npy", 0.9, 1, 0},
-    {"sgd_nesterov-mixed_float16", "mixed_float16", "sgd", "x.npy", 0.9, 1, 0},
-    {"adam-mixed_float16-overflow", "mixed_float16", "adam", "x_overflow.npy", 0, 0, 0},
-    {"adam-mixed_float16-scale2p18", "mixed_float16", "adam", "x.npy", 0, 0, 262144},
+    {"rmsprop-float32", "float32", "rmsprop", "x.npy", 0, 0, 0, 0},
+    {"rmsprop-mixed_float16", "mixed_float16", "rmsprop", "x.npy", 0, 0, 0, 0},
+    {"rmsprop-mixed_bfloat16", "mixed_bfloat16", "rmsprop", "x.npy", 0, 0, 0, 0},
+    {"rmsprop_centered_momentum-float32", "float32", "rmsprop", "x.npy", 0.9, 0, 1, 0},
+    {"rmsprop_centered_momentum-mixed_float16", "mixed_float16", "rmsprop", "x.npy", 0.9, 0, 1, 0},
+    {"rmsprop_momentum-float32", "float32", "rmsprop", "x.npy", 0.9, 0, 0, 0},
+    {"rmsprop_centered-float32", "float32", "rmsprop", "x.npy", 0, 0, 1, 0},
+    {"adam-float32", "float32", "adam", "x.npy", 0, 0, 0, 0},
+    {"adam-mixed_float16", "mixed_float16", "adam", "x.npy", 0, 0, 0, 0},
+    {"sgd-float32", "float32", "sgd", "x.npy", 0, 0, 0, 0},
+    {"sgd_momentum-float32", "float32", "sgd", "x.npy", 0.9, 0, 0, 0},
+    {"sgd_momentum-mixed_float16", "mixed_float16", "sgd", "x.npy", 0.9, 0, 0, 0},
+    {"sgd_nesterov-float32", "float32", "sgd", "x.npy", 0.9, 1, 0, 0},
+    {"sgd_nesterov-mixed_float16", "mixed_float16", "sgd", "x.npy", 0.9, 1, 0, 0},
+    {"adam-mixed_float16-overflow", "mixed_float16", "adam", "x_overflow.npy", 0, 0, 0, 0},
+    {"adam-mixed_float16-scale2p18", "mixed_float16", "adam", "x.npy", 0, 0, 0, 262144},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -99,6 +103,7 @@ static void run_case(int ci) {
   to.optimizer = kc->optimizer;
   to.momentum = kc->momentum;
   to.nesterov = kc->nesterov;
+  to.centered = kc->centered;
   ck_assert_msg(castor_compile_train(m, &o, &to, &p) == CASTOR_OK, "%s: %s", kc->name, castor_context_last_error(ctx));
   if (kc->initial_scale > 0) { /* Keras: LossScaleOptimizer(initial_scale=...) */
     castor_tensor *s = NULL;
@@ -166,7 +171,14 @@ static void run_case(int ci) {
       ck_assert_int_eq(castor_tensor_nbytes(t), (size_t)g->nbytes);
       double e = normalized(castor_tensor_data(t), g->data, g->nbytes / 4);
       worst_state = e > worst_state ? e : worst_state;
-      ck_assert_msg(e <= bound, "%s step %d: %s normalized error %g vs Keras (bound %g)", kc->name, k, key, e, bound);
+      /* RMSprop's momentum slot sums lr g / sqrt(v + eps), which near g = 0
+       * amplifies an absolute gradient difference by up to 1/sqrt(eps) (3162)
+       * against its largest value lr / sqrt(1 - rho): rounding differences
+       * in the gradients (float32: 4.7e-6 measured, mixed_float16: 7.7e-3)
+       * show up to 4x larger there than in the weights */
+      double b = bound;
+      if (!strcmp(kc->optimizer, "rmsprop") && n > 9 && !strcmp(key + n - 9, ".momentum")) b *= 4;
+      ck_assert_msg(e <= b, "%s step %d: %s normalized error %g vs Keras (bound %g)", kc->name, k, key, e, b);
       castor_tensor_destroy(t);
       compared++;
     }

@@ -104,7 +104,8 @@ static void build_case(ir_op op, op_case *c) {
     ir_type vt = {IR_DTYPE_F32, 2, {3, W}};
     int w = ir_op_writes(op);
     srcs[0] = variable(c, "w", vt, 0.5);
-    for (int s = 1; s < w; s++) srcs[s] = variable(c, s == 1 ? "slot1" : "slot2", vt, 0.125 * s);
+    static const char *const slots[] = {"", "slot1", "slot2", "slot3"};
+    for (int s = 1; s < w; s++) srcs[s] = variable(c, slots[s], vt, 0.125 * s);
     srcs[w] = konst(c, "g", 2, vt.dims, 9);
     srcs[w + 1] = literal(c, "lr", IR_DTYPE_F32, 0.01);
     srcs[w + 2] = literal(c, "scale", IR_DTYPE_F32, 4);

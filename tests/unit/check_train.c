@@ -148,10 +148,12 @@ static double state_error(run *r, const char *name) {
   return e;
 }
 
-static void check_against_reference(const char *policy, const char *optimizer) {
+static void check_against_reference_with(const char *policy, const char *optimizer, double momentum, int centered) {
   castor_train_options to;
   castor_train_options_init(&to);
   to.optimizer = optimizer;
+  to.momentum = momentum;
+  to.centered = centered;
   run r;
   run_init(&r, policy, &to, 2);
   bool f32 = strcmp(policy, "float32") == 0;
@@ -159,16 +161,21 @@ static void check_against_reference(const char *policy, const char *optimizer) {
   for (int k = 0; k < STEPS; k++) {
     double got, want;
     step(&r, k, &got, &want);
-    ck_assert_msg(fabs(got - want) <= loss_bound * fabs(want), "%s %s step %d: loss %.9g, reference %.9g", policy,
-                  optimizer, k + 1, got, want);
+    ck_assert_msg(fabs(got - want) <= loss_bound * fabs(want), "%s %s (momentum %g%s) step %d: loss %.9g, reference %.9g",
+                  policy, optimizer, momentum, centered ? ", centered" : "", k + 1, got, want);
   }
   static const char *const weights[] = {"h.kernel", "h.bias", "g.kernel", "g.bias", "logits.kernel", "logits.bias"};
   for (int w = 0; w < 6; w++) {
     double e = state_error(&r, weights[w]);
-    ck_assert_msg(e <= w_bound, "%s %s: %s after %d steps: normalized error %g", policy, optimizer, weights[w], STEPS, e);
+    ck_assert_msg(e <= w_bound, "%s %s (momentum %g%s): %s after %d steps: normalized error %g", policy, optimizer,
+                  momentum, centered ? ", centered" : "", weights[w], STEPS, e);
   }
   ck_assert_double_eq(state_error(&r, "optimizer.iterations"), 0);
   run_fini(&r);
+}
+
+static void check_against_reference(const char *policy, const char *optimizer) {
+  check_against_reference_with(policy, optimizer, 0, 0);
 }
 
 START_TEST(test_float32_rmsprop) { check_against_reference("float32", "rmsprop"); }
@@ -184,6 +191,18 @@ END_TEST
 START_TEST(test_float16_sgd) { check_against_reference("float16", "sgd"); }
 END_TEST
 START_TEST(test_bfloat16_rmsprop) { check_against_reference("bfloat16", "rmsprop"); }
+END_TEST
+/* RMSprop's variants: momentum, centered, both; 16-bit slots under bfloat16 */
+START_TEST(test_float32_rmsprop_variants) {
+  check_against_reference_with("float32", "rmsprop", 0.9, 0);
+  check_against_reference_with("float32", "rmsprop", 0, 1);
+  check_against_reference_with("float32", "rmsprop", 0.9, 1);
+}
+END_TEST
+START_TEST(test_16bit_rmsprop_variants) {
+  check_against_reference_with("bfloat16", "rmsprop", 0.9, 1);
+  check_against_reference_with("mixed_float16", "rmsprop", 0.5, 1);
+}
 END_TEST
 
 /* The same steps on 1 and on 3 threads: every state bit-identical. */
@@ -318,6 +337,8 @@ static Suite *train_suite(void) {
   tcase_add_test(tc, test_mixed_bfloat16_adam);
   tcase_add_test(tc, test_float16_sgd);
   tcase_add_test(tc, test_bfloat16_rmsprop);
+  tcase_add_test(tc, test_float32_rmsprop_variants);
+  tcase_add_test(tc, test_16bit_rmsprop_variants);
   tcase_add_test(tc, test_threads_bit_identical);
   tcase_add_test(tc, test_loss_scale_skip_and_state_api);
   tcase_add_test(tc, test_train_option_errors);

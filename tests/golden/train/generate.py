@@ -68,6 +68,11 @@ CASES = [
     ("rmsprop-float32", "float32", "rmsprop", {}, "x.npy", None),
     ("rmsprop-mixed_float16", "mixed_float16", "rmsprop", {}, "x.npy", None),
     ("rmsprop-mixed_bfloat16", "mixed_bfloat16", "rmsprop", {}, "x.npy", None),
+    ("rmsprop_centered_momentum-float32", "float32", "rmsprop", {"momentum": 0.9, "centered": True}, "x.npy", None),
+    ("rmsprop_centered_momentum-mixed_float16", "mixed_float16", "rmsprop",
+     {"momentum": 0.9, "centered": True}, "x.npy", None),
+    ("rmsprop_momentum-float32", "float32", "rmsprop", {"momentum": 0.9}, "x.npy", None),
+    ("rmsprop_centered-float32", "float32", "rmsprop", {"centered": True}, "x.npy", None),
     ("adam-float32", "float32", "adam", {}, "x.npy", None),
     ("adam-mixed_float16", "mixed_float16", "adam", {}, "x.npy", None),
     ("sgd-float32", "float32", "sgd", {}, "x.npy", None),
@@ -108,6 +113,9 @@ def make_optimizer(kind, kw):
 def slot_kinds(kind, kw):
     if kind == "sgd" and not kw.get("momentum"):
         return []
+    if kind == "rmsprop":  # Keras creates velocities, momentums, average_gradients
+        return (["velocity"] + (["momentum"] if kw.get("momentum") else [])
+                + (["average_gradient"] if kw.get("centered") else []))
     return SLOTS[kind]
 
 
@@ -325,7 +333,14 @@ def replay(case, steps, init):
                 if kind == "rmsprop":
                     lr, rho, eps = f32(1e-3), f32(0.9), f32(1e-7)
                     v = slots[k + ".velocity"] = rho * slots[k + ".velocity"] + f32(1 - 0.9) * gk * gk
-                    w[k] = w[k] - (lr * gk) / np.sqrt(v + eps)
+                    den = v
+                    if kw.get("centered"):
+                        a = slots[k + ".average_gradient"] = rho * slots[k + ".average_gradient"] + f32(1 - 0.9) * gk
+                        den = v - a * a
+                    inc = (lr * gk) / np.sqrt(den + eps)
+                    if kw.get("momentum"):
+                        inc = slots[k + ".momentum"] = f32(kw["momentum"]) * slots[k + ".momentum"] + inc
+                    w[k] = w[k] - inc
                 elif kind == "adam":
                     lr, b1, b2, eps = f32(1e-3), f32(0.9), f32(0.999), f32(1e-7)
                     t = f32(it + 1)
@@ -463,7 +478,7 @@ def main():
         f.write("\n".join(manifest) + "\n")
 
     # Mixed vs float32: the largest |w_mixed - w_f32| / max|w_f32| per pair.
-    for opt in ("rmsprop", "adam", "sgd_momentum", "sgd_nesterov"):
+    for opt in ("rmsprop", "rmsprop_centered_momentum", "adam", "sgd_momentum", "sgd_nesterov"):
         for pol in ("mixed_float16", "mixed_bfloat16"):
             a, b = trajectories.get(f"{opt}-float32"), trajectories.get(f"{opt}-{pol}")
             if not a or not b:
