@@ -20,7 +20,7 @@ import sys
 
 
 def castor_lines(a):
-    out = []
+    out = [dict(kind="config", peer="castor", policy=a.policy, units=a.units, batch_size=a.batch_size, seed=a.seed)]
     step_ms = []
     with open(a.castor_history) as f:
         for row in csv.DictReader(f):
@@ -35,6 +35,7 @@ def castor_lines(a):
                 ms = r["seconds_per_sample"] * a.batch_size * 1e3
             if ms is not None:
                 step_ms.append(ms)
+                r["step_ms"] = ms
             out.append(dict(kind="epoch", peer="castor", policy=a.policy, **r))
     test = dict(kind="test", peer="castor", policy=a.policy, units=a.units,
                 batch_size=a.batch_size, seed=a.seed)
@@ -65,7 +66,7 @@ def report(path):
           f"load average at the start: {run.get('load', '?')}")
     print(f"- commit: {run.get('commit', '?')}")
     vers = sorted({f"{c['peer']} {c['version']}" + (f" (jax {c['jax']})" if "jax" in c else "")
-                   for c in configs})
+                   for c in configs if "version" in c})
     print(f"- peers: {', '.join(vers) or 'none'}")
     print(f"- command: `{run.get('command', '?')}`")
     print()

@@ -104,7 +104,7 @@ run_castor() { # VARIANT UNITS BATCH POLICY SEED
   nice -n "$NICE" $PIN "$CASTOR" train "$model" \
     --x "$DATA/train-images-idx3-ubyte.gz" --y "$DATA/train-labels-idx1-ubyte.gz" \
     --policy "$4" --epochs "$EPOCHS" --batch-size "$3" --optimizer rmsprop \
-    --validation-split 0.2 --seed "$5" --threads "$THREADS" \
+    --validation-split 0.2 --seed "$5" --weights-seed "$5" --threads "$THREADS" \
     --save "$TMP/castor.safetensors" --history "$hist" >"$TMP/castor.log" 2>&1 ||
     { echo "bench/train: castor train failed:" >&2; tail -5 "$TMP/castor.log" >&2; return; }
   test_line=$(nice -n "$NICE" $PIN "$CASTOR" evaluate "$model" --weights "$TMP/castor.safetensors" \
