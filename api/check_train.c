@@ -50,6 +50,23 @@ static void shape_text(char *buf, size_t n, castor_dtype dt, int rank, const int
   if (w > 0 && (size_t)w < n) snprintf(buf + w, n - (size_t)w, "]");
 }
 
+/* The layer of gradient output grad_<key, '.' as '_'>: the weight key of
+ * the state that names it, up to its last '.'. */
+static const char *grad_layer(arena *a, castor_program *p, const char *output) {
+  for (int s = 0; s < castor_program_num_states(p); s++) {
+    castor_tensor_info si;
+    castor_program_state_info(p, s, &si);
+    char *key = arena_strdup(a, si.name), *mangled = arena_strdup(a, si.name);
+    for (char *c = mangled; *c; c++)
+      if (*c == '.') *c = '_';
+    if (strcmp(mangled, output + 5) != 0) continue;
+    char *dot = strrchr(key, '.');
+    if (dot) *dot = 0;
+    return key;
+  }
+  return arena_strdup(a, output + 5);
+}
+
 static castor_status check_io(castor_context *ctx, castor_program *p, castor_tensor *x, castor_tensor *y) {
   castor_tensor_info in, tgt, out;
   castor_program_input_info(p, 0, &in);
@@ -218,20 +235,7 @@ castor_status castor_check_train(castor_model *m, const castor_check_options *op
       castor_program_output_info(p, o, &info);
       if (!strcmp(info.name, "loss")) r->sum.loss = *(const float *)castor_tensor_data(outs[o]);
       if (strncmp(info.name, "grad_", 5) != 0) continue;
-      /* the layer: the state whose key, '.' as '_', names this output */
-      const char *layer = NULL;
-      for (int s = 0; s < castor_program_num_states(p) && !layer; s++) {
-        castor_tensor_info si;
-        castor_program_state_info(p, s, &si);
-        char *key = arena_strdup(r->arena, si.name), *mangled = arena_strdup(r->arena, si.name);
-        for (char *c = mangled; *c; c++)
-          if (*c == '.') *c = '_';
-        if (strcmp(mangled, info.name + 5) != 0) continue;
-        char *dot = strrchr(key, '.');
-        if (dot) *dot = 0;
-        layer = key;
-      }
-      if (!layer) layer = arena_strdup(r->arena, info.name + 5);
+      const char *layer = grad_layer(r->arena, p, info.name);
       int k = 0;
       while (k < r->n_grads && strcmp(r->grads[k].layer, layer)) k++;
       if (k == r->n_grads) r->grads[r->n_grads++].layer = layer;
@@ -300,4 +304,77 @@ void chk_format_train_json(castor_check_report *r, str_buf *out) {
                       "  \"verdict\": \"%s\",\n  \"message\": \"%s\"\n}\n",
                  s->scaling_needed ? "true" : "false", s->fixed_scale_min, s->fixed_scale_max,
                  s->verdict == CASTOR_CHECK_OK ? "ok" : "off", s->train_verdict);
+}
+
+/* ---- the first overflow of a rejected step (castor train's warning) ---- */
+
+castor_status castor_program_find_overflow(castor_program *step, castor_model *m, const castor_compile_options *opts,
+                                           const castor_train_options *topts, double loss_scale, castor_tensor *x,
+                                           castor_tensor *y, castor_overflow_report *out) {
+  castor_context *ctx = m ? castor_model_context(m) : NULL;
+  if (!step || !m || !x || !y || !out) return CASTOR_ERR_INVALID_ARGUMENT;
+  memset(out, 0, sizeof *out);
+  if (!(loss_scale > 0) || !isfinite(loss_scale))
+    return fail(ctx, "castor_program_find_overflow: loss scale %g is not a positive number", loss_scale);
+  char scale[64];
+  snprintf(scale, sizeof scale, "%.17g", loss_scale);
+  castor_train_options to;
+  if (topts) to = *topts;
+  else castor_train_options_init(&to);
+  to.loss_scale = scale;
+  castor_driver_options d;
+  castor_driver_options_init(&d);
+  d.train = &to;
+  d.gradients = true;
+  castor_program *p = NULL;
+  castor_status st = castor_compile_driver(m, opts, &d, &p);
+  if (st != CASTOR_OK) return st;
+  if ((st = castor_program_copy_weights(p, step)) != CASTOR_OK || (st = check_io(ctx, p, x, y)) != CASTOR_OK) {
+    castor_program_destroy(p);
+    return st;
+  }
+  int n_out = castor_program_num_outputs(p);
+  castor_tensor **outs = xcalloc((size_t)n_out, sizeof *outs);
+  castor_tensor *ins[] = {x, y};
+  st = castor_program_run(p, ins, 2, outs, n_out);
+  if (st == CASTOR_OK) {
+    arena *a = arena_create();
+    out->loss_finite = 1;
+    /* the outputs follow the variables' forward order: the backward pass
+     * computes the last one's gradient first; a layer's weights are
+     * adjacent */
+    const char *prev = NULL;
+    int64_t bad = 0, numel = 0;
+    for (int o = n_out - 1; o >= -1; o--) {
+      castor_tensor_info info = {0};
+      if (o >= 0) castor_program_output_info(p, o, &info);
+      if (o >= 0 && !strcmp(info.name, "loss"))
+        out->loss_finite = isfinite(*(const float *)castor_tensor_data(outs[o])) != 0;
+      bool grad = o >= 0 && !strncmp(info.name, "grad_", 5);
+      const char *layer = grad ? grad_layer(a, p, info.name) : NULL;
+      if (prev && (!layer || strcmp(layer, prev) != 0)) { /* prev's gradients are all counted */
+        if (bad && out->layers++ == 0) {
+          snprintf(out->layer, sizeof out->layer, "%s", prev);
+          out->nonfinite = bad, out->numel = numel;
+        }
+        prev = NULL, bad = numel = 0;
+      }
+      if (!grad) continue;
+      prev = layer;
+      const void *g = castor_tensor_data(outs[o]);
+      int64_t n = castor_tensor_numel(outs[o]);
+      castor_dtype dt = castor_tensor_dtype(outs[o]);
+      uint16_t exp16 = dt == CASTOR_F16 ? 0x7c00 : 0x7f80; /* 16-bit: an all-ones exponent */
+      for (int64_t i = 0; i < n; i++)
+        bad += dt == CASTOR_F32 ? !isfinite(((const float *)g)[i]) : (((const uint16_t *)g)[i] & exp16) == exp16;
+      numel += n;
+    }
+    arena_destroy(a);
+    castor_context_begin(ctx);
+    st = castor_context_finish(ctx, CASTOR_OK);
+  }
+  for (int o = 0; o < n_out; o++) castor_tensor_destroy(outs[o]);
+  free(outs);
+  castor_program_destroy(p);
+  return st;
 }

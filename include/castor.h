@@ -415,6 +415,29 @@ CASTOR_API castor_status castor_program_copy_weights(castor_program *dst, const 
  * the file is replaced atomically. */
 CASTOR_API castor_status castor_program_save_weights(castor_program *p, const char *path);
 
+/* Where a rejected step overflowed: the layers whose gradients are not
+ * finite, in the order the backward pass computes them (the last layer
+ * first). */
+typedef struct castor_overflow_report {
+  char layer[256];   /* the first such layer; "" if every gradient is finite */
+  int64_t nonfinite; /* its non-finite gradient elements (all its weights) */
+  int64_t numel;     /* its gradient elements */
+  int layers;        /* how many layers have a non-finite gradient */
+  int loss_finite;   /* 0: the loss itself is not finite (the forward pass overflows) */
+} castor_overflow_report;
+
+/* Recomputes the gradients of a training step on batch (x, y) at the fixed
+ * loss scale `loss_scale` (the scale the step used), with step's current
+ * weights, under opts's policy and topts's loss, and reports which layer's
+ * gradients overflowed first. A rejected step leaves the weights as they
+ * were, so after a step whose scale fell this finds why. Compiles a
+ * program of its own: call it on a rare event, not every step. */
+CASTOR_API castor_status castor_program_find_overflow(castor_program *step, castor_model *m,
+                                                      const castor_compile_options *opts,
+                                                      const castor_train_options *topts, double loss_scale,
+                                                      castor_tensor *x, castor_tensor *y,
+                                                      castor_overflow_report *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -206,7 +206,39 @@ typedef struct session {
   castor_program *p; /* the step, or the evaluation program */
   int64_t classes, features;
   bool accuracy; /* classification: a loss over classes */
+  castor_model *m; /* what the step was compiled from, for the overflow warning */
+  const castor_compile_options *co;
+  const castor_train_options *to;
+  bool scale_warned; /* the loss scale fell below 1 once: reported */
+  double warn_s;     /* seconds that report took (not training time) */
 } session;
+
+/* The dynamic loss scale fell below 1 on this step: even unscaled the
+ * gradients overflow. Says once which layer's overflowed first (the step
+ * was rejected, so the weights are still the ones it saw). */
+static void warn_overflow(session *s, castor_program *step, castor_tensor *x, castor_tensor *y, double used,
+                          double fell_to, int64_t step_no, bool tty) {
+  s->scale_warned = true;
+  double t0 = now();
+  castor_overflow_report r;
+  if (tty) fputs("\r\033[K", stderr);
+  fprintf(stderr, "castor: warning: step %lld: the loss scale fell below 1 (to %g): ", (long long)step_no, fell_to);
+  if (castor_program_find_overflow(step, s->m, s->co, s->to, used, x, y, &r) != CASTOR_OK) {
+    fprintf(stderr, "gradients overflow float16 even unscaled (finding the layer failed: %s)\n",
+            castor_context_last_error(s->ctx));
+  } else if (!r.loss_finite) {
+    fprintf(stderr, "the loss itself is not finite at scale %g: the forward pass overflows; `castor check` shows "
+                    "where\n", used);
+  } else if (r.layers == 0) {
+    fprintf(stderr, "no weight's gradient overflows at scale %g when recomputed: the loss's gradient does\n", used);
+  } else {
+    fprintf(stderr, "the gradients of layer '%s' overflow first (%lld of %lld not finite at scale %g", r.layer,
+            (long long)r.nonfinite, (long long)r.numel, used);
+    if (r.layers > 1) fprintf(stderr, "; %d other layer%s too", r.layers - 1, r.layers > 2 ? "s'" : "'s");
+    fprintf(stderr, "); `castor check --train` counts every layer's\n");
+  }
+  s->warn_s += now() - t0;
+}
 
 /* One pass over ds with program p (a step or an evaluation): mean loss and
  * accuracy; per step the loss scale and skips go to the history. */
@@ -252,6 +284,13 @@ static bool run_epoch(session *s, castor_program *p, const rt_dataset *ds, int64
       sum_loss += l * (double)rows;
       n_seen += rows;
       if (s->accuracy) n_correct += correct(castor_tensor_data(outs[0]), rows, s->classes, ds, &b);
+      if (train && scale > 0 && !s->scale_warned) {
+        castor_tensor *t = NULL;
+        castor_program_get_state(p, "optimizer.loss_scale", &t);
+        double now = *(float *)castor_tensor_data(t);
+        castor_tensor_destroy(t);
+        if (now < 1 && now < scale) warn_overflow(s, p, x, y, scale, now, *step + 1, tty);
+      }
       if (train) {
         ++*step;
         castor_program_get_state(p, "optimizer.iterations", &iters_t);
@@ -343,6 +382,7 @@ int castor_train_main(int argc, char **argv) {
   co.policy = c.policy;
   co.threads = c.threads;
   co.opt_level = c.opt_level;
+  s.m = m, s.co = &co, s.to = &c.to;
   if ((!c.evaluate && castor_compile_train(m, &co, &c.to, &step) != CASTOR_OK) ||
       castor_compile_eval(m, &co, &c.to, &eval) != CASTOR_OK) {
     fputs(castor_context_last_error(s.ctx), stderr);
@@ -390,7 +430,8 @@ int castor_train_main(int argc, char **argv) {
     double t0 = now(), loss, acc, vloss = NAN, vacc = NAN;
     if (!run_epoch(&s, step, &train, c.batch_size, c.shuffle, c.seed, e, &loss, &acc, &h, &steps, &skipped, true))
       goto done;
-    double train_s = now() - t0;
+    double train_s = now() - t0 - s.warn_s;
+    s.warn_s = 0;
     if (val.n > 0) {
       int64_t st = 0, sk = 0;
       if (castor_program_copy_weights(eval, step) != CASTOR_OK ||
@@ -414,9 +455,6 @@ int castor_train_main(int argc, char **argv) {
     if (scaling) printf(" - loss_scale: %g - skipped: %lld", scale, (long long)skipped);
     printf("\n");
     fflush(stdout);
-    if (scaling && scale < 1)
-      fprintf(stderr, "castor: warning: the loss scale fell to %g: gradients overflow float16 even unscaled; "
-                      "`castor check` shows which layers overflow\n", scale);
     rt_epoch_record r = {e + 1, loss, acc, vloss, vacc, secs, train_s / (double)train.n, scale, skipped};
     rt_history_add_epoch(&h, &r);
   }

@@ -295,6 +295,117 @@ START_TEST(test_loss_scale_skip_and_state_api) {
 }
 END_TEST
 
+/* ---- the loss scale below 1: which layer overflowed first ---- */
+
+static const char *reg_text = "model reg\n"
+                              "policy mixed_float16\n"
+                              "features = input(shape=[12])\n"
+                              "h = dense(features, units=8, activation=relu, name=hidden)\n"
+                              "out = dense(h, units=5, name=out)\n"
+                              "output out\n";
+
+/* x in [-1, 1) times x_scale, targets of size 1e6: mean squared error's
+ * gradients overflow float16 in the last layer even unscaled. */
+static void reg_batch(castor_context *ctx, float x_scale, castor_tensor **x, castor_tensor **y) {
+  rng r;
+  rng_init(&r, 7);
+  *x = tensor(ctx, CASTOR_F32, 2, (int64_t[]){8, 12});
+  *y = tensor(ctx, CASTOR_F32, 2, (int64_t[]){8, 5});
+  for (int i = 0; i < 8 * 12; i++) ((float *)castor_tensor_data(*x))[i] = x_scale * rng_uniform_f32(&r, -1, 1);
+  for (int i = 0; i < 8 * 5; i++) ((float *)castor_tensor_data(*y))[i] = 1e6f * rng_uniform_f32(&r, -1, 1);
+}
+
+START_TEST(test_find_overflow) {
+  castor_context *ctx;
+  castor_model *m;
+  castor_program *p = NULL;
+  ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
+  ck_assert_int_eq(castor_model_load_string(ctx, "reg.cast", reg_text, strlen(reg_text), NULL, &m), CASTOR_OK);
+  castor_train_options to;
+  castor_train_options_init(&to);
+  to.loss = "mean_squared_error";
+  ck_assert_int_eq(castor_compile_train(m, NULL, &to, &p), CASTOR_OK);
+  castor_tensor *x, *y, *outs[2] = {NULL, NULL}, *t = NULL;
+  reg_batch(ctx, 1, &x, &y);
+  float used = 0, now = 32768;
+  for (int k = 0; k < 40 && now >= 1; k++) { /* every step rejected: the scale halves to below 1 */
+    used = now;
+    ck_assert_int_eq(castor_program_run(p, (castor_tensor *[]){x, y}, 2, outs, 2), CASTOR_OK);
+    for (int i = 0; i < 2; i++) castor_tensor_destroy(outs[i]), outs[i] = NULL;
+    ck_assert_int_eq(castor_program_get_state(p, "optimizer.loss_scale", &t), CASTOR_OK);
+    now = *(float *)castor_tensor_data(t);
+    castor_tensor_destroy(t);
+  }
+  ck_assert_float_eq(used, 1.0f);
+  ck_assert_float_eq(now, 0.5f);
+  castor_overflow_report r;
+  ck_assert_int_eq(castor_program_find_overflow(p, m, NULL, &to, used, x, y, &r), CASTOR_OK);
+  ck_assert_str_eq(r.layer, "out"); /* the backward pass computes out's gradients first */
+  ck_assert_int_eq(r.numel, 45);    /* kernel and bias */
+  ck_assert(r.nonfinite > 0 && r.nonfinite <= 45);
+  ck_assert(r.loss_finite);
+  ck_assert_int_ge(r.layers, 1);
+  /* at a scale small enough every gradient is finite */
+  ck_assert_int_eq(castor_program_find_overflow(p, m, NULL, &to, 0x1p-10, x, y, &r), CASTOR_OK);
+  ck_assert_str_eq(r.layer, "");
+  ck_assert_int_eq(r.layers, 0);
+  /* inputs that overflow the forward pass: the loss itself */
+  castor_tensor *xb, *yb;
+  reg_batch(ctx, 60000, &xb, &yb);
+  ck_assert_int_eq(castor_program_find_overflow(p, m, NULL, &to, 1, xb, yb, &r), CASTOR_OK);
+  ck_assert(!r.loss_finite);
+  /* misuse */
+  ck_assert_int_eq(castor_program_find_overflow(p, m, NULL, &to, 0, x, y, &r), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx),
+                   "error: castor_program_find_overflow: loss scale 0 is not a positive number\n");
+  ck_assert_int_eq(castor_program_find_overflow(p, m, NULL, &to, 1, y, x, &r), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(castor_program_find_overflow(NULL, m, NULL, &to, 1, x, y, &r), CASTOR_ERR_INVALID_ARGUMENT);
+  castor_tensor_destroy(xb), castor_tensor_destroy(yb), castor_tensor_destroy(x), castor_tensor_destroy(y);
+  castor_program_destroy(p);
+  castor_model_destroy(m);
+  castor_context_destroy(ctx);
+}
+END_TEST
+
+/* castor train says it once, at the step the scale fell below 1. */
+START_TEST(test_train_cli_overflow_warning) {
+  castor_context *ctx;
+  ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
+  char dir[] = "/tmp/castor_overflow_XXXXXX", path[256], cmd[1024];
+  ck_assert(mkdtemp(dir) != NULL);
+  castor_tensor *x, *y;
+  reg_batch(ctx, 1, &x, &y);
+  snprintf(path, sizeof path, "%s/x.npy", dir);
+  ck_assert_int_eq(castor_tensor_save_npy(x, path), CASTOR_OK);
+  snprintf(path, sizeof path, "%s/y.npy", dir);
+  ck_assert_int_eq(castor_tensor_save_npy(y, path), CASTOR_OK);
+  snprintf(path, sizeof path, "%s/reg.cast", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert(f && fputs(reg_text, f) >= 0 && fclose(f) == 0);
+  snprintf(cmd, sizeof cmd,
+           "cd %s && %s/castor train reg.cast --x x.npy --y y.npy --loss mean_squared_error --epochs 20 "
+           "--batch-size 8 > out.txt 2> err.txt",
+           dir, CASTOR_BINARY_DIR);
+  ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
+  snprintf(path, sizeof path, "%s/err.txt", dir);
+  char *err;
+  size_t len;
+  ck_assert(str_read_file(path, &err, &len));
+  const char *want = "castor: warning: step 16: the loss scale fell below 1 (to 0.5): the gradients of layer 'out' "
+                     "overflow first (";
+  const char *at = strstr(err, want);
+  ck_assert_msg(at, "no warning in:\n%s", err);
+  ck_assert_msg(!strstr(at + 1, "castor: warning"), "warned twice:\n%s", err);
+  ck_assert_msg(strstr(at, " not finite at scale 1") && strstr(at, "`castor check --train` counts every layer's\n"),
+                "%s", err);
+  free(err);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert(system(cmd) == 0);
+  castor_tensor_destroy(x), castor_tensor_destroy(y);
+  castor_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(test_train_option_errors) {
   castor_context *ctx;
   castor_model *m;
@@ -337,6 +448,8 @@ static Suite *train_suite(void) {
   tcase_add_test(tc, test_mixed_bfloat16_adam);
   tcase_add_test(tc, test_float16_sgd);
   tcase_add_test(tc, test_bfloat16_rmsprop);
+  tcase_add_test(tc, test_find_overflow);
+  tcase_add_test(tc, test_train_cli_overflow_warning);
   tcase_add_test(tc, test_float32_rmsprop_variants);
   tcase_add_test(tc, test_16bit_rmsprop_variants);
   tcase_add_test(tc, test_threads_bit_identical);
