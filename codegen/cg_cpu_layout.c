@@ -40,17 +40,23 @@ const void *cg_cpu_layout_const_data(const cg_cpu_layout *l, const cg_plan *p, i
   const cg_packing *pk = &l->packing[b];
   const char *src = n->attr.data;
   if (!pk->panel || !src) return src;
-  /* panels of pk->panel columns, each K x panel row-major, then the tail
-   * panel K x tail; zeroed by the arena, so its padding columns are 0 */
-  int64_t K = n->type.dims[0], Nc = n->type.dims[1], np = pk->panel;
+  /* block by block of kc rows: the block's panels of pk->panel columns,
+   * each kk x panel row-major, then its tail panel kk x tail. A GEMM's K
+   * block of B is then contiguous: its panels do not alias in the caches
+   * as panels K x panel apart would (a power-of-two stride when K is one).
+   * Zeroed by the arena, so the tail's padding columns are 0. */
+  int64_t K = n->type.dims[0], Nc = n->type.dims[1], np = pk->panel, kc = pk->kc;
   size_t ds = (size_t)ir_dtype_size(n->type.dtype);
   char *dst = arena_alloc_aligned(a, (size_t)l->const_bytes[b], 64);
   int64_t n_full = Nc / np, off = 0;
-  for (int64_t q = 0; q < n_full; q++)
-    for (int64_t k = 0; k < K; k++, off += np)
-      memcpy(dst + (size_t)off * ds, src + (size_t)(k * Nc + q * np) * ds, (size_t)np * ds);
-  if (pk->tail)
-    for (int64_t k = 0; k < K; k++, off += pk->tail)
-      memcpy(dst + (size_t)off * ds, src + (size_t)(k * Nc + n_full * np) * ds, (size_t)(Nc - n_full * np) * ds);
+  for (int64_t k0 = 0; k0 < K; k0 += kc) {
+    int64_t kk = K - k0 < kc ? K - k0 : kc;
+    for (int64_t q = 0; q < n_full; q++)
+      for (int64_t k = k0; k < k0 + kk; k++, off += np)
+        memcpy(dst + (size_t)off * ds, src + (size_t)(k * Nc + q * np) * ds, (size_t)np * ds);
+    if (pk->tail)
+      for (int64_t k = k0; k < k0 + kk; k++, off += pk->tail)
+        memcpy(dst + (size_t)off * ds, src + (size_t)(k * Nc + n_full * np) * ds, (size_t)(Nc - n_full * np) * ds);
+  }
   return dst;
 }

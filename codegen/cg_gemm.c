@@ -12,8 +12,9 @@
  *           last K block ? epilogue -> output : acc -> C tile
  *
  * B: a constant B [K, Nc] whose only uses are such GEMMs is pre-packed at
- * compile time (cg_cpu_layout_const_data) into panels of NR columns, each K x NR
- * row-major, the last panel zero-padded to whole vectors; it keeps its
+ * compile time (cg_cpu_layout_const_data), K block by K block, into panels
+ * of NR columns, each KC x NR row-major, the last panel zero-padded to whole
+ * vectors, so the B block of one K block is contiguous; it keeps its
  * dtype, so f16/bf16 weights are read at 2 bytes and widened in registers
  * (vcvtph2ps with F16C; a shift for bf16). Any other B is read in place
  * (the same micro-kernel with a row stride of Nc), which is slower.
@@ -168,7 +169,7 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
     if (bn->op != IR_OP_CONST || b < 0 || b_of[b] < 0) continue;
     cg_gemm *g = layout->gemm[ki];
     g->packed = true;
-    layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw};
+    layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw, g->kc};
     layout->const_bytes[b] = g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * ir_dtype_size(bn->type.dtype);
   }
   free(b_of);
@@ -388,20 +389,22 @@ static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int
     LLVMBuildBr(B, go);
     LLVMPositionBuilderAtEnd(B, go);
   }
-  /* B: packed panels are K x width from panel p; else B itself, row stride Nc */
+  /* B: packed, the K block at pc holds every panel kk x nr (kk: its rows),
+   * then the tail panel; else B itself, row stride Nc */
   ir_dtype bt = x->b->type.dtype;
   LLVMTypeRef bty = cg_llvm_dtype(e, bt);
-  LLVMValueRef bptr, bstride;
-  int64_t pstride; /* elements between the panels of one k */
+  LLVMValueRef bptr, bstride, pstride; /* pstride: elements between the panels of one k */
   if (g->packed) {
-    LLVMValueRef start = tail ? cg_i64(e, g->n_full * g->K * g->nr) : mul(e, p, g->K * g->nr);
-    bptr = gep(e, bty, c->base[x->b->id], add(e, start, mul(e, x->pc, width)));
+    LLVMValueRef panel0 = mul(e, x->pc, g->n_full * g->nr + g->tail_nv * g->vw); /* the block's first panel */
+    LLVMValueRef kknr = mul(e, x->kk, g->nr);
+    LLVMValueRef start = LLVMBuildMul(B, tail ? cg_i64(e, g->n_full) : p, kknr, "");
+    bptr = gep(e, bty, c->base[x->b->id], add(e, panel0, start));
     bstride = cg_i64(e, width);
-    pstride = g->K * g->nr;
+    pstride = kknr;
   } else {
     bptr = gep(e, bty, c->base[x->b->id], add(e, mul(e, x->pc, g->Nc), mul(e, p, g->nr)));
     bstride = cg_i64(e, g->Nc);
-    pstride = g->nr;
+    pstride = cg_i64(e, g->nr);
   }
   LLVMValueRef aptr = gep(e, e->f32, x->apack, mul(e, ir, g->lda));
   cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), x->kk, 1, "k");
@@ -409,7 +412,7 @@ static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int
   LLVMValueRef bv[16];
   for (int q = 0; q < npan; q++)
     for (int v = 0; v < nvp; v++) {
-      LLVMValueRef pv = gep(e, bty, brow, cg_i64(e, q * pstride + v * g->vw));
+      LLVMValueRef pv = gep(e, bty, brow, add(e, LLVMBuildMul(B, pstride, cg_i64(e, q), ""), cg_i64(e, v * g->vw)));
       /* unpacked B: the partial panel's last vector must not read past the row */
       int valid = !g->packed && tail && v == nvp - 1 ? g->tail_valid : g->vw;
       bv[q * nvp + v] = cg_load_part(e, bt, pv, g->vw, valid, x->b->name);

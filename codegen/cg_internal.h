@@ -99,10 +99,12 @@ void cg_plan_fini(cg_plan *p);
 /* ---- the CPU target's layouts of a plan (cg_cpu_layout.c) ---- */
 
 /* A constant stored in a layout private to codegen: a GEMM's B operand
- * [K, Nc] pre-packed into column panels (cg_gemm.c). panel == 0: plain. */
+ * [K, Nc] pre-packed into column panels, block by block of kc rows of K
+ * (cg_gemm.c). panel == 0: plain. */
 typedef struct cg_packing {
-  int panel; /* columns of each full panel */
-  int tail;  /* padded columns of the last, partial panel (0: none) */
+  int panel;  /* columns of each full panel */
+  int tail;   /* padded columns of the last, partial panel (0: none) */
+  int64_t kc; /* rows of K per block (the last block may have fewer) */
 } cg_packing;
 
 /* rt_launch's fields of the same names: how the runtime may split a kernel
