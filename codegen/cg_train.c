@@ -712,6 +712,9 @@ void cg_train_emit(cg_kctx *c) {
 
 bool cg_train_op(ir_op o) {
   ir_kernel_class k = ir_op_kernel(o);
+  /* the row-wise ops of cg_rowwise.c are not: softmax, layer_norm and its gradient ops */
+  bool rowwise_emitter = o == IR_OP_SOFTMAX || o == IR_OP_LAYER_NORM || o == IR_OP_LAYER_NORM_GRAD ||
+                         o == IR_OP_LAYER_NORM_XHAT;
   return o == IR_OP_MATMUL_NT || k == IR_KERNEL_REDUCE || k == IR_KERNEL_UPDATE ||
-         (k == IR_KERNEL_ROWWISE && o != IR_OP_SOFTMAX && o != IR_OP_LAYER_NORM);
+         (k == IR_KERNEL_ROWWISE && !rowwise_emitter);
 }
