@@ -496,6 +496,57 @@ START_TEST(test_layer_norm_grad_shapes) {
 }
 END_TEST
 
+/* The training contractions of unbatched operands (a weight's own
+ * computation in a training step, such as layer_norm of a weight: the
+ * gradients sum the weight's rows, not the batch's), at batches smaller and
+ * larger than those rows, on every CPU path, against the reference. */
+START_TEST(test_unbatched_contractions) {
+  static const ir_op ops[] = {IR_OP_SUM_ROWS, IR_OP_MATMUL_TN, IR_OP_MATMUL_NT};
+  for (size_t oi = 0; oi < sizeof ops / sizeof *ops; oi++) {
+    op_case c = {0};
+    c.g = ir_graph_create("unbatched");
+    ir_type xt = {IR_DTYPE_F32, 2, {IR_DIM_BATCH, 3}};
+    ir_node *x = ir_build_input(c.g, "x", &xt, 0, no_loc);
+    ir_node *v = konst(&c, "v", 2, (int64_t[]){5, 19}, 3), *u = konst(&c, "u", 2, (int64_t[]){7, 19}, 4);
+    ir_node *t = ir_build_unary(c.g, IR_OP_TANH, "t", v, no_loc); /* computed, not a leaf */
+    ir_attr acc = {.acc = IR_DTYPE_F32};
+    ir_node *srcs[] = {t, ops[oi] == IR_OP_MATMUL_NT ? u : t};
+    ir_node *y = ir_build_op(c.g, ops[oi], "y", srcs, ops[oi] == IR_OP_SUM_ROWS ? 1 : 2, &acc, no_loc);
+    ir_graph_add_output(c.g, "x", x);
+    ir_graph_add_output(c.g, "y", y);
+    ir_graph_renumber(c.g);
+    int64_t n = 1;
+    for (int r = 0; r < y->type.rank; r++) n *= y->type.dims[r];
+    for (int ci = 0; ci < N_CPUS; ci++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = 2;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      cg_exec *ex = cg_backend_compile(&cg_backend_cpu, c.g, &bo, d);
+      ck_assert_msg(ex, "%s", diag_text(d));
+      for (int batch = 1; batch <= 9; batch += 8) {
+        float in[27] = {0}, xo[27], out[19 * 19];
+        void *outs[] = {xo, out};
+        const void *ins[] = {in};
+        ck_assert_msg(cg_backend_cpu.run(ex, batch, ins, outs, d), "%s", diag_text(d));
+        double *rx = ref_from_f32(in, batch * 3), *want[2] = {NULL, NULL};
+        char err[256];
+        ck_assert_msg(ref_run(c.g, batch, (const double *[]){rx}, want, err, sizeof err), "%s", err);
+        double e = ref_normalized_error(out, want[1], n);
+        ck_assert_msg(e <= 2e-6, "%s of an unbatched operand at batch %d on %s: normalized error %g",
+                      ir_op_name(ops[oi]), batch, cpus[ci].cpu ? cpus[ci].cpu : "the host", e);
+        ref_outputs_free(want, 2);
+        free(rx);
+      }
+      cg_exec_destroy(ex);
+      diag_sink_destroy(d);
+    }
+    free_case(&c);
+  }
+}
+END_TEST
+
 /* An op a backend lacks is a clear error at the node, not a wrong kernel. */
 START_TEST(test_unsupported_is_reported) {
   op_case c;
@@ -524,6 +575,7 @@ static Suite *optable_suite(void) {
   tcase_add_test(tc, test_every_op_on_every_backend);
   tcase_add_test(tc, test_layer_norm_shapes);
   tcase_add_test(tc, test_layer_norm_grad_shapes);
+  tcase_add_test(tc, test_unbatched_contractions);
   tcase_add_test(tc, test_matmul_tn_blocking);
   tcase_add_test(tc, test_unsupported_is_reported);
   suite_add_tcase(s, tc);
