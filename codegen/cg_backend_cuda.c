@@ -46,6 +46,8 @@ static const char *cuda_unsupported(const ir_node *n) {
   case IR_OP_GELU_GRAD:
   case IR_OP_SILU_GRAD:
   case IR_OP_SOFTMAX_GRAD:
+  case IR_OP_LAYER_NORM_GRAD:
+  case IR_OP_LAYER_NORM_XHAT:
   case IR_OP_XENT:
   case IR_OP_XENT_GRAD:
   case IR_OP_XENT_LOGITS:

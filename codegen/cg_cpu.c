@@ -175,6 +175,8 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
     case IR_OP_MATMUL:
     case IR_OP_SOFTMAX:
     case IR_OP_LAYER_NORM:
+    case IR_OP_LAYER_NORM_GRAD:
+    case IR_OP_LAYER_NORM_XHAT:
     case IR_OP_PAD:
     case IR_OP_SLICE:
     CG_CASE_TRAINING_OTHER_OPS
@@ -190,14 +192,15 @@ static const ir_node *result(const cg_kernel *k) { return k->ops[k->n_ops - 1]; 
 
 /* ---- elementwise and row-wise: rows x lines x last ---- */
 
-/* A kernel's lines: the last dimension, except that a layer_norm's line
- * is all its normalized dimensions (from its axis on), which it reduces. */
+/* A kernel's lines: the last dimension, except that the line of an op
+ * with an axis (layer_norm and its gradient ops) is all its normalized
+ * dimensions (from its axis on), which it reduces. */
 static void line_shape(const ir_node *n, int64_t *lines_per_row, int64_t *last) {
   int64_t inner = 1;
   CASTOR_ASSERT(ir_type_inner_numel(&n->type, &inner));
   bool scalar_rows = n->type.rank == 0 || (n->type.rank == 1 && ir_type_is_batched(&n->type));
   *last = scalar_rows ? 1 : n->type.dims[n->type.rank - 1];
-  if (n->op == IR_OP_LAYER_NORM) {
+  if (ir_op_attrs(n->op) & A(axis)) {
     int first = ir_norm_first_dim(&n->type, n->attr.axis);
     CASTOR_ASSERT(first >= 0);
     *last = 1;
@@ -286,11 +289,16 @@ typedef struct line_row {
   LLVMValueRef base;
 } line_row;
 
-static LLVMValueRef line_load(cg_row *row, LLVMValueRef j, int lanes, int valid) {
+static LLVMValueRef line_load_operand(cg_row *row, int src, LLVMValueRef j, int lanes, int valid) {
   line_row *l = (line_row *)row;
   cg_emitter *e = l->c->e;
-  const ir_node *x = l->op->srcs[0];
+  const ir_node *x = l->op->srcs[src];
+  CASTOR_ASSERT(ir_type_eq(&x->type, &l->op->srcs[0]->type));
   return cg_load_part(e, x->type.dtype, elem_ptr(l->c, x, LLVMBuildAdd(B, l->base, j, "")), lanes, valid, x->name);
+}
+
+static LLVMValueRef line_load(cg_row *row, LLVMValueRef j, int lanes, int valid) {
+  return line_load_operand(row, 0, j, lanes, valid);
 }
 
 static void line_store(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lanes, int valid) {
@@ -305,7 +313,8 @@ static void rowwise_body(kctx *c, LLVMValueRef base, int64_t last) {
    * f32 result line (never the input's buffer: cg_plan.c) can hold the
    * intermediate values (softmax: exp once, not twice); a 16-bit one
    * cannot, so those are recomputed */
-  line_row l = {.row = {.n = last, .lanes = c->e->vw, .masked_tail = false, .load = line_load, .store = line_store,
+  line_row l = {.row = {.n = last, .lanes = c->e->vw, .masked_tail = false, .load = line_load,
+                        .load_operand = line_load_operand, .store = line_store,
                         .scratch = op->type.dtype == IR_DTYPE_F32 ? elem_ptr(c, op, base) : NULL},
                 .c = c, .op = op, .base = base};
   cg_emit_rowwise(c, op, &l.row);

@@ -102,6 +102,10 @@ struct cg_row {
   /* The op's input at elements j .. j+lanes as f32 lanes; only the first
    * `valid` need be right. */
   LLVMValueRef (*load)(cg_row *row, LLVMValueRef j, int lanes, int valid);
+  /* Operand `src` of the op, of its input's type, at elements j .. as f32
+   * lanes (layer_norm_grad's dy); NULL where the owner has no such operand
+   * (a GEMM epilogue ends only with a softmax). */
+  LLVMValueRef (*load_operand)(cg_row *row, int src, LLVMValueRef j, int lanes, int valid);
   /* Stores the first `valid` of the op's result lanes (already rounded to
    * the op's dtype) at elements j .. */
   void (*store)(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lanes, int valid);
@@ -116,9 +120,9 @@ struct cg_row {
   bool costly_load;
 };
 
-/* Emits the row-wise op `op` (softmax) over one row at the builder's
- * position in c->fn: its results, rounded to op's dtype, go to
- * row->store. The numerics are the op's whoever owns the row: reductions
+/* Emits the row-wise op `op` (softmax, layer_norm and its gradient ops)
+ * over one row at the builder's position in c->fn: its results, rounded to
+ * op's dtype, go to row->store. The numerics are the op's whoever owns the row: reductions
  * run per lane in element order, then across the lanes in lane order; a
  * scalar tail has its own, combined after. */
 void cg_emit_rowwise(cg_kctx *c, const ir_node *op, cg_row *row);

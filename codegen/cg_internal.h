@@ -16,7 +16,9 @@
 /* The training ops, as case labels for the emitters' switches over ir_op
  * (so -Wswitch-enum still names any other op): the CPU target chains the
  * elementwise ones (cg_cpu.c) and gives the others kernels of their own
- * (cg_train.c); the cuda target rejects them all before planning. */
+ * (cg_train.c); the cuda target rejects them all before planning. Not
+ * here: layer_norm's gradient ops, row-wise ops that cg_rowwise.c emits
+ * beside layer_norm, so switches list them beside it. */
 #define CG_CASE_TRAINING_ELTWISE_OPS \
   case IR_OP_RELU_GRAD: \
   case IR_OP_SIGMOID_GRAD: \

@@ -155,6 +155,8 @@ LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *
   case IR_OP_MUL:
   case IR_OP_SOFTMAX:
   case IR_OP_LAYER_NORM:
+  case IR_OP_LAYER_NORM_GRAD:
+  case IR_OP_LAYER_NORM_XHAT:
   case IR_OP_CAST:
   case IR_OP_PAD:
   case IR_OP_SLICE:

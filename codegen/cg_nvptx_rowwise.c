@@ -92,6 +92,8 @@ void cg_nv_emit_rowwise(cg_nv_kernel *g, const ir_node *op, cg_nv_row *row) {
   switch (op->op) {
   case IR_OP_SOFTMAX: emit_softmax(&s); return;
   case IR_OP_LAYER_NORM: /* no NVPTX kernel yet: cg_backend_cuda.c rejects it before codegen */
+  case IR_OP_LAYER_NORM_GRAD: /* training: rejected likewise */
+  case IR_OP_LAYER_NORM_XHAT:
   case IR_OP_SILU:
   case IR_OP_INPUT:
   case IR_OP_CONST:

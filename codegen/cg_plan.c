@@ -124,8 +124,10 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
            first_output[cur->id] < 0) {
       ir_node *user = user_of[cur->id];
       /* a row softmax that one GEMM panel spans ends a matmul kernel: the
-       * GEMM's epilogue does it in registers (cg_gemm.c) */
-      if (user && ir_op_kernel(user->op) == IR_KERNEL_ROWWISE && user->n_srcs == 1 &&
+       * GEMM's epilogue does it in registers (cg_gemm.c); only a softmax
+       * (layer_norm_xhat, the other one-operand row-wise op, has its line
+       * over {axis}.. and no epilogue) */
+      if (user && user->op == IR_OP_SOFTMAX &&
           k->kind == CG_KERNEL_MATMUL && cur->type.rank == 2 &&
           ir_type_eq(&user->type, &cur->type) && cur->type.dims[1] <= CG_GEMM_SOFTMAX_MAX_COLS) {
         fused[user->id] = true;

@@ -12,6 +12,12 @@
  *               (x - mean) * (1 / sqrt(var + epsilon)) * gamma[j] + beta[j],
  *               rounded to the op's dtype (two passes for the statistics, as
  *               Keras and the reference do, not E[x^2] - mean^2).
+ *   layer_norm_xhat   the same statistics; xhat = (x - mean) * inv.
+ *   layer_norm_grad   the same statistics of x; with g = dy * gamma[j],
+ *               sum g -> mean(g); sum g * xhat -> mean(g xhat);
+ *               (g - mean(g) - xhat * mean(g xhat)) * inv, rounded once.
+ *               Its statistics are the forward kernel's bit for bit on the
+ *               same code path, so its xhat is the forward's.
  *
  * Numerics, the same whoever owns the row and however it visits the tail:
  * a reduction keeps one accumulator vector, lane i taking the elements j
@@ -43,7 +49,8 @@ typedef struct rw {
   const ir_node *op;
   cg_row *row;
   LLVMValueRef max, inv; /* softmax: f32 scalars of the row */
-  LLVMValueRef mean;     /* layer_norm (with inv) */
+  LLVMValueRef mean;     /* layer_norm and its gradient ops (with inv) */
+  LLVMValueRef mean_g, mean_gx; /* layer_norm_grad: mean(g), mean(g * xhat) */
 } rw;
 
 /* A pass's work on the vector at element j, whose first `valid` of
@@ -217,7 +224,8 @@ static LLVMValueRef norm_out(rw *s, LLVMValueRef j, int lanes, int valid) {
   return NULL;
 }
 
-static void emit_layer_norm(rw *s) {
+/* s->mean and s->inv = 1 / sqrt(var + epsilon) of the row's x (operand 0) */
+static void norm_stats(rw *s) {
   cg_emitter *e = s->c->e;
   LLVMValueRef n = cg_const(e, e->f32, (double)s->row->n);
   s->mean = LLVMBuildFDiv(B, row_pass(s, norm_sum, RW_SUM, "sum"), n, "mean");
@@ -227,15 +235,72 @@ static void emit_layer_norm(rw *s) {
   LLVMValueRef sqrt_fn = LLVMGetIntrinsicDeclaration(e->mod, id, &e->f32, 1);
   LLVMValueRef sd = LLVMBuildCall2(B, LLVMGlobalGetValueType(sqrt_fn), sqrt_fn, &var, 1, "sd");
   s->inv = LLVMBuildFDiv(B, cg_const(e, e->f32, 1.0), sd, "inv");
+}
+
+static void emit_layer_norm(rw *s) {
+  norm_stats(s);
   row_pass(s, norm_out, RW_NONE, "out");
 }
 
+/* ---- layer_norm_xhat and layer_norm_grad ---- */
+
+static LLVMValueRef norm_xhat(rw *s, LLVMValueRef j, int lanes, int valid) {
+  cg_emitter *e = s->c->e;
+  return LLVMBuildFMul(B, norm_centered(s, j, lanes, valid), cg_splat(e, s->inv, lanes), "xhat");
+}
+
+static LLVMValueRef xhat_out(rw *s, LLVMValueRef j, int lanes, int valid) {
+  const ir_node *op = s->op;
+  LLVMValueRef y = norm_xhat(s, j, lanes, valid);
+  s->row->store(s->row, j, cg_emit_round_to(s->c->e, y, op->type.dtype, op->name), lanes, valid);
+  return NULL;
+}
+
+static void emit_layer_norm_xhat(rw *s) {
+  norm_stats(s);
+  row_pass(s, xhat_out, RW_NONE, "out");
+}
+
+/* g = dy * gamma at j (dy: operand 2, gamma: operand 1) */
+static LLVMValueRef grad_g(rw *s, LLVMValueRef j, int lanes, int valid) {
+  cg_emitter *e = s->c->e;
+  CASTOR_ASSERT(s->row->load_operand);
+  LLVMValueRef dy = s->row->load_operand(s->row, 2, j, lanes, valid);
+  return LLVMBuildFMul(B, dy, norm_param(s, 1, j, lanes, valid), "g");
+}
+
+static LLVMValueRef grad_gx(rw *s, LLVMValueRef j, int lanes, int valid) {
+  cg_emitter *e = s->c->e;
+  return LLVMBuildFMul(B, grad_g(s, j, lanes, valid), norm_xhat(s, j, lanes, valid), "");
+}
+
+static LLVMValueRef grad_out(rw *s, LLVMValueRef j, int lanes, int valid) {
+  cg_emitter *e = s->c->e;
+  const ir_node *op = s->op;
+  LLVMValueRef g = LLVMBuildFSub(B, grad_g(s, j, lanes, valid), cg_splat(e, s->mean_g, lanes), "");
+  LLVMValueRef xm = LLVMBuildFMul(B, norm_xhat(s, j, lanes, valid), cg_splat(e, s->mean_gx, lanes), "");
+  LLVMValueRef y = LLVMBuildFMul(B, LLVMBuildFSub(B, g, xm, ""), cg_splat(e, s->inv, lanes), op->name);
+  s->row->store(s->row, j, cg_emit_round_to(e, y, op->type.dtype, op->name), lanes, valid);
+  return NULL;
+}
+
+static void emit_layer_norm_grad(rw *s) {
+  cg_emitter *e = s->c->e;
+  LLVMValueRef n = cg_const(e, e->f32, (double)s->row->n);
+  norm_stats(s);
+  s->mean_g = LLVMBuildFDiv(B, row_pass(s, grad_g, RW_SUM, "sum_g"), n, "mean_g");
+  s->mean_gx = LLVMBuildFDiv(B, row_pass(s, grad_gx, RW_SUM, "sum_gx"), n, "mean_gx");
+  row_pass(s, grad_out, RW_NONE, "out");
+}
+
 void cg_emit_rowwise(cg_kctx *c, const ir_node *op, cg_row *row) {
-  rw s = {c, op, row, NULL, NULL, NULL};
+  rw s = {c, op, row, NULL, NULL, NULL, NULL, NULL};
   CASTOR_ASSERT(row->lanes >= 1 && row->n >= 0);
   switch (op->op) {
   case IR_OP_SOFTMAX: emit_softmax(&s); return;
   case IR_OP_LAYER_NORM: emit_layer_norm(&s); return;
+  case IR_OP_LAYER_NORM_XHAT: emit_layer_norm_xhat(&s); return;
+  case IR_OP_LAYER_NORM_GRAD: emit_layer_norm_grad(&s); return;
   case IR_OP_SILU:
   case IR_OP_INPUT:
   case IR_OP_CONST:

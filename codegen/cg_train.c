@@ -3,12 +3,15 @@
  * GEMM nor an elementwise chain (passes/grad.c builds the step; ir_ops.def
  * gives each op's semantics). Each is a kernel of its own:
  *
- *   matmul_nt      batched rows; y[i,k] a dot product of two contiguous rows,
- *                  four k at a time, lanes summed in lane order
+ *   matmul_nt      batched rows (or an unbatched a's rows); y[i,k] a dot
+ *                  product of two contiguous rows, four k at a time, lanes
+ *                  summed in lane order
  *   matmul_tn      rows = the result's K rows; y[k,j] sums over the batch
  *                  in row order, a block of 4 k x 2 vectors of j at a time
  *   sum_rows       rows = the result's elements, one vector of them at a
  *                  time, summed over the batch in row order
+ *                  (matmul_tn and sum_rows of unbatched operands, a
+ *                  weight's own computation, sum the operands' rows)
  *   xent..., mse   one scalar: per-row losses in f32, summed in row order
  *                  in double, divided by the batch
  *   their _grad    batched rows: each row from its own row (and the seed)
@@ -82,6 +85,13 @@ static LLVMValueRef intrinsic1(cg_emitter *e, const char *name, LLVMValueRef x) 
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, id, &ty, 1);
   return LLVMBuildCall2(B, LLVMGlobalGetValueType(f), f, &x, 1, "");
+}
+
+/* The rows a reduction over the rows of x sums (matmul_tn, sum_rows): the
+ * run's batch, or the first dimension of an unbatched x (a weight's own
+ * computation, such as a layer_norm of a weight). */
+static LLVMValueRef rows_of(cg_kctx *c, const ir_node *x) {
+  return ir_type_is_batched(&x->type) ? c->batch : cg_i64(c->e, x->type.dims[0]);
 }
 
 /* if (cond) { ...then... } : returns the join block, builder in "then". */
@@ -265,9 +275,10 @@ static void tn_panel_rows(cg_kctx *c, LLVMValueRef k0, int kb, int64_t j0, int64
 static void tn_rows(cg_kctx *c, LLVMValueRef r0, LLVMValueRef r1, LLVMValueRef acc_base, int mr) {
   cg_emitter *e = c->e;
   int64_t J = op_of(c)->srcs[1]->type.dims[1];
-  cg_loop lc = cg_loop_begin(c, i64c(0), LLVMBuildAdd(B, c->batch, i64c(TN_KC - 1), ""), TN_KC, "chunk");
+  LLVMValueRef rows = rows_of(c, op_of(c)->srcs[0]);
+  cg_loop lc = cg_loop_begin(c, i64c(0), LLVMBuildAdd(B, rows, i64c(TN_KC - 1), ""), TN_KC, "chunk");
   LLVMValueRef i0 = lc.iv, i1 = LLVMBuildAdd(B, i0, i64c(TN_KC), "");
-  i1 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, c->batch, i1, ""), c->batch, i1, "chunk.end");
+  i1 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, rows, i1, ""), rows, i1, "chunk.end");
   LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, i0, i64c(0), "first");
   for (int64_t j0 = 0; j0 < J; j0 += TN_NC) {
     int64_t nc = J - j0 < TN_NC ? J - j0 : TN_NC;
@@ -327,7 +338,7 @@ static void sum_cols(cg_kctx *c, LLVMValueRef j, int lanes) {
   const ir_node *op = op_of(c), *x = op->srcs[0];
   int64_t C = x->type.dims[1];
   LLVMValueRef acc = var(c, vec(e, lanes), LLVMConstNull(vec(e, lanes)), "acc");
-  cg_loop li = cg_loop_begin(c, i64c(0), c->batch, 1, "i");
+  cg_loop li = cg_loop_begin(c, i64c(0), rows_of(c, x), 1, "i");
   LLVMValueRef xi = LLVMBuildAdd(B, LLVMBuildMul(B, li.iv, i64c(C), ""), j, "");
   LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, vec(e, lanes)), load_f(c, x, xi, lanes), ""), acc);
   cg_loop_end(c, &li);
@@ -687,19 +698,24 @@ void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, 
   *rows_fixed = 1;
   *work_per_row = 4 * inner;
   *work_per_batch = 0;
+  /* the rows a reduction sums: the batch, or an unbatched operand's own */
+  const ir_node *x = op->n_srcs > 0 ? op->srcs[0] : NULL;
+  bool sums_batch = x && ir_type_is_batched(&x->type);
+  int64_t summed = x && !sums_batch && x->type.rank > 0 ? x->type.dims[0] : 1;
   if (op->op == IR_OP_MATMUL_NT) {
     *work_per_row = 2 * inner * op->srcs[0]->type.dims[1];
     *row_step = 14; /* whole register tiles; each call transposes b once, so few large tiles */
+    if (!ir_type_is_batched(&op->type)) *rows_fixed = op->type.dims[0]; /* an unbatched a's rows */
   } else if (op->op == IR_OP_MATMUL_TN) { /* the result's rows; each sums over the whole batch */
     *rows_fixed = op->type.dims[0];
     *row_step = 14; /* whole register tiles (cg_train.c's mr) */
-    *work_per_row = 0;
-    *work_per_batch = 2 * op->type.dims[1];
+    *work_per_row = sums_batch ? 0 : 2 * op->type.dims[1] * summed;
+    *work_per_batch = sums_batch ? 2 * op->type.dims[1] : 0;
   } else if (op->op == IR_OP_SUM_ROWS) {
     *rows_fixed = op->type.dims[0];
     *row_step = vw;
-    *work_per_row = 0;
-    *work_per_batch = 1;
+    *work_per_row = sums_batch ? 0 : summed;
+    *work_per_batch = sums_batch ? 1 : 0;
   } else if (ir_op_type_rule(op->op) == IR_TYPE_UPDATE) {
     CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel));
     *rows_fixed = numel; /* one "row" per element */
@@ -728,6 +744,9 @@ void cg_train_emit(cg_kctx *c) {
 
 bool cg_train_op(ir_op o) {
   ir_kernel_class k = ir_op_kernel(o);
+  /* the row-wise ops of cg_rowwise.c are not: softmax, layer_norm and its gradient ops */
+  bool rowwise_emitter = o == IR_OP_SOFTMAX || o == IR_OP_LAYER_NORM || o == IR_OP_LAYER_NORM_GRAD ||
+                         o == IR_OP_LAYER_NORM_XHAT;
   return o == IR_OP_MATMUL_NT || k == IR_KERNEL_REDUCE || k == IR_KERNEL_UPDATE ||
-         (k == IR_KERNEL_ROWWISE && o != IR_OP_SOFTMAX && o != IR_OP_LAYER_NORM);
+         (k == IR_KERNEL_ROWWISE && !rowwise_emitter);
 }

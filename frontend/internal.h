@@ -67,6 +67,7 @@ typedef enum fe_layer_kind {
   FE_LAYER_ACTIVATION,
   FE_LAYER_ADD,
   FE_LAYER_MULTIPLY,
+  FE_LAYER_LAYER_NORMALIZATION,
   FE_LAYER_COUNT
 } fe_layer_kind;
 
@@ -223,10 +224,12 @@ void fe_weights_open(fe_weights *w, const char *path, diag_loc loc, uint64_t see
                      int errors0, diag_sink *d);
 /* The f32 data of weight `key` with type t (rank 1 or 2) in g's arena:
  * from the file, or Glorot-uniform for rank 2 (fan_in = dims[0], fan_out =
- * dims[1]) and zeros for rank 1. `layer`/`layer_loc` name the layer in notes.
- * False after reporting an error. *out is NULL when generation was skipped
- * because errors were already reported (the graph will be discarded). */
-bool fe_weights_get(fe_weights *w, ir_graph *g, const char *key, const ir_type *t,
+ * dims[1]) and zeros for rank 1, ones when `ones` (a layer normalization's
+ * gamma, as Keras initializes it). `layer`/`layer_loc` name the layer in
+ * notes. False after reporting an error. *out is NULL when generation was
+ * skipped because errors were already reported (the graph will be
+ * discarded). */
+bool fe_weights_get(fe_weights *w, ir_graph *g, const char *key, const ir_type *t, bool ones,
                     const char *layer, diag_loc layer_loc, const float **out);
 /* Warns about tensors of the file that the model did not use. */
 void fe_weights_check_unused(fe_weights *w);

@@ -31,15 +31,16 @@ static const struct layer_spec {
     [FE_LAYER_ACTIVATION] = {"activation", 1, {"activation", "name", "dtype"}},
     [FE_LAYER_ADD] = {"add", 2, {"name", "dtype"}},
     [FE_LAYER_MULTIPLY] = {"multiply", 2, {"name", "dtype"}},
+    [FE_LAYER_LAYER_NORMALIZATION] = {"layer_normalization", 1, {"name", "dtype"}},
 };
 
 static const char *const positional_desc[FE_LAYER_COUNT] = {
     [FE_LAYER_INPUT] = "none", [FE_LAYER_DENSE] = "its input",
     [FE_LAYER_ACTIVATION] = "its input and the function", [FE_LAYER_ADD] = "its two inputs",
-    [FE_LAYER_MULTIPLY] = "its two inputs"};
+    [FE_LAYER_MULTIPLY] = "its two inputs", [FE_LAYER_LAYER_NORMALIZATION] = "its input"};
 
 static const char *const kind_names[FE_LAYER_COUNT] = {"input", "dense", "activation", "add",
-                                                       "multiply"};
+                                                       "multiply", "layer_normalization"};
 
 /* Activation names are the ops the op table marks IR_OPF_ACTIVATION, in
  * table order, and "linear" (no op, IR_OP_COUNT). */
@@ -305,7 +306,8 @@ void fe_layer_add(fe_model *m, const fe_call *c) {
       diag_error(m->d, c->callee_loc, "unknown layer '%s'; did you mean '%s'?", c->callee, near);
     else
       diag_error(m->d, c->callee_loc,
-                 "unknown layer '%s'; expected input, dense, activation, add or multiply",
+                 "unknown layer '%s'; expected input, dense, activation, add, multiply or "
+                 "layer_normalization",
                  c->callee);
     l->broken = true;
     return;

@@ -10,6 +10,8 @@
  *                              node of the layer is renamed %NAME
  *   activation NAME            %NAME (linear forwards its input)
  *   add / multiply NAME        %NAME
+ *   layer_normalization NAME   %NAME.gamma, %NAME.beta (consts), %NAME =
+ *                              layer_norm {axis=-1, epsilon=0.001}
  *
  * Out: every float is f32; every activation's first dimension is N; every
  * node carries its layer's name as note, the layer's dtype= as policy and
@@ -87,8 +89,8 @@ static bool lower_dense(lowering *lw, fe_layer *l, ir_node *x) {
   const char *kkey = arena_printf(m->arena, "%s.kernel", l->name);
   const char *bkey = arena_printf(m->arena, "%s.bias", l->name);
   const float *kdata = NULL, *bdata = NULL;
-  bool ok = fe_weights_get(&lw->w, g, kkey, &kt, l->name, l->loc, &kdata);
-  if (l->use_bias) ok &= fe_weights_get(&lw->w, g, bkey, &bt, l->name, l->loc, &bdata);
+  bool ok = fe_weights_get(&lw->w, g, kkey, &kt, false, l->name, l->loc, &kdata);
+  if (l->use_bias) ok &= fe_weights_get(&lw->w, g, bkey, &bt, false, l->name, l->loc, &bdata);
   if (!ok) return false;
 
   bool has_act = l->act != IR_OP_COUNT;
@@ -101,6 +103,25 @@ static bool lower_dense(lowering *lw, fe_layer *l, ir_node *x) {
   if (b) y = stamp(lw, l, ir_build_binary(g, IR_OP_ADD, add_name, y, b, l->loc));
   if (has_act) y = stamp(lw, l, ir_build_unary(g, l->act, l->name, y, l->loc));
   l->value = y;
+  return true;
+}
+
+/* Keras LayerNormalization with its defaults: over the last axis, epsilon
+ * 1e-3, gamma (ones) and beta (zeros) over that axis. */
+static bool lower_layer_norm(lowering *lw, fe_layer *l, ir_node *x) {
+  fe_model *m = lw->m;
+  ir_graph *g = lw->g;
+  ir_type pt = {IR_DTYPE_F32, 1, {x->type.dims[x->type.rank - 1]}};
+  const char *gkey = arena_printf(m->arena, "%s.gamma", l->name);
+  const char *bkey = arena_printf(m->arena, "%s.beta", l->name);
+  const float *gdata = NULL, *bdata = NULL;
+  bool ok = fe_weights_get(&lw->w, g, gkey, &pt, true, l->name, l->loc, &gdata);
+  ok &= fe_weights_get(&lw->w, g, bkey, &pt, false, l->name, l->loc, &bdata);
+  if (!ok) return false;
+  ir_node *gamma = stamp(lw, l, ir_build_const(g, gkey, &pt, gkey, gdata, l->loc));
+  ir_node *beta = stamp(lw, l, ir_build_const(g, bkey, &pt, bkey, bdata, l->loc));
+  ir_attr attr = {.axis = -1, .epsilon = 1e-3};
+  l->value = stamp(lw, l, ir_build_op(g, IR_OP_LAYER_NORM, l->name, (ir_node *[]){x, gamma, beta}, 3, &attr, l->loc));
   return true;
 }
 
@@ -146,6 +167,7 @@ static void lower_layer(lowering *lw, fe_layer *l) {
     break;
   case FE_LAYER_ADD:
   case FE_LAYER_MULTIPLY: ok = lower_binary(lw, l, in[0], in[1]); break;
+  case FE_LAYER_LAYER_NORMALIZATION: ok = lower_layer_norm(lw, l, in[0]); break;
   case FE_LAYER_COUNT: CASTOR_UNREACHABLE();
   }
   l->lowered = ok;

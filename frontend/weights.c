@@ -116,7 +116,7 @@ void fe_nonfinite_str(str_buf *b, int64_t nan, int64_t pinf, int64_t ninf) {
   if (ninf) str_buf_printf(b, "%s%lld -Inf", sep, (long long)ninf);
 }
 
-static float *glorot(fe_weights *w, ir_graph *g, const char *key, const ir_type *t,
+static float *glorot(fe_weights *w, ir_graph *g, const char *key, const ir_type *t, bool ones,
                      const char *layer, diag_loc layer_loc) {
   int64_t n = 1, bytes;
   for (int i = 0; i < t->rank; i++) n *= t->dims[i]; /* checked by the caller */
@@ -136,7 +136,9 @@ static float *glorot(fe_weights *w, ir_graph *g, const char *key, const ir_type 
   }
   w->init_bytes += bytes;
   float *dst = arena_alloc_aligned(g->arena, (size_t)bytes, 64); /* zeroed: biases */
-  if (t->rank == 2) {
+  if (ones) {
+    for (int64_t i = 0; i < n; i++) dst[i] = 1.0f;
+  } else if (t->rank == 2) {
     float limit = (float)sqrt(6.0 / ((double)t->dims[0] + (double)t->dims[1]));
     rng r;
     rng_init(&r, w->seed ^ str_hash(key));
@@ -145,7 +147,7 @@ static float *glorot(fe_weights *w, ir_graph *g, const char *key, const ir_type 
   return dst;
 }
 
-bool fe_weights_get(fe_weights *w, ir_graph *g, const char *key, const ir_type *t,
+bool fe_weights_get(fe_weights *w, ir_graph *g, const char *key, const ir_type *t, bool ones,
                     const char *layer, diag_loc layer_loc, const float **out) {
   *out = NULL;
   if (w->from_file) {
@@ -153,7 +155,7 @@ bool fe_weights_get(fe_weights *w, ir_graph *g, const char *key, const ir_type *
     return (*out = from_file(w, g, key, t, layer, layer_loc)) != NULL;
   }
   if (diag_error_count(w->d) > w->errors0) return true; /* the graph will be discarded */
-  return (*out = glorot(w, g, key, t, layer, layer_loc)) != NULL;
+  return (*out = glorot(w, g, key, t, ones, layer, layer_loc)) != NULL;
 }
 
 void fe_weights_check_unused(fe_weights *w) {

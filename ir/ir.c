@@ -399,7 +399,8 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
       return FAIL("%s needs rank >= 1, got %s", ir_op_name(op), sa);
     *out = srcs[0]->type;
     return true;
-  case IR_TYPE_NORM: {
+  case IR_TYPE_NORM:
+  case IR_TYPE_NORM_GRAD: {
     const ir_type *x = &srcs[0]->type;
     shape_str(x, sa, sizeof sa);
     if (!ir_dtype_is_float(x->dtype)) return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
@@ -411,13 +412,16 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
       return FAIL("%s epsilon must be a finite number >= 0, got %g", ir_op_name(op), attr->epsilon);
     ir_type want = {x->dtype, x->rank - first, {0}};
     for (int r = first; r < x->rank; r++) want.dims[r - first] = x->dims[r];
-    for (int s = 1; s < 3; s++) {
-      if (!ir_type_eq(&srcs[s]->type, &want)) {
+    /* operands after x: gamma, then beta, or for the gradient dy, shaped like x */
+    bool grad = ir_op_type_rule(op) == IR_TYPE_NORM_GRAD;
+    for (int s = 1; s < n_srcs; s++) {
+      bool dy = grad && s == 2;
+      if (!ir_type_eq(&srcs[s]->type, dy ? x : &want)) {
         shape_str(&srcs[s]->type, sb, sizeof sb);
         char sw[96];
-        shape_str(&want, sw, sizeof sw);
-        return FAIL("%s %s of %s must be %s (x's normalized dimensions), got %s", ir_op_name(op),
-                    s == 1 ? "gamma" : "beta", sa, sw, sb);
+        shape_str(dy ? x : &want, sw, sizeof sw);
+        return FAIL("%s %s of %s must be %s (%s), got %s", ir_op_name(op), s == 1 ? "gamma" : dy ? "dy" : "beta", sa,
+                    sw, dy ? "x's type" : "x's normalized dimensions", sb);
       }
     }
     *out = *x;

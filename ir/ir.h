@@ -47,7 +47,9 @@ typedef enum ir_type_rule {
   IR_TYPE_BINARY,  /* one float dtype; equal shapes or b a vector over a's last dimension */
   IR_TYPE_UNARY,   /* a float operand; same type */
   IR_TYPE_ROWWISE, /* a float operand of rank >= 1; same type */
-  IR_TYPE_NORM,    /* x float; gamma, beta x's dims from {axis} on, unbatched, x's dtype */
+  IR_TYPE_NORM,    /* x float; gamma, beta (when the op takes them) x's dims from {axis} on,
+                    * unbatched, x's dtype; x's type */
+  IR_TYPE_NORM_GRAD, /* x, gamma as IR_TYPE_NORM's; dy x's type; x's type */
   IR_TYPE_CAST,    /* x's shape, dtype {to} */
   IR_TYPE_PAD,     /* x grown to {shape} */
   IR_TYPE_SLICE,   /* x shrunk to {shape} */
@@ -295,8 +297,9 @@ ir_node *ir_build_reshape_op(ir_graph *g, ir_op op, const char *name, ir_node *x
  * NULL otherwise. Arena-owned. */
 const char *ir_note_layer(arena *a, const char *note);
 
-/* The first dimension a layer_norm with this axis normalizes (axis < 0
- * counts from the end), or -1 if it is not a dimension of x. */
+/* The first dimension a layer_norm (or one of its gradient ops) with this
+ * axis normalizes (axis < 0 counts from the end), or -1 if it is not a
+ * dimension of x. */
 int ir_norm_first_dim(const ir_type *x, int64_t axis);
 
 /* ---- verifier: structural and type invariants; reports through d ---- */

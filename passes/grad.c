@@ -38,10 +38,16 @@
  *   relu, gelu, silu: <op>_grad(dy, x); sigmoid, tanh: <op>_grad(dy, y)
  *   softmax        softmax_grad(dy, y); when it feeds the cross-entropy
  *                  loss directly, xent_grad gives the logits' gradient
+ *   layer_norm(x, gamma, beta)
+ *                  dx = layer_norm_grad(x, gamma, dy), in the forward op's
+ *                  dtype with f32 statistics: (1/sigma) (g - mean(g) -
+ *                  xhat mean(g xhat)), g = dy gamma, per row;
+ *                  dgamma = sum_rows(dy * layer_norm_xhat(x)),
+ *                  dbeta = sum_rows(dy): sum_rows needs x [N, C] (an x
+ *                  with more dimensions before the normalized ones is an
+ *                  error, as for a broadcast bias)
  *   cast           cast(dy) back to the operand's dtype
  *   pad / slice    slice / pad of dy
- * layer_norm has no rule yet: a model with one cannot be trained (an error
- * says so).
  */
 #include <math.h>
 #include <stddef.h>
@@ -188,11 +194,9 @@ static ir_node *literal(grad_state *s, const char *name, ir_dtype dt, double v) 
   return n;
 }
 
-/* A backward node serving forward node `fwd`: its layer, named d.<base>. */
-static ir_node *op(grad_state *s, ir_op o, const ir_node *fwd, const char *base, ir_node *const *srcs, int n,
-                   const ir_attr *attr) {
-  char name[512];
-  snprintf(name, sizeof name, "d.%s", base);
+/* A backward node serving forward node `fwd`: its layer, named `name`. */
+static ir_node *named_op(grad_state *s, ir_op o, const ir_node *fwd, const char *name, ir_node *const *srcs, int n,
+                         const ir_attr *attr) {
   ir_node *r = ir_build_op(s->g, o, ir_graph_unique_name(s->g, name), srcs, n, attr, fwd ? fwd->loc : no_loc);
   if (fwd) {
     r->layer = fwd->layer;
@@ -200,6 +204,14 @@ static ir_node *op(grad_state *s, ir_op o, const ir_node *fwd, const char *base,
     r->note = fwd->layer ? arena_printf(s->g->arena, "%s", fwd->layer) : NULL;
   }
   return r;
+}
+
+/* A gradient serving forward node `fwd`, named d.<base>. */
+static ir_node *op(grad_state *s, ir_op o, const ir_node *fwd, const char *base, ir_node *const *srcs, int n,
+                   const ir_attr *attr) {
+  char name[512];
+  snprintf(name, sizeof name, "d.%s", base);
+  return named_op(s, o, fwd, name, srcs, n, attr);
 }
 
 /* Adds a gradient contribution to forward node x's adjoint. */
@@ -212,6 +224,36 @@ static void accumulate(grad_state *s, ir_node *x, ir_node *d) {
 
 static ir_node *unary_grad(grad_state *s, ir_op o, const ir_node *fwd, ir_node *dy, ir_node *other) {
   return op(s, o, fwd, fwd->srcs[0]->name, (ir_node *[]){dy, other}, 2, &(ir_attr){0});
+}
+
+/* layer_norm(x, gamma, beta): dx = layer_norm_grad(x, gamma, dy); over
+ * the rows, dgamma = sum_rows(dy * xhat) with xhat = layer_norm_xhat(x),
+ * dbeta = sum_rows(dy) (no sum when x has no row dimension: an unbatched
+ * x normalized over all of it). An x of rank > 2 is refused: no model
+ * reaches it yet (no op takes a value of rank > 2 to the [N, classes]
+ * prediction), but a reshape op would. */
+static bool layer_norm_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *x = n->srcs[0], *gamma = n->srcs[1], *beta = n->srcs[2];
+  ir_attr na = {.axis = n->attr.axis, .epsilon = n->attr.epsilon}, acc = {.acc = IR_DTYPE_F32};
+  if (s->needs[x->id])
+    accumulate(s, x, op(s, IR_OP_LAYER_NORM_GRAD, n, x->name, (ir_node *[]){x, gamma, dy}, 3, &na));
+  if (!s->needs[gamma->id] && !s->needs[beta->id]) return true;
+  int first = ir_norm_first_dim(&x->type, n->attr.axis);
+  CASTOR_ASSERT(first >= 0);
+  if (first > 1 || (first == 1 && x->type.rank != 2))
+    return fail(s, DIAG_KIND_UNSUPPORTED, n->loc,
+                "%s (%%%s): no gradient rule yet for gamma and beta when x has more than one dimension before the "
+                "normalized ones",
+                ir_op_name(n->op), n->name);
+  if (s->needs[gamma->id]) {
+    char name[512];
+    snprintf(name, sizeof name, "%s.xhat", n->name);
+    ir_node *xhat = named_op(s, IR_OP_LAYER_NORM_XHAT, n, name, &x, 1, &na);
+    ir_node *dg = op(s, IR_OP_MUL, n, gamma->name, (ir_node *[]){dy, xhat}, 2, &(ir_attr){0});
+    accumulate(s, gamma, first == 1 ? op(s, IR_OP_SUM_ROWS, n, gamma->name, &dg, 1, &acc) : dg);
+  }
+  if (s->needs[beta->id]) accumulate(s, beta, first == 1 ? op(s, IR_OP_SUM_ROWS, n, beta->name, &dy, 1, &acc) : dy);
+  return true;
 }
 
 /* Propagates node n's adjoint to its operands (the rules above). */
@@ -265,9 +307,7 @@ static bool backward(grad_state *s, ir_node *n) {
     accumulate(s, a, op(s, n->op == IR_OP_PAD ? IR_OP_SLICE : IR_OP_PAD, n, a->name, &dy, 1, &shape));
     return true;
   }
-  case IR_OP_LAYER_NORM:
-    return fail(s, DIAG_KIND_UNSUPPORTED, n->loc, "%s (%%%s) has no gradient rule yet, so this model cannot be trained",
-                ir_op_name(n->op), n->name);
+  case IR_OP_LAYER_NORM: return layer_norm_backward(s, n, dy);
   case IR_OP_INPUT:
   case IR_OP_CONST:
   case IR_OP_VARIABLE:
@@ -282,6 +322,8 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_GELU_GRAD:
   case IR_OP_SILU_GRAD:
   case IR_OP_SOFTMAX_GRAD:
+  case IR_OP_LAYER_NORM_GRAD:
+  case IR_OP_LAYER_NORM_XHAT:
   case IR_OP_XENT:
   case IR_OP_XENT_GRAD:
   case IR_OP_XENT_LOGITS:

@@ -76,8 +76,8 @@ def dictionary(name, toks):
             f.write('"%s"\n' % esc(t if isinstance(t, bytes) else t.encode()))
 
 dictionary("cast.dict", ["model", "policy", "weights", "output", "input", "dense", "activation", "add",
-    "multiply", "shape=", "units=", "activation=", "use_bias=", "name=", "dtype=", "true", "false",
-    "linear", "relu", "sigmoid", "tanh", "gelu", "silu", "softmax", "float32", "float16", "bfloat16",
+    "multiply", "layer_normalization", "shape=", "units=", "activation=", "use_bias=", "name=", "dtype=",
+    "true", "false", "linear", "relu", "sigmoid", "tanh", "gelu", "silu", "softmax", "float32", "float16", "bfloat16",
     "mixed_float16", "mixed_bfloat16", "[", "]", "(", ")", ",", "=", "#", "\"", "\n", "-",
     "9223372036854775807", "\\\"", "\\\\"])
 import re

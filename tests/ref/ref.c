@@ -101,7 +101,8 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case IR_OP_XENT_GRAD: case IR_OP_XENT_LOGITS: case IR_OP_XENT_LOGITS_GRAD: case IR_OP_MSE: \
   case IR_OP_MSE_GRAD: case IR_OP_ALL_FINITE: case IR_OP_SGD: case IR_OP_SGD_MOMENTUM: \
   case IR_OP_RMSPROP: case IR_OP_RMSPROP_MOMENTUM: case IR_OP_RMSPROP_CENTERED: \
-  case IR_OP_RMSPROP_CENTERED_MOMENTUM: case IR_OP_ADAM: case IR_OP_COUNT_STEP: case IR_OP_LOSS_SCALE_UPDATE:
+  case IR_OP_RMSPROP_CENTERED_MOMENTUM: case IR_OP_ADAM: case IR_OP_COUNT_STEP: case IR_OP_LOSS_SCALE_UPDATE: \
+  case IR_OP_LAYER_NORM_GRAD: case IR_OP_LAYER_NORM_XHAT:
 
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
@@ -413,14 +414,20 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
     }
     break;
   }
-  case IR_OP_LAYER_NORM: {
+  case IR_OP_LAYER_NORM:
+  case IR_OP_LAYER_NORM_XHAT:
+  case IR_OP_LAYER_NORM_GRAD: {
     /* two-pass mean and biased variance over each block of the normalized
-     * (trailing) dimensions, gamma and beta over the block */
+     * (trailing) dimensions, gamma and beta over the block; xhat without
+     * them; the gradient (1/sigma) (g - mean g - xhat mean(g xhat)), g =
+     * dy gamma, dy (operand 2) shaped like x */
     int first = ir_norm_first_dim(t, n->attr.axis);
     int64_t inner = 1;
     for (int r = first < 0 ? t->rank : first; r < t->rank; r++) inner *= t->dims[r];
-    if (first < 0 || n_src[0] != count || n_src[1] != inner || n_src[2] != inner || count % inner)
-      return FAIL("layer_norm %%%s: inconsistent sizes", n->name);
+    bool sizes = first >= 0 && n_src[0] == count && inner > 0 && count % inner == 0;
+    if (n->op == IR_OP_LAYER_NORM) sizes &= n_src[1] == inner && n_src[2] == inner;
+    if (n->op == IR_OP_LAYER_NORM_GRAD) sizes &= n_src[1] == inner && n_src[2] == count;
+    if (!sizes) return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
     for (int64_t r = 0; r < count / inner; r++) {
       const double *x = src[0] + r * inner;
       double *row = y + r * inner, mean = 0, var = 0;
@@ -429,7 +436,17 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       for (int64_t j = 0; j < inner; j++) var += (x[j] - mean) * (x[j] - mean);
       var /= (double)inner;
       double inv = 1.0 / sqrt(var + n->attr.epsilon);
-      for (int64_t j = 0; j < inner; j++) row[j] = (x[j] - mean) * inv * src[1][j] + src[2][j];
+      if (n->op == IR_OP_LAYER_NORM) {
+        for (int64_t j = 0; j < inner; j++) row[j] = (x[j] - mean) * inv * src[1][j] + src[2][j];
+      } else if (n->op == IR_OP_LAYER_NORM_XHAT) {
+        for (int64_t j = 0; j < inner; j++) row[j] = (x[j] - mean) * inv;
+      } else {
+        const double *dy = src[2] + r * inner, *gamma = src[1];
+        double mg = 0, mgx = 0;
+        for (int64_t j = 0; j < inner; j++) mg += dy[j] * gamma[j], mgx += dy[j] * gamma[j] * (x[j] - mean) * inv;
+        mg /= (double)inner, mgx /= (double)inner;
+        for (int64_t j = 0; j < inner; j++) row[j] = inv * (dy[j] * gamma[j] - mg - (x[j] - mean) * inv * mgx);
+      }
     }
     break;
   }

@@ -378,6 +378,38 @@ static const float *const_data(const ir_graph *g, const char *name) {
   return n->attr.data;
 }
 
+/* Keras LayerNormalization with its defaults: the last axis, epsilon 1e-3,
+ * gamma ones and beta zeros; automatic names per kind. */
+START_TEST(test_layer_normalization) {
+  const char *text = "model ln\n"
+                     "x = input(shape=[3, 6])\n"
+                     "y = layer_normalization(x)\n"
+                     "z = layer_normalization(y, dtype=float32)\n"
+                     "output z\n";
+  expect_graph(text, "model ln policy float32\n"
+                     "%x = f32[N,3,6] input() {index=0} # x\n"
+                     "%layer_normalization.gamma = f32[6] const() {weight=layer_normalization.gamma} # layer_normalization\n"
+                     "%layer_normalization.beta = f32[6] const() {weight=layer_normalization.beta} # layer_normalization\n"
+                     "%layer_normalization = f32[N,3,6] layer_norm(%x, %layer_normalization.gamma, "
+                     "%layer_normalization.beta) # layer_normalization\n"
+                     "%layer_normalization_1.gamma = f32[6] const() {weight=layer_normalization_1.gamma} "
+                     "# layer_normalization_1 [float32]\n"
+                     "%layer_normalization_1.beta = f32[6] const() {weight=layer_normalization_1.beta} "
+                     "# layer_normalization_1 [float32]\n"
+                     "%layer_normalization_1 = f32[N,3,6] layer_norm(%layer_normalization, %layer_normalization_1.gamma, "
+                     "%layer_normalization_1.beta) # layer_normalization_1 [float32]\n"
+                     "output z = %layer_normalization_1\n");
+  loaded r = load(text);
+  ck_assert_msg(r.g, "%s", diag_text(r.d));
+  const float *gamma = const_data(r.g, "layer_normalization.gamma"), *beta = const_data(r.g, "layer_normalization.beta");
+  for (int i = 0; i < 6; i++) ck_assert_msg(gamma[i] == 1.0f && beta[i] == 0.0f, "gamma[%d] %g, beta[%d] %g", i, gamma[i], i, beta[i]);
+  const ir_node *n = r.g->outputs[0].value;
+  ck_assert_msg(n->attr.axis == -1 && n->attr.epsilon == 1e-3, "axis %lld, epsilon %g", (long long)n->attr.axis,
+                n->attr.epsilon);
+  unload(&r);
+}
+END_TEST
+
 START_TEST(test_glorot) {
   const char *text = "model m\nx = input(shape=[300])\ny = dense(x, units=100, name=d)\noutput y\n";
   const char *text2 = "model m\nx = input(shape=[300])\nz = dense(x, units=7)\n"
@@ -905,6 +937,7 @@ static Suite *frontend_suite(void) {
   tcase_add_test(lang, test_dag);
   tcase_add_test(lang, test_auto_names_avoid_explicit);
   tcase_add_test(lang, test_dtype_override);
+  tcase_add_test(lang, test_layer_normalization);
   tcase_add_test(lang, test_syntax_odds);
   tcase_add_test(lang, test_more_errors);
   tcase_add_test(lang, test_error_limit);

@@ -4,7 +4,8 @@
  * The grad pass builds the step program; the float64 reference interpreter
  * (tests/ref) runs it with persistent state. These tests check
  *   - every gradient rule against central finite differences of the loss,
- *     on odd shapes, for every loss;
+ *     on odd shapes, for every loss (layer_norm's too: over the batch's
+ *     rows, and over a weight);
  *   - one step of each optimizer against Keras 3's formula written out
  *     independently here;
  *   - the dynamic loss scale's state machine: a non-finite gradient halves
@@ -179,6 +180,52 @@ static const char branchy[] = "graph m policy=float32\n"
                               "%w2 = f32[5,3] const() {weight=\"b.kernel\"}  # b\n"
                               "%y = f32[N,3] matmul(%sl, %w2) {acc=f32}  # b\n"
                               "output y = %y\n";
+
+/* layer_norm over an odd width (Keras LayerNormalization, the last axis):
+ * x's gradient through layer_norm_grad (the dense before it, and the
+ * residual add that fans its input out), gamma's through layer_norm_xhat
+ * and sum_rows, beta's through sum_rows. */
+static const char normed[] = "graph m policy=float32\n"
+                             "%x = f32[N,5] input() {index=0}\n"
+                             "%w1 = f32[5,7] const() {weight=\"a.kernel\"}  # a\n"
+                             "%b1 = f32[7] const() {weight=\"a.bias\"}  # a\n"
+                             "%m1 = f32[N,7] matmul(%x, %w1) {acc=f32}  # a\n"
+                             "%a1 = f32[N,7] add(%m1, %b1)  # a\n"
+                             "%g = f32[7] const() {weight=\"n.gamma\"}  # n\n"
+                             "%be = f32[7] const() {weight=\"n.beta\"}  # n\n"
+                             "%n = f32[N,7] layer_norm(%a1, %g, %be) {axis=-1, epsilon=0.001}  # n\n"
+                             "%r = f32[N,7] add(%n, %a1)  # r\n"
+                             "%h = f32[N,7] tanh(%r)  # r\n"
+                             "%w2 = f32[7,3] const() {weight=\"c.kernel\"}  # c\n"
+                             "%m2 = f32[N,3] matmul(%h, %w2) {acc=f32}  # c\n"
+                             "%p = f32[N,3] softmax(%m2)  # c\n"
+                             "output p = %p\n";
+
+/* layer_norm of a weight, not of the batch: over its last axis (gamma's
+ * and beta's gradients sum the weight's rows) and over all of it (no sum). */
+static const char weight_normed[] = "graph m policy=float32\n"
+                                    "%x = f32[N,5] input() {index=0}\n"
+                                    "%v = f32[5,3] const() {weight=\"a.kernel\"}  # a\n"
+                                    "%g = f32[3] const() {weight=\"a.gamma\"}  # a\n"
+                                    "%be = f32[3] const() {weight=\"a.beta\"}  # a\n"
+                                    "%w = f32[5,3] layer_norm(%v, %g, %be) {axis=1, epsilon=0.01}  # a\n"
+                                    "%m = f32[N,3] matmul(%x, %w) {acc=f32}  # a\n"
+                                    "%v2 = f32[3,3] const() {weight=\"b.kernel\"}  # b\n"
+                                    "%g2 = f32[3,3] const() {weight=\"b.gamma\"}  # b\n"
+                                    "%be2 = f32[3,3] const() {weight=\"b.beta\"}  # b\n"
+                                    "%w2 = f32[3,3] layer_norm(%v2, %g2, %be2) {axis=0, epsilon=0.01}  # b\n"
+                                    "%y = f32[N,3] matmul(%m, %w2) {acc=f32}  # b\n"
+                                    "output y = %y\n";
+
+START_TEST(test_gradients_layer_norm) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, false);
+  check_fd("layer_norm, sparse categorical cross-entropy", normed, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("layer_norm, mean squared error through the softmax", normed, &o);
+  o = opts(PASS_LOSS_XENT, true);
+  check_fd("layer_norm of weights, categorical cross-entropy from logits", weight_normed, &o);
+}
+END_TEST
 
 START_TEST(test_gradients_sparse_xent) {
   pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, false);
@@ -406,6 +453,7 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_gradients_categorical_xent);
   tcase_add_test(tc, test_gradients_mse_through_softmax);
   tcase_add_test(tc, test_gradients_logits_every_rule);
+  tcase_add_test(tc, test_gradients_layer_norm);
   tcase_add_test(tc, test_optimizer_steps);
   tcase_add_test(tc, test_loss_scale_state_machine);
   tcase_add_test(tc, test_loss_scale_fixed_and_none);

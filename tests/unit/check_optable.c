@@ -132,9 +132,12 @@ static void build_case(ir_op op, op_case *c) {
   case IR_TYPE_BINARY: srcs[1] = konst(c, "b", 1, (int64_t[]){W}, 7); break;
   case IR_TYPE_UNARY:
   case IR_TYPE_ROWWISE: break;
-  case IR_TYPE_NORM:
-    srcs[1] = konst(c, "gamma", 1, (int64_t[]){W}, 7);
-    srcs[2] = konst(c, "beta", 1, (int64_t[]){W}, 8);
+  case IR_TYPE_NORM: /* layer_norm(x, gamma, beta), layer_norm_xhat(x) */
+  case IR_TYPE_NORM_GRAD: /* layer_norm_grad(x, gamma, dy) */
+    if (n_srcs > 1) srcs[1] = konst(c, "gamma", 1, (int64_t[]){W}, 7);
+    if (n_srcs > 2)
+      srcs[2] = ir_op_type_rule(op) == IR_TYPE_NORM ? konst(c, "beta", 1, (int64_t[]){W}, 8)
+                                                    : ir_build_unary(c->g, IR_OP_TANH, "dy", x, no_loc);
     attr.axis = -1;
     attr.epsilon = 1e-3;
     break;
@@ -422,6 +425,129 @@ START_TEST(test_layer_norm_shapes) {
 }
 END_TEST
 
+/* layer_norm's gradient ops (layer_norm_grad, layer_norm_xhat) over one
+ * and over two trailing dimensions, lines of 7 and 21 elements (not whole
+ * vectors on any path: the scalar tail), f32 and f16 operands (the
+ * statistics in f32, the result rounded once), on every CPU path, against
+ * the reference on the same graph. */
+START_TEST(test_layer_norm_grad_shapes) {
+  enum { BATCH = 5, N = BATCH * 21 };
+  for (int axis = -2; axis <= -1; axis++)
+    for (int f16 = 0; f16 < 2; f16++) {
+      ir_dtype dt = f16 ? IR_DTYPE_F16 : IR_DTYPE_F32;
+      ir_graph *g = ir_graph_create("ln_grad");
+      ir_type xt = {dt, 3, {IR_DIM_BATCH, 3, 7}};
+      ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc), *dy = ir_build_input(g, "dy", &xt, 1, no_loc);
+      int first = ir_norm_first_dim(&xt, axis);
+      ir_type gt = {dt, 3 - first, {xt.dims[first], 7}};
+      int64_t ng = first == 1 ? 21 : 7;
+      uint16_t gh[21];
+      float gf[21];
+      rng r;
+      rng_init(&r, 13);
+      for (int k = 0; k < ng; k++) gf[k] = rng_uniform_f32(&r, -1.5f, 1.5f), gh[k] = half_f32_to_f16(gf[k]);
+      if (f16)
+        for (int k = 0; k < ng; k++) gf[k] = half_f16_to_f32(gh[k]);
+      ir_node *gamma = ir_build_const(g, "gamma", &gt, "gamma", f16 ? (void *)gh : gf, no_loc);
+      ir_attr attr = {.axis = axis, .epsilon = 1e-3};
+      ir_node *dx = ir_build_op(g, IR_OP_LAYER_NORM_GRAD, "dx", (ir_node *[]){x, gamma, dy}, 3, &attr, no_loc);
+      ir_node *xhat = ir_build_op(g, IR_OP_LAYER_NORM_XHAT, "xhat", &x, 1, &attr, no_loc);
+      ir_graph_add_output(g, "dx", dx);
+      ir_graph_add_output(g, "xhat", xhat);
+      ir_graph_renumber(g);
+      diag_sink *d = diag_sink_create();
+      ck_assert_msg(ir_verify(g, d), "%s", diag_text(d));
+      float xf[N], dyf[N];
+      uint16_t xh[N], dyh[N];
+      for (int k = 0; k < N; k++) {
+        xf[k] = rng_uniform_f32(&r, -3.0f, 3.0f) + (float)(k % 7), dyf[k] = rng_uniform_f32(&r, -1.0f, 1.0f);
+        xh[k] = half_f32_to_f16(xf[k]), dyh[k] = half_f32_to_f16(dyf[k]);
+        if (f16) xf[k] = half_f16_to_f32(xh[k]), dyf[k] = half_f16_to_f32(dyh[k]);
+      }
+      double *rx = ref_from_f32(xf, N), *rdy = ref_from_f32(dyf, N), *want[2] = {NULL, NULL};
+      char err[256];
+      ck_assert_msg(ref_run(g, BATCH, (const double *[]){rx, rdy}, want, err, sizeof err), "%s", err);
+      for (int ci = 0; ci < N_CPUS; ci++) {
+        cg_backend_options bo;
+        cg_backend_options_init(&bo);
+        bo.threads = 2;
+        bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+        cg_exec *ex = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+        ck_assert_msg(ex, "%s", diag_text(d));
+        uint8_t raw[2][N * 4];
+        const void *ins[] = {f16 ? (void *)xh : xf, f16 ? (void *)dyh : dyf};
+        void *outs[] = {raw[0], raw[1]};
+        ck_assert_msg(cg_backend_cpu.run(ex, BATCH, ins, outs, d), "%s", diag_text(d));
+        for (int o = 0; o < 2; o++) {
+          float got[N];
+          for (int k = 0; k < N; k++) got[k] = (float)rt_load_double(ex->desc->outputs[o].dtype, raw[o], k);
+          /* f16: the result rounded once (2^-11 relative), and an f32
+           * difference that crosses a rounding boundary moves it one ulp */
+          double e = ref_normalized_error(got, want[o], N), bound = f16 ? 1e-3 : 2e-6;
+          ck_assert_msg(e <= bound, "%s axis %d %s on %s: normalized error %g", o ? "layer_norm_xhat" : "layer_norm_grad",
+                        axis, ir_dtype_name(dt), cpus[ci].cpu ? cpus[ci].cpu : "the host", e);
+        }
+        cg_exec_destroy(ex);
+      }
+      ref_outputs_free(want, 2);
+      free(rx), free(rdy);
+      diag_sink_destroy(d);
+      ir_graph_destroy(g);
+    }
+}
+END_TEST
+
+/* The training contractions of unbatched operands (a weight's own
+ * computation in a training step, such as layer_norm of a weight: the
+ * gradients sum the weight's rows, not the batch's), at batches smaller and
+ * larger than those rows, on every CPU path, against the reference. */
+START_TEST(test_unbatched_contractions) {
+  static const ir_op ops[] = {IR_OP_SUM_ROWS, IR_OP_MATMUL_TN, IR_OP_MATMUL_NT};
+  for (size_t oi = 0; oi < sizeof ops / sizeof *ops; oi++) {
+    op_case c = {0};
+    c.g = ir_graph_create("unbatched");
+    ir_type xt = {IR_DTYPE_F32, 2, {IR_DIM_BATCH, 3}};
+    ir_node *x = ir_build_input(c.g, "x", &xt, 0, no_loc);
+    ir_node *v = konst(&c, "v", 2, (int64_t[]){5, 19}, 3), *u = konst(&c, "u", 2, (int64_t[]){7, 19}, 4);
+    ir_node *t = ir_build_unary(c.g, IR_OP_TANH, "t", v, no_loc); /* computed, not a leaf */
+    ir_attr acc = {.acc = IR_DTYPE_F32};
+    ir_node *srcs[] = {t, ops[oi] == IR_OP_MATMUL_NT ? u : t};
+    ir_node *y = ir_build_op(c.g, ops[oi], "y", srcs, ops[oi] == IR_OP_SUM_ROWS ? 1 : 2, &acc, no_loc);
+    ir_graph_add_output(c.g, "x", x);
+    ir_graph_add_output(c.g, "y", y);
+    ir_graph_renumber(c.g);
+    int64_t n = 1;
+    for (int r = 0; r < y->type.rank; r++) n *= y->type.dims[r];
+    for (int ci = 0; ci < N_CPUS; ci++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = 2;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      cg_exec *ex = cg_backend_compile(&cg_backend_cpu, c.g, &bo, d);
+      ck_assert_msg(ex, "%s", diag_text(d));
+      for (int batch = 1; batch <= 9; batch += 8) {
+        float in[27] = {0}, xo[27], out[19 * 19];
+        void *outs[] = {xo, out};
+        const void *ins[] = {in};
+        ck_assert_msg(cg_backend_cpu.run(ex, batch, ins, outs, d), "%s", diag_text(d));
+        double *rx = ref_from_f32(in, batch * 3), *want[2] = {NULL, NULL};
+        char err[256];
+        ck_assert_msg(ref_run(c.g, batch, (const double *[]){rx}, want, err, sizeof err), "%s", err);
+        double e = ref_normalized_error(out, want[1], n);
+        ck_assert_msg(e <= 2e-6, "%s of an unbatched operand at batch %d on %s: normalized error %g",
+                      ir_op_name(ops[oi]), batch, cpus[ci].cpu ? cpus[ci].cpu : "the host", e);
+        ref_outputs_free(want, 2);
+        free(rx);
+      }
+      cg_exec_destroy(ex);
+      diag_sink_destroy(d);
+    }
+    free_case(&c);
+  }
+}
+END_TEST
+
 /* An op a backend lacks is a clear error at the node, not a wrong kernel. */
 START_TEST(test_unsupported_is_reported) {
   op_case c;
@@ -449,6 +575,8 @@ static Suite *optable_suite(void) {
   tcase_add_test(tc, test_every_op_through_the_passes);
   tcase_add_test(tc, test_every_op_on_every_backend);
   tcase_add_test(tc, test_layer_norm_shapes);
+  tcase_add_test(tc, test_layer_norm_grad_shapes);
+  tcase_add_test(tc, test_unbatched_contractions);
   tcase_add_test(tc, test_matmul_tn_blocking);
   tcase_add_test(tc, test_unsupported_is_reported);
   suite_add_tcase(s, tc);
