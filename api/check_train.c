@@ -267,7 +267,10 @@ void chk_format_train_text(castor_check_report *r, str_buf *out) {
   str_buf_printf(out, "castor check --train: %s, gradients of one batch of %lld in float32 (loss %.6g) against "
                       "float16, loss scale %g\n",
                  s->model, (long long)s->batch, s->loss, s->loss_scale);
-  str_buf_printf(out, "%-16s %-9s %-9s %-9s | %-8s %-8s | %-8s %-8s %s\n", "layer", "elements", "max |g|",
+  int w = 16; /* the layer column: as wide as the longest name */
+  for (int i = 0; i < r->n_grads; i++)
+    if ((int)strlen(r->grads[i].layer) > w) w = (int)strlen(r->grads[i].layer);
+  str_buf_printf(out, "%-*s %-9s %-9s %-9s | %-8s %-8s | %-8s %-8s %s\n", w, "layer", "elements", "max |g|",
                  "min |g|", "->0", "subnorm", "->0 sc", "subn sc", ">max sc");
   for (int i = 0; i < r->n_grads; i++) {
     const castor_check_grad_layer *l = &r->grads[i];
@@ -276,7 +279,7 @@ void chk_format_train_text(castor_check_report *r, str_buf *out) {
     snprintf(mn, sizeof mn, "%.2e", l->min_abs);
     const int64_t v[5] = {l->zero, l->subnormal, l->scaled_zero, l->scaled_subnormal, l->scaled_overflow};
     for (int k = 0; k < 5; k++) share(c[k], v[k], l->numel);
-    str_buf_printf(out, "%-16s %-9lld %-9s %-9s | %-8s %-8s | %-8s %-8s %s\n", l->layer, (long long)l->numel,
+    str_buf_printf(out, "%-*s %-9lld %-9s %-9s | %-8s %-8s | %-8s %-8s %s\n", w, l->layer, (long long)l->numel,
                    l->max_abs ? mx : "0", l->min_abs ? mn : "0", c[0], c[1], c[2], c[3], c[4]);
   }
   str_buf_puts(out, "(shares of the layer's gradient elements: ->0 non-zero and rounding to zero in float16\n"
