@@ -12,7 +12,7 @@
 # Measures, as medians after a warm-up, every peer on the same THREADS
 # threads (default: all online CPUs; OMP_WAIT_POLICY=PASSIVE for torch):
 #   - the seed MLP (samples/mnist_mlp.cast: 784 -> 4096 -> 4096 -> 10,
-#     softmax) at batch 1, 64, 1024, 8192: castor under float32,
+#     softmax) at batch 1, 64, 1024, 2048, 8192: castor under float32,
 #     mixed_bfloat16 and mixed_float16 (castor run --policy P --repeat R);
 #     NumPy f32, PyTorch eager f32 and bf16 autocast, jax.jit f32 and bf16;
 #   - GEMMs: castor (a one-dense-layer model, no bias) vs OpenBLAS sgemm
@@ -69,7 +69,7 @@ castor_ms() { # MODEL POLICY BATCH -> "median_ms compile_ms"
 }
 
 : >"$TMP/rows"
-for b in 1 64 1024 8192; do
+for b in 1 64 1024 2048 8192; do
   for p in float32 mixed_bfloat16 mixed_float16; do
     set -- $(castor_ms samples/mnist_mlp.cast $p $b)
     printf 'mlp\tcastor\t%s\t%s\t%s\n' "$p" "$b" "$1" >>"$TMP/rows"
@@ -87,16 +87,16 @@ for s in 4096x4096x4096 8192x784x4096 8192x4096x4096 8192x4096x10; do
 done
 # NumPy, OpenBLAS and PyTorch from Debian's python (torch 1.13 needs Debian's
 # numpy); JAX from the venv (its wheel brings a newer numpy of its own)
-/usr/bin/python3 bench/cpu/peers.py --threads "$THREADS" --only sgemm,numpy,torch \
+/usr/bin/python3 bench/cpu/peers.py --threads "$THREADS" --only sgemm,numpy,torch --batches 1,64,1024,2048,8192 \
   --gemm 4096x4096x4096,8192x784x4096,8192x4096x4096,8192x4096x10 \
   >>"$TMP/rows" 2>"$TMP/peers.err" || echo "peers.py failed: $(tail -1 "$TMP/peers.err")" >&2
-"$PY" bench/cpu/peers.py --threads "$THREADS" --only jax >>"$TMP/rows" 2>>"$TMP/peers.err" ||
+"$PY" bench/cpu/peers.py --threads "$THREADS" --only jax --batches 1,64,1024,2048,8192 >>"$TMP/rows" 2>>"$TMP/peers.err" ||
   echo "peers.py (jax) failed: $(tail -1 "$TMP/peers.err")" >&2
 
 # ---- report ----
 mkdir -p bench/results
 DATE=$(date -u +%Y-%m-%d)
-OUT=bench/results/cpu-$DATE.md
+OUT=bench/results/cpu-${CASTOR_CPU:+$CASTOR_CPU-}$DATE.md
 CPU=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 # the SIMD flags that decide the code paths (castor's and OpenBLAS's)
 FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(sse4_2|avx|avx2|fma|f16c|avx512[a-z0-9_]*)$' | tr '\n' ' ' | sed 's/ $//')
@@ -114,7 +114,7 @@ print("- CPU flags: $FLAGS")
 print("- castor's CPU path: ${CASTOR_CPU:-host} (CASTOR_CPU); OpenBLAS kernels: ${OPENBLAS_CORETYPE:-auto-detected} (OPENBLAS_CORETYPE)")
 print("- commit: $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet 2>/dev/null || echo ' + uncommitted changes'); $("$CASTOR" --version)")
 print("- peers: $VERS, OpenBLAS (Debian libopenblas0-pthread)")
-print("- command: \`THREADS=$THREADS bench/cpu/run.sh $BUILD\`; medians after a warm-up (100 runs at batch 1, 30 at 64, 10 at 1024, 5 at 8192)")
+print("- command: \`${CASTOR_CPU:+CASTOR_CPU=$CASTOR_CPU }${OPENBLAS_CORETYPE:+OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE }THREADS=$THREADS bench/cpu/run.sh $BUILD\`; medians after a warm-up (100 runs at batch 1, 30 at 64, 10 at 1024, 5 at 2048 and 8192)")
 print()
 mlp = {}
 for r in rows:
@@ -127,7 +127,7 @@ pols = ["float32", "mixed_bfloat16", "mixed_float16"]
 head = ["batch"] + ["castor " + p for p in pols] + ["%s %s" % p for p in peers] + ["castor f32 / best f32 peer", "castor bf16 / best bf16 peer", "mixed_bf16 / f32", "mixed_f16 / f32"]
 print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
-for b in (1, 64, 1024, 8192):
+for b in (1, 64, 1024, 2048, 8192):
     def cell(v):
         return "n/a" if v is None else "%.3f (%.0f)" % (v, flops(b) / v / 1e6)
     c = [mlp.get(("castor", p, b)) for p in pols]
