@@ -176,6 +176,43 @@ static void verdict(castor_check_report *r) {
   str_buf_fini(&b);
 }
 
+/* Compiles m's gradient program (the step without its update; outputs
+ * the model's, "loss", then grad_<weight>), takes the weights of
+ * weights_from when given, and runs it on (x, y): *out_p and *out_outs
+ * (n_out tensors) for the caller to free. who names the caller in errors. */
+static castor_status run_gradients(castor_context *ctx, const char *who, castor_model *m,
+                                   const castor_compile_options *co, const castor_train_options *to,
+                                   castor_program *weights_from, castor_tensor *x, castor_tensor *y,
+                                   castor_program **out_p, castor_tensor ***out_outs, int *n_out) {
+  castor_driver_options d;
+  castor_driver_options_init(&d);
+  d.train = to;
+  d.gradients = true;
+  castor_program *p = NULL;
+  castor_status st = castor_compile_driver(m, co, &d, &p);
+  if (st != CASTOR_OK) return st;
+  if (castor_program_num_inputs(p) != 2) {
+    int n_in = castor_program_num_inputs(p) - 1;
+    castor_program_destroy(p);
+    return fail(ctx, "%s needs a model with one input, it has %d", who, n_in);
+  }
+  if ((weights_from && (st = castor_program_copy_weights(p, weights_from)) != CASTOR_OK) ||
+      (st = check_io(ctx, p, x, y)) != CASTOR_OK) {
+    castor_program_destroy(p);
+    return st;
+  }
+  *n_out = castor_program_num_outputs(p);
+  castor_tensor **outs = xcalloc((size_t)*n_out, sizeof *outs);
+  castor_tensor *ins[] = {x, y};
+  if ((st = castor_program_run(p, ins, 2, outs, *n_out)) != CASTOR_OK) {
+    free(outs);
+    castor_program_destroy(p);
+    return st;
+  }
+  *out_p = p, *out_outs = outs;
+  return CASTOR_OK;
+}
+
 castor_status castor_check_train(castor_model *m, const castor_check_options *opts, const castor_train_options *topts,
                                  castor_tensor *x, castor_tensor *y, castor_check_report **out_report) {
   castor_context *ctx = castor_model_context(m);
@@ -195,28 +232,13 @@ castor_status castor_check_train(castor_model *m, const castor_check_options *op
   co.fp32_ops = co.fp32_layers = NULL;
   castor_train_options to = *topts;
   to.loss_scale = "none";
-  castor_driver_options d;
-  castor_driver_options_init(&d);
-  d.train = &to;
-  d.gradients = true;
   castor_program *p = NULL;
-  castor_status st = castor_compile_driver(m, &co, &d, &p);
+  castor_tensor **outs = NULL;
+  int n_out = 0;
+  castor_status st = run_gradients(ctx, "castor check --train", m, &co, &to, NULL, x, y, &p, &outs, &n_out);
   if (st != CASTOR_OK) return st;
-  if (castor_program_num_inputs(p) != 2) {
-    int n_in = castor_program_num_inputs(p) - 1;
-    castor_program_destroy(p);
-    return fail(ctx, "castor check --train needs a model with one input, it has %d", n_in);
-  }
-  if ((st = check_io(ctx, p, x, y)) != CASTOR_OK) {
-    castor_program_destroy(p);
-    return st;
-  }
-  int n_out = castor_program_num_outputs(p);
-  castor_tensor **outs = xcalloc((size_t)n_out, sizeof *outs);
-  castor_tensor *ins[] = {x, y};
-  st = castor_program_run(p, ins, 2, outs, n_out);
   castor_check_report *r = NULL;
-  if (st == CASTOR_OK) {
+  {
     r = xcalloc(1, sizeof *r);
     r->arena = arena_create();
     str_buf_init(&r->text);
@@ -246,7 +268,6 @@ castor_status castor_check_train(castor_model *m, const castor_check_options *op
   for (int o = 0; o < n_out; o++) castor_tensor_destroy(outs[o]);
   free(outs);
   castor_program_destroy(p);
-  if (st != CASTOR_OK) return st;
   *out_report = r;
   castor_context_begin(ctx);
   return castor_context_finish(ctx, CASTOR_OK);
@@ -325,22 +346,13 @@ castor_status castor_program_find_overflow(castor_program *step, castor_model *m
   if (topts) to = *topts;
   else castor_train_options_init(&to);
   to.loss_scale = scale;
-  castor_driver_options d;
-  castor_driver_options_init(&d);
-  d.train = &to;
-  d.gradients = true;
   castor_program *p = NULL;
-  castor_status st = castor_compile_driver(m, opts, &d, &p);
+  castor_tensor **outs = NULL;
+  int n_out = 0;
+  castor_status st =
+      run_gradients(ctx, "castor_program_find_overflow", m, opts, &to, step, x, y, &p, &outs, &n_out);
   if (st != CASTOR_OK) return st;
-  if ((st = castor_program_copy_weights(p, step)) != CASTOR_OK || (st = check_io(ctx, p, x, y)) != CASTOR_OK) {
-    castor_program_destroy(p);
-    return st;
-  }
-  int n_out = castor_program_num_outputs(p);
-  castor_tensor **outs = xcalloc((size_t)n_out, sizeof *outs);
-  castor_tensor *ins[] = {x, y};
-  st = castor_program_run(p, ins, 2, outs, n_out);
-  if (st == CASTOR_OK) {
+  {
     arena *a = arena_create();
     out->loss_finite = 1;
     /* the outputs follow the variables' forward order: the backward pass
