@@ -19,7 +19,9 @@
 #
 # Recipe (Keras's, written out in torch_peer.py): RMSprop defaults (lr 1e-3,
 # rho 0.9, eps 1e-7 inside the root), sparse categorical cross-entropy on
-# the float32 softmax, Glorot-uniform kernels and zero biases, 5 epochs,
+# the float32 softmax, Glorot-uniform kernels and zero biases (the same
+# draw for every peer: bench/train/init_weights.py gives castor the NumPy
+# draw torch_peer.py and keras_peer.py make), 5 epochs,
 # validation_split 0.2 (the last 12000 training images), shuffling every
 # epoch, Fashion-MNIST from Debian's dataset-fashion-mnist scaled by 1/255.
 #
@@ -101,10 +103,14 @@ run_castor() { # VARIANT UNITS BATCH POLICY SEED
   fi
   # ======== castor's own run (issue 10's `castor train`) ========
   hist=$TMP/castor-$1-$4-$5.csv
-  nice -n "$NICE" $PIN "$CASTOR" train "$model" \
+  # the peers' initial weights (their seeded NumPy Glorot draw), so that
+  # castor and the peers differ only in the order of the batches
+  /usr/bin/python3 bench/train/init_weights.py --units "$2" --seed "$5" --out "$TMP/init.safetensors" ||
+    { echo "bench/train: init_weights.py failed" >&2; return; }
+  nice -n "$NICE" $PIN "$CASTOR" train "$model" --weights "$TMP/init.safetensors" \
     --x "$DATA/train-images-idx3-ubyte.gz" --y "$DATA/train-labels-idx1-ubyte.gz" \
     --policy "$4" --epochs "$EPOCHS" --batch-size "$3" --optimizer rmsprop \
-    --validation-split 0.2 --seed "$5" --weights-seed "$5" --threads "$THREADS" \
+    --validation-split 0.2 --seed "$5" --threads "$THREADS" \
     --save "$TMP/castor.safetensors" --history "$hist" >"$TMP/castor.log" 2>&1 ||
     { echo "bench/train: castor train failed:" >&2; tail -5 "$TMP/castor.log" >&2; return; }
   test_line=$(nice -n "$NICE" $PIN "$CASTOR" evaluate "$model" --weights "$TMP/castor.safetensors" \
