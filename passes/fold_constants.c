@@ -89,7 +89,7 @@ bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
     if (!ir_dtype_is_float(from) || !ir_dtype_is_float(to)) continue;
     void *out = NULL;
     if (k->attr.data) {
-      int64_t n, bytes;
+      int64_t n = 0, bytes = 0;
       CASTOR_ASSERT(ir_type_numel(&c->type, 1, &n) && ir_type_bytes(&c->type, 1, &bytes));
       out = arena_alloc_aligned(g->arena, (size_t)bytes, 64);
       int64_t overflow = 0, flushed = 0;
