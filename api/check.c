@@ -458,8 +458,7 @@ static double default_tolerance(const char *policy_name, castor_model *m) {
   return 8 * 0x1p-24;
 }
 
-static castor_status fail(castor_context *ctx, const char *fmt, ...) CASTOR_PRINTF(2, 3);
-static castor_status fail(castor_context *ctx, const char *fmt, ...) {
+castor_status chk_fail(castor_context *ctx, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   castor_context_begin(ctx);
@@ -478,7 +477,7 @@ static castor_status random_inputs(castor_context *ctx, castor_program *p, const
     castor_program_input_info(p, i, &info);
     int64_t dims[RT_MAX_RANK];
     for (int k = 0; k < info.rank; k++) dims[k] = info.dims[k] < 0 ? o->batch : info.dims[k];
-    if (info.dtype != CASTOR_F32) return fail(ctx, "input '%s' has dtype %s; random inputs are float32 only, pass inputs", info.name, castor_dtype_name(info.dtype));
+    if (info.dtype != CASTOR_F32) return chk_fail(ctx, "input '%s' has dtype %s; random inputs are float32 only, pass inputs", info.name, castor_dtype_name(info.dtype));
     castor_status st = castor_tensor_create(ctx, info.dtype, info.rank, dims, &in[i]);
     if (st != CASTOR_OK) return st;
     float *x = castor_tensor_data(in[i]);
@@ -525,12 +524,12 @@ castor_status castor_check(castor_model *m, const castor_check_options *opts, ca
   if (!ctx) return CASTOR_ERR_INVALID_ARGUMENT;
   castor_check_options defaults;
   if (!opts) castor_check_options_init(&defaults), opts = &defaults;
-  if (!out_report) return fail(ctx, "castor_check: NULL out_report");
+  if (!out_report) return chk_fail(ctx, "castor_check: NULL out_report");
   *out_report = NULL;
   if (!(opts->tolerance >= 0) || !isfinite(opts->tolerance))
-    return fail(ctx, "the tolerance must be a finite number >= 0 (0: the policy's default), got %g", opts->tolerance);
-  if (opts->batch < 1) return fail(ctx, "the batch must be positive, got %lld", (long long)opts->batch);
-  if ((n_inputs && !inputs) || n_inputs < 0) return fail(ctx, "castor_check: %d inputs in a NULL array", n_inputs);
+    return chk_fail(ctx, "the tolerance must be a finite number >= 0 (0: the policy's default), got %g", opts->tolerance);
+  if (opts->batch < 1) return chk_fail(ctx, "the batch must be positive, got %lld", (long long)opts->batch);
+  if ((n_inputs && !inputs) || n_inputs < 0) return chk_fail(ctx, "castor_check: %d inputs in a NULL array", n_inputs);
   castor_compile_options ref_opts = opts->compile;
   ref_opts.policy = "float32";
   ref_opts.fp32_ops = ref_opts.fp32_layers = NULL;
@@ -577,8 +576,8 @@ castor_status castor_check(castor_model *m, const castor_check_options *opts, ca
         str_buf_init(&all);
         for (int k = 0; k < n; k++) str_buf_printf(&all, "%s%s", k ? ", " : "", names[k]);
         char *item = arena_strndup(r->arena, p, len);
-        if (len) st = fail(ctx, "--layers: the model has no layer '%s' (layers: %s)", item, str_buf_cstr(&all));
-        else st = fail(ctx, "--layers: empty item in '%s'", opts->layers);
+        if (len) st = chk_fail(ctx, "--layers: the model has no layer '%s' (layers: %s)", item, str_buf_cstr(&all));
+        else st = chk_fail(ctx, "--layers: empty item in '%s'", opts->layers);
         str_buf_fini(&all);
         break;
       }

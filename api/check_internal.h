@@ -43,6 +43,10 @@ struct castor_check_report {
 };
 
 /* check_format.c */
+/* An invalid-argument error with message fmt as the context's last error;
+ * returns CASTOR_ERR_INVALID_ARGUMENT. */
+castor_status chk_fail(castor_context *ctx, const char *fmt, ...) CASTOR_PRINTF(2, 3);
+
 void chk_format_text(castor_check_report *r, str_buf *out);
 void chk_format_json(castor_check_report *r, str_buf *out);
 void chk_format_dot(castor_check_report *r, str_buf *out);

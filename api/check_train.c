@@ -13,7 +13,6 @@
  * above 65504), per layer: the weight key up to its last '.'.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +22,6 @@
 #define F16_MAX 65504.0
 #define F16_MIN_NORMAL 0x1p-14
 #define F16_ZERO 0x1p-25
-
-static castor_status fail(castor_context *ctx, const char *fmt, ...) CASTOR_PRINTF(2, 3);
-static castor_status fail(castor_context *ctx, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  castor_context_begin(ctx);
-  diag_verror_kind(castor_context_diag(ctx), DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, fmt, ap);
-  va_end(ap);
-  return castor_context_finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
-}
 
 static bool same_shape(castor_tensor *t, const castor_tensor_info *info) {
   if (castor_tensor_dtype(t) != info->dtype || castor_tensor_rank(t) != info->rank) return false;
@@ -79,18 +68,18 @@ static castor_status check_io(castor_context *ctx, castor_program *p, castor_ten
     if (same_shape(io[i].t, io[i].info)) continue;
     shape_text(want, sizeof want, io[i].info->dtype, io[i].info->rank, io[i].info->dims);
     shape_text(got, sizeof got, castor_tensor_dtype(io[i].t), castor_tensor_rank(io[i].t), castor_tensor_dims(io[i].t));
-    return fail(ctx, "%s '%s': expected %s, got %s", io[i].what, io[i].info->name, want, got);
+    return chk_fail(ctx, "%s '%s': expected %s, got %s", io[i].what, io[i].info->name, want, got);
   }
   int64_t n = castor_tensor_dims(x)[0];
-  if (n < 1) return fail(ctx, "x has no samples");
+  if (n < 1) return chk_fail(ctx, "x has no samples");
   if (castor_tensor_dims(y)[0] != n)
-    return fail(ctx, "x has %lld samples and y %lld", (long long)n, (long long)castor_tensor_dims(y)[0]);
+    return chk_fail(ctx, "x has %lld samples and y %lld", (long long)n, (long long)castor_tensor_dims(y)[0]);
   if (tgt.dtype == CASTOR_I32) {
     const int32_t *c = castor_tensor_data(y);
     int64_t classes = out.dims[out.rank - 1];
     for (int64_t i = 0; i < n; i++)
       if (c[i] < 0 || c[i] >= classes)
-        return fail(ctx, "label %d at index %lld is outside [0, %lld)", c[i], (long long)i, (long long)classes);
+        return chk_fail(ctx, "label %d at index %lld is outside [0, %lld)", c[i], (long long)i, (long long)classes);
   }
   return CASTOR_OK;
 }
@@ -194,7 +183,7 @@ static castor_status run_gradients(castor_context *ctx, const char *who, castor_
   if (castor_program_num_inputs(p) != 2) {
     int n_in = castor_program_num_inputs(p) - 1;
     castor_program_destroy(p);
-    return fail(ctx, "%s needs a model with one input, it has %d", who, n_in);
+    return chk_fail(ctx, "%s needs a model with one input, it has %d", who, n_in);
   }
   if ((weights_from && (st = castor_program_copy_weights(p, weights_from)) != CASTOR_OK) ||
       (st = check_io(ctx, p, x, y)) != CASTOR_OK) {
@@ -217,16 +206,16 @@ castor_status castor_check_train(castor_model *m, const castor_check_options *op
                                  castor_tensor *x, castor_tensor *y, castor_check_report **out_report) {
   castor_context *ctx = castor_model_context(m);
   if (!ctx) return CASTOR_ERR_INVALID_ARGUMENT;
-  if (!out_report) return fail(ctx, "castor_check_train: NULL out_report");
+  if (!out_report) return chk_fail(ctx, "castor_check_train: NULL out_report");
   *out_report = NULL;
-  if (!x || !y) return fail(ctx, "castor_check_train: x and y are required (features and targets)");
+  if (!x || !y) return chk_fail(ctx, "castor_check_train: x and y are required (features and targets)");
   castor_check_options dco;
   if (!opts) castor_check_options_init(&dco), opts = &dco;
   castor_train_options dto;
   if (!topts) castor_train_options_init(&dto), topts = &dto;
   double scale = scale_of(topts);
   if (!(scale > 0) || !isfinite(scale))
-    return fail(ctx, "loss scale '%s' is not dynamic, none or a positive number", topts->loss_scale);
+    return chk_fail(ctx, "loss scale '%s' is not dynamic, none or a positive number", topts->loss_scale);
   castor_compile_options co = opts->compile;
   co.policy = "float32";
   co.fp32_ops = co.fp32_layers = NULL;
@@ -339,7 +328,7 @@ castor_status castor_program_find_overflow(castor_program *step, castor_model *m
   if (!step || !m || !x || !y || !out) return CASTOR_ERR_INVALID_ARGUMENT;
   memset(out, 0, sizeof *out);
   if (!(loss_scale > 0) || !isfinite(loss_scale))
-    return fail(ctx, "castor_program_find_overflow: loss scale %g is not a positive number", loss_scale);
+    return chk_fail(ctx, "castor_program_find_overflow: loss scale %g is not a positive number", loss_scale);
   char scale[64];
   snprintf(scale, sizeof scale, "%.17g", loss_scale);
   castor_train_options to;
