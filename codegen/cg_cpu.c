@@ -380,13 +380,12 @@ void cg_plan_launch_fill(const cg_plan *p, const cg_cpu_layout *layout, int ki, 
   l->row_step = split.row_step;
   l->scratch_bytes = split.scratch_bytes;
   /* about one unit per element and op; a GEMM row costs its flops */
-  if (k->kind == CG_KERNEL_TRAIN) { /* its own launch (cg_train.c) */
+  if (k->kind == CG_KERNEL_TRAIN) { /* its own launch (cg_train.c), or a GEMM's split (cg_gemm.c) */
     int64_t rows, step, work, per_batch;
     cg_train_launch(k->ops[0], &rows, &step, &work, &per_batch);
-    l->row_step = step;
+    if (!cg_is_gemm(k)) l->row_step = step;
     l->work_per_row = work;
     l->work_per_row_per_batch = per_batch;
-    l->scratch_bytes = cg_train_scratch_bytes(k->ops[0]);
     return;
   }
   l->work_per_row = k->kind == CG_KERNEL_MATMUL ? l->flops_per_row
@@ -423,7 +422,10 @@ static void emit_body(kctx *c, const cg_cpu_layout *layout, int ki) {
     case CG_KERNEL_MATMUL: cg_gemm_emit(c, layout->gemm[ki]); break;
     case CG_KERNEL_ELTWISE: emit_rows_lines(c, eltwise_body); break;
     case CG_KERNEL_SOFTMAX: emit_rows_lines(c, rowwise_body); break;
-    case CG_KERNEL_TRAIN: cg_train_emit(c); break;
+    case CG_KERNEL_TRAIN:
+      if (cg_is_gemm(k)) cg_gemm_emit(c, layout->gemm[ki]);
+      else cg_train_emit(c);
+      break;
     case CG_KERNEL_COPY: break;
     }
   }
@@ -452,7 +454,7 @@ static void emit_wrapper(kctx *c, LLVMTypeRef fty, LLVMValueRef body, int *table
 void cg_cpu_plan_layout(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout) {
   /* non-GEMM kernels: split by rows only, no scratch */
   for (int ki = 0; ki < plan->n_kernels; ki++)
-    if (plan->kernels[ki].kind != CG_KERNEL_MATMUL) layout->launch[ki] = (cg_kernel_launch){.row_step = 1};
+    if (!cg_is_gemm(&plan->kernels[ki])) layout->launch[ki] = (cg_kernel_launch){.row_step = 1};
   cg_emitter planner = {.caps = caps};
   cg_gemm_plan(&planner, plan, layout);
   int nk = plan->n_kernels;

@@ -54,9 +54,19 @@ typedef struct gemm_variant {
   int mr, np; /* rows, and full panels covered at once */
 } gemm_variant;
 
+/* Where the micro-kernel's B comes from: pre-packed at compile time (a
+ * constant), read in place, or packed at run time into the call's scratch
+ * (f32, zero-padded panels): the whole of the call's panels once per call
+ * from a [Nc, K] source (B transposed: matmul_nt's weight), or one K block
+ * of the column block's panels at a time from a [K, Nc] source
+ * (matmul_tn's gradient rows, too many to pack whole). */
+typedef enum gemm_b_src { GEMM_B_PREPACKED, GEMM_B_IN_PLACE, GEMM_B_PACK_CALL_T, GEMM_B_PACK_BLOCK } gemm_b_src;
+
 struct cg_gemm {
   int vw, nv, nr, mr;   /* a full panel is nv vectors of vw lanes: nr columns */
-  int64_t K, Nc;
+  int64_t K, Nc;        /* K < 0: the run's batch (matmul_tn sums over it) */
+  int a_trans;          /* A is stored [K, M] (matmul_tn's activations) */
+  int b_src;            /* gemm_b_src */
   int64_t n_full;       /* full panels */
   int tail_nv;          /* vectors of the partial last panel (0: none) */
   int tail_valid;       /* valid lanes of its last vector */
@@ -64,7 +74,8 @@ struct cg_gemm {
   int64_t n_kblocks;
   int64_t lda, ldc;     /* row strides (f32) of packed A and of the C tile */
   int64_t c_off;        /* byte offset of the C tile in scratch */
-  bool packed;          /* B is pre-packed */
+  int64_t c_rows;       /* rows of the C tile */
+  int64_t b_off;        /* byte offset of B packed at run time in scratch */
   bool softmax;         /* ops[n_ops-1] is a row softmax done in the epilogue */
   gemm_variant var[4];
   int n_var;
@@ -92,10 +103,18 @@ static const struct {
 };
 
 static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
-  const ir_node *mm = k->ops[0];
+  const ir_node *mm = k->ops[0], *a = mm->srcs[0];
   g->vw = kernel_regs[caps->gemm_kernel].vw;
-  g->K = mm->srcs[0]->type.dims[1];
   g->Nc = mm->type.dims[1];
+  g->b_src = GEMM_B_IN_PLACE; /* cg_gemm_plan may pre-pack a constant */
+  if (mm->op == IR_OP_MATMUL_TN) { /* y = a^T b: the sum runs over a's rows, the batch or its own */
+    g->a_trans = 1;
+    g->K = ir_type_is_batched(&a->type) ? -1 : a->type.dims[0];
+    g->b_src = GEMM_B_PACK_BLOCK;
+  } else {
+    g->K = a->type.dims[1];
+    if (mm->op == IR_OP_MATMUL_NT) g->b_src = GEMM_B_PACK_CALL_T; /* y = a b^T */
+  }
   g->softmax = k->ops[k->n_ops - 1]->op == IR_OP_SOFTMAX;
   int budget = kernel_regs[caps->gemm_kernel].regs - 4; /* accumulators: the registers less B, A and one spare */
   g->nv = g->softmax ? (int)ceil_div(g->Nc, g->vw) : 2;
@@ -108,13 +127,25 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   int64_t rest = g->Nc - g->n_full * g->nr;
   g->tail_nv = (int)ceil_div(rest, g->vw);
   g->tail_valid = rest ? (int)(rest - (g->tail_nv - 1) * g->vw) : 0;
-  g->n_kblocks = ceil_div(g->K, KC_TARGET);
-  g->kc = ceil_div(g->K, g->n_kblocks);
+  if (g->K < 0) { /* blocks of KC_TARGET rows of the run's batch, the last one short */
+    g->n_kblocks = -1;
+    g->kc = KC_TARGET;
+  } else {
+    g->n_kblocks = ceil_div(g->K, KC_TARGET);
+    g->kc = ceil_div(g->K, g->n_kblocks);
+  }
   g->mc = (int64_t)MC_PANELS * g->mr;
   g->nc = g->Nc < NC_TARGET ? round_up(g->Nc, g->nr) : round_up(NC_TARGET, g->nr);
-  g->lda = round_up(g->kc, g->vw) + g->vw; /* padded: rows of A never alias in L1 */
+  /* packed A: mc rows of kc, padded so that rows never alias in L1; or,
+   * from a stored [K, M] (a_trans), kc rows of mc: a straight copy of its
+   * rows, whose mr values per k the micro-kernel reads from one line */
+  g->lda = g->a_trans ? round_up(g->mc, g->vw) + g->vw : round_up(g->kc, g->vw) + g->vw;
   g->ldc = g->nc + g->vw;
-  g->c_off = round_up(g->mc * g->lda * 4, 64);
+  g->c_off = round_up((g->a_trans ? g->kc : g->mc) * g->lda * 4, 64);
+  /* the C tile: a row block's, or every row a call may get when K blocks
+   * are the outer loop (B packed a K block at a time: cg_gemm_emit) */
+  g->c_rows = g->b_src == GEMM_B_PACK_BLOCK ? round_up(mm->type.dims[0], g->mc) : g->mc;
+  g->b_off = round_up(g->c_off + g->c_rows * g->ldc * 4, 64);
   /* row variants: the main tile, then 4 and 1 rows over several panels */
   g->n_var = 0;
   g->var[g->n_var++] = (gemm_variant){g->mr, 1};
@@ -130,14 +161,20 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
   CASTOR_ASSERT(e->caps); /* a CPU target's emitter */
   for (int ki = 0; ki < plan->n_kernels; ki++) {
     const cg_kernel *k = &plan->kernels[ki];
-    if (k->kind != CG_KERNEL_MATMUL) continue;
+    if (!cg_is_gemm(k)) continue;
     cg_gemm *g = arena_alloc(layout->arena, sizeof *g);
     choose(e->caps, k, g);
     layout->gemm[ki] = g;
+    /* B packed at run time: the call's panels over all of K, or one K
+     * block of a column block's panels */
+    int64_t padded = round_up(g->Nc, g->nr);
+    int64_t b_bytes = g->b_src == GEMM_B_PACK_CALL_T ? g->K * padded * 4
+                      : g->b_src == GEMM_B_PACK_BLOCK ? g->kc * (g->nc < padded ? g->nc : padded) * 4
+                                                      : 0;
     layout->launch[ki] = (cg_kernel_launch){.cols = g->Nc,
                                             .col_step = g->softmax ? g->Nc : g->nr,
                                             .row_step = g->mr,
-                                            .scratch_bytes = g->c_off + g->mc * g->ldc * 4};
+                                            .scratch_bytes = b_bytes ? g->b_off + b_bytes : g->b_off};
   }
   /* pre-pack a constant B when every use of it is as the B of GEMMs that
    * agree on the layout: one walk over the kernels records, per buffer, the
@@ -168,7 +205,7 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
     int b = plan->buffer_of[bn->id];
     if (bn->op != IR_OP_CONST || b < 0 || b_of[b] < 0) continue;
     cg_gemm *g = layout->gemm[ki];
-    g->packed = true;
+    g->b_src = GEMM_B_PREPACKED;
     layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw, g->kc};
     layout->const_bytes[b] = g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * ir_dtype_size(bn->type.dtype);
   }
@@ -177,13 +214,14 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
 
 /* Kernels share a body only if their GEMM layouts agree on every field:
  * a new field must join the key below. */
-_Static_assert(sizeof(struct cg_gemm) == 144, "cg_gemm changed: add the new field to cg_gemm_key");
+_Static_assert(sizeof(struct cg_gemm) == 168, "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
-  str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw, g->nv,
-                 g->nr, g->mr, (long long)g->K, (long long)g->Nc, (long long)g->n_full, g->tail_nv, g->tail_valid,
-                 (long long)g->kc, (long long)g->mc, (long long)g->nc, (long long)g->n_kblocks, (long long)g->lda,
-                 (long long)g->ldc, (long long)g->c_off, g->packed, g->softmax);
+  str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d:", g->vw,
+                 g->nv, g->nr, g->mr, (long long)g->K, (long long)g->Nc, g->a_trans, g->b_src, (long long)g->n_full,
+                 g->tail_nv, g->tail_valid, (long long)g->kc, (long long)g->mc, (long long)g->nc,
+                 (long long)g->n_kblocks, (long long)g->lda, (long long)g->ldc, (long long)g->c_off,
+                 (long long)g->c_rows, (long long)g->b_off, g->softmax);
   for (int v = 0; v < g->n_var; v++) str_buf_printf(out, "%dx%d,", g->var[v].mr, g->var[v].np);
 }
 
@@ -197,6 +235,7 @@ typedef struct gemm_ctx {
   LLVMValueRef apack, ctile;      /* scratch pointers */
   LLVMValueRef ic, pc, kk, first, last; /* current row block, K block start and length, K-block flags */
   LLVMValueRef jc_panel;          /* first panel of the current column block */
+  LLVMValueRef bblock, bpanel0;   /* B packed at run time: the current K block's panels, the first */
   LLVMValueRef epilogue;          /* the kernel's epilogue function */
 } gemm_ctx;
 
@@ -217,6 +256,22 @@ static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
   const cg_gemm *g = x->g;
   ir_dtype dt = x->a->type.dtype;
   LLVMTypeRef at = cg_llvm_dtype(e, dt);
+  if (g->a_trans) { /* A[i, k] is a[k, i]: row k of the block is a's row pc + k, columns ic .. ic+m */
+    int64_t M = x->a->type.dims[1];
+    cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), x->kk, 1, "pack.k");
+    LLVMValueRef src = gep(e, at, c->base[x->a->id], add(e, mul(e, add(e, x->pc, lk.iv), M), x->ic));
+    LLVMValueRef dst = gep(e, e->f32, x->apack, mul(e, lk.iv, g->lda));
+    cg_loop li = cg_loop_begin(c, cg_i64(e, 0), m, g->vw, "pack.i");
+    LLVMValueRef v = cg_emit_load(e, dt, gep(e, at, src, li.iv), g->vw, x->a->name);
+    cg_emit_store(e, IR_DTYPE_F32, v, gep(e, e->f32, dst, li.iv), g->vw);
+    cg_loop_end(c, &li);
+    cg_loop lt = cg_loop_begin(c, li.iv, m, 1, "pack.i.tail");
+    v = cg_emit_load(e, dt, gep(e, at, src, lt.iv), 1, x->a->name);
+    cg_emit_store(e, IR_DTYPE_F32, v, gep(e, e->f32, dst, lt.iv), 1);
+    cg_loop_end(c, &lt);
+    cg_loop_end(c, &lk);
+    return;
+  }
   cg_loop lr = cg_loop_begin(c, cg_i64(e, 0), m, 1, "pack.row");
   LLVMValueRef src = gep(e, at, c->base[x->a->id], add(e, mul(e, add(e, x->ic, lr.iv), g->K), x->pc));
   LLVMValueRef dst = gep(e, e->f32, x->apack, mul(e, lr.iv, g->lda));
@@ -229,6 +284,74 @@ static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
   cg_emit_store(e, IR_DTYPE_F32, v, gep(e, e->f32, dst, lt.iv), 1);
   cg_loop_end(c, &lt);
   cg_loop_end(c, &lr);
+}
+
+/* B packed at run time (f32, every panel nr columns wide, the tail
+ * panel's missing columns 0): panel q of a packed region holds rows
+ * [k0, k0 + kk) of B's columns [q nr, q nr + nr) row-major, kk x nr.
+ * Packs panels [p0, p1) of those rows to dst, panel after panel. */
+static void emit_pack_b_panels(gemm_ctx *x, LLVMValueRef dst, LLVMValueRef p0, LLVMValueRef p1, LLVMValueRef k0,
+                               LLVMValueRef kk) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  ir_dtype dt = x->b->type.dtype;
+  LLVMTypeRef bty = cg_llvm_dtype(e, dt);
+  LLVMValueRef src = c->base[x->b->id], zero = cg_const(e, x->vt, 0.0);
+  int64_t K = g->K; /* GEMM_B_PACK_CALL_T: b is [Nc, K] */
+  cg_loop lq = cg_loop_begin(c, p0, p1, 1, "packb.panel");
+  LLVMValueRef pdst = gep(e, e->f32, dst, LLVMBuildMul(B, LLVMBuildSub(B, lq.iv, p0, ""), mul(e, kk, g->nr), ""));
+  LLVMValueRef col0 = mul(e, lq.iv, g->nr);
+  if (g->b_src == GEMM_B_PACK_BLOCK) { /* b is [K, Nc]: rows of the panel are contiguous runs */
+    cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), kk, 1, "packb.k");
+    LLVMValueRef srow = gep(e, bty, src, add(e, mul(e, add(e, k0, lk.iv), g->Nc), col0));
+    LLVMValueRef drow = gep(e, e->f32, pdst, mul(e, lk.iv, g->nr));
+    for (int v = 0; v < g->nv; v++) {
+      /* the columns left in B's row from this vector on: whole, partial or none */
+      LLVMValueRef left = LLVMBuildSub(B, cg_i64(e, g->Nc), add(e, col0, cg_i64(e, v * g->vw)), "");
+      LLVMValueRef d = gep(e, e->f32, drow, cg_i64(e, v * g->vw));
+      LLVMBasicBlockRef whole = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "packb.whole");
+      LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "packb.part");
+      LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "packb.done");
+      LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSGE, left, cg_i64(e, g->vw), ""), whole, part);
+      LLVMPositionBuilderAtEnd(B, whole);
+      cg_emit_store(e, IR_DTYPE_F32, cg_emit_load(e, dt, gep(e, bty, srow, cg_i64(e, v * g->vw)), g->vw, x->b->name), d,
+                    g->vw);
+      LLVMBuildBr(B, done);
+      LLVMPositionBuilderAtEnd(B, part); /* only the last panel gets here: tail_valid lanes or none */
+      LLVMValueRef tailv = g->tail_valid ? cg_load_part(e, dt, gep(e, bty, srow, cg_i64(e, v * g->vw)), g->vw,
+                                                        g->tail_valid, x->b->name)
+                                         : zero;
+      LLVMValueRef has = LLVMBuildICmp(B, LLVMIntSGT, left, cg_i64(e, 0), "");
+      cg_emit_store(e, IR_DTYPE_F32, LLVMBuildSelect(B, has, tailv, zero, ""), d, g->vw);
+      LLVMBuildBr(B, done);
+      LLVMPositionBuilderAtEnd(B, done);
+    }
+    cg_loop_end(c, &lk);
+  } else { /* b is [Nc, K]: column n of the panel is row n of b, stored with stride nr */
+    cg_loop lj = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, g->nr), 1, "packb.col");
+    LLVMValueRef n = add(e, col0, lj.iv);
+    LLVMValueRef dcol = gep(e, e->f32, pdst, lj.iv);
+    LLVMBasicBlockRef in = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "packb.copy");
+    LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "packb.pad");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "packb.col.done");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, n, cg_i64(e, g->Nc), ""), in, out);
+    LLVMPositionBuilderAtEnd(B, in);
+    LLVMValueRef srow = gep(e, bty, src, add(e, mul(e, n, K), k0));
+    cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), kk, 1, "packb.k");
+    LLVMValueRef v = cg_emit_load(e, dt, gep(e, bty, srow, lk.iv), 1, x->b->name);
+    cg_emit_store(e, IR_DTYPE_F32, v, gep(e, e->f32, dcol, mul(e, lk.iv, g->nr)), 1);
+    cg_loop_end(c, &lk);
+    LLVMBuildBr(B, done);
+    LLVMPositionBuilderAtEnd(B, out); /* a column past B's last: zeros */
+    cg_loop lz = cg_loop_begin(c, cg_i64(e, 0), kk, 1, "packb.zero");
+    LLVMBuildStore(B, cg_const(e, e->f32, 0.0), gep(e, e->f32, dcol, mul(e, lz.iv, g->nr)));
+    cg_loop_end(c, &lz);
+    LLVMBuildBr(B, done);
+    LLVMPositionBuilderAtEnd(B, done);
+    cg_loop_end(c, &lj);
+  }
+  cg_loop_end(c, &lq);
 }
 
 /* ---- the epilogue: one function per kernel ----
@@ -379,7 +502,7 @@ static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int
       LLVMBuildStore(B, cg_const(e, x->vt, 0.0), acc[r][v]);
       ctp[r][v] = gep(e, e->f32, x->ctile, add(e, add(e, mul(e, add(e, ir, cg_i64(e, r)), g->ldc), ccol), cg_i64(e, v * g->vw)));
     }
-  if (g->n_kblocks > 1) {
+  if (g->n_kblocks != 1) { /* several K blocks, or a number known at run time */
     LLVMBasicBlockRef ld = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "acc.load");
     LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "acc.ready");
     LLVMBuildCondBr(B, x->first, go, ld);
@@ -391,10 +514,17 @@ static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int
   }
   /* B: packed, the K block at pc holds every panel kk x nr (kk: its rows),
    * then the tail panel; else B itself, row stride Nc */
-  ir_dtype bt = x->b->type.dtype;
+  bool run_packed = g->b_src == GEMM_B_PACK_CALL_T || g->b_src == GEMM_B_PACK_BLOCK;
+  ir_dtype bt = run_packed ? IR_DTYPE_F32 : x->b->type.dtype;
   LLVMTypeRef bty = cg_llvm_dtype(e, bt);
   LLVMValueRef bptr, bstride, pstride; /* pstride: elements between the panels of one k */
-  if (g->packed) {
+  if (run_packed) { /* the K block at pc of panels from bpanel0 on, each kk x nr */
+    LLVMValueRef kknr = mul(e, x->kk, g->nr);
+    LLVMValueRef q = LLVMBuildSub(B, tail ? cg_i64(e, g->n_full) : p, x->bpanel0, "");
+    bptr = gep(e, e->f32, x->bblock, LLVMBuildMul(B, q, kknr, ""));
+    bstride = cg_i64(e, g->nr);
+    pstride = kknr;
+  } else if (g->b_src == GEMM_B_PREPACKED) {
     LLVMValueRef panel0 = mul(e, x->pc, g->n_full * g->nr + g->tail_nv * g->vw); /* the block's first panel */
     LLVMValueRef kknr = mul(e, x->kk, g->nr);
     LLVMValueRef start = LLVMBuildMul(B, tail ? cg_i64(e, g->n_full) : p, kknr, "");
@@ -406,19 +536,22 @@ static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int
     bstride = cg_i64(e, g->Nc);
     pstride = cg_i64(e, g->nr);
   }
-  LLVMValueRef aptr = gep(e, e->f32, x->apack, mul(e, ir, g->lda));
+  /* A(r, k): row-major rows of the block, or k-major (a_trans) */
+  LLVMValueRef aptr = g->a_trans ? gep(e, e->f32, x->apack, ir) : gep(e, e->f32, x->apack, mul(e, ir, g->lda));
   cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), x->kk, 1, "k");
+  LLVMValueRef arow = g->a_trans ? gep(e, e->f32, aptr, mul(e, lk.iv, g->lda)) : NULL;
   LLVMValueRef brow = gep(e, bty, bptr, LLVMBuildMul(B, lk.iv, bstride, ""));
   LLVMValueRef bv[16];
   for (int q = 0; q < npan; q++)
     for (int v = 0; v < nvp; v++) {
       LLVMValueRef pv = gep(e, bty, brow, add(e, LLVMBuildMul(B, pstride, cg_i64(e, q), ""), cg_i64(e, v * g->vw)));
       /* unpacked B: the partial panel's last vector must not read past the row */
-      int valid = !g->packed && tail && v == nvp - 1 ? g->tail_valid : g->vw;
+      int valid = g->b_src == GEMM_B_IN_PLACE && tail && v == nvp - 1 ? g->tail_valid : g->vw;
       bv[q * nvp + v] = cg_load_part(e, bt, pv, g->vw, valid, x->b->name);
     }
   for (int r = 0; r < mr; r++) {
-    LLVMValueRef a = cg_emit_load(e, IR_DTYPE_F32, gep(e, e->f32, aptr, add(e, cg_i64(e, r * g->lda), lk.iv)), 1, "");
+    LLVMValueRef ap = g->a_trans ? gep(e, e->f32, arow, cg_i64(e, r)) : gep(e, e->f32, aptr, add(e, cg_i64(e, r * g->lda), lk.iv));
+    LLVMValueRef a = cg_emit_load(e, IR_DTYPE_F32, ap, 1, "");
     LLVMValueRef as = cg_splat(e, a, g->vw);
     for (int v = 0; v < nvec; v++)
       LLVMBuildStore(B, cg_fmuladd(e, as, bv[v], LLVMBuildLoad2(B, x->vt, acc[r][v], "")), acc[r][v]);
@@ -480,15 +613,31 @@ static LLVMValueRef emit_variant(gemm_ctx *x, LLVMValueRef ir0, LLVMValueRef m, 
 void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
   cg_emitter *e = c->e;
   const cg_kernel *k = c->k;
-  gemm_ctx x = {c, g, k->ops[0], k->ops[0]->srcs[0], k->ops[0]->srcs[1], k->ops[k->n_ops - 1],
-                LLVMVectorType(e->f32, (unsigned)g->vw), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  gemm_ctx x = {.c = c, .g = g, .mm = k->ops[0], .a = k->ops[0]->srcs[0], .b = k->ops[0]->srcs[1],
+                .out = k->ops[k->n_ops - 1], .vt = LLVMVectorType(e->f32, (unsigned)g->vw)};
   x.epilogue = emit_epilogue_fn(c, g);
   x.apack = c->scratch;
   x.ctile = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->c_off));
+  LLVMValueRef bpack = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->b_off));
   /* panels of the tile: col0 is a panel edge; col1 is one or the row end */
   LLVMValueRef p_begin = LLVMBuildSDiv(B, c->col0, cg_i64(e, g->nr), "panel0");
   LLVMValueRef p_end = LLVMBuildSDiv(B, add(e, c->col1, cg_i64(e, g->nr - 1)), cg_i64(e, g->nr), "panel1");
   int64_t ncp = g->nc / g->nr;
+  /* K, and its blocks, known here or the run's batch */
+  LLVMValueRef Kv = g->K < 0 ? c->batch : cg_i64(e, g->K);
+  LLVMValueRef nkb = g->K < 0 ? LLVMBuildSDiv(B, add(e, c->batch, cg_i64(e, g->kc - 1)), cg_i64(e, g->kc), "kblocks")
+                              : cg_i64(e, g->n_kblocks);
+  /* B transposed: the call's panels, all of K, packed once, K block by K
+   * block (a block's panels contiguous: no power-of-two stride between
+   * them); the region of block pc starts at pc x (its panels x nr) */
+  LLVMValueRef call_w = mul(e, LLVMBuildSub(B, p_end, p_begin, ""), g->nr);
+  if (g->b_src == GEMM_B_PACK_CALL_T) {
+    cg_loop lp = cg_loop_begin(c, cg_i64(e, 0), nkb, 1, "packb.pc");
+    LLVMValueRef pc = mul(e, lp.iv, g->kc);
+    LLVMValueRef kk = min_(e, cg_i64(e, g->kc), LLVMBuildSub(B, Kv, pc, ""));
+    emit_pack_b_panels(&x, gep(e, e->f32, bpack, LLVMBuildMul(B, pc, call_w, "")), p_begin, p_end, pc, kk);
+    cg_loop_end(c, &lp);
+  }
   /* jc: blocks of ncp panels (the loop helper needs whole steps: step 1 over block indices) */
   LLVMValueRef nblocks = LLVMBuildSDiv(B, add(e, LLVMBuildSub(B, p_end, p_begin, ""), cg_i64(e, ncp - 1)), cg_i64(e, ncp), "");
   cg_loop lj = cg_loop_begin(c, cg_i64(e, 0), nblocks, 1, "jc");
@@ -496,18 +645,45 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
   LLVMValueRef jc_end = min_(e, add(e, x.jc_panel, cg_i64(e, ncp)), p_end);
   LLVMValueRef rows = LLVMBuildSub(B, c->row1, c->row0, "");
   LLVMValueRef nrb = LLVMBuildSDiv(B, add(e, rows, cg_i64(e, g->mc - 1)), cg_i64(e, g->mc), "");
-  cg_loop li = cg_loop_begin(c, cg_i64(e, 0), nrb, 1, "ic");
-  x.ic = add(e, c->row0, mul(e, li.iv, g->mc));
+  /* ic (row blocks) then pc (K blocks), the C tile one row block's; or,
+   * when B is packed a K block at a time, pc then ic, so that each block
+   * of B is packed once and serves every row block: the C tile then holds
+   * all the call's rows */
+  bool pc_outer = g->b_src == GEMM_B_PACK_BLOCK;
+  cg_loop l1 = pc_outer ? cg_loop_begin(c, cg_i64(e, 0), nkb, 1, "pc") : cg_loop_begin(c, cg_i64(e, 0), nrb, 1, "ic");
+  cg_loop l2 = {0};
+  LLVMValueRef ctile0 = x.ctile;
+  for (int level = 0; level < 2; level++) {
+    bool at_pc = pc_outer == (level == 0);
+    LLVMValueRef iv = level == 0 ? l1.iv : NULL;
+    if (level == 1) {
+      l2 = pc_outer ? cg_loop_begin(c, cg_i64(e, 0), nrb, 1, "ic") : cg_loop_begin(c, cg_i64(e, 0), nkb, 1, "pc");
+      iv = l2.iv;
+    }
+    if (at_pc) {
+      x.pc = mul(e, iv, g->kc);
+      x.kk = min_(e, cg_i64(e, g->kc), LLVMBuildSub(B, Kv, x.pc, ""));
+      x.first = LLVMBuildICmp(B, LLVMIntEQ, iv, cg_i64(e, 0), "first");
+      x.last = LLVMBuildICmp(B, LLVMIntEQ, iv, LLVMBuildSub(B, nkb, cg_i64(e, 1), ""), "last");
+      if (g->b_src == GEMM_B_PACK_CALL_T) {
+        x.bblock = gep(e, e->f32, bpack, LLVMBuildMul(B, x.pc, call_w, ""));
+        x.bpanel0 = p_begin;
+      } else if (g->b_src == GEMM_B_PACK_BLOCK) { /* this K block of the column block's panels */
+        x.bblock = bpack;
+        x.bpanel0 = x.jc_panel;
+        emit_pack_b_panels(&x, bpack, x.jc_panel, jc_end, x.pc, x.kk);
+      }
+    } else {
+      LLVMValueRef off = mul(e, iv, g->mc);
+      x.ic = add(e, c->row0, off);
+      if (pc_outer) x.ctile = gep(e, e->f32, ctile0, mul(e, off, g->ldc));
+    }
+  }
   LLVMValueRef m = min_(e, cg_i64(e, g->mc), LLVMBuildSub(B, c->row1, x.ic, ""));
-  cg_loop lp = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, g->n_kblocks), 1, "pc");
-  x.pc = mul(e, lp.iv, g->kc);
-  x.kk = min_(e, cg_i64(e, g->kc), LLVMBuildSub(B, cg_i64(e, g->K), x.pc, ""));
-  x.first = LLVMBuildICmp(B, LLVMIntEQ, lp.iv, cg_i64(e, 0), "first");
-  x.last = LLVMBuildICmp(B, LLVMIntEQ, lp.iv, cg_i64(e, g->n_kblocks - 1), "last");
   emit_pack_a(&x, m);
   LLVMValueRef ir = cg_i64(e, 0);
   for (int v = 0; v < g->n_var; v++) ir = emit_variant(&x, ir, m, g->var[v], x.jc_panel, jc_end);
-  cg_loop_end(c, &lp);
-  cg_loop_end(c, &li);
+  cg_loop_end(c, &l2);
+  cg_loop_end(c, &l1);
   cg_loop_end(c, &lj);
 }

@@ -86,12 +86,15 @@ typedef struct cg_plan {
 
 /* Whether op gets a kernel of its own from cg_train.c (CG_KERNEL_TRAIN). */
 bool cg_train_op(ir_op op);
+/* Whether kernel k is a GEMM (cg_gemm.c): a matmul kernel, or a training
+ * kernel of matmul_nt or matmul_tn. */
+bool cg_is_gemm(const cg_kernel *k);
 /* Its launch: rows when its result is not batched, the row step, and the
- * work of a row, fixed and per batch row (rt_launch's fields). */
+ * work of a row, fixed and per batch row (rt_launch's fields). A GEMM's
+ * (matmul_nt, matmul_tn: cg_is_gemm) split and scratch come from its
+ * GEMM layout instead. */
 void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
                      int64_t *work_per_batch);
-/* The per-call scratch bytes its kernel needs. */
-int64_t cg_train_scratch_bytes(const ir_node *op);
 
 /* Groups nodes into kernels and assigns buffers; the graph must be verified
  * and its ids current. Weight data is not copied here. */
@@ -126,7 +129,7 @@ typedef struct cg_cpu_layout {
   int64_t *const_bytes;     /* per buffer: a constant's bytes in that layout
                              * (the plan's bytes_fixed unless packed; 0: not a constant) */
   cg_kernel_launch *launch; /* per kernel */
-  cg_gemm **gemm;           /* per kernel: MATMUL's GEMM layout, else NULL */
+  cg_gemm **gemm;           /* per kernel: a GEMM's layout (cg_is_gemm), else NULL */
   /* Kernels that differ only in their buffers share one body
    * (cg_kernel_share.c). With share_by_table (set before emitting: the
    * JIT) the body is called with the kernel's own buffer table, which the

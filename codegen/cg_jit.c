@@ -10,10 +10,12 @@
  */
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
+#include <llvm-c/Object.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/TargetMachine.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -75,6 +77,88 @@ static bool look_up_kernels(LLVMOrcLLJITRef jit, const cg_plan *plan, const cg_c
   return true;
 }
 
+/* ---- a perf map of the kernels ----
+ * With CASTOR_PERF_MAP=1 the JIT appends every function of its code
+ * (kernels, GEMM epilogues, shared bodies) to /tmp/perf-PID.map, the file
+ * `perf report` reads to name samples in JIT-compiled code. Each object
+ * file's symbols are read before the JIT links it: their offsets in their
+ * text section and sizes. The JIT keeps a section whole, so once a kernel
+ * of that section is looked up, every function in it is at the kernel's
+ * address less the kernel's offset plus its own. */
+typedef struct perf_sym {
+  char *name, *section;
+  int obj;
+  uint64_t off, size;
+} perf_sym;
+
+typedef struct perf_map {
+  perf_sym *v;
+  int n, cap;
+} perf_map;
+
+static bool perf_map_wanted(void) {
+  const char *v = getenv("CASTOR_PERF_MAP");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+static void perf_map_collect(perf_map *m, LLVMMemoryBufferRef obj, int obj_index) {
+  char *msg = NULL;
+  LLVMBinaryRef bin = LLVMCreateBinary(obj, NULL, &msg);
+  LLVMDisposeMessage(msg);
+  if (!bin) return; /* no map: profiles show addresses, as without one */
+  LLVMSectionIteratorRef sec = LLVMObjectFileCopySectionIterator(bin);
+  LLVMSymbolIteratorRef sym = LLVMObjectFileCopySymbolIterator(bin);
+  for (; !LLVMObjectFileIsSymbolIteratorAtEnd(bin, sym); LLVMMoveToNextSymbol(sym)) {
+    const char *name = LLVMGetSymbolName(sym);
+    uint64_t size = LLVMGetSymbolSize(sym);
+    if (!name || !*name || !size) continue;
+    LLVMMoveToContainingSection(sec, sym);
+    if (LLVMObjectFileIsSectionIteratorAtEnd(bin, sec)) continue;
+    const char *sname = LLVMGetSectionName(sec);
+    if (!sname || (strncmp(sname, ".text", 5) != 0 && strncmp(sname, ".ltext", 6) != 0)) continue; /* code */
+    if (m->n == m->cap) {
+      m->cap = m->cap ? 2 * m->cap : 64;
+      m->v = xrealloc(m->v, (size_t)m->cap * sizeof *m->v);
+    }
+    m->v[m->n++] = (perf_sym){xstrdup(name), xstrdup(sname), obj_index, LLVMGetSymbolAddress(sym), size};
+  }
+  LLVMDisposeSymbolIterator(sym);
+  LLVMDisposeSectionIterator(sec);
+  LLVMDisposeBinary(bin);
+}
+
+/* Appends the functions whose section holds a looked-up kernel. */
+static void perf_map_write(const perf_map *m, const cg_plan *plan, const cg_cpu_layout *layout,
+                           const rt_kernel_fn *fns) {
+  if (!m->n) return;
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/perf-%ld.map", (long)getpid());
+  FILE *f = fopen(path, "a");
+  if (!f) return;
+  for (int i = 0; i < m->n; i++) {
+    /* the section's base: from a kernel in it whose address is known */
+    uint64_t base = 0;
+    bool found = false;
+    for (int j = 0; j < m->n && !found; j++) {
+      const perf_sym *a = &m->v[j];
+      if (a->obj != m->v[i].obj || strcmp(a->section, m->v[i].section) != 0) continue;
+      for (int ki = 0; ki < plan->n_kernels && !found; ki++)
+        if (fns[ki] && !strcmp(layout->symbol[ki], a->name)) {
+          base = (uint64_t)(uintptr_t)fns[ki] - a->off;
+          found = true;
+        }
+    }
+    if (found) fprintf(f, "%llx %llx %s\n", (unsigned long long)(base + m->v[i].off), (unsigned long long)m->v[i].size,
+                       m->v[i].name);
+  }
+  fclose(f);
+}
+
+static void perf_map_free(perf_map *m) {
+  for (int i = 0; i < m->n; i++) free(m->v[i].name), free(m->v[i].section);
+  free(m->v);
+}
+
 /* ---- compiling on several threads ----
  * Kernels are independent functions, so the JIT splits them over a few
  * modules, each emitted into a context of its own, optimized and compiled
@@ -116,14 +200,13 @@ static void *compile_main(void *arg) {
 }
 
 /* How many threads compile the plan: one per core up to
- * MAX_COMPILE_THREADS, no more than there are GEMM bodies to compile (the
- * bulk of the work), and one when the LLVM IR is dumped (one module). */
-static int compile_threads(const cg_plan *plan, const cg_cpu_layout *layout, const cg_options *o) {
-  if (o->dump_llvm) return 1;
+ * MAX_COMPILE_THREADS, and no more than there are GEMM bodies to compile
+ * (the bulk of the work). */
+static int compile_threads(const cg_plan *plan, const cg_cpu_layout *layout) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   int gemms = 0;
   for (int ki = 0; ki < plan->n_kernels; ki++)
-    gemms += plan->kernels[ki].kind == CG_KERNEL_MATMUL && layout->rep[ki] == ki;
+    gemms += cg_is_gemm(&plan->kernels[ki]) && layout->rep[ki] == ki;
   int n = cpus < 1 ? 1 : cpus > MAX_COMPILE_THREADS ? MAX_COMPILE_THREADS : (int)cpus;
   return n < gemms ? n : gemms < 1 ? 1 : gemms;
 }
@@ -138,7 +221,7 @@ static void split_kernels(const cg_plan *plan, const cg_cpu_layout *layout, comp
     for (int w = 1; w < n; w++)
       if (load[w] < load[best]) best = w;
     jobs[best].only[ki] = true;
-    load[best] += plan->kernels[ki].kind == CG_KERNEL_MATMUL ? 10 : 1;
+    load[best] += cg_is_gemm(&plan->kernels[ki]) ? 10 : 1;
   }
 }
 
@@ -211,6 +294,7 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
   int n_jobs = 0, n_started = 0;
   bool threaded = false, described = false;
   diag_sink *own_d = NULL; /* the describing thread's */
+  perf_map pm = {0};
   rt_kernel_fn *fns = xcalloc((size_t)plan.n_kernels + 1, sizeof *fns);
   if (!cg_target_init(&t, o, true, d)) goto done;
   cg_cpu_plan_layout(&t.caps, &plan, &layout); /* final from here on: threads only read it */
@@ -225,8 +309,10 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
     if (!job.p) goto done;
   }
 
-  int n_threads = compile_threads(&plan, &layout, o);
-  if (n_threads > 1) {
+  /* objects compiled by jobs, one of them on this thread; with the LLVM IR
+   * dumped, one module that the JIT compiles */
+  if (!o->dump_llvm) {
+    int n_threads = compile_threads(&plan, &layout);
     for (; n_jobs < n_threads; n_jobs++) {
       compile_job *j = &jobs[n_jobs];
       *j = (compile_job){.plan = &plan, .layout = &layout, .o = o, .d = diag_sink_create()};
@@ -251,6 +337,7 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
     LLVMOrcJITDylibRef main_jd = LLVMOrcLLJITGetMainJITDylib(jit);
     for (int w = 0; w < n_jobs; w++) {
       LLVMMemoryBufferRef obj = jobs[w].obj;
+      if (perf_map_wanted()) perf_map_collect(&pm, obj, w);
       jobs[w].obj = NULL; /* owned by the JIT, even on error */
       if (cg_llvm_error(d, LLVMOrcLLJITAddObjectFile(jit, main_jd, obj), "adding the kernels")) goto done;
     }
@@ -268,6 +355,7 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
     }
   }
   described = look_up_kernels(jit, &plan, &layout, fns, d); /* links (and, for IR, compiles) */
+  if (described) perf_map_write(&pm, &plan, &layout, fns);
 
 done:
   if (threaded) pthread_join(describer, NULL);
@@ -293,6 +381,7 @@ done:
   }
   rt_program_destroy(job.p);
   if (jit) jit_destroy(jit);
+  perf_map_free(&pm);
   free(fns);
   cg_emitter_fini(&e);
   if (mod) LLVMDisposeModule(mod);

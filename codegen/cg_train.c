@@ -1,13 +1,14 @@
 /*
- * cg_train.c: the CPU kernels of a training step's ops that are neither a
- * GEMM nor an elementwise chain (passes/grad.c builds the step; ir_ops.def
- * gives each op's semantics). Each is a kernel of its own:
+ * cg_train.c: the CPU kernels of a training step's ops that are not an
+ * elementwise chain (passes/grad.c builds the step; ir_ops.def gives each
+ * op's semantics). Each is a kernel of its own:
  *
- *   matmul_nt      batched rows (or an unbatched a's rows); y[i,k] a dot
- *                  product of two contiguous rows, four k at a time, lanes
- *                  summed in lane order
- *   matmul_tn      rows = the result's K rows; y[k,j] sums over the batch
- *                  in row order, a block of 4 k x 2 vectors of j at a time
+ *   matmul_nt      the GEMM of cg_gemm.c (batched rows, or an unbatched
+ *                  a's rows, x column panels), with b packed transposed
+ *                  into the call's scratch
+ *   matmul_tn      the GEMM of cg_gemm.c with the batch as its summed
+ *                  dimension: rows = the result's K rows; y[k,j] sums over
+ *                  the batch in row order, in blocks of fixed size
  *   sum_rows       rows = the result's elements, one vector of them at a
  *                  time, summed over the batch in row order
  *                  (matmul_tn and sum_rows of unbatched operands, a
@@ -110,225 +111,6 @@ static LLVMBasicBlockRef begin_if(cg_kctx *c, LLVMValueRef cond, const char *nam
 static void end_if(cg_kctx *c, LLVMBasicBlockRef join) {
   LLVMBuildBr(c->e->b, join);
   LLVMPositionBuilderAtEnd(c->e->b, join);
-}
-
-/* ---- matmul_nt: y[i,k] = sum_j a[i,j] b[k,j] ----
- *
- * b (the weights, [K, J]) is transposed into the call's scratch as f32
- * [J, K], which makes this the forward GEMM's form: a register tile of mr
- * rows of a x 2 vectors of k, summed over j in order (each result is one
- * FMA chain: the same for any split of the rows), per j 2 loads of the
- * transposed b and mr broadcasts of a. Column panels of NT_NC keep their
- * slice of the transposed b (J x NT_NC) in L2 while the rows stream. */
-enum { NT_NC = 64 };
-
-static void nt_tile(cg_kctx *c, LLVMValueRef i0, int mr, LLVMValueRef k0, int nv, int lanes, LLVMValueRef bt) {
-  cg_emitter *e = c->e;
-  const ir_node *op = op_of(c), *a = op->srcs[0];
-  int64_t J = a->type.dims[1], K = op->type.dims[1];
-  LLVMTypeRef vt = vec(e, lanes);
-  LLVMValueRef acc[14][2];
-  for (int q = 0; q < mr; q++)
-    for (int v = 0; v < nv; v++) acc[q][v] = var(c, vt, LLVMConstNull(vt), "acc");
-  cg_loop lj = cg_loop_begin(c, i64c(0), i64c(J), 1, "j");
-  LLVMValueRef brow = LLVMBuildAdd(B, LLVMBuildMul(B, lj.iv, i64c(K), ""), k0, "");
-  LLVMValueRef bv[2];
-  for (int v = 0; v < nv; v++) {
-    LLVMValueRef bi = LLVMBuildAdd(B, brow, i64c(v * lanes), "");
-    LLVMValueRef l = LLVMBuildLoad2(B, vt, LLVMBuildGEP2(B, e->f32, bt, &bi, 1, ""), "bt");
-    LLVMSetAlignment(l, 4);
-    bv[v] = l;
-  }
-  for (int q = 0; q < mr; q++) {
-    LLVMValueRef ai = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, i0, i64c(q), ""), i64c(J), ""), lj.iv, "");
-    LLVMValueRef as = cg_splat(e, load_f(c, a, ai, 1), lanes);
-    for (int v = 0; v < nv; v++) LLVMBuildStore(B, cg_fmuladd(e, as, bv[v], get(c, acc[q][v], vt)), acc[q][v]);
-  }
-  cg_loop_end(c, &lj);
-  for (int q = 0; q < mr; q++)
-    for (int v = 0; v < nv; v++) {
-      LLVMValueRef yi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, i0, i64c(q), ""), i64c(K), ""),
-                                     LLVMBuildAdd(B, k0, i64c(v * lanes), ""), "");
-      store_f(c, op, yi, get(c, acc[q][v], vt), lanes);
-    }
-}
-
-/* Rows i0..i0+mr, columns [k0, k0 + nc): pairs of vectors, a vector, scalars. */
-static void nt_panel_rows(cg_kctx *c, LLVMValueRef i0, int mr, int64_t k0, int64_t nc, LLVMValueRef bt) {
-  cg_emitter *e = c->e;
-  int64_t vw = e->vw, n2 = nc / (2 * vw) * (2 * vw), n1 = nc / vw * vw;
-  if (n2 > 0) {
-    cg_loop l = cg_loop_begin(c, i64c(k0), i64c(k0 + n2), 2 * vw, "k2");
-    nt_tile(c, i0, mr, l.iv, 2, (int)vw, bt);
-    cg_loop_end(c, &l);
-  }
-  if (n1 > n2) nt_tile(c, i0, mr, i64c(k0 + n2), 1, (int)vw, bt);
-  if (nc > n1) {
-    cg_loop l = cg_loop_begin(c, i64c(k0 + n1), i64c(k0 + nc), 1, "k1");
-    nt_tile(c, i0, mr, l.iv, 1, 1, bt);
-    cg_loop_end(c, &l);
-  }
-}
-
-int64_t cg_train_nt_scratch_bytes(const ir_node *op) {
-  return op->op == IR_OP_MATMUL_NT ? op->srcs[1]->type.dims[0] * op->srcs[1]->type.dims[1] * 4 : 0;
-}
-
-static void emit_matmul_nt(cg_kctx *c) {
-  cg_emitter *e = c->e;
-  const ir_node *op = op_of(c), *b = op->srcs[1];
-  int64_t K = b->type.dims[0], J = b->type.dims[1];
-  int regs = e->caps && e->caps->gemm_kernel == CG_GEMM_KERNEL_AVX512 ? 32 : 16;
-  int mr = (regs - 3) / 2 > 14 ? 14 : (regs - 3) / 2;
-  /* bt[j*K + k] = b[k*J + j], as f32 */
-  LLVMValueRef bt = c->scratch;
-  cg_loop lk = cg_loop_begin(c, i64c(0), i64c(K), 1, "tk");
-  cg_loop lj = cg_loop_begin(c, i64c(0), i64c(J), 1, "tj");
-  LLVMValueRef v = load_f(c, b, LLVMBuildAdd(B, LLVMBuildMul(B, lk.iv, i64c(J), ""), lj.iv, ""), 1);
-  LLVMValueRef ti = LLVMBuildAdd(B, LLVMBuildMul(B, lj.iv, i64c(K), ""), lk.iv, "");
-  LLVMBuildStore(B, v, LLVMBuildGEP2(B, e->f32, bt, &ti, 1, ""));
-  cg_loop_end(c, &lj);
-  cg_loop_end(c, &lk);
-  for (int64_t k0 = 0; k0 < K; k0 += NT_NC) {
-    int64_t nc = K - k0 < NT_NC ? K - k0 : NT_NC;
-    cg_loop li = cg_loop_begin(c, c->row0, c->row1, mr, "ib");
-    nt_panel_rows(c, li.iv, mr, k0, nc, bt);
-    cg_loop_end(c, &li);
-    cg_loop l4 = cg_loop_begin(c, li.iv, c->row1, 4, "i4");
-    nt_panel_rows(c, l4.iv, 4, k0, nc, bt);
-    cg_loop_end(c, &l4);
-    cg_loop l1 = cg_loop_begin(c, l4.iv, c->row1, 1, "i1");
-    nt_panel_rows(c, l1.iv, 1, k0, nc, bt);
-    cg_loop_end(c, &l1);
-  }
-}
-
-/* ---- matmul_tn: y[k,j] = sum_i a[i,k] b[i,j] ----
- *
- * GotoBLAS's blocking with the batch as the summed dimension: the batch in
- * chunks of TN_KC rows (in order: the sums are the same for any thread
- * split), each chunk's columns in panels of TN_NC (the panel of b, KC x NC,
- * stays in L2 while every row block of the result uses it), the result's
- * rows in blocks of mr (the a block, KC x mr, stays in L1), and a register
- * tile of mr rows x 2 vectors of columns: per batch row, 2 loads of b and
- * mr broadcasts of a feed 2 mr FMAs. Partial sums of a chunk go to the
- * result (f32, or rounded once at the end when 16-bit: see below). */
-enum { TN_KC = 256, TN_NC = 256 };
-
-/* The register tile at rows k0..k0+kb, columns j0.. (nv vectors of `lanes`),
- * over batch rows [i0, i1): acc = (first ? 0 : y) + sum. */
-static void tn_tile(cg_kctx *c, LLVMValueRef k0, int kb, LLVMValueRef j0, int nv, int lanes, LLVMValueRef i0,
-                    LLVMValueRef i1, LLVMValueRef first, LLVMValueRef acc_base) {
-  cg_emitter *e = c->e;
-  const ir_node *op = op_of(c), *a = op->srcs[0], *b = op->srcs[1];
-  int64_t K = a->type.dims[1], J = b->type.dims[1];
-  LLVMValueRef acc[14][2];
-  LLVMTypeRef vt = vec(e, lanes);
-  for (int q = 0; q < kb; q++)
-    for (int v = 0; v < nv; v++) {
-      LLVMValueRef yi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, k0, i64c(q), ""), i64c(J), ""),
-                                     LLVMBuildAdd(B, j0, i64c(v * lanes), ""), "");
-      LLVMValueRef p = LLVMBuildGEP2(B, e->f32, acc_base, &yi, 1, "");
-      LLVMValueRef prev = LLVMBuildLoad2(B, vt, p, "");
-      LLVMSetAlignment(prev, 4);
-      acc[q][v] = var(c, vt, LLVMBuildSelect(B, first, LLVMConstNull(vt), prev, ""), "acc");
-    }
-  cg_loop li = cg_loop_begin(c, i0, i1, 1, "i");
-  LLVMValueRef brow = LLVMBuildAdd(B, LLVMBuildMul(B, li.iv, i64c(J), ""), j0, "");
-  LLVMValueRef bv[2];
-  for (int v = 0; v < nv; v++) bv[v] = load_f(c, b, LLVMBuildAdd(B, brow, i64c(v * lanes), ""), lanes);
-  LLVMValueRef arow = LLVMBuildAdd(B, LLVMBuildMul(B, li.iv, i64c(K), ""), k0, "");
-  for (int q = 0; q < kb; q++) {
-    LLVMValueRef as = cg_splat(e, load_f(c, a, LLVMBuildAdd(B, arow, i64c(q), ""), 1), lanes);
-    for (int v = 0; v < nv; v++) LLVMBuildStore(B, cg_fmuladd(e, as, bv[v], get(c, acc[q][v], vt)), acc[q][v]);
-  }
-  cg_loop_end(c, &li);
-  for (int q = 0; q < kb; q++)
-    for (int v = 0; v < nv; v++) {
-      LLVMValueRef yi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, k0, i64c(q), ""), i64c(J), ""),
-                                     LLVMBuildAdd(B, j0, i64c(v * lanes), ""), "");
-      LLVMValueRef st = LLVMBuildStore(B, get(c, acc[q][v], vt), LLVMBuildGEP2(B, e->f32, acc_base, &yi, 1, ""));
-      LLVMSetAlignment(st, 4);
-    }
-}
-
-/* Columns [j0, j0 + nc) of rows k0..k0+kb: pairs of vectors, a vector, scalars. */
-static void tn_panel_rows(cg_kctx *c, LLVMValueRef k0, int kb, int64_t j0, int64_t nc, LLVMValueRef i0, LLVMValueRef i1,
-                          LLVMValueRef first, LLVMValueRef acc_base) {
-  cg_emitter *e = c->e;
-  int64_t vw = e->vw, n2 = nc / (2 * vw) * (2 * vw), n1 = nc / vw * vw;
-  if (n2 > 0) {
-    cg_loop l = cg_loop_begin(c, i64c(j0), i64c(j0 + n2), 2 * vw, "j2");
-    tn_tile(c, k0, kb, l.iv, 2, (int)vw, i0, i1, first, acc_base);
-    cg_loop_end(c, &l);
-  }
-  if (n1 > n2) tn_tile(c, k0, kb, i64c(j0 + n2), 1, (int)vw, i0, i1, first, acc_base);
-  if (nc > n1) {
-    cg_loop l = cg_loop_begin(c, i64c(j0 + n1), i64c(j0 + nc), 1, "j1");
-    tn_tile(c, k0, kb, l.iv, 1, 1, i0, i1, first, acc_base);
-    cg_loop_end(c, &l);
-  }
-}
-
-/* Rows [r0, r1) of the result, accumulated in f32 at acc_base (indexed
- * like the result). */
-static void tn_rows(cg_kctx *c, LLVMValueRef r0, LLVMValueRef r1, LLVMValueRef acc_base, int mr) {
-  cg_emitter *e = c->e;
-  int64_t J = op_of(c)->srcs[1]->type.dims[1];
-  LLVMValueRef rows = rows_of(c, op_of(c)->srcs[0]);
-  cg_loop lc = cg_loop_begin(c, i64c(0), LLVMBuildAdd(B, rows, i64c(TN_KC - 1), ""), TN_KC, "chunk");
-  LLVMValueRef i0 = lc.iv, i1 = LLVMBuildAdd(B, i0, i64c(TN_KC), "");
-  i1 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, rows, i1, ""), rows, i1, "chunk.end");
-  LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, i0, i64c(0), "first");
-  for (int64_t j0 = 0; j0 < J; j0 += TN_NC) {
-    int64_t nc = J - j0 < TN_NC ? J - j0 : TN_NC;
-    cg_loop lk = cg_loop_begin(c, r0, r1, mr, "kb");
-    tn_panel_rows(c, lk.iv, mr, j0, nc, i0, i1, first, acc_base);
-    cg_loop_end(c, &lk);
-    cg_loop l4 = cg_loop_begin(c, lk.iv, r1, 4, "k4");
-    tn_panel_rows(c, l4.iv, 4, j0, nc, i0, i1, first, acc_base);
-    cg_loop_end(c, &l4);
-    cg_loop l1 = cg_loop_begin(c, l4.iv, r1, 1, "k1");
-    tn_panel_rows(c, l1.iv, 1, j0, nc, i0, i1, first, acc_base);
-    cg_loop_end(c, &l1);
-  }
-  cg_loop_end(c, &lc);
-}
-
-enum { TN_RB = 64 }; /* rows of a 16-bit result summed in f32 scratch at a time */
-
-/* The scratch a matmul_tn call needs: f32 sums of TN_RB rows when its
- * result is 16-bit (an f32 result accumulates in place). */
-int64_t cg_train_scratch_bytes(const ir_node *op) {
-  if (op->op == IR_OP_MATMUL_NT) return cg_train_nt_scratch_bytes(op);
-  if (op->op != IR_OP_MATMUL_TN || op->type.dtype == IR_DTYPE_F32) return 0;
-  return (int64_t)TN_RB * op->type.dims[1] * 4;
-}
-
-static void emit_matmul_tn(cg_kctx *c) {
-  cg_emitter *e = c->e;
-  const ir_node *op = op_of(c);
-  int64_t J = op->srcs[1]->type.dims[1];
-  /* mr x 2 vectors of accumulators, 2 vectors of b and a broadcast in registers */
-  int regs = e->caps && e->caps->gemm_kernel == CG_GEMM_KERNEL_AVX512 ? 32 : 16;
-  int mr = (regs - 3) / 2 > 14 ? 14 : (regs - 3) / 2;
-  if (op->type.dtype == IR_DTYPE_F32) { /* the sums accumulate in the result */
-    tn_rows(c, c->row0, c->row1, c->base[op->id], mr);
-    return;
-  }
-  /* a 16-bit result: TN_RB rows at a time summed in f32 scratch, rounded once */
-  cg_loop lg = cg_loop_begin(c, c->row0, LLVMBuildAdd(B, c->row1, i64c(TN_RB - 1), ""), TN_RB, "rows");
-  LLVMValueRef g1 = LLVMBuildAdd(B, lg.iv, i64c(TN_RB), "");
-  g1 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, c->row1, g1, ""), c->row1, g1, "rows.end");
-  LLVMValueRef base = LLVMBuildGEP2(B, e->f32, c->scratch, (LLVMValueRef[]){LLVMBuildNeg(B, LLVMBuildMul(B, lg.iv, i64c(J), ""), "")},
-                                    1, "sums");
-  tn_rows(c, lg.iv, g1, base, mr);
-  LLVMValueRef off = LLVMBuildMul(B, lg.iv, i64c(J), "");
-  cg_loop l = cg_loop_begin(c, off, LLVMBuildMul(B, g1, i64c(J), ""), 1, "round");
-  LLVMValueRef v = LLVMBuildLoad2(B, e->f32, LLVMBuildGEP2(B, e->f32, base, &l.iv, 1, ""), "");
-  store_f(c, op, l.iv, v, 1);
-  cg_loop_end(c, &l);
-  cg_loop_end(c, &lg);
 }
 
 /* ---- sum_rows: y[j] = sum_i x[i,j] ---- */
@@ -702,13 +484,11 @@ void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, 
   const ir_node *x = op->n_srcs > 0 ? op->srcs[0] : NULL;
   bool sums_batch = x && ir_type_is_batched(&x->type);
   int64_t summed = x && !sums_batch && x->type.rank > 0 ? x->type.dims[0] : 1;
-  if (op->op == IR_OP_MATMUL_NT) {
+  if (op->op == IR_OP_MATMUL_NT) { /* the GEMM's split (cg_gemm.c) */
     *work_per_row = 2 * inner * op->srcs[0]->type.dims[1];
-    *row_step = 14; /* whole register tiles; each call transposes b once, so few large tiles */
     if (!ir_type_is_batched(&op->type)) *rows_fixed = op->type.dims[0]; /* an unbatched a's rows */
   } else if (op->op == IR_OP_MATMUL_TN) { /* the result's rows; each sums over the whole batch */
     *rows_fixed = op->type.dims[0];
-    *row_step = 14; /* whole register tiles (cg_train.c's mr) */
     *work_per_row = sums_batch ? 0 : 2 * op->type.dims[1] * summed;
     *work_per_batch = sums_batch ? 2 * op->type.dims[1] : 0;
   } else if (op->op == IR_OP_SUM_ROWS) {
@@ -730,9 +510,7 @@ void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, 
 void cg_train_emit(cg_kctx *c) {
   ir_op o = op_of(c)->op;
   ir_type_rule rule = ir_op_type_rule(o);
-  if (o == IR_OP_MATMUL_NT) emit_matmul_nt(c);
-  else if (o == IR_OP_MATMUL_TN) emit_matmul_tn(c);
-  else if (o == IR_OP_SUM_ROWS) emit_sum_rows(c);
+  if (o == IR_OP_SUM_ROWS) emit_sum_rows(c);
   else if (rule == IR_TYPE_LOSS) emit_loss(c);
   else if (rule == IR_TYPE_LOSS_GRAD) emit_loss_grad(c);
   else if (o == IR_OP_SOFTMAX_GRAD) emit_softmax_grad(c);
@@ -740,6 +518,11 @@ void cg_train_emit(cg_kctx *c) {
   else if (rule == IR_TYPE_UPDATE) emit_update(c);
   else if (rule == IR_TYPE_SCALAR_UPDATE) emit_scalar_update(c);
   else CASTOR_UNREACHABLE();
+}
+
+bool cg_is_gemm(const cg_kernel *k) {
+  return k->kind == CG_KERNEL_MATMUL ||
+         (k->kind == CG_KERNEL_TRAIN && (k->ops[0]->op == IR_OP_MATMUL_NT || k->ops[0]->op == IR_OP_MATMUL_TN));
 }
 
 bool cg_train_op(ir_op o) {

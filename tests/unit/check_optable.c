@@ -319,58 +319,85 @@ END_TEST
 /* layer_norm over one and over two trailing dimensions, lines that are not
  * a whole number of vectors, under f32 and a 16-bit policy: the CPU kernel
  * against the reference on the same compiled graph. */
-/* matmul_tn's blocking: more batch rows than a chunk (256), more columns
- * than a panel (256), result rows that are not whole register tiles, an f32
- * and a 16-bit result; on 1 and 3 threads (bit-identical), on every CPU
- * path, against the reference. */
-START_TEST(test_matmul_tn_blocking) {
-  enum { N = 601, K = 37, J = 300 };
-  for (int f16 = 0; f16 < 2; f16++) {
-    op_case c = {0};
-    c.g = ir_graph_create("tn");
-    ir_dtype dt = f16 ? IR_DTYPE_F16 : IR_DTYPE_F32;
-    ir_type at = {dt, 2, {IR_DIM_BATCH, K}}, bt = {dt, 2, {IR_DIM_BATCH, J}};
-    ir_node *a = ir_build_input(c.g, "a", &at, 0, no_loc), *b = ir_build_input(c.g, "b", &bt, 1, no_loc);
-    ir_attr attr = {.acc = IR_DTYPE_F32};
-    ir_node *y = ir_build_op(c.g, IR_OP_MATMUL_TN, "y", (ir_node *[]){a, b}, 2, &attr, no_loc);
-    ir_node *y32 = f16 ? ir_build_cast(c.g, "y32", y, IR_DTYPE_F32, no_loc) : y;
-    ir_graph_add_output(c.g, "y", y32);
-    ir_graph_renumber(c.g);
-    float *ha = xmalloc(N * K * 4), *hb = xmalloc(N * J * 4);
-    uint16_t *ea = xmalloc(N * K * 2), *eb = xmalloc(N * J * 2);
-    rng r;
-    rng_init(&r, 5);
-    for (int i = 0; i < N * K; i++) ha[i] = half_f16_to_f32(ea[i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
-    for (int i = 0; i < N * J; i++) hb[i] = half_f16_to_f32(eb[i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
-    double *ra = ref_from_f32(ha, N * K), *rb = ref_from_f32(hb, N * J), *want[1] = {NULL};
-    char err[256];
-    ck_assert_msg(ref_run(c.g, N, (const double *[]){ra, rb}, want, err, sizeof err), "%s", err);
-    float *out[2] = {xmalloc(K * J * 4), xmalloc(K * J * 4)};
-    for (int ci = 0; ci < N_CPUS; ci++)
-      for (int t = 0; t < 2; t++) {
-        diag_sink *d = diag_sink_create();
-        cg_backend_options bo;
-        cg_backend_options_init(&bo);
-        bo.threads = t ? 3 : 1;
-        bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
-        setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
-        cg_exec *x = cg_backend_compile(&cg_backend_cpu, c.g, &bo, d);
-        ck_assert_msg(x, "compile: %s", diag_text(d));
-        const void *ins[] = {f16 ? (void *)ea : ha, f16 ? (void *)eb : hb};
-        void *outs[] = {out[t]};
-        ck_assert_msg(cg_backend_cpu.run(x, N, ins, outs, d), "run: %s", diag_text(d));
-        unsetenv("CASTOR_PARALLEL_MIN_WORK");
-        double e = ref_normalized_error(out[t], want[0], K * J);
-        ck_assert_msg(e <= (f16 ? 1e-3 : 2e-6), "matmul_tn %s on %s, %d threads: normalized error %g", f16 ? "f16" : "f32",
-                      cpus[ci].cpu ? cpus[ci].cpu : "the host", bo.threads, e);
-        if (t) ck_assert_msg(memcmp(out[0], out[1], K * J * 4) == 0, "matmul_tn: 1 and 3 threads differ");
-        cg_exec_destroy(x);
-        diag_sink_destroy(d);
-      }
-    ref_outputs_free(want, 1);
-    free(ra), free(rb), free(ha), free(hb), free(ea), free(eb), free(out[0]), free(out[1]);
-    ir_graph_destroy(c.g);
-  }
+/* The training contractions run on the GEMM (cg_gemm.c) with B packed at
+ * run time: matmul_tn sums over the batch (K blocks of 256 rows, the last
+ * one short), matmul_nt packs its b transposed. Shapes that cross every
+ * blocking edge: summed dimensions of more than one K block and not a
+ * multiple of it; results wider than a column block (512 columns) with a
+ * column tail that is not a whole vector; more rows than a row block
+ * (8 register tiles) and not whole register tiles; f32 and f16 operands;
+ * on 1 and 3 threads (bit-identical), on every CPU path, against the
+ * reference. */
+typedef struct contraction_case {
+  ir_op op;
+  int64_t batch, rows_a, cols; /* tn: a [batch, rows_a], b [batch, cols]; nt: a [batch, rows_a], b [cols, rows_a] */
+} contraction_case;
+
+static void check_contraction(const contraction_case *cc, bool f16) {
+  bool tn = cc->op == IR_OP_MATMUL_TN;
+  int64_t N = cc->batch, K = cc->rows_a, J = cc->cols;
+  op_case c = {0};
+  c.g = ir_graph_create(tn ? "tn" : "nt");
+  ir_dtype dt = f16 ? IR_DTYPE_F16 : IR_DTYPE_F32;
+  ir_type at = {dt, 2, {IR_DIM_BATCH, K}}, bt = {dt, 2, {IR_DIM_BATCH, J}}, wt = {dt, 2, {J, K}};
+  int64_t na = N * K, nb = tn ? N * J : J * K, ny = tn ? K * J : N * J;
+  float *ha = xmalloc((size_t)na * 4), *hb = xmalloc((size_t)nb * 4);
+  uint16_t *ea = xmalloc((size_t)na * 2), *eb = xmalloc((size_t)nb * 2);
+  rng r;
+  rng_init(&r, 5);
+  for (int64_t i = 0; i < na; i++) ha[i] = half_f16_to_f32(ea[i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
+  for (int64_t i = 0; i < nb; i++) hb[i] = half_f16_to_f32(eb[i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
+  ir_node *a = ir_build_input(c.g, "a", &at, 0, no_loc);
+  ir_node *b = tn ? ir_build_input(c.g, "b", &bt, 1, no_loc)
+                  : ir_build_const(c.g, "w", &wt, "w", f16 ? (void *)eb : (void *)hb, no_loc);
+  ir_attr attr = {.acc = IR_DTYPE_F32};
+  ir_node *y = ir_build_op(c.g, cc->op, "y", (ir_node *[]){a, b}, 2, &attr, no_loc);
+  ir_node *y32 = f16 ? ir_build_cast(c.g, "y32", y, IR_DTYPE_F32, no_loc) : y;
+  ir_graph_add_output(c.g, "y", y32);
+  ir_graph_renumber(c.g);
+  double *ra = ref_from_f32(ha, na), *rb = ref_from_f32(hb, nb), *want[1] = {NULL};
+  char err[256];
+  const double *rins[] = {ra, rb};
+  ck_assert_msg(ref_run(c.g, N, rins, want, err, sizeof err), "%s", err);
+  float *out[2] = {xmalloc((size_t)ny * 4), xmalloc((size_t)ny * 4)};
+  for (int ci = 0; ci < N_CPUS; ci++)
+    for (int t = 0; t < 2; t++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = t ? 3 : 1;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+      cg_exec *x = cg_backend_compile(&cg_backend_cpu, c.g, &bo, d);
+      ck_assert_msg(x, "compile: %s", diag_text(d));
+      const void *ins[] = {f16 ? (void *)ea : ha, f16 ? (void *)eb : hb};
+      void *outs[] = {out[t]};
+      ck_assert_msg(cg_backend_cpu.run(x, N, ins, outs, d), "run: %s", diag_text(d));
+      unsetenv("CASTOR_PARALLEL_MIN_WORK");
+      double e = ref_normalized_error(out[t], want[0], ny);
+      ck_assert_msg(e <= (f16 ? 1e-3 : 2e-6), "%s %lldx%lldx%lld %s on %s, %d threads: normalized error %g",
+                    ir_op_name(cc->op), (long long)N, (long long)K, (long long)J, f16 ? "f16" : "f32",
+                    cpus[ci].cpu ? cpus[ci].cpu : "the host", bo.threads, e);
+      if (t) ck_assert_msg(memcmp(out[0], out[1], (size_t)ny * 4) == 0, "%s: 1 and 3 threads differ", ir_op_name(cc->op));
+      cg_exec_destroy(x);
+      diag_sink_destroy(d);
+    }
+  ref_outputs_free(want, 1);
+  free(ra), free(rb), free(ha), free(hb), free(ea), free(eb), free(out[0]), free(out[1]);
+  ir_graph_destroy(c.g);
+}
+
+START_TEST(test_contraction_blocking) {
+  static const contraction_case cases[] = {
+      {IR_OP_MATMUL_TN, 601, 37, 300},  /* 3 K blocks, the last short; rows < one tile x 3 */
+      {IR_OP_MATMUL_TN, 300, 250, 613}, /* 2 row blocks, 2 column blocks with a tail */
+      {IR_OP_MATMUL_TN, 5, 3, 7},       /* less than a K block, a vector, a tile */
+      {IR_OP_MATMUL_NT, 37, 601, 300},  /* the transposed b over 3 K blocks */
+      {IR_OP_MATMUL_NT, 250, 300, 613}, /* 2 row blocks, 2 column blocks with a tail */
+      {IR_OP_MATMUL_NT, 3, 5, 7},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int f16 = 0; f16 < 2; f16++) check_contraction(&cases[i], f16);
 }
 END_TEST
 
@@ -577,7 +604,7 @@ static Suite *optable_suite(void) {
   tcase_add_test(tc, test_layer_norm_shapes);
   tcase_add_test(tc, test_layer_norm_grad_shapes);
   tcase_add_test(tc, test_unbatched_contractions);
-  tcase_add_test(tc, test_matmul_tn_blocking);
+  tcase_add_test(tc, test_contraction_blocking);
   tcase_add_test(tc, test_unsupported_is_reported);
   suite_add_tcase(s, tc);
   return s;
