@@ -19,6 +19,17 @@
  * (vcvtph2ps with F16C; a shift for bf16). Any other B is read in place
  * (the same micro-kernel with a row stride of Nc), which is slower.
  *
+ * The backward pass's contractions (cg_train.c's ops) are the same GEMM
+ * with B packed at run time into the call's scratch, as f32 in the same
+ * block-by-block panel layout: matmul_nt (y = a b^T) packs its b, the
+ * weights, transposed, all of the call's panels once per call; matmul_tn
+ * (y = a^T b) sums over the batch, so K is the run's batch (blocks of
+ * KC_TARGET rows, the last one short), its A is a stored [K, M] (packed
+ * k-major, a straight copy of its rows), and its B, too large to pack
+ * whole, is packed a K block at a time with the K-block loop outside the
+ * row blocks, so each block is packed once; the C tile then holds every
+ * row of the call.
+ *
  * Micro-kernel: MR rows x NV vectors of VW f32 lanes, one accumulator
  * register each, shaped for the register file of the target's family
  * (cg_cpu_caps.gemm_kernel): 14 x 2 x 16 with AVX-512 (32 registers),

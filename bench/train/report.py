@@ -32,7 +32,13 @@ def castor_lines(a):
                     r[k] = v
             ms = r.get("step_ms") or (r.get("time_per_step_s", 0) * 1e3 if "time_per_step_s" in r else None)
             if ms is None and isinstance(r.get("seconds_per_sample"), float):  # castor train --history
-                ms = r["seconds_per_sample"] * a.batch_size * 1e3
+                # the peers' definition: the epoch's training time over its
+                # steps (the last one may be short), not time per sample x batch
+                if isinstance(r.get("seconds"), float) and r["seconds_per_sample"] > 0:
+                    samples = round(r["seconds"] / r["seconds_per_sample"])
+                    ms = r["seconds"] / max(1, -(-samples // a.batch_size)) * 1e3
+                else:
+                    ms = r["seconds_per_sample"] * a.batch_size * 1e3
             if ms is not None:
                 step_ms.append(ms)
                 r["step_ms"] = ms

@@ -31,7 +31,9 @@
 # needs Debian's numpy), Keras in the venv.
 #
 # Writes every measurement as JSON lines to bench/results/train-DATE.jsonl
-# and the tables (bench/train/report.py) to bench/results/train-DATE.md.
+# and the tables (bench/train/report.py) to bench/results/train-DATE.md;
+# castor's curves (loss, accuracy and loss scale, `castor train --plot`) of
+# the first seed to bench/results/train-DATE-VARIANT-POLICY.svg.
 set -eu
 BUILD=${1:-build-bench}
 [ -f samples/mnist_mlp.cast ] || { echo "run from the castor repository root" >&2; exit 1; }
@@ -103,6 +105,8 @@ run_castor() { # VARIANT UNITS BATCH POLICY SEED
   fi
   # ======== castor's own run (issue 10's `castor train`) ========
   hist=$TMP/castor-$1-$4-$5.csv
+  plot=""
+  [ "$5" = "${SEEDS%% *}" ] && plot="--plot bench/results/train-$DATE-$1-$4.svg"
   # the peers' initial weights (their seeded NumPy Glorot draw), so that
   # castor and the peers differ only in the order of the batches
   /usr/bin/python3 bench/train/init_weights.py --units "$2" --seed "$5" --out "$TMP/init.safetensors" ||
@@ -111,7 +115,7 @@ run_castor() { # VARIANT UNITS BATCH POLICY SEED
     --x "$DATA/train-images-idx3-ubyte.gz" --y "$DATA/train-labels-idx1-ubyte.gz" \
     --policy "$4" --epochs "$EPOCHS" --batch-size "$3" --optimizer rmsprop \
     --validation-split 0.2 --seed "$5" --threads "$THREADS" \
-    --save "$TMP/castor.safetensors" --history "$hist" >"$TMP/castor.log" 2>&1 ||
+    --save "$TMP/castor.safetensors" --history "$hist" $plot >"$TMP/castor.log" 2>&1 ||
     { echo "bench/train: castor train failed:" >&2; tail -5 "$TMP/castor.log" >&2; return; }
   test_line=$(nice -n "$NICE" $PIN "$CASTOR" evaluate "$model" --weights "$TMP/castor.safetensors" \
     --x "$DATA/t10k-images-idx3-ubyte.gz" --y "$DATA/t10k-labels-idx1-ubyte.gz" --policy "$4" 2>&1 | tail -1) || test_line=""
