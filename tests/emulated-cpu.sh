@@ -1,0 +1,39 @@
+#!/bin/sh
+# tests/emulated-cpu.sh: the unit test suites on an emulated CPU that lacks
+# this machine's newer instructions (by default an AVX2-only AMD EPYC Milan,
+# Zen 3: AVX2, FMA, F16C, no AVX-512), under QEMU's user-mode emulator. From
+# the repository root:
+#
+#   tests/emulated-cpu.sh [QEMU_CPU] [BUILD_DIR]    # EPYC-Milan build-emu-EPYC-Milan
+#
+# Why: the JIT targets the host CPU, so a suite run on an AVX-512 machine
+# exercises the AVX-512 host path (and, through CASTOR_CPU / NAME@x86-64-v3
+# tests, the AVX2 and SSE kernels under a *named* CPU), but never the host
+# detection of a lesser CPU. Under QEMU the process sees the emulated CPU's
+# CPUID, so castor detects it as the host (check_gemm prints "CPU path host
+# (LLVM cpu znver3): GEMM kernel avx"), and an AVX-512 instruction anywhere
+# in the code would fault, because QEMU 7.2's TCG does not implement AVX-512.
+#
+# Configures BUILD_DIR with CMAKE_CROSSCOMPILING_EMULATOR, so that ctest runs
+# every test program built by this project through qemu-x86_64 -cpu QEMU_CPU,
+# builds it and runs the check_* suites and sample_train (the golden tests
+# drive the castor binary from shell scripts and run natively, so they are
+# left out, as is check_cuda_emu, a PTX emulator whose work does not depend
+# on the CPU path and which takes too long under emulation). About 10x
+# slower than native. Installs qemu-user when run as root.
+set -eu
+CPU=${1:-EPYC-Milan}
+BUILD=${2:-build-emu-$CPU}
+if ! command -v qemu-x86_64 >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q qemu-user >/dev/null
+  else
+    echo "tests/emulated-cpu.sh: qemu-x86_64 is missing (apt-get install qemu-user)" >&2
+    exit 1
+  fi
+fi
+cmake -S . -B "$BUILD" -DCASTOR_WERROR=ON "-DCMAKE_CROSSCOMPILING_EMULATOR=qemu-x86_64;-cpu;$CPU" >/dev/null
+cmake --build "$BUILD" -j2 >/dev/null
+# QEMU warns once per process about each CPUID bit TCG cannot emulate
+# (pcid, sha-ni, ...): the features castor uses (AVX2, FMA, F16C) it can
+ctest --test-dir "$BUILD" -j2 -R '^check_|^sample_train' -E 'check_cuda_emu|@x86-64-v3' --timeout 3000 --output-on-failure
