@@ -21,10 +21,10 @@
 # tests/CMakeLists.txt). Left out: the NAME@x86-64-v3 and NAME@x86-64
 # suites, whose named CPUs compile the same kernels on any host (the native
 # suite runs them); check_cuda_emu, a PTX emulator whose work does not
-# depend on the CPU path and which takes too long under emulation,
-# and the few tests driven by other shell scripts (AOT builds, DOT, PTX),
-# which run natively. About 10x slower than native: about 15 minutes on 2 cores. Installs qemu-user when
-# run as root.
+# depend on the CPU path and which takes too long under emulation; and the
+# few tests driven by other shell scripts (AOT builds, DOT, PTX), which run
+# natively. About 10x slower than native: some 15 minutes on 2 cores.
+# Installs qemu-user when run as root.
 set -eu
 CPU=${1:-EPYC-Milan}
 BUILD=${2:-build-emu-$CPU}
