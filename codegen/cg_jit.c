@@ -127,7 +127,9 @@ static void perf_map_collect(perf_map *m, LLVMMemoryBufferRef obj, int obj_index
   LLVMDisposeBinary(bin);
 }
 
-/* Appends the functions whose section holds a looked-up kernel. */
+/* Appends the functions whose section holds a looked-up kernel. Each
+ * (object, section) gets its base once, from the first of its functions
+ * that is a kernel: linear in functions x kernels at worst, not cubic. */
 static void perf_map_write(const perf_map *m, const cg_plan *plan, const cg_cpu_layout *layout,
                            const rt_kernel_fn *fns) {
   if (!m->n) return;
@@ -135,22 +137,34 @@ static void perf_map_write(const perf_map *m, const cg_plan *plan, const cg_cpu_
   snprintf(path, sizeof path, "/tmp/perf-%ld.map", (long)getpid());
   FILE *f = fopen(path, "a");
   if (!f) return;
+  typedef struct {
+    int obj;
+    const char *section;
+    bool known;
+    uint64_t base;
+  } text_section;
+  text_section *secs = xcalloc((size_t)m->n, sizeof *secs);
+  int *sec_of = xcalloc((size_t)m->n, sizeof *sec_of), n_secs = 0;
   for (int i = 0; i < m->n; i++) {
-    /* the section's base: from a kernel in it whose address is known */
-    uint64_t base = 0;
-    bool found = false;
-    for (int j = 0; j < m->n && !found; j++) {
-      const perf_sym *a = &m->v[j];
-      if (a->obj != m->v[i].obj || strcmp(a->section, m->v[i].section) != 0) continue;
-      for (int ki = 0; ki < plan->n_kernels && !found; ki++)
-        if (fns[ki] && !strcmp(layout->symbol[ki], a->name)) {
-          base = (uint64_t)(uintptr_t)fns[ki] - a->off;
-          found = true;
-        }
-    }
-    if (found) fprintf(f, "%llx %llx %s\n", (unsigned long long)(base + m->v[i].off), (unsigned long long)m->v[i].size,
-                       m->v[i].name);
+    const perf_sym *y = &m->v[i];
+    int s = 0;
+    while (s < n_secs && (secs[s].obj != y->obj || strcmp(secs[s].section, y->section) != 0)) s++;
+    if (s == n_secs) secs[n_secs++] = (text_section){y->obj, y->section, false, 0};
+    sec_of[i] = s;
+    for (int ki = 0; ki < plan->n_kernels && !secs[s].known; ki++)
+      if (fns[ki] && !strcmp(layout->symbol[ki], y->name)) {
+        secs[s].base = (uint64_t)(uintptr_t)fns[ki] - y->off;
+        secs[s].known = true;
+      }
   }
+  for (int i = 0; i < m->n; i++) {
+    const text_section *t = &secs[sec_of[i]];
+    if (t->known)
+      fprintf(f, "%llx %llx %s\n", (unsigned long long)(t->base + m->v[i].off), (unsigned long long)m->v[i].size,
+              m->v[i].name);
+  }
+  free(secs);
+  free(sec_of);
   fclose(f);
 }
 

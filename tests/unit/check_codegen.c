@@ -7,8 +7,10 @@
 #include <check.h>
 
 #include "test_support.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
@@ -87,6 +89,50 @@ START_TEST(test_llvm_dump_names) {
 }
 END_TEST
 
+/* CASTOR_PERF_MAP=1: every kernel in /tmp/perf-PID.map at the address its
+ * launch calls, with a size, beside its GEMM epilogue; nothing without it.
+ * Check runs each test in a process of its own, so the file is this one's. */
+static char *perf_map_text(void) {
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/perf-%ld.map", (long)getpid());
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  str_buf b = {0};
+  char line[512];
+  while (fgets(line, sizeof line, f)) str_buf_puts(&b, line);
+  fclose(f);
+  remove(path);
+  return b.data ? b.data : xstrdup("");
+}
+
+START_TEST(test_perf_map) {
+  free(perf_map_text()); /* a stale file of an earlier process with this pid */
+  unsetenv("CASTOR_PERF_MAP");
+  rt_program_destroy(compile(mlp, NULL));
+  ck_assert_msg(perf_map_text() == NULL, "a perf map was written without CASTOR_PERF_MAP");
+  setenv("CASTOR_PERF_MAP", "1", 1);
+  rt_program *p = compile(mlp, NULL);
+  unsetenv("CASTOR_PERF_MAP");
+  char *map = perf_map_text();
+  ck_assert_msg(map != NULL, "CASTOR_PERF_MAP=1 wrote no /tmp/perf-PID.map");
+  for (int i = 0; i < p->n_launches; i++) {
+    char want[256];
+    snprintf(want, sizeof want, "%llx ", (unsigned long long)(uintptr_t)p->launches[i].fn);
+    const char *at = strstr(map, want);
+    ck_assert_msg(at && (at == map || at[-1] == '\n'), "no map line starts at %s's address %s:\n%s", p->launches[i].name,
+                  want, map);
+    unsigned long long size = 0;
+    char name[256] = "";
+    ck_assert_int_eq(sscanf(at + strlen(want), "%llx %255s", &size, name), 2);
+    ck_assert_str_eq(name, p->launches[i].name);
+    ck_assert_msg(size > 0, "%s: size 0", name);
+  }
+  ck_assert_msg(strstr(map, " k0.d1.matmul.epilogue\n"), "no line for the GEMM epilogue:\n%s", map);
+  free(map);
+  rt_program_destroy(p);
+}
+END_TEST
+
 START_TEST(test_bad_batch) {
   rt_program *p = compile(mlp, NULL);
   diag_sink *d = diag_sink_create();
@@ -126,6 +172,7 @@ int main(void) {
   tcase_add_test(tc, test_no_fusion_across_shared_values);
   tcase_add_test(tc, test_llvm_dump_names);
   tcase_add_test(tc, test_bad_batch);
+  tcase_add_test(tc, test_perf_map);
   tcase_add_test(tc, test_const_without_data);
   suite_add_tcase(s, tc);
   return check_run(s);
