@@ -38,6 +38,17 @@
  * tails use 4-row tiles, then 1-row tiles over four panels at once, so a
  * batch-1 GEMV still has eight independent FMA chains.
  *
+ * Prefetch: with 16 registers (SSE, AVX2) a row block is only MC_PANELS x
+ * 6 rows, so every row block streams its column block of B (K x NC, 8 MB
+ * at K = 4096) from L3 once more; the hardware prefetcher does not keep
+ * up at the start of each panel. So the k loop of a one-panel tile also
+ * prefetches (prefetcht1, into L2) the same k row of the next panel,
+ * a whole panel ahead: on Zen 4 at x86-64-v3, 4096^3 went from 0.80x to
+ * 0.98x OpenBLAS (bench/results/cpu-x86-64-v3-2026-11-23-prefetch.md).
+ * The AVX-512 tiles (14 rows, 112-row blocks) read B from L3 2.3 times
+ * less per FMA and measured no gain; a 1-row GEMV over four panels is a
+ * pure memory stream, where it measured none either.
+ *
  * Epilogue: the sums of a micro-tile go to the C tile (L1-hot); after the
  * last K block, the kernel's epilogue function (out of line, so emitted
  * once per kernel, not per variant) applies bias, activation, cast and
@@ -52,6 +63,7 @@
  * depend on the variant, the tile or the number of threads.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cg_cpu.h"
 
@@ -88,6 +100,7 @@ struct cg_gemm {
   int64_t c_rows;       /* rows of the C tile */
   int64_t b_off;        /* byte offset of B packed at run time in scratch */
   bool softmax;         /* ops[n_ops-1] is a row softmax done in the epilogue */
+  bool prefetch_b;      /* the k loop prefetches the next micro-tile's B into L2 */
   gemm_variant var[4];
   int n_var;
 };
@@ -107,10 +120,11 @@ static bool same_layout(const cg_gemm *x, const cg_gemm *y) {
  * vector, and vector registers. */
 static const struct {
   int vw, regs;
+  bool prefetch_b;
 } kernel_regs[] = {
-    [CG_GEMM_KERNEL_SSE] = {4, 16},
-    [CG_GEMM_KERNEL_AVX] = {8, 16},
-    [CG_GEMM_KERNEL_AVX512] = {16, 32},
+    [CG_GEMM_KERNEL_SSE] = {4, 16, true},
+    [CG_GEMM_KERNEL_AVX] = {8, 16, true},
+    [CG_GEMM_KERNEL_AVX512] = {16, 32, false},
 };
 
 static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
@@ -127,6 +141,7 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
     if (mm->op == IR_OP_MATMUL_NT) g->b_src = GEMM_B_PACK_CALL_T; /* y = a b^T */
   }
   g->softmax = k->ops[k->n_ops - 1]->op == IR_OP_SOFTMAX;
+  g->prefetch_b = kernel_regs[caps->gemm_kernel].prefetch_b;
   int budget = kernel_regs[caps->gemm_kernel].regs - 4; /* accumulators: the registers less B, A and one spare */
   g->nv = g->softmax ? (int)ceil_div(g->Nc, g->vw) : 2;
   if (!g->softmax && g->Nc <= g->vw) g->nv = 1; /* a narrow B: one vector per row */
@@ -228,11 +243,11 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
 _Static_assert(sizeof(struct cg_gemm) == 168, "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
-  str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d:", g->vw,
+  str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw,
                  g->nv, g->nr, g->mr, (long long)g->K, (long long)g->Nc, g->a_trans, g->b_src, (long long)g->n_full,
                  g->tail_nv, g->tail_valid, (long long)g->kc, (long long)g->mc, (long long)g->nc,
                  (long long)g->n_kblocks, (long long)g->lda, (long long)g->ldc, (long long)g->c_off,
-                 (long long)g->c_rows, (long long)g->b_off, g->softmax);
+                 (long long)g->c_rows, (long long)g->b_off, g->softmax, g->prefetch_b);
   for (int v = 0; v < g->n_var; v++) str_buf_printf(out, "%dx%d,", g->var[v].mr, g->var[v].np);
 }
 
@@ -560,6 +575,14 @@ static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int
       int valid = g->b_src == GEMM_B_IN_PLACE && tail && v == nvp - 1 ? g->tail_valid : g->vw;
       bv[q * nvp + v] = cg_load_part(e, bt, pv, g->vw, valid, x->b->name);
     }
+  if (g->prefetch_b && np == 1) { /* the same k row of the next panel, into L2 (prefetcht1) */
+    unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", strlen("llvm.prefetch"));
+    LLVMTypeRef pty = e->ptr;
+    LLVMValueRef pf = LLVMGetIntrinsicDeclaration(e->mod, id, &pty, 1);
+    LLVMValueRef args[] = {gep(e, bty, brow, pstride), LLVMConstInt(e->i32, 0, 0), LLVMConstInt(e->i32, 2, 0),
+                           LLVMConstInt(e->i32, 1, 0)};
+    LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, args, 4, "");
+  }
   for (int r = 0; r < mr; r++) {
     LLVMValueRef ap = g->a_trans ? gep(e, e->f32, arow, cg_i64(e, r)) : gep(e, e->f32, aptr, add(e, cg_i64(e, r * g->lda), lk.iv));
     LLVMValueRef a = cg_emit_load(e, IR_DTYPE_F32, ap, 1, "");

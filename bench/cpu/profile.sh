@@ -13,7 +13,7 @@
 #     the share of samples in the hottest 512 bytes of the JIT code,
 #     which is the micro-kernel's k loop, and in the rest;
 #   - the micro-kernel's k loop from `castor build --emit=asm`: its FMAs,
-#     vector loads and broadcasts per iteration.
+#     vector loads, broadcasts and prefetches per iteration.
 set -eu
 BUILD=${1:-build-bench}
 M=${2:-4096} K=${3:-4096} N=${4:-4096}
@@ -63,9 +63,9 @@ print("perf: %d samples; %.1f%% in JIT code, %.1f%% in its hottest 512 bytes (th
 printf 'model gemm\nx = input(shape=[256])\ny = dense(x, units=256, use_bias=false)\noutput y\n' >"$TMP/small.cast"
 "$CASTOR" build "$TMP/small.cast" --emit=asm ${CASTOR_CPU:+--cpu=$CASTOR_CPU} -o "$TMP/gemm.s" 2>/dev/null
 # the k loop: the basic block (up to its branch) with the most FMAs
-awk 'function close_block() { if (f > bf) { bf = f; bl = l; bb = b; bx = x } f = 0; l = 0; b = 0; x = 0 }
+awk 'function close_block() { if (f > bf) { bf = f; bl = l; bb = b; bx = x; bp = p } f = 0; l = 0; b = 0; x = 0; p = 0 }
   /^\.LBB|^[A-Za-z_.][A-Za-z0-9_.]*:/ { close_block(); next }
   /^[ \t]+\./ { next }
-  /vfmadd/ { f++ } /vbroadcastss/ { b++ } /vmovups|vmovaps|vcvtph2ps|vpmovzxwd/ { if ($0 ~ /\(/) l++ }
+  /vfmadd/ { f++ } /prefetch/ { p++ } /vbroadcastss/ { b++ } /vmovups|vmovaps|vcvtph2ps|vpmovzxwd/ { if ($0 ~ /\(/) l++ }
   /^[ \t]+[a-z]/ { x++ } /^[ \t]+j[a-z]+[ \t]/ { close_block() }
-  END { close_block(); printf "k loop (the block with the most FMAs): %d instructions, %d FMAs, %d vector loads of B, %d broadcasts of A\n", bx, bf, bl, bb }' "$TMP/gemm.s"
+  END { close_block(); printf "k loop (the block with the most FMAs): %d instructions, %d FMAs, %d vector loads of B, %d broadcasts of A, %d prefetches\n", bx, bf, bl, bb, bp }' "$TMP/gemm.s"
