@@ -47,7 +47,11 @@ def row(*cols):
     print("\t".join(str(c) for c in cols), flush=True)
 
 
-def bench_numpy(ws, batches):
+def mlp_input(b):
+    return np.random.default_rng(1).uniform(-1, 1, (b, 784)).astype(np.float32)
+
+
+def numpy_mlp(ws):
     def mlp(x):
         h = np.maximum(x @ ws[0][0] + ws[0][1], 0)
         h = np.maximum(h @ ws[1][0] + ws[1][1], 0)
@@ -55,17 +59,23 @@ def bench_numpy(ws, batches):
         e = np.exp(z - z.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
 
+    return mlp
+
+
+def bench_numpy(ws, batches):
+    mlp = numpy_mlp(ws)
     for b in batches:
-        x = np.random.default_rng(1).uniform(-1, 1, (b, 784)).astype(np.float32)
+        x = mlp_input(b)
         row("mlp", "numpy", "f32", b, "%.4f" % median_ms(lambda: mlp(x), iters_for(b)))
 
 
-def bench_torch(ws, batches, threads):
+def torch_mlp(ws, threads):
+    """The seed MLP as a torch.nn.Sequential in eval mode, or None without torch."""
     try:
         import torch
     except ImportError as e:
         print("peers: no torch: %s" % e, file=sys.stderr)
-        return
+        return None
     torch.set_num_threads(threads)
     tw = [(torch.from_numpy(w), torch.from_numpy(b)) for w, b in ws]
     lin = []
@@ -75,9 +85,17 @@ def bench_torch(ws, batches, threads):
             m.weight.copy_(w.t())
             m.bias.copy_(b)
         lin.append(m)
-    model = torch.nn.Sequential(lin[0], torch.nn.ReLU(), lin[1], torch.nn.ReLU(), lin[2], torch.nn.Softmax(dim=1)).eval()
+    return torch.nn.Sequential(lin[0], torch.nn.ReLU(), lin[1], torch.nn.ReLU(), lin[2], torch.nn.Softmax(dim=1)).eval()
+
+
+def bench_torch(ws, batches, threads):
+    model = torch_mlp(ws, threads)
+    if model is None:
+        return
+    import torch
+
     for b in batches:
-        x = torch.from_numpy(np.random.default_rng(1).uniform(-1, 1, (b, 784)).astype(np.float32))
+        x = torch.from_numpy(mlp_input(b))
         with torch.inference_mode():
             row("mlp", "torch", "f32", b, "%.4f" % median_ms(lambda: model(x), iters_for(b)))
 
