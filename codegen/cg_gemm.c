@@ -40,14 +40,14 @@
  *
  * Prefetch: with 16 registers (SSE, AVX2) a row block is only MC_PANELS x
  * 6 rows, so every row block streams its column block of B (K x NC, 8 MB
- * at K = 4096) from L3 once more; the hardware prefetcher does not keep
- * up at the start of each panel. So the k loop of a one-panel tile also
- * prefetches (prefetcht1, into L2) the same k row of the next panel,
- * a whole panel ahead: on Zen 4 at x86-64-v3, 4096^3 went from 0.80x to
- * 0.98x OpenBLAS (bench/results/cpu-x86-64-v3-2026-11-23-prefetch.md).
- * The AVX-512 tiles (14 rows, 112-row blocks) read B from L3 2.3 times
- * less per FMA and measured no gain; a 1-row GEMV over four panels is a
- * pure memory stream, where it measured none either.
+ * at K = 4096) from L3 or memory once more, and the k loop stalled on it.
+ * So the k loop of a one-panel tile also prefetches (prefetcht1, into L2)
+ * the same k row of the next panel, a whole panel ahead: on Zen 4 at
+ * x86-64-v3, 4096^3 on 2 threads went from 0.79x to 0.97x OpenBLAS's speed
+ * (bench/results/cpu-x86-64-v3-2026-11-23-prefetch.md). The AVX-512 tiles
+ * (14 rows, 112-row blocks) read B 2.3 times less per FMA and measured no
+ * gain; a 1-row GEMV over four panels is a pure memory stream, where it
+ * measured none either.
  *
  * Epilogue: the sums of a micro-tile go to the C tile (L1-hot); after the
  * last K block, the kernel's epilogue function (out of line, so emitted
