@@ -8,6 +8,7 @@
  * and compiles: it only reads the plan and layout, which are final once
  * the kernels are emitted.
  */
+#include <errno.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Object.h>
@@ -131,12 +132,16 @@ static void perf_map_collect(perf_map *m, LLVMMemoryBufferRef obj, int obj_index
  * (object, section) gets its base once, from the first of its functions
  * that is a kernel: linear in functions x kernels at worst, not cubic. */
 static void perf_map_write(const perf_map *m, const cg_plan *plan, const cg_cpu_layout *layout,
-                           const rt_kernel_fn *fns) {
+                           const rt_kernel_fn *fns, diag_sink *d) {
   if (!m->n) return;
   char path[64];
   snprintf(path, sizeof path, "/tmp/perf-%ld.map", (long)getpid());
   FILE *f = fopen(path, "a");
-  if (!f) return;
+  if (!f) { /* the program still runs; the profile just has no names */
+    diag_warning(d, (diag_loc){0}, "CASTOR_PERF_MAP: cannot append to %s: %s; perf will show JIT code as addresses",
+                 path, strerror(errno));
+    return;
+  }
   typedef struct {
     int obj;
     const char *section;
@@ -369,7 +374,7 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
     }
   }
   described = look_up_kernels(jit, &plan, &layout, fns, d); /* links (and, for IR, compiles) */
-  if (described) perf_map_write(&pm, &plan, &layout, fns);
+  if (described) perf_map_write(&pm, &plan, &layout, fns, d);
 
 done:
   if (threaded) pthread_join(describer, NULL);

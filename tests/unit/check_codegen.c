@@ -10,17 +10,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 
-static rt_program *compile(const char *text, str_buf *llvm) {
-  diag_sink *d = diag_sink_create();
+static ir_graph *compile_graph(const char *text, diag_sink *d) {
   ir_graph *g = fe_load_string("t.cast", text, strlen(text), NULL, d);
   ck_assert_msg(g != NULL, "%s", diag_text(d));
   ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_DEFAULT, NULL, d), "%s", diag_text(d));
+  return g;
+}
+
+static rt_program *compile(const char *text, str_buf *llvm) {
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = compile_graph(text, d);
   cg_options o;
   cg_options_init(&o);
   o.dump_llvm = llvm;
@@ -84,6 +90,19 @@ START_TEST(test_llvm_dump_names) {
   ck_assert_msg(strstr(s, "define void @k0.d1.matmul(ptr") != NULL, "kernel not found in:\n%.2000s", s);
   ck_assert_msg(strstr(s, "@llvm.fmuladd.v") != NULL, "no vector FMA in the GEMM");
   ck_assert_msg(strstr(s, "call float @exp") == NULL && strstr(s, "@expf") == NULL, "exp must be inline");
+  /* the 16-register families prefetch the next B panel in the k loop;
+   * AVX-512's taller tiles do not (cg_gemm.c, "Prefetch") */
+  cg_options o;
+  cg_options_init(&o);
+  str_buf line;
+  str_buf_init(&line);
+  diag_sink *d = diag_sink_create();
+  ck_assert(cg_cpu_describe(&o, &line, d));
+  bool avx512 = strstr(str_buf_cstr(&line), "GEMM kernel avx512") != NULL;
+  ck_assert_msg((strstr(s, "@llvm.prefetch") != NULL) == !avx512, "%s: the GEMM %s prefetch", str_buf_cstr(&line),
+                avx512 ? "must not" : "must");
+  str_buf_fini(&line);
+  diag_sink_destroy(d);
   rt_program_destroy(p);
   str_buf_fini(&b);
 }
@@ -130,6 +149,23 @@ START_TEST(test_perf_map) {
   ck_assert_msg(strstr(map, " k0.d1.matmul.epilogue\n"), "no line for the GEMM epilogue:\n%s", map);
   free(map);
   rt_program_destroy(p);
+  /* a map that cannot be written: a warning, and the program still compiles */
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/perf-%ld.map", (long)getpid());
+  ck_assert_int_eq(mkdir(path, 0700), 0);
+  setenv("CASTOR_PERF_MAP", "1", 1);
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = compile_graph(mlp, d);
+  p = cg_compile_cpu(g, NULL, d);
+  unsetenv("CASTOR_PERF_MAP");
+  rmdir(path);
+  ck_assert_msg(p != NULL, "%s", diag_text(d));
+  char want[256];
+  snprintf(want, sizeof want, "warning: CASTOR_PERF_MAP: cannot append to %s: Is a directory; perf will show JIT code as addresses\n", path);
+  ck_assert_str_eq(diag_text(d), want);
+  rt_program_destroy(p);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
 }
 END_TEST
 
