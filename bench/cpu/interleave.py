@@ -35,6 +35,8 @@ ap.add_argument("--build", default="build-bench")
 ap.add_argument("--rounds", type=int, default=5)
 ap.add_argument("--threads", type=int, default=os.cpu_count())
 args = ap.parse_args()
+if args.rounds < 1 or args.threads < 1:
+    ap.error("--rounds and --threads must be at least 1")
 # the peers' thread pools read these when they load
 for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CASTOR_NUM_THREADS"):
     os.environ[v] = str(args.threads)
