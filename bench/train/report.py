@@ -74,7 +74,10 @@ def report(path):
     vers = sorted({f"{c['peer']} {c['version']}" + (f" (jax {c['jax']})" if "jax" in c else "")
                    for c in configs if "version" in c})
     print(f"- peers: {', '.join(vers) or 'none'}")
-    print(f"- command: `{run.get('command', '?')}`")
+    runs = [r for r in rows if r["kind"] == "run"] or [run]
+    for r in runs:  # several when run.sh was invoked in parts (APPEND=1)
+        print(f"- command: `{r.get('command', '?')}`" + (f" (commit {r.get('commit', '?')}, {r.get('date', '?')})"
+                                                         if len(runs) > 1 else ""))
     print()
     skipped = [r for r in rows if r["kind"] == "skipped"]
     # One key per run: (peer, policy, units, batch, seed), from config/test lines.

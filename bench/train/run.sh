@@ -16,6 +16,10 @@
 #   PEERS     ["castor torch keras"]
 #   EPOCHS    [5]
 #   NICE      nice level of every run [0; use 19 on a shared machine]
+#   NAME      the results' file name [train-DATE]
+#   APPEND    1: add to NAME.jsonl instead of starting it afresh, so that a
+#             benchmark may be run in parts (say one seed at a time) and
+#             reported as one [0]
 #
 # Recipe (Keras's, written out in torch_peer.py): RMSprop defaults (lr 1e-3,
 # rho 0.9, eps 1e-7 inside the root), sparse categorical cross-entropy on
@@ -30,10 +34,10 @@
 # PyPI into bench/.venv-train. torch runs on Debian's python (its torch
 # needs Debian's numpy), Keras in the venv.
 #
-# Writes every measurement as JSON lines to bench/results/train-DATE.jsonl
-# and the tables (bench/train/report.py) to bench/results/train-DATE.md;
+# Writes every measurement as JSON lines to bench/results/NAME.jsonl and the
+# tables (bench/train/report.py, of the whole file) to bench/results/NAME.md;
 # castor's curves (loss, accuracy and loss scale, `castor train --plot`) of
-# the first seed to bench/results/train-DATE-VARIANT-POLICY.svg.
+# the first seed to bench/results/NAME-VARIANT-POLICY.svg.
 set -eu
 BUILD=${1:-build-bench}
 [ -f samples/mnist_mlp.cast ] || { echo "run from the castor repository root" >&2; exit 1; }
@@ -82,15 +86,17 @@ PIN=""
 command -v taskset >/dev/null && PIN="taskset -c $CPUS"
 DATE=$(date -u +%Y-%m-%d)
 mkdir -p bench/results
-RAW=bench/results/train-$DATE.jsonl
-OUT=bench/results/train-$DATE.md
-: >"$RAW"
+NAME=${NAME:-train-$DATE}
+case $NAME in */* | "" | .*) echo "NAME must be a plain file name, got '$NAME'" >&2; exit 2 ;; esac
+RAW=bench/results/$NAME.jsonl
+OUT=bench/results/$NAME.md
+[ "${APPEND:-0}" = 1 ] || : >"$RAW"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-printf '{"kind": "run", "date": "%s", "commit": "%s", "threads": %s, "cpu": "%s", "load": "%s", "command": "THREADS=%s VARIANTS=\\"%s\\" POLICIES=\\"%s\\" SEEDS=\\"%s\\" PEERS=\\"%s\\" EPOCHS=%s NICE=%s bench/train/run.sh %s"}\n' \
+printf '{"kind": "run", "date": "%s", "commit": "%s", "threads": %s, "cpu": "%s", "load": "%s", "command": "THREADS=%s VARIANTS=\\"%s\\" POLICIES=\\"%s\\" SEEDS=\\"%s\\" PEERS=\\"%s\\" EPOCHS=%s NICE=%s NAME=%s APPEND=%s bench/train/run.sh %s"}\n' \
   "$DATE" "$(git rev-parse --short HEAD 2>/dev/null || echo ?)" "$THREADS" \
   "$(lscpu | sed -n 's/^Model name: *//p' | head -1)" "$(cut -d' ' -f1-3 /proc/loadavg)" \
-  "$THREADS" "$VARIANTS" "$POLICIES" "$SEEDS" "$PEERS" "$EPOCHS" "$NICE" "$BUILD" >>"$RAW"
+  "$THREADS" "$VARIANTS" "$POLICIES" "$SEEDS" "$PEERS" "$EPOCHS" "$NICE" "$NAME" "${APPEND:-0}" "$BUILD" >>"$RAW"
 
 castor_has_train() { "$CASTOR" --help 2>&1 | grep -q '^ *train '; }
 
@@ -106,7 +112,7 @@ run_castor() { # VARIANT UNITS BATCH POLICY SEED
   # ======== castor's own run (issue 10's `castor train`) ========
   hist=$TMP/castor-$1-$4-$5.csv
   plot=""
-  [ "$5" = "${SEEDS%% *}" ] && plot="--plot bench/results/train-$DATE-$1-$4.svg"
+  [ "$5" = "${SEEDS%% *}" ] && plot="--plot bench/results/$NAME-$1-$4.svg"
   # the peers' initial weights (their seeded NumPy Glorot draw), so that
   # castor and the peers differ only in the order of the batches
   /usr/bin/python3 bench/train/init_weights.py --units "$2" --seed "$5" --out "$TMP/init.safetensors" ||
