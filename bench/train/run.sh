@@ -88,6 +88,7 @@ DATE=$(date -u +%Y-%m-%d)
 mkdir -p bench/results
 NAME=${NAME:-train-$DATE}
 case $NAME in */* | "" | .*) echo "NAME must be a plain file name, got '$NAME'" >&2; exit 2 ;; esac
+case ${APPEND:-0} in 0 | 1) ;; *) echo "APPEND must be 0 or 1, got '$APPEND'" >&2; exit 2 ;; esac
 RAW=bench/results/$NAME.jsonl
 OUT=bench/results/$NAME.md
 [ "${APPEND:-0}" = 1 ] || : >"$RAW"
