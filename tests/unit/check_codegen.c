@@ -152,6 +152,7 @@ START_TEST(test_perf_map) {
   /* a map that cannot be written: a warning, and the program still compiles */
   char path[64];
   snprintf(path, sizeof path, "/tmp/perf-%ld.map", (long)getpid());
+  rmdir(path); /* left by an earlier process with this pid that failed here */
   ck_assert_int_eq(mkdir(path, 0700), 0);
   setenv("CASTOR_PERF_MAP", "1", 1);
   diag_sink *d = diag_sink_create();
