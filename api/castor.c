@@ -13,18 +13,18 @@
 #include <time.h>
 
 #include "api/internal.h"
-#include "runtime/safetensors_write.h"
+#include "formats/safetensors_write.h"
 #include "codegen/cg_backend.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-#include "runtime/npy.h"
+#include "formats/npy.h"
 
-_Static_assert((int)CASTOR_F32 == (int)IR_DTYPE_F32 && (int)CASTOR_F16 == (int)IR_DTYPE_F16 &&
-                   (int)CASTOR_BF16 == (int)IR_DTYPE_BF16 && (int)CASTOR_I32 == (int)IR_DTYPE_I32 &&
-                   (int)CASTOR_I64 == (int)IR_DTYPE_I64 && (int)CASTOR_BOOL == (int)IR_DTYPE_I1,
+_Static_assert((int)CASTOR_F32 == (int)DT_F32 && (int)CASTOR_F16 == (int)DT_F16 &&
+                   (int)CASTOR_BF16 == (int)DT_BF16 && (int)CASTOR_I32 == (int)DT_I32 &&
+                   (int)CASTOR_I64 == (int)DT_I64 && (int)CASTOR_BOOL == (int)DT_I1,
                "castor_dtype and ir_dtype must agree");
-_Static_assert((int)RT_F32 == (int)IR_DTYPE_F32 && (int)RT_BF16 == (int)IR_DTYPE_BF16 &&
-                   (int)RT_I1 == (int)IR_DTYPE_I1,
+_Static_assert((int)DT_F32 == (int)DT_F32 && (int)DT_BF16 == (int)DT_BF16 &&
+                   (int)DT_I1 == (int)DT_I1,
                "rt_dtype and ir_dtype must agree");
 
 struct castor_context {
@@ -80,10 +80,10 @@ const char *castor_version(void) {
 }
 
 const char *castor_dtype_name(castor_dtype t) {
-  return (unsigned)t < IR_DTYPE_COUNT ? ir_dtype_name((ir_dtype)t) : "?";
+  return (unsigned)t < DT_COUNT ? dtype_name((ir_dtype)t) : "?";
 }
 size_t castor_dtype_size(castor_dtype t) {
-  return (unsigned)t < IR_DTYPE_COUNT ? (size_t)ir_dtype_size((ir_dtype)t) : 0;
+  return (unsigned)t < DT_COUNT ? (size_t)dtype_size((ir_dtype)t) : 0;
 }
 
 /* ---- context and error plumbing ---- */
@@ -591,7 +591,7 @@ castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int 
   begin(ctx);
   if (!out_tensor) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: NULL out_tensor");
   *out_tensor = NULL;
-  if ((unsigned)dtype >= IR_DTYPE_COUNT)
+  if ((unsigned)dtype >= DT_COUNT)
     return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: unknown dtype %d", (int)dtype);
   if (rank < 0 || rank > RT_MAX_RANK || (rank > 0 && !dims))
     return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: rank must be 0-%d, got %d",
@@ -604,7 +604,7 @@ castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int 
     if (!size_mul_ok(numel, dims[r], &numel))
       return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: the element count overflows");
   }
-  if (!size_mul_ok(numel, ir_dtype_size((ir_dtype)dtype), &nbytes) || nbytes > IR_MAX_TENSOR_BYTES)
+  if (!size_mul_ok(numel, dtype_size((ir_dtype)dtype), &nbytes) || nbytes > IR_MAX_TENSOR_BYTES)
     return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: the tensor is too large");
   castor_tensor *t = calloc(1, sizeof *t);
   void *data = t ? aligned_alloc(64, ((size_t)nbytes + 63) & ~(size_t)63) : NULL;

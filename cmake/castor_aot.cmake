@@ -7,9 +7,10 @@ include(CMakePackageConfigHelpers)
 # ---- castor build ----
 
 # main() of the executables castor build links: the model's object file +
-# this archive + libcastor_runtime.a + libcastor_util.a (no LLVM).
+# this archive + libcastor_formats.a (.npy) + libcastor_runtime.a +
+# libcastor_util.a (no LLVM, no zlib).
 add_library(castor_aot_main STATIC ${CMAKE_SOURCE_DIR}/runtime/aot/aot_main.c)
-target_link_libraries(castor_aot_main PUBLIC castor_runtime)
+target_link_libraries(castor_aot_main PUBLIC castor_runtime castor_formats)
 
 # Where castor build finds those archives: installed, relative to the castor
 # executable; in a build tree, here. Sanitized archives need the sanitizer
@@ -24,17 +25,17 @@ target_compile_definitions(castor_cli PRIVATE
   CASTOR_AOT_RELDIR="${castor_aot_reldir}"
   CASTOR_AOT_BUILD_LIBDIR="${CMAKE_BINARY_DIR}"
   CASTOR_AOT_LINK_FLAGS="${castor_aot_link_flags}")
-add_dependencies(castor_cli castor_aot_main castor_runtime castor_util)
+add_dependencies(castor_cli castor_aot_main castor_formats castor_runtime castor_util)
 
 # ---- installable libcastor: shared (only CASTOR_API symbols exported, the
 # rest is -fvisibility=hidden) and static (every layer in one archive) ----
 
-file(GLOB castor_api_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/api/*.c)
+file(GLOB castor_api_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/api/*.c ${CMAKE_SOURCE_DIR}/api/check/*.c)
 add_library(castor_shared SHARED ${castor_api_srcs})
 target_include_directories(castor_shared
   PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
   PRIVATE ${CMAKE_SOURCE_DIR} ${LLVM_INCLUDE_DIRS})
-target_link_libraries(castor_shared PRIVATE castor_frontend castor_passes castor_codegen castor_runtime)
+target_link_libraries(castor_shared PRIVATE castor_frontend castor_passes castor_codegen castor_runtime castor_formats)
 set_target_properties(castor_shared PROPERTIES
   OUTPUT_NAME castor VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib)
@@ -44,7 +45,8 @@ endif()
 
 add_library(castor_static STATIC
   $<TARGET_OBJECTS:castor> $<TARGET_OBJECTS:castor_frontend> $<TARGET_OBJECTS:castor_passes>
-  $<TARGET_OBJECTS:castor_codegen> $<TARGET_OBJECTS:castor_runtime> $<TARGET_OBJECTS:castor_ir>
+  $<TARGET_OBJECTS:castor_codegen> $<TARGET_OBJECTS:castor_runtime> $<TARGET_OBJECTS:castor_formats>
+  $<TARGET_OBJECTS:castor_train> $<TARGET_OBJECTS:castor_ir>
   $<TARGET_OBJECTS:castor_util>)
 set_target_properties(castor_static PROPERTIES OUTPUT_NAME castor LINKER_LANGUAGE C
   ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib)
@@ -69,4 +71,4 @@ install(FILES ${CMAKE_BINARY_DIR}/install/castor.pc ${CMAKE_BINARY_DIR}/install/
 install(FILES ${CMAKE_BINARY_DIR}/install/castorConfig.cmake ${CMAKE_BINARY_DIR}/install/castorConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/castor)
 # what castor build links into executables and objects
-install(TARGETS castor_aot_main castor_runtime castor_util ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}/castor)
+install(TARGETS castor_aot_main castor_formats castor_runtime castor_util ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}/castor)

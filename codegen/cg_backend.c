@@ -2,7 +2,7 @@
  * cg_backend.c: the registry of backends and what every backend shares:
  * the support check before compiling (cg_backend.h has the interface).
  */
-#include "cg_backend.h"
+#include "codegen/cg_backend.h"
 
 #include <stdio.h>
 #include <string.h>

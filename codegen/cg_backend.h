@@ -13,7 +13,7 @@
 #ifndef CASTOR_CG_BACKEND_H
 #define CASTOR_CG_BACKEND_H
 
-#include "codegen.h"
+#include "codegen/codegen.h"
 
 typedef struct cg_backend cg_backend;
 

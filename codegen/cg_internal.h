@@ -10,8 +10,8 @@
 #include <llvm-c/Error.h>
 #include <llvm-c/TargetMachine.h>
 
-#include "cg_cpu_caps.h"
-#include "codegen.h"
+#include "codegen/cpu/cg_cpu_caps.h"
+#include "codegen/codegen.h"
 
 /* The training ops, as case labels for the emitters' switches over ir_op
  * (so -Wswitch-enum still names any other op): the CPU target chains the

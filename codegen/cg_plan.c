@@ -20,7 +20,7 @@
  */
 #include <string.h>
 
-#include "cg_internal.h"
+#include "codegen/cg_internal.h"
 
 /* An op that joins the kernel of the value it reads (the op table's kernel
  * column). */
@@ -47,7 +47,7 @@ static bool is_leaf(const ir_node *n) { return (ir_op_flags(n->op) & IR_OPF_LEAF
 static int64_t row_bytes(const ir_type *t) {
   int64_t n = 0;
   CASTOR_ASSERT(ir_type_inner_numel(t, &n));
-  return n * ir_dtype_size(t->dtype);
+  return n * dtype_size(t->dtype);
 }
 
 static int add_buffer(cg_plan *p, int *cap, rt_buffer_kind kind, int index, const ir_node *n) {

@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "cg_internal.h"
+#include "codegen/cg_internal.h"
 
 rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg_cpu_layout *layout,
                                 diag_sink *d) {
@@ -26,7 +26,7 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg
     const ir_node *n = plan->buffer_node[b];
     if (n->op == IR_OP_LITERAL) { /* its value, in its dtype */
       void *v = arena_alloc_aligned(a, 8, 8);
-      rt_store_double((rt_dtype)n->type.dtype, v, 0, n->attr.value);
+      dtype_store_double((rt_dtype)n->type.dtype, v, 0, n->attr.value);
       buf->data = v;
       continue;
     }

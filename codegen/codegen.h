@@ -12,9 +12,9 @@
 #ifndef CASTOR_CODEGEN_H
 #define CASTOR_CODEGEN_H
 
-#include "../ir/ir.h"
-#include "../runtime/cuda.h"
-#include "../runtime/runtime.h"
+#include "ir/ir.h"
+#include "runtime/cuda.h"
+#include "runtime/runtime.h"
 
 typedef struct cg_options {
   int opt_level;      /* 0-3; 2 runs default<O2> */

@@ -13,9 +13,9 @@
  * trailing commas, Python 2 'L' suffixes); the data buffer grows only as
  * bytes actually arrive, so a lying shape cannot make us allocate terabytes.
  */
-#include "npy.h"
+#include "formats/npy.h"
 
-#include "../util/half.h"
+#include "util/half.h"
 
 #include <errno.h>
 #include <math.h>
@@ -43,8 +43,8 @@ typedef struct npy_type {
 } npy_type;
 
 static const npy_type npy_types[] = {
-    {"f4", RT_F32, false, 4}, {"f2", RT_F16, false, 2}, {"f8", RT_F32, true, 8},
-    {"i4", RT_I32, false, 4}, {"i8", RT_I64, false, 8}, {"b1", RT_I1, false, 1},
+    {"f4", DT_F32, false, 4}, {"f2", DT_F16, false, 2}, {"f8", DT_F32, true, 8},
+    {"i4", DT_I32, false, 4}, {"i8", DT_I64, false, 8}, {"b1", DT_I1, false, 1},
 };
 
 static const npy_type *find_type(const char *code) {
@@ -55,12 +55,13 @@ static const npy_type *find_type(const char *code) {
 
 static const char *descr_of(rt_dtype t) {
   switch (t) {
-  case RT_F32: return "<f4";
-  case RT_F16: return "<f2";
-  case RT_I32: return "<i4";
-  case RT_I64: return "<i8";
-  case RT_I1: return "|b1";
-  case RT_BF16: return NULL;
+  case DT_F32: return "<f4";
+  case DT_F16: return "<f2";
+  case DT_I32: return "<i4";
+  case DT_I64: return "<i8";
+  case DT_I1: return "|b1";
+  case DT_BF16: return NULL;
+  case DT_COUNT: break;
   }
   return NULL;
 }
@@ -460,28 +461,29 @@ static double round_to_format(double x, int mant, int emin, double max) {
 static double elem_f64(const rt_npy *a, int64_t i) {
   if (a->is_f64) return ((const double *)a->data)[i];
   switch (a->dtype) {
-  case RT_F32: return ((const float *)a->data)[i];
-  case RT_F16: return half_f16_to_f32(((const uint16_t *)a->data)[i]);
-  case RT_BF16: return half_bf16_to_f32(((const uint16_t *)a->data)[i]);
-  case RT_I32:
-  case RT_I64:
-  case RT_I1: break;
+  case DT_F32: return ((const float *)a->data)[i];
+  case DT_F16: return half_f16_to_f32(((const uint16_t *)a->data)[i]);
+  case DT_BF16: return half_bf16_to_f32(((const uint16_t *)a->data)[i]);
+  case DT_I32:
+  case DT_I64:
+  case DT_I1: break;
+  case DT_COUNT: break;
   }
   CASTOR_UNREACHABLE();
   return 0;
 }
 
 bool rt_npy_convert(rt_npy *a, rt_dtype to, const char *path, diag_sink *d) {
-  bool from_float = a->is_f64 || a->dtype == RT_F32 || a->dtype == RT_F16 || a->dtype == RT_BF16;
-  bool to_float = to == RT_F32 || to == RT_F16 || to == RT_BF16;
-  const char *from_name = a->is_f64 ? "f64" : rt_dtype_name(a->dtype);
+  bool from_float = a->is_f64 || a->dtype == DT_F32 || a->dtype == DT_F16 || a->dtype == DT_BF16;
+  bool to_float = to == DT_F32 || to == DT_F16 || to == DT_BF16;
+  const char *from_name = a->is_f64 ? "f64" : dtype_name(a->dtype);
   if (!from_float || !to_float) {
     diag_error(d, at(path), "cannot convert a .npy array of %s to %s", from_name,
-               rt_dtype_name(to));
+               dtype_name(to));
     return false;
   }
   if (!a->is_f64 && a->dtype == to) return true;
-  int64_t nbytes = a->numel * rt_dtype_size(to); /* numel <= 2^40: no overflow */
+  int64_t nbytes = a->numel * dtype_size(to); /* numel <= 2^40: no overflow */
   void *dst = malloc(nbytes ? (size_t)nbytes : 1);
   if (!dst) {
     diag_error(d, at(path), "out of memory converting %lld elements", (long long)a->numel);
@@ -490,14 +492,15 @@ bool rt_npy_convert(rt_npy *a, rt_dtype to, const char *path, diag_sink *d) {
   for (int64_t i = 0; i < a->numel; i++) {
     double x = elem_f64(a, i);
     switch (to) {
-    case RT_F32: ((float *)dst)[i] = (float)x; break;
-    case RT_F16:
+    case DT_F32: ((float *)dst)[i] = (float)x; break;
+    case DT_F16:
       ((uint16_t *)dst)[i] = half_f32_to_f16((float)round_to_format(x, 10, -14, 65504.0));
       break;
-    case RT_BF16: ((uint16_t *)dst)[i] = half_f32_to_bf16((float)x); break;
-    case RT_I32:
-    case RT_I64:
-    case RT_I1: CASTOR_UNREACHABLE();
+    case DT_BF16: ((uint16_t *)dst)[i] = half_f32_to_bf16((float)x); break;
+    case DT_I32:
+    case DT_I64:
+    case DT_I1:
+    case DT_COUNT: CASTOR_UNREACHABLE();
     }
   }
   free(a->data);
@@ -509,7 +512,7 @@ bool rt_npy_convert(rt_npy *a, rt_dtype to, const char *path, diag_sink *d) {
 }
 
 bool rt_npy_to_f32(rt_npy *a, const char *path, diag_sink *d) {
-  return rt_npy_convert(a, RT_F32, path, d);
+  return rt_npy_convert(a, DT_F32, path, d);
 }
 
 /* ---- writing ---- */
@@ -519,8 +522,8 @@ bool rt_npy_write(const char *path, rt_dtype dtype, int rank, const int64_t *dim
   const char *descr = descr_of(dtype);
   if (!descr) {
     diag_error_kind(d, DIAG_KIND_UNSUPPORTED, at(path),
-                    "cannot write %s to .npy: NumPy has no %s dtype", rt_dtype_name(dtype),
-                    rt_dtype_name(dtype));
+                    "cannot write %s to .npy: NumPy has no %s dtype", dtype_name(dtype),
+                    dtype_name(dtype));
     return false;
   }
   if (rank < 0 || rank > RT_MAX_RANK) {
@@ -539,7 +542,7 @@ bool rt_npy_write(const char *path, rt_dtype dtype, int rank, const int64_t *dim
   }
   char shape[160];
   rt_npy_shape_str(rank, dims, shape, sizeof shape);
-  if (numel < 0 || !size_mul_ok(numel, rt_dtype_size(dtype), &nbytes) ||
+  if (numel < 0 || !size_mul_ok(numel, dtype_size(dtype), &nbytes) ||
       nbytes > NPY_MAX_BYTES) {
     diag_error_kind(d, DIAG_KIND_UNSUPPORTED, at(path),
                     "cannot write a .npy array of shape %s: too large", shape);

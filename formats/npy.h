@@ -17,12 +17,12 @@
 
 #include <stdio.h>
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #include <stdio.h>
 
 typedef struct rt_npy {
-  rt_dtype dtype;            /* element type of data (RT_F32 placeholder when is_f64) */
+  rt_dtype dtype;            /* element type of data (DT_F32 placeholder when is_f64) */
   bool is_f64;               /* data holds float64 ('<f8' file) until rt_npy_convert */
   int rank;                  /* 0 (a scalar) to RT_MAX_RANK */
   int64_t dims[RT_MAX_RANK];
@@ -62,7 +62,7 @@ bool rt_npy_read_header(FILE *f, const char *path, rt_npy_header *out, diag_sink
  * once, f64 -> bf16 goes through f32 as ml_dtypes does). Integer arrays and
  * integer targets are an error reported at `path`. */
 bool rt_npy_convert(rt_npy *a, rt_dtype to, const char *path, diag_sink *d);
-/* rt_npy_convert(a, RT_F32, path, d) */
+/* rt_npy_convert(a, DT_F32, path, d) */
 bool rt_npy_to_f32(rt_npy *a, const char *path, diag_sink *d);
 
 /* Writes a row-major array. dims may be NULL when rank is 0. Fails (with an

@@ -24,7 +24,7 @@
  * then the data section up to the end of the last tensor). A data section
  * too large to allocate is an error, not an abort.
  */
-#include "internal.h"
+#include "frontend/cast/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -347,9 +347,9 @@ static bool check_entry(jparser *p, const char *key, const jval *v, int64_t data
   const char *missing = !dt ? "dtype" : !sh ? "shape" : !of ? "data_offsets" : NULL;
   if (missing) return BAD(v->off, "tensor '%s' has no '%s'", key, missing);
   if (dt->kind != J_STR) return BAD(dt->off, "dtype of tensor '%s' is not a string", key);
-  if (str_eq(dt->s, "F32")) t->dtype = IR_DTYPE_F32;
-  else if (str_eq(dt->s, "F16")) t->dtype = IR_DTYPE_F16;
-  else if (str_eq(dt->s, "BF16")) t->dtype = IR_DTYPE_BF16;
+  if (str_eq(dt->s, "F32")) t->dtype = DT_F32;
+  else if (str_eq(dt->s, "F16")) t->dtype = DT_F16;
+  else if (str_eq(dt->s, "BF16")) t->dtype = DT_BF16;
   else {
     diag_error(p->d, p->at,
                "unsupported dtype %s of tensor '%s' in '%s' at byte %zu; castor reads F32, F16 "
@@ -371,7 +371,7 @@ static bool check_entry(jparser *p, const char *key, const jval *v, int64_t data
     if (!size_mul_ok(numel, e->i, &numel))
       return BAD(sh->off, "shape of tensor '%s' overflows", key);
   }
-  if (!size_mul_ok(numel, ir_dtype_size(t->dtype), &t->nbytes))
+  if (!size_mul_ok(numel, dtype_size(t->dtype), &t->nbytes))
     return BAD(sh->off, "shape of tensor '%s' overflows", key);
   if (of->kind != J_ARR || of->n != 2 || of->items[0].kind != J_INT || of->items[1].kind != J_INT ||
       of->items[0].i < 0 || of->items[1].i < 0)

@@ -3,9 +3,9 @@
  * the layout). Validates every tensor first, then builds the header in
  * memory and streams header and data through one atomic file.
  */
-#include "safetensors_write.h"
+#include "formats/safetensors_write.h"
 
-#include "../util/atomic_file.h"
+#include "util/atomic_file.h"
 
 #include <string.h>
 
@@ -13,18 +13,19 @@ static diag_loc at(const char *path) { return (diag_loc){path, 0, 0}; }
 
 static const char *st_dtype_name(rt_dtype t) {
   switch (t) {
-  case RT_F32: return "F32";
-  case RT_F16: return "F16";
-  case RT_BF16: return "BF16";
-  case RT_I32:
-  case RT_I64:
-  case RT_I1: break;
+  case DT_F32: return "F32";
+  case DT_F16: return "F16";
+  case DT_BF16: return "BF16";
+  case DT_I32:
+  case DT_I64:
+  case DT_I1: break;
+  case DT_COUNT: break;
   }
   return NULL;
 }
 
 /* Rank of the dtype in the reference's Dtype enum (F16 < BF16 < F32). */
-static int st_dtype_order(rt_dtype t) { return t == RT_F32 ? 2 : t == RT_BF16 ? 1 : 0; }
+static int st_dtype_order(rt_dtype t) { return t == DT_F32 ? 2 : t == DT_BF16 ? 1 : 0; }
 
 /* A JSON string: quotes, backslash and control characters escaped, the
  * rest (valid UTF-8, checked before) as is, as serde_json writes it. */
@@ -88,7 +89,7 @@ static bool check_tensor(const rt_st_tensor *t, int i, const char *path, int64_t
                         "reserved for the header's metadata");
   if (!st_dtype_name(t->dtype))
     return bad(d, path, "cannot write tensor '%s' of dtype %s to safetensors (castor writes F32, "
-                        "F16 and BF16)", t->name, rt_dtype_name(t->dtype));
+                        "F16 and BF16)", t->name, dtype_name(t->dtype));
   if (t->rank < 0 || t->rank > RT_MAX_RANK)
     return bad(d, path, "cannot write tensor '%s' of rank %d to safetensors (at most %d)", t->name,
                t->rank, RT_MAX_RANK);
@@ -99,7 +100,7 @@ static bool check_tensor(const rt_st_tensor *t, int i, const char *path, int64_t
                  k, (long long)t->dims[k]);
     if (!size_mul_ok(numel, t->dims[k], &numel)) numel = -1;
   }
-  if (numel < 0 || !size_mul_ok(numel, rt_dtype_size(t->dtype), out_nbytes))
+  if (numel < 0 || !size_mul_ok(numel, dtype_size(t->dtype), out_nbytes))
     return bad(d, path, "cannot write tensor '%s' to safetensors: its size overflows", t->name);
   if (*out_nbytes > 0 && !t->data)
     return bad(d, path, "cannot write tensor '%s' to safetensors: it has no data", t->name);

@@ -23,11 +23,11 @@
 #ifndef CASTOR_SAFETENSORS_WRITE_H
 #define CASTOR_SAFETENSORS_WRITE_H
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 typedef struct rt_st_tensor {
   const char *name;          /* valid UTF-8, not "__metadata__", unique */
-  rt_dtype dtype;            /* RT_F32, RT_F16 or RT_BF16 */
+  rt_dtype dtype;            /* DT_F32, DT_F16 or DT_BF16 */
   int rank;                  /* 0 to RT_MAX_RANK */
   int64_t dims[RT_MAX_RANK]; /* each >= 0 */
   const void *data;          /* numel * dtype size bytes, row-major */

@@ -12,7 +12,7 @@
 #ifndef CASTOR_FRONTEND_H
 #define CASTOR_FRONTEND_H
 
-#include "../ir/ir.h"
+#include "ir/ir.h"
 
 /* A model's `compile` statement: how it trains (docs/cast-language.md).
  * Empty strings: not given. */

@@ -2,7 +2,7 @@
  * ir.c: op/dtype/policy tables, types, graph container and the builder with
  * type inference. Printing, parsing and verification live in their own files.
  */
-#include "ir.h"
+#include "ir/ir.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -23,7 +23,7 @@ static const struct {
 } op_table[IR_OP_COUNT] = {
 #define IR_OP(e, name, nsrc, attrs, flags, rule, ac, kernel, flops, sem) \
   [IR_OP_##e] = {#name, nsrc, attrs, flags, rule, ac, kernel, flops, sem},
-#include "ir_ops.def"
+#include "ir/ir_ops.def"
 #undef IR_OP
 };
 
@@ -37,7 +37,7 @@ _Static_assert(IR_ATTR_COUNT <= 32, "attribute sets are 32-bit masks");
                                          : (nsrc) != 0 && (rule) != IR_TYPE_LEAF &&         \
                      (ac) != IR_AC_LEAF && (kernel) != IR_KERNEL_NONE,                      \
                  #name ": a leaf (and only a leaf) has no sources, type rule, class or kernel");
-#include "ir_ops.def"
+#include "ir/ir_ops.def"
 #undef IR_OP
 
 const char *ir_op_name(ir_op op) { return op < IR_OP_COUNT ? op_table[op].name : "?"; }
@@ -93,7 +93,7 @@ static const struct {
   const char *meaning;
 } attr_table[IR_ATTR_COUNT] = {
 #define IR_ATTR(key, kind, doc) [IR_ATTR_##key] = {#key, IR_ATTR_KIND_##kind, offsetof(ir_attr, key), doc},
-#include "ir_attrs.def"
+#include "ir/ir_attrs.def"
 #undef IR_ATTR
 };
 
@@ -130,30 +130,11 @@ bool ir_op_from_name(const char *s, size_t n, ir_op *out) {
 
 static const struct {
   const char *name;
-  int size;
-  bool is_float;
-} dtype_table[IR_DTYPE_COUNT] = {
-#define IR_DTYPE(e, name, size, isfloat) [IR_DTYPE_##e] = {#name, size, isfloat},
-#include "ir_dtypes.def"
-#undef IR_DTYPE
-};
-
-const char *ir_dtype_name(ir_dtype t) { return t < IR_DTYPE_COUNT ? dtype_table[t].name : "?"; }
-int ir_dtype_size(ir_dtype t) { return dtype_table[t].size; }
-bool ir_dtype_is_float(ir_dtype t) { return dtype_table[t].is_float; }
-bool ir_dtype_from_name(const char *s, size_t n, ir_dtype *out) {
-  for (int i = 0; i < IR_DTYPE_COUNT; i++)
-    if (name_is(s, n, dtype_table[i].name)) return *out = (ir_dtype)i, true;
-  return false;
-}
-
-static const struct {
-  const char *name;
   ir_dtype compute, variable;
 } policy_table[IR_POLICY_COUNT] = {
-    [IR_POLICY_NONE] = {"none", IR_DTYPE_F32, IR_DTYPE_F32},
-#define IR_POLICY(e, name, c, v) [IR_POLICY_##e] = {#name, IR_DTYPE_##c, IR_DTYPE_##v},
-#include "ir_policies.def"
+    [IR_POLICY_NONE] = {"none", DT_F32, DT_F32},
+#define IR_POLICY(e, name, c, v) [IR_POLICY_##e] = {#name, DT_##c, DT_##v},
+#include "ir/ir_policies.def"
 #undef IR_POLICY
 };
 
@@ -192,11 +173,11 @@ bool ir_type_numel(const ir_type *t, int64_t batch, int64_t *out) {
 
 bool ir_type_bytes(const ir_type *t, int64_t batch, int64_t *out) {
   int64_t n;
-  return ir_type_numel(t, batch, &n) && size_mul_ok(n, ir_dtype_size(t->dtype), out);
+  return ir_type_numel(t, batch, &n) && size_mul_ok(n, dtype_size(t->dtype), out);
 }
 
 void ir_type_print(const ir_type *t, str_buf *out) {
-  str_buf_printf(out, "%s[", ir_dtype_name(t->dtype));
+  str_buf_printf(out, "%s[", dtype_name(t->dtype));
   for (int i = 0; i < t->rank; i++) {
     if (i) str_buf_putc(out, ',');
     if (t->dims[i] == IR_DIM_BATCH) str_buf_putc(out, 'N');
@@ -371,17 +352,17 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
       return FAIL("%s right operand %s must not have the batch dimension", ir_op_name(op), sb);
     if (a->dims[1] != b->dims[0])
       return FAIL("%s inner dimensions differ: %s and %s", ir_op_name(op), sa, sb);
-    if (a->dtype != b->dtype || !ir_dtype_is_float(a->dtype))
+    if (a->dtype != b->dtype || !dtype_is_float(a->dtype))
       return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
-    if ((unsigned)attr->acc >= IR_DTYPE_COUNT || !ir_dtype_is_float(attr->acc))
-      return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), ir_dtype_name(attr->acc));
+    if ((unsigned)attr->acc >= DT_COUNT || !dtype_is_float(attr->acc))
+      return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), dtype_name(attr->acc));
     *out = (ir_type){a->dtype, 2, {a->dims[0], b->dims[1]}};
     return true;
   }
   case IR_TYPE_BINARY: {
     const ir_type *a = &srcs[0]->type, *b = &srcs[1]->type;
     shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb);
-    if (a->dtype != b->dtype || !ir_dtype_is_float(a->dtype))
+    if (a->dtype != b->dtype || !dtype_is_float(a->dtype))
       return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
     bool bias = b->rank == 1 && a->rank >= 1 && !ir_type_is_batched(b) &&
                 b->dims[0] == a->dims[a->rank - 1];
@@ -393,7 +374,7 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_UNARY:
   case IR_TYPE_ROWWISE:
     shape_str(&srcs[0]->type, sa, sizeof sa);
-    if (!ir_dtype_is_float(srcs[0]->type.dtype))
+    if (!dtype_is_float(srcs[0]->type.dtype))
       return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
     if (ir_op_type_rule(op) == IR_TYPE_ROWWISE && srcs[0]->type.rank < 1)
       return FAIL("%s needs rank >= 1, got %s", ir_op_name(op), sa);
@@ -403,7 +384,7 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_NORM_GRAD: {
     const ir_type *x = &srcs[0]->type;
     shape_str(x, sa, sizeof sa);
-    if (!ir_dtype_is_float(x->dtype)) return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
+    if (!dtype_is_float(x->dtype)) return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
     int first = ir_norm_first_dim(x, attr->axis);
     if (first < 0 || (first == 0 && ir_type_is_batched(x)))
       return FAIL("%s axis %lld is not a dimension of %s%s", ir_op_name(op), (long long)attr->axis, sa,
@@ -428,7 +409,7 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     return true;
   }
   case IR_TYPE_CAST:
-    if ((unsigned)attr->to >= IR_DTYPE_COUNT) return FAIL("cast to an invalid dtype code %d", (int)attr->to);
+    if ((unsigned)attr->to >= DT_COUNT) return FAIL("cast to an invalid dtype code %d", (int)attr->to);
     *out = srcs[0]->type;
     out->dtype = attr->to;
     return true;
@@ -446,10 +427,10 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
       return FAIL("%s right operand %s must not have the batch dimension", ir_op_name(op), sb);
     if (nt ? a->dims[1] != b->dims[1] : a->dims[0] != b->dims[0])
       return FAIL("%s summed dimensions differ: %s and %s", ir_op_name(op), sa, sb);
-    if (a->dtype != b->dtype || !ir_dtype_is_float(a->dtype))
+    if (a->dtype != b->dtype || !dtype_is_float(a->dtype))
       return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
-    if ((unsigned)attr->acc >= IR_DTYPE_COUNT || !ir_dtype_is_float(attr->acc))
-      return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), ir_dtype_name(attr->acc));
+    if ((unsigned)attr->acc >= DT_COUNT || !dtype_is_float(attr->acc))
+      return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), dtype_name(attr->acc));
     if (!nt && (a->dims[1] == IR_DIM_BATCH || b->dims[1] == IR_DIM_BATCH))
       return FAIL("%s result %s x %s would have the batch dimension inside", ir_op_name(op), sa, sb);
     *out = nt ? (ir_type){a->dtype, 2, {a->dims[0], b->dims[0]}} : (ir_type){a->dtype, 2, {a->dims[1], b->dims[1]}};
@@ -458,16 +439,16 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_SUM_ROWS: {
     const ir_type *x = &srcs[0]->type;
     shape_str(x, sa, sizeof sa);
-    if (x->rank != 2 || !ir_dtype_is_float(x->dtype) || x->dims[1] == IR_DIM_BATCH)
+    if (x->rank != 2 || !dtype_is_float(x->dtype) || x->dims[1] == IR_DIM_BATCH)
       return FAIL("%s needs a float operand of rank 2, got %s", ir_op_name(op), sa);
-    if ((unsigned)attr->acc >= IR_DTYPE_COUNT || !ir_dtype_is_float(attr->acc))
-      return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), ir_dtype_name(attr->acc));
+    if ((unsigned)attr->acc >= DT_COUNT || !dtype_is_float(attr->acc))
+      return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), dtype_name(attr->acc));
     *out = (ir_type){x->dtype, 1, {x->dims[1]}};
     return true;
   }
   case IR_TYPE_SAME:
     shape_str(&srcs[0]->type, sa, sizeof sa), shape_str(&srcs[1]->type, sb, sizeof sb);
-    if (!ir_type_eq(&srcs[0]->type, &srcs[1]->type) || !ir_dtype_is_float(srcs[0]->type.dtype))
+    if (!ir_type_eq(&srcs[0]->type, &srcs[1]->type) || !dtype_is_float(srcs[0]->type.dtype))
       return FAIL("%s operands must have one float type, got %s and %s", ir_op_name(op), sa, sb);
     if (ir_op_kernel(op) == IR_KERNEL_ROWWISE && srcs[0]->type.rank < 1)
       return FAIL("%s needs rank >= 1, got %s", ir_op_name(op), sa);
@@ -477,9 +458,9 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_LOSS_GRAD: {
     const ir_type *a = &srcs[0]->type, *t = &srcs[1]->type;
     shape_str(a, sa, sizeof sa), shape_str(t, sb, sizeof sb);
-    if (a->rank != 2 || !ir_dtype_is_float(a->dtype) || a->dims[1] == IR_DIM_BATCH)
+    if (a->rank != 2 || !dtype_is_float(a->dtype) || a->dims[1] == IR_DIM_BATCH)
       return FAIL("%s needs float [N,C] predictions, got %s", ir_op_name(op), sa);
-    bool sparse = t->dtype == IR_DTYPE_I32 && t->rank == 1 && t->dims[0] == a->dims[0];
+    bool sparse = t->dtype == DT_I32 && t->rank == 1 && t->dims[0] == a->dims[0];
     if (sparse && op != IR_OP_XENT && op != IR_OP_XENT_GRAD && op != IR_OP_XENT_LOGITS &&
         op != IR_OP_XENT_LOGITS_GRAD)
       return FAIL("%s needs targets of the predictions' type %s, got %s", ir_op_name(op), sa, sb);
@@ -489,11 +470,11 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     if (ir_op_attrs(op) & A(epsilon) && !(attr->epsilon >= 0 && attr->epsilon < 0.5))
       return FAIL("%s epsilon must be in [0, 0.5), got %g", ir_op_name(op), attr->epsilon);
     if (ir_op_type_rule(op) == IR_TYPE_LOSS) {
-      *out = (ir_type){IR_DTYPE_F32, 0, {0}};
+      *out = (ir_type){DT_F32, 0, {0}};
       return true;
     }
     const ir_type *c = &srcs[2]->type;
-    if (c->rank != 0 || c->dtype != IR_DTYPE_F32) {
+    if (c->rank != 0 || c->dtype != DT_F32) {
       shape_str(c, sb, sizeof sb);
       return FAIL("%s seed must be f32 [], got %s", ir_op_name(op), sb);
     }
@@ -503,18 +484,18 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_ALL_FINITE:
     for (int s = 0; s < n_srcs; s++) {
       const ir_type *x = &srcs[s]->type;
-      if (!ir_dtype_is_float(x->dtype) && !(x->dtype == IR_DTYPE_I1 && x->rank == 0)) {
+      if (!dtype_is_float(x->dtype) && !(x->dtype == DT_I1 && x->rank == 0)) {
         shape_str(x, sa, sizeof sa);
         return FAIL("%s operand %d must be float or i1 [], got %s", ir_op_name(op), s + 1, sa);
       }
     }
-    *out = (ir_type){IR_DTYPE_I1, 0, {0}};
+    *out = (ir_type){DT_I1, 0, {0}};
     return true;
   case IR_TYPE_UPDATE: {
     int w = ir_op_writes(op), n = ir_op_arity(op);
     const ir_type *v = &srcs[0]->type;
     shape_str(v, sa, sizeof sa);
-    if (!ir_dtype_is_float(v->dtype) || ir_type_is_batched(v))
+    if (!dtype_is_float(v->dtype) || ir_type_is_batched(v))
       return FAIL("%s updates a float variable without the batch dimension, got %s", ir_op_name(op), sa);
     for (int s = 1; s <= w; s++) { /* slots, then the gradient */
       if (!ir_type_eq(&srcs[s]->type, v)) {
@@ -522,27 +503,27 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
         return FAIL("%s operand %d must have the variable's type %s, got %s", ir_op_name(op), s + 1, sa, sb);
       }
     }
-    static const ir_dtype scalars[] = {IR_DTYPE_F32, IR_DTYPE_F32, IR_DTYPE_I1, IR_DTYPE_I64};
+    static const ir_dtype scalars[] = {DT_F32, DT_F32, DT_I1, DT_I64};
     static const char *const what[] = {"the learning rate", "the loss scale", "ok", "the step count"};
     for (int s = w + 1; s < n; s++) {
       int k = s - w - 1;
       if (srcs[s]->type.rank != 0 || srcs[s]->type.dtype != scalars[k]) {
         shape_str(&srcs[s]->type, sb, sizeof sb);
         return FAIL("%s operand %d (%s) must be %s [], got %s", ir_op_name(op), s + 1, what[k],
-                    ir_dtype_name(scalars[k]), sb);
+                    dtype_name(scalars[k]), sb);
       }
     }
     return check_update_attrs(op, attr, err, errlen) && (*out = *v, true);
   }
   case IR_TYPE_SCALAR_UPDATE: {
     /* count_step(n i64, ok i1); loss_scale_update(s f32, n i64, ok i1) */
-    static const ir_dtype count_step[] = {IR_DTYPE_I64, IR_DTYPE_I1};
-    static const ir_dtype scale_update[] = {IR_DTYPE_F32, IR_DTYPE_I64, IR_DTYPE_I1};
+    static const ir_dtype count_step[] = {DT_I64, DT_I1};
+    static const ir_dtype scale_update[] = {DT_F32, DT_I64, DT_I1};
     const ir_dtype *want = op == IR_OP_COUNT_STEP ? count_step : scale_update;
     for (int s = 0; s < n_srcs; s++) {
       if (srcs[s]->type.rank != 0 || srcs[s]->type.dtype != want[s]) {
         shape_str(&srcs[s]->type, sb, sizeof sb);
-        return FAIL("%s operand %d must be %s [], got %s", ir_op_name(op), s + 1, ir_dtype_name(want[s]), sb);
+        return FAIL("%s operand %d must be %s [], got %s", ir_op_name(op), s + 1, dtype_name(want[s]), sb);
       }
     }
     if (op == IR_OP_LOSS_SCALE_UPDATE && (attr->period < 1 || !(attr->min_scale >= 0) || attr->min_scale > 1e30))

@@ -13,13 +13,14 @@
 #ifndef CASTOR_IR_H
 #define CASTOR_IR_H
 
-#include "../util/diag.h"
-#include "../util/util.h"
+#include "util/diag.h"
+#include "util/dtype.h"
+#include "util/util.h"
 
 /* Attribute keys (ir_attrs.def) and the op-table columns (ir_ops.def). */
 typedef enum ir_attr_key {
 #define IR_ATTR(key, kind, doc) IR_ATTR_##key,
-#include "ir_attrs.def"
+#include "ir/ir_attrs.def"
 #undef IR_ATTR
   IR_ATTR_COUNT
 } ir_attr_key;
@@ -91,22 +92,18 @@ typedef enum ir_kernel_class {
 
 typedef enum ir_op {
 #define IR_OP(e, name, nsrc, attrs, flags, rule, ac, kernel, flops, sem) IR_OP_##e,
-#include "ir_ops.def"
+#include "ir/ir_ops.def"
 #undef IR_OP
   IR_OP_COUNT
 } ir_op;
 
-typedef enum ir_dtype {
-#define IR_DTYPE(e, name, size, isfloat) IR_DTYPE_##e,
-#include "ir_dtypes.def"
-#undef IR_DTYPE
-  IR_DTYPE_COUNT
-} ir_dtype;
+/* The IR's element types: the one dtype table (util/dtype.h). */
+typedef dtype_id ir_dtype;
 
 typedef enum ir_policy {
   IR_POLICY_NONE = 0, /* node: no per-layer override */
 #define IR_POLICY(e, name, compute, variable) IR_POLICY_##e,
-#include "ir_policies.def"
+#include "ir/ir_policies.def"
 #undef IR_POLICY
   IR_POLICY_COUNT
 } ir_policy;
@@ -136,7 +133,7 @@ typedef ir_shape ir_attr_SHAPE;
  * takes (ir_op_attrs) are live, the others zero. */
 typedef struct ir_attr {
 #define IR_ATTR(key, kind, doc) ir_attr_##kind key;
-#include "ir_attrs.def"
+#include "ir/ir_attrs.def"
 #undef IR_ATTR
   const void *data; /* CONST: row-major data in the node's dtype; NULL in IR read from
                      * text. Not a text attribute. */
@@ -206,10 +203,6 @@ const void *ir_attr_get(const ir_attr *a, ir_attr_key k);
  * "f32"); doubles print in their shortest form that reads back exactly. */
 void ir_attr_print(const ir_attr *a, ir_attr_key k, str_buf *out);
 
-const char *ir_dtype_name(ir_dtype t);
-int ir_dtype_size(ir_dtype t);
-bool ir_dtype_is_float(ir_dtype t);
-bool ir_dtype_from_name(const char *s, size_t n, ir_dtype *out);
 
 const char *ir_policy_name(ir_policy p);
 ir_dtype ir_policy_compute_dtype(ir_policy p);

@@ -14,17 +14,17 @@
  */
 #include <string.h>
 
-#include "ir.h"
+#include "ir/ir.h"
 
 static const char *dtype_color(ir_dtype t) {
   switch (t) {
-  case IR_DTYPE_F32: return "#cfe2ff";
-  case IR_DTYPE_F16: return "#ffd8a8";
-  case IR_DTYPE_BF16: return "#c3f0ca";
-  case IR_DTYPE_I32:
-  case IR_DTYPE_I64:
-  case IR_DTYPE_I1:
-  case IR_DTYPE_COUNT: break;
+  case DT_F32: return "#cfe2ff";
+  case DT_F16: return "#ffd8a8";
+  case DT_BF16: return "#c3f0ca";
+  case DT_I32:
+  case DT_I64:
+  case DT_I1:
+  case DT_COUNT: break;
   }
   return "#e9ecef";
 }
@@ -59,7 +59,7 @@ static void put_node(const ir_node *n, const char *extra, bool alarm, const char
   else if (n->op == IR_OP_PAD) shape = "trapezium", style = "filled";
   else if (n->op == IR_OP_SLICE) shape = "invtrapezium", style = "filled";
   if (n->op == IR_OP_CAST) {
-    str_buf_printf(&label, "cast %s -> %s", ir_dtype_name(n->srcs[0]->type.dtype), ir_dtype_name(n->type.dtype));
+    str_buf_printf(&label, "cast %s -> %s", dtype_name(n->srcs[0]->type.dtype), dtype_name(n->type.dtype));
     const char *why = note_reason(n);
     if (why) str_buf_printf(&label, "\n%s", why);
   } else {
@@ -118,10 +118,10 @@ void ir_print_dot(const ir_graph *g, const char *const *extra, const bool *alarm
     str_buf_printf(out, "  n%d -> out%d;\n", g->outputs[o].value->id, o);
   }
   str_buf_puts(out, "  subgraph cluster_legend {\n    label=\"dtype\"; style=rounded; color=\"#bbbbbb\"; fontsize=9;\n");
-  static const ir_dtype legend[3] = {IR_DTYPE_F32, IR_DTYPE_F16, IR_DTYPE_BF16};
+  static const ir_dtype legend[3] = {DT_F32, DT_F16, DT_BF16};
   for (int t = 0; t < 3; t++)
     str_buf_printf(out, "    legend_%s [label=\"%s\", shape=box, style=\"rounded,filled\", fillcolor=\"%s\", fontsize=9];\n",
-                   ir_dtype_name(legend[t]), ir_dtype_name(legend[t]), dtype_color(legend[t]));
+                   dtype_name(legend[t]), dtype_name(legend[t]), dtype_color(legend[t]));
   str_buf_puts(out, "  }\n}\n");
   free(done);
 }

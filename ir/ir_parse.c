@@ -17,7 +17,7 @@
  * loops on any input: every step consumes bytes of one line, value lookups
  * go through a hash table, and sizes are overflow-checked.
  */
-#include "ir.h"
+#include "ir/ir.h"
 
 #include <limits.h>
 #include <math.h>
@@ -217,7 +217,7 @@ static bool parse_dtype(parser *ps, ir_dtype *out) {
   const char *s;
   size_t n;
   if (!lex_word(ps, false, &s, &n)) return expected(ps, "a dtype");
-  if (ir_dtype_from_name(s, n, out)) return true;
+  if (dtype_from_name(s, n, out)) return true;
   return fail_at(ps, s, "unknown dtype '%.*s' (dtypes: f32, f16, bf16, i32, i64, i1)", (int)n, s);
 }
 

@@ -17,7 +17,7 @@
  * note prints nothing. Weight keys are quoted with \" and \\ escaped, and
  * control bytes and bytes that are not UTF-8 as \xHH.
  */
-#include "ir.h"
+#include "ir/ir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +103,7 @@ void ir_attr_print(const ir_attr *a, ir_attr_key k, str_buf *out) {
   switch (ir_attr_kind_of(k)) {
   case IR_ATTR_KIND_INT: str_buf_printf(out, "%lld", (long long)*(const ir_attr_INT *)v); break;
   case IR_ATTR_KIND_FLOAT: print_double(*(const ir_attr_FLOAT *)v, out); break;
-  case IR_ATTR_KIND_DTYPE: str_buf_puts(out, ir_dtype_name(*(const ir_attr_DTYPE *)v)); break;
+  case IR_ATTR_KIND_DTYPE: str_buf_puts(out, dtype_name(*(const ir_attr_DTYPE *)v)); break;
   case IR_ATTR_KIND_STRING: print_string(*(const ir_attr_STRING *)v, out); break;
   case IR_ATTR_KIND_SHAPE: print_shape(v, out); break;
   }

@@ -20,7 +20,7 @@
  * Every violation is reported (not just the first), at the node's location
  * when it has one, as "verify: %name: ...". Returns true when clean.
  */
-#include "ir.h"
+#include "ir/ir.h"
 
 #include <math.h>
 
@@ -161,7 +161,7 @@ static void type_str(const ir_type *t, char *buf, size_t n) {
 /* Dtype, rank, dims and size; false if the type is unusable. */
 static bool check_type(verifier *v, const ir_node *n) {
   const ir_type *t = &n->type;
-  if ((unsigned)t->dtype >= IR_DTYPE_COUNT) {
+  if ((unsigned)t->dtype >= DT_COUNT) {
     err(v, n, "invalid dtype code %d", (int)t->dtype);
     return false;
   }
@@ -212,7 +212,7 @@ static void check_sources(verifier *v, const ir_node *n, int pos, bool type_ok) 
     } else if (at >= pos) {
       err(v, n, "source %%%s is not defined before use", node_name(src));
       srcs_ok = false;
-    } else if ((unsigned)src->type.dtype >= IR_DTYPE_COUNT || src->type.rank < 0 ||
+    } else if ((unsigned)src->type.dtype >= DT_COUNT || src->type.rank < 0 ||
                src->type.rank > IR_MAX_RANK) {
       srcs_ok = false; /* reported at the source */
     }
@@ -244,7 +244,7 @@ static void check_attrs(verifier *v, const ir_node *n, int pos, int n_inputs, in
     const char *key = ir_attr_name((ir_attr_key)k);
     switch (ir_attr_kind_of((ir_attr_key)k)) {
     case IR_ATTR_KIND_DTYPE:
-      if ((unsigned)*(const ir_attr_DTYPE *)val >= IR_DTYPE_COUNT)
+      if ((unsigned)*(const ir_attr_DTYPE *)val >= DT_COUNT)
         err(v, n, "attribute '%s' has an invalid dtype code %d", key, (int)*(const ir_attr_DTYPE *)val);
       break;
     case IR_ATTR_KIND_STRING:
@@ -277,9 +277,9 @@ static void check_attrs(verifier *v, const ir_node *n, int pos, int n_inputs, in
   if (n->op == IR_OP_LITERAL) {
     if (n->type.rank != 0) err(v, n, "a literal is a scalar [], not rank %d", n->type.rank);
     if (!isfinite(n->attr.value)) err(v, n, "literal value %g is not finite", n->attr.value);
-    else if (n->type.dtype == IR_DTYPE_I1 && n->attr.value != 0 && n->attr.value != 1)
+    else if (n->type.dtype == DT_I1 && n->attr.value != 0 && n->attr.value != 1)
       err(v, n, "an i1 literal is 0 or 1, not %g", n->attr.value);
-    else if (!ir_dtype_is_float(n->type.dtype) && n->attr.value != floor(n->attr.value))
+    else if (!dtype_is_float(n->type.dtype) && n->attr.value != floor(n->attr.value))
       err(v, n, "an integer literal has no fraction, got %g", n->attr.value);
   }
   if ((unsigned)n->policy >= IR_POLICY_COUNT) err(v, n, "invalid policy code %d", (int)n->policy);

@@ -32,7 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "passes.h"
+#include "passes/passes.h"
 
 /* Is `name` an item of the comma-separated list? */
 static bool list_has(const char *list, const char *name) {
@@ -90,7 +90,7 @@ typedef struct ac_state {
   bool *decided;
   bool *deny_taint;  /* deny op, or standalone infer fed by one */
   unsigned *down16;  /* standalone infer: 16-bit matmul dtypes reachable downstream (bitmask) */
-  ir_node **casts;   /* (id * IR_DTYPE_COUNT + dtype) -> cast node */
+  ir_node **casts;   /* (id * DT_COUNT + dtype) -> cast node */
   const ir_node **layer_mm; /* per node id: its layer's matmul (layer_matmul), or NULL */
   int n_orig;
 } ac_state;
@@ -111,7 +111,7 @@ static void decide(ac_state *s, ir_node *n, ir_dtype t, const char *rule) {
   n->rule = rule;
 }
 
-static bool is_16(ir_dtype t) { return t == IR_DTYPE_F16 || t == IR_DTYPE_BF16; }
+static bool is_16(ir_dtype t) { return t == DT_F16 || t == DT_BF16; }
 
 /* The dense layer's matmul this node follows, if it belongs to a layer with
  * a matmul: the first allow op of its layer in the schedule. */
@@ -149,11 +149,11 @@ static void decide_fixed(ac_state *s) {
     if (c == IR_AC_FIXED) {
       decide(s, n, n->type.dtype, "explicit cast");
     } else if (list_has(s->o->fp32_layers, n->layer)) {
-      decide(s, n, IR_DTYPE_F32, "--fp32-layers");
+      decide(s, n, DT_F32, "--fp32-layers");
     } else if (list_has(s->o->fp32_ops, ir_op_name(n->op))) {
-      decide(s, n, IR_DTYPE_F32, "--fp32-ops");
+      decide(s, n, DT_F32, "--fp32-ops");
     } else if (c == IR_AC_DENY) {
-      decide(s, n, IR_DTYPE_F32, arena_printf(s->g->arena, "%s runs in f32", ir_op_name(n->op)));
+      decide(s, n, DT_F32, arena_printf(s->g->arena, "%s runs in f32", ir_op_name(n->op)));
       s->deny_taint[i] = true;
     } else if (c == IR_AC_ALLOW || n->policy != IR_POLICY_NONE) {
       decide(s, n, cd, policy_rule(s, n));
@@ -203,14 +203,14 @@ static void decide_infer(ac_state *s) {
     unsigned down = s->down16[i];
     if (taint) {
       s->deny_taint[i] = true;
-      decide(s, n, IR_DTYPE_F32, "after an f32-only op");
+      decide(s, n, DT_F32, "after an f32-only op");
     } else if (!is_16(cd)) {
-      decide(s, n, IR_DTYPE_F32, policy_rule(s, n));
+      decide(s, n, DT_F32, policy_rule(s, n));
     } else if (up && up == down && (up & (up - 1)) == 0) {
-      ir_dtype t = up == (1u << IR_DTYPE_F16) ? IR_DTYPE_F16 : IR_DTYPE_BF16;
-      decide(s, n, t, arena_printf(s->g->arena, "between %s matmuls", ir_dtype_name(t)));
+      ir_dtype t = up == (1u << DT_F16) ? DT_F16 : DT_BF16;
+      decide(s, n, t, arena_printf(s->g->arena, "between %s matmuls", dtype_name(t)));
     } else {
-      decide(s, n, IR_DTYPE_F32, "not between 16-bit matmuls");
+      decide(s, n, DT_F32, "not between 16-bit matmuls");
     }
   }
 }
@@ -218,10 +218,10 @@ static void decide_infer(ac_state *s) {
 /* The cast of `v` to `t`, created on first use; `user` is the layer it
  * serves and `why` the rule, for the note. */
 static ir_node *cast_of(ac_state *s, ir_node *v, ir_dtype t, const ir_node *user, const char *why) {
-  ir_node **slot = &s->casts[v->id * IR_DTYPE_COUNT + t];
+  ir_node **slot = &s->casts[v->id * DT_COUNT + t];
   if (*slot) return *slot;
   char base[512];
-  snprintf(base, sizeof base, "%s.%s", v->name, ir_dtype_name(t));
+  snprintf(base, sizeof base, "%s.%s", v->name, dtype_name(t));
   ir_type ty = v->type;
   ty.dtype = t;
   ir_node *c = ir_node_new(s->g, IR_OP_CAST, &ty, &v, 1, ir_graph_unique_name(s->g, base), v->loc);
@@ -230,7 +230,7 @@ static ir_node *cast_of(ac_state *s, ir_node *v, ir_dtype t, const ir_node *user
   c->rule = why;
   if (user)
     c->note = arena_printf(s->g->arena, "autocast: %s computes in %s (%s)", user->layer ? user->layer : user->name,
-                           ir_dtype_name(t), why);
+                           dtype_name(t), why);
   *slot = c;
   return c;
 }
@@ -258,7 +258,7 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
   s.decided = arena_alloc(ctx->scratch, (size_t)n + 1);
   s.deny_taint = arena_alloc(ctx->scratch, (size_t)n + 1);
   s.down16 = arena_alloc(ctx->scratch, (size_t)(n + 1) * sizeof *s.down16);
-  s.casts = arena_alloc(ctx->scratch, (size_t)(n + 1) * IR_DTYPE_COUNT * sizeof *s.casts);
+  s.casts = arena_alloc(ctx->scratch, (size_t)(n + 1) * DT_COUNT * sizeof *s.casts);
   for (int i = 0; i < n; i++) s.dt[i] = g->nodes[i]->type.dtype;
   find_layer_matmuls(&s, ctx->scratch);
   decide_fixed(&s);
@@ -271,17 +271,17 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
     if (ir_op_autocast(x->op) == IR_AC_FIXED) continue; /* a cast reads any dtype */
     ir_dtype t = s.dt[i];
     for (int k = 0; k < x->n_srcs; k++)
-      if (x->srcs[k]->type.dtype != t && ir_dtype_is_float(x->srcs[k]->type.dtype)) /* not labels */
+      if (x->srcs[k]->type.dtype != t && dtype_is_float(x->srcs[k]->type.dtype)) /* not labels */
         x->srcs[k] = cast_of(&s, x->srcs[k], t, x, x->rule);
     x->type.dtype = t;
-    if (ir_op_attrs(x->op) & A(acc)) x->attr.acc = IR_DTYPE_F32; /* contractions accumulate in f32 */
+    if (ir_op_attrs(x->op) & A(acc)) x->attr.acc = DT_F32; /* contractions accumulate in f32 */
   }
   /* model outputs are f32 */
   for (int k = 0; k < g->n_outputs && !o->keep_16bit_outputs; k++) {
     ir_node *v = g->outputs[k].value;
-    if (v->type.dtype == IR_DTYPE_F32 || !ir_dtype_is_float(v->type.dtype)) continue;
-    bool fresh = s.casts[v->id * IR_DTYPE_COUNT + IR_DTYPE_F32] == NULL;
-    ir_node *c = cast_of(&s, v, IR_DTYPE_F32, NULL, "output rule");
+    if (v->type.dtype == DT_F32 || !dtype_is_float(v->type.dtype)) continue;
+    bool fresh = s.casts[v->id * DT_COUNT + DT_F32] == NULL;
+    ir_node *c = cast_of(&s, v, DT_F32, NULL, "output rule");
     if (fresh) {
       c->layer = v->layer;
       c->note = arena_printf(g->arena, "autocast: output %s is f32 (output rule)", g->outputs[k].name);
@@ -294,8 +294,8 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
   g->n_nodes = 0;
   for (int i = 0; i < n; i++) {
     ir_graph_append(g, old[i]);
-    for (int t = 0; t < IR_DTYPE_COUNT; t++)
-      if (s.casts[i * IR_DTYPE_COUNT + t]) ir_graph_append(g, s.casts[i * IR_DTYPE_COUNT + t]);
+    for (int t = 0; t < DT_COUNT; t++)
+      if (s.casts[i * DT_COUNT + t]) ir_graph_append(g, s.casts[i * DT_COUNT + t]);
   }
   return true;
 }

@@ -13,12 +13,12 @@
  */
 #include <string.h>
 
-#include "passes.h"
+#include "passes/passes.h"
 
 static bool exact_widening(const ir_node *c) {
   if (c->op != IR_OP_CAST) return false;
   ir_dtype from = c->srcs[0]->type.dtype, to = c->type.dtype;
-  return to == IR_DTYPE_F32 && (from == IR_DTYPE_F16 || from == IR_DTYPE_BF16 || from == IR_DTYPE_F32);
+  return to == DT_F32 && (from == DT_F16 || from == DT_BF16 || from == DT_F32);
 }
 
 bool pass_cast_cleanup_run(ir_graph *g, pass_context *ctx) {

@@ -10,14 +10,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "passes.h"
+#include "passes/passes.h"
 
 typedef struct layer_row {
   const char *name;
   const ir_node *main;
   int n_casts;
   char casts[160];
-  int64_t weight_bytes[IR_DTYPE_COUNT];
+  int64_t weight_bytes[DT_COUNT];
 } layer_row;
 
 static layer_row *row_for(layer_row *rows, int *n_rows, const char *layer) {
@@ -31,7 +31,7 @@ static layer_row *row_for(layer_row *rows, int *n_rows, const char *layer) {
 
 static void add_cast_dir(layer_row *r, const ir_node *c) {
   char dir[48];
-  snprintf(dir, sizeof dir, "%s->%s", ir_dtype_name(c->srcs[0]->type.dtype), ir_dtype_name(c->type.dtype));
+  snprintf(dir, sizeof dir, "%s->%s", dtype_name(c->srcs[0]->type.dtype), dtype_name(c->type.dtype));
   r->n_casts++;
   if (!strstr(r->casts, dir)) {
     size_t len = strlen(r->casts);
@@ -49,8 +49,8 @@ static const char *human_bytes(int64_t b, char *buf) {
 
 void pass_cast_report(const ir_graph *g, str_buf *out) {
   layer_row *rows = xcalloc((size_t)g->n_nodes + 1, sizeof *rows);
-  int n_rows = 0, n_ops = 0, n_casts = 0, n_low[IR_DTYPE_COUNT] = {0};
-  int64_t total_bytes[IR_DTYPE_COUNT] = {0};
+  int n_rows = 0, n_ops = 0, n_casts = 0, n_low[DT_COUNT] = {0};
+  int64_t total_bytes[DT_COUNT] = {0};
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     if (n->op == IR_OP_LITERAL) continue;
@@ -80,27 +80,27 @@ void pass_cast_report(const ir_graph *g, str_buf *out) {
     char casts[200], weights[160] = "";
     snprintf(casts, sizeof casts, r->n_casts ? "%d (%s)" : "0", r->n_casts, r->casts);
     size_t len = 0;
-    for (int t = 0; t < IR_DTYPE_COUNT; t++)
+    for (int t = 0; t < DT_COUNT; t++)
       if (r->weight_bytes[t])
         len += (size_t)snprintf(weights + len, sizeof weights - len, "%s%s %s", len ? " + " : "",
-                                human_bytes(r->weight_bytes[t], (char[32]){0}), ir_dtype_name((ir_dtype)t));
-    str_buf_printf(out, "%-16s %-7s %-28s %-22s %s\n", r->name, ir_dtype_name(r->main->type.dtype),
+                                human_bytes(r->weight_bytes[t], (char[32]){0}), dtype_name((ir_dtype)t));
+    str_buf_printf(out, "%-16s %-7s %-28s %-22s %s\n", r->name, dtype_name(r->main->type.dtype),
                    r->main->rule ? r->main->rule : "-", casts, len ? weights : "-");
   }
   /* total: "12 of 14 ops in f16, 3 casts, weights 33.6 MB f16 + 0.0 MB f32" */
   str_buf_puts(out, "total: ");
-  int low = n_low[IR_DTYPE_F16] + n_low[IR_DTYPE_BF16];
-  const char *low_name = n_low[IR_DTYPE_F16] && n_low[IR_DTYPE_BF16] ? "f16/bf16"
-                         : n_low[IR_DTYPE_BF16]                       ? "bf16"
+  int low = n_low[DT_F16] + n_low[DT_BF16];
+  const char *low_name = n_low[DT_F16] && n_low[DT_BF16] ? "f16/bf16"
+                         : n_low[DT_BF16]                       ? "bf16"
                                                                       : "f16";
   str_buf_printf(out, "%d of %d ops in %s, %d cast%s, weights ", low, n_ops, low_name, n_casts,
                  n_casts == 1 ? "" : "s");
   bool any = false;
-  for (int t = IR_DTYPE_F16; t <= IR_DTYPE_BF16; t++)
+  for (int t = DT_F16; t <= DT_BF16; t++)
     if (total_bytes[t]) {
-      str_buf_printf(out, "%s%.1f MB %s", any ? " + " : "", (double)total_bytes[t] / 1e6, ir_dtype_name((ir_dtype)t));
+      str_buf_printf(out, "%s%.1f MB %s", any ? " + " : "", (double)total_bytes[t] / 1e6, dtype_name((ir_dtype)t));
       any = true;
     }
-  str_buf_printf(out, "%s%.1f MB f32\n", any ? " + " : "", (double)total_bytes[IR_DTYPE_F32] / 1e6);
+  str_buf_printf(out, "%s%.1f MB f32\n", any ? " + " : "", (double)total_bytes[DT_F32] / 1e6);
   free(rows);
 }

@@ -6,7 +6,7 @@
  * program (they write variables: effects, not values). Constants that lose all uses disappear, so
  * their weights are not carried into the program.
  */
-#include "passes.h"
+#include "passes/passes.h"
 
 bool pass_dce_run(ir_graph *g, pass_context *ctx) {
   bool *live = arena_alloc(ctx->scratch, (size_t)g->n_nodes + 1);

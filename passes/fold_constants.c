@@ -17,18 +17,18 @@
 #include <math.h>
 #include <string.h>
 
-#include "../util/half.h"
-#include "passes.h"
+#include "util/half.h"
+#include "passes/passes.h"
 
 static float load(const void *data, ir_dtype t, int64_t i) {
   switch (t) {
-  case IR_DTYPE_F32: return ((const float *)data)[i];
-  case IR_DTYPE_F16: return half_f16_to_f32(((const uint16_t *)data)[i]);
-  case IR_DTYPE_BF16: return half_bf16_to_f32(((const uint16_t *)data)[i]);
-  case IR_DTYPE_I32:
-  case IR_DTYPE_I64:
-  case IR_DTYPE_I1:
-  case IR_DTYPE_COUNT: break;
+  case DT_F32: return ((const float *)data)[i];
+  case DT_F16: return half_f16_to_f32(((const uint16_t *)data)[i]);
+  case DT_BF16: return half_bf16_to_f32(((const uint16_t *)data)[i]);
+  case DT_I32:
+  case DT_I64:
+  case DT_I1:
+  case DT_COUNT: break;
   }
   CASTOR_UNREACHABLE();
   return 0;
@@ -37,26 +37,26 @@ static float load(const void *data, ir_dtype t, int64_t i) {
 /* Stores x converted to t; returns the value actually stored. */
 static float store(void *data, ir_dtype t, int64_t i, float x) {
   switch (t) {
-  case IR_DTYPE_F32: return ((float *)data)[i] = x;
-  case IR_DTYPE_F16: return half_f16_to_f32(((uint16_t *)data)[i] = half_f32_to_f16(x));
-  case IR_DTYPE_BF16: return half_bf16_to_f32(((uint16_t *)data)[i] = half_f32_to_bf16(x));
-  case IR_DTYPE_I32:
-  case IR_DTYPE_I64:
-  case IR_DTYPE_I1:
-  case IR_DTYPE_COUNT: break;
+  case DT_F32: return ((float *)data)[i] = x;
+  case DT_F16: return half_f16_to_f32(((uint16_t *)data)[i] = half_f32_to_f16(x));
+  case DT_BF16: return half_bf16_to_f32(((uint16_t *)data)[i] = half_f32_to_bf16(x));
+  case DT_I32:
+  case DT_I64:
+  case DT_I1:
+  case DT_COUNT: break;
   }
   CASTOR_UNREACHABLE();
   return 0;
 }
 
-static float min_normal(ir_dtype t) { return t == IR_DTYPE_F16 ? 0x1p-14f : 0x1p-126f; }
+static float min_normal(ir_dtype t) { return t == DT_F16 ? 0x1p-14f : 0x1p-126f; }
 
 /* pad(const) -> const: the data zero-extended to the padded shape. */
 static void fold_pad(ir_graph *g, ir_node *p) {
   ir_node *k = p->srcs[0];
   void *out = NULL;
   if (k->attr.data) {
-    int64_t bytes, esize = ir_dtype_size(p->type.dtype);
+    int64_t bytes, esize = dtype_size(p->type.dtype);
     CASTOR_ASSERT(ir_type_bytes(&p->type, 1, &bytes));
     out = arena_alloc_aligned(g->arena, (size_t)bytes, 64); /* zeroed */
     const ir_type *xt = &k->type;
@@ -86,7 +86,7 @@ bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
     if (c->op != IR_OP_CAST || c->srcs[0]->op != IR_OP_CONST) continue;
     ir_node *k = c->srcs[0];
     ir_dtype from = k->type.dtype, to = c->type.dtype;
-    if (!ir_dtype_is_float(from) || !ir_dtype_is_float(to)) continue;
+    if (!dtype_is_float(from) || !dtype_is_float(to)) continue;
     void *out = NULL;
     if (k->attr.data) {
       int64_t n = 0, bytes = 0;
@@ -101,12 +101,12 @@ bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
       if (overflow)
         diag_warning(ctx->diag, k->loc,
                      "weight '%s': %lld of %lld values overflow %s (|x| > %g) and become infinite",
-                     k->attr.weight, (long long)overflow, (long long)n, ir_dtype_name(to),
-                     to == IR_DTYPE_F16 ? 65504.0 : 3.3895313892515355e38);
+                     k->attr.weight, (long long)overflow, (long long)n, dtype_name(to),
+                     to == DT_F16 ? 65504.0 : 3.3895313892515355e38);
       if (flushed)
         diag_warning(ctx->diag, k->loc,
                      "weight '%s': %lld of %lld non-zero values become zero or subnormal in %s (|x| < %g)",
-                     k->attr.weight, (long long)flushed, (long long)n, ir_dtype_name(to),
+                     k->attr.weight, (long long)flushed, (long long)n, dtype_name(to),
                      (double)min_normal(to));
     }
     c->op = IR_OP_CONST;

@@ -55,8 +55,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/half.h"
-#include "passes.h"
+#include "util/half.h"
+#include "passes/passes.h"
 
 typedef struct grad_state {
   ir_graph *g;
@@ -234,7 +234,7 @@ static ir_node *unary_grad(grad_state *s, ir_op o, const ir_node *fwd, ir_node *
  * prediction), but a reshape op would. */
 static bool layer_norm_backward(grad_state *s, ir_node *n, ir_node *dy) {
   ir_node *x = n->srcs[0], *gamma = n->srcs[1], *beta = n->srcs[2];
-  ir_attr na = {.axis = n->attr.axis, .epsilon = n->attr.epsilon}, acc = {.acc = IR_DTYPE_F32};
+  ir_attr na = {.axis = n->attr.axis, .epsilon = n->attr.epsilon}, acc = {.acc = DT_F32};
   if (s->needs[x->id])
     accumulate(s, x, op(s, IR_OP_LAYER_NORM_GRAD, n, x->name, (ir_node *[]){x, gamma, dy}, 3, &na));
   if (!s->needs[gamma->id] && !s->needs[beta->id]) return true;
@@ -260,7 +260,7 @@ static bool layer_norm_backward(grad_state *s, ir_node *n, ir_node *dy) {
 static bool backward(grad_state *s, ir_node *n) {
   ir_node *dy = s->adjoint[n->id];
   ir_node *a = n->n_srcs > 0 ? n->srcs[0] : NULL, *b = n->n_srcs > 1 ? n->srcs[1] : NULL;
-  ir_attr acc = {.acc = IR_DTYPE_F32};
+  ir_attr acc = {.acc = DT_F32};
   switch (n->op) {
   case IR_OP_MATMUL:
     if (s->needs[a->id]) accumulate(s, a, op(s, IR_OP_MATMUL_NT, n, a->name, (ir_node *[]){dy, b}, 2, &acc));
@@ -296,7 +296,7 @@ static bool backward(grad_state *s, ir_node *n) {
     d->layer = n->layer;
     d->rule = n->rule;
     d->note = arena_printf(s->g->arena, "autocast: %s gradient back to %s (transposes %%%s%s%s)", layer,
-                           ir_dtype_name(to.to), n->name, n->rule ? ": " : "", n->rule ? n->rule : "");
+                           dtype_name(to.to), n->name, n->rule ? ": " : "", n->rule ? n->rule : "");
     accumulate(s, a, d);
     return true;
   }
@@ -361,7 +361,7 @@ static void make_variable(grad_state *s, ir_node *c) {
   ir_dtype vd = ir_policy_variable_dtype(policy_of(s->g, c));
   c->op = IR_OP_VARIABLE;
   c->attr.init = 0;
-  if (vd == c->type.dtype || c->type.dtype != IR_DTYPE_F32) return;
+  if (vd == c->type.dtype || c->type.dtype != DT_F32) return;
   ir_node *cast = NULL;
   for (int i = c->id + 1; i < s->n_fwd && !cast; i++) {
     ir_node *u = s->g->nodes[i];
@@ -373,12 +373,12 @@ static void make_variable(grad_state *s, ir_node *c) {
     CASTOR_ASSERT(ir_type_numel(&c->type, 1, &n));
     uint16_t *d = arena_alloc_aligned(s->g->arena, (size_t)n * 2 + 2, 64);
     const float *f = c->attr.data;
-    for (int64_t i = 0; i < n; i++) d[i] = vd == IR_DTYPE_F16 ? half_f32_to_f16(f[i]) : half_f32_to_bf16(f[i]);
+    for (int64_t i = 0; i < n; i++) d[i] = vd == DT_F16 ? half_f32_to_f16(f[i]) : half_f32_to_bf16(f[i]);
     c->attr.data = d;
   }
   c->type.dtype = vd;
   c->note = arena_printf(s->g->arena, "%s (variable in %s: %s policy)", c->layer ? c->layer : c->attr.weight,
-                         ir_dtype_name(vd), ir_policy_name(policy_of(s->g, c)));
+                         dtype_name(vd), ir_policy_name(policy_of(s->g, c)));
   ir_graph_replace_uses(s->g, cast, c); /* the cast is dead now */
 }
 
@@ -465,7 +465,7 @@ static void update(grad_state *s, ir_node *w, ir_node *gw, const opt_scalars *sc
   ir_node *u = ir_build_op(s->g, uop, ir_graph_unique_name(s->g, name), srcs, n, &attr, w->loc);
   u->layer = w->layer;
   u->note = arena_printf(s->g->arena, "%s: %s update in %s", w->layer ? w->layer : w->attr.weight,
-                         optimizer_names[o->optimizer], ir_dtype_name(w->type.dtype));
+                         optimizer_names[o->optimizer], dtype_name(w->type.dtype));
 }
 
 /* An output name from a weight key: dense_1.kernel -> grad_dense_1_kernel. */
@@ -502,7 +502,7 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   }
   ir_node *pred = g->outputs[0].value;
   const char *pred_name = g->outputs[0].name;
-  if (pred->type.rank != 2 || !ir_dtype_is_float(pred->type.dtype) || pred->type.dims[1] == IR_DIM_BATCH) {
+  if (pred->type.rank != 2 || !dtype_is_float(pred->type.dtype) || pred->type.dims[1] == IR_DIM_BATCH) {
     char t[96];
     str_buf b;
     str_buf_init(&b);
@@ -532,12 +532,12 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   /* targets, seed, loss */
   int64_t classes = pred->type.dims[1];
   bool sparse = o->loss == PASS_LOSS_SPARSE_XENT;
-  ir_type tt = sparse ? (ir_type){IR_DTYPE_I32, 1, {IR_DIM_BATCH}} : (ir_type){IR_DTYPE_F32, 2, {IR_DIM_BATCH, classes}};
+  ir_type tt = sparse ? (ir_type){DT_I32, 1, {IR_DIM_BATCH}} : (ir_type){DT_F32, 2, {IR_DIM_BATCH, classes}};
   ir_node *targets = ir_build_input(g, ir_graph_unique_name(g, "targets"), &tt, ir_graph_num_inputs(g), no_loc);
   targets->note = sparse ? "class indices" : "targets";
   ir_node *p32 = pred;
-  if (pred->type.dtype != IR_DTYPE_F32) { /* losses are f32 (--keep-16bit-outputs) */
-    p32 = ir_build_cast(g, ir_graph_unique_name(g, "loss_input"), pred, IR_DTYPE_F32, no_loc);
+  if (pred->type.dtype != DT_F32) { /* losses are f32 (--keep-16bit-outputs) */
+    p32 = ir_build_cast(g, ir_graph_unique_name(g, "loss_input"), pred, DT_F32, no_loc);
     p32->note = "autocast: the loss runs in f32";
   }
   bool dynamic = o->loss_scale < 0 ? g->policy == IR_POLICY_MIXED_FLOAT16 : o->loss_scale == 0;
@@ -564,16 +564,16 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
     ir_graph_add_output(g, "loss", loss);
     return true;
   }
-  ir_node *seed = dynamic ? state(&s, "optimizer.loss_scale", (ir_type){IR_DTYPE_F32, 0, {0}}, 32768,
+  ir_node *seed = dynamic ? state(&s, "optimizer.loss_scale", (ir_type){DT_F32, 0, {0}}, 32768,
                                   "dynamic loss scale (Keras LossScaleOptimizer: starts at 2^15)")
-                          : literal(&s, "loss_scale", IR_DTYPE_F32, o->loss_scale > 0 ? o->loss_scale : 1);
+                          : literal(&s, "loss_scale", DT_F32, o->loss_scale > 0 ? o->loss_scale : 1);
   if (!dynamic) seed->note = o->loss_scale > 0 && o->loss_scale != 1 ? "fixed loss scale" : "no loss scaling";
   ir_node *dz = ir_build_op(g, grad_op, ir_graph_unique_name(g, "d.loss"), (ir_node *[]){grad_in, targets, seed}, 3,
                             &la, no_loc);
   dz->note = dynamic || o->loss_scale != 1 ? "the loss's gradient, times the loss scale" : "the loss's gradient";
   if (wrt == p32 && p32 != pred) { /* a 16-bit prediction: back through the loss's cast */
     ir_node *back = ir_build_cast(g, ir_graph_unique_name(g, "d.loss_input"), dz, pred->type.dtype, no_loc);
-    back->note = arena_printf(g->arena, "autocast: the loss's gradient back to %s", ir_dtype_name(pred->type.dtype));
+    back->note = arena_printf(g->arena, "autocast: the loss's gradient back to %s", dtype_name(pred->type.dtype));
     dz = back, wrt = pred;
   }
   CASTOR_ASSERT(wrt->id < s.n_fwd && ir_type_eq(&dz->type, &wrt->type));
@@ -602,12 +602,12 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
     return true;
   }
   opt_scalars sc = {0};
-  ir_type f32s = {IR_DTYPE_F32, 0, {0}}, i64s = {IR_DTYPE_I64, 0, {0}};
+  ir_type f32s = {DT_F32, 0, {0}}, i64s = {DT_I64, 0, {0}};
   sc.lr = state(&s, "optimizer.learning_rate", f32s, o->learning_rate > 0 ? o->learning_rate : default_lr(o->optimizer),
                 "learning rate (set by the host between steps)");
   sc.steps = state(&s, "optimizer.iterations", i64s, 0, "applied steps (Keras optimizer.iterations)");
   sc.scale = seed;
-  sc.ok = dynamic ? all_finite(&s, grads, n_upd) : literal(&s, "apply", IR_DTYPE_I1, 1);
+  sc.ok = dynamic ? all_finite(&s, grads, n_upd) : literal(&s, "apply", DT_I1, 1);
   if (!dynamic) sc.ok->note = "every step applies (no dynamic loss scale)";
   for (int k = 0; k < n_upd; k++) update(&s, vars[k], grads[k], &sc);
   ir_node *cs = ir_build_op(g, IR_OP_COUNT_STEP, ir_graph_unique_name(g, "optimizer.iterations.updated"),

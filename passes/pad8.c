@@ -22,11 +22,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "passes.h"
+#include "passes/passes.h"
 
 static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
 
-static bool is_16(ir_dtype t) { return t == IR_DTYPE_F16 || t == IR_DTYPE_BF16; }
+static bool is_16(ir_dtype t) { return t == DT_F16 || t == DT_BF16; }
 
 /* Inserts n right before schedule position `before` and returns it. */
 static ir_node *insert(ir_graph *g, ir_node *n, int before) {

@@ -6,7 +6,7 @@
  * error), and dump the graph after it if asked. Dumps go to a buffer or to
  * DIR/NN.after-PASS.cir, numbered by position in the pipeline.
  */
-#include "passes.h"
+#include "passes/passes.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +21,7 @@ typedef struct pass_entry {
 
 static const pass_entry pass_table[] = {
 #define PASS(ident, name, summary) {name, pass_##ident##_run, summary},
-#include "passes.def"
+#include "passes/passes.def"
 #undef PASS
 };
 enum { N_PASSES = sizeof pass_table / sizeof pass_table[0] };

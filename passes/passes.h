@@ -9,7 +9,7 @@
 #ifndef CASTOR_PASSES_H
 #define CASTOR_PASSES_H
 
-#include "../ir/ir.h"
+#include "ir/ir.h"
 
 /* Options of the autocast pass (see autocast.c). */
 typedef struct pass_autocast_options {
@@ -70,7 +70,7 @@ typedef struct pass_context {
 typedef bool (*pass_fn)(ir_graph *g, pass_context *ctx);
 
 #define PASS(ident, name, summary) bool pass_##ident##_run(ir_graph *g, pass_context *ctx);
-#include "passes.def"
+#include "passes/passes.def"
 #undef PASS
 
 /* Looks up a pass by name; NULL if unknown. */

@@ -12,7 +12,7 @@
  * "cuName failed: CUDA_ERROR_X: description" and fails the operation.
  * Depends on util only; never sees the IR.
  */
-#include "cuda.h"
+#include "runtime/cuda.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

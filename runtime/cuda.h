@@ -28,7 +28,7 @@
 #ifndef CASTOR_RUNTIME_CUDA_H
 #define CASTOR_RUNTIME_CUDA_H
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 typedef struct rt_cuda_launch {
   const char *name; /* the kernel's .entry name in the PTX */

@@ -12,8 +12,8 @@
  */
 #include <string.h>
 
-#include "../util/half.h"
-#include "runtime.h"
+#include "util/half.h"
+#include "runtime/runtime.h"
 
 float __truncsfbf2(float x) __attribute__((weak));
 

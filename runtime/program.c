@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime.h"
-#include "threadpool.h"
+#include "runtime/runtime.h"
+#include "runtime/threadpool.h"
 
 /* Below this much work (about flops) a launch is not worth waking threads:
  * a wake-up costs a few microseconds. $CASTOR_PARALLEL_MIN_WORK overrides
@@ -180,12 +180,12 @@ int64_t rt_state_bytes(const rt_program *p, int i) {
 
 void rt_state_init(const rt_program *p, int i, void *dst) {
   const rt_state_desc *s = &p->states[i];
-  int64_t bytes = rt_state_bytes(p, i), size = rt_dtype_size(s->t.dtype), n = size ? bytes / size : 0;
+  int64_t bytes = rt_state_bytes(p, i), size = dtype_size(s->t.dtype), n = size ? bytes / size : 0;
   if (s->data) {
     memcpy(dst, s->data, (size_t)bytes);
     return;
   }
-  for (int64_t e = 0; e < n; e++) rt_store_double(s->t.dtype, dst, e, s->init);
+  for (int64_t e = 0; e < n; e++) dtype_store_double(s->t.dtype, dst, e, s->init);
 }
 
 bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const void *const *inputs,

@@ -26,17 +26,12 @@
 #ifndef CASTOR_RUNTIME_H
 #define CASTOR_RUNTIME_H
 
-#include "../util/diag.h"
-#include "../util/util.h"
+#include "util/diag.h"
+#include "util/dtype.h"
+#include "util/util.h"
 
-/* Same values as castor_dtype in castor.h and ir_dtype in ir.h. */
-typedef enum rt_dtype { RT_F32, RT_F16, RT_BF16, RT_I32, RT_I64, RT_I1 } rt_dtype;
-int rt_dtype_size(rt_dtype t);
-const char *rt_dtype_name(rt_dtype t);
-/* Element i of an array of dtype t, converted (rounding to nearest even;
- * integers truncate, i1 is v != 0). */
-void rt_store_double(rt_dtype t, void *dst, int64_t i, double v);
-double rt_load_double(rt_dtype t, const void *src, int64_t i);
+/* The runtime's element types: the one dtype table (util/dtype.h). */
+typedef dtype_id rt_dtype;
 
 typedef void (*rt_kernel_fn)(char *const *bufs, int64_t batch, int64_t row0, int64_t row1,
                              int64_t col0, int64_t col1, void *scratch);

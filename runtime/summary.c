@@ -12,15 +12,15 @@
 #include <inttypes.h>
 #include <math.h>
 
-#include "../util/half.h"
-#include "runtime.h"
+#include "util/half.h"
+#include "runtime/runtime.h"
 
-static bool is_float(rt_dtype t) { return t == RT_F32 || t == RT_F16 || t == RT_BF16; }
+static bool is_float(rt_dtype t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16; }
 
 /* Element i of a float tensor (is_float). */
 static float at(rt_dtype t, const void *data, int64_t i) {
-  if (t == RT_F16) return half_f16_to_f32(((const uint16_t *)data)[i]);
-  if (t == RT_BF16) return half_bf16_to_f32(((const uint16_t *)data)[i]);
+  if (t == DT_F16) return half_f16_to_f32(((const uint16_t *)data)[i]);
+  if (t == DT_BF16) return half_bf16_to_f32(((const uint16_t *)data)[i]);
   return ((const float *)data)[i];
 }
 
@@ -50,7 +50,7 @@ void rt_nonfinite_str(str_buf *out, const int64_t counts[3]) {
 
 void rt_tensor_summary(str_buf *out, const char *name, rt_dtype dtype, int rank, const int64_t *dims,
                        const void *data) {
-  str_buf_printf(out, "%s: %s[", name, rt_dtype_name(dtype));
+  str_buf_printf(out, "%s: %s[", name, dtype_name(dtype));
   int64_t n = numel(rank, dims);
   for (int r = 0; r < rank; r++) str_buf_printf(out, "%s%" PRId64, r ? "," : "", dims[r]);
   str_buf_putc(out, ']');

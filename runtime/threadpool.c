@@ -16,7 +16,7 @@
  * the pool busy (another thread is running a program) runs its tasks alone
  * with a scratch buffer of its own.
  */
-#include "threadpool.h"
+#include "runtime/threadpool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/util.h"
+#include "util/util.h"
 
 enum { MAX_WORKERS = 255, SPIN_ROUNDS = 20000 };
 

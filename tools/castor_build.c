@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "api/internal.h"
-#include "castor_build.h"
+#include "tools/castor_build.h"
 
 #ifndef CASTOR_AOT_RELDIR
 #define CASTOR_AOT_RELDIR "../lib/castor"
@@ -40,7 +40,9 @@
 
 extern char **environ;
 
-static const char *const aot_libs[] = {"libcastor_aot_main.a", "libcastor_runtime.a", "libcastor_util.a"};
+static const char *const aot_libs[] = {"libcastor_aot_main.a", "libcastor_formats.a", "libcastor_runtime.a",
+                                       "libcastor_util.a"};
+enum { N_AOT_LIBS = sizeof aot_libs / sizeof *aot_libs };
 
 static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
 static int error(const char *fmt, ...) {
@@ -115,7 +117,8 @@ static char *find_aot_libdir(bool report) {
   if (env && env[0]) {
     if (has_aot_libs(env)) return strdup(env);
     if (report)
-      error("$CASTOR_AOT_LIBDIR ('%s') lacks the AOT runtime (%s, %s, %s)", env, aot_libs[0], aot_libs[1], aot_libs[2]);
+      error("$CASTOR_AOT_LIBDIR ('%s') lacks the AOT runtime (%s, %s, %s, %s)", env, aot_libs[0], aot_libs[1],
+            aot_libs[2], aot_libs[3]);
     return NULL;
   }
   char self[PATH_MAX], dir[PATH_MAX];
@@ -168,11 +171,11 @@ static bool link_executable(build *b, const char *obj) {
   if (!argv.len) vec_push(&argv, "cc");
   char *flags = strdup(CASTOR_AOT_LINK_FLAGS);
   for (char *tok = strtok(flags, " "); tok; tok = strtok(NULL, " ")) vec_push(&argv, tok);
-  char *libs[3];
+  char *libs[N_AOT_LIBS];
   vec_push(&argv, "-o");
   vec_push(&argv, (char *)b->out);
   vec_push(&argv, (char *)obj);
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < N_AOT_LIBS; i++) {
     size_t n = strlen(b->libdir) + strlen(aot_libs[i]) + 2;
     libs[i] = xmalloc(n);
     snprintf(libs[i], n, "%s/%s", b->libdir, aot_libs[i]);
@@ -184,7 +187,7 @@ static bool link_executable(build *b, const char *obj) {
   vec_push(&argv, NULL);
   bool ok = run_command(argv.data);
   if (!ok) remove(b->out);
-  for (int i = 0; i < 3; i++) free(libs[i]);
+  for (int i = 0; i < N_AOT_LIBS; i++) free(libs[i]);
   free(flags);
   free(cc);
   vec_free(&argv);

@@ -27,7 +27,7 @@
 
 #include "castor.h"
 #include "api/internal.h"
-#include "runtime/dataset.h"
+#include "train/dataset.h"
 #include "tools/castor_check.h"
 
 extern char **environ;

@@ -27,9 +27,9 @@
 
 #include "api/internal.h"
 #include "castor.h"
-#include "castor_train.h"
-#include "runtime/dataset.h"
-#include "runtime/history.h"
+#include "tools/castor_train.h"
+#include "train/dataset.h"
+#include "train/history.h"
 
 static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
 static int error(const char *fmt, ...) {

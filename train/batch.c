@@ -9,7 +9,7 @@
  * order; a batch buffer always holds batch_size rows of space, and the
  * last batch of an epoch fills only its first n - (n_batches-1)*batch_size.
  */
-#include "dataset.h"
+#include "train/dataset.h"
 
 #include <math.h>
 #include <string.h>

@@ -12,10 +12,10 @@
  * exactly its declared size, then converted. IDX stores big-endian
  * elements; .npy files may declare either order.
  */
-#include "dataset.h"
+#include "train/dataset.h"
 
-#include "npy.h"
-#include "../util/half.h"
+#include "formats/npy.h"
+#include "util/half.h"
 
 #include <errno.h>
 #include <fcntl.h>

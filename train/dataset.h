@@ -33,7 +33,7 @@
 #ifndef CASTOR_DATASET_H
 #define CASTOR_DATASET_H
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 /* Largest data section of one file: 64 GiB. */
 #define RT_DATASET_MAX_BYTES ((int64_t)1 << 36)

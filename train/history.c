@@ -3,9 +3,9 @@
  * run, and their CSV files (see history.h for the columns). The SVG plot of
  * the same history is in history_svg.c.
  */
-#include "history.h"
+#include "train/history.h"
 
-#include "../util/atomic_file.h"
+#include "util/atomic_file.h"
 
 #include <math.h>
 #include <string.h>

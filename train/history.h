@@ -31,7 +31,7 @@
 #ifndef CASTOR_HISTORY_H
 #define CASTOR_HISTORY_H
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 typedef struct rt_epoch_record {
   int64_t epoch;             /* 1-based */

@@ -9,9 +9,9 @@
  * bytes that XML 1.0 cannot hold (control characters, invalid UTF-8)
  * become '?', so the document is always well-formed.
  */
-#include "history.h"
+#include "train/history.h"
 
-#include "../util/atomic_file.h"
+#include "util/atomic_file.h"
 
 #include <math.h>
 #include <string.h>

@@ -7,7 +7,7 @@
  * a crash; a directory that cannot be opened for that (some file systems)
  * is not an error, as the data itself is already on disk.
  */
-#include "atomic_file.h"
+#include "util/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -21,7 +21,7 @@
 #ifndef CASTOR_ATOMIC_FILE_H
 #define CASTOR_ATOMIC_FILE_H
 
-#include "diag.h"
+#include "util/diag.h"
 
 #include <stdio.h>
 

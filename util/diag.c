@@ -4,7 +4,7 @@
  * was registered), counts errors and warnings, and keeps the first error's
  * text and kind.
  */
-#include "diag.h"
+#include "util/diag.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -20,7 +20,7 @@
 #ifndef CASTOR_DIAG_H
 #define CASTOR_DIAG_H
 
-#include "util.h"
+#include "util/util.h"
 
 typedef struct diag_loc {
   const char *file; /* NULL: no location */

@@ -2,7 +2,7 @@
  * half.c: float16 and bfloat16 conversions, bit-exact with NumPy and
  * ml_dtypes (round to nearest even, subnormals, infinities, quiet NaNs).
  */
-#include "half.h"
+#include "util/half.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * util.c: arena, heap helpers, string buffers, checked size arithmetic and
  * the seeded PRNG. See util.h for the contracts.
  */
-#include "util.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <stdio.h>

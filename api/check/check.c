@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/check_internal.h"
+#include "api/check/check_internal.h"
 #include "util/half.h"
 
 void castor_check_options_init(castor_check_options *o) {
@@ -39,23 +39,23 @@ void castor_check_options_init(castor_check_options *o) {
 
 static void widen(ir_dtype t, const void *src, int64_t n, float *dst) {
   switch (t) {
-  case IR_DTYPE_F32: memcpy(dst, src, (size_t)n * sizeof *dst); return;
-  case IR_DTYPE_F16:
+  case DT_F32: memcpy(dst, src, (size_t)n * sizeof *dst); return;
+  case DT_F16:
     for (int64_t i = 0; i < n; i++) dst[i] = half_f16_to_f32(((const uint16_t *)src)[i]);
     return;
-  case IR_DTYPE_BF16:
+  case DT_BF16:
     for (int64_t i = 0; i < n; i++) dst[i] = half_bf16_to_f32(((const uint16_t *)src)[i]);
     return;
-  case IR_DTYPE_I32:
+  case DT_I32:
     for (int64_t i = 0; i < n; i++) dst[i] = (float)((const int32_t *)src)[i];
     return;
-  case IR_DTYPE_I64:
+  case DT_I64:
     for (int64_t i = 0; i < n; i++) dst[i] = (float)((const int64_t *)src)[i];
     return;
-  case IR_DTYPE_I1:
+  case DT_I1:
     for (int64_t i = 0; i < n; i++) dst[i] = ((const uint8_t *)src)[i] ? 1.0f : 0.0f;
     return;
-  case IR_DTYPE_COUNT: break;
+  case DT_COUNT: break;
   }
   CASTOR_UNREACHABLE();
 }
@@ -255,7 +255,7 @@ typedef struct range_limits {
 } range_limits;
 
 static range_limits limits_of(ir_dtype t) {
-  if (t == IR_DTYPE_BF16) return (range_limits){3.38953139e38, 0x1p-126, 0x1p-134};
+  if (t == DT_BF16) return (range_limits){3.38953139e38, 0x1p-126, 0x1p-134};
   return (range_limits){65504.0, 0x1p-14, 0x1p-25};
 }
 
@@ -447,13 +447,13 @@ static double default_tolerance(const char *policy_name, castor_model *m) {
   ir_policy p = IR_POLICY_FLOAT32;
   if (policy_name) ir_policy_from_name(policy_name, strlen(policy_name), &p);
   switch (ir_policy_compute_dtype(p)) {
-  case IR_DTYPE_F16: return 8 * 0x1p-11;
-  case IR_DTYPE_BF16: return 8 * 0x1p-8;
-  case IR_DTYPE_F32:
-  case IR_DTYPE_I32:
-  case IR_DTYPE_I64:
-  case IR_DTYPE_I1:
-  case IR_DTYPE_COUNT: break;
+  case DT_F16: return 8 * 0x1p-11;
+  case DT_BF16: return 8 * 0x1p-8;
+  case DT_F32:
+  case DT_I32:
+  case DT_I64:
+  case DT_I1:
+  case DT_COUNT: break;
   }
   return 8 * 0x1p-24;
 }

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/check_internal.h"
+#include "api/check/check_internal.h"
 
 /* "0", "inf", "nan" or "1.23e-03" */
 static const char *num(double x, char buf[32]) {

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/check_internal.h"
+#include "api/check/check_internal.h"
 
 #define F16_MAX 65504.0
 #define F16_MIN_NORMAL 0x1p-14

@@ -29,8 +29,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../runtime/aot/aot.h"
-#include "cg_internal.h"
+#include "runtime/aot/aot.h"
+#include "codegen/cg_internal.h"
 
 _Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 104 &&
                    sizeof(rt_tensor_desc) == 56 && sizeof(rt_program) == 120 &&

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cg_internal.h"
+#include "codegen/cg_internal.h"
 
 static const char *const reserved[] = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
@@ -50,18 +50,19 @@ static void upper(str_buf *out, const char *s) {
 
 static const char *c_type(rt_dtype t) {
   switch (t) {
-  case RT_F32: return "float";
-  case RT_F16: return "uint16_t"; /* IEEE binary16 bits */
-  case RT_BF16: return "uint16_t"; /* bfloat16 bits */
-  case RT_I32: return "int32_t";
-  case RT_I64: return "int64_t";
-  case RT_I1: return "uint8_t";
+  case DT_F32: return "float";
+  case DT_F16: return "uint16_t"; /* IEEE binary16 bits */
+  case DT_BF16: return "uint16_t"; /* bfloat16 bits */
+  case DT_I32: return "int32_t";
+  case DT_I64: return "int64_t";
+  case DT_I1: return "uint8_t";
+  case DT_COUNT: break;
   }
   return "void";
 }
 
 static void shape(str_buf *b, const rt_tensor_desc *t) {
-  str_buf_printf(b, "%s[", rt_dtype_name(t->dtype));
+  str_buf_printf(b, "%s[", dtype_name(t->dtype));
   for (int r = 0; r < t->rank; r++) {
     if (r) str_buf_putc(b, ',');
     if (t->dims[r] < 0) str_buf_putc(b, 'N');
@@ -140,7 +141,7 @@ bool cg_aot_write_header(const rt_program *p, const cg_aot_options *ao, const cg
     }
     str_buf_printf(&h, "/* %s %d '%s': %s */\n", in ? "input" : "output", in ? i : i - p->n_inputs, td->name,
                    str_buf_cstr(&tmp));
-    str_buf_printf(&h, "#define %s_%s_DTYPE %d /* %s */\n", PFX, N, (int)td->dtype, rt_dtype_name(td->dtype));
+    str_buf_printf(&h, "#define %s_%s_DTYPE %d /* %s */\n", PFX, N, (int)td->dtype, dtype_name(td->dtype));
     str_buf_printf(&h, "#define %s_%s_RANK %d\n#define %s_%s_DIMS {", PFX, N, td->rank, PFX, N);
     for (int r = 0; r < td->rank; r++) str_buf_printf(&h, "%s%lld", r ? ", " : "", (long long)td->dims[r]);
     str_buf_printf(&h, "}\n#define %s_%s_%s %lld /* elements%s */\n", PFX, N, batched ? "ROW_ELEMS" : "ELEMS",

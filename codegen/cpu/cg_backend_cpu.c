@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cg_backend.h"
+#include "codegen/cg_backend.h"
 
 typedef struct cpu_exec {
   cg_exec base;

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cg_cpu.h"
+#include "codegen/cpu/cg_cpu.h"
 
 #define B (e->b)
 
@@ -315,7 +315,7 @@ static void rowwise_body(kctx *c, LLVMValueRef base, int64_t last) {
    * cannot, so those are recomputed */
   line_row l = {.row = {.n = last, .lanes = c->e->vw, .masked_tail = false, .load = line_load,
                         .load_operand = line_load_operand, .store = line_store,
-                        .scratch = op->type.dtype == IR_DTYPE_F32 ? elem_ptr(c, op, base) : NULL},
+                        .scratch = op->type.dtype == DT_F32 ? elem_ptr(c, op, base) : NULL},
                 .c = c, .op = op, .base = base};
   cg_emit_rowwise(c, op, &l.row);
 }

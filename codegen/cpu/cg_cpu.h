@@ -8,7 +8,7 @@
 #ifndef CASTOR_CG_CPU_H
 #define CASTOR_CG_CPU_H
 
-#include "cg_internal.h"
+#include "codegen/cg_internal.h"
 
 typedef struct cg_kctx {
   cg_emitter *e;

@@ -14,7 +14,7 @@
  */
 #include <string.h>
 
-#include "cg_cpu_caps.h"
+#include "codegen/cpu/cg_cpu_caps.h"
 
 /* The features castor reads, by LLVM name, and where each is kept. */
 #define CG_CPU_FEATURES(X)                                                                         \

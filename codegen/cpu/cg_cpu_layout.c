@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "cg_internal.h"
+#include "codegen/cg_internal.h"
 
 void cg_cpu_layout_init(cg_cpu_layout *l, const cg_plan *p) {
   memset(l, 0, sizeof *l);
@@ -46,7 +46,7 @@ const void *cg_cpu_layout_const_data(const cg_cpu_layout *l, const cg_plan *p, i
    * as panels K x panel apart would (a power-of-two stride when K is one).
    * Zeroed by the arena, so the tail's padding columns are 0. */
   int64_t K = n->type.dims[0], Nc = n->type.dims[1], np = pk->panel, kc = pk->kc;
-  size_t ds = (size_t)ir_dtype_size(n->type.dtype);
+  size_t ds = (size_t)dtype_size(n->type.dtype);
   char *dst = arena_alloc_aligned(a, (size_t)l->const_bytes[b], 64);
   int64_t n_full = Nc / np, off = 0;
   for (int64_t k0 = 0; k0 < K; k0 += kc) {

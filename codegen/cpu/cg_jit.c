@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cg_internal.h"
+#include "codegen/cg_internal.h"
 
 static void jit_destroy(void *owner) {
   LLVMErrorRef err = LLVMOrcDisposeLLJIT((LLVMOrcLLJITRef)owner);

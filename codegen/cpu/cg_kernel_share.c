@@ -24,7 +24,7 @@
  */
 #include <string.h>
 
-#include "cg_cpu.h"
+#include "codegen/cpu/cg_cpu.h"
 
 _Static_assert(sizeof(cg_kernel_launch) == 32 && sizeof(cg_packing) == 16,
                "a new field of cg_kernel_launch or cg_packing must join kernel_key");
@@ -73,7 +73,7 @@ static void put_SHAPE(str_buf *s, ir_shape v) {
 static void put_attrs(str_buf *s, const ir_attr *a) {
   str_buf_putc(s, '{');
 #define IR_ATTR(key, kind, doc) put_##kind(s, a->key);
-#include "../ir/ir_attrs.def"
+#include "ir/ir_attrs.def"
 #undef IR_ATTR
   str_buf_putc(s, '}');
 }

@@ -37,7 +37,7 @@
  */
 #include <string.h>
 
-#include "cg_cpu.h"
+#include "codegen/cpu/cg_cpu.h"
 
 #define B (e->b)
 
@@ -141,11 +141,11 @@ static LLVMValueRef scratch_at(rw *s, LLVMValueRef j) {
 }
 
 static void keep(rw *s, LLVMValueRef j, LLVMValueRef v, int lanes) {
-  cg_emit_store(s->c->e, IR_DTYPE_F32, v, scratch_at(s, j), lanes);
+  cg_emit_store(s->c->e, DT_F32, v, scratch_at(s, j), lanes);
 }
 
 static LLVMValueRef kept(rw *s, LLVMValueRef j, int lanes) {
-  return cg_emit_load(s->c->e, IR_DTYPE_F32, scratch_at(s, j), lanes, "");
+  return cg_emit_load(s->c->e, DT_F32, scratch_at(s, j), lanes, "");
 }
 
 /* The input at j: kept by the first pass, or loaded again. */

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cg_internal.h"
+#include "codegen/cg_internal.h"
 
 void cg_options_init(cg_options *o) {
   memset(o, 0, sizeof *o);
@@ -117,7 +117,7 @@ bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d) {
 
 static const char *const x86_cpus[] = {
 #define CG_X86_CPU(name) name,
-#include "cg_x86_cpus.def"
+#include "codegen/cpu/cg_x86_cpus.def"
 #undef CG_X86_CPU
 };
 

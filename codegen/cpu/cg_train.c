@@ -32,7 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cg_cpu.h"
+#include "codegen/cpu/cg_cpu.h"
 
 #define B (e->b)
 #define i64c(v) cg_i64(e, (v))
@@ -51,14 +51,14 @@ static void store_f(cg_kctx *c, const ir_node *n, LLVMValueRef i, LLVMValueRef v
 /* An integer scalar (i1 byte, i32, i64) as i64. */
 static LLVMValueRef load_int(cg_kctx *c, const ir_node *n, LLVMValueRef i) {
   cg_emitter *e = c->e;
-  LLVMTypeRef t = n->type.dtype == IR_DTYPE_I64 ? e->i64 : n->type.dtype == IR_DTYPE_I32 ? e->i32 : LLVMInt8TypeInContext(e->ctx);
+  LLVMTypeRef t = n->type.dtype == DT_I64 ? e->i64 : n->type.dtype == DT_I32 ? e->i32 : LLVMInt8TypeInContext(e->ctx);
   LLVMValueRef v = LLVMBuildLoad2(B, t, LLVMBuildGEP2(B, t, c->base[n->id], &i, 1, ""), n->name);
   return t == e->i64 ? v : LLVMBuildSExt(B, v, e->i64, "");
 }
 
 static void store_int(cg_kctx *c, const ir_node *n, LLVMValueRef v) {
   cg_emitter *e = c->e;
-  LLVMTypeRef t = n->type.dtype == IR_DTYPE_I64 ? e->i64 : n->type.dtype == IR_DTYPE_I32 ? e->i32 : LLVMInt8TypeInContext(e->ctx);
+  LLVMTypeRef t = n->type.dtype == DT_I64 ? e->i64 : n->type.dtype == DT_I32 ? e->i32 : LLVMInt8TypeInContext(e->ctx);
   LLVMBuildStore(B, t == e->i64 ? v : LLVMBuildTrunc(B, v, t, ""), c->base[n->id]);
 }
 
@@ -143,7 +143,7 @@ static void emit_sum_rows(cg_kctx *c) {
 static LLVMValueRef target(cg_kctx *c, LLVMValueRef i, LLVMValueRef j, int64_t C) {
   cg_emitter *e = c->e;
   const ir_node *t = op_of(c)->srcs[1];
-  if (t->type.dtype == IR_DTYPE_I32) {
+  if (t->type.dtype == DT_I32) {
     LLVMValueRef y = load_int(c, t, i);
     return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, y, j, ""), F(1), F(0), "");
   }
@@ -332,7 +332,7 @@ static void emit_all_finite(cg_kctx *c) {
   LLVMValueRef flags = var(c, e->i64, i64c(1), "flags");
   for (int s = 0; s < op->n_srcs; s++) {
     const ir_node *x = op->srcs[s];
-    if (x->type.dtype == IR_DTYPE_I1) {
+    if (x->type.dtype == DT_I1) {
       LLVMBuildStore(B, LLVMBuildAnd(B, get(c, flags, e->i64), load_int(c, x, i64c(0)), ""), flags);
       continue;
     }

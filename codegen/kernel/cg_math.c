@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "cg_internal.h"
+#include "codegen/cg_internal.h"
 
 static LLVMTypeRef lanes_like(cg_emitter *e, LLVMTypeRef ty, LLVMTypeRef elem) {
   if (LLVMGetTypeKind(ty) == LLVMVectorTypeKind) return LLVMVectorType(elem, LLVMGetVectorSize(ty));
@@ -170,13 +170,13 @@ LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *
 
 LLVMTypeRef cg_llvm_dtype(cg_emitter *e, ir_dtype dt) {
   switch (dt) {
-  case IR_DTYPE_F32: return e->f32;
-  case IR_DTYPE_F16: return e->half;
-  case IR_DTYPE_BF16: return LLVMInt16TypeInContext(e->ctx); /* bits, converted by hand */
-  case IR_DTYPE_I32: return e->i32;
-  case IR_DTYPE_I64: return e->i64;
-  case IR_DTYPE_I1: return LLVMInt8TypeInContext(e->ctx);
-  case IR_DTYPE_COUNT: break;
+  case DT_F32: return e->f32;
+  case DT_F16: return e->half;
+  case DT_BF16: return LLVMInt16TypeInContext(e->ctx); /* bits, converted by hand */
+  case DT_I32: return e->i32;
+  case DT_I64: return e->i64;
+  case DT_I1: return LLVMInt8TypeInContext(e->ctx);
+  case DT_COUNT: break;
   }
   CASTOR_UNREACHABLE();
   return NULL;
@@ -189,22 +189,22 @@ static LLVMTypeRef lanes_of(LLVMTypeRef elem, int lanes) {
 LLVMValueRef cg_emit_load(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, const char *name) {
   LLVMTypeRef st = lanes_of(cg_llvm_dtype(e, dt), lanes), ft = lanes_of(e->f32, lanes);
   LLVMValueRef v = LLVMBuildLoad2(B, st, ptr, "");
-  LLVMSetAlignment(v, (unsigned)ir_dtype_size(dt));
+  LLVMSetAlignment(v, (unsigned)dtype_size(dt));
   switch (dt) {
-  case IR_DTYPE_F32:
+  case DT_F32:
     LLVMSetValueName2(v, name, strlen(name));
     return v;
-  case IR_DTYPE_F16:
+  case DT_F16:
     return LLVMBuildFPExt(B, v, ft, name);
-  case IR_DTYPE_BF16: {
+  case DT_BF16: {
     LLVMTypeRef it = lanes_of(e->i32, lanes);
     LLVMValueRef w = LLVMBuildShl(B, LLVMBuildZExt(B, v, it, ""), cg_const(e, it, 16), "");
     return LLVMBuildBitCast(B, w, ft, name);
   }
-  case IR_DTYPE_I32:
-  case IR_DTYPE_I64:
-  case IR_DTYPE_I1:
-  case IR_DTYPE_COUNT:
+  case DT_I32:
+  case DT_I64:
+  case DT_I1:
+  case DT_COUNT:
     break;
   }
   CASTOR_UNREACHABLE();
@@ -229,35 +229,35 @@ static LLVMValueRef f32_to_bf16_bits(cg_emitter *e, LLVMValueRef v, int lanes) {
 void cg_emit_store(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes) {
   LLVMValueRef v = val;
   switch (dt) {
-  case IR_DTYPE_F32: break;
-  case IR_DTYPE_F16: v = LLVMBuildFPTrunc(B, val, lanes_of(e->half, lanes), ""); break;
-  case IR_DTYPE_BF16: v = f32_to_bf16_bits(e, val, lanes); break;
-  case IR_DTYPE_I32:
-  case IR_DTYPE_I64:
-  case IR_DTYPE_I1:
-  case IR_DTYPE_COUNT: CASTOR_UNREACHABLE();
+  case DT_F32: break;
+  case DT_F16: v = LLVMBuildFPTrunc(B, val, lanes_of(e->half, lanes), ""); break;
+  case DT_BF16: v = f32_to_bf16_bits(e, val, lanes); break;
+  case DT_I32:
+  case DT_I64:
+  case DT_I1:
+  case DT_COUNT: CASTOR_UNREACHABLE();
   }
   LLVMValueRef st = LLVMBuildStore(B, v, ptr);
-  LLVMSetAlignment(st, (unsigned)ir_dtype_size(dt));
+  LLVMSetAlignment(st, (unsigned)dtype_size(dt));
 }
 
 LLVMValueRef cg_emit_round_to(cg_emitter *e, LLVMValueRef x, ir_dtype to, const char *name) {
   LLVMTypeRef ty = LLVMTypeOf(x);
   int lanes = LLVMGetTypeKind(ty) == LLVMVectorTypeKind ? (int)LLVMGetVectorSize(ty) : 1;
   switch (to) {
-  case IR_DTYPE_F32:
+  case DT_F32:
     return x;
-  case IR_DTYPE_F16:
+  case DT_F16:
     return LLVMBuildFPExt(B, LLVMBuildFPTrunc(B, x, lanes_of(e->half, lanes), ""), ty, name);
-  case IR_DTYPE_BF16: {
+  case DT_BF16: {
     LLVMTypeRef it = lanes_of(e->i32, lanes);
     LLVMValueRef w = LLVMBuildZExt(B, f32_to_bf16_bits(e, x, lanes), it, "");
     return LLVMBuildBitCast(B, LLVMBuildShl(B, w, cg_const(e, it, 16), ""), ty, name);
   }
-  case IR_DTYPE_I32:
-  case IR_DTYPE_I64:
-  case IR_DTYPE_I1:
-  case IR_DTYPE_COUNT:
+  case DT_I32:
+  case DT_I64:
+  case DT_I1:
+  case DT_COUNT:
     break;
   }
   CASTOR_UNREACHABLE();

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cg_backend.h"
+#include "codegen/cg_backend.h"
 
 typedef struct cuda_exec {
   cg_exec base;

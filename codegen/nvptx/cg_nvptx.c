@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cg_nvptx.h"
+#include "codegen/nvptx/cg_nvptx.h"
 
 #define B (e->b)
 #define NV_TRIPLE "nvptx64-nvidia-cuda"

@@ -13,8 +13,8 @@
 #ifndef CASTOR_CG_NVPTX_H
 #define CASTOR_CG_NVPTX_H
 
-#include "../runtime/cuda.h"
-#include "cg_cpu.h"
+#include "runtime/cuda.h"
+#include "codegen/cpu/cg_cpu.h"
 
 enum { CG_NV_SHARED = 3 };
 

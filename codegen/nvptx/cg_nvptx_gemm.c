@@ -38,7 +38,7 @@
  */
 #include <string.h>
 
-#include "cg_nvptx.h"
+#include "codegen/nvptx/cg_nvptx.h"
 
 #define B (e->b)
 
@@ -66,7 +66,7 @@ static gemm_cfg choose(const cg_kernel *k) {
   memset(&c, 0, sizeof c);
   c.K = a->type.dims[1], c.N = b->type.dims[1];
   c.at = a->type.dtype, c.bt = b->type.dtype;
-  bool is16 = (c.at == IR_DTYPE_F16 || c.at == IR_DTYPE_BF16) && c.bt == c.at;
+  bool is16 = (c.at == DT_F16 || c.at == DT_BF16) && c.bt == c.at;
   c.mma = is16 && c.K % 8 == 0 && c.N % 8 == 0;
   bool sm = ends_with_softmax(k);
   if (c.mma) {
@@ -232,7 +232,7 @@ static void emit_mma_gemm(cg_nv_kernel *g, const gemm_cfg *cf, LLVMValueRef tid,
   int a_bytes = cf->bm * cf->bk * 2, stage_bytes = a_bytes + cf->bk * cf->bn * 2;
   int ktiles = (int)((cf->K + cf->bk - 1) / cf->bk);
   int acpr = cf->bk / 8, bcpr = cf->bn / 8;
-  bool bf = cf->at == IR_DTYPE_BF16;
+  bool bf = cf->at == DT_BF16;
   LLVMTypeRef f4 = LLVMArrayType(e->f32, (unsigned)(MT * NT * 4));
   LLVMValueRef acc = cg_entry_alloca(&g->c, f4, "acc");
   for (int i = 0; i < MT * NT * 4; i++)

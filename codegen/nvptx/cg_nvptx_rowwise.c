@@ -19,7 +19,7 @@
  * A new row-wise op is one more case in cg_nv_emit_rowwise, its passes
  * built from warp_pass over the same accessor.
  */
-#include "cg_nvptx.h"
+#include "codegen/nvptx/cg_nvptx.h"
 
 #define B (e->b)
 

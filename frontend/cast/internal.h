@@ -16,7 +16,7 @@
 #ifndef CASTOR_FRONTEND_INTERNAL_H
 #define CASTOR_FRONTEND_INTERNAL_H
 
-#include "frontend.h"
+#include "frontend/frontend.h"
 
 /* ---- lexer ---- */
 

@@ -14,7 +14,7 @@
  * when the call had an error; such a layer is `broken`, has no inputs, and
  * is never lowered (so its mistake is reported once).
  */
-#include "internal.h"
+#include "frontend/cast/internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -154,7 +154,7 @@ static bool parse_shape(fe_model *m, fe_layer *l, const fe_value *v) {
                IR_MAX_RANK - 1, v->n_items);
     return false;
   }
-  ir_type t = {IR_DTYPE_F32, v->n_items + 1, {IR_DIM_BATCH}};
+  ir_type t = {DT_F32, v->n_items + 1, {IR_DIM_BATCH}};
   for (int i = 0; i < v->n_items; i++)
     if (!parse_positive(m, "a dimension", &v->items[i], &t.dims[i + 1])) return false;
   int64_t bytes;

@@ -12,7 +12,7 @@
  *   FE_TOK_ERROR; the next token is that line's newline. Nothing loops: every
  *   call consumes at least one byte or returns EOF.
  */
-#include "internal.h"
+#include "frontend/cast/internal.h"
 
 #include <string.h>
 

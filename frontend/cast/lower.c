@@ -18,7 +18,7 @@
  * the location of the layer call. Anything the graph keeps is copied into
  * its arena; the parse arena is freed when the load ends.
  */
-#include "internal.h"
+#include "frontend/cast/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -77,8 +77,8 @@ static bool lower_dense(lowering *lw, fe_layer *l, ir_node *x) {
                type_str(lw, &x->type));
     return false;
   }
-  ir_type kt = {IR_DTYPE_F32, 2, {x->type.dims[1], l->units}};
-  ir_type bt = {IR_DTYPE_F32, 1, {l->units}};
+  ir_type kt = {DT_F32, 2, {x->type.dims[1], l->units}};
+  ir_type bt = {DT_F32, 1, {l->units}};
   int64_t bytes;
   if (!ir_type_bytes(&kt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
     diag_error(m->d, l->units_loc,
@@ -99,7 +99,7 @@ static bool lower_dense(lowering *lw, fe_layer *l, ir_node *x) {
   const char *add_name = has_act ? arena_printf(m->arena, "%s.bias_add", l->name) : l->name;
   ir_node *k = stamp(lw, l, ir_build_const(g, kkey, &kt, kkey, kdata, l->loc));
   ir_node *b = l->use_bias ? stamp(lw, l, ir_build_const(g, bkey, &bt, bkey, bdata, l->loc)) : NULL;
-  ir_node *y = stamp(lw, l, ir_build_matmul(g, mm_name, x, k, IR_DTYPE_F32, l->loc));
+  ir_node *y = stamp(lw, l, ir_build_matmul(g, mm_name, x, k, DT_F32, l->loc));
   if (b) y = stamp(lw, l, ir_build_binary(g, IR_OP_ADD, add_name, y, b, l->loc));
   if (has_act) y = stamp(lw, l, ir_build_unary(g, l->act, l->name, y, l->loc));
   l->value = y;
@@ -111,7 +111,7 @@ static bool lower_dense(lowering *lw, fe_layer *l, ir_node *x) {
 static bool lower_layer_norm(lowering *lw, fe_layer *l, ir_node *x) {
   fe_model *m = lw->m;
   ir_graph *g = lw->g;
-  ir_type pt = {IR_DTYPE_F32, 1, {x->type.dims[x->type.rank - 1]}};
+  ir_type pt = {DT_F32, 1, {x->type.dims[x->type.rank - 1]}};
   const char *gkey = arena_printf(m->arena, "%s.gamma", l->name);
   const char *bkey = arena_printf(m->arena, "%s.beta", l->name);
   const float *gdata = NULL, *bdata = NULL;
@@ -155,7 +155,7 @@ static void lower_layer(lowering *lw, fe_layer *l) {
   bool ok = true;
   switch (l->kind) {
   case FE_LAYER_INPUT: {
-    ir_type t = {IR_DTYPE_F32, l->rank, {0}};
+    ir_type t = {DT_F32, l->rank, {0}};
     memcpy(t.dims, l->shape, sizeof t.dims);
     l->value = stamp(lw, l, ir_build_input(lw->g, l->var, &t, l->input_index, l->loc));
     break;

@@ -10,7 +10,7 @@
  * line gives one diagnostic and good lines are still checked. Keywords are
  * contextual: `output = dense(...)` defines a value called output.
  */
-#include "internal.h"
+#include "frontend/cast/internal.h"
 
 #include <stdio.h>
 #include <string.h>

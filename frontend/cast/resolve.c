@@ -13,7 +13,7 @@
  * order, stable (the earliest layer in the file whose inputs are ready comes
  * first). Layers on or behind a cycle are left out.
  */
-#include "internal.h"
+#include "frontend/cast/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

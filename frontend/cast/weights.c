@@ -16,9 +16,9 @@
  *
  * All data lives in the graph's arena, 64-byte aligned.
  */
-#include "internal.h"
+#include "frontend/cast/internal.h"
 
-#include "../util/half.h"
+#include "util/half.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -76,22 +76,22 @@ static float *from_file(fe_weights *w, ir_graph *g, const char *key, const ir_ty
   const unsigned char *src = ft->data; /* little-endian, maybe unaligned */
   for (int64_t i = 0; i < n; i++) {
     switch (ft->dtype) {
-    case IR_DTYPE_F32: {
+    case DT_F32: {
       uint32_t bits = (uint32_t)src[4 * i] | (uint32_t)src[4 * i + 1] << 8 |
                       (uint32_t)src[4 * i + 2] << 16 | (uint32_t)src[4 * i + 3] << 24;
       memcpy(&dst[i], &bits, sizeof bits);
       break;
     }
-    case IR_DTYPE_F16:
+    case DT_F16:
       dst[i] = half_f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
       break;
-    case IR_DTYPE_BF16:
+    case DT_BF16:
       dst[i] = half_bf16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
       break;
-    case IR_DTYPE_I32:
-    case IR_DTYPE_I64:
-    case IR_DTYPE_I1:
-    case IR_DTYPE_COUNT:
+    case DT_I32:
+    case DT_I64:
+    case DT_I1:
+    case DT_COUNT:
       CASTOR_UNREACHABLE(); /* the reader accepts float dtypes only */
     }
   }

@@ -13,7 +13,7 @@
 #ifndef CASTOR_RT_AOT_H
 #define CASTOR_RT_AOT_H
 
-#include "../runtime.h"
+#include "runtime/runtime.h"
 
 /* Bumped whenever rt_program or rt_aot_entry change layout. */
 #define RT_AOT_ABI_VERSION 3 /* 2: rt_program gained states, rt_launch work_per_row_per_batch; 3: rt_launch args */

@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../npy.h"
-#include "aot.h"
+#include "formats/npy.h"
+#include "runtime/aot/aot.h"
 
 static const char *prog_name = "model";
 
@@ -59,7 +59,7 @@ static int usage(const rt_program *p, const char *about, FILE *f, int rc) {
     fprintf(f, "\n%s%s:\n", io ? "outputs" : "inputs", io ? "" : " (N is the batch size)");
     for (int i = 0; i < n; i++) {
       str_buf_clear(&b);
-      shape_str(&b, rt_dtype_name(t[i].dtype), t[i].rank, t[i].dims, 0);
+      shape_str(&b, dtype_name(t[i].dtype), t[i].rank, t[i].dims, 0);
       fprintf(f, "  %-20s %s\n", t[i].name, str_buf_cstr(&b));
     }
   }
@@ -131,7 +131,7 @@ static int parse_args(int argc, char **argv, const rt_aot_entry *en, args *c) {
   return 0;
 }
 
-static bool is_float(rt_dtype t) { return t == RT_F32 || t == RT_F16 || t == RT_BF16; }
+static bool is_float(rt_dtype t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16; }
 
 /* Reads input i from path into a, converted to the model's dtype, and
  * checks its shape; *batch is the batch so far (-1: none yet). */
@@ -151,8 +151,8 @@ static bool read_input(const rt_tensor_desc *t, const char *path, rt_npy *a, int
   if (!ok) {
     str_buf want, got;
     str_buf_init(&want), str_buf_init(&got);
-    shape_str(&want, rt_dtype_name(t->dtype), t->rank, t->dims, *batch);
-    shape_str(&got, a->is_f64 ? "f64" : rt_dtype_name(a->dtype), a->rank, a->dims, 0);
+    shape_str(&want, dtype_name(t->dtype), t->rank, t->dims, *batch);
+    shape_str(&got, a->is_f64 ? "f64" : dtype_name(a->dtype), a->rank, a->dims, 0);
     if (*batch > 0) str_buf_printf(&want, " (the batch of %s)", batch_from);
     diag_error(d, ((diag_loc){path, 0, 0}), "input '%s' expects %s, got %s", t->name, str_buf_cstr(&want),
                str_buf_cstr(&got));
@@ -226,9 +226,9 @@ int main(int argc, char **argv) {
     rng_init(&r, c.seed);
     for (int i = 0; i < p->n_inputs; i++) {
       const rt_tensor_desc *t = &p->inputs[i];
-      if (t->dtype != RT_F32) {
+      if (t->dtype != DT_F32) {
         error("input '%s' has dtype %s; random inputs are float32 only, pass --input", t->name,
-              rt_dtype_name(t->dtype));
+              dtype_name(t->dtype));
         goto done;
       }
       int64_t n = 1;
@@ -245,7 +245,7 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < p->n_outputs; i++) {
     const rt_tensor_desc *t = &p->outputs[i];
-    int64_t n = rt_dtype_size(t->dtype);
+    int64_t n = dtype_size(t->dtype);
     for (int k = 0; k < t->rank; k++)
       if (!size_mul_ok(n, t->dims[k] < 0 ? batch : t->dims[k], &n)) n = -1;
     if (n < 0 || !(out[i] = alloc64(n))) {

@@ -24,7 +24,7 @@ cmake --install "$bin" --prefix "$prefix" >install.log || { cat install.log; fai
 libdir=$(ls -d "$prefix"/lib*/libcastor.so | head -1 | xargs dirname)
 for f in bin/castor include/castor.h; do [ -e "$prefix/$f" ] || fail "not installed: $f"; done
 for f in libcastor.a pkgconfig/castor.pc pkgconfig/castor-runtime.pc cmake/castor/castorConfig.cmake \
-         castor/libcastor_aot_main.a castor/libcastor_runtime.a castor/libcastor_util.a; do
+         castor/libcastor_aot_main.a castor/libcastor_formats.a castor/libcastor_runtime.a castor/libcastor_util.a; do
   [ -e "$libdir/$f" ] || fail "not installed: $libdir/$f"
 done
 other=$(nm -D --defined-only "$libdir/libcastor.so" | awk '$2 ~ /[TDBR]/ {print $3}' | grep -v '^castor_' | grep -vxE '_init|_fini|__bss_start|_edata|_end' || true)

@@ -1,7 +1,7 @@
 # aot_tests.cmake: tests of `castor build` and of the installation
 # (included by tests/CMakeLists.txt).
 add_executable(aot_make_npy ${CMAKE_CURRENT_SOURCE_DIR}/aot/make_npy.c)
-target_link_libraries(aot_make_npy PRIVATE castor_runtime)
+target_link_libraries(aot_make_npy PRIVATE castor_formats)
 
 set(aot_dir ${CMAKE_CURRENT_SOURCE_DIR}/aot)
 # executables vs castor run (bit-identical), their errors, ldd, every --emit

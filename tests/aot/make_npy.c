@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/npy.h"
+#include "formats/npy.h"
 #include "util/half.h"
 
 int main(int argc, char **argv) {
@@ -16,7 +16,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: aot_make_npy OUT.npy f32|f16|i32 SEED DIM...\n");
     return 2;
   }
-  rt_dtype dt = !strcmp(argv[2], "f16") ? RT_F16 : !strcmp(argv[2], "i32") ? RT_I32 : RT_F32;
+  rt_dtype dt = !strcmp(argv[2], "f16") ? DT_F16 : !strcmp(argv[2], "i32") ? DT_I32 : DT_F32;
   int rank = argc - 4;
   int64_t dims[RT_MAX_RANK], n = 1;
   for (int r = 0; r < rank; r++) n *= dims[r] = atoll(argv[4 + r]);
@@ -25,8 +25,8 @@ int main(int argc, char **argv) {
   rng_init(&g, strtoull(argv[3], NULL, 10));
   for (int64_t i = 0; i < n; i++) {
     float x = rng_uniform_f32(&g, -1.0f, 1.0f);
-    if (dt == RT_F32) ((float *)data)[i] = x;
-    else if (dt == RT_F16) ((uint16_t *)data)[i] = half_f32_to_f16(x);
+    if (dt == DT_F32) ((float *)data)[i] = x;
+    else if (dt == DT_F16) ((uint16_t *)data)[i] = half_f32_to_f16(x);
     else ((int32_t *)data)[i] = (int32_t)(x * 100);
   }
   diag_sink *d = diag_sink_create();

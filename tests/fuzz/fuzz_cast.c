@@ -8,7 +8,7 @@
  * lines resolve against the working directory and only regular files are
  * read (frontend/safetensors.c).
  */
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
 #include "frontend/frontend.h"
 

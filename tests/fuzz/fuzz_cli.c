@@ -6,10 +6,10 @@
  * never exits); on 0 a command and a model were given and every option
  * value lies within its documented range.
  */
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
 #define main castor_cli_main
-#include "../../tools/castor.c"
+#include "tools/castor.c"
 #undef main
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
 #include "ir/ir.h"
 

@@ -6,9 +6,9 @@
  */
 #include <stdio.h>
 
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
-#include "runtime/npy.h"
+#include "formats/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0; /* fmemopen refuses an empty buffer */

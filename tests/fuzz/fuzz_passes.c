@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
 #include "passes/passes.h"
 

@@ -5,7 +5,7 @@
  * kept (read here byte by byte, so ASan sees any overrun), with its size
  * equal to its element count times its dtype's size, and no two overlap.
  */
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
 #include "frontend/frontend.h"
 
@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const fe_tensor *t = &st.tensors[i];
     int64_t n = 1;
     for (int r = 0; r < t->rank; r++) n *= t->dims[r];
-    if (n * ir_dtype_size(t->dtype) != t->nbytes) fuzz_fail("a tensor's size disagrees with its shape", t->key);
+    if (n * dtype_size(t->dtype) != t->nbytes) fuzz_fail("a tensor's size disagrees with its shape", t->key);
     if (t->offset < 0 || t->offset + t->nbytes > (int64_t)st.blob_len)
       fuzz_fail("a tensor lies outside the data", t->key);
     const unsigned char *p = t->data;

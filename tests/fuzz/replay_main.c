@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
 static int run_file(const char *path) {
   FILE *f = fopen(path, "rb");

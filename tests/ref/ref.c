@@ -7,9 +7,9 @@
  * checked against the node types before a loop touches memory, so a
  * malformed graph is an error message, never an overrun.
  */
-#include "ref.h"
+#include "tests/ref/ref.h"
 
-#include "../../util/half.h"
+#include "util/half.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -36,20 +36,20 @@ static double round_to_format(double x, int mant, int emin, double max) {
 
 double ref_round(double x, ir_dtype dtype) {
   switch (dtype) {
-  case IR_DTYPE_F32: return (double)(float)x;
-  case IR_DTYPE_F16: return round_to_format(x, 10, -14, 65504.0);
-  case IR_DTYPE_BF16: return round_to_format(x, 7, -126, 0x1.fep127);
-  case IR_DTYPE_I32:
-  case IR_DTYPE_I64:
-  case IR_DTYPE_I1:
-  case IR_DTYPE_COUNT: break;
+  case DT_F32: return (double)(float)x;
+  case DT_F16: return round_to_format(x, 10, -14, 65504.0);
+  case DT_BF16: return round_to_format(x, 7, -126, 0x1.fep127);
+  case DT_I32:
+  case DT_I64:
+  case DT_I1:
+  case DT_COUNT: break;
   }
   return x;
 }
 
 /* The per-value storage rounding: only 16-bit floats (see ref.h). */
 static double store(double x, ir_dtype dtype) {
-  return dtype == IR_DTYPE_F16 || dtype == IR_DTYPE_BF16 ? ref_round(x, dtype) : x;
+  return dtype == DT_F16 || dtype == DT_BF16 ? ref_round(x, dtype) : x;
 }
 
 #define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), false)
@@ -59,13 +59,13 @@ static bool const_values(const ir_node *n, double *y, int64_t count, char *err, 
   if (!p) return FAIL("const %%%s (%s) has no data", n->name, n->attr.weight);
   for (int64_t i = 0; i < count; i++) {
     switch (n->type.dtype) {
-    case IR_DTYPE_F32: y[i] = ((const float *)p)[i]; break;
-    case IR_DTYPE_F16: y[i] = half_f16_to_f32(((const uint16_t *)p)[i]); break;
-    case IR_DTYPE_BF16: y[i] = half_bf16_to_f32(((const uint16_t *)p)[i]); break;
-    case IR_DTYPE_I32: y[i] = ((const int32_t *)p)[i]; break;
-    case IR_DTYPE_I64: y[i] = (double)((const int64_t *)p)[i]; break;
-    case IR_DTYPE_I1: y[i] = ((const uint8_t *)p)[i] != 0; break;
-    case IR_DTYPE_COUNT:
+    case DT_F32: y[i] = ((const float *)p)[i]; break;
+    case DT_F16: y[i] = half_f16_to_f32(((const uint16_t *)p)[i]); break;
+    case DT_BF16: y[i] = half_bf16_to_f32(((const uint16_t *)p)[i]); break;
+    case DT_I32: y[i] = ((const int32_t *)p)[i]; break;
+    case DT_I64: y[i] = (double)((const int64_t *)p)[i]; break;
+    case DT_I1: y[i] = ((const uint8_t *)p)[i] != 0; break;
+    case DT_COUNT:
       return FAIL("const %%%s has an invalid dtype", n->name);
     }
   }
@@ -75,20 +75,20 @@ static bool const_values(const ir_node *n, double *y, int64_t count, char *err, 
 static bool cast_value(const ir_node *n, double x, double *out, char *err, size_t errlen) {
   ir_dtype to = n->attr.to;
   switch (to) {
-  case IR_DTYPE_F32:
-  case IR_DTYPE_F16:
-  case IR_DTYPE_BF16: *out = ref_round(x, to); return true;
-  case IR_DTYPE_I32:
-  case IR_DTYPE_I64: {
-    double lim = to == IR_DTYPE_I32 ? 0x1p31 : 0x1p63;
+  case DT_F32:
+  case DT_F16:
+  case DT_BF16: *out = ref_round(x, to); return true;
+  case DT_I32:
+  case DT_I64: {
+    double lim = to == DT_I32 ? 0x1p31 : 0x1p63;
     double r = nearbyint(x);
     if (!(r >= -lim && r < lim))
-      return FAIL("cast %%%s: %g does not fit %s", n->name, x, ir_dtype_name(to));
+      return FAIL("cast %%%s: %g does not fit %s", n->name, x, dtype_name(to));
     *out = r;
     return true;
   }
-  case IR_DTYPE_I1: *out = x != 0; return true;
-  case IR_DTYPE_COUNT: break;
+  case DT_I1: *out = x != 0; return true;
+  case DT_COUNT: break;
   }
   return FAIL("cast %%%s: invalid target dtype", n->name);
 }
@@ -108,7 +108,7 @@ static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
 /* The target t[r,j] of a loss: int32 class indices or a dense row. */
 static double target(const ir_node *n, const double *t, int64_t r, int64_t j, int64_t c) {
-  return n->srcs[1]->type.dtype == IR_DTYPE_I32 ? (double)((int64_t)t[r] == j) : t[r * c + j];
+  return n->srcs[1]->type.dtype == DT_I32 ? (double)((int64_t)t[r] == j) : t[r * c + j];
 }
 
 /* The losses and their gradients (ir_ops.def's semantics, in double). */
@@ -120,7 +120,7 @@ static bool eval_loss(const ir_node *n, double *const *src, const int64_t *n_src
   for (int64_t r = 0; r < rows; r++) {
     const double *ar = a + r * c;
     double *yr = y + r * c;
-    if (n->srcs[1]->type.dtype == IR_DTYPE_I32 && !(t[r] >= 0 && t[r] < (double)c))
+    if (n->srcs[1]->type.dtype == DT_I32 && !(t[r] >= 0 && t[r] < (double)c))
       return FAIL("%s %%%s: label %g of row %lld is outside [0, %lld)", ir_op_name(n->op), n->name, t[r],
                   (long long)r, (long long)c);
     if (n->op == IR_OP_XENT || n->op == IR_OP_XENT_GRAD) {
@@ -302,7 +302,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   case IR_OP_ALL_FINITE: {
     bool all = true;
     for (int s = 0; s < n->n_srcs; s++)
-      for (int64_t i = 0; i < n_src[s]; i++) all &= n->srcs[s]->type.dtype == IR_DTYPE_I1 ? src[s][i] != 0 : isfinite(src[s][i]);
+      for (int64_t i = 0; i < n_src[s]; i++) all &= n->srcs[s]->type.dtype == DT_I1 ? src[s][i] != 0 : isfinite(src[s][i]);
     y[0] = all;
     break;
   }

@@ -15,7 +15,7 @@
 #ifndef CASTOR_REF_H
 #define CASTOR_REF_H
 
-#include "../../ir/ir.h"
+#include "ir/ir.h"
 
 /* Runs g for `batch` rows. inputs[i] is graph input number i (the INPUT node
  * with attr.input.index == i), row-major, with `batch` rows if its type is

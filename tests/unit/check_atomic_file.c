@@ -5,10 +5,10 @@
  * directory, an abort) the old file is byte-identical and no temporary file
  * is left either.
  */
-#include "../../util/atomic_file.h"
+#include "util/atomic_file.h"
 
-#include "test_support.h"
-#include "tmpdir_fixture.h"
+#include "tests/unit/test_support.h"
+#include "tests/unit/tmpdir_fixture.h"
 
 #include <signal.h>
 #include <sys/resource.h>

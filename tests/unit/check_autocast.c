@@ -8,7 +8,7 @@
  */
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +75,7 @@ START_TEST(test_overflow_and_flush_warnings) {
                    "    ^\n");
   /* never clamped: the folded constant holds +-inf */
   const ir_node *k = ir_graph_find(g, "d.kernel.f16");
-  ck_assert_msg(k && k->op == IR_OP_CONST && k->type.dtype == IR_DTYPE_F16, "no folded f16 kernel");
+  ck_assert_msg(k && k->op == IR_OP_CONST && k->type.dtype == DT_F16, "no folded f16 kernel");
   const uint16_t *h = k->attr.data;
   ck_assert_uint_eq(h[0], 0x7c00);
   ck_assert_uint_eq(h[5], 0xfc00);
@@ -159,20 +159,20 @@ START_TEST(test_keras_placements) {
       for (int i = 0; i < g->n_outputs; i++)
         if (!strcmp(g->outputs[i].name, layer)) v = g->outputs[i].value;
       ck_assert_msg(v, "%s/%s: no output %s", model, policy, layer);
-      got_o = ir_dtype_name(v->type.dtype);
+      got_o = dtype_name(v->type.dtype);
     } else {
       const ir_node *n = ir_graph_find(g, layer);
       ck_assert_msg(n, "%s/%s: no value %%%s", model, policy, layer);
       char mm[96];
       snprintf(mm, sizeof mm, "%s.matmul", layer);
       const ir_node *m = ir_graph_find(g, mm);
-      got_o = ir_dtype_name(n->type.dtype);
-      if (strcmp(cls, "InputLayer")) got_c = ir_dtype_name((m ? m : n)->type.dtype);
+      got_o = dtype_name(n->type.dtype);
+      if (strcmp(cls, "InputLayer")) got_c = dtype_name((m ? m : n)->type.dtype);
       if (strcmp(kv, "-")) {
         ir_policy p = n->policy != IR_POLICY_NONE ? n->policy : g->policy;
-        ck_assert_msg(!strcmp(ir_dtype_name(ir_policy_variable_dtype(p)), ir_name_of(kv)),
+        ck_assert_msg(!strcmp(dtype_name(ir_policy_variable_dtype(p)), ir_name_of(kv)),
                       "%s/%s/%s: variable dtype %s, Keras %s", model, policy, layer,
-                      ir_dtype_name(ir_policy_variable_dtype(p)), kv);
+                      dtype_name(ir_policy_variable_dtype(p)), kv);
       }
     }
     /* castor matches its documented rules ... */

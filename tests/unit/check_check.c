@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "castor.h"
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 
 static castor_context *ctx;
 

@@ -6,7 +6,7 @@
  */
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -22,13 +22,13 @@
  */
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "gpu_cases.h"
+#include "tests/unit/gpu_cases.h"
 #include "tests/ref/ref.h"
 #include "util/half.h"
 
@@ -52,8 +52,8 @@ static float rng_f32(void) { /* splitmix64 -> [-1, 1) */
 static float *as_f32(const rt_tensor_desc *t, const void *data, int64_t n) {
   float *f = malloc((size_t)n * sizeof *f + 1);
   for (int64_t i = 0; i < n; i++) {
-    if (t->dtype == RT_F32) f[i] = ((const float *)data)[i];
-    else if (t->dtype == RT_F16) f[i] = half_f16_to_f32(((const uint16_t *)data)[i]);
+    if (t->dtype == DT_F32) f[i] = ((const float *)data)[i];
+    else if (t->dtype == DT_F16) f[i] = half_f16_to_f32(((const uint16_t *)data)[i]);
     else f[i] = half_bf16_to_f32(((const uint16_t *)data)[i]);
   }
   return f;
@@ -79,7 +79,7 @@ static void run_and_compare(ir_graph *g, const char *what, const char *policy, c
     void **in = calloc((size_t)desc->n_inputs + 1, sizeof *in), **out = calloc((size_t)desc->n_outputs + 1, sizeof *out);
     double **in64 = calloc((size_t)desc->n_inputs + 1, sizeof *in64), **want = calloc((size_t)desc->n_outputs + 1, sizeof *want);
     for (int i = 0; i < desc->n_inputs; i++) {
-      ck_assert_int_eq(desc->inputs[i].dtype, RT_F32);
+      ck_assert_int_eq(desc->inputs[i].dtype, DT_F32);
       int64_t n = numel(&desc->inputs[i], batch);
       float *x = malloc((size_t)n * sizeof *x);
       for (int64_t j = 0; j < n; j++) x[j] = rng_f32();
@@ -87,7 +87,7 @@ static void run_and_compare(ir_graph *g, const char *what, const char *policy, c
       in64[i] = ref_from_f32(x, n);
     }
     for (int o = 0; o < desc->n_outputs; o++)
-      out[o] = malloc((size_t)(numel(&desc->outputs[o], batch) * rt_dtype_size(desc->outputs[o].dtype)) + 1);
+      out[o] = malloc((size_t)(numel(&desc->outputs[o], batch) * dtype_size(desc->outputs[o].dtype)) + 1);
     ck_assert_msg(rt_cuda_run(m, batch, (const void *const *)in, out, d), "%s batch %lld: %s", what, (long long)batch,
                   diag_text(d));
     char err[512];

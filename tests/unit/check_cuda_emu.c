@@ -37,7 +37,7 @@
  */
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,8 +126,8 @@ static int64_t numel(const rt_tensor_desc *t, int64_t batch) {
 static float *as_f32(const rt_tensor_desc *t, const void *data, int64_t n) {
   float *f = malloc((size_t)n * sizeof *f + 1);
   for (int64_t i = 0; i < n; i++) {
-    if (t->dtype == RT_F32) f[i] = ((const float *)data)[i];
-    else if (t->dtype == RT_F16) f[i] = half_f16_to_f32(((const uint16_t *)data)[i]);
+    if (t->dtype == DT_F32) f[i] = ((const float *)data)[i];
+    else if (t->dtype == DT_F16) f[i] = half_f16_to_f32(((const uint16_t *)data)[i]);
     else f[i] = half_bf16_to_f32(((const uint16_t *)data)[i]);
   }
   return f;
@@ -142,7 +142,7 @@ static outs run(cg_exec *x, int64_t batch, float **in, diag_sink *d, const char 
   const rt_program *desc = x->desc;
   outs o = {calloc((size_t)desc->n_outputs + 1, sizeof(void *)), desc->n_outputs};
   for (int k = 0; k < desc->n_outputs; k++)
-    o.p[k] = malloc((size_t)(numel(&desc->outputs[k], batch) * rt_dtype_size(desc->outputs[k].dtype)) + 1);
+    o.p[k] = malloc((size_t)(numel(&desc->outputs[k], batch) * dtype_size(desc->outputs[k].dtype)) + 1);
   ck_assert_msg(x->backend->run(x, batch, (const void *const *)in, o.p, d), "%s batch %lld (%s): %s", what,
                 (long long)batch, x->backend->name, diag_text(d));
   return o;
@@ -210,7 +210,7 @@ START_TEST(test_kinds) {
         unsetenv("CASTOR_PTXEMU_ORDER");
         unsetenv("CASTOR_PTXEMU_LANDING");
         for (int k = 0; k < desc->n_outputs; k++) {
-          size_t bytes = (size_t)(numel(&desc->outputs[k], batch) * rt_dtype_size(desc->outputs[k].dtype));
+          size_t bytes = (size_t)(numel(&desc->outputs[k], batch) * dtype_size(desc->outputs[k].dtype));
           ck_assert_msg(!memcmp(o2.p[k], og.p[k], bytes), "%s batch %lld output %s: order %s/%s changes the result",
                         what, (long long)batch, desc->outputs[k].name, orders[oi][0], orders[oi][1]);
         }

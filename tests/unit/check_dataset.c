@@ -7,11 +7,11 @@
  * Keras's split, the shuffle against an independent Python implementation,
  * batches. The last test loads Debian's Fashion-MNIST when it is installed.
  */
-#include "../../runtime/dataset.h"
-#include "../../util/half.h"
+#include "train/dataset.h"
+#include "util/half.h"
 
-#include "test_support.h"
-#include "tmpdir_fixture.h"
+#include "tests/unit/test_support.h"
+#include "tests/unit/tmpdir_fixture.h"
 
 #include <math.h>
 #include <zlib.h>

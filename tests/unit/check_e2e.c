@@ -16,7 +16,7 @@
  */
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +28,7 @@
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-#include "runtime/npy.h"
+#include "formats/npy.h"
 #include "tests/ref/ref.h"
 
 /* Compiles `text` and runs it at `batch` on seeded inputs; compares every
@@ -76,7 +76,7 @@ static void run_policy_case(const char *name, const char *text, const char *poli
     in64[i] = ref_from_f32(in[i], n);
   }
   for (int o = 0; o < no; o++) {
-    ck_assert_msg(p->outputs[o].dtype == RT_F32, "%s: output %d is not f32", name, o);
+    ck_assert_msg(p->outputs[o].dtype == DT_F32, "%s: output %d is not f32", name, o);
     int64_t n = 1;
     for (int k = 0; k < p->outputs[o].rank; k++) n *= p->outputs[o].dims[k] < 0 ? batch : p->outputs[o].dims[k];
     out_n[o] = n;
@@ -290,7 +290,7 @@ START_TEST(test_cli_and_host) {
   rng_init(&r, 99);
   for (int i = 0; i < B * IN; i++) x[i] = rng_uniform_f32(&r, 0.0f, 1.0f);
   diag_sink *d = diag_sink_create();
-  ck_assert(rt_npy_write(x_path, RT_F32, 2, (int64_t[]){B, IN}, x, d));
+  ck_assert(rt_npy_write(x_path, DT_F32, 2, (int64_t[]){B, IN}, x, d));
   snprintf(cmd, sizeof cmd, "%s/castor run %s --input %s --output %s > %s/cli.txt 2>&1", CASTOR_BINARY_DIR, model,
            x_path, y1, dir);
   ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);

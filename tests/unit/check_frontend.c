@@ -6,12 +6,12 @@
  * cases of tests/golden/frontend-errors compared in process, and a seeded
  * mutation loop that must never crash and always explain a failure.
  */
-#include "../../frontend/frontend.h"
-#include "../../util/half.h"
+#include "frontend/frontend.h"
+#include "util/half.h"
 
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -73,7 +73,7 @@ static char *dump(const ir_graph *g) {
     str_buf_putc(&b, ')');
     if (n->op == IR_OP_INPUT) str_buf_printf(&b, " {index=%lld}", (long long)n->attr.index);
     if (n->op == IR_OP_CONST) str_buf_printf(&b, " {weight=%s}", n->attr.weight);
-    if (n->op == IR_OP_MATMUL) str_buf_printf(&b, " {acc=%s}", ir_dtype_name(n->attr.acc));
+    if (n->op == IR_OP_MATMUL) str_buf_printf(&b, " {acc=%s}", dtype_name(n->attr.acc));
     str_buf_printf(&b, " # %s", n->note ? n->note : "-");
     if (n->policy != IR_POLICY_NONE) str_buf_printf(&b, " [%s]", ir_policy_name(n->policy));
     str_buf_putc(&b, '\n');
@@ -814,7 +814,7 @@ START_TEST(test_safetensors_api) {
   const fe_tensor *t = fe_safetensors_find(&st, "h");
   ck_assert_ptr_nonnull(t);
   ck_assert_ptr_null(fe_safetensors_find(&st, "g"));
-  ck_assert_int_eq(t->dtype, IR_DTYPE_F16);
+  ck_assert_int_eq(t->dtype, DT_F16);
   ck_assert_int_eq(t->rank, 3);
   ck_assert_int_eq(t->dims[0] * t->dims[1] * t->dims[2], 4);
   ck_assert_int_eq(t->nbytes, 8);

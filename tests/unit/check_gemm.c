@@ -22,13 +22,13 @@
  */
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/cg_cpu_caps.h"
+#include "codegen/cpu/cg_cpu_caps.h"
 #include "codegen/codegen.h"
 #include "passes/passes.h"
 #include "tests/ref/ref.h"
@@ -45,7 +45,7 @@ typedef struct gemm_case {
 
 /* Random data in [-1, 1) as dtype dt (arena-owned). */
 static void *random_data(arena *a, ir_dtype dt, int64_t n, rng *r) {
-  if (dt == IR_DTYPE_F32) {
+  if (dt == DT_F32) {
     float *x = arena_alloc(a, (size_t)n * sizeof *x);
     for (int64_t i = 0; i < n; i++) x[i] = rng_uniform_f32(r, -1.0f, 1.0f);
     return x;
@@ -53,7 +53,7 @@ static void *random_data(arena *a, ir_dtype dt, int64_t n, rng *r) {
   uint16_t *h = arena_alloc(a, (size_t)n * sizeof *h);
   for (int64_t i = 0; i < n; i++) {
     float f = rng_uniform_f32(r, -1.0f, 1.0f);
-    h[i] = dt == IR_DTYPE_F16 ? half_f32_to_f16(f) : half_f32_to_bf16(f);
+    h[i] = dt == DT_F16 ? half_f32_to_f16(f) : half_f32_to_bf16(f);
   }
   return h;
 }
@@ -64,19 +64,19 @@ static ir_graph *build(const gemm_case *gc, uint64_t seed) {
   rng r;
   rng_init(&r, seed);
   diag_loc loc = {0};
-  ir_node *x = ir_build_input(g, "x", &(ir_type){IR_DTYPE_F32, 2, {IR_DIM_BATCH, gc->k}}, 0, loc);
-  ir_node *a = gc->dt == IR_DTYPE_F32 ? x : ir_build_cast(g, "x.cast", x, gc->dt, loc);
+  ir_node *x = ir_build_input(g, "x", &(ir_type){DT_F32, 2, {IR_DIM_BATCH, gc->k}}, 0, loc);
+  ir_node *a = gc->dt == DT_F32 ? x : ir_build_cast(g, "x.cast", x, gc->dt, loc);
   ir_node *w;
   if (gc->b_cast) {
-    ir_node *w32 = ir_build_const(g, "w32", &(ir_type){IR_DTYPE_F32, 2, {gc->k, gc->n}}, "w32",
-                                  random_data(g->arena, IR_DTYPE_F32, gc->k * gc->n, &r), loc);
-    w = ir_build_cast(g, "w", w32, gc->dt == IR_DTYPE_F32 ? IR_DTYPE_F16 : gc->dt, loc);
-    if (gc->dt == IR_DTYPE_F32) w = ir_build_cast(g, "w.f32", w, IR_DTYPE_F32, loc);
+    ir_node *w32 = ir_build_const(g, "w32", &(ir_type){DT_F32, 2, {gc->k, gc->n}}, "w32",
+                                  random_data(g->arena, DT_F32, gc->k * gc->n, &r), loc);
+    w = ir_build_cast(g, "w", w32, gc->dt == DT_F32 ? DT_F16 : gc->dt, loc);
+    if (gc->dt == DT_F32) w = ir_build_cast(g, "w.f32", w, DT_F32, loc);
   } else {
     w = ir_build_const(g, "w", &(ir_type){gc->dt, 2, {gc->k, gc->n}}, "w",
                        random_data(g->arena, gc->dt, gc->k * gc->n, &r), loc);
   }
-  ir_node *y = ir_build_matmul(g, "mm", a, w, IR_DTYPE_F32, loc);
+  ir_node *y = ir_build_matmul(g, "mm", a, w, DT_F32, loc);
   if (gc->ep == EPI_BIAS_RELU || gc->ep == EPI_BIAS_GELU) {
     ir_node *bias = ir_build_const(g, "b", &(ir_type){gc->dt, 1, {gc->n}}, "b",
                                    random_data(g->arena, gc->dt, gc->n, &r), loc);
@@ -85,19 +85,19 @@ static ir_graph *build(const gemm_case *gc, uint64_t seed) {
   } else if (gc->ep == EPI_TANH) {
     y = ir_build_unary(g, IR_OP_TANH, "act", y, loc);
   }
-  if (y->type.dtype != IR_DTYPE_F32) y = ir_build_cast(g, "y.f32", y, IR_DTYPE_F32, loc);
+  if (y->type.dtype != DT_F32) y = ir_build_cast(g, "y.f32", y, DT_F32, loc);
   if (gc->ep == EPI_SOFTMAX) y = ir_build_unary(g, IR_OP_SOFTMAX, "sm", y, loc);
   ir_graph_add_output(g, "y", y);
   ir_graph_renumber(g);
   return g;
 }
 
-static double bound(ir_dtype dt) { return dt == IR_DTYPE_F16 ? 0x1p-10 : dt == IR_DTYPE_BF16 ? 0x1p-7 : 1e-5; }
+static double bound(ir_dtype dt) { return dt == DT_F16 ? 0x1p-10 : dt == DT_BF16 ? 0x1p-7 : 1e-5; }
 
 static void run_case_on(const gemm_case *gc, uint64_t seed, const cg_options *co) {
   char what[160];
   snprintf(what, sizeof what, "%lldx%lldx%lld %s epi %d%s", (long long)gc->m, (long long)gc->k, (long long)gc->n,
-           ir_dtype_name(gc->dt), (int)gc->ep, gc->b_cast ? " (B computed)" : "");
+           dtype_name(gc->dt), (int)gc->ep, gc->b_cast ? " (B computed)" : "");
   diag_sink *d = diag_sink_create();
   ir_graph *g = build(gc, seed);
   ck_assert_msg(ir_verify(g, d), "%s: verify:\n%s", what, diag_text(d));
@@ -135,9 +135,9 @@ static void run_case_on(const gemm_case *gc, uint64_t seed, const cg_options *co
 
 static void run_case(const gemm_case *gc, uint64_t seed) { run_case_on(gc, seed, NULL); }
 
-#define F32 IR_DTYPE_F32
-#define F16 IR_DTYPE_F16
-#define BF16 IR_DTYPE_BF16
+#define F32 DT_F32
+#define F16 DT_F16
+#define BF16 DT_BF16
 
 static const gemm_case shapes[] = {
     {1, 1, 1, F32, EPI_NONE, false},

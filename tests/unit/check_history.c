@@ -6,10 +6,10 @@
  * epoch in each series, lines broken at NaN, the log2 axis of the loss
  * scale and its skipped-step markers, the title escaped.
  */
-#include "../../runtime/history.h"
+#include "train/history.h"
 
-#include "test_support.h"
-#include "tmpdir_fixture.h"
+#include "tests/unit/test_support.h"
+#include "tests/unit/tmpdir_fixture.h"
 
 #include <math.h>
 

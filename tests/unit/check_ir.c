@@ -11,7 +11,7 @@
  */
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,16 +42,16 @@ static ir_graph *parse_ok(const char *text) {
 
 static ir_graph *build_mlp(void) {
   ir_graph *g = ir_graph_create("mnist_mlp");
-  ir_type tin = {IR_DTYPE_F32, 2, {IR_DIM_BATCH, 784}};
-  ir_type tk = {IR_DTYPE_F32, 2, {784, 4096}};
-  ir_type tb = {IR_DTYPE_F32, 1, {4096}};
+  ir_type tin = {DT_F32, 2, {IR_DIM_BATCH, 784}};
+  ir_type tk = {DT_F32, 2, {784, 4096}};
+  ir_type tb = {DT_F32, 1, {4096}};
   ir_node *x = ir_build_input(g, "digits", &tin, 0, no_loc);
   ir_node *k = ir_build_const(g, "dense_1.kernel", &tk, "dense_1.kernel", NULL, no_loc);
   ir_node *b = ir_build_const(g, "dense_1.bias", &tb, "dense_1.bias", NULL, no_loc);
-  ir_node *mm = ir_build_matmul(g, "dense_1.matmul", x, k, IR_DTYPE_F32, no_loc);
+  ir_node *mm = ir_build_matmul(g, "dense_1.matmul", x, k, DT_F32, no_loc);
   ir_node *ba = ir_build_binary(g, IR_OP_ADD, "dense_1.bias_add", mm, b, no_loc);
   ir_node *r = ir_build_unary(g, IR_OP_RELU, "dense_1", ba, no_loc);
-  ir_node *c = ir_build_cast(g, "x.f16", r, IR_DTYPE_F16, no_loc);
+  ir_node *c = ir_build_cast(g, "x.f16", r, DT_F16, no_loc);
   ir_node *s = ir_build_unary(g, IR_OP_SOFTMAX, "activation", c, no_loc);
   k->note = b->note = mm->note = ba->note = r->note = "dense_1";
   c->note = "autocast: dense_2 computes in f16 (mixed_float16)";
@@ -89,11 +89,11 @@ END_TEST
 START_TEST(test_print_node_and_edge_cases) {
   ir_graph *g = ir_graph_create("edge");
   g->policy = IR_POLICY_MIXED_BFLOAT16;
-  ir_type scalar = {IR_DTYPE_BF16, 0, {0}};
-  ir_type t4 = {IR_DTYPE_I1, 4, {IR_DIM_BATCH, 2, 3, 4}};
+  ir_type scalar = {DT_BF16, 0, {0}};
+  ir_type t4 = {DT_I1, 4, {IR_DIM_BATCH, 2, 3, 4}};
   ir_node *s = ir_build_const(g, "s", &scalar, "we\"ird\\key\n", NULL, no_loc);
   ir_node *x = ir_build_input(g, "x", &t4, 0, no_loc);
-  ir_node *c = ir_build_cast(g, "c", x, IR_DTYPE_I64, no_loc);
+  ir_node *c = ir_build_cast(g, "c", x, DT_I64, no_loc);
   c->policy = IR_POLICY_MIXED_FLOAT16;
   c->note = "tab\there, newline\nthere, trailing   ";
   s->note = "   "; /* blank notes print nothing */

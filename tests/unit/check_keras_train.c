@@ -25,7 +25,7 @@
  */
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +72,7 @@ static double bound_of(const char *policy) {
 
 static float scalar(const fe_safetensors *st, const char *key) {
   const fe_tensor *t = fe_safetensors_find(st, key);
-  ck_assert_msg(t && t->dtype == IR_DTYPE_F32, "golden tensor %s", key);
+  ck_assert_msg(t && t->dtype == DT_F32, "golden tensor %s", key);
   return *(const float *)t->data;
 }
 

@@ -14,7 +14,7 @@
  */
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +39,7 @@ typedef struct op_case {
 static const diag_loc no_loc = {0};
 
 static ir_node *konst(op_case *c, const char *name, int rank, const int64_t *dims, uint64_t seed) {
-  ir_type t = {IR_DTYPE_F32, rank, {0}};
+  ir_type t = {DT_F32, rank, {0}};
   int64_t n = 1;
   for (int r = 0; r < rank; r++) t.dims[r] = dims[r], n *= dims[r];
   float *d = xmalloc((size_t)n * sizeof *d);
@@ -71,7 +71,7 @@ static ir_node *variable(op_case *c, const char *name, ir_type t, double init) {
 static void build_case(ir_op op, op_case *c) {
   memset(c, 0, sizeof *c);
   c->g = ir_graph_create("optable");
-  ir_type xt = {IR_DTYPE_F32, 2, {IR_DIM_BATCH, W}};
+  ir_type xt = {DT_F32, 2, {IR_DIM_BATCH, W}};
   ir_node *x = ir_build_input(c->g, "x", &xt, 0, no_loc);
   ir_node *srcs[IR_MAX_SRCS] = {x};
   ir_attr attr = {0};
@@ -79,55 +79,55 @@ static void build_case(ir_op op, op_case *c) {
   switch (ir_op_type_rule(op)) {
   case IR_TYPE_LEAF: /* the output is the leaf itself */
     c->node = op == IR_OP_INPUT      ? x
-              : op == IR_OP_LITERAL  ? literal(c, "one", IR_DTYPE_F32, 1.5)
-              : op == IR_OP_VARIABLE ? variable(c, "w", (ir_type){IR_DTYPE_F32, 2, {3, W}}, 0.25)
+              : op == IR_OP_LITERAL  ? literal(c, "one", DT_F32, 1.5)
+              : op == IR_OP_VARIABLE ? variable(c, "w", (ir_type){DT_F32, 2, {3, W}}, 0.25)
                                      : konst(c, "w", 2, (int64_t[]){3, W}, 7);
     break;
   case IR_TYPE_MATMUL_NT:
     srcs[1] = konst(c, "w", 2, (int64_t[]){8, W}, 7);
-    attr.acc = IR_DTYPE_F32;
+    attr.acc = DT_F32;
     break;
   case IR_TYPE_MATMUL_TN:
     srcs[1] = x;
-    attr.acc = IR_DTYPE_F32;
+    attr.acc = DT_F32;
     break;
-  case IR_TYPE_SUM_ROWS: attr.acc = IR_DTYPE_F32; break;
+  case IR_TYPE_SUM_ROWS: attr.acc = DT_F32; break;
   case IR_TYPE_SAME: srcs[1] = x; break;
   case IR_TYPE_LOSS:
   case IR_TYPE_LOSS_GRAD:
     srcs[1] = x;
-    srcs[2] = literal(c, "seed", IR_DTYPE_F32, 2);
+    srcs[2] = literal(c, "seed", DT_F32, 2);
     attr.epsilon = 1e-7;
     break;
   case IR_TYPE_ALL_FINITE: n_srcs = 1; break;
   case IR_TYPE_UPDATE: { /* variables w, slots; the gradient; lr, scale, ok, step */
-    ir_type vt = {IR_DTYPE_F32, 2, {3, W}};
+    ir_type vt = {DT_F32, 2, {3, W}};
     int w = ir_op_writes(op);
     srcs[0] = variable(c, "w", vt, 0.5);
     static const char *const slots[] = {"", "slot1", "slot2", "slot3"};
     for (int s = 1; s < w; s++) srcs[s] = variable(c, slots[s], vt, 0.125 * s);
     srcs[w] = konst(c, "g", 2, vt.dims, 9);
-    srcs[w + 1] = literal(c, "lr", IR_DTYPE_F32, 0.01);
-    srcs[w + 2] = literal(c, "scale", IR_DTYPE_F32, 4);
-    srcs[w + 3] = literal(c, "ok", IR_DTYPE_I1, 1);
-    if (n_srcs > w + 4) srcs[w + 4] = literal(c, "t", IR_DTYPE_I64, 3);
+    srcs[w + 1] = literal(c, "lr", DT_F32, 0.01);
+    srcs[w + 2] = literal(c, "scale", DT_F32, 4);
+    srcs[w + 3] = literal(c, "ok", DT_I1, 1);
+    if (n_srcs > w + 4) srcs[w + 4] = literal(c, "t", DT_I64, 3);
     attr = (ir_attr){.rho = 0.9, .epsilon = 1e-7, .momentum = 0.9, .nesterov = 1, .beta_1 = 0.9, .beta_2 = 0.999};
     break;
   }
   case IR_TYPE_SCALAR_UPDATE:
     if (op == IR_OP_COUNT_STEP) {
-      srcs[0] = variable(c, "steps", (ir_type){IR_DTYPE_I64, 0, {0}}, 3);
-      srcs[1] = literal(c, "ok", IR_DTYPE_I1, 1);
+      srcs[0] = variable(c, "steps", (ir_type){DT_I64, 0, {0}}, 3);
+      srcs[1] = literal(c, "ok", DT_I1, 1);
     } else {
-      srcs[0] = variable(c, "scale", (ir_type){IR_DTYPE_F32, 0, {0}}, 32768);
-      srcs[1] = variable(c, "good_steps", (ir_type){IR_DTYPE_I64, 0, {0}}, 1999);
-      srcs[2] = literal(c, "ok", IR_DTYPE_I1, 1);
+      srcs[0] = variable(c, "scale", (ir_type){DT_F32, 0, {0}}, 32768);
+      srcs[1] = variable(c, "good_steps", (ir_type){DT_I64, 0, {0}}, 1999);
+      srcs[2] = literal(c, "ok", DT_I1, 1);
       attr.period = 2000, attr.min_scale = 1;
     }
     break;
   case IR_TYPE_MATMUL:
     srcs[1] = konst(c, "w", 2, (int64_t[]){W, 8}, 7);
-    attr.acc = IR_DTYPE_F32;
+    attr.acc = DT_F32;
     break;
   case IR_TYPE_BINARY: srcs[1] = konst(c, "b", 1, (int64_t[]){W}, 7); break;
   case IR_TYPE_UNARY:
@@ -141,7 +141,7 @@ static void build_case(ir_op op, op_case *c) {
     attr.axis = -1;
     attr.epsilon = 1e-3;
     break;
-  case IR_TYPE_CAST: attr.to = IR_DTYPE_F16; break;
+  case IR_TYPE_CAST: attr.to = DT_F16; break;
   case IR_TYPE_PAD:
   case IR_TYPE_SLICE:
     attr.shape = (ir_shape){2, {IR_DIM_BATCH, ir_op_type_rule(op) == IR_TYPE_PAD ? W + 8 : W / 2}};
@@ -281,7 +281,7 @@ START_TEST(test_every_op_on_every_backend) {
         const void *ins[] = {in};
         void *outs[] = {raw};
         ck_assert_msg(be->run(x, BATCH, ins, outs, d), "%s: run: %s", ir_op_name((ir_op)i), diag_text(d));
-        for (int64_t k = 0; k < n; k++) out[k] = (float)rt_load_double(od->dtype, raw, k);
+        for (int64_t k = 0; k < n; k++) out[k] = (float)dtype_load_double(od->dtype, raw, k);
         free(raw);
         double *xin = ref_from_f32(in, BATCH * W), *want[1] = {NULL};
         const double *rin[] = {xin};
@@ -338,7 +338,7 @@ static void check_contraction(const contraction_case *cc, bool f16) {
   int64_t N = cc->batch, K = cc->rows_a, J = cc->cols;
   op_case c = {0};
   c.g = ir_graph_create(tn ? "tn" : "nt");
-  ir_dtype dt = f16 ? IR_DTYPE_F16 : IR_DTYPE_F32;
+  ir_dtype dt = f16 ? DT_F16 : DT_F32;
   ir_type at = {dt, 2, {IR_DIM_BATCH, K}}, bt = {dt, 2, {IR_DIM_BATCH, J}}, wt = {dt, 2, {J, K}};
   int64_t na = N * K, nb = tn ? N * J : J * K, ny = tn ? K * J : N * J;
   float *ha = xmalloc((size_t)na * 4), *hb = xmalloc((size_t)nb * 4);
@@ -350,9 +350,9 @@ static void check_contraction(const contraction_case *cc, bool f16) {
   ir_node *a = ir_build_input(c.g, "a", &at, 0, no_loc);
   ir_node *b = tn ? ir_build_input(c.g, "b", &bt, 1, no_loc)
                   : ir_build_const(c.g, "w", &wt, "w", f16 ? (void *)eb : (void *)hb, no_loc);
-  ir_attr attr = {.acc = IR_DTYPE_F32};
+  ir_attr attr = {.acc = DT_F32};
   ir_node *y = ir_build_op(c.g, cc->op, "y", (ir_node *[]){a, b}, 2, &attr, no_loc);
-  ir_node *y32 = f16 ? ir_build_cast(c.g, "y32", y, IR_DTYPE_F32, no_loc) : y;
+  ir_node *y32 = f16 ? ir_build_cast(c.g, "y32", y, DT_F32, no_loc) : y;
   ir_graph_add_output(c.g, "y", y32);
   ir_graph_renumber(c.g);
   double *ra = ref_from_f32(ha, na), *rb = ref_from_f32(hb, nb), *want[1] = {NULL};
@@ -408,7 +408,7 @@ START_TEST(test_layer_norm_shapes) {
     op_case c = {0};
     c.g = ir_graph_create("ln");
     ir_policy_from_name(cases[ci].policy, strlen(cases[ci].policy), &c.g->policy);
-    ir_type xt = {IR_DTYPE_F32, 3, {IR_DIM_BATCH, 3, 7}};
+    ir_type xt = {DT_F32, 3, {IR_DIM_BATCH, 3, 7}};
     ir_node *x = ir_build_input(c.g, "x", &xt, 0, no_loc);
     int first = ir_norm_first_dim(&xt, cases[ci].axis);
     int64_t pd[2] = {xt.dims[first], first == 1 ? 7 : 0};
@@ -461,7 +461,7 @@ START_TEST(test_layer_norm_grad_shapes) {
   enum { BATCH = 5, N = BATCH * 21 };
   for (int axis = -2; axis <= -1; axis++)
     for (int f16 = 0; f16 < 2; f16++) {
-      ir_dtype dt = f16 ? IR_DTYPE_F16 : IR_DTYPE_F32;
+      ir_dtype dt = f16 ? DT_F16 : DT_F32;
       ir_graph *g = ir_graph_create("ln_grad");
       ir_type xt = {dt, 3, {IR_DIM_BATCH, 3, 7}};
       ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc), *dy = ir_build_input(g, "dy", &xt, 1, no_loc);
@@ -507,12 +507,12 @@ START_TEST(test_layer_norm_grad_shapes) {
         ck_assert_msg(cg_backend_cpu.run(ex, BATCH, ins, outs, d), "%s", diag_text(d));
         for (int o = 0; o < 2; o++) {
           float got[N];
-          for (int k = 0; k < N; k++) got[k] = (float)rt_load_double(ex->desc->outputs[o].dtype, raw[o], k);
+          for (int k = 0; k < N; k++) got[k] = (float)dtype_load_double(ex->desc->outputs[o].dtype, raw[o], k);
           /* f16: the result rounded once (2^-11 relative), and an f32
            * difference that crosses a rounding boundary moves it one ulp */
           double e = ref_normalized_error(got, want[o], N), bound = f16 ? 1e-3 : 2e-6;
           ck_assert_msg(e <= bound, "%s axis %d %s on %s: normalized error %g", o ? "layer_norm_xhat" : "layer_norm_grad",
-                        axis, ir_dtype_name(dt), cpus[ci].cpu ? cpus[ci].cpu : "the host", e);
+                        axis, dtype_name(dt), cpus[ci].cpu ? cpus[ci].cpu : "the host", e);
         }
         cg_exec_destroy(ex);
       }
@@ -533,11 +533,11 @@ START_TEST(test_unbatched_contractions) {
   for (size_t oi = 0; oi < sizeof ops / sizeof *ops; oi++) {
     op_case c = {0};
     c.g = ir_graph_create("unbatched");
-    ir_type xt = {IR_DTYPE_F32, 2, {IR_DIM_BATCH, 3}};
+    ir_type xt = {DT_F32, 2, {IR_DIM_BATCH, 3}};
     ir_node *x = ir_build_input(c.g, "x", &xt, 0, no_loc);
     ir_node *v = konst(&c, "v", 2, (int64_t[]){5, 19}, 3), *u = konst(&c, "u", 2, (int64_t[]){7, 19}, 4);
     ir_node *t = ir_build_unary(c.g, IR_OP_TANH, "t", v, no_loc); /* computed, not a leaf */
-    ir_attr acc = {.acc = IR_DTYPE_F32};
+    ir_attr acc = {.acc = DT_F32};
     ir_node *srcs[] = {t, ops[oi] == IR_OP_MATMUL_NT ? u : t};
     ir_node *y = ir_build_op(c.g, ops[oi], "y", srcs, ops[oi] == IR_OP_SUM_ROWS ? 1 : 2, &acc, no_loc);
     ir_graph_add_output(c.g, "x", x);

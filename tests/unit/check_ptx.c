@@ -13,14 +13,14 @@
  */
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "codegen/codegen.h"
-#include "gpu_cases.h"
+#include "tests/unit/gpu_cases.h"
 
 static char ptxas[4096];
 

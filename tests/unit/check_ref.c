@@ -4,13 +4,13 @@
  * hand-picked inputs and compared with values worked out by hand (or with
  * libm in double), plus the storage rounding and the comparison helpers.
  */
-#include "../../ir/ir.h"
-#include "../../util/half.h"
-#include "../ref/ref.h"
+#include "ir/ir.h"
+#include "util/half.h"
+#include "tests/ref/ref.h"
 
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +52,7 @@ static void expect_near(const char *what, const double *got, const double *want,
 
 START_TEST(test_softmax) {
   ir_graph *g = ir_graph_create("softmax");
-  ir_type t = ty2(IR_DTYPE_F32, IR_DIM_BATCH, 2);
+  ir_type t = ty2(DT_F32, IR_DIM_BATCH, 2);
   ir_node *x = ir_build_input(g, "x", &t, 0, noloc);
   ir_node *y = ir_build_unary(g, IR_OP_SOFTMAX, "y", x, noloc);
   ir_graph_add_output(g, "y", y);
@@ -72,12 +72,12 @@ START_TEST(test_dense_relu) {
   static const float w[] = {1, 2, 3, 4, 5, 6};
   static const float b[] = {0.5f, -100};
   ir_graph *g = ir_graph_create("dense");
-  ir_type tx = ty2(IR_DTYPE_F32, IR_DIM_BATCH, 3), tw = ty2(IR_DTYPE_F32, 3, 2),
-          tb = ty1(IR_DTYPE_F32, 2);
+  ir_type tx = ty2(DT_F32, IR_DIM_BATCH, 3), tw = ty2(DT_F32, 3, 2),
+          tb = ty1(DT_F32, 2);
   ir_node *x = ir_build_input(g, "x", &tx, 0, noloc);
   ir_node *k = ir_build_const(g, "d.kernel", &tw, "d.kernel", w, noloc);
   ir_node *bias = ir_build_const(g, "d.bias", &tb, "d.bias", b, noloc);
-  ir_node *mm = ir_build_matmul(g, "mm", x, k, IR_DTYPE_F32, noloc);
+  ir_node *mm = ir_build_matmul(g, "mm", x, k, DT_F32, noloc);
   ir_node *pre = ir_build_binary(g, IR_OP_ADD, "pre", mm, bias, noloc);
   ir_node *y = ir_build_unary(g, IR_OP_RELU, "y", pre, noloc);
   ir_graph_add_output(g, "y", y);
@@ -106,7 +106,7 @@ END_TEST
 START_TEST(test_unary_and_binary) {
   static const float s[] = {2, -1, 0.5f, 4};
   ir_graph *g = ir_graph_create("eltwise");
-  ir_type t = ty2(IR_DTYPE_F32, IR_DIM_BATCH, 4), ts = ty1(IR_DTYPE_F32, 4);
+  ir_type t = ty2(DT_F32, IR_DIM_BATCH, 4), ts = ty1(DT_F32, 4);
   ir_node *x = ir_build_input(g, "x", &t, 0, noloc);
   ir_node *sc = ir_build_const(g, "s", &ts, "s", s, noloc);
   ir_graph_add_output(g, "sigmoid", ir_build_unary(g, IR_OP_SIGMOID, "sg", x, noloc));
@@ -142,14 +142,14 @@ END_TEST
  * of a 16-bit dtype is stored rounded. */
 START_TEST(test_casts_and_storage_rounding) {
   ir_graph *g = ir_graph_create("casts");
-  ir_type t = ty2(IR_DTYPE_F32, IR_DIM_BATCH, 4);
+  ir_type t = ty2(DT_F32, IR_DIM_BATCH, 4);
   ir_node *x = ir_build_input(g, "x", &t, 0, noloc);
-  ir_node *h = ir_build_cast(g, "h", x, IR_DTYPE_F16, noloc);
+  ir_node *h = ir_build_cast(g, "h", x, DT_F16, noloc);
   ir_node *hr = ir_build_unary(g, IR_OP_RELU, "hr", h, noloc);
-  ir_graph_add_output(g, "f16", ir_build_cast(g, "h32", hr, IR_DTYPE_F32, noloc));
-  ir_node *b = ir_build_cast(g, "b", x, IR_DTYPE_BF16, noloc);
-  ir_graph_add_output(g, "bf16", ir_build_cast(g, "b32", b, IR_DTYPE_F32, noloc));
-  ir_graph_add_output(g, "f32", ir_build_cast(g, "f", x, IR_DTYPE_F32, noloc));
+  ir_graph_add_output(g, "f16", ir_build_cast(g, "h32", hr, DT_F32, noloc));
+  ir_node *b = ir_build_cast(g, "b", x, DT_BF16, noloc);
+  ir_graph_add_output(g, "bf16", ir_build_cast(g, "b32", b, DT_F32, noloc));
+  ir_graph_add_output(g, "f32", ir_build_cast(g, "f", x, DT_F32, noloc));
   ir_graph_add_output(g, "x", x); /* f32 values are not rounded */
   const double in[] = {1 + 0x1p-11 + 0x1p-40, 65520, 1 + 0x1p-8 + 0x1p-40, 1e-8};
   const double *inputs[] = {in};
@@ -175,17 +175,17 @@ START_TEST(test_f16_matmul) {
   static const uint16_t w16[] = {0x3c00, 0x4000}; /* [1, 2] */
   static const uint16_t wb[] = {0x3f80, 0xc000};  /* bf16 [1, -2] */
   ir_graph *g = ir_graph_create("f16");
-  ir_type tx = ty2(IR_DTYPE_F16, IR_DIM_BATCH, 2), tw = ty2(IR_DTYPE_F16, 2, 1);
+  ir_type tx = ty2(DT_F16, IR_DIM_BATCH, 2), tw = ty2(DT_F16, 2, 1);
   ir_node *x = ir_build_input(g, "x", &tx, 0, noloc);
   ir_node *w = ir_build_const(g, "w", &tw, "w", w16, noloc);
-  ir_node *y = ir_build_matmul(g, "y", x, w, IR_DTYPE_F32, noloc);
-  ir_graph_add_output(g, "y", ir_build_cast(g, "y32", y, IR_DTYPE_F32, noloc));
-  ir_type txb = ty2(IR_DTYPE_BF16, IR_DIM_BATCH, 2), twb = ty2(IR_DTYPE_BF16, 2, 1);
-  ir_node *xb = ir_build_cast(g, "xb", ir_build_cast(g, "x32", x, IR_DTYPE_F32, noloc),
-                              IR_DTYPE_BF16, noloc);
+  ir_node *y = ir_build_matmul(g, "y", x, w, DT_F32, noloc);
+  ir_graph_add_output(g, "y", ir_build_cast(g, "y32", y, DT_F32, noloc));
+  ir_type txb = ty2(DT_BF16, IR_DIM_BATCH, 2), twb = ty2(DT_BF16, 2, 1);
+  ir_node *xb = ir_build_cast(g, "xb", ir_build_cast(g, "x32", x, DT_F32, noloc),
+                              DT_BF16, noloc);
   ck_assert(ir_type_eq(&xb->type, &txb));
   ir_node *wbn = ir_build_const(g, "wb", &twb, "wb", wb, noloc);
-  ir_graph_add_output(g, "yb", ir_build_matmul(g, "yb", xb, wbn, IR_DTYPE_F32, noloc));
+  ir_graph_add_output(g, "yb", ir_build_matmul(g, "yb", xb, wbn, DT_F32, noloc));
   const double in[] = {1.0 / 3, 3};
   const double *inputs[] = {in};
   double **outs = run(g, 1, inputs);
@@ -210,7 +210,7 @@ START_TEST(test_round_matches_half) {
     float x;
     memcpy(&x, &u, 4);
     if (isnan(x)) continue;
-    double h = ref_round(x, IR_DTYPE_F16), b = ref_round(x, IR_DTYPE_BF16);
+    double h = ref_round(x, DT_F16), b = ref_round(x, DT_BF16);
     double want_h = half_f16_to_f32(half_f32_to_f16(x));
     double want_b = half_bf16_to_f32(half_f32_to_bf16(x));
     EXPECT(h == want_h && !signbit(h) == !signbit(want_h), "f16(%a) = %a, want %a",
@@ -218,13 +218,13 @@ START_TEST(test_round_matches_half) {
     EXPECT(b == want_b && !signbit(b) == !signbit(want_b), "bf16(%a) = %a, want %a",
                   (double)x, b, want_b);
   }
-  ck_assert(ref_round(0.1, IR_DTYPE_F32) == (double)0.1f);
-  ck_assert(ref_round(1e39, IR_DTYPE_F32) == INFINITY);
-  ck_assert(isnan(ref_round(NAN, IR_DTYPE_F16)));
-  ck_assert(ref_round(-70000, IR_DTYPE_F16) == -INFINITY);
-  ck_assert(ref_round(65519.99, IR_DTYPE_F16) == 65504);
-  ck_assert(ref_round(0x1p-25, IR_DTYPE_F16) == 0);
-  ck_assert(ref_round(0x1p-25 + 0x1p-60, IR_DTYPE_F16) == 0x1p-24);
+  ck_assert(ref_round(0.1, DT_F32) == (double)0.1f);
+  ck_assert(ref_round(1e39, DT_F32) == INFINITY);
+  ck_assert(isnan(ref_round(NAN, DT_F16)));
+  ck_assert(ref_round(-70000, DT_F16) == -INFINITY);
+  ck_assert(ref_round(65519.99, DT_F16) == 65504);
+  ck_assert(ref_round(0x1p-25, DT_F16) == 0);
+  ck_assert(ref_round(0x1p-25 + 0x1p-60, DT_F16) == 0x1p-24);
 }
 END_TEST
 
@@ -232,10 +232,10 @@ START_TEST(test_errors) {
   char err[256];
   double *outs[2] = {0};
   ir_graph *g = ir_graph_create("bad");
-  ir_type tx = ty2(IR_DTYPE_F32, IR_DIM_BATCH, 2), tw = ty2(IR_DTYPE_F32, 2, 2);
+  ir_type tx = ty2(DT_F32, IR_DIM_BATCH, 2), tw = ty2(DT_F32, 2, 2);
   ir_node *x = ir_build_input(g, "x", &tx, 0, noloc);
   ir_node *w = ir_build_const(g, "k", &tw, "dense.kernel", NULL, noloc);
-  ir_graph_add_output(g, "y", ir_build_matmul(g, "y", x, w, IR_DTYPE_F32, noloc));
+  ir_graph_add_output(g, "y", ir_build_matmul(g, "y", x, w, DT_F32, noloc));
   const double in[] = {1, 2};
   const double *inputs[] = {in};
   ck_assert(!ref_run(g, 1, inputs, outs, err, sizeof err));

@@ -3,13 +3,13 @@
  * tables and .npy reading and writing. The embedded .npy files were written
  * by NumPy 2.4 (np.save / np.lib.format.write_array) and pasted as bytes.
  */
-#include "../../runtime/npy.h"
-#include "../../runtime/runtime.h"
-#include "../../util/half.h"
+#include "formats/npy.h"
+#include "runtime/runtime.h"
+#include "util/half.h"
 
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -67,11 +67,11 @@ START_TEST(test_dtype_table) {
     rt_dtype t;
     int size;
     const char *name;
-  } cases[] = {{RT_F32, 4, "f32"}, {RT_F16, 2, "f16"}, {RT_BF16, 2, "bf16"},
-               {RT_I32, 4, "i32"}, {RT_I64, 8, "i64"}, {RT_I1, 1, "i1"}};
+  } cases[] = {{DT_F32, 4, "f32"}, {DT_F16, 2, "f16"}, {DT_BF16, 2, "bf16"},
+               {DT_I32, 4, "i32"}, {DT_I64, 8, "i64"}, {DT_I1, 1, "i1"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    ck_assert_msg(rt_dtype_size(cases[i].t) == cases[i].size, "size of %s", cases[i].name);
-    ck_assert_str_eq(rt_dtype_name(cases[i].t), cases[i].name);
+    ck_assert_msg(dtype_size(cases[i].t) == cases[i].size, "size of %s", cases[i].name);
+    ck_assert_str_eq(dtype_name(cases[i].t), cases[i].name);
   }
 }
 END_TEST
@@ -276,7 +276,7 @@ static void assert_shape(const rt_npy *a, int rank, const int64_t *dims) {
 START_TEST(test_read_numpy_files) {
   rt_npy a;
   read_blob("f4.npy", npy_f4_2x3, sizeof npy_f4_2x3, &a);
-  ck_assert(a.dtype == RT_F32 && !a.is_f64);
+  ck_assert(a.dtype == DT_F32 && !a.is_f64);
   assert_shape(&a, 2, (int64_t[]){2, 3});
   ck_assert_int_eq(a.nbytes, 24);
   static const float f4[] = {1, 2, 3, 4, 5, -6.5f};
@@ -285,32 +285,32 @@ START_TEST(test_read_numpy_files) {
   ck_assert_ptr_null(a.data);
 
   read_blob("i4v2.npy", npy_i4_v2, sizeof npy_i4_v2, &a);
-  ck_assert(a.dtype == RT_I32);
+  ck_assert(a.dtype == DT_I32);
   assert_shape(&a, 1, (int64_t[]){3});
   ck_assert(memcmp(a.data, (int32_t[]){1, -2, 3}, 12) == 0);
   rt_npy_fini(&a);
 
   read_blob("f4v3.npy", npy_f4_v3, sizeof npy_f4_v3, &a);
-  ck_assert(a.dtype == RT_F32);
+  ck_assert(a.dtype == DT_F32);
   assert_shape(&a, 4, (int64_t[]){1, 1, 1, 2});
   ck_assert(memcmp(a.data, (float[]){0.5f, -0.25f}, 8) == 0);
   rt_npy_fini(&a);
 
   read_blob("f2.npy", npy_f2_4, sizeof npy_f2_4, &a);
-  ck_assert(a.dtype == RT_F16);
+  ck_assert(a.dtype == DT_F16);
   assert_shape(&a, 1, (int64_t[]){4});
   /* 6e-8 is the f16 subnormal 0x0001 */
   ck_assert(memcmp(a.data, (uint16_t[]){0x3c00, 0xc000, 0x7bff, 0x0001}, 8) == 0);
   rt_npy_fini(&a);
 
   read_blob("b1.npy", npy_b1_2x2, sizeof npy_b1_2x2, &a);
-  ck_assert(a.dtype == RT_I1);
+  ck_assert(a.dtype == DT_I1);
   assert_shape(&a, 2, (int64_t[]){2, 2});
   ck_assert(memcmp(a.data, (uint8_t[]){1, 0, 0, 1}, 4) == 0);
   rt_npy_fini(&a);
 
   read_blob("i8.npy", npy_i8_2, sizeof npy_i8_2, &a);
-  ck_assert(a.dtype == RT_I64);
+  ck_assert(a.dtype == DT_I64);
   ck_assert(memcmp(a.data, (int64_t[]){-1, (int64_t)1 << 40}, 16) == 0);
   rt_npy_fini(&a);
 
@@ -337,7 +337,7 @@ START_TEST(test_read_f8_convert) {
   ck_assert_int_eq(a.nbytes, 32);
   diag_sink *d = diag_sink_create();
   ck_assert(rt_npy_to_f32(&a, path, d));
-  ck_assert(a.dtype == RT_F32 && !a.is_f64 && a.nbytes == 16);
+  ck_assert(a.dtype == DT_F32 && !a.is_f64 && a.nbytes == 16);
   float *f = a.data;
   ck_assert(f[0] == 0.1f && isinf(f[1]) && f[1] > 0 && f[2] == -2.5f && f[3] == (float)(1.0 / 3));
   rt_npy_fini(&a);
@@ -348,14 +348,14 @@ START_TEST(test_read_f8_convert) {
   static const uint16_t want16[] = {0x3c01, 0x2e66, 0x7c00, 0xb555, 0x0001};
   static const uint16_t want_b[] = {0x3f80, 0x3dcd, 0x7f80, 0xbeab, 0x3300};
   read_blob("round.npy", npy_f8_round, sizeof npy_f8_round, &a);
-  ck_assert(rt_npy_convert(&a, RT_F16, path, d));
-  ck_assert(a.dtype == RT_F16 && a.nbytes == 10);
+  ck_assert(rt_npy_convert(&a, DT_F16, path, d));
+  ck_assert(a.dtype == DT_F16 && a.nbytes == 10);
   for (int i = 0; i < 5; i++)
     ck_assert_msg(((uint16_t *)a.data)[i] == want16[i], "f16[%d] = 0x%04x, want 0x%04x", i,
                   ((uint16_t *)a.data)[i], want16[i]);
   rt_npy_fini(&a);
   read_blob("round.npy", npy_f8_round, sizeof npy_f8_round, &a);
-  ck_assert(rt_npy_convert(&a, RT_BF16, path, d));
+  ck_assert(rt_npy_convert(&a, DT_BF16, path, d));
   for (int i = 0; i < 5; i++)
     ck_assert_msg(((uint16_t *)a.data)[i] == want_b[i], "bf16[%d] = 0x%04x, want 0x%04x", i,
                   ((uint16_t *)a.data)[i], want_b[i]);
@@ -368,11 +368,11 @@ START_TEST(test_read_f8_convert) {
 
   /* integer arrays do not convert */
   read_blob("i4.npy", npy_i4_v2, sizeof npy_i4_v2, &a);
-  ck_assert(!rt_npy_convert(&a, RT_F32, path, d));
+  ck_assert(!rt_npy_convert(&a, DT_F32, path, d));
   char want[512];
   snprintf(want, sizeof want, "%s: error: cannot convert a .npy array of i32 to f32\n", path);
   ck_assert_str_eq(diag_text(d), want);
-  ck_assert(a.dtype == RT_I32 && a.data != NULL);
+  ck_assert(a.dtype == DT_I32 && a.data != NULL);
   rt_npy_fini(&a);
   diag_sink_destroy(d);
 }
@@ -388,13 +388,13 @@ START_TEST(test_write_matches_numpy) {
     int rank;
     int64_t dims[4];
   } cases[] = {
-      {"f4", npy_f4_2x3, sizeof npy_f4_2x3, RT_F32, 2, {2, 3}},
-      {"f2", npy_f2_4, sizeof npy_f2_4, RT_F16, 1, {4}},
-      {"b1", npy_b1_2x2, sizeof npy_b1_2x2, RT_I1, 2, {2, 2}},
-      {"i8", npy_i8_2, sizeof npy_i8_2, RT_I64, 1, {2}},
-      {"scalar", npy_f4_scalar, sizeof npy_f4_scalar, RT_F32, 0, {0}},
-      {"empty", npy_f4_0x3, sizeof npy_f4_0x3, RT_F32, 2, {0, 3}},
-      {"rank4", npy_f4_v3, sizeof npy_f4_v3, RT_F32, 4, {1, 1, 1, 2}},
+      {"f4", npy_f4_2x3, sizeof npy_f4_2x3, DT_F32, 2, {2, 3}},
+      {"f2", npy_f2_4, sizeof npy_f2_4, DT_F16, 1, {4}},
+      {"b1", npy_b1_2x2, sizeof npy_b1_2x2, DT_I1, 2, {2, 2}},
+      {"i8", npy_i8_2, sizeof npy_i8_2, DT_I64, 1, {2}},
+      {"scalar", npy_f4_scalar, sizeof npy_f4_scalar, DT_F32, 0, {0}},
+      {"empty", npy_f4_0x3, sizeof npy_f4_0x3, DT_F32, 2, {0, 3}},
+      {"rank4", npy_f4_v3, sizeof npy_f4_v3, DT_F32, 4, {1, 1, 1, 2}},
   };
   diag_sink *d = diag_sink_create();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -425,7 +425,7 @@ END_TEST
 
 /* Write then read back: every dtype x rank, data and shape identical. */
 START_TEST(test_round_trip) {
-  static const rt_dtype dtypes[] = {RT_F32, RT_F16, RT_I32, RT_I64, RT_I1};
+  static const rt_dtype dtypes[] = {DT_F32, DT_F16, DT_I32, DT_I64, DT_I1};
   static const int64_t shapes[][4] = {{0}, {5}, {3, 7}, {2, 3, 4}, {2, 1, 3, 5}};
   rng r;
   rng_init(&r, 11);
@@ -434,24 +434,24 @@ START_TEST(test_round_trip) {
     for (int rank = 0; rank <= 4; rank++) {
       int64_t numel = 1;
       for (int i = 0; i < rank; i++) numel *= shapes[rank][i];
-      int64_t nbytes = numel * rt_dtype_size(dtypes[t]);
+      int64_t nbytes = numel * dtype_size(dtypes[t]);
       unsigned char *data = malloc((size_t)nbytes);
       for (int64_t i = 0; i < nbytes; i++)
-        data[i] = dtypes[t] == RT_I1 ? (unsigned char)(rng_next(&r) & 1)
+        data[i] = dtypes[t] == DT_I1 ? (unsigned char)(rng_next(&r) & 1)
                                      : (unsigned char)rng_next(&r);
       char path[256];
       tmp_path("rt.npy", path, sizeof path);
       ck_assert_msg(rt_npy_write(path, dtypes[t], rank, shapes[rank], data, d), "%s rank %d: %s",
-                    rt_dtype_name(dtypes[t]), rank, diag_text(d));
+                    dtype_name(dtypes[t]), rank, diag_text(d));
       rt_npy a;
-      ck_assert_msg(rt_npy_read(path, &a, d), "%s rank %d: %s", rt_dtype_name(dtypes[t]), rank,
+      ck_assert_msg(rt_npy_read(path, &a, d), "%s rank %d: %s", dtype_name(dtypes[t]), rank,
                     diag_text(d));
       ck_assert_msg(a.dtype == dtypes[t] && !a.is_f64, "%s rank %d: read back as %s",
-                    rt_dtype_name(dtypes[t]), rank, rt_dtype_name(a.dtype));
+                    dtype_name(dtypes[t]), rank, dtype_name(a.dtype));
       assert_shape(&a, rank, shapes[rank]);
       ck_assert_int_eq(a.nbytes, nbytes);
       ck_assert_msg(memcmp(a.data, data, (size_t)nbytes) == 0, "%s rank %d: data differs",
-                    rt_dtype_name(dtypes[t]), rank);
+                    dtype_name(dtypes[t]), rank);
       size_t len;
       unsigned char *bytes = read_bytes(path, &len);
       ck_assert_msg((len - (size_t)nbytes) % 64 == 0, "header not 64-byte aligned");
@@ -611,22 +611,22 @@ START_TEST(test_write_errors) {
   diag_sink *d = diag_sink_create();
   tmp_path("w.npy", path, sizeof path);
   uint16_t data[4] = {0};
-  ck_assert(!rt_npy_write(path, RT_BF16, 1, (int64_t[]){4}, data, d));
+  ck_assert(!rt_npy_write(path, DT_BF16, 1, (int64_t[]){4}, data, d));
   snprintf(want, sizeof want, "%s: error: cannot write bf16 to .npy: NumPy has no bf16 dtype\n",
            path);
   ck_assert_str_eq(diag_text(d), want);
   diag_clear(d);
-  ck_assert(!rt_npy_write(path, RT_F32, 5, (int64_t[]){1, 1, 1, 1, 1}, data, d));
+  ck_assert(!rt_npy_write(path, DT_F32, 5, (int64_t[]){1, 1, 1, 1, 1}, data, d));
   snprintf(want, sizeof want, "%s: error: cannot write a .npy array of rank 5 (at most 4)\n",
            path);
   ck_assert_str_eq(diag_text(d), want);
   diag_clear(d);
-  ck_assert(!rt_npy_write(path, RT_F32, 2, (int64_t[]){2, -3}, data, d));
+  ck_assert(!rt_npy_write(path, DT_F32, 2, (int64_t[]){2, -3}, data, d));
   snprintf(want, sizeof want,
            "%s: error: cannot write a .npy array with negative dimension -3\n", path);
   ck_assert_str_eq(diag_text(d), want);
   diag_clear(d);
-  ck_assert(!rt_npy_write(path, RT_I64, 2, (int64_t[]){(int64_t)1 << 40, 1 << 20}, data, d));
+  ck_assert(!rt_npy_write(path, DT_I64, 2, (int64_t[]){(int64_t)1 << 40, 1 << 20}, data, d));
   snprintf(want, sizeof want,
            "%s: error: cannot write a .npy array of shape (1099511627776, 1048576): too large\n",
            path);
@@ -634,13 +634,13 @@ START_TEST(test_write_errors) {
   ck_assert(access(path, F_OK) != 0);
   diag_clear(d);
   tmp_path("no/such/dir.npy", path, sizeof path);
-  ck_assert(!rt_npy_write(path, RT_F32, 1, (int64_t[]){1}, data, d));
+  ck_assert(!rt_npy_write(path, DT_F32, 1, (int64_t[]){1}, data, d));
   snprintf(want, sizeof want, "%s: error: cannot open for writing: No such file or directory\n",
            path);
   ck_assert_str_eq(diag_text(d), want);
   diag_clear(d);
   if (access("/dev/full", W_OK) == 0) {
-    ck_assert(!rt_npy_write("/dev/full", RT_F32, 1, (int64_t[]){4}, data, d));
+    ck_assert(!rt_npy_write("/dev/full", DT_F32, 1, (int64_t[]){4}, data, d));
     ck_assert_str_eq(diag_text(d), "/dev/full: error: cannot write: No space left on device\n");
   }
   diag_sink_destroy(d);
@@ -737,7 +737,7 @@ START_TEST(test_summary_nonfinite) {
     if (i == 1) x[3] = -INFINITY; /* {NaN, 2, +Inf, -Inf} */
     str_buf b;
     str_buf_init(&b);
-    rt_tensor_summary(&b, "y", RT_F32, 2, dims, x);
+    rt_tensor_summary(&b, "y", DT_F32, 2, dims, x);
     ck_assert_msg(str_eq(str_buf_cstr(&b), cases[i].want), "case %zu:\ngot  %swant %s", i, str_buf_cstr(&b),
                   cases[i].want);
     str_buf_fini(&b);
@@ -746,13 +746,13 @@ START_TEST(test_summary_nonfinite) {
   uint16_t h[4] = {0x3c00, 0x7e00, 0xfc00, 0x4000}; /* 1, NaN, -Inf, 2 */
   str_buf b;
   str_buf_init(&b);
-  rt_tensor_summary(&b, "h", RT_F16, 2, dims, h);
+  rt_tensor_summary(&b, "h", DT_F16, 2, dims, h);
   ck_assert_str_eq(str_buf_cstr(&b),
                    "h: f16[2,2] min 1 max 2 mean 1.5 argmax [0, 1]; 1 NaN, 1 -Inf (min, max and mean of the 2 "
                    "finite values)\n");
   str_buf_fini(&b);
   int64_t counts[3];
-  ck_assert(!rt_tensor_nonfinite(RT_I32, 2, dims, h, counts) && counts[0] == 0);
+  ck_assert(!rt_tensor_nonfinite(DT_I32, 2, dims, h, counts) && counts[0] == 0);
 }
 END_TEST
 

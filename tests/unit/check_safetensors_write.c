@@ -5,12 +5,12 @@
  * round trips through the frontend's reader for every dtype and rank, and
  * the argument errors, after which an existing file is untouched.
  */
-#include "../../frontend/frontend.h"
-#include "../../runtime/safetensors_write.h"
-#include "../../util/half.h"
+#include "frontend/frontend.h"
+#include "formats/safetensors_write.h"
+#include "util/half.h"
 
-#include "test_support.h"
-#include "tmpdir_fixture.h"
+#include "tests/unit/test_support.h"
+#include "tests/unit/tmpdir_fixture.h"
 
 static char *read_all(const char *path, size_t *len) {
   char *data;
@@ -27,10 +27,10 @@ START_TEST(test_exact_layout) {
   uint16_t h[3] = {half_f32_to_f16(1), half_f32_to_f16(2), half_f32_to_f16(3)};
   uint16_t bf[1] = {half_f32_to_bf16(7)};
   rt_st_tensor ts[] = {
-      {"z.half", RT_F16, 1, {3}, h},
-      {"dense_1.kernel", RT_F32, 2, {3, 2}, k},
-      {"a.bf", RT_BF16, 0, {0}, bf},
-      {"dense_1.bias", RT_F32, 1, {2}, b},
+      {"z.half", DT_F16, 1, {3}, h},
+      {"dense_1.kernel", DT_F32, 2, {3, 2}, k},
+      {"a.bf", DT_BF16, 0, {0}, bf},
+      {"dense_1.bias", DT_F32, 1, {2}, b},
   };
   const char *meta[] = {"format", "castor"};
   diag_sink *d = diag_sink_create();
@@ -75,16 +75,16 @@ START_TEST(test_round_trip) {
   rng_init(&r, 11);
   for (int i = 0; i < N; i++) {
     const int64_t *s = shapes[i % 6];
-    rt_dtype dt = (rt_dtype[]){RT_F32, RT_F16, RT_BF16}[i / 6];
-    snprintf(namebuf[i], sizeof namebuf[i], "%s/%s", names[i % 6], rt_dtype_name(dt));
+    rt_dtype dt = (rt_dtype[]){DT_F32, DT_F16, DT_BF16}[i / 6];
+    snprintf(namebuf[i], sizeof namebuf[i], "%s/%s", names[i % 6], dtype_name(dt));
     ts[i] = (rt_st_tensor){namebuf[i], dt, (int)s[0], {0}, NULL};
     int64_t numel = 1;
     for (int k = 0; k < s[0]; k++) ts[i].dims[k] = s[1 + k], numel *= s[1 + k];
-    bufs[i] = xmalloc((size_t)(numel * rt_dtype_size(dt)) + 1);
+    bufs[i] = xmalloc((size_t)(numel * dtype_size(dt)) + 1);
     for (int64_t e = 0; e < numel; e++) {
       float v = rng_uniform_f32(&r, -3, 3);
-      if (dt == RT_F32) ((float *)bufs[i])[e] = v;
-      else if (dt == RT_F16) ((uint16_t *)bufs[i])[e] = half_f32_to_f16(v);
+      if (dt == DT_F32) ((float *)bufs[i])[e] = v;
+      else if (dt == DT_F16) ((uint16_t *)bufs[i])[e] = half_f32_to_f16(v);
       else ((uint16_t *)bufs[i])[e] = half_f32_to_bf16(v);
     }
     ts[i].data = bufs[i];
@@ -148,21 +148,21 @@ START_TEST(test_errors) {
     int n;
     const char *msg;
   } cases[] = {
-      {{{"a", RT_I32, 1, {1}, ix}}, 1,
+      {{{"a", DT_I32, 1, {1}, ix}}, 1,
        "cannot write tensor 'a' of dtype i32 to safetensors (castor writes F32, F16 and BF16)"},
-      {{{"a", RT_F32, 1, {-2}, x}}, 1, "cannot write tensor 'a' to safetensors: dimension 0 is -2"},
-      {{{"a", RT_F32, 5, {1, 1, 1, 1}, x}}, 1,
+      {{{"a", DT_F32, 1, {-2}, x}}, 1, "cannot write tensor 'a' to safetensors: dimension 0 is -2"},
+      {{{"a", DT_F32, 5, {1, 1, 1, 1}, x}}, 1,
        "cannot write tensor 'a' of rank 5 to safetensors (at most 4)"},
-      {{{"a", RT_F32, 2, {INT64_MAX / 2, 4}, x}}, 1,
+      {{{"a", DT_F32, 2, {INT64_MAX / 2, 4}, x}}, 1,
        "cannot write tensor 'a' to safetensors: its size overflows"},
-      {{{"__metadata__", RT_F32, 1, {1}, x}}, 1,
+      {{{"__metadata__", DT_F32, 1, {1}, x}}, 1,
        "cannot write a tensor named '__metadata__' to safetensors: the name is reserved for the "
        "header's metadata"},
-      {{{"bad\xff", RT_F32, 1, {1}, x}}, 1,
+      {{{"bad\xff", DT_F32, 1, {1}, x}}, 1,
        "cannot write tensor 0 to safetensors: its name is not valid UTF-8"},
-      {{{"k", RT_F32, 1, {1}, x}, {"k", RT_F16, 1, {1}, x}}, 2,
+      {{{"k", DT_F32, 1, {1}, x}, {"k", DT_F16, 1, {1}, x}}, 2,
        "duplicate tensor name 'k' for safetensors"},
-      {{{"k", RT_F32, 1, {2}, NULL}}, 1, "cannot write tensor 'k' to safetensors: it has no data"},
+      {{{"k", DT_F32, 1, {2}, NULL}}, 1, "cannot write tensor 'k' to safetensors: it has no data"},
   };
   diag_sink *d = diag_sink_create();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -174,7 +174,7 @@ START_TEST(test_errors) {
   }
   diag_clear(d);
   const char *meta[] = {"k", "v", "k", "w"};
-  rt_st_tensor ok = {"a", RT_F32, 1, {1}, x};
+  rt_st_tensor ok = {"a", DT_F32, 1, {1}, x};
   ck_assert(!rt_safetensors_write(p, &ok, 1, meta, 2, d));
   snprintf(want, sizeof want, "%s: error: duplicate safetensors metadata key 'k'\n", p);
   ck_assert_str_eq(diag_text(d), want);

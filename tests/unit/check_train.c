@@ -17,7 +17,7 @@
  */
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,7 +176,7 @@ static double state_error(run *r, const char *name) {
   for (int64_t i = 0; i < n; i++)
     got[i] = castor_tensor_dtype(t) == CASTOR_F32 ? ((const float *)d)[i]
              : castor_tensor_dtype(t) == CASTOR_I64 ? (float)((const int64_t *)d)[i]
-                                                     : (float)rt_load_double((rt_dtype)castor_tensor_dtype(t), d, i);
+                                                     : (float)dtype_load_double((rt_dtype)castor_tensor_dtype(t), d, i);
   double e = ref_normalized_error(got, want, n);
   free(got);
   castor_tensor_destroy(t);

@@ -4,13 +4,13 @@
  * float16 / bfloat16 conversions against tables computed with NumPy 2.4
  * (float16) and ml_dtypes 0.6 (bfloat16).
  */
-#include "../../util/diag.h"
-#include "../../util/half.h"
-#include "../../util/util.h"
+#include "util/diag.h"
+#include "util/half.h"
+#include "util/util.h"
 
 #include <check.h>
 
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,13 +1,13 @@
 /*
  * test_support.c: the one main loop of the Check suites (test_support.h).
  */
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "codegen/cg_cpu_caps.h"
+#include "codegen/cpu/cg_cpu_caps.h"
 #include "codegen/codegen.h"
 
 static int run(Suite *s, bool fork) {

@@ -65,7 +65,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cg_cpu.h"
+#include "codegen/cpu/cg_cpu.h"
 
 #define B (e->b)
 
@@ -233,7 +233,7 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
     cg_gemm *g = layout->gemm[ki];
     g->b_src = GEMM_B_PREPACKED;
     layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw, g->kc};
-    layout->const_bytes[b] = g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * ir_dtype_size(bn->type.dtype);
+    layout->const_bytes[b] = g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * dtype_size(bn->type.dtype);
   }
   free(b_of);
 }
@@ -289,11 +289,11 @@ static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
     LLVMValueRef dst = gep(e, e->f32, x->apack, mul(e, lk.iv, g->lda));
     cg_loop li = cg_loop_begin(c, cg_i64(e, 0), m, g->vw, "pack.i");
     LLVMValueRef v = cg_emit_load(e, dt, gep(e, at, src, li.iv), g->vw, x->a->name);
-    cg_emit_store(e, IR_DTYPE_F32, v, gep(e, e->f32, dst, li.iv), g->vw);
+    cg_emit_store(e, DT_F32, v, gep(e, e->f32, dst, li.iv), g->vw);
     cg_loop_end(c, &li);
     cg_loop lt = cg_loop_begin(c, li.iv, m, 1, "pack.i.tail");
     v = cg_emit_load(e, dt, gep(e, at, src, lt.iv), 1, x->a->name);
-    cg_emit_store(e, IR_DTYPE_F32, v, gep(e, e->f32, dst, lt.iv), 1);
+    cg_emit_store(e, DT_F32, v, gep(e, e->f32, dst, lt.iv), 1);
     cg_loop_end(c, &lt);
     cg_loop_end(c, &lk);
     return;
@@ -303,11 +303,11 @@ static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
   LLVMValueRef dst = gep(e, e->f32, x->apack, mul(e, lr.iv, g->lda));
   cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), x->kk, g->vw, "pack.k");
   LLVMValueRef v = cg_emit_load(e, dt, gep(e, at, src, lk.iv), g->vw, x->a->name);
-  cg_emit_store(e, IR_DTYPE_F32, v, gep(e, e->f32, dst, lk.iv), g->vw);
+  cg_emit_store(e, DT_F32, v, gep(e, e->f32, dst, lk.iv), g->vw);
   cg_loop_end(c, &lk);
   cg_loop lt = cg_loop_begin(c, lk.iv, x->kk, 1, "pack.k.tail");
   v = cg_emit_load(e, dt, gep(e, at, src, lt.iv), 1, x->a->name);
-  cg_emit_store(e, IR_DTYPE_F32, v, gep(e, e->f32, dst, lt.iv), 1);
+  cg_emit_store(e, DT_F32, v, gep(e, e->f32, dst, lt.iv), 1);
   cg_loop_end(c, &lt);
   cg_loop_end(c, &lr);
 }
@@ -341,7 +341,7 @@ static void emit_pack_b_panels(gemm_ctx *x, LLVMValueRef dst, LLVMValueRef p0, L
       LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "packb.done");
       LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSGE, left, cg_i64(e, g->vw), ""), whole, part);
       LLVMPositionBuilderAtEnd(B, whole);
-      cg_emit_store(e, IR_DTYPE_F32, cg_emit_load(e, dt, gep(e, bty, srow, cg_i64(e, v * g->vw)), g->vw, x->b->name), d,
+      cg_emit_store(e, DT_F32, cg_emit_load(e, dt, gep(e, bty, srow, cg_i64(e, v * g->vw)), g->vw, x->b->name), d,
                     g->vw);
       LLVMBuildBr(B, done);
       LLVMPositionBuilderAtEnd(B, part); /* only the last panel gets here: tail_valid lanes or none */
@@ -349,7 +349,7 @@ static void emit_pack_b_panels(gemm_ctx *x, LLVMValueRef dst, LLVMValueRef p0, L
                                                         g->tail_valid, x->b->name)
                                          : zero;
       LLVMValueRef has = LLVMBuildICmp(B, LLVMIntSGT, left, cg_i64(e, 0), "");
-      cg_emit_store(e, IR_DTYPE_F32, LLVMBuildSelect(B, has, tailv, zero, ""), d, g->vw);
+      cg_emit_store(e, DT_F32, LLVMBuildSelect(B, has, tailv, zero, ""), d, g->vw);
       LLVMBuildBr(B, done);
       LLVMPositionBuilderAtEnd(B, done);
     }
@@ -366,7 +366,7 @@ static void emit_pack_b_panels(gemm_ctx *x, LLVMValueRef dst, LLVMValueRef p0, L
     LLVMValueRef srow = gep(e, bty, src, add(e, mul(e, n, K), k0));
     cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), kk, 1, "packb.k");
     LLVMValueRef v = cg_emit_load(e, dt, gep(e, bty, srow, lk.iv), 1, x->b->name);
-    cg_emit_store(e, IR_DTYPE_F32, v, gep(e, e->f32, dcol, mul(e, lk.iv, g->nr)), 1);
+    cg_emit_store(e, DT_F32, v, gep(e, e->f32, dcol, mul(e, lk.iv, g->nr)), 1);
     cg_loop_end(c, &lk);
     LLVMBuildBr(B, done);
     LLVMPositionBuilderAtEnd(B, out); /* a column past B's last: zeros */
@@ -402,7 +402,7 @@ static LLVMValueRef epi_value(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int va
   const cg_gemm *g = x->g;
   const ir_node *mm = c->k->ops[0];
   LLVMValueRef off = add(e, mul(e, r, g->ldc), j);
-  LLVMValueRef v = cg_emit_load(e, IR_DTYPE_F32, gep(e, e->f32, x->tile, off), g->vw, mm->name);
+  LLVMValueRef v = cg_emit_load(e, DT_F32, gep(e, e->f32, x->tile, off), g->vw, mm->name);
   LLVMValueRef colg = add(e, x->col, j);
   *out_idx = add(e, mul(e, add(e, x->row, r), g->Nc), colg);
   v = cg_emit_round_to(e, v, mm->type.dtype, mm->name);
@@ -534,14 +534,14 @@ static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int
     LLVMBuildCondBr(B, x->first, go, ld);
     LLVMPositionBuilderAtEnd(B, ld);
     for (int r = 0; r < mr; r++)
-      for (int v = 0; v < nvec; v++) LLVMBuildStore(B, cg_emit_load(e, IR_DTYPE_F32, ctp[r][v], g->vw, ""), acc[r][v]);
+      for (int v = 0; v < nvec; v++) LLVMBuildStore(B, cg_emit_load(e, DT_F32, ctp[r][v], g->vw, ""), acc[r][v]);
     LLVMBuildBr(B, go);
     LLVMPositionBuilderAtEnd(B, go);
   }
   /* B: packed, the K block at pc holds every panel kk x nr (kk: its rows),
    * then the tail panel; else B itself, row stride Nc */
   bool run_packed = g->b_src == GEMM_B_PACK_CALL_T || g->b_src == GEMM_B_PACK_BLOCK;
-  ir_dtype bt = run_packed ? IR_DTYPE_F32 : x->b->type.dtype;
+  ir_dtype bt = run_packed ? DT_F32 : x->b->type.dtype;
   LLVMTypeRef bty = cg_llvm_dtype(e, bt);
   LLVMValueRef bptr, bstride, pstride; /* pstride: elements between the panels of one k */
   if (run_packed) { /* the K block at pc of panels from bpanel0 on, each kk x nr */
@@ -585,14 +585,14 @@ static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int
   }
   for (int r = 0; r < mr; r++) {
     LLVMValueRef ap = g->a_trans ? gep(e, e->f32, arow, cg_i64(e, r)) : gep(e, e->f32, aptr, add(e, cg_i64(e, r * g->lda), lk.iv));
-    LLVMValueRef a = cg_emit_load(e, IR_DTYPE_F32, ap, 1, "");
+    LLVMValueRef a = cg_emit_load(e, DT_F32, ap, 1, "");
     LLVMValueRef as = cg_splat(e, a, g->vw);
     for (int v = 0; v < nvec; v++)
       LLVMBuildStore(B, cg_fmuladd(e, as, bv[v], LLVMBuildLoad2(B, x->vt, acc[r][v], "")), acc[r][v]);
   }
   cg_loop_end(c, &lk);
   for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nvec; v++) cg_emit_store(e, IR_DTYPE_F32, LLVMBuildLoad2(B, x->vt, acc[r][v], ""), ctp[r][v], g->vw);
+    for (int v = 0; v < nvec; v++) cg_emit_store(e, DT_F32, LLVMBuildLoad2(B, x->vt, acc[r][v], ""), ctp[r][v], g->vw);
   LLVMBasicBlockRef epi = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "epilogue");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "tile.done");
   LLVMBuildCondBr(B, x->last, epi, done);
