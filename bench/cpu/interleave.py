@@ -20,6 +20,14 @@ castor runs as `castor run --repeat R` (a fresh process per round, so its
 compile is not timed); the peers run in this process, with the threads and
 OPENBLAS_CORETYPE that run.sh would give them. Writes
 bench/results/cpu-interleaved-[CASTOR_CPU-]DATE.md and prints it.
+
+    /usr/bin/python3 bench/cpu/interleave.py --build NEW --vs-build OLD [--rounds 7]
+
+compares two castor builds instead (a change that must not move castor's
+lead: a refactoring): each round runs the same measures on NEW and right
+after on OLD, plus the sample's JIT compile time (castor run's `compile:`
+line, median of 3 runs each), and reports NEW / OLD per round. Needs no
+NumPy or PyTorch. Writes bench/results/cpu-ab-[CASTOR_CPU-]DATE.md.
 """
 import argparse
 import os
@@ -34,6 +42,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--build", default="build-bench")
 ap.add_argument("--rounds", type=int, default=5)
 ap.add_argument("--threads", type=int, default=os.cpu_count())
+ap.add_argument("--vs-build", help="compare --build with this other castor build instead of the peers")
 args = ap.parse_args()
 if args.rounds < 1 or args.threads < 1:
     ap.error("--rounds and --threads must be at least 1")
@@ -42,6 +51,11 @@ for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CASTOR_
     os.environ[v] = str(args.threads)
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if args.vs_build:
+    import ab  # noqa: E402
+
+    ab.main(args)
+    sys.exit(0)
 import numpy as np  # noqa: E402
 
 import peers  # noqa: E402
