@@ -14,7 +14,8 @@
 static const struct {
   const char *name;
   int arity;
-  unsigned attrs, flags;
+  ir_attr_set attrs;
+  unsigned flags;
   ir_type_rule rule;
   ir_ac_class ac;
   ir_kernel_class kernel;
@@ -27,7 +28,7 @@ static const struct {
 #undef IR_OP
 };
 
-_Static_assert(IR_ATTR_COUNT <= 32, "attribute sets are 32-bit masks");
+_Static_assert(IR_ATTR_COUNT <= 64, "attribute sets are 64-bit masks");
 #define IR_OP(e, name, nsrc, attrs, flags, rule, ac, kernel, flops, sem) \
   _Static_assert((nsrc) <= IR_MAX_SRCS && (nsrc) >= IR_VARIADIC, #name ": sources out of range"); \
   _Static_assert(((flags) >> 8) <= (unsigned)((nsrc) < 0 ? 0 : (nsrc)),                   \
@@ -53,7 +54,7 @@ const char *ir_op_arity_str(ir_op op) {
   return a == IR_VARIADIC ? "1 to 8" : digits[a];
 }
 int ir_op_writes(ir_op op) { return (int)(op_table[op].flags >> 8 & 0xf); }
-unsigned ir_op_attrs(ir_op op) { return op_table[op].attrs; }
+ir_attr_set ir_op_attrs(ir_op op) { return op_table[op].attrs; }
 unsigned ir_op_flags(ir_op op) { return op_table[op].flags; }
 ir_type_rule ir_op_type_rule(ir_op op) { return op_table[op].rule; }
 ir_ac_class ir_op_autocast(ir_op op) { return op_table[op].ac; }
@@ -323,7 +324,7 @@ int ir_norm_first_dim(const ir_type *x, int64_t axis) {
 static bool check_update_attrs(ir_op op, const ir_attr *attr, char *err, size_t errlen) {
   static const ir_attr_key decays[] = {IR_ATTR_rho, IR_ATTR_beta_1, IR_ATTR_beta_2, IR_ATTR_momentum};
   for (size_t i = 0; i < sizeof decays / sizeof *decays; i++) {
-    if (!(ir_op_attrs(op) & 1u << decays[i])) continue;
+    if (!(ir_op_attrs(op) >> decays[i] & 1)) continue;
     double v = *(const double *)ir_attr_get(attr, decays[i]);
     if (!(v >= 0 && v < 1))
       return FAIL("%s %s must be in [0, 1), got %g", ir_op_name(op), ir_attr_name(decays[i]), v);

@@ -25,10 +25,20 @@ typedef enum ir_attr_key {
   IR_ATTR_COUNT
 } ir_attr_key;
 
-typedef enum ir_attr_kind { IR_ATTR_KIND_INT, IR_ATTR_KIND_FLOAT, IR_ATTR_KIND_DTYPE, IR_ATTR_KIND_STRING, IR_ATTR_KIND_SHAPE } ir_attr_kind;
+typedef enum ir_attr_kind {
+  IR_ATTR_KIND_INT,
+  IR_ATTR_KIND_FLOAT,
+  IR_ATTR_KIND_DTYPE,
+  IR_ATTR_KIND_STRING,
+  IR_ATTR_KIND_SHAPE,
+  IR_ATTR_KIND_INTS, /* a list of integers: perm=[0,2,1,3] */
+} ir_attr_kind;
+
+/* A set of attribute keys, bit k for key k (ir_op_attrs). */
+typedef uint64_t ir_attr_set;
 
 /* The attribute set of an op row: A(acc) | A(to). */
-#define A(key) (1u << IR_ATTR_##key)
+#define A(key) ((ir_attr_set)1 << IR_ATTR_##key)
 
 enum {
   IR_OPF_LEAF = 1 << 0,       /* no sources: input or constant */
@@ -108,7 +118,13 @@ typedef enum ir_policy {
   IR_POLICY_COUNT
 } ir_policy;
 
+/* IR_MAX_RANK stays RT_MAX_RANK (runtime/runtime.h): codegen copies IR
+ * dims into the runtime's tensor descriptors. Raising both to 6 changes the
+ * AOT ABI (codegen/cpu/cg_aot.c's layout asserts, RT_AOT_ABI_VERSION). */
 enum { IR_MAX_RANK = 4, IR_MAX_SRCS = 8 };
+/* Most integers in an INTS attribute: two per dimension of rank 6 (a pad's
+ * before and after). */
+enum { IR_MAX_INTS = 12 };
 #define IR_DIM_BATCH ((int64_t)-1) /* the symbolic batch dimension N */
 
 typedef struct ir_type {
@@ -128,6 +144,10 @@ typedef double ir_attr_FLOAT;
 typedef ir_dtype ir_attr_DTYPE;
 typedef const char *ir_attr_STRING;
 typedef ir_shape ir_attr_SHAPE;
+typedef struct ir_ints {
+  int n;
+  int64_t v[IR_MAX_INTS];
+} ir_attr_INTS;
 
 /* A node's attributes: one member per key of ir_attrs.def; the keys its op
  * takes (ir_op_attrs) are live, the others zero. */
@@ -181,7 +201,7 @@ bool ir_op_arity_ok(ir_op op, int n_srcs);
 const char *ir_op_arity_str(ir_op op);
 /* How many leading operands the op updates in place (IR_OPF_WRITES); 0: none. */
 int ir_op_writes(ir_op op);
-unsigned ir_op_attrs(ir_op op); /* bit k: takes attribute key k */
+ir_attr_set ir_op_attrs(ir_op op); /* bit k: takes attribute key k */
 unsigned ir_op_flags(ir_op op);
 ir_type_rule ir_op_type_rule(ir_op op);
 ir_ac_class ir_op_autocast(ir_op op);
@@ -202,6 +222,13 @@ const void *ir_attr_get(const ir_attr *a, ir_attr_key k);
 /* Appends attribute k's value in the text form (acc=f32 without the key:
  * "f32"); doubles print in their shortest form that reads back exactly. */
 void ir_attr_print(const ir_attr *a, ir_attr_key k, str_buf *out);
+/* The same for a value v of a kind (the C type ir_attr_<KIND>). */
+void ir_attr_value_print(ir_attr_kind kind, const void *v, str_buf *out);
+/* Reads a value of a kind (the text ir_attr_value_print writes, alone on the
+ * first line of text[0..len)) into *out (of the kind's C type), strings in
+ * g's arena; false, with a diagnostic at file:1:col in d, if it is not one. */
+bool ir_attr_value_parse(ir_graph *g, ir_attr_kind kind, const char *file, const char *text, size_t len,
+                         void *out, diag_sink *d);
 
 
 const char *ir_policy_name(ir_policy p);

@@ -380,9 +380,24 @@ static bool lex_double(parser *ps, double *out) {
   return true;
 }
 
-static bool parse_attr_value(parser *ps, ir_attr *a, ir_attr_key k) {
-  void *slot = ir_attr_slot(a, k);
-  switch (ir_attr_kind_of(k)) {
+/* '[' [INT {',' INT}] ']': at most IR_MAX_INTS integers. */
+static bool parse_ints(parser *ps, ir_attr_INTS *out) {
+  *out = (ir_attr_INTS){0};
+  if (!expect_char(ps, '[', "'['")) return false;
+  if (accept_char(ps, ']')) return true;
+  do {
+    skip_blanks(ps);
+    const char *at = ps->p;
+    int64_t v;
+    if (!lex_int(ps, &v)) return false;
+    if (out->n == IR_MAX_INTS) return fail_at(ps, at, "more than %d integers in the list", IR_MAX_INTS);
+    out->v[out->n++] = v;
+  } while (accept_char(ps, ','));
+  return expect_char(ps, ']', "',' or ']' in the list");
+}
+
+static bool parse_value(parser *ps, ir_attr_kind kind, void *slot) {
+  switch (kind) {
   case IR_ATTR_KIND_INT: return lex_int(ps, slot);
   case IR_ATTR_KIND_FLOAT: return lex_double(ps, slot);
   case IR_ATTR_KIND_DTYPE: return parse_dtype(ps, slot);
@@ -395,16 +410,21 @@ static bool parse_attr_value(parser *ps, ir_attr *a, ir_attr_key k) {
     for (int r = 0; r < t.rank; r++) sh->dims[r] = t.dims[r];
     return true;
   }
+  case IR_ATTR_KIND_INTS: return parse_ints(ps, slot);
   }
   CASTOR_UNREACHABLE();
   return false;
 }
 
+static bool parse_attr_value(parser *ps, ir_attr *a, ir_attr_key k) {
+  return parse_value(ps, ir_attr_kind_of(k), ir_attr_slot(a, k));
+}
+
 /* '{' KEY '=' VALUE {',' KEY '=' VALUE} '}' (the '{' already consumed);
  * the keys are the op's (ir_ops.def) and policy. *out_seen gets the op's
  * keys that were given. */
-static bool parse_attrs(parser *ps, ir_node *n, unsigned *out_seen) {
-  unsigned keys = ir_op_attrs(n->op);
+static bool parse_attrs(parser *ps, ir_node *n, ir_attr_set *out_seen) {
+  ir_attr_set keys = ir_op_attrs(n->op);
   bool seen_policy = false;
   do {
     const char *key;
@@ -433,7 +453,7 @@ static bool parse_attrs(parser *ps, ir_node *n, unsigned *out_seen) {
       seen_policy = true;
       continue;
     }
-    *out_seen |= 1u << k;
+    *out_seen |= (ir_attr_set)1 << k;
     if (!parse_attr_value(ps, &n->attr, k)) return false;
   } while (accept_char(ps, ','));
   return expect_char(ps, '}', "',' or '}' after the attribute");
@@ -510,13 +530,13 @@ static bool parse_node(parser *ps) {
 
   char *name_z = arena_strndup(ps->g->arena, name, name_len);
   ir_node *node = ir_node_new(ps->g, op, &declared, srcs, n_srcs, name_z, node_loc_at(ps, pct));
-  unsigned seen = 0;
+  ir_attr_set seen = 0;
   if (accept_char(ps, '{') && !parse_attrs(ps, node, &seen)) return false;
   skip_blanks(ps);
   if (ps->p < ps->end && *ps->p == '#') node->note = parse_note(ps);
   node->layer = ir_note_layer(ps->g->arena, node->note);
   if (!at_eol(ps)) return expected(ps, "'{', '#' or the end of the line");
-  unsigned missing = ir_op_attrs(op) & ~seen;
+  ir_attr_set missing = ir_op_attrs(op) & ~seen;
   for (int k = 0; k < IR_ATTR_COUNT; k++)
     if (missing >> k & 1)
       return fail_at(ps, op_name, "%s needs the attribute '%s'", ir_op_name(op), ir_attr_name((ir_attr_key)k));
@@ -681,6 +701,18 @@ static bool parse_text(parser *ps, const char *text, size_t len) {
     return false;
   }
   return true;
+}
+
+bool ir_attr_value_parse(ir_graph *g, ir_attr_kind kind, const char *file, const char *text, size_t len,
+                         void *out, diag_sink *d) {
+  parser ps = {.d = d, .file = diag_intern(d, file ? file : "<attribute>"), .g = g};
+  diag_sink_add_source(d, ps.file, text, len);
+  const char *eol = memchr(text, '\n', len);
+  ps.line = ps.p = text;
+  ps.end = eol ? eol : text + len;
+  ps.line_no = 1;
+  if (!parse_value(&ps, kind, out)) return false;
+  return at_eol(&ps) || expected(&ps, "the end of the value");
 }
 
 ir_graph *ir_parse(const char *file, const char *text, size_t len, diag_sink *d) {

@@ -88,6 +88,12 @@ static void print_shape(const ir_shape *sh, str_buf *out) {
   str_buf_putc(out, ']');
 }
 
+static void print_ints(const ir_attr_INTS *v, str_buf *out) {
+  str_buf_putc(out, '[');
+  for (int i = 0; i < v->n && i < IR_MAX_INTS; i++) str_buf_printf(out, "%s%lld", i ? "," : "", (long long)v->v[i]);
+  str_buf_putc(out, ']');
+}
+
 /* The shortest %g form that reads back as the same double. */
 static void print_double(double v, str_buf *out) {
   char buf[64];
@@ -99,19 +105,23 @@ static void print_double(double v, str_buf *out) {
 }
 
 void ir_attr_print(const ir_attr *a, ir_attr_key k, str_buf *out) {
-  const void *v = ir_attr_get(a, k);
-  switch (ir_attr_kind_of(k)) {
+  ir_attr_value_print(ir_attr_kind_of(k), ir_attr_get(a, k), out);
+}
+
+void ir_attr_value_print(ir_attr_kind kind, const void *v, str_buf *out) {
+  switch (kind) {
   case IR_ATTR_KIND_INT: str_buf_printf(out, "%lld", (long long)*(const ir_attr_INT *)v); break;
   case IR_ATTR_KIND_FLOAT: print_double(*(const ir_attr_FLOAT *)v, out); break;
   case IR_ATTR_KIND_DTYPE: str_buf_puts(out, dtype_name(*(const ir_attr_DTYPE *)v)); break;
   case IR_ATTR_KIND_STRING: print_string(*(const ir_attr_STRING *)v, out); break;
   case IR_ATTR_KIND_SHAPE: print_shape(v, out); break;
+  case IR_ATTR_KIND_INTS: print_ints(v, out); break;
   }
 }
 
 /* The op's own attributes in ir_attrs.def order; false if it has none. */
 static bool print_op_attrs(const ir_node *n, str_buf *out) {
-  unsigned keys = (unsigned)n->op < IR_OP_COUNT ? ir_op_attrs(n->op) : 0;
+  ir_attr_set keys = (unsigned)n->op < IR_OP_COUNT ? ir_op_attrs(n->op) : 0;
   bool any = false;
   for (int k = 0; k < IR_ATTR_COUNT; k++) {
     if (!(keys >> k & 1)) continue;

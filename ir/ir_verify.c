@@ -255,6 +255,12 @@ static void check_attrs(verifier *v, const ir_node *n, int pos, int n_inputs, in
       if (rank < 0 || rank > IR_MAX_RANK) err(v, n, "attribute '%s' has rank %d, outside 0..%d", key, rank, IR_MAX_RANK);
       break;
     }
+    case IR_ATTR_KIND_INTS: {
+      int count = ((const ir_attr_INTS *)val)->n;
+      if (count < 0 || count > IR_MAX_INTS)
+        err(v, n, "attribute '%s' has %d integers, outside 0..%d", key, count, IR_MAX_INTS);
+      break;
+    }
     case IR_ATTR_KIND_INT:
     case IR_ATTR_KIND_FLOAT:
       break; /* ranges are the type rule's */

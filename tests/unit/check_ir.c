@@ -388,6 +388,69 @@ START_TEST(test_parse_errors) {
 }
 END_TEST
 
+/* ---- the INTS attribute kind, through ir_attr_value_parse and
+ * ir_attr_value_print (no key has that kind yet: perm and axes come with
+ * transpose and reductions) ---- */
+
+START_TEST(test_ints_roundtrip) {
+  static const char *const cases[] = {"[]", "[0]", "[0,2,1,3]", "[-1,-2]", "[5,4,3,2,1,0]",
+                                      "[0,1,2,3,4,5,6,7,8,9,10,11]", "[2147483647,-2147483647]"};
+  ir_graph *g = ir_graph_create("t");
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    diag_sink *d = diag_sink_create();
+    ir_attr_INTS a = {0};
+    bool ok = ir_attr_value_parse(g, IR_ATTR_KIND_INTS, "t.attr", cases[i], strlen(cases[i]), &a, d);
+    ck_assert_msg(ok, "%s: %s", cases[i], diag_text(d));
+    str_buf b;
+    str_buf_init(&b);
+    ir_attr_value_print(IR_ATTR_KIND_INTS, &a, &b);
+    ck_assert_str_eq(str_buf_cstr(&b), cases[i]);
+    str_buf_fini(&b);
+    diag_sink_destroy(d);
+  }
+  /* blanks are accepted and dropped */
+  diag_sink *d = diag_sink_create();
+  ir_attr_INTS a = {0};
+  ck_assert(ir_attr_value_parse(g, IR_ATTR_KIND_INTS, "t.attr", "[ 1 , -1 ]", 10, &a, d));
+  ck_assert_int_eq(a.n, 2);
+  ck_assert(a.v[0] == 1 && a.v[1] == -1);
+  diag_sink_destroy(d);
+  ir_graph_destroy(g);
+}
+END_TEST
+
+static const struct {
+  const char *text, *want;
+} ints_error_cases[] = {
+    {"0,1", "t.attr:1:1: error: expected '[', got '0'\n0,1\n^\n"},
+    {"[0,1", "t.attr:1:5: error: expected ',' or ']' in the list, got end of line\n[0,1\n    ^\n"},
+    {"[0,]", "t.attr:1:4: error: expected an integer, got ']'\n[0,]\n   ^\n"},
+    {"[0 1]", "t.attr:1:4: error: expected ',' or ']' in the list, got '1'\n[0 1]\n   ^\n"},
+    {"[a]", "t.attr:1:2: error: expected an integer, got 'a'\n[a]\n ^\n"},
+    {"[1.5]", "t.attr:1:2: error: expected an integer, got '1.'\n[1.5]\n ^\n"},
+    {"[0,1,2,3,4,5,6,7,8,9,10,11,12]",
+     "t.attr:1:28: error: more than 12 integers in the list\n[0,1,2,3,4,5,6,7,8,9,10,11,12]\n"
+     "                           ^\n"},
+    {"[99999999999]", "t.attr:1:2: error: an integer 99999999999 is too large\n[99999999999]\n ^\n"},
+    {"[0] x", "t.attr:1:5: error: expected the end of the value, got 'x'\n[0] x\n    ^\n"},
+};
+
+START_TEST(test_ints_errors) {
+  ir_graph *g = ir_graph_create("t");
+  for (size_t i = 0; i < sizeof ints_error_cases / sizeof *ints_error_cases; i++) {
+    diag_sink *d = diag_sink_create();
+    ir_attr_INTS a = {0};
+    const char *text = ints_error_cases[i].text;
+    ck_assert_msg(!ir_attr_value_parse(g, IR_ATTR_KIND_INTS, "t.attr", text, strlen(text), &a, d), "%s parsed",
+                  text);
+    ck_assert_msg(strcmp(diag_text(d), ints_error_cases[i].want) == 0, "case %zu:\n--- want\n%s--- got\n%s", i,
+                  ints_error_cases[i].want, diag_text(d));
+    diag_sink_destroy(d);
+  }
+  ir_graph_destroy(g);
+}
+END_TEST
+
 START_TEST(test_parse_nul_byte) {
   const char text[] = HDR "%x = f32[N] input() {index=0}\0\n" OUT;
   diag_sink *d = diag_sink_create();
@@ -683,6 +746,8 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, test_canonicalize);
   tcase_add_test(tc, test_parse_errors);
   tcase_add_test(tc, test_parse_nul_byte);
+  tcase_add_test(tc, test_ints_roundtrip);
+  tcase_add_test(tc, test_ints_errors);
   tcase_add_test(tc, test_readme_op_list);
   suite_add_tcase(s, tc);
   tc = tcase_create("verify");
