@@ -656,19 +656,3 @@ ir_graph *ir_graph_clone(const ir_graph *src) {
   return g;
 }
 
-static bool ident_char(char c, bool first) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
-}
-
-const char *ir_note_layer(arena *a, const char *note) {
-  if (!note) return NULL;
-  const char *p = note;
-  static const char prefix[] = "autocast: ";
-  bool cast_note = strncmp(p, prefix, sizeof prefix - 1) == 0;
-  if (cast_note) p += sizeof prefix - 1;
-  size_t n = 0;
-  while (p[n] && ident_char(p[n], n == 0)) n++;
-  if (n == 0 || (!cast_note && p[n]) || (cast_note && p[n] != ' ')) return NULL;
-  if (cast_note && n == 6 && strncmp(p, "output", 6) == 0) return NULL;
-  return arena_strndup(a, p, n);
-}

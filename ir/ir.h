@@ -167,12 +167,13 @@ typedef struct ir_node {
   ir_attr attr;
   ir_policy policy; /* per-layer dtype= override, IR_POLICY_NONE if none */
   const char *name; /* value name without '%'; unique in the graph */
-  const char *note; /* free text printed as a trailing comment (layer, cast reason); may be NULL */
-  const char *layer; /* the model layer this node computes or serves; may be NULL. Not
-                      * printed: the parser takes it from a note that is a plain name,
-                      * and from "autocast: LAYER ..." notes of casts */
-  const char *rule;  /* why the node has its dtype (autocast's rule, for the cast
-                      * report); not printed, may be NULL */
+  const char *note; /* free text for people, printed as a trailing comment; may be NULL.
+                     * Nothing is read back out of it */
+  const char *layer; /* the model layer this node computes or serves; may be NULL.
+                      * Text field {layer=dense_1} */
+  const char *rule;  /* why the node has its dtype (autocast's rule: the reason of a cast,
+                      * for the cast report; pad8's pad8/pad8-zero); may be NULL. Text
+                      * field {rule="mixed_float16"} */
   diag_loc loc;     /* where it came from in the model file; passes copy it */
   int id;           /* position in the schedule (ir_graph_renumber) */
 } ir_node;
@@ -311,11 +312,6 @@ ir_node *ir_build_cast(ir_graph *g, const char *name, ir_node *x, ir_dtype to, d
 /* PAD or SLICE of x to dims (x's rank of them). */
 ir_node *ir_build_reshape_op(ir_graph *g, ir_op op, const char *name, ir_node *x, const int64_t *dims,
                              diag_loc loc);
-
-/* The layer a note names: the note itself when it is a plain identifier
- * (the frontend's notes), or LAYER in an autocast note "autocast: LAYER ...";
- * NULL otherwise. Arena-owned. */
-const char *ir_note_layer(arena *a, const char *note);
 
 /* The first dimension a layer_norm (or one of its gradient ops) with this
  * axis normalizes (axis < 0 counts from the end), or -1 if it is not a

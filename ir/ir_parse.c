@@ -420,41 +420,61 @@ static bool parse_attr_value(parser *ps, ir_attr *a, ir_attr_key k) {
   return parse_value(ps, ir_attr_kind_of(k), ir_attr_slot(a, k));
 }
 
-/* '{' KEY '=' VALUE {',' KEY '=' VALUE} '}' (the '{' already consumed);
- * the keys are the op's (ir_ops.def) and policy. *out_seen gets the op's
- * keys that were given. */
+/* LAYER: a word (the value-name rule) or a quoted string; arena-owned. */
+static bool parse_layer(parser *ps, const char **out) {
+  skip_blanks(ps);
+  if (ps->p < ps->end && *ps->p == '"') return parse_string(ps, out);
+  const char *s;
+  size_t n;
+  if (!lex_word(ps, true, &s, &n)) return expected(ps, "a layer name or a quoted string");
+  *out = arena_strndup(ps->g->arena, s, n);
+  return true;
+}
+
+/* The fields any node may carry in its dictionary, after the op's keys. */
+enum { FIELD_POLICY = 1, FIELD_LAYER = 2, FIELD_RULE = 4 };
+
+static int node_field(const char *key, size_t len) {
+  return word_is(key, len, "policy") ? FIELD_POLICY
+       : word_is(key, len, "layer")  ? FIELD_LAYER
+       : word_is(key, len, "rule")   ? FIELD_RULE
+                                     : 0;
+}
+
+/* '{' ENTRY {',' ENTRY} '}' (the '{' already consumed), an ENTRY being an
+ * op key (ir_ops.def) or a node field (policy, layer, rule) '=' VALUE.
+ * *out_seen gets the op's keys that were given. */
 static bool parse_attrs(parser *ps, ir_node *n, ir_attr_set *out_seen) {
   ir_attr_set keys = ir_op_attrs(n->op);
-  bool seen_policy = false;
+  int seen_fields = 0;
   do {
     const char *key;
     size_t len;
     if (!lex_word(ps, false, &key, &len)) return expected(ps, "an attribute name");
     ir_attr_key k;
     bool is_op_key = ir_attr_from_name(key, len, &k) && (keys >> k & 1);
-    bool is_policy = word_is(key, len, "policy");
-    if (!is_op_key && !is_policy) {
+    int field = is_op_key ? 0 : node_field(key, len);
+    if (!is_op_key && !field) {
       str_buf b;
       str_buf_init(&b);
       if (keys)
-        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes %s and policy)", (int)len, key,
+        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes %s, policy, layer and rule)", (int)len, key,
                 ir_op_name(n->op), keys_str(n->op, &b));
       else
-        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes only policy)", (int)len, key,
+        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes only policy, layer and rule)", (int)len, key,
                 ir_op_name(n->op));
       str_buf_fini(&b);
       return false;
     }
-    if ((is_op_key && (*out_seen >> k & 1)) || (is_policy && seen_policy))
+    if ((is_op_key && (*out_seen >> k & 1)) || (seen_fields & field))
       return fail_at(ps, key, "duplicate attribute '%.*s'", (int)len, key);
     if (!expect_char(ps, '=', "'=' after the attribute name")) return false;
-    if (is_policy) {
-      if (!parse_policy(ps, &n->policy)) return false;
-      seen_policy = true;
-      continue;
-    }
-    *out_seen |= (ir_attr_set)1 << k;
-    if (!parse_attr_value(ps, &n->attr, k)) return false;
+    seen_fields |= field;
+    bool ok = field == FIELD_POLICY ? parse_policy(ps, &n->policy)
+            : field == FIELD_LAYER  ? parse_layer(ps, &n->layer)
+            : field == FIELD_RULE   ? parse_string(ps, &n->rule)
+                                    : (*out_seen |= (ir_attr_set)1 << k, parse_attr_value(ps, &n->attr, k));
+    if (!ok) return false;
   } while (accept_char(ps, ','));
   return expect_char(ps, '}', "',' or '}' after the attribute");
 }
@@ -475,7 +495,7 @@ static void type_str(const ir_type *t, char *buf, size_t n) {
   str_buf_fini(&b);
 }
 
-/* %NAME = TYPE OP '(' [%SRC {',' %SRC}] ')' ['{' ATTRS '}'] ['#' NOTE] */
+/* %NAME = TYPE OP '(' [%SRC {',' %SRC}] ')' ['{' ENTRIES '}'] ['#' NOTE] */
 static bool parse_node(parser *ps) {
   const char *pct = ps->p++; /* at '%' */
   const char *name;
@@ -534,7 +554,6 @@ static bool parse_node(parser *ps) {
   if (accept_char(ps, '{') && !parse_attrs(ps, node, &seen)) return false;
   skip_blanks(ps);
   if (ps->p < ps->end && *ps->p == '#') node->note = parse_note(ps);
-  node->layer = ir_note_layer(ps->g->arena, node->note);
   if (!at_eol(ps)) return expected(ps, "'{', '#' or the end of the line");
   ir_attr_set missing = ir_op_attrs(op) & ~seen;
   for (int k = 0; k < IR_ATTR_COUNT; k++)

@@ -2,7 +2,7 @@
  * ir_print.c: the canonical text form of a graph (grammar in ir/README.md).
  *
  *   graph NAME policy=POLICY
- *   %NAME = TYPE OP(%SRC, ...) {ATTR=V, ...}  # NOTE
+ *   %NAME = TYPE OP(%SRC, ...) {ATTR=V, ..., policy=P, layer=L, rule="R"}  # NOTE
  *   output NAME = %VALUE
  *
  * ir_parse reads this back, and printing what it read gives the same bytes,
@@ -11,7 +11,9 @@
  * where a name, a source, an op or a dtype is missing or out of range) so
  * that a graph the verifier rejects can still be shown.
  *
- * Notes are free text on one line. So that every printed note reads back as
+ * policy, layer and rule are node fields printed in the dictionary after the
+ * op's attributes, each only when the node has it. Notes are free text on
+ * one line, for people: nothing is read back out of them. So that every printed note reads back as
  * itself, control characters other than tab print as spaces, trailing
  * blanks are dropped, bytes that are not UTF-8 print as '?', and an empty
  * note prints nothing. Weight keys are quoted with \" and \\ escaped, and
@@ -51,6 +53,17 @@ static void print_string(const char *s, str_buf *out) {
     i++;
   }
   str_buf_putc(out, '"');
+}
+
+/* A layer name: bare when it reads back as one word (value-name rule),
+ * quoted otherwise. */
+static void print_name(const char *s, str_buf *out) {
+  bool word = s[0] && ((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_');
+  for (const char *p = s; word && *p; p++)
+    word = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+           *p == '.';
+  if (word) str_buf_puts(out, s);
+  else print_string(s, out);
 }
 
 /* Prints "  # note" as the parser will read it back (see the file comment). */
@@ -153,6 +166,16 @@ void ir_print_node(const ir_node *n, str_buf *out) {
   if (n->policy != IR_POLICY_NONE) {
     if (any) str_buf_puts(&attrs, ", ");
     str_buf_printf(&attrs, "policy=%s", ir_policy_name(n->policy));
+    any = true;
+  }
+  if (n->layer) {
+    str_buf_puts(&attrs, any ? ", layer=" : "layer=");
+    print_name(n->layer, &attrs);
+    any = true;
+  }
+  if (n->rule) {
+    str_buf_puts(&attrs, any ? ", rule=" : "rule=");
+    print_string(n->rule, &attrs);
     any = true;
   }
   if (any) str_buf_printf(out, " {%s}", str_buf_cstr(&attrs));
