@@ -538,13 +538,38 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   return false;
 }
 
+/* The summed index of each contraction type rule: the operand and its
+ * dimension (negative: counted from the end) that a result element sums
+ * over. A type rule without a row is not a contraction; an op whose flops
+ * column is IR_FLOPS_CONTRACT needs one (check_optable holds every op to it). */
+static const struct {
+  bool is;
+  int operand, dim;
+} contraction[] = {
+    [IR_TYPE_MATMUL] = {true, 0, -1},    /* [M,K] x [K,Nc]: K, a's last */
+    [IR_TYPE_MATMUL_NT] = {true, 0, -1}, /* [M,Nc] x [K,Nc]: Nc, a's last */
+    [IR_TYPE_MATMUL_TN] = {true, 0, 0},  /* [M,K] x [M,Nc]: M, a's first */
+};
+
+bool ir_node_contraction(const ir_node *n, int *out_operand, int *out_dim) {
+  ir_type_rule r = ir_op_type_rule(n->op);
+  if ((size_t)r >= sizeof contraction / sizeof *contraction || !contraction[r].is) return false;
+  int operand = contraction[r].operand;
+  const ir_type *t = &n->srcs[operand]->type;
+  int dim = contraction[r].dim < 0 ? t->rank + contraction[r].dim : contraction[r].dim;
+  if (dim < 0 || dim >= t->rank) return false;
+  *out_operand = operand, *out_dim = dim;
+  return true;
+}
+
 int64_t ir_node_flops(const ir_node *n, int64_t batch) {
   int64_t numel = 0;
   if (!ir_type_numel(&n->type, batch, &numel)) return 0;
   int f = ir_op_flops(n->op);
   if (f == IR_FLOPS_CONTRACT) {
-    const ir_type *a = &n->srcs[0]->type;
-    int64_t summed = a->rank ? a->dims[ir_op_type_rule(n->op) == IR_TYPE_MATMUL_TN ? 0 : a->rank - 1] : 1;
+    int operand, dim;
+    if (!ir_node_contraction(n, &operand, &dim)) return 2 * numel; /* a rank-0 operand: one product */
+    int64_t summed = n->srcs[operand]->type.dims[dim];
     if (summed == IR_DIM_BATCH) summed = batch;
     return 2 * numel * summed;
   }

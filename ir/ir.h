@@ -45,6 +45,8 @@ enum {
   IR_OPF_KEEPS_ZERO = 1 << 1, /* zero operands give zero (pad8 runs it on zero padding) */
   IR_OPF_ACTIVATION = 1 << 2, /* a Keras activation name for dense/activation layers */
   IR_OPF_STATE = 1 << 3,      /* a variable: persistent state of a training program */
+  IR_OPF_PAD8 = 1 << 4,       /* a contraction a [M,K] x b [K,Nc]: in 16-bit dtypes pad8 pads
+                               * K and Nc to multiples of 8 (passes/pad8.c) */
 };
 /* Updates its first n operands (variables) in place: an effect, never dead. */
 #define IR_OPF_WRITES(n) ((unsigned)(n) << 8)
@@ -246,6 +248,9 @@ bool ir_type_is_batched(const ir_type *t); /* first dim is N */
 bool ir_type_inner_numel(const ir_type *t, int64_t *out);
 /* Element count for a concrete batch (batch ignored if not batched). */
 bool ir_type_numel(const ir_type *t, int64_t batch, int64_t *out);
+/* The index a contraction node sums over: srcs[*out_operand]'s dimension
+ * *out_dim, by the op's type rule; false if the rule is not a contraction's. */
+bool ir_node_contraction(const ir_node *n, int *out_operand, int *out_dim);
 /* Floating-point operations of node n at a batch (ir_ops.def's flops column). */
 int64_t ir_node_flops(const ir_node *n, int64_t batch);
 /* Bytes for a concrete batch; false on overflow. */

@@ -168,6 +168,9 @@ START_TEST(test_table_is_consistent) {
     ck_assert_msg(f >= 0 || f == IR_FLOPS_CONTRACT, "%s: flops %d", name, f);
     ck_assert_msg(f != IR_FLOPS_CONTRACT || ir_op_kernel(op) == IR_KERNEL_CONTRACT || op == IR_OP_MATMUL_TN,
                   "%s: contraction flops", name);
+    ck_assert_msg(!(ir_op_flags(op) & IR_OPF_PAD8) ||
+                      (ir_op_kernel(op) == IR_KERNEL_CONTRACT && ir_op_type_rule(op) == IR_TYPE_MATMUL),
+                  "%s: pad8 pads only [M,K] x [K,Nc] contractions", name);
     bool leaf = (ir_op_flags(op) & IR_OPF_LEAF) != 0;
     ck_assert_msg(leaf == (ir_op_kernel(op) == IR_KERNEL_NONE) && leaf == (ir_op_autocast(op) == IR_AC_LEAF),
                   "%s: leaf columns disagree", name);
