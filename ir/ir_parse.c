@@ -15,7 +15,7 @@
  * Errors go to the sink at file:line:col with the source line and a caret.
  * The parser stops at the first error and returns NULL; it never crashes or
  * loops on any input: every step consumes bytes of one line, value lookups
- * go through a hash table, and sizes are overflow-checked.
+ * go through the hash map (util.h), and sizes are overflow-checked.
  */
 #include "ir/ir.h"
 
@@ -25,54 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- value names: an open-addressing table (name -> node) ---- */
-
-typedef struct name_slot {
-  const char *name; /* NUL-terminated, arena-owned; NULL: empty slot */
-  size_t len;
-  void *value;
-} name_slot;
-
-typedef struct name_table {
-  name_slot *slots;
-  size_t cap, len; /* cap is a power of two */
-} name_table;
-
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
-
-static name_slot *table_slot(name_table *t, const char *s, size_t n) {
-  size_t mask = t->cap - 1;
-  for (size_t i = (size_t)hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
-    name_slot *e = &t->slots[i];
-    if (!e->name || (e->len == n && memcmp(e->name, s, n) == 0)) return e;
-  }
-}
-
-static void *table_get(name_table *t, const char *s, size_t n) {
-  return t->cap ? table_slot(t, s, n)->value : NULL;
-}
-
-static void table_put(name_table *t, const char *name, void *value) {
-  if (2 * (t->len + 1) > t->cap) {
-    name_table old = *t;
-    t->cap = old.cap ? 2 * old.cap : 64;
-    t->slots = xcalloc(t->cap, sizeof *t->slots);
-    t->len = 0;
-    for (size_t i = 0; i < old.cap; i++)
-      if (old.slots[i].name) *table_slot(t, old.slots[i].name, old.slots[i].len) = old.slots[i];
-    t->len = old.len;
-    free(old.slots);
-  }
-  size_t n = strlen(name);
-  name_slot *e = table_slot(t, name, n);
-  if (!e->name) t->len++;
-  *e = (name_slot){name, n, value};
-}
-
 /* ---- the parser: one line at a time ---- */
 
 typedef struct parser {
@@ -80,7 +32,7 @@ typedef struct parser {
   const char *file; /* interned in the sink: for diagnostics */
   const char *node_file; /* in the graph's arena: node locations outlive the sink */
   ir_graph *g;
-  name_table values, outputs;
+  hmap values, outputs; /* name -> node (strings in the graph's arena) */
   diag_loc header; /* where the `graph` line is */
   /* the current line, without its line end and trailing blanks */
   const char *line, *end, *p;
@@ -502,7 +454,7 @@ static bool parse_node(parser *ps) {
   size_t name_len;
   if (ps->p == ps->end || !is_ident_start(*ps->p) || !lex_word(ps, true, &name, &name_len))
     return fail_at(ps, pct, "expected a value name after '%%' ([A-Za-z_][A-Za-z0-9_.]*)");
-  ir_node *prev = table_get(&ps->values, name, name_len);
+  ir_node *prev = hmap_get_str(&ps->values, name, name_len);
   if (prev) {
     fail_at(ps, pct, "redefinition of %%%.*s", (int)name_len, name);
     diag_note(ps->d, prev->loc, "previous definition of %%%s is here", prev->name);
@@ -533,7 +485,7 @@ static bool parse_node(parser *ps) {
       ps->p++;
       if (ps->p == ps->end || !is_ident_start(*ps->p) || !lex_word(ps, true, &s, &n))
         return fail_at(ps, at, "expected a value name after '%%'");
-      ir_node *src = table_get(&ps->values, s, n);
+      ir_node *src = hmap_get_str(&ps->values, s, n);
       if (!src) {
         if (n == name_len && memcmp(s, name, n) == 0)
           return fail_at(ps, at, "%%%.*s is used in its own definition", (int)n, s);
@@ -582,7 +534,7 @@ static bool parse_node(parser *ps) {
     }
   }
   ir_graph_append(ps->g, node);
-  table_put(&ps->values, node->name, node);
+  hmap_put_str(&ps->values, node->name, name_len, node);
   return true;
 }
 
@@ -593,7 +545,7 @@ static bool parse_output(parser *ps) {
   if (!lex_word(ps, true, &name, &len)) return expected(ps, "an output name");
   const char *dot = memchr(name, '.', len);
   if (dot) return fail_at(ps, dot, "output names may not contain '.' ([A-Za-z_][A-Za-z0-9_]*)");
-  if (table_get(&ps->outputs, name, len))
+  if (hmap_get_str(&ps->outputs, name, len))
     return fail_at(ps, name, "duplicate output '%.*s'", (int)len, name);
   if (!expect_char(ps, '=', "'=' after the output name")) return false;
   skip_blanks(ps);
@@ -603,14 +555,14 @@ static bool parse_output(parser *ps) {
   ps->p++;
   if (ps->p == ps->end || !is_ident_start(*ps->p) || !lex_word(ps, true, &s, &n))
     return fail_at(ps, at, "expected a value name after '%%'");
-  ir_node *value = table_get(&ps->values, s, n);
+  ir_node *value = hmap_get_str(&ps->values, s, n);
   if (!value) return fail_at(ps, at, "undefined value %%%.*s", (int)n, s);
   skip_blanks(ps);
   if (ps->p < ps->end && *ps->p == '#') ps->p = ps->end; /* a comment */
   if (!at_eol(ps)) return expected(ps, "the end of the line");
   char *name_z = arena_strndup(ps->g->arena, name, len);
   ir_graph_add_output(ps->g, name_z, value);
-  table_put(&ps->outputs, ps->g->outputs[ps->g->n_outputs - 1].name, value);
+  hmap_put_str(&ps->outputs, name_z, len, value);
   return true;
 }
 
@@ -724,7 +676,7 @@ static bool parse_text(parser *ps, const char *text, size_t len) {
 
 bool ir_attr_value_parse(ir_graph *g, ir_attr_kind kind, const char *file, const char *text, size_t len,
                          void *out, diag_sink *d) {
-  parser ps = {.d = d, .file = diag_intern(d, file ? file : "<attribute>"), .g = g};
+  parser ps = {.d = d, .file = diag_intern(d, file ? file : "<attribute>"), .g = g}; /* no maps used */
   diag_sink_add_source(d, ps.file, text, len);
   const char *eol = memchr(text, '\n', len);
   ps.line = ps.p = text;
@@ -737,10 +689,12 @@ bool ir_attr_value_parse(ir_graph *g, ir_attr_kind kind, const char *file, const
 ir_graph *ir_parse(const char *file, const char *text, size_t len, diag_sink *d) {
   if (!text) text = "", len = 0;
   parser ps = {.d = d, .file = diag_intern(d, file ? file : "<input>")};
+  hmap_init(&ps.values, HMAP_STRINGS);
+  hmap_init(&ps.outputs, HMAP_STRINGS);
   diag_sink_add_source(d, ps.file, text, len);
   bool ok = parse_text(&ps, text, len);
-  free(ps.values.slots);
-  free(ps.outputs.slots);
+  hmap_fini(&ps.values);
+  hmap_fini(&ps.outputs);
   if (!ok) {
     ir_graph_destroy(ps.g);
     return NULL;
