@@ -191,6 +191,9 @@ START_TEST(test_every_op_text_and_verify) {
   for (int i = 0; i < IR_OP_COUNT; i++) {
     op_case c;
     build_case((ir_op)i, &c);
+    int operand, dim;
+    ck_assert_msg(ir_op_flops((ir_op)i) != IR_FLOPS_CONTRACT || ir_node_contraction(c.node, &operand, &dim),
+                  "%s: contraction flops but its type rule names no summed index (ir.c)", ir_op_name((ir_op)i));
     diag_sink *d = diag_sink_create();
     ck_assert_msg(ir_verify(c.g, d), "%s: verify: %s", ir_op_name((ir_op)i), diag_text(d));
     str_buf a, b;
