@@ -14,7 +14,8 @@
 static const struct {
   const char *name;
   int arity;
-  unsigned attrs, flags;
+  ir_attr_set attrs;
+  unsigned flags;
   ir_type_rule rule;
   ir_ac_class ac;
   ir_kernel_class kernel;
@@ -27,7 +28,7 @@ static const struct {
 #undef IR_OP
 };
 
-_Static_assert(IR_ATTR_COUNT <= 32, "attribute sets are 32-bit masks");
+_Static_assert(IR_ATTR_COUNT <= 64, "attribute sets are 64-bit masks");
 #define IR_OP(e, name, nsrc, attrs, flags, rule, ac, kernel, flops, sem) \
   _Static_assert((nsrc) <= IR_MAX_SRCS && (nsrc) >= IR_VARIADIC, #name ": sources out of range"); \
   _Static_assert(((flags) >> 8) <= (unsigned)((nsrc) < 0 ? 0 : (nsrc)),                   \
@@ -53,7 +54,7 @@ const char *ir_op_arity_str(ir_op op) {
   return a == IR_VARIADIC ? "1 to 8" : digits[a];
 }
 int ir_op_writes(ir_op op) { return (int)(op_table[op].flags >> 8 & 0xf); }
-unsigned ir_op_attrs(ir_op op) { return op_table[op].attrs; }
+ir_attr_set ir_op_attrs(ir_op op) { return op_table[op].attrs; }
 unsigned ir_op_flags(ir_op op) { return op_table[op].flags; }
 ir_type_rule ir_op_type_rule(ir_op op) { return op_table[op].rule; }
 ir_ac_class ir_op_autocast(ir_op op) { return op_table[op].ac; }
@@ -323,7 +324,7 @@ int ir_norm_first_dim(const ir_type *x, int64_t axis) {
 static bool check_update_attrs(ir_op op, const ir_attr *attr, char *err, size_t errlen) {
   static const ir_attr_key decays[] = {IR_ATTR_rho, IR_ATTR_beta_1, IR_ATTR_beta_2, IR_ATTR_momentum};
   for (size_t i = 0; i < sizeof decays / sizeof *decays; i++) {
-    if (!(ir_op_attrs(op) & 1u << decays[i])) continue;
+    if (!(ir_op_attrs(op) >> decays[i] & 1)) continue;
     double v = *(const double *)ir_attr_get(attr, decays[i]);
     if (!(v >= 0 && v < 1))
       return FAIL("%s %s must be in [0, 1), got %g", ir_op_name(op), ir_attr_name(decays[i]), v);
@@ -537,13 +538,38 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   return false;
 }
 
+/* The summed index of each contraction type rule: the operand and its
+ * dimension (negative: counted from the end) that a result element sums
+ * over. A type rule without a row is not a contraction; an op whose flops
+ * column is IR_FLOPS_CONTRACT needs one (check_optable holds every op to it). */
+static const struct {
+  bool is;
+  int operand, dim;
+} contraction[] = {
+    [IR_TYPE_MATMUL] = {true, 0, -1},    /* [M,K] x [K,Nc]: K, a's last */
+    [IR_TYPE_MATMUL_NT] = {true, 0, -1}, /* [M,Nc] x [K,Nc]: Nc, a's last */
+    [IR_TYPE_MATMUL_TN] = {true, 0, 0},  /* [M,K] x [M,Nc]: M, a's first */
+};
+
+bool ir_node_contraction(const ir_node *n, int *out_operand, int *out_dim) {
+  ir_type_rule r = ir_op_type_rule(n->op);
+  if ((size_t)r >= sizeof contraction / sizeof *contraction || !contraction[r].is) return false;
+  int operand = contraction[r].operand;
+  const ir_type *t = &n->srcs[operand]->type;
+  int dim = contraction[r].dim < 0 ? t->rank + contraction[r].dim : contraction[r].dim;
+  if (dim < 0 || dim >= t->rank) return false;
+  *out_operand = operand, *out_dim = dim;
+  return true;
+}
+
 int64_t ir_node_flops(const ir_node *n, int64_t batch) {
   int64_t numel = 0;
   if (!ir_type_numel(&n->type, batch, &numel)) return 0;
   int f = ir_op_flops(n->op);
   if (f == IR_FLOPS_CONTRACT) {
-    const ir_type *a = &n->srcs[0]->type;
-    int64_t summed = a->rank ? a->dims[ir_op_type_rule(n->op) == IR_TYPE_MATMUL_TN ? 0 : a->rank - 1] : 1;
+    int operand, dim;
+    if (!ir_node_contraction(n, &operand, &dim)) return 2 * numel; /* a rank-0 operand: one product */
+    int64_t summed = n->srcs[operand]->type.dims[dim];
     if (summed == IR_DIM_BATCH) summed = batch;
     return 2 * numel * summed;
   }
@@ -655,19 +681,3 @@ ir_graph *ir_graph_clone(const ir_graph *src) {
   return g;
 }
 
-static bool ident_char(char c, bool first) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
-}
-
-const char *ir_note_layer(arena *a, const char *note) {
-  if (!note) return NULL;
-  const char *p = note;
-  static const char prefix[] = "autocast: ";
-  bool cast_note = strncmp(p, prefix, sizeof prefix - 1) == 0;
-  if (cast_note) p += sizeof prefix - 1;
-  size_t n = 0;
-  while (p[n] && ident_char(p[n], n == 0)) n++;
-  if (n == 0 || (!cast_note && p[n]) || (cast_note && p[n] != ' ')) return NULL;
-  if (cast_note && n == 6 && strncmp(p, "output", 6) == 0) return NULL;
-  return arena_strndup(a, p, n);
-}

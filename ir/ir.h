@@ -25,16 +25,28 @@ typedef enum ir_attr_key {
   IR_ATTR_COUNT
 } ir_attr_key;
 
-typedef enum ir_attr_kind { IR_ATTR_KIND_INT, IR_ATTR_KIND_FLOAT, IR_ATTR_KIND_DTYPE, IR_ATTR_KIND_STRING, IR_ATTR_KIND_SHAPE } ir_attr_kind;
+typedef enum ir_attr_kind {
+  IR_ATTR_KIND_INT,
+  IR_ATTR_KIND_FLOAT,
+  IR_ATTR_KIND_DTYPE,
+  IR_ATTR_KIND_STRING,
+  IR_ATTR_KIND_SHAPE,
+  IR_ATTR_KIND_INTS, /* a list of integers: perm=[0,2,1,3] */
+} ir_attr_kind;
+
+/* A set of attribute keys, bit k for key k (ir_op_attrs). */
+typedef uint64_t ir_attr_set;
 
 /* The attribute set of an op row: A(acc) | A(to). */
-#define A(key) (1u << IR_ATTR_##key)
+#define A(key) ((ir_attr_set)1 << IR_ATTR_##key)
 
 enum {
   IR_OPF_LEAF = 1 << 0,       /* no sources: input or constant */
   IR_OPF_KEEPS_ZERO = 1 << 1, /* zero operands give zero (pad8 runs it on zero padding) */
   IR_OPF_ACTIVATION = 1 << 2, /* a Keras activation name for dense/activation layers */
   IR_OPF_STATE = 1 << 3,      /* a variable: persistent state of a training program */
+  IR_OPF_PAD8 = 1 << 4,       /* a contraction a [M,K] x b [K,Nc]: in 16-bit dtypes pad8 pads
+                               * K and Nc to multiples of 8 (passes/pad8.c) */
 };
 /* Updates its first n operands (variables) in place: an effect, never dead. */
 #define IR_OPF_WRITES(n) ((unsigned)(n) << 8)
@@ -108,7 +120,13 @@ typedef enum ir_policy {
   IR_POLICY_COUNT
 } ir_policy;
 
+/* IR_MAX_RANK stays RT_MAX_RANK (runtime/runtime.h): codegen copies IR
+ * dims into the runtime's tensor descriptors. Raising both to 6 changes the
+ * AOT ABI (codegen/cpu/cg_aot.c's layout asserts, RT_AOT_ABI_VERSION). */
 enum { IR_MAX_RANK = 4, IR_MAX_SRCS = 8 };
+/* Most integers in an INTS attribute: two per dimension of rank 6 (a pad's
+ * before and after). */
+enum { IR_MAX_INTS = 12 };
 #define IR_DIM_BATCH ((int64_t)-1) /* the symbolic batch dimension N */
 
 typedef struct ir_type {
@@ -128,6 +146,10 @@ typedef double ir_attr_FLOAT;
 typedef ir_dtype ir_attr_DTYPE;
 typedef const char *ir_attr_STRING;
 typedef ir_shape ir_attr_SHAPE;
+typedef struct ir_ints {
+  int n;
+  int64_t v[IR_MAX_INTS];
+} ir_attr_INTS;
 
 /* A node's attributes: one member per key of ir_attrs.def; the keys its op
  * takes (ir_op_attrs) are live, the others zero. */
@@ -147,12 +169,13 @@ typedef struct ir_node {
   ir_attr attr;
   ir_policy policy; /* per-layer dtype= override, IR_POLICY_NONE if none */
   const char *name; /* value name without '%'; unique in the graph */
-  const char *note; /* free text printed as a trailing comment (layer, cast reason); may be NULL */
-  const char *layer; /* the model layer this node computes or serves; may be NULL. Not
-                      * printed: the parser takes it from a note that is a plain name,
-                      * and from "autocast: LAYER ..." notes of casts */
-  const char *rule;  /* why the node has its dtype (autocast's rule, for the cast
-                      * report); not printed, may be NULL */
+  const char *note; /* free text for people, printed as a trailing comment; may be NULL.
+                     * Nothing is read back out of it */
+  const char *layer; /* the model layer this node computes or serves; may be NULL.
+                      * Text field {layer=dense_1} */
+  const char *rule;  /* why the node has its dtype (autocast's rule: the reason of a cast,
+                      * for the cast report; pad8's pad8/pad8-zero); may be NULL. Text
+                      * field {rule="mixed_float16"} */
   diag_loc loc;     /* where it came from in the model file; passes copy it */
   int id;           /* position in the schedule (ir_graph_renumber) */
 } ir_node;
@@ -181,7 +204,7 @@ bool ir_op_arity_ok(ir_op op, int n_srcs);
 const char *ir_op_arity_str(ir_op op);
 /* How many leading operands the op updates in place (IR_OPF_WRITES); 0: none. */
 int ir_op_writes(ir_op op);
-unsigned ir_op_attrs(ir_op op); /* bit k: takes attribute key k */
+ir_attr_set ir_op_attrs(ir_op op); /* bit k: takes attribute key k */
 unsigned ir_op_flags(ir_op op);
 ir_type_rule ir_op_type_rule(ir_op op);
 ir_ac_class ir_op_autocast(ir_op op);
@@ -202,6 +225,13 @@ const void *ir_attr_get(const ir_attr *a, ir_attr_key k);
 /* Appends attribute k's value in the text form (acc=f32 without the key:
  * "f32"); doubles print in their shortest form that reads back exactly. */
 void ir_attr_print(const ir_attr *a, ir_attr_key k, str_buf *out);
+/* The same for a value v of a kind (the C type ir_attr_<KIND>). */
+void ir_attr_value_print(ir_attr_kind kind, const void *v, str_buf *out);
+/* Reads a value of a kind (the text ir_attr_value_print writes, alone on the
+ * first line of text[0..len)) into *out (of the kind's C type), strings in
+ * g's arena; false, with a diagnostic at file:1:col in d, if it is not one. */
+bool ir_attr_value_parse(ir_graph *g, ir_attr_kind kind, const char *file, const char *text, size_t len,
+                         void *out, diag_sink *d);
 
 
 const char *ir_policy_name(ir_policy p);
@@ -218,6 +248,9 @@ bool ir_type_is_batched(const ir_type *t); /* first dim is N */
 bool ir_type_inner_numel(const ir_type *t, int64_t *out);
 /* Element count for a concrete batch (batch ignored if not batched). */
 bool ir_type_numel(const ir_type *t, int64_t batch, int64_t *out);
+/* The index a contraction node sums over: srcs[*out_operand]'s dimension
+ * *out_dim, by the op's type rule; false if the rule is not a contraction's. */
+bool ir_node_contraction(const ir_node *n, int *out_operand, int *out_dim);
 /* Floating-point operations of node n at a batch (ir_ops.def's flops column). */
 int64_t ir_node_flops(const ir_node *n, int64_t batch);
 /* Bytes for a concrete batch; false on overflow. */
@@ -284,11 +317,6 @@ ir_node *ir_build_cast(ir_graph *g, const char *name, ir_node *x, ir_dtype to, d
 /* PAD or SLICE of x to dims (x's rank of them). */
 ir_node *ir_build_reshape_op(ir_graph *g, ir_op op, const char *name, ir_node *x, const int64_t *dims,
                              diag_loc loc);
-
-/* The layer a note names: the note itself when it is a plain identifier
- * (the frontend's notes), or LAYER in an autocast note "autocast: LAYER ...";
- * NULL otherwise. Arena-owned. */
-const char *ir_note_layer(arena *a, const char *note);
 
 /* The first dimension a layer_norm (or one of its gradient ops) with this
  * axis normalizes (axis < 0 counts from the end), or -1 if it is not a

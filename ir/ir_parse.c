@@ -15,7 +15,7 @@
  * Errors go to the sink at file:line:col with the source line and a caret.
  * The parser stops at the first error and returns NULL; it never crashes or
  * loops on any input: every step consumes bytes of one line, value lookups
- * go through a hash table, and sizes are overflow-checked.
+ * go through the hash map (util.h), and sizes are overflow-checked.
  */
 #include "ir/ir.h"
 
@@ -25,54 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- value names: an open-addressing table (name -> node) ---- */
-
-typedef struct name_slot {
-  const char *name; /* NUL-terminated, arena-owned; NULL: empty slot */
-  size_t len;
-  void *value;
-} name_slot;
-
-typedef struct name_table {
-  name_slot *slots;
-  size_t cap, len; /* cap is a power of two */
-} name_table;
-
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
-
-static name_slot *table_slot(name_table *t, const char *s, size_t n) {
-  size_t mask = t->cap - 1;
-  for (size_t i = (size_t)hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
-    name_slot *e = &t->slots[i];
-    if (!e->name || (e->len == n && memcmp(e->name, s, n) == 0)) return e;
-  }
-}
-
-static void *table_get(name_table *t, const char *s, size_t n) {
-  return t->cap ? table_slot(t, s, n)->value : NULL;
-}
-
-static void table_put(name_table *t, const char *name, void *value) {
-  if (2 * (t->len + 1) > t->cap) {
-    name_table old = *t;
-    t->cap = old.cap ? 2 * old.cap : 64;
-    t->slots = xcalloc(t->cap, sizeof *t->slots);
-    t->len = 0;
-    for (size_t i = 0; i < old.cap; i++)
-      if (old.slots[i].name) *table_slot(t, old.slots[i].name, old.slots[i].len) = old.slots[i];
-    t->len = old.len;
-    free(old.slots);
-  }
-  size_t n = strlen(name);
-  name_slot *e = table_slot(t, name, n);
-  if (!e->name) t->len++;
-  *e = (name_slot){name, n, value};
-}
-
 /* ---- the parser: one line at a time ---- */
 
 typedef struct parser {
@@ -80,7 +32,7 @@ typedef struct parser {
   const char *file; /* interned in the sink: for diagnostics */
   const char *node_file; /* in the graph's arena: node locations outlive the sink */
   ir_graph *g;
-  name_table values, outputs;
+  hmap values, outputs; /* name -> node (strings in the graph's arena) */
   diag_loc header; /* where the `graph` line is */
   /* the current line, without its line end and trailing blanks */
   const char *line, *end, *p;
@@ -380,9 +332,24 @@ static bool lex_double(parser *ps, double *out) {
   return true;
 }
 
-static bool parse_attr_value(parser *ps, ir_attr *a, ir_attr_key k) {
-  void *slot = ir_attr_slot(a, k);
-  switch (ir_attr_kind_of(k)) {
+/* '[' [INT {',' INT}] ']': at most IR_MAX_INTS integers. */
+static bool parse_ints(parser *ps, ir_attr_INTS *out) {
+  *out = (ir_attr_INTS){0};
+  if (!expect_char(ps, '[', "'['")) return false;
+  if (accept_char(ps, ']')) return true;
+  do {
+    skip_blanks(ps);
+    const char *at = ps->p;
+    int64_t v;
+    if (!lex_int(ps, &v)) return false;
+    if (out->n == IR_MAX_INTS) return fail_at(ps, at, "more than %d integers in the list", IR_MAX_INTS);
+    out->v[out->n++] = v;
+  } while (accept_char(ps, ','));
+  return expect_char(ps, ']', "',' or ']' in the list");
+}
+
+static bool parse_value(parser *ps, ir_attr_kind kind, void *slot) {
+  switch (kind) {
   case IR_ATTR_KIND_INT: return lex_int(ps, slot);
   case IR_ATTR_KIND_FLOAT: return lex_double(ps, slot);
   case IR_ATTR_KIND_DTYPE: return parse_dtype(ps, slot);
@@ -395,46 +362,71 @@ static bool parse_attr_value(parser *ps, ir_attr *a, ir_attr_key k) {
     for (int r = 0; r < t.rank; r++) sh->dims[r] = t.dims[r];
     return true;
   }
+  case IR_ATTR_KIND_INTS: return parse_ints(ps, slot);
   }
   CASTOR_UNREACHABLE();
   return false;
 }
 
-/* '{' KEY '=' VALUE {',' KEY '=' VALUE} '}' (the '{' already consumed);
- * the keys are the op's (ir_ops.def) and policy. *out_seen gets the op's
- * keys that were given. */
-static bool parse_attrs(parser *ps, ir_node *n, unsigned *out_seen) {
-  unsigned keys = ir_op_attrs(n->op);
-  bool seen_policy = false;
+static bool parse_attr_value(parser *ps, ir_attr *a, ir_attr_key k) {
+  return parse_value(ps, ir_attr_kind_of(k), ir_attr_slot(a, k));
+}
+
+/* LAYER: a word (the value-name rule) or a quoted string; arena-owned. */
+static bool parse_layer(parser *ps, const char **out) {
+  skip_blanks(ps);
+  if (ps->p < ps->end && *ps->p == '"') return parse_string(ps, out);
+  const char *s;
+  size_t n;
+  if (!lex_word(ps, true, &s, &n)) return expected(ps, "a layer name or a quoted string");
+  *out = arena_strndup(ps->g->arena, s, n);
+  return true;
+}
+
+/* The fields any node may carry in its dictionary, after the op's keys. */
+enum { FIELD_POLICY = 1, FIELD_LAYER = 2, FIELD_RULE = 4 };
+
+static int node_field(const char *key, size_t len) {
+  return word_is(key, len, "policy") ? FIELD_POLICY
+       : word_is(key, len, "layer")  ? FIELD_LAYER
+       : word_is(key, len, "rule")   ? FIELD_RULE
+                                     : 0;
+}
+
+/* '{' ENTRY {',' ENTRY} '}' (the '{' already consumed), an ENTRY being an
+ * op key (ir_ops.def) or a node field (policy, layer, rule) '=' VALUE.
+ * *out_seen gets the op's keys that were given. */
+static bool parse_attrs(parser *ps, ir_node *n, ir_attr_set *out_seen) {
+  ir_attr_set keys = ir_op_attrs(n->op);
+  int seen_fields = 0;
   do {
     const char *key;
     size_t len;
     if (!lex_word(ps, false, &key, &len)) return expected(ps, "an attribute name");
     ir_attr_key k;
     bool is_op_key = ir_attr_from_name(key, len, &k) && (keys >> k & 1);
-    bool is_policy = word_is(key, len, "policy");
-    if (!is_op_key && !is_policy) {
+    int field = is_op_key ? 0 : node_field(key, len);
+    if (!is_op_key && !field) {
       str_buf b;
       str_buf_init(&b);
       if (keys)
-        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes %s and policy)", (int)len, key,
+        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes %s, policy, layer and rule)", (int)len, key,
                 ir_op_name(n->op), keys_str(n->op, &b));
       else
-        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes only policy)", (int)len, key,
+        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes only policy, layer and rule)", (int)len, key,
                 ir_op_name(n->op));
       str_buf_fini(&b);
       return false;
     }
-    if ((is_op_key && (*out_seen >> k & 1)) || (is_policy && seen_policy))
+    if ((is_op_key && (*out_seen >> k & 1)) || (seen_fields & field))
       return fail_at(ps, key, "duplicate attribute '%.*s'", (int)len, key);
     if (!expect_char(ps, '=', "'=' after the attribute name")) return false;
-    if (is_policy) {
-      if (!parse_policy(ps, &n->policy)) return false;
-      seen_policy = true;
-      continue;
-    }
-    *out_seen |= 1u << k;
-    if (!parse_attr_value(ps, &n->attr, k)) return false;
+    seen_fields |= field;
+    bool ok = field == FIELD_POLICY ? parse_policy(ps, &n->policy)
+            : field == FIELD_LAYER  ? parse_layer(ps, &n->layer)
+            : field == FIELD_RULE   ? parse_string(ps, &n->rule)
+                                    : (*out_seen |= (ir_attr_set)1 << k, parse_attr_value(ps, &n->attr, k));
+    if (!ok) return false;
   } while (accept_char(ps, ','));
   return expect_char(ps, '}', "',' or '}' after the attribute");
 }
@@ -455,14 +447,14 @@ static void type_str(const ir_type *t, char *buf, size_t n) {
   str_buf_fini(&b);
 }
 
-/* %NAME = TYPE OP '(' [%SRC {',' %SRC}] ')' ['{' ATTRS '}'] ['#' NOTE] */
+/* %NAME = TYPE OP '(' [%SRC {',' %SRC}] ')' ['{' ENTRIES '}'] ['#' NOTE] */
 static bool parse_node(parser *ps) {
   const char *pct = ps->p++; /* at '%' */
   const char *name;
   size_t name_len;
   if (ps->p == ps->end || !is_ident_start(*ps->p) || !lex_word(ps, true, &name, &name_len))
     return fail_at(ps, pct, "expected a value name after '%%' ([A-Za-z_][A-Za-z0-9_.]*)");
-  ir_node *prev = table_get(&ps->values, name, name_len);
+  ir_node *prev = hmap_get_str(&ps->values, name, name_len);
   if (prev) {
     fail_at(ps, pct, "redefinition of %%%.*s", (int)name_len, name);
     diag_note(ps->d, prev->loc, "previous definition of %%%s is here", prev->name);
@@ -493,7 +485,7 @@ static bool parse_node(parser *ps) {
       ps->p++;
       if (ps->p == ps->end || !is_ident_start(*ps->p) || !lex_word(ps, true, &s, &n))
         return fail_at(ps, at, "expected a value name after '%%'");
-      ir_node *src = table_get(&ps->values, s, n);
+      ir_node *src = hmap_get_str(&ps->values, s, n);
       if (!src) {
         if (n == name_len && memcmp(s, name, n) == 0)
           return fail_at(ps, at, "%%%.*s is used in its own definition", (int)n, s);
@@ -510,13 +502,12 @@ static bool parse_node(parser *ps) {
 
   char *name_z = arena_strndup(ps->g->arena, name, name_len);
   ir_node *node = ir_node_new(ps->g, op, &declared, srcs, n_srcs, name_z, node_loc_at(ps, pct));
-  unsigned seen = 0;
+  ir_attr_set seen = 0;
   if (accept_char(ps, '{') && !parse_attrs(ps, node, &seen)) return false;
   skip_blanks(ps);
   if (ps->p < ps->end && *ps->p == '#') node->note = parse_note(ps);
-  node->layer = ir_note_layer(ps->g->arena, node->note);
   if (!at_eol(ps)) return expected(ps, "'{', '#' or the end of the line");
-  unsigned missing = ir_op_attrs(op) & ~seen;
+  ir_attr_set missing = ir_op_attrs(op) & ~seen;
   for (int k = 0; k < IR_ATTR_COUNT; k++)
     if (missing >> k & 1)
       return fail_at(ps, op_name, "%s needs the attribute '%s'", ir_op_name(op), ir_attr_name((ir_attr_key)k));
@@ -543,7 +534,7 @@ static bool parse_node(parser *ps) {
     }
   }
   ir_graph_append(ps->g, node);
-  table_put(&ps->values, node->name, node);
+  hmap_put_str(&ps->values, node->name, name_len, node);
   return true;
 }
 
@@ -554,7 +545,7 @@ static bool parse_output(parser *ps) {
   if (!lex_word(ps, true, &name, &len)) return expected(ps, "an output name");
   const char *dot = memchr(name, '.', len);
   if (dot) return fail_at(ps, dot, "output names may not contain '.' ([A-Za-z_][A-Za-z0-9_]*)");
-  if (table_get(&ps->outputs, name, len))
+  if (hmap_get_str(&ps->outputs, name, len))
     return fail_at(ps, name, "duplicate output '%.*s'", (int)len, name);
   if (!expect_char(ps, '=', "'=' after the output name")) return false;
   skip_blanks(ps);
@@ -564,14 +555,14 @@ static bool parse_output(parser *ps) {
   ps->p++;
   if (ps->p == ps->end || !is_ident_start(*ps->p) || !lex_word(ps, true, &s, &n))
     return fail_at(ps, at, "expected a value name after '%%'");
-  ir_node *value = table_get(&ps->values, s, n);
+  ir_node *value = hmap_get_str(&ps->values, s, n);
   if (!value) return fail_at(ps, at, "undefined value %%%.*s", (int)n, s);
   skip_blanks(ps);
   if (ps->p < ps->end && *ps->p == '#') ps->p = ps->end; /* a comment */
   if (!at_eol(ps)) return expected(ps, "the end of the line");
   char *name_z = arena_strndup(ps->g->arena, name, len);
   ir_graph_add_output(ps->g, name_z, value);
-  table_put(&ps->outputs, ps->g->outputs[ps->g->n_outputs - 1].name, value);
+  hmap_put_str(&ps->outputs, name_z, len, value);
   return true;
 }
 
@@ -683,13 +674,27 @@ static bool parse_text(parser *ps, const char *text, size_t len) {
   return true;
 }
 
+bool ir_attr_value_parse(ir_graph *g, ir_attr_kind kind, const char *file, const char *text, size_t len,
+                         void *out, diag_sink *d) {
+  parser ps = {.d = d, .file = diag_intern(d, file ? file : "<attribute>"), .g = g}; /* no maps used */
+  diag_sink_add_source(d, ps.file, text, len);
+  const char *eol = memchr(text, '\n', len);
+  ps.line = ps.p = text;
+  ps.end = eol ? eol : text + len;
+  ps.line_no = 1;
+  if (!parse_value(&ps, kind, out)) return false;
+  return at_eol(&ps) || expected(&ps, "the end of the value");
+}
+
 ir_graph *ir_parse(const char *file, const char *text, size_t len, diag_sink *d) {
   if (!text) text = "", len = 0;
   parser ps = {.d = d, .file = diag_intern(d, file ? file : "<input>")};
+  hmap_init(&ps.values, HMAP_STRINGS);
+  hmap_init(&ps.outputs, HMAP_STRINGS);
   diag_sink_add_source(d, ps.file, text, len);
   bool ok = parse_text(&ps, text, len);
-  free(ps.values.slots);
-  free(ps.outputs.slots);
+  hmap_fini(&ps.values);
+  hmap_fini(&ps.outputs);
   if (!ok) {
     ir_graph_destroy(ps.g);
     return NULL;

@@ -2,7 +2,7 @@
  * ir_print.c: the canonical text form of a graph (grammar in ir/README.md).
  *
  *   graph NAME policy=POLICY
- *   %NAME = TYPE OP(%SRC, ...) {ATTR=V, ...}  # NOTE
+ *   %NAME = TYPE OP(%SRC, ...) {ATTR=V, ..., policy=P, layer=L, rule="R"}  # NOTE
  *   output NAME = %VALUE
  *
  * ir_parse reads this back, and printing what it read gives the same bytes,
@@ -11,7 +11,9 @@
  * where a name, a source, an op or a dtype is missing or out of range) so
  * that a graph the verifier rejects can still be shown.
  *
- * Notes are free text on one line. So that every printed note reads back as
+ * policy, layer and rule are node fields printed in the dictionary after the
+ * op's attributes, each only when the node has it. Notes are free text on
+ * one line, for people: nothing is read back out of them. So that every printed note reads back as
  * itself, control characters other than tab print as spaces, trailing
  * blanks are dropped, bytes that are not UTF-8 print as '?', and an empty
  * note prints nothing. Weight keys are quoted with \" and \\ escaped, and
@@ -53,6 +55,17 @@ static void print_string(const char *s, str_buf *out) {
   str_buf_putc(out, '"');
 }
 
+/* A layer name: bare when it reads back as one word (value-name rule),
+ * quoted otherwise. */
+static void print_name(const char *s, str_buf *out) {
+  bool word = s[0] && ((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_');
+  for (const char *p = s; word && *p; p++)
+    word = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+           *p == '.';
+  if (word) str_buf_puts(out, s);
+  else print_string(s, out);
+}
+
 /* Prints "  # note" as the parser will read it back (see the file comment). */
 static void print_note(const char *note, str_buf *out) {
   if (!note) return;
@@ -88,6 +101,12 @@ static void print_shape(const ir_shape *sh, str_buf *out) {
   str_buf_putc(out, ']');
 }
 
+static void print_ints(const ir_attr_INTS *v, str_buf *out) {
+  str_buf_putc(out, '[');
+  for (int i = 0; i < v->n && i < IR_MAX_INTS; i++) str_buf_printf(out, "%s%lld", i ? "," : "", (long long)v->v[i]);
+  str_buf_putc(out, ']');
+}
+
 /* The shortest %g form that reads back as the same double. */
 static void print_double(double v, str_buf *out) {
   char buf[64];
@@ -99,19 +118,23 @@ static void print_double(double v, str_buf *out) {
 }
 
 void ir_attr_print(const ir_attr *a, ir_attr_key k, str_buf *out) {
-  const void *v = ir_attr_get(a, k);
-  switch (ir_attr_kind_of(k)) {
+  ir_attr_value_print(ir_attr_kind_of(k), ir_attr_get(a, k), out);
+}
+
+void ir_attr_value_print(ir_attr_kind kind, const void *v, str_buf *out) {
+  switch (kind) {
   case IR_ATTR_KIND_INT: str_buf_printf(out, "%lld", (long long)*(const ir_attr_INT *)v); break;
   case IR_ATTR_KIND_FLOAT: print_double(*(const ir_attr_FLOAT *)v, out); break;
   case IR_ATTR_KIND_DTYPE: str_buf_puts(out, dtype_name(*(const ir_attr_DTYPE *)v)); break;
   case IR_ATTR_KIND_STRING: print_string(*(const ir_attr_STRING *)v, out); break;
   case IR_ATTR_KIND_SHAPE: print_shape(v, out); break;
+  case IR_ATTR_KIND_INTS: print_ints(v, out); break;
   }
 }
 
 /* The op's own attributes in ir_attrs.def order; false if it has none. */
 static bool print_op_attrs(const ir_node *n, str_buf *out) {
-  unsigned keys = (unsigned)n->op < IR_OP_COUNT ? ir_op_attrs(n->op) : 0;
+  ir_attr_set keys = (unsigned)n->op < IR_OP_COUNT ? ir_op_attrs(n->op) : 0;
   bool any = false;
   for (int k = 0; k < IR_ATTR_COUNT; k++) {
     if (!(keys >> k & 1)) continue;
@@ -143,6 +166,16 @@ void ir_print_node(const ir_node *n, str_buf *out) {
   if (n->policy != IR_POLICY_NONE) {
     if (any) str_buf_puts(&attrs, ", ");
     str_buf_printf(&attrs, "policy=%s", ir_policy_name(n->policy));
+    any = true;
+  }
+  if (n->layer) {
+    str_buf_puts(&attrs, any ? ", layer=" : "layer=");
+    print_name(n->layer, &attrs);
+    any = true;
+  }
+  if (n->rule) {
+    str_buf_puts(&attrs, any ? ", rule=" : "rule=");
+    print_string(n->rule, &attrs);
     any = true;
   }
   if (any) str_buf_printf(out, " {%s}", str_buf_cstr(&attrs));

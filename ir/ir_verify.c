@@ -28,89 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- pointer and name sets (open addressing; graphs can be large) ---- */
+/* ---- positions through the hash map (util.h; graphs can be large): a
+ * node's or a name's value is its slot in g->nodes (or g->outputs), so the
+ * position is the slot's offset ---- */
 
-typedef struct ptr_map {
-  const void **keys;
-  int *vals;
-  size_t cap; /* power of two, at least twice the entries */
-} ptr_map;
-
-static size_t ptr_hash(const void *p) {
-  uint64_t x = (uint64_t)(uintptr_t)p;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  return (size_t)x;
-}
-
-static void ptr_map_init(ptr_map *m, size_t n) {
-  m->cap = 16;
-  while (m->cap < 2 * n + 2) m->cap *= 2;
-  m->keys = xcalloc(m->cap, sizeof *m->keys);
-  m->vals = xcalloc(m->cap, sizeof *m->vals);
-}
-
-static void ptr_map_fini(ptr_map *m) {
-  free(m->keys);
-  free(m->vals);
-}
-
-/* The slot of key: either holding it or empty. */
-static size_t ptr_map_slot(const ptr_map *m, const void *key) {
-  size_t i = ptr_hash(key) & (m->cap - 1);
-  while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
-  return i;
-}
-
-/* Position of key, or -1. */
-static int ptr_map_get(const ptr_map *m, const void *key) {
-  size_t i = ptr_map_slot(m, key);
-  return m->keys[i] ? m->vals[i] : -1;
-}
-
-/* Inserts key -> val unless key is there; returns the value already present
- * or -1. */
-static int ptr_map_put(ptr_map *m, const void *key, int val) {
-  size_t i = ptr_map_slot(m, key);
-  if (m->keys[i]) return m->vals[i];
-  m->keys[i] = key;
-  m->vals[i] = val;
-  return -1;
-}
-
-/* A set of strings by content, with the position that added each. */
-typedef struct name_set {
-  const char **keys;
-  int *vals;
-  size_t cap;
-} name_set;
-
-static size_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return (size_t)h;
-}
-
-static void name_set_init(name_set *m, size_t n) {
-  m->cap = 16;
-  while (m->cap < 2 * n + 2) m->cap *= 2;
-  m->keys = xcalloc(m->cap, sizeof *m->keys);
-  m->vals = xcalloc(m->cap, sizeof *m->vals);
-}
-
-static void name_set_fini(name_set *m) {
-  free(m->keys);
-  free(m->vals);
-}
-
-static int name_set_put(name_set *m, const char *key, int val) {
-  size_t i = name_hash(key) & (m->cap - 1);
-  while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
-  if (m->keys[i]) return m->vals[i];
-  m->keys[i] = key;
-  m->vals[i] = val;
-  return -1;
+/* Position of the node or name key in the map, or -1. */
+static int pos_of(const ir_graph *g, const void *slot) {
+  return slot ? (int)((ir_node *const *)slot - g->nodes) : -1;
 }
 
 /* ---- checks ---- */
@@ -118,7 +42,7 @@ static int name_set_put(name_set *m, const char *key, int val) {
 typedef struct verifier {
   const ir_graph *g;
   diag_sink *d;
-  ptr_map pos; /* node -> first schedule position */
+  hmap pos; /* node -> its first slot in the schedule */
   int n_errors;
 } verifier;
 
@@ -205,7 +129,7 @@ static void check_sources(verifier *v, const ir_node *n, int pos, bool type_ok) 
       srcs_ok = false;
       continue;
     }
-    int at = ptr_map_get(&v->pos, src);
+    int at = pos_of(v->g, hmap_get_ptr(&v->pos, src));
     if (at < 0) {
       err(v, n, "source %%%s is not a node of the graph", node_name(src));
       srcs_ok = false;
@@ -255,6 +179,12 @@ static void check_attrs(verifier *v, const ir_node *n, int pos, int n_inputs, in
       if (rank < 0 || rank > IR_MAX_RANK) err(v, n, "attribute '%s' has rank %d, outside 0..%d", key, rank, IR_MAX_RANK);
       break;
     }
+    case IR_ATTR_KIND_INTS: {
+      int count = ((const ir_attr_INTS *)val)->n;
+      if (count < 0 || count > IR_MAX_INTS)
+        err(v, n, "attribute '%s' has %d integers, outside 0..%d", key, count, IR_MAX_INTS);
+      break;
+    }
     case IR_ATTR_KIND_INT:
     case IR_ATTR_KIND_FLOAT:
       break; /* ranges are the type rule's */
@@ -287,9 +217,11 @@ static void check_attrs(verifier *v, const ir_node *n, int pos, int n_inputs, in
 
 bool ir_verify(const ir_graph *g, diag_sink *d) {
   verifier v = {.g = g, .d = d};
-  ptr_map_init(&v.pos, (size_t)g->n_nodes);
-  name_set names;
-  name_set_init(&names, (size_t)g->n_nodes);
+  hmap_init(&v.pos, HMAP_POINTERS);
+  hmap_reserve(&v.pos, (size_t)g->n_nodes);
+  hmap names; /* name -> its first slot in the schedule */
+  hmap_init(&names, HMAP_STRINGS);
+  hmap_reserve(&names, (size_t)g->n_nodes);
 
   if (!g->name || !g->name[0]) err(&v, NULL, "the graph has no name");
   if ((unsigned)g->policy >= IR_POLICY_COUNT || g->policy == IR_POLICY_NONE)
@@ -304,7 +236,7 @@ bool ir_verify(const ir_graph *g, diag_sink *d) {
       null_node = true;
       continue;
     }
-    int first = ptr_map_put(&v.pos, n, i);
+    int first = pos_of(g, hmap_put_ptr(&v.pos, n, &g->nodes[i]));
     if (first >= 0) err(&v, n, "appears twice in the schedule (positions %d and %d)", first, i);
     if (n->id != i) err(&v, n, "id %d does not match its schedule position %d", n->id, i);
     if (!n->name || !n->name[0]) {
@@ -312,14 +244,14 @@ bool ir_verify(const ir_graph *g, diag_sink *d) {
     } else {
       if (!name_ok(n->name, true))
         err(&v, n, "name is not a valid value name ([A-Za-z_][A-Za-z0-9_.]*)");
-      int other = first < 0 ? name_set_put(&names, n->name, i) : -1;
+      int other = first < 0 ? pos_of(g, hmap_put_str(&names, n->name, strlen(n->name), &g->nodes[i])) : -1;
       if (other >= 0) err(&v, n, "name is also defined at schedule position %d", other);
     }
   }
 
   if (null_node) {
-    ptr_map_fini(&v.pos);
-    name_set_fini(&names);
+    hmap_fini(&v.pos);
+    hmap_fini(&names);
     return false;
   }
 
@@ -343,22 +275,22 @@ bool ir_verify(const ir_graph *g, diag_sink *d) {
 
   /* Outputs. */
   if (g->n_outputs == 0) err(&v, NULL, "graph %s has no outputs", g->name ? g->name : "?");
-  name_set outs;
-  name_set_init(&outs, (size_t)g->n_outputs);
+  hmap outs; /* output name -> its output */
+  hmap_init(&outs, HMAP_STRINGS);
   for (int i = 0; i < g->n_outputs; i++) {
     const ir_output *o = &g->outputs[i];
     const char *oname = o->name ? o->name : "?";
     if (!name_ok(o->name, false))
       err(&v, NULL, "output '%s' is not a valid output name ([A-Za-z_][A-Za-z0-9_]*)", oname);
-    else if (name_set_put(&outs, o->name, i) >= 0)
+    else if (hmap_put_str(&outs, o->name, strlen(o->name), &g->outputs[i]))
       err(&v, NULL, "output '%s' is defined twice", oname);
     if (!o->value) err(&v, NULL, "output '%s' has no value", oname);
-    else if (ptr_map_get(&v.pos, o->value) < 0)
+    else if (!hmap_get_ptr(&v.pos, o->value))
       err(&v, NULL, "output '%s' is %%%s, which is not a node of the graph", oname,
           node_name(o->value));
   }
-  name_set_fini(&outs);
-  ptr_map_fini(&v.pos);
-  name_set_fini(&names);
+  hmap_fini(&outs);
+  hmap_fini(&v.pos);
+  hmap_fini(&names);
   return v.n_errors == 0;
 }

@@ -117,22 +117,20 @@ static bool is_16(ir_dtype t) { return t == DT_F16 || t == DT_BF16; }
  * a matmul: the first allow op of its layer in the schedule. */
 static const ir_node *layer_matmul(const ac_state *s, const ir_node *n) { return s->layer_mm[n->id]; }
 
-/* Fills s->layer_mm through a hash table of layer names, so that the pass
- * stays linear in the graph's size (a model of 10,000 layers). */
+/* Fills s->layer_mm through a map of layer names (util.h's hmap), so that
+ * the pass stays linear in the graph's size (a model of 10,000 layers). */
 static void find_layer_matmuls(ac_state *s, arena *scratch) {
-  size_t cap = 16;
-  while (cap < 2 * (size_t)s->n_orig) cap *= 2;
-  const ir_node **first = arena_alloc(scratch, cap * sizeof *first);
+  hmap first; /* layer -> its first allow op */
+  hmap_init(&first, HMAP_STRINGS);
   s->layer_mm = arena_alloc(scratch, (size_t)(s->n_orig + 1) * sizeof *s->layer_mm);
   for (int pass = 0; pass < 2; pass++) /* 0: record each layer's first matmul; 1: look them up */
     for (int i = 0; i < s->n_orig; i++) {
-      const ir_node *n = s->g->nodes[i];
+      ir_node *n = s->g->nodes[i];
       if (!n->layer || (pass == 0 && ir_op_autocast(n->op) != IR_AC_ALLOW)) continue;
-      size_t h = (size_t)str_hash(n->layer) & (cap - 1);
-      while (first[h] && strcmp(first[h]->layer, n->layer) != 0) h = (h + 1) & (cap - 1);
-      if (pass == 0 && !first[h]) first[h] = n;
-      if (pass == 1) s->layer_mm[i] = first[h];
+      if (pass == 0) hmap_put_str(&first, n->layer, strlen(n->layer), n);
+      else s->layer_mm[i] = hmap_get_str(&first, n->layer, strlen(n->layer));
     }
+  hmap_fini(&first);
 }
 
 static bool is_standalone_infer(const ac_state *s, const ir_node *n) {

@@ -2,8 +2,9 @@
  * cast_report.c: what autocast did, per layer (castor dump --casts).
  *
  * Reads a graph after the compile pipeline: for each layer, in model
- * order, the dtype its main op computes in (the matmul of a dense layer,
- * else the layer's own op), the rule that decided it, the casts executed at
+ * order, the dtype its main op computes in (its first contraction, by the
+ * op table's kernel class: a dense layer's matmul; else the layer's first
+ * op), the rule that decided it, the casts executed at
  * run time on its behalf (weight casts were folded away) and its weight
  * bytes per dtype; then one total line. Not a pass: it changes nothing.
  */
@@ -39,6 +40,8 @@ static void add_cast_dir(layer_row *r, const ir_node *c) {
   }
 }
 
+static bool is_contraction(const ir_node *n) { return ir_op_kernel(n->op) == IR_KERNEL_CONTRACT; }
+
 /* "33.6 MB", "12.5 kB", "144 B" */
 static const char *human_bytes(int64_t b, char *buf) {
   if (b >= 1000000) snprintf(buf, 32, "%.1f MB", (double)b / 1e6);
@@ -70,7 +73,7 @@ void pass_cast_report(const ir_graph *g, str_buf *out) {
     n_low[n->type.dtype]++;
     if (!n->layer) continue;
     layer_row *r = row_for(rows, &n_rows, n->layer);
-    if (!r->main || (n->op == IR_OP_MATMUL && r->main->op != IR_OP_MATMUL)) r->main = n;
+    if (!r->main || (is_contraction(n) && !is_contraction(r->main))) r->main = n;
   }
   str_buf_printf(out, "cast report for %s (policy %s)\n", g->name, ir_policy_name(g->policy));
   str_buf_printf(out, "%-16s %-7s %-28s %-22s %s\n", "layer", "compute", "rule", "casts at run time", "weights");

@@ -1,10 +1,11 @@
 /*
- * pad8.c: pad 16-bit matmuls to multiples of 8, as XLA does for tensor
- * cores.
+ * pad8.c: pad 16-bit contractions to multiples of 8, as XLA does for tensor
+ * cores. Which ops: those with IR_OPF_PAD8 in the op table (matmul), whose
+ * operands are a [M,K] and b [K,Nc]; the pass names no op.
  *
  * In:  a verified graph after autocast and cast-cleanup, before
  *      fold-constants (so that pads of weights fold) and dce.
- * Out: every f16/bf16 matmul whose K or output width is not a multiple of 8
+ * Out: every f16/bf16 IR_OPF_PAD8 op (below: matmul) whose K or output width is not a multiple of 8
  *      reads operands padded with zeros to K8 = round8(K) and N8 =
  *      round8(Nc) and computes [M, N8]. The matmul's epilogue (the
  *      elementwise ops of its layer that follow it one by one: bias add,
@@ -131,7 +132,7 @@ bool pass_pad8_run(ir_graph *g, pass_context *ctx) {
   ir_graph_renumber(g);
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *m = g->nodes[i];
-    if (m->op == IR_OP_MATMUL && is_16(m->type.dtype) && m->type.rank == 2) {
+    if ((ir_op_flags(m->op) & IR_OPF_PAD8) && is_16(m->type.dtype) && m->type.rank == 2) {
       pad_matmul(g, m);
       i = m->id; /* nodes were inserted before m */
     }

@@ -1,6 +1,6 @@
 /*
- * util.c: arena, heap helpers, string buffers, checked size arithmetic and
- * the seeded PRNG. See util.h for the contracts.
+ * util.c: arena, heap helpers, string buffers, checked size arithmetic, the
+ * seeded PRNG and the one hash map. See util.h for the contracts.
  */
 #include "util/util.h"
 
@@ -391,4 +391,97 @@ uint64_t str_hash(const char *s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
   return h;
+}
+
+/* ---- hmap: open addressing, linear probing, a power-of-two table at most
+ * half full that doubles when an insert would pass that. String keys hash
+ * with FNV-1a over their bytes (str_hash's function, which must not change:
+ * it seeds weights), pointer keys with murmur3's fmix64 so that nearby
+ * addresses spread. Each slot keeps its key's hash, so growing rehashes
+ * nothing and probes compare the hash before the bytes. ---- */
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static uint64_t hash_ptr(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+void hmap_init(hmap *m, hmap_keys keys) { *m = (hmap){.keys = keys}; }
+
+void hmap_fini(hmap *m) {
+  free(m->slots);
+  m->slots = NULL;
+  m->cap = m->len = 0;
+}
+
+static bool key_eq(const hmap *m, const hmap_slot *e, const void *key, size_t len, uint64_t h) {
+  if (e->hash != h) return false;
+  if (m->keys == HMAP_POINTERS) return e->key == key;
+  return e->len == len && memcmp(e->key, key, len) == 0;
+}
+
+/* The slot that holds the key, or the empty slot where it would go. */
+static hmap_slot *find(const hmap *m, const void *key, size_t len, uint64_t h) {
+  size_t mask = m->cap - 1;
+  for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+    hmap_slot *e = &m->slots[i];
+    if (!e->key || key_eq(m, e, key, len, h)) return e;
+  }
+}
+
+void hmap_reserve(hmap *m, size_t n) {
+  if (2 * n < m->cap) return;
+  size_t cap = m->cap ? m->cap : 16;
+  while (2 * n >= cap) cap *= 2;
+  hmap_slot *old = m->slots;
+  size_t old_cap = m->cap;
+  m->slots = xcalloc(cap, sizeof *m->slots);
+  m->cap = cap;
+  for (size_t i = 0; i < old_cap; i++)
+    if (old[i].key) *find(m, old[i].key, old[i].len, old[i].hash) = old[i];
+  free(old);
+}
+
+static void *get(const hmap *m, const void *key, size_t len, uint64_t h) {
+  return m->cap ? find(m, key, len, h)->value : NULL;
+}
+
+static void *put(hmap *m, const void *key, size_t len, uint64_t h, void *value) {
+  CASTOR_ASSERT(key && value);
+  hmap_reserve(m, m->len + 1);
+  hmap_slot *e = find(m, key, len, h);
+  if (e->key) return e->value;
+  *e = (hmap_slot){key, len, h, value};
+  m->len++;
+  return NULL;
+}
+
+void *hmap_get_str(const hmap *m, const char *s, size_t n) {
+  CASTOR_ASSERT(m->keys == HMAP_STRINGS);
+  return get(m, s, n, hash_bytes(s, n));
+}
+
+void *hmap_get_ptr(const hmap *m, const void *p) {
+  CASTOR_ASSERT(m->keys == HMAP_POINTERS);
+  return get(m, p, 0, hash_ptr(p));
+}
+
+void *hmap_put_str(hmap *m, const char *s, size_t n, void *value) {
+  CASTOR_ASSERT(m->keys == HMAP_STRINGS);
+  return put(m, s, n, hash_bytes(s, n), value);
+}
+
+void *hmap_put_ptr(hmap *m, const void *p, void *value) {
+  CASTOR_ASSERT(m->keys == HMAP_POINTERS);
+  return put(m, p, 0, hash_ptr(p), value);
 }

@@ -1,7 +1,7 @@
 /*
  * util.h: the bottom layer of castor. Arenas, growable vectors, string
- * buffers, the always-on assert, a seeded PRNG and overflow-checked size
- * arithmetic. Every other library may include this; it includes nothing of
+ * buffers, the always-on assert, a seeded PRNG, overflow-checked size
+ * arithmetic and the one hash map (hmap). Every other library may include this; it includes nothing of
  * castor's. Diagnostics live in diag.h, 16-bit float conversions in half.h.
  */
 #ifndef CASTOR_UTIL_H
@@ -143,5 +143,44 @@ float rng_uniform_f32(rng *r, float lo, float hi);
 
 /* FNV-1a hash of a string: derives a per-tensor seed from the model seed. */
 uint64_t str_hash(const char *s);
+
+/* ---- the one hash map ----
+ * Keys are strings (compared by content, given as bytes and a length, so a
+ * lexer can look up a token in place) or pointers (compared by address); a
+ * map holds one kind. Values are non-NULL pointers. Keys and values are not
+ * copied: they must outlive the map (an arena's strings and nodes do). Open
+ * addressing over a heap table kept at most half full (hmap_fini frees it);
+ * O(1) expected lookups and inserts; no removal (castor's maps only grow,
+ * then go). */
+
+typedef enum hmap_keys { HMAP_STRINGS, HMAP_POINTERS } hmap_keys;
+
+typedef struct hmap_slot {
+  const void *key; /* NULL: empty */
+  size_t len;      /* string keys: bytes */
+  uint64_t hash;
+  void *value;
+} hmap_slot;
+
+typedef struct hmap {
+  hmap_slot *slots;
+  size_t cap, len; /* cap: 0 or a power of two > 2 * len */
+  hmap_keys keys;
+} hmap;
+
+/* An empty map (no allocation yet); hmap_fini releases it. */
+void hmap_init(hmap *m, hmap_keys keys);
+void hmap_fini(hmap *m);
+/* Makes room for n entries in all, so that n inserts do not regrow. */
+void hmap_reserve(hmap *m, size_t n);
+
+/* The value of string key s[0..n), or NULL. */
+void *hmap_get_str(const hmap *m, const char *s, size_t n);
+/* The value of pointer key p, or NULL. */
+void *hmap_get_ptr(const hmap *m, const void *p);
+/* Adds key -> value (value non-NULL) unless the key is there: returns the
+ * value already there (the map unchanged), or NULL when it added. */
+void *hmap_put_str(hmap *m, const char *s, size_t n, void *value);
+void *hmap_put_ptr(hmap *m, const void *p, void *value);
 
 #endif

@@ -299,8 +299,9 @@ static int collect_layers(const chk_build *b, const char **names) {
   return n;
 }
 
-/* The layer's main value (its matmul, else its last computed value, else
- * its input) and its result (the value named after it, else its last
+/* The layer's main value (its first contraction by the op table's kernel
+ * class: a dense layer's matmul; else its last computed value, else its
+ * input) and its result (the value named after it, else its last
  * compared value). */
 static void layer_row(castor_check_report *r, const char *layer, castor_check_layer *row) {
   const chk_build *t = &r->test;
@@ -309,7 +310,7 @@ static void layer_row(castor_check_report *r, const char *layer, castor_check_la
     const chk_value *v = &t->v[i];
     if (!v->layer || strcmp(v->layer, layer) || v->op == IR_OP_CAST) continue;
     if (v->op == IR_OP_CONST) continue;
-    if (main < 0 || t->v[main].op != IR_OP_MATMUL) main = i;
+    if (main < 0 || ir_op_kernel(t->v[main].op) != IR_KERNEL_CONTRACT) main = i;
     if (v->match >= 0) result = i;
     if (v->match >= 0 && !strcmp(v->name, layer)) named = i;
   }

@@ -169,6 +169,14 @@ static const char *const roundtrip_cases[] = {
     "%mm.2 = bf16[N,8] matmul(%mm._1, %w.q) {acc=bf16}\n"
     "output out_1 = %mm.2\n"
     "output out_2 = %in.0\n",
+    /* the node fields layer (a word, or quoted when it is not one) and rule */
+    "graph fields policy=mixed_float16\n"
+    "%x = f32[N,4] input() {index=0, layer=x}\n"
+    "%x.f16 = f16[N,4] cast(%x) {to=f16, layer=dense_1, rule=\"mixed_float16\"}  # autocast: dense_1 ...\n"
+    "%w = f16[4,4] const() {weight=\"w\", layer=\"model/dense 1\", rule=\"dtype=float16\"}\n"
+    "%r = f16[N,4] relu(%x.f16) {policy=float16, layer=a.b, rule=\"follows a's \\\"matmul\\\"\"}\n"
+    "%s = f16[N,4] sigmoid(%r) {rule=\"\"}  # other_layer\n"
+    "output s = %s\n",
     /* graph names may hold '-'; an output may name an input */
     "graph my-model.v2 policy=float16\n"
     "%x = f16[N,3] input() {index=0}\n"
@@ -187,6 +195,24 @@ START_TEST(test_roundtrip_table) {
     free(text);
     ir_graph_destroy(g);
   }
+}
+END_TEST
+
+START_TEST(test_parse_node_fields) {
+  ir_graph *g = parse_ok("graph g policy=float32\n"
+                         "%x = f32[N,4] input() {index=0}  # dense_1\n"
+                         "%y = f32[N,4] relu(%x) { rule = \"r\" , layer = \"l 1\" , policy=float16 }\n"
+                         "output o = %y\n");
+  ck_assert_ptr_null(g->nodes[0]->layer);
+  ck_assert_str_eq(g->nodes[1]->layer, "l 1");
+  ck_assert_str_eq(g->nodes[1]->rule, "r");
+  char *text = print_graph(g);
+  ck_assert_str_eq(text, "graph g policy=float32\n"
+                         "%x = f32[N,4] input() {index=0}  # dense_1\n"
+                         "%y = f32[N,4] relu(%x) {policy=float16, layer=\"l 1\", rule=\"r\"}\n"
+                         "output o = %y\n");
+  free(text);
+  ir_graph_destroy(g);
 }
 END_TEST
 
@@ -212,6 +238,8 @@ START_TEST(test_parse_fields) {
   ck_assert_str_eq(w->attr.weight, "w");
   ck_assert_str_eq(m->note, "note");
   ck_assert_ptr_null(x->note);
+  ck_assert_ptr_null(m->layer); /* nothing is read out of a note */
+  ck_assert_ptr_null(m->rule);
   ck_assert_ptr_eq(m->srcs[0], x);
   ck_assert_ptr_eq(m->srcs[1], w);
   ck_assert_int_eq(m->id, 2);
@@ -308,10 +336,10 @@ static const struct {
      "t.cir:2:12: error: a dimension (a positive integer or N) 99999999999999999999 is too "
      "large\n%x = f32[N,99999999999999999999] input() {index=0}\n           ^\n"},
     {HDR X "%y = f32[N,4] relu(%x) {acc=f32}\n" OUT,
-     "t.cir:3:25: error: unknown attribute 'acc' for relu (it takes only policy)\n"
+     "t.cir:3:25: error: unknown attribute 'acc' for relu (it takes only policy, layer and rule)\n"
      "%y = f32[N,4] relu(%x) {acc=f32}\n                        ^\n"},
     {HDR X "%y = f16[N,4] cast(%x) {too=f16}\n" OUT,
-     "t.cir:3:25: error: unknown attribute 'too' for cast (it takes to and policy)\n"
+     "t.cir:3:25: error: unknown attribute 'too' for cast (it takes to, policy, layer and rule)\n"
      "%y = f16[N,4] cast(%x) {too=f16}\n                        ^\n"},
     {HDR X "%y = f16[N,4] cast(%x) {policy=float32}\n" OUT,
      "t.cir:3:15: error: cast needs the attribute 'to'\n"
@@ -370,6 +398,15 @@ static const struct {
     {HDR "%x = f32[N] input() {index=99999999999}\n",
      "t.cir:2:28: error: an integer 99999999999 is too large\n"
      "%x = f32[N] input() {index=99999999999}\n                           ^\n"},
+    {HDR X "%y = f32[N,4] relu(%x) {layer=a, layer=b}\n" OUT,
+     "t.cir:3:34: error: duplicate attribute 'layer'\n"
+     "%y = f32[N,4] relu(%x) {layer=a, layer=b}\n                                 ^\n"},
+    {HDR X "%y = f32[N,4] relu(%x) {layer=1a}\n" OUT,
+     "t.cir:3:31: error: expected a layer name or a quoted string, got '1a'\n"
+     "%y = f32[N,4] relu(%x) {layer=1a}\n                              ^\n"},
+    {HDR X "%y = f32[N,4] relu(%x) {rule=mixed}\n" OUT,
+     "t.cir:3:30: error: expected a quoted string, got 'mixed'\n"
+     "%y = f32[N,4] relu(%x) {rule=mixed}\n                             ^\n"},
     {HDR X "%y = f32[N,4] relu(%y)\n" OUT,
      "t.cir:3:20: error: %y is used in its own definition\n"
      "%y = f32[N,4] relu(%y)\n                   ^\n"},
@@ -385,6 +422,69 @@ START_TEST(test_parse_errors) {
                   "case %zu:\n--- want\n%s--- got\n%s", i, error_cases[i].want, diag_text(d));
     diag_sink_destroy(d);
   }
+}
+END_TEST
+
+/* ---- the INTS attribute kind, through ir_attr_value_parse and
+ * ir_attr_value_print (no key has that kind yet: perm and axes come with
+ * transpose and reductions) ---- */
+
+START_TEST(test_ints_roundtrip) {
+  static const char *const cases[] = {"[]", "[0]", "[0,2,1,3]", "[-1,-2]", "[5,4,3,2,1,0]",
+                                      "[0,1,2,3,4,5,6,7,8,9,10,11]", "[2147483647,-2147483647]"};
+  ir_graph *g = ir_graph_create("t");
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    diag_sink *d = diag_sink_create();
+    ir_attr_INTS a = {0};
+    bool ok = ir_attr_value_parse(g, IR_ATTR_KIND_INTS, "t.attr", cases[i], strlen(cases[i]), &a, d);
+    ck_assert_msg(ok, "%s: %s", cases[i], diag_text(d));
+    str_buf b;
+    str_buf_init(&b);
+    ir_attr_value_print(IR_ATTR_KIND_INTS, &a, &b);
+    ck_assert_str_eq(str_buf_cstr(&b), cases[i]);
+    str_buf_fini(&b);
+    diag_sink_destroy(d);
+  }
+  /* blanks are accepted and dropped */
+  diag_sink *d = diag_sink_create();
+  ir_attr_INTS a = {0};
+  ck_assert(ir_attr_value_parse(g, IR_ATTR_KIND_INTS, "t.attr", "[ 1 , -1 ]", 10, &a, d));
+  ck_assert_int_eq(a.n, 2);
+  ck_assert(a.v[0] == 1 && a.v[1] == -1);
+  diag_sink_destroy(d);
+  ir_graph_destroy(g);
+}
+END_TEST
+
+static const struct {
+  const char *text, *want;
+} ints_error_cases[] = {
+    {"0,1", "t.attr:1:1: error: expected '[', got '0'\n0,1\n^\n"},
+    {"[0,1", "t.attr:1:5: error: expected ',' or ']' in the list, got end of line\n[0,1\n    ^\n"},
+    {"[0,]", "t.attr:1:4: error: expected an integer, got ']'\n[0,]\n   ^\n"},
+    {"[0 1]", "t.attr:1:4: error: expected ',' or ']' in the list, got '1'\n[0 1]\n   ^\n"},
+    {"[a]", "t.attr:1:2: error: expected an integer, got 'a'\n[a]\n ^\n"},
+    {"[1.5]", "t.attr:1:2: error: expected an integer, got '1.'\n[1.5]\n ^\n"},
+    {"[0,1,2,3,4,5,6,7,8,9,10,11,12]",
+     "t.attr:1:28: error: more than 12 integers in the list\n[0,1,2,3,4,5,6,7,8,9,10,11,12]\n"
+     "                           ^\n"},
+    {"[99999999999]", "t.attr:1:2: error: an integer 99999999999 is too large\n[99999999999]\n ^\n"},
+    {"[0] x", "t.attr:1:5: error: expected the end of the value, got 'x'\n[0] x\n    ^\n"},
+};
+
+START_TEST(test_ints_errors) {
+  ir_graph *g = ir_graph_create("t");
+  for (size_t i = 0; i < sizeof ints_error_cases / sizeof *ints_error_cases; i++) {
+    diag_sink *d = diag_sink_create();
+    ir_attr_INTS a = {0};
+    const char *text = ints_error_cases[i].text;
+    ck_assert_msg(!ir_attr_value_parse(g, IR_ATTR_KIND_INTS, "t.attr", text, strlen(text), &a, d), "%s parsed",
+                  text);
+    ck_assert_msg(strcmp(diag_text(d), ints_error_cases[i].want) == 0, "case %zu:\n--- want\n%s--- got\n%s", i,
+                  ints_error_cases[i].want, diag_text(d));
+    diag_sink_destroy(d);
+  }
+  ir_graph_destroy(g);
 }
 END_TEST
 
@@ -680,9 +780,12 @@ static Suite *ir_suite(void) {
   tc = tcase_create("parse");
   tcase_add_test(tc, test_roundtrip_table);
   tcase_add_test(tc, test_parse_fields);
+  tcase_add_test(tc, test_parse_node_fields);
   tcase_add_test(tc, test_canonicalize);
   tcase_add_test(tc, test_parse_errors);
   tcase_add_test(tc, test_parse_nul_byte);
+  tcase_add_test(tc, test_ints_roundtrip);
+  tcase_add_test(tc, test_ints_errors);
   tcase_add_test(tc, test_readme_op_list);
   suite_add_tcase(s, tc);
   tc = tcase_create("verify");

@@ -566,6 +566,56 @@ START_TEST(test_half_narrow_random) {
 }
 END_TEST
 
+/* ---- hmap: the one hash map ---- */
+
+START_TEST(test_hmap_strings) {
+  hmap m;
+  hmap_init(&m, HMAP_STRINGS);
+  ck_assert_ptr_null(hmap_get_str(&m, "a", 1)); /* empty, no table yet */
+  enum { N = 5000 };
+  static char names[N][16];
+  static int vals[N];
+  for (int i = 0; i < N; i++) {
+    snprintf(names[i], sizeof names[i], "layer_%d", i);
+    ck_assert_ptr_null(hmap_put_str(&m, names[i], strlen(names[i]), &vals[i]));
+  }
+  ck_assert_uint_eq(m.len, N);
+  ck_assert_msg(m.cap > 2 * m.len, "cap %zu for %zu entries", m.cap, m.len);
+  for (int i = 0; i < N; i++) {
+    char key[16]; /* a different pointer: keys compare by content */
+    snprintf(key, sizeof key, "layer_%d", i);
+    ck_assert_ptr_eq(hmap_get_str(&m, key, strlen(key)), &vals[i]);
+  }
+  /* a key given in place, as a prefix of a longer text */
+  ck_assert_ptr_eq(hmap_get_str(&m, "layer_12, more", 8), &vals[12]);
+  ck_assert_ptr_null(hmap_get_str(&m, "layer_", 6));
+  ck_assert_ptr_null(hmap_get_str(&m, "", 0));
+  /* an existing key keeps its value */
+  int other;
+  ck_assert_ptr_eq(hmap_put_str(&m, "layer_7", 7, &other), &vals[7]);
+  ck_assert_ptr_eq(hmap_get_str(&m, "layer_7", 7), &vals[7]);
+  ck_assert_uint_eq(m.len, N);
+  hmap_fini(&m);
+  hmap_fini(&m); /* fini twice is harmless */
+}
+END_TEST
+
+START_TEST(test_hmap_pointers) {
+  hmap m;
+  hmap_init(&m, HMAP_POINTERS);
+  hmap_reserve(&m, 100);
+  size_t cap = m.cap;
+  enum { N = 100 };
+  static char objs[N];
+  for (int i = 0; i < N; i++) ck_assert_ptr_null(hmap_put_ptr(&m, &objs[i], &objs[(i + 1) % N]));
+  ck_assert_uint_eq(m.cap, cap); /* reserved: no regrowth */
+  for (int i = 0; i < N; i++) ck_assert_ptr_eq(hmap_get_ptr(&m, &objs[i]), &objs[(i + 1) % N]);
+  ck_assert_ptr_eq(hmap_put_ptr(&m, &objs[3], &objs[0]), &objs[4]);
+  ck_assert_ptr_null(hmap_get_ptr(&m, &m));
+  hmap_fini(&m);
+}
+END_TEST
+
 static Suite *util_suite(void) {
   Suite *s = suite_create("util");
   TCase *tc = tcase_create("arena");
@@ -592,6 +642,8 @@ static Suite *util_suite(void) {
   tcase_add_test(tc, test_half_f16_all_patterns);
   tcase_add_test(tc, test_half_bf16_all_patterns);
   tcase_add_test(tc, test_half_narrow_random);
+  tcase_add_test(tc, test_hmap_strings);
+  tcase_add_test(tc, test_hmap_pointers);
   suite_add_tcase(s, tc);
   return s;
 }
