@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "api/internal.h"
-#include "formats/safetensors_write.h"
+#include "formats/safetensors.h"
 #include "codegen/cg_backend.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"

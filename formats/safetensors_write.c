@@ -3,7 +3,7 @@
  * the layout). Validates every tensor first, then builds the header in
  * memory and streams header and data through one atomic file.
  */
-#include "formats/safetensors_write.h"
+#include "formats/safetensors.h"
 
 #include "util/atomic_file.h"
 

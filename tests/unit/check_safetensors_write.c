@@ -6,7 +6,7 @@
  * the argument errors, after which an existing file is untouched.
  */
 #include "frontend/frontend.h"
-#include "formats/safetensors_write.h"
+#include "formats/safetensors.h"
 #include "util/half.h"
 
 #include "tests/unit/test_support.h"
