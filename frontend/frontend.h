@@ -45,36 +45,4 @@ ir_graph *fe_load_file(const char *path, const fe_options *o, diag_sink *d);
 ir_graph *fe_load_string(const char *file, const char *text, size_t len, const fe_options *o,
                          diag_sink *d);
 
-/* ---- safetensors ---- */
-
-typedef struct fe_tensor {
-  const char *key;
-  ir_dtype dtype; /* F32, F16 or BF16 */
-  int rank;
-  int64_t dims[IR_MAX_RANK];
-  const void *data; /* points into fe_safetensors.blob */
-  int64_t nbytes;
-  int64_t offset;   /* of data in the file's data section */
-} fe_tensor;
-
-typedef struct fe_safetensors {
-  char *blob; /* the data section, as far as the tensors reach */
-  size_t blob_len;
-  fe_tensor *tensors;
-  int n_tensors;
-  arena *arena; /* keys */
-} fe_safetensors;
-
-/* Reads and validates a safetensors file (header JSON, dtypes, shapes,
- * offsets within the data section, no overlap). Errors are reported at
- * `at` (the model line that named the file) with the file name and byte
- * offset in the message; an unreadable file is a DIAG_KIND_IO error. */
-bool fe_safetensors_read(const char *path, diag_loc at, diag_sink *d, fe_safetensors *out);
-/* The same over a file's bytes in memory (tests, fuzzing); `name` names it
- * in messages. */
-bool fe_safetensors_read_mem(const char *name, const void *bytes, size_t len, diag_loc at,
-                             diag_sink *d, fe_safetensors *out);
-void fe_safetensors_fini(fe_safetensors *st);
-const fe_tensor *fe_safetensors_find(const fe_safetensors *st, const char *key);
-
 #endif

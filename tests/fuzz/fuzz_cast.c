@@ -6,7 +6,7 @@
  * The Glorot init is capped at 1 MiB (fe_options.max_init_bytes) so that
  * a large `units=` costs an error, not seconds of random numbers; `weights`
  * lines resolve against the working directory and only regular files are
- * read (frontend/safetensors.c).
+ * read (formats/safetensors_read.c).
  */
 #include "tests/fuzz/fuzz.h"
 

@@ -7,6 +7,7 @@
  * mutation loop that must never crash and always explain a failure.
  */
 #include "frontend/frontend.h"
+#include "formats/safetensors.h"
 #include "util/half.h"
 
 #include <check.h>
@@ -740,11 +741,11 @@ START_TEST(test_safetensors_declared_size) {
            0, data, sizeof data);
   ck_assert(truncate(wpath, (off_t)1 << 30) == 0);
   diag_sink *d = diag_sink_create();
-  fe_safetensors st;
-  ck_assert_msg(fe_safetensors_read(wpath, (diag_loc){0}, d, &st), "%s", diag_text(d));
+  safetensors_file st;
+  ck_assert_msg(safetensors_read(wpath, (diag_loc){0}, d, &st), "%s", diag_text(d));
   ck_assert_uint_eq(st.blob_len, 32);
   ck_assert(st.n_tensors == 2 && memcmp(st.tensors[1].data, data + 6, 8) == 0);
-  fe_safetensors_fini(&st);
+  safetensors_fini(&st);
   diag_sink_destroy(d);
   loaded r = load_st();
   ck_assert_msg(r.g, "%s", diag_text(r.d));
@@ -808,18 +809,18 @@ START_TEST(test_safetensors_api) {
            0, h, sizeof h);
   char *p = tmp_path("h.safetensors");
   diag_sink *d = diag_sink_create();
-  fe_safetensors st;
-  ck_assert_msg(fe_safetensors_read(p, (diag_loc){0}, d, &st), "%s", diag_text(d));
+  safetensors_file st;
+  ck_assert_msg(safetensors_read(p, (diag_loc){0}, d, &st), "%s", diag_text(d));
   ck_assert_int_eq(st.n_tensors, 1);
-  const fe_tensor *t = fe_safetensors_find(&st, "h");
+  const safetensors_tensor *t = safetensors_find(&st, "h");
   ck_assert_ptr_nonnull(t);
-  ck_assert_ptr_null(fe_safetensors_find(&st, "g"));
+  ck_assert_ptr_null(safetensors_find(&st, "g"));
   ck_assert_int_eq(t->dtype, DT_F16);
   ck_assert_int_eq(t->rank, 3);
   ck_assert_int_eq(t->dims[0] * t->dims[1] * t->dims[2], 4);
   ck_assert_int_eq(t->nbytes, 8);
   ck_assert_mem_eq(t->data, h, 8);
-  fe_safetensors_fini(&st);
+  safetensors_fini(&st);
   diag_sink_destroy(d);
   free(p);
   remove_tmpdir();
