@@ -35,7 +35,7 @@ struct castor_context {
 struct castor_model {
   castor_context *ctx;
   ir_graph *graph; /* as lowered by the frontend; compile works on a copy */
-  fe_compile compile; /* the model's compile statement: training defaults */
+  fe_train_defaults defaults; /* how the model says it trains (frontend.h) */
 };
 
 struct castor_program {
@@ -166,14 +166,14 @@ static castor_status load(castor_context *ctx, const char *name, const char *tex
   fe_options fo;
   fe_options_init(&fo);
   if (opts) fo.seed = opts->seed, fo.weights_path = opts->weights_path;
-  fe_compile fc = {0};
-  fo.compile_out = &fc;
-  ir_graph *g = path ? fe_load_file(path, &fo, ctx->diag) : fe_load_string(name, text, len, &fo, ctx->diag);
+  fe_train_defaults td;
+  ir_graph *g = path ? fe_load(path, &fo, ctx->diag, &td)
+                     : fe_load_mem(name, text, len, &fo, ctx->diag, &td);
   if (!g) return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
   castor_model *m = xcalloc(1, sizeof *m);
   m->ctx = ctx;
   m->graph = g;
-  m->compile = fc;
+  m->defaults = td;
   *out = m;
   return finish(ctx, CASTOR_OK);
 }
@@ -226,9 +226,9 @@ static void shape_str(str_buf *b, castor_dtype dt, int rank, const int64_t *dims
 void castor_model_train_options(const castor_model *m, castor_train_options *o) {
   castor_train_options_init(o);
   if (!m) return;
-  o->loss = m->compile.loss[0] ? m->compile.loss : NULL;
-  o->optimizer = m->compile.optimizer[0] ? m->compile.optimizer : NULL;
-  o->from_logits = m->compile.from_logits;
+  o->loss = m->defaults.loss[0] ? m->defaults.loss : NULL;
+  o->optimizer = m->defaults.optimizer[0] ? m->defaults.optimizer : NULL;
+  o->from_logits = m->defaults.from_logits;
 }
 
 /* The public training options as the grad pass's (passes.h). */
@@ -314,12 +314,12 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   po.dump_after = dopts->dump_after;
   po.dump_dir = dopts->dump_dir;
   po.dump_out = dopts->dump_out;
-  castor_train_options topts; /* the caller's, over the model's compile statement */
+  castor_train_options topts; /* the caller's, over the model's training defaults */
   if (dopts->train) {
     topts = *dopts->train;
-    if (!topts.loss && m->compile.loss[0]) topts.loss = m->compile.loss;
-    if (!topts.optimizer && m->compile.optimizer[0]) topts.optimizer = m->compile.optimizer;
-    if (!topts.loss && !dopts->train->from_logits) topts.from_logits = m->compile.from_logits;
+    if (!topts.loss && m->defaults.loss[0]) topts.loss = m->defaults.loss;
+    if (!topts.optimizer && m->defaults.optimizer[0]) topts.optimizer = m->defaults.optimizer;
+    if (!topts.loss && !dopts->train->from_logits) topts.from_logits = m->defaults.from_logits;
   }
   if (dopts->train && !train_options(&topts, dopts->loss_only, dopts->gradients, &po.train, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
   else if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;

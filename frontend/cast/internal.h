@@ -1,5 +1,5 @@
 /*
- * internal.h: what the frontend's files share and nobody else sees. The
+ * internal.h: what the .cast frontend's files share and nobody else sees. The
  * frontend runs in stages, one file each:
  *
  *   lexer.c    bytes -> tokens (UTF-8 checked, one line at a time, pulled)
@@ -16,7 +16,7 @@
 #ifndef CASTOR_FRONTEND_INTERNAL_H
 #define CASTOR_FRONTEND_INTERNAL_H
 
-#include "frontend/frontend.h"
+#include "frontend/cast/cast.h"
 
 #include "formats/safetensors.h"
 
@@ -155,7 +155,7 @@ typedef struct fe_model {
   diag_loc policy_loc; /* line 0: no policy statement */
   const char *weights; /* NULL: no weights statement */
   diag_loc weights_loc;
-  fe_compile compile;  /* the compile statement */
+  fe_train_defaults compile; /* the compile statement */
   diag_loc compile_loc;
   VEC(fe_layer *) layers;
   VEC(fe_output) outputs;

@@ -1,5 +1,6 @@
 /*
- * lower.c: the last stage of the frontend, and its entry points. Drives
+ * lower.c: the last stage of the .cast frontend, and its entry point
+ * (fe_cast_load, cast.h; the seam frontend/fe_load.c reads the file). Drives
  * lexer -> parser -> layers -> resolve, then lowers the layers in
  * topological order into an ir_graph:
  *
@@ -23,8 +24,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-void fe_options_init(fe_options *o) { *o = (fe_options){0}; }
 
 void fe_model_init(fe_model *m, const char *file, diag_sink *d) {
   *m = (fe_model){.arena = arena_create(), .d = d, .errors0 = diag_error_count(d), .file = file,
@@ -222,10 +221,8 @@ ir_graph *fe_lower(fe_model *m, const fe_options *o) {
   return lw.g;
 }
 
-ir_graph *fe_load_string(const char *file, const char *text, size_t len, const fe_options *o,
-                         diag_sink *d) {
-  fe_options defaults;
-  if (!o) fe_options_init(&defaults), o = &defaults;
+ir_graph *fe_cast_load(const char *file, const char *text, size_t len, const fe_options *o,
+                       diag_sink *d, fe_train_defaults *out_defaults) {
   diag_sink_add_source(d, file, text, len);
   fe_model m;
   fe_model_init(&m, diag_intern(d, file), d);
@@ -234,28 +231,11 @@ ir_graph *fe_load_string(const char *file, const char *text, size_t len, const f
   if (!fe_error_limit(&m)) fe_resolve(&m);
   ir_graph *g = NULL;
   if (m.name && !fe_error_limit(&m)) g = fe_lower(&m, o);
-  if (o->compile_out) *o->compile_out = m.compile;
+  *out_defaults = m.compile;
   fe_model_fini(&m);
   if (g && diag_error_count(d) > m.errors0) {
     ir_graph_destroy(g);
     g = NULL;
   }
-  return g;
-}
-
-ir_graph *fe_load_file(const char *path, const fe_options *o, diag_sink *d) {
-  char *text;
-  size_t len;
-  str_buf why;
-  str_buf_init(&why);
-  if (!str_read_file_max(path, FE_MAX_MODEL_BYTES, &text, &len, &why)) {
-    diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot read model file '%s': %s", path,
-                    str_buf_cstr(&why));
-    str_buf_fini(&why);
-    return NULL;
-  }
-  str_buf_fini(&why);
-  ir_graph *g = fe_load_string(path, text, len, o, d);
-  free(text);
   return g;
 }

@@ -50,7 +50,7 @@ static void run_policy_case(const char *name, const char *text, const char *poli
   fe_options fo;
   fe_options_init(&fo);
   fo.seed = seed;
-  ir_graph *g32 = fe_load_string(name, text, strlen(text), &fo, d);
+  ir_graph *g32 = fe_load_mem(name, text, strlen(text), &fo, d, NULL);
   ck_assert_msg(g32 != NULL, "%s: load failed:\n%s", name, diag_text(d));
   ir_graph *g = ir_graph_clone(g32);
   if (policy) ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
@@ -164,7 +164,7 @@ START_TEST(test_extreme_values) {
                             "c = activation(x, gelu)\nd = activation(x, softmax)\noutput a, b, c, d\n";
   static const float xs[12] = {-1000, -100, -88.5f, -20, -1e-6f, 0, 1e-7f, 0.5f, 20, 88.8f, 100, 1000};
   diag_sink *d = diag_sink_create();
-  ir_graph *g = fe_load_string("extreme", text, strlen(text), NULL, d);
+  ir_graph *g = fe_load_mem("extreme", text, strlen(text), NULL, d, NULL);
   ck_assert_msg(g != NULL, "%s", diag_text(d));
   rt_program *p = cg_compile_cpu(g, NULL, d);
   ck_assert_msg(p != NULL, "%s", diag_text(d));
@@ -303,7 +303,7 @@ START_TEST(test_cli_and_host) {
                 "castor run and samples/host differ");
 
   char *text = read_sample("mnist_mlp.cast");
-  ir_graph *g = fe_load_string(model, text, strlen(text), NULL, d);
+  ir_graph *g = fe_load_mem(model, text, strlen(text), NULL, d, NULL);
   ck_assert_msg(g != NULL, "%s", diag_text(d));
   double *x64 = ref_from_f32(x, B * IN), *want[1];
   char err[256], buf[256];
