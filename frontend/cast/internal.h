@@ -63,15 +63,15 @@ void fe_lexer_skip_line(fe_lexer *lx);
 
 /* ---- model ---- */
 
+/* The layer vocabulary: one row per layer in frontend/cast/layers.def. */
 typedef enum fe_layer_kind {
-  FE_LAYER_INPUT,
-  FE_LAYER_DENSE,
-  FE_LAYER_ACTIVATION,
-  FE_LAYER_ADD,
-  FE_LAYER_MULTIPLY,
-  FE_LAYER_LAYER_NORMALIZATION,
+#define LAYER(e, ...) FE_LAYER_##e,
+#include "frontend/cast/layers.def"
+#undef LAYER
   FE_LAYER_COUNT
 } fe_layer_kind;
+
+enum { FE_LAYER_MAX_ATTRS = 6 };
 
 /* One argument of a layer call as written: `key=value` or a positional value. */
 typedef enum fe_value_kind { FE_VAL_IDENT, FE_VAL_INT, FE_VAL_STRING, FE_VAL_LIST } fe_value_kind;
