@@ -2,10 +2,9 @@
  * check_safetensors_write.c: Check suite of formats/safetensors_write: the
  * exact bytes of a small file (the layout of the reference implementation:
  * F32 before BF16 before F16, names sorted, compact JSON padded to 8 bytes),
- * round trips through the frontend's reader for every dtype and rank, and
+ * round trips through safetensors_read for every dtype and rank, and
  * the argument errors, after which an existing file is untouched.
  */
-#include "frontend/frontend.h"
 #include "formats/safetensors.h"
 #include "util/half.h"
 
