@@ -367,7 +367,7 @@ int castor_train_main(int argc, char **argv) {
     goto done;
   }
   fputs(castor_context_last_warnings(s.ctx), stderr);
-  castor_train_options model_to; /* the model's compile statement, under the flags */
+  castor_train_options model_to; /* the model's training defaults, under the flags */
   castor_model_train_options(m, &model_to);
   if (!c.to.loss) c.to.loss = model_to.loss, c.to.from_logits |= model_to.from_logits;
   if (!c.to.optimizer) c.to.optimizer = model_to.optimizer;
