@@ -13,19 +13,19 @@
 #include <time.h>
 
 #include "api/internal.h"
-#include "formats/safetensors_write.h"
 #include "codegen/cg_backend.h"
+#include "formats/npy.h"
+#include "formats/safetensors.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-#include "formats/npy.h"
 
 _Static_assert((int)CASTOR_F32 == (int)DT_F32 && (int)CASTOR_F16 == (int)DT_F16 &&
                    (int)CASTOR_BF16 == (int)DT_BF16 && (int)CASTOR_I32 == (int)DT_I32 &&
                    (int)CASTOR_I64 == (int)DT_I64 && (int)CASTOR_BOOL == (int)DT_I1,
                "castor_dtype and ir_dtype must agree");
-_Static_assert((int)DT_F32 == (int)DT_F32 && (int)DT_BF16 == (int)DT_BF16 &&
-                   (int)DT_I1 == (int)DT_I1,
-               "rt_dtype and ir_dtype must agree");
+_Static_assert((int)SAFETENSORS_MAX_RANK == (int)IR_MAX_RANK &&
+                   (int)NPY_MAX_RANK == (int)RT_MAX_RANK && (int)IR_MAX_RANK == (int)RT_MAX_RANK,
+               "the formats, the IR and the runtime must agree on the largest rank");
 
 struct castor_context {
   diag_sink *diag;
@@ -35,7 +35,7 @@ struct castor_context {
 struct castor_model {
   castor_context *ctx;
   ir_graph *graph; /* as lowered by the frontend; compile works on a copy */
-  fe_compile compile; /* the model's compile statement: training defaults */
+  fe_train_defaults defaults; /* how the model says it trains (frontend.h) */
 };
 
 struct castor_program {
@@ -166,14 +166,14 @@ static castor_status load(castor_context *ctx, const char *name, const char *tex
   fe_options fo;
   fe_options_init(&fo);
   if (opts) fo.seed = opts->seed, fo.weights_path = opts->weights_path;
-  fe_compile fc = {0};
-  fo.compile_out = &fc;
-  ir_graph *g = path ? fe_load_file(path, &fo, ctx->diag) : fe_load_string(name, text, len, &fo, ctx->diag);
+  fe_train_defaults td;
+  ir_graph *g = path ? fe_load(path, &fo, ctx->diag, &td)
+                     : fe_load_mem(name, text, len, &fo, ctx->diag, &td);
   if (!g) return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
   castor_model *m = xcalloc(1, sizeof *m);
   m->ctx = ctx;
   m->graph = g;
-  m->compile = fc;
+  m->defaults = td;
   *out = m;
   return finish(ctx, CASTOR_OK);
 }
@@ -226,9 +226,9 @@ static void shape_str(str_buf *b, castor_dtype dt, int rank, const int64_t *dims
 void castor_model_train_options(const castor_model *m, castor_train_options *o) {
   castor_train_options_init(o);
   if (!m) return;
-  o->loss = m->compile.loss[0] ? m->compile.loss : NULL;
-  o->optimizer = m->compile.optimizer[0] ? m->compile.optimizer : NULL;
-  o->from_logits = m->compile.from_logits;
+  o->loss = m->defaults.loss[0] ? m->defaults.loss : NULL;
+  o->optimizer = m->defaults.optimizer[0] ? m->defaults.optimizer : NULL;
+  o->from_logits = m->defaults.from_logits;
 }
 
 /* The public training options as the grad pass's (passes.h). */
@@ -314,12 +314,12 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   po.dump_after = dopts->dump_after;
   po.dump_dir = dopts->dump_dir;
   po.dump_out = dopts->dump_out;
-  castor_train_options topts; /* the caller's, over the model's compile statement */
+  castor_train_options topts; /* the caller's, over the model's training defaults */
   if (dopts->train) {
     topts = *dopts->train;
-    if (!topts.loss && m->compile.loss[0]) topts.loss = m->compile.loss;
-    if (!topts.optimizer && m->compile.optimizer[0]) topts.optimizer = m->compile.optimizer;
-    if (!topts.loss && !dopts->train->from_logits) topts.from_logits = m->compile.from_logits;
+    if (!topts.loss && m->defaults.loss[0]) topts.loss = m->defaults.loss;
+    if (!topts.optimizer && m->defaults.optimizer[0]) topts.optimizer = m->defaults.optimizer;
+    if (!topts.loss && !dopts->train->from_logits) topts.from_logits = m->defaults.from_logits;
   }
   if (dopts->train && !train_options(&topts, dopts->loss_only, dopts->gradients, &po.train, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
   else if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
@@ -468,16 +468,17 @@ castor_status castor_program_save_weights(castor_program *p, const char *path) {
   begin(p->ctx);
   if (p->rt->n_states == 0)
     return fail(p->ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s is not a training program: it has no weights to save", p->rt->name);
-  rt_st_tensor *t = xcalloc((size_t)p->rt->n_states, sizeof *t);
+  safetensors_tensor *t = xcalloc((size_t)p->rt->n_states, sizeof *t);
   int n = 0;
   for (int i = 0; i < p->rt->n_states; i++) {
     if (!is_weight_state(p, i)) continue;
     const rt_tensor_desc *d = &p->rt->states[i].t;
-    t[n] = (rt_st_tensor){d->name, d->dtype, d->rank, {0}, p->x->state[i]};
+    t[n] = (safetensors_tensor){.name = d->name, .dtype = d->dtype, .rank = d->rank,
+                                .data = p->x->state[i]};
     for (int r = 0; r < d->rank; r++) t[n].dims[r] = d->dims[r];
     n++;
   }
-  bool ok = rt_safetensors_write(path, t, n, NULL, 0, p->ctx->diag);
+  bool ok = safetensors_write(path, t, n, NULL, 0, p->ctx->diag);
   free(t);
   return ok ? CASTOR_OK : finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_IO));
 }
@@ -642,15 +643,15 @@ castor_status castor_tensor_load_npy_as(castor_context *ctx, const char *path, b
   begin(ctx);
   if (!path || !out_tensor) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_load_npy: NULL argument");
   *out_tensor = NULL;
-  rt_npy a;
-  if (!rt_npy_read(path, &a, ctx->diag) || ((a.is_f64 || to_f32) && !rt_npy_to_f32(&a, path, ctx->diag))) {
-    rt_npy_fini(&a);
+  npy_array a;
+  if (!npy_read(path, &a, ctx->diag) || ((a.is_f64 || to_f32) && !npy_to_f32(&a, path, ctx->diag))) {
+    npy_fini(&a);
     return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
   }
   castor_tensor *t = NULL;
   castor_status st = castor_tensor_create(ctx, (castor_dtype)a.dtype, a.rank, a.dims, &t);
   if (st == CASTOR_OK) memcpy(t->data, a.data, (size_t)a.nbytes), *out_tensor = t;
-  rt_npy_fini(&a);
+  npy_fini(&a);
   return st;
 }
 
@@ -661,7 +662,7 @@ castor_status castor_tensor_save_npy(castor_tensor *t, const char *path) {
   if (!path) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_save_npy: NULL path");
   if (t->dtype == CASTOR_BF16)
     return fail(ctx, CASTOR_ERR_UNSUPPORTED, "%s: bfloat16 has no NumPy .npy dtype", path);
-  if (!rt_npy_write(path, (rt_dtype)t->dtype, t->rank, t->dims, t->data, ctx->diag))
+  if (!npy_write(path, (rt_dtype)t->dtype, t->rank, t->dims, t->data, ctx->diag))
     return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_IO));
   return finish(ctx, CASTOR_OK);
 }

@@ -64,7 +64,7 @@ castor_status castor_model_dump(castor_model *m, const castor_compile_options *o
                                 const castor_driver_options *dopts, castor_emit what, str_buf *out);
 
 /* castor_tensor_load_npy; with to_f32, float16 and integer arrays are
- * converted to float32 too (castor run's inputs), as rt_npy_to_f32 does. */
+ * converted to float32 too (castor run's inputs), as npy_to_f32 does. */
 castor_status castor_tensor_load_npy_as(castor_context *ctx, const char *path, bool to_f32,
                                         castor_tensor **out_tensor);
 

@@ -37,7 +37,7 @@ static diag_loc at(const char *path) { return (diag_loc){path, 0, 0}; }
 
 typedef struct npy_type {
   const char *code; /* descr without the byte-order character */
-  rt_dtype dtype;
+  dtype_id dtype;
   bool f64;
   int size;
 } npy_type;
@@ -53,7 +53,7 @@ static const npy_type *find_type(const char *code) {
   return NULL;
 }
 
-static const char *descr_of(rt_dtype t) {
+static const char *descr_of(dtype_id t) {
   switch (t) {
   case DT_F32: return "<f4";
   case DT_F16: return "<f2";
@@ -66,7 +66,7 @@ static const char *descr_of(rt_dtype t) {
   return NULL;
 }
 
-const char *rt_npy_shape_str(int rank, const int64_t *dims, char *buf, size_t len) {
+const char *npy_shape_str(int rank, const int64_t *dims, char *buf, size_t len) {
   size_t o = 0;
   buf[0] = 0;
 #define PUT(...) (o += (size_t)snprintf(buf + o, o < len ? len - o : 0, __VA_ARGS__))
@@ -153,7 +153,7 @@ static bool parse_bool(hparse *p, bool *out) {
   return bad_header(p, "expected True or False for 'fortran_order'");
 }
 
-/* A tuple of non-negative integers. Dimensions past RT_MAX_RANK are counted
+/* A tuple of non-negative integers. Dimensions past NPY_MAX_RANK are counted
  * (so the error names the real rank) but not stored. */
 static bool parse_shape(hparse *p, int *out_rank, int64_t *dims) {
   if (!eat(p, '(')) return bad_header(p, "expected a tuple for 'shape'");
@@ -182,7 +182,7 @@ static bool parse_shape(hparse *p, int *out_rank, int64_t *dims) {
       diag_error(p->d, at(p->path), ".npy shape dimension %.*s is too large", len, p->s + start);
       return false;
     }
-    if (rank < RT_MAX_RANK) dims[rank] = v;
+    if (rank < NPY_MAX_RANK) dims[rank] = v;
     if (rank < 1000) rank++;
     if (!eat(p, ',')) {
       if (!eat(p, ')')) return bad_header(p, "expected ',' or ')' in 'shape'");
@@ -192,13 +192,6 @@ static bool parse_shape(hparse *p, int *out_rank, int64_t *dims) {
   *out_rank = rank;
   return true;
 }
-
-typedef struct npy_header {
-  char descr[32];
-  bool fortran;
-  int rank;
-  int64_t dims[RT_MAX_RANK];
-} npy_header;
 
 static bool parse_header(hparse *p, npy_header *h) {
   bool seen_descr = false, seen_fortran = false, seen_shape = false;
@@ -342,7 +335,7 @@ static bool read_header(FILE *f, const char *path, npy_header *out_h, diag_sink 
   return true;
 }
 
-static bool read_file(FILE *f, const char *path, rt_npy *out, diag_sink *d) {
+static bool read_file(FILE *f, const char *path, npy_array *out, diag_sink *d) {
   npy_header h = {0};
   if (!read_header(f, path, &h, d)) return false;
 
@@ -365,13 +358,13 @@ static bool read_file(FILE *f, const char *path, rt_npy *out, diag_sink *d) {
                             "(np.ascontiguousarray)");
     return false;
   }
-  if (h.rank > RT_MAX_RANK) {
+  if (h.rank > NPY_MAX_RANK) {
     diag_error(d, at(path), ".npy array of rank %d is not supported (at most %d dimensions)",
-               h.rank, RT_MAX_RANK);
+               h.rank, NPY_MAX_RANK);
     return false;
   }
   char shape[160];
-  rt_npy_shape_str(h.rank, h.dims, shape, sizeof shape);
+  npy_shape_str(h.rank, h.dims, shape, sizeof shape);
   int64_t numel = 1, nbytes;
   for (int i = 0; i < h.rank; i++)
     if (!size_mul_ok(numel, h.dims[i], &numel)) numel = -1;
@@ -400,7 +393,7 @@ static bool read_file(FILE *f, const char *path, rt_npy *out, diag_sink *d) {
   return true;
 }
 
-bool rt_npy_read(const char *path, rt_npy *out, diag_sink *d) {
+bool npy_read(const char *path, npy_array *out, diag_sink *d) {
   memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "rb");
   if (!f) {
@@ -412,13 +405,13 @@ bool rt_npy_read(const char *path, rt_npy *out, diag_sink *d) {
   return ok;
 }
 
-bool rt_npy_read_header(FILE *f, const char *path, rt_npy_header *out, diag_sink *d) {
+bool npy_read_header(FILE *f, const char *path, npy_header *out, diag_sink *d) {
   memset(out, 0, sizeof *out);
   npy_header h = {0};
   if (!read_header(f, path, &h, d)) return false;
-  if (h.rank > RT_MAX_RANK) {
+  if (h.rank > NPY_MAX_RANK) {
     diag_error(d, at(path), ".npy array of rank %d is not supported (at most %d dimensions)",
-               h.rank, RT_MAX_RANK);
+               h.rank, NPY_MAX_RANK);
     return false;
   }
   memcpy(out->descr, h.descr, sizeof out->descr);
@@ -428,12 +421,12 @@ bool rt_npy_read_header(FILE *f, const char *path, rt_npy_header *out, diag_sink
   return true;
 }
 
-bool rt_npy_read_stream(FILE *f, const char *name, rt_npy *out, diag_sink *d) {
+bool npy_read_stream(FILE *f, const char *name, npy_array *out, diag_sink *d) {
   memset(out, 0, sizeof *out);
   return read_file(f, name, out, d);
 }
 
-void rt_npy_fini(rt_npy *a) {
+void npy_fini(npy_array *a) {
   if (!a) return;
   free(a->data);
   memset(a, 0, sizeof *a);
@@ -458,7 +451,7 @@ static double round_to_format(double x, int mant, int emin, double max) {
   return r;
 }
 
-static double elem_f64(const rt_npy *a, int64_t i) {
+static double elem_f64(const npy_array *a, int64_t i) {
   if (a->is_f64) return ((const double *)a->data)[i];
   switch (a->dtype) {
   case DT_F32: return ((const float *)a->data)[i];
@@ -473,7 +466,7 @@ static double elem_f64(const rt_npy *a, int64_t i) {
   return 0;
 }
 
-bool rt_npy_convert(rt_npy *a, rt_dtype to, const char *path, diag_sink *d) {
+bool npy_convert(npy_array *a, dtype_id to, const char *path, diag_sink *d) {
   bool from_float = a->is_f64 || a->dtype == DT_F32 || a->dtype == DT_F16 || a->dtype == DT_BF16;
   bool to_float = to == DT_F32 || to == DT_F16 || to == DT_BF16;
   const char *from_name = a->is_f64 ? "f64" : dtype_name(a->dtype);
@@ -511,13 +504,13 @@ bool rt_npy_convert(rt_npy *a, rt_dtype to, const char *path, diag_sink *d) {
   return true;
 }
 
-bool rt_npy_to_f32(rt_npy *a, const char *path, diag_sink *d) {
-  return rt_npy_convert(a, DT_F32, path, d);
+bool npy_to_f32(npy_array *a, const char *path, diag_sink *d) {
+  return npy_convert(a, DT_F32, path, d);
 }
 
 /* ---- writing ---- */
 
-bool rt_npy_write(const char *path, rt_dtype dtype, int rank, const int64_t *dims,
+bool npy_write(const char *path, dtype_id dtype, int rank, const int64_t *dims,
                   const void *data, diag_sink *d) {
   const char *descr = descr_of(dtype);
   if (!descr) {
@@ -526,9 +519,9 @@ bool rt_npy_write(const char *path, rt_dtype dtype, int rank, const int64_t *dim
                     dtype_name(dtype));
     return false;
   }
-  if (rank < 0 || rank > RT_MAX_RANK) {
+  if (rank < 0 || rank > NPY_MAX_RANK) {
     diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
-                    "cannot write a .npy array of rank %d (at most %d)", rank, RT_MAX_RANK);
+                    "cannot write a .npy array of rank %d (at most %d)", rank, NPY_MAX_RANK);
     return false;
   }
   int64_t numel = 1, nbytes;
@@ -541,7 +534,7 @@ bool rt_npy_write(const char *path, rt_dtype dtype, int rank, const int64_t *dim
     if (!size_mul_ok(numel, dims[i], &numel)) numel = -1;
   }
   char shape[160];
-  rt_npy_shape_str(rank, dims, shape, sizeof shape);
+  npy_shape_str(rank, dims, shape, sizeof shape);
   if (numel < 0 || !size_mul_ok(numel, dtype_size(dtype), &nbytes) ||
       nbytes > NPY_MAX_BYTES) {
     diag_error_kind(d, DIAG_KIND_UNSUPPORTED, at(path),

@@ -1,9 +1,9 @@
 /*
- * safetensors_write.c: the safetensors writer (see safetensors_write.h for
+ * safetensors_write.c: the safetensors writer (see safetensors.h for
  * the layout). Validates every tensor first, then builds the header in
  * memory and streams header and data through one atomic file.
  */
-#include "formats/safetensors_write.h"
+#include "formats/safetensors.h"
 
 #include "util/atomic_file.h"
 
@@ -11,7 +11,7 @@
 
 static diag_loc at(const char *path) { return (diag_loc){path, 0, 0}; }
 
-static const char *st_dtype_name(rt_dtype t) {
+static const char *st_dtype_name(dtype_id t) {
   switch (t) {
   case DT_F32: return "F32";
   case DT_F16: return "F16";
@@ -25,7 +25,7 @@ static const char *st_dtype_name(rt_dtype t) {
 }
 
 /* Rank of the dtype in the reference's Dtype enum (F16 < BF16 < F32). */
-static int st_dtype_order(rt_dtype t) { return t == DT_F32 ? 2 : t == DT_BF16 ? 1 : 0; }
+static int st_dtype_order(dtype_id t) { return t == DT_F32 ? 2 : t == DT_BF16 ? 1 : 0; }
 
 /* A JSON string: quotes, backslash and control characters escaped, the
  * rest (valid UTF-8, checked before) as is, as serde_json writes it. */
@@ -59,7 +59,7 @@ static bool valid_utf8(const char *s) {
 }
 
 typedef struct entry {
-  const rt_st_tensor *t;
+  const safetensors_tensor *t;
   int64_t nbytes;
 } entry;
 
@@ -79,7 +79,7 @@ static bool bad(diag_sink *d, const char *path, const char *fmt, ...) {
   return false;
 }
 
-static bool check_tensor(const rt_st_tensor *t, int i, const char *path, int64_t *out_nbytes,
+static bool check_tensor(const safetensors_tensor *t, int i, const char *path, int64_t *out_nbytes,
                          diag_sink *d) {
   if (!t->name) return bad(d, path, "cannot write tensor %d to safetensors: it has no name", i);
   if (!valid_utf8(t->name))
@@ -90,9 +90,9 @@ static bool check_tensor(const rt_st_tensor *t, int i, const char *path, int64_t
   if (!st_dtype_name(t->dtype))
     return bad(d, path, "cannot write tensor '%s' of dtype %s to safetensors (castor writes F32, "
                         "F16 and BF16)", t->name, dtype_name(t->dtype));
-  if (t->rank < 0 || t->rank > RT_MAX_RANK)
+  if (t->rank < 0 || t->rank > SAFETENSORS_MAX_RANK)
     return bad(d, path, "cannot write tensor '%s' of rank %d to safetensors (at most %d)", t->name,
-               t->rank, RT_MAX_RANK);
+               t->rank, SAFETENSORS_MAX_RANK);
   int64_t numel = 1;
   for (int k = 0; k < t->rank; k++) {
     if (t->dims[k] < 0)
@@ -107,8 +107,8 @@ static bool check_tensor(const rt_st_tensor *t, int i, const char *path, int64_t
   return true;
 }
 
-bool rt_safetensors_write(const char *path, const rt_st_tensor *tensors, int n_tensors,
-                          const char *const *metadata, int n_metadata, diag_sink *d) {
+bool safetensors_write(const char *path, const safetensors_tensor *tensors, int n_tensors,
+                       const char *const *metadata, int n_metadata, diag_sink *d) {
   if (n_tensors < 0 || n_metadata < 0)
     return bad(d, path, "cannot write %d tensors and %d metadata pairs to safetensors", n_tensors,
                n_metadata);
@@ -153,7 +153,7 @@ bool rt_safetensors_write(const char *path, const rt_st_tensor *tensors, int n_t
   }
   int64_t offset = 0;
   for (int i = 0; i < n_tensors; i++) {
-    const rt_st_tensor *t = e[i].t;
+    const safetensors_tensor *t = e[i].t;
     if (i || n_metadata > 0) str_buf_putc(&h, ',');
     put_json_string(&h, t->name);
     str_buf_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(t->dtype));

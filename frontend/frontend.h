@@ -1,10 +1,23 @@
 /*
- * frontend.h: the .cast model language (docs/cast-language.md) and weight
- * loading. Parses and checks a model, loads its weights (safetensors, or a
- * seeded Glorot-uniform init when the model names no weights file) and
- * lowers it to an ir_graph in which every float is f32 and the first
- * dimension of every activation is the symbolic batch N. Per-layer dtype=
- * overrides are kept on the IR nodes (ir_node.policy) for autocast.
+ * frontend.h: the seam between model files and the rest of castor. fe_load
+ * picks the frontend by the file's content (never its name), and every
+ * frontend returns the same thing: an ir_graph in which every float is f32
+ * and the first dimension of every activation is the symbolic batch N (per
+ * layer dtype= overrides kept on the nodes as ir_node.policy for autocast),
+ * plus the model's training defaults in frontend-neutral terms.
+ *
+ * Frontends live below this folder, one per language: cast/ (the .cast
+ * model language, docs/cast-language.md). Keras (.keras) and ONNX files are
+ * recognized and answered "not supported yet"; their frontends come with
+ * their issues.
+ *
+ * Sniffing rule (fe_sniff), on the first bytes:
+ *   "PK\x03\x04"             a ZIP archive: a Keras v3 model (.keras)
+ *   "\x89HDF\r\n\x1a\n"      an HDF5 file: a legacy Keras model (.h5)
+ *   0x08                     a protobuf whose first field is varint field 1:
+ *                            an ONNX ModelProto (ir_version comes first)
+ *   anything else            .cast text (its lexer reports non-text bytes)
+ * No .cast model can start with these bytes: they are not text.
  *
  * User errors go to the diagnostics sink as file:line:col with a caret; the
  * functions return NULL on any error. Nothing is printed.
@@ -14,67 +27,50 @@
 
 #include "ir/ir.h"
 
-/* A model's `compile` statement: how it trains (docs/cast-language.md).
- * Empty strings: not given. */
-typedef struct fe_compile {
-  bool present;
+/* How the model says it trains, whatever the language (.cast's `compile`
+ * statement; Keras' training config later). Empty strings: not given. */
+typedef struct fe_train_defaults {
+  bool present;       /* the model states any */
   char loss[48];      /* a Keras loss name */
   char optimizer[16]; /* sgd, rmsprop or adam */
   bool from_logits;
   bool accuracy;      /* metrics=[accuracy] */
-} fe_compile;
+} fe_train_defaults;
 
 typedef struct fe_options {
   uint64_t seed;            /* seed of the Glorot init when there is no weights file */
-  const char *weights_path; /* overrides the model's `weights` line; NULL: use it */
-  fe_compile *compile_out;  /* receives the compile statement, if not NULL */
+  const char *weights_path; /* overrides the model's weights; NULL: use the model's */
   int64_t max_init_bytes;   /* cap of the Glorot init (0: 4 GiB; fuzzing lowers it) */
 } fe_options;
 
 void fe_options_init(fe_options *o); /* seed 0, no override */
 
-/* `o` may be NULL (fe_options_init's defaults). The returned graph is the
- * caller's (ir_graph_destroy); warnings (unused weights) may accompany it.
- * An unreadable model or weights file is a DIAG_KIND_IO error; every other
- * error is a plain one (DIAG_KIND_UNSPECIFIED: the model is malformed). */
-ir_graph *fe_load_file(const char *path, const fe_options *o, diag_sink *d);
-/* Largest model file fe_load_file reads: a regular file or a pipe, checked
+typedef enum fe_format {
+  FE_FORMAT_CAST,  /* .cast text */
+  FE_FORMAT_KERAS, /* .keras (ZIP) or legacy .h5 (HDF5) */
+  FE_FORMAT_ONNX,  /* .onnx (protobuf) */
+} fe_format;
+
+/* The frontend for a file that starts with bytes[0..len) (the rule above). */
+fe_format fe_sniff(const void *bytes, size_t len);
+
+/* Largest model file fe_load reads: a regular file or a pipe, checked
  * before or while reading (docs/cast-language.md, "Limits"). */
 #define FE_MAX_MODEL_BYTES ((int64_t)16 << 20)
-/* `file` names the text in diagnostics and anchors relative weight paths. */
-ir_graph *fe_load_string(const char *file, const char *text, size_t len, const fe_options *o,
-                         diag_sink *d);
 
-/* ---- safetensors ---- */
-
-typedef struct fe_tensor {
-  const char *key;
-  ir_dtype dtype; /* F32, F16 or BF16 */
-  int rank;
-  int64_t dims[IR_MAX_RANK];
-  const void *data; /* points into fe_safetensors.blob */
-  int64_t nbytes;
-  int64_t offset;   /* of data in the file's data section */
-} fe_tensor;
-
-typedef struct fe_safetensors {
-  char *blob; /* the data section, as far as the tensors reach */
-  size_t blob_len;
-  fe_tensor *tensors;
-  int n_tensors;
-  arena *arena; /* keys */
-} fe_safetensors;
-
-/* Reads and validates a safetensors file (header JSON, dtypes, shapes,
- * offsets within the data section, no overlap). Errors are reported at
- * `at` (the model line that named the file) with the file name and byte
- * offset in the message; an unreadable file is a DIAG_KIND_IO error. */
-bool fe_safetensors_read(const char *path, diag_loc at, diag_sink *d, fe_safetensors *out);
-/* The same over a file's bytes in memory (tests, fuzzing); `name` names it
- * in messages. */
-bool fe_safetensors_read_mem(const char *name, const void *bytes, size_t len, diag_loc at,
-                             diag_sink *d, fe_safetensors *out);
-void fe_safetensors_fini(fe_safetensors *st);
-const fe_tensor *fe_safetensors_find(const fe_safetensors *st, const char *key);
+/* Loads the model file at path with the frontend its content selects.
+ * `o` may be NULL (fe_options_init's defaults); `out_defaults`, if not
+ * NULL, receives the model's training defaults (zeroed when it states
+ * none). The returned graph is the caller's (ir_graph_destroy); warnings
+ * (unused weights) may accompany it. An unreadable model or weights file is
+ * a DIAG_KIND_IO error, a file of a frontend castor lacks a
+ * DIAG_KIND_UNSUPPORTED one; every other error is a plain one
+ * (DIAG_KIND_UNSPECIFIED: the model is malformed). */
+ir_graph *fe_load(const char *path, const fe_options *o, diag_sink *d,
+                  fe_train_defaults *out_defaults);
+/* The same over a file's bytes in memory. `name` names it in diagnostics
+ * and anchors relative weight paths. */
+ir_graph *fe_load_mem(const char *name, const char *bytes, size_t len, const fe_options *o,
+                      diag_sink *d, fe_train_defaults *out_defaults);
 
 #endif

@@ -373,9 +373,10 @@ typedef struct castor_train_options {
 } castor_train_options;
 
 CASTOR_API void castor_train_options_init(castor_train_options *o);
-/* The model's `compile` statement as training options (what it does not
- * give stays NULL or 0); castor_compile_train uses it for whatever its own
- * options leave NULL. Strings live as long as m. */
+/* The model's training defaults (a .cast model's `compile` statement) as
+ * training options (what it does not give stays NULL or 0);
+ * castor_compile_train uses them for whatever its own options leave NULL.
+ * Strings live as long as m. */
 CASTOR_API void castor_model_train_options(const castor_model *m, castor_train_options *out);
 
 /* Compiles the model's training step: one run of the program is one step

@@ -29,6 +29,7 @@
 #include "tools/castor_build.h"
 #include "tools/castor_check.h"
 #include "tools/castor_train.h"
+#include "tools/options.h"
 
 static const char *prog_name = "castor";
 
@@ -116,32 +117,30 @@ typedef struct cli {
   VEC(const char *) inputs;
   VEC(const char *) outputs;
   int64_t batch;
-  uint64_t seed, weights_seed;
-  const char *weights, *policy, *passes, *dump_after, *dump_dir, *emit, *fp32_ops, *fp32_layers;
-  bool casts, keep16, pad8, train;
+  uint64_t seed;
+  const char *passes, *dump_after, *dump_dir, *emit;
+  bool casts, train;
   castor_train_options to;
-  castor_target target;
-  int opt_level, device, repeat, threads;
+  cli_options opts; /* the shared load and compile options (tools/options.h) */
+  int repeat;
   bool stats;
-  const char *sm, *cpu;
 } cli;
 
-
+/* The shared options run and dump take: all of them. */
+enum {
+  RUN_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_AUTOCAST | CLI_OPT_OPT | CLI_OPT_TARGET |
+                CLI_OPT_CPU | CLI_OPT_THREADS
+};
 
 /* parse_args' answer when --help or --version was printed: exit 0. It
  * never exits itself, so that tests/fuzz/fuzz_cli.c can fuzz it. */
 enum { CLI_EXIT = -1 };
 
-static bool target_from_name(const char *name, castor_target *out) {
-  for (castor_target t = CASTOR_TARGET_CPU; castor_target_backend(t); t++)
-    if (!strcmp(castor_target_backend(t)->name, name)) return *out = t, true;
-  return false;
-}
-
 static int parse_args(int argc, char **argv, cli *c) {
   memset(c, 0, sizeof *c);
-  c->batch = 1, c->seed = 1, c->opt_level = 2, c->device = -1;
+  c->batch = 1, c->seed = 1;
   castor_train_options_init(&c->to);
+  cli_options_init(&c->opts);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     bool missing = false;
@@ -152,6 +151,9 @@ static int parse_args(int argc, char **argv, cli *c) {
       printf("castor %s\n", castor_version());
       return CLI_EXIT;
     }
+    cli_opt_result shared = cli_options_parse(&c->opts, RUN_OPTIONS, argc, argv, &i);
+    if (shared == CLI_OPT_ERROR) return 1;
+    if (shared == CLI_OPT_TAKEN) continue;
     if (OPT("--input")) {
       if (missing) return error("--input needs a file");
       vec_push(&c->inputs, v);
@@ -164,25 +166,6 @@ static int parse_args(int argc, char **argv, cli *c) {
     } else if (OPT("--seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->seed = (uint64_t)n;
-    } else if (OPT("--weights-seed")) {
-      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
-      c->weights_seed = (uint64_t)n;
-    } else if (OPT("--weights")) {
-      if (missing) return error("--weights needs a file");
-      c->weights = v;
-    } else if (OPT("--policy")) {
-      if (missing) return error("--policy needs a policy name");
-      c->policy = v;
-    } else if (OPT("--fp32-ops")) {
-      if (missing) return error("--fp32-ops needs a list of op names");
-      c->fp32_ops = v;
-    } else if (OPT("--fp32-layers")) {
-      if (missing) return error("--fp32-layers needs a list of layer names");
-      c->fp32_layers = v;
-    } else if (!strcmp(a, "--keep-16bit-outputs")) {
-      c->keep16 = true;
-    } else if (!strcmp(a, "--pad8")) {
-      c->pad8 = true;
     } else if (!strcmp(a, "--casts")) {
       c->casts = true;
     } else if (!strcmp(a, "--train")) {
@@ -212,31 +195,11 @@ static int parse_args(int argc, char **argv, cli *c) {
                       strcmp(v, "png")))
         return error("--emit takes ir, llvm, ptx, dot, svg or png");
       c->emit = v;
-    } else if (OPT("--target")) {
-      if (missing || !target_from_name(v, &c->target)) return error("--target takes one of: %s", cg_backend_names());
-    } else if (OPT("--device")) {
-      if (missing || !str_parse_i64(v, 0, 1024, &n)) return error("--device needs a device index, got '%s'", missing ? "" : v);
-      c->device = (int)n;
-    } else if (OPT("--sm")) {
-      if (missing) return error("--sm needs an architecture, e.g. sm_90");
-      c->sm = v;
-    } else if (OPT("--cpu")) {
-      if (missing) return error("--cpu needs a CPU name, e.g. x86-64-v3");
-      c->cpu = v;
-    } else if (OPT("--threads")) {
-      if (missing || !str_parse_i64(v, 1, 1024, &n)) return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
-      c->threads = (int)n;
     } else if (!strcmp(a, "--stats")) {
       c->stats = true;
     } else if (OPT("--repeat")) {
       if (missing || !str_parse_i64(v, 1, 100000, &n)) return error("--repeat needs a positive integer, got '%s'", missing ? "" : v);
       c->repeat = (int)n;
-    } else if (!strncmp(a, "-O", 2) && a[2]) {
-      if (!str_parse_i64(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
-      c->opt_level = (int)n;
-    } else if (!strcmp(a, "-O")) {
-      if (i + 1 >= argc || !str_parse_i64(argv[++i], 0, 3, &n)) return error("-O takes 0-3");
-      c->opt_level = (int)n;
     } else if (a[0] == '-' && a[1]) {
       return error("unknown option '%s' (see castor --help)", a);
     } else if (!c->cmd) {
@@ -257,27 +220,8 @@ static int parse_args(int argc, char **argv, cli *c) {
 
 /* ---- dump ---- */
 
-/* The compile options of the command line, for run and dump alike. */
-static void compile_options(const cli *c, castor_compile_options *co) {
-  castor_compile_options_init(co);
-  co->policy = c->policy;
-  co->opt_level = c->opt_level;
-  co->fp32_ops = c->fp32_ops;
-  co->fp32_layers = c->fp32_layers;
-  co->keep_16bit_outputs = c->keep16;
-  co->pad8 = c->pad8;
-  co->target = c->target;
-  co->device = c->device;
-  co->sm = c->sm;
-  co->threads = c->threads;
-  co->cpu = c->cpu;
-}
-
 static castor_status load_model(const cli *c, castor_context *ctx, castor_model **m) {
-  castor_load_options lo;
-  castor_load_options_init(&lo);
-  lo.seed = c->weights_seed;
-  lo.weights_path = c->weights;
+  castor_load_options lo = c->opts.load;
   castor_status st = castor_model_load_file(ctx, c->model, &lo, m);
   fputs(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx), stderr);
   return st;
@@ -291,8 +235,7 @@ static int cmd_dump(const cli *c) {
   str_buf_init(&out);
   int rc = 1;
   if (load_model(c, ctx, &m) == CASTOR_OK) {
-    castor_compile_options co;
-    compile_options(c, &co);
+    castor_compile_options co = c->opts.compile;
     castor_driver_options dopts;
     castor_driver_options_init(&dopts);
     dopts.passes = c->passes;
@@ -359,8 +302,7 @@ static int cmd_run(const cli *c) {
   castor_tensor **in = NULL, **out = NULL;
   int n_in = 0, n_out = 0, rc = 1;
   castor_context_create(&ctx);
-  castor_compile_options co;
-  compile_options(c, &co);
+  castor_compile_options co = c->opts.compile;
   struct timespec t0, t1, c0, c1;
   if (load_model(c, ctx, &m) != CASTOR_OK) goto done;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -440,10 +382,10 @@ static int cmd_run(const cli *c) {
     double med = c->repeat % 2 ? ms[c->repeat / 2] : (ms[c->repeat / 2 - 1] + ms[c->repeat / 2]) / 2;
     printf("compile: %.1f ms (cpu %.1f ms)\n", compile_ms, compile_cpu_ms);
     printf("time: median %.4f ms, min %.4f ms, %.1f GFLOP/s (%d runs%s)\n", med, ms[0],
-           (double)rs.flops / (med * 1e6), c->repeat, c->target != CASTOR_TARGET_CPU ? ", device time of the kernels" : "");
+           (double)rs.flops / (med * 1e6), c->repeat, co.target != CASTOR_TARGET_CPU ? ", device time of the kernels" : "");
     free(ms);
   }
-  if (c->stats && c->target == CASTOR_TARGET_CPU) {
+  if (c->stats && co.target == CASTOR_TARGET_CPU) {
     castor_run_stats rs = {0};
     castor_program_stats(p, c->batch, &rs);
     printf("memory: weights %lld bytes; activations %lld bytes peak (workspace %lld, inputs+outputs %lld); "

@@ -27,6 +27,7 @@
 
 #include "api/internal.h"
 #include "tools/castor_build.h"
+#include "tools/options.h"
 
 #ifndef CASTOR_AOT_RELDIR
 #define CASTOR_AOT_RELDIR "../lib/castor"
@@ -320,20 +321,26 @@ static castor_status emit(const ir_graph *g, const cg_backend *be, const cg_back
 
 /* ---- arguments ---- */
 
+/* The shared options build takes. Its --target, --sm and --cpu are its own:
+ * --target knows the AOT targets only, and --cpu names the object's CPU
+ * (with --features), not the JIT's. */
+enum { BUILD_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_AUTOCAST | CLI_OPT_OPT };
+
 int castor_build_main(int argc, char **argv) {
   build b = {0};
-  castor_load_options lo;
-  castor_load_options_init(&lo);
-  castor_compile_options co;
-  castor_compile_options_init(&co);
+  cli_options opts;
+  cli_options_init(&opts);
+  castor_compile_options *co = &opts.compile;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     bool missing = false;
-    int64_t n;
 #define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
 #define NEED(what) \
   if (missing) return error("%s needs %s", a, what)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0);
+    cli_opt_result shared = cli_options_parse(&opts, BUILD_OPTIONS, argc, argv, &i);
+    if (shared == CLI_OPT_ERROR) return 1;
+    if (shared == CLI_OPT_TAKEN) continue;
     if (OPT("-o")) {
       NEED("an output file");
       b.out = v;
@@ -358,36 +365,10 @@ int castor_build_main(int argc, char **argv) {
     } else if (OPT("--target")) {
       NEED("cpu or cuda");
       if (strcmp(v, "cpu") && strcmp(v, "cuda")) return error("--target takes cpu or cuda, got '%s'", v);
-      co.target = strcmp(v, "cuda") ? CASTOR_TARGET_CPU : CASTOR_TARGET_CUDA;
+      co->target = strcmp(v, "cuda") ? CASTOR_TARGET_CPU : CASTOR_TARGET_CUDA;
     } else if (OPT("--sm")) {
       NEED("a GPU architecture, e.g. sm_90");
-      b.sm = co.sm = v;
-    } else if (OPT("--weights-seed")) {
-      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n))
-        return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
-      lo.seed = (uint64_t)n;
-    } else if (OPT("--weights")) {
-      NEED("a file");
-      lo.weights_path = v;
-    } else if (OPT("--policy")) {
-      NEED("a policy name");
-      co.policy = v;
-    } else if (OPT("--fp32-ops")) {
-      NEED("a list of op names");
-      co.fp32_ops = v;
-    } else if (OPT("--fp32-layers")) {
-      NEED("a list of layer names");
-      co.fp32_layers = v;
-    } else if (!strcmp(a, "--keep-16bit-outputs")) {
-      co.keep_16bit_outputs = 1;
-    } else if (!strcmp(a, "--pad8")) {
-      co.pad8 = 1;
-    } else if (!strncmp(a, "-O", 2) && a[2]) {
-      if (!str_parse_i64(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
-      co.opt_level = (int)n;
-    } else if (!strcmp(a, "-O")) {
-      if (i + 1 >= argc || !str_parse_i64(argv[++i], 0, 3, &n)) return error("-O takes 0-3");
-      co.opt_level = (int)n;
+      b.sm = co->sm = v;
     } else if (a[0] == '-' && a[1]) {
       return error("unknown option '%s' (see castor build --help)", a);
     } else if (!b.model) {
@@ -401,7 +382,7 @@ int castor_build_main(int argc, char **argv) {
   if (!b.model) return error("build: no model file given (see castor build --help)");
   if (b.out && !b.out[0]) return error("-o needs an output file");
   if (b.prefix && !b.prefix[0]) return error("--prefix needs a C identifier");
-  bool cuda = co.target == CASTOR_TARGET_CUDA;
+  bool cuda = co->target == CASTOR_TARGET_CUDA;
   if (b.emit == EMIT_PTX && !cuda) return error("--emit=ptx needs --target=cuda");
   if (cuda && b.emit != EMIT_PTX && b.emit != EMIT_IR)
     return error("--target=cuda builds --emit=ptx (or ir), not a CPU executable or object");
@@ -411,12 +392,12 @@ int castor_build_main(int argc, char **argv) {
   castor_context *ctx = NULL;
   castor_model *m = NULL;
   castor_context_create(&ctx);
-  if (castor_model_load_file(ctx, b.model, &lo, &m) != CASTOR_OK) {
+  if (castor_model_load_file(ctx, b.model, &opts.load, &m) != CASTOR_OK) {
     fputs(castor_context_last_error(ctx), stderr);
     goto done;
   }
   fputs(castor_context_last_warnings(ctx), stderr);
-  if (castor_compile_to(m, &co, NULL, emit, &b) != CASTOR_OK) {
+  if (castor_compile_to(m, co, NULL, emit, &b) != CASTOR_OK) {
     if (!b.reported) fputs(castor_context_last_error(ctx), stderr);
     goto done;
   }

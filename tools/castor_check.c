@@ -29,6 +29,7 @@
 #include "api/internal.h"
 #include "train/dataset.h"
 #include "tools/castor_check.h"
+#include "tools/options.h"
 
 extern char **environ;
 
@@ -118,34 +119,36 @@ int castor_render_dot(const char *dot, const char *format, const char *path) {
 }
 
 typedef struct check_cli {
-  const char *model, *weights, *graph;
+  const char *model, *graph;
   bool train;
   const char *x, *y;
   int64_t batch_size;
   castor_train_options to;
   VEC(const char *) inputs;
-  uint64_t weights_seed;
   bool json;
-  castor_check_options o;
+  cli_options opts; /* the shared load and compile options (tools/options.h) */
+  castor_check_options o; /* its compile options are opts.compile, once parsed */
 } check_cli;
 
-static bool target_from_name(const char *name, castor_target *out) {
-  for (castor_target t = CASTOR_TARGET_CPU; castor_target_backend(t); t++)
-    if (!strcmp(castor_target_backend(t)->name, name)) return *out = t, true;
-  return false;
-}
+/* The shared options check takes: the build under test, without -O and --cpu. */
+enum {
+  CHECK_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_AUTOCAST | CLI_OPT_TARGET | CLI_OPT_THREADS
+};
 
 static int parse(int argc, char **argv, check_cli *c) {
   castor_check_options_init(&c->o);
   castor_train_options_init(&c->to);
+  cli_options_init(&c->opts);
   c->batch_size = 0; /* 32 with --train */
-  castor_compile_options *co = &c->o.compile;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     bool missing = false;
     int64_t n;
 #define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0), -1;
+    cli_opt_result shared = cli_options_parse(&c->opts, CHECK_OPTIONS, argc, argv, &i);
+    if (shared == CLI_OPT_ERROR) return 1;
+    if (shared == CLI_OPT_TAKEN) continue;
     if (OPT("--input")) {
       if (missing) return error("--input needs a file");
       vec_push(&c->inputs, v);
@@ -155,12 +158,6 @@ static int parse(int argc, char **argv, check_cli *c) {
     } else if (OPT("--seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->o.seed = (uint64_t)n;
-    } else if (OPT("--weights-seed")) {
-      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
-      c->weights_seed = (uint64_t)n;
-    } else if (OPT("--weights")) {
-      if (missing) return error("--weights needs a file");
-      c->weights = v;
     } else if (OPT("--tolerance")) {
       char *end = NULL;
       double t = missing ? 0 : strtod(v, &end);
@@ -203,30 +200,6 @@ static int parse(int argc, char **argv, check_cli *c) {
       c->json = true;
     } else if (!strcmp(a, "--no-search")) {
       c->o.search = 0;
-    } else if (OPT("--policy")) {
-      if (missing) return error("--policy needs a policy name");
-      co->policy = v;
-    } else if (OPT("--fp32-ops")) {
-      if (missing) return error("--fp32-ops needs a list of op names");
-      co->fp32_ops = v;
-    } else if (OPT("--fp32-layers")) {
-      if (missing) return error("--fp32-layers needs a list of layer names");
-      co->fp32_layers = v;
-    } else if (!strcmp(a, "--keep-16bit-outputs")) {
-      co->keep_16bit_outputs = 1;
-    } else if (!strcmp(a, "--pad8")) {
-      co->pad8 = 1;
-    } else if (OPT("--target")) {
-      if (missing || !target_from_name(v, &co->target)) return error("--target takes one of: %s", cg_backend_names());
-    } else if (OPT("--device")) {
-      if (missing || !str_parse_i64(v, 0, 1024, &n)) return error("--device needs a device index, got '%s'", missing ? "" : v);
-      co->device = (int)n;
-    } else if (OPT("--sm")) {
-      if (missing) return error("--sm needs an architecture, e.g. sm_90");
-      co->sm = v;
-    } else if (OPT("--threads")) {
-      if (missing || !str_parse_i64(v, 1, 1024, &n)) return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
-      co->threads = (int)n;
     } else if (a[0] == '-' && a[1]) {
       return error("unknown option '%s' (see castor check --help)", a);
     } else if (!c->model) {
@@ -236,6 +209,7 @@ static int parse(int argc, char **argv, check_cli *c) {
     }
 #undef OPT
   }
+  c->o.compile = c->opts.compile;
   if (!c->model) return error("check: no model file given");
   if (c->inputs.len && c->o.batch != 1) return error("--batch sets the random input's rows; it does not go with --input");
   if (c->train) {
@@ -343,10 +317,7 @@ int castor_check_main(int argc, char **argv) {
   castor_check_report *r = NULL;
   castor_tensor **in = xcalloc(c.inputs.len + 1, sizeof *in);
   castor_context_create(&ctx);
-  castor_load_options lo;
-  castor_load_options_init(&lo);
-  lo.seed = c.weights_seed;
-  lo.weights_path = c.weights;
+  castor_load_options lo = c.opts.load;
   rc = 1;
   if (castor_model_load_file(ctx, c.model, &lo, &m) != CASTOR_OK) {
     fputs(castor_context_last_error(ctx), stderr);

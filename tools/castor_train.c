@@ -28,6 +28,7 @@
 #include "api/internal.h"
 #include "castor.h"
 #include "tools/castor_train.h"
+#include "tools/options.h"
 #include "train/dataset.h"
 #include "train/history.h"
 
@@ -77,15 +78,18 @@ static int usage(FILE *f, int rc) {
 
 typedef struct train_cli {
   bool evaluate;
-  const char *model, *x, *y, *x_val, *y_val, *save, *history, *plot, *weights, *policy;
+  const char *model, *x, *y, *x_val, *y_val, *save, *history, *plot;
   int64_t epochs, batch_size;
-  uint64_t seed, weights_seed;
+  uint64_t seed;
   double validation_split;
   bool shuffle;
-  int threads, opt_level;
+  cli_options opts; /* the shared load and compile options (tools/options.h) */
   castor_train_options to;
   char loss_scale_buf[64];
 } train_cli;
+
+/* The shared options train and evaluate take. */
+enum { TRAIN_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_OPT | CLI_OPT_THREADS };
 
 static bool parse_double(const char *s, double lo, double hi, double *out) {
   char *end;
@@ -99,8 +103,9 @@ static bool parse_double(const char *s, double lo, double hi, double *out) {
 static int parse(int argc, char **argv, train_cli *c) {
   memset(c, 0, sizeof *c);
   c->evaluate = !strcmp(argv[0], "evaluate");
-  c->epochs = 1, c->batch_size = 32, c->seed = 1, c->shuffle = true, c->opt_level = 2;
+  c->epochs = 1, c->batch_size = 32, c->seed = 1, c->shuffle = true;
   castor_train_options_init(&c->to);
+  cli_options_init(&c->opts);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     bool missing = false;
@@ -110,6 +115,9 @@ static int parse(int argc, char **argv, train_cli *c) {
 #define NEED(what) \
   if (missing) return error("%s needs %s", a, what)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) exit(usage(stdout, 0));
+    cli_opt_result shared = cli_options_parse(&c->opts, TRAIN_OPTIONS, argc, argv, &i);
+    if (shared == CLI_OPT_ERROR) return 1;
+    if (shared == CLI_OPT_TAKEN) continue;
     if (OPT("--x")) { NEED("a file"); c->x = v; }
     else if (OPT("--y")) { NEED("a file"); c->y = v; }
     else if (OPT("--x-val")) { NEED("a file"); c->x_val = v; }
@@ -117,8 +125,6 @@ static int parse(int argc, char **argv, train_cli *c) {
     else if (OPT("--save")) { NEED("a file"); c->save = v; }
     else if (OPT("--history")) { NEED("a file"); c->history = v; }
     else if (OPT("--plot")) { NEED("a file"); c->plot = v; }
-    else if (OPT("--weights")) { NEED("a file"); c->weights = v; }
-    else if (OPT("--policy")) { NEED("a policy name"); c->policy = v; }
     else if (OPT("--optimizer")) { NEED("sgd, rmsprop or adam"); c->to.optimizer = v; }
     else if (OPT("--loss")) { NEED("a loss name"); c->to.loss = v; }
     else if (OPT("--loss-scale")) { NEED("dynamic, none or a number"); c->to.loss_scale = v; }
@@ -136,12 +142,6 @@ static int parse(int argc, char **argv, train_cli *c) {
     } else if (OPT("--seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->seed = (uint64_t)n;
-    } else if (OPT("--weights-seed")) {
-      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--weights-seed needs a non-negative integer, got '%s'", missing ? "" : v);
-      c->weights_seed = (uint64_t)n;
-    } else if (OPT("--threads")) {
-      if (missing || !str_parse_i64(v, 1, 1024, &n)) return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
-      c->threads = (int)n;
     } else if (OPT("--validation-split")) {
       if (missing || !parse_double(v, 0, 0.999999, &d)) return error("--validation-split needs a fraction in [0, 1), got '%s'", missing ? "" : v);
       c->validation_split = d;
@@ -154,9 +154,6 @@ static int parse(int argc, char **argv, train_cli *c) {
     } else if (OPT("--loss-scale-min")) {
       if (missing || !parse_double(v, 0x1p-24, 0x1p64, &d)) return error("--loss-scale-min needs a positive number, got '%s'", missing ? "" : v);
       c->to.loss_scale_min = d;
-    } else if (!strncmp(a, "-O", 2) && a[2]) {
-      if (!str_parse_i64(a + 2, 0, 3, &n)) return error("-O takes 0-3, got '%s'", a + 2);
-      c->opt_level = (int)n;
     } else if (a[0] == '-' && a[1]) {
       return error("unknown option '%s' (see castor %s --help)", a, argv[0]);
     } else if (!c->model) {
@@ -364,24 +361,17 @@ int castor_train_main(int argc, char **argv) {
   rt_history h = {0};
   rc = 1;
   castor_context_create(&s.ctx);
-  castor_load_options lo;
-  castor_load_options_init(&lo);
-  lo.seed = c.weights_seed;
-  lo.weights_path = c.weights;
+  castor_load_options lo = c.opts.load;
   if (castor_model_load_file(s.ctx, c.model, &lo, &m) != CASTOR_OK) {
     fputs(castor_context_last_error(s.ctx), stderr);
     goto done;
   }
   fputs(castor_context_last_warnings(s.ctx), stderr);
-  castor_train_options model_to; /* the model's compile statement, under the flags */
+  castor_train_options model_to; /* the model's training defaults, under the flags */
   castor_model_train_options(m, &model_to);
   if (!c.to.loss) c.to.loss = model_to.loss, c.to.from_logits |= model_to.from_logits;
   if (!c.to.optimizer) c.to.optimizer = model_to.optimizer;
-  castor_compile_options co;
-  castor_compile_options_init(&co);
-  co.policy = c.policy;
-  co.threads = c.threads;
-  co.opt_level = c.opt_level;
+  castor_compile_options co = c.opts.compile;
   s.m = m, s.co = &co, s.to = &c.to;
   if ((!c.evaluate && castor_compile_train(m, &co, &c.to, &step) != CASTOR_OK) ||
       castor_compile_eval(m, &co, &c.to, &eval) != CASTOR_OK) {

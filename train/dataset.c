@@ -7,7 +7,7 @@
  * A file is opened once; its first two bytes say whether it is gzip (1f 8b).
  * A gzip file is read through zlib behind a stdio FILE (fopencookie), so
  * one reader serves both: the .npy header goes through npy.c's
- * rt_npy_read_header, the IDX header is parsed here. Either way the result
+ * npy_read_header, the IDX header is parsed here. Either way the result
  * is a raw array (element kind, size, byte order, shape, bytes) read to
  * exactly its declared size, then converted. IDX stores big-endian
  * elements; .npy files may declare either order.
@@ -222,7 +222,7 @@ static bool parse_descr(const char *descr, raw_array *a) {
 }
 
 static const char *shape_str(const raw_array *a, char *buf, size_t len) {
-  return rt_npy_shape_str(a->rank, a->dims, buf, len);
+  return npy_shape_str(a->rank, a->dims, buf, len);
 }
 
 /* IDX: 00 00 <type> <ndims>, ndims big-endian uint32 dimensions, then the
@@ -322,10 +322,10 @@ static bool read_raw(const char *path, raw_array *a, diag_sink *d) {
   bool ok = false;
   if (got >= 6 && memcmp(m, "\x93NUMPY", 6) == 0) {
     a->format = "npy";
-    rt_npy_header h;
+    npy_header h;
     if (fseek(s.f, 0, SEEK_SET) != 0)
       diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot read: %s", strerror(errno));
-    else if (rt_npy_read_header(s.f, path, &h, d)) {
+    else if (npy_read_header(s.f, path, &h, d)) {
       if (!parse_descr(h.descr, a))
         diag_error(d, at(path), "unsupported .npy dtype '%s' (castor reads floats, integers and "
                                 "booleans here)", h.descr);
@@ -521,7 +521,7 @@ static bool load_labels(const char *path, const rt_dataset_options *o, rt_datase
     diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
                     "X and Y have different lengths: X has %lld samples (shape %s), Y has %lld "
                     "(shape %s)", (long long)ds->n,
-                    rt_npy_shape_str(ds->x_rank, ds->x_dims, xs, sizeof xs), (long long)n, shape);
+                    npy_shape_str(ds->x_rank, ds->x_dims, xs, sizeof xs), (long long)n, shape);
     ok = false;
   }
   free(a.data);
@@ -542,7 +542,7 @@ bool rt_dataset_load(const char *x_path, const char *y_path, const rt_dataset_op
     char xs[160];
     diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(x_path),
                     "the dataset is empty: X has shape %s",
-                    rt_npy_shape_str(out->x_rank, out->x_dims, xs, sizeof xs));
+                    npy_shape_str(out->x_rank, out->x_dims, xs, sizeof xs));
     ok = false;
   }
   if (!ok) rt_dataset_fini(out);
@@ -560,7 +560,7 @@ void rt_dataset_fini(rt_dataset *ds) {
 void rt_dataset_describe(const rt_dataset *ds, str_buf *out) {
   char xs[160];
   str_buf_printf(out, "%lld samples: X %s %s %s%s -> %lld float32 features%s; Y %s %s%s -> ",
-                 (long long)ds->n, rt_npy_shape_str(ds->x_rank, ds->x_dims, xs, sizeof xs),
+                 (long long)ds->n, npy_shape_str(ds->x_rank, ds->x_dims, xs, sizeof xs),
                  ds->x_dtype, ds->x_format, ds->x_gzip ? " (gzip)" : "",
                  (long long)ds->n_features, ds->x_scaled ? ", scaled by 1/255" : "", ds->y_dtype,
                  ds->y_format, ds->y_gzip ? " (gzip)" : "");

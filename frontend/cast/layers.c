@@ -19,28 +19,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_ATTRS = 6 };
+enum { MAX_ATTRS = FE_LAYER_MAX_ATTRS };
 
+/* The call checker's view of layers.def. */
 static const struct layer_spec {
   const char *name;
   int n_inputs;                  /* positional value inputs */
+  const char *positional;        /* the positional arguments, in words */
   const char *attrs[MAX_ATTRS];  /* keyword attributes it accepts */
 } specs[FE_LAYER_COUNT] = {
-    [FE_LAYER_INPUT] = {"input", 0, {"shape", "dtype"}},
-    [FE_LAYER_DENSE] = {"dense", 1, {"units", "activation", "use_bias", "name", "dtype"}},
-    [FE_LAYER_ACTIVATION] = {"activation", 1, {"activation", "name", "dtype"}},
-    [FE_LAYER_ADD] = {"add", 2, {"name", "dtype"}},
-    [FE_LAYER_MULTIPLY] = {"multiply", 2, {"name", "dtype"}},
-    [FE_LAYER_LAYER_NORMALIZATION] = {"layer_normalization", 1, {"name", "dtype"}},
+#define LAYER(e, name, n_inputs, positional, lower, ...) \
+  [FE_LAYER_##e] = {name, n_inputs, positional, {__VA_ARGS__}},
+#include "frontend/cast/layers.def"
+#undef LAYER
 };
 
-static const char *const positional_desc[FE_LAYER_COUNT] = {
-    [FE_LAYER_INPUT] = "none", [FE_LAYER_DENSE] = "its input",
-    [FE_LAYER_ACTIVATION] = "its input and the function", [FE_LAYER_ADD] = "its two inputs",
-    [FE_LAYER_MULTIPLY] = "its two inputs", [FE_LAYER_LAYER_NORMALIZATION] = "its input"};
-
-static const char *const kind_names[FE_LAYER_COUNT] = {"input", "dense", "activation", "add",
-                                                       "multiply", "layer_normalization"};
+static const char *const kind_names[FE_LAYER_COUNT] = {
+#define LAYER(e, name, ...) [FE_LAYER_##e] = name,
+#include "frontend/cast/layers.def"
+#undef LAYER
+};
 
 /* Activation names are the ops the op table marks IR_OPF_ACTIVATION, in
  * table order, and "linear" (no op, IR_OP_COUNT). */
@@ -227,7 +225,7 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
       int max = sp->n_inputs + (l->kind == FE_LAYER_ACTIVATION), total = 0;
       for (int j = 0; j < c->n_args; j++) total += c->args[j].key == NULL;
       diag_error(m->d, v->loc, "%s takes %d positional argument%s (%s), got %d", sp->name, max,
-                 max == 1 ? "" : "s", positional_desc[l->kind], total);
+                 max == 1 ? "" : "s", sp->positional, total);
       return false;
     }
     n_pos++;

@@ -1,5 +1,6 @@
 /*
- * lower.c: the last stage of the frontend, and its entry points. Drives
+ * lower.c: the last stage of the .cast frontend, and its entry point
+ * (fe_cast_load, cast.h; the seam frontend/fe_load.c reads the file). Drives
  * lexer -> parser -> layers -> resolve, then lowers the layers in
  * topological order into an ir_graph:
  *
@@ -23,8 +24,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-void fe_options_init(fe_options *o) { *o = (fe_options){0}; }
 
 void fe_model_init(fe_model *m, const char *file, diag_sink *d) {
   *m = (fe_model){.arena = arena_create(), .d = d, .errors0 = diag_error_count(d), .file = file,
@@ -69,7 +68,8 @@ static ir_node *stamp(lowering *lw, fe_layer *l, ir_node *n) {
   return n;
 }
 
-static bool lower_dense(lowering *lw, fe_layer *l, ir_node *x) {
+static bool lower_dense(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
   fe_model *m = lw->m;
   ir_graph *g = lw->g;
   if (x->type.rank != 2) {
@@ -108,7 +108,8 @@ static bool lower_dense(lowering *lw, fe_layer *l, ir_node *x) {
 
 /* Keras LayerNormalization with its defaults: over the last axis, epsilon
  * 1e-3, gamma (ones) and beta (zeros) over that axis. */
-static bool lower_layer_norm(lowering *lw, fe_layer *l, ir_node *x) {
+static bool lower_layer_norm(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
   fe_model *m = lw->m;
   ir_graph *g = lw->g;
   ir_type pt = {DT_F32, 1, {x->type.dims[x->type.rank - 1]}};
@@ -125,8 +126,7 @@ static bool lower_layer_norm(lowering *lw, fe_layer *l, ir_node *x) {
   return true;
 }
 
-static bool lower_binary(lowering *lw, fe_layer *l, ir_node *a, ir_node *b) {
-  ir_op op = l->kind == FE_LAYER_ADD ? IR_OP_ADD : IR_OP_MUL;
+static bool lower_binary(lowering *lw, fe_layer *l, ir_op op, ir_node *a, ir_node *b) {
   ir_node *srcs[2] = {a, b};
   ir_attr attr = {0};
   ir_type t;
@@ -144,6 +144,37 @@ static bool lower_binary(lowering *lw, fe_layer *l, ir_node *a, ir_node *b) {
   return true;
 }
 
+static bool lower_add(lowering *lw, fe_layer *l, ir_node **in) {
+  return lower_binary(lw, l, IR_OP_ADD, in[0], in[1]);
+}
+
+static bool lower_multiply(lowering *lw, fe_layer *l, ir_node **in) {
+  return lower_binary(lw, l, IR_OP_MUL, in[0], in[1]);
+}
+
+static bool lower_input(lowering *lw, fe_layer *l, ir_node **in) {
+  (void)in;
+  ir_type t = {DT_F32, l->rank, {0}};
+  memcpy(t.dims, l->shape, sizeof t.dims);
+  l->value = stamp(lw, l, ir_build_input(lw->g, l->var, &t, l->input_index, l->loc));
+  return true;
+}
+
+/* `linear` forwards its input. */
+static bool lower_activation(lowering *lw, fe_layer *l, ir_node **in) {
+  if (l->act == IR_OP_COUNT) l->value = in[0];
+  else l->value = stamp(lw, l, ir_build_unary(lw->g, l->act, l->name, in[0], l->loc));
+  return true;
+}
+
+/* The lowering of each layer kind, from layers.def. */
+typedef bool (*lower_fn)(lowering *lw, fe_layer *l, ir_node **in);
+static const lower_fn lowerers[FE_LAYER_COUNT] = {
+#define LAYER(e, name, n_inputs, positional, lower, ...) [FE_LAYER_##e] = lower,
+#include "frontend/cast/layers.def"
+#undef LAYER
+};
+
 static void lower_layer(lowering *lw, fe_layer *l) {
   if (l->broken || l->kind == FE_LAYER_COUNT) return;
   ir_node *in[IR_MAX_SRCS] = {NULL};
@@ -152,25 +183,7 @@ static void lower_layer(lowering *lw, fe_layer *l) {
     if (!def || !def->lowered) return; /* its error is reported already */
     in[k] = def->value;
   }
-  bool ok = true;
-  switch (l->kind) {
-  case FE_LAYER_INPUT: {
-    ir_type t = {DT_F32, l->rank, {0}};
-    memcpy(t.dims, l->shape, sizeof t.dims);
-    l->value = stamp(lw, l, ir_build_input(lw->g, l->var, &t, l->input_index, l->loc));
-    break;
-  }
-  case FE_LAYER_DENSE: ok = lower_dense(lw, l, in[0]); break;
-  case FE_LAYER_ACTIVATION:
-    if (l->act == IR_OP_COUNT) l->value = in[0];
-    else l->value = stamp(lw, l, ir_build_unary(lw->g, l->act, l->name, in[0], l->loc));
-    break;
-  case FE_LAYER_ADD:
-  case FE_LAYER_MULTIPLY: ok = lower_binary(lw, l, in[0], in[1]); break;
-  case FE_LAYER_LAYER_NORMALIZATION: ok = lower_layer_norm(lw, l, in[0]); break;
-  case FE_LAYER_COUNT: CASTOR_UNREACHABLE();
-  }
-  l->lowered = ok;
+  l->lowered = lowerers[l->kind](lw, l, in);
 }
 
 /* The weights file: the option wins; a model's path is relative to the
@@ -222,10 +235,8 @@ ir_graph *fe_lower(fe_model *m, const fe_options *o) {
   return lw.g;
 }
 
-ir_graph *fe_load_string(const char *file, const char *text, size_t len, const fe_options *o,
-                         diag_sink *d) {
-  fe_options defaults;
-  if (!o) fe_options_init(&defaults), o = &defaults;
+ir_graph *fe_cast_load(const char *file, const char *text, size_t len, const fe_options *o,
+                       diag_sink *d, fe_train_defaults *out_defaults) {
   diag_sink_add_source(d, file, text, len);
   fe_model m;
   fe_model_init(&m, diag_intern(d, file), d);
@@ -234,28 +245,11 @@ ir_graph *fe_load_string(const char *file, const char *text, size_t len, const f
   if (!fe_error_limit(&m)) fe_resolve(&m);
   ir_graph *g = NULL;
   if (m.name && !fe_error_limit(&m)) g = fe_lower(&m, o);
-  if (o->compile_out) *o->compile_out = m.compile;
+  *out_defaults = m.compile;
   fe_model_fini(&m);
   if (g && diag_error_count(d) > m.errors0) {
     ir_graph_destroy(g);
     g = NULL;
   }
-  return g;
-}
-
-ir_graph *fe_load_file(const char *path, const fe_options *o, diag_sink *d) {
-  char *text;
-  size_t len;
-  str_buf why;
-  str_buf_init(&why);
-  if (!str_read_file_max(path, FE_MAX_MODEL_BYTES, &text, &len, &why)) {
-    diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot read model file '%s': %s", path,
-                    str_buf_cstr(&why));
-    str_buf_fini(&why);
-    return NULL;
-  }
-  str_buf_fini(&why);
-  ir_graph *g = fe_load_string(path, text, len, o, d);
-  free(text);
   return g;
 }

@@ -270,7 +270,7 @@ static bool parse_compile(parser *p) {
     return false;
   }
   m->compile_loc = loc;
-  fe_compile *c = &m->compile;
+  fe_train_defaults *c = &m->compile;
   c->present = true;
   static const char *const keys[] = {"loss", "optimizer", "metrics", "from_logits"};
   static const char *const losses[] = {"sparse_categorical_crossentropy", "categorical_crossentropy",

@@ -2,7 +2,7 @@
  * weights.c: where the constants of a lowered model come from. Used by
  * lower.c once per weight (dense kernels and biases), in schedule order.
  *
- * With a weights file (safetensors.c reads and validates it), every weight
+ * With a weights file (formats/safetensors_read.c reads and validates it), every weight
  * the model needs must be there with exactly the model's shape; F16 and
  * BF16 data are widened to f32 (bit-exact, util/half.h). Tensors the model
  * does not use are reported as a warning once lowering is done.
@@ -29,12 +29,12 @@ void fe_weights_open(fe_weights *w, const char *path, diag_loc loc, uint64_t see
   *w = (fe_weights){.d = d, .errors0 = errors0, .path = path, .loc = loc, .seed = seed};
   if (!path) return;
   w->from_file = true;
-  w->file_ok = fe_safetensors_read(path, loc, d, &w->st);
+  w->file_ok = safetensors_read(path, loc, d, &w->st);
   if (w->file_ok) w->used = xcalloc((size_t)w->st.n_tensors + 1, sizeof *w->used);
 }
 
 void fe_weights_fini(fe_weights *w) {
-  if (w->file_ok) fe_safetensors_fini(&w->st);
+  if (w->file_ok) safetensors_fini(&w->st);
   free(w->used);
   w->used = NULL;
   w->file_ok = false;
@@ -48,7 +48,7 @@ static void shape_str(str_buf *b, int rank, const int64_t *dims) {
 
 static float *from_file(fe_weights *w, ir_graph *g, const char *key, const ir_type *t,
                         const char *layer, diag_loc layer_loc) {
-  const fe_tensor *ft = fe_safetensors_find(&w->st, key);
+  const safetensors_tensor *ft = safetensors_find(&w->st, key);
   if (!ft) {
     diag_error(w->d, w->loc, "weights file '%s' has no tensor '%s'", w->path, key);
     diag_note(w->d, layer_loc, "layer '%s' is declared here", layer);
@@ -163,5 +163,5 @@ void fe_weights_check_unused(fe_weights *w) {
   for (int i = 0; i < w->st.n_tensors; i++)
     if (!w->used[i])
       diag_warning(w->d, w->loc, "weights file '%s' has tensor '%s', which the model does not use",
-                   w->path, w->st.tensors[i].key);
+                   w->path, w->st.tensors[i].name);
 }

@@ -135,9 +135,9 @@ static bool is_float(rt_dtype t) { return t == DT_F32 || t == DT_F16 || t == DT_
 
 /* Reads input i from path into a, converted to the model's dtype, and
  * checks its shape; *batch is the batch so far (-1: none yet). */
-static bool read_input(const rt_tensor_desc *t, const char *path, rt_npy *a, int64_t *batch, const char *batch_from,
+static bool read_input(const rt_tensor_desc *t, const char *path, npy_array *a, int64_t *batch, const char *batch_from,
                        diag_sink *d) {
-  if (!rt_npy_read(path, a, d)) return false;
+  if (!npy_read(path, a, d)) return false;
   bool float_file = a->is_f64 || is_float(a->dtype);
   bool ok = a->rank == t->rank && (a->is_f64 ? false : a->dtype == t->dtype);
   if (float_file && is_float(t->dtype) && a->rank == t->rank) ok = true; /* converted below */
@@ -159,7 +159,7 @@ static bool read_input(const rt_tensor_desc *t, const char *path, rt_npy *a, int
     str_buf_fini(&want), str_buf_fini(&got);
     return false;
   }
-  if ((a->is_f64 || a->dtype != t->dtype) && !rt_npy_convert(a, t->dtype, path, d)) return false;
+  if ((a->is_f64 || a->dtype != t->dtype) && !npy_convert(a, t->dtype, path, d)) return false;
   *batch = b;
   return true;
 }
@@ -202,9 +202,9 @@ int main(int argc, char **argv) {
   if (c.inputs.len) {
     const char *batch_from = NULL;
     for (int i = 0; i < p->n_inputs; i++) {
-      rt_npy a;
+      npy_array a;
       if (!read_input(&p->inputs[i], c.inputs.data[i], &a, &batch, batch_from, d)) {
-        rt_npy_fini(&a);
+        npy_fini(&a);
         fputs(diag_text(d), stderr);
         goto done;
       }
@@ -213,7 +213,7 @@ int main(int argc, char **argv) {
       if (batched && !batch_from) batch_from = c.inputs.data[i];
       in[i] = a.data; /* malloc'ed by the reader: ours now */
       a.data = NULL;
-      rt_npy_fini(&a);
+      npy_fini(&a);
     }
     if (batch < 0) batch = c.batch;
     if (c.batch_given && batch != c.batch) {
@@ -266,7 +266,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < c.outputs.len; i++) {
     const rt_tensor_desc *t = &p->outputs[i];
     for (int k = 0; k < t->rank; k++) dims[k] = t->dims[k] < 0 ? batch : t->dims[k];
-    if (!rt_npy_write(c.outputs.data[i], t->dtype, t->rank, dims, out[i], d)) {
+    if (!npy_write(c.outputs.data[i], t->dtype, t->rank, dims, out[i], d)) {
       fputs(diag_text(d), stderr);
       goto done;
     }

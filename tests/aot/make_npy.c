@@ -12,13 +12,13 @@
 #include "util/half.h"
 
 int main(int argc, char **argv) {
-  if (argc < 5 || argc - 4 > RT_MAX_RANK) {
+  if (argc < 5 || argc - 4 > NPY_MAX_RANK) {
     fprintf(stderr, "usage: aot_make_npy OUT.npy f32|f16|i32 SEED DIM...\n");
     return 2;
   }
-  rt_dtype dt = !strcmp(argv[2], "f16") ? DT_F16 : !strcmp(argv[2], "i32") ? DT_I32 : DT_F32;
+  dtype_id dt = !strcmp(argv[2], "f16") ? DT_F16 : !strcmp(argv[2], "i32") ? DT_I32 : DT_F32;
   int rank = argc - 4;
-  int64_t dims[RT_MAX_RANK], n = 1;
+  int64_t dims[NPY_MAX_RANK], n = 1;
   for (int r = 0; r < rank; r++) n *= dims[r] = atoll(argv[4 + r]);
   char *data = xcalloc((size_t)n + 1, 4);
   rng g;
@@ -30,7 +30,7 @@ int main(int argc, char **argv) {
     else ((int32_t *)data)[i] = (int32_t)(x * 100);
   }
   diag_sink *d = diag_sink_create();
-  int rc = rt_npy_write(argv[1], dt, rank, dims, data, d) ? 0 : 1;
+  int rc = npy_write(argv[1], dt, rank, dims, data, d) ? 0 : 1;
   fputs(diag_text(d), stderr);
   diag_sink_destroy(d);
   free(data);

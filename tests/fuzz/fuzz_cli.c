@@ -28,8 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc != 0 && rc != 1 && rc != CLI_EXIT) fuzz_fail("unexpected return value", NULL);
   if (rc == 0) {
     if (!c.cmd || !c.model) fuzz_fail("success without a command and a model", NULL);
-    if (c.batch < 1 || c.opt_level < 0 || c.opt_level > 3 || c.threads < 0 || c.threads > 1024 ||
-        c.repeat < 0 || c.repeat > 100000 || c.device < -1)
+    const castor_compile_options *co = &c.opts.compile;
+    if (c.batch < 1 || co->opt_level < 0 || co->opt_level > 3 || co->threads < 0 ||
+        co->threads > 1024 || c.repeat < 0 || c.repeat > 100000 || co->device < -1)
       fuzz_fail("an option value out of range", NULL);
     if (c.inputs.len > (size_t)argc || c.outputs.len > (size_t)argc) fuzz_fail("more files than arguments", NULL);
   }

@@ -15,8 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FILE *f = fmemopen((void *)data, size, "rb");
   if (!f) return 0;
   diag_sink *d = diag_sink_create();
-  rt_npy a;
-  bool ok = rt_npy_read_stream(f, "fuzz.npy", &a, d);
+  npy_array a;
+  bool ok = npy_read_stream(f, "fuzz.npy", &a, d);
   fclose(f);
   if (ok != (diag_error_count(d) == 0)) fuzz_fail("result and errors disagree", diag_text(d));
   unsigned sum = 0;
@@ -24,14 +24,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const unsigned char *p = a.data;
     for (int64_t k = 0; k < a.nbytes; k++) sum += p[k];
     int errors0 = diag_error_count(d);
-    bool conv = rt_npy_to_f32(&a, "fuzz.npy", d);
+    bool conv = npy_to_f32(&a, "fuzz.npy", d);
     if (conv == (diag_error_count(d) > errors0)) fuzz_fail("conversion result and errors disagree", diag_text(d));
     if (conv) {
       const float *x = a.data;
       for (int64_t k = 0; k < a.numel; k++) sum += x[k] == x[k];
     }
   }
-  rt_npy_fini(&a);
+  npy_fini(&a);
   diag_sink_destroy(d);
   return (int)(sum & 0);
 }

@@ -22,7 +22,7 @@
 
 static ir_graph *compile_text(const char *name, const char *text, const char *policy, const fe_options *fo,
                               diag_sink *d) {
-  ir_graph *g = fe_load_string(name, text, strlen(text), fo, d);
+  ir_graph *g = fe_load_mem(name, text, strlen(text), fo, d, NULL);
   ck_assert_msg(g != NULL, "%s: %s", name, diag_text(d));
   if (policy) ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
   pass_options po;
@@ -216,7 +216,7 @@ START_TEST(test_pad8_preserves_values) {
       ck_assert_msg(str_read_file(path, &text, &len), "cannot read %s", path);
       diag_sink *d = diag_sink_create();
       ir_graph *plain = compile_text(path, text, pols[pi], NULL, d);
-      ir_graph *padded = fe_load_string(path, text, len, NULL, d);
+      ir_graph *padded = fe_load_mem(path, text, len, NULL, d, NULL);
       ck_assert(ir_policy_from_name(pols[pi], strlen(pols[pi]), &padded->policy));
       pass_options po;
       pass_options_init(&po);

@@ -18,7 +18,7 @@
 #include "passes/passes.h"
 
 static ir_graph *compile_graph(const char *text, diag_sink *d) {
-  ir_graph *g = fe_load_string("t.cast", text, strlen(text), NULL, d);
+  ir_graph *g = fe_load_mem("t.cast", text, strlen(text), NULL, d, NULL);
   ck_assert_msg(g != NULL, "%s", diag_text(d));
   ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_DEFAULT, NULL, d), "%s", diag_text(d));
   return g;

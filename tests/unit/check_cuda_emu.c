@@ -91,7 +91,7 @@ static ir_graph *graph(int u, const char *policy, diag_sink *d) {
   char *text = model_text(u);
   char name[32];
   snprintf(name, sizeof name, "kinds%d", u);
-  ir_graph *g = fe_load_string(name, text, strlen(text), NULL, d);
+  ir_graph *g = fe_load_mem(name, text, strlen(text), NULL, d, NULL);
   free(text);
   if (!g) return NULL;
   if (!ir_policy_from_name(policy, strlen(policy), &g->policy)) {
@@ -259,7 +259,7 @@ static void sample(const char *file, const char *policy, int64_t batch) {
   snprintf(path, sizeof path, "%s/samples/%s", CASTOR_SOURCE_DIR, file);
   snprintf(what, sizeof what, "%s/%s", file, policy);
   diag_sink *d = diag_sink_create();
-  ir_graph *g = fe_load_file(path, NULL, d);
+  ir_graph *g = fe_load(path, NULL, d, NULL);
   ck_assert_msg(g != NULL, "%s: %s", what, diag_text(d));
   ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
   pass_options po;

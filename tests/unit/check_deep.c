@@ -57,7 +57,7 @@ START_TEST(test_deep_model_numerics) {
   fe_options fo;
   fe_options_init(&fo);
   fo.seed = 3;
-  ir_graph *g = fe_load_string("deep.cast", text, strlen(text), &fo, d);
+  ir_graph *g = fe_load_mem("deep.cast", text, strlen(text), &fo, d, NULL);
   ck_assert_msg(g != NULL, "load:\n%s", diag_text(d));
   pass_options po;
   pass_options_init(&po);
@@ -123,7 +123,7 @@ START_TEST(test_sharing_same_bits) {
   diag_sink *d = diag_sink_create();
   fe_options fo;
   fe_options_init(&fo);
-  ir_graph *g = fe_load_string("deep.cast", text, strlen(text), &fo, d);
+  ir_graph *g = fe_load_mem("deep.cast", text, strlen(text), &fo, d, NULL);
   ck_assert_msg(g != NULL, "load:\n%s", diag_text(d));
   const char *policy = sharing_cases[_i].policy;
   ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));

@@ -50,7 +50,7 @@ static void run_policy_case(const char *name, const char *text, const char *poli
   fe_options fo;
   fe_options_init(&fo);
   fo.seed = seed;
-  ir_graph *g32 = fe_load_string(name, text, strlen(text), &fo, d);
+  ir_graph *g32 = fe_load_mem(name, text, strlen(text), &fo, d, NULL);
   ck_assert_msg(g32 != NULL, "%s: load failed:\n%s", name, diag_text(d));
   ir_graph *g = ir_graph_clone(g32);
   if (policy) ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
@@ -164,7 +164,7 @@ START_TEST(test_extreme_values) {
                             "c = activation(x, gelu)\nd = activation(x, softmax)\noutput a, b, c, d\n";
   static const float xs[12] = {-1000, -100, -88.5f, -20, -1e-6f, 0, 1e-7f, 0.5f, 20, 88.8f, 100, 1000};
   diag_sink *d = diag_sink_create();
-  ir_graph *g = fe_load_string("extreme", text, strlen(text), NULL, d);
+  ir_graph *g = fe_load_mem("extreme", text, strlen(text), NULL, d, NULL);
   ck_assert_msg(g != NULL, "%s", diag_text(d));
   rt_program *p = cg_compile_cpu(g, NULL, d);
   ck_assert_msg(p != NULL, "%s", diag_text(d));
@@ -290,20 +290,20 @@ START_TEST(test_cli_and_host) {
   rng_init(&r, 99);
   for (int i = 0; i < B * IN; i++) x[i] = rng_uniform_f32(&r, 0.0f, 1.0f);
   diag_sink *d = diag_sink_create();
-  ck_assert(rt_npy_write(x_path, DT_F32, 2, (int64_t[]){B, IN}, x, d));
+  ck_assert(npy_write(x_path, DT_F32, 2, (int64_t[]){B, IN}, x, d));
   snprintf(cmd, sizeof cmd, "%s/castor run %s --input %s --output %s > %s/cli.txt 2>&1", CASTOR_BINARY_DIR, model,
            x_path, y1, dir);
   ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
   snprintf(cmd, sizeof cmd, "%s/samples/host %s %s %s > %s/host.txt 2>&1", CASTOR_BINARY_DIR, model, x_path, y2, dir);
   ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
-  rt_npy a, b;
-  ck_assert_msg(rt_npy_read(y1, &a, d) && rt_npy_read(y2, &b, d), "%s", diag_text(d));
+  npy_array a, b;
+  ck_assert_msg(npy_read(y1, &a, d) && npy_read(y2, &b, d), "%s", diag_text(d));
   ck_assert_int_eq(a.nbytes, (int64_t)(B * OUT * sizeof(float)));
   ck_assert_msg(a.nbytes == b.nbytes && memcmp(a.data, b.data, (size_t)a.nbytes) == 0,
                 "castor run and samples/host differ");
 
   char *text = read_sample("mnist_mlp.cast");
-  ir_graph *g = fe_load_string(model, text, strlen(text), NULL, d);
+  ir_graph *g = fe_load_mem(model, text, strlen(text), NULL, d, NULL);
   ck_assert_msg(g != NULL, "%s", diag_text(d));
   double *x64 = ref_from_f32(x, B * IN), *want[1];
   char err[256], buf[256];
@@ -313,7 +313,7 @@ START_TEST(test_cli_and_host) {
   ref_outputs_free(want, 1);
   free(x64), free(text);
   ir_graph_destroy(g);
-  rt_npy_fini(&a), rt_npy_fini(&b);
+  npy_fini(&a), npy_fini(&b);
   diag_sink_destroy(d);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   ck_assert(system(cmd) == 0);

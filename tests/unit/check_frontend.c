@@ -7,6 +7,7 @@
  * mutation loop that must never crash and always explain a failure.
  */
 #include "frontend/frontend.h"
+#include "formats/safetensors.h"
 #include "util/half.h"
 
 #include <check.h>
@@ -43,7 +44,7 @@ typedef struct loaded {
 
 static loaded load_opts(const char *file, const char *text, const fe_options *o) {
   loaded r = {diag_sink_create(), NULL};
-  r.g = fe_load_string(file, text, strlen(text), o, r.d);
+  r.g = fe_load_mem(file, text, strlen(text), o, r.d, NULL);
   return r;
 }
 
@@ -740,11 +741,11 @@ START_TEST(test_safetensors_declared_size) {
            0, data, sizeof data);
   ck_assert(truncate(wpath, (off_t)1 << 30) == 0);
   diag_sink *d = diag_sink_create();
-  fe_safetensors st;
-  ck_assert_msg(fe_safetensors_read(wpath, (diag_loc){0}, d, &st), "%s", diag_text(d));
+  safetensors_file st;
+  ck_assert_msg(safetensors_read(wpath, (diag_loc){0}, d, &st), "%s", diag_text(d));
   ck_assert_uint_eq(st.blob_len, 32);
   ck_assert(st.n_tensors == 2 && memcmp(st.tensors[1].data, data + 6, 8) == 0);
-  fe_safetensors_fini(&st);
+  safetensors_fini(&st);
   diag_sink_destroy(d);
   loaded r = load_st();
   ck_assert_msg(r.g, "%s", diag_text(r.d));
@@ -775,6 +776,52 @@ START_TEST(test_safetensors_declared_size) {
 }
 END_TEST
 
+/* fe_load picks the frontend by content, not name: a ZIP, HDF5 or protobuf
+ * file is a Keras or ONNX model (not supported yet), even named .cast;
+ * text is .cast whatever its name. */
+START_TEST(test_sniff) {
+  static const struct {
+    const char *bytes;
+    size_t len;
+    fe_format want;
+    const char *what;
+  } cases[] = {
+      {"PK\x03\x04\x14\0", 6, FE_FORMAT_KERAS, "a Keras model (a ZIP or HDF5 file: .keras or .h5)"},
+      {"\x89HDF\r\n\x1a\n", 8, FE_FORMAT_KERAS, "a Keras model (a ZIP or HDF5 file: .keras or .h5)"},
+      {"\x08\x07\x12\x07pytorch", 11, FE_FORMAT_ONNX, "an ONNX model (a protobuf file: .onnx)"},
+      {"model m\n", 8, FE_FORMAT_CAST, NULL},
+      {"PK", 2, FE_FORMAT_CAST, NULL},
+      {"", 0, FE_FORMAT_CAST, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    ck_assert_msg(fe_sniff(cases[i].bytes, cases[i].len) == cases[i].want, "case %zu", i);
+    if (!cases[i].what) continue;
+    diag_sink *d = diag_sink_create();
+    ck_assert_ptr_null(fe_load_mem("m.cast", cases[i].bytes, cases[i].len, NULL, d, NULL));
+    char want[256];
+    snprintf(want, sizeof want,
+             "m.cast: error: 'm.cast' is %s; castor reads only .cast models so far (that frontend "
+             "is not supported yet)\n",
+             cases[i].what);
+    ck_assert_str_eq(diag_text(d), want);
+    ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_UNSUPPORTED);
+    diag_sink_destroy(d);
+  }
+  /* the training defaults come back through the seam */
+  diag_sink *d = diag_sink_create();
+  const char *text = "model m\ncompile loss=mse, optimizer=adam\nx = input(shape=[2])\n"
+                     "y = dense(x, units=1)\noutput y\n";
+  fe_train_defaults td;
+  ir_graph *g = fe_load_mem("any.name", text, strlen(text), NULL, d, &td);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  ck_assert(td.present);
+  ck_assert_str_eq(td.loss, "mse");
+  ck_assert_str_eq(td.optimizer, "adam");
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 /* A model file is read only if it is a regular file of at most
  * FE_MAX_MODEL_BYTES (checked before reading) or a pipe. */
 START_TEST(test_model_file_limits) {
@@ -785,7 +832,7 @@ START_TEST(test_model_file_limits) {
   const char *const paths[] = {big, "/dev/zero"};
   for (int i = 0; i < 2; i++) {
     diag_sink *d = diag_sink_create();
-    ck_assert_ptr_null(fe_load_file(paths[i], NULL, d));
+    ck_assert_ptr_null(fe_load(paths[i], NULL, d, NULL));
     if (i == 0)
       snprintf(want, sizeof want,
                "error: cannot read model file '%s': it has 16777217 bytes, more than the limit of "
@@ -808,18 +855,18 @@ START_TEST(test_safetensors_api) {
            0, h, sizeof h);
   char *p = tmp_path("h.safetensors");
   diag_sink *d = diag_sink_create();
-  fe_safetensors st;
-  ck_assert_msg(fe_safetensors_read(p, (diag_loc){0}, d, &st), "%s", diag_text(d));
+  safetensors_file st;
+  ck_assert_msg(safetensors_read(p, (diag_loc){0}, d, &st), "%s", diag_text(d));
   ck_assert_int_eq(st.n_tensors, 1);
-  const fe_tensor *t = fe_safetensors_find(&st, "h");
+  const safetensors_tensor *t = safetensors_find(&st, "h");
   ck_assert_ptr_nonnull(t);
-  ck_assert_ptr_null(fe_safetensors_find(&st, "g"));
+  ck_assert_ptr_null(safetensors_find(&st, "g"));
   ck_assert_int_eq(t->dtype, DT_F16);
   ck_assert_int_eq(t->rank, 3);
   ck_assert_int_eq(t->dims[0] * t->dims[1] * t->dims[2], 4);
   ck_assert_int_eq(t->nbytes, 8);
   ck_assert_mem_eq(t->data, h, 8);
-  fe_safetensors_fini(&st);
+  safetensors_fini(&st);
   diag_sink_destroy(d);
   free(p);
   remove_tmpdir();
@@ -856,7 +903,7 @@ START_TEST(test_golden_errors) {
     ck_assert_msg(text && want, "%s: missing its .expected", e->d_name);
     ck_assert_msg(strstr(text, "# EXIT: 1\n"), "%s: no '# EXIT: 1'", e->d_name);
     loaded r = {diag_sink_create(), NULL};
-    r.g = fe_load_string(e->d_name, text, strlen(text), NULL, r.d);
+    r.g = fe_load_mem(e->d_name, text, strlen(text), NULL, r.d, NULL);
     ck_assert_msg(!r.g, "%s: loaded", e->d_name);
     ck_assert_msg(str_eq(diag_text(r.d), want), "%s:\n--- got\n%s--- want\n%s", e->d_name,
                   diag_text(r.d), want);
@@ -911,7 +958,7 @@ START_TEST(test_mutations) {
     diag_sink *d = diag_sink_create();
     fe_options o;
     fe_options_init(&o);
-    ir_graph *g = fe_load_string("fuzz.cast", buf, len, &o, d);
+    ir_graph *g = fe_load_mem("fuzz.cast", buf, len, &o, d, NULL);
     if (g) {
       ok++;
       ck_assert_msg(g->n_outputs > 0 && diag_error_count(d) == 0, "iteration %d", iter);
@@ -953,6 +1000,7 @@ static Suite *frontend_suite(void) {
   tcase_add_test(w, test_safetensors_api);
   tcase_add_test(w, test_safetensors_declared_size);
   tcase_add_test(w, test_model_file_limits);
+  tcase_add_test(w, test_sniff);
   suite_add_tcase(s, w);
   TCase *fuzz = tcase_create("robustness");
   tcase_add_test(fuzz, test_mutations);

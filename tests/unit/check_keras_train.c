@@ -33,6 +33,7 @@
 
 #include "castor.h"
 #include "frontend/frontend.h"
+#include "formats/safetensors.h"
 #include "util/util.h"
 
 #define GOLD CASTOR_SOURCE_DIR "/tests/golden/train"
@@ -70,8 +71,8 @@ static double bound_of(const char *policy) {
   return !strcmp(policy, "float32") ? 5e-6 : !strcmp(policy, "mixed_float16") ? 5e-3 : 3e-2;
 }
 
-static float scalar(const fe_safetensors *st, const char *key) {
-  const fe_tensor *t = fe_safetensors_find(st, key);
+static float scalar(const safetensors_file *st, const char *key) {
+  const safetensors_tensor *t = safetensors_find(st, key);
   ck_assert_msg(t && t->dtype == DT_F32, "golden tensor %s", key);
   return *(const float *)t->data;
 }
@@ -133,8 +134,8 @@ static void run_case(int ci) {
     char path[512];
     snprintf(path, sizeof path, GOLD "/%s/step%d.safetensors", kc->name, k);
     diag_sink *d = diag_sink_create();
-    fe_safetensors st;
-    ck_assert_msg(fe_safetensors_read(path, (diag_loc){0}, d, &st), "%s", diag_text(d));
+    safetensors_file st;
+    ck_assert_msg(safetensors_read(path, (diag_loc){0}, d, &st), "%s", diag_text(d));
     diag_sink_destroy(d);
     /* the loss of the step's forward pass */
     double loss = *(float *)castor_tensor_data(outs[1]), want = scalar(&st, "loss");
@@ -161,8 +162,8 @@ static void run_case(int ci) {
     /* every variable and slot Keras has */
     int compared = 0;
     for (int i = 0; i < st.n_tensors; i++) {
-      const fe_tensor *g = &st.tensors[i];
-      const char *key = g->key;
+      const safetensors_tensor *g = &st.tensors[i];
+      const char *key = g->name;
       size_t n = strlen(key);
       if (strncmp(key, "dense_", 6) != 0 || (n > 5 && !strcmp(key + n - 5, ".grad"))) continue;
       ck_assert_msg(castor_program_get_state(p, key, &t) == CASTOR_OK, "%s: castor has no state %s: %s", kc->name, key,
@@ -183,7 +184,7 @@ static void run_case(int ci) {
       compared++;
     }
     ck_assert_msg(compared >= 6, "%s: %d tensors compared", kc->name, compared);
-    fe_safetensors_fini(&st);
+    safetensors_fini(&st);
     castor_tensor_destroy(scale_before);
     for (int i = 0; i < 2; i++) castor_tensor_destroy(outs[i]);
   }

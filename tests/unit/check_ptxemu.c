@@ -475,7 +475,7 @@ START_TEST(test_damaged_ptx) {
   static const char *text = "model dmg\nx = input(shape=[40])\nh = dense(x, units=24, activation=gelu)\n"
                             "p = activation(h, softmax)\noutput p\n";
   diag_sink *d = diag_sink_create();
-  ir_graph *g = fe_load_string("dmg", text, strlen(text), NULL, d);
+  ir_graph *g = fe_load_mem("dmg", text, strlen(text), NULL, d, NULL);
   ck_assert(g != NULL);
   ck_assert(ir_policy_from_name("mixed_float16", 13, &g->policy));
   pass_options po;
@@ -520,7 +520,7 @@ static ir_graph *mut_graph(const char *policy) {
   static const char *text = "model mut\nx = input(shape=[288])\nh = dense(x, units=64, activation=relu)\n"
                             "y = dense(h, units=40)\noutput y\n";
   diag_sink *d = diag_sink_create();
-  ir_graph *g = fe_load_string("mut", text, strlen(text), NULL, d);
+  ir_graph *g = fe_load_mem("mut", text, strlen(text), NULL, d, NULL);
   ck_assert_msg(g != NULL, "%s", diag_text(d));
   ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
   pass_options po;

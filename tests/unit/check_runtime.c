@@ -250,19 +250,19 @@ static const unsigned char npy_f8_round[168] = {
 };
 
 /* Reads a blob through a file; fails the test if reading fails. */
-static void read_blob(const char *name, const unsigned char *blob, size_t len, rt_npy *a) {
+static void read_blob(const char *name, const unsigned char *blob, size_t len, npy_array *a) {
   char path[256];
   tmp_path(name, path, sizeof path);
   write_bytes(path, blob, len);
   diag_sink *d = diag_sink_create();
-  bool ok = rt_npy_read(path, a, d);
+  bool ok = npy_read(path, a, d);
   ck_assert_msg(ok, "%s: %s", name, diag_text(d));
   ck_assert_int_eq(diag_error_count(d), 0);
   ck_assert_int_eq(diag_warning_count(d), 0);
   diag_sink_destroy(d);
 }
 
-static void assert_shape(const rt_npy *a, int rank, const int64_t *dims) {
+static void assert_shape(const npy_array *a, int rank, const int64_t *dims) {
   ck_assert_int_eq(a->rank, rank);
   int64_t n = 1;
   for (int i = 0; i < rank; i++) {
@@ -274,61 +274,61 @@ static void assert_shape(const rt_npy *a, int rank, const int64_t *dims) {
 }
 
 START_TEST(test_read_numpy_files) {
-  rt_npy a;
+  npy_array a;
   read_blob("f4.npy", npy_f4_2x3, sizeof npy_f4_2x3, &a);
   ck_assert(a.dtype == DT_F32 && !a.is_f64);
   assert_shape(&a, 2, (int64_t[]){2, 3});
   ck_assert_int_eq(a.nbytes, 24);
   static const float f4[] = {1, 2, 3, 4, 5, -6.5f};
   ck_assert(memcmp(a.data, f4, sizeof f4) == 0);
-  rt_npy_fini(&a);
+  npy_fini(&a);
   ck_assert_ptr_null(a.data);
 
   read_blob("i4v2.npy", npy_i4_v2, sizeof npy_i4_v2, &a);
   ck_assert(a.dtype == DT_I32);
   assert_shape(&a, 1, (int64_t[]){3});
   ck_assert(memcmp(a.data, (int32_t[]){1, -2, 3}, 12) == 0);
-  rt_npy_fini(&a);
+  npy_fini(&a);
 
   read_blob("f4v3.npy", npy_f4_v3, sizeof npy_f4_v3, &a);
   ck_assert(a.dtype == DT_F32);
   assert_shape(&a, 4, (int64_t[]){1, 1, 1, 2});
   ck_assert(memcmp(a.data, (float[]){0.5f, -0.25f}, 8) == 0);
-  rt_npy_fini(&a);
+  npy_fini(&a);
 
   read_blob("f2.npy", npy_f2_4, sizeof npy_f2_4, &a);
   ck_assert(a.dtype == DT_F16);
   assert_shape(&a, 1, (int64_t[]){4});
   /* 6e-8 is the f16 subnormal 0x0001 */
   ck_assert(memcmp(a.data, (uint16_t[]){0x3c00, 0xc000, 0x7bff, 0x0001}, 8) == 0);
-  rt_npy_fini(&a);
+  npy_fini(&a);
 
   read_blob("b1.npy", npy_b1_2x2, sizeof npy_b1_2x2, &a);
   ck_assert(a.dtype == DT_I1);
   assert_shape(&a, 2, (int64_t[]){2, 2});
   ck_assert(memcmp(a.data, (uint8_t[]){1, 0, 0, 1}, 4) == 0);
-  rt_npy_fini(&a);
+  npy_fini(&a);
 
   read_blob("i8.npy", npy_i8_2, sizeof npy_i8_2, &a);
   ck_assert(a.dtype == DT_I64);
   ck_assert(memcmp(a.data, (int64_t[]){-1, (int64_t)1 << 40}, 16) == 0);
-  rt_npy_fini(&a);
+  npy_fini(&a);
 
   read_blob("scalar.npy", npy_f4_scalar, sizeof npy_f4_scalar, &a);
   ck_assert_int_eq(a.rank, 0);
   ck_assert_int_eq(a.numel, 1);
   ck_assert(*(float *)a.data == 3.5f);
-  rt_npy_fini(&a);
+  npy_fini(&a);
 
   read_blob("empty.npy", npy_f4_0x3, sizeof npy_f4_0x3, &a);
   assert_shape(&a, 2, (int64_t[]){0, 3});
   ck_assert_int_eq(a.nbytes, 0);
-  rt_npy_fini(&a);
+  npy_fini(&a);
 }
 END_TEST
 
 START_TEST(test_read_f8_convert) {
-  rt_npy a;
+  npy_array a;
   char path[256];
   tmp_path("f8.npy", path, sizeof path);
   read_blob("f8.npy", npy_f8_2x2, sizeof npy_f8_2x2, &a);
@@ -336,11 +336,11 @@ START_TEST(test_read_f8_convert) {
   assert_shape(&a, 2, (int64_t[]){2, 2});
   ck_assert_int_eq(a.nbytes, 32);
   diag_sink *d = diag_sink_create();
-  ck_assert(rt_npy_to_f32(&a, path, d));
+  ck_assert(npy_to_f32(&a, path, d));
   ck_assert(a.dtype == DT_F32 && !a.is_f64 && a.nbytes == 16);
   float *f = a.data;
   ck_assert(f[0] == 0.1f && isinf(f[1]) && f[1] > 0 && f[2] == -2.5f && f[3] == (float)(1.0 / 3));
-  rt_npy_fini(&a);
+  npy_fini(&a);
 
   /* f64 -> f16 rounds once (NumPy: 1 + 2^-11 + 2^-40 -> 0x3c01, where going
    * through f32 would give 0x3c00); f64 -> bf16 goes through f32 as ml_dtypes
@@ -348,37 +348,37 @@ START_TEST(test_read_f8_convert) {
   static const uint16_t want16[] = {0x3c01, 0x2e66, 0x7c00, 0xb555, 0x0001};
   static const uint16_t want_b[] = {0x3f80, 0x3dcd, 0x7f80, 0xbeab, 0x3300};
   read_blob("round.npy", npy_f8_round, sizeof npy_f8_round, &a);
-  ck_assert(rt_npy_convert(&a, DT_F16, path, d));
+  ck_assert(npy_convert(&a, DT_F16, path, d));
   ck_assert(a.dtype == DT_F16 && a.nbytes == 10);
   for (int i = 0; i < 5; i++)
     ck_assert_msg(((uint16_t *)a.data)[i] == want16[i], "f16[%d] = 0x%04x, want 0x%04x", i,
                   ((uint16_t *)a.data)[i], want16[i]);
-  rt_npy_fini(&a);
+  npy_fini(&a);
   read_blob("round.npy", npy_f8_round, sizeof npy_f8_round, &a);
-  ck_assert(rt_npy_convert(&a, DT_BF16, path, d));
+  ck_assert(npy_convert(&a, DT_BF16, path, d));
   for (int i = 0; i < 5; i++)
     ck_assert_msg(((uint16_t *)a.data)[i] == want_b[i], "bf16[%d] = 0x%04x, want 0x%04x", i,
                   ((uint16_t *)a.data)[i], want_b[i]);
   /* bf16 -> f32 is exact; f32 -> f32 is a no-op */
-  ck_assert(rt_npy_to_f32(&a, path, d));
+  ck_assert(npy_to_f32(&a, path, d));
   ck_assert(((float *)a.data)[1] == half_bf16_to_f32(0x3dcd));
-  ck_assert(rt_npy_to_f32(&a, path, d));
+  ck_assert(npy_to_f32(&a, path, d));
   ck_assert_int_eq(diag_error_count(d), 0);
-  rt_npy_fini(&a);
+  npy_fini(&a);
 
   /* integer arrays do not convert */
   read_blob("i4.npy", npy_i4_v2, sizeof npy_i4_v2, &a);
-  ck_assert(!rt_npy_convert(&a, DT_F32, path, d));
+  ck_assert(!npy_convert(&a, DT_F32, path, d));
   char want[512];
   snprintf(want, sizeof want, "%s: error: cannot convert a .npy array of i32 to f32\n", path);
   ck_assert_str_eq(diag_text(d), want);
   ck_assert(a.dtype == DT_I32 && a.data != NULL);
-  rt_npy_fini(&a);
+  npy_fini(&a);
   diag_sink_destroy(d);
 }
 END_TEST
 
-/* rt_npy_write produces the very bytes np.save does. */
+/* npy_write produces the very bytes np.save does. */
 START_TEST(test_write_matches_numpy) {
   static const struct {
     const char *name;
@@ -398,11 +398,11 @@ START_TEST(test_write_matches_numpy) {
   };
   diag_sink *d = diag_sink_create();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    rt_npy a;
+    npy_array a;
     read_blob("in.npy", cases[i].blob, cases[i].len, &a);
     char path[256];
     tmp_path("out.npy", path, sizeof path);
-    ck_assert_msg(rt_npy_write(path, cases[i].dtype, cases[i].rank, cases[i].dims, a.data, d),
+    ck_assert_msg(npy_write(path, cases[i].dtype, cases[i].rank, cases[i].dims, a.data, d),
                   "%s: %s", cases[i].name, diag_text(d));
     size_t len;
     unsigned char *bytes = read_bytes(path, &len);
@@ -417,7 +417,7 @@ START_TEST(test_write_matches_numpy) {
                     "%s: bytes differ from np.save", cases[i].name);
     }
     free(bytes);
-    rt_npy_fini(&a);
+    npy_fini(&a);
   }
   diag_sink_destroy(d);
 }
@@ -441,10 +441,10 @@ START_TEST(test_round_trip) {
                                      : (unsigned char)rng_next(&r);
       char path[256];
       tmp_path("rt.npy", path, sizeof path);
-      ck_assert_msg(rt_npy_write(path, dtypes[t], rank, shapes[rank], data, d), "%s rank %d: %s",
+      ck_assert_msg(npy_write(path, dtypes[t], rank, shapes[rank], data, d), "%s rank %d: %s",
                     dtype_name(dtypes[t]), rank, diag_text(d));
-      rt_npy a;
-      ck_assert_msg(rt_npy_read(path, &a, d), "%s rank %d: %s", dtype_name(dtypes[t]), rank,
+      npy_array a;
+      ck_assert_msg(npy_read(path, &a, d), "%s rank %d: %s", dtype_name(dtypes[t]), rank,
                     diag_text(d));
       ck_assert_msg(a.dtype == dtypes[t] && !a.is_f64, "%s rank %d: read back as %s",
                     dtype_name(dtypes[t]), rank, dtype_name(a.dtype));
@@ -456,7 +456,7 @@ START_TEST(test_round_trip) {
       unsigned char *bytes = read_bytes(path, &len);
       ck_assert_msg((len - (size_t)nbytes) % 64 == 0, "header not 64-byte aligned");
       free(bytes);
-      rt_npy_fini(&a);
+      npy_fini(&a);
       free(data);
     }
   }
@@ -473,13 +473,13 @@ static void expect_read_error(const char *name, const void *blob, size_t len, co
   tmp_path(name, path, sizeof path);
   write_bytes(path, blob, len);
   diag_sink *d = diag_sink_create();
-  rt_npy a;
-  ck_assert_msg(!rt_npy_read(path, &a, d), "%s: read should fail", name);
+  npy_array a;
+  ck_assert_msg(!npy_read(path, &a, d), "%s: read should fail", name);
   ck_assert_ptr_null(a.data);
   snprintf(want, sizeof want, "%s: error: %s\n", path, msg);
   ck_assert_str_eq(diag_text(d), want);
   ck_assert_int_eq(diag_error_count(d), 1);
-  rt_npy_fini(&a);
+  npy_fini(&a);
   diag_sink_destroy(d);
 }
 
@@ -501,9 +501,9 @@ static size_t make_npy(unsigned char *buf, const char *header, size_t data_len) 
 START_TEST(test_read_errors) {
   char path[256], want[512];
   diag_sink *d = diag_sink_create();
-  rt_npy a;
+  npy_array a;
   tmp_path("missing.npy", path, sizeof path);
-  ck_assert(!rt_npy_read(path, &a, d));
+  ck_assert(!npy_read(path, &a, d));
   snprintf(want, sizeof want, "%s: error: cannot open: No such file or directory\n", path);
   ck_assert_str_eq(diag_text(d), want);
   diag_sink_destroy(d);
@@ -585,21 +585,21 @@ START_TEST(test_read_errors) {
   tmp_path("py2.npy", path, sizeof path);
   write_bytes(path, buf, n);
   d = diag_sink_create();
-  ck_assert_msg(rt_npy_read(path, &a, d), "%s", diag_text(d));
+  ck_assert_msg(npy_read(path, &a, d), "%s", diag_text(d));
   assert_shape(&a, 2, (int64_t[]){2, 1});
-  rt_npy_fini(&a);
+  npy_fini(&a);
   /* trailing data: a warning, the array is still read */
   n = make_npy(buf, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 9);
   tmp_path("extra.npy", path, sizeof path);
   write_bytes(path, buf, n);
-  ck_assert(rt_npy_read(path, &a, d));
+  ck_assert(npy_read(path, &a, d));
   snprintf(want, sizeof want,
            "%s: warning: bytes after the .npy data (shape (2,)) are ignored\n", path);
   ck_assert_str_eq(diag_text(d), want);
-  rt_npy_fini(&a);
+  npy_fini(&a);
   /* a directory */
   diag_clear(d);
-  ck_assert(!rt_npy_read(tmpdir, &a, d));
+  ck_assert(!npy_read(tmpdir, &a, d));
   snprintf(want, sizeof want, "%s: error: cannot read: Is a directory\n", tmpdir);
   ck_assert_str_eq(diag_text(d), want);
   diag_sink_destroy(d);
@@ -611,22 +611,22 @@ START_TEST(test_write_errors) {
   diag_sink *d = diag_sink_create();
   tmp_path("w.npy", path, sizeof path);
   uint16_t data[4] = {0};
-  ck_assert(!rt_npy_write(path, DT_BF16, 1, (int64_t[]){4}, data, d));
+  ck_assert(!npy_write(path, DT_BF16, 1, (int64_t[]){4}, data, d));
   snprintf(want, sizeof want, "%s: error: cannot write bf16 to .npy: NumPy has no bf16 dtype\n",
            path);
   ck_assert_str_eq(diag_text(d), want);
   diag_clear(d);
-  ck_assert(!rt_npy_write(path, DT_F32, 5, (int64_t[]){1, 1, 1, 1, 1}, data, d));
+  ck_assert(!npy_write(path, DT_F32, 5, (int64_t[]){1, 1, 1, 1, 1}, data, d));
   snprintf(want, sizeof want, "%s: error: cannot write a .npy array of rank 5 (at most 4)\n",
            path);
   ck_assert_str_eq(diag_text(d), want);
   diag_clear(d);
-  ck_assert(!rt_npy_write(path, DT_F32, 2, (int64_t[]){2, -3}, data, d));
+  ck_assert(!npy_write(path, DT_F32, 2, (int64_t[]){2, -3}, data, d));
   snprintf(want, sizeof want,
            "%s: error: cannot write a .npy array with negative dimension -3\n", path);
   ck_assert_str_eq(diag_text(d), want);
   diag_clear(d);
-  ck_assert(!rt_npy_write(path, DT_I64, 2, (int64_t[]){(int64_t)1 << 40, 1 << 20}, data, d));
+  ck_assert(!npy_write(path, DT_I64, 2, (int64_t[]){(int64_t)1 << 40, 1 << 20}, data, d));
   snprintf(want, sizeof want,
            "%s: error: cannot write a .npy array of shape (1099511627776, 1048576): too large\n",
            path);
@@ -634,13 +634,13 @@ START_TEST(test_write_errors) {
   ck_assert(access(path, F_OK) != 0);
   diag_clear(d);
   tmp_path("no/such/dir.npy", path, sizeof path);
-  ck_assert(!rt_npy_write(path, DT_F32, 1, (int64_t[]){1}, data, d));
+  ck_assert(!npy_write(path, DT_F32, 1, (int64_t[]){1}, data, d));
   snprintf(want, sizeof want, "%s: error: cannot open for writing: No such file or directory\n",
            path);
   ck_assert_str_eq(diag_text(d), want);
   diag_clear(d);
   if (access("/dev/full", W_OK) == 0) {
-    ck_assert(!rt_npy_write("/dev/full", DT_F32, 1, (int64_t[]){4}, data, d));
+    ck_assert(!npy_write("/dev/full", DT_F32, 1, (int64_t[]){4}, data, d));
     ck_assert_str_eq(diag_text(d), "/dev/full: error: cannot write: No space left on device\n");
   }
   diag_sink_destroy(d);
@@ -654,11 +654,11 @@ START_TEST(test_read_fuzz) {
   char path[256];
   tmp_path("fuzz.npy", path, sizeof path);
   diag_sink *d = diag_sink_create();
-  rt_npy a;
+  npy_array a;
   for (size_t len = 0; len < sizeof npy_f4_2x3; len++) {
     write_bytes(path, npy_f4_2x3, len);
     diag_clear(d);
-    ck_assert_msg(!rt_npy_read(path, &a, d), "truncated to %zu bytes but read", len);
+    ck_assert_msg(!npy_read(path, &a, d), "truncated to %zu bytes but read", len);
     ck_assert_int_eq(diag_error_count(d), 1);
   }
   rng r;
@@ -676,10 +676,10 @@ START_TEST(test_read_fuzz) {
     }
     write_bytes(path, buf, sizeof buf);
     diag_clear(d);
-    if (rt_npy_read(path, &a, d)) {
+    if (npy_read(path, &a, d)) {
       n_ok++;
       ck_assert(a.numel >= 0 && a.rank >= 0 && a.rank <= RT_MAX_RANK);
-      rt_npy_fini(&a);
+      npy_fini(&a);
     } else {
       ck_assert_int_eq(diag_error_count(d), 1);
       ck_assert_ptr_null(a.data);

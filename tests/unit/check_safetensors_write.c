@@ -1,12 +1,11 @@
 /*
- * check_safetensors_write.c: Check suite of runtime/safetensors_write: the
+ * check_safetensors_write.c: Check suite of formats/safetensors_write: the
  * exact bytes of a small file (the layout of the reference implementation:
  * F32 before BF16 before F16, names sorted, compact JSON padded to 8 bytes),
- * round trips through the frontend's reader for every dtype and rank, and
+ * round trips through safetensors_read for every dtype and rank, and
  * the argument errors, after which an existing file is untouched.
  */
-#include "frontend/frontend.h"
-#include "formats/safetensors_write.h"
+#include "formats/safetensors.h"
 #include "util/half.h"
 
 #include "tests/unit/test_support.h"
@@ -26,15 +25,15 @@ START_TEST(test_exact_layout) {
   float k[6] = {1, 2, 3, 4, 5, 6}, b[2] = {0.5f, -0.5f};
   uint16_t h[3] = {half_f32_to_f16(1), half_f32_to_f16(2), half_f32_to_f16(3)};
   uint16_t bf[1] = {half_f32_to_bf16(7)};
-  rt_st_tensor ts[] = {
-      {"z.half", DT_F16, 1, {3}, h},
-      {"dense_1.kernel", DT_F32, 2, {3, 2}, k},
-      {"a.bf", DT_BF16, 0, {0}, bf},
-      {"dense_1.bias", DT_F32, 1, {2}, b},
+  safetensors_tensor ts[] = {
+      {"z.half", DT_F16, 1, {3}, h, 0, 0},
+      {"dense_1.kernel", DT_F32, 2, {3, 2}, k, 0, 0},
+      {"a.bf", DT_BF16, 0, {0}, bf, 0, 0},
+      {"dense_1.bias", DT_F32, 1, {2}, b, 0, 0},
   };
   const char *meta[] = {"format", "castor"};
   diag_sink *d = diag_sink_create();
-  ck_assert_msg(rt_safetensors_write(p, ts, 4, meta, 1, d), "%s", diag_text(d));
+  ck_assert_msg(safetensors_write(p, ts, 4, meta, 1, d), "%s", diag_text(d));
   size_t len;
   char *data = read_all(p, &len);
   const char *want =
@@ -68,16 +67,16 @@ START_TEST(test_round_trip) {
   static const char *const names[] = {"scalar", "dense_1.bias", "w\"quoted\\", "dense_1.kernel",
                                       "caf\xc3\xa9.k", "empty"};
   enum { N = 6 * 3 };
-  rt_st_tensor ts[N];
+  safetensors_tensor ts[N];
   void *bufs[N];
   char namebuf[N][64];
   rng r;
   rng_init(&r, 11);
   for (int i = 0; i < N; i++) {
     const int64_t *s = shapes[i % 6];
-    rt_dtype dt = (rt_dtype[]){DT_F32, DT_F16, DT_BF16}[i / 6];
+    dtype_id dt = (dtype_id[]){DT_F32, DT_F16, DT_BF16}[i / 6];
     snprintf(namebuf[i], sizeof namebuf[i], "%s/%s", names[i % 6], dtype_name(dt));
-    ts[i] = (rt_st_tensor){namebuf[i], dt, (int)s[0], {0}, NULL};
+    ts[i] = (safetensors_tensor){namebuf[i], dt, (int)s[0], {0}, NULL, 0, 0};
     int64_t numel = 1;
     for (int k = 0; k < s[0]; k++) ts[i].dims[k] = s[1 + k], numel *= s[1 + k];
     bufs[i] = xmalloc((size_t)(numel * dtype_size(dt)) + 1);
@@ -90,13 +89,13 @@ START_TEST(test_round_trip) {
     ts[i].data = bufs[i];
   }
   diag_sink *d = diag_sink_create();
-  ck_assert_msg(rt_safetensors_write(p, ts, N, NULL, 0, d), "%s", diag_text(d));
-  fe_safetensors st;
-  ck_assert_msg(fe_safetensors_read(p, (diag_loc){0}, d, &st), "%s", diag_text(d));
+  ck_assert_msg(safetensors_write(p, ts, N, NULL, 0, d), "%s", diag_text(d));
+  safetensors_file st;
+  ck_assert_msg(safetensors_read(p, (diag_loc){0}, d, &st), "%s", diag_text(d));
   ck_assert_int_eq(st.n_tensors, N);
   int64_t total = 0;
   for (int i = 0; i < N; i++) {
-    const fe_tensor *t = fe_safetensors_find(&st, ts[i].name);
+    const safetensors_tensor *t = safetensors_find(&st, ts[i].name);
     ck_assert_msg(t != NULL, "tensor '%s' not read back", ts[i].name);
     ck_assert_int_eq((int)t->dtype, (int)ts[i].dtype);
     ck_assert_int_eq(t->rank, ts[i].rank);
@@ -130,7 +129,7 @@ START_TEST(test_round_trip) {
   }
   free(header);
   fclose(f);
-  fe_safetensors_fini(&st);
+  safetensors_fini(&st);
   for (int i = 0; i < N; i++) free(bufs[i]);
   ck_assert_int_eq(diag_error_count(d), 0);
   diag_sink_destroy(d);
@@ -144,38 +143,38 @@ START_TEST(test_errors) {
   static float x[4] = {1, 2, 3, 4};
   static int32_t ix[1] = {1};
   static const struct {
-    rt_st_tensor t[2];
+    safetensors_tensor t[2];
     int n;
     const char *msg;
   } cases[] = {
-      {{{"a", DT_I32, 1, {1}, ix}}, 1,
+      {{{"a", DT_I32, 1, {1}, ix, 0, 0}}, 1,
        "cannot write tensor 'a' of dtype i32 to safetensors (castor writes F32, F16 and BF16)"},
-      {{{"a", DT_F32, 1, {-2}, x}}, 1, "cannot write tensor 'a' to safetensors: dimension 0 is -2"},
-      {{{"a", DT_F32, 5, {1, 1, 1, 1}, x}}, 1,
+      {{{"a", DT_F32, 1, {-2}, x, 0, 0}}, 1, "cannot write tensor 'a' to safetensors: dimension 0 is -2"},
+      {{{"a", DT_F32, 5, {1, 1, 1, 1}, x, 0, 0}}, 1,
        "cannot write tensor 'a' of rank 5 to safetensors (at most 4)"},
-      {{{"a", DT_F32, 2, {INT64_MAX / 2, 4}, x}}, 1,
+      {{{"a", DT_F32, 2, {INT64_MAX / 2, 4}, x, 0, 0}}, 1,
        "cannot write tensor 'a' to safetensors: its size overflows"},
-      {{{"__metadata__", DT_F32, 1, {1}, x}}, 1,
+      {{{"__metadata__", DT_F32, 1, {1}, x, 0, 0}}, 1,
        "cannot write a tensor named '__metadata__' to safetensors: the name is reserved for the "
        "header's metadata"},
-      {{{"bad\xff", DT_F32, 1, {1}, x}}, 1,
+      {{{"bad\xff", DT_F32, 1, {1}, x, 0, 0}}, 1,
        "cannot write tensor 0 to safetensors: its name is not valid UTF-8"},
-      {{{"k", DT_F32, 1, {1}, x}, {"k", DT_F16, 1, {1}, x}}, 2,
+      {{{"k", DT_F32, 1, {1}, x, 0, 0}, {"k", DT_F16, 1, {1}, x, 0, 0}}, 2,
        "duplicate tensor name 'k' for safetensors"},
-      {{{"k", DT_F32, 1, {2}, NULL}}, 1, "cannot write tensor 'k' to safetensors: it has no data"},
+      {{{"k", DT_F32, 1, {2}, NULL, 0, 0}}, 1, "cannot write tensor 'k' to safetensors: it has no data"},
   };
   diag_sink *d = diag_sink_create();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     diag_clear(d);
-    ck_assert_msg(!rt_safetensors_write(p, cases[i].t, cases[i].n, NULL, 0, d), "case %zu", i);
+    ck_assert_msg(!safetensors_write(p, cases[i].t, cases[i].n, NULL, 0, d), "case %zu", i);
     snprintf(want, sizeof want, "%s: error: %s\n", p, cases[i].msg);
     ck_assert_str_eq(diag_text(d), want);
     ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_INVALID_ARGUMENT);
   }
   diag_clear(d);
   const char *meta[] = {"k", "v", "k", "w"};
-  rt_st_tensor ok = {"a", DT_F32, 1, {1}, x};
-  ck_assert(!rt_safetensors_write(p, &ok, 1, meta, 2, d));
+  safetensors_tensor ok = {"a", DT_F32, 1, {1}, x, 0, 0};
+  ck_assert(!safetensors_write(p, &ok, 1, meta, 2, d));
   snprintf(want, sizeof want, "%s: error: duplicate safetensors metadata key 'k'\n", p);
   ck_assert_str_eq(diag_text(d), want);
   size_t len;
@@ -186,7 +185,7 @@ START_TEST(test_errors) {
   /* an I/O error: the directory does not exist */
   diag_clear(d);
   tmp_path("no/such.safetensors", p, sizeof p);
-  ck_assert(!rt_safetensors_write(p, &ok, 1, NULL, 0, d));
+  ck_assert(!safetensors_write(p, &ok, 1, NULL, 0, d));
   ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_IO);
   diag_sink_destroy(d);
 }

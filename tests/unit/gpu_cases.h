@@ -64,7 +64,7 @@ enum { N_GPU_POLICIES = 5 };
 /* The case's graph after the cuda pipeline under the policy; NULL with
  * diagnostics in d on error. */
 static inline ir_graph *gpu_case_graph(const gpu_case *c, const char *policy, diag_sink *d) {
-  ir_graph *g = fe_load_string(c->name, c->text, strlen(c->text), NULL, d);
+  ir_graph *g = fe_load_mem(c->name, c->text, strlen(c->text), NULL, d, NULL);
   if (!g) return NULL;
   if (!ir_policy_from_name(policy, strlen(policy), &g->policy)) {
     ir_graph_destroy(g);

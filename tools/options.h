@@ -1,0 +1,52 @@
+/*
+ * options.h: the one parser of the compile and load options that the CLI
+ * commands share (run, dump, build, check, train, evaluate): --weights,
+ * --weights-seed, --policy, --fp32-ops, --fp32-layers, --keep-16bit-outputs,
+ * --pad8, -O, --target, --device, --sm, --cpu, --threads. Each command
+ * parses its own options and hands every other argument here, naming the
+ * groups it takes; an option outside them stays the command's "unknown
+ * option". Values land in the API's own option structs, so a command
+ * passes them to castor_model_load_file and castor_compile* as they are.
+ *
+ * Errors are printed as `castor: error: ...` (the same words in every
+ * command); nothing here exits.
+ */
+#ifndef CASTOR_TOOLS_OPTIONS_H
+#define CASTOR_TOOLS_OPTIONS_H
+
+#include "castor.h"
+
+#include <stdbool.h>
+
+/* Groups of shared options; a command passes the union it takes. */
+enum {
+  CLI_OPT_LOAD = 1u << 0,     /* --weights FILE, --weights-seed S */
+  CLI_OPT_POLICY = 1u << 1,   /* --policy P */
+  CLI_OPT_AUTOCAST = 1u << 2, /* --fp32-ops, --fp32-layers, --keep-16bit-outputs, --pad8 */
+  CLI_OPT_OPT = 1u << 3,      /* -O N, -ON */
+  CLI_OPT_TARGET = 1u << 4,   /* --target (a backend's name), --device N, --sm ARCH */
+  CLI_OPT_CPU = 1u << 5,      /* --cpu NAME (the JIT's CPU) */
+  CLI_OPT_THREADS = 1u << 6,  /* --threads T */
+};
+
+typedef struct cli_options {
+  castor_load_options load;
+  castor_compile_options compile;
+} cli_options;
+
+/* castor_load_options_init and castor_compile_options_init. */
+void cli_options_init(cli_options *o);
+
+typedef enum cli_opt_result {
+  CLI_OPT_NONE,  /* argv[*i] is none of the options in `groups`; *i unchanged */
+  CLI_OPT_TAKEN, /* parsed; *i is at its last argument (its value, if separate) */
+  CLI_OPT_ERROR, /* a bad or missing value, reported */
+} cli_opt_result;
+
+/* Parses argv[*i] if it is a shared option of `groups` (CLI_OPT_*). */
+cli_opt_result cli_options_parse(cli_options *o, unsigned groups, int argc, char **argv, int *i);
+
+/* The target named by a backend's name (cpu, cuda); false if none is. */
+bool cli_target_from_name(const char *name, castor_target *out);
+
+#endif
