@@ -22,6 +22,20 @@
 
 #include "codegen/cg_internal.h"
 
+bool cg_is_gemm(const cg_kernel *k) {
+  return k->kind == CG_KERNEL_MATMUL ||
+         (k->kind == CG_KERNEL_TRAIN && (k->ops[0]->op == IR_OP_MATMUL_NT || k->ops[0]->op == IR_OP_MATMUL_TN));
+}
+
+bool cg_train_op(ir_op o) {
+  ir_kernel_class k = ir_op_kernel(o);
+  /* the row-wise ops of cg_rowwise.c are not: softmax, layer_norm and its gradient ops */
+  bool rowwise_emitter = o == IR_OP_SOFTMAX || o == IR_OP_LAYER_NORM || o == IR_OP_LAYER_NORM_GRAD ||
+                         o == IR_OP_LAYER_NORM_XHAT;
+  return o == IR_OP_MATMUL_NT || k == IR_KERNEL_REDUCE || k == IR_KERNEL_UPDATE ||
+         (k == IR_KERNEL_ROWWISE && !rowwise_emitter);
+}
+
 /* An op that joins the kernel of the value it reads (the op table's kernel
  * column). */
 static bool fusable_op(ir_op op) { return ir_op_kernel(op) == IR_KERNEL_ELTWISE; }

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "runtime/aot/aot.h"
-#include "codegen/cg_internal.h"
+#include "codegen/cpu/cg_cpu.h"
 
 _Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 104 &&
                    sizeof(rt_tensor_desc) == 56 && sizeof(rt_program) == 120 &&
@@ -407,7 +407,7 @@ bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options
   cg_target t;
   if (!cg_target_init(&t, o, false, d)) goto done;
   if (!(mod = cg_target_emit_module(&t, ctx, g->name, &plan, o, true, &e, &layout, NULL, d))) goto done;
-  if (!(desc = cg_program_describe(g, &plan, &layout, d))) goto done; /* after emission: packed weights */
+  if (!(desc = cg_cpu_program_describe(g, &plan, &layout, d))) goto done; /* after emission: packed weights */
 
   aot a = {&e, mod, LLVMGetModuleDataLayout(mod), LLVMInt8TypeInContext(ctx), &plan, desc, NULL, 0};
   a.weights = arena_alloc(plan.arena, (size_t)(desc->n_buffers + 1) * sizeof *a.weights);

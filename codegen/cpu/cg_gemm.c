@@ -183,13 +183,13 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   }
 }
 
-void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
-  CASTOR_ASSERT(e->caps); /* a CPU target's emitter */
+void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout) {
+  CASTOR_ASSERT(caps);
   for (int ki = 0; ki < plan->n_kernels; ki++) {
     const cg_kernel *k = &plan->kernels[ki];
     if (!cg_is_gemm(k)) continue;
     cg_gemm *g = arena_alloc(layout->arena, sizeof *g);
-    choose(e->caps, k, g);
+    choose(caps, k, g);
     layout->gemm[ki] = g;
     /* B packed at run time: the call's panels over all of K, or one K
      * block of a column block's panels */

@@ -469,43 +469,7 @@ static void emit_scalar_update(cg_kctx *c) {
   store_int(c, n, LLVMBuildSelect(B, ok, n_ok, i64c(0), ""));
 }
 
-/* ---- the launch of each op, and the dispatch ---- */
-
-void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
-                     int64_t *work_per_batch) {
-  const int vw = 64; /* tiles of whole vectors of any width */
-  int64_t inner = 1, numel = 1;
-  CASTOR_ASSERT(ir_type_inner_numel(&op->type, &inner));
-  *row_step = 1;
-  *rows_fixed = 1;
-  *work_per_row = 4 * inner;
-  *work_per_batch = 0;
-  /* the rows a reduction sums: the batch, or an unbatched operand's own */
-  const ir_node *x = op->n_srcs > 0 ? op->srcs[0] : NULL;
-  bool sums_batch = x && ir_type_is_batched(&x->type);
-  int64_t summed = x && !sums_batch && x->type.rank > 0 ? x->type.dims[0] : 1;
-  if (op->op == IR_OP_MATMUL_NT) { /* the GEMM's split (cg_gemm.c) */
-    *work_per_row = 2 * inner * op->srcs[0]->type.dims[1];
-    if (!ir_type_is_batched(&op->type)) *rows_fixed = op->type.dims[0]; /* an unbatched a's rows */
-  } else if (op->op == IR_OP_MATMUL_TN) { /* the result's rows; each sums over the whole batch */
-    *rows_fixed = op->type.dims[0];
-    *work_per_row = sums_batch ? 0 : 2 * op->type.dims[1] * summed;
-    *work_per_batch = sums_batch ? 2 * op->type.dims[1] : 0;
-  } else if (op->op == IR_OP_SUM_ROWS) {
-    *rows_fixed = op->type.dims[0];
-    *row_step = vw;
-    *work_per_row = sums_batch ? 0 : summed;
-    *work_per_batch = sums_batch ? 1 : 0;
-  } else if (ir_op_type_rule(op->op) == IR_TYPE_UPDATE) {
-    CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel));
-    *rows_fixed = numel; /* one "row" per element */
-    *row_step = vw;
-    *work_per_row = 16;
-  } else if (!ir_type_is_batched(&op->type)) { /* a scalar over the batch: one call */
-    *work_per_row = 0;
-    *work_per_batch = 4 * (op->srcs[0]->type.rank == 2 ? op->srcs[0]->type.dims[1] : 1);
-  } /* else batched rows */
-}
+/* ---- the dispatch ---- */
 
 void cg_train_emit(cg_kctx *c) {
   ir_op o = op_of(c)->op;
@@ -518,18 +482,4 @@ void cg_train_emit(cg_kctx *c) {
   else if (rule == IR_TYPE_UPDATE) emit_update(c);
   else if (rule == IR_TYPE_SCALAR_UPDATE) emit_scalar_update(c);
   else CASTOR_UNREACHABLE();
-}
-
-bool cg_is_gemm(const cg_kernel *k) {
-  return k->kind == CG_KERNEL_MATMUL ||
-         (k->kind == CG_KERNEL_TRAIN && (k->ops[0]->op == IR_OP_MATMUL_NT || k->ops[0]->op == IR_OP_MATMUL_TN));
-}
-
-bool cg_train_op(ir_op o) {
-  ir_kernel_class k = ir_op_kernel(o);
-  /* the row-wise ops of cg_rowwise.c are not: softmax, layer_norm and its gradient ops */
-  bool rowwise_emitter = o == IR_OP_SOFTMAX || o == IR_OP_LAYER_NORM || o == IR_OP_LAYER_NORM_GRAD ||
-                         o == IR_OP_LAYER_NORM_XHAT;
-  return o == IR_OP_MATMUL_NT || k == IR_KERNEL_REDUCE || k == IR_KERNEL_UPDATE ||
-         (k == IR_KERNEL_ROWWISE && !rowwise_emitter);
 }

@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "codegen/cg_internal.h"
+#include "codegen/kernel/cg_kit.h"
 
 static LLVMTypeRef lanes_like(cg_emitter *e, LLVMTypeRef ty, LLVMTypeRef elem) {
   if (LLVMGetTypeKind(ty) == LLVMVectorTypeKind) return LLVMVectorType(elem, LLVMGetVectorSize(ty));
