@@ -4,8 +4,8 @@
  * says what it supports, which pass pipeline it wants, how it compiles a
  * final graph into a loaded program, how it emits its code as text, and how
  * it runs and times that program. The API (api/castor.c) and the CLI
- * (tools/) reach targets only through this table; they never ask "is this
- * CUDA".
+ * (tools/) reach targets only through this interface and the table of
+ * backends (api/backends.c); they never ask "is this CUDA".
  *
  * Ahead-of-time compilation (cg_aot.c) is a CPU code emitter, not a
  * backend: it produces files, not a loaded program.
@@ -69,13 +69,11 @@ struct cg_backend {
   void (*destroy)(cg_exec *x); /* NULL-safe through cg_exec_destroy */
 };
 
-extern const cg_backend cg_backend_cpu;  /* cg_backend_cpu.c */
-extern const cg_backend cg_backend_cuda; /* cg_backend_cuda.c */
-
-/* The backend called name (its length n), or NULL. */
-const cg_backend *cg_backend_find(const char *name, size_t n);
-/* Backend names, comma-separated ("cpu, cuda"), for messages. */
-const char *cg_backend_names(void);
+/* Each target defines its backend; the table of them, and the lookups by
+ * name, are the API's (api/backends.c), so nothing in codegen/'s root
+ * calls up into a target. */
+extern const cg_backend cg_backend_cpu;  /* cpu/cg_backend_cpu.c */
+extern const cg_backend cg_backend_cuda; /* nvptx/cg_backend_cuda.c */
 /* Reports every node of g the backend has no kernel for, at the node's
  * location ("layer_norm is not supported by the cuda target: ..."), as
  * DIAG_KIND_UNSUPPORTED; true when there is none. */
