@@ -14,11 +14,16 @@ void cg_backend_options_init(cg_backend_options *o) {
   o->device = -1;
 }
 
+const char *cg_backend_unsupported(const cg_backend *b, ir_op op) {
+  CASTOR_ASSERT(op >= 0 && op < IR_OP_COUNT);
+  return b->exceptions[op];
+}
+
 bool cg_backend_check(const cg_backend *b, const ir_graph *g, diag_sink *d) {
   bool ok = true;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    const char *why = b->unsupported(n);
+    const char *why = cg_backend_unsupported(b, n->op);
     if (!why) continue;
     diag_error_kind(d, DIAG_KIND_UNSUPPORTED, n->loc, "%s (%%%s) is not supported by the %s target: %s",
                     ir_op_name(n->op), n->name, b->name, why);
