@@ -10,12 +10,12 @@
 
 #include "codegen/codegen.h"
 
-/* The training ops, as case labels for the emitters' switches over ir_op
- * (so -Wswitch-enum still names any other op): the CPU target chains the
- * elementwise ones (kernel/cg_chain.c) and gives the others kernels of their own
- * (cg_train.c); the cuda target rejects them all before planning. Not
- * here: layer_norm's gradient ops, row-wise ops that cg_rowwise.c emits
- * beside layer_norm, so switches list them beside it. */
+/* The training ops, as case labels for the per-op formula switches over
+ * ir_op (so -Wswitch-enum still names any other op): the kit's chain
+ * (kernel/cg_chain.c) has the formulas of the elementwise ones; the
+ * others are no formula of a chain or of a unary op. Routing is by kernel
+ * class (cg_plan.c), never by these lists. Not here: layer_norm's gradient
+ * ops, which switches list beside layer_norm. */
 #define CG_CASE_TRAINING_ELTWISE_OPS \
   case IR_OP_RELU_GRAD: \
   case IR_OP_SIGMOID_GRAD: \
@@ -47,12 +47,15 @@
   case IR_OP_LOSS_SCALE_UPDATE:
 #define CG_CASE_TRAINING_OPS CG_CASE_TRAINING_ELTWISE_OPS CG_CASE_TRAINING_OTHER_OPS
 
+/* A kernel's kind is the kernel class (ir_ops.def's column) of the op that
+ * starts it, never the op's name: every target has one emitter per kind. */
 typedef enum cg_kernel_kind {
-  CG_KERNEL_TRAIN,   /* one training op with a kernel of its own (cg_train.c) */
-  CG_KERNEL_MATMUL,  /* matmul + epilogue ops */
-  CG_KERNEL_ELTWISE, /* a chain of elementwise ops */
-  CG_KERNEL_SOFTMAX, /* one row-wise softmax along the last dimension */
-  CG_KERNEL_COPY     /* an output that is another buffer's value */
+  CG_KERNEL_CONTRACT, /* a contraction (matmul, matmul_nt) + epilogue ops: the GEMM */
+  CG_KERNEL_ELTWISE,  /* a chain of elementwise ops, perhaps started by a reindex op */
+  CG_KERNEL_ROWWISE,  /* one row-wise op (softmax, layer_norm, their gradients) */
+  CG_KERNEL_REDUCE,   /* one reduction over the rows (losses, sum_rows, matmul_tn) */
+  CG_KERNEL_UPDATE,   /* one in-place update of variables (optimizers, counters) */
+  CG_KERNEL_COPY      /* an output that is another buffer's value */
 } cg_kernel_kind;
 
 /* Widest row softmax the planner fuses into the matmul kernel before it. */
@@ -81,15 +84,18 @@ typedef struct cg_plan {
   const ir_node **buffer_node; /* buffer -> the node whose value it holds */
 } cg_plan;
 
-/* Whether op gets a kernel of its own from cg_train.c (CG_KERNEL_TRAIN). */
-bool cg_train_op(ir_op op);
-/* Whether kernel k is a GEMM (cg_gemm.c): a matmul kernel, or a training
- * kernel of matmul_nt or matmul_tn. */
+/* Whether kernel k is a GEMM: its op's flops column is IR_FLOPS_CONTRACT
+ * (a contraction kernel, or the reduction matmul_tn, which sums over the
+ * rows). A target splits it by its own GEMM layout. */
 bool cg_is_gemm(const cg_kernel *k);
-/* Its launch: rows when its result is not batched, the row step, and the
- * work of a row, fixed and per batch row (rt_launch's fields). A GEMM's
- * (matmul_nt, matmul_tn: cg_is_gemm) split and scratch come from its
- * GEMM layout instead. */
+/* Whether kernel k has a launch of its own (cg_train_launch): a reduction
+ * over the rows or an update, which a runtime must not split over the
+ * rows it sums. */
+bool cg_has_own_launch(const cg_kernel *k);
+/* The launch of a kernel with one of its own, op its op: rows when its
+ * result is not batched, the row step, and the work of a row, fixed and
+ * per batch row (rt_launch's fields). A GEMM's (matmul_tn: cg_is_gemm)
+ * split and scratch come from its GEMM layout instead. */
 void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
                      int64_t *work_per_batch);
 

@@ -23,18 +23,10 @@
 #include "codegen/cg_internal.h"
 
 bool cg_is_gemm(const cg_kernel *k) {
-  return k->kind == CG_KERNEL_MATMUL ||
-         (k->kind == CG_KERNEL_TRAIN && (k->ops[0]->op == IR_OP_MATMUL_NT || k->ops[0]->op == IR_OP_MATMUL_TN));
+  return k->kind != CG_KERNEL_COPY && ir_op_flops(k->ops[0]->op) == IR_FLOPS_CONTRACT;
 }
 
-bool cg_train_op(ir_op o) {
-  ir_kernel_class k = ir_op_kernel(o);
-  /* the row-wise ops of cg_rowwise.c are not: softmax, layer_norm and its gradient ops */
-  bool rowwise_emitter = o == IR_OP_SOFTMAX || o == IR_OP_LAYER_NORM || o == IR_OP_LAYER_NORM_GRAD ||
-                         o == IR_OP_LAYER_NORM_XHAT;
-  return o == IR_OP_MATMUL_NT || k == IR_KERNEL_REDUCE || k == IR_KERNEL_UPDATE ||
-         (k == IR_KERNEL_ROWWISE && !rowwise_emitter);
-}
+bool cg_has_own_launch(const cg_kernel *k) { return k->kind == CG_KERNEL_REDUCE || k->kind == CG_KERNEL_UPDATE; }
 
 /* An op that joins the kernel of the value it reads (the op table's kernel
  * column). */
@@ -42,18 +34,24 @@ static bool fusable_op(ir_op op) { return ir_op_kernel(op) == IR_KERNEL_ELTWISE;
 
 /* The kernel an op starts (the op table's kernel column). */
 static cg_kernel_kind kernel_kind(ir_op op) {
-  if (cg_train_op(op)) return CG_KERNEL_TRAIN;
   switch (ir_op_kernel(op)) {
-  case IR_KERNEL_CONTRACT: return CG_KERNEL_MATMUL;
-  case IR_KERNEL_ROWWISE: return CG_KERNEL_SOFTMAX;
+  case IR_KERNEL_CONTRACT: return CG_KERNEL_CONTRACT;
+  case IR_KERNEL_ROWWISE: return CG_KERNEL_ROWWISE;
   case IR_KERNEL_ELTWISE:
   case IR_KERNEL_REINDEX: return CG_KERNEL_ELTWISE; /* a reindex op only ever starts a chain */
-  case IR_KERNEL_REDUCE: /* cg_train_op's */
-  case IR_KERNEL_UPDATE:
-  case IR_KERNEL_NONE: break;
+  case IR_KERNEL_REDUCE: return CG_KERNEL_REDUCE;
+  case IR_KERNEL_UPDATE: return CG_KERNEL_UPDATE;
+  case IR_KERNEL_NONE: break; /* a leaf: a buffer, no kernel */
   }
   CASTOR_UNREACHABLE();
   return CG_KERNEL_COPY;
+}
+
+/* A row-wise op the GEMM epilogue can end with: one operand, its line the
+ * last dimension (no {axis}): softmax. layer_norm_xhat, the other
+ * one-operand row-wise op, has its line over {axis}.. and no epilogue. */
+static bool row_epilogue_op(ir_op op) {
+  return ir_op_kernel(op) == IR_KERNEL_ROWWISE && ir_op_arity(op) == 1 && !(ir_op_attrs(op) & A(axis));
 }
 
 static bool is_leaf(const ir_node *n) { return (ir_op_flags(n->op) & IR_OPF_LEAF) != 0; }
@@ -134,15 +132,13 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
       k->name = arena_printf(p->arena, "k%d.%s", p->n_kernels - 1, x->name);
       continue;
     }
-    while ((k->kind == CG_KERNEL_MATMUL || k->kind == CG_KERNEL_ELTWISE) && uses[cur->id] == 1 &&
+    while ((k->kind == CG_KERNEL_CONTRACT || k->kind == CG_KERNEL_ELTWISE) && uses[cur->id] == 1 &&
            first_output[cur->id] < 0) {
       ir_node *user = user_of[cur->id];
-      /* a row softmax that one GEMM panel spans ends a matmul kernel: the
-       * GEMM's epilogue does it in registers (cg_gemm.c); only a softmax
-       * (layer_norm_xhat, the other one-operand row-wise op, has its line
-       * over {axis}.. and no epilogue) */
-      if (user && user->op == IR_OP_SOFTMAX &&
-          k->kind == CG_KERNEL_MATMUL && cur->type.rank == 2 &&
+      /* a row softmax that one GEMM panel spans ends a contraction kernel:
+       * the GEMM's epilogue does it in registers (cg_gemm.c) */
+      if (user && row_epilogue_op(user->op) &&
+          k->kind == CG_KERNEL_CONTRACT && cur->type.rank == 2 &&
           ir_type_eq(&user->type, &cur->type) && cur->type.dims[1] <= CG_GEMM_SOFTMAX_MAX_COLS) {
         fused[user->id] = true;
         k->ops[k->n_ops++] = user;

@@ -24,19 +24,17 @@ void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, 
   const ir_node *x = op->n_srcs > 0 ? op->srcs[0] : NULL;
   bool sums_batch = x && ir_type_is_batched(&x->type);
   int64_t summed = x && !sums_batch && x->type.rank > 0 ? x->type.dims[0] : 1;
-  if (op->op == IR_OP_MATMUL_NT) { /* a GEMM: the target's split */
-    *work_per_row = 2 * inner * op->srcs[0]->type.dims[1];
-    if (!ir_type_is_batched(&op->type)) *rows_fixed = op->type.dims[0]; /* an unbatched a's rows */
-  } else if (op->op == IR_OP_MATMUL_TN) { /* the result's rows; each sums over the whole batch */
+  ir_type_rule rule = ir_op_type_rule(op->op);
+  if (rule == IR_TYPE_MATMUL_TN) { /* the result's rows; each sums over the whole batch */
     *rows_fixed = op->type.dims[0];
     *work_per_row = sums_batch ? 0 : 2 * op->type.dims[1] * summed;
     *work_per_batch = sums_batch ? 2 * op->type.dims[1] : 0;
-  } else if (op->op == IR_OP_SUM_ROWS) {
+  } else if (rule == IR_TYPE_SUM_ROWS) {
     *rows_fixed = op->type.dims[0];
     *row_step = vw;
     *work_per_row = sums_batch ? 0 : summed;
     *work_per_batch = sums_batch ? 1 : 0;
-  } else if (ir_op_type_rule(op->op) == IR_TYPE_UPDATE) {
+  } else if (rule == IR_TYPE_UPDATE) {
     CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel));
     *rows_fixed = numel; /* one "row" per element */
     *row_step = vw;
@@ -54,7 +52,7 @@ void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l) {
   CASTOR_ASSERT(ir_type_inner_numel(&res->type, &inner));
   l->cols = l->col_step = l->row_step = l->scratch_bytes = 0; /* no split: a target's */
   /* about one unit per element and op; a GEMM row costs its flops */
-  if (k->kind == CG_KERNEL_TRAIN) { /* its own launch, or (a GEMM) the target's split */
+  if (cg_has_own_launch(k)) { /* its own launch, or (a GEMM) the target's split */
     int64_t rows, step, work, per_batch;
     cg_train_launch(k->ops[0], &rows, &step, &work, &per_batch);
     if (!cg_is_gemm(k)) l->row_step = step;
@@ -62,8 +60,8 @@ void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l) {
     l->work_per_row_per_batch = per_batch;
     return;
   }
-  l->work_per_row = k->kind == CG_KERNEL_MATMUL ? l->flops_per_row
-                    : k->kind == CG_KERNEL_SOFTMAX ? 16 * inner
+  l->work_per_row = k->kind == CG_KERNEL_CONTRACT ? l->flops_per_row
+                    : k->kind == CG_KERNEL_ROWWISE ? 16 * inner
                     : k->kind == CG_KERNEL_COPY    ? inner
                                                    : 4 * inner * k->n_ops;
 }
@@ -105,14 +103,14 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sin
     l->name = arena_strdup(a, k->name);
     const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : k->ops[k->n_ops - 1];
     l->batched = ir_type_is_batched(&res->type);
-    l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_MATMUL ? res->type.dims[0] : 1;
-    if (k->kind == CG_KERNEL_TRAIN) { /* its launch (cg_train.c): an update's rows are elements */
+    l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_CONTRACT ? res->type.dims[0] : 1;
+    if (cg_has_own_launch(k)) { /* its launch: an update's rows are elements */
       int64_t rows, step, work, per_batch;
       cg_train_launch(k->ops[0], &rows, &step, &work, &per_batch);
       l->batched = l->batched && !ir_op_writes(k->ops[0]->op);
       if (!l->batched) l->rows_fixed = rows;
     }
-    if (k->kind == CG_KERNEL_MATMUL) /* the GEMM's flops (the op table's column), per row */
+    if (k->kind == CG_KERNEL_CONTRACT) /* the GEMM's flops (the op table's column), per row */
       l->flops_per_row = ir_node_flops(k->ops[0], 1) / (l->batched ? 1 : l->rows_fixed);
     cg_plan_launch_fill(plan, i, l);
   }

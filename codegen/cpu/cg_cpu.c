@@ -177,14 +177,18 @@ static void emit_body(kctx *c, const cg_cpu_layout *layout, int ki) {
     emit_copy(c);
   } else {
     cg_load_bases(c);
-    switch (k->kind) {
-    case CG_KERNEL_MATMUL: cg_gemm_emit(c, layout->gemm[ki]); break;
+    switch (k->kind) { /* one emitter per kernel class (cg_plan.c) */
+    case CG_KERNEL_CONTRACT: cg_gemm_emit(c, layout->gemm[ki]); break;
     case CG_KERNEL_ELTWISE: emit_rows_lines(c, eltwise_body); break;
-    case CG_KERNEL_SOFTMAX: emit_rows_lines(c, rowwise_body); break;
-    case CG_KERNEL_TRAIN:
+    case CG_KERNEL_ROWWISE: /* a line formula of cg_rowwise.c, else a row kernel of cg_train.c */
+      if (cg_rowwise_has_line_formula(k->ops[0]->op)) emit_rows_lines(c, rowwise_body);
+      else cg_train_emit(c);
+      break;
+    case CG_KERNEL_REDUCE: /* matmul_tn sums over the rows as a GEMM */
       if (cg_is_gemm(k)) cg_gemm_emit(c, layout->gemm[ki]);
       else cg_train_emit(c);
       break;
+    case CG_KERNEL_UPDATE: cg_train_emit(c); break;
     case CG_KERNEL_COPY: break;
     }
   }

@@ -127,7 +127,9 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g);
 
 /* ---- the training ops' own kernels (cg_train.c) ---- */
 
-/* Emits the body of c->k, a CG_KERNEL_TRAIN kernel. */
+/* Emits the body of c->k: an update kernel, a reduction other than a GEMM
+ * (not cg_is_gemm), or a row-wise kernel with no line formula
+ * (cg_rowwise_has_line_formula): softmax_grad, the losses' gradients. */
 void cg_train_emit(cg_kctx *c);
 
 /* ---- row-wise ops (cg_rowwise.c) ---- */
@@ -178,6 +180,8 @@ struct cg_row {
  * run per lane in element order, then across the lanes in lane order; a
  * scalar tail has its own, combined after. */
 void cg_emit_rowwise(cg_kctx *c, const ir_node *op, cg_row *row);
+/* Whether cg_emit_rowwise has a formula for the row-wise op `op`. */
+bool cg_rowwise_has_line_formula(ir_op op);
 
 /* ---- kernels that share one body (cg_kernel_share.c) ---- */
 

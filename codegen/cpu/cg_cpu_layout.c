@@ -81,9 +81,10 @@ rt_program *cg_cpu_program_describe(const ir_graph *g, const cg_plan *plan, cons
     l->cols = split->cols;
     l->col_step = split->col_step;
     l->scratch_bytes = split->scratch_bytes;
-    /* a training kernel of its own keeps its row step (cg_plan_launch_fill);
-     * every other kernel, a GEMM's included, takes the layout's */
-    if (k->kind != CG_KERNEL_TRAIN || cg_is_gemm(k)) l->row_step = split->row_step;
+    /* a kernel with a launch of its own keeps its row step
+     * (cg_plan_launch_fill); every other kernel, a GEMM's included, takes
+     * the layout's */
+    if (!cg_has_own_launch(k) || cg_is_gemm(k)) l->row_step = split->row_step;
     if (layout->n_args[ki]) { /* a shared body's table (cg_kernel_share.c) */
       int *args = arena_alloc(p->arena, (size_t)layout->n_args[ki] * sizeof *args);
       memcpy(args, layout->args[ki], (size_t)layout->n_args[ki] * sizeof *args);

@@ -140,7 +140,7 @@ void cg_nv_endif(cg_nv_kernel *g, LLVMBasicBlockRef join) {
 
 LLVMValueRef cg_nv_rows(cg_nv_kernel *g, const ir_node *res) {
   if (ir_type_is_batched(&res->type)) return g->batch;
-  return cg_i64(g->c.e, g->c.k->kind == CG_KERNEL_MATMUL ? res->type.dims[0] : 1);
+  return cg_i64(g->c.e, g->c.k->kind == CG_KERNEL_CONTRACT ? res->type.dims[0] : 1);
 }
 
 /* global thread id and the grid's thread count, as i64 */
@@ -307,17 +307,18 @@ static void emit_kernel(cg_emitter *e, const cg_plan *plan, int ki, LLVMValueRef
   if (k->kind != CG_KERNEL_COPY) base[result(k)->id] = LLVMGetParam(g.c.fn, (unsigned)n_in + 1);
   const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : result(k);
   l->batched = ir_type_is_batched(&res->type);
-  l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_MATMUL ? res->type.dims[0] : 1;
+  l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_CONTRACT ? res->type.dims[0] : 1;
   l->grid_y = 1;
-  switch (k->kind) {
-  case CG_KERNEL_MATMUL:
+  switch (k->kind) { /* one emitter per kernel class */
+  case CG_KERNEL_CONTRACT:
     l->flops_per_row = ir_node_flops(k->ops[0], 1) / (l->batched ? 1 : l->rows_fixed); /* op table */
     cg_nv_gemm_emit(&g);
     break;
   case CG_KERNEL_ELTWISE: emit_eltwise(&g); break;
-  case CG_KERNEL_SOFTMAX: emit_rowwise(&g); break;
+  case CG_KERNEL_ROWWISE: emit_rowwise(&g); break;
   case CG_KERNEL_COPY: emit_copy(&g); break;
-  case CG_KERNEL_TRAIN: CASTOR_UNREACHABLE(); /* the cuda target rejects training ops */
+  case CG_KERNEL_REDUCE: /* every op of these classes is in the cuda target's exceptions */
+  case CG_KERNEL_UPDATE: CASTOR_UNREACHABLE();
   }
   LLVMBuildRetVoid(e->b);
 }
