@@ -4,14 +4,18 @@
  * In: a verified graph with current ids. Out: a list of kernels in
  * execution order and a static buffer plan.
  *
- * Grouping is greedy along the schedule: a kernel starts at a matmul, a
- * softmax or an elementwise op and absorbs the elementwise ops that follow
- * its value while that value has exactly one use and is not a model output
- * (a matmul's bias, activation and cast epilogue; a chain of elementwise
- * ops). An absorbed binary op's other operand must already be available
- * when the kernel starts (a leaf, or a value scheduled before the kernel).
- * A matmul kernel may end with the row softmax of its result when the row
- * is at most CG_GEMM_SOFTMAX_MAX_COLS wide (one GEMM panel).
+ * Dispatch is by the op table's kernel class only (ir_ops.def's column),
+ * never by an op's name: the class of the op that starts a kernel is the
+ * kernel's kind, and each target has one emitter per kind. Grouping is
+ * greedy along the schedule: a contraction or an elementwise (or reindex)
+ * op starts a kernel that absorbs the elementwise ops that follow its
+ * value while that value has exactly one use and is not a model output
+ * (a contraction's bias, activation and cast epilogue; a chain of
+ * elementwise ops). An absorbed binary op's other operand must already be
+ * available when the kernel starts (a leaf, or a value scheduled before
+ * the kernel). A contraction kernel may end with the row softmax of its
+ * result when the row is at most CG_GEMM_SOFTMAX_MAX_COLS wide (one GEMM
+ * panel). Every other class is one op per kernel.
  *
  * Buffers: inputs and outputs are the caller's, constants are weights, and
  * every other kernel result gets a scratch buffer. Scratch buffers are put

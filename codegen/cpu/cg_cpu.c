@@ -7,11 +7,17 @@
  * blocks are named after the IR nodes they come from, so `castor dump
  * --emit=llvm` reads beside the IR dump.
  *
- * matmul: cg_gemm.c (packed panels, register-blocked micro-kernels, cache
+ * One emitter per kernel class (the plan's kernel kind, cg_plan.c):
+ * contract: cg_gemm.c (packed panels, register-blocked micro-kernels, cache
  *   blocking along K, the epilogue fused into the one store).
- * eltwise: one pass over each row, vectorized along the last dimension.
- * softmax: the row-wise op over each line of the last dimension, by
- *   cg_rowwise.c (the emitter the GEMM epilogue shares).
+ * eltwise: one pass over each row, vectorized along the last dimension;
+ *   the kit's chain (kernel/cg_chain.c), perhaps started by a reindex op
+ *   through the kit's index map (kernel/cg_index_map.c).
+ * rowwise: the row-wise op over each line, by cg_rowwise.c (the emitter
+ *   the GEMM epilogue shares), or a row kernel of cg_train.c.
+ * reduce, update: cg_train.c (matmul_tn: the GEMM).
+ * The kit (kernel/cg_kit.h) is target-neutral; this file is the CPU's
+ * driver: the kernel ABI, shared bodies and their wrappers.
  */
 #include <stdio.h>
 #include <string.h>

@@ -147,8 +147,9 @@ bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
   LLVMTargetRef target;
   char *msg = NULL;
   if (LLVMGetTargetFromTriple(t->triple, &target, &msg)) {
-    diag_error(d, (diag_loc){0}, "LLVM: no target for '%s': %s", t->triple, msg);
-    LLVMDisposeMessage(msg);
+    char what[160];
+    snprintf(what, sizeof what, "no target for '%s'", t->triple);
+    cg_llvm_message_error(d, msg, DIAG_KIND_CODEGEN, what);
     return false;
   }
   LLVMCodeGenOptLevel lvl = o->opt_level <= 0 ? LLVMCodeGenLevelNone
@@ -159,7 +160,9 @@ bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
   t->tm = LLVMCreateTargetMachine(target, t->triple, t->cpu, t->features, lvl, LLVMRelocPIC,
                                   jit ? LLVMCodeModelJITDefault : LLVMCodeModelDefault);
   if (!t->tm) {
-    diag_error(d, (diag_loc){0}, "LLVM: cannot create a target machine for '%s' (cpu '%s')", t->triple, t->cpu);
+    char what[160];
+    snprintf(what, sizeof what, "cannot create a target machine for '%s' (cpu '%s')", t->triple, t->cpu);
+    cg_llvm_message_error(d, NULL, DIAG_KIND_CODEGEN, what);
     return false;
   }
   return true;
