@@ -1,12 +1,18 @@
 /*
- * cg_backend.c: what every backend shares: the support check before
- * compiling, compile-after-check, and the exec's destroy (cg_backend.h has
- * the interface). The table of backends is the API's (api/backends.c): it
+ * cg_backend.c: what every backend shares: the options' defaults, the
+ * support check before compiling (each backend's table of exceptions),
+ * compile-after-check, and the exec's destroy (cg_backend.h has the
+ * interface). The table of backends is the API's (api/backends.c): it
  * names every target, and codegen's root calls none of them.
  */
 #include "codegen/cg_backend.h"
 
 #include <string.h>
+
+void cg_options_init(cg_options *o) {
+  memset(o, 0, sizeof *o);
+  o->opt_level = 2;
+}
 
 void cg_backend_options_init(cg_backend_options *o) {
   memset(o, 0, sizeof *o);

@@ -24,11 +24,6 @@
 
 #include "codegen/cpu/cg_cpu.h"
 
-void cg_options_init(cg_options *o) {
-  memset(o, 0, sizeof *o);
-  o->opt_level = 2;
-}
-
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_llvm(void) {
   LLVMInitializeNativeTarget();
