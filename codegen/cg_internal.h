@@ -10,43 +10,6 @@
 
 #include "codegen/codegen.h"
 
-/* The training ops, as case labels for the per-op formula switches over
- * ir_op (so -Wswitch-enum still names any other op): the kit's chain
- * (kernel/cg_chain.c) has the formulas of the elementwise ones; the
- * others are no formula of a chain or of a unary op. Routing is by kernel
- * class (cg_plan.c), never by these lists. Not here: layer_norm's gradient
- * ops, which switches list beside layer_norm. */
-#define CG_CASE_TRAINING_ELTWISE_OPS \
-  case IR_OP_RELU_GRAD: \
-  case IR_OP_SIGMOID_GRAD: \
-  case IR_OP_TANH_GRAD: \
-  case IR_OP_GELU_GRAD: \
-  case IR_OP_SILU_GRAD:
-#define CG_CASE_TRAINING_OTHER_OPS \
-  case IR_OP_VARIABLE: \
-  case IR_OP_LITERAL: \
-  case IR_OP_MATMUL_NT: \
-  case IR_OP_MATMUL_TN: \
-  case IR_OP_SUM_ROWS: \
-  case IR_OP_SOFTMAX_GRAD: \
-  case IR_OP_XENT: \
-  case IR_OP_XENT_GRAD: \
-  case IR_OP_XENT_LOGITS: \
-  case IR_OP_XENT_LOGITS_GRAD: \
-  case IR_OP_MSE: \
-  case IR_OP_MSE_GRAD: \
-  case IR_OP_ALL_FINITE: \
-  case IR_OP_SGD: \
-  case IR_OP_SGD_MOMENTUM: \
-  case IR_OP_RMSPROP: \
-  case IR_OP_RMSPROP_MOMENTUM: \
-  case IR_OP_RMSPROP_CENTERED: \
-  case IR_OP_RMSPROP_CENTERED_MOMENTUM: \
-  case IR_OP_ADAM: \
-  case IR_OP_COUNT_STEP: \
-  case IR_OP_LOSS_SCALE_UPDATE:
-#define CG_CASE_TRAINING_OPS CG_CASE_TRAINING_ELTWISE_OPS CG_CASE_TRAINING_OTHER_OPS
-
 /* A kernel's kind is the kernel class (ir_ops.def's column) of the op that
  * starts it, never the op's name: every target has one emitter per kind. */
 typedef enum cg_kernel_kind {

@@ -46,8 +46,11 @@ bool cg_llvm_message_error(diag_sink *d, char *msg, diag_kind kind, const char *
 /* Constant of type ty (float or <n x float>) with every lane = v. */
 LLVMValueRef cg_const(cg_emitter *e, LLVMTypeRef ty, double v);
 LLVMValueRef cg_emit_exp(cg_emitter *e, LLVMValueRef x, const char *name);
-/* The activation or elementwise unary op `op` on x (f32 or <n x f32>). */
+/* The activation or elementwise unary op `op` on x (f32 or <n x f32>):
+ * its row of cg_math.c's table of unary formulas. */
 LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name);
+/* Whether op has a unary formula (cg_emit_unary). */
+bool cg_has_unary_formula(ir_op op);
 /* dy * gelu'(x) on f32 scalars or vectors. */
 LLVMValueRef cg_emit_gelu_grad(cg_emitter *e, LLVMValueRef dy, LLVMValueRef x, const char *name);
 /* Rounds x (f32 lanes) to dtype and back, modelling a cast in registers. */
