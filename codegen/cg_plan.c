@@ -115,9 +115,13 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
   int n_states = 0;
   for (int i = 0; i < n; i++) {
     ir_node *x = g->nodes[i];
-    if (x->op == IR_OP_INPUT) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_INPUT, (int)x->attr.index, x);
-    if (x->op == IR_OP_CONST || x->op == IR_OP_LITERAL) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_CONST, -1, x);
-    if (x->op == IR_OP_VARIABLE) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_STATE, n_states++, x);
+    if (!is_leaf(x)) continue;
+    /* a leaf's buffer by the op table: state (a variable), an input (it has
+     * an {index}), else a constant (weights, literals) */
+    if (ir_op_flags(x->op) & IR_OPF_STATE) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_STATE, n_states++, x);
+    else if (ir_op_attrs(x->op) & A(index))
+      p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_INPUT, (int)x->attr.index, x);
+    else p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_CONST, -1, x);
   }
 
   /* kernels */

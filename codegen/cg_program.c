@@ -79,7 +79,7 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sin
     rt_buffer *buf = &p->buffers[b];
     if (buf->kind != RT_BUF_CONST) continue;
     const ir_node *n = plan->buffer_node[b];
-    if (n->op == IR_OP_LITERAL) { /* its value, in its dtype */
+    if (ir_op_attrs(n->op) & A(value)) { /* a literal: its value, in its dtype */
       void *v = arena_alloc_aligned(a, 8, 8);
       dtype_store_double((rt_dtype)n->type.dtype, v, 0, n->attr.value);
       buf->data = v;
