@@ -3,7 +3,7 @@
  * one fused chain in registers (the kernel kit's cg_apply_chain).
  *
  * Contract: both targets call this for every elementwise op they emit (the
- * CPU on vectors of f32 lanes, NVPTX on one f32 per thread), so an op's
+ * CPU on vectors of f32 lanes, a GPU target on one f32 per thread), so an op's
  * formula and its rounding model (each op's result rounded to its dtype)
  * are written once and agree bit for bit between the targets. A new
  * elementwise op (the op table's IR_KERNEL_ELTWISE) is one row of

@@ -15,8 +15,8 @@
  * beside them, and both targets get it.
  *
  * Coordinates come from signed division by the result's static dims (the
- * same instructions for every target, so the PTX does not change with
- * who calls it).
+ * same instructions for every target, so a target's code does not
+ * change with the form of the map it calls).
  */
 #include "codegen/kernel/cg_kit.h"
 

@@ -1,6 +1,6 @@
 /*
- * cg_kit.c: the target-neutral part of kernel emission that the CPU and
- * NVPTX emitters share: the emitter's types, counted loops, addressing
+ * cg_kit.c: the target-neutral part of kernel emission that every
+ * target's emitters share: the emitter's types, counted loops, addressing
  * into the kernel's buffers, entry-block allocas, partial (masked by
  * count) vector loads and stores, and the one adapter from LLVM's errors
  * to diagnostics.

@@ -1,12 +1,12 @@
 /*
  * cg_kit.h: the target-neutral kernel kit that every target's emitters
- * share (codegen/cpu, codegen/nvptx): the LLVM emitter state, the state of
+ * share (one folder per target beside this one): the LLVM emitter state, the state of
  * the kernel being emitted, counted loops, addressing, partial loads and
  * stores, the fused per-element chain (cg_chain.c), the index maps of the
  * reindex ops (cg_index_map.c), the per-element math (cg_math.c) and the
  * one adapter from LLVM's errors to diagnostics (cg_kit.c).
  *
- * Nothing here knows a target: no CPU features, no PTX. A target passes
+ * Nothing here knows a target or its instruction set. A target passes
  * what it decides (vector width, the kernel's buffer table) through
  * cg_emitter and cg_kctx. Private to codegen/.
  */
