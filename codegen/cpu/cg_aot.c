@@ -374,8 +374,7 @@ static bool emit_output(LLVMTargetMachineRef tm, LLVMModuleRef mod, cg_aot_kind 
   LLVMMemoryBufferRef mb = NULL;
   char *msg = NULL;
   if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, kind == CG_AOT_ASM ? LLVMAssemblyFile : LLVMObjectFile, &msg, &mb)) {
-    diag_error_kind(d, DIAG_KIND_CODEGEN, (diag_loc){0}, "LLVM: emitting %s: %s", kind == CG_AOT_ASM ? "assembly" : "an object file", msg);
-    LLVMDisposeMessage(msg);
+    cg_llvm_message_error(d, msg, DIAG_KIND_CODEGEN, kind == CG_AOT_ASM ? "emitting assembly" : "emitting an object file");
     return false;
   }
   bool ok = write_file(path, LLVMGetBufferStart(mb), LLVMGetBufferSize(mb), d);

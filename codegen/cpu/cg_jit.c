@@ -207,7 +207,8 @@ static void *compile_main(void *arg) {
   if (mod) {
     char *msg = NULL;
     if (LLVMTargetMachineEmitToMemoryBuffer(j->t.tm, mod, LLVMObjectFile, &msg, &j->obj)) {
-      diag_error_kind(j->d, DIAG_KIND_CODEGEN, (diag_loc){0}, "LLVM: compiling the kernels: %s", msg ? msg : "");
+      cg_llvm_message_error(j->d, msg, DIAG_KIND_CODEGEN, "compiling the kernels");
+      msg = NULL;
       j->obj = NULL;
     }
     LLVMDisposeMessage(msg);
