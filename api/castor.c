@@ -386,14 +386,6 @@ bool castor_tensor_nonfinite(const castor_tensor *t, str_buf *out) {
   return true;
 }
 
-const cg_backend *castor_target_backend(castor_target t) {
-  switch (t) {
-  case CASTOR_TARGET_CPU: return &cg_backend_cpu;
-  case CASTOR_TARGET_CUDA: return &cg_backend_cuda;
-  }
-  return NULL;
-}
-
 castor_status castor_compile(castor_model *m, const castor_compile_options *opts,
                              castor_program **out_program) {
   return compile(m, opts, NULL, NULL, NULL, out_program);

@@ -29,8 +29,17 @@ typedef struct castor_driver_options {
 
 void castor_driver_options_init(castor_driver_options *o);
 
+/* ---- the table of backends (backends.c) ---- */
+
 /* The backend of a public target, NULL if this build has none. */
 const cg_backend *castor_target_backend(castor_target t);
+/* The backend called name (its length n), or NULL. */
+const cg_backend *cg_backend_find(const char *name, size_t n);
+/* Backend names, comma-separated ("cpu, cuda"), for messages. */
+const char *cg_backend_names(void);
+/* Every backend of the build, in table order: i in [0, castor_backend_count()). */
+int castor_backend_count(void);
+const cg_backend *castor_backend_at(int i);
 
 /* Receives the final graph, the target's backend and the options the
  * backend would compile with. Returns CASTOR_OK or the status of the

@@ -4,8 +4,8 @@
  * says what it supports, which pass pipeline it wants, how it compiles a
  * final graph into a loaded program, how it emits its code as text, and how
  * it runs and times that program. The API (api/castor.c) and the CLI
- * (tools/) reach targets only through this table; they never ask "is this
- * CUDA".
+ * (tools/) reach targets only through this interface and the table of
+ * backends (api/backends.c); they never ask "is this CUDA".
  *
  * Ahead-of-time compilation (cg_aot.c) is a CPU code emitter, not a
  * backend: it produces files, not a loaded program.
@@ -51,9 +51,12 @@ struct cg_backend {
   /* The target pads 16-bit matmuls to multiples of 8 whatever the options
    * say (tensor cores): the driver then runs the pad8 pipeline. */
   bool always_pad8;
-  /* NULL when the target has a kernel for node n, else why not. Every
-   * backend answers for every op with a switch (-Wswitch-enum). */
-  const char *(*unsupported)(const ir_node *n);
+  /* The target's one table of exceptions, indexed by op: why it has no
+   * kernel for that op (a row with its reason), or NULL: it emits the op
+   * with its emitter for the op's kernel class (the op table's column).
+   * IR_OP_COUNT entries; check_optable proves every op has an answer from
+   * every backend (emitted, or a reason). */
+  const char *const *exceptions;
   /* Compiles and loads g (after pipeline()); NULL with diagnostics. */
   cg_exec *(*compile)(const ir_graph *g, const cg_backend_options *o, diag_sink *d);
   /* Appends the target's code for g as text; false (with a diagnostic)
@@ -69,13 +72,14 @@ struct cg_backend {
   void (*destroy)(cg_exec *x); /* NULL-safe through cg_exec_destroy */
 };
 
-extern const cg_backend cg_backend_cpu;  /* cg_backend_cpu.c */
-extern const cg_backend cg_backend_cuda; /* cg_backend_cuda.c */
-
-/* The backend called name (its length n), or NULL. */
-const cg_backend *cg_backend_find(const char *name, size_t n);
-/* Backend names, comma-separated ("cpu, cuda"), for messages. */
-const char *cg_backend_names(void);
+/* Each target defines its backend; the table of them, and the lookups by
+ * name, are the API's (api/backends.c), so nothing in codegen/'s root
+ * calls up into a target. */
+extern const cg_backend cg_backend_cpu;  /* cpu/cg_backend_cpu.c */
+extern const cg_backend cg_backend_cuda; /* nvptx/cg_backend_cuda.c */
+/* Why backend b has no kernel for op (its table of exceptions), or NULL
+ * when it emits op. */
+const char *cg_backend_unsupported(const cg_backend *b, ir_op op);
 /* Reports every node of g the backend has no kernel for, at the node's
  * location ("layer_norm is not supported by the cuda target: ..."), as
  * DIAG_KIND_UNSUPPORTED; true when there is none. */

@@ -4,14 +4,18 @@
  * In: a verified graph with current ids. Out: a list of kernels in
  * execution order and a static buffer plan.
  *
- * Grouping is greedy along the schedule: a kernel starts at a matmul, a
- * softmax or an elementwise op and absorbs the elementwise ops that follow
- * its value while that value has exactly one use and is not a model output
- * (a matmul's bias, activation and cast epilogue; a chain of elementwise
- * ops). An absorbed binary op's other operand must already be available
- * when the kernel starts (a leaf, or a value scheduled before the kernel).
- * A matmul kernel may end with the row softmax of its result when the row
- * is at most CG_GEMM_SOFTMAX_MAX_COLS wide (one GEMM panel).
+ * Dispatch is by the op table's kernel class only (ir_ops.def's column),
+ * never by an op's name: the class of the op that starts a kernel is the
+ * kernel's kind, and each target has one emitter per kind. Grouping is
+ * greedy along the schedule: a contraction or an elementwise (or reindex)
+ * op starts a kernel that absorbs the elementwise ops that follow its
+ * value while that value has exactly one use and is not a model output
+ * (a contraction's bias, activation and cast epilogue; a chain of
+ * elementwise ops). An absorbed binary op's other operand must already be
+ * available when the kernel starts (a leaf, or a value scheduled before
+ * the kernel). A contraction kernel may end with the row softmax of its
+ * result when the row is at most CG_GEMM_SOFTMAX_MAX_COLS wide (one GEMM
+ * panel). Every other class is one op per kernel.
  *
  * Buffers: inputs and outputs are the caller's, constants are weights, and
  * every other kernel result gets a scratch buffer. Scratch buffers are put
@@ -22,24 +26,36 @@
 
 #include "codegen/cg_internal.h"
 
+bool cg_is_gemm(const cg_kernel *k) {
+  return k->kind != CG_KERNEL_COPY && ir_op_flops(k->ops[0]->op) == IR_FLOPS_CONTRACT;
+}
+
+bool cg_has_own_launch(const cg_kernel *k) { return k->kind == CG_KERNEL_REDUCE || k->kind == CG_KERNEL_UPDATE; }
+
 /* An op that joins the kernel of the value it reads (the op table's kernel
  * column). */
 static bool fusable_op(ir_op op) { return ir_op_kernel(op) == IR_KERNEL_ELTWISE; }
 
 /* The kernel an op starts (the op table's kernel column). */
 static cg_kernel_kind kernel_kind(ir_op op) {
-  if (cg_train_op(op)) return CG_KERNEL_TRAIN;
   switch (ir_op_kernel(op)) {
-  case IR_KERNEL_CONTRACT: return CG_KERNEL_MATMUL;
-  case IR_KERNEL_ROWWISE: return CG_KERNEL_SOFTMAX;
+  case IR_KERNEL_CONTRACT: return CG_KERNEL_CONTRACT;
+  case IR_KERNEL_ROWWISE: return CG_KERNEL_ROWWISE;
   case IR_KERNEL_ELTWISE:
   case IR_KERNEL_REINDEX: return CG_KERNEL_ELTWISE; /* a reindex op only ever starts a chain */
-  case IR_KERNEL_REDUCE: /* cg_train_op's */
-  case IR_KERNEL_UPDATE:
-  case IR_KERNEL_NONE: break;
+  case IR_KERNEL_REDUCE: return CG_KERNEL_REDUCE;
+  case IR_KERNEL_UPDATE: return CG_KERNEL_UPDATE;
+  case IR_KERNEL_NONE: break; /* a leaf: a buffer, no kernel */
   }
   CASTOR_UNREACHABLE();
   return CG_KERNEL_COPY;
+}
+
+/* A row-wise op the GEMM epilogue can end with: one operand, its line the
+ * last dimension (no {axis}): softmax. layer_norm_xhat, the other
+ * one-operand row-wise op, has its line over {axis}.. and no epilogue. */
+static bool row_epilogue_op(ir_op op) {
+  return ir_op_kernel(op) == IR_KERNEL_ROWWISE && ir_op_arity(op) == 1 && !(ir_op_attrs(op) & A(axis));
 }
 
 static bool is_leaf(const ir_node *n) { return (ir_op_flags(n->op) & IR_OPF_LEAF) != 0; }
@@ -99,9 +115,13 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
   int n_states = 0;
   for (int i = 0; i < n; i++) {
     ir_node *x = g->nodes[i];
-    if (x->op == IR_OP_INPUT) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_INPUT, (int)x->attr.index, x);
-    if (x->op == IR_OP_CONST || x->op == IR_OP_LITERAL) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_CONST, -1, x);
-    if (x->op == IR_OP_VARIABLE) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_STATE, n_states++, x);
+    if (!is_leaf(x)) continue;
+    /* a leaf's buffer by the op table: state (a variable), an input (it has
+     * an {index}), else a constant (weights, literals) */
+    if (ir_op_flags(x->op) & IR_OPF_STATE) p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_STATE, n_states++, x);
+    else if (ir_op_attrs(x->op) & A(index))
+      p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_INPUT, (int)x->attr.index, x);
+    else p->buffer_of[i] = add_buffer(p, &buf_cap, RT_BUF_CONST, -1, x);
   }
 
   /* kernels */
@@ -120,15 +140,13 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
       k->name = arena_printf(p->arena, "k%d.%s", p->n_kernels - 1, x->name);
       continue;
     }
-    while ((k->kind == CG_KERNEL_MATMUL || k->kind == CG_KERNEL_ELTWISE) && uses[cur->id] == 1 &&
+    while ((k->kind == CG_KERNEL_CONTRACT || k->kind == CG_KERNEL_ELTWISE) && uses[cur->id] == 1 &&
            first_output[cur->id] < 0) {
       ir_node *user = user_of[cur->id];
-      /* a row softmax that one GEMM panel spans ends a matmul kernel: the
-       * GEMM's epilogue does it in registers (cg_gemm.c); only a softmax
-       * (layer_norm_xhat, the other one-operand row-wise op, has its line
-       * over {axis}.. and no epilogue) */
-      if (user && user->op == IR_OP_SOFTMAX &&
-          k->kind == CG_KERNEL_MATMUL && cur->type.rank == 2 &&
+      /* a row softmax that one GEMM panel spans ends a contraction kernel:
+       * the GEMM's epilogue does it in registers (cg_gemm.c) */
+      if (user && row_epilogue_op(user->op) &&
+          k->kind == CG_KERNEL_CONTRACT && cur->type.rank == 2 &&
           ir_type_eq(&user->type, &cur->type) && cur->type.dims[1] <= CG_GEMM_SOFTMAX_MAX_COLS) {
         fused[user->id] = true;
         k->ops[k->n_ops++] = user;

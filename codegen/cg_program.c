@@ -11,8 +11,63 @@
 
 #include "codegen/cg_internal.h"
 
-rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg_cpu_layout *layout,
-                                diag_sink *d) {
+void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
+                     int64_t *work_per_batch) {
+  const int vw = 64; /* tiles of whole vectors of any width */
+  int64_t inner = 1, numel = 1;
+  CASTOR_ASSERT(ir_type_inner_numel(&op->type, &inner));
+  *row_step = 1;
+  *rows_fixed = 1;
+  *work_per_row = 4 * inner;
+  *work_per_batch = 0;
+  /* the rows a reduction sums: the batch, or an unbatched operand's own */
+  const ir_node *x = op->n_srcs > 0 ? op->srcs[0] : NULL;
+  bool sums_batch = x && ir_type_is_batched(&x->type);
+  int64_t summed = x && !sums_batch && x->type.rank > 0 ? x->type.dims[0] : 1;
+  ir_type_rule rule = ir_op_type_rule(op->op);
+  if (rule == IR_TYPE_MATMUL_TN) { /* the result's rows; each sums over the whole batch */
+    *rows_fixed = op->type.dims[0];
+    *work_per_row = sums_batch ? 0 : 2 * op->type.dims[1] * summed;
+    *work_per_batch = sums_batch ? 2 * op->type.dims[1] : 0;
+  } else if (rule == IR_TYPE_SUM_ROWS) {
+    *rows_fixed = op->type.dims[0];
+    *row_step = vw;
+    *work_per_row = sums_batch ? 0 : summed;
+    *work_per_batch = sums_batch ? 1 : 0;
+  } else if (rule == IR_TYPE_UPDATE) {
+    CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel));
+    *rows_fixed = numel; /* one "row" per element */
+    *row_step = vw;
+    *work_per_row = 16;
+  } else if (!ir_type_is_batched(&op->type)) { /* a scalar over the batch: one call */
+    *work_per_row = 0;
+    *work_per_batch = 4 * (op->srcs[0]->type.rank == 2 ? op->srcs[0]->type.dims[1] : 1);
+  } /* else batched rows */
+}
+
+void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l) {
+  const cg_kernel *k = &p->kernels[ki];
+  const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : k->ops[k->n_ops - 1];
+  int64_t inner = 1;
+  CASTOR_ASSERT(ir_type_inner_numel(&res->type, &inner));
+  l->cols = l->col_step = l->row_step = l->scratch_bytes = 0; /* no split: a target's */
+  /* about one unit per element and op; a GEMM row costs its flops */
+  if (cg_has_own_launch(k)) { /* its own launch, or (a GEMM) the target's split */
+    int64_t rows, step, work, per_batch;
+    cg_train_launch(k->ops[0], &rows, &step, &work, &per_batch);
+    if (!cg_is_gemm(k)) l->row_step = step;
+    l->work_per_row = work;
+    l->work_per_row_per_batch = per_batch;
+    return;
+  }
+  l->work_per_row = k->kind == CG_KERNEL_CONTRACT ? l->flops_per_row
+                    : k->kind == CG_KERNEL_ROWWISE ? 16 * inner
+                    : k->kind == CG_KERNEL_COPY    ? inner
+                                                   : 4 * inner * k->n_ops;
+}
+
+
+rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sink *d) {
   arena *a = arena_create();
   rt_program *p = arena_alloc(a, sizeof *p);
   p->arena = a;
@@ -24,7 +79,7 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg
     rt_buffer *buf = &p->buffers[b];
     if (buf->kind != RT_BUF_CONST) continue;
     const ir_node *n = plan->buffer_node[b];
-    if (n->op == IR_OP_LITERAL) { /* its value, in its dtype */
+    if (ir_op_attrs(n->op) & A(value)) { /* a literal: its value, in its dtype */
       void *v = arena_alloc_aligned(a, 8, 8);
       dtype_store_double((rt_dtype)n->type.dtype, v, 0, n->attr.value);
       buf->data = v;
@@ -35,13 +90,7 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg
       rt_program_destroy(p);
       return NULL;
     }
-    /* the graph's data, or its pre-packed GEMM layout: the JIT copies it, AOT emits it */
-    if (layout) {
-      buf->bytes_fixed = layout->const_bytes[b];
-      buf->data = cg_cpu_layout_const_data(layout, plan, b, a);
-    } else {
-      buf->data = n->attr.data;
-    }
+    buf->data = n->attr.data; /* the graph's (a target may store it in a layout of its own) */
   }
   p->n_slots = plan->n_slots;
   p->slots = arena_alloc(a, (size_t)(plan->n_slots + 1) * sizeof *p->slots);
@@ -54,22 +103,16 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, const cg
     l->name = arena_strdup(a, k->name);
     const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : k->ops[k->n_ops - 1];
     l->batched = ir_type_is_batched(&res->type);
-    l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_MATMUL ? res->type.dims[0] : 1;
-    if (k->kind == CG_KERNEL_TRAIN) { /* its launch (cg_train.c): an update's rows are elements */
+    l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_CONTRACT ? res->type.dims[0] : 1;
+    if (cg_has_own_launch(k)) { /* its launch: an update's rows are elements */
       int64_t rows, step, work, per_batch;
       cg_train_launch(k->ops[0], &rows, &step, &work, &per_batch);
       l->batched = l->batched && !ir_op_writes(k->ops[0]->op);
       if (!l->batched) l->rows_fixed = rows;
     }
-    if (k->kind == CG_KERNEL_MATMUL) /* the GEMM's flops (the op table's column), per row */
+    if (k->kind == CG_KERNEL_CONTRACT) /* the GEMM's flops (the op table's column), per row */
       l->flops_per_row = ir_node_flops(k->ops[0], 1) / (l->batched ? 1 : l->rows_fixed);
-    cg_plan_launch_fill(plan, layout, i, l);
-    if (layout && layout->n_args[i]) { /* a shared body's table (cg_kernel_share.c) */
-      int *args = arena_alloc(a, (size_t)layout->n_args[i] * sizeof *args);
-      memcpy(args, layout->args[i], (size_t)layout->n_args[i] * sizeof *args);
-      l->args = args;
-      l->n_args = layout->n_args[i];
-    }
+    cg_plan_launch_fill(plan, i, l);
   }
   for (int b = 0; b < p->n_buffers; b++) p->n_states += p->buffers[b].kind == RT_BUF_STATE;
   p->states = arena_alloc(a, (size_t)(p->n_states + 1) * sizeof *p->states);

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "runtime/aot/aot.h"
-#include "codegen/cg_internal.h"
+#include "codegen/cpu/cg_cpu.h"
 
 _Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 104 &&
                    sizeof(rt_tensor_desc) == 56 && sizeof(rt_program) == 120 &&
@@ -374,8 +374,7 @@ static bool emit_output(LLVMTargetMachineRef tm, LLVMModuleRef mod, cg_aot_kind 
   LLVMMemoryBufferRef mb = NULL;
   char *msg = NULL;
   if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, kind == CG_AOT_ASM ? LLVMAssemblyFile : LLVMObjectFile, &msg, &mb)) {
-    diag_error_kind(d, DIAG_KIND_CODEGEN, (diag_loc){0}, "LLVM: emitting %s: %s", kind == CG_AOT_ASM ? "assembly" : "an object file", msg);
-    LLVMDisposeMessage(msg);
+    cg_llvm_message_error(d, msg, DIAG_KIND_CODEGEN, kind == CG_AOT_ASM ? "emitting assembly" : "emitting an object file");
     return false;
   }
   bool ok = write_file(path, LLVMGetBufferStart(mb), LLVMGetBufferSize(mb), d);
@@ -407,7 +406,7 @@ bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options
   cg_target t;
   if (!cg_target_init(&t, o, false, d)) goto done;
   if (!(mod = cg_target_emit_module(&t, ctx, g->name, &plan, o, true, &e, &layout, NULL, d))) goto done;
-  if (!(desc = cg_program_describe(g, &plan, &layout, d))) goto done; /* after emission: packed weights */
+  if (!(desc = cg_cpu_program_describe(g, &plan, &layout, d))) goto done; /* after emission: packed weights */
 
   aot a = {&e, mod, LLVMGetModuleDataLayout(mod), LLVMInt8TypeInContext(ctx), &plan, desc, NULL, 0};
   a.weights = arena_alloc(plan.arena, (size_t)(desc->n_buffers + 1) * sizeof *a.weights);

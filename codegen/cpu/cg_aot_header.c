@@ -16,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "codegen/cg_internal.h"
+#include "codegen/cpu/cg_cpu.h"
 
 static const char *const reserved[] = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",

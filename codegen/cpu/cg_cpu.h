@@ -1,72 +1,124 @@
 /*
- * cg_cpu.h: what the CPU kernel emitters share (cg_cpu.c: the kernel ABI,
- * elementwise, row-wise and copy kernels; cg_gemm.c: the GEMM;
- * cg_rowwise.c: the row-wise ops): the state of the kernel being emitted,
- * counted loops, addressing, the fused elementwise chain and the row
- * accessor of row-wise ops. Private to codegen/.
+ * cg_cpu.h: the CPU target's private interfaces: its layouts of a plan
+ * (cg_cpu_layout.c), the driver (cg_cpu.c: the kernel ABI, elementwise,
+ * row-wise and copy kernels), the GEMM (cg_gemm.c), the row-wise ops
+ * (cg_rowwise.c), the training ops' own kernels (cg_train.c), kernels
+ * that share a body (cg_kernel_share.c), the target machine (cg_target.c)
+ * and the AOT header (cg_aot_header.c). The target-neutral kit they build
+ * on is kernel/cg_kit.h. Private to codegen/cpu.
  */
 #ifndef CASTOR_CG_CPU_H
 #define CASTOR_CG_CPU_H
 
-#include "codegen/cg_internal.h"
+#include <llvm-c/TargetMachine.h>
 
-typedef struct cg_kctx {
-  cg_emitter *e;
-  const cg_plan *plan;
-  const cg_kernel *k;
-  /* the kernel's parameters (runtime.h's ABI) */
-  LLVMValueRef fn, bufs, batch, row0, row1, col0, col1, scratch;
-  LLVMValueRef *base; /* per node id: its buffer pointer loaded in the entry block, or NULL */
-  LLVMValueRef *spare_base; /* another such array, all NULL, for a helper function (the GEMM
-                             * epilogue), which leaves it all NULL again (cg_clear_bases) */
-  const int *slot;    /* per buffer: its index in bufs; NULL: bufs is the program's own table */
-} cg_kctx;
+#include "codegen/cpu/cg_cpu_caps.h"
+#include "codegen/kernel/cg_kit.h"
 
-/* for (iv = start; iv + step <= end; iv += step): the body runs only for
- * whole steps, so a vector step never reads past the range. */
-typedef struct cg_loop {
-  LLVMBasicBlockRef header, body, exit;
-  LLVMValueRef iv, step;
-} cg_loop;
+/* ---- the CPU target's layouts of a plan (cg_cpu_layout.c) ---- */
 
-cg_loop cg_loop_begin(cg_kctx *c, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name);
-void cg_loop_end(cg_kctx *c, cg_loop *l);
+/* A constant stored in a layout private to codegen: a GEMM's B operand
+ * [K, Nc] pre-packed into column panels, block by block of kc rows of K
+ * (cg_gemm.c). panel == 0: plain. */
+typedef struct cg_packing {
+  int panel;  /* columns of each full panel */
+  int tail;   /* padded columns of the last, partial panel (0: none) */
+  int64_t kc; /* rows of K per block (the last block may have fewer) */
+} cg_packing;
 
-LLVMValueRef cg_i64(cg_emitter *e, int64_t v);
-/* Pointer to element `index` of n's buffer (n's dtype). */
-LLVMValueRef cg_elem_ptr(cg_kctx *c, const ir_node *n, LLVMValueRef index);
-/* llvm.fmuladd on f32 scalars or vectors. */
-LLVMValueRef cg_fmuladd(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc);
-/* Broadcasts the f32 scalar s to `lanes` lanes (lanes == 1: s). */
-LLVMValueRef cg_splat(cg_emitter *e, LLVMValueRef s, int lanes);
-/* An alloca of ty in the entry block (SROA turns it into registers). */
-LLVMValueRef cg_entry_alloca(cg_kctx *c, LLVMTypeRef ty, const char *name);
-/* Loads the buffer pointer of every source and of the result of c->k
- * from c->bufs into c->base, at the builder's position. */
-void cg_load_bases(cg_kctx *c);
-/* Sets c->base back to NULL for every node cg_load_bases may have set. */
-void cg_clear_bases(cg_kctx *c);
-/* A 1-D bias vector over the last dimension. */
-bool cg_is_bias(const ir_node *n);
-/* Loads/stores the first `valid` of `lanes` elements (valid >= lanes: all,
- * as cg_emit_load/cg_emit_store); missing lanes load as 0. */
-LLVMValueRef cg_load_part(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, int valid, const char *name);
-void cg_store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid);
-/* Applies ops[first..last) of the kernel to val, f32 lanes at flat element
- * index `idx` whose last-dimension coordinate is `col` (the value of
- * ops[first-1]; NULL when first == 0: every source is loaded). Only the
- * first `valid` lanes of other operands are read. Each op's result is
- * rounded to its dtype, modelling 16-bit values exactly. */
-LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,
-                            LLVMValueRef col, int lanes, int valid);
+typedef struct cg_gemm cg_gemm; /* a matmul kernel's GEMM layout (cg_gemm.c) */
+
+/* What the CPU emitter decides for a plan (cg_cpu_emit_kernels fills it)
+ * and the program description reads: arrays in its own arena, indexed
+ * like the plan's buffers and kernels. */
+typedef struct cg_cpu_layout {
+  arena *arena;
+  cg_packing *packing;      /* per buffer: a constant's stored layout */
+  int64_t *const_bytes;     /* per buffer: a constant's bytes in that layout
+                             * (the plan's bytes_fixed unless packed; 0: not a constant) */
+  cg_kernel_launch *launch; /* per kernel */
+  cg_gemm **gemm;           /* per kernel: a GEMM's layout (cg_is_gemm), else NULL */
+  /* Kernels that differ only in their buffers share one body
+   * (cg_kernel_share.c). With share_by_table (set before emitting: the
+   * JIT) the body is called with the kernel's own buffer table, which the
+   * runtime builds from args (rt_launch.args); without it (AOT) each such
+   * kernel is a small wrapper function of its own name that builds the
+   * table and calls the body. */
+  bool share_by_table;
+  bool share_none;          /* set before emitting: no kernel shares a body */
+  bool planned;             /* cg_cpu_plan_layout has filled what follows and the above */
+  bool *shared;             /* per kernel: its body serves several kernels */
+  const char **symbol;      /* per kernel: the function its launch calls */
+  int *rep;                 /* per kernel: the first kernel with the same body */
+  int **args;               /* per kernel: its table for a shared body, or NULL */
+  int *n_args;
+} cg_cpu_layout;
+
+/* Sizes the layout for plan p: nothing packed, no launch split yet. _fini
+ * of a zeroed layout is a no-op. */
+void cg_cpu_layout_init(cg_cpu_layout *l, const cg_plan *p);
+void cg_cpu_layout_fini(cg_cpu_layout *l);
+/* Constant buffer b's data in the layout the kernels read (l->const_bytes[b]
+ * bytes): the graph's own data, or a pre-packed copy allocated in a. */
+const void *cg_cpu_layout_const_data(const cg_cpu_layout *l, const cg_plan *p, int b, arena *a);
+
+/* Emits every kernel of the plan as a function of the kernel ABI in
+ * runtime.h into e->mod, for caps. It first chooses the layouts the
+ * kernels need (GEMM layouts, pre-packed constants, launch splits) into
+ * *layout, made with cg_cpu_layout_init for plan: describe the program
+ * (cg_program.c) with that layout after emitting. */
+bool cg_cpu_emit_kernels(cg_emitter *e, const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout,
+                         const bool *only, diag_sink *d);
+/* The layout part of that, for caps (done by the first cg_cpu_emit_kernels
+ * unless done before): afterwards the layout is final and only read, so
+ * several threads may emit subsets of the kernels (only[ki]: emit kernel
+ * ki, or the body it shares with others when it is the first of them;
+ * NULL: all) into modules of their own contexts. */
+void cg_cpu_plan_layout(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout);
+
+/* ---- target setup shared by the JIT and AOT (cg_target.c) ---- */
+
+typedef struct cg_target {
+  char *triple, *cpu, *features; /* LLVM messages: the given or the host's */
+  cg_cpu_caps caps;              /* features, parsed once: what the kernels may use */
+  LLVMTargetMachineRef tm;       /* NULL once handed over (to the JIT) */
+} cg_target;
+
+/* A target machine for o's CPU and features (the host's by default); the
+ * JIT code model when jit, else the default one. Call _fini either way. */
+bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d);
+void cg_target_fini(cg_target *t);
+
+/* A new module `name` in ctx holding the plan's kernels, verified, and
+ * (if optimize) optimized at o->opt_level and dumped to o->dump_llvm by
+ * cg_target_optimize: the same for the JIT and AOT. NULL on error. e is set up for emitting more into the
+ * module; release it with cg_emitter_fini. layout, made with
+ * cg_cpu_layout_init for plan, is filled by cg_cpu_emit_kernels. */
+LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
+                                    const cg_plan *plan, const cg_options *o, bool optimize, cg_emitter *e,
+                                    cg_cpu_layout *layout, const bool *only, diag_sink *d);
+/* Runs default<O{o->opt_level}> over mod (none at 0) and dumps the result
+ * to o->dump_llvm if set. False with a diagnostic if LLVM fails. */
+bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, diag_sink *d);
+
+/* The rt_program of a plan as the CPU runs it: cg_program_describe's,
+ * with the layout's constant sizes and pre-packed data (copies in the
+ * program's arena), thread splits, scratch and shared bodies' tables. Call
+ * after emitting (the layout is final). */
+rt_program *cg_cpu_program_describe(const ir_graph *g, const cg_plan *plan, const cg_cpu_layout *layout,
+                                    diag_sink *d);
+
+/* Writes the C header of an AOT object (cg_aot_header.c) to ao->header_path. */
+bool cg_aot_write_header(const rt_program *desc, const cg_aot_options *ao, const cg_target *t,
+                         const ir_graph *g, diag_sink *d);
 
 /* ---- the GEMM (cg_gemm.c) ---- */
 
-/* Chooses the GEMM layout of every matmul kernel for e->caps into layout:
+/* Chooses the GEMM layout of every matmul kernel for caps into layout:
  * micro-tile, cache blocks (layout->gemm), the launch split and scratch
  * (layout->launch), and which constant B operands are stored pre-packed
  * (layout->packing, layout->const_bytes). */
-void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout);
+void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout);
 /* Appends g's fields to a kernel's sharing key (cg_kernel_share.c). */
 void cg_gemm_key(const cg_gemm *g, str_buf *out);
 /* Emits the body of matmul kernel c->k with GEMM layout g (the entry block
@@ -75,7 +127,9 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g);
 
 /* ---- the training ops' own kernels (cg_train.c) ---- */
 
-/* Emits the body of c->k, a CG_KERNEL_TRAIN kernel. */
+/* Emits the body of c->k: an update kernel, a reduction other than a GEMM
+ * (not cg_is_gemm), or a row-wise kernel with no line formula
+ * (cg_rowwise_has_line_formula): softmax_grad, the losses' gradients. */
 void cg_train_emit(cg_kctx *c);
 
 /* ---- row-wise ops (cg_rowwise.c) ---- */
@@ -126,6 +180,8 @@ struct cg_row {
  * run per lane in element order, then across the lanes in lane order; a
  * scalar tail has its own, combined after. */
 void cg_emit_rowwise(cg_kctx *c, const ir_node *op, cg_row *row);
+/* Whether cg_emit_rowwise has a formula for the row-wise op `op`. */
+bool cg_rowwise_has_line_formula(ir_op op);
 
 /* ---- kernels that share one body (cg_kernel_share.c) ---- */
 

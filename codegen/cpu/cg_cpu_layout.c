@@ -6,12 +6,13 @@
  *
  * Lifecycle: cg_cpu_layout_init sizes it for a built plan (nothing packed,
  * every constant at the plan's size); cg_cpu_emit_kernels fills it while it
- * emits (cg_gemm_plan for matmul kernels); cg_program_describe reads it to
- * give the runtime the sizes, data and launches the kernels expect.
+ * emits (cg_gemm_plan for matmul kernels); cg_cpu_program_describe adds it
+ * to the target-neutral description (cg_program.c) to give the runtime
+ * the sizes, data and launches the kernels expect.
  */
 #include <string.h>
 
-#include "codegen/cg_internal.h"
+#include "codegen/cpu/cg_cpu.h"
 
 void cg_cpu_layout_init(cg_cpu_layout *l, const cg_plan *p) {
   memset(l, 0, sizeof *l);
@@ -59,4 +60,37 @@ const void *cg_cpu_layout_const_data(const cg_cpu_layout *l, const cg_plan *p, i
         memcpy(dst + (size_t)off * ds, src + (size_t)(k * Nc + n_full * np) * ds, (size_t)(Nc - n_full * np) * ds);
   }
   return dst;
+}
+
+rt_program *cg_cpu_program_describe(const ir_graph *g, const cg_plan *plan, const cg_cpu_layout *layout,
+                                    diag_sink *d) {
+  rt_program *p = cg_program_describe(g, plan, d);
+  if (!p) return NULL;
+  /* constants: the graph's data, or its pre-packed GEMM layout (the JIT
+   * copies it, AOT emits it); a literal's value is the program's own */
+  for (int b = 0; b < p->n_buffers; b++) {
+    rt_buffer *buf = &p->buffers[b];
+    if (buf->kind != RT_BUF_CONST || buf->data != plan->buffer_node[b]->attr.data) continue;
+    buf->bytes_fixed = layout->const_bytes[b];
+    buf->data = cg_cpu_layout_const_data(layout, plan, b, p->arena);
+  }
+  for (int ki = 0; ki < plan->n_kernels; ki++) {
+    const cg_kernel *k = &plan->kernels[ki];
+    rt_launch *l = &p->launches[ki];
+    const cg_kernel_launch *split = &layout->launch[ki];
+    l->cols = split->cols;
+    l->col_step = split->col_step;
+    l->scratch_bytes = split->scratch_bytes;
+    /* a kernel with a launch of its own keeps its row step
+     * (cg_plan_launch_fill); every other kernel, a GEMM's included, takes
+     * the layout's */
+    if (!cg_has_own_launch(k) || cg_is_gemm(k)) l->row_step = split->row_step;
+    if (layout->n_args[ki]) { /* a shared body's table (cg_kernel_share.c) */
+      int *args = arena_alloc(p->arena, (size_t)layout->n_args[ki] * sizeof *args);
+      memcpy(args, layout->args[ki], (size_t)layout->n_args[ki] * sizeof *args);
+      l->args = args;
+      l->n_args = layout->n_args[ki];
+    }
+  }
+  return p;
 }

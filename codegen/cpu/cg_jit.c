@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "codegen/cg_internal.h"
+#include "codegen/cpu/cg_cpu.h"
 
 static void jit_destroy(void *owner) {
   LLVMErrorRef err = LLVMOrcDisposeLLJIT((LLVMOrcLLJITRef)owner);
@@ -41,7 +41,7 @@ typedef struct describe_job {
 
 static void *describe_main(void *arg) {
   describe_job *j = arg;
-  rt_program *p = cg_program_describe(j->g, j->plan, j->layout, j->d);
+  rt_program *p = cg_cpu_program_describe(j->g, j->plan, j->layout, j->d);
   for (int b = 0; p && b < p->n_buffers; b++) {
     rt_buffer *buf = &p->buffers[b];
     if (buf->kind != RT_BUF_CONST) continue;
@@ -72,7 +72,7 @@ static bool look_up_kernels(LLVMOrcLLJITRef jit, const cg_plan *plan, const cg_c
       continue;
     }
     LLVMOrcExecutorAddress addr = 0;
-    if (cg_llvm_error(d, LLVMOrcLLJITLookup(jit, &addr, layout->symbol[i]), "looking up a kernel")) return false;
+    if (cg_llvm_error(d, LLVMOrcLLJITLookup(jit, &addr, layout->symbol[i]), DIAG_KIND_CODEGEN, "looking up a kernel")) return false;
     fns[i] = (rt_kernel_fn)(uintptr_t)addr;
   }
   return true;
@@ -207,7 +207,8 @@ static void *compile_main(void *arg) {
   if (mod) {
     char *msg = NULL;
     if (LLVMTargetMachineEmitToMemoryBuffer(j->t.tm, mod, LLVMObjectFile, &msg, &j->obj)) {
-      diag_error_kind(j->d, DIAG_KIND_CODEGEN, (diag_loc){0}, "LLVM: compiling the kernels: %s", msg ? msg : "");
+      cg_llvm_message_error(j->d, msg, DIAG_KIND_CODEGEN, "compiling the kernels");
+      msg = NULL;
       j->obj = NULL;
     }
     LLVMDisposeMessage(msg);
@@ -260,12 +261,12 @@ static LLVMOrcLLJITRef create_jit(cg_target *t, diag_sink *d) {
   LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(t->tm));
   t->tm = NULL; /* owned by the builder now */
   LLVMOrcLLJITRef jit;
-  if (cg_llvm_error(d, LLVMOrcCreateLLJIT(&jit, jb), "creating the JIT")) return NULL;
+  if (cg_llvm_error(d, LLVMOrcCreateLLJIT(&jit, jb), DIAG_KIND_CODEGEN, "creating the JIT")) return NULL;
   LLVMOrcJITDylibRef main_jd = LLVMOrcLLJITGetMainJITDylib(jit);
   LLVMOrcDefinitionGeneratorRef gen;
   if (cg_llvm_error(d, LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
                            &gen, LLVMOrcLLJITGetGlobalPrefix(jit), NULL, NULL),
-                    "searching the process for symbols")) {
+                    DIAG_KIND_CODEGEN, "searching the process for symbols")) {
     jit_destroy(jit);
     return NULL;
   }
@@ -283,7 +284,7 @@ static LLVMOrcLLJITRef create_jit(cg_target *t, diag_sink *d) {
     }
     LLVMErrorRef err = LLVMOrcJITDylibDefine(main_jd, LLVMOrcAbsoluteSymbols(pairs, (size_t)n_helpers));
     free(pairs);
-    if (cg_llvm_error(d, err, "defining runtime helpers")) {
+    if (cg_llvm_error(d, err, DIAG_KIND_CODEGEN, "defining runtime helpers")) {
       jit_destroy(jit);
       return NULL;
     }
@@ -358,7 +359,7 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
       LLVMMemoryBufferRef obj = jobs[w].obj;
       if (perf_map_wanted()) perf_map_collect(&pm, obj, w);
       jobs[w].obj = NULL; /* owned by the JIT, even on error */
-      if (cg_llvm_error(d, LLVMOrcLLJITAddObjectFile(jit, main_jd, obj), "adding the kernels")) goto done;
+      if (cg_llvm_error(d, LLVMOrcLLJITAddObjectFile(jit, main_jd, obj), DIAG_KIND_CODEGEN, "adding the kernels")) goto done;
     }
   } else {
     tsc = LLVMOrcCreateNewThreadSafeContext();
@@ -368,7 +369,7 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
     LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsc);
     mod = NULL; /* owned by the thread-safe module */
     if (cg_llvm_error(d, LLVMOrcLLJITAddLLVMIRModule(jit, LLVMOrcLLJITGetMainJITDylib(jit), tsm),
-                      "adding the module")) {
+                      DIAG_KIND_CODEGEN, "adding the module")) {
       LLVMOrcDisposeThreadSafeModule(tsm);
       goto done;
     }

@@ -97,9 +97,9 @@ static void kernel_key(const cg_plan *plan, const cg_cpu_layout *layout, int ki,
                        str_buf *s) {
   const cg_kernel *k = &plan->kernels[ki];
   str_buf_printf(s, "K%d/", (int)k->kind);
-  /* training kernels (cg_train.c: state updates, reductions over the batch)
-   * are few and keep a body each: the key of a kernel of its own */
-  if (k->kind == CG_KERNEL_TRAIN) str_buf_printf(s, "own%d/", ki);
+  /* reductions over the batch and state updates (cg_train.c) are few and
+   * keep a body each: the key of a kernel of its own */
+  if (cg_has_own_launch(k)) str_buf_printf(s, "own%d/", ki);
   if (k->kind == CG_KERNEL_COPY) {
     put_type(s, &k->copy_src->type);
     put_buffer(s, plan, layout, table, n, plan->buffer_of[k->copy_src->id]);

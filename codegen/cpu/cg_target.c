@@ -9,8 +9,8 @@
  * to ORC; AOT adds its data (weights, descriptors, a run function) around
  * the already optimized kernels and emits an object file.
  *
- * This file holds the one adapter between LLVM's errors and castor's
- * diagnostics (cg_llvm_error): LLVM failures become "LLVM: ..." errors.
+ * LLVM's failures go through the kit's one adapter (cg_llvm_error,
+ * kernel/cg_kit.c) as DIAG_KIND_CODEGEN errors.
  */
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Error.h>
@@ -22,20 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/cg_internal.h"
-
-void cg_options_init(cg_options *o) {
-  memset(o, 0, sizeof *o);
-  o->opt_level = 2;
-}
-
-bool cg_llvm_error(diag_sink *d, LLVMErrorRef err, const char *what) {
-  if (!err) return false;
-  char *msg = LLVMGetErrorMessage(err);
-  diag_error_kind(d, DIAG_KIND_CODEGEN, (diag_loc){0}, "LLVM: %s: %s", what, msg);
-  LLVMDisposeErrorMessage(msg);
-  return true;
-}
+#include "codegen/cpu/cg_cpu.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_llvm(void) {
@@ -155,8 +142,9 @@ bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
   LLVMTargetRef target;
   char *msg = NULL;
   if (LLVMGetTargetFromTriple(t->triple, &target, &msg)) {
-    diag_error(d, (diag_loc){0}, "LLVM: no target for '%s': %s", t->triple, msg);
-    LLVMDisposeMessage(msg);
+    char what[160];
+    snprintf(what, sizeof what, "no target for '%s'", t->triple);
+    cg_llvm_message_error(d, msg, DIAG_KIND_CODEGEN, what);
     return false;
   }
   LLVMCodeGenOptLevel lvl = o->opt_level <= 0 ? LLVMCodeGenLevelNone
@@ -167,7 +155,9 @@ bool cg_target_init(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
   t->tm = LLVMCreateTargetMachine(target, t->triple, t->cpu, t->features, lvl, LLVMRelocPIC,
                                   jit ? LLVMCodeModelJITDefault : LLVMCodeModelDefault);
   if (!t->tm) {
-    diag_error(d, (diag_loc){0}, "LLVM: cannot create a target machine for '%s' (cpu '%s')", t->triple, t->cpu);
+    char what[160];
+    snprintf(what, sizeof what, "cannot create a target machine for '%s' (cpu '%s')", t->triple, t->cpu);
+    cg_llvm_message_error(d, NULL, DIAG_KIND_CODEGEN, what);
     return false;
   }
   return true;
@@ -179,23 +169,6 @@ void cg_target_fini(cg_target *t) {
   if (t->cpu) LLVMDisposeMessage(t->cpu);
   if (t->features) LLVMDisposeMessage(t->features);
   memset(t, 0, sizeof *t);
-}
-
-void cg_emitter_init(cg_emitter *e, LLVMContextRef ctx, LLVMModuleRef mod, int vw) {
-  memset(e, 0, sizeof *e);
-  e->ctx = ctx, e->mod = mod;
-  e->b = LLVMCreateBuilderInContext(ctx);
-  e->f32 = LLVMFloatTypeInContext(ctx), e->half = LLVMHalfTypeInContext(ctx);
-  e->bf16 = LLVMBFloatTypeInContext(ctx);
-  e->i1 = LLVMInt1TypeInContext(ctx), e->i32 = LLVMInt32TypeInContext(ctx);
-  e->i64 = LLVMInt64TypeInContext(ctx), e->ptr = LLVMPointerTypeInContext(ctx, 0);
-  e->void_ = LLVMVoidTypeInContext(ctx);
-  e->vw = vw;
-}
-
-void cg_emitter_fini(cg_emitter *e) {
-  if (e->b) LLVMDisposeBuilder(e->b);
-  e->b = NULL;
 }
 
 bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, diag_sink *d) {
@@ -210,7 +183,7 @@ bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, di
     LLVMPassBuilderOptionsSetLoopUnrolling(po, 0);
     LLVMErrorRef err = LLVMRunPasses(mod, pipeline, t->tm, po);
     LLVMDisposePassBuilderOptions(po);
-    if (cg_llvm_error(d, err, "optimizing")) return false;
+    if (cg_llvm_error(d, err, DIAG_KIND_CODEGEN, "optimizing")) return false;
   }
   if (o->dump_llvm) {
     char *s = LLVMPrintModuleToString(mod);
@@ -230,9 +203,8 @@ LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char
   LLVMDisposeTargetData(dl);
   cg_emitter_init(e, ctx, mod, t->caps.vector_f32_lanes);
   if (!layout->planned) layout->share_none = o->no_kernel_sharing;
-  e->caps = &t->caps;
   char *msg = NULL;
-  if (!cg_cpu_emit_kernels(e, plan, layout, only, d)) goto fail;
+  if (!cg_cpu_emit_kernels(e, &t->caps, plan, layout, only, d)) goto fail;
   if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
     diag_error(d, (diag_loc){0}, "internal error: generated LLVM IR is invalid: %s", msg);
     LLVMDisposeMessage(msg);

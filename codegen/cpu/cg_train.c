@@ -1,11 +1,12 @@
 /*
- * cg_train.c: the CPU kernels of a training step's ops that are not an
- * elementwise chain (passes/grad.c builds the step; ir_ops.def gives each
- * op's semantics). Each is a kernel of its own:
+ * cg_train.c: the CPU kernels of a training step's ops of the reduce and
+ * update classes, and the row-wise ops with no line formula in
+ * cg_rowwise.c (passes/grad.c builds the step; ir_ops.def gives each op's
+ * semantics). cg_cpu.c routes kernels here by kernel class; within a
+ * class the op's shape rule picks the kernel. Each is a kernel of its own
+ * (matmul_nt is a contraction: cg_gemm.c, with b packed transposed into
+ * the call's scratch):
  *
- *   matmul_nt      the GEMM of cg_gemm.c (batched rows, or an unbatched
- *                  a's rows, x column panels), with b packed transposed
- *                  into the call's scratch
  *   matmul_tn      the GEMM of cg_gemm.c with the batch as its summed
  *                  dimension: rows = the result's K rows; y[k,j] sums over
  *                  the batch in row order, in blocks of fixed size
@@ -215,6 +216,7 @@ static LLVMValueRef row_loss(cg_kctx *c, LLVMValueRef i) {
     LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, e->f32), term, ""), acc);
     cg_loop_end(c, &l);
   } else { /* mse: the row's sum of squares; the mean divides by N*C */
+    CASTOR_ASSERT(op->op == IR_OP_MSE); /* a loss with no formula here is a bug, not an mse */
     cg_loop l = cg_loop_begin(c, i64c(0), i64c(C), 1, "j");
     LLVMValueRef d = LLVMBuildFSub(B, load_f(c, p, LLVMBuildAdd(B, base, l.iv, ""), 1), target(c, i, l.iv, C), "");
     LLVMBuildStore(B, cg_fmuladd(e, d, d, get(c, acc, e->f32)), acc);
@@ -273,6 +275,7 @@ static void loss_grad_row(cg_kctx *c, LLVMValueRef i) {
     return;
   }
   /* xent_grad: c/N q_j (g_j - G), g_k = -t_k/q_k inside the clip, else 0 */
+  CASTOR_ASSERT(op->op == IR_OP_XENT_GRAD); /* no fallback for a loss gradient without a formula */
   double eps = op->attr.epsilon;
   LLVMValueRef sum = row_sum(c, p, base, C);
   LLVMValueRef dot = var(c, e->f32, F(0), "G");
@@ -358,8 +361,26 @@ static void emit_all_finite(cg_kctx *c) {
 
 /* ---- updates, in place ---- */
 
-/* The optimizer's formula on `lanes` elements at index i (ir_ops.def;
- * keras/src/optimizers/{sgd,rmsprop,adam}.py). */
+/* The optimizers' formulas (ir_ops.def; keras/src/optimizers/{sgd,rmsprop,
+ * adam}.py), one row per update op: a new optimizer is a new row (and its
+ * formula), never another optimizer's formula by default. The update
+ * ops with no row (count_step, loss_scale_update) are scalar updates
+ * (emit_scalar_update). */
+typedef enum update_formula { UPDATE_NONE, UPDATE_SGD, UPDATE_SGD_MOMENTUM, UPDATE_RMSPROP, UPDATE_ADAM } update_formula;
+static const struct update_row {
+  update_formula formula;
+  bool centered, momentum; /* rmsprop's variants */
+} update_rows[IR_OP_COUNT] = {
+    [IR_OP_SGD] = {UPDATE_SGD, false, false},
+    [IR_OP_SGD_MOMENTUM] = {UPDATE_SGD_MOMENTUM, false, false},
+    [IR_OP_RMSPROP] = {UPDATE_RMSPROP, false, false},
+    [IR_OP_RMSPROP_MOMENTUM] = {UPDATE_RMSPROP, false, true},
+    [IR_OP_RMSPROP_CENTERED] = {UPDATE_RMSPROP, true, false},
+    [IR_OP_RMSPROP_CENTERED_MOMENTUM] = {UPDATE_RMSPROP, true, true},
+    [IR_OP_ADAM] = {UPDATE_ADAM, false, false},
+};
+
+/* The optimizer's formula on `lanes` elements at index i. */
 static void update_elems(cg_kctx *c, LLVMValueRef i, int lanes, LLVMValueRef lr, LLVMValueRef inv_scale,
                          LLVMValueRef alpha) {
   cg_emitter *e = c->e;
@@ -369,19 +390,24 @@ static void update_elems(cg_kctx *c, LLVMValueRef i, int lanes, LLVMValueRef lr,
   LLVMTypeRef ty = vec(e, lanes);
 #define V(x) cg_const(e, ty, (x))
   LLVMValueRef g = LLVMBuildFMul(B, load_f(c, op->srcs[w], i, lanes), cg_splat(e, inv_scale, lanes), "g");
-  LLVMValueRef lrv = cg_splat(e, lr, lanes), x = load_f(c, op->srcs[0], i, lanes), nx;
-  if (op->op == IR_OP_SGD) {
+  LLVMValueRef lrv = cg_splat(e, lr, lanes), x = load_f(c, op->srcs[0], i, lanes), nx = NULL;
+  const struct update_row *row = &update_rows[op->op];
+  switch (row->formula) {
+  case UPDATE_SGD: {
     nx = LLVMBuildFSub(B, x, LLVMBuildFMul(B, g, lrv, ""), "");
-  } else if (op->op == IR_OP_SGD_MOMENTUM) {
+    break;
+  }
+  case UPDATE_SGD_MOMENTUM: {
     LLVMValueRef m = load_f(c, op->srcs[1], i, lanes);
     LLVMValueRef lg = LLVMBuildFMul(B, LLVMBuildFNeg(B, g, ""), lrv, "");        /* -g * lr */
     LLVMValueRef nm = LLVMBuildFAdd(B, lg, LLVMBuildFMul(B, m, V(at->momentum), ""), "m"); /* + m * mu */
     store_f(c, op->srcs[1], i, nm, lanes);
     nm = cg_emit_round_to(e, nm, op->srcs[1]->type.dtype, "");
     nx = LLVMBuildFAdd(B, x, at->nesterov ? LLVMBuildFAdd(B, lg, LLVMBuildFMul(B, nm, V(at->momentum), ""), "") : nm, "");
-  } else if (op->op != IR_OP_ADAM) { /* rmsprop: operands w, v, [a if centered], [m with momentum], g, ... */
-    bool centered = op->op == IR_OP_RMSPROP_CENTERED || op->op == IR_OP_RMSPROP_CENTERED_MOMENTUM;
-    bool momentum = op->op == IR_OP_RMSPROP_MOMENTUM || op->op == IR_OP_RMSPROP_CENTERED_MOMENTUM;
+    break;
+  }
+  case UPDATE_RMSPROP: { /* operands w, v, [a if centered], [m with momentum], g, ... */
+    bool centered = row->centered, momentum = row->momentum;
     LLVMValueRef v = load_f(c, op->srcs[1], i, lanes);
     LLVMValueRef nv = LLVMBuildFAdd(B, LLVMBuildFMul(B, v, V(at->rho), ""),
                                     LLVMBuildFMul(B, LLVMBuildFMul(B, g, g, ""), V(1 - at->rho), ""), "v");
@@ -403,7 +429,9 @@ static void update_elems(cg_kctx *c, LLVMValueRef i, int lanes, LLVMValueRef lr,
       inc = cg_emit_round_to(e, nm, ms->type.dtype, "");
     }
     nx = LLVMBuildFSub(B, x, inc, "");
-  } else { /* adam */
+    break;
+  }
+  case UPDATE_ADAM: {
     LLVMValueRef m = load_f(c, op->srcs[1], i, lanes), v = load_f(c, op->srcs[2], i, lanes);
     LLVMValueRef nm = LLVMBuildFAdd(B, m, LLVMBuildFMul(B, LLVMBuildFSub(B, g, m, ""), V(1 - at->beta_1), ""), "m");
     LLVMValueRef nv = LLVMBuildFAdd(B, v, LLVMBuildFMul(B, LLVMBuildFSub(B, LLVMBuildFMul(B, g, g, ""), v, ""),
@@ -414,6 +442,9 @@ static void update_elems(cg_kctx *c, LLVMValueRef i, int lanes, LLVMValueRef lr,
     nv = cg_emit_round_to(e, nv, op->srcs[2]->type.dtype, "");
     LLVMValueRef den = LLVMBuildFAdd(B, intrinsic1(e, "llvm.sqrt", nv), V(at->epsilon), "");
     nx = LLVMBuildFSub(B, x, LLVMBuildFDiv(B, LLVMBuildFMul(B, nm, cg_splat(e, alpha, lanes), ""), den, ""), "");
+    break;
+  }
+  case UPDATE_NONE: CASTOR_UNREACHABLE(); /* an update op without a formula row */
   }
 #undef V
   store_f(c, op->srcs[0], i, nx, lanes);
@@ -428,7 +459,7 @@ static void emit_update(cg_kctx *c) {
   LLVMValueRef lr = load_f(c, op->srcs[w + 1], i64c(0), 1);
   LLVMValueRef inv_scale = LLVMBuildFDiv(B, F(1), load_f(c, op->srcs[w + 2], i64c(0), 1), "inv_scale");
   LLVMValueRef alpha = NULL;
-  if (op->op == IR_OP_ADAM) { /* k = t + 1; alpha = lr sqrt(1 - b2^k) / (1 - b1^k), powers as exp(k log b) */
+  if (update_rows[op->op].formula == UPDATE_ADAM) { /* k = t + 1; alpha = lr sqrt(1 - b2^k) / (1 - b1^k), powers as exp(k log b) */
     LLVMValueRef k = LLVMBuildSIToFP(B, LLVMBuildAdd(B, load_int(c, op->srcs[7], i64c(0)), i64c(1), ""), e->f32, "k");
     LLVMValueRef p1 = cg_emit_exp(e, LLVMBuildFMul(B, k, F(log(op->attr.beta_1)), ""), "b1k");
     LLVMValueRef p2 = cg_emit_exp(e, LLVMBuildFMul(B, k, F(log(op->attr.beta_2)), ""), "b2k");
@@ -456,6 +487,7 @@ static void emit_scalar_update(cg_kctx *c) {
     return;
   }
   /* loss_scale_update(s, n, ok) */
+  CASTOR_ASSERT(op->op == IR_OP_LOSS_SCALE_UPDATE);
   const ir_node *s = op->srcs[0], *n = op->srcs[1];
   LLVMValueRef ok = LLVMBuildICmp(B, LLVMIntNE, load_int(c, op->srcs[2], i64c(0)), i64c(0), "ok");
   LLVMValueRef sv = load_f(c, s, i64c(0), 1), nv = load_int(c, n, i64c(0));
@@ -469,67 +501,34 @@ static void emit_scalar_update(cg_kctx *c) {
   store_int(c, n, LLVMBuildSelect(B, ok, n_ok, i64c(0), ""));
 }
 
-/* ---- the launch of each op, and the dispatch ---- */
+/* ---- the dispatch ---- */
 
-void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
-                     int64_t *work_per_batch) {
-  const int vw = 64; /* tiles of whole vectors of any width */
-  int64_t inner = 1, numel = 1;
-  CASTOR_ASSERT(ir_type_inner_numel(&op->type, &inner));
-  *row_step = 1;
-  *rows_fixed = 1;
-  *work_per_row = 4 * inner;
-  *work_per_batch = 0;
-  /* the rows a reduction sums: the batch, or an unbatched operand's own */
-  const ir_node *x = op->n_srcs > 0 ? op->srcs[0] : NULL;
-  bool sums_batch = x && ir_type_is_batched(&x->type);
-  int64_t summed = x && !sums_batch && x->type.rank > 0 ? x->type.dims[0] : 1;
-  if (op->op == IR_OP_MATMUL_NT) { /* the GEMM's split (cg_gemm.c) */
-    *work_per_row = 2 * inner * op->srcs[0]->type.dims[1];
-    if (!ir_type_is_batched(&op->type)) *rows_fixed = op->type.dims[0]; /* an unbatched a's rows */
-  } else if (op->op == IR_OP_MATMUL_TN) { /* the result's rows; each sums over the whole batch */
-    *rows_fixed = op->type.dims[0];
-    *work_per_row = sums_batch ? 0 : 2 * op->type.dims[1] * summed;
-    *work_per_batch = sums_batch ? 2 * op->type.dims[1] : 0;
-  } else if (op->op == IR_OP_SUM_ROWS) {
-    *rows_fixed = op->type.dims[0];
-    *row_step = vw;
-    *work_per_row = sums_batch ? 0 : summed;
-    *work_per_batch = sums_batch ? 1 : 0;
-  } else if (ir_op_type_rule(op->op) == IR_TYPE_UPDATE) {
-    CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel));
-    *rows_fixed = numel; /* one "row" per element */
-    *row_step = vw;
-    *work_per_row = 16;
-  } else if (!ir_type_is_batched(&op->type)) { /* a scalar over the batch: one call */
-    *work_per_row = 0;
-    *work_per_batch = 4 * (op->srcs[0]->type.rank == 2 ? op->srcs[0]->type.dims[1] : 1);
-  } /* else batched rows */
-}
-
+/* By kernel class (cg_cpu.c routes here), then by the op's shape rule,
+ * which tells the kernels of a class apart (ir_ops.def's columns). */
 void cg_train_emit(cg_kctx *c) {
   ir_op o = op_of(c)->op;
   ir_type_rule rule = ir_op_type_rule(o);
-  if (o == IR_OP_SUM_ROWS) emit_sum_rows(c);
-  else if (rule == IR_TYPE_LOSS) emit_loss(c);
-  else if (rule == IR_TYPE_LOSS_GRAD) emit_loss_grad(c);
-  else if (o == IR_OP_SOFTMAX_GRAD) emit_softmax_grad(c);
-  else if (o == IR_OP_ALL_FINITE) emit_all_finite(c);
-  else if (rule == IR_TYPE_UPDATE) emit_update(c);
-  else if (rule == IR_TYPE_SCALAR_UPDATE) emit_scalar_update(c);
-  else CASTOR_UNREACHABLE();
-}
-
-bool cg_is_gemm(const cg_kernel *k) {
-  return k->kind == CG_KERNEL_MATMUL ||
-         (k->kind == CG_KERNEL_TRAIN && (k->ops[0]->op == IR_OP_MATMUL_NT || k->ops[0]->op == IR_OP_MATMUL_TN));
-}
-
-bool cg_train_op(ir_op o) {
-  ir_kernel_class k = ir_op_kernel(o);
-  /* the row-wise ops of cg_rowwise.c are not: softmax, layer_norm and its gradient ops */
-  bool rowwise_emitter = o == IR_OP_SOFTMAX || o == IR_OP_LAYER_NORM || o == IR_OP_LAYER_NORM_GRAD ||
-                         o == IR_OP_LAYER_NORM_XHAT;
-  return o == IR_OP_MATMUL_NT || k == IR_KERNEL_REDUCE || k == IR_KERNEL_UPDATE ||
-         (k == IR_KERNEL_ROWWISE && !rowwise_emitter);
+  switch (ir_op_kernel(o)) {
+  case IR_KERNEL_REDUCE:
+    if (rule == IR_TYPE_SUM_ROWS) emit_sum_rows(c);
+    else if (rule == IR_TYPE_LOSS) emit_loss(c);
+    else if (rule == IR_TYPE_ALL_FINITE) emit_all_finite(c);
+    else CASTOR_UNREACHABLE(); /* matmul_tn: the GEMM (cg_is_gemm) */
+    return;
+  case IR_KERNEL_UPDATE:
+    if (rule == IR_TYPE_UPDATE) emit_update(c);
+    else if (rule == IR_TYPE_SCALAR_UPDATE) emit_scalar_update(c);
+    else CASTOR_UNREACHABLE();
+    return;
+  case IR_KERNEL_ROWWISE: /* the row-wise ops with no line formula (cg_rowwise.c) */
+    if (rule == IR_TYPE_LOSS_GRAD) emit_loss_grad(c);
+    else if (rule == IR_TYPE_SAME) emit_softmax_grad(c); /* softmax_grad(dy, y) */
+    else CASTOR_UNREACHABLE();
+    return;
+  case IR_KERNEL_NONE:
+  case IR_KERNEL_CONTRACT:
+  case IR_KERNEL_ELTWISE:
+  case IR_KERNEL_REINDEX: break;
+  }
+  CASTOR_UNREACHABLE();
 }

@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "codegen/cg_internal.h"
+#include "codegen/kernel/cg_kit.h"
 
 static LLVMTypeRef lanes_like(cg_emitter *e, LLVMTypeRef ty, LLVMTypeRef elem) {
   if (LLVMGetTypeKind(ty) == LLVMVectorTypeKind) return LLVMVectorType(elem, LLVMGetVectorSize(ty));
@@ -131,41 +131,37 @@ LLVMValueRef cg_emit_gelu_grad(cg_emitter *e, LLVMValueRef dy, LLVMValueRef x, c
   return LLVMBuildFMul(B, dy, d, name);
 }
 
-LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name) {
+static LLVMValueRef emit_relu(cg_emitter *e, LLVMValueRef x, const char *name) {
   LLVMTypeRef ty = LLVMTypeOf(x);
-  switch (op) {
-  case IR_OP_RELU: /* x > 0 (unordered) ? x : +0: keeps NaN, and relu(-0) = +0 as in NumPy/JAX */
-    return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUGT, x, C(0.0), ""), x, C(0.0), name);
-  case IR_OP_SIGMOID: {
-    LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), "");
-    return LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), ex, ""), name);
-  }
-  case IR_OP_SILU: { /* x * sigmoid(x), as Keras computes it */
-    LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), "");
-    return LLVMBuildFMul(B, x, LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), ex, ""), ""), name);
-  }
-  case IR_OP_TANH:
-    return emit_tanh(e, x, name);
-  case IR_OP_GELU:
-    return emit_gelu(e, x, name);
-  case IR_OP_INPUT:
-  case IR_OP_CONST:
-  case IR_OP_MATMUL:
-  case IR_OP_ADD:
-  case IR_OP_MUL:
-  case IR_OP_SOFTMAX:
-  case IR_OP_LAYER_NORM:
-  case IR_OP_LAYER_NORM_GRAD:
-  case IR_OP_LAYER_NORM_XHAT:
-  case IR_OP_CAST:
-  case IR_OP_PAD:
-  case IR_OP_SLICE:
-  CG_CASE_TRAINING_OPS
-  case IR_OP_COUNT:
-    break;
-  }
-  CASTOR_UNREACHABLE();
-  return NULL;
+  /* x > 0 (unordered) ? x : +0: keeps NaN, and relu(-0) = +0 as in NumPy/JAX */
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUGT, x, C(0.0), ""), x, C(0.0), name);
+}
+
+static LLVMValueRef emit_sigmoid(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), "");
+  return LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), ex, ""), name);
+}
+
+static LLVMValueRef emit_silu(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  /* x * sigmoid(x), as Keras computes it */
+  LLVMValueRef ex = cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), "");
+  return LLVMBuildFMul(B, x, LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), ex, ""), ""), name);
+}
+
+/* The unary elementwise ops' formulas, by op (a new activation is a row
+ * here); NULL: not a unary formula. */
+static LLVMValueRef (*const unary_formulas[IR_OP_COUNT])(cg_emitter *e, LLVMValueRef x, const char *name) = {
+    [IR_OP_RELU] = emit_relu, [IR_OP_SIGMOID] = emit_sigmoid, [IR_OP_SILU] = emit_silu,
+    [IR_OP_TANH] = emit_tanh, [IR_OP_GELU] = emit_gelu,
+};
+
+bool cg_has_unary_formula(ir_op op) { return op >= 0 && op < IR_OP_COUNT && unary_formulas[op]; }
+
+LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name) {
+  CASTOR_ASSERT(cg_has_unary_formula(op));
+  return unary_formulas[op](e, x, name);
 }
 
 LLVMTypeRef cg_llvm_dtype(cg_emitter *e, ir_dtype dt) {

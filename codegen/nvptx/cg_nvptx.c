@@ -13,8 +13,9 @@
  *           (f32 and shapes the tensor-core path cannot take), the epilogue
  *           chain (bias, activation, cast, even a narrow row softmax) fused.
  *   eltwise grid-stride loop over the result's elements, the chain applied
- *           in registers by the CPU target's cg_apply_chain (one rounding
- *           model for both targets); a pad or slice may start the chain.
+ *           in registers by the kit's cg_apply_chain (kernel/cg_chain.c: one
+ *           rounding model for both targets); a reindex op (pad, slice) may
+ *           start the chain through the kit's index map (cg_index_map.c).
  *   softmax one warp per row: the row-wise op by cg_nvptx_rowwise.c (max,
  *           sum of exp and scaled exp, with warp shuffles for the
  *           reductions), the emitter the GEMM epilogue shares.
@@ -139,7 +140,7 @@ void cg_nv_endif(cg_nv_kernel *g, LLVMBasicBlockRef join) {
 
 LLVMValueRef cg_nv_rows(cg_nv_kernel *g, const ir_node *res) {
   if (ir_type_is_batched(&res->type)) return g->batch;
-  return cg_i64(g->c.e, g->c.k->kind == CG_KERNEL_MATMUL ? res->type.dims[0] : 1);
+  return cg_i64(g->c.e, g->c.k->kind == CG_KERNEL_CONTRACT ? res->type.dims[0] : 1);
 }
 
 /* global thread id and the grid's thread count, as i64 */
@@ -162,31 +163,6 @@ static int64_t inner_of(const ir_node *n) {
 
 /* ---- elementwise chains, possibly started by a pad or slice ---- */
 
-/* The value of a pad or slice at flat result index i (f32). */
-static LLVMValueRef emit_reshape_value(cg_nv_kernel *g, const ir_node *op, LLVMValueRef i) {
-  cg_emitter *e = g->c.e;
-  const ir_node *x = op->srcs[0];
-  const ir_type *yt = &op->type, *xt = &x->type;
-  LLVMValueRef coord[IR_MAX_RANK], rem = i;
-  for (int r = yt->rank - 1; r >= 1; r--) {
-    coord[r] = LLVMBuildSRem(B, rem, cg_i64(e, yt->dims[r]), "");
-    rem = LLVMBuildSDiv(B, rem, cg_i64(e, yt->dims[r]), "");
-  }
-  if (yt->rank > 0) coord[0] = rem;
-  LLVMValueRef src = cg_i64(e, 0), inb = LLVMConstInt(e->i1, 1, 0);
-  for (int r = 0; r < yt->rank; r++) {
-    if (r > 0) src = LLVMBuildMul(B, src, cg_i64(e, xt->dims[r]), "");
-    src = LLVMBuildAdd(B, src, coord[r], "");
-    if (op->op == IR_OP_PAD && !(r == 0 && ir_type_is_batched(xt)))
-      inb = LLVMBuildAnd(B, inb, LLVMBuildICmp(B, LLVMIntSLT, coord[r], cg_i64(e, xt->dims[r]), ""), "");
-  }
-  if (yt->rank == 0) src = i;
-  if (op->op == IR_OP_SLICE) return cg_emit_load(e, x->type.dtype, cg_elem_ptr(&g->c, x, src), 1, op->name);
-  LLVMValueRef safe = LLVMBuildSelect(B, inb, src, cg_i64(e, 0), "");
-  LLVMValueRef v = cg_emit_load(e, x->type.dtype, cg_elem_ptr(&g->c, x, safe), 1, x->name);
-  return LLVMBuildSelect(B, inb, v, cg_const(e, e->f32, 0.0), op->name);
-}
-
 static void emit_eltwise(cg_nv_kernel *g) {
   cg_emitter *e = g->c.e;
   const cg_kernel *k = g->c.k;
@@ -200,8 +176,8 @@ static void emit_eltwise(cg_nv_kernel *g) {
   cg_nv_loop l = cg_nv_loop_begin(g, gid, total, nthreads, "i");
   LLVMValueRef col = LLVMBuildSRem(B, l.iv, cg_i64(e, last), "col");
   LLVMValueRef val;
-  if (first->op == IR_OP_PAD || first->op == IR_OP_SLICE) {
-    val = cg_emit_round_to(e, emit_reshape_value(g, first, l.iv), first->type.dtype, first->name);
+  if (ir_op_kernel(first->op) == IR_KERNEL_REINDEX) { /* the kit's index map (cg_index_map.c) */
+    val = cg_emit_round_to(e, cg_reindex_value(&g->c, first, l.iv), first->type.dtype, first->name);
     val = cg_apply_chain(&g->c, 1, k->n_ops, val, l.iv, col, 1, 1);
   } else {
     val = cg_apply_chain(&g->c, 0, k->n_ops, NULL, l.iv, col, 1, 1);
@@ -331,17 +307,18 @@ static void emit_kernel(cg_emitter *e, const cg_plan *plan, int ki, LLVMValueRef
   if (k->kind != CG_KERNEL_COPY) base[result(k)->id] = LLVMGetParam(g.c.fn, (unsigned)n_in + 1);
   const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : result(k);
   l->batched = ir_type_is_batched(&res->type);
-  l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_MATMUL ? res->type.dims[0] : 1;
+  l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_CONTRACT ? res->type.dims[0] : 1;
   l->grid_y = 1;
-  switch (k->kind) {
-  case CG_KERNEL_MATMUL:
+  switch (k->kind) { /* one emitter per kernel class */
+  case CG_KERNEL_CONTRACT:
     l->flops_per_row = ir_node_flops(k->ops[0], 1) / (l->batched ? 1 : l->rows_fixed); /* op table */
     cg_nv_gemm_emit(&g);
     break;
   case CG_KERNEL_ELTWISE: emit_eltwise(&g); break;
-  case CG_KERNEL_SOFTMAX: emit_rowwise(&g); break;
+  case CG_KERNEL_ROWWISE: emit_rowwise(&g); break;
   case CG_KERNEL_COPY: emit_copy(&g); break;
-  case CG_KERNEL_TRAIN: CASTOR_UNREACHABLE(); /* the cuda target rejects training ops */
+  case CG_KERNEL_REDUCE: /* every op of these classes is in the cuda target's exceptions */
+  case CG_KERNEL_UPDATE: CASTOR_UNREACHABLE();
   }
   LLVMBuildRetVoid(e->b);
 }
@@ -411,14 +388,15 @@ rt_cuda_program *cg_compile_cuda(const ir_graph *g, const char *sm, const cg_opt
   char *msg = NULL;
   LLVMTargetRef target;
   if (LLVMGetTargetFromTriple(NV_TRIPLE, &target, &msg)) {
-    diag_error(d, (diag_loc){0}, "LLVM: no NVPTX target: %s", msg);
-    LLVMDisposeMessage(msg);
+    cg_llvm_message_error(d, msg, DIAG_KIND_CODEGEN, "no NVPTX target");
     goto done;
   }
   LLVMCodeGenOptLevel lvl = o->opt_level <= 0 ? LLVMCodeGenLevelNone : LLVMCodeGenLevelAggressive;
   tm = LLVMCreateTargetMachine(target, NV_TRIPLE, sm, "", lvl, LLVMRelocDefault, LLVMCodeModelDefault);
   if (!tm) {
-    diag_error(d, (diag_loc){0}, "LLVM: cannot create an NVPTX target machine for %s", sm);
+    char what[64];
+    snprintf(what, sizeof what, "cannot create an NVPTX target machine for %s", sm);
+    cg_llvm_message_error(d, NULL, DIAG_KIND_CODEGEN, what);
     goto done;
   }
   LLVMSetTarget(mod, NV_TRIPLE);
@@ -446,7 +424,7 @@ rt_cuda_program *cg_compile_cuda(const ir_graph *g, const char *sm, const cg_opt
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
     LLVMErrorRef err = LLVMRunPasses(mod, o->opt_level >= 3 ? "default<O3>" : "default<O2>", tm, po);
     LLVMDisposePassBuilderOptions(po);
-    if (cg_llvm_error(d, err, "optimizing the NVPTX module")) goto done;
+    if (cg_llvm_error(d, err, DIAG_KIND_CODEGEN, "optimizing the NVPTX module")) goto done;
   }
   if (o->dump_llvm) {
     char *s = LLVMPrintModuleToString(mod);
@@ -455,11 +433,10 @@ rt_cuda_program *cg_compile_cuda(const ir_graph *g, const char *sm, const cg_opt
   }
   LLVMMemoryBufferRef buf = NULL;
   if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &msg, &buf)) {
-    diag_error(d, (diag_loc){0}, "LLVM: emitting PTX: %s", msg ? msg : "failed");
-    LLVMDisposeMessage(msg);
+    cg_llvm_message_error(d, msg, DIAG_KIND_CODEGEN, "emitting PTX");
     goto done;
   }
-  rt_program *desc = cg_program_describe(g, &plan, NULL, d); /* launch geometry: rt_cuda_launch */
+  rt_program *desc = cg_program_describe(g, &plan, d); /* launch geometry: rt_cuda_launch */
   if (!desc) {
     LLVMDisposeMemoryBuffer(buf);
     goto done;

@@ -2,8 +2,9 @@
  * cg_nvptx.h: what the NVPTX kernel emitters share (cg_nvptx.c: the module,
  * the kernel ABI of runtime/cuda.h, elementwise, pad/slice, row-wise and
  * copy kernels, PTX emission; cg_nvptx_gemm.c: the GEMMs;
- * cg_nvptx_rowwise.c: the row-wise ops, one warp per row). Private to
- * codegen/.
+ * cg_nvptx_rowwise.c: the row-wise ops, one warp per row), on top of the
+ * target-neutral kit (kernel/cg_kit.h); it never includes the CPU
+ * target's headers. Private to codegen/nvptx.
  *
  * Kernels address global memory through generic pointers (NVPTX's argument
  * lowering makes kernel pointer parameters global) and shared memory
@@ -14,7 +15,7 @@
 #define CASTOR_CG_NVPTX_H
 
 #include "runtime/cuda.h"
-#include "codegen/cpu/cg_cpu.h"
+#include "codegen/kernel/cg_kit.h"
 
 enum { CG_NV_SHARED = 3 };
 

@@ -58,7 +58,11 @@ static int pow2_at_least(int64_t n, int lo) {
   return p;
 }
 
-static bool ends_with_softmax(const cg_kernel *k) { return k->ops[k->n_ops - 1]->op == IR_OP_SOFTMAX; }
+/* The planner ends a contraction kernel with a row-wise op only for a
+ * softmax the epilogue does (cg_plan.c). */
+static bool ends_with_softmax(const cg_kernel *k) {
+  return k->n_ops > 1 && ir_op_kernel(k->ops[k->n_ops - 1]->op) == IR_KERNEL_ROWWISE;
+}
 
 static gemm_cfg choose(const cg_kernel *k) {
   const ir_node *mm = k->ops[0], *a = mm->srcs[0], *b = mm->srcs[1];

@@ -132,15 +132,16 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   g->vw = kernel_regs[caps->gemm_kernel].vw;
   g->Nc = mm->type.dims[1];
   g->b_src = GEMM_B_IN_PLACE; /* cg_gemm_plan may pre-pack a constant */
-  if (mm->op == IR_OP_MATMUL_TN) { /* y = a^T b: the sum runs over a's rows, the batch or its own */
+  ir_type_rule rule = ir_op_type_rule(mm->op); /* the contraction's variant: its shape rule */
+  if (rule == IR_TYPE_MATMUL_TN) { /* y = a^T b: the sum runs over a's rows, the batch or its own */
     g->a_trans = 1;
     g->K = ir_type_is_batched(&a->type) ? -1 : a->type.dims[0];
     g->b_src = GEMM_B_PACK_BLOCK;
   } else {
     g->K = a->type.dims[1];
-    if (mm->op == IR_OP_MATMUL_NT) g->b_src = GEMM_B_PACK_CALL_T; /* y = a b^T */
+    if (rule == IR_TYPE_MATMUL_NT) g->b_src = GEMM_B_PACK_CALL_T; /* y = a b^T */
   }
-  g->softmax = k->ops[k->n_ops - 1]->op == IR_OP_SOFTMAX;
+  g->softmax = k->n_ops > 1 && ir_op_kernel(k->ops[k->n_ops - 1]->op) == IR_KERNEL_ROWWISE; /* cg_plan.c */
   g->prefetch_b = kernel_regs[caps->gemm_kernel].prefetch_b;
   int budget = kernel_regs[caps->gemm_kernel].regs - 4; /* accumulators: the registers less B, A and one spare */
   g->nv = g->softmax ? (int)ceil_div(g->Nc, g->vw) : 2;
@@ -183,13 +184,19 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   }
 }
 
-void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
-  CASTOR_ASSERT(e->caps); /* a CPU target's emitter */
+/* A contraction kernel whose B operand is [K, N] as stored (matmul's shape
+ * rule), so a constant B may be stored pre-packed. */
+static bool plain_matmul(const cg_kernel *k) {
+  return k->kind == CG_KERNEL_CONTRACT && ir_op_type_rule(k->ops[0]->op) == IR_TYPE_MATMUL;
+}
+
+void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout) {
+  CASTOR_ASSERT(caps);
   for (int ki = 0; ki < plan->n_kernels; ki++) {
     const cg_kernel *k = &plan->kernels[ki];
     if (!cg_is_gemm(k)) continue;
     cg_gemm *g = arena_alloc(layout->arena, sizeof *g);
-    choose(e->caps, k, g);
+    choose(caps, k, g);
     layout->gemm[ki] = g;
     /* B packed at run time: the call's panels over all of K, or one K
      * block of a column block's panels */
@@ -218,7 +225,7 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
       for (int s = 0; s < o->ops[t]->n_srcs; s++) {
         int b = plan->buffer_of[o->ops[t]->srcs[s]->id];
         if (b < 0 || b_of[b] < 0) continue;
-        bool as_b = o->kind == CG_KERNEL_MATMUL && t == 0 && s == 1;
+        bool as_b = plain_matmul(o) && t == 0 && s == 1;
         if (!as_b) b_of[b] = -1;
         else if (!b_of[b]) b_of[b] = kj + 1;
         else if (!same_layout(layout->gemm[kj], layout->gemm[b_of[b] - 1])) b_of[b] = -1;
@@ -226,7 +233,7 @@ void cg_gemm_plan(cg_emitter *e, const cg_plan *plan, cg_cpu_layout *layout) {
   }
   for (int ki = 0; ki < plan->n_kernels; ki++) {
     const cg_kernel *k = &plan->kernels[ki];
-    if (k->kind != CG_KERNEL_MATMUL) continue;
+    if (!plain_matmul(k)) continue;
     const ir_node *bn = gemm_b(k);
     int b = plan->buffer_of[bn->id];
     if (bn->op != IR_OP_CONST || b < 0 || b_of[b] < 0) continue;

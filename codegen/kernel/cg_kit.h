@@ -1,0 +1,133 @@
+/*
+ * cg_kit.h: the target-neutral kernel kit that every target's emitters
+ * share (one folder per target beside this one): the LLVM emitter state, the state of
+ * the kernel being emitted, counted loops, addressing, partial loads and
+ * stores, the fused per-element chain (cg_chain.c), the index maps of the
+ * reindex ops (cg_index_map.c), the per-element math (cg_math.c) and the
+ * one adapter from LLVM's errors to diagnostics (cg_kit.c).
+ *
+ * Nothing here knows a target or its instruction set. A target passes
+ * what it decides (vector width, the kernel's buffer table) through
+ * cg_emitter and cg_kctx. Private to codegen/.
+ */
+#ifndef CASTOR_CG_KIT_H
+#define CASTOR_CG_KIT_H
+
+#include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+
+#include "codegen/cg_internal.h"
+
+/* ---- the LLVM emitter ---- */
+
+typedef struct cg_emitter {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  LLVMTypeRef f32, i32, i64, i1, ptr, half, bf16, void_;
+  int vw; /* f32 lanes of the widest native vector */
+} cg_emitter;
+
+/* Fills e's types for ctx; vw is the f32 lanes of the widest vector the
+ * kernels use (1 on the GPU, where a thread handles one element). */
+void cg_emitter_init(cg_emitter *e, LLVMContextRef ctx, LLVMModuleRef mod, int vw);
+void cg_emitter_fini(cg_emitter *e);
+
+/* The one adapter from LLVM's errors to castor's diagnostics: converts err
+ * into an error of `kind` (DIAG_KIND_CODEGEN for LLVM itself), consuming
+ * it; false if there is none. */
+bool cg_llvm_error(diag_sink *d, LLVMErrorRef err, diag_kind kind, const char *what);
+/* The same for an LLVM message string (LLVMTargetMachineEmitToMemoryBuffer
+ * and the like): reports msg, if any, and disposes of it. */
+bool cg_llvm_message_error(diag_sink *d, char *msg, diag_kind kind, const char *what);
+
+/* ---- per-element math on f32 scalars or vectors (cg_math.c) ---- */
+
+/* Constant of type ty (float or <n x float>) with every lane = v. */
+LLVMValueRef cg_const(cg_emitter *e, LLVMTypeRef ty, double v);
+LLVMValueRef cg_emit_exp(cg_emitter *e, LLVMValueRef x, const char *name);
+/* The activation or elementwise unary op `op` on x (f32 or <n x f32>):
+ * its row of cg_math.c's table of unary formulas. */
+LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name);
+/* Whether op has a unary formula (cg_emit_unary). */
+bool cg_has_unary_formula(ir_op op);
+/* dy * gelu'(x) on f32 scalars or vectors. */
+LLVMValueRef cg_emit_gelu_grad(cg_emitter *e, LLVMValueRef dy, LLVMValueRef x, const char *name);
+/* Rounds x (f32 lanes) to dtype and back, modelling a cast in registers. */
+LLVMValueRef cg_emit_round_to(cg_emitter *e, LLVMValueRef x, ir_dtype to, const char *name);
+/* Loads `lanes` elements of dtype at ptr (lanes == 1: scalar) as f32 lanes. */
+LLVMValueRef cg_emit_load(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, const char *name);
+/* Stores f32 lanes to dtype at ptr. */
+void cg_emit_store(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes);
+LLVMTypeRef cg_llvm_dtype(cg_emitter *e, ir_dtype dt);
+
+/* ---- the kernel being emitted (cg_kit.c) ---- */
+
+typedef struct cg_kctx {
+  cg_emitter *e;
+  const cg_plan *plan;
+  const cg_kernel *k;
+  /* the kernel's parameters (the CPU's: runtime.h's ABI; a GPU kernel
+   * sets fn and base only) */
+  LLVMValueRef fn, bufs, batch, row0, row1, col0, col1, scratch;
+  LLVMValueRef *base; /* per node id: its buffer pointer loaded in the entry block, or NULL */
+  LLVMValueRef *spare_base; /* another such array, all NULL, for a helper function (the GEMM
+                             * epilogue), which leaves it all NULL again (cg_clear_bases) */
+  const int *slot;    /* per buffer: its index in bufs; NULL: bufs is the program's own table */
+} cg_kctx;
+
+/* for (iv = start; iv + step <= end; iv += step): the body runs only for
+ * whole steps, so a vector step never reads past the range. */
+typedef struct cg_loop {
+  LLVMBasicBlockRef header, body, exit;
+  LLVMValueRef iv, step;
+} cg_loop;
+
+cg_loop cg_loop_begin(cg_kctx *c, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name);
+void cg_loop_end(cg_kctx *c, cg_loop *l);
+
+LLVMValueRef cg_i64(cg_emitter *e, int64_t v);
+/* Pointer to element `index` of n's buffer (n's dtype). */
+LLVMValueRef cg_elem_ptr(cg_kctx *c, const ir_node *n, LLVMValueRef index);
+/* llvm.fmuladd on f32 scalars or vectors. */
+LLVMValueRef cg_fmuladd(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc);
+/* Broadcasts the f32 scalar s to `lanes` lanes (lanes == 1: s). */
+LLVMValueRef cg_splat(cg_emitter *e, LLVMValueRef s, int lanes);
+/* An alloca of ty in the entry block (SROA turns it into registers). */
+LLVMValueRef cg_entry_alloca(cg_kctx *c, LLVMTypeRef ty, const char *name);
+/* Where buffer b's address is in the kernel's bufs parameter. */
+int cg_buffer_index(const cg_kctx *c, int b);
+/* Loads the buffer pointer of n from c->bufs into c->base (once). */
+void cg_load_base(cg_kctx *c, const ir_node *n);
+/* Loads the buffer pointer of every source and of the result of c->k
+ * from c->bufs into c->base, at the builder's position. */
+void cg_load_bases(cg_kctx *c);
+/* Sets c->base back to NULL for every node cg_load_bases may have set. */
+void cg_clear_bases(cg_kctx *c);
+/* A 1-D bias vector over the last dimension. */
+bool cg_is_bias(const ir_node *n);
+/* Loads/stores the first `valid` of `lanes` elements (valid >= lanes: all,
+ * as cg_emit_load/cg_emit_store); missing lanes load as 0. */
+LLVMValueRef cg_load_part(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, int valid, const char *name);
+void cg_store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid);
+
+/* ---- the fused per-element chain (cg_chain.c) ---- */
+
+/* Applies ops[first..last) of the kernel to val, f32 lanes at flat element
+ * index `idx` whose last-dimension coordinate is `col` (the value of
+ * ops[first-1]; NULL when first == 0: every source is loaded). Only the
+ * first `valid` lanes of other operands are read. Each op's result is
+ * rounded to its dtype, modelling 16-bit values exactly. */
+LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,
+                            LLVMValueRef col, int lanes, int valid);
+
+/* ---- index maps of the reindex ops (cg_index_map.c) ---- */
+
+/* The value (f32, one element) of reindex op `op` (pad, slice; later
+ * transpose, broadcast, concat, gather, im2col) at flat element index i
+ * (i64, row major, rows = batch rows) of its result: the source element
+ * the op's index map sends i to, or 0 where the map reaches outside the
+ * source (a pad). Not rounded to op's dtype: the caller's chain does. */
+LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
+
+#endif
