@@ -23,7 +23,7 @@
 
 /* Most dimensions an array may have; the same as RT_MAX_RANK (api/castor.c
  * checks it). */
-enum { NPY_MAX_RANK = 4 };
+enum { NPY_MAX_RANK = TENSOR_MAX_RANK };
 
 typedef struct npy_array {
   dtype_id dtype;            /* element type of data (DT_F32 placeholder when is_f64) */

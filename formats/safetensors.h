@@ -41,7 +41,7 @@
 
 /* Most dimensions a tensor may have; the same as IR_MAX_RANK and
  * RT_MAX_RANK (api/castor.c checks it). */
-enum { SAFETENSORS_MAX_RANK = 4 };
+enum { SAFETENSORS_MAX_RANK = TENSOR_MAX_RANK };
 
 typedef struct safetensors_tensor {
   const char *name;          /* valid UTF-8, not "__metadata__", unique */

@@ -168,7 +168,7 @@ CASTOR_API castor_status castor_program_input_info(const castor_program *p, int 
 CASTOR_API castor_status castor_program_output_info(const castor_program *p, int i,
                                                     castor_tensor_info *out_info);
 
-/* ---- tensors: dense, row-major, 64-byte aligned host memory ---- */
+/* ---- tensors: dense, row-major, 64-byte aligned host memory; rank 0 to 6 ---- */
 
 CASTOR_API castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int rank,
                                               const int64_t *dims, castor_tensor **out_tensor);

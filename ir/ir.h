@@ -120,10 +120,7 @@ typedef enum ir_policy {
   IR_POLICY_COUNT
 } ir_policy;
 
-/* IR_MAX_RANK stays RT_MAX_RANK (runtime/runtime.h): codegen copies IR
- * dims into the runtime's tensor descriptors. Raising both to 6 changes the
- * AOT ABI (codegen/cpu/cg_aot.c's layout asserts, RT_AOT_ABI_VERSION). */
-enum { IR_MAX_RANK = 4, IR_MAX_SRCS = 8 };
+enum { IR_MAX_RANK = TENSOR_MAX_RANK, IR_MAX_SRCS = 8 };
 /* Most integers in an INTS attribute: two per dimension of rank 6 (a pad's
  * before and after). */
 enum { IR_MAX_INTS = 12 };

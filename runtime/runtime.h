@@ -71,7 +71,7 @@ typedef struct rt_launch {
   int n_args;
 } rt_launch;
 
-enum { RT_MAX_RANK = 4 };
+enum { RT_MAX_RANK = TENSOR_MAX_RANK };
 
 typedef struct rt_tensor_desc {
   const char *name;

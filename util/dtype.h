@@ -11,6 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The most dimensions a tensor has anywhere in castor: the IR's types
+ * (IR_MAX_RANK), the runtime's tensors (RT_MAX_RANK) and the file formats
+ * (NPY_MAX_RANK, SAFETENSORS_MAX_RANK) are all this one limit. */
+enum { TENSOR_MAX_RANK = 6 };
+
 typedef enum dtype_id {
 #define DTYPE(e, name, size, isfloat) DT_##e,
 #include "util/dtypes.def"

@@ -33,7 +33,7 @@
 #include "codegen/cpu/cg_cpu.h"
 
 _Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 104 &&
-                   sizeof(rt_tensor_desc) == 56 && sizeof(rt_program) == 120 &&
+                   sizeof(rt_tensor_desc) == 72 && sizeof(rt_program) == 120 &&
                    sizeof(rt_aot_entry) == 24 && sizeof(rt_buffer_kind) == 4 &&
                    sizeof(rt_dtype) == 4 && sizeof(bool) == 1,
                "runtime.h changed: update the static rt_program emission in cg_aot.c "

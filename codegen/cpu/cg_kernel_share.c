@@ -70,6 +70,13 @@ static void put_SHAPE(str_buf *s, ir_shape v) {
   str_buf_puts(s, "],");
 }
 
+/* inline: no key has the list kind yet, and an unused static function would warn */
+static inline void put_INTS(str_buf *s, ir_attr_INTS v) {
+  str_buf_printf(s, "%d[", v.n);
+  for (int i = 0; i < v.n; i++) str_buf_printf(s, "%lld,", (long long)v.v[i]);
+  str_buf_puts(s, "],");
+}
+
 static void put_attrs(str_buf *s, const ir_attr *a) {
   str_buf_putc(s, '{');
 #define IR_ATTR(key, kind, doc) put_##kind(s, a->key);

@@ -300,7 +300,8 @@ END_TEST
 
 START_TEST(test_tensor_create_errors) {
   castor_tensor *t = NULL;
-  ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 5, (int64_t[]){1, 1, 1, 1, 1}, &t), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 7, (int64_t[]){1, 1, 1, 1, 1, 1, 1}, &t),
+                   CASTOR_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 2, (int64_t[]){4, 0}, &t), CASTOR_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 2, (int64_t[]){-1, 3}, &t), CASTOR_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 2, (int64_t[]){INT64_C(1) << 40, INT64_C(1) << 40}, &t),

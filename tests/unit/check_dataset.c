@@ -342,9 +342,9 @@ START_TEST(test_bad_files) {
       "truncated IDX file: shape (4, 2, 2) of uint8 needs 16 bytes of data, the file has 13");
   len = idx_bytes(buf, 0x07, 3, d3, data, 16);
   RUN(len, false, "unsupported IDX element type 0x07 (IDX defines 08, 09, 0B, 0C, 0D and 0E)");
-  uint32_t d5[5] = {1, 1, 1, 1, 1};
-  len = idx_bytes(buf, 0x08, 5, d5, data, 0);
-  RUN(len, false, "IDX file with 5 dimensions is not supported (1 to 4)");
+  uint32_t d7[7] = {1, 1, 1, 1, 1, 1, 1};
+  len = idx_bytes(buf, 0x08, 7, d7, data, 0);
+  RUN(len, false, "IDX file with 7 dimensions is not supported (1 to 6)");
   len = idx_bytes(buf, 0x08, 3, d3, data, 0);
   RUN(9, false, "truncated IDX header: 3 dimensions need 16 bytes, the file has 9");
   /* a header that declares 2^32 * 2^32 * 2^16 bytes: refused before reading */

@@ -326,9 +326,9 @@ static const struct {
     {HDR "%x = f32[N,-4] input() {index=0}\n" OUT,
      "t.cir:2:12: error: expected a dimension (a positive integer or N), got '-'\n"
      "%x = f32[N,-4] input() {index=0}\n           ^\n"},
-    {HDR "%x = f32[N,1,2,3,4] input() {index=0}\n" OUT,
-     "t.cir:2:18: error: rank exceeds the maximum of 4\n"
-     "%x = f32[N,1,2,3,4] input() {index=0}\n                 ^\n"},
+    {HDR "%x = f32[N,1,2,3,4,5,6] input() {index=0}\n" OUT,
+     "t.cir:2:22: error: rank exceeds the maximum of 6\n"
+     "%x = f32[N,1,2,3,4,5,6] input() {index=0}\n                     ^\n"},
     {HDR "%x = f32[N,1048576,1048576] input() {index=0}\n" OUT,
      "t.cir:2:6: error: type f32[N,1048576,1048576] is larger than the 1099511627776-byte "
      "tensor limit\n%x = f32[N,1048576,1048576] input() {index=0}\n     ^\n"},
@@ -536,8 +536,8 @@ START_TEST(test_verify_wrong_type) {
   expect_verify_error(g, "verify: %dense_1.bias_add: add operand shapes differ: f32[N,7] and "
                          "f32[4096]");
   g->nodes[3]->type.dims[1] = 4096;
-  g->nodes[3]->type.rank = 5;
-  expect_verify_error(g, "verify: %dense_1.matmul: rank 5 is outside 0..4");
+  g->nodes[3]->type.rank = 7;
+  expect_verify_error(g, "verify: %dense_1.matmul: rank 7 is outside 0..6");
   g->nodes[3]->type.rank = 2;
   g->nodes[3]->type.dims[1] = IR_DIM_BATCH;
   expect_verify_error(g, "verify: %dense_1.matmul: the batch dimension N is dimension 1");
