@@ -37,6 +37,7 @@ expect_err() {
 
 # no LLVM at run time
 if ldd "./$name" | grep -i llvm; then fail "$name links LLVM"; fi
+if ldd "./$name" | grep -E "libz\.so"; then fail "$name links zlib (datasets are train/, not the runtime)"; fi
 # ... and it runs with LLVM hidden from the loader: in a private mount
 # namespace every libLLVM on the machine is covered by an empty file and
 # /usr/lib/llvm-* by empty directories (needs root and unshare; skipped
