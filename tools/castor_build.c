@@ -6,7 +6,7 @@
  *                [--cpu=CPU] [--features=LIST] [--policy P] [-O N] ...
  *
  * The model goes through castor_compile's own pipeline (castor_compile_to,
- * api/internal.h), then codegen/cg_aot.c emits the JIT's kernels with the
+ * api/internal.h), then codegen/cpu/cg_aot.c emits the JIT's kernels with the
  * weights into an object file. `exe` (the default) links that object with
  * the AOT main driver and the static runtime by running the system C
  * compiler ($CC, else cc): the executable needs no LLVM. Those archives

@@ -1,6 +1,6 @@
 /*
  * castor_check.c: `castor check`, the numerics debugger, over castor.h's
- * castor_check (api/check.c does the work; this file parses options,
+ * castor_check (api/check/check.c does the work; this file parses options,
  * loads inputs, prints the report), and the Graphviz rendering of DOT text
  * that `castor dump --emit=svg|png` uses too.
  *

@@ -1,6 +1,6 @@
 /*
- * check_internal.h: what api/check.c (the comparison) hands to
- * api/check_format.c (text, JSON and DOT of a report). Not installed.
+ * check_internal.h: what api/check/check.c (the comparison) hands to
+ * api/check/check_format.c (text, JSON and DOT of a report). Not installed.
  */
 #ifndef CASTOR_API_CHECK_INTERNAL_H
 #define CASTOR_API_CHECK_INTERNAL_H

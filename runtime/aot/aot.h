@@ -1,6 +1,6 @@
 /*
  * aot.h: the contract between an object file that `castor build` emits for
- * an executable (codegen/cg_aot.c) and the AOT main driver (aot_main.c),
+ * an executable (codegen/cpu/cg_aot.c) and the AOT main driver (aot_main.c),
  * which is linked with it and with the static runtime.
  *
  * The object defines castor_aot_entry: a static rt_program (runtime.h)

@@ -1,5 +1,5 @@
 /*
- * check_check.c: castor_check (api/check.c), the numerics debugger.
+ * check_check.c: castor_check (api/check/check.c), the numerics debugger.
  *
  * The models built to fail (tests/check/: an activation above 65504 in
  * float16, weights that flush to zero, logits too coarse in float16 for the

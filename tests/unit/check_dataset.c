@@ -1,5 +1,5 @@
 /*
- * check_dataset.c: Check suite of runtime/dataset.c and runtime/batch.c.
+ * check_dataset.c: Check suite of train/dataset.c and train/batch.c.
  * The test writes its own small files: .npy of every dtype the loader
  * takes (headers written here, byte order included), IDX files plain and
  * gzip-compressed with zlib; random contents with fixed seeds. Then: exact

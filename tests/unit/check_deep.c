@@ -3,7 +3,7 @@
  * linearly with depth, so a model of thousands of layers compiles and runs
  * here within the per-test timeout, bit-identical for any thread count and
  * against the float64 reference; kernels that differ only in their buffers
- * share one compiled body (codegen/cg_kernel_share.c), in the JIT and in
+ * share one compiled body (codegen/cpu/cg_kernel_share.c), in the JIT and in
  * the AOT wrappers; and a graph past IR_MAX_NODES is a clear error.
  *
  * No timing is asserted (speed is bench/compile/'s business): a quadratic

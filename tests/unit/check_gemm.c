@@ -1,5 +1,5 @@
 /*
- * check_gemm.c: the CPU GEMM (codegen/cg_gemm.c) against the float64
+ * check_gemm.c: the CPU GEMM (codegen/cpu/cg_gemm.c) against the float64
  * reference interpreter, on shapes chosen to hit every edge of its
  * blocking: 1x1x1, odd and prime sizes, K across the K block (256), rows
  * not a multiple of the 14/4/1-row micro-tiles, columns not a multiple of

@@ -1,5 +1,5 @@
 /*
- * check_history.c: Check suite of runtime/history.c and history_svg.c: the
+ * check_history.c: Check suite of train/history.c and history_svg.c: the
  * CSV files byte for byte (columns present or left out, NaN and Inf, the
  * loss-scale trace beside them), and the SVG: well-formed XML (xmllint when
  * it is installed, and always a structural check here), one point per
