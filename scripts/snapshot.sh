@@ -3,7 +3,7 @@
 # refactoring must keep identical into OUT_DIR: for both samples under all
 # five policies, the CPU JIT's outputs (.npy), the emulated cuda target's
 # outputs (the small sample), the AOT executable's outputs, the IR dump, the
-# cast report, the training-step IR and the PTX; and the weights that
+# cast report, the training-step IR, the host assembly and the PTX; and the weights that
 # `castor train` saves for each optimizer and policy. Compare two snapshots
 # with `diff -r A B` (docs/architecture.md, "Refactoring without changing
 # results"). Needs a build with its tests (tests/aot_make_npy, the PTX
@@ -27,6 +27,7 @@ for model in mnist_mlp_small mnist_mlp; do
     "$castor" dump "$m" --policy $p >"$o.ir"
     "$castor" dump "$m" --policy $p --casts >"$o.casts"
     "$castor" dump "$m" --policy $p --train --optimizer=adam >"$o.train.ir"
+    "$castor" build "$m" --policy $p --emit=asm -o "$o.s" 2>/dev/null
     "$castor" dump "$m" --policy $p --emit=ptx --target=cuda >"$o.sm80.ptx"
     "$castor" dump "$m" --policy $p --emit=ptx --target=cuda --sm=sm_90 >"$o.sm90.ptx"
     "$castor" run "$m" --policy $p --batch 3 --output "$o.jit-random.npy" >"$o.jit-random.txt"
