@@ -77,6 +77,8 @@ static inline void put_INTS(str_buf *s, ir_attr_INTS v) {
   str_buf_puts(s, "],");
 }
 
+static void put_STATE(str_buf *s, ir_state_kind v) { str_buf_printf(s, "%d,", (int)v); }
+
 static void put_attrs(str_buf *s, const ir_attr *a) {
   str_buf_putc(s, '{');
 #define IR_ATTR(key, kind, doc) put_##kind(s, a->key);
