@@ -218,9 +218,9 @@ START_TEST(test_state_accessors) {
   cg_exec *x = cg_backend_compile(&cg_backend_cpu, g, &o, d);
   ck_assert_msg(x != NULL, "%s", diag_text(d));
   ck_assert_int_eq(x->desc->n_states, 2);
-  rt_state_kind want[2] = {RT_STATE_TRAINABLE, RT_STATE_SLOT};
-  for (int i = 0; i < 2; i++) ck_assert_int_eq(x->desc->states[i].kind, want[strcmp(x->desc->states[i].t.name, "w") != 0]);
-  int wi = strcmp(x->desc->states[0].t.name, "w") == 0 ? 0 : 1;
+  int wi = strcmp(x->desc->states[0].t.name, "w") == 0 ? 0 : 1; /* the weight's index, the slot's 1 - wi */
+  ck_assert_int_eq(x->desc->states[wi].kind, RT_STATE_TRAINABLE);
+  ck_assert_int_eq(x->desc->states[1 - wi].kind, RT_STATE_SLOT);
   float w[2] = {0, 0}, w2[2] = {2, 3};
   ck_assert(cg_exec_state_read(x, wi, w, d));
   ck_assert(w[0] == 0.5f && w[1] == 0.5f);
