@@ -23,6 +23,10 @@ _Static_assert((int)CASTOR_F32 == (int)DT_F32 && (int)CASTOR_F16 == (int)DT_F16 
                    (int)CASTOR_BF16 == (int)DT_BF16 && (int)CASTOR_I32 == (int)DT_I32 &&
                    (int)CASTOR_I64 == (int)DT_I64 && (int)CASTOR_BOOL == (int)DT_I1,
                "castor_dtype and ir_dtype must agree");
+_Static_assert((int)CASTOR_STATE_TRAINABLE == (int)RT_STATE_TRAINABLE &&
+                   (int)CASTOR_STATE_NONTRAINABLE == (int)RT_STATE_NONTRAINABLE &&
+                   (int)CASTOR_STATE_SLOT == (int)RT_STATE_SLOT && (int)CASTOR_STATE_SCALAR == (int)RT_STATE_SCALAR,
+               "castor_state_kind and rt_state_kind must agree");
 _Static_assert((int)SAFETENSORS_MAX_RANK == (int)IR_MAX_RANK &&
                    (int)NPY_MAX_RANK == (int)RT_MAX_RANK && (int)IR_MAX_RANK == (int)RT_MAX_RANK,
                "the formats, the IR and the runtime must agree on the largest rank");
@@ -425,34 +429,39 @@ static int state_index(const castor_program *p, const char *name) {
   return -1;
 }
 
-/* A model weight, not an optimizer slot or scalar: the grad pass names
- * slots <weight>.momentum/.velocity/.average_gradient and scalars
- * optimizer.*. */
-static bool is_weight_state(const castor_program *p, int i) {
-  const char *n = p->rt->states[i].t.name;
-  if (!strncmp(n, "optimizer.", 10)) return false;
-  for (int j = 0; j < p->rt->n_states; j++) {
-    const char *w = p->rt->states[j].t.name;
-    size_t k = strlen(w);
-    if (j != i && !strncmp(n, w, k) && (!strcmp(n + k, ".momentum") || !strcmp(n + k, ".velocity") ||
-                                           !strcmp(n + k, ".average_gradient"))) return false;
-  }
-  return true;
+/* A model weight (trainable or not), which save and copy take; not an
+ * optimizer slot or training scalar. */
+static bool is_model_weight(const castor_program *p, int i) {
+  rt_state_kind k = p->rt->states[i].kind;
+  return k == RT_STATE_TRAINABLE || k == RT_STATE_NONTRAINABLE;
+}
+
+castor_state_kind castor_program_state_kind(const castor_program *p, int i) {
+  if (!p || i < 0 || i >= p->rt->n_states) return CASTOR_STATE_INVALID;
+  return (castor_state_kind)p->rt->states[i].kind;
 }
 
 castor_status castor_program_copy_weights(castor_program *dst, const castor_program *src) {
   if (!dst || !src) return CASTOR_ERR_INVALID_ARGUMENT;
   begin(dst->ctx);
-  for (int i = 0; i < src->rt->n_states; i++) {
-    if (!is_weight_state(src, i)) continue;
+  void *buf = NULL;
+  castor_status st = CASTOR_OK;
+  for (int i = 0; i < src->rt->n_states && st == CASTOR_OK; i++) {
+    if (!is_model_weight(src, i)) continue;
     const rt_state_desc *s = &src->rt->states[i];
     int j = state_index(dst, s->t.name);
-    if (j < 0 || dst->rt->states[j].t.dtype != s->t.dtype || rt_state_bytes(dst->rt, j) != rt_state_bytes(src->rt, i))
-      return fail(dst->ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s has no weight %s of %s's dtype and shape", dst->rt->name,
-                  s->t.name, src->rt->name);
-    memcpy(dst->x->state[j], src->x->state[i], (size_t)rt_state_bytes(src->rt, i));
+    if (j < 0 || dst->rt->states[j].t.dtype != s->t.dtype || rt_state_bytes(dst->rt, j) != rt_state_bytes(src->rt, i)) {
+      st = fail(dst->ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s has no weight %s of %s's dtype and shape", dst->rt->name,
+                s->t.name, src->rt->name);
+      break;
+    }
+    free(buf);
+    buf = xmalloc((size_t)rt_state_bytes(src->rt, i) + 1);
+    if (!cg_exec_state_read(src->x, i, buf, dst->ctx->diag) || !cg_exec_state_write(dst->x, j, buf, dst->ctx->diag))
+      st = finish(dst->ctx, castor_status_from_diag(dst->ctx->diag, CASTOR_ERR_DEVICE));
   }
-  return CASTOR_OK;
+  free(buf);
+  return st;
 }
 
 castor_status castor_program_save_weights(castor_program *p, const char *path) {
@@ -462,15 +471,18 @@ castor_status castor_program_save_weights(castor_program *p, const char *path) {
     return fail(p->ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s is not a training program: it has no weights to save", p->rt->name);
   safetensors_tensor *t = xcalloc((size_t)p->rt->n_states, sizeof *t);
   int n = 0;
-  for (int i = 0; i < p->rt->n_states; i++) {
-    if (!is_weight_state(p, i)) continue;
+  bool ok = true;
+  for (int i = 0; i < p->rt->n_states && ok; i++) { /* each weight copied out of the backend */
+    if (!is_model_weight(p, i)) continue;
     const rt_tensor_desc *d = &p->rt->states[i].t;
-    t[n] = (safetensors_tensor){.name = d->name, .dtype = d->dtype, .rank = d->rank,
-                                .data = p->x->state[i]};
+    void *data = xmalloc((size_t)rt_state_bytes(p->rt, i) + 1);
+    t[n] = (safetensors_tensor){.name = d->name, .dtype = d->dtype, .rank = d->rank, .data = data};
     for (int r = 0; r < d->rank; r++) t[n].dims[r] = d->dims[r];
     n++;
+    ok = cg_exec_state_read(p->x, i, data, p->ctx->diag);
   }
-  bool ok = safetensors_write(path, t, n, NULL, 0, p->ctx->diag);
+  ok = ok && safetensors_write(path, t, n, NULL, 0, p->ctx->diag);
+  for (int i = 0; i < n; i++) free((void *)t[i].data);
   free(t);
   return ok ? CASTOR_OK : finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_IO));
 }
@@ -496,7 +508,11 @@ castor_status castor_program_get_state(castor_program *p, const char *name, cast
   const rt_tensor_desc *t = &p->rt->states[i].t;
   castor_status st = castor_tensor_create(p->ctx, (castor_dtype)t->dtype, t->rank, t->dims, out);
   if (st != CASTOR_OK) return st;
-  memcpy((*out)->data, p->x->state[i], (*out)->nbytes);
+  if (!cg_exec_state_read(p->x, i, (*out)->data, p->ctx->diag)) {
+    castor_tensor_destroy(*out);
+    *out = NULL;
+    return finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_DEVICE));
+  }
   return CASTOR_OK;
 }
 
@@ -520,7 +536,8 @@ castor_status castor_program_set_state(castor_program *p, const char *name, cons
     str_buf_fini(&want), str_buf_fini(&got);
     return st;
   }
-  memcpy(p->x->state[i], v->data, v->nbytes);
+  if (!cg_exec_state_write(p->x, i, v->data, p->ctx->diag))
+    return finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_DEVICE));
   return CASTOR_OK;
 }
 

@@ -1,8 +1,8 @@
 /*
  * cg_backend.c: what every backend shares: the options' defaults, the
  * support check before compiling (each backend's table of exceptions),
- * compile-after-check, and the exec's destroy (cg_backend.h has the
- * interface). The table of backends is the API's (api/backends.c): it
+ * compile-after-check, and the exec's destroy and state accessors
+ * (cg_backend.h has the interface). The table of backends is the API's (api/backends.c): it
  * names every target, and codegen's root calls none of them.
  */
 #include "codegen/cg_backend.h"
@@ -45,4 +45,27 @@ cg_exec *cg_backend_compile(const cg_backend *b, const ir_graph *g, const cg_bac
 
 void cg_exec_destroy(cg_exec *x) {
   if (x) x->backend->destroy(x);
+}
+
+/* State i of x exists and x's backend keeps state; else false with why. */
+static bool state_ok(const cg_exec *x, int i, bool has_accessor, diag_sink *d) {
+  if (i < 0 || i >= x->desc->n_states) {
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "state index %d is outside 0..%d", i,
+                    x->desc->n_states - 1);
+    return false;
+  }
+  if (!has_accessor) {
+    diag_error_kind(d, DIAG_KIND_UNSUPPORTED, (diag_loc){0},
+                    "the %s target keeps no training state (training runs on the cpu target)", x->backend->name);
+    return false;
+  }
+  return true;
+}
+
+bool cg_exec_state_read(cg_exec *x, int i, void *dst, diag_sink *d) {
+  return state_ok(x, i, x->backend->state_read != NULL, d) && x->backend->state_read(x, i, dst, d);
+}
+
+bool cg_exec_state_write(cg_exec *x, int i, const void *src, diag_sink *d) {
+  return state_ok(x, i, x->backend->state_write != NULL, d) && x->backend->state_write(x, i, src, d);
 }

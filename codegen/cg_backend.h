@@ -35,10 +35,6 @@ typedef struct cg_exec {
   const cg_backend *backend;
   const rt_program *desc;
   int threads; /* threads per run (CPU), for reports; 1 on devices */
-  /* A training program's state (desc->states[i]: rt_state_bytes each), in
-   * host memory the caller may read and write between runs; made and
-   * initialized by compile; NULL without state. */
-  void **state;
 } cg_exec;
 
 typedef enum cg_emit_kind {
@@ -69,6 +65,14 @@ struct cg_backend {
    * time on the CPU, device time of the kernels on GPUs (no copies). */
   bool (*time)(cg_exec *x, int64_t batch, const void *const *inputs, int warmup, int iters,
                double *out_ms, diag_sink *d);
+  /* A training program's state (desc->states[i], its kind there): the
+   * backend keeps it where its kernels run (host memory on the CPU, device
+   * memory on a GPU), made and initialized by compile, kept between runs.
+   * state_read copies state i out into dst (rt_state_bytes(desc, i) bytes
+   * of host memory), state_write copies it in from src; false with a
+   * diagnostic. NULL on a backend that runs no training program (cuda). */
+  bool (*state_read)(cg_exec *x, int i, void *dst, diag_sink *d);
+  bool (*state_write)(cg_exec *x, int i, const void *src, diag_sink *d);
   void (*destroy)(cg_exec *x); /* NULL-safe through cg_exec_destroy */
 };
 
@@ -88,5 +92,11 @@ bool cg_backend_check(const cg_backend *b, const ir_graph *g, diag_sink *d);
 cg_exec *cg_backend_compile(const cg_backend *b, const ir_graph *g, const cg_backend_options *o,
                             diag_sink *d);
 void cg_exec_destroy(cg_exec *x); /* NULL is a no-op */
+/* x's backend's state_read / state_write for state i of x->desc; false,
+ * with a DIAG_KIND_INVALID_ARGUMENT error, for an index outside the
+ * states, and with a DIAG_KIND_UNSUPPORTED one where the backend keeps no
+ * state. */
+bool cg_exec_state_read(cg_exec *x, int i, void *dst, diag_sink *d);
+bool cg_exec_state_write(cg_exec *x, int i, const void *src, diag_sink *d);
 
 #endif

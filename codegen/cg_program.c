@@ -1,7 +1,8 @@
 /*
  * cg_program.c: the runtime's view of a plan. Builds the rt_program that
  * describes a compiled graph (buffers, slots, launches, input and output
- * tensors) with no kernel addresses yet, shared by the JIT (which fills in
+ * tensors, a training program's states with their kinds) with no kernel
+ * addresses yet, shared by the JIT (which fills in
  * the addresses and copies the weights), the AOT target (which emits the
  * same description as static data of an object file) and the NVPTX target.
  * The CPU targets' constant sizes, packed data and thread splits come from
@@ -66,6 +67,21 @@ void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l) {
                                                    : 4 * inner * k->n_ops;
 }
 
+
+/* The runtime's kind of a variable's state (the verifier has checked it is
+ * set). */
+static rt_state_kind state_kind(ir_state_kind k) {
+  switch (k) {
+  case IR_STATE_WEIGHT: return RT_STATE_TRAINABLE;
+  case IR_STATE_NONTRAINABLE: return RT_STATE_NONTRAINABLE;
+  case IR_STATE_SLOT: return RT_STATE_SLOT;
+  case IR_STATE_SCALAR: return RT_STATE_SCALAR;
+  case IR_STATE_NONE:
+  case IR_STATE_COUNT: break;
+  }
+  CASTOR_UNREACHABLE();
+  return RT_STATE_SCALAR;
+}
 
 rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sink *d) {
   arena *a = arena_create();
@@ -133,6 +149,7 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sin
       s->data = copy;
     }
     s->init = n->attr.init;
+    s->kind = state_kind(n->attr.kind);
   }
   p->n_inputs = ir_graph_num_inputs(g);
   p->inputs = arena_alloc(a, (size_t)(p->n_inputs + 1) * sizeof *p->inputs);

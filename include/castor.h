@@ -400,16 +400,31 @@ CASTOR_API castor_status castor_compile_eval(castor_model *m, const castor_compi
  * ("dense_1.kernel"), optimizer slots ("dense_1.kernel.velocity"), and the
  * scalars "optimizer.learning_rate", "optimizer.iterations" (int64: applied
  * steps), "optimizer.loss_scale" and "optimizer.good_steps" (a dynamic
- * scale only). */
+ * scale only). The program keeps its state where it runs (host memory on
+ * the cpu target); get and set copy it. */
 CASTOR_API int castor_program_num_states(const castor_program *p);
 CASTOR_API castor_status castor_program_state_info(const castor_program *p, int i, castor_tensor_info *out_info);
+
+/* What state i of a training program is: a model weight (trainable, or a
+ * non-trainable variable such as batch norm's moving statistics: the
+ * states castor_program_save_weights writes and castor_program_copy_weights
+ * copies), an optimizer slot, or a training scalar. Decided by the
+ * compiler, never by the state's name. */
+typedef enum castor_state_kind {
+  CASTOR_STATE_INVALID = -1,     /* p is NULL or i is not a state index */
+  CASTOR_STATE_TRAINABLE = 0,    /* a trainable model weight ("dense_1.kernel") */
+  CASTOR_STATE_NONTRAINABLE = 1, /* a model variable no gradient updates */
+  CASTOR_STATE_SLOT = 2,         /* an optimizer slot ("dense_1.kernel.velocity") */
+  CASTOR_STATE_SCALAR = 3,       /* a training scalar ("optimizer.iterations") */
+} castor_state_kind;
+CASTOR_API castor_state_kind castor_program_state_kind(const castor_program *p, int i);
 /* Copies state `name` into a new tensor (*out), or writes it from t (its
  * dtype and shape must match: CASTOR_ERR_INVALID_ARGUMENT otherwise). */
 CASTOR_API castor_status castor_program_get_state(castor_program *p, const char *name, castor_tensor **out_tensor);
 CASTOR_API castor_status castor_program_set_state(castor_program *p, const char *name, const castor_tensor *t);
-/* Copies every model weight (the states that are not optimizer slots or
- * "optimizer." scalars) of src into dst's state of the same name, which
- * must exist with the same dtype and shape. */
+/* Copies every model weight (the states of kind CASTOR_STATE_TRAINABLE or
+ * CASTOR_STATE_NONTRAINABLE) of src into dst's state of the same name,
+ * which must exist with the same dtype and shape. */
 CASTOR_API castor_status castor_program_copy_weights(castor_program *dst, const castor_program *src);
 /* Writes the model weights, in their variable dtype, to a safetensors file
  * with the keys a model's `weights` line loads (<layer>.kernel, ...);

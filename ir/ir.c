@@ -117,6 +117,20 @@ static bool name_is(const char *s, size_t n, const char *name) {
   return strlen(name) == n && memcmp(s, name, n) == 0;
 }
 
+static const char *const state_kind_names[IR_STATE_COUNT] = {
+    [IR_STATE_NONE] = "none", [IR_STATE_WEIGHT] = "weight", [IR_STATE_NONTRAINABLE] = "nontrainable",
+    [IR_STATE_SLOT] = "slot", [IR_STATE_SCALAR] = "scalar"};
+
+const char *ir_state_kind_name(ir_state_kind k) {
+  return (unsigned)k < IR_STATE_COUNT ? state_kind_names[k] : "?";
+}
+
+bool ir_state_kind_from_name(const char *s, size_t n, ir_state_kind *out) {
+  for (int i = 0; i < IR_STATE_COUNT; i++)
+    if (name_is(s, n, state_kind_names[i])) return *out = (ir_state_kind)i, true;
+  return false;
+}
+
 bool ir_attr_from_name(const char *s, size_t n, ir_attr_key *out) {
   for (int i = 0; i < IR_ATTR_COUNT; i++)
     if (name_is(s, n, attr_table[i].name)) return *out = (ir_attr_key)i, true;

@@ -32,7 +32,23 @@ typedef enum ir_attr_kind {
   IR_ATTR_KIND_STRING,
   IR_ATTR_KIND_SHAPE,
   IR_ATTR_KIND_INTS, /* a list of integers: perm=[0,2,1,3] */
+  IR_ATTR_KIND_STATE, /* a state kind (ir_state_kind): kind=slot */
 } ir_attr_kind;
+
+/* What a training program's state is (a `variable`'s kind=), decided where
+ * the grad pass creates it: what the API saves and copies as the model's
+ * weights (WEIGHT, NONTRAINABLE), what only the optimizer keeps (SLOT,
+ * SCALAR). NONE: not set, which the verifier rejects. */
+typedef enum ir_state_kind {
+  IR_STATE_NONE,
+  IR_STATE_WEIGHT,       /* weight: a trainable model weight (dense_1.kernel) */
+  IR_STATE_NONTRAINABLE, /* nontrainable: a model variable no gradient updates
+                          * (batch norm's moving statistics) */
+  IR_STATE_SLOT,         /* slot: an optimizer slot of one weight (.momentum, .velocity) */
+  IR_STATE_SCALAR,       /* scalar: a training scalar (step count, loss scale and its
+                          * counter, learning rate) */
+  IR_STATE_COUNT
+} ir_state_kind;
 
 /* A set of attribute keys, bit k for key k (ir_op_attrs). */
 typedef uint64_t ir_attr_set;
@@ -147,6 +163,7 @@ typedef struct ir_ints {
   int n;
   int64_t v[IR_MAX_INTS];
 } ir_attr_INTS;
+typedef ir_state_kind ir_attr_STATE;
 
 /* A node's attributes: one member per key of ir_attrs.def; the keys its op
  * takes (ir_op_attrs) are live, the others zero. */
@@ -216,6 +233,9 @@ const char *ir_attr_name(ir_attr_key k);
 ir_attr_kind ir_attr_kind_of(ir_attr_key k);
 const char *ir_attr_meaning(ir_attr_key k);
 bool ir_attr_from_name(const char *s, size_t n, ir_attr_key *out);
+/* A state kind's text name ("slot"; "none" for IR_STATE_NONE), and back. */
+const char *ir_state_kind_name(ir_state_kind k);
+bool ir_state_kind_from_name(const char *s, size_t n, ir_state_kind *out);
 /* The member of a that holds key k (of k's kind's C type, ir_attr_INT...). */
 void *ir_attr_slot(ir_attr *a, ir_attr_key k);
 const void *ir_attr_get(const ir_attr *a, ir_attr_key k);

@@ -173,6 +173,14 @@ static bool parse_dtype(parser *ps, ir_dtype *out) {
   return fail_at(ps, s, "unknown dtype '%.*s' (dtypes: f32, f16, bf16, i32, i64, i1)", (int)n, s);
 }
 
+static bool parse_state_kind(parser *ps, ir_state_kind *out) {
+  const char *s;
+  size_t n;
+  if (!lex_word(ps, false, &s, &n)) return expected(ps, "a state kind");
+  if (ir_state_kind_from_name(s, n, out)) return true;
+  return fail_at(ps, s, "unknown state kind '%.*s' (kinds: weight, nontrainable, slot, scalar)", (int)n, s);
+}
+
 static bool parse_policy(parser *ps, ir_policy *out) {
   const char *s;
   size_t n;
@@ -363,6 +371,7 @@ static bool parse_value(parser *ps, ir_attr_kind kind, void *slot) {
     return true;
   }
   case IR_ATTR_KIND_INTS: return parse_ints(ps, slot);
+  case IR_ATTR_KIND_STATE: return parse_state_kind(ps, slot);
   }
   CASTOR_UNREACHABLE();
   return false;

@@ -129,6 +129,7 @@ void ir_attr_value_print(ir_attr_kind kind, const void *v, str_buf *out) {
   case IR_ATTR_KIND_STRING: print_string(*(const ir_attr_STRING *)v, out); break;
   case IR_ATTR_KIND_SHAPE: print_shape(v, out); break;
   case IR_ATTR_KIND_INTS: print_ints(v, out); break;
+  case IR_ATTR_KIND_STATE: str_buf_puts(out, ir_state_kind_name(*(const ir_attr_STATE *)v)); break;
   }
 }
 

@@ -185,6 +185,12 @@ static void check_attrs(verifier *v, const ir_node *n, int pos, int n_inputs, in
         err(v, n, "attribute '%s' has %d integers, outside 0..%d", key, count, IR_MAX_INTS);
       break;
     }
+    case IR_ATTR_KIND_STATE: {
+      ir_state_kind sk = *(const ir_attr_STATE *)val;
+      if (sk <= IR_STATE_NONE || sk >= IR_STATE_COUNT)
+        err(v, n, "%s has no '%s' attribute (weight, nontrainable, slot or scalar)", ir_op_name(n->op), key);
+      break;
+    }
     case IR_ATTR_KIND_INT:
     case IR_ATTR_KIND_FLOAT:
       break; /* ranges are the type rule's */

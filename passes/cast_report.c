@@ -57,7 +57,9 @@ void pass_cast_report(const ir_graph *g, str_buf *out) {
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     if (n->op == IR_OP_LITERAL) continue;
-    if (n->op == IR_OP_CONST || (n->op == IR_OP_VARIABLE && n->layer)) { /* a training program's weights */
+    bool model_weight = n->op == IR_OP_VARIABLE &&
+                        (n->attr.kind == IR_STATE_WEIGHT || n->attr.kind == IR_STATE_NONTRAINABLE);
+    if (n->op == IR_OP_CONST || model_weight) { /* a model's weights, and a training program's */
       int64_t b = 0;
       if (ir_type_bytes(&n->type, 1, &b)) total_bytes[n->type.dtype] += b;
       if (n->layer) row_for(rows, &n_rows, n->layer)->weight_bytes[n->type.dtype] += b;

@@ -179,11 +179,14 @@ static ir_node *leaf(grad_state *s, ir_op op, const char *name, ir_type t) {
   return n;
 }
 
-/* A variable that starts as `init` everywhere (slots, training scalars). */
-static ir_node *state(grad_state *s, const char *weight, ir_type t, double init, const char *note) {
+/* A variable of kind k that starts as `init` everywhere (slots, training
+ * scalars). */
+static ir_node *state(grad_state *s, ir_state_kind k, const char *weight, ir_type t, double init,
+                      const char *note) {
   ir_node *n = leaf(s, IR_OP_VARIABLE, weight, t);
   n->attr.weight = n->name;
   n->attr.init = init;
+  n->attr.kind = k;
   n->note = note;
   return n;
 }
@@ -361,6 +364,7 @@ static void make_variable(grad_state *s, ir_node *c) {
   ir_dtype vd = ir_policy_variable_dtype(policy_of(s->g, c));
   c->op = IR_OP_VARIABLE;
   c->attr.init = 0;
+  c->attr.kind = IR_STATE_WEIGHT; /* every loaded weight is trained (nontrainable ones come with batch norm) */
   if (vd == c->type.dtype || c->type.dtype != DT_F32) return;
   ir_node *cast = NULL;
   for (int i = c->id + 1; i < s->n_fwd && !cast; i++) {
@@ -421,7 +425,8 @@ static void update(grad_state *s, ir_node *w, ir_node *gw, const opt_scalars *sc
   srcs[n++] = w;
 #define SLOT(suffix)                                                                              \
   (snprintf(slot, sizeof slot, "%s." suffix, w->attr.weight),                                     \
-   srcs[n++] = state(s, slot, w->type, 0, arena_printf(s->g->arena, "%s's " suffix, w->attr.weight)))
+   srcs[n++] = state(s, IR_STATE_SLOT, slot, w->type, 0,                                          \
+                     arena_printf(s->g->arena, "%s's " suffix, w->attr.weight)))
   switch (o->optimizer) {
   case PASS_OPT_SGD:
     if (o->momentum > 0) {
@@ -564,7 +569,7 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
     ir_graph_add_output(g, "loss", loss);
     return true;
   }
-  ir_node *seed = dynamic ? state(&s, "optimizer.loss_scale", (ir_type){DT_F32, 0, {0}}, 32768,
+  ir_node *seed = dynamic ? state(&s, IR_STATE_SCALAR, "optimizer.loss_scale", (ir_type){DT_F32, 0, {0}}, 32768,
                                   "dynamic loss scale (Keras LossScaleOptimizer: starts at 2^15)")
                           : literal(&s, "loss_scale", DT_F32, o->loss_scale > 0 ? o->loss_scale : 1);
   if (!dynamic) seed->note = o->loss_scale > 0 && o->loss_scale != 1 ? "fixed loss scale" : "no loss scaling";
@@ -603,9 +608,11 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   }
   opt_scalars sc = {0};
   ir_type f32s = {DT_F32, 0, {0}}, i64s = {DT_I64, 0, {0}};
-  sc.lr = state(&s, "optimizer.learning_rate", f32s, o->learning_rate > 0 ? o->learning_rate : default_lr(o->optimizer),
+  sc.lr = state(&s, IR_STATE_SCALAR, "optimizer.learning_rate", f32s,
+                o->learning_rate > 0 ? o->learning_rate : default_lr(o->optimizer),
                 "learning rate (set by the host between steps)");
-  sc.steps = state(&s, "optimizer.iterations", i64s, 0, "applied steps (Keras optimizer.iterations)");
+  sc.steps = state(&s, IR_STATE_SCALAR, "optimizer.iterations", i64s, 0,
+                   "applied steps (Keras optimizer.iterations)");
   sc.scale = seed;
   sc.ok = dynamic ? all_finite(&s, grads, n_upd) : literal(&s, "apply", DT_I1, 1);
   if (!dynamic) sc.ok->note = "every step applies (no dynamic loss scale)";
@@ -614,7 +621,8 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
                             (ir_node *[]){sc.steps, sc.ok}, 2, &(ir_attr){0}, no_loc);
   cs->note = "counts applied steps only";
   if (dynamic) {
-    ir_node *good = state(&s, "optimizer.good_steps", i64s, 0, "consecutive finite steps (Keras step_counter)");
+    ir_node *good = state(&s, IR_STATE_SCALAR, "optimizer.good_steps", i64s, 0,
+                          "consecutive finite steps (Keras step_counter)");
     ir_attr lsa = {.period = 2000, .min_scale = o->loss_scale_min > 0 ? o->loss_scale_min : 0};
     ir_node *lu = ir_build_op(g, IR_OP_LOSS_SCALE_UPDATE, ir_graph_unique_name(g, "optimizer.loss_scale.updated"),
                               (ir_node *[]){seed, good, sc.ok}, 3, &lsa, no_loc);

@@ -36,9 +36,10 @@ typedef dtype_id rt_dtype;
 typedef void (*rt_kernel_fn)(char *const *bufs, int64_t batch, int64_t row0, int64_t row1,
                              int64_t col0, int64_t col1, void *scratch);
 
-/* STATE: a training program's persistent state (variables, optimizer
- * slots, training scalars): the caller's memory, kept between runs, read
- * and written in place by the kernels (index: into rt_program.states). */
+/* STATE: a training program's persistent state (model variables, optimizer
+ * slots, training scalars: rt_state_kind): memory the backend keeps between
+ * runs (on the CPU, host memory its exec owns), read and written in place by
+ * the kernels (index: into rt_program.states). */
 typedef enum rt_buffer_kind { RT_BUF_CONST, RT_BUF_INPUT, RT_BUF_OUTPUT, RT_BUF_SCRATCH, RT_BUF_STATE } rt_buffer_kind;
 
 typedef struct rt_buffer {
@@ -81,12 +82,25 @@ typedef struct rt_tensor_desc {
   int buffer;                /* index into buffers */
 } rt_tensor_desc;
 
-/* A state buffer: its tensor (dims never batched) and how it starts:
- * `data` (the loaded weight, in dtype), or every element `init`. */
+/* What a state is (the IR's kind= of its variable, ir_state_kind): the
+ * model's weights are the TRAINABLE and NONTRAINABLE ones (what the API
+ * saves and copies); SLOT and SCALAR are the optimizer's. */
+typedef enum rt_state_kind {
+  RT_STATE_TRAINABLE,    /* a trainable model weight */
+  RT_STATE_NONTRAINABLE, /* a model variable no gradient updates (batch norm's moving statistics) */
+  RT_STATE_SLOT,         /* an optimizer slot of one weight */
+  RT_STATE_SCALAR,       /* a training scalar: step count, loss scale and its counter, learning rate */
+} rt_state_kind;
+
+/* A state buffer: its tensor (dims never batched), its kind, and how it
+ * starts: `data` (the loaded weight, in dtype), or every element `init`.
+ * Only JIT-compiled training programs have states (AOT emits none, so
+ * this struct is not part of the AOT ABI). */
 typedef struct rt_state_desc {
   rt_tensor_desc t;
   const void *data;
   double init;
+  rt_state_kind kind;
 } rt_state_desc;
 
 typedef struct rt_program {

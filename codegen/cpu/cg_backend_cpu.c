@@ -2,7 +2,8 @@
  * cg_backend_cpu.c: the CPU backend: kernels JIT-compiled for this host
  * (cg_jit.c) and run on the thread pool (runtime/program.c). The exec keeps
  * the workspace between runs, so a run at a batch it has seen touches no
- * fresh pages.
+ * fresh pages, and a training program's state in host memory, which
+ * state_read / state_write copy out and in.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@ typedef struct cpu_exec {
   rt_program *prog;
   void *ws;
   int64_t ws_bytes;
+  void **state; /* prog->states[i]'s memory (rt_state_bytes); NULL without state */
 } cpu_exec;
 
 /* The CPU target emits every op of the table (each kernel class has its
@@ -26,19 +28,19 @@ static cg_exec *cpu_compile(const ir_graph *g, const cg_backend_options *o, diag
   rt_program *p = cg_compile_cpu(g, &o->cg, d);
   if (!p) return NULL;
   cpu_exec *x = xcalloc(1, sizeof *x);
-  x->base = (cg_exec){&cg_backend_cpu, p, o->threads > 0 ? o->threads : rt_default_threads(), NULL};
+  x->base = (cg_exec){&cg_backend_cpu, p, o->threads > 0 ? o->threads : rt_default_threads()};
   x->prog = p;
   if (p->n_states > 0) { /* a training program's state, in host memory, initialized */
-    x->base.state = xcalloc((size_t)p->n_states, sizeof *x->base.state);
+    x->state = xcalloc((size_t)p->n_states, sizeof *x->state);
     for (int i = 0; i < p->n_states; i++) {
       size_t bytes = (size_t)rt_state_bytes(p, i);
-      if (!(x->base.state[i] = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) {
+      if (!(x->state[i] = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) {
         diag_error_kind(d, DIAG_KIND_DEVICE, (diag_loc){0},
                         "cannot allocate %zu bytes for the state %s", bytes, p->states[i].t.name);
         cg_exec_destroy(&x->base);
         return NULL;
       }
-      rt_state_init(p, i, x->base.state[i]);
+      rt_state_init(p, i, x->state[i]);
     }
   }
   return &x->base;
@@ -77,7 +79,7 @@ static bool cpu_run(cg_exec *base, int64_t batch, const void *const *in, void *c
   cpu_exec *x = (cpu_exec *)base;
   bool ok;
   void *ws = workspace(x, batch, &ok);
-  return rt_program_run_state(x->prog, base->threads, batch, in, out, base->state, ok ? ws : NULL, d);
+  return rt_program_run_state(x->prog, base->threads, batch, in, out, x->state, ok ? ws : NULL, d);
 }
 
 static bool cpu_time(cg_exec *base, int64_t batch, const void *const *in, int warmup, int iters, double *out_ms,
@@ -106,10 +108,25 @@ static bool cpu_time(cg_exec *base, int64_t batch, const void *const *in, int wa
   return ok;
 }
 
+/* cg_exec_state_read/write have checked i. */
+static bool cpu_state_read(cg_exec *base, int i, void *dst, diag_sink *d) {
+  (void)d;
+  cpu_exec *x = (cpu_exec *)base;
+  memcpy(dst, x->state[i], (size_t)rt_state_bytes(x->prog, i));
+  return true;
+}
+
+static bool cpu_state_write(cg_exec *base, int i, const void *src, diag_sink *d) {
+  (void)d;
+  cpu_exec *x = (cpu_exec *)base;
+  memcpy(x->state[i], src, (size_t)rt_state_bytes(x->prog, i));
+  return true;
+}
+
 static void cpu_destroy(cg_exec *base) {
   cpu_exec *x = (cpu_exec *)base;
-  for (int i = 0; base->state && i < x->prog->n_states; i++) free(base->state[i]);
-  free(base->state);
+  for (int i = 0; x->state && i < x->prog->n_states; i++) free(x->state[i]);
+  free(x->state);
   rt_program_destroy(x->prog);
   free(x->ws);
   free(x);
@@ -123,5 +140,7 @@ const cg_backend cg_backend_cpu = {
     .emit = cpu_emit,
     .run = cpu_run,
     .time = cpu_time,
+    .state_read = cpu_state_read,
+    .state_write = cpu_state_write,
     .destroy = cpu_destroy,
 };

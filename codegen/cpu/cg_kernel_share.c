@@ -20,7 +20,7 @@
  *
  * In: a plan and its CPU layout (cg_gemm_plan done). Out: per kernel the
  * index of the first kernel with the same key, and the table of buffers of
- * each kernel. Linear in the plan (a hash table over the keys).
+ * each kernel. Linear in the plan (util's hmap over the keys).
  */
 #include <string.h>
 
@@ -76,6 +76,8 @@ static inline void put_INTS(str_buf *s, ir_attr_INTS v) {
   for (int i = 0; i < v.n; i++) str_buf_printf(s, "%lld,", (long long)v.v[i]);
   str_buf_puts(s, "],");
 }
+
+static void put_STATE(str_buf *s, ir_state_kind v) { str_buf_printf(s, "%d,", (int)v); }
 
 static void put_attrs(str_buf *s, const ir_attr *a) {
   str_buf_putc(s, '{');
@@ -140,10 +142,10 @@ static void kernel_key(const cg_plan *plan, const cg_cpu_layout *layout, int ki,
 
 void cg_kernel_share(const cg_plan *plan, const cg_cpu_layout *layout, int *out_rep, int *out_count) {
   int nk = plan->n_kernels;
-  size_t cap = 16;
-  while (cap < 2 * (size_t)nk) cap *= 2;
-  int *slots = xcalloc(cap, sizeof *slots); /* kernel index + 1, 0: empty */
-  char **keys = xcalloc((size_t)nk + 1, sizeof *keys);
+  hmap first; /* key -> the first kernel with it */
+  hmap_init(&first, HMAP_STRINGS);
+  hmap_reserve(&first, (size_t)nk);
+  char **keys = xcalloc((size_t)nk + 1, sizeof *keys); /* the map's keys, freed after it */
   int *table = xcalloc((size_t)plan->n_buffers + 1, sizeof *table);
   str_buf s;
   str_buf_init(&s);
@@ -152,16 +154,15 @@ void cg_kernel_share(const cg_plan *plan, const cg_cpu_layout *layout, int *out_
     int n = cg_kernel_buffers(plan, &plan->kernels[ki], table);
     str_buf_clear(&s);
     kernel_key(plan, layout, ki, table, n, &s);
+    size_t len = s.len;
     keys[ki] = str_buf_take(&s);
-    size_t h = (size_t)str_hash(keys[ki]) & (cap - 1);
-    while (slots[h] && strcmp(keys[slots[h] - 1], keys[ki]) != 0) h = (h + 1) & (cap - 1);
-    if (!slots[h]) slots[h] = ki + 1;
-    out_rep[ki] = slots[h] - 1;
+    const cg_kernel *rep = hmap_put_str(&first, keys[ki], len, (void *)&plan->kernels[ki]);
+    out_rep[ki] = rep ? (int)(rep - plan->kernels) : ki;
     out_count[out_rep[ki]]++;
   }
   str_buf_fini(&s);
+  hmap_fini(&first);
   for (int ki = 0; ki < nk; ki++) free(keys[ki]);
   free(keys);
   free(table);
-  free(slots);
 }

@@ -110,5 +110,7 @@ const cg_backend cg_backend_cuda = {
     .emit = cuda_emit,
     .run = cuda_run,
     .time = cuda_time,
+    .state_read = NULL, /* it runs no training program (the TRAINING exceptions) */
+    .state_write = NULL,
     .destroy = cuda_destroy,
 };

@@ -188,17 +188,6 @@ const char *fe_closest(const char *s, const char *const *cands, int n_cands);
 /* Parses a policy name at loc, reporting an error (with a suggestion) if unknown. */
 bool fe_policy_parse(fe_model *m, const fe_value *v, ir_policy *out);
 
-/* A string-keyed hash map (keys are not copied; values are pointers):
- * keeps name lookups linear in the size of the model. */
-typedef struct fe_map {
-  struct fe_map_slot *slots;
-  size_t cap, len;
-} fe_map;
-
-void fe_map_fini(fe_map *map);
-void *fe_map_get(const fe_map *map, const char *key); /* NULL if absent */
-void fe_map_put(fe_map *map, const char *key, void *value);
-
 /* resolve.c: binds uses to definitions, fills m->order, reports undefined
  * values, ambiguous forward references and cycles. */
 void fe_resolve(fe_model *m);

@@ -324,14 +324,15 @@ void fe_layer_add(fe_model *m, const fe_call *c) {
 /* ---- names ---- */
 
 void fe_layers_name(fe_model *m) {
-  fe_map taken = {0}; /* layer name -> its first layer */
+  hmap taken; /* layer name -> its first layer */
+  hmap_init(&taken, HMAP_STRINGS);
   /* Duplicates among the names the user chose (explicit and inputs). */
   for (size_t i = 0; i < m->layers.len; i++) {
     fe_layer *l = m->layers.data[i];
     if (!l->explicit_name) continue;
-    fe_layer *prev = fe_map_get(&taken, l->name);
+    fe_layer *prev = hmap_get_str(&taken, l->name, strlen(l->name));
     if (!prev) {
-      fe_map_put(&taken, l->name, l);
+      hmap_put_str(&taken, l->name, strlen(l->name), l);
       continue;
     }
     if (fe_error_limit(m)) break;
@@ -349,12 +350,12 @@ void fe_layers_name(fe_model *m) {
     for (;;) {
       int k = counter[l->kind]++;
       const char *cand = k == 0 ? kind : arena_printf(m->arena, "%s_%d", kind, k);
-      if (!fe_map_get(&taken, cand)) {
+      if (!hmap_get_str(&taken, cand, strlen(cand))) {
         l->name = cand;
-        fe_map_put(&taken, cand, l);
+        hmap_put_str(&taken, cand, strlen(cand), l);
         break;
       }
     }
   }
-  fe_map_fini(&taken);
+  hmap_fini(&taken);
 }

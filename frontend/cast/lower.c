@@ -213,19 +213,20 @@ ir_graph *fe_lower(fe_model *m, const fe_options *o) {
   }
   for (size_t i = 0; i < m->order.len && !fe_error_limit(m); i++) lower_layer(&lw, m->order.data[i]);
 
-  fe_map seen = {0}; /* output name -> its first use */
+  hmap seen; /* output name -> its first use */
+  hmap_init(&seen, HMAP_STRINGS);
   for (size_t i = 0; i < m->outputs.len && !fe_error_limit(m); i++) {
     fe_use *u = &m->outputs.data[i].use;
-    fe_use *first = fe_map_get(&seen, u->var);
+    fe_use *first = hmap_get_str(&seen, u->var, strlen(u->var));
     if (first) {
       diag_error(m->d, u->loc, "duplicate output '%s'", u->var);
       diag_note(m->d, first->loc, "the first output '%s' is here", u->var);
       continue;
     }
-    fe_map_put(&seen, u->var, u);
+    hmap_put_str(&seen, u->var, strlen(u->var), u);
     if (u->def && u->def->lowered) ir_graph_add_output(lw.g, u->var, u->def->value);
   }
-  fe_map_fini(&seen);
+  hmap_fini(&seen);
   fe_weights_check_unused(&lw.w);
   fe_weights_fini(&lw.w);
   if (diag_error_count(m->d) > m->errors0) {

@@ -18,43 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- string map: open addressing, linear probing ---- */
-
-struct fe_map_slot {
-  const char *key;
-  void *value;
-};
-
-void fe_map_fini(fe_map *map) {
-  free(map->slots);
-  *map = (fe_map){0};
-}
-
-static struct fe_map_slot *map_find(const fe_map *map, const char *key) {
-  size_t mask = map->cap - 1, i = (size_t)str_hash(key) & mask;
-  while (map->slots[i].key && !str_eq(map->slots[i].key, key)) i = (i + 1) & mask;
-  return &map->slots[i];
-}
-
-void *fe_map_get(const fe_map *map, const char *key) {
-  return map->cap ? map_find(map, key)->value : NULL;
-}
-
-void fe_map_put(fe_map *map, const char *key, void *value) {
-  if (2 * (map->len + 1) > map->cap) {
-    fe_map old = *map;
-    map->cap = old.cap ? 2 * old.cap : 64;
-    map->slots = xcalloc(map->cap, sizeof *map->slots);
-    map->len = 0;
-    for (size_t i = 0; i < old.cap; i++)
-      if (old.slots[i].key) fe_map_put(map, old.slots[i].key, old.slots[i].value);
-    free(old.slots);
-  }
-  struct fe_map_slot *slot = map_find(map, key);
-  if (!slot->key) map->len++;
-  *slot = (struct fe_map_slot){key, value};
-}
-
 /* ---- binding ---- */
 
 /* The definitions of one value name, in file order. */
@@ -65,8 +28,8 @@ typedef struct defs {
 enum { MAX_SUGGEST_LAYERS = 2000 }; /* suggestions cost an edit distance per name */
 
 /* Binds one use at statement `seq`; reports and leaves def NULL on failure. */
-static void bind(fe_model *m, const fe_map *vars, fe_use *u, int seq) {
-  defs *ds = fe_map_get(vars, u->var);
+static void bind(fe_model *m, const hmap *vars, fe_use *u, int seq) {
+  defs *ds = hmap_get_str(vars, u->var, strlen(u->var));
   if (fe_error_limit(m)) return;
   if (ds) {
     size_t lo = 0, hi = ds->v.len; /* first definition at or below seq */
@@ -191,15 +154,16 @@ static int heap_pop(heap *h) {
 
 void fe_resolve(fe_model *m) {
   size_t n = m->layers.len;
-  fe_map vars = {0};
+  hmap vars; /* value name -> its definitions */
+  hmap_init(&vars, HMAP_STRINGS);
   VEC(defs *) all_defs = {0};
   for (size_t i = 0; i < n; i++) {
     fe_layer *l = m->layers.data[i];
-    defs *ds = fe_map_get(&vars, l->var);
+    defs *ds = hmap_get_str(&vars, l->var, strlen(l->var));
     if (!ds) {
       ds = xcalloc(1, sizeof *ds);
       vec_push(&all_defs, ds);
-      fe_map_put(&vars, l->var, ds);
+      hmap_put_str(&vars, l->var, strlen(l->var), ds);
     }
     vec_push(&ds->v, l);
   }
@@ -214,7 +178,7 @@ void fe_resolve(fe_model *m) {
     free(all_defs.data[i]);
   }
   vec_free(&all_defs);
-  fe_map_fini(&vars);
+  hmap_fini(&vars);
 
   /* Stable Kahn: repeatedly place the earliest layer (in the file) whose
    * inputs are all placed. Unresolved uses do not block; lowering skips

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "codegen/cg_backend.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
@@ -200,6 +201,48 @@ START_TEST(test_const_without_data) {
 }
 END_TEST
 
+/* A program's state through the backend's accessors: its kind from the
+ * IR, read and written by copy, and a backend without state (cuda) or an
+ * index outside the states refused with a reason. */
+START_TEST(test_state_accessors) {
+  const char *text = "graph m policy=float32\n%x = f32[N,2] input() {index=0}\n"
+                     "%w = f32[2] variable() {weight=\"w\", init=0.5, kind=weight}\n"
+                     "%s = f32[2] variable() {weight=\"w.momentum\", init=0, kind=slot}\n"
+                     "%a = f32[N,2] add(%x, %w)\n%y = f32[N,2] add(%a, %s)\noutput y = %y\n";
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("m.cir", text, strlen(text), d);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  cg_backend_options o;
+  cg_backend_options_init(&o);
+  o.threads = 1;
+  cg_exec *x = cg_backend_compile(&cg_backend_cpu, g, &o, d);
+  ck_assert_msg(x != NULL, "%s", diag_text(d));
+  ck_assert_int_eq(x->desc->n_states, 2);
+  int wi = strcmp(x->desc->states[0].t.name, "w") == 0 ? 0 : 1; /* the weight's index, the slot's 1 - wi */
+  ck_assert_int_eq(x->desc->states[wi].kind, RT_STATE_TRAINABLE);
+  ck_assert_int_eq(x->desc->states[1 - wi].kind, RT_STATE_SLOT);
+  float w[2] = {0, 0}, w2[2] = {2, 3};
+  ck_assert(cg_exec_state_read(x, wi, w, d));
+  ck_assert(w[0] == 0.5f && w[1] == 0.5f);
+  ck_assert(cg_exec_state_write(x, wi, w2, d));
+  float in[2] = {1, 1}, out[2] = {0, 0};
+  const void *ins[] = {in};
+  void *outs[] = {out};
+  ck_assert_msg(x->backend->run(x, 1, ins, outs, d), "%s", diag_text(d));
+  ck_assert(out[0] == 3.0f && out[1] == 4.0f);
+  ck_assert(!cg_exec_state_read(x, 2, w, d));
+  ck_assert_msg(strstr(diag_text(d), "state index 2 is outside 0..1"), "%s", diag_text(d));
+  cg_exec on_cuda = {&cg_backend_cuda, x->desc, 1};
+  ck_assert(!cg_exec_state_write(&on_cuda, 0, w, d));
+  ck_assert_msg(strstr(diag_text(d), "the cuda target keeps no training state (training runs on the cpu target)"),
+                "%s", diag_text(d));
+  ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_INVALID_ARGUMENT);
+  cg_exec_destroy(x);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 int main(void) {
   check_cpu_path("check_codegen");
   Suite *s = suite_create("codegen");
@@ -211,6 +254,7 @@ int main(void) {
   tcase_add_test(tc, test_bad_batch);
   tcase_add_test(tc, test_perf_map);
   tcase_add_test(tc, test_const_without_data);
+  tcase_add_test(tc, test_state_accessors);
   suite_add_tcase(s, tc);
   return check_run(s);
 }

@@ -56,11 +56,8 @@ static void step_init(step *s, const char *text, const char *pipeline, const pas
   for (int i = 0; i < s->g->n_nodes; i++) { /* the model's weights: random */
     const ir_node *n = s->g->nodes[i];
     int64_t cnt;
-    if (n->op != IR_OP_VARIABLE || strncmp(n->attr.weight, "optimizer.", 10) == 0) continue;
+    if (n->op != IR_OP_VARIABLE || n->attr.kind != IR_STATE_WEIGHT) continue; /* slots and scalars keep their init */
     double *v = ref_state_get(&s->st, n->attr.weight, &cnt);
-    if (n->attr.init != 0 || strstr(n->attr.weight, ".velocity") || strstr(n->attr.weight, ".momentum") ||
-        strstr(n->attr.weight, ".average_gradient"))
-      continue; /* slots start at zero */
     for (int64_t e = 0; e < cnt; e++) v[e] = ref_round(rng_uniform_f32(&r, -0.8f, 0.8f), n->type.dtype);
   }
   const ir_node *x = ir_graph_input(s->g, 0), *t = ir_graph_input(s->g, 1);

@@ -456,6 +456,60 @@ START_TEST(test_ints_roundtrip) {
 }
 END_TEST
 
+/* ---- the STATE attribute kind: a variable's kind= ---- */
+
+static void expect_verify_error(const ir_graph *g, const char *want);
+
+static const char state_text[] =
+    "graph s policy=float32\n"
+    "%w = f32[2,3] variable() {weight=\"d.kernel\", init=0, kind=weight, layer=d}\n"
+    "%m = f32[2,3] variable() {weight=\"d.kernel.momentum\", init=0, kind=slot}\n"
+    "%v = f32[3] variable() {weight=\"bn.moving_mean\", init=1, kind=nontrainable}\n"
+    "%i = i64[] variable() {weight=\"optimizer.iterations\", init=0, kind=scalar}\n"
+    "output w = %w\n"
+    "output m = %m\n"
+    "output v = %v\n"
+    "output i = %i\n";
+
+START_TEST(test_state_kind) {
+  ir_graph *g = parse_ok(state_text);
+  static const ir_state_kind want[] = {IR_STATE_WEIGHT, IR_STATE_SLOT, IR_STATE_NONTRAINABLE, IR_STATE_SCALAR};
+  ck_assert_int_eq(g->n_nodes, 4);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(g->nodes[i]->attr.kind, want[i]);
+  diag_sink *d = diag_sink_create();
+  ck_assert_msg(ir_verify(g, d), "%s", diag_text(d));
+  diag_sink_destroy(d);
+  char *text = print_graph(g);
+  ck_assert_str_eq(text, state_text);
+  free(text);
+  /* the names and back, NONE included (the verifier, not the parser, rejects it) */
+  for (int k = 0; k < IR_STATE_COUNT; k++) {
+    const char *name = ir_state_kind_name((ir_state_kind)k);
+    ir_state_kind back = IR_STATE_COUNT;
+    ck_assert(ir_state_kind_from_name(name, strlen(name), &back));
+    ck_assert_int_eq(back, k);
+  }
+  g->nodes[1]->attr.kind = IR_STATE_NONE;
+  expect_verify_error(g, "verify: %m: variable has no 'kind' attribute (weight, nontrainable, slot or scalar)");
+  ir_graph_destroy(g);
+  /* the text must say the kind, and a known one */
+  static const struct {
+    const char *text, *want;
+  } bad[] = {
+      {"graph s policy=float32\n%w = f32[3] variable() {weight=\"w\", init=0}\n",
+       "t.cir:2:13: error: variable needs the attribute 'kind'"},
+      {"graph s policy=float32\n%w = f32[3] variable() {weight=\"w\", init=0, kind=moving}\n",
+       "unknown state kind 'moving' (kinds: weight, nontrainable, slot, scalar)"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    d = diag_sink_create();
+    ck_assert(ir_parse("t.cir", bad[i].text, strlen(bad[i].text), d) == NULL);
+    ck_assert_msg(strstr(diag_text(d), bad[i].want), "wanted '%s' in:\n%s", bad[i].want, diag_text(d));
+    diag_sink_destroy(d);
+  }
+}
+END_TEST
+
 static const struct {
   const char *text, *want;
 } ints_error_cases[] = {
@@ -786,6 +840,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, test_parse_nul_byte);
   tcase_add_test(tc, test_ints_roundtrip);
   tcase_add_test(tc, test_ints_errors);
+  tcase_add_test(tc, test_state_kind);
   tcase_add_test(tc, test_readme_op_list);
   suite_add_tcase(s, tc);
   tc = tcase_create("verify");

@@ -62,6 +62,7 @@ static ir_node *variable(op_case *c, const char *name, ir_type t, double init) {
   ir_node *n = ir_node_new(c->g, IR_OP_VARIABLE, &t, NULL, 0, name, no_loc);
   n->attr.weight = name;
   n->attr.init = init;
+  n->attr.kind = IR_STATE_SCALAR; /* the kind does not change what an op computes */
   ir_graph_append(c->g, n);
   return n;
 }

@@ -333,6 +333,24 @@ START_TEST(test_loss_scale_skip_and_state_api) {
   run r;
   run_init(&r, "mixed_float16", &to, 2);
   ck_assert_int_eq(castor_program_num_states(r.p), 2 * 6 * 1 + 6 + 4); /* weights, m, v; lr, steps, scale, good */
+  /* each state's kind, from the compiler: the weights trainable, Adam's
+   * slots, the four scalars; no non-trainable variable in this model */
+  int kinds[4] = {0};
+  for (int i = 0; i < castor_program_num_states(r.p); i++) {
+    castor_state_kind k = castor_program_state_kind(r.p, i);
+    ck_assert(k >= CASTOR_STATE_TRAINABLE && k <= CASTOR_STATE_SCALAR);
+    kinds[k]++;
+    castor_tensor_info si;
+    ck_assert_int_eq(castor_program_state_info(r.p, i, &si), CASTOR_OK);
+    ck_assert_msg((k == CASTOR_STATE_SCALAR) == !strncmp(si.name, "optimizer.", 10), "%s: kind %d", si.name, k);
+  }
+  ck_assert_int_eq(kinds[CASTOR_STATE_TRAINABLE], 6);
+  ck_assert_int_eq(kinds[CASTOR_STATE_NONTRAINABLE], 0);
+  ck_assert_int_eq(kinds[CASTOR_STATE_SLOT], 12);
+  ck_assert_int_eq(kinds[CASTOR_STATE_SCALAR], 4);
+  ck_assert_int_eq(castor_program_state_kind(r.p, -1), CASTOR_STATE_INVALID);
+  ck_assert_int_eq(castor_program_state_kind(r.p, castor_program_num_states(r.p)), CASTOR_STATE_INVALID);
+  ck_assert_int_eq(castor_program_state_kind(NULL, 0), CASTOR_STATE_INVALID);
   double l, w;
   step(&r, 0, &l, &w);
   int n = castor_program_num_states(r.p);
