@@ -231,10 +231,13 @@ static int write_graph(castor_check_report *r, const char *path) {
   const char *ext = strrchr(path, '.') + 1;
   if (strcmp(ext, "dot")) return castor_render_dot(dot, ext, path);
   FILE *f = fopen(path, "w");
-  if (!f || fputs(dot, f) < 0 || fclose(f) != 0) {
-    if (f) fclose(f);
-    return error("cannot write '%s': %s", path, strerror(errno));
-  }
+  if (!f) return error("cannot write '%s': %s", path, strerror(errno));
+  /* fclose releases the stream even when it fails: it is called once. */
+  errno = 0;
+  int e = fputs(dot, f) < 0 || fflush(f) != 0 ? (errno ? errno : EIO) : 0;
+  errno = 0;
+  if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+  if (e) return error("cannot write '%s': %s", path, strerror(e));
   return 0;
 }
 
