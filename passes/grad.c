@@ -592,10 +592,19 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   int n_upd = 0;
   for (int i = 0; i < s.n_fwd; i++) {
     ir_node *v = g->nodes[i];
-    if (v->op != IR_OP_VARIABLE || !s.adjoint[i]) continue; /* unused weights get no update */
+    if (v->op != IR_OP_VARIABLE || !s.adjoint[i]) continue;
     vars[n_upd] = v, grads[n_upd] = s.adjoint[i];
     n_upd++;
   }
+  if (n_upd == 0) /* Keras: "No gradients provided for any variable" */
+    return fail(&s, DIAG_KIND_INVALID_MODEL, pred->loc,
+                "grad: no gradients for any weight: the loss (%s) of the output %s depends on none of them",
+                loss_names[o->loss], pred_name);
+  for (int i = 0; i < s.n_fwd && n_upd < n_vars; i++) /* Keras: "Gradients do not exist for variables ..." */
+    if (g->nodes[i]->op == IR_OP_VARIABLE && !s.adjoint[i])
+      diag_warning(ctx->diag, g->nodes[i]->loc,
+                   "grad: weight %s does not reach the output %s: it has no gradient and is not trained",
+                   g->nodes[i]->attr.weight, pred_name);
   ir_graph_add_output(g, "loss", loss);
   if (o->optimizer == PASS_OPT_NONE) {
     for (int k = 0; k < n_upd; k++) ir_graph_add_output(g, grad_output_name(&s, vars[k]->attr.weight), grads[k]);

@@ -373,8 +373,12 @@ int castor_train_main(int argc, char **argv) {
   if (!c.to.optimizer) c.to.optimizer = model_to.optimizer;
   castor_compile_options co = c.opts.compile;
   s.m = m, s.co = &co, s.to = &c.to;
-  if ((!c.evaluate && castor_compile_train(m, &co, &c.to, &step) != CASTOR_OK) ||
-      castor_compile_eval(m, &co, &c.to, &eval) != CASTOR_OK) {
+  if (!c.evaluate && castor_compile_train(m, &co, &c.to, &step) != CASTOR_OK) {
+    fputs(castor_context_last_error(s.ctx), stderr);
+    goto done;
+  }
+  fputs(castor_context_last_warnings(s.ctx), stderr); /* weights the loss does not reach */
+  if (castor_compile_eval(m, &co, &c.to, &eval) != CASTOR_OK) {
     fputs(castor_context_last_error(s.ctx), stderr);
     goto done;
   }
