@@ -173,6 +173,20 @@ static double default_lr(pass_optimizer o) { return o == PASS_OPT_SGD ? 0.01 : 0
 
 /* ---- building ---- */
 
+/* A value name derived from a weight key: the key's characters that a name
+ * may not hold ([A-Za-z_][A-Za-z0-9_.]*, ir/README.md) become '_', so that
+ * `weight="out.ker?el"` gives %out.ker_el.momentum; the key itself stays
+ * exact in the weight attribute. */
+static const char *safe_name(grad_state *s, const char *key) {
+  bool lead = (key[0] >= 'a' && key[0] <= 'z') || (key[0] >= 'A' && key[0] <= 'Z') || key[0] == '_';
+  char *n = arena_printf(s->g->arena, "%s%s", lead ? "" : "_", key);
+  for (char *p = n; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+          *p == '.'))
+      *p = '_';
+  return n;
+}
+
 static ir_node *leaf(grad_state *s, ir_op op, const char *name, ir_type t) {
   ir_node *n = ir_node_new(s->g, op, &t, NULL, 0, ir_graph_unique_name(s->g, name), no_loc);
   ir_graph_append(s->g, n);
@@ -181,8 +195,9 @@ static ir_node *leaf(grad_state *s, ir_op op, const char *name, ir_type t) {
 
 /* A variable that starts as `init` everywhere (slots, training scalars). */
 static ir_node *state(grad_state *s, const char *weight, ir_type t, double init, const char *note) {
-  ir_node *n = leaf(s, IR_OP_VARIABLE, weight, t);
-  n->attr.weight = n->name;
+  const char *name = safe_name(s, weight);
+  ir_node *n = leaf(s, IR_OP_VARIABLE, name, t);
+  n->attr.weight = strcmp(name, weight) == 0 ? n->name : arena_strdup(s->g->arena, weight);
   n->attr.init = init;
   n->note = note;
   return n;
@@ -461,7 +476,7 @@ static void update(grad_state *s, ir_node *w, ir_node *gw, const opt_scalars *sc
   srcs[n++] = sc->ok;
   if (uop == IR_OP_ADAM) srcs[n++] = sc->steps;
   char name[512];
-  snprintf(name, sizeof name, "%s.updated", w->attr.weight);
+  snprintf(name, sizeof name, "%s.updated", safe_name(s, w->attr.weight));
   ir_node *u = ir_build_op(s->g, uop, ir_graph_unique_name(s->g, name), srcs, n, &attr, w->loc);
   u->layer = w->layer;
   u->note = arena_printf(s->g->arena, "%s: %s update in %s", w->layer ? w->layer : w->attr.weight,
@@ -470,7 +485,7 @@ static void update(grad_state *s, ir_node *w, ir_node *gw, const opt_scalars *sc
 
 /* An output name from a weight key: dense_1.kernel -> grad_dense_1_kernel. */
 static const char *grad_output_name(grad_state *s, const char *weight) {
-  char *n = arena_printf(s->g->arena, "grad_%s", weight);
+  char *n = arena_printf(s->g->arena, "grad_%s", safe_name(s, weight));
   for (char *p = n; *p; p++)
     if (*p == '.') *p = '_';
   return n;
