@@ -31,6 +31,7 @@
 #include "tools/options.h"
 #include "train/dataset.h"
 #include "train/history.h"
+#include "util/atomic_file.h"
 
 static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
 static int error(const char *fmt, ...) {
@@ -334,7 +335,9 @@ static bool load_data(const char *x, const char *y, int64_t features, int64_t cl
 }
 
 /* An output file must be creatable before an hour of training, not after:
- * its directory exists and is writable (the write itself is atomic). */
+ * its directory exists and is writable, and the writer's own checks pass
+ * (not a directory, a temporary file beside it, a name that can be
+ * created: atomic_file_check). */
 static bool writable(const char *opt, const char *path) {
   const char *slash = strrchr(path, '/');
   char dir[4096];
@@ -344,7 +347,11 @@ static bool writable(const char *opt, const char *path) {
     fprintf(stderr, "%s: error: %s cannot be written: directory %s: %s\n", path, opt, dir, strerror(errno));
     return false;
   }
-  return true;
+  diag_sink *d = diag_sink_create();
+  bool ok = atomic_file_check(path, d);
+  fputs(diag_text(d), stderr);
+  diag_sink_destroy(d);
+  return ok;
 }
 
 int castor_train_main(int argc, char **argv) {
@@ -418,6 +425,12 @@ int castor_train_main(int argc, char **argv) {
   castor_tensor *probe = NULL;
   bool scaling = castor_program_get_state(step, "optimizer.loss_scale", &probe) == CASTOR_OK;
   castor_tensor_destroy(probe);
+  if (scaling && c.history) { /* FILE.loss_scale.csv beside --history */
+    char *scale_csv = rt_history_scale_csv_path(c.history);
+    bool ok = writable("--history", scale_csv);
+    free(scale_csv);
+    if (!ok) goto done;
+  }
   rt_history_init(&h, s.accuracy, val.n > 0, scaling);
   int64_t steps = 0, skipped = 0;
   for (int64_t e = 0; e < c.epochs; e++) {
