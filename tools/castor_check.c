@@ -153,7 +153,7 @@ static int parse(int argc, char **argv, check_cli *c) {
       if (missing) return error("--input needs a file");
       vec_push(&c->inputs, v);
     } else if (OPT("--batch")) {
-      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 40, &n)) return error("--batch needs a positive integer, got '%s'", missing ? "" : v);
+      if (!cli_parse_int("--batch", v, missing, 1, INT64_C(1) << 40, "2^40", "a positive integer", &n)) return 1;
       c->o.batch = n;
     } else if (OPT("--seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
@@ -181,8 +181,7 @@ static int parse(int argc, char **argv, check_cli *c) {
       if (missing) return error("--y needs a file");
       c->y = v;
     } else if (OPT("--batch-size")) {
-      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 30, &n))
-        return error("--batch-size needs a positive integer, got '%s'", missing ? "" : v);
+      if (!cli_parse_int("--batch-size", v, missing, 1, INT64_C(1) << 30, "2^30", "a positive integer", &n)) return 1;
       c->batch_size = n;
     } else if (OPT("--loss-scale")) {
       if (missing) return error("--loss-scale needs dynamic, none or a number");

@@ -134,11 +134,10 @@ static int parse(int argc, char **argv, train_cli *c) {
     else if (!strcmp(a, "--centered")) c->to.centered = 1;
     else if (!strcmp(a, "--no-shuffle")) c->shuffle = false;
     else if (OPT("--epochs")) {
-      if (missing || !str_parse_i64(v, 1, 1000000, &n)) return error("--epochs needs a positive integer, got '%s'", missing ? "" : v);
+      if (!cli_parse_int("--epochs", v, missing, 1, 1000000, "10^6", "a positive integer", &n)) return 1;
       c->epochs = n;
     } else if (OPT("--batch-size")) {
-      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 30, &n))
-        return error("--batch-size needs a positive integer, got '%s'", missing ? "" : v);
+      if (!cli_parse_int("--batch-size", v, missing, 1, INT64_C(1) << 30, "2^30", "a positive integer", &n)) return 1;
       c->batch_size = n;
     } else if (OPT("--seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
@@ -147,12 +146,18 @@ static int parse(int argc, char **argv, train_cli *c) {
       if (missing || !parse_double(v, 0, 0.999999, &d)) return error("--validation-split needs a fraction in [0, 1), got '%s'", missing ? "" : v);
       c->validation_split = d;
     } else if (OPT("--learning-rate")) {
+      if (!missing && parse_double(v, 0, INFINITY, &d) && d > 1e30)
+        return error("--learning-rate must be at most 1e30, got '%s'", v);
+      if (!missing && parse_double(v, 0, INFINITY, &d) && d > 0 && d < 1e-30)
+        return error("--learning-rate must be at least 1e-30, got '%s'", v);
       if (missing || !parse_double(v, 1e-30, 1e30, &d)) return error("--learning-rate needs a positive number, got '%s'", missing ? "" : v);
       c->to.learning_rate = d;
     } else if (OPT("--momentum")) {
       if (missing || !parse_double(v, 0, 0.999999, &d)) return error("--momentum needs a number in [0, 1), got '%s'", missing ? "" : v);
       c->to.momentum = d;
     } else if (OPT("--loss-scale-min")) {
+      if (!missing && parse_double(v, 0, INFINITY, &d) && d > 0 && !(d >= 0x1p-24 && d <= 0x1p64))
+        return error("--loss-scale-min must be from 2^-24 to 2^64, got '%s'", v);
       if (missing || !parse_double(v, 0x1p-24, 0x1p64, &d)) return error("--loss-scale-min needs a positive number, got '%s'", missing ? "" : v);
       c->to.loss_scale_min = d;
     } else if (a[0] == '-' && a[1]) {
@@ -167,6 +172,9 @@ static int parse(int argc, char **argv, train_cli *c) {
   }
   if (!c->model) return error("%s: no model file given", argv[0]);
   if (!c->x || !c->y) return error("%s: --x and --y are required (features and labels)", argv[0]);
+  if (c->evaluate && (c->save || c->history || c->plot)) /* it was accepted and ignored */
+    return error("evaluate: %s is an option of castor train; evaluate trains nothing and writes no file",
+                 c->save ? "--save" : c->history ? "--history" : "--plot");
   if ((c->x_val != NULL) != (c->y_val != NULL)) return error("--x-val and --y-val go together");
   if (c->x_val && c->validation_split > 0) return error("--validation-split and --x-val/--y-val exclude each other");
   return 0;
