@@ -46,6 +46,12 @@ struct castor_program {
   castor_context *ctx;
   cg_exec *x;           /* the compiled program on its backend */
   const rt_program *rt; /* x->desc: inputs, outputs, buffers */
+  /* A training step's model weights that are not its states (their layer's
+   * output reaches no output, so no pass kept them): saved as loaded, so
+   * that castor_program_save_weights writes every weight the model has.
+   * Names and data owned. */
+  safetensors_tensor *untrained;
+  int n_untrained;
 };
 
 struct castor_tensor {
@@ -266,6 +272,28 @@ static bool train_options(const castor_train_options *t, bool loss_only, bool gr
  * dump and build map options to the pipeline here, so what `castor dump`
  * shows is what `castor run` compiles. The backend (cg_backend.h) decides
  * everything target-specific. */
+static int state_index(const castor_program *p, const char *name);
+
+/* The model's weights that the step program has no state for (see
+ * castor_program.untrained), copied from the model's graph. */
+static void keep_untrained(castor_program *p, const ir_graph *model) {
+  for (int i = 0; i < model->n_nodes; i++) {
+    const ir_node *n = model->nodes[i];
+    int64_t numel = 0;
+    if (n->op != IR_OP_CONST || !n->attr.weight || !n->attr.data || state_index(p, n->attr.weight) >= 0 ||
+        (n->type.dtype != DT_F32 && n->type.dtype != DT_F16 && n->type.dtype != DT_BF16) ||
+        !ir_type_numel(&n->type, 1, &numel))
+      continue;
+    size_t bytes = (size_t)numel * (size_t)dtype_size(n->type.dtype);
+    void *data = xmalloc(bytes ? bytes : 1);
+    memcpy(data, n->attr.data, bytes);
+    p->untrained = xrealloc(p->untrained, (size_t)(p->n_untrained + 1) * sizeof *p->untrained);
+    safetensors_tensor *t = &p->untrained[p->n_untrained++];
+    *t = (safetensors_tensor){.name = xstrdup(n->attr.weight), .dtype = n->type.dtype, .rank = n->type.rank, .data = data};
+    for (int r = 0; r < n->type.rank; r++) t->dims[r] = n->type.dims[r];
+  }
+}
+
 static castor_status compile(castor_model *m, const castor_compile_options *opts, const castor_driver_options *dopts,
                              castor_codegen_fn fn, void *fn_arg, castor_program **out_program) {
   if (!m) return CASTOR_ERR_INVALID_ARGUMENT;
@@ -348,6 +376,7 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   p->ctx = ctx;
   p->x = x;
   p->rt = x->desc;
+  if (dopts->train && !dopts->loss_only && !dopts->gradients) keep_untrained(p, m->graph);
   *out_program = p;
   return finish(ctx, CASTOR_OK);
 }
@@ -469,7 +498,7 @@ castor_status castor_program_save_weights(castor_program *p, const char *path) {
   begin(p->ctx);
   if (p->rt->n_states == 0)
     return fail(p->ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s is not a training program: it has no weights to save", p->rt->name);
-  safetensors_tensor *t = xcalloc((size_t)p->rt->n_states, sizeof *t);
+  safetensors_tensor *t = xcalloc((size_t)p->rt->n_states + (size_t)p->n_untrained, sizeof *t);
   int n = 0;
   bool ok = true;
   for (int i = 0; i < p->rt->n_states && ok; i++) { /* each weight copied out of the backend */
@@ -481,8 +510,10 @@ castor_status castor_program_save_weights(castor_program *p, const char *path) {
     n++;
     ok = cg_exec_state_read(p->x, i, data, p->ctx->diag);
   }
+  int n_copied = n; /* the copies above are ours to free; the untrained weights are the model's */
+  for (int i = 0; i < p->n_untrained; i++) t[n++] = p->untrained[i]; /* every weight of the model */
   ok = ok && safetensors_write(path, t, n, NULL, 0, p->ctx->diag);
-  for (int i = 0; i < n; i++) free((void *)t[i].data);
+  for (int i = 0; i < n_copied; i++) free((void *)t[i].data);
   free(t);
   return ok ? CASTOR_OK : finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_IO));
 }
@@ -549,6 +580,8 @@ castor_status castor_compile_to(castor_model *m, const castor_compile_options *o
 void castor_program_destroy(castor_program *p) {
   if (!p) return;
   cg_exec_destroy(p->x);
+  for (int i = 0; i < p->n_untrained; i++) free((void *)p->untrained[i].name), free((void *)p->untrained[i].data);
+  free(p->untrained);
   free(p);
 }
 

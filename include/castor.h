@@ -428,7 +428,10 @@ CASTOR_API castor_status castor_program_set_state(castor_program *p, const char 
 CASTOR_API castor_status castor_program_copy_weights(castor_program *dst, const castor_program *src);
 /* Writes the model weights, in their variable dtype, to a safetensors file
  * with the keys a model's `weights` line loads (<layer>.kernel, ...);
- * the file is replaced atomically. */
+ * the file is replaced atomically. A training step writes every weight the
+ * model declares: those of layers whose output reaches no output (not
+ * trained) keep the values the model was compiled with, so the file loads
+ * back into the same model. */
 CASTOR_API castor_status castor_program_save_weights(castor_program *p, const char *path);
 
 /* Where a rejected step overflowed: the layers whose gradients are not

@@ -173,6 +173,20 @@ static double default_lr(pass_optimizer o) { return o == PASS_OPT_SGD ? 0.01 : 0
 
 /* ---- building ---- */
 
+/* A value name derived from a weight key: the key's characters that a name
+ * may not hold ([A-Za-z_][A-Za-z0-9_.]*, ir/README.md) become '_', so that
+ * `weight="out.ker?el"` gives %out.ker_el.momentum; the key itself stays
+ * exact in the weight attribute. */
+static const char *safe_name(grad_state *s, const char *key) {
+  bool lead = (key[0] >= 'a' && key[0] <= 'z') || (key[0] >= 'A' && key[0] <= 'Z') || key[0] == '_';
+  char *n = arena_printf(s->g->arena, "%s%s", lead ? "" : "_", key);
+  for (char *p = n; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+          *p == '.'))
+      *p = '_';
+  return n;
+}
+
 static ir_node *leaf(grad_state *s, ir_op op, const char *name, ir_type t) {
   ir_node *n = ir_node_new(s->g, op, &t, NULL, 0, ir_graph_unique_name(s->g, name), no_loc);
   ir_graph_append(s->g, n);
@@ -183,8 +197,9 @@ static ir_node *leaf(grad_state *s, ir_op op, const char *name, ir_type t) {
  * scalars). */
 static ir_node *state(grad_state *s, ir_state_kind k, const char *weight, ir_type t, double init,
                       const char *note) {
-  ir_node *n = leaf(s, IR_OP_VARIABLE, weight, t);
-  n->attr.weight = n->name;
+  const char *name = safe_name(s, weight);
+  ir_node *n = leaf(s, IR_OP_VARIABLE, name, t);
+  n->attr.weight = strcmp(name, weight) == 0 ? n->name : arena_strdup(s->g->arena, weight);
   n->attr.init = init;
   n->attr.kind = k;
   n->note = note;
@@ -466,7 +481,7 @@ static void update(grad_state *s, ir_node *w, ir_node *gw, const opt_scalars *sc
   srcs[n++] = sc->ok;
   if (uop == IR_OP_ADAM) srcs[n++] = sc->steps;
   char name[512];
-  snprintf(name, sizeof name, "%s.updated", w->attr.weight);
+  snprintf(name, sizeof name, "%s.updated", safe_name(s, w->attr.weight));
   ir_node *u = ir_build_op(s->g, uop, ir_graph_unique_name(s->g, name), srcs, n, &attr, w->loc);
   u->layer = w->layer;
   u->note = arena_printf(s->g->arena, "%s: %s update in %s", w->layer ? w->layer : w->attr.weight,
@@ -475,7 +490,7 @@ static void update(grad_state *s, ir_node *w, ir_node *gw, const opt_scalars *sc
 
 /* An output name from a weight key: dense_1.kernel -> grad_dense_1_kernel. */
 static const char *grad_output_name(grad_state *s, const char *weight) {
-  char *n = arena_printf(s->g->arena, "grad_%s", weight);
+  char *n = arena_printf(s->g->arena, "grad_%s", safe_name(s, weight));
   for (char *p = n; *p; p++)
     if (*p == '.') *p = '_';
   return n;
@@ -597,10 +612,19 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   int n_upd = 0;
   for (int i = 0; i < s.n_fwd; i++) {
     ir_node *v = g->nodes[i];
-    if (v->op != IR_OP_VARIABLE || !s.adjoint[i]) continue; /* unused weights get no update */
+    if (v->op != IR_OP_VARIABLE || !s.adjoint[i]) continue;
     vars[n_upd] = v, grads[n_upd] = s.adjoint[i];
     n_upd++;
   }
+  if (n_upd == 0) /* Keras: "No gradients provided for any variable" */
+    return fail(&s, DIAG_KIND_INVALID_MODEL, pred->loc,
+                "grad: no gradients for any weight: the loss (%s) of the output %s depends on none of them",
+                loss_names[o->loss], pred_name);
+  for (int i = 0; i < s.n_fwd && n_upd < n_vars; i++) /* Keras: "Gradients do not exist for variables ..." */
+    if (g->nodes[i]->op == IR_OP_VARIABLE && !s.adjoint[i])
+      diag_warning(ctx->diag, g->nodes[i]->loc,
+                   "grad: weight %s does not reach the output %s: it has no gradient and is not trained",
+                   g->nodes[i]->attr.weight, pred_name);
   ir_graph_add_output(g, "loss", loss);
   if (o->optimizer == PASS_OPT_NONE) {
     for (int k = 0; k < n_upd; k++) ir_graph_add_output(g, grad_output_name(&s, vars[k]->attr.weight), grads[k]);

@@ -3,8 +3,9 @@
 # (bookworm), skipping packages that are already there. Run as root or with
 # sudo available. Idempotent; prints nothing when all is present.
 set -eu
-# clang-19 and libclang-rt-19-dev: the libFuzzer targets of tests/fuzz (.ci/run)
-pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev zlib1g-dev clang-19 libclang-rt-19-dev"
+# clang-19 and libclang-rt-19-dev: the libFuzzer targets of tests/fuzz (.ci/run);
+# graphviz: dot, for --emit=svg|png and the dot_svg test (it skips without it)
+pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev zlib1g-dev clang-19 libclang-rt-19-dev graphviz"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

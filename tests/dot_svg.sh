@@ -1,7 +1,8 @@
 #!/bin/sh
 # dot_svg.sh BINDIR SRCDIR: the DOT castor writes parses with Graphviz.
 #   - without dot on PATH, --emit=svg fails with the message saying how to
-#     install it (always checked);
+#     install it, and scripts/install-deps.sh installs graphviz (always
+#     checked);
 #   - with dot: castor dump --emit=dot of every sample and golden DOT case
 #     renders with dot -Tsvg, --emit=svg|png write SVG and PNG, and
 #     castor check --graph=FILE.svg writes the annotated graph.
@@ -16,6 +17,10 @@ rc=$?
 want="castor: error: --emit=svg needs Graphviz's 'dot', which is not installed: install it with 'apt-get install graphviz' (Debian, Ubuntu), or write DOT with --emit=dot"
 [ $rc = 1 ] || fail "--emit=svg without dot: exit status $rc, expected 1"
 [ "$out" = "$want" ] || fail "--emit=svg without dot said: $out"
+
+# a fresh machine gets dot from scripts/install-deps.sh (always checked)
+grep -q '^pkgs=".* graphviz[ "]' "$src/scripts/install-deps.sh" ||
+  fail "scripts/install-deps.sh does not install graphviz"
 
 if ! command -v dot >/dev/null 2>&1; then
   echo "skipped: Graphviz's dot is not installed (apt-get install graphviz)"

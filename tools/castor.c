@@ -161,7 +161,7 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (missing) return error("--output needs a file");
       vec_push(&c->outputs, v);
     } else if (OPT("--batch")) {
-      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 40, &n)) return error("--batch needs a positive integer, got '%s'", missing ? "" : v);
+      if (!cli_parse_int("--batch", v, missing, 1, INT64_C(1) << 40, "2^40", "a positive integer", &n)) return 1;
       c->batch = n;
     } else if (OPT("--seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
@@ -198,7 +198,7 @@ static int parse_args(int argc, char **argv, cli *c) {
     } else if (!strcmp(a, "--stats")) {
       c->stats = true;
     } else if (OPT("--repeat")) {
-      if (missing || !str_parse_i64(v, 1, 100000, &n)) return error("--repeat needs a positive integer, got '%s'", missing ? "" : v);
+      if (!cli_parse_int("--repeat", v, missing, 1, 100000, "10^5", "a positive integer", &n)) return 1;
       c->repeat = (int)n;
     } else if (a[0] == '-' && a[1]) {
       return error("unknown option '%s' (see castor --help)", a);

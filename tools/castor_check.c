@@ -153,7 +153,7 @@ static int parse(int argc, char **argv, check_cli *c) {
       if (missing) return error("--input needs a file");
       vec_push(&c->inputs, v);
     } else if (OPT("--batch")) {
-      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 40, &n)) return error("--batch needs a positive integer, got '%s'", missing ? "" : v);
+      if (!cli_parse_int("--batch", v, missing, 1, INT64_C(1) << 40, "2^40", "a positive integer", &n)) return 1;
       c->o.batch = n;
     } else if (OPT("--seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
@@ -181,8 +181,7 @@ static int parse(int argc, char **argv, check_cli *c) {
       if (missing) return error("--y needs a file");
       c->y = v;
     } else if (OPT("--batch-size")) {
-      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 30, &n))
-        return error("--batch-size needs a positive integer, got '%s'", missing ? "" : v);
+      if (!cli_parse_int("--batch-size", v, missing, 1, INT64_C(1) << 30, "2^30", "a positive integer", &n)) return 1;
       c->batch_size = n;
     } else if (OPT("--loss-scale")) {
       if (missing) return error("--loss-scale needs dynamic, none or a number");
@@ -231,10 +230,13 @@ static int write_graph(castor_check_report *r, const char *path) {
   const char *ext = strrchr(path, '.') + 1;
   if (strcmp(ext, "dot")) return castor_render_dot(dot, ext, path);
   FILE *f = fopen(path, "w");
-  if (!f || fputs(dot, f) < 0 || fclose(f) != 0) {
-    if (f) fclose(f);
-    return error("cannot write '%s': %s", path, strerror(errno));
-  }
+  if (!f) return error("cannot write '%s': %s", path, strerror(errno));
+  /* fclose releases the stream even when it fails: it is called once. */
+  errno = 0;
+  int e = fputs(dot, f) < 0 || fflush(f) != 0 ? (errno ? errno : EIO) : 0;
+  errno = 0;
+  if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+  if (e) return error("cannot write '%s': %s", path, strerror(e));
   return 0;
 }
 

@@ -31,6 +31,7 @@
 #include "tools/options.h"
 #include "train/dataset.h"
 #include "train/history.h"
+#include "util/atomic_file.h"
 
 static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
 static int error(const char *fmt, ...) {
@@ -133,11 +134,10 @@ static int parse(int argc, char **argv, train_cli *c) {
     else if (!strcmp(a, "--centered")) c->to.centered = 1;
     else if (!strcmp(a, "--no-shuffle")) c->shuffle = false;
     else if (OPT("--epochs")) {
-      if (missing || !str_parse_i64(v, 1, 1000000, &n)) return error("--epochs needs a positive integer, got '%s'", missing ? "" : v);
+      if (!cli_parse_int("--epochs", v, missing, 1, 1000000, "10^6", "a positive integer", &n)) return 1;
       c->epochs = n;
     } else if (OPT("--batch-size")) {
-      if (missing || !str_parse_i64(v, 1, INT64_C(1) << 30, &n))
-        return error("--batch-size needs a positive integer, got '%s'", missing ? "" : v);
+      if (!cli_parse_int("--batch-size", v, missing, 1, INT64_C(1) << 30, "2^30", "a positive integer", &n)) return 1;
       c->batch_size = n;
     } else if (OPT("--seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
@@ -146,12 +146,18 @@ static int parse(int argc, char **argv, train_cli *c) {
       if (missing || !parse_double(v, 0, 0.999999, &d)) return error("--validation-split needs a fraction in [0, 1), got '%s'", missing ? "" : v);
       c->validation_split = d;
     } else if (OPT("--learning-rate")) {
+      if (!missing && parse_double(v, 0, INFINITY, &d) && d > 1e30)
+        return error("--learning-rate must be at most 1e30, got '%s'", v);
+      if (!missing && parse_double(v, 0, INFINITY, &d) && d > 0 && d < 1e-30)
+        return error("--learning-rate must be at least 1e-30, got '%s'", v);
       if (missing || !parse_double(v, 1e-30, 1e30, &d)) return error("--learning-rate needs a positive number, got '%s'", missing ? "" : v);
       c->to.learning_rate = d;
     } else if (OPT("--momentum")) {
       if (missing || !parse_double(v, 0, 0.999999, &d)) return error("--momentum needs a number in [0, 1), got '%s'", missing ? "" : v);
       c->to.momentum = d;
     } else if (OPT("--loss-scale-min")) {
+      if (!missing && parse_double(v, 0, INFINITY, &d) && d > 0 && !(d >= 0x1p-24 && d <= 0x1p64))
+        return error("--loss-scale-min must be from 2^-24 to 2^64, got '%s'", v);
       if (missing || !parse_double(v, 0x1p-24, 0x1p64, &d)) return error("--loss-scale-min needs a positive number, got '%s'", missing ? "" : v);
       c->to.loss_scale_min = d;
     } else if (a[0] == '-' && a[1]) {
@@ -166,6 +172,9 @@ static int parse(int argc, char **argv, train_cli *c) {
   }
   if (!c->model) return error("%s: no model file given", argv[0]);
   if (!c->x || !c->y) return error("%s: --x and --y are required (features and labels)", argv[0]);
+  if (c->evaluate && (c->save || c->history || c->plot)) /* it was accepted and ignored */
+    return error("evaluate: %s is an option of castor train; evaluate trains nothing and writes no file",
+                 c->save ? "--save" : c->history ? "--history" : "--plot");
   if ((c->x_val != NULL) != (c->y_val != NULL)) return error("--x-val and --y-val go together");
   if (c->x_val && c->validation_split > 0) return error("--validation-split and --x-val/--y-val exclude each other");
   return 0;
@@ -334,7 +343,9 @@ static bool load_data(const char *x, const char *y, int64_t features, int64_t cl
 }
 
 /* An output file must be creatable before an hour of training, not after:
- * its directory exists and is writable (the write itself is atomic). */
+ * its directory exists and is writable, and the writer's own checks pass
+ * (not a directory, a temporary file beside it, a name that can be
+ * created: atomic_file_check). */
 static bool writable(const char *opt, const char *path) {
   const char *slash = strrchr(path, '/');
   char dir[4096];
@@ -344,7 +355,11 @@ static bool writable(const char *opt, const char *path) {
     fprintf(stderr, "%s: error: %s cannot be written: directory %s: %s\n", path, opt, dir, strerror(errno));
     return false;
   }
-  return true;
+  diag_sink *d = diag_sink_create();
+  bool ok = atomic_file_check(path, d);
+  fputs(diag_text(d), stderr);
+  diag_sink_destroy(d);
+  return ok;
 }
 
 int castor_train_main(int argc, char **argv) {
@@ -373,8 +388,12 @@ int castor_train_main(int argc, char **argv) {
   if (!c.to.optimizer) c.to.optimizer = model_to.optimizer;
   castor_compile_options co = c.opts.compile;
   s.m = m, s.co = &co, s.to = &c.to;
-  if ((!c.evaluate && castor_compile_train(m, &co, &c.to, &step) != CASTOR_OK) ||
-      castor_compile_eval(m, &co, &c.to, &eval) != CASTOR_OK) {
+  if (!c.evaluate && castor_compile_train(m, &co, &c.to, &step) != CASTOR_OK) {
+    fputs(castor_context_last_error(s.ctx), stderr);
+    goto done;
+  }
+  fputs(castor_context_last_warnings(s.ctx), stderr); /* weights the loss does not reach */
+  if (castor_compile_eval(m, &co, &c.to, &eval) != CASTOR_OK) {
     fputs(castor_context_last_error(s.ctx), stderr);
     goto done;
   }
@@ -414,6 +433,12 @@ int castor_train_main(int argc, char **argv) {
   castor_tensor *probe = NULL;
   bool scaling = castor_program_get_state(step, "optimizer.loss_scale", &probe) == CASTOR_OK;
   castor_tensor_destroy(probe);
+  if (scaling && c.history) { /* FILE.loss_scale.csv beside --history */
+    char *scale_csv = rt_history_scale_csv_path(c.history);
+    bool ok = writable("--history", scale_csv);
+    free(scale_csv);
+    if (!ok) goto done;
+  }
   rt_history_init(&h, s.accuracy, val.n > 0, scaling);
   int64_t steps = 0, skipped = 0;
   for (int64_t e = 0; e < c.epochs; e++) {

@@ -24,6 +24,20 @@ static cli_opt_result error(const char *fmt, ...) {
   return CLI_OPT_ERROR;
 }
 
+bool cli_parse_int(const char *opt, const char *v, bool missing, int64_t lo, int64_t hi, const char *hi_text,
+                   const char *what, int64_t *out) {
+  if (missing) return error("%s needs %s, got ''", opt, what), false;
+  const char *d = v + (*v == '+');
+  bool digits = *d != 0;
+  for (const char *p = d; *p; p++) digits &= *p >= '0' && *p <= '9';
+  int64_t n;
+  if (str_parse_i64(v, lo, hi, &n)) return *out = n, true;
+  /* past the cap, or too many digits for int64 at all */
+  if (str_parse_i64(v, hi, INT64_MAX, &n) || (digits && !str_parse_i64(v, INT64_MIN, INT64_MAX, &n)))
+    return error("%s must be at most %s, got '%s'", opt, hi_text, v), false;
+  return error("%s needs %s, got '%s'", opt, what, v), false;
+}
+
 void cli_options_init(cli_options *o) {
   castor_load_options_init(&o->load);
   castor_compile_options_init(&o->compile);
@@ -81,8 +95,7 @@ static cli_opt_result parse_compile(castor_compile_options *co, unsigned groups,
     if (missing || !cli_target_from_name(v, &co->target))
       return error("--target takes one of: %s", cg_backend_names());
   } else if ((groups & CLI_OPT_TARGET) && OPT("--device")) {
-    if (missing || !str_parse_i64(v, 0, 1024, &n))
-      return error("--device needs a device index, got '%s'", missing ? "" : v);
+    if (!cli_parse_int("--device", v, missing, 0, 1024, "1024", "a device index", &n)) return CLI_OPT_ERROR;
     co->device = (int)n;
   } else if ((groups & CLI_OPT_TARGET) && OPT("--sm")) {
     if (missing) return error("--sm needs an architecture, e.g. sm_90");
@@ -91,8 +104,7 @@ static cli_opt_result parse_compile(castor_compile_options *co, unsigned groups,
     if (missing) return error("--cpu needs a CPU name, e.g. x86-64-v3");
     co->cpu = v;
   } else if ((groups & CLI_OPT_THREADS) && OPT("--threads")) {
-    if (missing || !str_parse_i64(v, 1, 1024, &n))
-      return error("--threads needs a positive integer, got '%s'", missing ? "" : v);
+    if (!cli_parse_int("--threads", v, missing, 1, 1024, "1024", "a positive integer", &n)) return CLI_OPT_ERROR;
     co->threads = (int)n;
   } else {
     return CLI_OPT_NONE;

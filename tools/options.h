@@ -46,6 +46,14 @@ typedef enum cli_opt_result {
 /* Parses argv[*i] if it is a shared option of `groups` (CLI_OPT_*). */
 cli_opt_result cli_options_parse(cli_options *o, unsigned groups, int argc, char **argv, int *i);
 
+/* An integer option's value in [lo, hi]. False, with the error printed,
+ * when it is missing, not an integer or below lo ("--epochs needs a
+ * positive integer, got '0'", `what` naming what it needs) or past hi,
+ * where the error names the cap ("--epochs must be at most 10^6, got
+ * '2000000'", `hi_text` writing hi). */
+bool cli_parse_int(const char *opt, const char *v, bool missing, int64_t lo, int64_t hi, const char *hi_text,
+                   const char *what, int64_t *out);
+
 /* The target named by a backend's name (cpu, cuda); false if none is. */
 bool cli_target_from_name(const char *name, castor_target *out);
 

@@ -15,6 +15,12 @@
  *   atomic_file_write(&af, bytes, n);          // any number of times
  *   return atomic_file_commit(&af, d);         // or atomic_file_abort(&af)
  *
+ * A target that is not a regular file is never replaced: a FIFO, a
+ * character device (/dev/null) or a symbolic link (/dev/stdout) is written
+ * through, without the all-at-once guarantee; a directory, a block device
+ * or a socket is refused. A temporary file left by SIGINT, SIGTERM or
+ * SIGHUP is removed before the process ends.
+ *
  * Write errors are sticky: atomic_file_write remembers the first errno and
  * atomic_file_commit reports it, so callers need not check every write.
  */
@@ -28,9 +34,16 @@
 typedef struct atomic_file {
   FILE *f;        /* the temporary file; NULL once committed or aborted */
   char *path;     /* the target */
-  char *tmp_path; /* "<path>.tmp.<pid>.<n>" beside it */
+  char *tmp_path; /* ".castor-<pid>-<n>.tmp" beside it; NULL when written through */
   int err;        /* first errno of a failed write; 0 while all is well */
+  int slot;       /* its registration for removal on a fatal signal, + 1; 0: none */
 } atomic_file;
+
+/* Checks, before the work whose result goes there, that path can be
+ * written: it is not a directory or another kind of file that is refused,
+ * a temporary file can be created beside it, and a new name can be
+ * created. False, with the error begin or commit would give. */
+bool atomic_file_check(const char *path, diag_sink *d);
 
 /* Creates the temporary file (mode 0666 minus the umask, or the mode of
  * the existing target). False, with an error, when it cannot be created:

@@ -3,7 +3,10 @@
  * has the new contents and no temporary file is left beside it; after a
  * failed write (a file-size limit, a target that is a directory, a missing
  * directory, an abort) the old file is byte-identical and no temporary file
- * is left either.
+ * is left either. A FIFO, /dev/null and a symbolic link are written
+ * through, never replaced; a long legal name works; atomic_file_check
+ * refuses what commit would; SIGINT before the commit leaves no temporary
+ * file.
  */
 #include "util/atomic_file.h"
 
@@ -12,6 +15,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 static void assert_contents(const char *path, const char *want) {
   char *data;
@@ -108,6 +112,119 @@ START_TEST(test_errors) {
 }
 END_TEST
 
+/* A FIFO is written through (a reader gets the bytes) and stays a FIFO. */
+START_TEST(test_fifo_written_through) {
+  char p[256];
+  tmp_path("fifo", p, sizeof p);
+  ck_assert(mkfifo(p, 0600) == 0);
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) { /* the reader */
+    char buf[64] = {0};
+    FILE *f = fopen(p, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    _exit(n == 8 && memcmp(buf, "through\n", 8) == 0 ? 0 : 1);
+  }
+  diag_sink *d = diag_sink_create();
+  ck_assert_msg(atomic_file_write_all(p, "through\n", 8, d), "%s", diag_text(d));
+  int status = 0;
+  ck_assert(waitpid(pid, &status, 0) == pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the FIFO's reader got other bytes");
+  struct stat st;
+  ck_assert(lstat(p, &st) == 0);
+  ck_assert_msg(S_ISFIFO(st.st_mode), "the FIFO was replaced (mode %o)", (unsigned)st.st_mode);
+  ck_assert_int_eq(tmpdir_count(), 1);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* /dev/null is written through and stays a character device (as root, a
+ * rename would replace the system's /dev/null). */
+START_TEST(test_dev_null_written_through) {
+  struct stat before, after;
+  ck_assert(stat("/dev/null", &before) == 0 && S_ISCHR(before.st_mode));
+  diag_sink *d = diag_sink_create();
+  ck_assert_msg(atomic_file_write_all("/dev/null", "x", 1, d), "%s", diag_text(d));
+  ck_assert(stat("/dev/null", &after) == 0);
+  ck_assert_msg(S_ISCHR(after.st_mode) && after.st_rdev == before.st_rdev, "/dev/null was replaced");
+  ck_assert_str_eq(diag_text(d), "");
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* A symbolic link is written through: the link stays, its target changes. */
+START_TEST(test_symlink_written_through) {
+  char p[256], link[256];
+  tmp_path("target.txt", p, sizeof p);
+  tmp_path("link.txt", link, sizeof link);
+  write_bytes(p, "old", 3);
+  ck_assert(symlink("target.txt", link) == 0);
+  diag_sink *d = diag_sink_create();
+  ck_assert_msg(atomic_file_write_all(link, "new", 3, d), "%s", diag_text(d));
+  struct stat st;
+  ck_assert(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+  assert_contents(p, "new");
+  ck_assert_int_eq(tmpdir_count(), 2);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* A legal 250-byte name works (the temporary name does not grow past
+ * NAME_MAX); atomic_file_check refuses a name too long and a directory
+ * before any work, and leaves nothing behind. */
+START_TEST(test_long_name_and_check) {
+  char name[300], p[400], want[800];
+  memset(name, 'w', 250);
+  name[250] = 0;
+  tmp_path(name, p, sizeof p);
+  diag_sink *d = diag_sink_create();
+  ck_assert_msg(atomic_file_check(p, d), "%s", diag_text(d));
+  ck_assert_int_eq(tmpdir_count(), 0);
+  ck_assert_msg(atomic_file_write_all(p, "long\n", 5, d), "%s", diag_text(d));
+  assert_contents(p, "long\n");
+  ck_assert_int_eq(tmpdir_count(), 1);
+  memset(name, 'w', 256);
+  name[256] = 0;
+  tmp_path(name, p, sizeof p);
+  ck_assert(!atomic_file_check(p, d));
+  snprintf(want, sizeof want, "%s: error: cannot create the file: %s\n", p, strerror(ENAMETOOLONG));
+  ck_assert_str_eq(diag_text(d), want);
+  diag_clear(d);
+  tmp_path("dir", p, sizeof p);
+  ck_assert(mkdir(p, 0755) == 0);
+  ck_assert(!atomic_file_check(p, d));
+  snprintf(want, sizeof want, "%s: error: cannot write: Is a directory\n", p);
+  ck_assert_str_eq(diag_text(d), want);
+  diag_clear(d);
+  ck_assert_msg(atomic_file_check("/dev/null", d), "%s", diag_text(d));
+  ck_assert_int_eq(tmpdir_count(), 2);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* SIGINT between the temporary file's creation and the rename: the
+ * temporary file is removed and the process still dies of SIGINT. */
+START_TEST(test_sigint_removes_tmp) {
+  char p[256];
+  tmp_path("out.safetensors", p, sizeof p);
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    signal(SIGINT, SIG_DFL);
+    diag_sink *d = diag_sink_create();
+    atomic_file af;
+    if (!atomic_file_begin(&af, p, d)) _exit(2);
+    atomic_file_write(&af, "partial", 7);
+    raise(SIGINT);
+    _exit(3);
+  }
+  int status = 0;
+  ck_assert(waitpid(pid, &status, 0) == pid);
+  ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT, "status %#x: not killed by SIGINT", status);
+  ck_assert_msg(tmpdir_count() == 0, "%d files left behind", tmpdir_count());
+}
+END_TEST
+
 static Suite *atomic_file_suite(void) {
   Suite *s = suite_create("atomic_file");
   TCase *tc = tcase_create("atomic_file");
@@ -116,6 +233,11 @@ static Suite *atomic_file_suite(void) {
   tcase_add_test(tc, test_abort_keeps_old);
   tcase_add_test(tc, test_failed_write_keeps_old);
   tcase_add_test(tc, test_errors);
+  tcase_add_test(tc, test_fifo_written_through);
+  tcase_add_test(tc, test_dev_null_written_through);
+  tcase_add_test(tc, test_symlink_written_through);
+  tcase_add_test(tc, test_long_name_and_check);
+  tcase_add_test(tc, test_sigint_removes_tmp);
   suite_add_tcase(s, tc);
   return s;
 }
