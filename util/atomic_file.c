@@ -9,10 +9,11 @@
  * name survives a crash; a directory that cannot be opened for that (some
  * file systems) is not an error, as the data itself is already on disk.
  *
- * Only a regular file (or a new name) is replaced. A FIFO or a character
- * device (/dev/null, a terminal) is written through, and so is a symbolic
- * link (/dev/stdout), since renaming over it would replace the node or the
- * link itself; any other kind of file is refused.
+ * Only a regular file (or a new name) is replaced. A symbolic link to a
+ * regular file replaces the file it resolves to, the same way, and the
+ * link stays. A FIFO or a character device (/dev/null, a terminal, and
+ * /dev/stdout, a link to one) is written through, since renaming over it
+ * would replace the node itself; any other kind of file is refused.
  *
  * Live temporary names are registered for SIGINT, SIGTERM and SIGHUP: a
  * handler (installed where the signal's action was the default) unlinks
@@ -161,14 +162,48 @@ bool atomic_file_check(const char *path, diag_sink *d) {
   return true;
 }
 
+/* The descriptor a path names in this process ("/dev/stdout", "/dev/stderr",
+ * "/dev/fd/N", "/proc/self/fd/N"), or -1. Writing to such a path means
+ * writing to that descriptor where the shell left it (a file it opened to
+ * append to, a pipe): opening the path anew would start at offset 0 and,
+ * with O_TRUNC, empty the file. */
+static int own_descriptor(const char *path) {
+  if (strcmp(path, "/dev/stdout") == 0) return 1;
+  if (strcmp(path, "/dev/stderr") == 0) return 2;
+  const char *n = strncmp(path, "/dev/fd/", 8) == 0 ? path + 8 : strncmp(path, "/proc/self/fd/", 14) == 0 ? path + 14 : NULL;
+  if (!n || !*n) return -1;
+  long v = 0;
+  for (; *n; n++) {
+    if (*n < '0' || *n > '9' || v > 1 << 20) return -1;
+    v = v * 10 + (*n - '0');
+  }
+  return (int)v;
+}
+
 bool atomic_file_begin(atomic_file *af, const char *path, diag_sink *d) {
   *af = (atomic_file){0};
-  struct stat st;
+  struct stat st, lst;
   int err;
   target_kind k = target_of(path, &st, &err);
   if (k == TARGET_BAD) return bad_target(path, err, d), false;
+  if (k == TARGET_THROUGH && S_ISREG(st.st_mode) && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    /* a link to a regular file: the file it resolves to is replaced as a
+     * whole (all or nothing), and the link stays */
+    char *real = realpath(path, NULL);
+    /* /dev/stdout and /dev/fd/N lead through /proc/self/fd to whatever the
+     * descriptor is: a file the shell opened (maybe to append to) is
+     * written through, never replaced */
+    if (real && (strncmp(path, "/dev/", 5) == 0 || strncmp(real, "/proc/", 6) == 0)) free(real), real = NULL;
+    if (real) {
+      bool ok = atomic_file_begin(af, real, d);
+      free(real);
+      return ok;
+    }
+  }
   if (k == TARGET_THROUGH) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_NOCTTY | O_CLOEXEC | (S_ISREG(st.st_mode) ? O_TRUNC : 0), 0666);
+    int own = own_descriptor(path);
+    int fd = own >= 0 ? fcntl(own, F_DUPFD_CLOEXEC, 3)
+                      : open(path, O_WRONLY | O_CREAT | O_NOCTTY | O_CLOEXEC | (S_ISREG(st.st_mode) ? O_TRUNC : 0), 0666);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
       int e = errno;

@@ -15,10 +15,12 @@
  *   atomic_file_write(&af, bytes, n);          // any number of times
  *   return atomic_file_commit(&af, d);         // or atomic_file_abort(&af)
  *
- * A target that is not a regular file is never replaced: a FIFO, a
- * character device (/dev/null) or a symbolic link (/dev/stdout) is written
- * through, without the all-at-once guarantee; a directory, a block device
- * or a socket is refused. A temporary file left by SIGINT, SIGTERM or
+ * A target that is not a regular file is never replaced: a symbolic link
+ * to a regular file replaces the file it resolves to (the link stays); a
+ * FIFO or a character device (/dev/null) is written through, without the
+ * all-at-once guarantee; /dev/stdout, /dev/stderr and /dev/fd/N write to
+ * that descriptor where it stands (a file the shell opened to append to
+ * keeps its contents); a directory, a block device or a socket is refused. A temporary file left by SIGINT, SIGTERM or
  * SIGHUP is removed before the process ends.
  *
  * Write errors are sticky: atomic_file_write remembers the first errno and

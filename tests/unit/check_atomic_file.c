@@ -13,6 +13,7 @@
 #include "tests/unit/test_support.h"
 #include "tests/unit/tmpdir_fixture.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -152,19 +153,44 @@ START_TEST(test_dev_null_written_through) {
 }
 END_TEST
 
-/* A symbolic link is written through: the link stays, its target changes. */
+/* A symbolic link to a regular file: the link stays, and the file it
+ * resolves to is replaced as a whole (a new inode: renamed over, all or
+ * nothing), not rewritten in place. */
 START_TEST(test_symlink_written_through) {
   char p[256], link[256];
   tmp_path("target.txt", p, sizeof p);
   tmp_path("link.txt", link, sizeof link);
   write_bytes(p, "old", 3);
   ck_assert(symlink("target.txt", link) == 0);
+  struct stat before;
+  ck_assert(stat(p, &before) == 0);
   diag_sink *d = diag_sink_create();
   ck_assert_msg(atomic_file_write_all(link, "new", 3, d), "%s", diag_text(d));
   struct stat st;
   ck_assert(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+  ck_assert(stat(p, &st) == 0);
+  ck_assert_msg(st.st_ino != before.st_ino, "the link's target was rewritten in place, not replaced");
   assert_contents(p, "new");
   ck_assert_int_eq(tmpdir_count(), 2);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* /dev/fd/N (as /dev/stdout is for fd 1) writes to descriptor N where it
+ * stands: a file the shell opened to append to keeps what it had (opening
+ * the path anew with O_TRUNC emptied it). */
+START_TEST(test_own_descriptor_appends) {
+  char p[256], dev[64];
+  tmp_path("log.txt", p, sizeof p);
+  write_bytes(p, "old,", 4);
+  int fd = open(p, O_WRONLY | O_APPEND);
+  ck_assert(fd >= 0);
+  snprintf(dev, sizeof dev, "/dev/fd/%d", fd);
+  diag_sink *d = diag_sink_create();
+  ck_assert_msg(atomic_file_write_all(dev, "new", 3, d), "%s", diag_text(d));
+  close(fd);
+  assert_contents(p, "old,new");
+  ck_assert_int_eq(tmpdir_count(), 1);
   diag_sink_destroy(d);
 }
 END_TEST
@@ -236,6 +262,7 @@ static Suite *atomic_file_suite(void) {
   tcase_add_test(tc, test_fifo_written_through);
   tcase_add_test(tc, test_dev_null_written_through);
   tcase_add_test(tc, test_symlink_written_through);
+  tcase_add_test(tc, test_own_descriptor_appends);
   tcase_add_test(tc, test_long_name_and_check);
   tcase_add_test(tc, test_sigint_removes_tmp);
   suite_add_tcase(s, tc);
