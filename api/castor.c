@@ -27,6 +27,7 @@ _Static_assert((int)CASTOR_STATE_TRAINABLE == (int)RT_STATE_TRAINABLE &&
                    (int)CASTOR_STATE_NONTRAINABLE == (int)RT_STATE_NONTRAINABLE &&
                    (int)CASTOR_STATE_SLOT == (int)RT_STATE_SLOT && (int)CASTOR_STATE_SCALAR == (int)RT_STATE_SCALAR,
                "castor_state_kind and rt_state_kind must agree");
+_Static_assert(CASTOR_MAX_RANK == TENSOR_MAX_RANK, "castor.h's CASTOR_MAX_RANK is util/dtype.h's TENSOR_MAX_RANK");
 _Static_assert((int)SAFETENSORS_MAX_RANK == (int)IR_MAX_RANK &&
                    (int)NPY_MAX_RANK == (int)RT_MAX_RANK && (int)IR_MAX_RANK == (int)RT_MAX_RANK,
                "the formats, the IR and the runtime must agree on the largest rank");

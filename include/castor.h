@@ -29,6 +29,9 @@ extern "C" {
 #define CASTOR_VERSION_PATCH 0
 #define CASTOR_VERSION_STRING "0.1.0"
 
+/* The most dimensions a tensor has (a batch dimension included). */
+#define CASTOR_MAX_RANK 6
+
 #if defined(_WIN32)
 #define CASTOR_API
 #elif defined(__GNUC__)
@@ -168,7 +171,7 @@ CASTOR_API castor_status castor_program_input_info(const castor_program *p, int 
 CASTOR_API castor_status castor_program_output_info(const castor_program *p, int i,
                                                     castor_tensor_info *out_info);
 
-/* ---- tensors: dense, row-major, 64-byte aligned host memory; rank 0 to 6 ---- */
+/* ---- tensors: dense, row-major, 64-byte aligned host memory; rank 0 to CASTOR_MAX_RANK ---- */
 
 CASTOR_API castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int rank,
                                               const int64_t *dims, castor_tensor **out_tensor);
@@ -245,7 +248,7 @@ typedef struct castor_check_nonfinite {
   const char *value; /* the IR value's name */
   int64_t index;     /* flat row-major index of the element */
   int rank;
-  int64_t coords[4]; /* its coordinates (batch first) */
+  int64_t coords[CASTOR_MAX_RANK]; /* its coordinates (batch first), rank of them */
   double x;          /* NaN, Inf or -Inf */
 } castor_check_nonfinite;
 

@@ -333,7 +333,7 @@ static int cmd_run(const cli *c) {
   for (int i = 0; i < n_in; i++) {
     castor_tensor_info info;
     castor_program_input_info(p, i, &info);
-    int64_t dims[4];
+    int64_t dims[CASTOR_MAX_RANK];
     if (c->inputs.len) {
       if (castor_tensor_load_npy_as(ctx, c->inputs.data[i], info.dtype == CASTOR_F32, &in[i]) != CASTOR_OK) {
         fputs(castor_context_last_error(ctx), stderr);
