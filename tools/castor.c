@@ -101,17 +101,6 @@ static int usage(FILE *f, int rc) {
   return rc;
 }
 
-static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
-static int error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "%s: error: ", prog_name);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 1;
-}
-
 typedef struct cli {
   const char *cmd, *model;
   VEC(const char *) inputs;
@@ -155,45 +144,45 @@ static int parse_args(int argc, char **argv, cli *c) {
     if (shared == CLI_OPT_ERROR) return 1;
     if (shared == CLI_OPT_TAKEN) continue;
     if (OPT("--input")) {
-      if (missing) return error("--input needs a file");
+      if (missing) return cli_error("--input needs a file");
       vec_push(&c->inputs, v);
     } else if (OPT("--output")) {
-      if (missing) return error("--output needs a file");
+      if (missing) return cli_error("--output needs a file");
       vec_push(&c->outputs, v);
     } else if (OPT("--batch")) {
       if (!cli_parse_int("--batch", v, missing, 1, INT64_C(1) << 40, "2^40", "a positive integer", &n)) return 1;
       c->batch = n;
     } else if (OPT("--seed")) {
-      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return cli_error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->seed = (uint64_t)n;
     } else if (!strcmp(a, "--casts")) {
       c->casts = true;
     } else if (!strcmp(a, "--train")) {
       c->train = true;
     } else if (OPT("--loss")) {
-      if (missing) return error("--loss needs a loss name");
+      if (missing) return cli_error("--loss needs a loss name");
       c->to.loss = v;
     } else if (OPT("--optimizer")) {
-      if (missing) return error("--optimizer needs sgd, rmsprop or adam");
+      if (missing) return cli_error("--optimizer needs sgd, rmsprop or adam");
       c->to.optimizer = v;
     } else if (OPT("--loss-scale")) {
-      if (missing) return error("--loss-scale needs dynamic, none or a number");
+      if (missing) return cli_error("--loss-scale needs dynamic, none or a number");
       c->to.loss_scale = v;
     } else if (!strcmp(a, "--from-logits")) {
       c->to.from_logits = 1;
     } else if (OPT("--passes")) {
-      if (missing) return error("--passes needs a pipeline");
+      if (missing) return cli_error("--passes needs a pipeline");
       c->passes = v;
     } else if (OPT("--dump-after")) {
-      if (missing) return error("--dump-after needs a pass name or 'all'");
+      if (missing) return cli_error("--dump-after needs a pass name or 'all'");
       c->dump_after = v;
     } else if (OPT("--dump-dir")) {
-      if (missing) return error("--dump-dir needs a directory");
+      if (missing) return cli_error("--dump-dir needs a directory");
       c->dump_dir = v;
     } else if (OPT("--emit")) {
       if (missing || (strcmp(v, "ir") && strcmp(v, "llvm") && strcmp(v, "ptx") && strcmp(v, "dot") && strcmp(v, "svg") &&
                       strcmp(v, "png")))
-        return error("--emit takes ir, llvm, ptx, dot, svg or png");
+        return cli_error("--emit takes ir, llvm, ptx, dot, svg or png");
       c->emit = v;
     } else if (!strcmp(a, "--stats")) {
       c->stats = true;
@@ -201,20 +190,20 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (!cli_parse_int("--repeat", v, missing, 1, 100000, "10^5", "a positive integer", &n)) return 1;
       c->repeat = (int)n;
     } else if (a[0] == '-' && a[1]) {
-      return error("unknown option '%s' (see castor --help)", a);
+      return cli_error("unknown option '%s' (see castor --help)", a);
     } else if (!c->cmd) {
       c->cmd = a;
     } else if (!c->model) {
       c->model = a;
     } else {
-      return error("unexpected argument '%s' (see castor --help)", a);
+      return cli_error("unexpected argument '%s' (see castor --help)", a);
     }
 #undef OPT
   }
   if (!c->cmd) return usage(stderr, 1);
   if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump"))
-    return error("unknown command '%s' (commands: run, dump, build, check, train, evaluate)", c->cmd);
-  if (!c->model) return error("%s: no model file given", c->cmd);
+    return cli_error("unknown command '%s' (commands: run, dump, build, check, train, evaluate)", c->cmd);
+  if (!c->model) return cli_error("%s: no model file given", c->cmd);
   return 0;
 }
 
@@ -319,11 +308,11 @@ static int cmd_run(const cli *c) {
   fputs(castor_context_last_warnings(ctx), stderr);
   n_in = castor_program_num_inputs(p), n_out = castor_program_num_outputs(p);
   if (c->inputs.len && (int)c->inputs.len != n_in) {
-    error("model '%s' has %d input(s), got %zu --input file(s)", c->model, n_in, c->inputs.len);
+    cli_error("model '%s' has %d input(s), got %zu --input file(s)", c->model, n_in, c->inputs.len);
     goto done;
   }
   if (c->outputs.len > (size_t)n_out) {
-    error("model '%s' has %d output(s), got %zu --output file(s)", c->model, n_out, c->outputs.len);
+    cli_error("model '%s' has %d output(s), got %zu --output file(s)", c->model, n_out, c->outputs.len);
     goto done;
   }
   in = xcalloc((size_t)n_in + 1, sizeof *in);
@@ -344,7 +333,7 @@ static int cmd_run(const cli *c) {
     }
     for (int k = 0; k < info.rank; k++) dims[k] = info.dims[k] < 0 ? c->batch : info.dims[k];
     if (info.dtype != CASTOR_F32) {
-      error("input '%s' has dtype %s; random inputs are float32 only, pass --input", info.name,
+      cli_error("input '%s' has dtype %s; random inputs are float32 only, pass --input", info.name,
             castor_dtype_name(info.dtype));
       goto done;
     }

@@ -45,17 +45,6 @@ static const char *const aot_libs[] = {"libcastor_aot_main.a", "libcastor_format
                                        "libcastor_util.a"};
 enum { N_AOT_LIBS = sizeof aot_libs / sizeof *aot_libs };
 
-static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
-static int error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("castor: error: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 1;
-}
-
 static int usage(FILE *f, int rc) {
   fprintf(f,
           "usage: castor build MODEL [-o NAME] [--emit=KIND] [options]\n"
@@ -118,7 +107,7 @@ static char *find_aot_libdir(bool report) {
   if (env && env[0]) {
     if (has_aot_libs(env)) return strdup(env);
     if (report)
-      error("$CASTOR_AOT_LIBDIR ('%s') lacks the AOT runtime (%s, %s, %s, %s)", env, aot_libs[0], aot_libs[1],
+      cli_error("$CASTOR_AOT_LIBDIR ('%s') lacks the AOT runtime (%s, %s, %s, %s)", env, aot_libs[0], aot_libs[1],
             aot_libs[2], aot_libs[3]);
     return NULL;
   }
@@ -137,7 +126,7 @@ static char *find_aot_libdir(bool report) {
   }
   if (CASTOR_AOT_BUILD_LIBDIR[0] && has_aot_libs(CASTOR_AOT_BUILD_LIBDIR)) return strdup(CASTOR_AOT_BUILD_LIBDIR);
   if (report)
-    error("cannot find the AOT runtime (%s) in %s%s%s; set $CASTOR_AOT_LIBDIR to its directory", aot_libs[0],
+    cli_error("cannot find the AOT runtime (%s) in %s%s%s; set $CASTOR_AOT_LIBDIR to its directory", aot_libs[0],
         installed ? installed : "(no /proc/self/exe)", CASTOR_AOT_BUILD_LIBDIR[0] ? " or " : "",
         CASTOR_AOT_BUILD_LIBDIR);
   return NULL;
@@ -148,18 +137,18 @@ static bool run_command(char **argv) {
   pid_t pid;
   int err = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
   if (err) {
-    error("cannot run the C compiler '%s': %s (install one, or set $CC)", argv[0], strerror(err));
+    cli_error("cannot run the C compiler '%s': %s (install one, or set $CC)", argv[0], strerror(err));
     return false;
   }
   int status;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) {
-      error("waiting for '%s': %s", argv[0], strerror(errno));
+      cli_error("waiting for '%s': %s", argv[0], strerror(errno));
       return false;
     }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
-  if (WIFEXITED(status)) error("linking failed: '%s' exited with status %d", argv[0], WEXITSTATUS(status));
-  else error("linking failed: '%s' was killed by signal %d", argv[0], WTERMSIG(status));
+  if (WIFEXITED(status)) cli_error("linking failed: '%s' exited with status %d", argv[0], WEXITSTATUS(status));
+  else cli_error("linking failed: '%s' was killed by signal %d", argv[0], WTERMSIG(status));
   return false;
 }
 
@@ -202,15 +191,15 @@ static bool check_writable(const char *path) {
   if (!strcmp(path, "-")) return true;
   struct stat st;
   if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    error("cannot write '%s': it is a directory", path);
+    cli_error("cannot write '%s': it is a directory", path);
     return false;
   }
   char *dir = strdup(path), *slash = strrchr(dir, '/');
   if (slash) slash[slash == dir ? 1 : 0] = 0;
   const char *d = slash ? dir : ".";
   bool ok = access(d, W_OK) == 0;
-  if (!ok) error("cannot write '%s': %s", path, strerror(errno));
-  else if (stat(path, &st) == 0 && access(path, W_OK) != 0) ok = false, error("cannot write '%s': %s", path, strerror(errno));
+  if (!ok) cli_error("cannot write '%s': %s", path, strerror(errno));
+  else if (stat(path, &st) == 0 && access(path, W_OK) != 0) ok = false, cli_error("cannot write '%s': %s", path, strerror(errno));
   free(dir);
   return ok;
 }
@@ -224,7 +213,7 @@ static bool prepare(build *b, const char *model_name) {
   if (b->prefix) { /* a given prefix must already be an identifier */
     cg_aot_c_identifier(&id, b->prefix);
     if (strcmp(str_buf_cstr(&id), b->prefix))
-      ok = false, error("--prefix '%s' is not a usable C identifier (try '%s')", b->prefix, str_buf_cstr(&id));
+      ok = false, cli_error("--prefix '%s' is not a usable C identifier (try '%s')", b->prefix, str_buf_cstr(&id));
   } else {
     cg_aot_c_identifier(&id, model_name);
     b->prefix = b->prefix_owned = str_buf_take(&id);
@@ -240,7 +229,7 @@ static bool prepare(build *b, const char *model_name) {
     } else b->out = "-";
   }
   if ((b->emit == EMIT_EXE || b->emit == EMIT_OBJ) && !strcmp(b->out, "-"))
-    return error("--emit=%s writes files: give -o NAME", b->emit == EMIT_EXE ? "exe" : "obj"), false;
+    return cli_error("--emit=%s writes files: give -o NAME", b->emit == EMIT_EXE ? "exe" : "obj"), false;
   if (b->emit == EMIT_OBJ) { /* NAME.o -> NAME.h, else NAME.h beside NAME */
     size_t n = strlen(b->out);
     bool dot_o = n > 2 && !strcmp(b->out + n - 2, ".o");
@@ -260,7 +249,7 @@ static bool prepare(build *b, const char *model_name) {
     b->tmp_dir = xmalloc(n);
     snprintf(b->tmp_dir, n, "%s/castor-build-XXXXXX", tmp);
     if (!mkdtemp(b->tmp_dir)) {
-      error("cannot create a temporary directory in '%s': %s", tmp, strerror(errno));
+      cli_error("cannot create a temporary directory in '%s': %s", tmp, strerror(errno));
       free(b->tmp_dir), b->tmp_dir = NULL;
       return false;
     }
@@ -336,7 +325,7 @@ int castor_build_main(int argc, char **argv) {
     bool missing = false;
 #define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
 #define NEED(what) \
-  if (missing) return error("%s needs %s", a, what)
+  if (missing) return cli_error("%s needs %s", a, what)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0);
     cli_opt_result shared = cli_options_parse(&opts, BUILD_OPTIONS, argc, argv, &i);
     if (shared == CLI_OPT_ERROR) return 1;
@@ -352,7 +341,7 @@ int castor_build_main(int argc, char **argv) {
       else if (!strcmp(v, "llvm")) b.emit = EMIT_LLVM;
       else if (!strcmp(v, "asm")) b.emit = EMIT_ASM;
       else if (!strcmp(v, "ptx")) b.emit = EMIT_PTX;
-      else return error("--emit takes exe, obj, ir, llvm, asm or ptx, got '%s'", v);
+      else return cli_error("--emit takes exe, obj, ir, llvm, asm or ptx, got '%s'", v);
     } else if (OPT("--prefix")) {
       NEED("a C identifier");
       b.prefix = v;
@@ -364,29 +353,29 @@ int castor_build_main(int argc, char **argv) {
       b.features = v;
     } else if (OPT("--target")) {
       NEED("cpu or cuda");
-      if (strcmp(v, "cpu") && strcmp(v, "cuda")) return error("--target takes cpu or cuda, got '%s'", v);
+      if (strcmp(v, "cpu") && strcmp(v, "cuda")) return cli_error("--target takes cpu or cuda, got '%s'", v);
       co->target = strcmp(v, "cuda") ? CASTOR_TARGET_CPU : CASTOR_TARGET_CUDA;
     } else if (OPT("--sm")) {
       NEED("a GPU architecture, e.g. sm_90");
       b.sm = co->sm = v;
     } else if (a[0] == '-' && a[1]) {
-      return error("unknown option '%s' (see castor build --help)", a);
+      return cli_error("unknown option '%s' (see castor build --help)", a);
     } else if (!b.model) {
       b.model = a;
     } else {
-      return error("unexpected argument '%s' (see castor build --help)", a);
+      return cli_error("unexpected argument '%s' (see castor build --help)", a);
     }
 #undef NEED
 #undef OPT
   }
-  if (!b.model) return error("build: no model file given (see castor build --help)");
-  if (b.out && !b.out[0]) return error("-o needs an output file");
-  if (b.prefix && !b.prefix[0]) return error("--prefix needs a C identifier");
+  if (!b.model) return cli_error("build: no model file given (see castor build --help)");
+  if (b.out && !b.out[0]) return cli_error("-o needs an output file");
+  if (b.prefix && !b.prefix[0]) return cli_error("--prefix needs a C identifier");
   bool cuda = co->target == CASTOR_TARGET_CUDA;
-  if (b.emit == EMIT_PTX && !cuda) return error("--emit=ptx needs --target=cuda");
+  if (b.emit == EMIT_PTX && !cuda) return cli_error("--emit=ptx needs --target=cuda");
   if (cuda && b.emit != EMIT_PTX && b.emit != EMIT_IR)
-    return error("--target=cuda builds --emit=ptx (or ir), not a CPU executable or object");
-  if (b.sm && !cuda) return error("--sm needs --target=cuda");
+    return cli_error("--target=cuda builds --emit=ptx (or ir), not a CPU executable or object");
+  if (b.sm && !cuda) return cli_error("--sm needs --target=cuda");
 
   int rc = 1;
   castor_context *ctx = NULL;

@@ -33,17 +33,6 @@
 
 extern char **environ;
 
-static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
-static int error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("castor: error: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 1;
-}
-
 static int usage(FILE *f, int rc) {
   fputs("usage: castor check MODEL [options]\n"
         "\n"
@@ -86,7 +75,7 @@ static int usage(FILE *f, int rc) {
 
 int castor_render_dot(const char *dot, const char *format, const char *path) {
   int fds[2];
-  if (pipe(fds) != 0) return error("cannot create a pipe to dot: %s", strerror(errno));
+  if (pipe(fds) != 0) return cli_error("cannot create a pipe to dot: %s", strerror(errno));
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
@@ -102,10 +91,10 @@ int castor_render_dot(const char *dot, const char *format, const char *path) {
   if (rc != 0) {
     close(fds[1]);
     if (rc == ENOENT)
-      return error("--emit=%s needs Graphviz's 'dot', which is not installed: install it with "
+      return cli_error("--emit=%s needs Graphviz's 'dot', which is not installed: install it with "
                    "'apt-get install graphviz' (Debian, Ubuntu), or write DOT with --emit=dot",
                    format);
-    return error("cannot run dot: %s", strerror(rc));
+    return cli_error("cannot run dot: %s", strerror(rc));
   }
   FILE *w = fdopen(fds[1], "w");
   bool wrote = w && fputs(dot, w) >= 0;
@@ -114,7 +103,7 @@ int castor_render_dot(const char *dot, const char *format, const char *path) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (!wrote || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return error("dot -T%s failed (exit status %d)", format, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return cli_error("dot -T%s failed (exit status %d)", format, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   return 0;
 }
 
@@ -150,48 +139,48 @@ static int parse(int argc, char **argv, check_cli *c) {
     if (shared == CLI_OPT_ERROR) return 1;
     if (shared == CLI_OPT_TAKEN) continue;
     if (OPT("--input")) {
-      if (missing) return error("--input needs a file");
+      if (missing) return cli_error("--input needs a file");
       vec_push(&c->inputs, v);
     } else if (OPT("--batch")) {
       if (!cli_parse_int("--batch", v, missing, 1, INT64_C(1) << 40, "2^40", "a positive integer", &n)) return 1;
       c->o.batch = n;
     } else if (OPT("--seed")) {
-      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return cli_error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->o.seed = (uint64_t)n;
     } else if (OPT("--tolerance")) {
       char *end = NULL;
       double t = missing ? 0 : strtod(v, &end);
-      if (missing || !*v || *end || !isfinite(t) || t <= 0) return error("--tolerance needs a positive number, got '%s'", missing ? "" : v);
+      if (missing || !*v || *end || !isfinite(t) || t <= 0) return cli_error("--tolerance needs a positive number, got '%s'", missing ? "" : v);
       c->o.tolerance = t;
     } else if (OPT("--layers")) {
-      if (missing) return error("--layers needs a list of layer names");
+      if (missing) return cli_error("--layers needs a list of layer names");
       c->o.layers = v;
     } else if (OPT("--graph")) {
-      if (missing) return error("--graph needs a file name ending in .dot, .svg or .png");
+      if (missing) return cli_error("--graph needs a file name ending in .dot, .svg or .png");
       const char *dot = strrchr(v, '.');
       if (!dot || (strcmp(dot, ".dot") && strcmp(dot, ".svg") && strcmp(dot, ".png")))
-        return error("--graph: '%s' does not end in .dot, .svg or .png", v);
+        return cli_error("--graph: '%s' does not end in .dot, .svg or .png", v);
       c->graph = v;
     } else if (!strcmp(a, "--train")) {
       c->train = true;
     } else if (OPT("--x")) {
-      if (missing) return error("--x needs a file");
+      if (missing) return cli_error("--x needs a file");
       c->x = v;
     } else if (OPT("--y")) {
-      if (missing) return error("--y needs a file");
+      if (missing) return cli_error("--y needs a file");
       c->y = v;
     } else if (OPT("--batch-size")) {
       if (!cli_parse_int("--batch-size", v, missing, 1, INT64_C(1) << 30, "2^30", "a positive integer", &n)) return 1;
       c->batch_size = n;
     } else if (OPT("--loss-scale")) {
-      if (missing) return error("--loss-scale needs dynamic, none or a number");
+      if (missing) return cli_error("--loss-scale needs dynamic, none or a number");
       char *end = NULL;
       double s = strtod(v, &end);
       if (strcmp(v, "dynamic") && strcmp(v, "none") && (!*v || *end || !isfinite(s) || s <= 0))
-        return error("--loss-scale takes dynamic, none or a positive number, got '%s'", v);
+        return cli_error("--loss-scale takes dynamic, none or a positive number, got '%s'", v);
       c->to.loss_scale = v;
     } else if (OPT("--loss")) {
-      if (missing) return error("--loss needs a loss name");
+      if (missing) return cli_error("--loss needs a loss name");
       c->to.loss = v;
     } else if (!strcmp(a, "--from-logits")) {
       c->to.from_logits = 1;
@@ -200,27 +189,27 @@ static int parse(int argc, char **argv, check_cli *c) {
     } else if (!strcmp(a, "--no-search")) {
       c->o.search = 0;
     } else if (a[0] == '-' && a[1]) {
-      return error("unknown option '%s' (see castor check --help)", a);
+      return cli_error("unknown option '%s' (see castor check --help)", a);
     } else if (!c->model) {
       c->model = a;
     } else {
-      return error("unexpected argument '%s' (see castor check --help)", a);
+      return cli_error("unexpected argument '%s' (see castor check --help)", a);
     }
 #undef OPT
   }
   c->o.compile = c->opts.compile;
-  if (!c->model) return error("check: no model file given");
-  if (c->inputs.len && c->o.batch != 1) return error("--batch sets the random input's rows; it does not go with --input");
+  if (!c->model) return cli_error("check: no model file given");
+  if (c->inputs.len && c->o.batch != 1) return cli_error("--batch sets the random input's rows; it does not go with --input");
   if (c->train) {
-    if (!c->x || !c->y) return error("check --train: --x and --y are required (features and labels)");
-    if (c->inputs.len) return error("check --train: --input does not go with --train (the features are --x)");
-    if (c->graph) return error("check --train: --graph draws the inference check; it does not go with --train");
+    if (!c->x || !c->y) return cli_error("check --train: --x and --y are required (features and labels)");
+    if (c->inputs.len) return cli_error("check --train: --input does not go with --train (the features are --x)");
+    if (c->graph) return cli_error("check --train: --graph draws the inference check; it does not go with --train");
     if (c->o.compile.fp32_ops || c->o.compile.fp32_layers || c->o.compile.keep_16bit_outputs || c->o.layers ||
         c->o.tolerance > 0 || !c->o.search || c->o.batch != 1)
-      return error("check --train: --fp32-ops, --fp32-layers, --keep-16bit-outputs, --layers, --tolerance, "
+      return cli_error("check --train: --fp32-ops, --fp32-layers, --keep-16bit-outputs, --layers, --tolerance, "
                    "--no-search and --batch belong to the inference check (the gradients are float32's)");
   } else if (c->x || c->y || c->to.loss_scale || c->to.loss || c->to.from_logits || c->batch_size) {
-    return error("--x, --y, --batch-size, --loss-scale, --loss and --from-logits go with --train");
+    return cli_error("--x, --y, --batch-size, --loss-scale, --loss and --from-logits go with --train");
   }
   return 0;
 }
@@ -230,13 +219,13 @@ static int write_graph(castor_check_report *r, const char *path) {
   const char *ext = strrchr(path, '.') + 1;
   if (strcmp(ext, "dot")) return castor_render_dot(dot, ext, path);
   FILE *f = fopen(path, "w");
-  if (!f) return error("cannot write '%s': %s", path, strerror(errno));
+  if (!f) return cli_error("cannot write '%s': %s", path, strerror(errno));
   /* fclose releases the stream even when it fails: it is called once. */
   errno = 0;
   int e = fputs(dot, f) < 0 || fflush(f) != 0 ? (errno ? errno : EIO) : 0;
   errno = 0;
   if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
-  if (e) return error("cannot write '%s': %s", path, strerror(e));
+  if (e) return cli_error("cannot write '%s': %s", path, strerror(e));
   return 0;
 }
 

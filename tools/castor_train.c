@@ -33,17 +33,6 @@
 #include "train/history.h"
 #include "util/atomic_file.h"
 
-static int error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
-static int error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "castor: error: ");
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 1;
-}
-
 static int usage(FILE *f, int rc) {
   fputs("usage: castor train MODEL --x X --y Y [options]\n"
         "       castor evaluate MODEL --x X --y Y [options]\n"
@@ -114,7 +103,7 @@ static int parse(int argc, char **argv, train_cli *c) {
     double d;
 #define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
 #define NEED(what) \
-  if (missing) return error("%s needs %s", a, what)
+  if (missing) return cli_error("%s needs %s", a, what)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) exit(usage(stdout, 0));
     cli_opt_result shared = cli_options_parse(&c->opts, TRAIN_OPTIONS, argc, argv, &i);
     if (shared == CLI_OPT_ERROR) return 1;
@@ -140,43 +129,43 @@ static int parse(int argc, char **argv, train_cli *c) {
       if (!cli_parse_int("--batch-size", v, missing, 1, INT64_C(1) << 30, "2^30", "a positive integer", &n)) return 1;
       c->batch_size = n;
     } else if (OPT("--seed")) {
-      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
+      if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return cli_error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->seed = (uint64_t)n;
     } else if (OPT("--validation-split")) {
-      if (missing || !parse_double(v, 0, 0.999999, &d)) return error("--validation-split needs a fraction in [0, 1), got '%s'", missing ? "" : v);
+      if (missing || !parse_double(v, 0, 0.999999, &d)) return cli_error("--validation-split needs a fraction in [0, 1), got '%s'", missing ? "" : v);
       c->validation_split = d;
     } else if (OPT("--learning-rate")) {
       if (!missing && parse_double(v, 0, INFINITY, &d) && d > 1e30)
-        return error("--learning-rate must be at most 1e30, got '%s'", v);
+        return cli_error("--learning-rate must be at most 1e30, got '%s'", v);
       if (!missing && parse_double(v, 0, INFINITY, &d) && d > 0 && d < 1e-30)
-        return error("--learning-rate must be at least 1e-30, got '%s'", v);
-      if (missing || !parse_double(v, 1e-30, 1e30, &d)) return error("--learning-rate needs a positive number, got '%s'", missing ? "" : v);
+        return cli_error("--learning-rate must be at least 1e-30, got '%s'", v);
+      if (missing || !parse_double(v, 1e-30, 1e30, &d)) return cli_error("--learning-rate needs a positive number, got '%s'", missing ? "" : v);
       c->to.learning_rate = d;
     } else if (OPT("--momentum")) {
-      if (missing || !parse_double(v, 0, 0.999999, &d)) return error("--momentum needs a number in [0, 1), got '%s'", missing ? "" : v);
+      if (missing || !parse_double(v, 0, 0.999999, &d)) return cli_error("--momentum needs a number in [0, 1), got '%s'", missing ? "" : v);
       c->to.momentum = d;
     } else if (OPT("--loss-scale-min")) {
       if (!missing && parse_double(v, 0, INFINITY, &d) && d > 0 && !(d >= 0x1p-24 && d <= 0x1p64))
-        return error("--loss-scale-min must be from 2^-24 to 2^64, got '%s'", v);
-      if (missing || !parse_double(v, 0x1p-24, 0x1p64, &d)) return error("--loss-scale-min needs a positive number, got '%s'", missing ? "" : v);
+        return cli_error("--loss-scale-min must be from 2^-24 to 2^64, got '%s'", v);
+      if (missing || !parse_double(v, 0x1p-24, 0x1p64, &d)) return cli_error("--loss-scale-min needs a positive number, got '%s'", missing ? "" : v);
       c->to.loss_scale_min = d;
     } else if (a[0] == '-' && a[1]) {
-      return error("unknown option '%s' (see castor %s --help)", a, argv[0]);
+      return cli_error("unknown option '%s' (see castor %s --help)", a, argv[0]);
     } else if (!c->model) {
       c->model = a;
     } else {
-      return error("unexpected argument '%s' (see castor %s --help)", a, argv[0]);
+      return cli_error("unexpected argument '%s' (see castor %s --help)", a, argv[0]);
     }
 #undef OPT
 #undef NEED
   }
-  if (!c->model) return error("%s: no model file given", argv[0]);
-  if (!c->x || !c->y) return error("%s: --x and --y are required (features and labels)", argv[0]);
+  if (!c->model) return cli_error("%s: no model file given", argv[0]);
+  if (!c->x || !c->y) return cli_error("%s: --x and --y are required (features and labels)", argv[0]);
   if (c->evaluate && (c->save || c->history || c->plot)) /* it was accepted and ignored */
-    return error("evaluate: %s is an option of castor train; evaluate trains nothing and writes no file",
+    return cli_error("evaluate: %s is an option of castor train; evaluate trains nothing and writes no file",
                  c->save ? "--save" : c->history ? "--history" : "--plot");
-  if ((c->x_val != NULL) != (c->y_val != NULL)) return error("--x-val and --y-val go together");
-  if (c->x_val && c->validation_split > 0) return error("--validation-split and --x-val/--y-val exclude each other");
+  if ((c->x_val != NULL) != (c->y_val != NULL)) return cli_error("--x-val and --y-val go together");
+  if (c->x_val && c->validation_split > 0) return cli_error("--validation-split and --x-val/--y-val exclude each other");
   return 0;
 }
 
@@ -407,7 +396,7 @@ int castor_train_main(int argc, char **argv) {
   bool sparse = tgt.dtype == CASTOR_I32;
   s.accuracy = !c.to.loss || (strcmp(c.to.loss, "mean_squared_error") != 0 && strcmp(c.to.loss, "mse") != 0);
   if (castor_program_num_inputs(eval) != 2) {
-    error("%s: training needs a model with one input, it has %d", c.model, castor_program_num_inputs(eval) - 1);
+    cli_error("%s: training needs a model with one input, it has %d", c.model, castor_program_num_inputs(eval) - 1);
     goto done;
   }
   if (!load_data(c.x, c.y, s.features, s.classes, sparse, &train)) goto done;

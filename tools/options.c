@@ -13,13 +13,26 @@
 #include <stdio.h>
 #include <string.h>
 
+static void verror(const char *fmt, va_list ap) {
+  fputs("castor: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+}
+
+int cli_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  verror(fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+/* An option parser's error: the message, then CLI_OPT_ERROR. */
 static cli_opt_result error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
 static cli_opt_result error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fputs("castor: error: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  verror(fmt, ap);
   va_end(ap);
   return CLI_OPT_ERROR;
 }

@@ -18,6 +18,8 @@
 
 #include <stdbool.h>
 
+#include "util/util.h"
+
 /* Groups of shared options; a command passes the union it takes. */
 enum {
   CLI_OPT_LOAD = 1u << 0,     /* --weights FILE, --weights-seed S */
@@ -36,6 +38,10 @@ typedef struct cli_options {
 
 /* castor_load_options_init and castor_compile_options_init. */
 void cli_options_init(cli_options *o);
+
+/* Prints "castor: error: MESSAGE" and a newline to stderr, the CLI's one
+ * form of a usage or setup error; returns 1, the exit status. */
+int cli_error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
 
 typedef enum cli_opt_result {
   CLI_OPT_NONE,  /* argv[*i] is none of the options in `groups`; *i unchanged */
