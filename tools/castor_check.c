@@ -259,6 +259,8 @@ static int check_train(check_cli *c, castor_context *ctx, castor_model *m) {
   o.n_features = features;
   o.n_classes = classes;
   o.labels = sparse ? RT_LABELS_SPARSE : RT_LABELS_DENSE;
+  o.sample_rank = in_rank - 1 < RT_MAX_RANK ? in_rank - 1 : RT_MAX_RANK; /* train/dataset.h's rule */
+  memcpy(o.sample_dims, xd + 1, (size_t)o.sample_rank * sizeof(int64_t));
   diag_sink *d = diag_sink_create();
   bool ok = rt_dataset_load(c->x, c->y, &o, &ds, d);
   fputs(diag_text(d), stderr);

@@ -200,6 +200,8 @@ typedef struct session {
   castor_context *ctx;
   castor_program *p; /* the step, or the evaluation program */
   int64_t classes, features;
+  int in_rank;                   /* the model input's rank, the batch included */
+  int64_t in_dims[RT_MAX_RANK];  /* its dimensions; in_dims[0] is a batch's rows */
   bool accuracy; /* classification: a loss over classes */
   castor_model *m; /* what the step was compiled from, for the overflow warning */
   const castor_compile_options *co;
@@ -257,9 +259,11 @@ static bool run_epoch(session *s, castor_program *p, const rt_dataset *ds, int64
   castor_tensor *scale_t = NULL, *iters_t = NULL;
   for (int64_t k = 0; k < b.n_batches && ok; k++) {
     int64_t rows = rt_batcher_fill(&b, k);
-    int64_t xd[] = {rows, s->features}, yd[] = {rows, ds->y_width};
+    int64_t xd[RT_MAX_RANK], yd[] = {rows, ds->y_width};
+    memcpy(xd, s->in_dims, sizeof xd);
+    xd[0] = rows;
     castor_tensor *x = NULL, *y = NULL, *outs[2] = {NULL, NULL};
-    castor_tensor_create(s->ctx, CASTOR_F32, 2, xd, &x);
+    castor_tensor_create(s->ctx, CASTOR_F32, s->in_rank, xd, &x);
     bool sparse = ds->labels == RT_LABELS_SPARSE;
     castor_tensor_create(s->ctx, sparse ? CASTOR_I32 : CASTOR_F32, sparse ? 1 : 2, yd, &y);
     memcpy(castor_tensor_data(x), b.x, (size_t)(rows * s->features) * sizeof(float));
@@ -311,11 +315,14 @@ static bool run_epoch(session *s, castor_program *p, const rt_dataset *ds, int64
   return ok;
 }
 
-static bool load_data(const char *x, const char *y, int64_t features, int64_t classes, bool sparse, rt_dataset *ds) {
+static bool load_data(const char *x, const char *y, const session *s, bool sparse, rt_dataset *ds) {
+  int64_t features = s->features, classes = s->classes;
   diag_sink *d = diag_sink_create();
   rt_dataset_options o;
   rt_dataset_options_init(&o);
   o.n_features = features;
+  o.sample_rank = s->in_rank - 1; /* the sample shape rule of train/dataset.h */
+  memcpy(o.sample_dims, s->in_dims + 1, (size_t)o.sample_rank * sizeof(int64_t));
   o.n_classes = classes;
   o.labels = sparse ? RT_LABELS_SPARSE : RT_LABELS_DENSE;
   bool ok = rt_dataset_load(x, y, &o, ds, d);
@@ -392,6 +399,8 @@ int castor_train_main(int argc, char **argv) {
   castor_program_input_info(eval, 1, &tgt);
   s.features = 1;
   for (int r = 1; r < in.rank; r++) s.features *= in.dims[r];
+  s.in_rank = in.rank <= RT_MAX_RANK ? in.rank : RT_MAX_RANK;
+  memcpy(s.in_dims, in.dims, (size_t)s.in_rank * sizeof(int64_t));
   s.classes = out.dims[1];
   bool sparse = tgt.dtype == CASTOR_I32;
   s.accuracy = !c.to.loss || (strcmp(c.to.loss, "mean_squared_error") != 0 && strcmp(c.to.loss, "mse") != 0);
@@ -399,8 +408,8 @@ int castor_train_main(int argc, char **argv) {
     cli_error("%s: training needs a model with one input, it has %d", c.model, castor_program_num_inputs(eval) - 1);
     goto done;
   }
-  if (!load_data(c.x, c.y, s.features, s.classes, sparse, &train)) goto done;
-  if (c.x_val && !load_data(c.x_val, c.y_val, s.features, s.classes, sparse, &val)) goto done;
+  if (!load_data(c.x, c.y, &s, sparse, &train)) goto done;
+  if (c.x_val && !load_data(c.x_val, c.y_val, &s, sparse, &val)) goto done;
   if (c.validation_split > 0) {
     diag_sink *d = diag_sink_create();
     bool ok = rt_dataset_split(&train, c.validation_split, &val, d);

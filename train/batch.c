@@ -108,6 +108,15 @@ bool rt_batcher_init(rt_batcher *b, const rt_dataset *ds, int64_t batch_size, bo
                     "the batch size must be at least 1, got %lld", (long long)batch_size);
     return false;
   }
+  if (ds->n < 1 || ds->n > RT_DATASET_MAX_SAMPLES || ds->n_features < 1 ||
+      (ds->y_dense && ds->y_width < 1)) {
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
+                    "cannot batch a dataset of %lld samples of %lld features and %lld label "
+                    "values: it needs 1 to %lld samples and at least one feature and label value "
+                    "each", (long long)ds->n, (long long)ds->n_features,
+                    (long long)(ds->y_dense ? ds->y_width : 1), (long long)RT_DATASET_MAX_SAMPLES);
+    return false;
+  }
   /* a batch never holds more rows than the dataset */
   int64_t rows = batch_size < ds->n ? batch_size : ds->n > 0 ? ds->n : 1;
   int64_t xb, yb;

@@ -4,13 +4,14 @@
  * indices or float32 targets. Splitting, shuffling and batching live in
  * batch.c.
  *
- * A file is opened once; its first two bytes say whether it is gzip (1f 8b).
- * A gzip file is read through zlib behind a stdio FILE (fopencookie), so
- * one reader serves both: the .npy header goes through npy.c's
- * npy_read_header, the IDX header is parsed here. Either way the result
- * is a raw array (element kind, size, byte order, shape, bytes) read to
- * exactly its declared size, then converted. IDX stores big-endian
- * elements; .npy files may declare either order.
+ * A file is opened once and read front to back through `src` (no seek,
+ * no size assumed: pipes work); its first two bytes say whether it is gzip
+ * (1f 8b), then zlib inflates member after member. The .npy header goes
+ * through npy.c's npy_read_header, the IDX header is parsed here. Either
+ * way the header is checked against the model before the data is read;
+ * the data then streams in 1 MiB chunks straight into the float32 / int32
+ * arrays. IDX stores big-endian elements; .npy files may declare either
+ * order.
  */
 #include "train/dataset.h"
 
@@ -21,120 +22,244 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
-enum { FIRST_CHUNK = 1 << 20, STREAM_BUFFER = 1 << 18 };
+enum { CHUNK = 1 << 16, FIRST_CHUNK = 1 << 20 };
+
+/* Deflate expands at most 1032 times (RFC 1951's longest match, 258 bytes,
+ * costs at least 2 bits): a gzip file of c bytes holds less than
+ * 1032 * c bytes of data. */
+enum { DEFLATE_MAX_RATIO = 1032 };
 
 static diag_loc at(const char *path) { return (diag_loc){path, 0, 0}; }
 
-/* ---- a file, gzip or plain, as a FILE ---- */
+/* ---- a file read once, front to back: plain or gzip ----
+ *
+ * Nothing here seeks or trusts a size: a FIFO or a pipe (`--x <(zcat
+ * x.gz)`) reads like a file. A regular file's size is only used to refuse,
+ * before allocating, a header that declares more data than the file can
+ * hold. gzip members are inflated with zlib's gzip wrapper, which checks
+ * each member's trailer (CRC32 and ISIZE); members follow one another as
+ * `gzip -d` reads them (pigz, bgzip), and anything after the last one is an
+ * error. Every failure is reported once, through the sink, and the source
+ * stays failed. */
 
-typedef struct gz_cookie {
-  gzFile gz;
-  char err[160]; /* zlib's message for the first failed read */
-} gz_cookie;
+typedef struct src {
+  const char *path;
+  diag_sink *d;
+  int fd;                          /* -1: reading mem */
+  const unsigned char *mem;
+  size_t mem_len, mem_pos;
+  int64_t file_size;               /* a regular file's size; -1 otherwise */
+  unsigned char in[CHUNK];         /* raw bytes read ahead */
+  size_t in_pos, in_len;
+  int64_t in_off;                  /* file offset of in[0] */
+  bool raw_eof, failed;
+  bool gzip, z_live, gz_done;
+  z_stream z;
+  int64_t member_at;               /* file offset of the current gzip member */
+  int64_t out_off;                 /* bytes delivered (after inflating) */
+} src;
 
-static ssize_t gz_cookie_read(void *c, char *buf, size_t n) {
-  gz_cookie *g = c;
-  int got = gzread(g->gz, buf, (unsigned)(n > INT_MAX ? INT_MAX : n));
-  int zerr = Z_OK;
-  const char *msg = gzerror(g->gz, &zerr);
-  if (got < 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) {
-    /* zlib prefixes "<fd:N>: "; the diagnostic names the file already */
-    if (msg && strncmp(msg, "<fd:", 4) == 0 && strstr(msg, ": ")) msg = strstr(msg, ": ") + 2;
-    if (!g->err[0]) snprintf(g->err, sizeof g->err, "%s", msg && *msg ? msg : "zlib error");
-    if (got <= 0) {
-      errno = EIO;
-      return -1;
+static int64_t src_pos(const src *s) { return s->in_off + (int64_t)s->in_pos; }
+
+/* More raw bytes into in[]: false at the end of the file or on an error
+ * (s->failed tells). */
+static bool src_fill(src *s) {
+  if (s->raw_eof || s->failed) return false;
+  if (s->in_pos > 0) {
+    memmove(s->in, s->in + s->in_pos, s->in_len - s->in_pos);
+    s->in_off += (int64_t)s->in_pos;
+    s->in_len -= s->in_pos;
+    s->in_pos = 0;
+  }
+  size_t room = sizeof s->in - s->in_len;
+  if (room == 0) return true;
+  ssize_t got;
+  if (s->fd < 0) {
+    got = (ssize_t)(s->mem_len - s->mem_pos < room ? s->mem_len - s->mem_pos : room);
+    memcpy(s->in + s->in_len, s->mem + s->mem_pos, (size_t)got);
+    s->mem_pos += (size_t)got;
+  } else {
+    do got = read(s->fd, s->in + s->in_len, room);
+    while (got < 0 && errno == EINTR);
+  }
+  if (got < 0) {
+    diag_error_kind(s->d, DIAG_KIND_IO, at(s->path), "cannot read: %s", strerror(errno));
+    s->failed = true;
+    return false;
+  }
+  if (got == 0) {
+    s->raw_eof = true;
+    return false;
+  }
+  s->in_len += (size_t)got;
+  return true;
+}
+
+/* At least n (<= CHUNK) raw bytes buffered, unless the file ends first. */
+static size_t src_want(src *s, size_t n) {
+  while (s->in_len - s->in_pos < n && src_fill(s)) {}
+  return s->in_len - s->in_pos;
+}
+
+static void gz_error(src *s, const char *fmt, ...) CASTOR_PRINTF(2, 3);
+static void gz_error(src *s, const char *fmt, ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_error(s->d, at(s->path), "corrupt gzip data: %s", msg);
+  s->failed = true;
+}
+
+/* After a member's end: the next member, or the end of the file. */
+static bool gz_next_member(src *s) {
+  size_t have = src_want(s, 2);
+  if (s->failed) return false;
+  if (have == 0) {
+    s->gz_done = true;
+    return true;
+  }
+  if (have < 2 || s->in[s->in_pos] != 0x1f || s->in[s->in_pos + 1] != 0x8b) {
+    gz_error(s, "the bytes after the last gzip member (from byte %lld) are not a gzip member",
+             (long long)src_pos(s));
+    return false;
+  }
+  s->member_at = src_pos(s);
+  inflateReset(&s->z);
+  return true;
+}
+
+/* Up to n inflated bytes; fewer only at the end of the last member. */
+static int64_t gz_read(src *s, unsigned char *out, int64_t n) {
+  int64_t got = 0;
+  while (got < n && !s->gz_done && !s->failed) {
+    if (s->in_pos == s->in_len && !src_fill(s)) {
+      if (!s->failed)
+        gz_error(s, "the file ends at byte %lld, inside the gzip member that starts at byte %lld",
+                 (long long)src_pos(s), (long long)s->member_at);
+      break;
+    }
+    size_t room = (size_t)(n - got < (int64_t)UINT_MAX ? n - got : (int64_t)UINT_MAX);
+    s->z.next_in = s->in + s->in_pos;
+    s->z.avail_in = (uInt)(s->in_len - s->in_pos);
+    s->z.next_out = out + got;
+    s->z.avail_out = (uInt)room;
+    int r = inflate(&s->z, Z_NO_FLUSH);
+    got += (int64_t)(room - s->z.avail_out);
+    s->in_pos = s->in_len - s->z.avail_in;
+    if (r == Z_STREAM_END) {
+      if (!gz_next_member(s)) break;
+    } else if (r == Z_DATA_ERROR) {
+      const char *m = s->z.msg ? s->z.msg : "invalid data";
+      if (strcmp(m, "incorrect data check") == 0)
+        gz_error(s, "the CRC32 of the gzip member that starts at byte %lld does not match its "
+                    "data (trailer at byte %lld)", (long long)s->member_at,
+                 (long long)src_pos(s) - 4);
+      else if (strcmp(m, "incorrect length check") == 0)
+        gz_error(s, "the length of the gzip member that starts at byte %lld does not match its "
+                    "data (trailer at byte %lld)", (long long)s->member_at,
+                 (long long)src_pos(s) - 8);
+      else
+        gz_error(s, "%s at byte %lld (in the gzip member that starts at byte %lld)", m,
+                 (long long)src_pos(s), (long long)s->member_at);
+    } else if (r == Z_MEM_ERROR) {
+      diag_error(s->d, at(s->path), "out of memory inflating gzip data");
+      s->failed = true;
+    } else if (r != Z_OK && r != Z_BUF_ERROR) {
+      gz_error(s, "zlib error %d at byte %lld", r, (long long)src_pos(s));
     }
   }
   return got;
 }
 
-static int gz_cookie_seek(void *c, off64_t *off, int whence) {
-  gz_cookie *g = c;
-  if (whence == SEEK_END) return errno = EINVAL, -1;
-  z_off_t r = gzseek(g->gz, (z_off_t)*off, whence);
-  if (r < 0) return errno = EIO, -1;
-  *off = r;
-  return 0;
+/* Up to n bytes of the file's content (inflated when gzip); fewer at its
+ * end or on an error (s->failed). */
+static int64_t src_read(src *s, void *buf, int64_t n) {
+  unsigned char *out = buf;
+  int64_t got = 0;
+  if (s->gzip) got = gz_read(s, out, n);
+  else
+    while (got < n && !s->failed) {
+      if (s->in_pos == s->in_len && !src_fill(s)) break;
+      size_t k = s->in_len - s->in_pos;
+      if ((int64_t)k > n - got) k = (size_t)(n - got);
+      memcpy(out + got, s->in + s->in_pos, k);
+      s->in_pos += k, got += (int64_t)k;
+    }
+  s->out_off += got;
+  return got;
 }
 
-static int gz_cookie_close(void *c) {
-  gz_cookie *g = c;
-  gzclose(g->gz);
-  free(g);
-  return 0;
+static void src_close(src *s) {
+  if (s->z_live) inflateEnd(&s->z);
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+  s->z_live = false;
 }
 
-typedef struct stream {
-  FILE *f;
-  gz_cookie *gz; /* NULL for a plain file; owned by f */
-} stream;
-
-static bool stream_open(const char *path, stream *s, diag_sink *d) {
-  *s = (stream){0};
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot open: %s", strerror(errno));
-    return false;
-  }
-  unsigned char m[2] = {0, 0};
-  ssize_t got = read(fd, m, 2);
-  if (got < 0 || lseek(fd, 0, SEEK_SET) != 0) {
-    diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot read: %s", strerror(errno));
-    close(fd);
-    return false;
-  }
-  if (got == 2 && m[0] == 0x1f && m[1] == 0x8b) {
-    gz_cookie *g = xcalloc(1, sizeof *g);
-    g->gz = gzdopen(fd, "rb");
-    if (!g->gz) {
-      close(fd);
-      free(g);
-      diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot open: out of memory");
-      return false;
-    }
-    gzbuffer(g->gz, STREAM_BUFFER);
-    s->f = fopencookie(g, "rb", (cookie_io_functions_t){gz_cookie_read, NULL, gz_cookie_seek,
-                                                        gz_cookie_close});
-    if (!s->f) {
-      gz_cookie_close(g);
-      diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot open: %s", strerror(errno));
-      return false;
-    }
-    s->gz = g;
+/* Opens path (or, with path_is_name, reads mem under that name) and sniffs
+ * gzip's magic bytes without consuming anything the reader needs. */
+static bool src_start(src *s, diag_sink *d) {
+  s->d = d;
+  if (s->fd >= 0) {
+    struct stat st;
+    s->file_size = fstat(s->fd, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
   } else {
-    s->f = fdopen(fd, "rb");
-    if (!s->f) {
-      close(fd);
-      diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot open: %s", strerror(errno));
+    s->file_size = (int64_t)s->mem_len;
+  }
+  size_t have = src_want(s, 2);
+  if (s->failed) return false;
+  if (have >= 2 && s->in[0] == 0x1f && s->in[1] == 0x8b) {
+    s->gzip = true;
+    if (inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) {
+      diag_error(d, at(s->path), "out of memory starting zlib");
+      s->failed = true;
       return false;
     }
+    s->z_live = true;
   }
-  setvbuf(s->f, NULL, _IOFBF, STREAM_BUFFER);
   return true;
 }
 
-static void stream_close(stream *s) {
-  if (s->f) fclose(s->f);
-  *s = (stream){0};
+static bool src_open(const char *path, src *s, diag_sink *d) {
+  memset(s, 0, sizeof *s);
+  s->path = path;
+  s->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (s->fd < 0) {
+    diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot open: %s", strerror(errno));
+    return false;
+  }
+  return src_start(s, d);
 }
 
-/* After a short or failed read: an I/O or gzip error if there was one. */
-static bool stream_failed(stream *s, const char *path, diag_sink *d) {
-  if (s->gz && s->gz->err[0]) {
-    diag_error(d, at(path), "corrupt gzip data: %s", s->gz->err);
-    return true;
-  }
-  if (ferror(s->f)) {
-    diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot read: %s", strerror(errno ? errno : EIO));
-    return true;
-  }
-  return false;
+static bool src_open_mem(const char *name, const void *data, size_t len, src *s, diag_sink *d) {
+  memset(s, 0, sizeof *s);
+  s->path = name;
+  s->fd = -1;
+  s->mem = data;
+  s->mem_len = len;
+  return src_start(s, d);
+}
+
+/* Most bytes of content the rest of the file can hold, or -1 when that is
+ * not known (a pipe). */
+static int64_t src_content_bound(const src *s) {
+  if (s->file_size < 0) return -1;
+  int64_t rest = s->file_size - src_pos(s);
+  if (rest < 0) rest = 0;
+  if (!s->gzip) return rest;
+  int64_t total;
+  /* the content still inside the buffer plus what the compressed rest can give */
+  if (!size_mul_ok(s->file_size - s->member_at + 1, DEFLATE_MAX_RATIO, &total)) return -1;
+  return total;
 }
 
 /* ---- raw arrays ---- */
@@ -228,8 +353,7 @@ static const char *shape_str(const raw_array *a, char *buf, size_t len) {
 /* IDX: 00 00 <type> <ndims>, ndims big-endian uint32 dimensions, then the
  * elements, big-endian. Types: 08 ubyte, 09 sbyte, 0B short, 0C int,
  * 0D float, 0E double. The first four bytes are already in m. */
-static bool read_idx_header(stream *s, const unsigned char *m, const char *path, raw_array *a,
-                            diag_sink *d) {
+static bool read_idx_header(src *s, const unsigned char *m, raw_array *a, diag_sink *d) {
   static const struct {
     unsigned char code;
     char kind;
@@ -240,23 +364,23 @@ static bool read_idx_header(stream *s, const unsigned char *m, const char *path,
   for (size_t i = 0; i < sizeof types / sizeof *types; i++)
     if (types[i].code == m[2]) a->kind = types[i].kind, a->size = types[i].size;
   if (!a->kind) {
-    diag_error(d, at(path), "unsupported IDX element type 0x%02X (IDX defines 08, 09, 0B, 0C, 0D "
-                            "and 0E)", m[2]);
+    diag_error(d, at(s->path), "unsupported IDX element type 0x%02X (IDX defines 08, 09, 0B, 0C, "
+                               "0D and 0E)", m[2]);
     return false;
   }
   if (m[3] < 1 || m[3] > RT_MAX_RANK) {
-    diag_error(d, at(path), "IDX file with %d dimensions is not supported (1 to %d)", m[3],
+    diag_error(d, at(s->path), "IDX file with %d dimensions is not supported (1 to %d)", m[3],
                RT_MAX_RANK);
     return false;
   }
   a->big_endian = true;
   a->rank = m[3];
   unsigned char b[4 * RT_MAX_RANK];
-  size_t want = 4 * (size_t)a->rank, got = fread(b, 1, want, s->f);
+  int64_t want = 4 * (int64_t)a->rank, got = src_read(s, b, want);
+  if (s->failed) return false;
   if (got < want) {
-    if (!stream_failed(s, path, d))
-      diag_error(d, at(path), "truncated IDX header: %d dimensions need %zu bytes, the file has %zu",
-                 a->rank, 4 + want, 4 + got);
+    diag_error(d, at(s->path), "truncated IDX header: %d dimensions need %lld bytes, the file has "
+               "%lld", a->rank, (long long)(4 + want), (long long)(4 + got));
     return false;
   }
   for (int k = 0; k < a->rank; k++)
@@ -265,96 +389,189 @@ static bool read_idx_header(stream *s, const unsigned char *m, const char *path,
   return true;
 }
 
-/* Reads exactly the declared bytes into a buffer that grows as they
- * arrive; warns about trailing bytes. */
-static bool read_data(stream *s, const char *path, raw_array *a, diag_sink *d) {
+/* The .npy preamble and header, read from the stream and handed to npy.c's
+ * parser through a memory FILE (the first 6 bytes are already in m). */
+enum { NPY_HEADER_CAP = 1 << 20 }; /* npy.c's limit on the header's length */
+
+static bool read_npy_header(src *s, const unsigned char *m, raw_array *a, diag_sink *d) {
+  unsigned char pre[12];
+  memcpy(pre, m, 6);
+  size_t n = 6 + (size_t)src_read(s, pre + 6, 2);
+  uint32_t hlen = 0;
+  if (!s->failed && n == 8 && pre[6] >= 1 && pre[6] <= 3 && pre[7] == 0) {
+    size_t len_bytes = pre[6] == 1 ? 2 : 4;
+    n += (size_t)src_read(s, pre + 8, (int64_t)len_bytes);
+    if (n == 8 + len_bytes)
+      for (size_t k = len_bytes; k-- > 0;) hlen = hlen << 8 | pre[8 + k];
+  }
+  if (s->failed) return false;
+  size_t text = hlen <= NPY_HEADER_CAP ? hlen : 0;
+  unsigned char *buf = malloc(n + text);
+  if (!buf) {
+    diag_error(d, at(s->path), "out of memory reading a .npy header");
+    return false;
+  }
+  memcpy(buf, pre, n);
+  n += (size_t)src_read(s, buf + n, (int64_t)text);
+  if (s->failed) return free(buf), false;
+  FILE *f = fmemopen(buf, n, "rb");
+  if (!f) {
+    diag_error(d, at(s->path), "cannot read the .npy header: %s", strerror(errno));
+    free(buf);
+    return false;
+  }
+  npy_header h;
+  bool ok = npy_read_header(f, s->path, &h, d);
+  fclose(f);
+  free(buf);
+  if (!ok) return false;
+  if (!parse_descr(h.descr, a)) {
+    diag_error(d, at(s->path), "unsupported .npy dtype '%s' (castor reads floats, integers and "
+                               "booleans here)", h.descr);
+    return false;
+  }
+  if (h.fortran) {
+    diag_error(d, at(s->path), "Fortran-order .npy arrays are not supported; save a C-order "
+                               "array (np.ascontiguousarray)");
+    return false;
+  }
+  a->rank = h.rank;
+  memcpy(a->dims, h.dims, sizeof a->dims);
+  return true;
+}
+
+/* The header of either format; then the data's size, refused when it
+ * overflows or exceeds RT_DATASET_MAX_BYTES. Nothing of the data is read. */
+static bool read_header(src *s, raw_array *a, diag_sink *d) {
+  *a = (raw_array){0};
+  a->gzip = s->gzip;
+  unsigned char m[6];
+  int64_t got = src_read(s, m, 4);
+  if (s->failed) return false;
+  if (got == 4 && memcmp(m, "\x93NUM", 4) == 0) {
+    got += src_read(s, m + 4, 2);
+    if (s->failed) return false;
+  }
+  bool ok = false;
+  if (got >= 6 && memcmp(m, "\x93NUMPY", 6) == 0) {
+    a->format = "npy";
+    ok = read_npy_header(s, m, a, d);
+  } else if (got >= 4 && m[0] == 0 && m[1] == 0) {
+    a->format = "IDX";
+    ok = read_idx_header(s, m, a, d);
+  } else if (got == 0) {
+    diag_error(d, at(s->path), "the file is empty; castor reads .npy and IDX files");
+  } else {
+    str_buf b;
+    str_buf_init(&b);
+    for (int64_t i = 0; i < got && i < 4; i++) str_buf_printf(&b, "%s%02x", i ? " " : "", m[i]);
+    diag_error(d, at(s->path), "not a .npy or IDX file (it starts with bytes %s); castor reads "
+               ".npy and IDX (MNIST) files, gzip-compressed or not", str_buf_cstr(&b));
+    str_buf_fini(&b);
+  }
+  if (!ok) return false;
   char shape[160];
-  shape_str(a, shape, sizeof shape);
   int64_t numel = 1, nbytes;
   for (int k = 0; k < a->rank; k++)
     if (!size_mul_ok(numel, a->dims[k], &numel)) numel = -1;
   if (numel < 0 || !size_mul_ok(numel, a->size, &nbytes) || nbytes > RT_DATASET_MAX_BYTES) {
-    diag_error(d, at(path), "%s array of shape %s and dtype %s is too large (castor reads at most "
-               "%lld bytes of data per file)", a->format, shape, numpy_name(a->kind, a->size),
-               (long long)RT_DATASET_MAX_BYTES);
+    diag_error(d, at(s->path), "%s array of shape %s and dtype %s is too large (castor reads at "
+               "most %lld bytes of data per file)", a->format, shape_str(a, shape, sizeof shape),
+               numpy_name(a->kind, a->size), (long long)RT_DATASET_MAX_BYTES);
     return false;
   }
   a->numel = numel;
-  int64_t cap = nbytes < FIRST_CHUNK ? nbytes : FIRST_CHUNK, got = 0;
-  unsigned char *buf = malloc(cap ? (size_t)cap : 1);
-  for (;;) {
-    if (!buf) {
-      diag_error(d, at(path), "out of memory reading %lld bytes of data", (long long)nbytes);
-      return false;
-    }
-    got += (int64_t)fread(buf + got, 1, (size_t)(cap - got), s->f);
-    if (got < cap || cap == nbytes) break;
-    cap = cap > nbytes / 2 ? nbytes : 2 * cap;
-    unsigned char *nb = realloc(buf, (size_t)cap);
-    if (!nb) free(buf);
-    buf = nb;
-  }
-  if (got < nbytes) {
-    if (!stream_failed(s, path, d))
-      diag_error(d, at(path), "truncated %s file: shape %s of %s needs %lld bytes of data, the "
-                 "file has %lld", a->format, shape, numpy_name(a->kind, a->size),
-                 (long long)nbytes, (long long)got);
-    free(buf);
-    return false;
-  }
-  if (fgetc(s->f) != EOF)
-    diag_warning(d, at(path), "bytes after the %s data (shape %s) are ignored", a->format, shape);
-  else if (stream_failed(s, path, d)) {
-    free(buf);
-    return false;
-  }
-  a->data = buf;
   return true;
 }
 
-static bool read_raw(const char *path, raw_array *a, diag_sink *d) {
-  *a = (raw_array){0};
-  stream s;
-  if (!stream_open(path, &s, d)) return false;
-  a->gzip = s.gz != NULL;
-  unsigned char m[6];
-  size_t got = fread(m, 1, sizeof m, s.f);
-  bool ok = false;
-  if (got >= 6 && memcmp(m, "\x93NUMPY", 6) == 0) {
-    a->format = "npy";
-    npy_header h;
-    if (fseek(s.f, 0, SEEK_SET) != 0)
-      diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot read: %s", strerror(errno));
-    else if (npy_read_header(s.f, path, &h, d)) {
-      if (!parse_descr(h.descr, a))
-        diag_error(d, at(path), "unsupported .npy dtype '%s' (castor reads floats, integers and "
-                                "booleans here)", h.descr);
-      else if (h.fortran)
-        diag_error(d, at(path), "Fortran-order .npy arrays are not supported; save a C-order "
-                                "array (np.ascontiguousarray)");
-      else {
-        a->rank = h.rank;
-        memcpy(a->dims, h.dims, sizeof a->dims);
-        ok = read_data(&s, path, a, d);
-      }
-    }
-  } else if (got >= 4 && m[0] == 0 && m[1] == 0) {
-    a->format = "IDX";
-    if (fseek(s.f, 4, SEEK_SET) != 0)
-      diag_error_kind(d, DIAG_KIND_IO, at(path), "cannot read: %s", strerror(errno));
-    else
-      ok = read_idx_header(&s, m, path, a, d) && read_data(&s, path, a, d);
-  } else if (!stream_failed(&s, path, d)) {
-    str_buf b;
-    str_buf_init(&b);
-    for (size_t i = 0; i < got && i < 4; i++) str_buf_printf(&b, "%s%02x", i ? " " : "", m[i]);
-    if (got == 0) diag_error(d, at(path), "the file is empty; castor reads .npy and IDX files");
-    else
-      diag_error(d, at(path), "not a .npy or IDX file (it starts with bytes %s); castor reads "
-                 ".npy and IDX (MNIST) files, gzip-compressed or not", str_buf_cstr(&b));
-    str_buf_fini(&b);
+/* Where it is knowable (a regular file), a header that declares more data
+ * than the file can hold is refused before anything is allocated, with the
+ * message a short read would give. */
+static bool check_fits(src *s, const raw_array *a, diag_sink *d) {
+  int64_t bound = src_content_bound(s), nbytes = a->numel * a->size;
+  if (bound < 0 || nbytes <= bound) return true;
+  char shape[160];
+  shape_str(a, shape, sizeof shape);
+  if (!s->gzip)
+    diag_error(d, at(s->path), "truncated %s file: shape %s of %s needs %lld bytes of data, the "
+               "file has %lld", a->format, shape, numpy_name(a->kind, a->size), (long long)nbytes,
+               (long long)bound);
+  else
+    diag_error(d, at(s->path), "truncated %s file: shape %s of %s needs %lld bytes of data, more "
+               "than the %lld bytes of this gzip file can hold (deflate expands at most %d times)",
+               a->format, shape, numpy_name(a->kind, a->size), (long long)nbytes,
+               (long long)s->file_size, DEFLATE_MAX_RATIO);
+  return false;
+}
+
+/* A buffer of `total` elements that grows as they arrive, so a header that
+ * lies about a pipe's length costs only what actually came. */
+typedef struct growbuf {
+  void *p;
+  int64_t cap, total;
+  size_t el;
+} growbuf;
+
+static bool growbuf_reserve(growbuf *g, int64_t n, const char *path, diag_sink *d) {
+  if (n <= g->cap && g->p) return true;
+  int64_t cap = g->cap ? g->cap : (FIRST_CHUNK < g->total ? FIRST_CHUNK : g->total);
+  while (cap < n) cap = cap > g->total / 2 ? g->total : 2 * cap;
+  void *p = realloc(g->p, (size_t)(cap ? cap : 1) * g->el);
+  if (!p) {
+    diag_error(d, at(path), "out of memory for %lld values", (long long)cap);
+    return false;
   }
-  stream_close(&s);
+  g->p = p, g->cap = cap;
+  return true;
+}
+
+/* Receives the data chunk by chunk: chunk->data holds chunk->numel
+ * elements, the first of which is element `first` of the array. */
+typedef bool (*chunk_fn)(void *ctx, const raw_array *chunk, int64_t first);
+
+/* Streams exactly the declared elements through fn in chunks of at most
+ * FIRST_CHUNK bytes (the only copy of the raw bytes), then reads the file to
+ * its end: a gzip file's every trailer is checked there, and content after
+ * the data is a warning. */
+static bool read_data(src *s, const raw_array *a, chunk_fn fn, void *ctx, diag_sink *d) {
+  int64_t nbytes = a->numel * a->size, per = FIRST_CHUNK / a->size;
+  unsigned char *buf = malloc(FIRST_CHUNK);
+  if (!buf) {
+    diag_error(d, at(s->path), "out of memory reading data");
+    return false;
+  }
+  char shape[160];
+  shape_str(a, shape, sizeof shape);
+  bool ok = true;
+  for (int64_t first = 0; first < a->numel && ok;) {
+    int64_t want = a->numel - first < per ? a->numel - first : per;
+    int64_t got = src_read(s, buf, want * a->size);
+    if (got < want * a->size) {
+      if (!s->failed)
+        diag_error(d, at(s->path), "truncated %s file: shape %s of %s needs %lld bytes of data, "
+                   "the file has %lld", a->format, shape, numpy_name(a->kind, a->size),
+                   (long long)nbytes, (long long)(first * a->size + got));
+      ok = false;
+      break;
+    }
+    raw_array chunk = *a;
+    chunk.data = buf;
+    chunk.numel = want;
+    ok = fn(ctx, &chunk, first);
+    first += want;
+  }
+  if (ok) {
+    int64_t extra = 0, k;
+    if (s->gzip)
+      while ((k = src_read(s, buf, FIRST_CHUNK)) > 0) extra += k;
+    else
+      extra = src_read(s, buf, 1);
+    if (s->failed) ok = false;
+    else if (extra)
+      diag_warning(d, at(s->path), "bytes after the %s data (shape %s) are ignored", a->format,
+                   shape);
+  }
+  free(buf);
   return ok;
 }
 
@@ -372,15 +589,107 @@ static bool per_sample(const raw_array *a, const char *path, const char *what, i
   return true;
 }
 
+/* The sample count of a file: at least one sample, at most
+ * RT_DATASET_MAX_SAMPLES, and every sample holding at least one value. */
+static bool check_samples(const raw_array *a, int64_t per, const char *path, const char *what,
+                          diag_sink *d) {
+  char shape[160];
+  shape_str(a, shape, sizeof shape);
+  if (a->dims[0] == 0) {
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path), "the dataset is empty: %s has shape %s",
+                    what, shape);
+    return false;
+  }
+  if (per == 0) {
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
+                    "each sample of %s holds no values (shape %s); a sample needs at least one",
+                    what, shape);
+    return false;
+  }
+  if (a->dims[0] > RT_DATASET_MAX_SAMPLES) {
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
+                    "%s declares %lld samples (shape %s); castor takes at most %lld (2^32 - 1)",
+                    what, (long long)a->dims[0], shape, (long long)RT_DATASET_MAX_SAMPLES);
+    return false;
+  }
+  return true;
+}
+
 /* ---- features ---- */
 
-static bool load_features(const char *path, const rt_dataset_options *o, rt_dataset *ds,
-                          diag_sink *d) {
+/* The file's sample shape against the model's input (dataset.h has the
+ * rule); sets ds's sample shape. */
+static bool match_input(const raw_array *a, const rt_dataset_options *o, const char *path,
+                        rt_dataset *ds, diag_sink *d) {
+  char shape[160], want[160], file[160];
+  shape_str(a, shape, sizeof shape);
+  npy_shape_str(a->rank - 1, a->dims + 1, file, sizeof file);
+  ds->x_sample_rank = a->rank - 1;
+  memcpy(ds->x_sample_dims, a->dims + 1, (size_t)(a->rank - 1) * sizeof(int64_t));
+  if (o->sample_rank >= 2) {
+    int r = o->sample_rank;
+    bool same = a->rank - 1 == r, unit = a->rank - 1 == r - 1 && o->sample_dims[r - 1] == 1;
+    for (int k = 0; k < a->rank - 1 && (same || unit); k++)
+      if (k >= r || a->dims[k + 1] != o->sample_dims[k]) same = unit = false;
+    npy_shape_str(r, o->sample_dims, want, sizeof want);
+    if (!same && !unit) {
+      int64_t model = 1;
+      for (int k = 0; k < r; k++) model *= o->sample_dims[k];
+      str_buf b;
+      str_buf_init(&b);
+      if (model == ds->n_features) {
+        int64_t dims[RT_MAX_RANK + 1] = {a->dims[0]};
+        memcpy(dims + 1, o->sample_dims, (size_t)r * sizeof(int64_t));
+        char to[160];
+        str_buf_printf(&b, "; reshape X to %s (x.reshape(%s))", npy_shape_str(r + 1, dims, to, sizeof to),
+                       (dims[0] = -1, npy_shape_str(r + 1, dims, to, sizeof to)));
+      }
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
+                      "each sample has shape %s (X has shape %s), but the model's input has shape "
+                      "%s%s", file, shape, want, str_buf_cstr(&b));
+      str_buf_fini(&b);
+      return false;
+    }
+    ds->x_sample_rank = r;
+    memcpy(ds->x_sample_dims, o->sample_dims, (size_t)r * sizeof(int64_t));
+    return true;
+  }
+  if (o->n_features > 0 && ds->n_features != o->n_features) {
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
+                    "each sample has %lld features (shape %s), but the model's input takes %lld",
+                    (long long)ds->n_features, shape, (long long)o->n_features);
+    return false;
+  }
+  return true;
+}
+
+typedef struct feature_ctx {
+  growbuf x;
+  bool scaled;
+  int64_t bad, first;
+  double first_v;
+  const char *path;
+  diag_sink *d;
+} feature_ctx;
+
+static bool feature_chunk(void *ctx, const raw_array *c, int64_t first) {
+  feature_ctx *f = ctx;
+  if (!growbuf_reserve(&f->x, first + c->numel, f->path, f->d)) return false;
+  float *x = (float *)f->x.p + first;
+  for (int64_t i = 0; i < c->numel; i++) {
+    float v = f->scaled ? (float)c->data[i] / 255.0f : (float)elem_f64(c, i);
+    /* float64 values beyond float32's range become Inf here: as bad as
+     * an Inf in the file, so they are reported the same way */
+    if (!isfinite(v) && f->bad++ == 0) f->first = first + i, f->first_v = elem_f64(c, i);
+    x[i] = v;
+  }
+  return true;
+}
+
+static bool load_features(src *s, const rt_dataset_options *o, rt_dataset *ds, diag_sink *d) {
+  const char *path = s->path;
   raw_array a;
-  if (!read_raw(path, &a, d)) return false;
-  char shape[160];
-  shape_str(&a, shape, sizeof shape);
-  bool ok = false;
+  if (!read_header(s, &a, d)) return false;
   snprintf(ds->x_dtype, sizeof ds->x_dtype, "%s", numpy_name(a.kind, a.size));
   snprintf(ds->x_format, sizeof ds->x_format, "%s", a.format);
   ds->x_gzip = a.gzip;
@@ -389,54 +698,92 @@ static bool load_features(const char *path, const rt_dataset_options *o, rt_data
   if (a.rank == 0) {
     diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
                     "features must have a sample dimension, but the array is a scalar");
-  } else if (a.kind != 'f' && !(a.kind == 'u' && a.size == 1)) {
+    return false;
+  }
+  if (a.kind != 'f' && !(a.kind == 'u' && a.size == 1)) {
     diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
                     "features of dtype %s are not supported (castor reads float32, float64, "
                     "float16 and uint8 features)", numpy_name(a.kind, a.size));
-  } else if (per_sample(&a, path, "features", &ds->n_features, d)) {
-    ds->n = a.dims[0];
-    if (o->n_features > 0 && ds->n_features != o->n_features) {
-      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
-                      "each sample has %lld features (shape %s), but the model's input takes %lld",
-                      (long long)ds->n_features, shape, (long long)o->n_features);
-    } else if (!(ds->x = malloc((size_t)(a.numel ? a.numel : 1) * sizeof(float)))) {
-      diag_error(d, at(path), "out of memory for %lld features", (long long)a.numel);
-    } else {
-      ds->x_scaled = a.kind == 'u';
-      int64_t bad = 0, first = -1;
-      double first_v = 0;
-      for (int64_t i = 0; i < a.numel; i++) {
-        float v = ds->x_scaled ? (float)a.data[i] / 255.0f : (float)elem_f64(&a, i);
-        /* float64 values beyond float32's range become Inf here: as bad as
-         * an Inf in the file, so they are reported the same way */
-        if (!isfinite(v)) {
-          if (bad++ == 0) first = i, first_v = elem_f64(&a, i);
-        }
-        ds->x[i] = v;
-      }
-      if (bad) {
-        int64_t nf = ds->n_features ? ds->n_features : 1;
-        diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
-                        "%lld feature value%s not finite; the first, %s, is feature %lld of "
-                        "sample %lld", (long long)bad, bad == 1 ? " is" : "s are",
-                        isnan(first_v) ? "NaN" : isinf(first_v) ? (first_v > 0 ? "inf" : "-inf")
-                                                                 : "beyond float32's range",
-                        (long long)(first % nf), (long long)(first / nf));
-      } else {
-        ok = true;
-      }
-    }
+    return false;
   }
-  free(a.data);
+  if (!per_sample(&a, path, "features", &ds->n_features, d) ||
+      !check_samples(&a, ds->n_features, path, "X", d) || !match_input(&a, o, path, ds, d) ||
+      !check_fits(s, &a, d))
+    return false;
+  ds->n = a.dims[0];
+  feature_ctx f = {{NULL, 0, a.numel, sizeof(float)}, a.kind == 'u', 0, -1, 0, path, d};
+  bool ok = read_data(s, &a, feature_chunk, &f, d);
+  ds->x = f.x.p;
+  ds->x_scaled = f.scaled;
+  if (ok && f.bad) {
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
+                    "%lld feature value%s not finite; the first, %s, is feature %lld of "
+                    "sample %lld", (long long)f.bad, f.bad == 1 ? " is" : "s are",
+                    isnan(f.first_v) ? "NaN" : isinf(f.first_v) ? (f.first_v > 0 ? "inf" : "-inf")
+                                                                 : "beyond float32's range",
+                    (long long)(f.first % ds->n_features), (long long)(f.first / ds->n_features));
+    ok = false;
+  }
   return ok;
 }
 
 /* ---- labels ---- */
 
-static bool load_labels(const char *path, const rt_dataset_options *o, rt_dataset *ds,
-                        diag_sink *d) {
+typedef struct label_ctx {
+  growbuf y;
+  bool sparse;
+  int64_t hi, width; /* SPARSE: labels lie in [0, hi); DENSE: values per sample */
+  int64_t bad, first;
+  double first_v;
+  const char *path;
+  diag_sink *d;
+} label_ctx;
+
+#define BAD(...) diag_error_kind(l->d, DIAG_KIND_INVALID_ARGUMENT, at(l->path), __VA_ARGS__)
+
+static bool label_chunk(void *ctx, const raw_array *c, int64_t first) {
+  label_ctx *l = ctx;
+  if (!growbuf_reserve(&l->y, first + c->numel, l->path, l->d)) return false;
+  if (!l->sparse) {
+    float *y = (float *)l->y.p + first;
+    for (int64_t i = 0; i < c->numel; i++) {
+      float v = (float)elem_f64(c, i);
+      if (!isfinite(v) && l->bad++ == 0) l->first = first + i, l->first_v = elem_f64(c, i);
+      y[i] = v;
+    }
+    return true;
+  }
+  int32_t *y = (int32_t *)l->y.p + first;
+  for (int64_t i = 0; i < c->numel; i++) {
+    long long at_i = (long long)(first + i);
+    if (c->kind == 'f') {
+      double v = elem_f64(c, i);
+      if (v != floor(v) || !isfinite(v))
+        return BAD("label %g at index %lld is not a whole number (sparse labels are class "
+                   "indices)", v, at_i), false;
+      if (v < 0 || v >= (double)l->hi)
+        return BAD("label %.0f at index %lld is outside [0, %lld)", v, at_i, (long long)l->hi),
+               false;
+      y[i] = (int32_t)v;
+      continue;
+    }
+    bool big;
+    int64_t v = elem_i64(c, i, &big);
+    if (big)
+      return BAD("label %llu at index %lld is outside [0, %lld)", (unsigned long long)v, at_i,
+                 (long long)l->hi), false;
+    if (v < 0 || v >= l->hi)
+      return BAD("label %lld at index %lld is outside [0, %lld)", (long long)v, at_i,
+                 (long long)l->hi), false;
+    y[i] = (int32_t)v;
+  }
+  return true;
+}
+
+static bool load_labels(src *s, const rt_dataset_options *o, rt_dataset *ds, diag_sink *d) {
+  const char *path = s->path;
   raw_array a;
-  if (!read_raw(path, &a, d)) return false;
+  if (!read_header(s, &a, d)) return false;
   char shape[160];
   shape_str(&a, shape, sizeof shape);
   snprintf(ds->y_dtype, sizeof ds->y_dtype, "%s", numpy_name(a.kind, a.size));
@@ -446,106 +793,98 @@ static bool load_labels(const char *path, const rt_dataset_options *o, rt_datase
   if (kind == RT_LABELS_AUTO) kind = a.kind == 'f' ? RT_LABELS_DENSE : RT_LABELS_SPARSE;
   ds->labels = kind;
   int64_t n = a.rank ? a.dims[0] : 0, width = 1;
-  bool ok = false;
-#define BAD(...) diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path), __VA_ARGS__)
-  if (!per_sample(&a, path, "labels", &width, d)) {
-    /* reported */
-  } else if (a.rank == 0) {
-    BAD("labels must have a sample dimension, but the array is a scalar");
-  } else if (kind == RT_LABELS_SPARSE) {
-    if (a.rank > 2 || (a.rank == 2 && a.dims[1] != 1)) {
-      BAD("sparse labels are class indices of shape (n,) or (n, 1), but the array has shape %s%s",
-          shape, a.rank == 2 ? " (one-hot labels need categorical cross-entropy)" : "");
-    } else if (!(ds->y = malloc((size_t)(n ? n : 1) * sizeof(int32_t)))) {
-      diag_error(d, at(path), "out of memory for %lld labels", (long long)n);
-    } else {
-      int64_t hi = o->n_classes > 0 ? o->n_classes : (int64_t)INT32_MAX + 1;
-      ok = true;
-      for (int64_t i = 0; i < n && ok; i++) {
-        if (a.kind == 'f') {
-          double v = elem_f64(&a, i);
-          if (v != floor(v) || !isfinite(v))
-            ok = false, BAD("label %g at index %lld is not a whole number (sparse labels are "
-                            "class indices)", v, (long long)i);
-          else if (v < 0 || v >= (double)hi)
-            ok = false, BAD("label %.0f at index %lld is outside [0, %lld)", v, (long long)i,
-                            (long long)hi);
-          else
-            ds->y[i] = (int32_t)v;
-          continue;
-        }
-        bool big;
-        int64_t v = elem_i64(&a, i, &big);
-        if (big)
-          ok = false, BAD("label %llu at index %lld is outside [0, %lld)",
-                          (unsigned long long)v, (long long)i, (long long)hi);
-        else if (v < 0 || v >= hi)
-          ok = false,
-          BAD("label %lld at index %lld is outside [0, %lld)", (long long)v, (long long)i,
-              (long long)hi);
-        else
-          ds->y[i] = (int32_t)v;
-      }
-      ds->y_width = 1;
-    }
+  label_ctx lc = {{NULL, 0, a.numel, kind == RT_LABELS_SPARSE ? sizeof(int32_t) : sizeof(float)},
+                  kind == RT_LABELS_SPARSE, 0, 1, 0, -1, 0, path, d};
+  label_ctx *l = &lc;
+  if (!per_sample(&a, path, "labels", &width, d)) return false;
+  if (a.rank == 0) return BAD("labels must have a sample dimension, but the array is a scalar"), false;
+  if (kind == RT_LABELS_SPARSE) {
+    if (a.rank > 2 || (a.rank == 2 && a.dims[1] != 1))
+      return BAD("sparse labels are class indices of shape (n,) or (n, 1), but the array has "
+                 "shape %s%s", shape,
+                 a.rank == 2 ? " (one-hot labels need categorical cross-entropy)" : ""), false;
+    lc.hi = o->n_classes > 0 ? o->n_classes : (int64_t)INT32_MAX + 1;
   } else {
-    if (a.rank > 2) {
-      BAD("dense labels have shape (n,) or (n, k), but the array has shape %s", shape);
-    } else if (o->n_classes > 0 && width != o->n_classes) {
-      BAD("labels have %lld value%s per sample (shape %s), but the model's output has %lld",
-          (long long)width, width == 1 ? "" : "s", shape, (long long)o->n_classes);
-    } else if (!(ds->y_dense = malloc((size_t)(a.numel ? a.numel : 1) * sizeof(float)))) {
-      diag_error(d, at(path), "out of memory for %lld labels", (long long)a.numel);
-    } else {
-      int64_t bad = 0, first = -1;
-      double first_v = 0;
-      for (int64_t i = 0; i < a.numel; i++) {
-        float v = (float)elem_f64(&a, i);
-        if (!isfinite(v) && bad++ == 0) first = i, first_v = elem_f64(&a, i);
-        ds->y_dense[i] = v;
-      }
-      ds->y_width = width;
-      if (bad)
-        BAD("%lld label value%s not finite; the first, %s, is value %lld of sample %lld",
-            (long long)bad, bad == 1 ? " is" : "s are",
-            isnan(first_v) ? "NaN" : isinf(first_v) ? (first_v > 0 ? "inf" : "-inf")
-                                                     : "beyond float32's range",
-            (long long)(first % width), (long long)(first / width));
-      else
-        ok = true;
-    }
+    if (a.rank > 2)
+      return BAD("dense labels have shape (n,) or (n, k), but the array has shape %s", shape),
+             false;
+    if (o->n_classes > 0 && width != o->n_classes)
+      return BAD("labels have %lld value%s per sample (shape %s), but the model's output has %lld",
+                 (long long)width, width == 1 ? "" : "s", shape, (long long)o->n_classes), false;
+    if (width == 0)
+      return BAD("each sample of Y holds no values (shape %s); a sample needs at least one",
+                 shape), false;
+    lc.width = width;
   }
-#undef BAD
-  if (ok && n != ds->n) {
+  if (n != ds->n) {
     char xs[160];
-    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
-                    "X and Y have different lengths: X has %lld samples (shape %s), Y has %lld "
-                    "(shape %s)", (long long)ds->n,
-                    npy_shape_str(ds->x_rank, ds->x_dims, xs, sizeof xs), (long long)n, shape);
+    return BAD("X and Y have different lengths: X has %lld samples (shape %s), Y has %lld "
+               "(shape %s)", (long long)ds->n,
+               npy_shape_str(ds->x_rank, ds->x_dims, xs, sizeof xs), (long long)n, shape), false;
+  }
+  if (!check_fits(s, &a, d)) return false;
+  bool ok = read_data(s, &a, label_chunk, &lc, d);
+  if (kind == RT_LABELS_SPARSE) ds->y = lc.y.p, ds->y_width = 1;
+  else ds->y_dense = lc.y.p, ds->y_width = width;
+  if (ok && lc.bad) {
+    BAD("%lld label value%s not finite; the first, %s, is value %lld of sample %lld",
+        (long long)lc.bad, lc.bad == 1 ? " is" : "s are",
+        isnan(lc.first_v) ? "NaN" : isinf(lc.first_v) ? (lc.first_v > 0 ? "inf" : "-inf")
+                                                       : "beyond float32's range",
+        (long long)(lc.first % width), (long long)(lc.first / width));
     ok = false;
   }
-  free(a.data);
   return ok;
 }
+#undef BAD
 
 /* ---- the dataset ---- */
 
 void rt_dataset_options_init(rt_dataset_options *o) { *o = (rt_dataset_options){0}; }
 
-bool rt_dataset_load(const char *x_path, const char *y_path, const rt_dataset_options *o,
-                     rt_dataset *out, diag_sink *d) {
+static bool load_pair(src *xs, src *ys, bool y_open, const rt_dataset_options *o,
+                      rt_dataset *out, diag_sink *d) {
   rt_dataset_options defaults;
   if (!o) rt_dataset_options_init(&defaults), o = &defaults;
-  *out = (rt_dataset){0};
-  bool ok = load_features(x_path, o, out, d) && load_labels(y_path, o, out, d);
-  if (ok && out->n == 0) {
-    char xs[160];
-    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(x_path),
-                    "the dataset is empty: X has shape %s",
-                    npy_shape_str(out->x_rank, out->x_dims, xs, sizeof xs));
-    ok = false;
-  }
+  bool ok = load_features(xs, o, out, d) && y_open && load_labels(ys, o, out, d);
   if (!ok) rt_dataset_fini(out);
+  return ok;
+}
+
+bool rt_dataset_load(const char *x_path, const char *y_path, const rt_dataset_options *o,
+                     rt_dataset *out, diag_sink *d) {
+  *out = (rt_dataset){0};
+  /* one source at a time: src holds a 64 KiB buffer */
+  src *s = xmalloc(2 * sizeof *s);
+  bool ok = false;
+  if (src_open(x_path, &s[0], d)) {
+    rt_dataset_options defaults;
+    if (!o) rt_dataset_options_init(&defaults), o = &defaults;
+    ok = load_features(&s[0], o, out, d);
+    src_close(&s[0]);
+    if (ok) {
+      ok = src_open(y_path, &s[1], d) && load_labels(&s[1], o, out, d);
+      src_close(&s[1]);
+    }
+  } else {
+    src_close(&s[0]);
+  }
+  free(s);
+  if (!ok) rt_dataset_fini(out);
+  return ok;
+}
+
+bool rt_dataset_load_mem(const void *x, size_t x_len, const char *x_name, const void *y,
+                         size_t y_len, const char *y_name, const rt_dataset_options *o,
+                         rt_dataset *out, diag_sink *d) {
+  *out = (rt_dataset){0};
+  src *s = xmalloc(2 * sizeof *s);
+  bool xo = src_open_mem(x_name, x, x_len, &s[0], d);
+  bool yo = xo && src_open_mem(y_name, y, y_len, &s[1], d);
+  bool ok = xo && load_pair(&s[0], &s[1], yo, o, out, d);
+  src_close(&s[0]);
+  if (xo) src_close(&s[1]);
+  free(s);
   return ok;
 }
 

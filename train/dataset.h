@@ -6,14 +6,31 @@
  *
  * Files: NumPy .npy or IDX (the MNIST format), either of them gzip-
  * compressed or not; the format is detected by the magic bytes, never by
- * the name. Reading is bounded by what the header declares: exactly the
- * declared bytes are read (more than RT_DATASET_MAX_BYTES is refused before
- * anything is allocated, and buffers grow only as bytes arrive), so a lying
- * header cannot make castor allocate or read without end.
+ * the name. A file is read once, front to back, as a stream: a FIFO or a
+ * pipe (`--x <(zcat x.gz)`) works like a file. Every gzip member's trailer
+ * (CRC32 and length) is checked; concatenated members (pigz, bgzip) read as
+ * one stream, as `gzip -d` reads them; bytes after the last member are an
+ * error. The header is checked against the model (dtype, sample shape,
+ * sample count, X's length for Y) before any data is read; a header that
+ * declares more data than a regular file can hold is refused before
+ * anything is allocated; buffers grow only as data arrives, and the raw
+ * bytes pass through one 1 MiB chunk, so memory is what the converted data
+ * needs. More than RT_DATASET_MAX_BYTES of data in one file, more than
+ * RT_DATASET_MAX_SAMPLES samples, or samples holding no values are refused
+ * after the header.
  *
- *   features X  float32, float64, float16 or uint8, shape [n, ...]; each
- *               sample is flattened to n_features floats (an IDX image file
- *               [n, rows, cols] gives rows*cols). uint8 is divided by 255
+ *   features X  float32, float64, float16 or uint8, shape [n, ...]; the
+ *               data is stored flat, n_features floats per sample. Which
+ *               sample shapes feed the model's input (options.sample_dims):
+ *               a model input of rank 1 [k] takes any sample shape of k
+ *               values, flattened in C order (an IDX image file [n, 28, 28]
+ *               feeds [784]); a model input of rank >= 2 takes samples of
+ *               exactly its shape, or of its shape without a trailing unit
+ *               dimension ([n, 28, 28] feeds [28, 28, 1]: the channel axis
+ *               Keras's MNIST examples add with np.expand_dims(x, -1), which
+ *               changes no byte of the data). Any other shape is an error
+ *               naming both shapes (with the reshape to apply when the counts
+ *               match). uint8 is divided by 255
  *               in float32 (x.astype("float32") / 255, as the Keras guides
  *               do) and x_scaled says so.
  *   labels Y    SPARSE: class indices of any integer dtype (or floats that
@@ -37,6 +54,9 @@
 
 /* Largest data section of one file: 64 GiB. */
 #define RT_DATASET_MAX_BYTES ((int64_t)1 << 36)
+/* Most samples of a dataset: 2^32 - 1, the largest count an IDX header can
+ * declare (a .npy header may declare more; it is refused). */
+#define RT_DATASET_MAX_SAMPLES ((int64_t)UINT32_MAX)
 
 typedef enum rt_labels_kind {
   RT_LABELS_AUTO,   /* options only: integer files SPARSE, float files DENSE */
@@ -49,6 +69,11 @@ typedef struct rt_dataset_options {
   int64_t n_classes;     /* SPARSE: labels lie in [0, n_classes); DENSE: y_width must
                             equal it; 0: not checked (SPARSE labels still >= 0) */
   rt_labels_kind labels; /* what the loss needs; AUTO: decided by the file */
+  /* The model input's shape without the batch dimension; rank 0 or 1:
+   * only n_features is checked (any sample shape of that many values);
+   * rank >= 2: the sample shape rule above, n_features ignored. */
+  int sample_rank;
+  int64_t sample_dims[RT_MAX_RANK];
 } rt_dataset_options;
 
 void rt_dataset_options_init(rt_dataset_options *o); /* 0, 0, AUTO */
@@ -69,12 +94,22 @@ typedef struct rt_dataset {
   bool x_gzip, y_gzip;
   int x_rank;
   int64_t x_dims[RT_MAX_RANK];
+  /* One sample's shape as the model takes it: options.sample_dims when its
+   * rank is >= 2, else the file's (x_dims without the first). Its product
+   * is n_features. */
+  int x_sample_rank;
+  int64_t x_sample_dims[RT_MAX_RANK];
 } rt_dataset;
 
 /* Loads X and Y and checks them against o (NULL: rt_dataset_options_init's
  * defaults). On failure *out is empty (safe to _fini). */
 bool rt_dataset_load(const char *x_path, const char *y_path, const rt_dataset_options *o,
                      rt_dataset *out, diag_sink *d);
+/* The same from bytes in memory (tests, fuzzing), named x_name and y_name
+ * in messages. */
+bool rt_dataset_load_mem(const void *x, size_t x_len, const char *x_name, const void *y,
+                         size_t y_len, const char *y_name, const rt_dataset_options *o,
+                         rt_dataset *out, diag_sink *d);
 /* Frees the buffers; the struct may be reused. NULL is a no-op. */
 void rt_dataset_fini(rt_dataset *ds);
 
@@ -120,8 +155,10 @@ typedef struct rt_batcher {
   float *y_dense;  /* DENSE: [rows, y_width] */
 } rt_batcher;
 
-/* batch_size < 1 is a DIAG_KIND_INVALID_ARGUMENT error; running out of
- * memory for the buffers an error too. Starts epoch 0. ds must outlive b. */
+/* batch_size < 1, or a dataset outside what rt_dataset_load gives (no
+ * samples, more than RT_DATASET_MAX_SAMPLES, samples or labels of no
+ * values) is a DIAG_KIND_INVALID_ARGUMENT error, checked before anything is
+ * allocated; running out of memory for the buffers an error too. Starts epoch 0. ds must outlive b. */
 bool rt_batcher_init(rt_batcher *b, const rt_dataset *ds, int64_t batch_size, bool shuffle,
                      uint64_t seed, diag_sink *d);
 /* Sets the order of `epoch` (0-based): rt_shuffle_order(seed, epoch) when
