@@ -111,9 +111,9 @@ bool rt_batcher_init(rt_batcher *b, const rt_dataset *ds, int64_t batch_size, bo
   if (ds->n < 1 || ds->n > RT_DATASET_MAX_SAMPLES || ds->n_features < 1 ||
       (ds->y_dense && ds->y_width < 1)) {
     diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
-                    "cannot batch a dataset of %lld samples of %lld features and %lld label "
-                    "values: it needs 1 to %lld samples and at least one feature and label value "
-                    "each", (long long)ds->n, (long long)ds->n_features,
+                    "cannot batch a dataset of %lld samples with %lld features and %lld label "
+                    "values each: it needs 1 to %lld samples, each with at least one feature and "
+                    "one label value", (long long)ds->n, (long long)ds->n_features,
                     (long long)(ds->y_dense ? ds->y_width : 1), (long long)RT_DATASET_MAX_SAMPLES);
     return false;
   }

@@ -29,7 +29,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-enum { CHUNK = 1 << 16, FIRST_CHUNK = 1 << 20 };
+enum { CHUNK = 1 << 14, FIRST_CHUNK = 1 << 20 };
 
 /* Deflate expands at most 1032 times (RFC 1951's longest match, 258 bytes,
  * costs at least 2 bits): a gzip file of c bytes holds less than
@@ -534,8 +534,12 @@ typedef bool (*chunk_fn)(void *ctx, const raw_array *chunk, int64_t first);
  * its end: a gzip file's every trailer is checked there, and content after
  * the data is a warning. */
 static bool read_data(src *s, const raw_array *a, chunk_fn fn, void *ctx, diag_sink *d) {
-  int64_t nbytes = a->numel * a->size, per = FIRST_CHUNK / a->size;
-  unsigned char *buf = malloc(FIRST_CHUNK);
+  int64_t nbytes = a->numel * a->size;
+  /* the chunk: 1 MiB, or less for less data (at least 4 KiB for the end) */
+  int64_t chunk = nbytes < FIRST_CHUNK ? (nbytes > 4096 ? nbytes : 4096) : FIRST_CHUNK;
+  chunk -= chunk % a->size;
+  int64_t per = chunk / a->size;
+  unsigned char *buf = malloc((size_t)chunk);
   if (!buf) {
     diag_error(d, at(s->path), "out of memory reading data");
     return false;
@@ -554,16 +558,16 @@ static bool read_data(src *s, const raw_array *a, chunk_fn fn, void *ctx, diag_s
       ok = false;
       break;
     }
-    raw_array chunk = *a;
-    chunk.data = buf;
-    chunk.numel = want;
-    ok = fn(ctx, &chunk, first);
+    raw_array part = *a;
+    part.data = buf;
+    part.numel = want;
+    ok = fn(ctx, &part, first);
     first += want;
   }
   if (ok) {
     int64_t extra = 0, k;
     if (s->gzip)
-      while ((k = src_read(s, buf, FIRST_CHUNK)) > 0) extra += k;
+      while ((k = src_read(s, buf, chunk)) > 0) extra += k;
     else
       extra = src_read(s, buf, 1);
     if (s->failed) ok = false;
@@ -640,9 +644,12 @@ static bool match_input(const raw_array *a, const rt_dataset_options *o, const c
       if (model == ds->n_features) {
         int64_t dims[RT_MAX_RANK + 1] = {a->dims[0]};
         memcpy(dims + 1, o->sample_dims, (size_t)r * sizeof(int64_t));
-        char to[160];
-        str_buf_printf(&b, "; reshape X to %s (x.reshape(%s))", npy_shape_str(r + 1, dims, to, sizeof to),
-                       (dims[0] = -1, npy_shape_str(r + 1, dims, to, sizeof to)));
+        char to[160], call[160];
+        npy_shape_str(r + 1, dims, to, sizeof to);
+        dims[0] = -1;
+        npy_shape_str(r + 1, dims, call, sizeof call);
+        call[strlen(call) - 1] = 0; /* "(-1, 28, 28, 1" */
+        str_buf_printf(&b, "; reshape X to %s (x.reshape%s))", to, call);
       }
       diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, at(path),
                       "each sample has shape %s (X has shape %s), but the model's input has shape "
@@ -854,7 +861,7 @@ static bool load_pair(src *xs, src *ys, bool y_open, const rt_dataset_options *o
 bool rt_dataset_load(const char *x_path, const char *y_path, const rt_dataset_options *o,
                      rt_dataset *out, diag_sink *d) {
   *out = (rt_dataset){0};
-  /* one source at a time: src holds a 64 KiB buffer */
+  /* the sources hold 16 KiB buffers each: on the heap */
   src *s = xmalloc(2 * sizeof *s);
   bool ok = false;
   if (src_open(x_path, &s[0], d)) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_seeds.py: writes the hand-made seeds of the binary fuzz targets
-(seeds/safetensors, seeds/npy, seeds/cli) and the dictionaries (dict/)
+(seeds/safetensors, seeds/npy, seeds/dataset, seeds/cli) and the dictionaries (dict/)
 with the standard library only.
 The text targets (cast, ir, passes) take their seeds from the test inputs
 (samples/, tests/golden/), gathered by run.sh and by CMake. Run by hand
@@ -54,6 +54,27 @@ write("npy", "b1_2x2", npy("|b1", [2, 2], bytes([1, 0, 0, 1])))
 write("npy", "scalar", npy("<f4", [], f32(3.25)))
 write("npy", "empty", npy("<f4", [0, 3], b""))
 
+# fuzz_dataset: a 6-byte prefix (flags, features, classes, X's length LE16,
+# shape nibbles; see fuzz_dataset.c), then X's bytes, then Y's
+import gzip as _gzip
+def idx(code, dims, data):
+    return bytes([0, 0, code, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) + data
+def gz(b):
+    return _gzip.compress(b, 9, mtime=0)
+def ds(x, y, flags=0, features=0, classes=0, shape=0):
+    return bytes([flags, features, classes, len(x) & 255, len(x) >> 8, shape]) + x + y
+img = idx(0x08, [3, 2, 2], bytes(range(0, 240, 20)))
+lab = idx(0x08, [3], bytes([0, 2, 1]))
+write("dataset", "idx_plain", ds(img, lab, 0, 4, 3))
+write("dataset", "idx_wrapped", ds(img, lab, 3, 4, 3))
+write("dataset", "idx_gzip_raw", ds(gz(img), gz(lab), 0, 4, 3))
+write("dataset", "idx_gzip_members", ds(gz(img[:7]) + gz(img[7:]), lab, 0, 0, 0))
+write("dataset", "idx_shape_2x2x1", ds(img, lab, 16, 0, 3, 0x11))
+write("dataset", "npy_dense", ds(npy("<f4", [2, 3], f32(1, 2, 3, 4, 5, 6)), npy("<f8", [2, 2], struct.pack("<4d", 1, 0, 0, 1)), 8, 3, 2))
+write("dataset", "npy_sparse_i8", ds(npy("<f2", [2, 1], struct.pack("<2H", 0x3c00, 0x4000)), npy("<i8", [2, 1], struct.pack("<2q", 1, 0)), 4, 1, 2))
+write("dataset", "npy_u1_gzip", ds(gz(npy("|u1", [2, 2], bytes([0, 255, 7, 9]))), npy(">i2", [2], struct.pack(">2h", 1, 1)), 0, 0, 0))
+write("dataset", "idx_zero_features", ds(idx(0x08, [0xffffffff, 0], b""), lab, 0, 0, 0))
+
 for i, args in enumerate([
         ["run", "m.cast"],
         ["run", "m.cast", "--batch", "4", "--seed=7", "--threads", "2", "--repeat=3", "--stats"],
@@ -94,6 +115,10 @@ dictionary("safetensors.dict", ["{", "}", "[", "]", ":", ",", '"dtype"', '"shape
 dictionary("npy.dict", [b"\x93NUMPY", b"\x01\x00", b"\x02\x00", b"\x03\x00", "{", "}", "'descr'",
     "'fortran_order'", "'shape'", "'<f4'", "'<f2'", "'<f8'", "'<i4'", "'<i8'", "'|b1'", "'>f4'", "'=f4'",
     "False", "True", "(", ")", ",", "L", "\n"])
+dictionary("dataset.dict", [b"\x1f\x8b\x08\x00", b"\x00\x00\x08\x01", b"\x00\x00\x08\x03", b"\x00\x00\x0d\x02",
+    b"\x00\x00\x0e\x02", b"\x00\x00\x0b\x01", b"\xff\xff\xff\xff", b"\x00\x00\x00\x00", b"\x93NUMPY",
+    b"\x01\x00", "{", "}", "'descr'", "'fortran_order'", "'shape'", "'<f4'", "'|u1'", "'<i8'", "'<f8'", "'<f2'",
+    "'>i2'", "False", "True", "(", ")", ",", "\n"])
 dictionary("cli.dict", ["run", "dump", "build", "--input", "--output", "--batch", "--seed", "--weights-seed",
     "--weights", "--policy", "--fp32-ops", "--fp32-layers", "--keep-16bit-outputs", "--pad8", "--casts",
     "--passes", "--dump-after", "--dump-dir", "--emit", "--target", "--device", "--sm", "--threads",

@@ -14,6 +14,9 @@
 #include "tests/unit/tmpdir_fixture.h"
 
 #include <math.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 /* ---- writing test files ---- */
@@ -628,6 +631,292 @@ START_TEST(test_fashion_mnist) {
 }
 END_TEST
 
+/* ---- streams: gzip members and trailers, header first, pipes ---- */
+
+/* One gzip member of data at `level` (0: stored blocks, whose bytes can be
+ * changed without a deflate error), into out; returns its length. With
+ * sync_only the member stops after a sync flush: no final block, no trailer. */
+static size_t gz_mem(const void *data, size_t len, int level, bool sync_only, unsigned char *out,
+                     size_t cap) {
+  z_stream z = {0};
+  ck_assert_int_eq(deflateInit2(&z, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY),
+                   Z_OK);
+  z.next_in = (unsigned char *)data;
+  z.avail_in = (uInt)len;
+  z.next_out = out;
+  z.avail_out = (uInt)cap;
+  ck_assert_int_eq(deflate(&z, sync_only ? Z_SYNC_FLUSH : Z_FINISH), sync_only ? Z_OK : Z_STREAM_END);
+  size_t n = z.total_out;
+  deflateEnd(&z);
+  return n;
+}
+
+static unsigned char *find_bytes(unsigned char *hay, size_t n, const void *needle, size_t k) {
+  for (size_t i = 0; i + k <= n; i++)
+    if (memcmp(hay + i, needle, k) == 0) return hay + i;
+  return NULL;
+}
+
+START_TEST(test_gzip_trailers_and_members) {
+  char xp[256], yp[256], want[1024];
+  tmp_path("x.idx.gz", xp, sizeof xp);
+  tmp_path("y.idx", yp, sizeof yp);
+  static unsigned char plain[256], gz[1024];
+  unsigned char lab4[4] = {0, 1, 2, 1};
+  uint32_t yd[1] = {4};
+  write_bytes(yp, plain, idx_bytes(plain, 0x08, 1, yd, lab4, 4));
+  /* X: 4 samples of 2 float32 (big-endian), then 5 bytes the header does
+   * not declare (a warning: the loader reads on to the trailer anyway) */
+  const float xs[8] = {0.574f, 1, 2, 3, 4, 5, 6, 7};
+  unsigned char be[32];
+  for (int i = 0; i < 8; i++) {
+    uint32_t u;
+    memcpy(&u, &xs[i], 4);
+    for (int k = 0; k < 4; k++) be[4 * i + k] = (unsigned char)(u >> (24 - 8 * k));
+  }
+  uint32_t xd[2] = {4, 2};
+  size_t plen = idx_bytes(plain, 0x0D, 2, xd, be, 32);
+  memcpy(plain + plen, "extra", 5);
+  plen += 5;
+  diag_sink *d = diag_sink_create();
+  rt_dataset_options o = {.n_features = 2, .n_classes = 3};
+  rt_dataset ds;
+
+  /* a corrupt byte in the data of a stored block: only the CRC can tell;
+   * the loader used to stop after the declared bytes and train on -5.3e-16 */
+  size_t glen = gz_mem(plain, plen, 0, false, gz, sizeof gz);
+  unsigned char *v = find_bytes(gz, glen, be, 4);
+  ck_assert(v != NULL);
+  v[3] ^= 0x40;
+  write_bytes(xp, gz, glen);
+  ck_assert(!rt_dataset_load(xp, yp, &o, &ds, d));
+  snprintf(want, sizeof want, "%s: error: corrupt gzip data: the CRC32 of the gzip member that "
+           "starts at byte 0 does not match its data (trailer at byte %zu)\n", xp, glen - 8);
+  ck_assert_str_eq(diag_text(d), want);
+  v[3] ^= 0x40;
+
+  /* the length (ISIZE) in the trailer */
+  gz[glen - 1] ^= 1;
+  write_bytes(xp, gz, glen);
+  diag_clear(d);
+  ck_assert(!rt_dataset_load(xp, yp, &o, &ds, d));
+  snprintf(want, sizeof want, "%s: error: corrupt gzip data: the length of the gzip member that "
+           "starts at byte 0 does not match its data (trailer at byte %zu)\n", xp, glen - 8);
+  ck_assert_str_eq(diag_text(d), want);
+  gz[glen - 1] ^= 1;
+
+  /* bytes after the last member: an error, not silence */
+  memcpy(gz + glen, "junk", 4);
+  write_bytes(xp, gz, glen + 4);
+  diag_clear(d);
+  ck_assert(!rt_dataset_load(xp, yp, &o, &ds, d));
+  snprintf(want, sizeof want, "%s: error: corrupt gzip data: the bytes after the last gzip member "
+           "(from byte %zu) are not a gzip member\n", xp, glen);
+  ck_assert_str_eq(diag_text(d), want);
+
+  /* members one after the other (pigz, bgzip with its empty EOF member)
+   * read as one stream, whatever the cut */
+  for (size_t cut = 1; cut < plen; cut += 7) {
+    size_t n = gz_mem(plain, cut, 9, false, gz, sizeof gz);
+    n += gz_mem(plain + cut, plen - cut, 1, false, gz + n, sizeof gz - n);
+    n += gz_mem("", 0, 6, false, gz + n, sizeof gz - n);
+    write_bytes(xp, gz, n);
+    diag_clear(d);
+    ck_assert_msg(rt_dataset_load(xp, yp, &o, &ds, d), "cut %zu: %s", cut, diag_text(d));
+    for (int i = 0; i < 8; i++) ck_assert(ds.x[i] == xs[i]);
+    snprintf(want, sizeof want, "%s: warning: bytes after the IDX data (shape (4, 2)) are ignored\n",
+             xp);
+    ck_assert_str_eq(diag_text(d), want);
+    rt_dataset_fini(&ds);
+  }
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* The header is checked against the model before any data is read: the
+ * data behind these headers is a broken deflate stream, which the loader
+ * would report if it inflated it. */
+START_TEST(test_header_before_data) {
+  static unsigned char hdr[64], gz[4096];
+  uint32_t xd[2] = {200000000, 5};
+  size_t hl = idx_bytes(hdr, 0x08, 2, xd, NULL, 0);
+  size_t n = gz_mem(hdr, hl, 6, true, gz, sizeof gz);
+  /* then a stored block that declares 65535 bytes and holds 1000: what
+   * inflate cannot check before the data is asked for */
+  memcpy(gz + n, "\x00\xff\xff\x00\x00", 5);
+  memset(gz + n + 5, 0xab, 995);
+  unsigned char y[16];
+  uint32_t yd[1] = {3};
+  size_t yl = idx_bytes(y, 0x08, 1, yd, (const unsigned char[]){0, 1, 2}, 3);
+  diag_sink *d = diag_sink_create();
+  rt_dataset_options o = {.n_features = 4, .n_classes = 3};
+  rt_dataset ds;
+  ck_assert(!rt_dataset_load_mem(gz, n + 1000, "x.gz", y, yl, "y", &o, &ds, d));
+  ck_assert_str_eq(diag_text(d), "x.gz: error: each sample has 5 features (shape (200000000, 5)), "
+                                 "but the model's input takes 4\n");
+  /* the same header with the model's 5 features gets to the data */
+  o.n_features = 5;
+  diag_clear(d);
+  ck_assert(!rt_dataset_load_mem(gz, n + 1000, "x.gz", y, yl, "y", &o, &ds, d));
+  char want[512];
+  snprintf(want, sizeof want, "x.gz: error: truncated IDX file: shape (200000000, 5) of uint8 needs "
+           "1000000000 bytes of data, more than the %zu bytes of this gzip file can hold (deflate "
+           "expands at most 1032 times)\n", n + 1000);
+  ck_assert_str_eq(diag_text(d), want);
+  /* Y's length against X's, before Y's data */
+  uint32_t xd2[2] = {4, 1};
+  hl = idx_bytes(hdr, 0x08, 2, xd2, (const unsigned char[]){1, 2, 3, 4}, 4);
+  n = gz_mem(y, yl, 6, true, gz, sizeof gz);
+  memset(gz + n, 0xff, 100);
+  o.n_features = 1;
+  diag_clear(d);
+  ck_assert(!rt_dataset_load_mem(hdr, hl, "x", gz, n + 100, "y.gz", &o, &ds, d));
+  ck_assert_str_eq(diag_text(d), "y.gz: error: X and Y have different lengths: X has 4 samples "
+                                 "(shape (4, 1)), Y has 3 (shape (3,))\n");
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* Samples of no values and absurd counts: refused after the header. */
+START_TEST(test_empty_samples_and_counts) {
+  static unsigned char x[256], y[256];
+  unsigned char one[4] = {0, 1, 0, 1};
+  uint32_t yd[1] = {4};
+  size_t yl = idx_bytes(y, 0x08, 1, yd, one, 4);
+  diag_sink *d = diag_sink_create();
+  rt_dataset ds;
+  /* 12 bytes: (2^32 - 1, 0); this loaded, and the batcher wanted 34 GB */
+  uint32_t xd[2] = {0xffffffffu, 0};
+  size_t xl = idx_bytes(x, 0x08, 2, xd, NULL, 0);
+  ck_assert_int_eq(xl, 12);
+  ck_assert(!rt_dataset_load_mem(x, xl, "x", y, yl, "y", NULL, &ds, d));
+  ck_assert_str_eq(diag_text(d), "x: error: each sample of X holds no values (shape (4294967295, "
+                                 "0)); a sample needs at least one\n");
+  /* a .npy header may declare more than 2^32 - 1 samples */
+  char h[128];
+  int hn = snprintf(h, sizeof h, "{'descr': '|u1', 'fortran_order': False, 'shape': (8589934592, 1), }");
+  while ((10 + hn + 1) % 64) h[hn++] = ' ';
+  h[hn++] = '\n';
+  memcpy(x, "\x93NUMPY\x01\x00", 8);
+  x[8] = (unsigned char)hn, x[9] = 0;
+  memcpy(x + 10, h, (size_t)hn);
+  diag_clear(d);
+  ck_assert(!rt_dataset_load_mem(x, 10 + (size_t)hn, "x.npy", y, yl, "y", NULL, &ds, d));
+  ck_assert_str_eq(diag_text(d), "x.npy: error: X declares 8589934592 samples (shape (8589934592, "
+                                 "1)); castor takes at most 4294967295 (2^32 - 1)\n");
+  /* dense labels of no values */
+  uint32_t xd4[2] = {4, 1}, yd0[2] = {4, 0};
+  xl = idx_bytes(x, 0x0D, 2, xd4, (const unsigned char[16]){0}, 16);
+  yl = idx_bytes(y, 0x0D, 2, yd0, NULL, 0);
+  rt_dataset_options o = {.labels = RT_LABELS_DENSE};
+  diag_clear(d);
+  ck_assert(!rt_dataset_load_mem(x, xl, "x", y, yl, "y", &o, &ds, d));
+  ck_assert_str_eq(diag_text(d), "y: error: each sample of Y holds no values (shape (4, 0)); a "
+                                 "sample needs at least one\n");
+  /* the batcher refuses such a dataset built by hand, before allocating */
+  rt_dataset bad = {.n = 0xffffffffLL, .n_features = 0, .labels = RT_LABELS_SPARSE};
+  rt_batcher b;
+  diag_clear(d);
+  ck_assert(!rt_batcher_init(&b, &bad, 32, true, 1, d));
+  ck_assert_str_eq(diag_text(d), "error: cannot batch a dataset of 4294967295 samples with 0 "
+                                 "features and 1 label values each: it needs 1 to 4294967295 "
+                                 "samples, each with at least one feature and one label value\n");
+  rt_batcher_fini(&b);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+/* A FIFO as X (`--x <(zcat x.gz)`): read as a stream, no seek. */
+START_TEST(test_fifo) {
+  for (int gz = 0; gz < 2; gz++) {
+    char xp[256], yp[256];
+    tmp_path("x.fifo", xp, sizeof xp);
+    tmp_path("y.idx", yp, sizeof yp);
+    make_mnist_like(xp, yp, false); /* y.idx, and the bytes of X in x.fifo for now */
+    char *bytes;
+    size_t len;
+    ck_assert(str_read_file(xp, &bytes, &len));
+    static unsigned char gzb[4096];
+    if (gz) len = gz_mem(bytes, len, 9, false, gzb, sizeof gzb), memcpy(bytes, gzb, len);
+    unlink(xp);
+    ck_assert_int_eq(mkfifo(xp, 0600), 0);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) { /* the writer, in small pieces */
+      FILE *f = fopen(xp, "wb");
+      for (size_t i = 0; f && i < len; i += 5) {
+        fwrite(bytes + i, 1, len - i < 5 ? len - i : 5, f);
+        fflush(f);
+      }
+      _exit(f && fclose(f) == 0 ? 0 : 1);
+    }
+    diag_sink *d = diag_sink_create();
+    rt_dataset ds;
+    rt_dataset_options o = {.n_features = ROWS * COLS, .n_classes = 10};
+    bool ok = rt_dataset_load(xp, yp, &o, &ds, d);
+    int status;
+    waitpid(pid, &status, 0);
+    ck_assert_msg(ok, "%s", diag_text(d));
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert(ds.n == N_IMG && ds.x_gzip == (gz == 1));
+    for (int i = 0; i < N_IMG * ROWS * COLS; i++) ck_assert(ds.x[i] == (float)img[i] / 255.0f);
+    ck_assert_int_eq(diag_error_count(d) + diag_warning_count(d), 0);
+    rt_dataset_fini(&ds);
+    diag_sink_destroy(d);
+    free(bytes);
+    unlink(xp);
+  }
+}
+END_TEST
+
+/* Samples keep their shape: IDX images [n, 3, 4] feed [3, 4, 1], [3, 4]
+ * and [12]; other shapes are errors naming both. */
+START_TEST(test_sample_shape) {
+  char xp[256], yp[256];
+  tmp_path("x.idx", xp, sizeof xp);
+  tmp_path("y.idx", yp, sizeof yp);
+  make_mnist_like(xp, yp, true);
+  diag_sink *d = diag_sink_create();
+  rt_dataset ds;
+  static const struct {
+    int rank;
+    int64_t dims[3];
+  } ok_shapes[] = {{3, {ROWS, COLS, 1}}, {2, {ROWS, COLS}}, {1, {ROWS * COLS}}};
+  for (int i = 0; i < 3; i++) {
+    rt_dataset_options o = {.n_features = ROWS * COLS, .n_classes = 10,
+                            .sample_rank = ok_shapes[i].rank};
+    memcpy(o.sample_dims, ok_shapes[i].dims, sizeof ok_shapes[i].dims);
+    ck_assert_msg(rt_dataset_load(xp, yp, &o, &ds, d), "%s", diag_text(d));
+    ck_assert_int_eq(ds.n_features, ROWS * COLS);
+    int want_rank = ok_shapes[i].rank == 1 ? 2 : ok_shapes[i].rank; /* rank 1: the file's */
+    ck_assert_int_eq(ds.x_sample_rank, want_rank);
+    ck_assert(ds.x_sample_dims[0] == ROWS && ds.x_sample_dims[1] == COLS);
+    if (want_rank == 3) ck_assert_int_eq(ds.x_sample_dims[2], 1);
+    for (int k = 0; k < N_IMG * ROWS * COLS; k++) ck_assert(ds.x[k] == (float)img[k] / 255.0f);
+    rt_dataset_fini(&ds);
+  }
+  rt_dataset_options o = {.n_classes = 10, .sample_rank = 3, .sample_dims = {ROWS, COLS, 3}};
+  ck_assert(!rt_dataset_load(xp, yp, &o, &ds, d));
+  char want[512];
+  snprintf(want, sizeof want, "%s: error: each sample has shape (3, 4) (X has shape (7, 3, 4)), "
+           "but the model's input has shape (3, 4, 3)\n", xp);
+  ck_assert_str_eq(diag_text(d), want);
+  /* flat rows for an image input: the reshape to apply */
+  static const float flat[2 * 12] = {0};
+  int64_t fd[2] = {2, 12};
+  tmp_path("flat.npy", xp, sizeof xp);
+  write_npy(xp, "<f4", 2, fd, flat, 4);
+  o.sample_dims[2] = 1;
+  diag_clear(d);
+  ck_assert(!rt_dataset_load(xp, yp, &o, &ds, d));
+  snprintf(want, sizeof want, "%s: error: each sample has shape (12,) (X has shape (2, 12)), but "
+           "the model's input has shape (3, 4, 1); reshape X to (2, 3, 4, 1) "
+           "(x.reshape(-1, 3, 4, 1))\n", xp);
+  ck_assert_str_eq(diag_text(d), want);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 static Suite *dataset_suite(void) {
   Suite *s = suite_create("dataset");
   TCase *tc = tcase_create("dataset");
@@ -640,6 +929,11 @@ static Suite *dataset_suite(void) {
   tcase_add_test(tc, test_shuffle_golden);
   tcase_add_test(tc, test_batches);
   tcase_add_test(tc, test_fashion_mnist);
+  tcase_add_test(tc, test_gzip_trailers_and_members);
+  tcase_add_test(tc, test_header_before_data);
+  tcase_add_test(tc, test_empty_samples_and_counts);
+  tcase_add_test(tc, test_fifo);
+  tcase_add_test(tc, test_sample_shape);
   suite_add_tcase(s, tc);
   return s;
 }
