@@ -510,11 +510,12 @@ typedef struct growbuf {
   void *p;
   int64_t cap, total;
   size_t el;
+  bool whole; /* the source is known to hold it all: allocate it at once */
 } growbuf;
 
 static bool growbuf_reserve(growbuf *g, int64_t n, const char *path, diag_sink *d) {
   if (n <= g->cap && g->p) return true;
-  int64_t cap = g->cap ? g->cap : (FIRST_CHUNK < g->total ? FIRST_CHUNK : g->total);
+  int64_t cap = g->cap ? g->cap : g->whole || FIRST_CHUNK > g->total ? g->total : FIRST_CHUNK;
   while (cap < n) cap = cap > g->total / 2 ? g->total : 2 * cap;
   void *p = realloc(g->p, (size_t)(cap ? cap : 1) * g->el);
   if (!p) {
@@ -718,7 +719,9 @@ static bool load_features(src *s, const rt_dataset_options *o, rt_dataset *ds, d
       !check_fits(s, &a, d))
     return false;
   ds->n = a.dims[0];
-  feature_ctx f = {{NULL, 0, a.numel, sizeof(float)}, a.kind == 'u', 0, -1, 0, path, d};
+  /* a plain regular file holds what it declares (check_fits): one allocation */
+  feature_ctx f = {{NULL, 0, a.numel, sizeof(float), !s->gzip && s->file_size >= 0}, a.kind == 'u',
+                   0, -1, 0, path, d};
   bool ok = read_data(s, &a, feature_chunk, &f, d);
   ds->x = f.x.p;
   ds->x_scaled = f.scaled;
@@ -800,7 +803,8 @@ static bool load_labels(src *s, const rt_dataset_options *o, rt_dataset *ds, dia
   if (kind == RT_LABELS_AUTO) kind = a.kind == 'f' ? RT_LABELS_DENSE : RT_LABELS_SPARSE;
   ds->labels = kind;
   int64_t n = a.rank ? a.dims[0] : 0, width = 1;
-  label_ctx lc = {{NULL, 0, a.numel, kind == RT_LABELS_SPARSE ? sizeof(int32_t) : sizeof(float)},
+  label_ctx lc = {{NULL, 0, a.numel, kind == RT_LABELS_SPARSE ? sizeof(int32_t) : sizeof(float),
+                   !s->gzip && s->file_size >= 0},
                   kind == RT_LABELS_SPARSE, 0, 1, 0, -1, 0, path, d};
   label_ctx *l = &lc;
   if (!per_sample(&a, path, "labels", &width, d)) return false;
