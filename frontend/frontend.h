@@ -44,6 +44,8 @@ struct onnx_tensor; /* formats/onnx.h */
 typedef struct fe_binding {
   const char *name;
   const struct onnx_tensor *tensor;
+  bool where_needed; /* a float input stays a run-time input; the data serves ops that need
+                      * its value at compile time */
 } fe_binding;
 
 typedef struct fe_options {

@@ -384,6 +384,18 @@ static bool lower_binary(imp *im, const onnx_node *n, const op_row *row) {
   if (!va || !vb) return false;
   ir_node *a = operand(im, va), *b = operand(im, vb);
   if (!a || !b) return false;
+  /* opset < 7: B broadcasts to A only with broadcast=1, aligned at axis
+   * (default: B's dimensions are A's last ones, as numpy aligns them) */
+  if (im->opset < 7) {
+    int64_t bc, axis;
+    if (!attr_int(im, "broadcast", 0, &bc) || !attr_int(im, "axis", INT64_MIN, &axis)) return false;
+    if (!bc && !ir_type_eq(&a->type, &b->type))
+      return FAIL(im, "%s (opset %lld) without broadcast=1 needs operands of one shape",
+                  im->node->op_type, (long long)im->opset);
+    if (bc && axis != INT64_MIN && axis != a->type.rank - b->type.rank)
+      return UNSUPPORTED(im, "%s with broadcast=1 and axis=%lld (not B's trailing alignment) is "
+                             "not supported", im->node->op_type, (long long)axis);
+  }
   /* add and mul commute: the run-time value first, the broadcast operand second */
   if ((row->ir == IR_OP_ADD || row->ir == IR_OP_MUL) && a->op == IR_OP_CONST && b->op != IR_OP_CONST) {
     ir_node *t = a;
@@ -539,9 +551,9 @@ static const op_row *find_row(imp *im, const onnx_node *n) {
 
 static bool is_default_domain(const char *d) { return !*d || str_eq(d, "ai.onnx"); }
 
-static const onnx_tensor *binding(imp *im, const char *name) {
+static const fe_binding *binding(imp *im, const char *name) {
   for (int i = 0; i < im->o->n_bindings; i++)
-    if (str_eq(im->o->bindings[i].name, name)) return im->o->bindings[i].tensor;
+    if (str_eq(im->o->bindings[i].name, name)) return &im->o->bindings[i];
   return NULL;
 }
 
@@ -553,8 +565,9 @@ static bool import_inputs(imp *im) {
   for (int i = 0; i < g->n_inputs; i++) {
     const onnx_value_info *v = &g->inputs[i];
     imp_val *init = val_find(im, v->name);
-    const onnx_tensor *bound = binding(im, v->name);
-    if (bound) {
+    const fe_binding *bind = binding(im, v->name);
+    const onnx_tensor *bound = bind ? bind->tensor : NULL;
+    if (bound && (!bind->where_needed || bound->dtype != ONNX_FLOAT || init)) {
       if (init) init->k = bound; /* a binding overrides an initializer's default */
       else if (!val_define(im, v->name, NULL, bound)) return false;
       continue;
@@ -586,7 +599,7 @@ static bool import_inputs(imp *im) {
                          r, v->name, v->dim_params[r] ? v->dim_params[r] : "unknown");
     }
     ir_node *in = ir_build_input(im->g, ir_name(im, v->name, "input"), &t, index++, model_loc(im));
-    if (!val_define(im, v->name, in, NULL)) return false;
+    if (!val_define(im, v->name, in, bound)) return false;
   }
   return true;
 }
