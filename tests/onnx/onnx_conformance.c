@@ -147,12 +147,21 @@ static enum outcome run_test(castor_context *ctx, const char *dir, const onnx_mo
   castor_model *model = NULL;
   castor_program *prog = NULL;
   castor_tensor *outs[16] = {0}, *ins[16] = {0};
+  const onnx_graph *g = &m->graph;
+  for (int i = 0; i < g->n_inputs + g->n_outputs; i++) {
+    const onnx_value_info *v = i < g->n_inputs ? &g->inputs[i] : &g->outputs[i - g->n_inputs];
+    if (!v->is_tensor) {
+      snprintf(why, whylen, "%s '%s' is not a tensor (a sequence, map or optional)",
+               i < g->n_inputs ? "input" : "output", v->name);
+      res = UNSUP_DTYPE;
+      goto done;
+    }
+  }
   if (!read_pb_set(path, "input", td.in, &td.n_in, td.a, why, whylen) ||
       !read_pb_set(path, "output", td.out, &td.n_out, td.a, why, whylen))
     goto done;
   /* graph inputs that are not initializers, in order: input_K.pb binds the K-th */
   int k = 0;
-  const onnx_graph *g = &m->graph;
   int n_bind = 0;
   for (int i = 0; i < g->n_inputs && k < td.n_in; i++) {
     bool init = false;
@@ -293,9 +302,9 @@ static void run_dir(castor_context *ctx, const char *root, const char *filter, i
         op_count *c = op_slot(types[j]);
         if (c) c->n[r]++;
       }
-      if (verbose || r == FAIL)
-        printf("%-14s %s%s%s", outcome_names[r], names[i], *why ? ": " : "\n", why);
-      if (*why && why[strlen(why) - 1] != '\n') putchar('\n');
+      size_t wl = strlen(why);
+      while (wl && why[wl - 1] == '\n') why[--wl] = 0; /* diagnostics end in a newline */
+      if (verbose || r == FAIL) printf("%-17s %s%s%s\n", outcome_names[r], names[i], wl ? ": " : "", why);
     }
     onnx_model_free(m);
   next:
