@@ -78,10 +78,14 @@ static bool fail_kind(imp *im, diag_kind kind, const char *fmt, ...) {
 
 /* ---- names ---- */
 
-/* An IR identifier for an ONNX name: letters, digits and '_' kept, every
- * other byte '_', a leading digit prefixed; unique in the graph. */
+/* An IR identifier for an ONNX name: leading '/' and other non-identifier
+ * bytes dropped, then letters, digits and '_' kept and every other byte
+ * '_', 'v' before a leading digit; unique in the graph ("/fc1/Gemm" ->
+ * fc1_Gemm, "onnx::MatMul_7" -> onnx__MatMul_7). */
 static const char *ir_name(imp *im, const char *onnx_name, const char *fallback) {
   const char *s = onnx_name && *onnx_name ? onnx_name : fallback;
+  while (*s && !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_')) s++;
+  if (!*s) s = fallback;
   size_t n = strlen(s);
   char *b = arena_alloc(im->g->arena, n + 2);
   size_t o = 0;
