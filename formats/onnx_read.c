@@ -209,7 +209,7 @@ static const char *dup_str(reader *r, const char *s) { return arena_strdup(r->a,
 /* Reads `nbytes` at `offset` of the external file `loc`, relative to the
  * model's directory, into dst; the path may not leave that directory. */
 static bool read_external(reader *r, const char *tname, const char *loc, int64_t offset,
-                          size_t nbytes, void *dst) {
+                          size_t nbytes, void **out) {
   if (!r->dir) {
     fail(r, "tensor '%s' keeps its data in the external file '%s', and this model was not "
             "read from a file (no directory to find it in)", tname, loc);
@@ -251,9 +251,11 @@ static bool read_external(reader *r, const char *tname, const char *loc, int64_t
     close(fd);
     return false;
   }
+  char *dst = arena_alloc_aligned(r->a, nbytes, 64); /* the file holds them: checked above */
+  *out = dst;
   size_t got = 0;
   while (got < nbytes) {
-    ssize_t k = pread(fd, (char *)dst + got, nbytes - got, offset + (off_t)got);
+    ssize_t k = pread(fd, dst + got, nbytes - got, offset + (off_t)got);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) {
       fail(r, "tensor '%s': reading external data '%s' failed: %s", tname, path,
@@ -329,8 +331,8 @@ static bool tensor_from_pb(reader *r, const Onnx__TensorProto *t, onnx_tensor *o
     return false;
   }
   out->nbytes = (size_t)nbytes;
-  void *data = nbytes ? arena_alloc_aligned(r->a, (size_t)nbytes, 64) : NULL;
-  out->data = data;
+  /* the data must be there before anything is allocated for it: a few
+   * bytes of file may declare 2^40 elements */
   if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
     const char *loc = NULL;
     int64_t offset = 0, length = -1;
@@ -358,59 +360,50 @@ static bool tensor_from_pb(reader *r, const Onnx__TensorProto *t, onnx_tensor *o
            onnx_dtype_name(out->dtype), (long long)nbytes);
       return false;
     }
-    return nbytes == 0 || read_external(r, tn, loc, offset, (size_t)nbytes, data);
+    void *data = NULL;
+    if (nbytes && !read_external(r, tn, loc, offset, (size_t)nbytes, &data)) return false;
+    out->data = data;
+    return true;
   }
-  size_t have;
+  const void *src;
+  size_t have, src_size = es; /* elements present, and the size of each in the file */
   if (t->has_raw_data && t->raw_data.len > 0) {
     if ((int64_t)t->raw_data.len != nbytes) {
       fail(r, "tensor '%s' holds %zu bytes of raw data; %lld elements of %s need %lld", tn,
            t->raw_data.len, (long long)numel, onnx_dtype_name(out->dtype), (long long)nbytes);
       return false;
     }
-    if (nbytes) memcpy(data, t->raw_data.data, (size_t)nbytes);
-    return true;
+    have = (size_t)numel, src = t->raw_data.data;
+  } else {
+    switch (out->dtype) {
+    case ONNX_FLOAT: have = t->n_float_data, src = t->float_data; break;
+    case ONNX_COMPLEX64: have = t->n_float_data / 2, src = t->float_data; break;
+    case ONNX_INT32:
+    case ONNX_INT16:
+    case ONNX_INT8:
+    case ONNX_UINT16:
+    case ONNX_UINT8:
+    case ONNX_BOOL:
+    case ONNX_FLOAT16:
+    case ONNX_BFLOAT16: have = t->n_int32_data, src = t->int32_data, src_size = 4; break;
+    case ONNX_INT64: have = t->n_int64_data, src = t->int64_data; break;
+    case ONNX_DOUBLE: have = t->n_double_data, src = t->double_data; break;
+    case ONNX_COMPLEX128: have = t->n_double_data / 2, src = t->double_data; break;
+    case ONNX_UINT32:
+    case ONNX_UINT64: have = t->n_uint64_data, src = t->uint64_data, src_size = 8; break;
+    default: have = 0, src = NULL; break;
+    }
+    if ((int64_t)have != numel) {
+      fail(r, "tensor '%s' declares %lld elements of %s and holds %zu", tn, (long long)numel,
+           onnx_dtype_name(out->dtype), have);
+      return false;
+    }
   }
-  switch (out->dtype) {
-  case ONNX_FLOAT:
-    have = t->n_float_data;
-    if ((int64_t)have == numel && numel) memcpy(data, t->float_data, (size_t)nbytes);
-    break;
-  case ONNX_COMPLEX64:
-    have = t->n_float_data / 2;
-    if ((int64_t)have == numel && numel) memcpy(data, t->float_data, (size_t)nbytes);
-    break;
-  case ONNX_INT32:
-  case ONNX_INT16:
-  case ONNX_INT8:
-  case ONNX_UINT16:
-  case ONNX_UINT8:
-  case ONNX_BOOL:
-  case ONNX_FLOAT16:
-  case ONNX_BFLOAT16:
-    have = t->n_int32_data;
-    if ((int64_t)have == numel && numel) pack_low_bytes(data, es, t->int32_data, 4, have);
-    break;
-  case ONNX_INT64:
-    have = t->n_int64_data;
-    if ((int64_t)have == numel && numel) memcpy(data, t->int64_data, (size_t)nbytes);
-    break;
-  case ONNX_DOUBLE:
-  case ONNX_COMPLEX128:
-    have = out->dtype == ONNX_DOUBLE ? t->n_double_data : t->n_double_data / 2;
-    if ((int64_t)have == numel && numel) memcpy(data, t->double_data, (size_t)nbytes);
-    break;
-  case ONNX_UINT32:
-  case ONNX_UINT64:
-    have = t->n_uint64_data;
-    if ((int64_t)have == numel && numel) pack_low_bytes(data, es, t->uint64_data, 8, have);
-    break;
-  default: have = 0; break;
-  }
-  if ((int64_t)have != numel) {
-    fail(r, "tensor '%s' declares %lld elements of %s and holds %zu", tn, (long long)numel,
-         onnx_dtype_name(out->dtype), have);
-    return false;
-  }
+  if (!nbytes) return true;
+  void *data = arena_alloc_aligned(r->a, (size_t)nbytes, 64);
+  if (src_size == es) memcpy(data, src, (size_t)nbytes);
+  else pack_low_bytes(data, es, src, src_size, have);
+  out->data = data;
   return true;
 }
 
@@ -457,7 +450,8 @@ static bool attr_from_pb(reader *r, const Onnx__AttributeProto *p, onnx_attr *ou
   case ONNX_ATTR_FLOAT: out->f = p->f; break;
   case ONNX_ATTR_INT: out->i = p->i; break;
   case ONNX_ATTR_STRING:
-    out->s = arena_strndup(r->a, (const char *)p->s.data, p->s.len);
+    /* an empty string may come with no data pointer at all */
+    out->s = arena_strndup(r->a, p->s.len ? (const char *)p->s.data : "", p->s.len);
     out->s_len = p->s.len;
     break;
   case ONNX_ATTR_INTS: {

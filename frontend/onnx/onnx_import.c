@@ -679,9 +679,9 @@ ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe
   onnx_model *m = onnx_model_read(file, bytes, len, dir, d);
   free(dir);
   if (!m) return NULL;
-  const char *gname = *m->graph.name ? m->graph.name : "onnx_model";
   imp im = {.m = m, .d = d, .o = o};
-  im.g = ir_graph_create(gname);
+  im.g = ir_graph_create("onnx_model");
+  im.g->name = ir_name(&im, m->graph.name, "onnx_model"); /* an identifier, as the text form needs */
   im.file = arena_strdup(im.g->arena, file);
   im.g->policy = IR_POLICY_FLOAT32;
   hmap_init(&im.vals, HMAP_STRINGS);
