@@ -431,6 +431,62 @@ START_TEST(test_bad_graphs) {
 }
 END_TEST
 
+
+/* PyTorch's exporter's models (tests/golden/onnx-models/generate.py) against
+ * ONNX Runtime's outputs: normalized error sqrt(sum (got - want)^2 / sum
+ * want^2) within 1e-5 under float32 and within the bounds docs/onnx.md
+ * states for the mixed policies. MODELS lists the models castor imports. */
+static const char *const MODELS[] = {"mlp.opset17", "mlp.default"};
+
+static double norm_err(const float *got, const float *want, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = (double)got[i] - want[i];
+    num += d * d, den += (double)want[i] * want[i];
+  }
+  return sqrt(num / (den > 0 ? den : 1));
+}
+
+START_TEST(test_exported_models) {
+  static const struct { const char *policy; double bound; } policies[] = {
+      {"float32", 1e-5}, {"mixed_float16", 2e-3}, {"mixed_bfloat16", 2e-2}};
+  castor_context *ctx;
+  castor_context_create(&ctx);
+  for (size_t i = 0; i < sizeof MODELS / sizeof *MODELS; i++) {
+    char path[512], xp[512], yp[512], stem[128];
+    snprintf(stem, sizeof stem, "%s", MODELS[i]);
+    *strchr(stem, '.') = 0;
+    snprintf(path, sizeof path, "%s/tests/golden/onnx-models/%s.onnx", CASTOR_SOURCE_DIR, MODELS[i]);
+    snprintf(xp, sizeof xp, "%s/tests/golden/onnx-models/%s.x.npy", CASTOR_SOURCE_DIR, stem);
+    snprintf(yp, sizeof yp, "%s/tests/golden/onnx-models/%s.ort.npy", CASTOR_SOURCE_DIR, MODELS[i]);
+    castor_model *m;
+    ck_assert_msg(castor_model_load_file(ctx, path, NULL, &m) == CASTOR_OK, "%s: %s", path, castor_context_last_error(ctx));
+    castor_tensor *x, *want;
+    ck_assert_int_eq(castor_tensor_load_npy(ctx, xp, &x), CASTOR_OK);
+    ck_assert_int_eq(castor_tensor_load_npy(ctx, yp, &want), CASTOR_OK);
+    for (size_t p = 0; p < sizeof policies / sizeof *policies; p++) {
+      castor_compile_options o;
+      castor_compile_options_init(&o);
+      o.policy = policies[p].policy;
+      castor_program *prog;
+      ck_assert_msg(castor_compile(m, &o, &prog) == CASTOR_OK, "%s %s: %s", MODELS[i], o.policy, castor_context_last_error(ctx));
+      castor_tensor *y = NULL;
+      ck_assert_msg(castor_program_run(prog, &x, 1, &y, 1) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+      ck_assert_int_eq(castor_tensor_numel(y), castor_tensor_numel(want));
+      double e = norm_err(castor_tensor_data(y), castor_tensor_data(want), castor_tensor_numel(y));
+      ck_assert_msg(e <= policies[p].bound, "%s under %s: normalized error %.3g > %.3g", MODELS[i], o.policy, e,
+                    policies[p].bound);
+      castor_tensor_destroy(y);
+      castor_program_destroy(prog);
+    }
+    castor_tensor_destroy(x);
+    castor_tensor_destroy(want);
+    castor_model_destroy(m);
+  }
+  castor_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *onnx_suite(void) {
   Suite *s = suite_create("onnx");
   TCase *tc = tcase_create("frontend");
@@ -440,6 +496,7 @@ static Suite *onnx_suite(void) {
   tcase_add_test(tc, test_external_data);
   tcase_add_test(tc, test_truncated_and_wire_types);
   tcase_add_test(tc, test_bad_graphs);
+  tcase_add_test(tc, test_exported_models);
   suite_add_tcase(s, tc);
   return s;
 }
