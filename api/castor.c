@@ -16,6 +16,7 @@
 #include "codegen/cg_backend.h"
 #include "formats/npy.h"
 #include "formats/safetensors.h"
+#include "formats/onnx.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 
@@ -177,9 +178,35 @@ static castor_status load(castor_context *ctx, const char *name, const char *tex
   fe_options fo;
   fe_options_init(&fo);
   if (opts) fo.seed = opts->seed, fo.weights_path = opts->weights_path;
+  fe_binding *binds = NULL;
+  onnx_tensor *bound = NULL;
+  if (opts && opts->n_binds > 0) {
+    if (!opts->bind_names || !opts->bind_tensors)
+      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: n_binds is %d but bind_names or bind_tensors is NULL", opts->n_binds);
+    binds = xcalloc((size_t)opts->n_binds, sizeof *binds);
+    bound = xcalloc((size_t)opts->n_binds, sizeof *bound);
+    for (int i = 0; i < opts->n_binds; i++) {
+      const castor_tensor *t = opts->bind_tensors[i];
+      if (!opts->bind_names[i] || !t) {
+        free(binds), free(bound);
+        return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: binding %d has a NULL name or tensor", i);
+      }
+      static const int onnx_of[] = {[CASTOR_F32] = ONNX_FLOAT, [CASTOR_F16] = ONNX_FLOAT16, [CASTOR_BF16] = ONNX_BFLOAT16,
+                                    [CASTOR_I32] = ONNX_INT32, [CASTOR_I64] = ONNX_INT64, [CASTOR_BOOL] = ONNX_BOOL};
+      onnx_tensor *o = &bound[i];
+      *o = (onnx_tensor){.name = opts->bind_names[i], .dtype = onnx_of[castor_tensor_dtype(t)], .rank = castor_tensor_rank(t),
+                         .numel = castor_tensor_numel(t), .data = castor_tensor_data((castor_tensor *)t),
+                         .nbytes = castor_tensor_nbytes(t)};
+      for (int r = 0; r < o->rank; r++) o->dims[r] = castor_tensor_dims(t)[r];
+      binds[i] = (fe_binding){.name = opts->bind_names[i], .tensor = o, .where_needed = opts->bind_where_needed != 0};
+    }
+    fo.bindings = binds, fo.n_bindings = opts->n_binds;
+  }
   fe_train_defaults td;
   ir_graph *g = path ? fe_load(path, &fo, ctx->diag, &td)
                      : fe_load_mem(name, text, len, &fo, ctx->diag, &td);
+  free(binds);
+  free(bound);
   if (!g) return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
   castor_model *m = xcalloc(1, sizeof *m);
   m->ctx = ctx;

@@ -46,7 +46,7 @@ endif()
 add_library(castor_static STATIC
   $<TARGET_OBJECTS:castor> $<TARGET_OBJECTS:castor_frontend> $<TARGET_OBJECTS:castor_passes>
   $<TARGET_OBJECTS:castor_codegen> $<TARGET_OBJECTS:castor_runtime> $<TARGET_OBJECTS:castor_formats>
-  $<TARGET_OBJECTS:castor_train> $<TARGET_OBJECTS:castor_ir>
+  $<TARGET_OBJECTS:castor_train> $<TARGET_OBJECTS:castor_ir> $<TARGET_OBJECTS:castor_onnx_pb>
   $<TARGET_OBJECTS:castor_util>)
 set_target_properties(castor_static PROPERTIES OUTPUT_NAME castor LINKER_LANGUAGE C
   ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib)

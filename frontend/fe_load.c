@@ -14,6 +14,7 @@
 #include "frontend/frontend.h"
 
 #include "frontend/cast/cast.h"
+#include "frontend/onnx/onnx_frontend.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,7 @@ static ir_graph *load_bytes(const char *name, const char *bytes, size_t len, con
   case FE_FORMAT_KERAS:
     g = unsupported(name, "a Keras model (a ZIP or HDF5 file: .keras or .h5)", d);
     break;
-  case FE_FORMAT_ONNX: g = unsupported(name, "an ONNX model (a protobuf file: .onnx)", d); break;
+  case FE_FORMAT_ONNX: g = fe_onnx_load(name, bytes, len, o, d, &td); break;
   }
   if (out_defaults) *out_defaults = td;
   return g;

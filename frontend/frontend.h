@@ -7,9 +7,9 @@
  * plus the model's training defaults in frontend-neutral terms.
  *
  * Frontends live below this folder, one per language: cast/ (the .cast
- * model language, docs/cast-language.md). Keras (.keras) and ONNX files are
- * recognized and answered "not supported yet"; their frontends come with
- * their issues.
+ * model language, docs/cast-language.md) and onnx/ (ONNX ModelProto files,
+ * docs/onnx.md). Keras (.keras) files are recognized and answered "not
+ * supported yet"; their frontend comes with its issue.
  *
  * Sniffing rule (fe_sniff), on the first bytes:
  *   "PK\x03\x04"             a ZIP archive: a Keras v3 model (.keras)
@@ -37,10 +37,23 @@ typedef struct fe_train_defaults {
   bool accuracy;      /* metrics=[accuracy] */
 } fe_train_defaults;
 
+struct onnx_tensor; /* formats/onnx.h */
+
+/* A graph input bound to data at import (ONNX: a shape, axes or bounds
+ * given as an input): the frontend uses the data as a constant. */
+typedef struct fe_binding {
+  const char *name;
+  const struct onnx_tensor *tensor;
+  bool where_needed; /* a float input stays a run-time input; the data serves ops that need
+                      * its value at compile time */
+} fe_binding;
+
 typedef struct fe_options {
   uint64_t seed;            /* seed of the Glorot init when there is no weights file */
   const char *weights_path; /* overrides the model's weights; NULL: use the model's */
   int64_t max_init_bytes;   /* cap of the Glorot init (0: 4 GiB; fuzzing lowers it) */
+  const fe_binding *bindings; /* ONNX: graph inputs bound to data (NULL: none) */
+  int n_bindings;
 } fe_options;
 
 void fe_options_init(fe_options *o); /* seed 0, no override */

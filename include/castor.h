@@ -91,6 +91,19 @@ CASTOR_API const char *castor_context_last_warnings(const castor_context *ctx);
 typedef struct castor_load_options {
   uint64_t seed;            /* Glorot init seed when the model names no weights file (0) */
   const char *weights_path; /* overrides the model's `weights` line (NULL) */
+  /* ONNX models: graph inputs bound to data, by name (NULL, 0: none). An op
+   * that needs an input's value at compile time (Reshape's shape, Slice's
+   * bounds, Clip's min and max, ...) reads it from here; castor compiles
+   * fixed shapes. bind_tensors[i] binds the input named bind_names[i]; the
+   * tensors are copied during the load. */
+  const char *const *bind_names;
+  castor_tensor *const *bind_tensors;
+  int n_binds;
+  /* 0 (default): a bound input is a constant everywhere and no longer an
+   * input of the program. 1: a bound float input stays an input of the
+   * program and is a constant only where an op needs its value at compile
+   * time (ONNX's node tests bind every input this way). */
+  int bind_where_needed;
 } castor_load_options;
 
 CASTOR_API void castor_load_options_init(castor_load_options *o);

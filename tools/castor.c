@@ -37,7 +37,7 @@ static int usage(FILE *f, int rc) {
   fprintf(f,
           "usage: castor COMMAND MODEL [options]\n"
           "\n"
-          "castor compiles small neural-network models (.cast files) to native code.\n"
+          "castor compiles small neural-network models (.cast and ONNX files) to native code.\n"
           "\n"
           "commands:\n"
           "  run MODEL     JIT-compile MODEL and run it on the CPU\n"
@@ -74,6 +74,9 @@ static int usage(FILE *f, int rc) {
           "common options:\n"
           "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
           "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
+          "  --bind NAME=FILE    ONNX models: bind graph input NAME to the data in FILE (.npy,\n"
+          "                      or an ONNX TensorProto .pb): a shape, axes or bounds an op\n"
+          "                      needs at compile time; the input becomes a constant\n"
           "  --policy P          dtype policy instead of the model's 'policy' line: float32,\n"
           "                      float16, bfloat16, mixed_float16 or mixed_bfloat16\n"
           "  --fp32-ops=LIST     force these ops to float32 (IR op names, e.g. gelu,add)\n"
@@ -210,10 +213,7 @@ static int parse_args(int argc, char **argv, cli *c) {
 /* ---- dump ---- */
 
 static castor_status load_model(const cli *c, castor_context *ctx, castor_model **m) {
-  castor_load_options lo = c->opts.load;
-  castor_status st = castor_model_load_file(ctx, c->model, &lo, m);
-  fputs(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx), stderr);
-  return st;
+  return cli_load_model(ctx, c->model, &c->opts, m);
 }
 
 static int cmd_dump(const cli *c) {

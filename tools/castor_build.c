@@ -381,11 +381,7 @@ int castor_build_main(int argc, char **argv) {
   castor_context *ctx = NULL;
   castor_model *m = NULL;
   castor_context_create(&ctx);
-  if (castor_model_load_file(ctx, b.model, &opts.load, &m) != CASTOR_OK) {
-    fputs(castor_context_last_error(ctx), stderr);
-    goto done;
-  }
-  fputs(castor_context_last_warnings(ctx), stderr);
+  if (cli_load_model(ctx, b.model, &opts, &m) != CASTOR_OK) goto done;
   if (castor_compile_to(m, co, NULL, emit, &b) != CASTOR_OK) {
     if (!b.reported) fputs(castor_context_last_error(ctx), stderr);
     goto done;

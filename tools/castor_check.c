@@ -310,13 +310,8 @@ int castor_check_main(int argc, char **argv) {
   castor_check_report *r = NULL;
   castor_tensor **in = xcalloc(c.inputs.len + 1, sizeof *in);
   castor_context_create(&ctx);
-  castor_load_options lo = c.opts.load;
   rc = 1;
-  if (castor_model_load_file(ctx, c.model, &lo, &m) != CASTOR_OK) {
-    fputs(castor_context_last_error(ctx), stderr);
-    goto done;
-  }
-  fputs(castor_context_last_warnings(ctx), stderr);
+  if (cli_load_model(ctx, c.model, &c.opts, &m) != CASTOR_OK) goto done;
   if (c.train) {
     rc = check_train(&c, ctx, m);
     goto done;

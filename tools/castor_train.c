@@ -372,11 +372,7 @@ int castor_train_main(int argc, char **argv) {
   rt_history h = {0};
   rc = 1;
   castor_context_create(&s.ctx);
-  castor_load_options lo = c.opts.load;
-  if (castor_model_load_file(s.ctx, c.model, &lo, &m) != CASTOR_OK) {
-    fputs(castor_context_last_error(s.ctx), stderr);
-    goto done;
-  }
+  if (cli_load_model(s.ctx, c.model, &c.opts, &m) != CASTOR_OK) goto done;
   fputs(castor_context_last_warnings(s.ctx), stderr);
   castor_train_options model_to; /* the model's training defaults, under the flags */
   castor_model_train_options(m, &model_to);

@@ -8,9 +8,11 @@
 #include "tools/options.h"
 
 #include "api/internal.h"
+#include "formats/onnx.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void verror(const char *fmt, va_list ap) {
@@ -52,6 +54,7 @@ bool cli_parse_int(const char *opt, const char *v, bool missing, int64_t lo, int
 }
 
 void cli_options_init(cli_options *o) {
+  memset(o, 0, sizeof *o);
   castor_load_options_init(&o->load);
   castor_compile_options_init(&o->compile);
 }
@@ -62,7 +65,8 @@ bool cli_target_from_name(const char *name, castor_target *out) {
   return false;
 }
 
-static cli_opt_result parse_load(castor_load_options *lo, int argc, char **argv, int *i) {
+static cli_opt_result parse_load(cli_options *o, int argc, char **argv, int *i) {
+  castor_load_options *lo = &o->load;
   const char *v;
   bool missing = false;
   int64_t n;
@@ -74,6 +78,17 @@ static cli_opt_result parse_load(castor_load_options *lo, int argc, char **argv,
   } else if (OPT("--weights")) {
     if (missing) return error("--weights needs a file");
     lo->weights_path = v;
+  } else if (OPT("--bind")) {
+    const char *eq = missing ? NULL : strchr(v, '=');
+    if (!eq || eq == v || !eq[1])
+      return error("--bind needs NAME=FILE (a graph input and a .npy or .pb file), got '%s'", missing ? "" : v);
+    if (o->n_binds == CLI_MAX_BINDS) return error("--bind may be given at most %d times", CLI_MAX_BINDS);
+    if ((size_t)(eq - v) >= sizeof o->bind_name_buf[0])
+      return error("--bind: the input name in '%s' is longer than %zu bytes", v, sizeof o->bind_name_buf[0] - 1);
+    memcpy(o->bind_name_buf[o->n_binds], v, (size_t)(eq - v));
+    o->bind_name_buf[o->n_binds][eq - v] = 0;
+    o->bind_names[o->n_binds] = o->bind_name_buf[o->n_binds];
+    o->bind_files[o->n_binds++] = eq + 1;
   } else {
     return CLI_OPT_NONE;
   }
@@ -128,8 +143,70 @@ static cli_opt_result parse_compile(castor_compile_options *co, unsigned groups,
 
 cli_opt_result cli_options_parse(cli_options *o, unsigned groups, int argc, char **argv, int *i) {
   if (groups & CLI_OPT_LOAD) {
-    cli_opt_result r = parse_load(&o->load, argc, argv, i);
+    cli_opt_result r = parse_load(o, argc, argv, i);
     if (r != CLI_OPT_NONE) return r;
   }
   return parse_compile(&o->compile, groups, argc, argv, i);
+}
+
+/* A tensor from an ONNX TensorProto file (ONNX's test data stores inputs so). */
+static castor_status load_pb(castor_context *ctx, const char *path, castor_tensor **out) {
+  char *bytes;
+  size_t len;
+  str_buf why;
+  str_buf_init(&why);
+  if (!str_read_file_max(path, ONNX_MAX_FILE_BYTES, &bytes, &len, &why)) {
+    cli_error("--bind: cannot read '%s': %s", path, str_buf_cstr(&why));
+    str_buf_fini(&why);
+    return CASTOR_ERR_IO;
+  }
+  str_buf_fini(&why);
+  arena *a = arena_create();
+  diag_sink *d = diag_sink_create();
+  onnx_tensor t;
+  castor_status st = CASTOR_ERR_PARSE;
+  if (!onnx_tensor_read(path, bytes, len, a, &t, d)) {
+    fputs(diag_first_error(d), stderr);
+  } else {
+    int cd = t.dtype == ONNX_FLOAT ? CASTOR_F32 : t.dtype == ONNX_FLOAT16 ? CASTOR_F16
+           : t.dtype == ONNX_BFLOAT16 ? CASTOR_BF16 : t.dtype == ONNX_INT32 ? CASTOR_I32
+           : t.dtype == ONNX_INT64 ? CASTOR_I64 : t.dtype == ONNX_BOOL ? CASTOR_BOOL : -1;
+    if (cd < 0 || t.rank > CASTOR_MAX_RANK) {
+      cli_error("--bind: '%s' holds a %s tensor of rank %d; castor binds float, float16, "
+                "bfloat16, int32, int64 and bool tensors of rank <= %d", path,
+                onnx_dtype_name(t.dtype), t.rank, CASTOR_MAX_RANK);
+      st = CASTOR_ERR_UNSUPPORTED;
+    } else if ((st = castor_tensor_create(ctx, (castor_dtype)cd, t.rank, t.dims, out)) == CASTOR_OK) {
+      if (t.nbytes) memcpy(castor_tensor_data(*out), t.data, t.nbytes);
+    } else {
+      fputs(castor_context_last_error(ctx), stderr);
+    }
+  }
+  diag_sink_destroy(d);
+  arena_destroy(a);
+  free(bytes);
+  return st;
+}
+
+castor_status cli_load_model(castor_context *ctx, const char *path, const cli_options *o,
+                             castor_model **out_model) {
+  castor_tensor *t[CLI_MAX_BINDS] = {0};
+  castor_status st = CASTOR_OK;
+  for (int i = 0; i < o->n_binds && st == CASTOR_OK; i++) {
+    const char *f = o->bind_files[i];
+    size_t n = strlen(f);
+    if (n > 3 && !strcmp(f + n - 3, ".pb")) {
+      st = load_pb(ctx, f, &t[i]);
+    } else if ((st = castor_tensor_load_npy(ctx, f, &t[i])) != CASTOR_OK) {
+      fputs(castor_context_last_error(ctx), stderr);
+    }
+  }
+  if (st == CASTOR_OK) {
+    castor_load_options lo = o->load;
+    lo.bind_names = o->bind_names, lo.bind_tensors = t, lo.n_binds = o->n_binds;
+    st = castor_model_load_file(ctx, path, &lo, out_model);
+    fputs(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx), stderr);
+  }
+  for (int i = 0; i < o->n_binds; i++) castor_tensor_destroy(t[i]);
+  return st;
 }

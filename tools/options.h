@@ -22,7 +22,7 @@
 
 /* Groups of shared options; a command passes the union it takes. */
 enum {
-  CLI_OPT_LOAD = 1u << 0,     /* --weights FILE, --weights-seed S */
+  CLI_OPT_LOAD = 1u << 0,     /* --weights FILE, --weights-seed S, --bind NAME=FILE */
   CLI_OPT_POLICY = 1u << 1,   /* --policy P */
   CLI_OPT_AUTOCAST = 1u << 2, /* --fp32-ops, --fp32-layers, --keep-16bit-outputs, --pad8 */
   CLI_OPT_OPT = 1u << 3,      /* -O N, -ON */
@@ -31,9 +31,17 @@ enum {
   CLI_OPT_THREADS = 1u << 6,  /* --threads T */
 };
 
+enum { CLI_MAX_BINDS = 64 };
+
 typedef struct cli_options {
   castor_load_options load;
   castor_compile_options compile;
+  /* --bind NAME=FILE: ONNX graph inputs bound to data (.npy, or an ONNX
+   * TensorProto .pb); cli_load_model reads the files */
+  const char *bind_names[CLI_MAX_BINDS]; /* into bind_name_buf */
+  const char *bind_files[CLI_MAX_BINDS];
+  int n_binds;
+  char bind_name_buf[CLI_MAX_BINDS][256];
 } cli_options;
 
 /* castor_load_options_init and castor_compile_options_init. */
@@ -59,6 +67,11 @@ cli_opt_result cli_options_parse(cli_options *o, unsigned groups, int argc, char
  * '2000000'", `hi_text` writing hi). */
 bool cli_parse_int(const char *opt, const char *v, bool missing, int64_t lo, int64_t hi, const char *hi_text,
                    const char *what, int64_t *out);
+
+/* Loads the model at path with o's load options, reading --bind's files
+ * first; prints the error (or the load's warnings) to stderr. */
+castor_status cli_load_model(castor_context *ctx, const char *path, const cli_options *o,
+                             castor_model **out_model);
 
 /* The target named by a backend's name (cpu, cuda); false if none is. */
 bool cli_target_from_name(const char *name, castor_target *out);

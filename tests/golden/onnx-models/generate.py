@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Generates tests/golden/onnx-models: small PyTorch models exported to ONNX
+with PyTorch's exporter, once at opset_version=17 (the newest that Debian's
+ONNX 1.12 test data covers) and once at the exporter's default opset, with
+ONNX Runtime's outputs (CPU execution provider, float32) as the reference.
+
+Run once (needs PyPI: torch, onnx, onnxruntime); the files it writes are
+committed and the test suite never needs PyPI:
+
+    pip install torch onnx onnxruntime onnxscript
+    python3 tests/golden/onnx-models/generate.py
+
+For each model NAME and opset tag T (opset17, default) it writes
+NAME.T.onnx, NAME.x.npy (the input: a batch of 5) and NAME.T.ort.npy
+(ONNX Runtime's output), and versions.txt (the exact versions and settings).
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+import torch.nn as nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+torch.manual_seed(0)
+
+
+class MLP(nn.Module):
+    """784-64-10 with ReLU and softmax: the sample MLP's shape, smaller."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 64)
+        self.fc2 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return torch.softmax(self.fc2(torch.relu(self.fc1(x))), dim=-1)
+
+
+class CNN(nn.Module):
+    """Keras's simple MNIST convnet in PyTorch: conv-relu-pool twice, flatten, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(1, 8, 3)
+        self.c2 = nn.Conv2d(8, 16, 3)
+        self.fc = nn.Linear(16 * 5 * 5, 10)
+
+    def forward(self, x):
+        x = torch.max_pool2d(torch.relu(self.c1(x)), 2)
+        x = torch.max_pool2d(torch.relu(self.c2(x)), 2)
+        return torch.softmax(self.fc(torch.flatten(x, 1)), dim=-1)
+
+
+class ResBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.a = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn_a = nn.BatchNorm2d(c)
+        self.b = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn_b = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = torch.relu(self.bn_a(self.a(x)))
+        return torch.relu(x + self.bn_b(self.b(y)))
+
+
+class ResNet(nn.Module):
+    """A small ResNet-style network: stem, two residual blocks with batch norm, global pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.blocks = nn.Sequential(ResBlock(16), ResBlock(16))
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.stem(x)))
+        x = self.blocks(x)
+        return self.fc(torch.flatten(torch.mean(x, dim=(2, 3), keepdim=True), 1))
+
+
+MODELS = {
+    "mlp": (MLP, (5, 784)),
+    "cnn": (CNN, (5, 1, 28, 28)),
+    "resnet": (ResNet, (5, 3, 16, 16)),
+}
+
+
+def main():
+    rng = np.random.default_rng(0)
+    lines = [
+        f"torch {torch.__version__}",
+        f"onnx {onnx.__version__}",
+        f"onnxruntime {ort.__version__}",
+        "export: torch.onnx.export(model.eval(), x, f, input_names=['x'], output_names=['y'], "
+        "dynamic_axes={'x': {0: 'batch'}, 'y': {0: 'batch'}}, dynamo=False, opset_version=17 | default)",
+        "reference: onnxruntime.InferenceSession(f, providers=['CPUExecutionProvider']) on NAME.x.npy",
+    ]
+    for name, (cls, shape) in MODELS.items():
+        model = cls().eval()
+        for m in model.modules():  # batch norm statistics that are not the identity
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.data.uniform_(0.5, 1.5)
+                m.bias.data.uniform_(-0.2, 0.2)
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.save(os.path.join(HERE, f"{name}.x.npy"), x)
+        for tag, kw in (("opset17", {"opset_version": 17}), ("default", {})):
+            path = os.path.join(HERE, f"{name}.{tag}.onnx")
+            torch.onnx.export(model, torch.from_numpy(x), path, input_names=["x"], output_names=["y"],
+                              dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False, **kw)
+            m = onnx.load(path)
+            opset = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0]
+            sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+            y = sess.run(None, {"x": x})[0]
+            np.save(os.path.join(HERE, f"{name}.{tag}.ort.npy"), y)
+            ops = sorted({n.op_type for n in m.graph.node})
+            lines.append(f"{name}.{tag}.onnx: opset {opset}, ops {' '.join(ops)}")
+            print(lines[-1])
+    with open(os.path.join(HERE, "versions.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
