@@ -432,7 +432,7 @@ START_TEST(test_bad_graphs) {
 END_TEST
 
 
-/* PyTorch's exporter's models (tests/golden/onnx-models/generate.py) against
+/* PyTorch's exporter's models (tests/onnx/models/generate.py) against
  * ONNX Runtime's outputs: normalized error sqrt(sum (got - want)^2 / sum
  * want^2) within 1e-5 under float32 and within the bounds docs/onnx.md
  * states for the mixed policies. MODELS lists the models castor imports. */
@@ -456,9 +456,9 @@ START_TEST(test_exported_models) {
     char path[512], xp[512], yp[512], stem[128];
     snprintf(stem, sizeof stem, "%s", MODELS[i]);
     *strchr(stem, '.') = 0;
-    snprintf(path, sizeof path, "%s/tests/golden/onnx-models/%s.onnx", CASTOR_SOURCE_DIR, MODELS[i]);
-    snprintf(xp, sizeof xp, "%s/tests/golden/onnx-models/%s.x.npy", CASTOR_SOURCE_DIR, stem);
-    snprintf(yp, sizeof yp, "%s/tests/golden/onnx-models/%s.ort.npy", CASTOR_SOURCE_DIR, MODELS[i]);
+    snprintf(path, sizeof path, "%s/tests/onnx/models/%s.onnx", CASTOR_SOURCE_DIR, MODELS[i]);
+    snprintf(xp, sizeof xp, "%s/tests/onnx/models/%s.x.npy", CASTOR_SOURCE_DIR, stem);
+    snprintf(yp, sizeof yp, "%s/tests/onnx/models/%s.ort.npy", CASTOR_SOURCE_DIR, MODELS[i]);
     castor_model *m;
     ck_assert_msg(castor_model_load_file(ctx, path, NULL, &m) == CASTOR_OK, "%s: %s", path, castor_context_last_error(ctx));
     castor_tensor *x, *want;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates tests/golden/onnx-models: small PyTorch models exported to ONNX
+"""Generates tests/onnx/models: small PyTorch models exported to ONNX
 with PyTorch's exporter, once at opset_version=17 (the newest that Debian's
 ONNX 1.12 test data covers) and once at the exporter's default opset, with
 ONNX Runtime's outputs (CPU execution provider, float32) as the reference.
@@ -8,7 +8,7 @@ Run once (needs PyPI: torch, onnx, onnxruntime); the files it writes are
 committed and the test suite never needs PyPI:
 
     pip install torch onnx onnxruntime onnxscript
-    python3 tests/golden/onnx-models/generate.py
+    python3 tests/onnx/models/generate.py
 
 For each model NAME and opset tag T (opset17, default) it writes
 NAME.T.onnx, NAME.x.npy (the input: a batch of 5) and NAME.T.ort.npy
