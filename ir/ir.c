@@ -347,6 +347,9 @@ static bool check_update_attrs(ir_op op, const ir_attr *attr, char *err, size_t 
     return FAIL("%s epsilon must be in [0, 1], got %g", ir_op_name(op), attr->epsilon);
   if (ir_op_attrs(op) & A(nesterov) && attr->nesterov != 0 && attr->nesterov != 1)
     return FAIL("%s nesterov must be 0 or 1, got %lld", ir_op_name(op), (long long)attr->nesterov);
+  /* training options: decoupled weight decay */
+  if (ir_op_attrs(op) & A(weight_decay) && !(attr->weight_decay >= 0 && attr->weight_decay <= 1e30))
+    return FAIL("%s weight_decay must be a finite number >= 0, got %g", ir_op_name(op), attr->weight_decay);
   return true;
 }
 

@@ -370,6 +370,7 @@ typedef enum update_formula { UPDATE_NONE, UPDATE_SGD, UPDATE_SGD_MOMENTUM, UPDA
 static const struct update_row {
   update_formula formula;
   bool centered, momentum; /* rmsprop's variants */
+  bool decay;              /* adamw: w -= w * weight_decay * lr first */
 } update_rows[IR_OP_COUNT] = {
     [IR_OP_SGD] = {UPDATE_SGD, false, false},
     [IR_OP_SGD_MOMENTUM] = {UPDATE_SGD_MOMENTUM, false, false},
@@ -378,6 +379,7 @@ static const struct update_row {
     [IR_OP_RMSPROP_CENTERED] = {UPDATE_RMSPROP, true, false},
     [IR_OP_RMSPROP_CENTERED_MOMENTUM] = {UPDATE_RMSPROP, true, true},
     [IR_OP_ADAM] = {UPDATE_ADAM, false, false},
+    [IR_OP_ADAMW] = {UPDATE_ADAM, false, false, true}, /* training options */
 };
 
 /* The optimizer's formula on `lanes` elements at index i. */
@@ -392,6 +394,9 @@ static void update_elems(cg_kctx *c, LLVMValueRef i, int lanes, LLVMValueRef lr,
   LLVMValueRef g = LLVMBuildFMul(B, load_f(c, op->srcs[w], i, lanes), cg_splat(e, inv_scale, lanes), "g");
   LLVMValueRef lrv = cg_splat(e, lr, lanes), x = load_f(c, op->srcs[0], i, lanes), nx = NULL;
   const struct update_row *row = &update_rows[op->op];
+  if (row->decay) /* Keras's _apply_weight_decay: variable - variable * wd * lr, before the update */
+    x = LLVMBuildFSub(B, x, LLVMBuildFMul(B, LLVMBuildFMul(B, x, V(at->weight_decay), ""), lrv, ""), "decayed"),
+    x = cg_emit_round_to(e, x, op->srcs[0]->type.dtype, ""); /* assigned: the variable's dtype */
   switch (row->formula) {
   case UPDATE_SGD: {
     nx = LLVMBuildFSub(B, x, LLVMBuildFMul(B, g, lrv, ""), "");

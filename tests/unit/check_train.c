@@ -523,7 +523,7 @@ START_TEST(test_train_option_errors) {
   to.optimizer = "adagrad";
   ck_assert_int_eq(castor_compile_train(m, NULL, &to, &p), CASTOR_ERR_INVALID_ARGUMENT);
   ck_assert_str_eq(castor_context_last_error(ctx),
-                   "error: --optimizer: unknown optimizer 'adagrad' (optimizers: sgd, rmsprop, adam, none)\n");
+                   "error: --optimizer: unknown optimizer 'adagrad' (optimizers: sgd, rmsprop, adam, adamw, none)\n");
   castor_train_options_init(&to);
   to.loss_scale = "lots";
   ck_assert_int_eq(castor_compile_train(m, NULL, &to, &p), CASTOR_ERR_INVALID_ARGUMENT);
