@@ -123,7 +123,10 @@ bool castor_train_opts_apply(const castor_train_options *t, pass_train_options *
       !in_range(d, "epsilon", t->epsilon, 0, true, 1, false, "(0, 1] (0: Keras's 1e-7)") ||
       !in_range(d, "weight_decay", t->weight_decay, 0, false, 1e30, false, "[0, 1e30] (0: Keras's 0.004)") ||
       !in_range(d, "loss_scale_initial", t->loss_scale_initial, 0x1p-24, false, 0x1p64, false,
-                "[2^-24, 2^64] (0: Keras's 2^15)"))
+                "[2^-24, 2^64] (0: Keras's 2^15)") ||
+      !in_range(d, "clipnorm", t->clipnorm, 0, true, 1e30, false, "(0, 1e30] (0: none)") ||
+      !in_range(d, "clipvalue", t->clipvalue, 0, true, 1e30, false, "(0, 1e30] (0: none)") ||
+      !in_range(d, "global_clipnorm", t->global_clipnorm, 0, true, 1e30, false, "(0, 1e30] (0: none)"))
     return false;
   if (t->loss_scale_growth_steps < 0 || t->loss_scale_growth_steps > 1000000000) {
     diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
@@ -138,6 +141,7 @@ bool castor_train_opts_apply(const castor_train_options *t, pass_train_options *
   if (t->weight_decay > 0) o->weight_decay = t->weight_decay;
   if (t->loss_scale_initial > 0) o->loss_scale_initial = t->loss_scale_initial;
   if (t->loss_scale_growth_steps > 0) o->loss_scale_growth_steps = (double)t->loss_scale_growth_steps;
+  o->clipnorm = t->clipnorm, o->clipvalue = t->clipvalue, o->global_clipnorm = t->global_clipnorm;
   return true;
 }
 

@@ -386,6 +386,13 @@ typedef struct castor_train_options {
                                     * initial_scale), in [2^-24, 2^64] (0: 2^15) */
   int64_t loss_scale_growth_steps; /* finite steps after which it doubles (Keras
                                     * dynamic_growth_steps), in [1, 10^9] (0: 2000) */
+  /* Gradient clipping, Keras's, on the unscaled gradients (after a
+   * dynamic scale's finiteness check, before weight decay and the update);
+   * at most one, each in (0, 1e30] (0: none). clipnorm: each weight's
+   * gradient g becomes g * clipnorm / max(|g|, clipnorm); global_clipnorm:
+   * every gradient is scaled so that their global norm is at most it;
+   * clipvalue: each element is clipped to [-clipvalue, clipvalue]. */
+  double clipnorm, clipvalue, global_clipnorm;
   /* A learning-rate schedule (keras.optimizers.schedules), evaluated by
    * castor_program_run before each step at "optimizer.iterations" (the
    * applied steps so far, as Keras evaluates it at optimizer.iterations),

@@ -157,6 +157,9 @@ bool pass_train_option(pass_train_options *o, const char *key, const char *v, di
         {"weight-decay", 0, 1e30, offsetof(pass_train_options, weight_decay)},
         {"loss-scale-initial", 0x1p-24, 0x1p64, offsetof(pass_train_options, loss_scale_initial)},
         {"loss-scale-growth-steps", 1, 1e9, offsetof(pass_train_options, loss_scale_growth_steps)},
+        {"clipnorm", 1e-30, 1e30, offsetof(pass_train_options, clipnorm)},
+        {"clipvalue", 1e-30, 1e30, offsetof(pass_train_options, clipvalue)},
+        {"global-clipnorm", 1e-30, 1e30, offsetof(pass_train_options, global_clipnorm)},
     };
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
       if (strcmp(key, nums[i].key) != 0) continue;
@@ -370,6 +373,9 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_COUNT_STEP:
   case IR_OP_LOSS_SCALE_UPDATE:
   case IR_OP_ADAMW: /* training options */
+  case IR_OP_GRAD_NORM_SQ:
+  case IR_OP_CLIP_SCALE:
+  case IR_OP_CLIP_VALUE:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;
@@ -527,6 +533,12 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
                        : o->rho > 0 && o->optimizer != PASS_OPT_RMSPROP     ? "--rho"
                        : o->epsilon > 0 && o->optimizer == PASS_OPT_SGD     ? "--epsilon"
                                                                              : NULL;
+    if ((o->clipnorm > 0) + (o->clipvalue > 0) + (o->global_clipnorm > 0) > 1) { /* Keras raises the same */
+      diag_error_kind(ctx->diag, DIAG_KIND_INVALID_ARGUMENT, no_loc,
+                      "grad: only one of --clipnorm, --clipvalue and --global-clipnorm can be set (Keras: only one "
+                      "of clipnorm, clipvalue and global_clipnorm)");
+      return false;
+    }
     if (flag) {
       const char *who = !strcmp(flag, "--momentum")       ? "sgd and rmsprop take it"
                         : !strcmp(flag, "--nesterov")     ? "sgd takes it"
@@ -675,7 +687,47 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   sc.scale = seed;
   sc.ok = dynamic ? all_finite(&s, grads, n_upd) : literal(&s, "apply", DT_I1, 1);
   if (!dynamic) sc.ok->note = "every step applies (no dynamic loss scale)";
-  for (int k = 0; k < n_upd; k++) update(&s, vars[k], grads[k], &sc);
+  /* training options: gradient clipping, on the unscaled gradients after
+   * the dynamic scale's check (Keras: LossScaleOptimizer unscales, then
+   * the inner optimizer clips). clipvalue clips each scaled gradient to
+   * the scale times the value; a clipped norm enters the update as a
+   * larger scale to divide by (clip_scale). */
+  ir_node *zero = o->clipnorm > 0 || o->global_clipnorm > 0 ? literal(&s, "zero", DT_F32, 0) : NULL;
+  ir_node *global = NULL;
+  if (o->global_clipnorm > 0) {
+    ir_node *q = zero;
+    for (int k = 0; k < n_upd;) {
+      ir_node *srcs[IR_MAX_SRCS] = {q, sc.scale};
+      int n = 2;
+      while (n < IR_MAX_SRCS && k < n_upd) srcs[n++] = grads[k++];
+      q = ir_build_op(g, IR_OP_GRAD_NORM_SQ, ir_graph_unique_name(g, "grads_norm_sq"), srcs, n, &(ir_attr){0}, no_loc);
+      q->note = "the unscaled gradients' squared global norm (Keras global_clipnorm)";
+    }
+    global = ir_build_op(g, IR_OP_CLIP_SCALE, ir_graph_unique_name(g, "clip_scale"), (ir_node *[]){sc.scale, q}, 2,
+                         &(ir_attr){.clipnorm = o->global_clipnorm}, no_loc);
+    global->note = "the loss scale, times the global norm / global_clipnorm where that is above 1";
+  }
+  for (int k = 0; k < n_upd; k++) {
+    opt_scalars sk = sc;
+    ir_node *gk = grads[k];
+    const char *base = safe_name(&s, vars[k]->attr.weight);
+    if (o->clipvalue > 0) {
+      gk = ir_build_op(g, IR_OP_CLIP_VALUE, ir_graph_unique_name(g, arena_printf(g->arena, "%s.clipped", base)),
+                       (ir_node *[]){gk, sc.scale}, 2, &(ir_attr){.clipvalue = o->clipvalue}, no_loc);
+      gk->layer = vars[k]->layer;
+      gk->note = "Keras clipvalue, on the unscaled gradient";
+    } else if (o->clipnorm > 0) {
+      ir_node *q = ir_build_op(g, IR_OP_GRAD_NORM_SQ, ir_graph_unique_name(g, arena_printf(g->arena, "%s.norm_sq", base)),
+                               (ir_node *[]){zero, sc.scale, gk}, 3, &(ir_attr){0}, no_loc);
+      sk.scale = ir_build_op(g, IR_OP_CLIP_SCALE, ir_graph_unique_name(g, arena_printf(g->arena, "%s.clip_scale", base)),
+                             (ir_node *[]){sc.scale, q}, 2, &(ir_attr){.clipnorm = o->clipnorm}, no_loc);
+      q->layer = sk.scale->layer = vars[k]->layer;
+      sk.scale->note = "Keras clipnorm: the loss scale, times the gradient's norm / clipnorm where that is above 1";
+    } else if (global) {
+      sk.scale = global;
+    }
+    update(&s, vars[k], gk, &sk);
+  }
   ir_node *cs = ir_build_op(g, IR_OP_COUNT_STEP, ir_graph_unique_name(g, "optimizer.iterations.updated"),
                             (ir_node *[]){sc.steps, sc.ok}, 2, &(ir_attr){0}, no_loc);
   cs->note = "counts applied steps only";

@@ -41,6 +41,7 @@ typedef struct pass_train_options {
   double loss_scale_initial; /* the dynamic scale's start (0: 2^15, Keras initial_scale) */
   double loss_scale_growth_steps; /* finite steps after which it doubles (0: 2000, Keras
                               * dynamic_growth_steps) */
+  double clipnorm, clipvalue, global_clipnorm; /* gradient clipping, at most one (0: none) */
 } pass_train_options;
 
 void pass_train_options_init(pass_train_options *o);
@@ -50,7 +51,8 @@ const char *pass_loss_name(pass_loss l);
 /* Sets one option from its command-line form: key without "--" (loss,
  * optimizer, learning-rate, momentum, rho, beta-1, beta-2, epsilon,
  * loss-scale = dynamic|none|N, loss-scale-min, weight-decay,
- * loss-scale-initial, loss-scale-growth-steps) and its value; false with an
+ * loss-scale-initial, loss-scale-growth-steps, clipnorm, clipvalue,
+ * global-clipnorm) and its value; false with an
  * error naming the option. --nesterov, --centered and --from-logits are
  * flags. */
 bool pass_train_option(pass_train_options *o, const char *key, const char *value, diag_sink *d);

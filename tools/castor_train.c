@@ -6,6 +6,7 @@
  *       [--nesterov] [--centered] [--loss L] [--from-logits] [--loss-scale dynamic|none|N]
  *       [--loss-scale-min S] [--loss-scale-initial S] [--loss-scale-growth-steps N]
  *       [--beta-1 B] [--beta-2 B] [--epsilon E] [--weight-decay W]
+ *       [--clipnorm C | --global-clipnorm C | --clipvalue C]
  *       [--lr-schedule S [--decay-steps N] [--decay-rate R] [--staircase] [--alpha A]
  *        [--warmup-target T] [--warmup-steps W] [--boundaries B,...] [--values V,...]]
  *       [--validation-split F] [--x-val X --y-val Y]
@@ -64,6 +65,9 @@ static int usage(FILE *f, int rc) {
         "  --beta-1 B, --beta-2 B, --epsilon E\n"
         "                        adam's and adamw's (0.9, 0.999, 1e-7; epsilon: rmsprop's too)\n"
         "  --weight-decay W      adamw's decoupled weight decay (0.004)\n"
+        "  --clipnorm C, --global-clipnorm C, --clipvalue C\n"
+        "                        clip each gradient's norm, their global norm, or each\n"
+        "                        element, unscaled (Keras's; at most one)\n"
         "  --lr-schedule S       exponential_decay (--decay-steps N --decay-rate R\n"
         "                        [--staircase]), cosine_decay (--decay-steps N [--alpha A]\n"
         "                        [--warmup-target T --warmup-steps W]) or\n"
@@ -231,6 +235,12 @@ static int parse(int argc, char **argv, train_cli *c) {
     } else if (OPT("--loss-scale-growth-steps")) {
       if (!cli_parse_int("--loss-scale-growth-steps", v, missing, 1, 1000000000, "10^9", "a positive integer", &n)) return 1;
       c->to.loss_scale_growth_steps = n;
+    } else if (OPT("--clipnorm")) {
+      if (!range_opt("--clipnorm", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.clipnorm)) return 1;
+    } else if (OPT("--clipvalue")) {
+      if (!range_opt("--clipvalue", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.clipvalue)) return 1;
+    } else if (OPT("--global-clipnorm")) {
+      if (!range_opt("--global-clipnorm", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.global_clipnorm)) return 1;
     } else if (OPT("--lr-schedule")) {
       if (missing || (strcmp(v, "exponential_decay") && strcmp(v, "cosine_decay") && strcmp(v, "piecewise_constant_decay")))
         return cli_error("--lr-schedule takes exponential_decay, cosine_decay or piecewise_constant_decay, got '%s'",

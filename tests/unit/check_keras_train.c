@@ -210,7 +210,7 @@ END_TEST
  * before the step) within 1e-6 relative. Bounds are bound_of()'s, which
  * held with these worst cases measured on 2026-11-26 (CASTOR_TEST_VERBOSE=1
  * prints them): float32 loss 3.1e-7, state 2.8e-6; mixed_float16 loss
- * 5.2e-5, state 1.9e-3. A castor that ignored an option fails: the
+ * 5.2e-5, state 2.7e-3 (global_clipnorm with momentum). A castor that ignored an option fails: the
  * generator checks that each option moves Keras's final state by more
  * than 1e-4 (report.txt). */
 typedef struct ocase {
@@ -242,6 +242,11 @@ static void o_pw(castor_train_options *to) {
   to->optimizer = "sgd", to->lr_schedule = "piecewise_constant_decay";
   to->boundaries = pw_bounds, to->n_boundaries = 2, to->values = pw_values, to->n_values = 3;
 }
+static void o_clipvalue(castor_train_options *to) { to->optimizer = "sgd", to->learning_rate = 0.1, to->clipvalue = 0.02; }
+static void o_clipnorm(castor_train_options *to) { to->optimizer = "sgd", to->learning_rate = 0.1, to->clipnorm = 0.1; }
+static void o_global(castor_train_options *to) {
+  to->optimizer = "sgd", to->learning_rate = 0.1, to->momentum = 0.9, to->global_clipnorm = 0.2;
+}
 static void o_scale_growth(castor_train_options *to) {
   to->optimizer = "adam", to->loss_scale_initial = 1024, to->loss_scale_growth_steps = 2;
 }
@@ -257,6 +262,11 @@ static const ocase ocases[] = {
     {"sgd_cosine-float32", "float32", "x.npy", o_cos},
     {"sgd_piecewise-float32", "float32", "x.npy", o_pw},
     {"adam_scale2p10_growth2-mixed_float16", "mixed_float16", "x.npy", o_scale_growth},
+    {"sgd_clipvalue-float32", "float32", "x.npy", o_clipvalue},
+    {"sgd_clipnorm-float32", "float32", "x.npy", o_clipnorm},
+    {"sgd_clipnorm-mixed_float16", "mixed_float16", "x.npy", o_clipnorm},
+    {"sgd_momentum_global_clipnorm-float32", "float32", "x.npy", o_global},
+    {"sgd_momentum_global_clipnorm-mixed_float16", "mixed_float16", "x.npy", o_global},
 };
 enum { N_OCASES = sizeof ocases / sizeof ocases[0] };
 
