@@ -308,15 +308,6 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
     y[0] = all;
     break;
   }
-  case IR_OP_SGD:
-  case IR_OP_SGD_MOMENTUM:
-  case IR_OP_RMSPROP:
-  case IR_OP_RMSPROP_MOMENTUM:
-  case IR_OP_RMSPROP_CENTERED:
-  case IR_OP_RMSPROP_CENTERED_MOMENTUM:
-  case IR_OP_ADAM:
-  case IR_OP_COUNT_STEP:
-  case IR_OP_LOSS_SCALE_UPDATE:
   case IR_OP_GRAD_NORM_SQ: { /* training options: gradient clipping */
     double q = 0;
     for (int s = 2; s < n->n_srcs; s++)
@@ -337,6 +328,15 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
     }
     break;
   }
+  case IR_OP_SGD:
+  case IR_OP_SGD_MOMENTUM:
+  case IR_OP_RMSPROP:
+  case IR_OP_RMSPROP_MOMENTUM:
+  case IR_OP_RMSPROP_CENTERED:
+  case IR_OP_RMSPROP_CENTERED_MOMENTUM:
+  case IR_OP_ADAM:
+  case IR_OP_COUNT_STEP:
+  case IR_OP_LOSS_SCALE_UPDATE:
   case IR_OP_ADAMW: /* training options */
     if (!eval_update(n, src, n_src, batch)) return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
     for (int w = 0; w < ir_op_writes(n->op); w++) { /* in place: the variables' state */
