@@ -184,7 +184,7 @@ static int parse(int argc, char **argv, train_cli *c) {
     else if (OPT("--save")) { NEED("a file"); c->save = v; }
     else if (OPT("--history")) { NEED("a file"); c->history = v; }
     else if (OPT("--plot")) { NEED("a file"); c->plot = v; }
-    else if (OPT("--optimizer")) { NEED("sgd, rmsprop or adam"); c->to.optimizer = v; }
+    else if (OPT("--optimizer")) { NEED("sgd, rmsprop, adam or adamw"); c->to.optimizer = v; }
     else if (OPT("--loss")) { NEED("a loss name"); c->to.loss = v; }
     else if (OPT("--loss-scale")) { NEED("dynamic, none or a number"); c->to.loss_scale = v; }
     else if (!strcmp(a, "--from-logits")) c->to.from_logits = 1;
