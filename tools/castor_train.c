@@ -665,7 +665,7 @@ int castor_train_main(int argc, char **argv) {
       castor_tensor_destroy(t);
     }
     printf("Epoch %lld/%lld - %.1fs %.0fus/sample - loss: %.4f", (long long)e + 1, (long long)c.epochs, secs,
-           1e6 * train_s / (double)train.n, loss);
+           1e6 * train_s / (double)train.n, isnan(loss) ? fabs(loss) : loss); /* "nan", as Keras, not "-nan" */
     if (s.accuracy) printf(" - accuracy: %.4f", acc);
     if (val.n > 0) printf(" - val_loss: %.4f", vloss);
     if (val.n > 0 && s.accuracy) printf(" - val_accuracy: %.4f", vacc);
