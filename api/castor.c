@@ -19,6 +19,7 @@
 #include "formats/onnx.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "runtime/lr_schedule.h"
 
 _Static_assert((int)CASTOR_F32 == (int)DT_F32 && (int)CASTOR_F16 == (int)DT_F16 &&
                    (int)CASTOR_BF16 == (int)DT_BF16 && (int)CASTOR_I32 == (int)DT_I32 &&
@@ -54,6 +55,10 @@ struct castor_program {
    * Names and data owned. */
   safetensors_tensor *untrained;
   int n_untrained;
+  /* training options: a learning-rate schedule, applied before each run
+   * at state iter_state (optimizer.iterations) into lr_state; NULL: none */
+  rt_lr_schedule *schedule;
+  int lr_state, iter_state;
 };
 
 struct castor_tensor {
@@ -288,6 +293,7 @@ static bool train_options(const castor_train_options *t, bool loss_only, bool gr
     snprintf(num, sizeof num, "%.17g", nums[i].v);
     if (!pass_train_option(o, nums[i].key, num, d)) return false;
   }
+  if (!castor_train_opts_apply(t, o, d)) return false; /* training options (api/train_opts.c) */
   o->from_logits = o->from_logits || t->from_logits != 0;
   o->nesterov = t->nesterov != 0;
   o->centered = t->centered != 0;
@@ -405,6 +411,13 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   p->x = x;
   p->rt = x->desc;
   if (dopts->train && !dopts->loss_only && !dopts->gradients) keep_untrained(p, m->graph);
+  if (dopts->train && !dopts->loss_only && !dopts->gradients && topts.lr_schedule) { /* training options */
+    p->schedule = xcalloc(1, sizeof *p->schedule);
+    castor_train_opts_schedule(&topts, po.train.optimizer == PASS_OPT_SGD ? 0.01 : 0.001, p->schedule);
+    p->lr_state = state_index(p, "optimizer.learning_rate");
+    p->iter_state = state_index(p, "optimizer.iterations");
+    CASTOR_ASSERT(p->lr_state >= 0 && p->iter_state >= 0);
+  }
   *out_program = p;
   return finish(ctx, CASTOR_OK);
 }
@@ -610,6 +623,7 @@ void castor_program_destroy(castor_program *p) {
   cg_exec_destroy(p->x);
   for (int i = 0; i < p->n_untrained; i++) free((void *)p->untrained[i].name), free((void *)p->untrained[i].data);
   free(p->untrained);
+  rt_lr_schedule_fini(p->schedule), free(p->schedule);
   free(p);
 }
 
@@ -814,6 +828,13 @@ castor_status castor_program_run(castor_program *p, castor_tensor *const *inputs
       created[i] = true;
     }
     out[i] = outputs[i]->data;
+  }
+  if (st == CASTOR_OK && p->schedule) { /* training options: the rate at the applied steps so far */
+    int64_t it = 0;
+    float lr = 0;
+    if (!cg_exec_state_read(p->x, p->iter_state, &it, ctx->diag)) st = castor_status_from_diag(ctx->diag, CASTOR_ERR_DEVICE);
+    else if (lr = rt_lr_schedule_at(p->schedule, it), !cg_exec_state_write(p->x, p->lr_state, &lr, ctx->diag))
+      st = castor_status_from_diag(ctx->diag, CASTOR_ERR_DEVICE);
   }
   if (st == CASTOR_OK) {
     begin(ctx);

@@ -118,4 +118,16 @@ diag_sink *castor_context_diag(castor_context *ctx);
 void castor_context_begin(castor_context *ctx);
 castor_status castor_context_finish(castor_context *ctx, castor_status st);
 
+/* ---- training options (api/train_opts.c) ---- */
+
+struct pass_train_options;
+struct rt_lr_schedule;
+/* Checks castor_train_options' Keras optimizer fields (beta_1 ...
+ * lr_schedule; castor.h gives each range) and sets the grad pass's from
+ * them; false with an error naming the field and its range. */
+bool castor_train_opts_apply(const castor_train_options *t, struct pass_train_options *o, diag_sink *d);
+/* The learning-rate schedule t asks for (kind RT_LR_CONSTANT when none),
+ * its arrays copied; t checked by castor_train_opts_apply first. */
+void castor_train_opts_schedule(const castor_train_options *t, double default_lr, struct rt_lr_schedule *out);
+
 #endif

@@ -386,6 +386,51 @@ typedef struct castor_train_options {
   int centered;           /* rmsprop: centered (0) */
   const char *loss_scale; /* NULL: "dynamic" under mixed_float16, else "none"; or a number */
   double loss_scale_min;  /* the dynamic scale's floor (0: none) */
+  /* Keras's other optimizer arguments, under Keras's names. 0 (or NULL)
+   * keeps Keras's default; a value outside the range given makes
+   * castor_compile_train fail with CASTOR_ERR_INVALID_ARGUMENT and a message
+   * naming the field and its range. optimizer may also be "adamw". */
+  double beta_1;          /* adam, adamw: in (0, 1) (0: 0.9) */
+  double beta_2;          /* adam, adamw: in (0, 1) (0: 0.999) */
+  double epsilon;         /* rmsprop, adam, adamw: in (0, 1] (0: 1e-7) */
+  double weight_decay;    /* adamw: decoupled, w -= w * weight_decay * lr before each
+                           * update; >= 0 (0: Keras's 0.004) */
+  double loss_scale_initial;       /* the dynamic scale's start (Keras LossScaleOptimizer
+                                    * initial_scale), in [2^-24, 2^64] (0: 2^15) */
+  int64_t loss_scale_growth_steps; /* finite steps after which it doubles (Keras
+                                    * dynamic_growth_steps), in [1, 10^9] (0: 2000) */
+  /* Gradient clipping, Keras's, on the unscaled gradients (after a
+   * dynamic scale's finiteness check, before weight decay and the update);
+   * at most one, each in (0, 1e30] (0: none). clipnorm: each weight's
+   * gradient g becomes g * clipnorm / max(|g|, clipnorm); global_clipnorm:
+   * every gradient is scaled so that their global norm is at most it;
+   * clipvalue: each element is clipped to [-clipvalue, clipvalue]. */
+  double clipnorm, clipvalue, global_clipnorm;
+  /* A learning-rate schedule (keras.optimizers.schedules), evaluated by
+   * castor_program_run before each step at "optimizer.iterations" (the
+   * applied steps so far, as Keras evaluates it at optimizer.iterations),
+   * which sets "optimizer.learning_rate". NULL: the constant learning_rate.
+   *   "exponential_decay": lr * decay_rate^(t / decay_steps), the exponent
+   *       floored with staircase (ExponentialDecay);
+   *   "cosine_decay": CosineDecay(learning_rate, decay_steps, alpha,
+   *       warmup_target, warmup_steps): with warmup_target > 0, linear from
+   *       learning_rate to warmup_target over warmup_steps, then the cosine
+   *       from warmup_target down to alpha * warmup_target over decay_steps;
+   *   "piecewise_constant_decay": values[0] while t <= boundaries[0],
+   *       values[i] while boundaries[i-1] < t <= boundaries[i], values[n]
+   *       after (PiecewiseConstantDecay; learning_rate must stay 0).
+   * docs/training.md has the formulas. */
+  const char *lr_schedule;
+  int64_t decay_steps;       /* exponential_decay, cosine_decay: > 0 */
+  double decay_rate;         /* exponential_decay: > 0 */
+  int staircase;             /* exponential_decay (0) */
+  double alpha;              /* cosine_decay: in [0, 1] (0) */
+  double warmup_target;      /* cosine_decay: > 0 turns the warmup on (0: none) */
+  int64_t warmup_steps;      /* cosine_decay with warmup_target: >= 0 (0) */
+  const int64_t *boundaries; /* piecewise_constant_decay: strictly increasing, >= 0 */
+  int n_boundaries;          /* at least 1 */
+  const double *values;      /* piecewise_constant_decay: the rates, n_boundaries + 1, > 0 */
+  int n_values;
 } castor_train_options;
 
 CASTOR_API void castor_train_options_init(castor_train_options *o);

@@ -347,6 +347,9 @@ static bool check_update_attrs(ir_op op, const ir_attr *attr, char *err, size_t 
     return FAIL("%s epsilon must be in [0, 1], got %g", ir_op_name(op), attr->epsilon);
   if (ir_op_attrs(op) & A(nesterov) && attr->nesterov != 0 && attr->nesterov != 1)
     return FAIL("%s nesterov must be 0 or 1, got %lld", ir_op_name(op), (long long)attr->nesterov);
+  /* training options: decoupled weight decay */
+  if (ir_op_attrs(op) & A(weight_decay) && !(attr->weight_decay >= 0 && attr->weight_decay <= 1e30))
+    return FAIL("%s weight_decay must be a finite number >= 0, got %g", ir_op_name(op), attr->weight_decay);
   return true;
 }
 
@@ -545,6 +548,34 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
       return FAIL("%s needs period >= 1 and a finite min_scale >= 0, got %lld and %g", ir_op_name(op),
                   (long long)attr->period, attr->min_scale);
     *out = srcs[0]->type;
+    return true;
+  }
+  /* training options: gradient clipping */
+  case IR_TYPE_GRAD_NORM:
+  case IR_TYPE_CLIP_SCALE:
+  case IR_TYPE_CLIP_VALUE: {
+    ir_type_rule r = ir_op_type_rule(op);
+    int g0 = r == IR_TYPE_GRAD_NORM ? 2 : r == IR_TYPE_CLIP_VALUE ? 0 : -1; /* the gradients: [g0, g1) */
+    int g1 = r == IR_TYPE_GRAD_NORM ? n_srcs : r == IR_TYPE_CLIP_VALUE ? 1 : -1;
+    if (r == IR_TYPE_GRAD_NORM && n_srcs < 3)
+      return FAIL("%s takes a partial sum, the loss scale and at least one gradient, got %d operand(s)", ir_op_name(op),
+                  n_srcs);
+    for (int s = 0; s < n_srcs; s++) {
+      const ir_type *x = &srcs[s]->type;
+      bool grad = s >= g0 && s < g1;
+      bool ok = grad ? dtype_is_float(x->dtype) && (r != IR_TYPE_CLIP_VALUE || !ir_type_is_batched(x))
+                     : x->rank == 0 && x->dtype == DT_F32;
+      if (!ok) {
+        shape_str(x, sa, sizeof sa);
+        return FAIL(grad ? "%s operand %d must be a float gradient (unbatched), got %s" : "%s operand %d must be f32 [], got %s",
+                    ir_op_name(op), s + 1, sa);
+      }
+    }
+    if (op == IR_OP_CLIP_SCALE && !(attr->clipnorm > 0 && attr->clipnorm <= 1e30))
+      return FAIL("%s clipnorm must be a finite number > 0, got %g", ir_op_name(op), attr->clipnorm);
+    if (op == IR_OP_CLIP_VALUE && !(attr->clipvalue > 0 && attr->clipvalue <= 1e30))
+      return FAIL("%s clipvalue must be a finite number > 0, got %g", ir_op_name(op), attr->clipvalue);
+    *out = r == IR_TYPE_CLIP_VALUE ? srcs[0]->type : (ir_type){DT_F32, 0, {0}};
     return true;
   }
   }

@@ -92,6 +92,10 @@ typedef enum ir_type_rule {
   IR_TYPE_UPDATE,    /* written operands and the gradient after them share one
                       * float unbatched type; then lr, s f32 [], ok i1 [], t i64 []; operand 0's type */
   IR_TYPE_SCALAR_UPDATE, /* the operands a row documents, all []; operand 0's type */
+  /* training options: gradient clipping */
+  IR_TYPE_GRAD_NORM,   /* a, s f32 [], then float operands; f32 [] */
+  IR_TYPE_CLIP_SCALE,  /* s, q f32 []; f32 [] */
+  IR_TYPE_CLIP_VALUE,  /* g float unbatched, s f32 []; g's type */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */

@@ -80,6 +80,7 @@ void pass_train_options_init(pass_train_options *o) {
   memset(o, 0, sizeof *o);
   o->learning_rate = -1;
   o->loss_scale = -1;
+  o->weight_decay = -1;
 }
 
 static const char *const loss_names[] = {
@@ -88,7 +89,8 @@ static const char *const loss_names[] = {
     [PASS_LOSS_MSE] = "mean_squared_error",
 };
 static const char *const optimizer_names[] = {
-    [PASS_OPT_SGD] = "sgd", [PASS_OPT_RMSPROP] = "rmsprop", [PASS_OPT_ADAM] = "adam", [PASS_OPT_NONE] = "none"};
+    [PASS_OPT_SGD] = "sgd", [PASS_OPT_RMSPROP] = "rmsprop", [PASS_OPT_ADAM] = "adam", [PASS_OPT_NONE] = "none",
+    [PASS_OPT_ADAMW] = "adamw"};
 
 bool pass_loss_from_name(const char *s, pass_loss *out) {
   for (int i = 0; i < (int)(sizeof loss_names / sizeof *loss_names); i++)
@@ -129,7 +131,7 @@ bool pass_train_option(pass_train_options *o, const char *key, const char *v, di
   } else if (!strcmp(key, "optimizer")) {
     if (!pass_optimizer_from_name(v, &o->optimizer)) {
       diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, no_loc,
-                      "--optimizer: unknown optimizer '%s' (optimizers: sgd, rmsprop, adam, none)", v);
+                      "--optimizer: unknown optimizer '%s' (optimizers: sgd, rmsprop, adam, adamw, none)", v);
       return false;
     }
   } else if (!strcmp(key, "loss-scale")) {
@@ -151,10 +153,22 @@ bool pass_train_option(pass_train_options *o, const char *key, const char *v, di
         {"beta-2", 1e-9, 0.999999, offsetof(pass_train_options, beta_2)},
         {"epsilon", 1e-30, 1, offsetof(pass_train_options, epsilon)},
         {"loss-scale-min", 0x1p-24, 0x1p64, offsetof(pass_train_options, loss_scale_min)},
+        /* training options */
+        {"weight-decay", 0, 1e30, offsetof(pass_train_options, weight_decay)},
+        {"loss-scale-initial", 0x1p-24, 0x1p64, offsetof(pass_train_options, loss_scale_initial)},
+        {"loss-scale-growth-steps", 1, 1e9, offsetof(pass_train_options, loss_scale_growth_steps)},
+        {"clipnorm", 1e-30, 1e30, offsetof(pass_train_options, clipnorm)},
+        {"clipvalue", 1e-30, 1e30, offsetof(pass_train_options, clipvalue)},
+        {"global-clipnorm", 1e-30, 1e30, offsetof(pass_train_options, global_clipnorm)},
     };
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
       if (strcmp(key, nums[i].key) != 0) continue;
-      if (!number(v, nums[i].lo, nums[i].hi, &x)) {
+      bool whole = nums[i].off == offsetof(pass_train_options, loss_scale_growth_steps);
+      if (!number(v, nums[i].lo, nums[i].hi, &x) || (whole && x != floor(x))) {
+        if (whole) {
+          diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, no_loc, "--%s: '%s' is not a whole number in [1, 10^9]", key, v);
+          return false;
+        }
         diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, no_loc, "--%s: '%s' is not a number in [%g, %g]", key, v,
                         nums[i].lo, nums[i].hi);
         return false;
@@ -358,6 +372,10 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_ADAM:
   case IR_OP_COUNT_STEP:
   case IR_OP_LOSS_SCALE_UPDATE:
+  case IR_OP_ADAMW: /* training options */
+  case IR_OP_GRAD_NORM_SQ:
+  case IR_OP_CLIP_SCALE:
+  case IR_OP_CLIP_VALUE:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;
@@ -464,7 +482,9 @@ static void update(grad_state *s, ir_node *w, ir_node *gw, const opt_scalars *sc
     attr.epsilon = o->epsilon > 0 ? o->epsilon : 1e-7;
     break;
   case PASS_OPT_ADAM:
-    uop = IR_OP_ADAM;
+  case PASS_OPT_ADAMW: /* AdamW: Adam after Keras's decoupled weight decay */
+    uop = o->optimizer == PASS_OPT_ADAMW ? IR_OP_ADAMW : IR_OP_ADAM;
+    if (uop == IR_OP_ADAMW) attr.weight_decay = o->weight_decay >= 0 ? o->weight_decay : 0.004;
     SLOT("momentum");
     SLOT("velocity");
     attr.beta_1 = o->beta_1 > 0 ? o->beta_1 : 0.9;
@@ -479,7 +499,7 @@ static void update(grad_state *s, ir_node *w, ir_node *gw, const opt_scalars *sc
   srcs[n++] = sc->lr;
   srcs[n++] = sc->scale;
   srcs[n++] = sc->ok;
-  if (uop == IR_OP_ADAM) srcs[n++] = sc->steps;
+  if (uop == IR_OP_ADAM || uop == IR_OP_ADAMW) srcs[n++] = sc->steps;
   char name[512];
   snprintf(name, sizeof name, "%s.updated", safe_name(s, w->attr.weight));
   ir_node *u = ir_build_op(s->g, uop, ir_graph_unique_name(s->g, name), srcs, n, &attr, w->loc);
@@ -504,14 +524,31 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
       return fail(&s, DIAG_KIND_INVALID_MODEL, g->nodes[i]->loc,
                   "grad: %s is a training program already (%%%s)", g->name, g->nodes[i]->name);
   if (o->optimizer != PASS_OPT_NONE && !o->loss_only) { /* Keras's optimizers take no other's options */
-    const char *flag = o->momentum > 0 && o->optimizer == PASS_OPT_ADAM ? "--momentum"
-                       : o->nesterov && o->optimizer != PASS_OPT_SGD   ? "--nesterov"
-                       : o->centered && o->optimizer != PASS_OPT_RMSPROP ? "--centered"
-                                                                         : NULL;
+    bool adam = o->optimizer == PASS_OPT_ADAM || o->optimizer == PASS_OPT_ADAMW;
+    const char *flag = o->momentum > 0 && adam                             ? "--momentum"
+                       : o->nesterov && o->optimizer != PASS_OPT_SGD       ? "--nesterov"
+                       : o->centered && o->optimizer != PASS_OPT_RMSPROP   ? "--centered"
+                       : o->weight_decay >= 0 && o->optimizer != PASS_OPT_ADAMW ? "--weight-decay"
+                       : (o->beta_1 > 0 || o->beta_2 > 0) && !adam          ? (o->beta_1 > 0 ? "--beta-1" : "--beta-2")
+                       : o->rho > 0 && o->optimizer != PASS_OPT_RMSPROP     ? "--rho"
+                       : o->epsilon > 0 && o->optimizer == PASS_OPT_SGD     ? "--epsilon"
+                                                                             : NULL;
+    if ((o->clipnorm > 0) + (o->clipvalue > 0) + (o->global_clipnorm > 0) > 1) { /* Keras raises the same */
+      diag_error_kind(ctx->diag, DIAG_KIND_INVALID_ARGUMENT, no_loc,
+                      "grad: only one of --clipnorm, --clipvalue and --global-clipnorm can be set (Keras: only one "
+                      "of clipnorm, clipvalue and global_clipnorm)");
+      return false;
+    }
     if (flag) {
+      const char *who = !strcmp(flag, "--momentum")       ? "sgd and rmsprop take it"
+                        : !strcmp(flag, "--nesterov")     ? "sgd takes it"
+                        : !strcmp(flag, "--centered")     ? "rmsprop takes it"
+                        : !strcmp(flag, "--weight-decay") ? "adamw takes it"
+                        : !strcmp(flag, "--rho")          ? "rmsprop takes it"
+                        : !strcmp(flag, "--epsilon")      ? "rmsprop, adam and adamw take it"
+                                                          : "adam and adamw take it";
       diag_error_kind(ctx->diag, DIAG_KIND_INVALID_ARGUMENT, no_loc, "grad: %s is not an option of %s (%s)", flag,
-                      optimizer_names[o->optimizer],
-                      !strcmp(flag, "--momentum") ? "sgd and rmsprop take it" : !strcmp(flag, "--nesterov") ? "sgd takes it" : "rmsprop takes it");
+                      optimizer_names[o->optimizer], who);
       return false;
     }
   }
@@ -584,8 +621,18 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
     ir_graph_add_output(g, "loss", loss);
     return true;
   }
-  ir_node *seed = dynamic ? state(&s, IR_STATE_SCALAR, "optimizer.loss_scale", (ir_type){DT_F32, 0, {0}}, 32768,
-                                  "dynamic loss scale (Keras LossScaleOptimizer: starts at 2^15)")
+  if (!dynamic && (o->loss_scale_initial > 0 || o->loss_scale_growth_steps > 0)) {
+    diag_error_kind(ctx->diag, DIAG_KIND_INVALID_ARGUMENT, no_loc,
+                    "grad: %s is an option of the dynamic loss scale; this step has %s (--loss-scale dynamic, or "
+                    "the mixed_float16 policy, makes one)",
+                    o->loss_scale_initial > 0 ? "--loss-scale-initial" : "--loss-scale-growth-steps",
+                    o->loss_scale > 0 && o->loss_scale != 1 ? "a fixed loss scale" : "no loss scaling");
+    return false;
+  }
+  ir_node *seed = dynamic ? state(&s, IR_STATE_SCALAR, "optimizer.loss_scale", (ir_type){DT_F32, 0, {0}},
+                                  o->loss_scale_initial > 0 ? o->loss_scale_initial : 32768,
+                                  o->loss_scale_initial > 0 ? "dynamic loss scale (Keras LossScaleOptimizer, initial_scale)"
+                                                            : "dynamic loss scale (Keras LossScaleOptimizer: starts at 2^15)")
                           : literal(&s, "loss_scale", DT_F32, o->loss_scale > 0 ? o->loss_scale : 1);
   if (!dynamic) seed->note = o->loss_scale > 0 && o->loss_scale != 1 ? "fixed loss scale" : "no loss scaling";
   ir_node *dz = ir_build_op(g, grad_op, ir_graph_unique_name(g, "d.loss"), (ir_node *[]){grad_in, targets, seed}, 3,
@@ -640,17 +687,58 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   sc.scale = seed;
   sc.ok = dynamic ? all_finite(&s, grads, n_upd) : literal(&s, "apply", DT_I1, 1);
   if (!dynamic) sc.ok->note = "every step applies (no dynamic loss scale)";
-  for (int k = 0; k < n_upd; k++) update(&s, vars[k], grads[k], &sc);
+  /* training options: gradient clipping, on the unscaled gradients after
+   * the dynamic scale's check (Keras: LossScaleOptimizer unscales, then
+   * the inner optimizer clips). clipvalue clips each scaled gradient to
+   * the scale times the value; a clipped norm enters the update as a
+   * larger scale to divide by (clip_scale). */
+  ir_node *zero = o->clipnorm > 0 || o->global_clipnorm > 0 ? literal(&s, "zero", DT_F32, 0) : NULL;
+  ir_node *global = NULL;
+  if (o->global_clipnorm > 0) {
+    ir_node *q = zero;
+    for (int k = 0; k < n_upd;) {
+      ir_node *srcs[IR_MAX_SRCS] = {q, sc.scale};
+      int n = 2;
+      while (n < IR_MAX_SRCS && k < n_upd) srcs[n++] = grads[k++];
+      q = ir_build_op(g, IR_OP_GRAD_NORM_SQ, ir_graph_unique_name(g, "grads_norm_sq"), srcs, n, &(ir_attr){0}, no_loc);
+      q->note = "the unscaled gradients' squared global norm (Keras global_clipnorm)";
+    }
+    global = ir_build_op(g, IR_OP_CLIP_SCALE, ir_graph_unique_name(g, "clip_scale"), (ir_node *[]){sc.scale, q}, 2,
+                         &(ir_attr){.clipnorm = o->global_clipnorm}, no_loc);
+    global->note = "the loss scale, times the global norm / global_clipnorm where that is above 1";
+  }
+  for (int k = 0; k < n_upd; k++) {
+    opt_scalars sk = sc;
+    ir_node *gk = grads[k];
+    const char *base = safe_name(&s, vars[k]->attr.weight);
+    if (o->clipvalue > 0) {
+      gk = ir_build_op(g, IR_OP_CLIP_VALUE, ir_graph_unique_name(g, arena_printf(g->arena, "%s.clipped", base)),
+                       (ir_node *[]){gk, sc.scale}, 2, &(ir_attr){.clipvalue = o->clipvalue}, no_loc);
+      gk->layer = vars[k]->layer;
+      gk->note = "Keras clipvalue, on the unscaled gradient";
+    } else if (o->clipnorm > 0) {
+      ir_node *q = ir_build_op(g, IR_OP_GRAD_NORM_SQ, ir_graph_unique_name(g, arena_printf(g->arena, "%s.norm_sq", base)),
+                               (ir_node *[]){zero, sc.scale, gk}, 3, &(ir_attr){0}, no_loc);
+      sk.scale = ir_build_op(g, IR_OP_CLIP_SCALE, ir_graph_unique_name(g, arena_printf(g->arena, "%s.clip_scale", base)),
+                             (ir_node *[]){sc.scale, q}, 2, &(ir_attr){.clipnorm = o->clipnorm}, no_loc);
+      q->layer = sk.scale->layer = vars[k]->layer;
+      sk.scale->note = "Keras clipnorm: the loss scale, times the gradient's norm / clipnorm where that is above 1";
+    } else if (global) {
+      sk.scale = global;
+    }
+    update(&s, vars[k], gk, &sk);
+  }
   ir_node *cs = ir_build_op(g, IR_OP_COUNT_STEP, ir_graph_unique_name(g, "optimizer.iterations.updated"),
                             (ir_node *[]){sc.steps, sc.ok}, 2, &(ir_attr){0}, no_loc);
   cs->note = "counts applied steps only";
   if (dynamic) {
     ir_node *good = state(&s, IR_STATE_SCALAR, "optimizer.good_steps", i64s, 0,
                           "consecutive finite steps (Keras step_counter)");
-    ir_attr lsa = {.period = 2000, .min_scale = o->loss_scale_min > 0 ? o->loss_scale_min : 0};
+    int64_t period = o->loss_scale_growth_steps > 0 ? (int64_t)o->loss_scale_growth_steps : 2000;
+    ir_attr lsa = {.period = period, .min_scale = o->loss_scale_min > 0 ? o->loss_scale_min : 0};
     ir_node *lu = ir_build_op(g, IR_OP_LOSS_SCALE_UPDATE, ir_graph_unique_name(g, "optimizer.loss_scale.updated"),
                               (ir_node *[]){seed, good, sc.ok}, 3, &lsa, no_loc);
-    lu->note = "doubles after 2000 finite steps, halves on a non-finite one";
+    lu->note = arena_printf(g->arena, "doubles after %lld finite steps, halves on a non-finite one", (long long)period);
   }
   return true;
 }

@@ -21,7 +21,7 @@ typedef struct pass_autocast_options {
 /* What the grad pass builds: the loss, the optimizer and its
  * hyperparameters (0 or < 0: Keras 3's default), the loss scale. */
 typedef enum pass_loss { PASS_LOSS_SPARSE_XENT, PASS_LOSS_XENT, PASS_LOSS_MSE } pass_loss;
-typedef enum pass_optimizer { PASS_OPT_RMSPROP, PASS_OPT_ADAM, PASS_OPT_SGD, PASS_OPT_NONE } pass_optimizer;
+typedef enum pass_optimizer { PASS_OPT_RMSPROP, PASS_OPT_ADAM, PASS_OPT_SGD, PASS_OPT_NONE, PASS_OPT_ADAMW } pass_optimizer;
 
 typedef struct pass_train_options {
   pass_loss loss;
@@ -36,6 +36,12 @@ typedef struct pass_train_options {
                               * > 0: fixed (1: none) */
   double loss_scale_min;     /* the dynamic scale's floor (0: none) */
   bool loss_only;            /* evaluation: the weights as variables and the loss, no gradients */
+  /* training options (Keras's names): */
+  double weight_decay;       /* adamw's decoupled weight decay (< 0: Keras's 0.004) */
+  double loss_scale_initial; /* the dynamic scale's start (0: 2^15, Keras initial_scale) */
+  double loss_scale_growth_steps; /* finite steps after which it doubles (0: 2000, Keras
+                              * dynamic_growth_steps) */
+  double clipnorm, clipvalue, global_clipnorm; /* gradient clipping, at most one (0: none) */
 } pass_train_options;
 
 void pass_train_options_init(pass_train_options *o);
@@ -44,7 +50,9 @@ bool pass_optimizer_from_name(const char *s, pass_optimizer *out);
 const char *pass_loss_name(pass_loss l);
 /* Sets one option from its command-line form: key without "--" (loss,
  * optimizer, learning-rate, momentum, rho, beta-1, beta-2, epsilon,
- * loss-scale = dynamic|none|N, loss-scale-min) and its value; false with an
+ * loss-scale = dynamic|none|N, loss-scale-min, weight-decay,
+ * loss-scale-initial, loss-scale-growth-steps, clipnorm, clipvalue,
+ * global-clipnorm) and its value; false with an
  * error naming the option. --nesterov, --centered and --from-logits are
  * flags. */
 bool pass_train_option(pass_train_options *o, const char *key, const char *value, diag_sink *d);

@@ -28,6 +28,8 @@ static void usage(FILE *f) {
           "  --policy=P          set the graph's policy before the passes run\n"
           "  --loss=L, --optimizer=O, --learning-rate=LR, --momentum=M, --nesterov, --centered, --rho=R,\n"
           "  --beta-1=B, --beta-2=B, --epsilon=E, --loss-scale=dynamic|none|N, --loss-scale-min=S,\n"
+          "  --weight-decay=W (adamw), --loss-scale-initial=S, --loss-scale-growth-steps=N,\n"
+          "  --clipnorm=C, --clipvalue=C, --global-clipnorm=C,\n"
           "  --from-logits        grad: the loss, optimizer and loss scale (docs/training.md)\n"
           "  --dump-after=PASS   print the IR after PASS (or 'all') to stderr\n"
           "  --dump-dir=DIR      write dumps to DIR/NN.after-PASS.cir instead\n"
@@ -43,7 +45,9 @@ static const char *opt_value(const char *arg, const char *name) {
 
 static bool is_train_option(const char *a) {
   static const char *const keys[] = {"loss=", "optimizer=", "learning-rate=", "momentum=", "rho=", "beta-1=",
-                                     "beta-2=", "epsilon=", "loss-scale=", "loss-scale-min="};
+                                     "beta-2=", "epsilon=", "loss-scale=", "loss-scale-min=",
+                                     "weight-decay=", "loss-scale-initial=", "loss-scale-growth-steps=",
+                                     "clipnorm=", "clipvalue=", "global-clipnorm="};
   for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
     if (!strncmp(a, keys[i], strlen(keys[i]))) return true;
   return false;

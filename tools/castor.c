@@ -166,7 +166,7 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (missing) return cli_error("--loss needs a loss name");
       c->to.loss = v;
     } else if (OPT("--optimizer")) {
-      if (missing) return cli_error("--optimizer needs sgd, rmsprop or adam");
+      if (missing) return cli_error("--optimizer needs sgd, rmsprop, adam or adamw");
       c->to.optimizer = v;
     } else if (OPT("--loss-scale")) {
       if (missing) return cli_error("--loss-scale needs dynamic, none or a number");

@@ -4,7 +4,12 @@
  *   castor train MODEL --x X --y Y [--policy P] [--epochs E] [--batch-size B]
  *       [--optimizer sgd|rmsprop|adam] [--learning-rate LR] [--momentum M]
  *       [--nesterov] [--centered] [--loss L] [--from-logits] [--loss-scale dynamic|none|N]
- *       [--loss-scale-min S] [--validation-split F] [--x-val X --y-val Y]
+ *       [--loss-scale-min S] [--loss-scale-initial S] [--loss-scale-growth-steps N]
+ *       [--beta-1 B] [--beta-2 B] [--epsilon E] [--weight-decay W]
+ *       [--clipnorm C | --global-clipnorm C | --clipvalue C]
+ *       [--lr-schedule S [--decay-steps N] [--decay-rate R] [--staircase] [--alpha A]
+ *        [--warmup-target T] [--warmup-steps W] [--boundaries B,...] [--values V,...]]
+ *       [--validation-split F] [--x-val X --y-val Y]
  *       [--no-shuffle] [--seed S] [--save OUT.safetensors]
  *       [--history OUT.csv] [--plot OUT.svg] [--weights W] [--threads T]
  *   castor evaluate MODEL --x X --y Y [--weights W] [--batch-size B] ...
@@ -22,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,7 +49,7 @@ static int usage(FILE *f, int rc) {
         "options:\n"
         "  --epochs E            passes over the data (default 1)\n"
         "  --batch-size B        samples per step (default 32)\n"
-        "  --optimizer O         rmsprop (default), adam or sgd, with Keras's defaults\n"
+        "  --optimizer O         rmsprop (default), adam, adamw or sgd, with Keras's defaults\n"
         "  --learning-rate LR    (default: sgd 0.01, else 0.001)\n"
         "  --momentum M          sgd's and rmsprop's momentum (default 0: none)\n"
         "  --nesterov            sgd: Nesterov momentum\n"
@@ -53,6 +59,20 @@ static int usage(FILE *f, int rc) {
         "  --from-logits         the model outputs logits, not probabilities\n"
         "  --loss-scale S        dynamic (default under mixed_float16), none, or a number\n"
         "  --loss-scale-min S    the dynamic scale's floor\n"
+        "  --loss-scale-initial S, --loss-scale-growth-steps N\n"
+        "                        the dynamic scale's start (2^15) and the finite steps\n"
+        "                        after which it doubles (2000)\n"
+        "  --beta-1 B, --beta-2 B, --epsilon E\n"
+        "                        adam's and adamw's (0.9, 0.999, 1e-7; epsilon: rmsprop's too)\n"
+        "  --weight-decay W      adamw's decoupled weight decay (0.004)\n"
+        "  --clipnorm C, --global-clipnorm C, --clipvalue C\n"
+        "                        clip each gradient's norm, their global norm, or each\n"
+        "                        element, unscaled (Keras's; at most one)\n"
+        "  --lr-schedule S       exponential_decay (--decay-steps N --decay-rate R\n"
+        "                        [--staircase]), cosine_decay (--decay-steps N [--alpha A]\n"
+        "                        [--warmup-target T --warmup-steps W]) or\n"
+        "                        piecewise_constant_decay (--boundaries B1,B2,...\n"
+        "                        --values V0,V1,...): Keras's schedules, from --learning-rate\n"
         "  --validation-split F  hold out the last fraction F of X/Y (before shuffling)\n"
         "  --x-val X --y-val Y   validation data from files instead\n"
         "  --no-shuffle          keep the sample order\n"
@@ -76,7 +96,56 @@ typedef struct train_cli {
   cli_options opts; /* the shared load and compile options (tools/options.h) */
   castor_train_options to;
   char loss_scale_buf[64];
+  /* training options: --boundaries and --values */
+  int64_t boundaries[64];
+  double values[65];
 } train_cli;
+
+/* A number option in a range with open or closed ends ("(0, 1)"):
+ * "--beta-1 must be in (0, 1), got '1'". */
+static bool range_opt(const char *opt, const char *v, bool missing, double lo, bool lo_open, double hi, bool hi_open,
+                      const char *range, double *out) {
+  char *end;
+  errno = 0;
+  double x = missing ? NAN : strtod(v, &end);
+  if (missing || !*v || *end || errno == ERANGE || isnan(x)) {
+    cli_error("%s needs a number in %s, got '%s'", opt, range, missing ? "" : v);
+    return false;
+  }
+  if (!((lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi))) {
+    cli_error("%s must be in %s, got '%s'", opt, range, v);
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+/* --boundaries 100,200 (whole steps, strictly increasing) or --values
+ * 0.1,0.01,0.001 (rates); n: how many. */
+static bool list_opt(const char *opt, const char *v, bool missing, bool ints, int cap, int64_t *iv, double *dv, int *n) {
+  *n = 0;
+  if (missing || !*v) return cli_error("%s needs a comma-separated list, got ''", opt), false;
+  for (const char *p = v;;) {
+    char *end;
+    errno = 0;
+    if (*n == cap) return cli_error("%s takes at most %d entries", opt, cap), false;
+    if (ints) {
+      long long x = strtoll(p, &end, 10);
+      if (end == p || (*end && *end != ',') || errno || x < 0)
+        return cli_error("%s needs whole numbers of steps >= 0, comma-separated, got '%s'", opt, v), false;
+      if (*n > 0 && x <= iv[*n - 1])
+        return cli_error("%s must be strictly increasing: %lld follows %lld", opt, x, (long long)iv[*n - 1]), false;
+      iv[(*n)++] = x;
+    } else {
+      double x = strtod(p, &end);
+      if (end == p || (*end && *end != ',') || errno || !(x > 0 && x <= 1e30))
+        return cli_error("%s needs learning rates in (0, 1e30], comma-separated, got '%s'", opt, v), false;
+      dv[(*n)++] = x;
+    }
+    if (!*end) return true;
+    p = end + 1;
+  }
+}
 
 /* The shared options train and evaluate take. */
 enum { TRAIN_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_OPT | CLI_OPT_THREADS };
@@ -115,7 +184,7 @@ static int parse(int argc, char **argv, train_cli *c) {
     else if (OPT("--save")) { NEED("a file"); c->save = v; }
     else if (OPT("--history")) { NEED("a file"); c->history = v; }
     else if (OPT("--plot")) { NEED("a file"); c->plot = v; }
-    else if (OPT("--optimizer")) { NEED("sgd, rmsprop or adam"); c->to.optimizer = v; }
+    else if (OPT("--optimizer")) { NEED("sgd, rmsprop, adam or adamw"); c->to.optimizer = v; }
     else if (OPT("--loss")) { NEED("a loss name"); c->to.loss = v; }
     else if (OPT("--loss-scale")) { NEED("dynamic, none or a number"); c->to.loss_scale = v; }
     else if (!strcmp(a, "--from-logits")) c->to.from_logits = 1;
@@ -149,6 +218,54 @@ static int parse(int argc, char **argv, train_cli *c) {
         return cli_error("--loss-scale-min must be from 2^-24 to 2^64, got '%s'", v);
       if (missing || !parse_double(v, 0x1p-24, 0x1p64, &d)) return cli_error("--loss-scale-min needs a positive number, got '%s'", missing ? "" : v);
       c->to.loss_scale_min = d;
+    } else if (OPT("--beta-1")) { /* training options */
+      if (!range_opt("--beta-1", v, missing, 0, true, 1, true, "(0, 1)", &c->to.beta_1)) return 1;
+    } else if (OPT("--beta-2")) {
+      if (!range_opt("--beta-2", v, missing, 0, true, 1, true, "(0, 1)", &c->to.beta_2)) return 1;
+    } else if (OPT("--epsilon")) {
+      if (!range_opt("--epsilon", v, missing, 0, true, 1, false, "(0, 1]", &c->to.epsilon)) return 1;
+    } else if (OPT("--weight-decay")) {
+      if (!range_opt("--weight-decay", v, missing, 0, true, 1e30, false, "(0, 1e30] (adam is adamw without it)",
+                     &c->to.weight_decay))
+        return 1;
+    } else if (OPT("--loss-scale-initial")) {
+      if (!range_opt("--loss-scale-initial", v, missing, 0x1p-24, false, 0x1p64, false, "[2^-24, 2^64]",
+                     &c->to.loss_scale_initial))
+        return 1;
+    } else if (OPT("--loss-scale-growth-steps")) {
+      if (!cli_parse_int("--loss-scale-growth-steps", v, missing, 1, 1000000000, "10^9", "a positive integer", &n)) return 1;
+      c->to.loss_scale_growth_steps = n;
+    } else if (OPT("--clipnorm")) {
+      if (!range_opt("--clipnorm", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.clipnorm)) return 1;
+    } else if (OPT("--clipvalue")) {
+      if (!range_opt("--clipvalue", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.clipvalue)) return 1;
+    } else if (OPT("--global-clipnorm")) {
+      if (!range_opt("--global-clipnorm", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.global_clipnorm)) return 1;
+    } else if (OPT("--lr-schedule")) {
+      if (missing || (strcmp(v, "exponential_decay") && strcmp(v, "cosine_decay") && strcmp(v, "piecewise_constant_decay")))
+        return cli_error("--lr-schedule takes exponential_decay, cosine_decay or piecewise_constant_decay, got '%s'",
+                         missing ? "" : v);
+      c->to.lr_schedule = v;
+    } else if (OPT("--decay-steps")) {
+      if (!cli_parse_int("--decay-steps", v, missing, 1, INT64_C(1) << 53, "2^53", "a positive integer", &n)) return 1;
+      c->to.decay_steps = n;
+    } else if (OPT("--decay-rate")) {
+      if (!range_opt("--decay-rate", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.decay_rate)) return 1;
+    } else if (!strcmp(a, "--staircase")) {
+      c->to.staircase = 1;
+    } else if (OPT("--alpha")) {
+      if (!range_opt("--alpha", v, missing, 0, false, 1, false, "[0, 1]", &c->to.alpha)) return 1;
+    } else if (OPT("--warmup-target")) {
+      if (!range_opt("--warmup-target", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.warmup_target)) return 1;
+    } else if (OPT("--warmup-steps")) {
+      if (!cli_parse_int("--warmup-steps", v, missing, 0, INT64_C(1) << 53, "2^53", "an integer >= 0", &n)) return 1;
+      c->to.warmup_steps = n;
+    } else if (OPT("--boundaries")) {
+      if (!list_opt("--boundaries", v, missing, true, 64, c->boundaries, NULL, &c->to.n_boundaries)) return 1;
+      c->to.boundaries = c->boundaries;
+    } else if (OPT("--values")) {
+      if (!list_opt("--values", v, missing, false, 65, NULL, c->values, &c->to.n_values)) return 1;
+      c->to.values = c->values;
     } else if (a[0] == '-' && a[1]) {
       return cli_error("unknown option '%s' (see castor %s --help)", a, argv[0]);
     } else if (!c->model) {
@@ -165,6 +282,31 @@ static int parse(int argc, char **argv, train_cli *c) {
     return cli_error("evaluate: %s is an option of castor train; evaluate trains nothing and writes no file",
                  c->save ? "--save" : c->history ? "--history" : "--plot");
   if ((c->x_val != NULL) != (c->y_val != NULL)) return cli_error("--x-val and --y-val go together");
+  { /* training options: each schedule's own flags, and only those */
+    const char *sc = c->to.lr_schedule ? c->to.lr_schedule : "";
+    bool ex = !strcmp(sc, "exponential_decay"), co = !strcmp(sc, "cosine_decay"), pw = !strcmp(sc, "piecewise_constant_decay");
+    const char *stray = !ex && c->to.decay_rate != 0 ? "--decay-rate needs --lr-schedule exponential_decay"
+                        : !ex && c->to.staircase ? "--staircase needs --lr-schedule exponential_decay"
+                        : !ex && !co && c->to.decay_steps ? "--decay-steps needs --lr-schedule exponential_decay or cosine_decay"
+                        : !co && c->to.alpha != 0 ? "--alpha needs --lr-schedule cosine_decay"
+                        : !co && c->to.warmup_target != 0 ? "--warmup-target needs --lr-schedule cosine_decay"
+                        : !co && c->to.warmup_steps ? "--warmup-steps needs --lr-schedule cosine_decay"
+                        : !pw && c->to.n_boundaries ? "--boundaries needs --lr-schedule piecewise_constant_decay"
+                        : !pw && c->to.n_values ? "--values needs --lr-schedule piecewise_constant_decay"
+                        : (ex || co) && !c->to.decay_steps ? (ex ? "--lr-schedule exponential_decay needs --decay-steps"
+                                                                 : "--lr-schedule cosine_decay needs --decay-steps")
+                        : ex && c->to.decay_rate == 0 ? "--lr-schedule exponential_decay needs --decay-rate"
+                        : co && c->to.warmup_steps && c->to.warmup_target == 0
+                            ? "--warmup-steps needs --warmup-target (the rate the warmup reaches)"
+                        : pw && !c->to.n_boundaries ? "--lr-schedule piecewise_constant_decay needs --boundaries and --values"
+                        : pw && c->to.learning_rate != 0
+                            ? "--learning-rate and --lr-schedule piecewise_constant_decay exclude each other (--values are the rates)"
+                                                  : NULL;
+    if (stray) return cli_error("%s", stray);
+    if (pw && c->to.n_values != c->to.n_boundaries + 1)
+      return cli_error("--values needs one rate more than --boundaries (%d boundaries, so %d values), got %d",
+                       c->to.n_boundaries, c->to.n_boundaries + 1, c->to.n_values);
+  }
   if (c->x_val && c->validation_split > 0) return cli_error("--validation-split and --x-val/--y-val exclude each other");
   return 0;
 }
@@ -208,7 +350,51 @@ typedef struct session {
   const castor_train_options *to;
   bool scale_warned; /* the loss scale fell below 1 once: reported */
   double warn_s;     /* seconds that report took (not training time) */
+  /* training stopped at the first non-finite loss (Keras TerminateOnNaN) */
+  bool diverged;
+  int64_t epochs; /* of the run, for messages */
 } session;
+
+/* The first model weight of step program p that holds NaN or Inf, with
+ * its counts ("2 NaN, 6 Inf of 96") in why; NULL if every one is finite. */
+static const char *nonfinite_weight(castor_program *p, str_buf *why) {
+  for (int i = 0; i < castor_program_num_states(p); i++) {
+    castor_state_kind k = castor_program_state_kind(p, i);
+    castor_tensor_info info;
+    castor_tensor *t = NULL;
+    if ((k != CASTOR_STATE_TRAINABLE && k != CASTOR_STATE_NONTRAINABLE) ||
+        castor_program_state_info(p, i, &info) != CASTOR_OK || castor_program_get_state(p, info.name, &t) != CASTOR_OK)
+      continue;
+    bool bad = castor_tensor_nonfinite(t, why);
+    castor_tensor_destroy(t);
+    if (bad) return info.name;
+  }
+  return NULL;
+}
+
+/* The loss of step `step_no` (epoch e, its k-th step of n) is not finite
+ * and no dynamic loss scale skips such steps: says which step turned what
+ * non-finite, and training stops there, as under Keras's TerminateOnNaN. */
+static void warn_diverged(session *s, castor_program *p, double loss, int64_t e, int64_t k, int64_t n,
+                          int64_t step_no, bool tty) {
+  s->diverged = true;
+  str_buf why;
+  str_buf_init(&why);
+  const char *w = nonfinite_weight(p, &why);
+  if (tty) fputs("\r\033[K", stderr);
+  fprintf(stderr, "castor: warning: epoch %lld/%lld, step %lld/%lld (step %lld of the run): the loss is %s; ",
+          (long long)e + 1, (long long)s->epochs, (long long)k + 1, (long long)n, (long long)step_no,
+          isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf");
+  if (w && step_no > 1)
+    fprintf(stderr, "the update of step %lld made the weights non-finite (%s first: %s)", (long long)step_no - 1, w,
+            str_buf_cstr(&why));
+  else if (w)
+    fprintf(stderr, "the weights were non-finite before the first step (%s: %s)", w, str_buf_cstr(&why));
+  else
+    fputs("the weights are finite: the forward pass overflows (`castor check` shows where)", stderr);
+  fputs("; training stops here (as Keras's TerminateOnNaN stops it); a smaller --learning-rate may help\n", stderr);
+  str_buf_fini(&why);
+}
 
 /* The dynamic loss scale fell below 1 on this step: even unscaled the
  * gradients overflow. Says once which layer's overflowed first (the step
@@ -257,7 +443,7 @@ static bool run_epoch(session *s, castor_program *p, const rt_dataset *ds, int64
   bool tty = show && isatty(2);
   bool train = castor_program_num_states(p) > 0 && h;
   castor_tensor *scale_t = NULL, *iters_t = NULL;
-  for (int64_t k = 0; k < b.n_batches && ok; k++) {
+  for (int64_t k = 0; k < b.n_batches && ok && !s->diverged; k++) {
     int64_t rows = rt_batcher_fill(&b, k);
     int64_t xd[RT_MAX_RANK], yd[] = {rows, ds->y_width};
     memcpy(xd, s->in_dims, sizeof xd);
@@ -292,10 +478,12 @@ static bool run_epoch(session *s, castor_program *p, const rt_dataset *ds, int64
       }
       if (train) {
         ++*step;
+        int64_t before = *skipped; /* the trace's column: the skips before this step */
         castor_program_get_state(p, "optimizer.iterations", &iters_t);
         *skipped = *step - *(int64_t *)castor_tensor_data(iters_t);
         castor_tensor_destroy(iters_t);
-        if (scale > 0) rt_history_add_scale(h, *step, epoch + 1, scale, *skipped);
+        if (scale > 0) rt_history_add_scale(h, *step, epoch + 1, scale, before);
+        if (!isfinite(l) && !(scale > 0)) warn_diverged(s, p, l, epoch, k, b.n_batches, *step, tty);
       }
       if (tty && (k + 1 == b.n_batches || k % 16 == 0)) {
         int width = 30, done = (int)((k + 1) * width / b.n_batches);
@@ -356,6 +544,22 @@ static bool writable(const char *opt, const char *path) {
   fputs(diag_text(d), stderr);
   diag_sink_destroy(d);
   return ok;
+}
+
+/* Can FILE.loss_scale.csv go beside --history's path? Not when the path
+ * is a device, a FIFO or a socket, nor when it lies in /dev or /proc
+ * (/dev/stdout is a link that may reach a regular file). */
+static bool beside_ok(const char *path) {
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return false;
+  const char *slash = strrchr(path, '/');
+  char dir[4096], *real;
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  if (!(real = realpath(dir, NULL))) return true; /* writable() reports a missing directory */
+  bool sys = !strcmp(real, "/dev") || !strncmp(real, "/dev/", 5) || !strcmp(real, "/proc") || !strncmp(real, "/proc/", 6);
+  free(real);
+  return !sys;
 }
 
 int castor_train_main(int argc, char **argv) {
@@ -427,6 +631,14 @@ int castor_train_main(int argc, char **argv) {
   castor_tensor *probe = NULL;
   bool scaling = castor_program_get_state(step, "optimizer.loss_scale", &probe) == CASTOR_OK;
   castor_tensor_destroy(probe);
+  if (scaling && c.history && !beside_ok(c.history)) {
+    /* /dev/stdout, a FIFO: no file goes "beside" it (/dev/stdout.loss_scale.csv would be a new file in /dev) */
+    fprintf(stderr,
+            "%s: error: --history is not a regular file outside /dev and /proc, so the loss-scale trace that goes "
+            "beside it (FILE.loss_scale.csv) has no place; give --history a file name, or train without loss "
+            "scaling (--loss-scale none)\n", c.history);
+    goto done;
+  }
   if (scaling && c.history) { /* FILE.loss_scale.csv beside --history */
     char *scale_csv = rt_history_scale_csv_path(c.history);
     bool ok = writable("--history", scale_csv);
@@ -434,6 +646,7 @@ int castor_train_main(int argc, char **argv) {
     if (!ok) goto done;
   }
   rt_history_init(&h, s.accuracy, val.n > 0, scaling);
+  s.epochs = c.epochs;
   int64_t steps = 0, skipped = 0;
   for (int64_t e = 0; e < c.epochs; e++) {
     double t0 = now(), loss, acc, vloss = NAN, vacc = NAN;
@@ -457,7 +670,7 @@ int castor_train_main(int argc, char **argv) {
       castor_tensor_destroy(t);
     }
     printf("Epoch %lld/%lld - %.1fs %.0fus/sample - loss: %.4f", (long long)e + 1, (long long)c.epochs, secs,
-           1e6 * train_s / (double)train.n, loss);
+           1e6 * train_s / (double)train.n, isnan(loss) ? fabs(loss) : loss); /* "nan", as Keras, not "-nan" */
     if (s.accuracy) printf(" - accuracy: %.4f", acc);
     if (val.n > 0) printf(" - val_loss: %.4f", vloss);
     if (val.n > 0 && s.accuracy) printf(" - val_accuracy: %.4f", vacc);
@@ -466,6 +679,7 @@ int castor_train_main(int argc, char **argv) {
     fflush(stdout);
     rt_epoch_record r = {e + 1, loss, acc, vloss, vacc, secs, train_s / (double)train.n, scale, skipped};
     rt_history_add_epoch(&h, &r);
+    if (s.diverged) break;
   }
   diag_sink *d = diag_sink_create();
   bool ok = true;
@@ -474,6 +688,22 @@ int castor_train_main(int argc, char **argv) {
   fputs(diag_text(d), stderr);
   diag_sink_destroy(d);
   if (!ok) goto done;
+  if (!s.diverged) { /* the last update may have made them non-finite with a finite loss before it */
+    str_buf why;
+    str_buf_init(&why);
+    const char *w = nonfinite_weight(step, &why);
+    if (w) {
+      fprintf(stderr, "castor: warning: the update of the last step (step %lld of the run) made the weights "
+                      "non-finite (%s first: %s)\n", (long long)steps, w, str_buf_cstr(&why));
+      s.diverged = true;
+    }
+    str_buf_fini(&why);
+  }
+  if (s.diverged) { /* exit status 2: trained, but to non-finite weights */
+    if (c.save) fprintf(stderr, "%s: error: --save not written: the weights are not finite\n", c.save);
+    rc = 2;
+    goto done;
+  }
   if (c.save && castor_program_save_weights(step, c.save) != CASTOR_OK) {
     fputs(castor_context_last_error(s.ctx), stderr);
     goto done;

@@ -22,7 +22,10 @@
  * SVG (--plot OUT.svg): stacked panels sharing one style: loss and
  * val_loss against epochs; accuracy and val_accuracy against epochs (when
  * the run has accuracy); the loss scale against steps on a log2 axis, as a
- * step function with the skipped steps marked (with loss scaling). Each
+ * step function with the skipped steps marked (with loss scaling: a point
+ * is marked when the next point's steps_skipped grows, the last point when
+ * the last epoch's total is larger than its own count, so the trace should
+ * hold every step, as castor train records it). Each
  * panel has a frame, grid lines at "nice" ticks (1, 2, 5 x 10^k), tick
  * labels, axis titles and a legend. Non-finite values break a line instead
  * of bending the axis. Valid standalone XML (checked with xmllint in the

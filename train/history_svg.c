@@ -268,10 +268,13 @@ static void put_scale_panel(str_buf *b, const rt_history *h, double top) {
   }
   if (open) str_buf_puts(b, "\"/>\n");
   bool skips = false;
-  for (int64_t i = 1; i < h->n_scale; i++) {
+  /* point a was skipped when the next point's count (the skips before it)
+   * grows, or, after the last point, the run's total at its last epoch */
+  int64_t total = h->n_epochs ? h->epochs[h->n_epochs - 1].steps_skipped : -1;
+  for (int64_t i = 1; i <= h->n_scale; i++) {
     const rt_scale_point *a = &h->scale[i - 1];
-    if (h->scale[i].steps_skipped <= a->steps_skipped || !(a->loss_scale > 0) ||
-        !isfinite(a->loss_scale))
+    int64_t next = i < h->n_scale ? h->scale[i].steps_skipped : total;
+    if (next <= a->steps_skipped || !(a->loss_scale > 0) || !isfinite(a->loss_scale))
       continue;
     str_buf_printf(b, "<circle data-series=\"skipped\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" "
                       "fill=\"%s\"/>\n", px(&p, (double)a->step), py(&p, log2(a->loss_scale)),

@@ -359,6 +359,74 @@ static void emit_all_finite(cg_kctx *c) {
   store_int(c, op, ok);
 }
 
+/* ---- training options: gradient clipping ---- */
+
+/* The elements of x (batched: the run's batch of rows). */
+static LLVMValueRef numel_of(cg_kctx *c, const ir_node *x) {
+  cg_emitter *e = c->e;
+  int64_t inner = 1;
+  CASTOR_ASSERT(ir_type_inner_numel(&x->type, &inner));
+  return ir_type_is_batched(&x->type) ? LLVMBuildMul(B, c->batch, i64c(inner), "") : i64c(inner);
+}
+
+/* grad_norm_sq(a, s, g...): a + the sum of (x/s)^2, in f32 lanes then in
+ * lane order, the operands in order (one call: deterministic) */
+static void emit_grad_norm_sq(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c);
+  int vw = e->vw;
+  LLVMValueRef inv = LLVMBuildFDiv(B, F(1), load_f(c, op->srcs[1], i64c(0), 1), "inv_scale");
+  LLVMValueRef acc = var(c, vec(e, vw), LLVMConstNull(vec(e, vw)), "acc");
+  LLVMValueRef tail = var(c, e->f32, F(0), "tail");
+  for (int s = 2; s < op->n_srcs; s++) {
+    const ir_node *x = op->srcs[s];
+    LLVMValueRef n = numel_of(c, x);
+    cg_loop lv = cg_loop_begin(c, i64c(0), n, vw, x->name);
+    LLVMValueRef v = LLVMBuildFMul(B, load_f(c, x, lv.iv, vw), cg_splat(e, inv, vw), "");
+    LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, vec(e, vw)), LLVMBuildFMul(B, v, v, ""), ""), acc);
+    cg_loop_end(c, &lv);
+    cg_loop ls = cg_loop_begin(c, lv.iv, n, 1, "tail");
+    LLVMValueRef t = LLVMBuildFMul(B, load_f(c, x, ls.iv, 1), inv, "");
+    LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, tail, e->f32), LLVMBuildFMul(B, t, t, ""), ""), tail);
+    cg_loop_end(c, &ls);
+  }
+  LLVMValueRef sum = LLVMBuildFAdd(B, hsum(e, get(c, acc, vec(e, vw)), vw), get(c, tail, e->f32), "");
+  store_f(c, op, i64c(0), LLVMBuildFAdd(B, load_f(c, op->srcs[0], i64c(0), 1), sum, ""), 1);
+}
+
+/* max(a, b) and min(a, b) that keep a NaN a */
+static LLVMValueRef max_nan(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, b, ""), b, a, "");
+}
+static LLVMValueRef min_nan(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, b, ""), b, a, "");
+}
+
+/* clip_scale(s, q): s * max(sqrt(q), c) / c */
+static void emit_clip_scale(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c);
+  LLVMValueRef s = load_f(c, op->srcs[0], i64c(0), 1), q = load_f(c, op->srcs[1], i64c(0), 1);
+  LLVMValueRef norm = max_nan(e, intrinsic1(e, "llvm.sqrt", q), F(op->attr.clipnorm));
+  store_f(c, op, i64c(0), LLVMBuildFDiv(B, LLVMBuildFMul(B, s, norm, ""), F(op->attr.clipnorm), "clip_scale"), 1);
+}
+
+/* clip_value(g, s): g clamped to [-c s, c s] */
+static void emit_clip_value(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *g = op->srcs[0];
+  LLVMValueRef hi = LLVMBuildFMul(B, F(op->attr.clipvalue), load_f(c, op->srcs[1], i64c(0), 1), "hi");
+  LLVMValueRef n = numel_of(c, g);
+  int vw = e->vw;
+  cg_loop lv = cg_loop_begin(c, i64c(0), n, vw, "e");
+  LLVMValueRef h = cg_splat(e, hi, vw);
+  store_f(c, op, lv.iv, min_nan(e, max_nan(e, load_f(c, g, lv.iv, vw), LLVMBuildFNeg(B, h, "")), h), vw);
+  cg_loop_end(c, &lv);
+  cg_loop ls = cg_loop_begin(c, lv.iv, n, 1, "et");
+  store_f(c, op, ls.iv, min_nan(e, max_nan(e, load_f(c, g, ls.iv, 1), LLVMBuildFNeg(B, hi, "")), hi), 1);
+  cg_loop_end(c, &ls);
+}
+
 /* ---- updates, in place ---- */
 
 /* The optimizers' formulas (ir_ops.def; keras/src/optimizers/{sgd,rmsprop,
@@ -370,6 +438,7 @@ typedef enum update_formula { UPDATE_NONE, UPDATE_SGD, UPDATE_SGD_MOMENTUM, UPDA
 static const struct update_row {
   update_formula formula;
   bool centered, momentum; /* rmsprop's variants */
+  bool decay;              /* adamw: w -= w * weight_decay * lr first */
 } update_rows[IR_OP_COUNT] = {
     [IR_OP_SGD] = {UPDATE_SGD, false, false},
     [IR_OP_SGD_MOMENTUM] = {UPDATE_SGD_MOMENTUM, false, false},
@@ -378,6 +447,7 @@ static const struct update_row {
     [IR_OP_RMSPROP_CENTERED] = {UPDATE_RMSPROP, true, false},
     [IR_OP_RMSPROP_CENTERED_MOMENTUM] = {UPDATE_RMSPROP, true, true},
     [IR_OP_ADAM] = {UPDATE_ADAM, false, false},
+    [IR_OP_ADAMW] = {UPDATE_ADAM, false, false, true}, /* training options */
 };
 
 /* The optimizer's formula on `lanes` elements at index i. */
@@ -392,6 +462,9 @@ static void update_elems(cg_kctx *c, LLVMValueRef i, int lanes, LLVMValueRef lr,
   LLVMValueRef g = LLVMBuildFMul(B, load_f(c, op->srcs[w], i, lanes), cg_splat(e, inv_scale, lanes), "g");
   LLVMValueRef lrv = cg_splat(e, lr, lanes), x = load_f(c, op->srcs[0], i, lanes), nx = NULL;
   const struct update_row *row = &update_rows[op->op];
+  if (row->decay) /* Keras's _apply_weight_decay: variable - variable * wd * lr, before the update */
+    x = LLVMBuildFSub(B, x, LLVMBuildFMul(B, LLVMBuildFMul(B, x, V(at->weight_decay), ""), lrv, ""), "decayed"),
+    x = cg_emit_round_to(e, x, op->srcs[0]->type.dtype, ""); /* assigned: the variable's dtype */
   switch (row->formula) {
   case UPDATE_SGD: {
     nx = LLVMBuildFSub(B, x, LLVMBuildFMul(B, g, lrv, ""), "");
@@ -513,6 +586,9 @@ void cg_train_emit(cg_kctx *c) {
     if (rule == IR_TYPE_SUM_ROWS) emit_sum_rows(c);
     else if (rule == IR_TYPE_LOSS) emit_loss(c);
     else if (rule == IR_TYPE_ALL_FINITE) emit_all_finite(c);
+    else if (rule == IR_TYPE_GRAD_NORM) emit_grad_norm_sq(c); /* training options */
+    else if (rule == IR_TYPE_CLIP_SCALE) emit_clip_scale(c);
+    else if (rule == IR_TYPE_CLIP_VALUE) emit_clip_value(c);
     else CASTOR_UNREACHABLE(); /* matmul_tn: the GEMM (cg_is_gemm) */
     return;
   case IR_KERNEL_UPDATE:

@@ -52,6 +52,10 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     [IR_OP_ADAM] = TRAINING,
     [IR_OP_COUNT_STEP] = TRAINING,
     [IR_OP_LOSS_SCALE_UPDATE] = TRAINING,
+    [IR_OP_ADAMW] = TRAINING, /* training options */
+    [IR_OP_GRAD_NORM_SQ] = TRAINING,
+    [IR_OP_CLIP_SCALE] = TRAINING,
+    [IR_OP_CLIP_VALUE] = TRAINING,
 };
 #undef TRAINING
 

@@ -102,6 +102,7 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case IR_OP_MSE_GRAD: case IR_OP_ALL_FINITE: case IR_OP_SGD: case IR_OP_SGD_MOMENTUM: \
   case IR_OP_RMSPROP: case IR_OP_RMSPROP_MOMENTUM: case IR_OP_RMSPROP_CENTERED: \
   case IR_OP_RMSPROP_CENTERED_MOMENTUM: case IR_OP_ADAM: case IR_OP_COUNT_STEP: case IR_OP_LOSS_SCALE_UPDATE: \
+  case IR_OP_ADAMW: case IR_OP_GRAD_NORM_SQ: case IR_OP_CLIP_SCALE: case IR_OP_CLIP_VALUE: \
   case IR_OP_LAYER_NORM_GRAD: case IR_OP_LAYER_NORM_XHAT:
 
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
@@ -194,7 +195,7 @@ static bool eval_update(const ir_node *n, double *const *src, const int64_t *n_s
       double *m = src[1];
       m[i] = at->momentum * m[i] - lr * gi;
       v[i] += at->nesterov ? at->momentum * m[i] - lr * gi : m[i];
-    } else if (n->op != IR_OP_ADAM) { /* rmsprop: w, v, [a if centered], [m with momentum] */
+    } else if (n->op != IR_OP_ADAM && n->op != IR_OP_ADAMW) { /* rmsprop: w, v, [a if centered], [m with momentum] */
       bool centered = n->op == IR_OP_RMSPROP_CENTERED || n->op == IR_OP_RMSPROP_CENTERED_MOMENTUM;
       bool momentum = n->op == IR_OP_RMSPROP_MOMENTUM || n->op == IR_OP_RMSPROP_CENTERED_MOMENTUM;
       double *vel = src[1];
@@ -213,6 +214,7 @@ static bool eval_update(const ir_node *n, double *const *src, const int64_t *n_s
       v[i] -= inc;
     } else { /* adam */
       double *m = src[1], *vv = src[2], k = src[7][0] + 1;
+      if (n->op == IR_OP_ADAMW) v[i] -= v[i] * at->weight_decay * lr; /* training options: AdamW */
       double alpha = lr * sqrt(1 - pow(at->beta_2, k)) / (1 - pow(at->beta_1, k));
       m[i] += (1 - at->beta_1) * (gi - m[i]);
       vv[i] += (1 - at->beta_2) * (gi * gi - vv[i]);
@@ -306,6 +308,26 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
     y[0] = all;
     break;
   }
+  case IR_OP_GRAD_NORM_SQ: { /* training options: gradient clipping */
+    double q = 0;
+    for (int s = 2; s < n->n_srcs; s++)
+      for (int64_t i = 0; i < n_src[s]; i++) q += (src[s][i] / src[1][0]) * (src[s][i] / src[1][0]);
+    y[0] = src[0][0] + q;
+    break;
+  }
+  case IR_OP_CLIP_SCALE: {
+    double norm = sqrt(src[1][0]), c = n->attr.clipnorm;
+    y[0] = src[0][0] * (isnan(norm) || norm > c ? norm : c) / c;
+    break;
+  }
+  case IR_OP_CLIP_VALUE: {
+    double hi = n->attr.clipvalue * src[1][0];
+    for (int64_t i = 0; i < count; i++) {
+      double g = src[0][i];
+      y[i] = g > hi ? hi : g < -hi ? -hi : g;
+    }
+    break;
+  }
   case IR_OP_SGD:
   case IR_OP_SGD_MOMENTUM:
   case IR_OP_RMSPROP:
@@ -315,6 +337,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   case IR_OP_ADAM:
   case IR_OP_COUNT_STEP:
   case IR_OP_LOSS_SCALE_UPDATE:
+  case IR_OP_ADAMW: /* training options */
     if (!eval_update(n, src, n_src, batch)) return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
     for (int w = 0; w < ir_op_writes(n->op); w++) { /* in place: the variables' state */
       int64_t have = 0;

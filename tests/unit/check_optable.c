@@ -101,6 +101,23 @@ static void build_case(ir_op op, op_case *c) {
     attr.epsilon = 1e-7;
     break;
   case IR_TYPE_ALL_FINITE: n_srcs = 1; break;
+  case IR_TYPE_GRAD_NORM: /* training options: grad_norm_sq(a, s, x, g) */
+    srcs[0] = literal(c, "a", DT_F32, 0.5);
+    srcs[1] = literal(c, "s", DT_F32, 4);
+    srcs[2] = x;
+    srcs[3] = konst(c, "g", 2, (int64_t[]){3, W}, 9);
+    n_srcs = 4;
+    break;
+  case IR_TYPE_CLIP_SCALE: /* clip_scale(s, q) */
+    srcs[0] = literal(c, "s", DT_F32, 4);
+    srcs[1] = literal(c, "q", DT_F32, 9);
+    attr.clipnorm = 2;
+    break;
+  case IR_TYPE_CLIP_VALUE: /* clip_value(g, s) */
+    srcs[0] = konst(c, "g", 2, (int64_t[]){3, W}, 9);
+    srcs[1] = literal(c, "s", DT_F32, 4);
+    attr.clipvalue = 0.05;
+    break;
   case IR_TYPE_UPDATE: { /* variables w, slots; the gradient; lr, scale, ok, step */
     ir_type vt = {DT_F32, 2, {3, W}};
     int w = ir_op_writes(op);

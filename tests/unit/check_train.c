@@ -523,7 +523,7 @@ START_TEST(test_train_option_errors) {
   to.optimizer = "adagrad";
   ck_assert_int_eq(castor_compile_train(m, NULL, &to, &p), CASTOR_ERR_INVALID_ARGUMENT);
   ck_assert_str_eq(castor_context_last_error(ctx),
-                   "error: --optimizer: unknown optimizer 'adagrad' (optimizers: sgd, rmsprop, adam, none)\n");
+                   "error: --optimizer: unknown optimizer 'adagrad' (optimizers: sgd, rmsprop, adam, adamw, none)\n");
   castor_train_options_init(&to);
   to.loss_scale = "lots";
   ck_assert_int_eq(castor_compile_train(m, NULL, &to, &p), CASTOR_ERR_INVALID_ARGUMENT);
@@ -543,10 +543,66 @@ START_TEST(test_train_option_errors) {
 }
 END_TEST
 
+/* training options: Keras's optimizer arguments out of range, through the
+ * API: errors naming the field and its range */
+START_TEST(test_train_options_api_errors) {
+  castor_context *ctx;
+  castor_model *m;
+  castor_program *p = NULL;
+  ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
+  ck_assert_int_eq(castor_model_load_string(ctx, "tiny.cast", model_text, strlen(model_text), NULL, &m), CASTOR_OK);
+  static const int64_t up_down[] = {10, 5}, two[] = {10, 20};
+  static const double rates[] = {0.1, 0.01, 0.001};
+  static const struct {
+    const char *field, *want;
+  } cases[] = {
+      {"beta_1", "error: castor_train_options.beta_1 must be in (0, 1) (0: Keras's 0.9), got 1.5\n"},
+      {"epsilon", "error: castor_train_options.epsilon must be in (0, 1] (0: Keras's 1e-7), got -1\n"},
+      {"weight_decay", "error: castor_train_options.weight_decay must be in [0, 1e30] (0: Keras's 0.004), got -0.5\n"},
+      {"growth", "error: castor_train_options.loss_scale_growth_steps must be in [1, 10^9] (0: Keras's 2000), got -3\n"},
+      {"schedule", "error: castor_train_options.lr_schedule: unknown schedule 'step' (schedules: exponential_decay, "
+                   "cosine_decay, piecewise_constant_decay)\n"},
+      {"stray", "error: castor_train_options.decay_rate (exponential_decay) is set, but lr_schedule is cosine_decay\n"},
+      {"decay_steps", "error: castor_train_options.decay_steps must be > 0 for exponential_decay, got 0\n"},
+      {"increasing", "error: castor_train_options.boundaries must be strictly increasing: boundaries[1] = 5 follows 10\n"},
+      {"count", "error: castor_train_options.values: piecewise_constant_decay needs one value more than boundaries "
+                "(2 boundaries, so 3 values), got 2\n"},
+      {"clip", "error: grad: only one of --clipnorm, --clipvalue and --global-clipnorm can be set (Keras: only one of "
+               "clipnorm, clipvalue and global_clipnorm)\n"},
+      {"wd_adam", "error: grad: --weight-decay is not an option of adam (adamw takes it)\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    castor_train_options to;
+    castor_train_options_init(&to);
+    const char *f = cases[i].field;
+    if (!strcmp(f, "beta_1")) to.optimizer = "adam", to.beta_1 = 1.5;
+    else if (!strcmp(f, "epsilon")) to.epsilon = -1;
+    else if (!strcmp(f, "weight_decay")) to.optimizer = "adamw", to.weight_decay = -0.5;
+    else if (!strcmp(f, "growth")) to.loss_scale_growth_steps = -3;
+    else if (!strcmp(f, "schedule")) to.lr_schedule = "step";
+    else if (!strcmp(f, "stray")) to.lr_schedule = "cosine_decay", to.decay_steps = 5, to.decay_rate = 0.5;
+    else if (!strcmp(f, "decay_steps")) to.lr_schedule = "exponential_decay", to.decay_rate = 0.5;
+    else if (!strcmp(f, "increasing"))
+      to.lr_schedule = "piecewise_constant_decay", to.boundaries = up_down, to.n_boundaries = 2, to.values = rates,
+      to.n_values = 3;
+    else if (!strcmp(f, "count"))
+      to.lr_schedule = "piecewise_constant_decay", to.boundaries = two, to.n_boundaries = 2, to.values = rates,
+      to.n_values = 2;
+    else if (!strcmp(f, "clip")) to.clipnorm = 1, to.clipvalue = 1;
+    else to.optimizer = "adam", to.weight_decay = 0.1;
+    ck_assert_int_eq(castor_compile_train(m, NULL, &to, &p), CASTOR_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(castor_context_last_error(ctx), cases[i].want);
+  }
+  castor_model_destroy(m);
+  castor_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *train_suite(void) {
   Suite *s = suite_create("train");
   TCase *tc = tcase_create("train");
   tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_train_options_api_errors); /* training options */
   tcase_add_test(tc, test_float32_rmsprop);
   tcase_add_test(tc, test_float32_adam);
   tcase_add_test(tc, test_float32_sgd);
