@@ -277,7 +277,6 @@ static const char *msg_name(int type) {
   case 0x06: return "a link message (a new-style group)";
   case 0x07: return "external data files";
   case 0x0A: return "a group info message (a new-style group)";
-  case 0x0B: return "a filter pipeline (a compressed or filtered dataset)";
   case 0x0F: return "a shared message table";
   case 0x13: return "B-tree 'K' values";
   case 0x14: return "a driver info message";
@@ -325,6 +324,9 @@ static bool read_msg(reader *r, header *h, int type, int flags, const unsigned c
     h->btree = rdn(p, r->so);
     h->heap = rdn(p + r->so, r->so);
     return true;
+  case 0x0B:
+    return fail(r, off, "dataset '%s': a filter pipeline (compression, shuffle or a checksum) is "
+                "not supported (castor reads contiguous, unfiltered datasets)", obj);
   case 0x15: /* attribute info: dense attribute storage */
     return fail(r, off, "object '%s': dense attribute storage (an attribute info message) is not supported", obj);
   default: {
@@ -506,6 +508,12 @@ bool h5_open(h5_file *f, const void *data, size_t len, h5_error *err) {
   r.base = rdn(s + 24, r.so);
   if (r.base > len) {
     fail(&r, sb + 24, "base address %llu lies outside the file", (unsigned long long)r.base);
+    goto done;
+  }
+  uint64_t eof = rdn(s + 24 + 2 * r.so, r.so);
+  if (eof > UINT64_MAX - r.base || r.base + eof > len) {
+    fail(&r, sb + 24 + 2 * r.so, "truncated: the superblock says the file has %llu bytes, it has "
+         "%llu", (unsigned long long)(r.base + eof), (unsigned long long)len);
     goto done;
   }
   const unsigned char *root = s + 24 + 4 * r.so;
