@@ -419,6 +419,8 @@ static bool read_btree(reader *r, uint64_t a, const heap *hp, const char *path, 
 static bool visit(reader *r, uint64_t addr, const char *path, int depth) {
   if (depth > H5_MAX_DEPTH) return fail(r, addr, "group '%s': nested more than %d deep", path, H5_MAX_DEPTH);
   if (r->objs.len >= H5_MAX_OBJECTS) return fail(r, addr, "object '%s': more than %d objects", path, H5_MAX_OBJECTS);
+  if (undef(r, addr) || addr == UINT64_MAX)
+    return fail(r, addr, "object '%s': its object header address is undefined", path);
   if (hmap_get_ptr(&r->seen, (const void *)(uintptr_t)(addr + 1)))
     return fail(r, addr, "object '%s': its header at address %llu is reached twice (a hard link or a cycle)",
                 path, (unsigned long long)addr);

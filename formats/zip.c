@@ -127,11 +127,11 @@ static bool read_eocd(const unsigned char *d, uint64_t len, uint64_t *cd_off, ui
 }
 
 /* The local header of m: checks it, sets data_off and the data's bounds. */
-static bool read_local(const unsigned char *d, uint64_t cd_off, zip_member *m, uint16_t flags,
-                       zip_error *err) {
+static bool read_local(const unsigned char *d, uint64_t cd_off, uint64_t entry, zip_member *m,
+                       uint16_t flags, zip_error *err) {
   uint64_t h = m->header_off;
   if (!inside(h, LOCAL_LEN, cd_off) || rd32(d + h) != SIG_LOCAL)
-    return fail(err, h, "member '%s': no local header at offset %llu", m->name,
+    return fail(err, entry, "member '%s': no local header at offset %llu", m->name,
                 (unsigned long long)h);
   uint16_t lflags = rd16(d + h + 6), method = rd16(d + h + 8);
   uint16_t nlen = rd16(d + h + 26), xlen = rd16(d + h + 28);
@@ -225,7 +225,7 @@ bool zip_open(zip_archive *z, const void *data, size_t len, zip_error *err) {
         fail(err, p, "member '%s' appears twice in the central directory", m->name);
         goto fail;
       }
-    if (!read_local(d, cd_off, m, flags, err)) goto fail;
+    if (!read_local(d, cd_off, p, m, flags, err)) goto fail;
     z->n_members++;
     p += CENTRAL_LEN + (uint64_t)nlen + xlen + clen;
   }

@@ -35,6 +35,12 @@ typedef struct fe_train_defaults {
   char optimizer[16]; /* sgd, rmsprop or adam */
   bool from_logits;
   bool accuracy;      /* metrics=[accuracy] */
+  /* Keras's compile_config (0 / false / empty: not given) */
+  double learning_rate;
+  double momentum;    /* sgd, rmsprop */
+  bool nesterov;      /* sgd */
+  bool centered;      /* rmsprop */
+  char loss_scale[16]; /* "dynamic": a LossScaleOptimizer */
 } fe_train_defaults;
 
 typedef struct fe_options {

@@ -28,8 +28,9 @@ allowed() {
   runtime) echo "util" ;;
   runtime/aot) echo "util formats runtime" ;;
   train) echo "util formats runtime" ;;
-  frontend) echo "util formats ir frontend/cast" ;;
+  frontend) echo "util formats ir frontend/cast frontend/keras" ;;
   frontend/cast) echo "util formats ir frontend" ;;
+  frontend/keras) echo "util formats ir frontend" ;;
   passes) echo "util ir" ;;
   codegen) echo "util ir runtime" ;;
   codegen/kernel) echo "util ir runtime codegen" ;;
@@ -43,7 +44,7 @@ allowed() {
   esac
 }
 
-layers="include util formats ir runtime runtime/aot train frontend frontend/cast passes codegen codegen/kernel
+layers="include util formats ir runtime runtime/aot train frontend frontend/cast frontend/keras passes codegen codegen/kernel
         codegen/cpu codegen/cpu/gemm codegen/nvptx api api/check tools"
 
 for dir in $layers; do

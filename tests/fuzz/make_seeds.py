@@ -65,6 +65,22 @@ for i, args in enumerate([
         ["--help"], ["--version"], ["run"], ["bogus", "m.cast"], ["run", "m.cast", "--batch"]]):
     write("cli", "args%02d" % i, b"\0".join(a.encode() for a in args))
 
+# zip: archives as Keras writes them (stored) and deflated, one with a comment
+import io, shutil, zipfile
+for i, (method, comment) in enumerate([(zipfile.ZIP_STORED, b""), (zipfile.ZIP_DEFLATED, b""),
+                                       (zipfile.ZIP_STORED, b"a comment")]):
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w", method) as z:
+        z.comment = comment
+        z.writestr("metadata.json", '{"keras_version": "3.6.0"}')
+        z.writestr("config.json", '{"class_name": "Sequential", "config": {"layers": []}}' * 3)
+        z.writestr("model.weights.h5", bytes(range(256)))
+    write("zip", "keras%d.zip" % i, b.getvalue())
+# hdf5: the small files of tests/data/hdf5 (written by h5py there)
+for name in ["weights.h5", "compact.h5", "chunked.h5", "latest.h5"]:
+    with open(os.path.join(here, "..", "data", "hdf5", name), "rb") as f:
+        write("hdf5", name, f.read())
+
 def dictionary(name, toks):
     def esc(t):
         return "".join(c if 0x20 <= b < 0x7f and c not in '"\\' else "\\" + c if c in '"\\' else "\\x%02x" % b
@@ -99,3 +115,9 @@ dictionary("cli.dict", ["run", "dump", "build", "--input", "--output", "--batch"
     "--passes", "--dump-after", "--dump-dir", "--emit", "--target", "--device", "--sm", "--threads",
     "--stats", "--repeat", "-O", "-h", "--help", "--version", "=", b"\x00", "cpu", "cuda", "ir", "llvm",
     "ptx", "all", "1024", "1025", "0", "-1", "9223372036854775808"])
+dictionary("zip.dict", [b"PK\x03\x04", b"PK\x01\x02", b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07",
+    b"\xff\xff\xff\xff", b"\xff\xff", b"\x00\x00\x00\x00", b"\x08\x00", b"\x01\x00\x18\x00",
+    "config.json", "model.weights.h5", "metadata.json"])
+dictionary("hdf5.dict", [b"\x89HDF\r\n\x1a\n", "TREE", "SNOD", "HEAP", "GCOL", b"\xff\xff\xff\xff\xff\xff\xff\xff",
+    b"\x01\x00", b"\x03\x00", b"\x08\x00", b"\x0c\x00", b"\x10\x00", b"\x11\x00", b"\x0b\x00",
+    "bfloat16", "dtype", "name", "vars", "layers"])

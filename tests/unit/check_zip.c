@@ -125,7 +125,7 @@ typedef struct bad_case {
   void (*edit)(zbuf *z, const layout *l);
   const char *member;
   const char *msg;
-  int off_kind; /* 0: off is `off`; 1: local[1]; 2: central[1]; 3: eocd */
+  int off_kind; /* 0: not checked; 1: local[1]; 2: central[1]; 3: eocd; 4: `off` */
   uint64_t off;
 } bad_case;
 
@@ -167,14 +167,14 @@ static const bad_case bad[] = {
     {"truncated by one byte", truncate_tail, NULL,
      "no end-of-central-directory record (the file is truncated or not a ZIP archive)", 0, 0},
     {"central directory offset lies", cd_offset_lies, NULL,
-     "central directory entry 1 of 3 is missing or corrupt at offset 7", 0, 7},
+     "central directory entry 1 of 3 is missing or corrupt at offset 7", 4, 7},
     {"central directory size lies", cd_size_lies, NULL,
      "central directory at offset 234 of 4000 bytes does not end before the end record at offset "
      "412 (truncated or corrupt archive)", 3, 0},
     {"local header offset lies", local_offset_lies, NULL,
-     "member 'config.json': no local header at offset 3", 0, 3},
+     "member 'config.json': no local header at offset 3", 2, 0},
     {"local header offset past the end", local_offset_past, NULL,
-     "member 'config.json': no local header at offset 900000", 0, 900000},
+     "member 'config.json': no local header at offset 900000", 2, 0},
     {"sizes lie", size_lies, NULL,
      "member 'model.weights.h5': local header's sizes or CRC (15, 15, e8d54ddf) differ from the "
      "central directory's (1000, 1000, e8d54ddf)", 0, 0},
@@ -230,6 +230,7 @@ START_TEST(test_bad) {
   ck_assert_msg(strcmp(e.msg, c->msg) == 0, "%s:\n got  %s\n want %s", c->what, e.msg, c->msg);
   uint64_t off = c->off_kind == 1 ? lay.local[1] : c->off_kind == 2 ? lay.central[1]
                  : c->off_kind == 3 ? lay.eocd : c->off;
+  ck_assert_msg(e.off <= z.n, "%s: offset %llu past the archive", c->what, (unsigned long long)e.off);
   if (c->off_kind) ck_assert_msg(e.off == off, "%s: offset %llu, want %llu", c->what,
                                            (unsigned long long)e.off, (unsigned long long)off);
 }
