@@ -233,9 +233,16 @@ bool kr_read_compile(kr_model *m, const json_value *cc, fe_train_defaults *td) {
     if (!strcmp(k, "optimizer")) ok = kr_is_null(v) || read_optimizer(m, v, td, 0);
     else if (!strcmp(k, "loss")) ok = kr_is_null(v) || read_loss(m, v, td);
     else if (!strcmp(k, "metrics")) ok = read_metrics(m, v, td);
-    else if (!strcmp(k, "run_eagerly") || !strcmp(k, "steps_per_execution") || !strcmp(k, "jit_compile") ||
-             !strcmp(k, "auto_scale_loss"))
+    else if (!strcmp(k, "run_eagerly") || !strcmp(k, "steps_per_execution") || !strcmp(k, "jit_compile"))
       continue; /* how Keras runs a step, not what it computes */
+    else if (!strcmp(k, "auto_scale_loss")) {
+      /* true (Keras's default): a dynamic loss scale under mixed_float16,
+       * which is castor's default too */
+      if (v->kind == JSON_LIT && v->lit == 'f' && !td->loss_scale[0])
+        snprintf(td->loss_scale, sizeof td->loss_scale, "none");
+      else if (v->kind != JSON_LIT || v->lit == 'n')
+        ok = (kr_error(m, "compile_config: auto_scale_loss is not true or false"), false);
+    }
     else if (!kr_is_null(v)) {
       kr_unsupported(m, "compile_config: '%s' is not supported", k);
       ok = false;

@@ -280,9 +280,10 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
     hmap_put_str(&names, l->ir_name, strlen(l->ir_name), l);
     /* the saver's path: the class in snake case, then _1, _2 ... per class */
     const char *sc = snake_case(m->arena, l->cls);
-    uintptr_t used = (uintptr_t)hmap_get_str(&counters, sc, strlen(sc));
-    hmap_put_str(&counters, sc, strlen(sc), (void *)(used + 1));
-    l->vars = used ? arena_printf(m->arena, "/layers/%s_%lu/vars", sc, (unsigned long)used)
+    int *count = hmap_get_str(&counters, sc, strlen(sc));
+    if (!count) hmap_put_str(&counters, sc, strlen(sc), count = arena_alloc(m->arena, sizeof *count));
+    int used = (*count)++;
+    l->vars = used ? arena_printf(m->arena, "/layers/%s_%d/vars", sc, used)
                    : arena_printf(m->arena, "/layers/%s/vars", sc);
     l->row = kr_layer_row(l->cls);
     if (l->row < 0) {
@@ -335,6 +336,14 @@ static void shape_str(str_buf *b, int rank, const int64_t *dims) {
 }
 
 const float *kr_weight(kr_model *m, kr_layer *l, int i, const char *what, const ir_type *t) {
+  /* Keras 3.6+ names the layer in its group: a cross-check of the path */
+  const h5_object *grp = h5_find(&m->h5, l->vars);
+  const char *owner = grp ? h5_attr_str(grp, "name") : NULL;
+  if (owner && strcmp(owner, l->name) != 0) {
+    kr_layer_error(m, l, "its weights group '%s' belongs to layer '%s' (its name attribute)",
+                   l->vars, owner);
+    return NULL;
+  }
   const char *path = arena_printf(m->arena, "%s/%d", l->vars, i);
   const h5_object *o = h5_find(&m->h5, path);
   if (!o || !o->is_dataset) {
