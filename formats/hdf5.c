@@ -26,7 +26,8 @@ typedef struct reader {
   h5_error *err;
   h5_file *f;
   VEC(h5_object) objs;
-  hmap seen; /* object header address -> 1 */
+  hmap seen;  /* object header address -> 1 */
+  hmap paths; /* path -> 1: a group's links are unique */
   int64_t budget; /* structure reads left: B-tree nodes, continuation blocks, heap objects */
 } reader;
 
@@ -389,6 +390,9 @@ static bool read_snod(reader *r, uint64_t a, const heap *hp, const char *path, i
     const char *name = heap_name(r, hp, rdn(e, r->so), path);
     if (!name) return false;
     const char *child = arena_printf(r->f->arena, "%s%s%s", path, strcmp(path, "/") ? "/" : "", name);
+    if (hmap_get_str(&r->paths, child, strlen(child)))
+      return fail(r, a, "group '%s': two links named '%s'", path, name);
+    hmap_put_str(&r->paths, child, strlen(child), (void *)1);
     if (!visit(r, rdn(e + r->so, r->so), child, depth + 1)) return false;
   }
   return true;
@@ -479,6 +483,7 @@ bool h5_open(h5_file *f, const void *data, size_t len, h5_error *err) {
   *f = (h5_file){.arena = arena_create()};
   reader r = {.d = data, .len = len, .err = err, .f = f, .budget = 4 * H5_MAX_OBJECTS};
   hmap_init(&r.seen, HMAP_POINTERS);
+  hmap_init(&r.paths, HMAP_STRINGS);
   bool ok = false;
   uint64_t sb = 0;
   /* the superblock is at 0, 512, 1024, ... (after a user block) */
@@ -522,6 +527,7 @@ bool h5_open(h5_file *f, const void *data, size_t len, h5_error *err) {
   ok = visit(&r, rdn(root + r.so, r.so), "/", 0);
 done:
   hmap_fini(&r.seen);
+  hmap_fini(&r.paths);
   if (!ok) {
     vec_free(&r.objs);
     arena_destroy(f->arena);

@@ -5,14 +5,14 @@
 # (kept between runs) seeded from the test inputs, seeds/TARGET and
 # regress/TARGET. Prints the executions of each target; a finding goes to
 # FUZZ_BUILD_DIR/fuzz/artifacts/ and makes the script exit 1 after the rest ran.
-# Targets: cast ir passes safetensors npy json zip hdf5 cli (default: all). With FUZZ_RUNS=N
+# Targets: cast ir passes safetensors npy json zip hdf5 keras cli (default: all). With FUZZ_RUNS=N
 # in the environment a target also stops after N executions (long runs).
 set -u
 bld=$1 secs=$2
 shift 2
 src=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$src/../.." && pwd)
-targets=${*:-cast ir passes safetensors npy json zip hdf5 cli}
+targets=${*:-cast ir passes safetensors npy json zip hdf5 keras cli}
 out=$bld/fuzz
 mkdir -p "$out/artifacts"
 status=0
