@@ -7,13 +7,13 @@
  * plus the model's training defaults in frontend-neutral terms.
  *
  * Frontends live below this folder, one per language: cast/ (the .cast
- * model language, docs/cast-language.md). Keras (.keras) and ONNX files are
- * recognized and answered "not supported yet"; their frontends come with
- * their issues.
+ * model language, docs/cast-language.md) and keras/ (Keras 3 .keras
+ * archives, docs/keras.md). Legacy Keras .h5 files are refused with how to
+ * re-save them; ONNX files are answered "not supported yet".
  *
  * Sniffing rule (fe_sniff), on the first bytes:
  *   "PK\x03\x04"             a ZIP archive: a Keras v3 model (.keras)
- *   "\x89HDF\r\n\x1a\n"      an HDF5 file: a legacy Keras model (.h5)
+ *   "\x89HDF\r\n\x1a\n"      an HDF5 file: a legacy Keras model (.h5), refused
  *   0x08                     a protobuf whose first field is varint field 1:
  *                            an ONNX ModelProto (ir_version comes first)
  *   anything else            .cast text (its lexer reports non-text bytes)
@@ -60,8 +60,9 @@ typedef enum fe_format {
 /* The frontend for a file that starts with bytes[0..len) (the rule above). */
 fe_format fe_sniff(const void *bytes, size_t len);
 
-/* Largest model file fe_load reads: a regular file or a pipe, checked
- * before or while reading (docs/cast-language.md, "Limits"). */
+/* Largest .cast model file fe_load reads: a regular file or a pipe, checked
+ * before or while reading (docs/cast-language.md, "Limits"). A .keras
+ * file has its own limit (frontend/keras/keras.h). */
 #define FE_MAX_MODEL_BYTES ((int64_t)16 << 20)
 
 /* Loads the model file at path with the frontend its content selects.
