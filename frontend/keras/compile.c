@@ -48,6 +48,11 @@ static bool read_optimizer(kr_model *m, const json_value *opt, fe_train_defaults
       if (!strcmp(k, "inner_optimizer") || !strcmp(k, "name")) continue;
       if (!strcmp(k, "initial_scale") && num(v, &x) && x == 32768.0) continue;
       if (!strcmp(k, "dynamic_growth_steps") && num(v, &x) && x == 2000.0) continue;
+      if (!strcmp(k, "ema_momentum")) continue; /* used only with use_ema (checked if true) */
+      if (!strcmp(k, "use_ema") && v->kind == JSON_LIT && v->lit == 't') {
+        kr_unsupported(m, "compile_config: optimizer option 'use_ema' is not supported");
+        return false;
+      }
       if (kr_is_null(v) || (v->kind == JSON_LIT && v->lit == 'f')) continue; /* unset options */
       kr_unsupported(m, "compile_config: LossScaleOptimizer's '%s' is not supported (castor's dynamic "
                   "loss scale starts at 32768 and doubles after 2000 good steps)", k);

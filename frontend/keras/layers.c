@@ -19,8 +19,8 @@
  *   LayerNormalization  %NAME.gamma, %NAME.beta (vars/0, vars/1), %NAME =
  *                       layer_norm {axis=-1, epsilon}
  *   Activation, ReLU, Softmax, Add, Multiply: %NAME
- * A shared layer's second call is named NAME_1 (and so on), with the same
- * weights.
+ * A shared layer's second call is named NAME.call1 (and so on), with the
+ * same weights; as an output it is NAME_1.
  */
 #include "frontend/keras/internal.h"
 
@@ -46,7 +46,8 @@ typedef struct layer_row {
 static const key_spec common[] = {{"name", KEY_ANY}, {"trainable", KEY_TRUE}, {"dtype", KEY_ANY}};
 
 static const char *node_name(kr_model *m, const kr_layer *l, int k, const char *suffix) {
-  const char *base = k ? arena_printf(m->arena, "%s_%d", l->ir_name, k) : l->ir_name;
+  /* a later call of a shared layer: NAME.callK (no layer name has a '.') */
+  const char *base = k ? arena_printf(m->arena, "%s.call%d", l->ir_name, k) : l->ir_name;
   return suffix ? arena_printf(m->arena, "%s.%s", base, suffix) : base;
 }
 

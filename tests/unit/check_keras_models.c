@@ -351,6 +351,9 @@ static const bad_case bad[] = {
      "m.keras: error: layer 'shared' (Dense): dtype policy class 'QuantizedDTypePolicy' is not supported (castor reads "
      "DTypePolicy: float32, float16, bfloat16, mixed_float16, mixed_bfloat16; quantized policies are not "
      "supported)\n", CASTOR_ERR_UNSUPPORTED},
+    {"Adam's beta_1", "\"beta_1\": 0.9", "\"beta_1\": 0.8", 0, NULL, NULL, 0,
+     "m.keras: error: compile_config: optimizer option 'beta_1' = 0.8 is not supported (castor uses "
+     "Keras's default, 0.9)\n", CASTOR_ERR_UNSUPPORTED},
     {"HDF5 outside the subset", NULL, NULL, 0, NULL, "chunked.h5", 0,
      "m.keras: error: model.weights.h5: at byte 904: dataset '/w': chunked storage is not supported (castor "
      "reads contiguous datasets; save without chunks or compression)\n", CASTOR_ERR_PARSE},
