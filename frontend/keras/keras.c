@@ -371,7 +371,7 @@ const float *kr_weight(kr_model *m, kr_layer *l, int i, const char *what, const 
                    "float16, bfloat16)", path, what);
     return NULL;
   }
-  int64_t n = o->rank ? 1 : 1;
+  int64_t n = 1; /* numel: the reader checked the product */
   for (int k = 0; k < o->rank; k++) n *= o->dims[k];
   float *dst = arena_alloc_aligned(m->g->arena, (size_t)(n ? n : 1) * sizeof(float), 64);
   const unsigned char *src = o->data;
