@@ -272,6 +272,11 @@ void castor_model_train_options(const castor_model *m, castor_train_options *o) 
   o->loss = m->defaults.loss[0] ? m->defaults.loss : NULL;
   o->optimizer = m->defaults.optimizer[0] ? m->defaults.optimizer : NULL;
   o->from_logits = m->defaults.from_logits;
+  o->learning_rate = m->defaults.learning_rate;
+  o->momentum = m->defaults.momentum;
+  o->nesterov = m->defaults.nesterov;
+  o->centered = m->defaults.centered;
+  o->loss_scale = m->defaults.loss_scale[0] ? m->defaults.loss_scale : NULL;
 }
 
 /* The public training options as the grad pass's (passes.h). */
@@ -386,6 +391,14 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
     if (!topts.loss && m->defaults.loss[0]) topts.loss = m->defaults.loss;
     if (!topts.optimizer && m->defaults.optimizer[0]) topts.optimizer = m->defaults.optimizer;
     if (!topts.loss && !dopts->train->from_logits) topts.from_logits = m->defaults.from_logits;
+    /* a Keras file's optimizer hyperparameters, for the optimizer it names */
+    if (!dopts->train->optimizer && m->defaults.optimizer[0]) {
+      if (topts.learning_rate == 0) topts.learning_rate = m->defaults.learning_rate;
+      if (topts.momentum == 0) topts.momentum = m->defaults.momentum;
+      if (!topts.nesterov) topts.nesterov = m->defaults.nesterov;
+      if (!topts.centered) topts.centered = m->defaults.centered;
+    }
+    if (!topts.loss_scale && m->defaults.loss_scale[0]) topts.loss_scale = m->defaults.loss_scale;
   }
   if (dopts->train && !train_options(&topts, dopts->loss_only, dopts->gradients, &po.train, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;
   else if (!pass_autocast_options_check(&po.autocast, ctx->diag)) st = CASTOR_ERR_INVALID_ARGUMENT;

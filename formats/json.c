@@ -179,6 +179,18 @@ static bool parse_number(jparser *p, json_value *v) {
   }
   if (v->kind == JSON_INT && overflow) return corrupt(p, start, "integer out of range");
   v->i = neg ? -(int64_t)mag : (int64_t)mag;
+  /* the spelling is valid JSON, which strtod reads in full; copied so
+   * strtod stops at its end */
+  char num[64];
+  size_t n = p->pos - start;
+  if (n < sizeof num) {
+    memcpy(num, p->text + start, n);
+    num[n] = 0;
+    v->num = strtod(num, NULL);
+  } else {
+    char *big = arena_strndup(p->a, p->text + start, n);
+    v->num = strtod(big, NULL);
+  }
   return true;
 }
 
@@ -278,6 +290,7 @@ static bool parse_value(jparser *p, json_value *v, int depth) {
     if (p->len - p->pos >= n && memcmp(p->text + p->pos, lits[i], n) == 0) {
       p->pos += n;
       v->kind = JSON_LIT;
+      v->lit = "tfn"[i];
       return true;
     }
   }

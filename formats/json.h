@@ -16,7 +16,7 @@
 
 enum { JSON_MAX_DEPTH = 64 };
 
-/* JSON_LIT: true, false or null (the tree does not tell them apart). */
+/* JSON_LIT: true, false or null (json_value.lit tells them apart). */
 typedef enum json_kind { JSON_STR, JSON_INT, JSON_FLOAT, JSON_LIT, JSON_ARR, JSON_OBJ } json_kind;
 
 typedef struct json_value {
@@ -24,6 +24,8 @@ typedef struct json_value {
   size_t off;                /* byte offset of the value in the document (base included) */
   const char *s;             /* STR: decoded, NUL-terminated */
   int64_t i;                 /* INT: a number without fraction or exponent, in int64 range */
+  double num;                /* INT, FLOAT: the number (strtod: nearest double, +-HUGE_VAL past range) */
+  char lit;                  /* LIT: 't' (true), 'f' (false) or 'n' (null) */
   struct json_value *items;  /* ARR, OBJ: the elements / the values, in document order */
   const char **keys;         /* OBJ: keys[k] names items[k] */
   int n;                     /* ARR, OBJ: number of items */

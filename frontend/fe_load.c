@@ -5,19 +5,21 @@
  * new frontend is a folder beside cast/, a row in fe_sniff and a case in
  * load_bytes.
  *
- * The whole file is read before sniffing because .cast may come from a
- * pipe, which cannot be peeked and read again; the one limit
- * (FE_MAX_MODEL_BYTES) is .cast's. A binary frontend with larger files
- * (Keras archives) will sniff from the first bytes of a regular file and
- * set its own limit.
+ * Each frontend has its own size limit: .cast text FE_MAX_MODEL_BYTES, a
+ * Keras archive FE_MAX_KERAS_BYTES. The limit of a regular file is chosen
+ * by sniffing its first bytes; a pipe cannot be peeked and read again, so
+ * it is read whole under .cast's limit before sniffing.
  */
 #include "frontend/frontend.h"
 
 #include "frontend/cast/cast.h"
 #include "frontend/onnx/onnx_frontend.h"
+#include "frontend/keras/keras.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void fe_options_init(fe_options *o) { *o = (fe_options){0}; }
 
@@ -49,7 +51,14 @@ static ir_graph *load_bytes(const char *name, const char *bytes, size_t len, con
   switch (fe_sniff(bytes, len)) {
   case FE_FORMAT_CAST: g = fe_cast_load(name, bytes, len, o, d, &td); break;
   case FE_FORMAT_KERAS:
-    g = unsupported(name, "a Keras model (a ZIP or HDF5 file: .keras or .h5)", d);
+    if (len >= 2 && bytes[0] == 'P')
+      g = fe_keras_load(name, bytes, len, o, d, &td);
+    else
+      diag_error_kind(d, DIAG_KIND_UNSUPPORTED, (diag_loc){name, 0, 0},
+                      "'%s' is an HDF5 file: a legacy Keras (.h5) model or a weights file; castor "
+                      "reads Keras 3 .keras archives (in Keras 3: "
+                      "keras.models.load_model(\"model.h5\").save(\"model.keras\"))",
+                      name);
     break;
   case FE_FORMAT_ONNX: g = fe_onnx_load(name, bytes, len, o, d, &td); break;
   }
@@ -69,7 +78,16 @@ ir_graph *fe_load(const char *path, const fe_options *o, diag_sink *d,
   size_t len;
   str_buf why;
   str_buf_init(&why);
-  if (!str_read_file_max(path, FE_MAX_MODEL_BYTES, &text, &len, &why)) {
+  int64_t limit = FE_MAX_MODEL_BYTES;
+  struct stat st;
+  FILE *f;
+  if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (f = fopen(path, "rb"))) {
+    unsigned char head[8];
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    if (fe_sniff(head, n) == FE_FORMAT_KERAS) limit = FE_MAX_KERAS_BYTES;
+  }
+  if (!str_read_file_max(path, limit, &text, &len, &why)) {
     diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot read model file '%s': %s", path,
                     str_buf_cstr(&why));
     str_buf_fini(&why);

@@ -7,13 +7,13 @@
  * plus the model's training defaults in frontend-neutral terms.
  *
  * Frontends live below this folder, one per language: cast/ (the .cast
- * model language, docs/cast-language.md) and onnx/ (ONNX ModelProto files,
- * docs/onnx.md). Keras (.keras) files are recognized and answered "not
- * supported yet"; their frontend comes with its issue.
+ * model language, docs/cast-language.md), keras/ (Keras 3 .keras
+ * archives, docs/keras.md) and onnx/ (ONNX ModelProto files, docs/onnx.md).
+ * Legacy Keras .h5 files are refused with how to re-save them.
  *
  * Sniffing rule (fe_sniff), on the first bytes:
  *   "PK\x03\x04"             a ZIP archive: a Keras v3 model (.keras)
- *   "\x89HDF\r\n\x1a\n"      an HDF5 file: a legacy Keras model (.h5)
+ *   "\x89HDF\r\n\x1a\n"      an HDF5 file: a legacy Keras model (.h5), refused
  *   0x08                     a protobuf whose first field is varint field 1:
  *                            an ONNX ModelProto (ir_version comes first)
  *   anything else            .cast text (its lexer reports non-text bytes)
@@ -35,6 +35,12 @@ typedef struct fe_train_defaults {
   char optimizer[16]; /* sgd, rmsprop or adam */
   bool from_logits;
   bool accuracy;      /* metrics=[accuracy] */
+  /* Keras's compile_config (0 / false / empty: not given) */
+  double learning_rate;
+  double momentum;    /* sgd, rmsprop */
+  bool nesterov;      /* sgd */
+  bool centered;      /* rmsprop */
+  char loss_scale[16]; /* "dynamic": a LossScaleOptimizer */
 } fe_train_defaults;
 
 struct onnx_tensor; /* formats/onnx.h */
@@ -67,8 +73,9 @@ typedef enum fe_format {
 /* The frontend for a file that starts with bytes[0..len) (the rule above). */
 fe_format fe_sniff(const void *bytes, size_t len);
 
-/* Largest model file fe_load reads: a regular file or a pipe, checked
- * before or while reading (docs/cast-language.md, "Limits"). */
+/* Largest .cast model file fe_load reads: a regular file or a pipe, checked
+ * before or while reading (docs/cast-language.md, "Limits"). A .keras
+ * file has its own limit (frontend/keras/keras.h). */
 #define FE_MAX_MODEL_BYTES ((int64_t)16 << 20)
 
 /* Loads the model file at path with the frontend its content selects.

@@ -108,8 +108,11 @@ typedef struct castor_load_options {
 
 CASTOR_API void castor_load_options_init(castor_load_options *o);
 
-/* Loads a .cast model. opts may be NULL (defaults). Returns CASTOR_ERR_IO
- * if the file cannot be read, CASTOR_ERR_PARSE for malformed text or weights. */
+/* Loads a model: .cast text or a Keras 3 .keras archive, chosen by the
+ * file's content (docs/keras.md). opts may be NULL (defaults). Returns
+ * CASTOR_ERR_IO if the file cannot be read, CASTOR_ERR_PARSE for malformed
+ * text, archives or weights, CASTOR_ERR_UNSUPPORTED for a format or a
+ * Keras layer, policy or training option castor does not implement. */
 CASTOR_API castor_status castor_model_load_file(castor_context *ctx, const char *path,
                                                 const castor_load_options *opts,
                                                 castor_model **out_model);

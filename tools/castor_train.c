@@ -281,6 +281,10 @@ static int parse(int argc, char **argv, train_cli *c) {
   if (c->evaluate && (c->save || c->history || c->plot)) /* it was accepted and ignored */
     return cli_error("evaluate: %s is an option of castor train; evaluate trains nothing and writes no file",
                  c->save ? "--save" : c->history ? "--history" : "--plot");
+  size_t sl = c->save ? strlen(c->save) : 0;
+  if (sl >= 6 && !strcmp(c->save + sl - 6, ".keras")) /* a safetensors file by another name would mislead */
+    return cli_error("--save %s: writing .keras files is not supported yet; save the weights as "
+                     ".safetensors (docs/keras.md)", c->save);
   if ((c->x_val != NULL) != (c->y_val != NULL)) return cli_error("--x-val and --y-val go together");
   { /* training options: each schedule's own flags, and only those */
     const char *sc = c->to.lr_schedule ? c->to.lr_schedule : "";

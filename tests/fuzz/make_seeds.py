@@ -86,6 +86,30 @@ for i, args in enumerate([
         ["--help"], ["--version"], ["run"], ["bogus", "m.cast"], ["run", "m.cast", "--batch"]]):
     write("cli", "args%02d" % i, b"\0".join(a.encode() for a in args))
 
+# zip: archives as Keras writes them (stored) and deflated, one with a comment
+import io, shutil, zipfile
+for i, (method, comment) in enumerate([(zipfile.ZIP_STORED, b""), (zipfile.ZIP_DEFLATED, b""),
+                                       (zipfile.ZIP_STORED, b"a comment")]):
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w", method) as z:
+        z.comment = comment
+        for n, data in [("metadata.json", b'{"keras_version": "3.6.0"}'),
+                        ("config.json", b'{"class_name": "Sequential", "config": {"layers": []}}' * 3),
+                        ("model.weights.h5", bytes(range(256)))]:
+            z.writestr(zipfile.ZipInfo(n, date_time=(2026, 1, 1, 0, 0, 0)), data, method)
+    write("zip", "keras%d.zip" % i, b.getvalue())
+# hdf5: the small files of tests/data/hdf5 (written by h5py there)
+for name in ["weights.h5", "compact.h5", "chunked.h5", "latest.h5"]:
+    with open(os.path.join(here, "..", "data", "hdf5", name), "rb") as f:
+        write("hdf5", name, f.read())
+
+# keras: config.json and model.weights.h5 of the golden .keras files, as
+# fuzz_keras.c splits its input (a 4-byte config length first)
+for name in ["dag-float32", "seq-mixed_float16", "overrides-mixed_bfloat16", "residual-bfloat16"]:
+    with zipfile.ZipFile(os.path.join(here, "..", "golden", "keras-models", name + ".keras")) as z:
+        cfg, h5 = z.read("config.json"), z.read("model.weights.h5")
+    write("keras", name, struct.pack("<I", len(cfg)) + cfg + h5)
+
 def dictionary(name, toks):
     def esc(t):
         return "".join(c if 0x20 <= b < 0x7f and c not in '"\\' else "\\" + c if c in '"\\' else "\\x%02x" % b
@@ -124,3 +148,16 @@ dictionary("cli.dict", ["run", "dump", "build", "--input", "--output", "--batch"
     "--passes", "--dump-after", "--dump-dir", "--emit", "--target", "--device", "--sm", "--threads",
     "--stats", "--repeat", "-O", "-h", "--help", "--version", "=", b"\x00", "cpu", "cuda", "ir", "llvm",
     "ptx", "all", "1024", "1025", "0", "-1", "9223372036854775808"])
+dictionary("zip.dict", [b"PK\x03\x04", b"PK\x01\x02", b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07",
+    b"\xff\xff\xff\xff", b"\xff\xff", b"\x00\x00\x00\x00", b"\x08\x00", b"\x01\x00\x18\x00",
+    "config.json", "model.weights.h5", "metadata.json"])
+dictionary("hdf5.dict", [b"\x89HDF\r\n\x1a\n", "TREE", "SNOD", "HEAP", "GCOL", b"\xff\xff\xff\xff\xff\xff\xff\xff",
+    b"\x01\x00", b"\x03\x00", b"\x08\x00", b"\x0c\x00", b"\x10\x00", b"\x11\x00", b"\x0b\x00",
+    "bfloat16", "dtype", "name", "vars", "layers"])
+dictionary("keras.dict", ['"class_name"', '"config"', '"layers"', '"inbound_nodes"', '"args"', '"kwargs"',
+    '"keras_history"', '"__keras_tensor__"', '"input_layers"', '"output_layers"', '"batch_shape"', '"dtype"',
+    '"name"', '"units"', '"activation"', '"use_bias"', '"epsilon"', '"axis"', '"Sequential"', '"Functional"',
+    '"InputLayer"', '"Dense"', '"Activation"', '"ReLU"', '"Softmax"', '"Add"', '"Multiply"',
+    '"LayerNormalization"', '"DTypePolicy"', '"mixed_float16"', '"mixed_bfloat16"', '"bfloat16"', '"float16"',
+    '"compile_config"', '"optimizer"', '"loss"', '"metrics"', '"LossScaleOptimizer"', '"inner_optimizer"',
+    '"learning_rate"', "null", "true", "false", "-1", "[null, 4]", "/layers/dense/vars"])

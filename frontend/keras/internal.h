@@ -1,0 +1,102 @@
+/*
+ * internal.h: what the Keras frontend's files share and nobody else sees.
+ *
+ *   keras.c    the archive (formats/zip.h), metadata.json, config.json
+ *              (formats/json.h), model.weights.h5 (formats/hdf5.h); the
+ *              model's layers and their calls (Sequential, Functional),
+ *              their DTypePolicies, the compile_config; drives lowering
+ *   compile.c  compile_config -> the training defaults
+ *   layers.c   the table of Keras layer classes, one row per class and its
+ *              lowering function; weights bound by Keras's paths
+ *
+ * Errors name the file, the layer and its class; a layer with an error is
+ * reported once and nothing that depends on it is lowered.
+ */
+#ifndef CASTOR_FRONTEND_KERAS_INTERNAL_H
+#define CASTOR_FRONTEND_KERAS_INTERNAL_H
+
+#include "frontend/keras/keras.h"
+
+#include "formats/hdf5.h"
+#include "formats/json.h"
+
+enum { KR_MAX_LAYERS = 10000, KR_MAX_CALL_INPUTS = 64 };
+
+typedef struct kr_layer kr_layer;
+
+/* A tensor of the config: output `tensor` of call `node` of a layer. */
+typedef struct kr_ref {
+  kr_layer *layer;
+  int node, tensor;
+} kr_ref;
+
+/* One call of a layer (a Functional inbound node; a Sequential layer has one). */
+typedef struct kr_call {
+  kr_ref in[KR_MAX_CALL_INPUTS];
+  int n_in;
+  ir_node *out; /* once lowered */
+  bool done, broken;
+} kr_call;
+
+struct kr_layer {
+  int index;             /* in config.layers */
+  const char *cls;       /* class_name */
+  const char *name;      /* config.name, as Keras has it */
+  const char *ir_name;   /* name sanitized for the IR ([A-Za-z_][A-Za-z0-9_]*) */
+  const json_value *cfg; /* its config object */
+  const char *vars;      /* its weights group in model.weights.h5: "/layers/dense_1/vars" */
+  ir_policy policy;      /* its DTypePolicy */
+  int row;               /* its row in the layer table (layers.c), -1 if none */
+  kr_call *calls;
+  int n_calls;
+  ir_node *w[4];         /* its weights as consts, built at its first call (shared layers) */
+  bool weights_done;
+};
+
+typedef struct kr_model {
+  const char *file;  /* interned; names the archive in diagnostics */
+  diag_sink *d;
+  int errors0;
+  arena *arena;      /* scratch: the JSON tree, paths */
+  ir_graph *g;
+  h5_file h5;
+  bool have_h5;
+  bool *h5_used;     /* per h5 object: a layer consumed it */
+  const char *cls;   /* Sequential or Functional */
+  kr_layer *layers;
+  int n_layers;
+  ir_policy policy;  /* the model's global policy (inferred) */
+  int n_inputs;
+} kr_model;
+
+/* layers.c */
+/* The row of the layer table for a Keras class name, or -1. */
+int kr_layer_row(const char *cls);
+/* "InputLayer, Dense, ..." */
+const char *kr_supported_list(void);
+/* Checks a layer's config keys against its row (an unsupported value is an
+ * error naming the key). */
+bool kr_layer_check(kr_model *m, kr_layer *l);
+/* Lowers call k of layer l, whose inputs are lowered. */
+bool kr_layer_lower(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in);
+
+/* compile.c: compile_config (may be NULL or null) into *td. */
+bool kr_read_compile(kr_model *m, const json_value *cc, fe_train_defaults *td);
+
+/* keras.c: helpers the lowering uses */
+/* Errors at the archive (kind unspecified: a malformed model; or unsupported). */
+void kr_error(kr_model *m, const char *fmt, ...) CASTOR_PRINTF(2, 3);
+void kr_unsupported(kr_model *m, const char *fmt, ...) CASTOR_PRINTF(2, 3);
+diag_loc kr_loc(const kr_model *m);
+/* An error about a layer: "layer 'NAME' (CLASS): ..." */
+void kr_layer_error(kr_model *m, const kr_layer *l, const char *fmt, ...) CASTOR_PRINTF(3, 4);
+/* The config value of a key, or NULL. */
+const json_value *kr_cfg(const kr_layer *l, const char *key);
+bool kr_is_null(const json_value *v);
+/* Weight i of l (vars/i in model.weights.h5) as f32 data with type t in
+ * g's arena: shape checked, f16 and bf16 widened; NULL after an error. */
+const float *kr_weight(kr_model *m, kr_layer *l, int i, const char *what, const ir_type *t);
+/* Stamps a node with its layer's name, note and policy override. */
+ir_node *kr_stamp(kr_model *m, const kr_layer *l, ir_node *n);
+
+#endif

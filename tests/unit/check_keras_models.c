@@ -1,0 +1,418 @@
+/*
+ * check_keras_models.c: the Keras frontend against real Keras 3, over the
+ * .keras files of tests/golden/keras-models (made by its generate.py; see
+ * its README.md and docs/keras.md):
+ *   - outputs: each file compiled by castor (castor_model_load_file, the
+ *     CPU JIT) on Keras's inputs matches Keras's model.predict, by
+ *     normalized error max|castor - keras| / max|keras| per output, within
+ *     the bound of the lowest precision the model computes in
+ *     (measured 2026-11-26 on an AVX-512 host, worst of the 25 files):
+ *       float32 only                          1e-6  (measured 2.4e-7)
+ *       float16 / mixed_float16               2e-3  (7.3e-4)
+ *       any bfloat16 (incl. bf16 overrides)   2e-2  (8.8e-3)
+ *   - placements: residual, shared_value and overrides, saved by Keras
+ *     under each global policy, give the policy castor infers and, after
+ *     autocast, each layer's compute dtype as in tests/golden/keras/
+ *     placements.txt: Keras's, except the documented differences (a)
+ *     softmax in f32, (b) outputs f32, (c) standalone elementwise layers
+ *     not between 16-bit matmuls in f32, checked one by one;
+ *   - compile_config: the training defaults read from the files;
+ *   - bad files: archives rebuilt here from a good file's members with one
+ *     thing wrong, each with its one exact error and a non-zero status.
+ */
+#include "api/internal.h"
+#include "formats/zip.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+
+#include "tests/unit/test_support.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <zlib.h>
+
+#define DIR CASTOR_SOURCE_DIR "/tests/golden/keras-models"
+
+static char *read_all(const char *path, size_t *len) {
+  char *data;
+  ck_assert_msg(str_read_file(path, &data, len), "cannot read %s", path);
+  return data;
+}
+
+/* ---- outputs against model.predict ---- */
+
+typedef struct entry {
+  char file[64], policy[32];
+  int n_in, n_out;
+} entry;
+
+static int manifest(entry *e, int max) {
+  size_t len;
+  char *text = read_all(DIR "/manifest.txt", &len);
+  int n = 0;
+  for (char *line = strtok(text, "\n"); line && n < max; line = strtok(NULL, "\n")) {
+    if (line[0] == '#') continue;
+    ck_assert_int_eq(sscanf(line, "%63s %31s %d %d", e[n].file, e[n].policy, &e[n].n_in, &e[n].n_out), 4);
+    n++;
+  }
+  free(text);
+  return n;
+}
+
+static double bound_for(const entry *e) {
+  if (strstr(e->policy, "bfloat16") || !strncmp(e->file, "overrides", 9)) return 2e-2; /* overrides has bf16 layers */
+  if (strstr(e->policy, "float16")) return 2e-3;
+  return 1e-6;
+}
+
+START_TEST(test_outputs) {
+  entry es[64];
+  int n = manifest(es, 64);
+  ck_assert_int_eq(n, 25);
+  castor_context *ctx;
+  ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
+  for (int i = 0; i < n; i++) {
+    const entry *e = &es[i];
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s.keras", DIR, e->file);
+    castor_model *m;
+    ck_assert_msg(castor_model_load_file(ctx, path, NULL, &m) == CASTOR_OK, "%s: %s", e->file,
+                  castor_context_last_error(ctx));
+    castor_program *p;
+    ck_assert_msg(castor_compile(m, NULL, &p) == CASTOR_OK, "%s: %s", e->file, castor_context_last_error(ctx));
+    castor_tensor *in[4] = {0}, *out[4] = {0};
+    for (int k = 0; k < e->n_in; k++) {
+      snprintf(path, sizeof path, "%s/%s.in%d.npy", DIR, e->file, k);
+      ck_assert_int_eq(castor_tensor_load_npy(ctx, path, &in[k]), CASTOR_OK);
+    }
+    ck_assert_int_eq(castor_program_num_outputs(p), e->n_out);
+    ck_assert_msg(castor_program_run(p, in, e->n_in, out, e->n_out) == CASTOR_OK, "%s: %s", e->file,
+                  castor_context_last_error(ctx));
+    for (int k = 0; k < e->n_out; k++) {
+      castor_tensor *want;
+      snprintf(path, sizeof path, "%s/%s.out%d.npy", DIR, e->file, k);
+      ck_assert_int_eq(castor_tensor_load_npy(ctx, path, &want), CASTOR_OK);
+      ck_assert_int_eq(castor_tensor_numel(want), castor_tensor_numel(out[k]));
+      const float *a = castor_tensor_data(out[k]), *b = castor_tensor_data(want);
+      double err = 0, mag = 0;
+      for (int64_t j = 0; j < castor_tensor_numel(want); j++) {
+        err = fmax(err, fabs((double)a[j] - b[j]));
+        mag = fmax(mag, fabs((double)b[j]));
+      }
+      double rel = err / mag;
+      if (getenv("CASTOR_TEST_VERBOSE")) fprintf(stderr, "%s output %d: %.2e\n", e->file, k, rel);
+      ck_assert_msg(rel <= bound_for(e), "%s output %d: normalized error %.3g > %.3g", e->file, k, rel,
+                    bound_for(e));
+      castor_tensor_destroy(want);
+      castor_tensor_destroy(out[k]);
+    }
+    for (int k = 0; k < e->n_in; k++) castor_tensor_destroy(in[k]);
+    castor_program_destroy(p);
+    castor_model_destroy(m);
+  }
+  castor_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- placements against placements.txt ---- */
+
+static const char *ir_name_of(const char *keras) {
+  return !strcmp(keras, "float32") ? "f32" : !strcmp(keras, "float16") ? "f16" : !strcmp(keras, "bfloat16") ? "bf16" : keras;
+}
+
+START_TEST(test_placements) {
+  size_t len;
+  char *text = read_all(CASTOR_SOURCE_DIR "/tests/golden/keras/placements.txt", &len);
+  char cur[160] = "";
+  ir_graph *g = NULL;
+  diag_sink *d = diag_sink_create();
+  int checked = 0, differences = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    if (line[0] == '#' || !line[0]) continue;
+    char model[64], policy[64], layer[64], cls[64], kc[16], ko[16], kv[16], cc[16], co[16], rules[16];
+    ck_assert_int_eq(sscanf(line, "%63s %63s %63s %63s %15s %15s %15s %15s %15s %15s", model, policy, layer, cls,
+                            kc, ko, kv, cc, co, rules), 10);
+    if (!strcmp(model, "mnist_mlp")) continue; /* 4096 wide: no .keras file */
+    char file[160];
+    snprintf(file, sizeof file, "%s-%s", model, policy);
+    if (strcmp(file, cur)) {
+      ir_graph_destroy(g);
+      char path[512];
+      snprintf(path, sizeof path, "%s/%s.keras", DIR, file);
+      g = fe_load(path, NULL, d, NULL);
+      ck_assert_msg(g != NULL, "%s: %s", file, diag_text(d));
+      /* the global policy castor infers is the one Keras was given */
+      ck_assert_str_eq(ir_policy_name(g->policy), policy);
+      pass_options po;
+      pass_options_init(&po);
+      po.verify_each = true;
+      ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_DEFAULT, &po, d), "%s: %s", file, diag_text(d));
+      snprintf(cur, sizeof cur, "%s", file);
+    }
+    const char *got_c = "-", *got_o;
+    if (!strcmp(cls, "Output")) {
+      const ir_node *v = NULL;
+      for (int i = 0; i < g->n_outputs; i++)
+        if (!strcmp(g->outputs[i].name, layer)) v = g->outputs[i].value;
+      ck_assert_msg(v, "%s: no output %s", file, layer);
+      got_o = dtype_name(v->type.dtype);
+    } else {
+      const ir_node *n = ir_graph_find(g, layer);
+      ck_assert_msg(n, "%s: no value %%%s", file, layer);
+      char mm[96];
+      snprintf(mm, sizeof mm, "%s.matmul", layer);
+      const ir_node *mmn = ir_graph_find(g, mm);
+      got_o = dtype_name(n->type.dtype);
+      if (strcmp(cls, "InputLayer")) got_c = dtype_name((mmn ? mmn : n)->type.dtype);
+      if (strcmp(kv, "-")) {
+        ir_policy p = n->policy != IR_POLICY_NONE ? n->policy : g->policy;
+        ck_assert_msg(!strcmp(dtype_name(ir_policy_variable_dtype(p)), ir_name_of(kv)), "%s/%s: variable dtype %s, Keras %s",
+                      file, layer, dtype_name(ir_policy_variable_dtype(p)), kv);
+      }
+    }
+    ck_assert_msg(!strcmp(got_c, ir_name_of(cc)) && !strcmp(got_o, ir_name_of(co)),
+                  "%s/%s: castor computes in %s with output %s; the documented rules say %s / %s", file, layer, got_c,
+                  got_o, cc, co);
+    if (!strcmp(rules, "-")) {
+      ck_assert_msg(!strcmp(got_c, ir_name_of(kc)) && !strcmp(got_o, ir_name_of(ko)),
+                    "%s/%s: castor %s / %s, Keras %s / %s, and no documented difference", file, layer, got_c, got_o,
+                    kc, ko);
+    } else {
+      differences++;
+      ck_assert_msg(strspn(rules, "abc") == strlen(rules), "%s/%s: unknown rule '%s'", file, layer, rules);
+      ck_assert_msg(!strcmp(got_o, "f32") && strcmp(ko, "float32"), "%s/%s: rule %s but castor %s, Keras %s", file,
+                    layer, rules, got_o, ko);
+    }
+    checked++;
+  }
+  ck_assert_int_ge(checked, 100);
+  ck_assert_int_ge(differences, 10);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+  free(text);
+}
+END_TEST
+
+
+/* ---- bad files ---- */
+
+/* A stored ZIP of the given members. */
+typedef struct part {
+  const char *name;
+  const char *data;
+  size_t len;
+} part;
+
+static void put(str_buf *b, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) str_buf_putc(b, (char)(v >> (8 * i)));
+}
+
+static void zip_write(str_buf *b, const part *ps, int n) {
+  size_t offs[8];
+  for (int i = 0; i < n; i++) {
+    offs[i] = b->len;
+    uint32_t crc = (uint32_t)crc32(0, (const Bytef *)ps[i].data, (uInt)ps[i].len);
+    put(b, 0x04034b50, 4), put(b, 20, 2), put(b, 0, 2), put(b, 0, 2), put(b, 0, 4), put(b, crc, 4);
+    put(b, ps[i].len, 4), put(b, ps[i].len, 4), put(b, strlen(ps[i].name), 2), put(b, 0, 2);
+    str_buf_puts(b, ps[i].name);
+    str_buf_append(b, ps[i].data, ps[i].len);
+  }
+  size_t cd = b->len;
+  for (int i = 0; i < n; i++) {
+    uint32_t crc = (uint32_t)crc32(0, (const Bytef *)ps[i].data, (uInt)ps[i].len);
+    put(b, 0x02014b50, 4), put(b, 20, 2), put(b, 20, 2), put(b, 0, 2), put(b, 0, 2), put(b, 0, 4);
+    put(b, crc, 4), put(b, ps[i].len, 4), put(b, ps[i].len, 4), put(b, strlen(ps[i].name), 2);
+    put(b, 0, 2), put(b, 0, 2), put(b, 0, 2), put(b, 0, 2), put(b, 0, 4), put(b, offs[i], 4);
+    str_buf_puts(b, ps[i].name);
+  }
+  size_t end = b->len;
+  put(b, 0x06054b50, 4), put(b, 0, 4), put(b, n, 2), put(b, n, 2), put(b, end - cd, 4), put(b, cd, 4);
+  put(b, 0, 2);
+}
+
+/* The members of a good file, to edit. */
+typedef struct good {
+  char *config, *meta, *h5;
+  size_t config_len, meta_len, h5_len;
+} good;
+
+static void good_load(good *g, const char *file) {
+  size_t len;
+  char *data = read_all(file, &len);
+  zip_archive z;
+  zip_error e;
+  ck_assert_msg(zip_open(&z, data, len, &e), "%s", e.msg);
+  unsigned char *out;
+  ck_assert(zip_read(&z, zip_find(&z, "config.json"), 1 << 20, &out, &g->config_len, &e));
+  g->config = (char *)out;
+  ck_assert(zip_read(&z, zip_find(&z, "metadata.json"), 1 << 20, &out, &g->meta_len, &e));
+  g->meta = (char *)out;
+  ck_assert(zip_read(&z, zip_find(&z, "model.weights.h5"), 1 << 24, &out, &g->h5_len, &e));
+  g->h5 = (char *)out;
+  zip_fini(&z);
+  free(data);
+}
+
+/* s with the first `from` replaced by `to` (which must occur). */
+static char *replace(const char *s, const char *from, const char *to) {
+  const char *at = strstr(s, from);
+  ck_assert_msg(at != NULL, "'%s' not in the config", from);
+  str_buf b;
+  str_buf_init(&b);
+  str_buf_append(&b, s, (size_t)(at - s));
+  str_buf_puts(&b, to);
+  str_buf_puts(&b, at + strlen(from));
+  return str_buf_take(&b);
+}
+
+START_TEST(test_compile_config) {
+  diag_sink *d = diag_sink_create();
+  fe_train_defaults td;
+  ir_graph *g = fe_load(DIR "/seq-mixed_float16.keras", NULL, d, &td);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  ck_assert(td.present);
+  ck_assert_str_eq(td.loss, "categorical_crossentropy");
+  ck_assert_str_eq(td.optimizer, "adam");
+  /* Keras scales the loss under mixed_float16 (auto_scale_loss) without
+   * saying so in compile_config; castor's default does the same */
+  ck_assert_str_eq(td.loss_scale, "");
+  ck_assert(td.accuracy);
+  ck_assert(fabs(td.learning_rate - 0.002) < 1e-9);
+  ir_graph_destroy(g);
+  /* a LossScaleOptimizer written out (Keras's defaults) is castor's dynamic scale */
+  good gd;
+  good_load(&gd, DIR "/seq-float32.keras");
+  char *cfg = replace(gd.config, "\"optimizer\": {",
+                      "\"optimizer\": {\"class_name\": \"LossScaleOptimizer\", \"config\": {"
+                      "\"name\": \"lso\", \"initial_scale\": 32768.0, \"dynamic_growth_steps\": 2000, "
+                      "\"inner_optimizer\": {");
+  char *cfg2 = replace(cfg, ", \"loss\": \"categorical", "}}, \"loss\": \"categorical");
+  part ps[3] = {{"metadata.json", gd.meta, gd.meta_len}, {"config.json", cfg2, strlen(cfg2)},
+                {"model.weights.h5", gd.h5, gd.h5_len}};
+  str_buf b;
+  str_buf_init(&b);
+  zip_write(&b, ps, 3);
+  g = fe_load_mem("lso.keras", b.data, b.len, NULL, d, &td);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  ck_assert_str_eq(td.loss_scale, "dynamic");
+  ck_assert_str_eq(td.optimizer, "adam");
+  str_buf_fini(&b);
+  free(cfg), free(cfg2), free(gd.config), free(gd.meta), free(gd.h5);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
+typedef struct bad_case {
+  const char *what;
+  const char *from, *to; /* a config edit, or NULL */
+  int drop;              /* 1: no config.json, 2: no model.weights.h5 */
+  const char *meta;      /* replaces metadata.json */
+  const char *h5_file;   /* replaces model.weights.h5 (tests/data/hdf5/...) */
+  int truncate;          /* bytes cut from the archive's end; -1: the h5 cut to 1000 bytes */
+  const char *msg;
+  castor_status status;
+} bad_case;
+
+static const bad_case bad[] = {
+    {"truncated archive", NULL, NULL, 0, NULL, NULL, 30,
+     "m.keras: error: not a valid .keras archive: at byte %s: no end-of-central-directory record (the "
+     "file is truncated or not a ZIP archive)\n", CASTOR_ERR_PARSE},
+    {"no config.json", NULL, NULL, 1, NULL, NULL, 0,
+     "m.keras: error: the archive has no config.json (a Keras 3 .keras file holds config.json, "
+     "metadata.json and model.weights.h5)\n", CASTOR_ERR_PARSE},
+    {"no weights", NULL, NULL, 2, NULL, NULL, 0,
+     "m.keras: error: the archive has no model.weights.h5 (a Keras 3 .keras file holds config.json, "
+     "metadata.json and model.weights.h5)\n", CASTOR_ERR_PARSE},
+    {"config not JSON", "{\"module\"", "{module", 0, NULL, NULL, 0,
+     "m.keras: error: config.json is not valid JSON: at byte 1: expected '\"', got 'm'\n",
+     CASTOR_ERR_PARSE},
+    {"Keras 2", NULL, NULL, 0, "{\"keras_version\": \"2.15.0\"}", NULL, 0,
+     "m.keras: error: written by Keras 2.15.0; castor reads files of Keras 3 (load the model in Keras 3 "
+     "and save it again: model.save(\"model.keras\"))\n", CASTOR_ERR_UNSUPPORTED},
+    {"unsupported layer", "\"class_name\": \"ReLU\"", "\"class_name\": \"Lambda\"", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'rect': class 'Lambda' is not supported; castor reads InputLayer, Dense, "
+     "Activation, ReLU, Softmax, Add, Multiply, LayerNormalization\n", CASTOR_ERR_UNSUPPORTED},
+    {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "
+     "[12, 6], the layer needs [12, 7]\n", CASTOR_ERR_PARSE},
+    {"unsupported key", "\"max_value\": null", "\"max_value\": 6.0", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'rect' (ReLU): max_value other than null is not supported\n", CASTOR_ERR_UNSUPPORTED},
+    {"unsupported optimizer option", "\"clipnorm\": null", "\"clipnorm\": 1.0", 0, NULL, NULL, 0,
+     "m.keras: error: compile_config: optimizer option 'clipnorm' is not supported (castor implements no "
+     "gradient clipping, loss scale factor or gradient accumulation)\n", CASTOR_ERR_UNSUPPORTED},
+    {"learning-rate schedule", "\"learning_rate\": 0.0020000000949949026",
+     "\"learning_rate\": {\"class_name\": \"ExponentialDecay\", \"config\": {}}", 0, NULL, NULL, 0,
+     "m.keras: error: compile_config: learning_rate: a learning-rate schedule (ExponentialDecay) is not "
+     "supported\n", CASTOR_ERR_UNSUPPORTED},
+    {"quantized policy", "\"class_name\": \"DTypePolicy\", \"config\": {\"name\": \"float32\"}",
+     "\"class_name\": \"QuantizedDTypePolicy\", \"config\": {\"name\": \"int8_from_float32\"}", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'shared' (Dense): dtype policy class 'QuantizedDTypePolicy' is not supported (castor reads "
+     "DTypePolicy: float32, float16, bfloat16, mixed_float16, mixed_bfloat16; quantized policies are not "
+     "supported)\n", CASTOR_ERR_UNSUPPORTED},
+    {"Adam's beta_1", "\"beta_1\": 0.9", "\"beta_1\": 0.8", 0, NULL, NULL, 0,
+     "m.keras: error: compile_config: optimizer option 'beta_1' = 0.8 is not supported (castor uses "
+     "Keras's default, 0.9)\n", CASTOR_ERR_UNSUPPORTED},
+    {"HDF5 outside the subset", NULL, NULL, 0, NULL, "chunked.h5", 0,
+     "m.keras: error: model.weights.h5: at byte 904: dataset '/w': chunked storage is not supported (castor "
+     "reads contiguous datasets; save without chunks or compression)\n", CASTOR_ERR_PARSE},
+    {"dataset past the file", NULL, NULL, 0, NULL, NULL, -1,
+     "m.keras: error: model.weights.h5: at byte 40: truncated: the superblock says the file has %s bytes, "
+     "it has 1000\n", CASTOR_ERR_PARSE},
+};
+
+START_TEST(test_bad_files) {
+  const bad_case *c = &bad[_i];
+  good gd;
+  good_load(&gd, DIR "/dag-float32.keras");
+  char *config = c->from ? replace(gd.config, c->from, c->to) : xstrdup(gd.config);
+  char *h5 = gd.h5;
+  size_t h5_len = c->truncate < 0 ? 1000 : gd.h5_len;
+  char *other = NULL;
+  if (c->h5_file) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/data/hdf5/%s", CASTOR_SOURCE_DIR, c->h5_file);
+    h5 = other = read_all(path, &h5_len);
+  }
+  part ps[3];
+  int n = 0;
+  ps[n++] = (part){"metadata.json", c->meta ? c->meta : gd.meta, c->meta ? strlen(c->meta) : gd.meta_len};
+  if (c->drop != 1) ps[n++] = (part){"config.json", config, strlen(config)};
+  if (c->drop != 2) ps[n++] = (part){"model.weights.h5", h5, h5_len};
+  str_buf b;
+  str_buf_init(&b);
+  zip_write(&b, ps, n);
+  size_t len = b.len - (c->truncate > 0 ? (size_t)c->truncate : 0);
+  castor_context *ctx;
+  ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
+  castor_model *m = NULL;
+  castor_status st = castor_model_load_string(ctx, "m.keras", b.data, len, NULL, &m);
+  ck_assert_msg(st != CASTOR_OK && !m, "%s: loaded", c->what);
+  char want[1024], num[32];
+  snprintf(num, sizeof num, "%zu", c->truncate > 0 ? len : (size_t)gd.h5_len);
+  snprintf(want, sizeof want, c->msg, num);
+  const char *got = castor_context_last_error(ctx);
+  ck_assert_msg(!strcmp(got, want), "%s:\n got  %s\n want %s", c->what, got, want);
+  ck_assert_msg(st == c->status, "%s: status %s, want %s", c->what, castor_status_string(st),
+                castor_status_string(c->status));
+  castor_context_destroy(ctx);
+  str_buf_fini(&b);
+  free(config), free(other);
+  free(gd.config), free(gd.meta), free(gd.h5);
+}
+END_TEST
+
+static Suite *keras_models_suite(void) {
+  Suite *s = suite_create("keras_models");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_outputs);
+  tcase_add_test(tc, test_placements);
+  tcase_add_test(tc, test_compile_config);
+  tcase_add_loop_test(tc, test_bad_files, 0, (int)(sizeof bad / sizeof bad[0]));
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return check_run(keras_models_suite()); }
