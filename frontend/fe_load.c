@@ -33,15 +33,6 @@ fe_format fe_sniff(const void *bytes, size_t len) {
   return FE_FORMAT_CAST;
 }
 
-/* A format castor recognizes but has no frontend for yet. */
-static ir_graph *unsupported(const char *name, const char *what, diag_sink *d) {
-  diag_error_kind(d, DIAG_KIND_UNSUPPORTED, (diag_loc){name, 0, 0},
-                  "'%s' is %s; castor reads only .cast models so far (that frontend is not "
-                  "supported yet)",
-                  name, what);
-  return NULL;
-}
-
 static ir_graph *load_bytes(const char *name, const char *bytes, size_t len, const fe_options *o,
                             diag_sink *d, fe_train_defaults *out_defaults) {
   fe_options defaults;
