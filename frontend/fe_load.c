@@ -6,11 +6,13 @@
  * load_bytes.
  *
  * Each frontend has its own size limit: .cast text FE_MAX_MODEL_BYTES, a
- * Keras archive FE_MAX_KERAS_BYTES. The limit of a regular file is chosen
+ * Keras archive FE_MAX_KERAS_BYTES, an ONNX file ONNX_MAX_FILE_BYTES. The limit of a regular file is chosen
  * by sniffing its first bytes; a pipe cannot be peeked and read again, so
  * it is read whole under .cast's limit before sniffing.
  */
 #include "frontend/frontend.h"
+
+#include "formats/onnx.h"
 
 #include "frontend/cast/cast.h"
 #include "frontend/onnx/onnx_frontend.h"
@@ -76,7 +78,9 @@ ir_graph *fe_load(const char *path, const fe_options *o, diag_sink *d,
     unsigned char head[8];
     size_t n = fread(head, 1, sizeof head, f);
     fclose(f);
-    if (fe_sniff(head, n) == FE_FORMAT_KERAS) limit = FE_MAX_KERAS_BYTES;
+    fe_format fmt = fe_sniff(head, n);
+    if (fmt == FE_FORMAT_KERAS) limit = FE_MAX_KERAS_BYTES;
+    if (fmt == FE_FORMAT_ONNX) limit = ONNX_MAX_FILE_BYTES;
   }
   if (!str_read_file_max(path, limit, &text, &len, &why)) {
     diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot read model file '%s': %s", path,
