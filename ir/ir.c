@@ -547,6 +547,12 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     *out = srcs[0]->type;
     return true;
   }
+  /* general tensors: layout ops */
+  case IR_TYPE_RESHAPE:
+  case IR_TYPE_TRANSPOSE:
+  case IR_TYPE_CONCAT:
+  case IR_TYPE_STRIDED_SLICE:
+  case IR_TYPE_PAD_CONSTANT: return ir_infer_layout(op, srcs, n_srcs, attr, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;

@@ -147,6 +147,30 @@ static void build_case(ir_op op, op_case *c) {
   case IR_TYPE_SLICE:
     attr.shape = (ir_shape){2, {IR_DIM_BATCH, ir_op_type_rule(op) == IR_TYPE_PAD ? W + 8 : W / 2}};
     break;
+  /* general tensors: layout ops */
+  case IR_TYPE_RESHAPE: attr.shape = (ir_shape){4, {IR_DIM_BATCH, 2, 4, 2}}; break;
+  case IR_TYPE_TRANSPOSE: /* of a rank-4 view of x: [N,2,4,2] -> [N,2,2,4] */
+    srcs[0] = ir_build_op(c->g, IR_OP_RESHAPE, "x4", &x, 1, &(ir_attr){.shape = {4, {IR_DIM_BATCH, 2, 4, 2}}},
+                          no_loc);
+    attr.perm = (ir_attr_INTS){4, {0, 3, 1, 2}};
+    break;
+  case IR_TYPE_CONCAT: /* three operands along the last axis */
+    srcs[1] = ir_build_unary(c->g, IR_OP_TANH, "t", x, no_loc);
+    srcs[2] = x;
+    n_srcs = 3;
+    attr.axis = -1;
+    break;
+  case IR_TYPE_STRIDED_SLICE: /* columns 1, 4, 7, 10, 13 */
+    attr.starts = (ir_attr_INTS){2, {0, 1}};
+    attr.ends = (ir_attr_INTS){2, {0, -2}};
+    attr.steps = (ir_attr_INTS){2, {1, 3}};
+    break;
+  case IR_TYPE_PAD_CONSTANT: /* x's columns at 3, 5, .., 33 of 40, the rest 0.5 */
+    attr.shape = (ir_shape){2, {IR_DIM_BATCH, 40}};
+    attr.starts = (ir_attr_INTS){2, {0, 3}};
+    attr.steps = (ir_attr_INTS){2, {1, 2}};
+    attr.value = 0.5;
+    break;
   }
   if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, n_srcs, &attr, no_loc);
   ir_graph_add_output(c->g, "y", c->node);
