@@ -214,6 +214,39 @@ static const char weight_normed[] = "graph m policy=float32\n"
                                     "%y = f32[N,3] matmul(%m, %w2) {acc=f32, layer=b}  # b\n"
                                     "output y = %y\n";
 
+/* general tensors: layout ops. Every layout rule on odd shapes with
+ * size-1 dimensions, on activations (batched) and on weights (a kernel
+ * made of a concat of a weight and a transposed one): reshape, transpose,
+ * strided_slice with steps, concat of three operands (one twice, so its
+ * gradient adds), pad_constant with steps and a nonzero fill. */
+static const char layout[] =
+    "graph m policy=float32\n"
+    "%x = f32[N,6] input() {index=0}\n"
+    "%wa = f32[6,5] const() {weight=\"a.ka\", layer=a}  # a\n"
+    "%wb = f32[7,6] const() {weight=\"a.kb\", layer=a}  # a\n"
+    "%wbt = f32[6,7] transpose(%wb) {perm=[1,0], layer=a}  # a\n"
+    "%w1 = f32[6,12] concat(%wa, %wbt) {axis=1, layer=a}  # a\n"
+    "%m1 = f32[N,12] matmul(%x, %w1) {acc=f32, layer=a}  # a\n"
+    "%r = f32[N,3,1,4] reshape(%m1) {shape=[N,3,1,4], layer=l}  # l\n"
+    "%t = f32[N,4,3,1] transpose(%r) {perm=[0,3,1,2], layer=l}  # l\n"
+    "%s = f32[N,2,3,1] strided_slice(%t) {starts=[0,1,0,0], ends=[0,4,3,1], steps=[1,2,1,1], layer=l}  # l\n"
+    "%th = f32[N,2,3,1] tanh(%s) {layer=l}  # l\n"
+    "%c = f32[N,10,3,1] concat(%t, %th, %t) {axis=-3, layer=l}  # l\n"
+    "%p = f32[N,11,5,2] pad_constant(%c) {shape=[N,11,5,2], value=0.25, starts=[0,1,0,1], steps=[1,1,2,1], "
+    "layer=l}  # l\n"
+    "%f = f32[N,110] reshape(%p) {shape=[N,110], layer=l}  # l\n"
+    "%w2 = f32[110,3] const() {weight=\"b.kernel\", layer=b}  # b\n"
+    "%y = f32[N,3] matmul(%f, %w2) {acc=f32, layer=b}  # b\n"
+    "output y = %y\n";
+
+START_TEST(test_gradients_layout) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("layout ops, sparse cross-entropy from logits", layout, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("layout ops, mean squared error", layout, &o);
+}
+END_TEST
+
 START_TEST(test_gradients_layer_norm) {
   pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, false);
   check_fd("layer_norm, sparse categorical cross-entropy", normed, &o);
@@ -451,6 +484,7 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_gradients_mse_through_softmax);
   tcase_add_test(tc, test_gradients_logits_every_rule);
   tcase_add_test(tc, test_gradients_layer_norm);
+  tcase_add_test(tc, test_gradients_layout);
   tcase_add_test(tc, test_optimizer_steps);
   tcase_add_test(tc, test_loss_scale_state_machine);
   tcase_add_test(tc, test_loss_scale_fixed_and_none);
