@@ -13,6 +13,9 @@
  *   add / multiply NAME        %NAME
  *   layer_normalization NAME   %NAME.gamma, %NAME.beta (consts), %NAME =
  *                              layer_norm {axis=-1, epsilon=0.001}
+ *   reshape / flatten NAME     %NAME = reshape {shape=[N, ...]}
+ *   permute NAME               %NAME = transpose {perm=[0, dims...]}
+ *   concatenate NAME           %NAME = concat {axis}
  *
  * Out: every float is f32; every activation's first dimension is N; every
  * node carries its layer's name as note, the layer's dtype= as policy and
@@ -165,6 +168,107 @@ static bool lower_activation(lowering *lw, fe_layer *l, ir_node **in) {
   if (l->act == IR_OP_COUNT) l->value = in[0];
   else l->value = stamp(lw, l, ir_build_unary(lw->g, l->act, l->name, in[0], l->loc));
   return true;
+}
+
+/* ---- general tensors: layout layers ---- */
+
+/* The layout op `op` of the layer, its type checked with the IR's shape
+ * rule: an error is reported at the layer call, with the rule's message. */
+static bool lower_layout_op(lowering *lw, fe_layer *l, ir_op op, ir_node **in, int n, const ir_attr *attr) {
+  ir_type t;
+  char err[512];
+  if (!ir_infer_type(op, in, n, attr, &t, err, sizeof err)) {
+    diag_error(lw->m->d, l->loc, "%s: %s", fe_layer_kind_name(l->kind), err);
+    return false;
+  }
+  l->value = stamp(lw, l, ir_build_op(lw->g, op, l->name, in, n, attr, l->loc));
+  return true;
+}
+
+/* Keras Reshape(target_shape): the example's elements (all but N) in
+ * row-major order; one dimension may be -1, inferred from the rest. */
+static bool lower_reshape(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  fe_model *m = lw->m;
+  int64_t have = 1, known = 1;
+  if (!ir_type_is_batched(&x->type) || !ir_type_inner_numel(&x->type, &have)) {
+    diag_error(m->d, l->loc, "reshape needs an input with the batch dimension N, got %s", type_str(lw, &x->type));
+    return false;
+  }
+  int unknown = -1;
+  for (int i = 0; i < l->n_ints; i++) {
+    int64_t d = l->ints[i];
+    if (d == -1 && unknown < 0) unknown = i;
+    else if (d < 1) {
+      diag_error(m->d, l->ints_loc, "reshape target_shape dimensions must be positive, with at most one -1, got %lld",
+                 (long long)d);
+      return false;
+    } else if (!size_mul_ok(known, d, &known)) {
+      known = -1;
+      break;
+    }
+  }
+  ir_attr attr = {.shape = {l->n_ints + 1, {IR_DIM_BATCH}}};
+  for (int i = 0; i < l->n_ints; i++) attr.shape.dims[i + 1] = l->ints[i];
+  if (unknown >= 0 && known > 0 && have % known == 0) attr.shape.dims[unknown + 1] = have / known;
+  else if (known != have || unknown >= 0) {
+    str_buf b;
+    str_buf_init(&b);
+    for (int i = 0; i < l->n_ints; i++) str_buf_printf(&b, "%s%lld", i ? ", " : "[", (long long)l->ints[i]);
+    str_buf_putc(&b, ']');
+    if (known < 0)
+      diag_error(m->d, l->ints_loc, "reshape target_shape %s is too large for the input %s", str_buf_cstr(&b),
+                 type_str(lw, &x->type));
+    else if (unknown >= 0)
+      diag_error(m->d, l->ints_loc,
+                 "reshape target_shape %s does not fit the input %s: its other dimensions (%lld elements) do not "
+                 "divide the %lld elements of an example", str_buf_cstr(&b), type_str(lw, &x->type), (long long)known,
+                 (long long)have);
+    else
+      diag_error(m->d, l->ints_loc, "reshape target_shape %s (%lld elements) does not fit the input %s (%lld elements "
+                 "per example)", str_buf_cstr(&b), (long long)known, type_str(lw, &x->type), (long long)have);
+    str_buf_fini(&b);
+    return false;
+  }
+  return lower_layout_op(lw, l, IR_OP_RESHAPE, in, 1, &attr);
+}
+
+/* Keras Flatten (channels_last): [N, d1, ...] -> [N, d1 * ...]; [N] -> [N, 1]. */
+static bool lower_flatten(lowering *lw, fe_layer *l, ir_node **in) {
+  int64_t have = 1;
+  if (!ir_type_is_batched(&in[0]->type) || !ir_type_inner_numel(&in[0]->type, &have)) {
+    diag_error(lw->m->d, l->loc, "flatten needs an input with the batch dimension N, got %s",
+               type_str(lw, &in[0]->type));
+    return false;
+  }
+  ir_attr attr = {.shape = {2, {IR_DIM_BATCH, have}}};
+  return lower_layout_op(lw, l, IR_OP_RESHAPE, in, 1, &attr);
+}
+
+/* Keras Permute(dims): dims is a permutation of 1..rank-1, 1-based over the
+ * dimensions after N, which stays first. */
+static bool lower_permute(lowering *lw, fe_layer *l, ir_node **in) {
+  const ir_type *xt = &in[0]->type;
+  bool ok = ir_type_is_batched(xt) && l->n_ints == xt->rank - 1;
+  bool seen[IR_MAX_RANK] = {0};
+  ir_attr attr = {.perm = {xt->rank, {0}}};
+  for (int i = 0; ok && i < l->n_ints; i++) {
+    int64_t d = l->ints[i];
+    ok = d >= 1 && d < xt->rank && !seen[d];
+    if (ok) seen[d] = true, attr.perm.v[i + 1] = d;
+  }
+  if (!ok) {
+    diag_error(lw->m->d, l->ints_loc, "permute dims must be a permutation of 1..%d (1-based, the batch N excluded) "
+               "for the input %s", xt->rank - 1, type_str(lw, xt));
+    return false;
+  }
+  return lower_layout_op(lw, l, IR_OP_TRANSPOSE, in, 1, &attr);
+}
+
+/* Keras Concatenate(axis=-1): axis counts N as dimension 0. */
+static bool lower_concatenate(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_attr attr = {.axis = l->axis};
+  return lower_layout_op(lw, l, IR_OP_CONCAT, in, l->n_inputs, &attr);
 }
 
 /* The lowering of each layer kind, from layers.def. */
