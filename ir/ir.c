@@ -552,7 +552,9 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_TRANSPOSE:
   case IR_TYPE_CONCAT:
   case IR_TYPE_STRIDED_SLICE:
-  case IR_TYPE_PAD_CONSTANT: return ir_infer_layout(op, srcs, n_srcs, attr, out, err, errlen);
+  case IR_TYPE_PAD_CONSTANT:
+  case IR_TYPE_GATHER:
+  case IR_TYPE_GATHER_GRAD: return ir_infer_layout(op, srcs, n_srcs, attr, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;

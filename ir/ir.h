@@ -98,6 +98,8 @@ typedef enum ir_type_rule {
   IR_TYPE_CONCAT,        /* operands of one type but along {axis}; that axis summed */
   IR_TYPE_STRIDED_SLICE, /* per dim ceil((end - start) / step) of {starts}, {ends}, {steps} */
   IR_TYPE_PAD_CONSTANT,  /* {shape}, x placed at {starts} by {steps} inside it */
+  IR_TYPE_GATHER,        /* a unbatched, b int32: a's dims before {axis}, b's, a's after */
+  IR_TYPE_GATHER_GRAD,   /* {shape}, unbatched: a = dy of a gather of {shape} by b */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -351,6 +353,11 @@ int ir_norm_first_dim(const ir_type *x, int64_t axis);
  * IR_TYPE_PAD_CONSTANT); false with a message naming the shapes. */
 bool ir_infer_layout(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
                      size_t errlen);
+/* The gather of a table of type a by indices of type b along `axis`
+ * (negative: counted from the end): its result type; the dimension the
+ * indices replace in *out_axis; false with a message if invalid. */
+bool ir_gather_type(const ir_type *a, const ir_type *b, int64_t axis, ir_type *out, int *out_axis, char *err,
+                    size_t errlen);
 /* A concat's axis of operand type x (negative counts from the end), or -1. */
 int ir_concat_axis(const ir_type *x, int64_t axis);
 /* A strided_slice of x: per dimension the first coordinate taken and the

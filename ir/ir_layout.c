@@ -185,10 +185,49 @@ static bool infer_pad_constant(const ir_type *x, const ir_attr *attr, ir_type *o
   return true;
 }
 
+bool ir_gather_type(const ir_type *a, const ir_type *b, int64_t axis, ir_type *out, int *out_axis, char *err,
+                    size_t errlen) {
+  char sa[96], sb[96];
+  type_str(a, sa, sizeof sa), type_str(b, sb, sizeof sb);
+  int ax = ir_concat_axis(a, axis);
+  if (ax < 0) return FAIL("gather axis %lld is not a dimension of %s", (long long)axis, sa);
+  if (ir_type_is_batched(a))
+    return FAIL("gather from %s: the table must not have the batch dimension N; %s", sa, batch_hint);
+  if (b->dtype != DT_I32) return FAIL("gather from %s needs int32 indices, got %s", sa, sb);
+  if (ir_type_is_batched(b) && ax > 0)
+    return FAIL("gather from %s along axis %d by %s would put the batch dimension N at dimension %d; %s", sa, ax, sb,
+                ax, batch_hint);
+  if (a->rank - 1 + b->rank > IR_MAX_RANK)
+    return FAIL("gather from %s by %s: the result's rank would exceed %d", sa, sb, IR_MAX_RANK);
+  *out = (ir_type){a->dtype, 0, {0}};
+  for (int r = 0; r < ax; r++) out->dims[out->rank++] = a->dims[r];
+  for (int r = 0; r < b->rank; r++) out->dims[out->rank++] = b->dims[r];
+  for (int r = ax + 1; r < a->rank; r++) out->dims[out->rank++] = a->dims[r];
+  *out_axis = ax;
+  return true;
+}
+
+static bool infer_gather_grad(ir_node *const *srcs, const ir_attr *attr, ir_type *out, char *err, size_t errlen) {
+  const ir_type *dy = &srcs[0]->type, *b = &srcs[1]->type;
+  ir_type table = {dy->dtype, attr->shape.rank, {0}}, want;
+  for (int r = 0; r < attr->shape.rank && r < IR_MAX_RANK; r++) table.dims[r] = attr->shape.dims[r];
+  int ax;
+  if (attr->shape.rank < 1 || attr->shape.rank > IR_MAX_RANK || !ir_gather_type(&table, b, attr->axis, &want, &ax, err, errlen))
+    return attr->shape.rank < 1 ? FAIL("gather_grad needs a table shape of rank >= 1") : false;
+  if (!ir_type_eq(dy, &want)) {
+    char sd[96], sw[96];
+    type_str(dy, sd, sizeof sd), type_str(&want, sw, sizeof sw);
+    return FAIL("gather_grad: dy %s must be the gather's result %s", sd, sw);
+  }
+  *out = table;
+  return true;
+}
+
 bool ir_infer_layout(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
                      size_t errlen) {
   ir_type_rule rule = ir_op_type_rule(op);
-  for (int s = 0; s < n_srcs; s++)
+  bool gather = rule == IR_TYPE_GATHER || rule == IR_TYPE_GATHER_GRAD; /* operand 1: int32 indices */
+  for (int s = 0; s < (gather ? 1 : n_srcs); s++)
     if (!dtype_is_float(srcs[s]->type.dtype)) { /* the kernels move f32, f16 and bf16 elements */
       char sx[96];
       type_str(&srcs[s]->type, sx, sizeof sx);
@@ -198,6 +237,11 @@ bool ir_infer_layout(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *
   if (rule == IR_TYPE_TRANSPOSE) return infer_transpose(&srcs[0]->type, &attr->perm, out, err, errlen);
   if (rule == IR_TYPE_CONCAT) return infer_concat(srcs, n_srcs, attr->axis, out, err, errlen);
   if (rule == IR_TYPE_STRIDED_SLICE) return infer_strided_slice(&srcs[0]->type, attr, out, err, errlen);
+  if (rule == IR_TYPE_GATHER) {
+    int ax;
+    return ir_gather_type(&srcs[0]->type, &srcs[1]->type, attr->axis, out, &ax, err, errlen);
+  }
+  if (rule == IR_TYPE_GATHER_GRAD) return infer_gather_grad(srcs, attr, out, err, errlen);
   CASTOR_ASSERT(rule == IR_TYPE_PAD_CONSTANT);
   return infer_pad_constant(&srcs[0]->type, attr, out, err, errlen);
 }

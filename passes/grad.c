@@ -53,6 +53,8 @@
  *   concat         each operand: strided_slice(dy), its block along the axis
  *   strided_slice  pad_constant(dy) with value 0 at the same starts and steps
  *   pad_constant   strided_slice(dy) of the block it placed
+ *   gather(a, b)   da = gather_grad(dy, b), the ordered scatter-add; the
+ *                  int32 indices b have none
  */
 #include <math.h>
 #include <stddef.h>
@@ -330,6 +332,10 @@ static bool layout_backward(grad_state *s, ir_node *n, ir_node *dy) {
     for (int d = 0; d < at->rank; d++)
       r.shape.dims[d] = at->dims[d], r.starts.v[d] = starts[d], r.steps.v[d] = n->attr.steps.v[d];
     accumulate(s, a, op(s, IR_OP_PAD_CONSTANT, n, a->name, &dy, 1, &r));
+  } else if (rule == IR_TYPE_GATHER) {
+    ir_attr r = {.axis = n->attr.axis, .shape = {at->rank, {0}}};
+    for (int d = 0; d < at->rank; d++) r.shape.dims[d] = at->dims[d];
+    accumulate(s, a, op(s, IR_OP_GATHER_GRAD, n, a->name, (ir_node *[]){dy, n->srcs[1]}, 2, &r));
   } else {
     CASTOR_ASSERT(rule == IR_TYPE_PAD_CONSTANT);
     accumulate(s, a, slice_of(s, n, a->name, dy, n->attr.starts.v, at->dims, n->attr.steps.v));
@@ -428,7 +434,11 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_TRANSPOSE:
   case IR_OP_CONCAT:
   case IR_OP_STRIDED_SLICE:
-  case IR_OP_PAD_CONSTANT: return layout_backward(s, n, dy);
+  case IR_OP_PAD_CONSTANT:
+  case IR_OP_GATHER: return layout_backward(s, n, dy);
+  case IR_OP_GATHER_GRAD:
+    return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
+                ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

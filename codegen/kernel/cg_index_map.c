@@ -151,6 +151,26 @@ static LLVMValueRef pad_constant_value(cg_kctx *c, const ir_node *op, LLVMValueR
   return LLVMBuildSelect(B, inb, v, cg_const(e, e->f32, op->attr.value), op->name);
 }
 
+/* gather: the index at y's coordinates of b, then a's element there; an
+ * index outside a's dimension reads a's element 0 and gives 0. */
+static LLVMValueRef gather_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *a = op->srcs[0], *b = op->srcs[1];
+  int ax = ir_concat_axis(&a->type, op->attr.axis), br = b->type.rank;
+  LLVMValueRef coord[IR_MAX_RANK], ac[IR_MAX_RANK], bi = cg_i64(e, 0);
+  if (op->type.rank > 0) unflatten(e, &op->type, i, coord);
+  if (br > 0) bi = flatten_coords(e, &b->type, coord + ax);
+  LLVMValueRef v = LLVMBuildLoad2(B, e->i32, cg_elem_ptr(c, b, bi), b->name);
+  v = LLVMBuildSExt(B, v, e->i64, "");
+  LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, v, cg_i64(e, 0), ""),
+                                 LLVMBuildICmp(B, LLVMIntSLT, v, cg_i64(e, a->type.dims[ax]), ""), "");
+  for (int r = 0; r < ax; r++) ac[r] = coord[r];
+  ac[ax] = LLVMBuildSelect(B, in, v, cg_i64(e, 0), "");
+  for (int r = ax + 1; r < a->type.rank; r++) ac[r] = coord[r - 1 + br];
+  LLVMValueRef x = load_src(c, a, flatten_coords(e, &a->type, ac), a->name);
+  return LLVMBuildSelect(B, in, x, cg_const(e, e->f32, 0.0), op->name);
+}
+
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   CASTOR_ASSERT(ir_op_kernel(op->op) == IR_KERNEL_REINDEX);
   /* the map is the op's shape rule (the op table's type column) */
@@ -160,6 +180,7 @@ LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   if (rule == IR_TYPE_CONCAT) return concat_value(c, op, i);
   if (rule == IR_TYPE_STRIDED_SLICE) return strided_slice_value(c, op, i);
   if (rule == IR_TYPE_PAD_CONSTANT) return pad_constant_value(c, op, i);
+  if (rule == IR_TYPE_GATHER) return gather_value(c, op, i);
   CASTOR_ASSERT(rule == IR_TYPE_PAD || rule == IR_TYPE_SLICE);
   return pad_slice_value(c, op, rule == IR_TYPE_PAD, i);
 }

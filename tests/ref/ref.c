@@ -226,7 +226,7 @@ static bool eval_update(const ir_node *n, double *const *src, const int64_t *n_s
 
 #define CASTOR_REF_LAYOUT_OPS \
   case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_CONCAT: case IR_OP_STRIDED_SLICE: \
-  case IR_OP_PAD_CONSTANT:
+  case IR_OP_PAD_CONSTANT: case IR_OP_GATHER: case IR_OP_GATHER_GRAD:
 
 /* t's dims with N = rows; their product. */
 static int64_t concrete(const ir_type *t, int64_t rows, int64_t *d) {
@@ -242,6 +242,33 @@ static bool eval_layout(const ir_node *n, double *const *src, const int64_t *n_s
   const ir_type *t = &n->type, *xt = &n->srcs[0]->type;
   int64_t yd[IR_MAX_RANK], xd[IR_MAX_RANK];
   if (concrete(t, batch, yd) != count) return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+  if (n->op == IR_OP_GATHER || n->op == IR_OP_GATHER_GRAD) {
+    /* the table as [P, V, S], the gathered values as [P, Q, S] */
+    const ir_type *tab = n->op == IR_OP_GATHER ? xt : t;
+    int ax = ir_concat_axis(tab, n->attr.axis);
+    int64_t P = 1, S = 1, V = tab->dims[ax], Q = n_src[1];
+    for (int r = 0; r < ax; r++) P *= tab->dims[r];
+    for (int r = ax + 1; r < tab->rank; r++) S *= tab->dims[r];
+    int64_t ny = n->op == IR_OP_GATHER ? P * Q * S : P * V * S, nx = n->op == IR_OP_GATHER ? P * V * S : P * Q * S;
+    if (ny != count || nx != n_src[0]) return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+    if (n->op == IR_OP_GATHER) {
+      for (int64_t p = 0; p < P; p++)
+        for (int64_t q = 0; q < Q; q++) {
+          double v = src[1][q];
+          bool in = v >= 0 && v < (double)V;
+          for (int64_t s = 0; s < S; s++) y[(p * Q + q) * S + s] = in ? src[0][(p * V + (int64_t)v) * S + s] : 0.0;
+        }
+    } else {
+      for (int64_t e = 0; e < count; e++) y[e] = 0;
+      for (int64_t q = 0; q < Q; q++) {
+        double v = src[1][q];
+        if (!(v >= 0 && v < (double)V)) continue;
+        for (int64_t p = 0; p < P; p++)
+          for (int64_t s = 0; s < S; s++) y[(p * V + (int64_t)v) * S + s] += src[0][(p * Q + q) * S + s];
+      }
+    }
+    return true;
+  }
   if (n->op == IR_OP_RESHAPE) {
     if (n_src[0] != count) return FAIL("reshape %%%s: element counts differ", n->name);
     memcpy(y, src[0], (size_t)count * sizeof *y);

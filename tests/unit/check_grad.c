@@ -65,6 +65,8 @@ static void step_init(step *s, const char *text, const char *pipeline, const pas
   ck_assert(ir_type_numel(&x->type, BATCH, &nx) && ir_type_numel(&t->type, BATCH, &nt));
   s->x = xmalloc((size_t)nx * sizeof *s->x), s->t = xmalloc((size_t)nt * sizeof *s->t);
   for (int64_t e = 0; e < nx; e++) s->x[e] = rng_uniform_f32(&r, -1, 1);
+  if (x->type.dtype == DT_I32) /* indices (a gather's): -1 to 5, some outside a table of 5 rows */
+    for (int64_t e = 0; e < nx; e++) s->x[e] = (double)(rng_next(&r) % 7) - 1;
   int64_t classes = ir_graph_input(s->g, 0) && t->type.rank == 1 ? s->g->outputs[0].value->type.dims[1] : 0;
   for (int64_t e = 0; e < nt; e++) s->t[e] = classes ? (double)(rng_next(&r) % (uint64_t)classes) : rng_uniform_f32(&r, 0, 1);
   if (to->loss == PASS_LOSS_XENT) /* one-hot-ish rows that sum to 1 */
@@ -239,7 +241,23 @@ static const char layout[] =
     "%y = f32[N,3] matmul(%f, %w2) {acc=f32, layer=b}  # b\n"
     "output y = %y\n";
 
+/* An embedding lookup (gather along axis 0 of a table, with repeated and
+ * out-of-range indices): the table's gradient, the ordered scatter-add. */
+static const char embedded[] =
+    "graph m policy=float32\n"
+    "%x = i32[N,4] input() {index=0}\n"
+    "%e = f32[5,3] const() {weight=\"e.embeddings\", layer=e}  # e\n"
+    "%g = f32[N,4,3] gather(%e, %x) {axis=0, layer=e}  # e\n"
+    "%t = f32[N,4,3] tanh(%g) {layer=e}  # e\n"
+    "%f = f32[N,12] reshape(%t) {shape=[N,12], layer=f}  # f\n"
+    "%w = f32[12,3] const() {weight=\"d.kernel\", layer=d}  # d\n"
+    "%y = f32[N,3] matmul(%f, %w) {acc=f32, layer=d}  # d\n"
+    "output y = %y\n";
+
 START_TEST(test_gradients_layout) {
+  pass_train_options oe = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("embedding, sparse cross-entropy from logits", embedded, &oe);
+
   pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
   check_fd("layout ops, sparse cross-entropy from logits", layout, &o);
   o = opts(PASS_LOSS_MSE, false);
