@@ -142,6 +142,9 @@ struct fe_layer {
   diag_loc ints_loc;
   int64_t axis;
   diag_loc axis_loc;
+  bool int32_input; /* input(..., dtype=int32): Keras Input's dtype, indices for an embedding */
+  int64_t input_dim, output_dim; /* embedding */
+  diag_loc input_dim_loc;
   /* lowering */
   bool lowered;
   ir_node *value;

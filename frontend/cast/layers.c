@@ -193,6 +193,8 @@ static bool parse_ints(fe_model *m, fe_layer *l, const char *key, const fe_value
 /* Checks one keyword attribute; false after reporting. */
 static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
   const fe_value *v = &a->value;
+  if (str_eq(a->key, "dtype") && l->kind == FE_LAYER_INPUT && str_eq(name_of(v), "int32"))
+    return l->int32_input = true; /* general tensors: Keras Input(dtype="int32"), indices */
   if (str_eq(a->key, "dtype")) return fe_policy_parse(m, v, &l->policy);
   if (str_eq(a->key, "shape")) return parse_shape(m, l, v);
   if (str_eq(a->key, "activation")) return parse_activation(m, v, &l->act);
@@ -208,6 +210,13 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
   }
   /* general tensors: layout layers */
   if (str_eq(a->key, "target_shape") || str_eq(a->key, "dims")) return parse_ints(m, l, a->key, v);
+  if (str_eq(a->key, "input_dim")) {
+    l->input_dim_loc = v->loc;
+    return parse_positive(m, "input_dim", v, &l->input_dim);
+  }
+  if (str_eq(a->key, "output_dim")) return parse_positive(m, "output_dim", v, &l->output_dim);
+  if (str_eq(a->key, "axis") && l->kind == FE_LAYER_LAYER_NORMALIZATION && v->kind == FE_VAL_LIST)
+    return parse_ints(m, l, "axis", v); /* Keras LayerNormalization(axis=[1, 2]) */
   if (str_eq(a->key, "axis")) {
     if (v->kind != FE_VAL_INT) {
       diag_error(m->d, v->loc, "axis must be an integer, got %s", value_desc(m, v));
@@ -319,6 +328,10 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
     return false;
   }
   /* general tensors: layout layers */
+  if (l->kind == FE_LAYER_EMBEDDING && (l->input_dim == 0 || l->output_dim == 0)) {
+    diag_error(m->d, c->callee_loc, "embedding needs input_dim= (the vocabulary size) and output_dim=");
+    return false;
+  }
   if ((l->kind == FE_LAYER_RESHAPE || l->kind == FE_LAYER_PERMUTE) && l->n_ints == 0) {
     diag_error(m->d, c->callee_loc, l->kind == FE_LAYER_RESHAPE ? "reshape needs target_shape=, e.g. target_shape=[4, 6]"
                                                                  : "permute needs dims=, e.g. dims=[2, 1]");
@@ -331,7 +344,8 @@ static fe_layer *new_layer(fe_model *m, const fe_call *c) {
   fe_layer *l = arena_alloc(m->arena, sizeof *l);
   *l = (fe_layer){.kind = FE_LAYER_COUNT, .seq = c->seq, .index = (int)m->layers.len,
                   .var = c->var, .var_loc = c->var_loc, .loc = c->callee_loc,
-                  .name_loc = c->callee_loc, .act = IR_OP_COUNT, .use_bias = true, .axis = -1};
+                  .name_loc = c->callee_loc, .act = IR_OP_COUNT, .use_bias = true, .axis = -1,
+                  .axis_loc = c->callee_loc};
   vec_push(&m->layers, l);
   return l;
 }
