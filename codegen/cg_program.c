@@ -35,6 +35,13 @@ void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, 
     *row_step = vw;
     *work_per_row = sums_batch ? 0 : summed;
     *work_per_batch = sums_batch ? 1 : 0;
+  } else if (rule == IR_TYPE_GATHER_GRAD) { /* general tensors: rows = the table's gathered dimension */
+    int ax = ir_concat_axis(&op->type, op->attr.axis);
+    int64_t q = 1;
+    CASTOR_ASSERT(ax >= 0 && ir_type_inner_numel(&op->srcs[1]->type, &q));
+    *rows_fixed = op->type.dims[ax];
+    *work_per_row = sums_batch ? 0 : 2 * q;
+    *work_per_batch = sums_batch ? 2 * q : 0;
   } else if (rule == IR_TYPE_UPDATE) {
     CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel));
     *rows_fixed = numel; /* one "row" per element */

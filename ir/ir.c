@@ -578,6 +578,14 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     *out = r == IR_TYPE_CLIP_VALUE ? srcs[0]->type : (ir_type){DT_F32, 0, {0}};
     return true;
   }
+  /* general tensors: layout ops */
+  case IR_TYPE_RESHAPE:
+  case IR_TYPE_TRANSPOSE:
+  case IR_TYPE_CONCAT:
+  case IR_TYPE_STRIDED_SLICE:
+  case IR_TYPE_PAD_CONSTANT:
+  case IR_TYPE_GATHER:
+  case IR_TYPE_GATHER_GRAD: return ir_infer_layout(op, srcs, n_srcs, attr, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;

@@ -96,6 +96,14 @@ typedef enum ir_type_rule {
   IR_TYPE_GRAD_NORM,   /* a, s f32 [], then float operands; f32 [] */
   IR_TYPE_CLIP_SCALE,  /* s, q f32 []; f32 [] */
   IR_TYPE_CLIP_VALUE,  /* g float unbatched, s f32 []; g's type */
+  /* general tensors: layout ops */
+  IR_TYPE_RESHAPE,       /* x's elements as {shape}: same count, N first in both or neither */
+  IR_TYPE_TRANSPOSE,     /* x's dims permuted by {perm}; N stays first */
+  IR_TYPE_CONCAT,        /* operands of one type but along {axis}; that axis summed */
+  IR_TYPE_STRIDED_SLICE, /* per dim ceil((end - start) / step) of {starts}, {ends}, {steps} */
+  IR_TYPE_PAD_CONSTANT,  /* {shape}, x placed at {starts} by {steps} inside it */
+  IR_TYPE_GATHER,        /* a unbatched, b int32: a's dims before {axis}, b's, a's after */
+  IR_TYPE_GATHER_GRAD,   /* {shape}, unbatched: a = dy of a gather of {shape} by b */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -114,7 +122,7 @@ typedef enum ir_kernel_class {
   IR_KERNEL_CONTRACT, /* starts a GEMM kernel with an elementwise epilogue */
   IR_KERNEL_ELTWISE,  /* elementwise: starts a chain or fuses into the kernel before it */
   IR_KERNEL_ROWWISE,  /* one row of its last dimension(s) at a time (reductions) */
-  IR_KERNEL_REINDEX,  /* moves elements to other coordinates (pad, slice) */
+  IR_KERNEL_REINDEX,  /* moves elements to other coordinates (pad, slice, layout ops) */
   IR_KERNEL_REDUCE,   /* sums over the rows (the batch) in row order */
   IR_KERNEL_UPDATE,   /* updates variables in place, element by element */
 } ir_kernel_class;
@@ -343,6 +351,24 @@ ir_node *ir_build_reshape_op(ir_graph *g, ir_op op, const char *name, ir_node *x
  * axis normalizes (axis < 0 counts from the end), or -1 if it is not a
  * dimension of x. */
 int ir_norm_first_dim(const ir_type *x, int64_t axis);
+
+/* general tensors: layout ops (ir_layout.c) */
+/* The result type of a layout op (type rules IR_TYPE_RESHAPE ..
+ * IR_TYPE_PAD_CONSTANT); false with a message naming the shapes. */
+bool ir_infer_layout(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
+                     size_t errlen);
+/* The gather of a table of type a by indices of type b along `axis`
+ * (negative: counted from the end): its result type; the dimension the
+ * indices replace in *out_axis; false with a message if invalid. */
+bool ir_gather_type(const ir_type *a, const ir_type *b, int64_t axis, ir_type *out, int *out_axis, char *err,
+                    size_t errlen);
+/* A concat's axis of operand type x (negative counts from the end), or -1. */
+int ir_concat_axis(const ir_type *x, int64_t axis);
+/* A strided_slice of x: per dimension the first coordinate taken and the
+ * count taken (IR_DIM_BATCH for N), the attributes normalized (negative
+ * counted from the end, ends clamped); false with a message if invalid. */
+bool ir_strided_slice_bounds(const ir_type *x, const ir_attr *attr, int64_t *starts, int64_t *counts, char *err,
+                             size_t errlen);
 
 /* ---- verifier: structural and type invariants; reports through d ---- */
 

@@ -48,6 +48,13 @@
  *                  error, as for a broadcast bias)
  *   cast           cast(dy) back to the operand's dtype
  *   pad / slice    slice / pad of dy
+ *   reshape        reshape(dy) to the operand's shape
+ *   transpose      transpose(dy) by the inverse permutation
+ *   concat         each operand: strided_slice(dy), its block along the axis
+ *   strided_slice  pad_constant(dy) with value 0 at the same starts and steps
+ *   pad_constant   strided_slice(dy) of the block it placed
+ *   gather(a, b)   da = gather_grad(dy, b), the ordered scatter-add; the
+ *                  int32 indices b have none
  */
 #include <math.h>
 #include <stddef.h>
@@ -288,6 +295,68 @@ static bool layer_norm_backward(grad_state *s, ir_node *n, ir_node *dy) {
   return true;
 }
 
+/* ---- general tensors: layout ops ---- */
+
+/* strided_slice(dy) taking x's block at starts[r] + c * steps[r], counts[r]
+ * of them (IR_DIM_BATCH: N whole). */
+static ir_node *slice_of(grad_state *s, const ir_node *fwd, const char *base, ir_node *dy, const int64_t *starts,
+                         const int64_t *counts, const int64_t *steps) {
+  ir_attr a = {0};
+  int rank = dy->type.rank;
+  a.starts.n = a.ends.n = a.steps.n = rank;
+  for (int r = 0; r < rank; r++) {
+    bool n = counts[r] == IR_DIM_BATCH;
+    a.starts.v[r] = n ? 0 : starts[r];
+    a.ends.v[r] = n ? 0 : starts[r] + (counts[r] - 1) * steps[r] + 1;
+    a.steps.v[r] = n ? 1 : steps[r];
+  }
+  return op(s, IR_OP_STRIDED_SLICE, fwd, base, &dy, 1, &a);
+}
+
+/* reshape: dy reshaped back; transpose: dy transposed by the inverse
+ * permutation; concat: each operand's block of dy; strided_slice: dy placed
+ * back into zeros (pad_constant); pad_constant: the block it placed. */
+static bool layout_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *a = n->srcs[0];
+  const ir_type *at = &a->type;
+  ir_type_rule rule = ir_op_type_rule(n->op);
+  if (rule == IR_TYPE_RESHAPE) {
+    ir_attr r = {.shape = {at->rank, {0}}};
+    for (int d = 0; d < at->rank; d++) r.shape.dims[d] = at->dims[d];
+    accumulate(s, a, op(s, IR_OP_RESHAPE, n, a->name, &dy, 1, &r));
+  } else if (rule == IR_TYPE_TRANSPOSE) {
+    ir_attr r = {.perm = {at->rank, {0}}};
+    for (int d = 0; d < at->rank; d++) r.perm.v[n->attr.perm.v[d]] = d;
+    accumulate(s, a, op(s, IR_OP_TRANSPOSE, n, a->name, &dy, 1, &r));
+  } else if (rule == IR_TYPE_CONCAT) {
+    int ax = ir_concat_axis(at, n->attr.axis);
+    int64_t off = 0, starts[IR_MAX_RANK] = {0}, steps[IR_MAX_RANK], counts[IR_MAX_RANK];
+    for (int k = 0; k < n->n_srcs; k++) {
+      ir_node *x = n->srcs[k];
+      for (int d = 0; d < at->rank; d++) starts[d] = d == ax ? off : 0, steps[d] = 1, counts[d] = x->type.dims[d];
+      if (s->needs[x->id]) accumulate(s, x, slice_of(s, n, x->name, dy, starts, counts, steps));
+      off += x->type.dims[ax];
+    }
+  } else if (rule == IR_TYPE_STRIDED_SLICE) {
+    int64_t starts[IR_MAX_RANK], counts[IR_MAX_RANK];
+    char err[256];
+    CASTOR_ASSERT(ir_strided_slice_bounds(at, &n->attr, starts, counts, err, sizeof err));
+    ir_attr r = {.shape = {at->rank, {0}}, .value = 0};
+    r.starts.n = r.steps.n = at->rank;
+    for (int d = 0; d < at->rank; d++)
+      r.shape.dims[d] = at->dims[d], r.starts.v[d] = starts[d], r.steps.v[d] = n->attr.steps.v[d];
+    accumulate(s, a, op(s, IR_OP_PAD_CONSTANT, n, a->name, &dy, 1, &r));
+  } else if (rule == IR_TYPE_GATHER) {
+    ir_attr r = {.axis = n->attr.axis, .shape = {at->rank, {0}}};
+    for (int d = 0; d < at->rank; d++) r.shape.dims[d] = at->dims[d];
+    accumulate(s, a, op(s, IR_OP_GATHER_GRAD, n, a->name, (ir_node *[]){dy, n->srcs[1]}, 2, &r));
+  } else {
+    CASTOR_ASSERT(rule == IR_TYPE_PAD_CONSTANT);
+    accumulate(s, a, slice_of(s, n, a->name, dy, n->attr.starts.v, at->dims, n->attr.steps.v));
+  }
+  return true;
+}
+
 /* Propagates node n's adjoint to its operands (the rules above). */
 static bool backward(grad_state *s, ir_node *n) {
   ir_node *dy = s->adjoint[n->id];
@@ -376,6 +445,16 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_GRAD_NORM_SQ:
   case IR_OP_CLIP_SCALE:
   case IR_OP_CLIP_VALUE:
+    return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
+                ir_op_name(n->op), n->name);
+  /* general tensors: layout ops */
+  case IR_OP_RESHAPE:
+  case IR_OP_TRANSPOSE:
+  case IR_OP_CONCAT:
+  case IR_OP_STRIDED_SLICE:
+  case IR_OP_PAD_CONSTANT:
+  case IR_OP_GATHER: return layout_backward(s, n, dy);
+  case IR_OP_GATHER_GRAD:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;

@@ -46,7 +46,7 @@ static void line_shape(const ir_node *n, int64_t *lines_per_row, int64_t *last) 
   CASTOR_ASSERT(ir_type_inner_numel(&n->type, &inner));
   bool scalar_rows = n->type.rank == 0 || (n->type.rank == 1 && ir_type_is_batched(&n->type));
   *last = scalar_rows ? 1 : n->type.dims[n->type.rank - 1];
-  if (ir_op_attrs(n->op) & A(axis)) {
+  if (ir_op_kernel(n->op) == IR_KERNEL_ROWWISE && (ir_op_attrs(n->op) & A(axis))) { /* a normalization's line */
     int first = ir_norm_first_dim(&n->type, n->attr.axis);
     CASTOR_ASSERT(first >= 0);
     *last = 1;

@@ -18,6 +18,9 @@
  *                  in double, divided by the batch
  *   their _grad    batched rows: each row from its own row (and the seed)
  *   softmax_grad   batched rows along the last dimension
+ *   gather_grad    rows = the table's gathered dimension: each row zeroed,
+ *                  then every index position in order that names it adds
+ *                  dy's slice (an ordered scatter-add)
  *   all_finite     one scalar: a sum of x * 0 over every element, which is
  *                  NaN exactly when some element is not finite
  *   sgd ... adam   rows = the variable's elements, in place, when ok
@@ -576,6 +579,42 @@ static void emit_scalar_update(cg_kctx *c) {
 
 /* ---- the dispatch ---- */
 
+/* ---- general tensors: gather_grad, the ordered scatter-add ---- */
+
+/* The table as [P, V, S] (V its gathered dimension, the kernel's rows), dy
+ * as [P, Q, S] with Q the indices' count: each row v is zeroed, then every
+ * position q in order whose index is v adds dy's slice; rows are split
+ * over threads, positions never, so any thread count gives the same bits. */
+static void emit_gather_grad(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *dy = op->srcs[0], *b = op->srcs[1];
+  int ax = ir_concat_axis(&op->type, op->attr.axis);
+  int64_t P = 1, S = 1, V = op->type.dims[ax], qin = 1;
+  for (int r = 0; r < ax; r++) P *= op->type.dims[r];
+  for (int r = ax + 1; r < op->type.rank; r++) S *= op->type.dims[r];
+  CASTOR_ASSERT(ir_type_inner_numel(&b->type, &qin));
+  LLVMValueRef Q = ir_type_is_batched(&b->type) ? LLVMBuildMul(B, c->batch, i64c(qin), "Q") : i64c(qin);
+  cg_loop lv = cg_loop_begin(c, c->row0, c->row1, 1, "v");
+  cg_loop lp = cg_loop_begin(c, i64c(0), i64c(P * S), 1, "ps");
+  LLVMValueRef p = LLVMBuildSDiv(B, lp.iv, i64c(S), ""), sidx = LLVMBuildSRem(B, lp.iv, i64c(S), "");
+  LLVMValueRef yi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, p, i64c(V), ""), lv.iv, ""), i64c(S), ""),
+                                 sidx, "");
+  store_f(c, op, yi, F(0), 1);
+  cg_loop_end(c, &lp);
+  cg_loop lq = cg_loop_begin(c, i64c(0), Q, 1, "q");
+  LLVMBasicBlockRef join = begin_if(c, LLVMBuildICmp(B, LLVMIntEQ, load_int(c, b, lq.iv), lv.iv, ""), "hit");
+  cg_loop la = cg_loop_begin(c, i64c(0), i64c(P * S), 1, "add");
+  p = LLVMBuildSDiv(B, la.iv, i64c(S), ""), sidx = LLVMBuildSRem(B, la.iv, i64c(S), "");
+  yi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, p, i64c(V), ""), lv.iv, ""), i64c(S), ""), sidx, "");
+  LLVMValueRef di = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, p, Q, ""), lq.iv, ""), i64c(S), ""),
+                                 sidx, "");
+  store_f(c, op, yi, LLVMBuildFAdd(B, load_f(c, op, yi, 1), load_f(c, dy, di, 1), ""), 1);
+  cg_loop_end(c, &la);
+  end_if(c, join);
+  cg_loop_end(c, &lq);
+  cg_loop_end(c, &lv);
+}
+
 /* By kernel class (cg_cpu.c routes here), then by the op's shape rule,
  * which tells the kernels of a class apart (ir_ops.def's columns). */
 void cg_train_emit(cg_kctx *c) {
@@ -589,6 +628,7 @@ void cg_train_emit(cg_kctx *c) {
     else if (rule == IR_TYPE_GRAD_NORM) emit_grad_norm_sq(c); /* training options */
     else if (rule == IR_TYPE_CLIP_SCALE) emit_clip_scale(c);
     else if (rule == IR_TYPE_CLIP_VALUE) emit_clip_value(c);
+    else if (rule == IR_TYPE_GATHER_GRAD) emit_gather_grad(c);
     else CASTOR_UNREACHABLE(); /* matmul_tn: the GEMM (cg_is_gemm) */
     return;
   case IR_KERNEL_UPDATE:

@@ -9,10 +9,10 @@
  * op->srcs[0] through c->base, as one f32, not yet rounded to op's dtype
  * (the chain that follows does that). A map is a pure function of the
  * coordinates: no op here reads past its source, so a target may start an
- * elementwise chain with it anywhere. pad and slice are here today; the
- * layout ops of the next wave (transpose, broadcast, concat, gather and
- * im2col, the A operand of an implicit-GEMM convolution) each add one map
- * beside them, and both targets get it.
+ * elementwise chain with it anywhere. pad and slice, and the layout ops
+ * reshape, transpose, concat (several sources), strided_slice and
+ * pad_constant; the next ones (broadcast, gather, im2col) each add one
+ * map beside them, and both targets get it.
  *
  * Coordinates come from signed division by the result's static dims (the
  * same instructions for every target, so a target's code does not
@@ -55,10 +55,132 @@ static LLVMValueRef pad_slice_value(cg_kctx *c, const ir_node *op, bool is_pad, 
   return LLVMBuildSelect(B, inb, v, cg_const(e, e->f32, 0.0), op->name);
 }
 
+/* ---- general tensors: layout ops ---- */
+
+/* Flat index of coordinates coord over the dims of t (rank >= 1; dims[0]
+ * never multiplies, so N needs no value). */
+static LLVMValueRef flatten_coords(cg_emitter *e, const ir_type *t, LLVMValueRef *coord) {
+  LLVMValueRef src = coord[0];
+  for (int r = 1; r < t->rank; r++)
+    src = LLVMBuildAdd(B, LLVMBuildMul(B, src, cg_i64(e, t->dims[r]), ""), coord[r], "");
+  return src;
+}
+
+static LLVMValueRef load_src(cg_kctx *c, const ir_node *x, LLVMValueRef index, const char *name) {
+  return cg_emit_load(c->e, x->type.dtype, cg_elem_ptr(c, x, index), 1, name);
+}
+
+/* reshape: row-major order is kept, so the same flat index (N, when both
+ * have it, is dimension 0 of both and the rows line up). */
+static LLVMValueRef reshape_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  return load_src(c, op->srcs[0], i, op->name);
+}
+
+/* transpose: result coordinate r is source coordinate perm[r]. */
+static LLVMValueRef transpose_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *x = op->srcs[0];
+  LLVMValueRef coord[IR_MAX_RANK], xc[IR_MAX_RANK];
+  if (op->type.rank == 0) return load_src(c, x, i, op->name);
+  unflatten(e, &op->type, i, coord);
+  for (int r = 0; r < op->type.rank; r++) xc[op->attr.perm.v[r]] = coord[r];
+  return load_src(c, x, flatten_coords(e, &x->type, xc), op->name);
+}
+
+/* concat: the operand whose range along the axis holds the coordinate;
+ * every operand is read at a clamped (in-bounds) index and the right one
+ * selected, so no load leaves its buffer. */
+static LLVMValueRef concat_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  int a = ir_concat_axis(&op->type, op->attr.axis);
+  LLVMValueRef coord[IR_MAX_RANK], xc[IR_MAX_RANK];
+  unflatten(e, &op->type, i, coord);
+  LLVMValueRef val = NULL;
+  int64_t off = 0;
+  for (int s = 0; s < op->n_srcs; s++) {
+    const ir_node *x = op->srcs[s];
+    int64_t len = x->type.dims[a];
+    for (int r = 0; r < op->type.rank; r++) xc[r] = coord[r];
+    LLVMValueRef local = LLVMBuildSub(B, coord[a], cg_i64(e, off), "");
+    LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, local, cg_i64(e, 0), ""),
+                                   LLVMBuildICmp(B, LLVMIntSLT, local, cg_i64(e, len), ""), "");
+    xc[a] = LLVMBuildSelect(B, in, local, cg_i64(e, 0), "");
+    LLVMValueRef v = load_src(c, x, flatten_coords(e, &x->type, xc), x->name);
+    val = val ? LLVMBuildSelect(B, in, v, val, op->name) : v;
+    off += len;
+  }
+  return val;
+}
+
+/* strided_slice: source coordinate start + c * step per dimension. */
+static LLVMValueRef strided_slice_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *x = op->srcs[0];
+  int64_t starts[IR_MAX_RANK], counts[IR_MAX_RANK];
+  char err[256];
+  CASTOR_ASSERT(ir_strided_slice_bounds(&x->type, &op->attr, starts, counts, err, sizeof err));
+  LLVMValueRef coord[IR_MAX_RANK];
+  if (op->type.rank == 0) return load_src(c, x, i, op->name);
+  unflatten(e, &op->type, i, coord);
+  for (int r = 0; r < op->type.rank; r++)
+    coord[r] = LLVMBuildAdd(B, LLVMBuildMul(B, coord[r], cg_i64(e, op->attr.steps.v[r]), ""), cg_i64(e, starts[r]), "");
+  return load_src(c, x, flatten_coords(e, &x->type, coord), op->name);
+}
+
+/* pad_constant: where (c - start) is a multiple of step below the source's
+ * extent, the source element; elsewhere {value}. */
+static LLVMValueRef pad_constant_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *x = op->srcs[0];
+  LLVMValueRef coord[IR_MAX_RANK], inb = LLVMConstInt(e->i1, 1, 0);
+  if (op->type.rank == 0) return load_src(c, x, i, op->name);
+  unflatten(e, &op->type, i, coord);
+  for (int r = 0; r < op->type.rank; r++) {
+    if (x->type.dims[r] == IR_DIM_BATCH) continue; /* starts 0, steps 1 */
+    int64_t st = op->attr.starts.v[r], step = op->attr.steps.v[r];
+    LLVMValueRef rel = LLVMBuildSub(B, coord[r], cg_i64(e, st), "");
+    LLVMValueRef q = LLVMBuildSDiv(B, rel, cg_i64(e, step), "");
+    LLVMValueRef ok = LLVMBuildICmp(B, LLVMIntSGE, rel, cg_i64(e, 0), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSLT, q, cg_i64(e, x->type.dims[r]), ""), "");
+    if (step > 1)
+      ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildSRem(B, rel, cg_i64(e, step), ""), cg_i64(e, 0), ""), "");
+    inb = LLVMBuildAnd(B, inb, ok, "");
+    coord[r] = LLVMBuildSelect(B, ok, q, cg_i64(e, 0), "");
+  }
+  LLVMValueRef v = load_src(c, x, flatten_coords(e, &x->type, coord), x->name);
+  return LLVMBuildSelect(B, inb, v, cg_const(e, e->f32, op->attr.value), op->name);
+}
+
+/* gather: the index at y's coordinates of b, then a's element there; an
+ * index outside a's dimension reads a's element 0 and gives 0. */
+static LLVMValueRef gather_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *a = op->srcs[0], *b = op->srcs[1];
+  int ax = ir_concat_axis(&a->type, op->attr.axis), br = b->type.rank;
+  LLVMValueRef coord[IR_MAX_RANK], ac[IR_MAX_RANK], bi = cg_i64(e, 0);
+  if (op->type.rank > 0) unflatten(e, &op->type, i, coord);
+  if (br > 0) bi = flatten_coords(e, &b->type, coord + ax);
+  LLVMValueRef v = LLVMBuildLoad2(B, e->i32, cg_elem_ptr(c, b, bi), b->name);
+  v = LLVMBuildSExt(B, v, e->i64, "");
+  LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, v, cg_i64(e, 0), ""),
+                                 LLVMBuildICmp(B, LLVMIntSLT, v, cg_i64(e, a->type.dims[ax]), ""), "");
+  for (int r = 0; r < ax; r++) ac[r] = coord[r];
+  ac[ax] = LLVMBuildSelect(B, in, v, cg_i64(e, 0), "");
+  for (int r = ax + 1; r < a->type.rank; r++) ac[r] = coord[r - 1 + br];
+  LLVMValueRef x = load_src(c, a, flatten_coords(e, &a->type, ac), a->name);
+  return LLVMBuildSelect(B, in, x, cg_const(e, e->f32, 0.0), op->name);
+}
+
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   CASTOR_ASSERT(ir_op_kernel(op->op) == IR_KERNEL_REINDEX);
   /* the map is the op's shape rule (the op table's type column) */
   ir_type_rule rule = ir_op_type_rule(op->op);
+  if (rule == IR_TYPE_RESHAPE) return reshape_value(c, op, i);
+  if (rule == IR_TYPE_TRANSPOSE) return transpose_value(c, op, i);
+  if (rule == IR_TYPE_CONCAT) return concat_value(c, op, i);
+  if (rule == IR_TYPE_STRIDED_SLICE) return strided_slice_value(c, op, i);
+  if (rule == IR_TYPE_PAD_CONSTANT) return pad_constant_value(c, op, i);
+  if (rule == IR_TYPE_GATHER) return gather_value(c, op, i);
   CASTOR_ASSERT(rule == IR_TYPE_PAD || rule == IR_TYPE_SLICE);
   return pad_slice_value(c, op, rule == IR_TYPE_PAD, i);
 }

@@ -123,11 +123,12 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
 
 /* ---- index maps of the reindex ops (cg_index_map.c) ---- */
 
-/* The value (f32, one element) of reindex op `op` (pad, slice; later
- * transpose, broadcast, concat, gather, im2col) at flat element index i
+/* The value (f32, one element) of reindex op `op` (pad, slice, reshape,
+ * transpose, concat, strided_slice, pad_constant; later broadcast, gather,
+ * im2col) at flat element index i
  * (i64, row major, rows = batch rows) of its result: the source element
- * the op's index map sends i to, or 0 where the map reaches outside the
- * source (a pad). Not rounded to op's dtype: the caller's chain does. */
+ * the op's index map sends i to, or the fill where the map reaches outside the
+ * source (0 for a pad, {value} for a pad_constant). Not rounded to op's dtype: the caller's chain does. */
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
 
 #endif

@@ -56,6 +56,8 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     [IR_OP_GRAD_NORM_SQ] = TRAINING,
     [IR_OP_CLIP_SCALE] = TRAINING,
     [IR_OP_CLIP_VALUE] = TRAINING,
+    /* general tensors */
+    [IR_OP_GATHER_GRAD] = TRAINING,
 };
 #undef TRAINING
 

@@ -72,6 +72,8 @@ typedef enum fe_layer_kind {
 } fe_layer_kind;
 
 enum { FE_LAYER_MAX_ATTRS = 6 };
+/* layers.def's n_inputs of a layer that takes 2 to IR_MAX_SRCS inputs (concatenate) */
+enum { FE_INPUTS_2_OR_MORE = -2 };
 
 /* One argument of a layer call as written: `key=value` or a positional value. */
 typedef enum fe_value_kind { FE_VAL_IDENT, FE_VAL_INT, FE_VAL_STRING, FE_VAL_LIST } fe_value_kind;
@@ -133,6 +135,16 @@ struct fe_layer {
   diag_loc units_loc;
   ir_op act; /* IR_OP_COUNT: none (linear) */
   bool use_bias;
+  /* general tensors: reshape's target_shape, permute's dims (as written, Keras's terms);
+   * concatenate's axis (default -1) */
+  int n_ints;
+  int64_t ints[IR_MAX_RANK];
+  diag_loc ints_loc;
+  int64_t axis;
+  diag_loc axis_loc;
+  bool int32_input; /* input(..., dtype=int32): Keras Input's dtype, indices for an embedding */
+  int64_t input_dim, output_dim; /* embedding */
+  diag_loc input_dim_loc;
   /* lowering */
   bool lowered;
   ir_node *value;

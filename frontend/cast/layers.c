@@ -171,9 +171,30 @@ static bool parse_shape(fe_model *m, fe_layer *l, const fe_value *v) {
   return true;
 }
 
+/* general tensors: a list of at most IR_MAX_RANK - 1 integers (reshape's
+ * target_shape, permute's dims), checked further where it is lowered. */
+static bool parse_ints(fe_model *m, fe_layer *l, const char *key, const fe_value *v) {
+  if (v->kind != FE_VAL_LIST || v->n_items < 1 || v->n_items > IR_MAX_RANK - 1) {
+    diag_error(m->d, v->loc, "%s must be a list of 1 to %d integers (the batch dimension is implicit), got %s", key,
+               IR_MAX_RANK - 1, v->kind == FE_VAL_LIST ? arena_printf(m->arena, "%d", v->n_items) : value_desc(m, v));
+    return false;
+  }
+  for (int i = 0; i < v->n_items; i++) {
+    if (v->items[i].kind != FE_VAL_INT) {
+      diag_error(m->d, v->items[i].loc, "%s must list integers, got %s", key, value_desc(m, &v->items[i]));
+      return false;
+    }
+    l->ints[i] = v->items[i].ival;
+  }
+  l->n_ints = v->n_items, l->ints_loc = v->loc;
+  return true;
+}
+
 /* Checks one keyword attribute; false after reporting. */
 static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
   const fe_value *v = &a->value;
+  if (str_eq(a->key, "dtype") && l->kind == FE_LAYER_INPUT && str_eq(name_of(v), "int32"))
+    return l->int32_input = true; /* general tensors: Keras Input(dtype="int32"), indices */
   if (str_eq(a->key, "dtype")) return fe_policy_parse(m, v, &l->policy);
   if (str_eq(a->key, "shape")) return parse_shape(m, l, v);
   if (str_eq(a->key, "activation")) return parse_activation(m, v, &l->act);
@@ -186,6 +207,23 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
     if (str_eq(s, "true") || str_eq(s, "false")) return l->use_bias = str_eq(s, "true"), true;
     diag_error(m->d, v->loc, "use_bias must be true or false, got %s", value_desc(m, v));
     return false;
+  }
+  /* general tensors: layout layers */
+  if (str_eq(a->key, "target_shape") || str_eq(a->key, "dims")) return parse_ints(m, l, a->key, v);
+  if (str_eq(a->key, "input_dim")) {
+    l->input_dim_loc = v->loc;
+    return parse_positive(m, "input_dim", v, &l->input_dim);
+  }
+  if (str_eq(a->key, "output_dim")) return parse_positive(m, "output_dim", v, &l->output_dim);
+  if (str_eq(a->key, "axis") && l->kind == FE_LAYER_LAYER_NORMALIZATION && v->kind == FE_VAL_LIST)
+    return parse_ints(m, l, "axis", v); /* Keras LayerNormalization(axis=[1, 2]) */
+  if (str_eq(a->key, "axis")) {
+    if (v->kind != FE_VAL_INT) {
+      diag_error(m->d, v->loc, "axis must be an integer, got %s", value_desc(m, v));
+      return false;
+    }
+    l->axis = v->ival, l->axis_loc = v->loc;
+    return true;
   }
   if (str_eq(a->key, "name")) {
     const char *s = name_of(v);
@@ -211,7 +249,12 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
     const fe_arg *a = &c->args[i];
     if (a->key) continue;
     const fe_value *v = &a->value;
-    if (n_pos < sp->n_inputs) {
+    bool variadic = sp->n_inputs == FE_INPUTS_2_OR_MORE;
+    if (variadic && n_pos == IR_MAX_SRCS) {
+      diag_error(m->d, v->loc, "%s takes at most %d inputs", sp->name, IR_MAX_SRCS);
+      return false;
+    }
+    if (n_pos < sp->n_inputs || variadic) {
       if (v->kind != FE_VAL_IDENT) {
         diag_error(m->d, v->loc, "expected the name of a value as input of %s, got %s", sp->name,
                    value_desc(m, v));
@@ -230,12 +273,16 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
     }
     n_pos++;
   }
+  if (sp->n_inputs == FE_INPUTS_2_OR_MORE && n_pos < 2) {
+    diag_error(m->d, c->callee_loc, "%s needs 2 or more inputs, got %d", sp->name, n_pos);
+    return false;
+  }
   if (n_pos < sp->n_inputs) {
     diag_error(m->d, c->callee_loc, "%s needs %d input%s, got %d", sp->name, sp->n_inputs,
                sp->n_inputs == 1 ? "" : "s", n_pos);
     return false;
   }
-  l->n_inputs = sp->n_inputs;
+  l->n_inputs = sp->n_inputs == FE_INPUTS_2_OR_MORE ? n_pos : sp->n_inputs;
 
   bool seen[MAX_ATTRS] = {false};
   diag_loc seen_loc[MAX_ATTRS];
@@ -280,6 +327,16 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
                "activation needs a function, e.g. activation(x, relu)");
     return false;
   }
+  /* general tensors: layout layers */
+  if (l->kind == FE_LAYER_EMBEDDING && (l->input_dim == 0 || l->output_dim == 0)) {
+    diag_error(m->d, c->callee_loc, "embedding needs input_dim= (the vocabulary size) and output_dim=");
+    return false;
+  }
+  if ((l->kind == FE_LAYER_RESHAPE || l->kind == FE_LAYER_PERMUTE) && l->n_ints == 0) {
+    diag_error(m->d, c->callee_loc, l->kind == FE_LAYER_RESHAPE ? "reshape needs target_shape=, e.g. target_shape=[4, 6]"
+                                                                 : "permute needs dims=, e.g. dims=[2, 1]");
+    return false;
+  }
   return true;
 }
 
@@ -287,7 +344,8 @@ static fe_layer *new_layer(fe_model *m, const fe_call *c) {
   fe_layer *l = arena_alloc(m->arena, sizeof *l);
   *l = (fe_layer){.kind = FE_LAYER_COUNT, .seq = c->seq, .index = (int)m->layers.len,
                   .var = c->var, .var_loc = c->var_loc, .loc = c->callee_loc,
-                  .name_loc = c->callee_loc, .act = IR_OP_COUNT, .use_bias = true};
+                  .name_loc = c->callee_loc, .act = IR_OP_COUNT, .use_bias = true, .axis = -1,
+                  .axis_loc = c->callee_loc};
   vec_push(&m->layers, l);
   return l;
 }
@@ -302,11 +360,14 @@ void fe_layer_add(fe_model *m, const fe_call *c) {
     const char *near = fe_closest(c->callee, kind_names, FE_LAYER_COUNT);
     if (near)
       diag_error(m->d, c->callee_loc, "unknown layer '%s'; did you mean '%s'?", c->callee, near);
-    else
-      diag_error(m->d, c->callee_loc,
-                 "unknown layer '%s'; expected input, dense, activation, add, multiply or "
-                 "layer_normalization",
-                 c->callee);
+    else {
+      str_buf list; /* every layer of layers.def, in its order */
+      str_buf_init(&list);
+      for (int k = 0; k < FE_LAYER_COUNT; k++)
+        str_buf_printf(&list, "%s%s", k == 0 ? "" : k + 1 == FE_LAYER_COUNT ? " or " : ", ", kind_names[k]);
+      diag_error(m->d, c->callee_loc, "unknown layer '%s'; expected %s", c->callee, str_buf_cstr(&list));
+      str_buf_fini(&list);
+    }
     l->broken = true;
     return;
   }

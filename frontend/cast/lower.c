@@ -13,6 +13,10 @@
  *   add / multiply NAME        %NAME
  *   layer_normalization NAME   %NAME.gamma, %NAME.beta (consts), %NAME =
  *                              layer_norm {axis=-1, epsilon=0.001}
+ *   reshape / flatten NAME     %NAME = reshape {shape=[N, ...]}
+ *   permute NAME               %NAME = transpose {perm=[0, dims...]}
+ *   concatenate NAME           %NAME = concat {axis}
+ *   embedding NAME             %NAME.embeddings (const), %NAME = gather {axis=0}
  *
  * Out: every float is f32; every activation's first dimension is N; every
  * node carries its layer's name as note, the layer's dtype= as policy and
@@ -22,6 +26,7 @@
 #include "frontend/cast/internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,16 +117,38 @@ static bool lower_layer_norm(lowering *lw, fe_layer *l, ir_node **in) {
   ir_node *x = in[0];
   fe_model *m = lw->m;
   ir_graph *g = lw->g;
-  ir_type pt = {DT_F32, 1, {x->type.dims[x->type.rank - 1]}};
+  /* general tensors: axis (Keras's, N counting as 0) an int or a list; the
+   * IR normalizes over trailing dimensions {axis}.., so the axes must be
+   * the last ones, consecutive */
+  int rank = x->type.rank, first = rank - 1;
+  bool seen[IR_MAX_RANK] = {0}, axes_ok = rank >= 2;
+  int n_axes = l->n_ints ? l->n_ints : 1;
+  for (int i = 0; axes_ok && i < n_axes; i++) {
+    int64_t a = l->n_ints ? l->ints[i] : l->axis;
+    a = a < 0 ? a + rank : a;
+    axes_ok = a >= 1 && a < rank && !seen[a];
+    if (axes_ok) seen[a] = true, first = (int)a < first ? (int)a : first;
+  }
+  for (int r = first; axes_ok && r < rank; r++) axes_ok = seen[r];
+  if (!axes_ok) {
+    diag_error(m->d, l->n_ints ? l->ints_loc : l->axis_loc,
+               "layer_normalization axis must name the last dimensions of %s (not N), e.g. axis=-1 or axis=[%d, %d]",
+               type_str(lw, &x->type), rank - 2 > 0 ? rank - 2 : 1, rank - 1);
+    return false;
+  }
+  ir_type pt = {DT_F32, rank - first, {0}};
+  for (int r = first; r < rank; r++) pt.dims[r - first] = x->type.dims[r];
   const char *gkey = arena_printf(m->arena, "%s.gamma", l->name);
   const char *bkey = arena_printf(m->arena, "%s.beta", l->name);
   const float *gdata = NULL, *bdata = NULL;
   bool ok = fe_weights_get(&lw->w, g, gkey, &pt, true, l->name, l->loc, &gdata);
   ok &= fe_weights_get(&lw->w, g, bkey, &pt, false, l->name, l->loc, &bdata);
   if (!ok) return false;
+  if (bdata && !lw->w.from_file && pt.rank == 2) /* beta starts at zeros, as Keras's (not a kernel's Glorot) */
+    memset((float *)bdata, 0, (size_t)(pt.dims[0] * pt.dims[1]) * sizeof(float));
   ir_node *gamma = stamp(lw, l, ir_build_const(g, gkey, &pt, gkey, gdata, l->loc));
   ir_node *beta = stamp(lw, l, ir_build_const(g, bkey, &pt, bkey, bdata, l->loc));
-  ir_attr attr = {.axis = -1, .epsilon = 1e-3};
+  ir_attr attr = {.axis = first == rank - 1 ? -1 : first, .epsilon = 1e-3};
   l->value = stamp(lw, l, ir_build_op(g, IR_OP_LAYER_NORM, l->name, (ir_node *[]){x, gamma, beta}, 3, &attr, l->loc));
   return true;
 }
@@ -154,7 +181,7 @@ static bool lower_multiply(lowering *lw, fe_layer *l, ir_node **in) {
 
 static bool lower_input(lowering *lw, fe_layer *l, ir_node **in) {
   (void)in;
-  ir_type t = {DT_F32, l->rank, {0}};
+  ir_type t = {l->int32_input ? DT_I32 : DT_F32, l->rank, {0}};
   memcpy(t.dims, l->shape, sizeof t.dims);
   l->value = stamp(lw, l, ir_build_input(lw->g, l->var, &t, l->input_index, l->loc));
   return true;
@@ -165,6 +192,165 @@ static bool lower_activation(lowering *lw, fe_layer *l, ir_node **in) {
   if (l->act == IR_OP_COUNT) l->value = in[0];
   else l->value = stamp(lw, l, ir_build_unary(lw->g, l->act, l->name, in[0], l->loc));
   return true;
+}
+
+/* ---- general tensors: layout layers ---- */
+
+/* The layout op `op` of the layer, its type checked with the IR's shape
+ * rule: an error is reported at the layer call, with the rule's message. */
+static bool lower_layout_op(lowering *lw, fe_layer *l, ir_op op, ir_node **in, int n, const ir_attr *attr) {
+  ir_type t;
+  char err[512];
+  if (!ir_infer_type(op, in, n, attr, &t, err, sizeof err)) {
+    diag_error(lw->m->d, l->loc, "%s: %s", fe_layer_kind_name(l->kind), err);
+    return false;
+  }
+  l->value = stamp(lw, l, ir_build_op(lw->g, op, l->name, in, n, attr, l->loc));
+  return true;
+}
+
+/* Keras Reshape(target_shape): the example's elements (all but N) in
+ * row-major order; one dimension may be -1, inferred from the rest. */
+static bool lower_reshape(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  fe_model *m = lw->m;
+  int64_t have = 1, known = 1;
+  if (!ir_type_is_batched(&x->type) || !ir_type_inner_numel(&x->type, &have)) {
+    diag_error(m->d, l->loc, "reshape needs an input with the batch dimension N, got %s", type_str(lw, &x->type));
+    return false;
+  }
+  int unknown = -1;
+  for (int i = 0; i < l->n_ints; i++) {
+    int64_t d = l->ints[i];
+    if (d == -1 && unknown < 0) unknown = i;
+    else if (d < 1) {
+      diag_error(m->d, l->ints_loc, "reshape target_shape dimensions must be positive, with at most one -1, got %lld",
+                 (long long)d);
+      return false;
+    } else if (!size_mul_ok(known, d, &known)) {
+      known = -1;
+      break;
+    }
+  }
+  ir_attr attr = {.shape = {l->n_ints + 1, {IR_DIM_BATCH}}};
+  for (int i = 0; i < l->n_ints; i++) attr.shape.dims[i + 1] = l->ints[i];
+  if (unknown >= 0 && known > 0 && have % known == 0) attr.shape.dims[unknown + 1] = have / known;
+  else if (known != have || unknown >= 0) {
+    str_buf b;
+    str_buf_init(&b);
+    for (int i = 0; i < l->n_ints; i++) str_buf_printf(&b, "%s%lld", i ? ", " : "[", (long long)l->ints[i]);
+    str_buf_putc(&b, ']');
+    if (known < 0)
+      diag_error(m->d, l->ints_loc, "reshape target_shape %s is too large for the input %s", str_buf_cstr(&b),
+                 type_str(lw, &x->type));
+    else if (unknown >= 0)
+      diag_error(m->d, l->ints_loc,
+                 "reshape target_shape %s does not fit the input %s: its other dimensions (%lld elements) do not "
+                 "divide the %lld elements of an example", str_buf_cstr(&b), type_str(lw, &x->type), (long long)known,
+                 (long long)have);
+    else
+      diag_error(m->d, l->ints_loc, "reshape target_shape %s (%lld elements) does not fit the input %s (%lld elements "
+                 "per example)", str_buf_cstr(&b), (long long)known, type_str(lw, &x->type), (long long)have);
+    str_buf_fini(&b);
+    return false;
+  }
+  return lower_layout_op(lw, l, IR_OP_RESHAPE, in, 1, &attr);
+}
+
+/* Keras Flatten (channels_last): [N, d1, ...] -> [N, d1 * ...]; [N] -> [N, 1]. */
+static bool lower_flatten(lowering *lw, fe_layer *l, ir_node **in) {
+  int64_t have = 1;
+  if (!ir_type_is_batched(&in[0]->type) || !ir_type_inner_numel(&in[0]->type, &have)) {
+    diag_error(lw->m->d, l->loc, "flatten needs an input with the batch dimension N, got %s",
+               type_str(lw, &in[0]->type));
+    return false;
+  }
+  ir_attr attr = {.shape = {2, {IR_DIM_BATCH, have}}};
+  return lower_layout_op(lw, l, IR_OP_RESHAPE, in, 1, &attr);
+}
+
+/* Keras Permute(dims): dims is a permutation of 1..rank-1, 1-based over the
+ * dimensions after N, which stays first. */
+static bool lower_permute(lowering *lw, fe_layer *l, ir_node **in) {
+  const ir_type *xt = &in[0]->type;
+  bool ok = ir_type_is_batched(xt) && l->n_ints == xt->rank - 1;
+  bool seen[IR_MAX_RANK] = {0};
+  ir_attr attr = {.perm = {xt->rank, {0}}};
+  for (int i = 0; ok && i < l->n_ints; i++) {
+    int64_t d = l->ints[i];
+    ok = d >= 1 && d < xt->rank && !seen[d];
+    if (ok) seen[d] = true, attr.perm.v[i + 1] = d;
+  }
+  if (!ok) {
+    diag_error(lw->m->d, l->ints_loc, "permute dims must be a permutation of 1..%d (1-based, the batch N excluded) "
+               "for the input %s", xt->rank - 1, type_str(lw, xt));
+    return false;
+  }
+  return lower_layout_op(lw, l, IR_OP_TRANSPOSE, in, 1, &attr);
+}
+
+/* Keras Embedding(input_dim, output_dim): the table NAME.embeddings
+ * [input_dim, output_dim], initialized as Keras's default "uniform"
+ * (U(-0.05, 0.05)) without a weights file; gather along axis 0 by int32
+ * indices. An index outside [0, input_dim) gives a row of zeros (Keras on
+ * the CPU raises instead). */
+static bool lower_embedding(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  fe_model *m = lw->m;
+  ir_graph *g = lw->g;
+  if (x->type.dtype != DT_I32) {
+    diag_error(m->d, l->inputs[0].loc, "embedding needs int32 indices, got %s (declare the input with dtype=int32)",
+               type_str(lw, &x->type));
+    return false;
+  }
+  ir_type et = {DT_F32, 2, {l->input_dim, l->output_dim}};
+  int64_t bytes;
+  if (!ir_type_bytes(&et, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    diag_error(m->d, l->input_dim_loc, "the embeddings %s would take more than %lld bytes", type_str(lw, &et),
+               (long long)IR_MAX_TENSOR_BYTES);
+    return false;
+  }
+  const char *key = arena_printf(m->arena, "%s.embeddings", l->name);
+  const float *data = NULL;
+  if (!fe_weights_get(&lw->w, g, key, &et, false, l->name, l->loc, &data)) return false;
+  if (data && !lw->w.from_file) { /* Glorot's U(-limit, limit) rescaled to Keras's U(-0.05, 0.05) */
+    float scale = (float)(0.05 / sqrt(6.0 / ((double)l->input_dim + (double)l->output_dim)));
+    for (int64_t i = 0; i < l->input_dim * l->output_dim; i++) ((float *)data)[i] *= scale;
+  }
+  ir_node *tab = stamp(lw, l, ir_build_const(g, key, &et, key, data, l->loc));
+  ir_attr attr = {.axis = 0};
+  return lower_layout_op(lw, l, IR_OP_GATHER, (ir_node *[]){tab, x}, 2, &attr);
+}
+
+/* Keras Softmax(axis=-1): along the last dimension a softmax op; along
+ * another (not N), that dimension swapped with the last (a transpose), the
+ * softmax, and the swap undone. */
+static bool lower_softmax(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  int rank = x->type.rank;
+  int64_t a = l->axis < 0 ? l->axis + rank : l->axis;
+  if (a < 1 || a >= rank) {
+    diag_error(lw->m->d, l->axis_loc, "softmax axis %lld is not a dimension of %s other than the batch N",
+               (long long)l->axis, type_str(lw, &x->type));
+    return false;
+  }
+  if (a == rank - 1) {
+    l->value = stamp(lw, l, ir_build_unary(lw->g, IR_OP_SOFTMAX, l->name, x, l->loc));
+    return true;
+  }
+  ir_attr swap = {.perm = {rank, {0}}};
+  for (int r = 0; r < rank; r++) swap.perm.v[r] = r == a ? rank - 1 : r == rank - 1 ? a : r;
+  const char *tn = arena_printf(lw->m->arena, "%s.transpose", l->name), *sn = arena_printf(lw->m->arena, "%s.softmax", l->name);
+  ir_node *t = stamp(lw, l, ir_build_op(lw->g, IR_OP_TRANSPOSE, tn, &x, 1, &swap, l->loc));
+  ir_node *sm = stamp(lw, l, ir_build_unary(lw->g, IR_OP_SOFTMAX, sn, t, l->loc));
+  l->value = stamp(lw, l, ir_build_op(lw->g, IR_OP_TRANSPOSE, l->name, &sm, 1, &swap, l->loc));
+  return true;
+}
+
+/* Keras Concatenate(axis=-1): axis counts N as dimension 0. */
+static bool lower_concatenate(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_attr attr = {.axis = l->axis};
+  return lower_layout_op(lw, l, IR_OP_CONCAT, in, l->n_inputs, &attr);
 }
 
 /* The lowering of each layer kind, from layers.def. */

@@ -224,6 +224,95 @@ static bool eval_update(const ir_node *n, double *const *src, const int64_t *n_s
   return true;
 }
 
+/* ---- general tensors: layout ops ---- */
+
+#define CASTOR_REF_LAYOUT_OPS \
+  case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_CONCAT: case IR_OP_STRIDED_SLICE: \
+  case IR_OP_PAD_CONSTANT: case IR_OP_GATHER: case IR_OP_GATHER_GRAD:
+
+/* t's dims with N = rows; their product. */
+static int64_t concrete(const ir_type *t, int64_t rows, int64_t *d) {
+  int64_t n = 1;
+  for (int r = 0; r < t->rank; r++) d[r] = t->dims[r] == IR_DIM_BATCH ? rows : t->dims[r], n *= d[r];
+  return n;
+}
+
+/* The layout ops, written from their semantics by coordinates (not the
+ * index maps of codegen): y's coordinates c, x's coordinates from them. */
+static bool eval_layout(const ir_node *n, double *const *src, const int64_t *n_src, double *y, int64_t count,
+                        int64_t batch, char *err, size_t errlen) {
+  const ir_type *t = &n->type, *xt = &n->srcs[0]->type;
+  int64_t yd[IR_MAX_RANK], xd[IR_MAX_RANK];
+  if (concrete(t, batch, yd) != count) return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+  if (n->op == IR_OP_GATHER || n->op == IR_OP_GATHER_GRAD) {
+    /* the table as [P, V, S], the gathered values as [P, Q, S] */
+    const ir_type *tab = n->op == IR_OP_GATHER ? xt : t;
+    int ax = ir_concat_axis(tab, n->attr.axis);
+    int64_t P = 1, S = 1, V = tab->dims[ax], Q = n_src[1];
+    for (int r = 0; r < ax; r++) P *= tab->dims[r];
+    for (int r = ax + 1; r < tab->rank; r++) S *= tab->dims[r];
+    int64_t ny = n->op == IR_OP_GATHER ? P * Q * S : P * V * S, nx = n->op == IR_OP_GATHER ? P * V * S : P * Q * S;
+    if (ny != count || nx != n_src[0]) return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+    if (n->op == IR_OP_GATHER) {
+      for (int64_t p = 0; p < P; p++)
+        for (int64_t q = 0; q < Q; q++) {
+          double v = src[1][q];
+          bool in = v >= 0 && v < (double)V;
+          for (int64_t s = 0; s < S; s++) y[(p * Q + q) * S + s] = in ? src[0][(p * V + (int64_t)v) * S + s] : 0.0;
+        }
+    } else {
+      for (int64_t e = 0; e < count; e++) y[e] = 0;
+      for (int64_t q = 0; q < Q; q++) {
+        double v = src[1][q];
+        if (!(v >= 0 && v < (double)V)) continue;
+        for (int64_t p = 0; p < P; p++)
+          for (int64_t s = 0; s < S; s++) y[(p * V + (int64_t)v) * S + s] += src[0][(p * Q + q) * S + s];
+      }
+    }
+    return true;
+  }
+  if (n->op == IR_OP_RESHAPE) {
+    if (n_src[0] != count) return FAIL("reshape %%%s: element counts differ", n->name);
+    memcpy(y, src[0], (size_t)count * sizeof *y);
+    return true;
+  }
+  int64_t starts[IR_MAX_RANK] = {0}, counts[IR_MAX_RANK];
+  if (n->op == IR_OP_STRIDED_SLICE && !ir_strided_slice_bounds(xt, &n->attr, starts, counts, err, errlen))
+    return false;
+  int ax = n->op == IR_OP_CONCAT ? ir_concat_axis(xt, n->attr.axis) : -1;
+  for (int s = 0; s < n->n_srcs; s++)
+    if (concrete(&n->srcs[s]->type, batch, xd) != n_src[s])
+      return FAIL("%s %%%s: operand %d's size differs", ir_op_name(n->op), n->name, s + 1);
+  concrete(xt, batch, xd);
+  for (int64_t i = 0; i < count; i++) {
+    int64_t c[IR_MAX_RANK], xc[IR_MAX_RANK], rem = i;
+    for (int r = t->rank; r-- > 0;) c[r] = rem % yd[r], rem /= yd[r];
+    int k = 0;
+    bool inside = true;
+    if (n->op == IR_OP_TRANSPOSE) {
+      for (int r = 0; r < t->rank; r++) xc[n->attr.perm.v[r]] = c[r];
+    } else if (n->op == IR_OP_CONCAT) {
+      for (int r = 0; r < t->rank; r++) xc[r] = c[r];
+      while (xc[ax] >= n->srcs[k]->type.dims[ax]) xc[ax] -= n->srcs[k++]->type.dims[ax];
+      concrete(&n->srcs[k]->type, batch, xd);
+    } else if (n->op == IR_OP_STRIDED_SLICE) {
+      for (int r = 0; r < t->rank; r++) xc[r] = starts[r] + c[r] * n->attr.steps.v[r];
+    } else if (n->op == IR_OP_PAD_CONSTANT) {
+      for (int r = 0; r < t->rank; r++) {
+        int64_t rel = c[r] - n->attr.starts.v[r], step = n->attr.steps.v[r];
+        inside &= rel >= 0 && rel % step == 0 && rel / step < xd[r];
+        xc[r] = inside ? rel / step : 0;
+      }
+    } else {
+      return FAIL("%%%s: not a layout op", n->name);
+    }
+    int64_t xi = 0;
+    for (int r = 0; r < t->rank; r++) xi = xi * xd[r] + xc[r];
+    y[i] = inside ? src[k][xi] : n->attr.value;
+  }
+  return true;
+}
+
 /* Computes node n into y (count elements) from its source arrays. */
 static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, double *y,
                  int64_t count, int64_t batch, const double *const *inputs, int n_inputs,
@@ -420,6 +509,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       case IR_OP_PAD:
       case IR_OP_SLICE:
       CASTOR_REF_TRAINING_OPS
+      CASTOR_REF_LAYOUT_OPS
       case IR_OP_COUNT: CASTOR_UNREACHABLE();
       }
     }
@@ -497,6 +587,9 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
     }
     break;
   }
+  /* general tensors: layout ops */
+  CASTOR_REF_LAYOUT_OPS
+    return eval_layout(n, src, n_src, y, count, batch, err, errlen);
   case IR_OP_COUNT:
     return FAIL("%%%s: op %d is not an op", n->name, (int)n->op);
   }

@@ -302,6 +302,91 @@ END_TEST
 START_TEST(test_sample_4096) { sample("mnist_mlp.cast", "mixed_float16", 3); }
 END_TEST
 
+/* general tensors: layout ops. Every layout op's index map (the kit's,
+ * cg_index_map.c) in PTX on odd shapes with a size-1 dimension, started
+ * chains (tanh after a strided_slice, a cast under the 16-bit policies),
+ * at every batch, against the reference and the CPU backend (1 and 3
+ * threads, bit-identical); the emulator's CTA orders give the same bits. */
+static const char layout_text[] =
+    "graph layout policy=float32\n"
+    "%x = f32[N,12] input() {index=0}\n"
+    "%r = f32[N,3,1,4] reshape(%x) {shape=[N,3,1,4]}\n"
+    "%t = f32[N,4,3,1] transpose(%r) {perm=[0,3,1,2]}\n"
+    "%s = f32[N,2,3,1] strided_slice(%t) {starts=[0,-3,0,0], ends=[0,99,3,1], steps=[1,2,1,1]}\n"
+    "%e = f32[N,2,3,1] tanh(%s)\n"
+    "%c = f32[N,10,3,1] concat(%t, %e, %t) {axis=-3}\n"
+    "%p = f32[N,11,5,2] pad_constant(%c) {shape=[N,11,5,2], value=-1.5, starts=[0,1,0,1], steps=[1,1,2,1]}\n"
+    "%f = f32[N,110] reshape(%p) {shape=[N,110]}\n"
+    "output f = %f\n"
+    "output t = %t\n";
+
+START_TEST(test_layout) {
+  const char *policy = policies[_i];
+  char what[64];
+  snprintf(what, sizeof what, "layout/%s", policy);
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("layout.cir", layout_text, strlen(layout_text), d);
+  ck_assert_msg(g != NULL, "%s: %s", what, diag_text(d));
+  ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
+  pass_options po;
+  pass_options_init(&po);
+  po.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_PAD8, &po, d), "%s: %s", what, diag_text(d));
+  cg_backend_options bo;
+  cg_backend_options_init(&bo);
+  bo.threads = 1;
+  cg_exec *gpu = cg_backend_compile(&cg_backend_cuda, g, &bo, d);
+  ck_assert_msg(gpu != NULL, "%s: cuda compile: %s", what, diag_text(d));
+  cg_exec *cpu = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+  bo.threads = 3;
+  setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+  cg_exec *cpu3 = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+  ck_assert_msg(cpu && cpu3, "%s: cpu compile: %s", what, diag_text(d));
+  const rt_program *desc = gpu->desc;
+  for (int bi = 0; bi < N_BATCHES; bi++) {
+    int64_t batch = batches[bi];
+    rng_state = (uint64_t)batch * 31u;
+    int64_t nx = numel(&desc->inputs[0], batch);
+    float *x = malloc((size_t)nx * sizeof *x);
+    for (int64_t j = 0; j < nx; j++) x[j] = rng_f32();
+    double *x64 = ref_from_f32(x, nx), *want[2] = {NULL, NULL};
+    char err[512];
+    ck_assert_msg(ref_run(g, batch, (const double *const *)&x64, want, err, sizeof err), "%s: ref: %s", what, err);
+    outs og = run(gpu, batch, &x, d, what), oc = run(cpu, batch, &x, d, what), o3 = run(cpu3, batch, &x, d, what);
+    setenv("CASTOR_PTXEMU_ORDER", "reverse", 1);
+    outs orv = run(gpu, batch, &x, d, what);
+    unsetenv("CASTOR_PTXEMU_ORDER");
+    for (int k = 0; k < desc->n_outputs; k++) {
+      const rt_tensor_desc *t = &desc->outputs[k];
+      int64_t n = numel(t, batch);
+      size_t bytes = (size_t)n * dtype_size(t->dtype);
+      float *got = as_f32(t, og.p[k], n), *cp = as_f32(t, oc.p[k], n);
+      double *cpd = ref_from_f32(cp, n);
+      ref_cmp er = ref_compare_normalized(got, want[k], n), ec = ref_compare_normalized(got, cpd, n);
+      char m1[256], m2[256];
+      ck_assert_msg(er.error < ref_bound(policy), "%s batch %lld output %s vs reference: %s", what, (long long)batch,
+                    t->name, ref_cmp_str(&er, m1, sizeof m1));
+      ck_assert_msg(ec.error < cpu_bound(policy), "%s batch %lld output %s vs cpu: %s", what, (long long)batch,
+                    t->name, ref_cmp_str(&ec, m2, sizeof m2));
+      ck_assert_msg(!memcmp(oc.p[k], o3.p[k], bytes), "%s batch %lld output %s: 1 and 3 threads differ", what,
+                    (long long)batch, t->name);
+      ck_assert_msg(!memcmp(og.p[k], orv.p[k], bytes), "%s batch %lld output %s: CTA order changes the result",
+                    what, (long long)batch, t->name);
+      free(got), free(cp), free(cpd);
+    }
+    outs_free(&og), outs_free(&oc), outs_free(&o3), outs_free(&orv);
+    ref_outputs_free(want, desc->n_outputs);
+    free(x), free(x64);
+  }
+  unsetenv("CASTOR_PARALLEL_MIN_WORK");
+  cpu->backend->destroy(cpu);
+  cpu3->backend->destroy(cpu3);
+  gpu->backend->destroy(gpu);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cuda_emu");
   TCase *tc = tcase_create("kinds");
@@ -311,5 +396,9 @@ int main(void) {
   tcase_add_loop_test(tc, test_sample_small, 0, N_POLICIES);
   tcase_add_test(tc, test_sample_4096);
   suite_add_tcase(s, tc);
+  TCase *tl = tcase_create("layout"); /* general tensors: layout ops */
+  tcase_set_timeout(tl, 600);
+  tcase_add_loop_test(tl, test_layout, 0, N_POLICIES);
+  suite_add_tcase(s, tl);
   return check_run(s);
 }

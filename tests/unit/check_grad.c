@@ -65,6 +65,8 @@ static void step_init(step *s, const char *text, const char *pipeline, const pas
   ck_assert(ir_type_numel(&x->type, BATCH, &nx) && ir_type_numel(&t->type, BATCH, &nt));
   s->x = xmalloc((size_t)nx * sizeof *s->x), s->t = xmalloc((size_t)nt * sizeof *s->t);
   for (int64_t e = 0; e < nx; e++) s->x[e] = rng_uniform_f32(&r, -1, 1);
+  if (x->type.dtype == DT_I32) /* indices (a gather's): -1 to 5, some outside a table of 5 rows */
+    for (int64_t e = 0; e < nx; e++) s->x[e] = (double)(rng_next(&r) % 7) - 1;
   int64_t classes = ir_graph_input(s->g, 0) && t->type.rank == 1 ? s->g->outputs[0].value->type.dims[1] : 0;
   for (int64_t e = 0; e < nt; e++) s->t[e] = classes ? (double)(rng_next(&r) % (uint64_t)classes) : rng_uniform_f32(&r, 0, 1);
   if (to->loss == PASS_LOSS_XENT) /* one-hot-ish rows that sum to 1 */
@@ -213,6 +215,55 @@ static const char weight_normed[] = "graph m policy=float32\n"
                                     "%w2 = f32[3,3] layer_norm(%v2, %g2, %be2) {axis=0, epsilon=0.01, layer=b}  # b\n"
                                     "%y = f32[N,3] matmul(%m, %w2) {acc=f32, layer=b}  # b\n"
                                     "output y = %y\n";
+
+/* general tensors: layout ops. Every layout rule on odd shapes with
+ * size-1 dimensions, on activations (batched) and on weights (a kernel
+ * made of a concat of a weight and a transposed one): reshape, transpose,
+ * strided_slice with steps, concat of three operands (one twice, so its
+ * gradient adds), pad_constant with steps and a nonzero fill. */
+static const char layout[] =
+    "graph m policy=float32\n"
+    "%x = f32[N,6] input() {index=0}\n"
+    "%wa = f32[6,5] const() {weight=\"a.ka\", layer=a}  # a\n"
+    "%wb = f32[7,6] const() {weight=\"a.kb\", layer=a}  # a\n"
+    "%wbt = f32[6,7] transpose(%wb) {perm=[1,0], layer=a}  # a\n"
+    "%w1 = f32[6,12] concat(%wa, %wbt) {axis=1, layer=a}  # a\n"
+    "%m1 = f32[N,12] matmul(%x, %w1) {acc=f32, layer=a}  # a\n"
+    "%r = f32[N,3,1,4] reshape(%m1) {shape=[N,3,1,4], layer=l}  # l\n"
+    "%t = f32[N,4,3,1] transpose(%r) {perm=[0,3,1,2], layer=l}  # l\n"
+    "%s = f32[N,2,3,1] strided_slice(%t) {starts=[0,1,0,0], ends=[0,4,3,1], steps=[1,2,1,1], layer=l}  # l\n"
+    "%th = f32[N,2,3,1] tanh(%s) {layer=l}  # l\n"
+    "%c = f32[N,10,3,1] concat(%t, %th, %t) {axis=-3, layer=l}  # l\n"
+    "%p = f32[N,11,5,2] pad_constant(%c) {shape=[N,11,5,2], value=0.25, starts=[0,1,0,1], steps=[1,1,2,1], "
+    "layer=l}  # l\n"
+    "%f = f32[N,110] reshape(%p) {shape=[N,110], layer=l}  # l\n"
+    "%w2 = f32[110,3] const() {weight=\"b.kernel\", layer=b}  # b\n"
+    "%y = f32[N,3] matmul(%f, %w2) {acc=f32, layer=b}  # b\n"
+    "output y = %y\n";
+
+/* An embedding lookup (gather along axis 0 of a table, with repeated and
+ * out-of-range indices): the table's gradient, the ordered scatter-add. */
+static const char embedded[] =
+    "graph m policy=float32\n"
+    "%x = i32[N,4] input() {index=0}\n"
+    "%e = f32[5,3] const() {weight=\"e.embeddings\", layer=e}  # e\n"
+    "%g = f32[N,4,3] gather(%e, %x) {axis=0, layer=e}  # e\n"
+    "%t = f32[N,4,3] tanh(%g) {layer=e}  # e\n"
+    "%f = f32[N,12] reshape(%t) {shape=[N,12], layer=f}  # f\n"
+    "%w = f32[12,3] const() {weight=\"d.kernel\", layer=d}  # d\n"
+    "%y = f32[N,3] matmul(%f, %w) {acc=f32, layer=d}  # d\n"
+    "output y = %y\n";
+
+START_TEST(test_gradients_layout) {
+  pass_train_options oe = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("embedding, sparse cross-entropy from logits", embedded, &oe);
+
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("layout ops, sparse cross-entropy from logits", layout, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("layout ops, mean squared error", layout, &o);
+}
+END_TEST
 
 START_TEST(test_gradients_layer_norm) {
   pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, false);
@@ -451,6 +502,7 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_gradients_mse_through_softmax);
   tcase_add_test(tc, test_gradients_logits_every_rule);
   tcase_add_test(tc, test_gradients_layer_norm);
+  tcase_add_test(tc, test_gradients_layout);
   tcase_add_test(tc, test_optimizer_steps);
   tcase_add_test(tc, test_loss_scale_state_machine);
   tcase_add_test(tc, test_loss_scale_fixed_and_none);

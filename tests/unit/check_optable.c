@@ -164,6 +164,42 @@ static void build_case(ir_op op, op_case *c) {
   case IR_TYPE_SLICE:
     attr.shape = (ir_shape){2, {IR_DIM_BATCH, ir_op_type_rule(op) == IR_TYPE_PAD ? W + 8 : W / 2}};
     break;
+  /* general tensors: layout ops */
+  case IR_TYPE_RESHAPE: attr.shape = (ir_shape){4, {IR_DIM_BATCH, 2, 4, 2}}; break;
+  case IR_TYPE_TRANSPOSE: /* of a rank-4 view of x: [N,2,4,2] -> [N,2,2,4] */
+    srcs[0] = ir_build_op(c->g, IR_OP_RESHAPE, "x4", &x, 1, &(ir_attr){.shape = {4, {IR_DIM_BATCH, 2, 4, 2}}},
+                          no_loc);
+    attr.perm = (ir_attr_INTS){4, {0, 3, 1, 2}};
+    break;
+  case IR_TYPE_CONCAT: /* three operands along the last axis */
+    srcs[1] = ir_build_unary(c->g, IR_OP_TANH, "t", x, no_loc);
+    srcs[2] = x;
+    n_srcs = 3;
+    attr.axis = -1;
+    break;
+  case IR_TYPE_STRIDED_SLICE: /* columns 1, 4, 7, 10, 13 */
+    attr.starts = (ir_attr_INTS){2, {0, 1}};
+    attr.ends = (ir_attr_INTS){2, {0, -2}};
+    attr.steps = (ir_attr_INTS){2, {1, 3}};
+    break;
+  case IR_TYPE_PAD_CONSTANT: /* x's columns at 3, 5, .., 33 of 40, the rest 0.5 */
+    attr.shape = (ir_shape){2, {IR_DIM_BATCH, 40}};
+    attr.starts = (ir_attr_INTS){2, {0, 3}};
+    attr.steps = (ir_attr_INTS){2, {1, 2}};
+    attr.value = 0.5;
+    break;
+  case IR_TYPE_GATHER: /* an embedding lookup: x becomes int32 indices [N, W] into a [7, 3] table */
+  case IR_TYPE_GATHER_GRAD: /* the gradient of that lookup, dy = tanh of it */
+    x->type.dtype = DT_I32;
+    srcs[0] = konst(c, "table", 2, (int64_t[]){7, 3}, 7);
+    srcs[1] = x;
+    if (ir_op_type_rule(op) == IR_TYPE_GATHER_GRAD) {
+      ir_node *g = ir_build_op(c->g, IR_OP_GATHER, "g", srcs, 2, &(ir_attr){.axis = 0}, no_loc);
+      srcs[0] = ir_build_unary(c->g, IR_OP_TANH, "dy", g, no_loc);
+      attr.shape = (ir_shape){2, {7, 3}};
+    }
+    attr.axis = 0;
+    break;
   }
   if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, n_srcs, &attr, no_loc);
   ir_graph_add_output(c->g, "y", c->node);
@@ -295,12 +331,18 @@ START_TEST(test_every_op_on_every_backend) {
         rng r;
         rng_init(&r, 3);
         for (int k = 0; k < BATCH * W; k++) in[k] = rng_uniform_f32(&r, -2.0f, 2.0f);
+        /* int32 indices (gather's): -1 to 8 into a table of 7 rows, some outside it */
+        bool ints = x->desc->inputs[0].dtype == DT_I32;
+        int32_t in_i[BATCH * W];
+        for (int k = 0; k < BATCH * W; k++) in_i[k] = (int32_t)floorf((in[k] + 2.0f) * 2.45f) - 1;
+        if (ints)
+          for (int k = 0; k < BATCH * W; k++) in[k] = (float)in_i[k];
         const rt_tensor_desc *od = &x->desc->outputs[0];
         int64_t n = 1;
         for (int k = 0; k < od->rank; k++) n *= od->dims[k] < 0 ? BATCH : od->dims[k];
         void *raw = xcalloc((size_t)n, 8);
         float *out = xcalloc((size_t)n, 4);
-        const void *ins[] = {in};
+        const void *ins[] = {ints ? (const void *)in_i : (const void *)in};
         void *outs[] = {raw};
         ck_assert_msg(be->run(x, BATCH, ins, outs, d), "%s: run: %s", ir_op_name((ir_op)i), diag_text(d));
         for (int64_t k = 0; k < n; k++) out[k] = (float)dtype_load_double(od->dtype, raw, k);
@@ -325,8 +367,10 @@ START_TEST(test_every_op_on_every_backend) {
         bool sums = kc == IR_KERNEL_ROWWISE || kc == IR_KERNEL_REDUCE || (ir_op)i == IR_OP_MATMUL_NT ||
                     strstr(ir_op_name((ir_op)i), "_grad");
         double e = sums ? ref_normalized_error(out, want[0], n) : ref_max_rel_error(out, want[0], n, 1e-3);
-        ck_assert_msg(e <= 2e-6, "%s on %s: max relative error %g vs the reference", ir_op_name((ir_op)i),
-                      cpus[ci].cpu ? cpus[ci].cpu : "the host", e);
+        ref_cmp worst = sums ? ref_compare_normalized(out, want[0], n) : ref_compare_rel(out, want[0], n, 1e-3);
+        char msg[256];
+        ck_assert_msg(e <= 2e-6, "%s on %s: max relative error %g vs the reference (%s)", ir_op_name((ir_op)i),
+                      cpus[ci].cpu ? cpus[ci].cpu : "the host", e, ref_cmp_str(&worst, msg, sizeof msg));
         ref_outputs_free(want, 1);
         free(xin), free(out);
         cg_exec_destroy(x);
@@ -638,6 +682,57 @@ START_TEST(test_unsupported_is_reported) {
 }
 END_TEST
 
+/* general tensors: gather_grad, the ordered scatter-add, with many
+ * repeated indices and some outside the table, on every CPU path: 1 and 3
+ * threads give the same bits, and match the float64 reference. */
+START_TEST(test_gather_grad_threads) {
+  enum { T = 37, V = 11, D = 5, BATCH = 9 };
+  op_case c = {0};
+  c.g = ir_graph_create("scatter");
+  ir_type xt = {DT_I32, 2, {IR_DIM_BATCH, T}};
+  ir_node *x = ir_build_input(c.g, "x", &xt, 0, no_loc);
+  ir_node *tab = konst(&c, "table", 2, (int64_t[]){V, D}, 5);
+  ir_node *g = ir_build_op(c.g, IR_OP_GATHER, "g", (ir_node *[]){tab, x}, 2, &(ir_attr){.axis = 0}, no_loc);
+  ir_node *dy = ir_build_unary(c.g, IR_OP_TANH, "dy", g, no_loc);
+  ir_attr ga = {.axis = 0, .shape = {2, {V, D}}};
+  ir_node *y = ir_build_op(c.g, IR_OP_GATHER_GRAD, "y", (ir_node *[]){dy, x}, 2, &ga, no_loc);
+  ir_graph_add_output(c.g, "y", y);
+  ir_graph_renumber(c.g);
+  int32_t in[BATCH * T];
+  rng r;
+  rng_init(&r, 11);
+  for (int k = 0; k < BATCH * T; k++) in[k] = (int32_t)(rng_next(&r) % (V + 2)) - 1;
+  double *rin = xmalloc(sizeof(double) * BATCH * T), *want[1] = {NULL};
+  for (int k = 0; k < BATCH * T; k++) rin[k] = in[k];
+  char err[256];
+  ck_assert_msg(ref_run(c.g, BATCH, (const double *[]){rin}, want, err, sizeof err), "%s", err);
+  float out[2][V * D];
+  for (int ci = 0; ci < N_CPUS; ci++)
+    for (int t = 0; t < 2; t++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = t ? 3 : 1;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+      cg_exec *ex = cg_backend_compile(&cg_backend_cpu, c.g, &bo, d);
+      ck_assert_msg(ex, "%s", diag_text(d));
+      void *outs[] = {out[t]};
+      ck_assert_msg(cg_backend_cpu.run(ex, BATCH, (const void *[]){in}, outs, d), "%s", diag_text(d));
+      unsetenv("CASTOR_PARALLEL_MIN_WORK");
+      double e = ref_normalized_error(out[t], want[0], V * D);
+      ck_assert_msg(e <= 2e-6, "gather_grad on %s, %d threads: normalized error %g",
+                    cpus[ci].cpu ? cpus[ci].cpu : "the host", bo.threads, e);
+      if (t) ck_assert_msg(!memcmp(out[0], out[1], sizeof out[0]), "gather_grad: 1 and 3 threads differ");
+      cg_exec_destroy(ex);
+      diag_sink_destroy(d);
+    }
+  ref_outputs_free(want, 1);
+  free(rin);
+  free_case(&c);
+}
+END_TEST
+
 static Suite *optable_suite(void) {
   Suite *s = suite_create("optable");
   TCase *tc = tcase_create("ops");
@@ -649,6 +744,7 @@ static Suite *optable_suite(void) {
   tcase_add_test(tc, test_every_op_on_every_backend);
   tcase_add_test(tc, test_layer_norm_shapes);
   tcase_add_test(tc, test_layer_norm_grad_shapes);
+  tcase_add_test(tc, test_gather_grad_threads);
   tcase_add_test(tc, test_unbatched_contractions);
   tcase_add_test(tc, test_contraction_blocking);
   tcase_add_test(tc, test_unsupported_is_reported);
