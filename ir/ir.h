@@ -92,6 +92,8 @@ typedef enum ir_type_rule {
   IR_TYPE_UPDATE,    /* written operands and the gradient after them share one
                       * float unbatched type; then lr, s f32 [], ok i1 [], t i64 []; operand 0's type */
   IR_TYPE_SCALAR_UPDATE, /* the operands a row documents, all []; operand 0's type */
+  /* convolutional networks */
+  IR_TYPE_CONV2D,    /* x [N,H,W,C], w [KH,KW,C,O] unbatched, one float dtype; [N,OH,OW,O] (ir_conv2d_out) */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -257,6 +259,11 @@ ir_dtype ir_policy_variable_dtype(ir_policy p);
 bool ir_policy_from_name(const char *s, size_t n, ir_policy *out);
 
 /* ---- types ---- */
+
+/* A conv2d's output size along one spatial dimension: input size `in`,
+ * kernel size k, stride, dilation and the pads before and after; <= 0 when
+ * the window does not fit. */
+int64_t ir_conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad0, int64_t pad1);
 
 bool ir_type_eq(const ir_type *a, const ir_type *b);
 bool ir_type_is_batched(const ir_type *t); /* first dim is N */

@@ -360,6 +360,10 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_LOSS_SCALE_UPDATE:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
+  /* convolutional networks */
+  case IR_OP_CONV2D:
+    return fail(s, DIAG_KIND_UNSUPPORTED, n->loc, "%s (%%%s): no gradient rule yet (training a convolution comes next)",
+                ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

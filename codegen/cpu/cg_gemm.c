@@ -85,6 +85,18 @@ typedef struct gemm_variant {
  * (matmul_tn's gradient rows, too many to pack whole). */
 typedef enum gemm_b_src { GEMM_B_PREPACKED, GEMM_B_IN_PLACE, GEMM_B_PACK_CALL_T, GEMM_B_PACK_BLOCK } gemm_b_src;
 
+/* convolutional networks: a conv2d is the GEMM of its implicit im2col
+ * matrix A [N*OH*OW, KH*KW*C] and its kernel w [KH*KW*C, O] (HWIO is that
+ * matrix row-major, so it pre-packs like a matmul's weight). A is never
+ * written whole: the A packing gathers each block from x through this
+ * index map (row m = (n, oh, ow), k = (kh, kw, c) -> x[n, oh*sh - top +
+ * kh*dh, ow*sw - left + kw*dw, c], 0 outside x). The launch's rows are
+ * images; the GEMM's rows are rows_per_item (OH*OW) per image. */
+typedef struct gemm_conv {
+  int64_t rows_per_item; /* OH*OW; 0: not a convolution */
+  int64_t H, W, C, KW, OW, sh, sw, dh, dw, pt, pl;
+} gemm_conv;
+
 struct cg_gemm {
   int vw, nv, nr, mr;   /* a full panel is nv vectors of vw lanes: nr columns */
   int64_t K, Nc;        /* K < 0: the run's batch (matmul_tn sums over it) */
@@ -103,6 +115,7 @@ struct cg_gemm {
   bool prefetch_b;      /* the k loop prefetches the next micro-tile's B into L2 */
   gemm_variant var[4];
   int n_var;
+  gemm_conv conv;       /* convolutional networks: the A gather of a conv2d */
 };
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -130,10 +143,17 @@ static const struct {
 static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0], *a = mm->srcs[0];
   g->vw = kernel_regs[caps->gemm_kernel].vw;
-  g->Nc = mm->type.dims[1];
+  g->Nc = mm->type.dims[mm->type.rank - 1];
   g->b_src = GEMM_B_IN_PLACE; /* cg_gemm_plan may pre-pack a constant */
   ir_type_rule rule = ir_op_type_rule(mm->op); /* the contraction's variant: its shape rule */
-  if (rule == IR_TYPE_MATMUL_TN) { /* y = a^T b: the sum runs over a's rows, the batch or its own */
+  if (rule == IR_TYPE_CONV2D) { /* convolutional networks: A gathered from x (gemm_conv) */
+    const ir_type *x = &a->type, *w = &mm->srcs[1]->type;
+    g->K = w->dims[0] * w->dims[1] * w->dims[2];
+    g->conv = (gemm_conv){.rows_per_item = mm->type.dims[1] * mm->type.dims[2], .H = x->dims[1], .W = x->dims[2],
+                          .C = x->dims[3], .KW = w->dims[1], .OW = mm->type.dims[2],
+                          .sh = mm->attr.strides.v[0], .sw = mm->attr.strides.v[1], .dh = mm->attr.dilations.v[0],
+                          .dw = mm->attr.dilations.v[1], .pt = mm->attr.pads.v[0], .pl = mm->attr.pads.v[2]};
+  } else if (rule == IR_TYPE_MATMUL_TN) { /* y = a^T b: the sum runs over a's rows, the batch or its own */
     g->a_trans = 1;
     g->K = ir_type_is_batched(&a->type) ? -1 : a->type.dims[0];
     g->b_src = GEMM_B_PACK_BLOCK;
@@ -187,7 +207,9 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
 /* A contraction kernel whose B operand is [K, N] as stored (matmul's shape
  * rule), so a constant B may be stored pre-packed. */
 static bool plain_matmul(const cg_kernel *k) {
-  return k->kind == CG_KERNEL_CONTRACT && ir_op_type_rule(k->ops[0]->op) == IR_TYPE_MATMUL;
+  if (k->kind != CG_KERNEL_CONTRACT) return false;
+  ir_type_rule r = ir_op_type_rule(k->ops[0]->op);
+  return r == IR_TYPE_MATMUL || r == IR_TYPE_CONV2D;
 }
 
 void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout) {
@@ -206,7 +228,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
                                                       : 0;
     layout->launch[ki] = (cg_kernel_launch){.cols = g->Nc,
                                             .col_step = g->softmax ? g->Nc : g->nr,
-                                            .row_step = g->mr,
+                                            .row_step = g->conv.rows_per_item ? 1 : g->mr, /* a conv: images */
                                             .scratch_bytes = b_bytes ? g->b_off + b_bytes : g->b_off};
   }
   /* pre-pack a constant B when every use of it is as the B of GEMMs that
@@ -247,7 +269,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
 
 /* Kernels share a body only if their GEMM layouts agree on every field:
  * a new field must join the key below. */
-_Static_assert(sizeof(struct cg_gemm) == 168, "cg_gemm changed: add the new field to cg_gemm_key");
+_Static_assert(sizeof(struct cg_gemm) == 264, "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
   str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw,
@@ -256,6 +278,11 @@ void cg_gemm_key(const cg_gemm *g, str_buf *out) {
                  (long long)g->n_kblocks, (long long)g->lda, (long long)g->ldc, (long long)g->c_off,
                  (long long)g->c_rows, (long long)g->b_off, g->softmax, g->prefetch_b);
   for (int v = 0; v < g->n_var; v++) str_buf_printf(out, "%dx%d,", g->var[v].mr, g->var[v].np);
+  const gemm_conv *cv = &g->conv; /* convolutional networks */
+  str_buf_printf(out, "conv %lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld:", (long long)cv->rows_per_item,
+                 (long long)cv->H, (long long)cv->W, (long long)cv->C, (long long)cv->KW, (long long)cv->OW,
+                 (long long)cv->sh, (long long)cv->sw, (long long)cv->dh, (long long)cv->dw, (long long)cv->pt,
+                 (long long)cv->pl);
 }
 
 /* ---- emission ---- */
@@ -270,6 +297,8 @@ typedef struct gemm_ctx {
   LLVMValueRef jc_panel;          /* first panel of the current column block */
   LLVMValueRef bblock, bpanel0;   /* B packed at run time: the current K block's panels, the first */
   LLVMValueRef epilogue;          /* the kernel's epilogue function */
+  LLVMValueRef run_done;          /* emit_pack_run: where its vector loop stopped */
+  LLVMValueRef row0, row1;        /* the call's GEMM rows (a conv: its images' rows) */
 } gemm_ctx;
 
 static LLVMValueRef gep(cg_emitter *e, LLVMTypeRef ty, LLVMValueRef p, LLVMValueRef idx) {
@@ -282,6 +311,72 @@ static LLVMValueRef min_(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, b, ""), a, b, "");
 }
 
+/* convolutional networks: copies n elements from src (x's dtype) to dst
+ * (f32), or zeros, vectors then single elements. */
+static void emit_pack_run(gemm_ctx *x, LLVMValueRef src, LLVMValueRef dst, LLVMValueRef n, const char *name) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  ir_dtype dt = x->a->type.dtype;
+  LLVMTypeRef at = cg_llvm_dtype(e, dt);
+  for (int lanes = g->vw; lanes >= 1; lanes = lanes > 1 ? 1 : 0) {
+    cg_loop l = cg_loop_begin(c, lanes == g->vw ? cg_i64(e, 0) : x->run_done, n, lanes, name);
+    LLVMValueRef v = src ? cg_emit_load(e, dt, gep(e, at, src, l.iv), lanes, x->a->name)
+                         : cg_const(e, lanes > 1 ? x->vt : e->f32, 0.0);
+    cg_emit_store(e, DT_F32, v, gep(e, e->f32, dst, l.iv), lanes);
+    cg_loop_end(c, &l);
+    x->run_done = l.iv;
+  }
+}
+
+/* convolutional networks: A[ic .. ic+m) x [pc .. pc+kk) of a conv2d,
+ * gathered from x through the im2col index map (gemm_conv): per row, the
+ * taps (kh, kw) the K block meets, each a run of input channels copied
+ * from x's pixel, or zeros where the tap falls in the padding. */
+static void emit_pack_a_conv(gemm_ctx *x, LLVMValueRef m) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  const gemm_conv *cv = &g->conv;
+  LLVMTypeRef at = cg_llvm_dtype(e, x->a->type.dtype);
+  LLVMValueRef C = cg_i64(e, cv->C), zero = cg_i64(e, 0);
+  cg_loop lr = cg_loop_begin(c, zero, m, 1, "pack.row");
+  LLVMValueRef gm = add(e, x->ic, lr.iv);
+  LLVMValueRef img = LLVMBuildSDiv(B, gm, cg_i64(e, cv->rows_per_item), "img");
+  LLVMValueRef rem = LLVMBuildSRem(B, gm, cg_i64(e, cv->rows_per_item), "");
+  LLVMValueRef oh = LLVMBuildSDiv(B, rem, cg_i64(e, cv->OW), "oh"), ow = LLVMBuildSRem(B, rem, cg_i64(e, cv->OW), "ow");
+  LLVMValueRef ih0 = LLVMBuildSub(B, mul(e, oh, cv->sh), cg_i64(e, cv->pt), "");
+  LLVMValueRef iw0 = LLVMBuildSub(B, mul(e, ow, cv->sw), cg_i64(e, cv->pl), "");
+  LLVMValueRef dst = gep(e, e->f32, x->apack, mul(e, lr.iv, g->lda));
+  LLVMValueRef t0 = LLVMBuildSDiv(B, x->pc, C, "");
+  LLVMValueRef t1 = add(e, LLVMBuildSDiv(B, LLVMBuildSub(B, add(e, x->pc, x->kk), cg_i64(e, 1), ""), C, ""), cg_i64(e, 1));
+  cg_loop lt = cg_loop_begin(c, t0, t1, 1, "pack.tap");
+  LLVMValueRef ih = add(e, ih0, mul(e, LLVMBuildSDiv(B, lt.iv, cg_i64(e, cv->KW), ""), cv->dh));
+  LLVMValueRef iw = add(e, iw0, mul(e, LLVMBuildSRem(B, lt.iv, cg_i64(e, cv->KW), ""), cv->dw));
+  LLVMValueRef inside = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntULT, ih, cg_i64(e, cv->H), ""),
+                                     LLVMBuildICmp(B, LLVMIntULT, iw, cg_i64(e, cv->W), ""), "inside");
+  LLVMValueRef tc = LLVMBuildMul(B, lt.iv, C, "");
+  LLVMValueRef lo = LLVMBuildSub(B, x->pc, tc, ""), hi = LLVMBuildSub(B, add(e, x->pc, x->kk), tc, "");
+  LLVMValueRef c0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, lo, zero, ""), lo, zero, "c0");
+  LLVMValueRef c1 = min_(e, hi, C);
+  LLVMValueRef d = gep(e, e->f32, dst, LLVMBuildSub(B, add(e, tc, c0), x->pc, ""));
+  LLVMValueRef len = LLVMBuildSub(B, c1, c0, "");
+  LLVMBasicBlockRef copy = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.pixel");
+  LLVMBasicBlockRef pad = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.padding");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.tap.done");
+  LLVMBuildCondBr(B, inside, copy, pad);
+  LLVMPositionBuilderAtEnd(B, copy);
+  LLVMValueRef pix = add(e, mul(e, add(e, mul(e, img, cv->H), ih), cv->W), iw);
+  emit_pack_run(x, gep(e, at, c->base[x->a->id], add(e, LLVMBuildMul(B, pix, C, ""), c0)), d, len, "pack.c");
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, pad);
+  emit_pack_run(x, NULL, d, len, "pack.zero");
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, done);
+  cg_loop_end(c, &lt);
+  cg_loop_end(c, &lr);
+}
+
 /* Copies A[ic .. ic+m) x [pc .. pc+kk) to the packed block as f32. */
 static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
   cg_kctx *c = x->c;
@@ -289,6 +384,10 @@ static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
   const cg_gemm *g = x->g;
   ir_dtype dt = x->a->type.dtype;
   LLVMTypeRef at = cg_llvm_dtype(e, dt);
+  if (g->conv.rows_per_item) {
+    emit_pack_a_conv(x, m);
+    return;
+  }
   if (g->a_trans) { /* A[i, k] is a[k, i]: row k of the block is a's row pc + k, columns ic .. ic+m */
     int64_t M = x->a->type.dims[1];
     cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), x->kk, 1, "pack.k");
@@ -657,6 +756,8 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
   gemm_ctx x = {.c = c, .g = g, .mm = k->ops[0], .a = k->ops[0]->srcs[0], .b = k->ops[0]->srcs[1],
                 .out = k->ops[k->n_ops - 1], .vt = LLVMVectorType(e->f32, (unsigned)g->vw)};
   x.epilogue = emit_epilogue_fn(c, g);
+  x.row0 = g->conv.rows_per_item ? mul(e, c->row0, g->conv.rows_per_item) : c->row0;
+  x.row1 = g->conv.rows_per_item ? mul(e, c->row1, g->conv.rows_per_item) : c->row1;
   x.apack = c->scratch;
   x.ctile = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->c_off));
   LLVMValueRef bpack = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->b_off));
@@ -684,7 +785,7 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
   cg_loop lj = cg_loop_begin(c, cg_i64(e, 0), nblocks, 1, "jc");
   x.jc_panel = add(e, p_begin, mul(e, lj.iv, ncp));
   LLVMValueRef jc_end = min_(e, add(e, x.jc_panel, cg_i64(e, ncp)), p_end);
-  LLVMValueRef rows = LLVMBuildSub(B, c->row1, c->row0, "");
+  LLVMValueRef rows = LLVMBuildSub(B, x.row1, x.row0, "");
   LLVMValueRef nrb = LLVMBuildSDiv(B, add(e, rows, cg_i64(e, g->mc - 1)), cg_i64(e, g->mc), "");
   /* ic (row blocks) then pc (K blocks), the C tile one row block's; or,
    * when B is packed a K block at a time, pc then ic, so that each block
@@ -716,11 +817,11 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
       }
     } else {
       LLVMValueRef off = mul(e, iv, g->mc);
-      x.ic = add(e, c->row0, off);
+      x.ic = add(e, x.row0, off);
       if (pc_outer) x.ctile = gep(e, e->f32, ctile0, mul(e, off, g->ldc));
     }
   }
-  LLVMValueRef m = min_(e, cg_i64(e, g->mc), LLVMBuildSub(B, c->row1, x.ic, ""));
+  LLVMValueRef m = min_(e, cg_i64(e, g->mc), LLVMBuildSub(B, x.row1, x.ic, ""));
   emit_pack_a(&x, m);
   LLVMValueRef ir = cg_i64(e, 0);
   for (int v = 0; v < g->n_var; v++) ir = emit_variant(&x, ir, m, g->var[v], x.jc_panel, jc_end);

@@ -102,7 +102,8 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case IR_OP_MSE_GRAD: case IR_OP_ALL_FINITE: case IR_OP_SGD: case IR_OP_SGD_MOMENTUM: \
   case IR_OP_RMSPROP: case IR_OP_RMSPROP_MOMENTUM: case IR_OP_RMSPROP_CENTERED: \
   case IR_OP_RMSPROP_CENTERED_MOMENTUM: case IR_OP_ADAM: case IR_OP_COUNT_STEP: case IR_OP_LOSS_SCALE_UPDATE: \
-  case IR_OP_LAYER_NORM_GRAD: case IR_OP_LAYER_NORM_XHAT:
+  case IR_OP_LAYER_NORM_GRAD: case IR_OP_LAYER_NORM_XHAT: \
+  case IR_OP_CONV2D:
 
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
@@ -448,6 +449,32 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
         for (int64_t j = 0; j < inner; j++) row[j] = inv * (dy[j] * gamma[j] - mg - (x[j] - mean) * inv * mgx);
       }
     }
+    break;
+  }
+  /* convolutional networks */
+  case IR_OP_CONV2D: {
+    /* the definition: every output element a sum over the window, x read
+     * as 0 outside it */
+    const ir_type *xt = &n->srcs[0]->type, *wt = &n->srcs[1]->type;
+    int64_t H = xt->dims[1], W = xt->dims[2], C = xt->dims[3], KH = wt->dims[0], KW = wt->dims[1], O = wt->dims[3];
+    int64_t OH = t->dims[1], OW = t->dims[2], img = H * W * C;
+    if (img <= 0 || n_src[0] % img || n_src[1] != KH * KW * C * O || count != n_src[0] / img * OH * OW * O)
+      return FAIL("conv2d %%%s: inconsistent sizes", n->name);
+    const int64_t *st = n->attr.strides.v, *dl = n->attr.dilations.v, *pd = n->attr.pads.v;
+    for (int64_t b = 0; b < n_src[0] / img; b++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++)
+          for (int64_t o = 0; o < O; o++) {
+            double sum = 0;
+            for (int64_t p = 0; p < KH; p++)
+              for (int64_t q = 0; q < KW; q++) {
+                int64_t ih = i * st[0] - pd[0] + p * dl[0], iw = j * st[1] - pd[2] + q * dl[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                for (int64_t c = 0; c < C; c++)
+                  sum += src[0][((b * H + ih) * W + iw) * C + c] * src[1][((p * KW + q) * C + c) * O + o];
+              }
+            y[((b * OH + i) * OW + j) * O + o] = sum;
+          }
     break;
   }
   case IR_OP_PAD:

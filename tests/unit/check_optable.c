@@ -147,6 +147,12 @@ static void build_case(ir_op op, op_case *c) {
   case IR_TYPE_SLICE:
     attr.shape = (ir_shape){2, {IR_DIM_BATCH, ir_op_type_rule(op) == IR_TYPE_PAD ? W + 8 : W / 2}};
     break;
+  /* convolutional networks: x's W values as an image [4, 2, 2] */
+  case IR_TYPE_CONV2D:
+    x->type = (ir_type){DT_F32, 4, {IR_DIM_BATCH, 4, 2, 2}};
+    srcs[1] = konst(c, "w", 4, (int64_t[]){3, 3, 2, 5}, 7);
+    attr = (ir_attr){.acc = DT_F32, .strides = {2, {1, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {1, 1, 1, 1}}};
+    break;
   }
   if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, n_srcs, &attr, no_loc);
   ir_graph_add_output(c->g, "y", c->node);
@@ -306,7 +312,8 @@ START_TEST(test_every_op_on_every_backend) {
          * (silu_grad at x = -1.28: elementwise relative error is unbounded) */
         ir_kernel_class kc = ir_op_kernel((ir_op)i);
         bool sums = kc == IR_KERNEL_ROWWISE || kc == IR_KERNEL_REDUCE || (ir_op)i == IR_OP_MATMUL_NT ||
-                    strstr(ir_op_name((ir_op)i), "_grad");
+                    strstr(ir_op_name((ir_op)i), "_grad") ||
+                    (ir_op)i == IR_OP_CONV2D; /* convolutional networks: sums over a window */
         double e = sums ? ref_normalized_error(out, want[0], n) : ref_max_rel_error(out, want[0], n, 1e-3);
         ck_assert_msg(e <= 2e-6, "%s on %s: max relative error %g vs the reference", ir_op_name((ir_op)i),
                       cpus[ci].cpu ? cpus[ci].cpu : "the host", e);
