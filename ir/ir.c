@@ -397,6 +397,27 @@ static bool infer_conv2d(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir
   return true;
 }
 
+/* conv2d's gradients: the forward conv2d of x (its shape) and w (their
+ * shapes: one is an operand, the other {shape}) must give dy's shape. */
+static bool infer_conv2d_grad(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir_type *out, char *err,
+                              size_t errlen) {
+  bool input = ir_op_type_rule(op) == IR_TYPE_CONV2D_INPUT_GRAD;
+  const ir_node *dy = srcs[input ? 0 : 1], *other = srcs[input ? 1 : 0];
+  ir_node fx = {0}, fw = {0};
+  ir_type st = {other->type.dtype, attr->shape.rank, {0}};
+  for (int r = 0; r < attr->shape.rank && r < IR_MAX_RANK; r++) st.dims[r] = attr->shape.dims[r];
+  fx.type = input ? st : other->type;
+  fw.type = input ? other->type : st;
+  ir_type fwd;
+  if (!infer_conv2d(op, (ir_node *[]){&fx, &fw}, attr, &fwd, err, errlen)) return false;
+  char sa[96], sb[96];
+  shape_str(&dy->type, sa, sizeof sa), shape_str(&fwd, sb, sizeof sb);
+  if (!ir_type_eq(&dy->type, &fwd))
+    return FAIL("%s dy %s must be the forward conv2d's result %s", ir_op_name(op), sa, sb);
+  *out = st;
+  return true;
+}
+
 bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr,
                    ir_type *out, char *err, size_t errlen) {
   char sa[96], sb[96];
@@ -596,6 +617,8 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   }
   /* convolutional networks */
   case IR_TYPE_CONV2D: return infer_conv2d(op, srcs, attr, out, err, errlen);
+  case IR_TYPE_CONV2D_INPUT_GRAD:
+  case IR_TYPE_CONV2D_FILTER_GRAD: return infer_conv2d_grad(op, srcs, attr, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;
@@ -609,12 +632,15 @@ static const struct {
   bool is;
   int operand, dim;
   int n_dims; /* the summed index runs over dimensions dim .. dim + n_dims (0: one) */
+  bool with_last; /* and over the last dimension too */
 } contraction[] = {
     [IR_TYPE_MATMUL] = {true, 0, -1, 0},    /* [M,K] x [K,Nc]: K, a's last */
     [IR_TYPE_MATMUL_NT] = {true, 0, -1, 0}, /* [M,Nc] x [K,Nc]: Nc, a's last */
     [IR_TYPE_MATMUL_TN] = {true, 0, 0, 0},  /* [M,K] x [M,Nc]: M, a's first */
     /* convolutional networks */
-    [IR_TYPE_CONV2D] = {true, 1, 0, 3},     /* x x w [KH,KW,C,O]: KH x KW x C, w's first three */
+    [IR_TYPE_CONV2D] = {true, 1, 0, 3, false},     /* x x w [KH,KW,C,O]: KH x KW x C, w's first three */
+    [IR_TYPE_CONV2D_INPUT_GRAD] = {true, 1, 0, 2, true}, /* dy x w: KH x KW x O, w's first two and last */
+    [IR_TYPE_CONV2D_FILTER_GRAD] = {true, 1, 0, 3, false}, /* x x dy [N,OH,OW,O]: N x OH x OW */
 };
 
 bool ir_node_contraction(const ir_node *n, int *out_operand, int *out_dim) {
@@ -640,6 +666,7 @@ int64_t ir_node_flops(const ir_node *n, int64_t batch) {
     int64_t summed = 1;
     for (int r = dim; r < dim + (nd ? nd : 1) && r < t->rank; r++)
       summed *= t->dims[r] == IR_DIM_BATCH ? batch : t->dims[r];
+    if (contraction[ir_op_type_rule(n->op)].with_last) summed *= t->dims[t->rank - 1];
     return 2 * numel * summed;
   }
   return (int64_t)f * numel;

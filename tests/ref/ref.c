@@ -103,7 +103,7 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case IR_OP_RMSPROP: case IR_OP_RMSPROP_MOMENTUM: case IR_OP_RMSPROP_CENTERED: \
   case IR_OP_RMSPROP_CENTERED_MOMENTUM: case IR_OP_ADAM: case IR_OP_COUNT_STEP: case IR_OP_LOSS_SCALE_UPDATE: \
   case IR_OP_LAYER_NORM_GRAD: case IR_OP_LAYER_NORM_XHAT: \
-  case IR_OP_CONV2D:
+  case IR_OP_CONV2D: case IR_OP_CONV2D_INPUT_GRAD: case IR_OP_CONV2D_FILTER_GRAD:
 
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
@@ -475,6 +475,39 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
               }
             y[((b * OH + i) * OW + j) * O + o] = sum;
           }
+    break;
+  }
+  case IR_OP_CONV2D_INPUT_GRAD:
+  case IR_OP_CONV2D_FILTER_GRAD: {
+    /* the forward conv2d's sums transposed: each product
+     * x[n,ih,iw,c] * w[p,q,c,o] of the forward pass adds dy[n,i,j,o] * w to
+     * dx, or x * dy to dw (a scatter here: the reference has no threads) */
+    bool input = n->op == IR_OP_CONV2D_INPUT_GRAD;
+    const ir_type *xt = input ? t : &n->srcs[0]->type, *wt = input ? &n->srcs[1]->type : t;
+    const ir_type *dyt = &n->srcs[input ? 0 : 1]->type;
+    int64_t H = xt->dims[1], W = xt->dims[2], C = xt->dims[3], KH = wt->dims[0], KW = wt->dims[1], O = wt->dims[3];
+    int64_t OH = dyt->dims[1], OW = dyt->dims[2], img = OH * OW * O;
+    const double *dy = src[input ? 0 : 1], *other = src[input ? 1 : 0];
+    int64_t nb = img > 0 ? n_src[input ? 0 : 1] / img : 0;
+    if (img <= 0 || n_src[input ? 0 : 1] % img || count != (input ? nb * H * W * C : KH * KW * C * O))
+      return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+    const int64_t *st = n->attr.strides.v, *dl = n->attr.dilations.v, *pd = n->attr.pads.v;
+    for (int64_t i = 0; i < count; i++) y[i] = 0;
+    for (int64_t b = 0; b < nb; b++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++)
+          for (int64_t p = 0; p < KH; p++)
+            for (int64_t q = 0; q < KW; q++) {
+              int64_t ih = i * st[0] - pd[0] + p * dl[0], iw = j * st[1] - pd[2] + q * dl[1];
+              if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+              for (int64_t c = 0; c < C; c++)
+                for (int64_t o = 0; o < O; o++) {
+                  int64_t xi = ((b * H + ih) * W + iw) * C + c, wi = ((p * KW + q) * C + c) * O + o;
+                  double g = dy[((b * OH + i) * OW + j) * O + o];
+                  if (input) y[xi] += g * other[wi];
+                  else y[wi] += g * other[xi];
+                }
+            }
     break;
   }
   case IR_OP_PAD:

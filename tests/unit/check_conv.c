@@ -14,6 +14,7 @@
  */
 #include <check.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,139 @@ static void check_conv(const conv_case *cc, bool f16) {
   ir_graph_destroy(g);
 }
 
+/* The gradient ops on the same shapes: dx = conv2d_input_grad(dy, w) and
+ * dw = conv2d_filter_grad(x, dy), dy an input like x, against the
+ * reference on every CPU path, 1 and 3 threads bit-identical. */
+static void check_conv_grads(const conv_case *cc, bool f16) {
+  ir_graph *g = ir_graph_create("conv_grad");
+  ir_dtype dt = f16 ? DT_F16 : DT_F32;
+  int64_t N = cc->batch;
+  ir_attr a = {.acc = DT_F32, .strides = {2, {cc->sh, cc->sw}}, .dilations = {2, {cc->dh, cc->dw}}, .pads = {4, {0}}};
+  if (cc->same) {
+    same_pads(cc->H, cc->KH, cc->sh, cc->dh, &a.pads.v[0], &a.pads.v[1]);
+    same_pads(cc->W, cc->KW, cc->sw, cc->dw, &a.pads.v[2], &a.pads.v[3]);
+  }
+  int64_t OH = ir_conv_out_size(cc->H, cc->KH, cc->sh, cc->dh, a.pads.v[0], a.pads.v[1]);
+  int64_t OW = ir_conv_out_size(cc->W, cc->KW, cc->sw, cc->dw, a.pads.v[2], a.pads.v[3]);
+  int64_t nx = N * cc->H * cc->W * cc->C, nw = cc->KH * cc->KW * cc->C * cc->O, ny = N * OH * OW * cc->O;
+  float *h[3] = {xmalloc((size_t)nx * 4), xmalloc((size_t)nw * 4), xmalloc((size_t)ny * 4)};
+  uint16_t *e16[3] = {xmalloc((size_t)nx * 2), xmalloc((size_t)nw * 2), xmalloc((size_t)ny * 2)};
+  int64_t cnt[3] = {nx, nw, ny};
+  rng r;
+  rng_init(&r, 13);
+  for (int k = 0; k < 3; k++)
+    for (int64_t i = 0; i < cnt[k]; i++) h[k][i] = half_f16_to_f32(e16[k][i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
+  ir_type xt = {dt, 4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}}, wt = {dt, 4, {cc->KH, cc->KW, cc->C, cc->O}};
+  ir_type yt = {dt, 4, {IR_DIM_BATCH, OH, OW, cc->O}};
+  ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc), *dy = ir_build_input(g, "dy", &yt, 1, no_loc);
+  ir_node *w = ir_build_const(g, "w", &wt, "w", f16 ? (void *)e16[1] : (void *)h[1], no_loc);
+  a.shape = (ir_shape){4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}};
+  ir_node *dx = ir_build_op(g, IR_OP_CONV2D_INPUT_GRAD, "dx", (ir_node *[]){dy, w}, 2, &a, no_loc);
+  a.shape = (ir_shape){4, {cc->KH, cc->KW, cc->C, cc->O}};
+  ir_node *dw = ir_build_op(g, IR_OP_CONV2D_FILTER_GRAD, "dw", (ir_node *[]){x, dy}, 2, &a, no_loc);
+  ir_graph_add_output(g, "dx", f16 ? ir_build_cast(g, "dx32", dx, DT_F32, no_loc) : dx);
+  ir_graph_add_output(g, "dw", f16 ? ir_build_cast(g, "dw32", dw, DT_F32, no_loc) : dw);
+  ir_graph_renumber(g);
+  double *rx = ref_from_f32(h[0], nx), *rdy = ref_from_f32(h[2], ny), *want[2] = {NULL, NULL};
+  char err[256];
+  ck_assert_msg(ref_run(g, N, (const double *[]){rx, rdy}, want, err, sizeof err), "%s", err);
+  float *out[2][2];
+  for (int t = 0; t < 2; t++) out[t][0] = xmalloc((size_t)nx * 4), out[t][1] = xmalloc((size_t)nw * 4);
+  for (int ci = 0; ci < N_CPUS; ci++)
+    for (int t = 0; t < 2; t++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = t ? 3 : 1;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+      cg_exec *ex_ = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+      ck_assert_msg(ex_, "compile: %s", diag_text(d));
+      const void *ins[] = {f16 ? (void *)e16[0] : h[0], f16 ? (void *)e16[2] : h[2]};
+      void *outs[] = {out[t][0], out[t][1]};
+      ck_assert_msg(cg_backend_cpu.run(ex_, N, ins, outs, d), "run: %s", diag_text(d));
+      unsetenv("CASTOR_PARALLEL_MIN_WORK");
+      for (int o = 0; o < 2; o++) {
+        /* f32 sums: rounding grows with the square root of the summed length */
+        double summed = o ? (double)(N * OH * OW) : (double)(cc->KH * cc->KW * cc->O);
+        double e = ref_normalized_error(out[t][o], want[o], o ? nw : nx);
+        ck_assert_msg(e <= (f16 ? 1e-3 : 2e-6 * fmax(1, sqrt(summed / 600))),
+                      "%s of x [%lld,%lld,%lld,%lld] w [%lld,%lld,%lld,%lld] s %lldx%lld d %lldx%lld %s %s on %s, "
+                      "%d threads: normalized error %g",
+                      o ? "conv2d_filter_grad" : "conv2d_input_grad", (long long)N, (long long)cc->H, (long long)cc->W,
+                      (long long)cc->C, (long long)cc->KH, (long long)cc->KW, (long long)cc->C, (long long)cc->O,
+                      (long long)cc->sh, (long long)cc->sw, (long long)cc->dh, (long long)cc->dw,
+                      cc->same ? "same" : "valid", f16 ? "f16" : "f32", cpus[ci].cpu ? cpus[ci].cpu : "the host",
+                      bo.threads, e);
+        if (t) ck_assert_msg(memcmp(out[0][o], out[1][o], (size_t)(o ? nw : nx) * 4) == 0, "%s: 1 and 3 threads differ",
+                             o ? "conv2d_filter_grad" : "conv2d_input_grad");
+      }
+      cg_exec_destroy(ex_);
+      diag_sink_destroy(d);
+    }
+  ref_outputs_free(want, 2);
+  free(rx), free(rdy);
+  for (int k = 0; k < 3; k++) free(h[k]), free(e16[k]);
+  for (int t = 0; t < 2; t++) free(out[t][0]), free(out[t][1]);
+  ir_graph_destroy(g);
+}
+
+/* The gradient ops' float64 reference against central differences of the
+ * forward conv2d's reference: L = sum(conv2d(x, w) * dy), so dL/dx =
+ * conv2d_input_grad(dy, w) and dL/dw = conv2d_filter_grad(x, dy). L is
+ * linear in each element, so the differences are exact but for rounding. */
+static void check_conv_fd(const conv_case *cc) {
+  ir_attr a = {.acc = DT_F32, .strides = {2, {cc->sh, cc->sw}}, .dilations = {2, {cc->dh, cc->dw}}, .pads = {4, {0}}};
+  if (cc->same) {
+    same_pads(cc->H, cc->KH, cc->sh, cc->dh, &a.pads.v[0], &a.pads.v[1]);
+    same_pads(cc->W, cc->KW, cc->sw, cc->dw, &a.pads.v[2], &a.pads.v[3]);
+  }
+  int64_t N = cc->batch;
+  int64_t OH = ir_conv_out_size(cc->H, cc->KH, cc->sh, cc->dh, a.pads.v[0], a.pads.v[1]);
+  int64_t OW = ir_conv_out_size(cc->W, cc->KW, cc->sw, cc->dw, a.pads.v[2], a.pads.v[3]);
+  ir_type xt = {DT_F32, 4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}}, wt = {DT_F32, 4, {cc->KH, cc->KW, cc->C, cc->O}};
+  ir_type yt = {DT_F32, 4, {IR_DIM_BATCH, OH, OW, cc->O}};
+  ir_graph *f = ir_graph_create("fwd"), *b = ir_graph_create("bwd");
+  ir_node *fx = ir_build_input(f, "x", &xt, 0, no_loc), *fw = ir_build_input(f, "w", &wt, 1, no_loc);
+  ir_graph_add_output(f, "y", ir_build_op(f, IR_OP_CONV2D, "y", (ir_node *[]){fx, fw}, 2, &a, no_loc));
+  ir_node *bx = ir_build_input(b, "x", &xt, 0, no_loc), *bw = ir_build_input(b, "w", &wt, 1, no_loc);
+  ir_node *bdy = ir_build_input(b, "dy", &yt, 2, no_loc);
+  a.shape = (ir_shape){4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}};
+  ir_graph_add_output(b, "dx", ir_build_op(b, IR_OP_CONV2D_INPUT_GRAD, "dx", (ir_node *[]){bdy, bw}, 2, &a, no_loc));
+  a.shape = (ir_shape){4, {cc->KH, cc->KW, cc->C, cc->O}};
+  ir_graph_add_output(b, "dw", ir_build_op(b, IR_OP_CONV2D_FILTER_GRAD, "dw", (ir_node *[]){bx, bdy}, 2, &a, no_loc));
+  int64_t cnt[3] = {N * cc->H * cc->W * cc->C, cc->KH * cc->KW * cc->C * cc->O, N * OH * OW * cc->O};
+  double *v[3];
+  rng r;
+  rng_init(&r, 19);
+  for (int k = 0; k < 3; k++) {
+    v[k] = xmalloc((size_t)cnt[k] * sizeof **v);
+    for (int64_t i = 0; i < cnt[k]; i++) v[k][i] = rng_uniform_f32(&r, -1, 1);
+  }
+  char err[256];
+  double *grads[2] = {NULL, NULL};
+  ck_assert_msg(ref_run(b, N, (const double *[]){v[0], v[1], v[2]}, grads, err, sizeof err), "%s", err);
+  for (int k = 0; k < 2; k++)
+    for (int64_t i = 0; i < cnt[k]; i++) {
+      double keep = v[k][i], h = 1e-3, l[2];
+      for (int sgn = 0; sgn < 2; sgn++) {
+        v[k][i] = keep + (sgn ? -h : h);
+        double *y[1] = {NULL};
+        ck_assert_msg(ref_run(f, N, (const double *[]){v[0], v[1]}, y, err, sizeof err), "%s", err);
+        l[sgn] = 0;
+        for (int64_t j = 0; j < cnt[2]; j++) l[sgn] += y[0][j] * v[2][j];
+        ref_outputs_free(y, 1);
+      }
+      v[k][i] = keep;
+      double fd = (l[0] - l[1]) / (2 * h);
+      ck_assert_msg(fabs(fd - grads[k][i]) <= 1e-9 * fmax(1, fabs(fd)), "%s[%lld] = %.12g, finite differences %.12g",
+                    k ? "conv2d_filter_grad" : "conv2d_input_grad", (long long)i, grads[k][i], fd);
+    }
+  ref_outputs_free(grads, 2);
+  for (int k = 0; k < 3; k++) free(v[k]);
+  ir_graph_destroy(f), ir_graph_destroy(b);
+}
+
 START_TEST(test_conv2d_shapes) {
   static const conv_case cases[] = {
       /* N  H   W   C  KH KW  O   sh sw dh dw same  bias */
@@ -126,7 +260,21 @@ START_TEST(test_conv2d_shapes) {
       {2, 8, 7, 300, 2, 3, 4, 3, 2, 1, 2, true, true},    /* C > K block: a tap over several blocks */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    for (int f16 = 0; f16 < 2; f16++) check_conv(&cases[i], f16);
+    for (int f16 = 0; f16 < 2; f16++) check_conv(&cases[i], f16), check_conv_grads(&cases[i], f16);
+}
+END_TEST
+
+/* Odd shapes: stride 2, dilation 2, 'same' with odd sizes, 1x1 and 5x5
+ * kernels, channels not a multiple of 8. */
+START_TEST(test_conv2d_gradients_fd) {
+  static const conv_case cases[] = {
+      {2, 7, 5, 3, 3, 3, 5, 2, 2, 1, 1, true, false},
+      {2, 9, 8, 3, 3, 2, 4, 1, 1, 2, 2, false, false},
+      {1, 5, 7, 5, 1, 1, 3, 2, 1, 1, 1, true, false},
+      {1, 6, 7, 2, 5, 5, 3, 1, 2, 1, 1, true, false},
+      {2, 6, 6, 11, 3, 3, 9, 2, 2, 1, 1, true, false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv_fd(&cases[i]);
 }
 END_TEST
 
@@ -166,6 +314,7 @@ static Suite *conv_suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_conv2d_shapes);
   tcase_add_test(tc, test_conv2d_type_errors);
+  tcase_add_test(tc, test_conv2d_gradients_fd);
   suite_add_tcase(s, tc);
   return s;
 }

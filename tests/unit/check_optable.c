@@ -153,6 +153,18 @@ static void build_case(ir_op op, op_case *c) {
     srcs[1] = konst(c, "w", 4, (int64_t[]){3, 3, 2, 5}, 7);
     attr = (ir_attr){.acc = DT_F32, .strides = {2, {1, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {1, 1, 1, 1}}};
     break;
+  case IR_TYPE_CONV2D_INPUT_GRAD: /* dy = x [N,4,2,2] of a 'same' 3x3 conv2d of [N,4,2,3] */
+  case IR_TYPE_CONV2D_FILTER_GRAD: /* x and dy both x [N,4,2,2] */
+    x->type = (ir_type){DT_F32, 4, {IR_DIM_BATCH, 4, 2, 2}};
+    attr = (ir_attr){.acc = DT_F32, .strides = {2, {1, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {1, 1, 1, 1}}};
+    if (ir_op_type_rule(op) == IR_TYPE_CONV2D_INPUT_GRAD) {
+      srcs[1] = konst(c, "w", 4, (int64_t[]){3, 3, 3, 2}, 7);
+      attr.shape = (ir_shape){4, {IR_DIM_BATCH, 4, 2, 3}};
+    } else {
+      srcs[1] = x;
+      attr.shape = (ir_shape){4, {3, 3, 2, 2}};
+    }
+    break;
   }
   if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, n_srcs, &attr, no_loc);
   ir_graph_add_output(c->g, "y", c->node);
@@ -173,7 +185,8 @@ START_TEST(test_table_is_consistent) {
     ck_assert_msg(ir_op_semantics(op) && *ir_op_semantics(op), "%s: no semantics", name);
     int f = ir_op_flops(op);
     ck_assert_msg(f >= 0 || f == IR_FLOPS_CONTRACT, "%s: flops %d", name, f);
-    ck_assert_msg(f != IR_FLOPS_CONTRACT || ir_op_kernel(op) == IR_KERNEL_CONTRACT || op == IR_OP_MATMUL_TN,
+    ck_assert_msg(f != IR_FLOPS_CONTRACT || ir_op_kernel(op) == IR_KERNEL_CONTRACT || op == IR_OP_MATMUL_TN ||
+                      op == IR_OP_CONV2D_FILTER_GRAD,
                   "%s: contraction flops", name);
     ck_assert_msg(!(ir_op_flags(op) & IR_OPF_PAD8) ||
                       (ir_op_kernel(op) == IR_KERNEL_CONTRACT && ir_op_type_rule(op) == IR_TYPE_MATMUL),
