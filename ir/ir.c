@@ -397,6 +397,29 @@ static bool infer_conv2d(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir
   return true;
 }
 
+/* pooling: a window per output element, every window meeting x */
+static bool infer_pool2d(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir_type *out, char *err, size_t errlen) {
+  char sa[96];
+  const ir_type *x = &srcs[0]->type;
+  shape_str(x, sa, sizeof sa);
+  if (x->rank != 4 || !dtype_is_float(x->dtype) || x->dims[1] == IR_DIM_BATCH)
+    return FAIL("%s needs a float x [N,H,W,C], got %s", ir_op_name(op), sa);
+  if (!ints_ok(&attr->pool, 2, 1, 1 << 20) || !ints_ok(&attr->strides, 2, 1, 1 << 20) ||
+      !ints_ok(&attr->pads, 4, 0, 1 << 20))
+    return FAIL("%s needs pool=[ph,pw] and strides=[sh,sw] >= 1 and pads=[top,bottom,left,right] >= 0", ir_op_name(op));
+  for (int i = 0; i < 4; i++)
+    if (attr->pads.v[i] >= attr->pool.v[i / 2])
+      return FAIL("%s pad %lld is not smaller than its window %lld: a window would hold only padding", ir_op_name(op),
+                  (long long)attr->pads.v[i], (long long)attr->pool.v[i / 2]);
+  int64_t oh = ir_conv_out_size(x->dims[1], attr->pool.v[0], attr->strides.v[0], 1, attr->pads.v[0], attr->pads.v[1]);
+  int64_t ow = ir_conv_out_size(x->dims[2], attr->pool.v[1], attr->strides.v[1], 1, attr->pads.v[2], attr->pads.v[3]);
+  if (oh < 1 || ow < 1)
+    return FAIL("%s window [%lld,%lld] does not fit in x %s", ir_op_name(op), (long long)attr->pool.v[0],
+                (long long)attr->pool.v[1], sa);
+  *out = (ir_type){x->dtype, 4, {x->dims[0], oh, ow, x->dims[3]}};
+  return true;
+}
+
 /* conv2d's gradients: the forward conv2d of x (its shape) and w (their
  * shapes: one is an operand, the other {shape}) must give dy's shape. */
 static bool infer_conv2d_grad(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir_type *out, char *err,
@@ -619,6 +642,7 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_CONV2D: return infer_conv2d(op, srcs, attr, out, err, errlen);
   case IR_TYPE_CONV2D_INPUT_GRAD:
   case IR_TYPE_CONV2D_FILTER_GRAD: return infer_conv2d_grad(op, srcs, attr, out, err, errlen);
+  case IR_TYPE_POOL2D: return infer_pool2d(op, srcs, attr, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;

@@ -371,6 +371,10 @@ static bool backward(grad_state *s, ir_node *n) {
     if (s->needs[b->id]) accumulate(s, b, op(s, IR_OP_CONV2D_FILTER_GRAD, n, b->name, (ir_node *[]){a, dy}, 2, &ga));
     return true;
   }
+  case IR_OP_MAX_POOL2D:
+  case IR_OP_AVG_POOL2D:
+    return fail(s, DIAG_KIND_UNSUPPORTED, n->loc, "%s (%%%s): no gradient rule yet (pooling's gradients come next)",
+                ir_op_name(n->op), n->name);
   case IR_OP_CONV2D_INPUT_GRAD:
   case IR_OP_CONV2D_FILTER_GRAD:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",

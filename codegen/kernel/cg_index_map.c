@@ -18,6 +18,8 @@
  * same instructions for every target, so a target's code does not
  * change with the form of the map it calls).
  */
+#include <math.h>
+
 #include "codegen/kernel/cg_kit.h"
 
 #define B (e->b)
@@ -55,10 +57,56 @@ static LLVMValueRef pad_slice_value(cg_kctx *c, const ir_node *op, bool is_pad, 
   return LLVMBuildSelect(B, inb, v, cg_const(e, e->f32, 0.0), op->name);
 }
 
+/* convolutional networks: pooling. Output element (n, oh, ow, ch) reduces
+ * its window of x, taps p, q in row-major order: the max (strictly
+ * greater replaces, so the first maximal tap wins; a NaN sticks) or the
+ * mean over the taps inside x. Loops, not unrolled: windows may be wide. */
+static LLVMValueRef pool_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *x = op->srcs[0];
+  const ir_type *xt = &x->type;
+  bool mx = op->op == IR_OP_MAX_POOL2D;
+  LLVMValueRef coord[IR_MAX_RANK];
+  unflatten(e, &op->type, i, coord);
+  const int64_t *pl = op->attr.pool.v, *st = op->attr.strides.v, *pd = op->attr.pads.v;
+  LLVMValueRef h0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[1], cg_i64(e, st[0]), ""), cg_i64(e, pd[0]), "");
+  LLVMValueRef w0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[2], cg_i64(e, st[1]), ""), cg_i64(e, pd[2]), "");
+  LLVMValueRef acc = cg_entry_alloca(c, e->f32, "pool.acc"), cnt = cg_entry_alloca(c, e->f32, "pool.count");
+  LLVMBuildStore(B, cg_const(e, e->f32, mx ? -INFINITY : 0.0), acc);
+  LLVMBuildStore(B, cg_const(e, e->f32, 0.0), cnt);
+  cg_loop lp = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, pl[0]), 1, "pool.p");
+  cg_loop lq = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, pl[1]), 1, "pool.q");
+  LLVMValueRef ih = LLVMBuildAdd(B, h0, lp.iv, ""), iw = LLVMBuildAdd(B, w0, lq.iv, "");
+  LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntULT, ih, cg_i64(e, xt->dims[1]), ""),
+                                 LLVMBuildICmp(B, LLVMIntULT, iw, cg_i64(e, xt->dims[2]), ""), "");
+  LLVMValueRef src = LLVMBuildAdd(
+      B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, coord[0], cg_i64(e, xt->dims[1]), ""), ih, ""),
+                                                      cg_i64(e, xt->dims[2]), ""), iw, ""),
+                      cg_i64(e, xt->dims[3]), ""),
+      coord[3], "");
+  LLVMValueRef v = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, x, LLVMBuildSelect(B, in, src, cg_i64(e, 0), "")), 1, x->name);
+  LLVMValueRef a = LLVMBuildLoad2(B, e->f32, acc, "");
+  LLVMValueRef next;
+  if (mx) {
+    LLVMValueRef wins = LLVMBuildOr(B, LLVMBuildFCmp(B, LLVMRealOGT, v, a, ""), LLVMBuildFCmp(B, LLVMRealUNO, v, v, ""), "");
+    next = LLVMBuildSelect(B, LLVMBuildAnd(B, in, wins, ""), v, a, "");
+  } else {
+    next = LLVMBuildSelect(B, in, LLVMBuildFAdd(B, a, v, ""), a, "");
+    LLVMValueRef n = LLVMBuildLoad2(B, e->f32, cnt, "");
+    LLVMBuildStore(B, LLVMBuildSelect(B, in, LLVMBuildFAdd(B, n, cg_const(e, e->f32, 1.0), ""), n, ""), cnt);
+  }
+  LLVMBuildStore(B, next, acc);
+  cg_loop_end(c, &lq);
+  cg_loop_end(c, &lp);
+  LLVMValueRef r = LLVMBuildLoad2(B, e->f32, acc, op->name);
+  return mx ? r : LLVMBuildFDiv(B, r, LLVMBuildLoad2(B, e->f32, cnt, ""), op->name);
+}
+
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   CASTOR_ASSERT(ir_op_kernel(op->op) == IR_KERNEL_REINDEX);
   /* the map is the op's shape rule (the op table's type column) */
   ir_type_rule rule = ir_op_type_rule(op->op);
+  if (rule == IR_TYPE_POOL2D) return pool_value(c, op, i); /* convolutional networks */
   CASTOR_ASSERT(rule == IR_TYPE_PAD || rule == IR_TYPE_SLICE);
   return pad_slice_value(c, op, rule == IR_TYPE_PAD, i);
 }

@@ -103,7 +103,8 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case IR_OP_RMSPROP: case IR_OP_RMSPROP_MOMENTUM: case IR_OP_RMSPROP_CENTERED: \
   case IR_OP_RMSPROP_CENTERED_MOMENTUM: case IR_OP_ADAM: case IR_OP_COUNT_STEP: case IR_OP_LOSS_SCALE_UPDATE: \
   case IR_OP_LAYER_NORM_GRAD: case IR_OP_LAYER_NORM_XHAT: \
-  case IR_OP_CONV2D: case IR_OP_CONV2D_INPUT_GRAD: case IR_OP_CONV2D_FILTER_GRAD:
+  case IR_OP_CONV2D: case IR_OP_CONV2D_INPUT_GRAD: case IR_OP_CONV2D_FILTER_GRAD: \
+  case IR_OP_MAX_POOL2D: case IR_OP_AVG_POOL2D:
 
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
@@ -474,6 +475,33 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
                   sum += src[0][((b * H + ih) * W + iw) * C + c] * src[1][((p * KW + q) * C + c) * O + o];
               }
             y[((b * OH + i) * OW + j) * O + o] = sum;
+          }
+    break;
+  }
+  case IR_OP_MAX_POOL2D:
+  case IR_OP_AVG_POOL2D: {
+    const ir_type *xt = &n->srcs[0]->type;
+    int64_t H = xt->dims[1], W = xt->dims[2], C = xt->dims[3], OH = t->dims[1], OW = t->dims[2], img = H * W * C;
+    if (img <= 0 || n_src[0] % img || count != n_src[0] / img * OH * OW * C)
+      return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+    const int64_t *pl = n->attr.pool.v, *st = n->attr.strides.v, *pd = n->attr.pads.v;
+    bool mx = n->op == IR_OP_MAX_POOL2D;
+    for (int64_t b = 0; b < n_src[0] / img; b++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++)
+          for (int64_t c = 0; c < C; c++) {
+            double acc = mx ? -INFINITY : 0;
+            int64_t cnt = 0;
+            for (int64_t p = 0; p < pl[0]; p++)
+              for (int64_t q = 0; q < pl[1]; q++) {
+                int64_t ih = i * st[0] - pd[0] + p, iw = j * st[1] - pd[2] + q;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                double v = src[0][((b * H + ih) * W + iw) * C + c];
+                cnt++;
+                if (!mx) acc += v;
+                else if (v > acc || isnan(v)) acc = isnan(acc) ? acc : v;
+              }
+            y[((b * OH + i) * OW + j) * C + c] = mx ? acc : acc / (double)cnt;
           }
     break;
   }

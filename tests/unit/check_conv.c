@@ -308,6 +308,80 @@ START_TEST(test_conv2d_type_errors) {
 }
 END_TEST
 
+/* Pooling (the kernel kit's window maps) on odd shapes: windows wider
+ * than their strides and narrower, 'same' with the odd pad at the end,
+ * channels not a multiple of a vector, f32 and f16, under a fused relu; on
+ * every CPU path, 1 and 3 threads bit-identical, against the reference. */
+static void check_pool(ir_op op, const conv_case *cc, bool f16) {
+  ir_graph *g = ir_graph_create("pool");
+  ir_dtype dt = f16 ? DT_F16 : DT_F32;
+  int64_t N = cc->batch, nx = N * cc->H * cc->W * cc->C;
+  float *hx = xmalloc((size_t)nx * 4);
+  uint16_t *ex = xmalloc((size_t)nx * 2);
+  rng r;
+  rng_init(&r, 23);
+  for (int64_t i = 0; i < nx; i++) hx[i] = half_f16_to_f32(ex[i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
+  ir_attr a = {.pool = {2, {cc->KH, cc->KW}}, .strides = {2, {cc->sh, cc->sw}}, .pads = {4, {0}}};
+  if (cc->same) {
+    same_pads(cc->H, cc->KH, cc->sh, 1, &a.pads.v[0], &a.pads.v[1]);
+    same_pads(cc->W, cc->KW, cc->sw, 1, &a.pads.v[2], &a.pads.v[3]);
+  }
+  ir_type xt = {dt, 4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}};
+  ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
+  ir_node *y = ir_build_op(g, op, "y", &x, 1, &a, no_loc);
+  if (cc->bias_relu) y = ir_build_unary(g, IR_OP_RELU, "y.relu", y, no_loc);
+  int64_t ny = N * y->type.dims[1] * y->type.dims[2] * cc->C;
+  ir_graph_add_output(g, "y", f16 ? ir_build_cast(g, "y32", y, DT_F32, no_loc) : y);
+  ir_graph_renumber(g);
+  double *rx = ref_from_f32(hx, nx), *want[1] = {NULL};
+  char err[256];
+  ck_assert_msg(ref_run(g, N, (const double *[]){rx}, want, err, sizeof err), "%s", err);
+  float *out[2] = {xmalloc((size_t)ny * 4), xmalloc((size_t)ny * 4)};
+  for (int ci = 0; ci < N_CPUS; ci++)
+    for (int t = 0; t < 2; t++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = t ? 3 : 1;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+      cg_exec *ex_ = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+      ck_assert_msg(ex_, "compile: %s", diag_text(d));
+      const void *ins[] = {f16 ? (void *)ex : hx};
+      void *outs[] = {out[t]};
+      ck_assert_msg(cg_backend_cpu.run(ex_, N, ins, outs, d), "run: %s", diag_text(d));
+      unsetenv("CASTOR_PARALLEL_MIN_WORK");
+      double e = ref_max_rel_error(out[t], want[0], ny, 1e-3);
+      ck_assert_msg(e <= (f16 ? 1e-3 : 1e-6), "%s x [%lld,%lld,%lld,%lld] pool %lldx%lld s %lldx%lld %s %s on %s: error %g",
+                    ir_op_name(op), (long long)N, (long long)cc->H, (long long)cc->W, (long long)cc->C,
+                    (long long)cc->KH, (long long)cc->KW, (long long)cc->sh, (long long)cc->sw,
+                    cc->same ? "same" : "valid", f16 ? "f16" : "f32", cpus[ci].cpu ? cpus[ci].cpu : "the host", e);
+      if (t) ck_assert_msg(memcmp(out[0], out[1], (size_t)ny * 4) == 0, "%s: 1 and 3 threads differ", ir_op_name(op));
+      cg_exec_destroy(ex_);
+      diag_sink_destroy(d);
+    }
+  ref_outputs_free(want, 1);
+  free(rx), free(hx), free(ex), free(out[0]), free(out[1]);
+  ir_graph_destroy(g);
+}
+
+START_TEST(test_pool2d_shapes) {
+  static const conv_case cases[] = {
+      /* N  H   W   C  ph pw O  sh sw dh dw same  relu */
+      {3, 7, 9, 3, 2, 2, 0, 2, 2, 1, 1, false, false}, /* Keras's default 2x2, odd sizes: the last row dropped */
+      {2, 7, 9, 5, 2, 2, 0, 2, 2, 1, 1, true, true},   /* 'same': the odd pad at the end */
+      {2, 8, 6, 17, 3, 3, 0, 2, 2, 1, 1, true, false}, /* 3x3 over stride 2 (overlapping) */
+      {1, 5, 10, 4, 3, 1, 0, 1, 3, 1, 1, true, true},  /* 3x1 windows, strides 1x3 */
+      {2, 28, 28, 32, 2, 2, 0, 2, 2, 1, 1, false, false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int f16 = 0; f16 < 2; f16++) {
+      check_pool(IR_OP_MAX_POOL2D, &cases[i], f16);
+      check_pool(IR_OP_AVG_POOL2D, &cases[i], f16);
+    }
+}
+END_TEST
+
 static Suite *conv_suite(void) {
   Suite *s = suite_create("conv");
   TCase *tc = tcase_create("conv2d");
@@ -315,6 +389,7 @@ static Suite *conv_suite(void) {
   tcase_add_test(tc, test_conv2d_shapes);
   tcase_add_test(tc, test_conv2d_type_errors);
   tcase_add_test(tc, test_conv2d_gradients_fd);
+  tcase_add_test(tc, test_pool2d_shapes);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -165,6 +165,10 @@ static void build_case(ir_op op, op_case *c) {
       attr.shape = (ir_shape){4, {3, 3, 2, 2}};
     }
     break;
+  case IR_TYPE_POOL2D: /* x as [N,4,2,2]: 3x2 windows, strides 2x1, 'same' (the odd pad at the end) */
+    x->type = (ir_type){DT_F32, 4, {IR_DIM_BATCH, 4, 2, 2}};
+    attr = (ir_attr){.pool = {2, {3, 2}}, .strides = {2, {2, 1}}, .pads = {4, {0, 1, 0, 1}}};
+    break;
   }
   if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, n_srcs, &attr, no_loc);
   ir_graph_add_output(c->g, "y", c->node);
