@@ -71,7 +71,7 @@ typedef enum fe_layer_kind {
   FE_LAYER_COUNT
 } fe_layer_kind;
 
-enum { FE_LAYER_MAX_ATTRS = 6 };
+enum { FE_LAYER_MAX_ATTRS = 10 };
 
 /* One argument of a layer call as written: `key=value` or a positional value. */
 typedef enum fe_value_kind { FE_VAL_IDENT, FE_VAL_INT, FE_VAL_STRING, FE_VAL_LIST } fe_value_kind;
@@ -133,6 +133,12 @@ struct fe_layer {
   diag_loc units_loc;
   ir_op act; /* IR_OP_COUNT: none (linear) */
   bool use_bias;
+  /* convolutional networks: conv2d (filters, kernel_size, strides, padding,
+   * dilation_rate) and pooling (pool_size, strides, padding); pairs are
+   * [height, width] */
+  int64_t filters, kernel[2], strides[2], dilation[2], pool[2];
+  bool same, strides_given;
+  diag_loc filters_loc;
   /* lowering */
   bool lowered;
   ir_node *value;
