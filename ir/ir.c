@@ -643,6 +643,15 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_CONV2D_INPUT_GRAD:
   case IR_TYPE_CONV2D_FILTER_GRAD: return infer_conv2d_grad(op, srcs, attr, out, err, errlen);
   case IR_TYPE_POOL2D: return infer_pool2d(op, srcs, attr, out, err, errlen);
+  case IR_TYPE_POOL2D_GRAD: {
+    ir_type fwd;
+    if (!infer_pool2d(op, srcs + 1, attr, &fwd, err, errlen)) return false;
+    shape_str(&srcs[0]->type, sa, sizeof sa), shape_str(&fwd, sb, sizeof sb);
+    if (!ir_type_eq(&srcs[0]->type, &fwd))
+      return FAIL("%s dy %s must be the forward pooling's result %s", ir_op_name(op), sa, sb);
+    *out = srcs[1]->type;
+    return true;
+  }
   }
   CASTOR_UNREACHABLE();
   return false;

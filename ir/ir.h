@@ -97,6 +97,7 @@ typedef enum ir_type_rule {
   IR_TYPE_CONV2D_INPUT_GRAD,  /* dy [N,OH,OW,O], w [KH,KW,C,O]; {shape} [N,H,W,C] that conv2d maps to dy's */
   IR_TYPE_CONV2D_FILTER_GRAD, /* x [N,H,W,C], dy [N,OH,OW,O]; {shape} [KH,KW,C,O] unbatched, as above */
   IR_TYPE_POOL2D,    /* x [N,H,W,C] float; {pool}, {strides}, {pads} (each < its window); [N,OH,OW,C] */
+  IR_TYPE_POOL2D_GRAD, /* dy, x: dy the pooling of x as above; x's type */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */

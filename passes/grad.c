@@ -372,9 +372,14 @@ static bool backward(grad_state *s, ir_node *n) {
     return true;
   }
   case IR_OP_MAX_POOL2D:
-  case IR_OP_AVG_POOL2D:
-    return fail(s, DIAG_KIND_UNSUPPORTED, n->loc, "%s (%%%s): no gradient rule yet (pooling's gradients come next)",
-                ir_op_name(n->op), n->name);
+  case IR_OP_AVG_POOL2D: { /* a gather per element of x: no scatter */
+    ir_attr pa = {.pool = n->attr.pool, .strides = n->attr.strides, .pads = n->attr.pads};
+    ir_op g = n->op == IR_OP_MAX_POOL2D ? IR_OP_MAX_POOL2D_GRAD : IR_OP_AVG_POOL2D_GRAD;
+    accumulate(s, a, op(s, g, n, a->name, (ir_node *[]){dy, a}, 2, &pa));
+    return true;
+  }
+  case IR_OP_MAX_POOL2D_GRAD:
+  case IR_OP_AVG_POOL2D_GRAD:
   case IR_OP_CONV2D_INPUT_GRAD:
   case IR_OP_CONV2D_FILTER_GRAD:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",

@@ -104,7 +104,7 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case IR_OP_RMSPROP_CENTERED_MOMENTUM: case IR_OP_ADAM: case IR_OP_COUNT_STEP: case IR_OP_LOSS_SCALE_UPDATE: \
   case IR_OP_LAYER_NORM_GRAD: case IR_OP_LAYER_NORM_XHAT: \
   case IR_OP_CONV2D: case IR_OP_CONV2D_INPUT_GRAD: case IR_OP_CONV2D_FILTER_GRAD: \
-  case IR_OP_MAX_POOL2D: case IR_OP_AVG_POOL2D:
+  case IR_OP_MAX_POOL2D: case IR_OP_AVG_POOL2D: case IR_OP_MAX_POOL2D_GRAD: case IR_OP_AVG_POOL2D_GRAD:
 
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
@@ -475,6 +475,42 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
                   sum += src[0][((b * H + ih) * W + iw) * C + c] * src[1][((p * KW + q) * C + c) * O + o];
               }
             y[((b * OH + i) * OW + j) * O + o] = sum;
+          }
+    break;
+  }
+  case IR_OP_MAX_POOL2D_GRAD:
+  case IR_OP_AVG_POOL2D_GRAD: {
+    /* each window's dy to its winner (max: the tap the forward scan ends
+     * on, replacing on v > best or a NaN v) or spread over its taps inside
+     * x (avg) */
+    const ir_type *dyt = &n->srcs[0]->type;
+    int64_t H = t->dims[1], W = t->dims[2], C = t->dims[3], OH = dyt->dims[1], OW = dyt->dims[2], img = H * W * C;
+    if (img <= 0 || count % img || n_src[0] != count / img * OH * OW * C || n_src[1] != count)
+      return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+    const int64_t *pl = n->attr.pool.v, *st = n->attr.strides.v, *pd = n->attr.pads.v;
+    bool mx = n->op == IR_OP_MAX_POOL2D_GRAD;
+    const double *dy = src[0], *x = src[1];
+    for (int64_t i = 0; i < count; i++) y[i] = 0;
+    for (int64_t b = 0; b < count / img; b++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++)
+          for (int64_t c = 0; c < C; c++) {
+            double best = -INFINITY, g = dy[((b * OH + i) * OW + j) * C + c];
+            int64_t win = -1, cnt = 0;
+            for (int pass = 0; pass < 2; pass++)
+              for (int64_t p = 0; p < pl[0]; p++)
+                for (int64_t q = 0; q < pl[1]; q++) {
+                  int64_t ih = i * st[0] - pd[0] + p, iw = j * st[1] - pd[2] + q;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  int64_t xi = ((b * H + ih) * W + iw) * C + c;
+                  if (pass == 0) {
+                    cnt++;
+                    if (mx && (x[xi] > best || isnan(x[xi]))) best = x[xi], win = xi;
+                  } else if (!mx) {
+                    y[xi] += g / (double)cnt;
+                  }
+                }
+            if (mx && win >= 0) y[win] += g;
           }
     break;
   }

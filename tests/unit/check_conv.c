@@ -365,6 +365,97 @@ static void check_pool(ir_op op, const conv_case *cc, bool f16) {
   ir_graph_destroy(g);
 }
 
+/* Pooling's gradients: the CPU's gather against the reference (max: ties
+ * too, from inputs in {-1, 0, 1}, routed to the first maximal tap), every
+ * CPU path, 1 and 3 threads bit-identical; and the reference against
+ * central differences of the forward pooling (no ties). */
+static void check_pool_grad(ir_op op, const conv_case *cc, bool f16, bool ties) {
+  ir_graph *g = ir_graph_create("pool_grad");
+  ir_dtype dt = f16 ? DT_F16 : DT_F32;
+  int64_t N = cc->batch, nx = N * cc->H * cc->W * cc->C;
+  ir_attr a = {.pool = {2, {cc->KH, cc->KW}}, .strides = {2, {cc->sh, cc->sw}}, .pads = {4, {0}}};
+  if (cc->same) {
+    same_pads(cc->H, cc->KH, cc->sh, 1, &a.pads.v[0], &a.pads.v[1]);
+    same_pads(cc->W, cc->KW, cc->sw, 1, &a.pads.v[2], &a.pads.v[3]);
+  }
+  int64_t OH = ir_conv_out_size(cc->H, cc->KH, cc->sh, 1, a.pads.v[0], a.pads.v[1]);
+  int64_t OW = ir_conv_out_size(cc->W, cc->KW, cc->sw, 1, a.pads.v[2], a.pads.v[3]);
+  int64_t ny = N * OH * OW * cc->C;
+  float *hx = xmalloc((size_t)nx * 4), *hy = xmalloc((size_t)ny * 4);
+  uint16_t *ex = xmalloc((size_t)nx * 2), *ey = xmalloc((size_t)ny * 2);
+  rng r;
+  rng_init(&r, 29);
+  for (int64_t i = 0; i < nx; i++) {
+    float v = ties ? (float)((int)(rng_next(&r) % 3) - 1) : rng_uniform_f32(&r, -1, 1);
+    hx[i] = half_f16_to_f32(ex[i] = half_f32_to_f16(v));
+  }
+  for (int64_t i = 0; i < ny; i++) hy[i] = half_f16_to_f32(ey[i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
+  ir_type xt = {dt, 4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}}, yt = {dt, 4, {IR_DIM_BATCH, OH, OW, cc->C}};
+  ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc), *dy = ir_build_input(g, "dy", &yt, 1, no_loc);
+  ir_op gop = op == IR_OP_MAX_POOL2D ? IR_OP_MAX_POOL2D_GRAD : IR_OP_AVG_POOL2D_GRAD;
+  ir_node *dx = ir_build_op(g, gop, "dx", (ir_node *[]){dy, x}, 2, &a, no_loc);
+  ir_graph_add_output(g, "dx", f16 ? ir_build_cast(g, "dx32", dx, DT_F32, no_loc) : dx);
+  ir_graph_renumber(g);
+  double *rx = ref_from_f32(hx, nx), *rdy = ref_from_f32(hy, ny), *want[1] = {NULL};
+  char err[256];
+  ck_assert_msg(ref_run(g, N, (const double *[]){rx, rdy}, want, err, sizeof err), "%s", err);
+  float *out[2] = {xmalloc((size_t)nx * 4), xmalloc((size_t)nx * 4)};
+  for (int ci = 0; ci < N_CPUS; ci++)
+    for (int t = 0; t < 2; t++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = t ? 3 : 1;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+      cg_exec *ex_ = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+      ck_assert_msg(ex_, "compile: %s", diag_text(d));
+      const void *ins[] = {f16 ? (void *)ex : hx, f16 ? (void *)ey : hy};
+      void *outs[] = {out[t]};
+      ck_assert_msg(cg_backend_cpu.run(ex_, N, ins, outs, d), "run: %s", diag_text(d));
+      unsetenv("CASTOR_PARALLEL_MIN_WORK");
+      double e = ref_normalized_error(out[t], want[0], nx);
+      ck_assert_msg(e <= (f16 ? 1e-3 : 1e-6), "%s x [%lld,%lld,%lld,%lld] pool %lldx%lld s %lldx%lld %s %s%s on %s: error %g",
+                    ir_op_name(gop), (long long)N, (long long)cc->H, (long long)cc->W, (long long)cc->C,
+                    (long long)cc->KH, (long long)cc->KW, (long long)cc->sh, (long long)cc->sw,
+                    cc->same ? "same" : "valid", f16 ? "f16" : "f32", ties ? " ties" : "",
+                    cpus[ci].cpu ? cpus[ci].cpu : "the host", e);
+      if (t) ck_assert_msg(memcmp(out[0], out[1], (size_t)nx * 4) == 0, "%s: 1 and 3 threads differ", ir_op_name(gop));
+      cg_exec_destroy(ex_);
+      diag_sink_destroy(d);
+    }
+  if (!ties && !f16 && nx <= 2000) { /* the reference's gradient against finite differences of the forward
+                                      * pooling, at x in full precision (16-bit rounding would make ties) */
+    for (int64_t i = 0; i < nx; i++) rx[i] = rng_uniform_f32(&r, -1, 1) + 1e-9 * rng_uniform_f32(&r, -1, 1);
+    ref_outputs_free(want, 1);
+    want[0] = NULL;
+    ck_assert_msg(ref_run(g, N, (const double *[]){rx, rdy}, want, err, sizeof err), "%s", err);
+    ir_graph *f = ir_graph_create("fwd");
+    ir_type ft = {DT_F32, 4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}};
+    ir_node *fx = ir_build_input(f, "x", &ft, 0, no_loc);
+    ir_graph_add_output(f, "y", ir_build_op(f, op, "y", &fx, 1, &a, no_loc));
+    for (int64_t i = 0; i < nx; i++) {
+      double keep = rx[i], h = 1e-6, l[2];
+      for (int sgn = 0; sgn < 2; sgn++) {
+        rx[i] = keep + (sgn ? -h : h);
+        double *y[1] = {NULL};
+        ck_assert_msg(ref_run(f, N, (const double *[]){rx}, y, err, sizeof err), "%s", err);
+        l[sgn] = 0;
+        for (int64_t j = 0; j < ny; j++) l[sgn] += y[0][j] * rdy[j];
+        ref_outputs_free(y, 1);
+      }
+      rx[i] = keep;
+      double fd = (l[0] - l[1]) / (2 * h);
+      ck_assert_msg(fabs(fd - want[0][i]) <= 1e-6 * fmax(1, fabs(fd)), "%s[%lld] = %.12g, finite differences %.12g",
+                    ir_op_name(gop), (long long)i, want[0][i], fd);
+    }
+    ir_graph_destroy(f);
+  }
+  ref_outputs_free(want, 1);
+  free(rx), free(rdy), free(hx), free(hy), free(ex), free(ey), free(out[0]), free(out[1]);
+  ir_graph_destroy(g);
+}
+
 START_TEST(test_pool2d_shapes) {
   static const conv_case cases[] = {
       /* N  H   W   C  ph pw O  sh sw dh dw same  relu */
@@ -378,6 +469,9 @@ START_TEST(test_pool2d_shapes) {
     for (int f16 = 0; f16 < 2; f16++) {
       check_pool(IR_OP_MAX_POOL2D, &cases[i], f16);
       check_pool(IR_OP_AVG_POOL2D, &cases[i], f16);
+      check_pool_grad(IR_OP_MAX_POOL2D, &cases[i], f16, false);
+      check_pool_grad(IR_OP_MAX_POOL2D, &cases[i], f16, true);
+      check_pool_grad(IR_OP_AVG_POOL2D, &cases[i], f16, false);
     }
 }
 END_TEST

@@ -294,7 +294,7 @@ static const struct {
      "%y = f32[N,4] rleu(%x)\n              ^\n"},
     {HDR X "%y = f32[N,4] frobnicate(%x)\n" OUT,
      "t.cir:3:15: error: unknown op 'frobnicate' (ops: input, const, matmul, add, mul, relu, "
-     "sigmoid, tanh, gelu, silu, softmax, layer_norm, cast, pad, slice, variable, literal, matmul_nt, matmul_tn, sum_rows, relu_grad, sigmoid_grad, tanh_grad, gelu_grad, silu_grad, softmax_grad, layer_norm_grad, layer_norm_xhat, xent, xent_grad, xent_logits, xent_logits_grad, mse, mse_grad, all_finite, sgd, sgd_momentum, rmsprop, rmsprop_momentum, rmsprop_centered, rmsprop_centered_momentum, adam, count_step, loss_scale_update, conv2d, conv2d_input_grad, conv2d_filter_grad, max_pool2d, avg_pool2d)\n"
+     "sigmoid, tanh, gelu, silu, softmax, layer_norm, cast, pad, slice, variable, literal, matmul_nt, matmul_tn, sum_rows, relu_grad, sigmoid_grad, tanh_grad, gelu_grad, silu_grad, softmax_grad, layer_norm_grad, layer_norm_xhat, xent, xent_grad, xent_logits, xent_logits_grad, mse, mse_grad, all_finite, sgd, sgd_momentum, rmsprop, rmsprop_momentum, rmsprop_centered, rmsprop_centered_momentum, adam, count_step, loss_scale_update, conv2d, conv2d_input_grad, conv2d_filter_grad, max_pool2d, avg_pool2d, max_pool2d_grad, avg_pool2d_grad)\n"
      "%y = f32[N,4] frobnicate(%x)\n              ^\n"},
     {HDR X "%p = f32[N,2] pad(%x) {shape=[N,2]}\n" OUT,
      "t.cir:3:15: error: pad of f32[N,4] would make "

@@ -169,6 +169,12 @@ static void build_case(ir_op op, op_case *c) {
     x->type = (ir_type){DT_F32, 4, {IR_DIM_BATCH, 4, 2, 2}};
     attr = (ir_attr){.pool = {2, {3, 2}}, .strides = {2, {2, 1}}, .pads = {4, {0, 1, 0, 1}}};
     break;
+  case IR_TYPE_POOL2D_GRAD: /* dy = tanh of x's [N,2,2,2] 2x1-pooled ... of x [N,4,2,2]: windows 2x1, strides 2x1 */
+    x->type = (ir_type){DT_F32, 4, {IR_DIM_BATCH, 4, 2, 2}};
+    attr = (ir_attr){.pool = {2, {2, 1}}, .strides = {2, {2, 1}}, .pads = {4, {0}}};
+    srcs[0] = ir_build_unary(c->g, IR_OP_TANH, "dy", ir_build_op(c->g, IR_OP_AVG_POOL2D, "p", &x, 1, &attr, no_loc), no_loc);
+    srcs[1] = x;
+    break;
   }
   if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, n_srcs, &attr, no_loc);
   ir_graph_add_output(c->g, "y", c->node);
