@@ -30,6 +30,12 @@ void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, 
     *rows_fixed = op->type.dims[0];
     *work_per_row = sums_batch ? 0 : 2 * op->type.dims[1] * summed;
     *work_per_batch = sums_batch ? 2 * op->type.dims[1] : 0;
+  } else if (rule == IR_TYPE_CONV2D_FILTER_GRAD) { /* convolutional networks: rows (kh, kw, c) of dw */
+    const ir_type *dy = &op->srcs[1]->type;
+    *rows_fixed = op->type.dims[0] * op->type.dims[1] * op->type.dims[2];
+    int64_t per_row = 2 * op->type.dims[3] * dy->dims[1] * dy->dims[2];
+    *work_per_row = sums_batch ? 0 : per_row * x->type.dims[0];
+    *work_per_batch = sums_batch ? per_row : 0;
   } else if (rule == IR_TYPE_SUM_ROWS) {
     *rows_fixed = op->type.dims[0];
     *row_step = vw;

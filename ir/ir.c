@@ -353,6 +353,97 @@ static bool check_update_attrs(ir_op op, const ir_attr *attr, char *err, size_t 
   return true;
 }
 
+/* convolutional networks: conv2d's shape rule */
+int64_t ir_conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad0, int64_t pad1) {
+  if (in < 1 || k < 1 || stride < 1 || dilation < 1 || pad0 < 0 || pad1 < 0) return 0;
+  int64_t span = dilation * (k - 1) + 1, padded = in + pad0 + pad1;
+  return padded < span ? 0 : (padded - span) / stride + 1;
+}
+
+static bool ints_ok(const ir_attr_INTS *v, int n, int64_t lo, int64_t hi) {
+  if (v->n != n) return false;
+  for (int i = 0; i < n; i++)
+    if (v->v[i] < lo || v->v[i] > hi) return false;
+  return true;
+}
+
+static bool infer_conv2d(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir_type *out, char *err,
+                         size_t errlen) {
+  char sa[96], sb[96];
+  const ir_type *x = &srcs[0]->type, *w = &srcs[1]->type;
+  shape_str(x, sa, sizeof sa), shape_str(w, sb, sizeof sb);
+  if (x->rank != 4 || w->rank != 4)
+    return FAIL("%s needs x [N,H,W,C] and w [KH,KW,C,O] (rank 4), got %s and %s", ir_op_name(op), sa, sb);
+  if (ir_type_is_batched(w) || x->dims[1] == IR_DIM_BATCH)
+    return FAIL("%s: only x's first dimension may be the batch N, got %s and %s", ir_op_name(op), sa, sb);
+  if (x->dtype != w->dtype || !dtype_is_float(x->dtype))
+    return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
+  if ((unsigned)attr->acc >= DT_COUNT || !dtype_is_float(attr->acc))
+    return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), dtype_name(attr->acc));
+  if (w->dims[2] != x->dims[3])
+    return FAIL("%s kernel %s takes %lld input channels, x %s has %lld", ir_op_name(op), sb, (long long)w->dims[2], sa,
+                (long long)x->dims[3]);
+  if (!ints_ok(&attr->strides, 2, 1, 1 << 20) || !ints_ok(&attr->dilations, 2, 1, 1 << 20) ||
+      !ints_ok(&attr->pads, 4, 0, 1 << 20))
+    return FAIL("%s needs strides=[sh,sw] and dilations=[dh,dw] >= 1 and pads=[top,bottom,left,right] >= 0",
+                ir_op_name(op));
+  int64_t oh = ir_conv_out_size(x->dims[1], w->dims[0], attr->strides.v[0], attr->dilations.v[0], attr->pads.v[0],
+                                attr->pads.v[1]);
+  int64_t ow = ir_conv_out_size(x->dims[2], w->dims[1], attr->strides.v[1], attr->dilations.v[1], attr->pads.v[2],
+                                attr->pads.v[3]);
+  if (oh < 1 || ow < 1)
+    return FAIL("%s kernel %s (dilations [%lld,%lld]) does not fit in x %s with pads [%lld,%lld,%lld,%lld]",
+                ir_op_name(op), sb, (long long)attr->dilations.v[0], (long long)attr->dilations.v[1], sa,
+                (long long)attr->pads.v[0], (long long)attr->pads.v[1], (long long)attr->pads.v[2],
+                (long long)attr->pads.v[3]);
+  *out = (ir_type){x->dtype, 4, {x->dims[0], oh, ow, w->dims[3]}};
+  return true;
+}
+
+/* pooling: a window per output element, every window meeting x */
+static bool infer_pool2d(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir_type *out, char *err, size_t errlen) {
+  char sa[96];
+  const ir_type *x = &srcs[0]->type;
+  shape_str(x, sa, sizeof sa);
+  if (x->rank != 4 || !dtype_is_float(x->dtype) || x->dims[1] == IR_DIM_BATCH)
+    return FAIL("%s needs a float x [N,H,W,C], got %s", ir_op_name(op), sa);
+  if (!ints_ok(&attr->pool, 2, 1, 1 << 20) || !ints_ok(&attr->strides, 2, 1, 1 << 20) ||
+      !ints_ok(&attr->pads, 4, 0, 1 << 20))
+    return FAIL("%s needs pool=[ph,pw] and strides=[sh,sw] >= 1 and pads=[top,bottom,left,right] >= 0", ir_op_name(op));
+  for (int i = 0; i < 4; i++)
+    if (attr->pads.v[i] >= attr->pool.v[i / 2])
+      return FAIL("%s pad %lld is not smaller than its window %lld: a window would hold only padding", ir_op_name(op),
+                  (long long)attr->pads.v[i], (long long)attr->pool.v[i / 2]);
+  int64_t oh = ir_conv_out_size(x->dims[1], attr->pool.v[0], attr->strides.v[0], 1, attr->pads.v[0], attr->pads.v[1]);
+  int64_t ow = ir_conv_out_size(x->dims[2], attr->pool.v[1], attr->strides.v[1], 1, attr->pads.v[2], attr->pads.v[3]);
+  if (oh < 1 || ow < 1)
+    return FAIL("%s window [%lld,%lld] does not fit in x %s", ir_op_name(op), (long long)attr->pool.v[0],
+                (long long)attr->pool.v[1], sa);
+  *out = (ir_type){x->dtype, 4, {x->dims[0], oh, ow, x->dims[3]}};
+  return true;
+}
+
+/* conv2d's gradients: the forward conv2d of x (its shape) and w (their
+ * shapes: one is an operand, the other {shape}) must give dy's shape. */
+static bool infer_conv2d_grad(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir_type *out, char *err,
+                              size_t errlen) {
+  bool input = ir_op_type_rule(op) == IR_TYPE_CONV2D_INPUT_GRAD;
+  const ir_node *dy = srcs[input ? 0 : 1], *other = srcs[input ? 1 : 0];
+  ir_node fx = {0}, fw = {0};
+  ir_type st = {other->type.dtype, attr->shape.rank, {0}};
+  for (int r = 0; r < attr->shape.rank && r < IR_MAX_RANK; r++) st.dims[r] = attr->shape.dims[r];
+  fx.type = input ? st : other->type;
+  fw.type = input ? other->type : st;
+  ir_type fwd;
+  if (!infer_conv2d(op, (ir_node *[]){&fx, &fw}, attr, &fwd, err, errlen)) return false;
+  char sa[96], sb[96];
+  shape_str(&dy->type, sa, sizeof sa), shape_str(&fwd, sb, sizeof sb);
+  if (!ir_type_eq(&dy->type, &fwd))
+    return FAIL("%s dy %s must be the forward conv2d's result %s", ir_op_name(op), sa, sb);
+  *out = st;
+  return true;
+}
+
 bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr,
                    ir_type *out, char *err, size_t errlen) {
   char sa[96], sb[96];
@@ -586,6 +677,20 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_PAD_CONSTANT:
   case IR_TYPE_GATHER:
   case IR_TYPE_GATHER_GRAD: return ir_infer_layout(op, srcs, n_srcs, attr, out, err, errlen);
+  /* convolutional networks */
+  case IR_TYPE_CONV2D: return infer_conv2d(op, srcs, attr, out, err, errlen);
+  case IR_TYPE_CONV2D_INPUT_GRAD:
+  case IR_TYPE_CONV2D_FILTER_GRAD: return infer_conv2d_grad(op, srcs, attr, out, err, errlen);
+  case IR_TYPE_POOL2D: return infer_pool2d(op, srcs, attr, out, err, errlen);
+  case IR_TYPE_POOL2D_GRAD: {
+    ir_type fwd;
+    if (!infer_pool2d(op, srcs + 1, attr, &fwd, err, errlen)) return false;
+    shape_str(&srcs[0]->type, sa, sizeof sa), shape_str(&fwd, sb, sizeof sb);
+    if (!ir_type_eq(&srcs[0]->type, &fwd))
+      return FAIL("%s dy %s must be the forward pooling's result %s", ir_op_name(op), sa, sb);
+    *out = srcs[1]->type;
+    return true;
+  }
   }
   CASTOR_UNREACHABLE();
   return false;
@@ -598,10 +703,16 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
 static const struct {
   bool is;
   int operand, dim;
+  int n_dims; /* the summed index runs over dimensions dim .. dim + n_dims (0: one) */
+  bool with_last; /* and over the last dimension too */
 } contraction[] = {
-    [IR_TYPE_MATMUL] = {true, 0, -1},    /* [M,K] x [K,Nc]: K, a's last */
-    [IR_TYPE_MATMUL_NT] = {true, 0, -1}, /* [M,Nc] x [K,Nc]: Nc, a's last */
-    [IR_TYPE_MATMUL_TN] = {true, 0, 0},  /* [M,K] x [M,Nc]: M, a's first */
+    [IR_TYPE_MATMUL] = {true, 0, -1, 0},    /* [M,K] x [K,Nc]: K, a's last */
+    [IR_TYPE_MATMUL_NT] = {true, 0, -1, 0}, /* [M,Nc] x [K,Nc]: Nc, a's last */
+    [IR_TYPE_MATMUL_TN] = {true, 0, 0, 0},  /* [M,K] x [M,Nc]: M, a's first */
+    /* convolutional networks */
+    [IR_TYPE_CONV2D] = {true, 1, 0, 3, false},     /* x x w [KH,KW,C,O]: KH x KW x C, w's first three */
+    [IR_TYPE_CONV2D_INPUT_GRAD] = {true, 1, 0, 2, true}, /* dy x w: KH x KW x O, w's first two and last */
+    [IR_TYPE_CONV2D_FILTER_GRAD] = {true, 1, 0, 3, false}, /* x x dy [N,OH,OW,O]: N x OH x OW */
 };
 
 bool ir_node_contraction(const ir_node *n, int *out_operand, int *out_dim) {
@@ -622,8 +733,12 @@ int64_t ir_node_flops(const ir_node *n, int64_t batch) {
   if (f == IR_FLOPS_CONTRACT) {
     int operand, dim;
     if (!ir_node_contraction(n, &operand, &dim)) return 2 * numel; /* a rank-0 operand: one product */
-    int64_t summed = n->srcs[operand]->type.dims[dim];
-    if (summed == IR_DIM_BATCH) summed = batch;
+    const ir_type *t = &n->srcs[operand]->type;
+    int nd = contraction[ir_op_type_rule(n->op)].n_dims;
+    int64_t summed = 1;
+    for (int r = dim; r < dim + (nd ? nd : 1) && r < t->rank; r++)
+      summed *= t->dims[r] == IR_DIM_BATCH ? batch : t->dims[r];
+    if (contraction[ir_op_type_rule(n->op)].with_last) summed *= t->dims[t->rank - 1];
     return 2 * numel * summed;
   }
   return (int64_t)f * numel;

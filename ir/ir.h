@@ -104,6 +104,12 @@ typedef enum ir_type_rule {
   IR_TYPE_PAD_CONSTANT,  /* {shape}, x placed at {starts} by {steps} inside it */
   IR_TYPE_GATHER,        /* a unbatched, b int32: a's dims before {axis}, b's, a's after */
   IR_TYPE_GATHER_GRAD,   /* {shape}, unbatched: a = dy of a gather of {shape} by b */
+  /* convolutional networks */
+  IR_TYPE_CONV2D,    /* x [N,H,W,C], w [KH,KW,C,O] unbatched, one float dtype; [N,OH,OW,O] (ir_conv2d_out) */
+  IR_TYPE_CONV2D_INPUT_GRAD,  /* dy [N,OH,OW,O], w [KH,KW,C,O]; {shape} [N,H,W,C] that conv2d maps to dy's */
+  IR_TYPE_CONV2D_FILTER_GRAD, /* x [N,H,W,C], dy [N,OH,OW,O]; {shape} [KH,KW,C,O] unbatched, as above */
+  IR_TYPE_POOL2D,    /* x [N,H,W,C] float; {pool}, {strides}, {pads} (each < its window); [N,OH,OW,C] */
+  IR_TYPE_POOL2D_GRAD, /* dy, x: dy the pooling of x as above; x's type */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -269,6 +275,11 @@ ir_dtype ir_policy_variable_dtype(ir_policy p);
 bool ir_policy_from_name(const char *s, size_t n, ir_policy *out);
 
 /* ---- types ---- */
+
+/* A conv2d's output size along one spatial dimension: input size `in`,
+ * kernel size k, stride, dilation and the pads before and after; <= 0 when
+ * the window does not fit. */
+int64_t ir_conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad0, int64_t pad1);
 
 bool ir_type_eq(const ir_type *a, const ir_type *b);
 bool ir_type_is_batched(const ir_type *t); /* first dim is N */

@@ -457,6 +457,30 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_GATHER_GRAD:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
+  /* convolutional networks */
+  case IR_OP_CONV2D: { /* dx gathers dy through w (no scatter); dw sums x's windows times dy over the batch */
+    ir_attr ga = {.acc = DT_F32, .strides = n->attr.strides, .dilations = n->attr.dilations, .pads = n->attr.pads};
+    ga.shape.rank = a->type.rank;
+    for (int r = 0; r < a->type.rank; r++) ga.shape.dims[r] = a->type.dims[r];
+    if (s->needs[a->id]) accumulate(s, a, op(s, IR_OP_CONV2D_INPUT_GRAD, n, a->name, (ir_node *[]){dy, b}, 2, &ga));
+    ga.shape.rank = b->type.rank;
+    for (int r = 0; r < b->type.rank; r++) ga.shape.dims[r] = b->type.dims[r];
+    if (s->needs[b->id]) accumulate(s, b, op(s, IR_OP_CONV2D_FILTER_GRAD, n, b->name, (ir_node *[]){a, dy}, 2, &ga));
+    return true;
+  }
+  case IR_OP_MAX_POOL2D:
+  case IR_OP_AVG_POOL2D: { /* a gather per element of x: no scatter */
+    ir_attr pa = {.pool = n->attr.pool, .strides = n->attr.strides, .pads = n->attr.pads};
+    ir_op g = n->op == IR_OP_MAX_POOL2D ? IR_OP_MAX_POOL2D_GRAD : IR_OP_AVG_POOL2D_GRAD;
+    accumulate(s, a, op(s, g, n, a->name, (ir_node *[]){dy, a}, 2, &pa));
+    return true;
+  }
+  case IR_OP_MAX_POOL2D_GRAD:
+  case IR_OP_AVG_POOL2D_GRAD:
+  case IR_OP_CONV2D_INPUT_GRAD:
+  case IR_OP_CONV2D_FILTER_GRAD:
+    return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
+                ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

@@ -46,7 +46,9 @@ const void *cg_cpu_layout_const_data(const cg_cpu_layout *l, const cg_plan *p, i
    * block of B is then contiguous: its panels do not alias in the caches
    * as panels K x panel apart would (a power-of-two stride when K is one).
    * Zeroed by the arena, so the tail's padding columns are 0. */
-  int64_t K = n->type.dims[0], Nc = n->type.dims[1], np = pk->panel, kc = pk->kc;
+  /* [K, Nc], or a conv2d's kernel [KH, KW, C, O]: the matrix [KH*KW*C, O] */
+  int64_t Nc = n->type.dims[n->type.rank - 1], K = 1, np = pk->panel, kc = pk->kc;
+  for (int r = 0; r < n->type.rank - 1; r++) K *= n->type.dims[r];
   size_t ds = (size_t)dtype_size(n->type.dtype);
   char *dst = arena_alloc_aligned(a, (size_t)l->const_bytes[b], 64);
   int64_t n_full = Nc / np, off = 0;

@@ -85,6 +85,30 @@ typedef struct gemm_variant {
  * (matmul_tn's gradient rows, too many to pack whole). */
 typedef enum gemm_b_src { GEMM_B_PREPACKED, GEMM_B_IN_PLACE, GEMM_B_PACK_CALL_T, GEMM_B_PACK_BLOCK } gemm_b_src;
 
+/* convolutional networks: a conv2d is the GEMM of its implicit im2col
+ * matrix A [N*OH*OW, KH*KW*C] and its kernel w [KH*KW*C, O] (HWIO is that
+ * matrix row-major, so it pre-packs like a matmul's weight). A is never
+ * written whole: the A packing gathers each block from x through this
+ * index map (row m = (n, oh, ow), k = (kh, kw, c) -> x[n, oh*sh - top +
+ * kh*dh, ow*sw - left + kw*dw, c], 0 outside x). The launch's rows are
+ * images; the GEMM's rows are rows_per_item (OH*OW) per image.
+ * Its gradients are the same GEMM with other gathers:
+ * conv2d_input_grad: rows (n, ih, iw) of dx, k = (kh, kw, o): A gathers
+ *   dy[n, (ih + top - kh*dh) / sh, (iw + left - kw*dw) / sw, o] where the
+ *   divisions are exact and inside dy, else 0 (the transposed conv as a
+ *   gather: each dx element is one FMA chain, no scatter-add); B[(kh, kw,
+ *   o), c] = w[kh, kw, c, o], packed at run time once per call.
+ * conv2d_filter_grad: matmul_tn's GEMM (sums over the rows of the batch
+ *   in order): rows (kh, kw, c) of dw, K = the batch's N*OH*OW rows, A
+ *   k-major from the forward im2col rows, B = dy [N*OH*OW, O]. */
+enum { GEMM_CONV_NONE, GEMM_CONV_FWD, GEMM_CONV_DX, GEMM_CONV_DW };
+typedef struct gemm_conv {
+  int64_t mode;          /* GEMM_CONV_* */
+  int64_t rows_per_item; /* GEMM rows per launch row: OH*OW (fwd), H*W (dx), 1 (dw) */
+  int64_t k_per_item;    /* dw: K per batch row (OH*OW) */
+  int64_t H, W, C, KW, OH, OW, O, sh, sw, dh, dw, pt, pl; /* x [N,H,W,C], w [KH,KW,C,O], dy [N,OH,OW,O] */
+} gemm_conv;
+
 struct cg_gemm {
   int vw, nv, nr, mr;   /* a full panel is nv vectors of vw lanes: nr columns */
   int64_t K, Nc;        /* K < 0: the run's batch (matmul_tn sums over it) */
@@ -103,6 +127,7 @@ struct cg_gemm {
   bool prefetch_b;      /* the k loop prefetches the next micro-tile's B into L2 */
   gemm_variant var[4];
   int n_var;
+  gemm_conv conv;       /* convolutional networks: the A gather of a conv2d */
 };
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -130,10 +155,33 @@ static const struct {
 static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0], *a = mm->srcs[0];
   g->vw = kernel_regs[caps->gemm_kernel].vw;
-  g->Nc = mm->type.dims[1];
+  g->Nc = mm->type.dims[mm->type.rank - 1];
   g->b_src = GEMM_B_IN_PLACE; /* cg_gemm_plan may pre-pack a constant */
   ir_type_rule rule = ir_op_type_rule(mm->op); /* the contraction's variant: its shape rule */
-  if (rule == IR_TYPE_MATMUL_TN) { /* y = a^T b: the sum runs over a's rows, the batch or its own */
+  if (rule == IR_TYPE_CONV2D || rule == IR_TYPE_CONV2D_INPUT_GRAD || rule == IR_TYPE_CONV2D_FILTER_GRAD) {
+    /* convolutional networks: A gathered (gemm_conv) */
+    const ir_type *x = rule == IR_TYPE_CONV2D_INPUT_GRAD ? &mm->type : &a->type;
+    const ir_type *w = rule == IR_TYPE_CONV2D ? &mm->srcs[1]->type : rule == IR_TYPE_CONV2D_INPUT_GRAD ? &mm->srcs[1]->type : &mm->type;
+    const ir_type *dy = rule == IR_TYPE_CONV2D ? &mm->type : rule == IR_TYPE_CONV2D_INPUT_GRAD ? &a->type : &mm->srcs[1]->type;
+    g->conv = (gemm_conv){.H = x->dims[1], .W = x->dims[2], .C = x->dims[3], .KW = w->dims[1], .OH = dy->dims[1],
+                          .OW = dy->dims[2], .O = w->dims[3], .sh = mm->attr.strides.v[0], .sw = mm->attr.strides.v[1],
+                          .dh = mm->attr.dilations.v[0], .dw = mm->attr.dilations.v[1], .pt = mm->attr.pads.v[0],
+                          .pl = mm->attr.pads.v[2]};
+    gemm_conv *cv = &g->conv;
+    if (rule == IR_TYPE_CONV2D) {
+      cv->mode = GEMM_CONV_FWD, cv->rows_per_item = cv->OH * cv->OW;
+      g->K = w->dims[0] * w->dims[1] * w->dims[2];
+    } else if (rule == IR_TYPE_CONV2D_INPUT_GRAD) {
+      cv->mode = GEMM_CONV_DX, cv->rows_per_item = cv->H * cv->W;
+      g->K = w->dims[0] * w->dims[1] * w->dims[3];
+      g->b_src = GEMM_B_PACK_CALL_T; /* w's taps transposed, packed per call */
+    } else {
+      cv->mode = GEMM_CONV_DW, cv->rows_per_item = 1, cv->k_per_item = cv->OH * cv->OW;
+      g->a_trans = 1;
+      g->K = ir_type_is_batched(x) ? -1 : x->dims[0] * cv->k_per_item;
+      g->b_src = GEMM_B_PACK_BLOCK;
+    }
+  } else if (rule == IR_TYPE_MATMUL_TN) { /* y = a^T b: the sum runs over a's rows, the batch or its own */
     g->a_trans = 1;
     g->K = ir_type_is_batched(&a->type) ? -1 : a->type.dims[0];
     g->b_src = GEMM_B_PACK_BLOCK;
@@ -171,7 +219,9 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   g->c_off = round_up((g->a_trans ? g->kc : g->mc) * g->lda * 4, 64);
   /* the C tile: a row block's, or every row a call may get when K blocks
    * are the outer loop (B packed a K block at a time: cg_gemm_emit) */
-  g->c_rows = g->b_src == GEMM_B_PACK_BLOCK ? round_up(mm->type.dims[0], g->mc) : g->mc;
+  int64_t all_rows = g->conv.mode == GEMM_CONV_DW ? mm->type.dims[0] * mm->type.dims[1] * mm->type.dims[2] /* dw: KH*KW*C */
+                                                  : mm->type.dims[0];
+  g->c_rows = g->b_src == GEMM_B_PACK_BLOCK ? round_up(all_rows, g->mc) : g->mc;
   g->b_off = round_up(g->c_off + g->c_rows * g->ldc * 4, 64);
   /* row variants: the main tile, then 4 and 1 rows over several panels */
   g->n_var = 0;
@@ -187,7 +237,9 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
 /* A contraction kernel whose B operand is [K, N] as stored (matmul's shape
  * rule), so a constant B may be stored pre-packed. */
 static bool plain_matmul(const cg_kernel *k) {
-  return k->kind == CG_KERNEL_CONTRACT && ir_op_type_rule(k->ops[0]->op) == IR_TYPE_MATMUL;
+  if (k->kind != CG_KERNEL_CONTRACT) return false;
+  ir_type_rule r = ir_op_type_rule(k->ops[0]->op);
+  return r == IR_TYPE_MATMUL || r == IR_TYPE_CONV2D;
 }
 
 void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout) {
@@ -206,7 +258,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
                                                       : 0;
     layout->launch[ki] = (cg_kernel_launch){.cols = g->Nc,
                                             .col_step = g->softmax ? g->Nc : g->nr,
-                                            .row_step = g->mr,
+                                            .row_step = g->conv.rows_per_item > 1 ? 1 : g->mr, /* a conv: images */
                                             .scratch_bytes = b_bytes ? g->b_off + b_bytes : g->b_off};
   }
   /* pre-pack a constant B when every use of it is as the B of GEMMs that
@@ -247,7 +299,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
 
 /* Kernels share a body only if their GEMM layouts agree on every field:
  * a new field must join the key below. */
-_Static_assert(sizeof(struct cg_gemm) == 168, "cg_gemm changed: add the new field to cg_gemm_key");
+_Static_assert(sizeof(struct cg_gemm) == 296, "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
   str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw,
@@ -256,6 +308,10 @@ void cg_gemm_key(const cg_gemm *g, str_buf *out) {
                  (long long)g->n_kblocks, (long long)g->lda, (long long)g->ldc, (long long)g->c_off,
                  (long long)g->c_rows, (long long)g->b_off, g->softmax, g->prefetch_b);
   for (int v = 0; v < g->n_var; v++) str_buf_printf(out, "%dx%d,", g->var[v].mr, g->var[v].np);
+  const int64_t *cv = &g->conv.mode; /* convolutional networks: every field of gemm_conv */
+  str_buf_puts(out, "conv");
+  for (size_t i = 0; i < sizeof g->conv / sizeof *cv; i++) str_buf_printf(out, " %lld", (long long)cv[i]);
+  str_buf_putc(out, ':');
 }
 
 /* ---- emission ---- */
@@ -270,6 +326,8 @@ typedef struct gemm_ctx {
   LLVMValueRef jc_panel;          /* first panel of the current column block */
   LLVMValueRef bblock, bpanel0;   /* B packed at run time: the current K block's panels, the first */
   LLVMValueRef epilogue;          /* the kernel's epilogue function */
+  LLVMValueRef run_done;          /* emit_pack_run: where its vector loop stopped */
+  LLVMValueRef row0, row1;        /* the call's GEMM rows (a conv: its images' rows) */
 } gemm_ctx;
 
 static LLVMValueRef gep(cg_emitter *e, LLVMTypeRef ty, LLVMValueRef p, LLVMValueRef idx) {
@@ -282,6 +340,100 @@ static LLVMValueRef min_(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, b, ""), a, b, "");
 }
 
+/* convolutional networks: copies n elements from src (x's dtype) to dst
+ * (f32), or zeros, vectors then single elements. */
+static void emit_pack_run(gemm_ctx *x, LLVMValueRef src, LLVMValueRef dst, LLVMValueRef n, const char *name) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  ir_dtype dt = x->a->type.dtype;
+  LLVMTypeRef at = cg_llvm_dtype(e, dt);
+  for (int lanes = g->vw; lanes >= 1; lanes = lanes > 1 ? 1 : 0) {
+    cg_loop l = cg_loop_begin(c, lanes == g->vw ? cg_i64(e, 0) : x->run_done, n, lanes, name);
+    LLVMValueRef v = src ? cg_emit_load(e, dt, gep(e, at, src, l.iv), lanes, x->a->name)
+                         : cg_const(e, lanes > 1 ? x->vt : e->f32, 0.0);
+    cg_emit_store(e, DT_F32, v, gep(e, e->f32, dst, l.iv), lanes);
+    cg_loop_end(c, &l);
+    x->run_done = l.iv;
+  }
+}
+
+/* convolutional networks: dst[0 .. kn) = row gm of the implicit A over
+ * columns [k0, k0 + kn) (gemm_conv): the taps (kh, kw) the range meets,
+ * each a run of channels copied from one pixel of the gathered tensor, or
+ * zeros where the tap falls outside it. The forward im2col row (n, oh, ow)
+ * reads x (conv2d, and conv2d_filter_grad's k-major rows); the transposed
+ * row (n, ih, iw) reads dy (conv2d_input_grad). */
+static void emit_conv_gather(gemm_ctx *x, const ir_node *src, LLVMValueRef gm, LLVMValueRef k0, LLVMValueRef kn,
+                             LLVMValueRef dst) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const gemm_conv *cv = &x->g->conv;
+  bool dx = cv->mode == GEMM_CONV_DX;
+  LLVMTypeRef at = cg_llvm_dtype(e, src->type.dtype);
+  int64_t rows_h = dx ? cv->H : cv->OH, rows_w = dx ? cv->W : cv->OW; /* gm's image */
+  int64_t src_h = dx ? cv->OH : cv->H, src_w = dx ? cv->OW : cv->W, ch = dx ? cv->O : cv->C; /* the source's */
+  LLVMValueRef Ct = cg_i64(e, ch), zero = cg_i64(e, 0);
+  LLVMValueRef img = LLVMBuildSDiv(B, gm, cg_i64(e, rows_h * rows_w), "img");
+  LLVMValueRef rem = LLVMBuildSRem(B, gm, cg_i64(e, rows_h * rows_w), "");
+  LLVMValueRef r0 = LLVMBuildSDiv(B, rem, cg_i64(e, rows_w), "r"), r1 = LLVMBuildSRem(B, rem, cg_i64(e, rows_w), "s");
+  /* forward: ih = oh*sh - top + kh*dh; transposed: oh*sh = ih + top - kh*dh */
+  LLVMValueRef b0 = dx ? add(e, r0, cg_i64(e, cv->pt)) : LLVMBuildSub(B, mul(e, r0, cv->sh), cg_i64(e, cv->pt), "");
+  LLVMValueRef b1 = dx ? add(e, r1, cg_i64(e, cv->pl)) : LLVMBuildSub(B, mul(e, r1, cv->sw), cg_i64(e, cv->pl), "");
+  LLVMValueRef t0 = LLVMBuildSDiv(B, k0, Ct, "");
+  LLVMValueRef t1 = add(e, LLVMBuildSDiv(B, LLVMBuildSub(B, add(e, k0, kn), cg_i64(e, 1), ""), Ct, ""), cg_i64(e, 1));
+  cg_loop lt = cg_loop_begin(c, t0, t1, 1, "pack.tap");
+  LLVMValueRef kh = LLVMBuildSDiv(B, lt.iv, cg_i64(e, cv->KW), ""), kw = LLVMBuildSRem(B, lt.iv, cg_i64(e, cv->KW), "");
+  LLVMValueRef ph, pw, inside;
+  if (!dx) {
+    ph = add(e, b0, mul(e, kh, cv->dh)), pw = add(e, b1, mul(e, kw, cv->dw));
+    inside = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntULT, ph, cg_i64(e, src_h), ""),
+                          LLVMBuildICmp(B, LLVMIntULT, pw, cg_i64(e, src_w), ""), "inside");
+  } else { /* numerators >= 0 and multiples of the strides; the quotients inside dy */
+    LLVMValueRef nh = LLVMBuildSub(B, b0, mul(e, kh, cv->dh), ""), nw = LLVMBuildSub(B, b1, mul(e, kw, cv->dw), "");
+    LLVMValueRef ok = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, nh, zero, ""), LLVMBuildICmp(B, LLVMIntSGE, nw, zero, ""), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildSRem(B, nh, cg_i64(e, cv->sh), ""), zero, ""), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildSRem(B, nw, cg_i64(e, cv->sw), ""), zero, ""), "");
+    ph = LLVMBuildSDiv(B, nh, cg_i64(e, cv->sh), ""), pw = LLVMBuildSDiv(B, nw, cg_i64(e, cv->sw), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSLT, ph, cg_i64(e, src_h), ""), "");
+    inside = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSLT, pw, cg_i64(e, src_w), ""), "inside");
+  }
+  LLVMValueRef tc = LLVMBuildMul(B, lt.iv, Ct, "");
+  LLVMValueRef lo = LLVMBuildSub(B, k0, tc, ""), hi = LLVMBuildSub(B, add(e, k0, kn), tc, "");
+  LLVMValueRef c0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, lo, zero, ""), lo, zero, "c0");
+  LLVMValueRef c1 = min_(e, hi, Ct);
+  LLVMValueRef d = gep(e, e->f32, dst, LLVMBuildSub(B, add(e, tc, c0), k0, ""));
+  LLVMValueRef len = LLVMBuildSub(B, c1, c0, "");
+  LLVMBasicBlockRef copy = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.pixel");
+  LLVMBasicBlockRef pad = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.padding");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.tap.done");
+  LLVMBuildCondBr(B, inside, copy, pad);
+  LLVMPositionBuilderAtEnd(B, copy);
+  LLVMValueRef pix = add(e, mul(e, add(e, mul(e, img, src_h), ph), src_w), pw);
+  emit_pack_run(x, gep(e, at, c->base[src->id], add(e, LLVMBuildMul(B, pix, Ct, ""), c0)), d, len, "pack.c");
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, pad);
+  emit_pack_run(x, NULL, d, len, "pack.zero");
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, done);
+  cg_loop_end(c, &lt);
+}
+
+/* convolutional networks: the A block of a conv GEMM, row by row (a k-major
+ * block for conv2d_filter_grad: row k of the block is summed row pc + k,
+ * over the block's result rows ic .. ic+m). */
+static void emit_pack_a_conv(gemm_ctx *x, LLVMValueRef m) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  bool dw = g->conv.mode == GEMM_CONV_DW;
+  cg_loop lr = cg_loop_begin(c, cg_i64(e, 0), dw ? x->kk : m, 1, "pack.row");
+  LLVMValueRef dst = gep(e, e->f32, x->apack, mul(e, lr.iv, g->lda));
+  if (dw) emit_conv_gather(x, x->a, add(e, x->pc, lr.iv), x->ic, m, dst);
+  else emit_conv_gather(x, x->a, add(e, x->ic, lr.iv), x->pc, x->kk, dst);
+  cg_loop_end(c, &lr);
+}
+
 /* Copies A[ic .. ic+m) x [pc .. pc+kk) to the packed block as f32. */
 static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
   cg_kctx *c = x->c;
@@ -289,6 +441,10 @@ static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
   const cg_gemm *g = x->g;
   ir_dtype dt = x->a->type.dtype;
   LLVMTypeRef at = cg_llvm_dtype(e, dt);
+  if (g->conv.mode) {
+    emit_pack_a_conv(x, m);
+    return;
+  }
   if (g->a_trans) { /* A[i, k] is a[k, i]: row k of the block is a's row pc + k, columns ic .. ic+m */
     int64_t M = x->a->type.dims[1];
     cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), x->kk, 1, "pack.k");
@@ -372,7 +528,13 @@ static void emit_pack_b_panels(gemm_ctx *x, LLVMValueRef dst, LLVMValueRef p0, L
     LLVMPositionBuilderAtEnd(B, in);
     LLVMValueRef srow = gep(e, bty, src, add(e, mul(e, n, K), k0));
     cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), kk, 1, "packb.k");
-    LLVMValueRef v = cg_emit_load(e, dt, gep(e, bty, srow, lk.iv), 1, x->b->name);
+    LLVMValueRef sp = gep(e, bty, srow, lk.iv);
+    if (g->conv.mode == GEMM_CONV_DX) { /* convolutional networks: B[(t, o), n] = w[t, n, o] */
+      LLVMValueRef k = add(e, k0, lk.iv), O = cg_i64(e, g->conv.O);
+      LLVMValueRef t = LLVMBuildSDiv(B, k, O, ""), o = LLVMBuildSRem(B, k, O, "");
+      sp = gep(e, bty, src, add(e, mul(e, t, g->Nc * g->conv.O), add(e, mul(e, n, g->conv.O), o)));
+    }
+    LLVMValueRef v = cg_emit_load(e, dt, sp, 1, x->b->name);
     cg_emit_store(e, DT_F32, v, gep(e, e->f32, dcol, mul(e, lk.iv, g->nr)), 1);
     cg_loop_end(c, &lk);
     LLVMBuildBr(B, done);
@@ -657,6 +819,8 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
   gemm_ctx x = {.c = c, .g = g, .mm = k->ops[0], .a = k->ops[0]->srcs[0], .b = k->ops[0]->srcs[1],
                 .out = k->ops[k->n_ops - 1], .vt = LLVMVectorType(e->f32, (unsigned)g->vw)};
   x.epilogue = emit_epilogue_fn(c, g);
+  x.row0 = g->conv.rows_per_item > 1 ? mul(e, c->row0, g->conv.rows_per_item) : c->row0;
+  x.row1 = g->conv.rows_per_item > 1 ? mul(e, c->row1, g->conv.rows_per_item) : c->row1;
   x.apack = c->scratch;
   x.ctile = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->c_off));
   LLVMValueRef bpack = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->b_off));
@@ -665,8 +829,10 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
   LLVMValueRef p_end = LLVMBuildSDiv(B, add(e, c->col1, cg_i64(e, g->nr - 1)), cg_i64(e, g->nr), "panel1");
   int64_t ncp = g->nc / g->nr;
   /* K, and its blocks, known here or the run's batch */
-  LLVMValueRef Kv = g->K < 0 ? c->batch : cg_i64(e, g->K);
-  LLVMValueRef nkb = g->K < 0 ? LLVMBuildSDiv(B, add(e, c->batch, cg_i64(e, g->kc - 1)), cg_i64(e, g->kc), "kblocks")
+  /* (conv2d_filter_grad: k_per_item rows per batch row) */
+  LLVMValueRef batch_k = g->conv.k_per_item > 1 ? mul(e, c->batch, g->conv.k_per_item) : c->batch;
+  LLVMValueRef Kv = g->K < 0 ? batch_k : cg_i64(e, g->K);
+  LLVMValueRef nkb = g->K < 0 ? LLVMBuildSDiv(B, add(e, batch_k, cg_i64(e, g->kc - 1)), cg_i64(e, g->kc), "kblocks")
                               : cg_i64(e, g->n_kblocks);
   /* B transposed: the call's panels, all of K, packed once, K block by K
    * block (a block's panels contiguous: no power-of-two stride between
@@ -684,7 +850,7 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
   cg_loop lj = cg_loop_begin(c, cg_i64(e, 0), nblocks, 1, "jc");
   x.jc_panel = add(e, p_begin, mul(e, lj.iv, ncp));
   LLVMValueRef jc_end = min_(e, add(e, x.jc_panel, cg_i64(e, ncp)), p_end);
-  LLVMValueRef rows = LLVMBuildSub(B, c->row1, c->row0, "");
+  LLVMValueRef rows = LLVMBuildSub(B, x.row1, x.row0, "");
   LLVMValueRef nrb = LLVMBuildSDiv(B, add(e, rows, cg_i64(e, g->mc - 1)), cg_i64(e, g->mc), "");
   /* ic (row blocks) then pc (K blocks), the C tile one row block's; or,
    * when B is packed a K block at a time, pc then ic, so that each block
@@ -716,11 +882,11 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
       }
     } else {
       LLVMValueRef off = mul(e, iv, g->mc);
-      x.ic = add(e, c->row0, off);
+      x.ic = add(e, x.row0, off);
       if (pc_outer) x.ctile = gep(e, e->f32, ctile0, mul(e, off, g->ldc));
     }
   }
-  LLVMValueRef m = min_(e, cg_i64(e, g->mc), LLVMBuildSub(B, c->row1, x.ic, ""));
+  LLVMValueRef m = min_(e, cg_i64(e, g->mc), LLVMBuildSub(B, x.row1, x.ic, ""));
   emit_pack_a(&x, m);
   LLVMValueRef ir = cg_i64(e, 0);
   for (int v = 0; v < g->n_var; v++) ir = emit_variant(&x, ir, m, g->var[v], x.jc_panel, jc_end);

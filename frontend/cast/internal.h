@@ -71,7 +71,7 @@ typedef enum fe_layer_kind {
   FE_LAYER_COUNT
 } fe_layer_kind;
 
-enum { FE_LAYER_MAX_ATTRS = 6 };
+enum { FE_LAYER_MAX_ATTRS = 10 };
 /* layers.def's n_inputs of a layer that takes 2 to IR_MAX_SRCS inputs (concatenate) */
 enum { FE_INPUTS_2_OR_MORE = -2 };
 
@@ -145,6 +145,12 @@ struct fe_layer {
   bool int32_input; /* input(..., dtype=int32): Keras Input's dtype, indices for an embedding */
   int64_t input_dim, output_dim; /* embedding */
   diag_loc input_dim_loc;
+  /* convolutional networks: conv2d (filters, kernel_size, strides, padding,
+   * dilation_rate) and pooling (pool_size, strides, padding); pairs are
+   * [height, width] */
+  int64_t filters, kernel[2], strides[2], dilation[2], pool[2];
+  bool same, strides_given;
+  diag_loc filters_loc;
   /* lowering */
   bool lowered;
   ir_node *value;

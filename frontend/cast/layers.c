@@ -190,6 +190,17 @@ static bool parse_ints(fe_model *m, fe_layer *l, const char *key, const fe_value
   return true;
 }
 
+/* convolutional networks: an int or a list of two, each > 0 (Keras's
+ * kernel_size=3 or kernel_size=[3, 3]) */
+static bool parse_pair(fe_model *m, const char *what, const fe_value *v, int64_t out[2]) {
+  if (v->kind == FE_VAL_INT && v->ival > 0) return out[0] = out[1] = v->ival, true;
+  if (v->kind == FE_VAL_LIST && v->n_items == 2)
+    return parse_positive(m, what, &v->items[0], &out[0]) && parse_positive(m, what, &v->items[1], &out[1]);
+  diag_error(m->d, v->loc, "%s must be a positive integer or a list of two, such as 3 or [3, 3], got %s", what,
+             value_desc(m, v));
+  return false;
+}
+
 /* Checks one keyword attribute; false after reporting. */
 static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
   const fe_value *v = &a->value;
@@ -224,6 +235,21 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
     }
     l->axis = v->ival, l->axis_loc = v->loc;
     return true;
+  }
+  /* convolutional networks */
+  if (str_eq(a->key, "filters")) {
+    l->filters_loc = v->loc;
+    return parse_positive(m, "filters", v, &l->filters);
+  }
+  if (str_eq(a->key, "kernel_size")) return parse_pair(m, "kernel_size", v, l->kernel);
+  if (str_eq(a->key, "dilation_rate")) return parse_pair(m, "dilation_rate", v, l->dilation);
+  if (str_eq(a->key, "pool_size")) return parse_pair(m, "pool_size", v, l->pool);
+  if (str_eq(a->key, "strides")) return l->strides_given = true, parse_pair(m, "strides", v, l->strides);
+  if (str_eq(a->key, "padding")) {
+    const char *s = name_of(v);
+    if (str_eq(s, "valid") || str_eq(s, "same")) return l->same = str_eq(s, "same"), true;
+    diag_error(m->d, v->loc, "padding must be valid or same, got %s", value_desc(m, v));
+    return false;
   }
   if (str_eq(a->key, "name")) {
     const char *s = name_of(v);
@@ -322,6 +348,13 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
     diag_error(m->d, c->callee_loc, "dense needs units=, the number of output features");
     return false;
   }
+  /* convolutional networks: Keras's required arguments; pooling's strides default to its pool_size */
+  if (l->kind == FE_LAYER_CONV2D && (l->filters == 0 || l->kernel[0] == 0)) {
+    diag_error(m->d, c->callee_loc, "conv2d needs filters= and kernel_size=, e.g. conv2d(x, filters=32, kernel_size=3)");
+    return false;
+  }
+  if ((l->kind == FE_LAYER_MAX_POOLING2D || l->kind == FE_LAYER_AVERAGE_POOLING2D) && !l->strides_given)
+    l->strides[0] = l->pool[0], l->strides[1] = l->pool[1];
   if (l->kind == FE_LAYER_ACTIVATION && !has_act) {
     diag_error(m->d, c->callee_loc,
                "activation needs a function, e.g. activation(x, relu)");
@@ -345,7 +378,8 @@ static fe_layer *new_layer(fe_model *m, const fe_call *c) {
   *l = (fe_layer){.kind = FE_LAYER_COUNT, .seq = c->seq, .index = (int)m->layers.len,
                   .var = c->var, .var_loc = c->var_loc, .loc = c->callee_loc,
                   .name_loc = c->callee_loc, .act = IR_OP_COUNT, .use_bias = true, .axis = -1,
-                  .axis_loc = c->callee_loc};
+                  .axis_loc = c->callee_loc,
+                  .strides = {1, 1}, .dilation = {1, 1}, .pool = {2, 2}}; /* Keras's defaults */
   vec_push(&m->layers, l);
   return l;
 }

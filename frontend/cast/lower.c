@@ -353,6 +353,86 @@ static bool lower_concatenate(lowering *lw, fe_layer *l, ir_node **in) {
   return lower_layout_op(lw, l, IR_OP_CONCAT, in, l->n_inputs, &attr);
 }
 
+/* ---- convolutional networks ---- */
+
+/* Keras's padding along one dimension: 'valid' none; 'same' the total
+ * that keeps ceil(in / stride) outputs, the odd one at the end (TF). */
+static void keras_pads(bool same, int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t *p0, int64_t *p1) {
+  *p0 = *p1 = 0;
+  if (!same) return;
+  int64_t out = (in + stride - 1) / stride, total = (out - 1) * stride + dilation * (k - 1) + 1 - in;
+  if (total > 0) *p0 = total / 2, *p1 = total - total / 2;
+}
+
+/* The 4-D input a conv2d or pooling layer needs, or an error. */
+static bool image_input(lowering *lw, fe_layer *l, const ir_node *x) {
+  if (x->type.rank == 4) return true;
+  diag_error(lw->m->d, l->inputs[0].loc, "%s needs an input [N, height, width, channels], got %s",
+             fe_layer_kind_name(l->kind), type_str(lw, &x->type));
+  return false;
+}
+
+/* An op's type, or its shape rule's complaint at the layer. */
+static bool check_op(lowering *lw, fe_layer *l, ir_op op, ir_node **srcs, int n, const ir_attr *a) {
+  ir_type t;
+  char err[256];
+  if (ir_infer_type(op, srcs, n, a, &t, err, sizeof err)) return true;
+  diag_error(lw->m->d, l->loc, "%s: %s", l->name, err);
+  return false;
+}
+
+/* Keras Conv2D: %NAME.kernel [KH, KW, C, filters] (HWIO), %NAME.bias,
+ * conv2d, bias add and activation, as dense. */
+static bool lower_conv2d(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  fe_model *m = lw->m;
+  ir_graph *g = lw->g;
+  if (!image_input(lw, l, x)) return false;
+  ir_type kt = {DT_F32, 4, {l->kernel[0], l->kernel[1], x->type.dims[3], l->filters}};
+  ir_type bt = {DT_F32, 1, {l->filters}};
+  int64_t bytes;
+  if (!ir_type_bytes(&kt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    diag_error(m->d, l->filters_loc, "the kernel %s would take more than %lld bytes", type_str(lw, &kt),
+               (long long)IR_MAX_TENSOR_BYTES);
+    return false;
+  }
+  ir_attr a = {.acc = DT_F32, .strides = {2, {l->strides[0], l->strides[1]}},
+               .dilations = {2, {l->dilation[0], l->dilation[1]}}, .pads = {4, {0}}};
+  keras_pads(l->same, x->type.dims[1], l->kernel[0], l->strides[0], l->dilation[0], &a.pads.v[0], &a.pads.v[1]);
+  keras_pads(l->same, x->type.dims[2], l->kernel[1], l->strides[1], l->dilation[1], &a.pads.v[2], &a.pads.v[3]);
+  ir_node probe_k = {.type = kt};
+  if (!check_op(lw, l, IR_OP_CONV2D, (ir_node *[]){x, &probe_k}, 2, &a)) return false;
+  const char *kkey = arena_printf(m->arena, "%s.kernel", l->name);
+  const char *bkey = arena_printf(m->arena, "%s.bias", l->name);
+  const float *kdata = NULL, *bdata = NULL;
+  bool ok = fe_weights_get(&lw->w, g, kkey, &kt, false, l->name, l->loc, &kdata);
+  if (l->use_bias) ok &= fe_weights_get(&lw->w, g, bkey, &bt, false, l->name, l->loc, &bdata);
+  if (!ok) return false;
+  bool has_act = l->act != IR_OP_COUNT;
+  const char *cv_name = has_act || l->use_bias ? arena_printf(m->arena, "%s.conv", l->name) : l->name;
+  const char *add_name = has_act ? arena_printf(m->arena, "%s.bias_add", l->name) : l->name;
+  ir_node *k = stamp(lw, l, ir_build_const(g, kkey, &kt, kkey, kdata, l->loc));
+  ir_node *b = l->use_bias ? stamp(lw, l, ir_build_const(g, bkey, &bt, bkey, bdata, l->loc)) : NULL;
+  ir_node *y = stamp(lw, l, ir_build_op(g, IR_OP_CONV2D, cv_name, (ir_node *[]){x, k}, 2, &a, l->loc));
+  if (b) y = stamp(lw, l, ir_build_binary(g, IR_OP_ADD, add_name, y, b, l->loc));
+  if (has_act) y = stamp(lw, l, ir_build_unary(g, l->act, l->name, y, l->loc));
+  l->value = y;
+  return true;
+}
+
+/* Keras MaxPooling2D / AveragePooling2D (strides default to pool_size). */
+static bool lower_pool2d(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  if (!image_input(lw, l, x)) return false;
+  ir_op op = l->kind == FE_LAYER_MAX_POOLING2D ? IR_OP_MAX_POOL2D : IR_OP_AVG_POOL2D;
+  ir_attr a = {.pool = {2, {l->pool[0], l->pool[1]}}, .strides = {2, {l->strides[0], l->strides[1]}}, .pads = {4, {0}}};
+  keras_pads(l->same, x->type.dims[1], l->pool[0], l->strides[0], 1, &a.pads.v[0], &a.pads.v[1]);
+  keras_pads(l->same, x->type.dims[2], l->pool[1], l->strides[1], 1, &a.pads.v[2], &a.pads.v[3]);
+  if (!check_op(lw, l, op, &x, 1, &a)) return false;
+  l->value = stamp(lw, l, ir_build_op(lw->g, op, l->name, &x, 1, &a, l->loc));
+  return true;
+}
+
 /* The lowering of each layer kind, from layers.def. */
 typedef bool (*lower_fn)(lowering *lw, fe_layer *l, ir_node **in);
 static const lower_fn lowerers[FE_LAYER_COUNT] = {

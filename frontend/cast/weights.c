@@ -138,8 +138,11 @@ static float *glorot(fe_weights *w, ir_graph *g, const char *key, const ir_type 
   float *dst = arena_alloc_aligned(g->arena, (size_t)bytes, 64); /* zeroed: biases */
   if (ones) {
     for (int64_t i = 0; i < n; i++) dst[i] = 1.0f;
-  } else if (t->rank == 2) {
-    float limit = (float)sqrt(6.0 / ((double)t->dims[0] + (double)t->dims[1]));
+  } else if (t->rank >= 2) {
+    /* Keras's fans: a conv kernel [KH, KW, in, out] has the receptive field KH*KW times its channels */
+    double receptive = 1;
+    for (int i = 0; i < t->rank - 2; i++) receptive *= (double)t->dims[i];
+    float limit = (float)sqrt(6.0 / (receptive * (double)t->dims[t->rank - 2] + receptive * (double)t->dims[t->rank - 1]));
     rng r;
     rng_init(&r, w->seed ^ str_hash(key));
     for (int64_t i = 0; i < n; i++) dst[i] = rng_uniform_f32(&r, -limit, limit);

@@ -103,7 +103,9 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case IR_OP_RMSPROP: case IR_OP_RMSPROP_MOMENTUM: case IR_OP_RMSPROP_CENTERED: \
   case IR_OP_RMSPROP_CENTERED_MOMENTUM: case IR_OP_ADAM: case IR_OP_COUNT_STEP: case IR_OP_LOSS_SCALE_UPDATE: \
   case IR_OP_ADAMW: case IR_OP_GRAD_NORM_SQ: case IR_OP_CLIP_SCALE: case IR_OP_CLIP_VALUE: \
-  case IR_OP_LAYER_NORM_GRAD: case IR_OP_LAYER_NORM_XHAT:
+  case IR_OP_LAYER_NORM_GRAD: case IR_OP_LAYER_NORM_XHAT: \
+  case IR_OP_CONV2D: case IR_OP_CONV2D_INPUT_GRAD: case IR_OP_CONV2D_FILTER_GRAD: \
+  case IR_OP_MAX_POOL2D: case IR_OP_AVG_POOL2D: case IR_OP_MAX_POOL2D_GRAD: case IR_OP_AVG_POOL2D_GRAD:
 
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
@@ -561,6 +563,128 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
         for (int64_t j = 0; j < inner; j++) row[j] = inv * (dy[j] * gamma[j] - mg - (x[j] - mean) * inv * mgx);
       }
     }
+    break;
+  }
+  /* convolutional networks */
+  case IR_OP_CONV2D: {
+    /* the definition: every output element a sum over the window, x read
+     * as 0 outside it */
+    const ir_type *xt = &n->srcs[0]->type, *wt = &n->srcs[1]->type;
+    int64_t H = xt->dims[1], W = xt->dims[2], C = xt->dims[3], KH = wt->dims[0], KW = wt->dims[1], O = wt->dims[3];
+    int64_t OH = t->dims[1], OW = t->dims[2], img = H * W * C;
+    if (img <= 0 || n_src[0] % img || n_src[1] != KH * KW * C * O || count != n_src[0] / img * OH * OW * O)
+      return FAIL("conv2d %%%s: inconsistent sizes", n->name);
+    const int64_t *st = n->attr.strides.v, *dl = n->attr.dilations.v, *pd = n->attr.pads.v;
+    for (int64_t b = 0; b < n_src[0] / img; b++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++)
+          for (int64_t o = 0; o < O; o++) {
+            double sum = 0;
+            for (int64_t p = 0; p < KH; p++)
+              for (int64_t q = 0; q < KW; q++) {
+                int64_t ih = i * st[0] - pd[0] + p * dl[0], iw = j * st[1] - pd[2] + q * dl[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                for (int64_t c = 0; c < C; c++)
+                  sum += src[0][((b * H + ih) * W + iw) * C + c] * src[1][((p * KW + q) * C + c) * O + o];
+              }
+            y[((b * OH + i) * OW + j) * O + o] = sum;
+          }
+    break;
+  }
+  case IR_OP_MAX_POOL2D_GRAD:
+  case IR_OP_AVG_POOL2D_GRAD: {
+    /* each window's dy to its winner (max: the tap the forward scan ends
+     * on, replacing on v > best or a NaN v) or spread over its taps inside
+     * x (avg) */
+    const ir_type *dyt = &n->srcs[0]->type;
+    int64_t H = t->dims[1], W = t->dims[2], C = t->dims[3], OH = dyt->dims[1], OW = dyt->dims[2], img = H * W * C;
+    if (img <= 0 || count % img || n_src[0] != count / img * OH * OW * C || n_src[1] != count)
+      return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+    const int64_t *pl = n->attr.pool.v, *st = n->attr.strides.v, *pd = n->attr.pads.v;
+    bool mx = n->op == IR_OP_MAX_POOL2D_GRAD;
+    const double *dy = src[0], *x = src[1];
+    for (int64_t i = 0; i < count; i++) y[i] = 0;
+    for (int64_t b = 0; b < count / img; b++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++)
+          for (int64_t c = 0; c < C; c++) {
+            double best = -INFINITY, g = dy[((b * OH + i) * OW + j) * C + c];
+            int64_t win = -1, cnt = 0;
+            for (int pass = 0; pass < 2; pass++)
+              for (int64_t p = 0; p < pl[0]; p++)
+                for (int64_t q = 0; q < pl[1]; q++) {
+                  int64_t ih = i * st[0] - pd[0] + p, iw = j * st[1] - pd[2] + q;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  int64_t xi = ((b * H + ih) * W + iw) * C + c;
+                  if (pass == 0) {
+                    cnt++;
+                    if (mx && (x[xi] > best || isnan(x[xi]))) best = x[xi], win = xi;
+                  } else if (!mx) {
+                    y[xi] += g / (double)cnt;
+                  }
+                }
+            if (mx && win >= 0) y[win] += g;
+          }
+    break;
+  }
+  case IR_OP_MAX_POOL2D:
+  case IR_OP_AVG_POOL2D: {
+    const ir_type *xt = &n->srcs[0]->type;
+    int64_t H = xt->dims[1], W = xt->dims[2], C = xt->dims[3], OH = t->dims[1], OW = t->dims[2], img = H * W * C;
+    if (img <= 0 || n_src[0] % img || count != n_src[0] / img * OH * OW * C)
+      return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+    const int64_t *pl = n->attr.pool.v, *st = n->attr.strides.v, *pd = n->attr.pads.v;
+    bool mx = n->op == IR_OP_MAX_POOL2D;
+    for (int64_t b = 0; b < n_src[0] / img; b++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++)
+          for (int64_t c = 0; c < C; c++) {
+            double acc = mx ? -INFINITY : 0;
+            int64_t cnt = 0;
+            for (int64_t p = 0; p < pl[0]; p++)
+              for (int64_t q = 0; q < pl[1]; q++) {
+                int64_t ih = i * st[0] - pd[0] + p, iw = j * st[1] - pd[2] + q;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                double v = src[0][((b * H + ih) * W + iw) * C + c];
+                cnt++;
+                if (!mx) acc += v;
+                else if (v > acc || isnan(v)) acc = isnan(acc) ? acc : v;
+              }
+            y[((b * OH + i) * OW + j) * C + c] = mx ? acc : acc / (double)cnt;
+          }
+    break;
+  }
+  case IR_OP_CONV2D_INPUT_GRAD:
+  case IR_OP_CONV2D_FILTER_GRAD: {
+    /* the forward conv2d's sums transposed: each product
+     * x[n,ih,iw,c] * w[p,q,c,o] of the forward pass adds dy[n,i,j,o] * w to
+     * dx, or x * dy to dw (a scatter here: the reference has no threads) */
+    bool input = n->op == IR_OP_CONV2D_INPUT_GRAD;
+    const ir_type *xt = input ? t : &n->srcs[0]->type, *wt = input ? &n->srcs[1]->type : t;
+    const ir_type *dyt = &n->srcs[input ? 0 : 1]->type;
+    int64_t H = xt->dims[1], W = xt->dims[2], C = xt->dims[3], KH = wt->dims[0], KW = wt->dims[1], O = wt->dims[3];
+    int64_t OH = dyt->dims[1], OW = dyt->dims[2], img = OH * OW * O;
+    const double *dy = src[input ? 0 : 1], *other = src[input ? 1 : 0];
+    int64_t nb = img > 0 ? n_src[input ? 0 : 1] / img : 0;
+    if (img <= 0 || n_src[input ? 0 : 1] % img || count != (input ? nb * H * W * C : KH * KW * C * O))
+      return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+    const int64_t *st = n->attr.strides.v, *dl = n->attr.dilations.v, *pd = n->attr.pads.v;
+    for (int64_t i = 0; i < count; i++) y[i] = 0;
+    for (int64_t b = 0; b < nb; b++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++)
+          for (int64_t p = 0; p < KH; p++)
+            for (int64_t q = 0; q < KW; q++) {
+              int64_t ih = i * st[0] - pd[0] + p * dl[0], iw = j * st[1] - pd[2] + q * dl[1];
+              if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+              for (int64_t c = 0; c < C; c++)
+                for (int64_t o = 0; o < O; o++) {
+                  int64_t xi = ((b * H + ih) * W + iw) * C + c, wi = ((p * KW + q) * C + c) * O + o;
+                  double g = dy[((b * OH + i) * OW + j) * O + o];
+                  if (input) y[xi] += g * other[wi];
+                  else y[wi] += g * other[xi];
+                }
+            }
     break;
   }
   case IR_OP_PAD:

@@ -392,7 +392,7 @@ START_TEST(test_policies_and_autocast_options) {
   o.fp32_ops = "matmul,dense";
   ck_assert_int_eq(castor_compile(m, &o, &p), CASTOR_ERR_INVALID_ARGUMENT);
   ck_assert_str_eq(castor_context_last_error(ctx),
-                   "error: --fp32-ops: unknown op 'dense' (ops: matmul, add, mul, relu, sigmoid, tanh, gelu, silu, softmax, layer_norm, matmul_nt, matmul_tn, sum_rows, relu_grad, sigmoid_grad, tanh_grad, gelu_grad, silu_grad, softmax_grad, layer_norm_grad, layer_norm_xhat, xent, xent_grad, xent_logits, xent_logits_grad, mse, mse_grad)\n");
+                   "error: --fp32-ops: unknown op 'dense' (ops: matmul, add, mul, relu, sigmoid, tanh, gelu, silu, softmax, layer_norm, matmul_nt, matmul_tn, sum_rows, relu_grad, sigmoid_grad, tanh_grad, gelu_grad, silu_grad, softmax_grad, layer_norm_grad, layer_norm_xhat, xent, xent_grad, xent_logits, xent_logits_grad, mse, mse_grad, conv2d, conv2d_input_grad, conv2d_filter_grad)\n");
   o.fp32_ops = NULL;
   o.fp32_layers = "d,nope";
   ck_assert_int_eq(castor_compile(m, &o, &p), CASTOR_ERR_INVALID_ARGUMENT);

@@ -259,7 +259,8 @@ static void sample(const char *file, const char *policy, int64_t batch) {
   snprintf(path, sizeof path, "%s/samples/%s", CASTOR_SOURCE_DIR, file);
   snprintf(what, sizeof what, "%s/%s", file, policy);
   diag_sink *d = diag_sink_create();
-  ir_graph *g = fe_load(path, NULL, d, NULL);
+  ir_graph *g = file[0] == '\n' ? fe_load_mem("pooling.cast", file, strlen(file), NULL, d, NULL) : fe_load(path, NULL, d, NULL);
+  if (file[0] == '\n') snprintf(what, sizeof what, "pooling/%s", policy);
   ck_assert_msg(g != NULL, "%s: %s", what, diag_text(d));
   ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
   pass_options po;
@@ -387,6 +388,23 @@ START_TEST(test_layout) {
 }
 END_TEST
 
+/* convolutional networks: pooling (the kit's window maps) on the cuda
+ * target under every policy, against the CPU and the reference; odd
+ * sizes, 'same' with the odd pad at the end, overlapping windows, a relu
+ * after each (a chain behind the map). Pooling follows its operand's
+ * dtype, so with an f32 input it stays f32 under every policy (16-bit
+ * pooling behind a conv2d waits for the NVPTX convolution). The model is
+ * text (a leading newline tells sample() so). */
+static const char pooling_model[] = "\nmodel pooling\n"
+                                    "x = input(shape=[9, 7, 5])\n"
+                                    "m = max_pooling2d(x, pool_size=3, strides=2, padding=same)\n"
+                                    "r = activation(m, relu)\n"
+                                    "a = average_pooling2d(r, pool_size=[2, 3], strides=1)\n"
+                                    "output a\n"
+                                    "output m\n";
+START_TEST(test_pooling) { sample(pooling_model, policies[_i], 7); }
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cuda_emu");
   TCase *tc = tcase_create("kinds");
@@ -395,6 +413,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_sm90_loads, 0, N_UNITS * N_POLICIES);
   tcase_add_loop_test(tc, test_sample_small, 0, N_POLICIES);
   tcase_add_test(tc, test_sample_4096);
+  tcase_add_loop_test(tc, test_pooling, 0, N_POLICIES);
   suite_add_tcase(s, tc);
   TCase *tl = tcase_create("layout"); /* general tensors: layout ops */
   tcase_set_timeout(tl, 600);

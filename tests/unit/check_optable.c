@@ -200,6 +200,34 @@ static void build_case(ir_op op, op_case *c) {
     }
     attr.axis = 0;
     break;
+  /* convolutional networks: x's W values as an image [4, 2, 2] */
+  case IR_TYPE_CONV2D:
+    x->type = (ir_type){DT_F32, 4, {IR_DIM_BATCH, 4, 2, 2}};
+    srcs[1] = konst(c, "w", 4, (int64_t[]){3, 3, 2, 5}, 7);
+    attr = (ir_attr){.acc = DT_F32, .strides = {2, {1, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {1, 1, 1, 1}}};
+    break;
+  case IR_TYPE_CONV2D_INPUT_GRAD: /* dy = x [N,4,2,2] of a 'same' 3x3 conv2d of [N,4,2,3] */
+  case IR_TYPE_CONV2D_FILTER_GRAD: /* x and dy both x [N,4,2,2] */
+    x->type = (ir_type){DT_F32, 4, {IR_DIM_BATCH, 4, 2, 2}};
+    attr = (ir_attr){.acc = DT_F32, .strides = {2, {1, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {1, 1, 1, 1}}};
+    if (ir_op_type_rule(op) == IR_TYPE_CONV2D_INPUT_GRAD) {
+      srcs[1] = konst(c, "w", 4, (int64_t[]){3, 3, 3, 2}, 7);
+      attr.shape = (ir_shape){4, {IR_DIM_BATCH, 4, 2, 3}};
+    } else {
+      srcs[1] = x;
+      attr.shape = (ir_shape){4, {3, 3, 2, 2}};
+    }
+    break;
+  case IR_TYPE_POOL2D: /* x as [N,4,2,2]: 3x2 windows, strides 2x1, 'same' (the odd pad at the end) */
+    x->type = (ir_type){DT_F32, 4, {IR_DIM_BATCH, 4, 2, 2}};
+    attr = (ir_attr){.pool = {2, {3, 2}}, .strides = {2, {2, 1}}, .pads = {4, {0, 1, 0, 1}}};
+    break;
+  case IR_TYPE_POOL2D_GRAD: /* dy = tanh of x's [N,2,2,2] 2x1-pooled ... of x [N,4,2,2]: windows 2x1, strides 2x1 */
+    x->type = (ir_type){DT_F32, 4, {IR_DIM_BATCH, 4, 2, 2}};
+    attr = (ir_attr){.pool = {2, {2, 1}}, .strides = {2, {2, 1}}, .pads = {4, {0}}};
+    srcs[0] = ir_build_unary(c->g, IR_OP_TANH, "dy", ir_build_op(c->g, IR_OP_AVG_POOL2D, "p", &x, 1, &attr, no_loc), no_loc);
+    srcs[1] = x;
+    break;
   }
   if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, n_srcs, &attr, no_loc);
   ir_graph_add_output(c->g, "y", c->node);
@@ -220,7 +248,8 @@ START_TEST(test_table_is_consistent) {
     ck_assert_msg(ir_op_semantics(op) && *ir_op_semantics(op), "%s: no semantics", name);
     int f = ir_op_flops(op);
     ck_assert_msg(f >= 0 || f == IR_FLOPS_CONTRACT, "%s: flops %d", name, f);
-    ck_assert_msg(f != IR_FLOPS_CONTRACT || ir_op_kernel(op) == IR_KERNEL_CONTRACT || op == IR_OP_MATMUL_TN,
+    ck_assert_msg(f != IR_FLOPS_CONTRACT || ir_op_kernel(op) == IR_KERNEL_CONTRACT || op == IR_OP_MATMUL_TN ||
+                      op == IR_OP_CONV2D_FILTER_GRAD,
                   "%s: contraction flops", name);
     ck_assert_msg(!(ir_op_flags(op) & IR_OPF_PAD8) ||
                       (ir_op_kernel(op) == IR_KERNEL_CONTRACT && ir_op_type_rule(op) == IR_TYPE_MATMUL),
@@ -365,7 +394,8 @@ START_TEST(test_every_op_on_every_backend) {
          * (silu_grad at x = -1.28: elementwise relative error is unbounded) */
         ir_kernel_class kc = ir_op_kernel((ir_op)i);
         bool sums = kc == IR_KERNEL_ROWWISE || kc == IR_KERNEL_REDUCE || (ir_op)i == IR_OP_MATMUL_NT ||
-                    strstr(ir_op_name((ir_op)i), "_grad");
+                    strstr(ir_op_name((ir_op)i), "_grad") ||
+                    (ir_op)i == IR_OP_CONV2D; /* convolutional networks: sums over a window */
         double e = sums ? ref_normalized_error(out, want[0], n) : ref_max_rel_error(out, want[0], n, 1e-3);
         ref_cmp worst = sums ? ref_compare_normalized(out, want[0], n) : ref_compare_rel(out, want[0], n, 1e-3);
         char msg[256];
