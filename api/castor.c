@@ -53,6 +53,7 @@ struct castor_program {
    * Names and data owned. */
   safetensors_tensor *untrained;
   int n_untrained;
+  hmap state_names; /* state name -> its index + 1: a lookup by name is O(1), not a scan (deep models) */
 };
 
 struct castor_tensor {
@@ -377,6 +378,9 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   p->ctx = ctx;
   p->x = x;
   p->rt = x->desc;
+  hmap_init(&p->state_names, HMAP_STRINGS);
+  for (intptr_t i = 0; i < p->rt->n_states; i++)
+    hmap_put_str(&p->state_names, p->rt->states[i].t.name, strlen(p->rt->states[i].t.name), (void *)(i + 1));
   if (dopts->train && !dopts->loss_only && !dopts->gradients) keep_untrained(p, m->graph);
   *out_program = p;
   return finish(ctx, CASTOR_OK);
@@ -454,9 +458,7 @@ castor_status castor_compile_eval(castor_model *m, const castor_compile_options 
 int castor_program_num_states(const castor_program *p) { return p ? p->rt->n_states : 0; }
 
 static int state_index(const castor_program *p, const char *name) {
-  for (int i = 0; name && i < p->rt->n_states; i++)
-    if (strcmp(p->rt->states[i].t.name, name) == 0) return i;
-  return -1;
+  return name ? (int)((intptr_t)hmap_get_str(&p->state_names, name, strlen(name)) - 1) : -1;
 }
 
 /* A model weight (trainable or not), which save and copy take; not an
@@ -583,6 +585,7 @@ void castor_program_destroy(castor_program *p) {
   cg_exec_destroy(p->x);
   for (int i = 0; i < p->n_untrained; i++) free((void *)p->untrained[i].name), free((void *)p->untrained[i].data);
   free(p->untrained);
+  hmap_fini(&p->state_names);
   free(p);
 }
 
