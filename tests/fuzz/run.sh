@@ -5,14 +5,15 @@
 # (kept between runs) seeded from the test inputs, seeds/TARGET and
 # regress/TARGET. Prints the executions of each target; a finding goes to
 # FUZZ_BUILD_DIR/fuzz/artifacts/ and makes the script exit 1 after the rest ran.
-# Targets: cast ir passes safetensors npy json cli (default: all). With FUZZ_RUNS=N
+# Targets: cast ir passes safetensors npy json cli grad cast_train train
+# (default: all). With FUZZ_RUNS=N
 # in the environment a target also stops after N executions (long runs).
 set -u
 bld=$1 secs=$2
 shift 2
 src=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$src/../.." && pwd)
-targets=${*:-cast ir passes safetensors npy json cli}
+targets=${*:-cast ir passes safetensors npy json cli grad cast_train train}
 out=$bld/fuzz
 mkdir -p "$out/artifacts"
 status=0
@@ -25,13 +26,13 @@ for t in $targets; do
   rm -rf "$seeds"
   mkdir -p "$seeds" "$out/corpus/$t"
   case $t in
-    cast) for f in "$root"/samples/*.cast "$root"/tests/golden/*/*.cast; do cp "$f" "$seeds/$(basename "$(dirname "$f")")_$(basename "$f")"; done ;;
-    ir|passes) for f in "$root"/tests/golden/*/*.cir; do cp "$f" "$seeds/$(basename "$(dirname "$f")")_$(basename "$f")"; done ;;
+    cast|cast_train|train) for f in "$root"/samples/*.cast "$root"/tests/golden/*/*.cast; do cp "$f" "$seeds/$(basename "$(dirname "$f")")_$(basename "$f")"; done ;;
+    ir|passes|grad) for f in "$root"/tests/golden/*/*.cir; do cp "$f" "$seeds/$(basename "$(dirname "$f")")_$(basename "$f")"; done ;;
   esac
   for d in "$src/seeds/$t" "$src/regress/$t"; do [ -d "$d" ] && cp "$d"/* "$seeds"/ 2>/dev/null; done
   log=$out/$t.log
   t0=$(date +%s)
-  "$bin" "$out/corpus/$t" "$seeds" -dict="$src/dict/$(case $t in passes) echo ir;; *) echo "$t";; esac).dict" \
+  "$bin" "$out/corpus/$t" "$seeds" -dict="$src/dict/$(case $t in passes) echo ir;; train) echo cast_train;; *) echo "$t";; esac).dict" \
     -max_total_time="$secs" ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} -timeout=20 -rss_limit_mb=2560 -malloc_limit_mb=2048 -close_fd_mask=3 \
     -print_final_stats=1 -artifact_prefix="$out/artifacts/$t-" >"$log" 2>&1
   rc=$?
