@@ -257,6 +257,41 @@ START_TEST(test_train_sharing_same_bits) {
 }
 END_TEST
 
+/* A deep model's training step compiles in time linear in depth too (issue
+ * 26 item 12): 3,000 layers compile and train one step within the timeout
+ * (before, 5 kernels per layer had a body of their own, ~50 ms each, and
+ * the grad pass scanned the graph per new node), with a finite loss. */
+START_TEST(test_deep_train_step) {
+  enum { DEPTH = 3000, UNITS = 8, BATCH = 4 };
+  char *text = deep_model(DEPTH, UNITS);
+  castor_context *ctx;
+  ck_assert(castor_context_create(&ctx) == CASTOR_OK);
+  castor_model *m = NULL;
+  castor_program *step = NULL;
+  ck_assert_msg(castor_model_load_string(ctx, "deep.cast", text, strlen(text), NULL, &m) == CASTOR_OK, "%s",
+                castor_context_last_error(ctx));
+  castor_train_options to;
+  castor_train_options_init(&to);
+  to.optimizer = "sgd";
+  to.loss = "mean_squared_error";
+  ck_assert_msg(castor_compile_train(m, NULL, &to, &step) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  castor_tensor *in[2], *out[2] = {NULL, NULL};
+  ck_assert(castor_tensor_create(ctx, CASTOR_F32, 2, (int64_t[]){BATCH, UNITS}, &in[0]) == CASTOR_OK);
+  ck_assert(castor_tensor_create(ctx, CASTOR_F32, 2, (int64_t[]){BATCH, 10}, &in[1]) == CASTOR_OK);
+  float *x = castor_tensor_data(in[0]), *y = castor_tensor_data(in[1]);
+  for (int i = 0; i < BATCH * UNITS; i++) x[i] = (float)(i % 7) / 7.0f - 0.5f;
+  for (int i = 0; i < BATCH * 10; i++) y[i] = i % 10 == i / 10 ? 1.0f : 0.0f;
+  ck_assert_msg(castor_program_run(step, in, 2, out, 2) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  float loss = *(const float *)castor_tensor_data(out[1]);
+  ck_assert_msg(isfinite(loss) && loss > 0, "loss %g", loss);
+  for (int i = 0; i < 2; i++) castor_tensor_destroy(in[i]), castor_tensor_destroy(out[i]);
+  castor_program_destroy(step);
+  castor_model_destroy(m);
+  castor_context_destroy(ctx);
+  free(text);
+}
+END_TEST
+
 /* A chain of n dense layers of one unit, no activation: 1 + 4n nodes
  * (input; per layer kernel, bias, matmul, add). */
 static char *unit_chain(int n) {
@@ -307,6 +342,7 @@ static Suite *deep_suite(void) {
   tcase_add_test(tc, test_deep_model_numerics);
   tcase_add_loop_test(tc, test_sharing_same_bits, 0, (int)(sizeof sharing_cases / sizeof sharing_cases[0]));
   tcase_add_test(tc, test_node_cap);
+  tcase_add_test(tc, test_deep_train_step);
   tcase_add_loop_test(tc, test_train_sharing_same_bits, 0,
                       (int)(sizeof train_sharing_cases / sizeof train_sharing_cases[0]));
   suite_add_tcase(s, tc);
