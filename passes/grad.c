@@ -670,6 +670,25 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
 }
 
 bool pass_grad_run(ir_graph *g, pass_context *ctx) {
+  /* one variable per weight key: the step's states, slots and gradient
+   * outputs are named after it (fuzz_grad: two weights of one key gave two
+   * outputs grad_<key>) */
+  hmap keys;
+  hmap_init(&keys, HMAP_STRINGS);
+  const ir_node *first = NULL, *dup = NULL;
+  for (int i = 0; i < g->n_nodes && !dup; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->op != IR_OP_CONST || !n->attr.weight) continue;
+    first = hmap_put_str(&keys, n->attr.weight, strlen(n->attr.weight), (void *)n);
+    if (first) dup = n;
+  }
+  hmap_fini(&keys);
+  if (dup) {
+    diag_error_kind(ctx->diag, DIAG_KIND_INVALID_MODEL, dup->loc,
+                    "grad: %%%s and %%%s are one weight '%s'; a training step needs one value per weight key",
+                    first->name, dup->name, dup->attr.weight);
+    return false;
+  }
   hmap names;
   hmap_init(&names, HMAP_STRINGS);
   hmap_reserve(&names, 4 * (size_t)g->n_nodes);
