@@ -536,7 +536,8 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   }
   ir_node *pred = g->outputs[0].value;
   const char *pred_name = g->outputs[0].name;
-  if (pred->type.rank != 2 || !dtype_is_float(pred->type.dtype) || pred->type.dims[1] == IR_DIM_BATCH) {
+  if (pred->type.rank != 2 || !dtype_is_float(pred->type.dtype) || pred->type.dims[0] != IR_DIM_BATCH ||
+      pred->type.dims[1] == IR_DIM_BATCH) { /* a prediction per sample (fuzz_grad: a weight as the output) */
     char t[96];
     str_buf b;
     str_buf_init(&b);
