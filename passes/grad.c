@@ -389,12 +389,13 @@ static ir_policy policy_of(const ir_graph *g, const ir_node *n) {
 /* Constant c becomes a variable in its layer's variable dtype vd. When vd
  * is 16-bit, c's casts to vd become the variable itself (their data
  * converted here, rounding to nearest even as fold-constants does). */
-static void make_variable(grad_state *s, ir_node *c) {
+static void make_variable(grad_state *s, ir_node *c, int uses) {
   ir_dtype vd = ir_policy_variable_dtype(policy_of(s->g, c));
   c->op = IR_OP_VARIABLE;
   c->attr.init = 0;
   c->attr.kind = IR_STATE_WEIGHT; /* every loaded weight is trained (nontrainable ones come with batch norm) */
   if (vd == c->type.dtype || c->type.dtype != DT_F32) return;
+  if (uses > 1) return; /* also used as it is (a layer of another policy shares it: fuzz_grad): stays f32 */
   ir_node *cast = NULL;
   for (int i = c->id + 1; i < s->n_fwd && !cast; i++) {
     ir_node *u = s->g->nodes[i];
@@ -552,8 +553,10 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   s.adjoint = arena_alloc(ctx->scratch, ((size_t)s.n_fwd + 1) * sizeof *s.adjoint);
 
   /* weights -> variables; which values depend on one */
+  int *uses = ir_graph_use_counts(g);
   for (int i = 0; i < s.n_fwd; i++)
-    if (g->nodes[i]->op == IR_OP_CONST) make_variable(&s, g->nodes[i]);
+    if (g->nodes[i]->op == IR_OP_CONST) make_variable(&s, g->nodes[i], uses[i]);
+  free(uses);
   int n_vars = 0;
   for (int i = 0; i < s.n_fwd; i++) {
     ir_node *n = g->nodes[i];
