@@ -59,6 +59,7 @@ struct castor_program {
    * at state iter_state (optimizer.iterations) into lr_state; NULL: none */
   rt_lr_schedule *schedule;
   int lr_state, iter_state;
+  hmap state_names; /* state name -> its index + 1: a lookup by name is O(1), not a scan (deep models) */
 };
 
 struct castor_tensor {
@@ -423,6 +424,9 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   p->ctx = ctx;
   p->x = x;
   p->rt = x->desc;
+  hmap_init(&p->state_names, HMAP_STRINGS);
+  for (intptr_t i = 0; i < p->rt->n_states; i++)
+    hmap_put_str(&p->state_names, p->rt->states[i].t.name, strlen(p->rt->states[i].t.name), (void *)(i + 1));
   if (dopts->train && !dopts->loss_only && !dopts->gradients) keep_untrained(p, m->graph);
   if (dopts->train && !dopts->loss_only && !dopts->gradients && topts.lr_schedule) { /* training options */
     p->schedule = xcalloc(1, sizeof *p->schedule);
@@ -507,9 +511,7 @@ castor_status castor_compile_eval(castor_model *m, const castor_compile_options 
 int castor_program_num_states(const castor_program *p) { return p ? p->rt->n_states : 0; }
 
 static int state_index(const castor_program *p, const char *name) {
-  for (int i = 0; name && i < p->rt->n_states; i++)
-    if (strcmp(p->rt->states[i].t.name, name) == 0) return i;
-  return -1;
+  return name ? (int)((intptr_t)hmap_get_str(&p->state_names, name, strlen(name)) - 1) : -1;
 }
 
 /* A model weight (trainable or not), which save and copy take; not an
@@ -637,6 +639,7 @@ void castor_program_destroy(castor_program *p) {
   for (int i = 0; i < p->n_untrained; i++) free((void *)p->untrained[i].name), free((void *)p->untrained[i].data);
   free(p->untrained);
   rt_lr_schedule_fini(p->schedule), free(p->schedule);
+  hmap_fini(&p->state_names);
   free(p);
 }
 

@@ -212,15 +212,26 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
       }
   }
   p->slots = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof(rt_slot));
-  int *slot_free_after = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof(int));
+  /* first fit: the lowest slot free after the buffer's definition, found in
+   * a tree of minima over each slot's last use (a slot not in use yet: -1)
+   * in O(log n), not by a scan of the slots: a training step keeps every
+   * forward activation live until the backward pass, so the slots in use
+   * grow with depth and the scan was quadratic */
+  int leaves = 1;
+  while (leaves < nb + 1) leaves *= 2;
+  int *free_after = arena_alloc(p->arena, 2 * (size_t)leaves * sizeof(int));
+  for (int t = 0; t < 2 * leaves; t++) free_after[t] = -1;
   for (int b = 0; b < nb; b++) {
     rt_buffer *buf = &p->buffers[b];
     if (buf->kind != RT_BUF_SCRATCH) continue;
     if (last[b] < def[b]) last[b] = def[b]; /* written, never read (cannot happen after dce) */
-    int s = 0;
-    while (s < p->n_slots && slot_free_after[s] >= def[b]) s++;
+    CASTOR_ASSERT(def[b] >= 0); /* a scratch buffer is a kernel's result */
+    int t = 1; /* the leftmost leaf below a minimum under def[b] (the root's is: -1 at the end) */
+    while (t < leaves) t = free_after[2 * t] < def[b] ? 2 * t : 2 * t + 1;
+    int s = t - leaves;
     if (s == p->n_slots) p->n_slots++;
-    slot_free_after[s] = last[b];
+    for (free_after[t] = last[b]; t > 1; t /= 2)
+      free_after[t / 2] = free_after[t & ~1] < free_after[t | 1] ? free_after[t & ~1] : free_after[t | 1];
     rt_slot *sl = &p->slots[s];
     if (buf->bytes_per_row > sl->bytes_per_row) sl->bytes_per_row = buf->bytes_per_row;
     if (buf->bytes_fixed > sl->bytes_fixed) sl->bytes_fixed = buf->bytes_fixed;

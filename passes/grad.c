@@ -72,9 +72,23 @@ typedef struct grad_state {
   int n_fwd;          /* forward nodes: ids [0, n_fwd) */
   bool *needs;        /* forward node id -> its value depends on a variable */
   ir_node **adjoint;  /* forward node id -> its gradient so far */
+  hmap *names;        /* every node's name (unique_name) */
 } grad_state;
 
 static const diag_loc no_loc = {0};
+
+/* ir_graph_unique_name's answer (base, else base.1, base.2, ...: the first
+ * name no node has) from a set of the graph's names instead of a scan of
+ * the graph per new node, which made the pass quadratic in depth (10,000
+ * layers: 80 s). Exact because every node the pass adds takes its name
+ * from here and none is removed or renamed while it runs. */
+static const char *unique_name(grad_state *s, const char *base) {
+  const char *name = base;
+  for (int k = 1; hmap_get_str(s->names, name, strlen(name)); k++) name = arena_printf(s->g->arena, "%s.%d", base, k);
+  if (name == base) name = arena_strdup(s->g->arena, base);
+  hmap_put_str(s->names, name, strlen(name), (void *)name);
+  return name;
+}
 
 static bool fail(grad_state *s, diag_kind kind, diag_loc loc, const char *fmt, const char *a, const char *b) {
   diag_error_kind(s->ctx->diag, kind, loc, fmt, a, b);
@@ -209,7 +223,7 @@ static const char *safe_name(grad_state *s, const char *key) {
 }
 
 static ir_node *leaf(grad_state *s, ir_op op, const char *name, ir_type t) {
-  ir_node *n = ir_node_new(s->g, op, &t, NULL, 0, ir_graph_unique_name(s->g, name), no_loc);
+  ir_node *n = ir_node_new(s->g, op, &t, NULL, 0, unique_name(s, name), no_loc);
   ir_graph_append(s->g, n);
   return n;
 }
@@ -236,7 +250,7 @@ static ir_node *literal(grad_state *s, const char *name, ir_dtype dt, double v) 
 /* A backward node serving forward node `fwd`: its layer, named `name`. */
 static ir_node *named_op(grad_state *s, ir_op o, const ir_node *fwd, const char *name, ir_node *const *srcs, int n,
                          const ir_attr *attr) {
-  ir_node *r = ir_build_op(s->g, o, ir_graph_unique_name(s->g, name), srcs, n, attr, fwd ? fwd->loc : no_loc);
+  ir_node *r = ir_build_op(s->g, o, unique_name(s, name), srcs, n, attr, fwd ? fwd->loc : no_loc);
   if (fwd) {
     r->layer = fwd->layer;
     r->policy = fwd->policy;
@@ -496,12 +510,13 @@ static ir_policy policy_of(const ir_graph *g, const ir_node *n) {
 /* Constant c becomes a variable in its layer's variable dtype vd. When vd
  * is 16-bit, c's casts to vd become the variable itself (their data
  * converted here, rounding to nearest even as fold-constants does). */
-static void make_variable(grad_state *s, ir_node *c) {
+static void make_variable(grad_state *s, ir_node *c, int uses) {
   ir_dtype vd = ir_policy_variable_dtype(policy_of(s->g, c));
   c->op = IR_OP_VARIABLE;
   c->attr.init = 0;
   c->attr.kind = IR_STATE_WEIGHT; /* every loaded weight is trained (nontrainable ones come with batch norm) */
   if (vd == c->type.dtype || c->type.dtype != DT_F32) return;
+  if (uses > 1) return; /* also used as it is (a layer of another policy shares it: fuzz_grad): stays f32 */
   ir_node *cast = NULL;
   for (int i = c->id + 1; i < s->n_fwd && !cast; i++) {
     ir_node *u = s->g->nodes[i];
@@ -544,7 +559,7 @@ static ir_node *all_finite(grad_state *s, ir_node **grads, int n) {
     int k = 0;
     if (ok) srcs[k++] = ok;
     while (k < IR_MAX_SRCS && i < n) srcs[k++] = grads[i++];
-    ok = ir_build_op(s->g, IR_OP_ALL_FINITE, ir_graph_unique_name(s->g, "grads_finite"), srcs, k, &(ir_attr){0},
+    ok = ir_build_op(s->g, IR_OP_ALL_FINITE, unique_name(s, "grads_finite"), srcs, k, &(ir_attr){0},
                      no_loc);
     ok->note = "the loss scale's check: every scaled gradient finite";
   }
@@ -605,7 +620,7 @@ static void update(grad_state *s, ir_node *w, ir_node *gw, const opt_scalars *sc
   if (uop == IR_OP_ADAM || uop == IR_OP_ADAMW) srcs[n++] = sc->steps;
   char name[512];
   snprintf(name, sizeof name, "%s.updated", safe_name(s, w->attr.weight));
-  ir_node *u = ir_build_op(s->g, uop, ir_graph_unique_name(s->g, name), srcs, n, &attr, w->loc);
+  ir_node *u = ir_build_op(s->g, uop, unique_name(s, name), srcs, n, &attr, w->loc);
   u->layer = w->layer;
   u->note = arena_printf(s->g->arena, "%s: %s update in %s", w->layer ? w->layer : w->attr.weight,
                          optimizer_names[o->optimizer], dtype_name(w->type.dtype));
@@ -619,9 +634,9 @@ static const char *grad_output_name(grad_state *s, const char *weight) {
   return n;
 }
 
-bool pass_grad_run(ir_graph *g, pass_context *ctx) {
+static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   const pass_train_options *o = &ctx->opts->train;
-  grad_state s = {g, ctx, o, g->n_nodes, NULL, NULL};
+  grad_state s = {g, ctx, o, g->n_nodes, NULL, NULL, names};
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i]->op == IR_OP_VARIABLE || ir_op_writes(g->nodes[i]->op))
       return fail(&s, DIAG_KIND_INVALID_MODEL, g->nodes[i]->loc,
@@ -662,7 +677,8 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   }
   ir_node *pred = g->outputs[0].value;
   const char *pred_name = g->outputs[0].name;
-  if (pred->type.rank != 2 || !dtype_is_float(pred->type.dtype) || pred->type.dims[1] == IR_DIM_BATCH) {
+  if (pred->type.rank != 2 || !dtype_is_float(pred->type.dtype) || pred->type.dims[0] != IR_DIM_BATCH ||
+      pred->type.dims[1] == IR_DIM_BATCH) { /* a prediction per sample (fuzz_grad: a weight as the output) */
     char t[96];
     str_buf b;
     str_buf_init(&b);
@@ -677,8 +693,10 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   s.adjoint = arena_alloc(ctx->scratch, ((size_t)s.n_fwd + 1) * sizeof *s.adjoint);
 
   /* weights -> variables; which values depend on one */
+  int *uses = ir_graph_use_counts(g);
   for (int i = 0; i < s.n_fwd; i++)
-    if (g->nodes[i]->op == IR_OP_CONST) make_variable(&s, g->nodes[i]);
+    if (g->nodes[i]->op == IR_OP_CONST) make_variable(&s, g->nodes[i], uses[i]);
+  free(uses);
   int n_vars = 0;
   for (int i = 0; i < s.n_fwd; i++) {
     ir_node *n = g->nodes[i];
@@ -693,11 +711,11 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   int64_t classes = pred->type.dims[1];
   bool sparse = o->loss == PASS_LOSS_SPARSE_XENT;
   ir_type tt = sparse ? (ir_type){DT_I32, 1, {IR_DIM_BATCH}} : (ir_type){DT_F32, 2, {IR_DIM_BATCH, classes}};
-  ir_node *targets = ir_build_input(g, ir_graph_unique_name(g, "targets"), &tt, ir_graph_num_inputs(g), no_loc);
+  ir_node *targets = ir_build_input(g, unique_name(&s, "targets"), &tt, ir_graph_num_inputs(g), no_loc);
   targets->note = sparse ? "class indices" : "targets";
   ir_node *p32 = pred;
   if (pred->type.dtype != DT_F32) { /* losses are f32 (--keep-16bit-outputs) */
-    p32 = ir_build_cast(g, ir_graph_unique_name(g, "loss_input"), pred, DT_F32, no_loc);
+    p32 = ir_build_cast(g, unique_name(&s, "loss_input"), pred, DT_F32, no_loc);
     p32->note = "autocast: the loss runs in f32";
   }
   bool dynamic = o->loss_scale < 0 ? g->policy == IR_POLICY_MIXED_FLOAT16 : o->loss_scale == 0;
@@ -718,7 +736,7 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
     wrt = sm->srcs[0], grad_in = sm; /* the fused softmax + cross-entropy gradient */
   }
   ir_attr la = {.epsilon = ir_op_attrs(loss_op) & A(epsilon) ? eps : 0};
-  ir_node *loss = ir_build_op(g, loss_op, ir_graph_unique_name(g, "loss"), (ir_node *[]){p32, targets}, 2, &la, no_loc);
+  ir_node *loss = ir_build_op(g, loss_op, unique_name(&s, "loss"), (ir_node *[]){p32, targets}, 2, &la, no_loc);
   loss->note = arena_printf(g->arena, "%s%s, mean over the batch", loss_names[o->loss], o->from_logits ? " (from logits)" : "");
   if (o->loss_only) { /* evaluation */
     ir_graph_add_output(g, "loss", loss);
@@ -738,11 +756,11 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
                                                             : "dynamic loss scale (Keras LossScaleOptimizer: starts at 2^15)")
                           : literal(&s, "loss_scale", DT_F32, o->loss_scale > 0 ? o->loss_scale : 1);
   if (!dynamic) seed->note = o->loss_scale > 0 && o->loss_scale != 1 ? "fixed loss scale" : "no loss scaling";
-  ir_node *dz = ir_build_op(g, grad_op, ir_graph_unique_name(g, "d.loss"), (ir_node *[]){grad_in, targets, seed}, 3,
+  ir_node *dz = ir_build_op(g, grad_op, unique_name(&s, "d.loss"), (ir_node *[]){grad_in, targets, seed}, 3,
                             &la, no_loc);
   dz->note = dynamic || o->loss_scale != 1 ? "the loss's gradient, times the loss scale" : "the loss's gradient";
   if (wrt == p32 && p32 != pred) { /* a 16-bit prediction: back through the loss's cast */
-    ir_node *back = ir_build_cast(g, ir_graph_unique_name(g, "d.loss_input"), dz, pred->type.dtype, no_loc);
+    ir_node *back = ir_build_cast(g, unique_name(&s, "d.loss_input"), dz, pred->type.dtype, no_loc);
     back->note = arena_printf(g->arena, "autocast: the loss's gradient back to %s", dtype_name(pred->type.dtype));
     dz = back, wrt = pred;
   }
@@ -803,10 +821,10 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
       ir_node *srcs[IR_MAX_SRCS] = {q, sc.scale};
       int n = 2;
       while (n < IR_MAX_SRCS && k < n_upd) srcs[n++] = grads[k++];
-      q = ir_build_op(g, IR_OP_GRAD_NORM_SQ, ir_graph_unique_name(g, "grads_norm_sq"), srcs, n, &(ir_attr){0}, no_loc);
+      q = ir_build_op(g, IR_OP_GRAD_NORM_SQ, unique_name(&s, "grads_norm_sq"), srcs, n, &(ir_attr){0}, no_loc);
       q->note = "the unscaled gradients' squared global norm (Keras global_clipnorm)";
     }
-    global = ir_build_op(g, IR_OP_CLIP_SCALE, ir_graph_unique_name(g, "clip_scale"), (ir_node *[]){sc.scale, q}, 2,
+    global = ir_build_op(g, IR_OP_CLIP_SCALE, unique_name(&s, "clip_scale"), (ir_node *[]){sc.scale, q}, 2,
                          &(ir_attr){.clipnorm = o->global_clipnorm}, no_loc);
     global->note = "the loss scale, times the global norm / global_clipnorm where that is above 1";
   }
@@ -815,14 +833,14 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
     ir_node *gk = grads[k];
     const char *base = safe_name(&s, vars[k]->attr.weight);
     if (o->clipvalue > 0) {
-      gk = ir_build_op(g, IR_OP_CLIP_VALUE, ir_graph_unique_name(g, arena_printf(g->arena, "%s.clipped", base)),
+      gk = ir_build_op(g, IR_OP_CLIP_VALUE, unique_name(&s, arena_printf(g->arena, "%s.clipped", base)),
                        (ir_node *[]){gk, sc.scale}, 2, &(ir_attr){.clipvalue = o->clipvalue}, no_loc);
       gk->layer = vars[k]->layer;
       gk->note = "Keras clipvalue, on the unscaled gradient";
     } else if (o->clipnorm > 0) {
-      ir_node *q = ir_build_op(g, IR_OP_GRAD_NORM_SQ, ir_graph_unique_name(g, arena_printf(g->arena, "%s.norm_sq", base)),
+      ir_node *q = ir_build_op(g, IR_OP_GRAD_NORM_SQ, unique_name(&s, arena_printf(g->arena, "%s.norm_sq", base)),
                                (ir_node *[]){zero, sc.scale, gk}, 3, &(ir_attr){0}, no_loc);
-      sk.scale = ir_build_op(g, IR_OP_CLIP_SCALE, ir_graph_unique_name(g, arena_printf(g->arena, "%s.clip_scale", base)),
+      sk.scale = ir_build_op(g, IR_OP_CLIP_SCALE, unique_name(&s, arena_printf(g->arena, "%s.clip_scale", base)),
                              (ir_node *[]){sc.scale, q}, 2, &(ir_attr){.clipnorm = o->clipnorm}, no_loc);
       q->layer = sk.scale->layer = vars[k]->layer;
       sk.scale->note = "Keras clipnorm: the loss scale, times the gradient's norm / clipnorm where that is above 1";
@@ -831,7 +849,7 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
     }
     update(&s, vars[k], gk, &sk);
   }
-  ir_node *cs = ir_build_op(g, IR_OP_COUNT_STEP, ir_graph_unique_name(g, "optimizer.iterations.updated"),
+  ir_node *cs = ir_build_op(g, IR_OP_COUNT_STEP, unique_name(&s, "optimizer.iterations.updated"),
                             (ir_node *[]){sc.steps, sc.ok}, 2, &(ir_attr){0}, no_loc);
   cs->note = "counts applied steps only";
   if (dynamic) {
@@ -839,9 +857,38 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
                           "consecutive finite steps (Keras step_counter)");
     int64_t period = o->loss_scale_growth_steps > 0 ? (int64_t)o->loss_scale_growth_steps : 2000;
     ir_attr lsa = {.period = period, .min_scale = o->loss_scale_min > 0 ? o->loss_scale_min : 0};
-    ir_node *lu = ir_build_op(g, IR_OP_LOSS_SCALE_UPDATE, ir_graph_unique_name(g, "optimizer.loss_scale.updated"),
+    ir_node *lu = ir_build_op(g, IR_OP_LOSS_SCALE_UPDATE, unique_name(&s, "optimizer.loss_scale.updated"),
                               (ir_node *[]){seed, good, sc.ok}, 3, &lsa, no_loc);
     lu->note = arena_printf(g->arena, "doubles after %lld finite steps, halves on a non-finite one", (long long)period);
   }
   return true;
+}
+
+bool pass_grad_run(ir_graph *g, pass_context *ctx) {
+  /* one variable per weight key: the step's states, slots and gradient
+   * outputs are named after it (fuzz_grad: two weights of one key gave two
+   * outputs grad_<key>) */
+  hmap keys;
+  hmap_init(&keys, HMAP_STRINGS);
+  const ir_node *first = NULL, *dup = NULL;
+  for (int i = 0; i < g->n_nodes && !dup; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->op != IR_OP_CONST || !n->attr.weight) continue;
+    first = hmap_put_str(&keys, n->attr.weight, strlen(n->attr.weight), (void *)n);
+    if (first) dup = n;
+  }
+  hmap_fini(&keys);
+  if (dup) {
+    diag_error_kind(ctx->diag, DIAG_KIND_INVALID_MODEL, dup->loc,
+                    "grad: %%%s and %%%s are one weight '%s'; a training step needs one value per weight key",
+                    first->name, dup->name, dup->attr.weight);
+    return false;
+  }
+  hmap names;
+  hmap_init(&names, HMAP_STRINGS);
+  hmap_reserve(&names, 4 * (size_t)g->n_nodes);
+  for (int i = 0; i < g->n_nodes; i++) hmap_put_str(&names, g->nodes[i]->name, strlen(g->nodes[i]->name), g->nodes[i]);
+  bool ok = grad_run(g, ctx, &names);
+  hmap_fini(&names);
+  return ok;
 }

@@ -106,9 +106,11 @@ static void kernel_key(const cg_plan *plan, const cg_cpu_layout *layout, int ki,
                        str_buf *s) {
   const cg_kernel *k = &plan->kernels[ki];
   str_buf_printf(s, "K%d/", (int)k->kind);
-  /* reductions over the batch and state updates (cg_train.c) are few and
-   * keep a body each: the key of a kernel of its own */
-  if (cg_has_own_launch(k)) str_buf_printf(s, "own%d/", ki);
+  /* reductions over the batch and state updates (cg_train.c) share like
+   * the rest: their launch (cg_train_launch) follows from the op's type and
+   * their emitters read only the op, its sources' types and the buffers of
+   * the table, all in the key; a training step of a deep model is 4 such
+   * kernels per layer, which compiled one by one cost 50 ms per layer */
   if (k->kind == CG_KERNEL_COPY) {
     put_type(s, &k->copy_src->type);
     put_buffer(s, plan, layout, table, n, plan->buffer_of[k->copy_src->id]);

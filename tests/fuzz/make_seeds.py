@@ -132,6 +132,21 @@ dictionary("ir.dict", ["graph", "output", "policy=", "%", "= ", "f32", "f16", "b
     "[N,", "[]", "N", "{", "}", "index=", "weight=", "acc=", "to=", "shape=", "axis=", "epsilon=", "1e-05",
     "#", "# autocast: ", "float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16", "(", ")",
     ",", "\\x00", "\n"] + [o + "(" for o in ops])
+# the training targets: grad (text IR through the grad pass) gets the IR's tokens and every
+# attribute key of ir_attrs.def; cast_train and train the .cast tokens and the compile statement's
+with open(os.path.join(here, "..", "..", "ir", "ir_attrs.def")) as f:
+    attrs = re.findall(r"^IR_ATTR\((\w+),", f.read(), re.M)
+ir_toks = ["graph", "output", "policy=", "%", "= ", "f32", "f16", "bf16", "i32", "i64", "i1",
+    "[N,", "[]", "N", "{", "}", "#", "float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16",
+    "(", ")", ",", "\n", "layer=", "rule=", "kind=weight", "kind=nontrainable", "kind=slot", "kind=scalar",
+    "init=0", "value=1", "1e-07"] + [a + "=" for a in attrs] + [o + "(" for o in ops]
+dictionary("grad.dict", ir_toks)
+dictionary("cast_train.dict", ["model", "policy", "weights", "output", "input", "dense", "activation",
+    "add", "multiply", "layer_normalization", "shape=", "units=", "activation=", "use_bias=", "name=",
+    "relu", "softmax", "linear", "float32", "mixed_float16", "mixed_bfloat16", "[", "]", "(", ")", ",", "=",
+    "\n", "compile", "loss=", "optimizer=", "metrics=", "[accuracy]", "from_logits=", "true", "false",
+    "sparse_categorical_crossentropy", "categorical_crossentropy", "mean_squared_error", "mse",
+    "sgd", "rmsprop", "adam"])
 dictionary("safetensors.dict", ["{", "}", "[", "]", ":", ",", '"dtype"', '"shape"', '"data_offsets"',
     '"__metadata__"', '"F32"', '"F16"', '"BF16"', '"F64"', '"I32"', "true", "false", "null", "\\u0000",
     "\\ud800\\udc00", "1e5", "-0", "18446744073709551615", "9223372036854775807",

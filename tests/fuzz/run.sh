@@ -25,13 +25,13 @@ for t in $targets; do
   rm -rf "$seeds"
   mkdir -p "$seeds" "$out/corpus/$t"
   case $t in
-    cast) for f in "$root"/samples/*.cast "$root"/tests/golden/*/*.cast; do cp "$f" "$seeds/$(basename "$(dirname "$f")")_$(basename "$f")"; done ;;
-    ir|passes) for f in "$root"/tests/golden/*/*.cir; do cp "$f" "$seeds/$(basename "$(dirname "$f")")_$(basename "$f")"; done ;;
+    cast|cast_train|train) for f in "$root"/samples/*.cast "$root"/tests/golden/*/*.cast; do cp "$f" "$seeds/$(basename "$(dirname "$f")")_$(basename "$f")"; done ;;
+    ir|passes|grad) for f in "$root"/tests/golden/*/*.cir; do cp "$f" "$seeds/$(basename "$(dirname "$f")")_$(basename "$f")"; done ;;
   esac
   for d in "$src/seeds/$t" "$src/regress/$t"; do [ -d "$d" ] && cp "$d"/* "$seeds"/ 2>/dev/null; done
   log=$out/$t.log
   t0=$(date +%s)
-  "$bin" "$out/corpus/$t" "$seeds" -dict="$src/dict/$(case $t in passes) echo ir;; *) echo "$t";; esac).dict" \
+  "$bin" "$out/corpus/$t" "$seeds" -dict="$src/dict/$(case $t in passes) echo ir;; train) echo cast_train;; *) echo "$t";; esac).dict" \
     -max_total_time="$secs" ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} -timeout=20 -rss_limit_mb=2560 -malloc_limit_mb=2048 -close_fd_mask=3 \
     -print_final_stats=1 -artifact_prefix="$out/artifacts/$t-" >"$log" 2>&1
   rc=$?
