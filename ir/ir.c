@@ -695,3 +695,46 @@ ir_graph *ir_graph_clone(const ir_graph *src) {
   return g;
 }
 
+
+/* ---- general tensors: the batch N ---- */
+
+#define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), false)
+
+bool ir_batch_stays_leading(ir_op op, const ir_type *x, bool stays, const char *how, char *err,
+                            size_t errlen) {
+  if (stays || !ir_type_is_batched(x)) return true;
+  char sa[96];
+  shape_str(x, sa, sizeof sa);
+  return FAIL("%s of %s would move the batch dimension N out of dimension 0 (%s); only the batch is "
+              "symbolic: give it a fixed size with --batch B (castor_compile_options.batch)",
+              ir_op_name(op), sa, how);
+}
+
+static void bind_dims(int rank, int64_t *dims, int64_t batch) {
+  for (int r = 0; r < rank; r++)
+    if (dims[r] == IR_DIM_BATCH) dims[r] = batch;
+}
+
+bool ir_graph_bind_batch(ir_graph *g, int64_t batch, char *err, size_t errlen) {
+  if (batch < 1) return FAIL("the batch must be a whole number >= 1, got %lld", (long long)batch);
+  for (int i = 0; i < g->n_nodes; i++) { /* check every size first: g stays unchanged on failure */
+    ir_type t = g->nodes[i]->type;
+    bind_dims(t.rank, t.dims, batch);
+    int64_t bytes;
+    if (!ir_type_bytes(&t, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES)
+      return FAIL("%%%s would have more than %lld bytes with a batch of %lld", g->nodes[i]->name,
+                  (long long)IR_MAX_TENSOR_BYTES, (long long)batch);
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    bind_dims(n->type.rank, n->type.dims, batch);
+    for (int k = 0; k < IR_ATTR_COUNT; k++)
+      if ((ir_op_attrs(n->op) >> k & 1) && ir_attr_kind_of((ir_attr_key)k) == IR_ATTR_KIND_SHAPE) {
+        ir_shape *s = ir_attr_slot(&n->attr, (ir_attr_key)k);
+        bind_dims(s->rank, s->dims, batch);
+      }
+  }
+  return true;
+}
+
+#undef FAIL

@@ -340,6 +340,28 @@ ir_node *ir_build_reshape_op(ir_graph *g, ir_op op, const char *name, ir_node *x
  * dimension of x. */
 int ir_norm_first_dim(const ir_type *x, int64_t axis);
 
+/* ---- general tensors: the batch N ----
+ * Only the batch N is symbolic, and only as dimension 0 (a model with a
+ * variable sequence length is compiled once per length). */
+
+/* The one check, and the one message, for an op whose result would carry
+ * the batch N anywhere but in dimension 0: a reshape that folds N into
+ * another dimension ([N,T,C] to [N*heads,T,d]), a transpose that moves
+ * dimension 0, a broadcast whose result puts N behind another dimension.
+ * `stays` says whether op on x keeps N leading; when it does not, writes
+ * "OP of X would move the batch dimension N out of dimension 0 (HOW); only
+ * the batch is symbolic: give it a fixed size with --batch B
+ * (castor_compile_options.batch)" into err and returns false, so a type
+ * rule can return it (the caller reports it at the node, with its name).
+ * True, err untouched, when stays or x has no batch. */
+bool ir_batch_stays_leading(ir_op op, const ir_type *x, bool stays, const char *how, char *err,
+                            size_t errlen);
+
+/* Binds the batch: every N of g (in types and in shape attributes) becomes
+ * `batch`, so g has static shapes only. False (err: why) when batch < 1 or
+ * a tensor would exceed IR_MAX_TENSOR_BYTES; g is then unchanged. */
+bool ir_graph_bind_batch(ir_graph *g, int64_t batch, char *err, size_t errlen);
+
 /* ---- verifier: structural and type invariants; reports through d ---- */
 
 bool ir_verify(const ir_graph *g, diag_sink *d);
