@@ -73,7 +73,8 @@ enum {
 typedef enum ir_type_rule {
   IR_TYPE_LEAF,    /* declared, not inferred */
   IR_TYPE_MATMUL,  /* [M,K] x [K,Nc] -> [M,Nc], one float dtype, b unbatched */
-  IR_TYPE_BINARY,  /* one float dtype; equal shapes or b a vector over a's last dimension */
+  IR_TYPE_BINARY,  /* operands of one float dtype, numpy-broadcast together (N only against N or 1,
+                    * and staying dimension 0); the broadcast shape */
   IR_TYPE_UNARY,   /* a float operand; same type */
   IR_TYPE_ROWWISE, /* a float operand of rank >= 1; same type */
   IR_TYPE_NORM,    /* x float; gamma, beta (when the op takes them) x's dims from {axis} on,
@@ -92,6 +93,8 @@ typedef enum ir_type_rule {
   IR_TYPE_UPDATE,    /* written operands and the gradient after them share one
                       * float unbatched type; then lr, s f32 [], ok i1 [], t i64 []; operand 0's type */
   IR_TYPE_SCALAR_UPDATE, /* the operands a row documents, all []; operand 0's type */
+  /* general tensors */
+  IR_TYPE_SUM_TO,  /* x float, {shape} broadcasts to x's shape; x's dtype, {shape} */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */

@@ -274,6 +274,65 @@ static bool layer_norm_backward(grad_state *s, ir_node *n, ir_node *dy) {
   return true;
 }
 
+/* ---- general tensors: the binary ops under numpy broadcasting ---- */
+
+/* d summed back to x's shape, over the dimensions x was broadcast along
+ * (numpy's reduce-to-shape), in a fixed order: sum_rows for a vector over
+ * the last dimension of a matrix, sum_to otherwise; d itself when x has
+ * its shape. */
+static ir_node *reduce_to(grad_state *s, const ir_node *fwd, ir_node *d, const ir_node *x) {
+  bool same = d->type.rank == x->type.rank;
+  for (int r = 0; same && r < x->type.rank; r++) same = d->type.dims[r] == x->type.dims[r];
+  if (same) return d;
+  ir_attr attr = {.acc = DT_F32};
+  if (d->type.rank == 2 && x->type.rank == 1 && x->type.dims[0] == d->type.dims[1])
+    return op(s, IR_OP_SUM_ROWS, fwd, x->name, &d, 1, &attr);
+  attr.shape.rank = x->type.rank;
+  for (int r = 0; r < x->type.rank; r++) attr.shape.dims[r] = x->type.dims[r];
+  return op(s, IR_OP_SUM_TO, fwd, x->name, &d, 1, &attr);
+}
+
+static ir_node *negate(grad_state *s, const ir_node *fwd, const char *base, ir_node *d) {
+  ir_node *m1 = literal(s, "minus_one", d->type.dtype, -1.0);
+  return op(s, IR_OP_MUL, fwd, base, (ir_node *[]){d, m1}, 2, &(ir_attr){0});
+}
+
+/* add, sub, mul, div, maximum, minimum, pow of a and b broadcast to n's
+ * shape: each operand's gradient at n's shape, then summed back to its own
+ * (TF's rules: maximum's ties go to a, minimum's to a; pow's gradient for
+ * its exponent is 0 where the base is <= 0). */
+static bool binary_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *a = n->srcs[0], *b = n->srcs[1], *da = NULL, *db = NULL;
+  const ir_attr none = {0};
+  bool na = s->needs[a->id], nb = s->needs[b->id];
+  if (n->op == IR_OP_ADD) {
+    da = dy, db = dy;
+  } else if (n->op == IR_OP_SUB) {
+    da = dy, db = nb ? negate(s, n, b->name, dy) : NULL;
+  } else if (n->op == IR_OP_MUL) {
+    if (na) da = op(s, IR_OP_MUL, n, a->name, (ir_node *[]){dy, b}, 2, &none);
+    if (nb) db = op(s, IR_OP_MUL, n, b->name, (ir_node *[]){dy, a}, 2, &none);
+  } else if (n->op == IR_OP_DIV) { /* da = dy / b; db = -dy * y / b */
+    if (na) da = op(s, IR_OP_DIV, n, a->name, (ir_node *[]){dy, b}, 2, &none);
+    if (nb) {
+      ir_node *t = op(s, IR_OP_MUL, n, b->name, (ir_node *[]){dy, n}, 2, &none);
+      db = negate(s, n, b->name, op(s, IR_OP_DIV, n, b->name, (ir_node *[]){t, b}, 2, &none));
+    }
+  } else if (n->op == IR_OP_MAXIMUM || n->op == IR_OP_MINIMUM) {
+    /* where a wins (a >= b, or a <= b): dy to a; elsewhere dy to b */
+    bool mx = n->op == IR_OP_MAXIMUM;
+    da = op(s, IR_OP_SELECT_GE, n, a->name, (ir_node *[]){dy, mx ? a : b, mx ? b : a}, 3, &none);
+    if (nb) db = op(s, IR_OP_SUB, n, b->name, (ir_node *[]){dy, da}, 2, &none);
+  } else {
+    CASTOR_ASSERT(n->op == IR_OP_POW);
+    if (na) da = op(s, IR_OP_POW_GRAD, n, a->name, (ir_node *[]){dy, a, b}, 3, &none);
+    if (nb) db = op(s, IR_OP_POW_GRAD_EXP, n, b->name, (ir_node *[]){dy, a, n}, 3, &none);
+  }
+  if (na) accumulate(s, a, reduce_to(s, n, da, a));
+  if (nb) accumulate(s, b, reduce_to(s, n, db, b));
+  return true;
+}
+
 /* Propagates node n's adjoint to its operands (the rules above). */
 static bool backward(grad_state *s, ir_node *n) {
   ir_node *dy = s->adjoint[n->id];
@@ -285,22 +344,7 @@ static bool backward(grad_state *s, ir_node *n) {
     if (s->needs[b->id]) accumulate(s, b, op(s, IR_OP_MATMUL_TN, n, b->name, (ir_node *[]){a, dy}, 2, &acc));
     return true;
   case IR_OP_ADD:
-  case IR_OP_MUL: {
-    bool add = n->op == IR_OP_ADD;
-    if (s->needs[a->id])
-      accumulate(s, a, add ? dy : op(s, IR_OP_MUL, n, a->name, (ir_node *[]){dy, b}, 2, &(ir_attr){0}));
-    if (!s->needs[b->id]) return true;
-    ir_node *db = add ? dy : op(s, IR_OP_MUL, n, b->name, (ir_node *[]){dy, a}, 2, &(ir_attr){0});
-    if (!ir_type_eq(&b->type, &a->type)) { /* a bias vector over the last dimension */
-      if (a->type.rank != 2)
-        return fail(s, DIAG_KIND_UNSUPPORTED, n->loc,
-                    "%s (%%%s): no gradient rule yet for a vector broadcast over more than two dimensions",
-                    ir_op_name(n->op), n->name);
-      db = op(s, IR_OP_SUM_ROWS, n, b->name, &db, 1, &acc);
-    }
-    accumulate(s, b, db);
-    return true;
-  }
+  case IR_OP_MUL: return binary_backward(s, n, dy);
   case IR_OP_RELU: accumulate(s, a, unary_grad(s, IR_OP_RELU_GRAD, n, dy, a)); return true;
   case IR_OP_GELU: accumulate(s, a, unary_grad(s, IR_OP_GELU_GRAD, n, dy, a)); return true;
   case IR_OP_SILU: accumulate(s, a, unary_grad(s, IR_OP_SILU_GRAD, n, dy, a)); return true;
@@ -358,8 +402,19 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_ADAM:
   case IR_OP_COUNT_STEP:
   case IR_OP_LOSS_SCALE_UPDATE:
+  /* general tensors: gradient helpers */
+  case IR_OP_SELECT_GE:
+  case IR_OP_POW_GRAD:
+  case IR_OP_POW_GRAD_EXP:
+  case IR_OP_SUM_TO:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
+  /* general tensors: element-wise */
+  case IR_OP_SUB:
+  case IR_OP_DIV:
+  case IR_OP_MAXIMUM:
+  case IR_OP_MINIMUM:
+  case IR_OP_POW: return binary_backward(s, n, dy);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

@@ -60,6 +60,49 @@ static LLVMValueRef f_silu_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *
   return LLVMBuildFMul(B, LLVMBuildFMul(B, in[0], sg, ""), f, op->name);
 }
 
+/* general tensors: the binary ops and the gradient helpers of broadcasting */
+
+static LLVMValueRef f_sub(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return LLVMBuildFSub(B, in[0], in[1], op->name);
+}
+
+static LLVMValueRef f_div(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return LLVMBuildFDiv(B, in[0], in[1], op->name);
+}
+
+/* a (cmp) b ? a : b, NaN when either is NaN (a + b is then NaN) */
+static LLVMValueRef pick(cg_emitter *e, const ir_node *op, LLVMValueRef *in, LLVMRealPredicate cmp) {
+  LLVMValueRef nan = LLVMBuildFCmp(B, LLVMRealUNO, in[0], in[1], "");
+  LLVMValueRef v = LLVMBuildSelect(B, LLVMBuildFCmp(B, cmp, in[0], in[1], ""), in[0], in[1], "");
+  return LLVMBuildSelect(B, nan, LLVMBuildFAdd(B, in[0], in[1], ""), v, op->name);
+}
+
+static LLVMValueRef f_maximum(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { return pick(e, op, in, LLVMRealOGE); }
+
+static LLVMValueRef f_minimum(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { return pick(e, op, in, LLVMRealOLE); }
+
+static LLVMValueRef f_select_ge(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* b >= c ? a : 0 */
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, in[1], in[2], ""), in[0],
+                         cg_const(e, LLVMTypeOf(in[0]), 0.0), op->name);
+}
+
+static LLVMValueRef f_pow(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return cg_emit_pow(e, in[0], in[1], op->name);
+}
+
+static LLVMValueRef f_pow_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* a * c * b^(c - 1) */
+  LLVMValueRef p = cg_emit_pow(e, in[1], LLVMBuildFSub(B, in[2], cg_const(e, LLVMTypeOf(in[2]), 1.0), ""), "");
+  return LLVMBuildFMul(B, LLVMBuildFMul(B, in[0], in[2], ""), p, op->name);
+}
+
+static LLVMValueRef f_pow_grad_exp(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* b > 0 ? a c log b : 0 */
+  LLVMTypeRef ty = LLVMTypeOf(in[1]);
+  LLVMValueRef pos = LLVMBuildFCmp(B, LLVMRealOGT, in[1], cg_const(e, ty, 0.0), "");
+  LLVMValueRef safe = LLVMBuildSelect(B, pos, in[1], cg_const(e, ty, 1.0), "");
+  LLVMValueRef g = LLVMBuildFMul(B, LLVMBuildFMul(B, in[0], in[2], ""), cg_emit_log(e, safe, ""), "");
+  return LLVMBuildSelect(B, pos, g, cg_const(e, ty, 0.0), op->name);
+}
+
 /* Every elementwise op's formula, by op: a new elementwise op (the op
  * table's IR_KERNEL_ELTWISE) is one row here (check_optable runs every op
  * on every backend, so a missing row fails there by name). */
@@ -77,7 +120,57 @@ static LLVMValueRef (*const chain_formulas[IR_OP_COUNT])(cg_emitter *e, const ir
     [IR_OP_TANH_GRAD] = f_tanh_grad,
     [IR_OP_GELU_GRAD] = f_gelu_grad,
     [IR_OP_SILU_GRAD] = f_silu_grad,
+    /* general tensors */
+    [IR_OP_SUB] = f_sub,
+    [IR_OP_DIV] = f_div,
+    [IR_OP_MAXIMUM] = f_maximum,
+    [IR_OP_MINIMUM] = f_minimum,
+    [IR_OP_SELECT_GE] = f_select_ge,
+    [IR_OP_POW] = f_pow,
+    [IR_OP_POW_GRAD] = f_pow_grad,
+    [IR_OP_POW_GRAD_EXP] = f_pow_grad_exp,
 };
+
+/* numpy broadcasting: the flat index in src, an operand broadcast to the
+ * shape yt of the chain, of the first element of the result's line (last
+ * dimension) that starts at flat index `line`. Coordinates of the result
+ * come from dividing by its dimensions (constants; LLVM hoists them out of
+ * the loop along the line); a dimension src broadcasts adds nothing. */
+static LLVMValueRef broadcast_base(cg_emitter *e, const ir_type *yt, const ir_type *st, LLVMValueRef line) {
+  int ry = yt->rank, rs = st->rank;
+  LLVMValueRef off = cg_i64(e, 0);
+  if (ry < 2 || rs < 2) return off; /* no leading dimension of src to follow */
+  int64_t stride = st->dims[rs - 1];
+  LLVMValueRef q = LLVMBuildUDiv(B, line, cg_i64(e, yt->dims[ry - 1]), "");
+  for (int d = ry - 2, sd = rs - 2; d >= 0 && sd >= 0; d--, sd--) {
+    LLVMValueRef coord = d == 0 ? q : LLVMBuildURem(B, q, cg_i64(e, yt->dims[d]), "");
+    if (d > 0) q = LLVMBuildUDiv(B, q, cg_i64(e, yt->dims[d]), "");
+    if (st->dims[sd] != 1) off = LLVMBuildAdd(B, off, LLVMBuildMul(B, coord, cg_i64(e, stride), ""), "");
+    if (sd > 0) stride *= st->dims[sd];
+  }
+  return off;
+}
+
+static bool same_dims(const ir_type *a, const ir_type *b) {
+  if (a->rank != b->rank) return false;
+  for (int r = 0; r < a->rank; r++)
+    if (a->dims[r] != b->dims[r]) return false;
+  return true;
+}
+
+/* lanes of operand src of op at the result's flat index idx (last-dimension
+ * coordinate col): its own elements, or numpy-broadcast ones */
+static LLVMValueRef load_operand(cg_kctx *c, const ir_node *op, const ir_node *src, LLVMValueRef idx, LLVMValueRef col,
+                                 int lanes, int valid) {
+  cg_emitter *e = c->e;
+  const ir_type *yt = &op->type, *st = &src->type;
+  if (same_dims(yt, st)) return cg_load_part(e, st->dtype, cg_elem_ptr(c, src, idx), lanes, valid, src->name);
+  LLVMValueRef base = broadcast_base(e, yt, st, LLVMBuildSub(B, idx, col, ""));
+  if (st->rank >= 1 && yt->rank >= 1 && st->dims[st->rank - 1] == yt->dims[yt->rank - 1] && yt->dims[yt->rank - 1] != 1)
+    return cg_load_part(e, st->dtype, cg_elem_ptr(c, src, LLVMBuildAdd(B, base, col, "")), lanes, valid, src->name);
+  /* src broadcasts along the line: one element for every lane */
+  return cg_splat(e, cg_load_part(e, st->dtype, cg_elem_ptr(c, src, base), 1, 1, src->name), lanes);
+}
 
 LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,
                             LLVMValueRef col, int lanes, int valid) {
@@ -91,8 +184,7 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
       if (src == prev) {
         in[s] = val;
       } else {
-        LLVMValueRef p = cg_elem_ptr(c, src, cg_is_bias(src) && !cg_is_bias(op) ? col : idx);
-        in[s] = cg_load_part(e, src->type.dtype, p, lanes, valid, src->name);
+        in[s] = load_operand(c, op, src, idx, col, lanes, valid);
       }
     }
     CASTOR_ASSERT(chain_formulas[op->op]); /* cg_plan.c chains only elementwise ops */

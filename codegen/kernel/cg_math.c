@@ -259,3 +259,56 @@ LLVMValueRef cg_emit_round_to(cg_emitter *e, LLVMValueRef x, ir_dtype to, const 
   CASTOR_UNREACHABLE();
   return NULL;
 }
+
+/* ---- general tensors: log and pow ---- */
+
+/* log(x) (Cephes logf): x = m 2^k with m in [sqrt(1/2), sqrt 2), log(m)
+ * by a degree-9 polynomial in m - 1, plus k ln 2 in two parts; relative
+ * error about 1 ulp. Subnormals are scaled by 2^23 first; log(0) = -inf,
+ * log(x < 0) = NaN, log(inf) = inf, NaN stays NaN. */
+LLVMValueRef cg_emit_log(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x), ity = lanes_like(e, ty, e->i32);
+  LLVMValueRef tiny = LLVMBuildFCmp(B, LLVMRealOLT, x, C(1.17549435e-38), "");
+  LLVMValueRef xs = LLVMBuildSelect(B, tiny, LLVMBuildFMul(B, x, C(8388608.0), ""), x, "");
+  LLVMValueRef bits = LLVMBuildBitCast(B, xs, ity, "");
+  LLVMValueRef k = LLVMBuildSub(B, LLVMBuildLShr(B, bits, cg_const(e, ity, 23), ""), cg_const(e, ity, 126), "");
+  LLVMValueRef mbits = LLVMBuildOr(B, LLVMBuildAnd(B, bits, cg_const(e, ity, 0x007fffff), ""),
+                                   cg_const(e, ity, 0x3f000000), "");
+  LLVMValueRef m = LLVMBuildBitCast(B, mbits, ty, ""); /* in [0.5, 1) */
+  LLVMValueRef kf = LLVMBuildSIToFP(B, k, ty, "");
+  kf = LLVMBuildSelect(B, tiny, LLVMBuildFSub(B, kf, C(23.0), ""), kf, "");
+  LLVMValueRef low = LLVMBuildFCmp(B, LLVMRealOLT, m, C(0.707106781186547524), "");
+  kf = LLVMBuildSelect(B, low, LLVMBuildFSub(B, kf, C(1.0), ""), kf, "");
+  LLVMValueRef f = LLVMBuildSelect(B, low, LLVMBuildFSub(B, LLVMBuildFAdd(B, m, m, ""), C(1.0), ""),
+                                   LLVMBuildFSub(B, m, C(1.0), ""), "");
+  static const double p[] = {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
+                             -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1};
+  LLVMValueRef z = LLVMBuildFMul(B, f, f, "");
+  LLVMValueRef y = LLVMBuildFMul(B, LLVMBuildFMul(B, f, z, ""), poly(e, f, p, 9), "");
+  y = LLVMBuildFAdd(B, y, LLVMBuildFMul(B, kf, C(-2.12194440e-4), ""), "");
+  y = LLVMBuildFSub(B, y, LLVMBuildFMul(B, z, C(0.5), ""), "");
+  y = LLVMBuildFAdd(B, LLVMBuildFAdd(B, f, y, ""), LLVMBuildFMul(B, kf, C(0.693359375), ""), "");
+  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOEQ, x, C(0.0), ""), C(-__builtin_inf()), y, "");
+  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOEQ, x, C(__builtin_inf()), ""), x, y, "");
+  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, x, C(0.0), ""), C(__builtin_nan("")), y, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
+}
+
+/* pow(a, b) = exp(b log |a|), relative error about (|b log a| + 2) ulp,
+ * with C's special cases: b = 0 or a = 1 give 1 (NaN included); a < 0
+ * gives NaN for a non-integer b, else the sign of a^b by b's parity;
+ * a = 0 gives 0 for b > 0 and inf for b < 0 (through log 0 = -inf). */
+LLVMValueRef cg_emit_pow(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(a), ity = lanes_like(e, ty, e->i32);
+  LLVMValueRef mag = cg_emit_exp(e, LLVMBuildFMul(B, b, cg_emit_log(e, fabs_(e, a), ""), ""), "");
+  LLVMValueRef big = LLVMBuildFCmp(B, LLVMRealOGE, fabs_(e, b), C(16777216.0), ""); /* an even integer */
+  LLVMValueRef bi = LLVMBuildFPToSI(B, LLVMBuildSelect(B, big, C(0.0), b, ""), ity, "");
+  LLVMValueRef is_int = LLVMBuildOr(B, big, LLVMBuildFCmp(B, LLVMRealOEQ, LLVMBuildSIToFP(B, bi, ty, ""), b, ""), "");
+  LLVMValueRef odd = LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, bi, cg_const(e, ity, 1), ""), cg_const(e, ity, 0), "");
+  LLVMValueRef neg = LLVMBuildFCmp(B, LLVMRealOLT, a, C(0.0), "");
+  LLVMValueRef y = LLVMBuildSelect(B, LLVMBuildAnd(B, neg, odd, ""), LLVMBuildFNeg(B, mag, ""), mag, "");
+  y = LLVMBuildSelect(B, LLVMBuildAnd(B, neg, LLVMBuildNot(B, is_int, ""), ""), C(__builtin_nan("")), y, "");
+  LLVMValueRef one = LLVMBuildOr(B, LLVMBuildFCmp(B, LLVMRealOEQ, b, C(0.0), ""),
+                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, C(1.0), ""), "");
+  return LLVMBuildSelect(B, one, C(1.0), y, name);
+}

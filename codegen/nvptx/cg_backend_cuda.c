@@ -52,6 +52,8 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     [IR_OP_ADAM] = TRAINING,
     [IR_OP_COUNT_STEP] = TRAINING,
     [IR_OP_LOSS_SCALE_UPDATE] = TRAINING,
+    /* general tensors */
+    [IR_OP_SUM_TO] = TRAINING,
 };
 #undef TRAINING
 

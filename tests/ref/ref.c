@@ -222,6 +222,54 @@ static bool eval_update(const ir_node *n, double *const *src, const int64_t *n_s
   return true;
 }
 
+/* ---- general tensors: numpy broadcasting ---- */
+
+/* The flat index in a tensor of shape st (broadcast to yt, numpy rules) of
+ * the element at flat index i of yt; N is `batch`. */
+static int64_t broadcast_index(const ir_type *yt, const ir_type *st, int64_t batch, int64_t i) {
+  int64_t off = 0, stride = 1;
+  for (int d = yt->rank - 1, sd = st->rank - 1; d >= 0; d--, sd--) {
+    int64_t dim = yt->dims[d] == IR_DIM_BATCH ? batch : yt->dims[d];
+    int64_t coord = dim > 0 ? i % dim : 0;
+    i = dim > 0 ? i / dim : 0;
+    if (sd < 0) continue;
+    int64_t sdim = st->dims[sd] == IR_DIM_BATCH ? batch : st->dims[sd];
+    if (sdim != 1) off += coord * stride;
+    stride *= sdim;
+  }
+  return off;
+}
+
+/* The element-wise ops of broadcast operands, in double (ir_ops.def). */
+static bool eval_broadcast(const ir_node *n, double *const *src, const int64_t *n_src, double *y, int64_t count,
+                           int64_t batch, char *err, size_t errlen) {
+  for (int s = 0; s < n->n_srcs; s++)
+    for (int64_t i = 0; i < count; i += count - i > 1 ? count - i - 1 : 1) /* first and last element */
+      if (broadcast_index(&n->type, &n->srcs[s]->type, batch, i) >= n_src[s])
+        return FAIL("%s %%%s: operand %d of %lld elements does not broadcast to %lld", ir_op_name(n->op), n->name, s,
+                    (long long)n_src[s], (long long)count);
+  for (int64_t i = 0; i < count; i++) {
+    double v[3] = {0};
+    for (int s = 0; s < n->n_srcs && s < 3; s++) v[s] = src[s][broadcast_index(&n->type, &n->srcs[s]->type, batch, i)];
+    double a = v[0], b = v[1], c = v[2], r;
+    bool nan = isnan(a) || isnan(b);
+    ir_op o = n->op;
+    if (o == IR_OP_ADD) r = a + b;
+    else if (o == IR_OP_MUL) r = a * b;
+    else if (o == IR_OP_SUB) r = a - b;
+    else if (o == IR_OP_DIV) r = a / b;
+    else if (o == IR_OP_MAXIMUM) r = nan ? NAN : a >= b ? a : b;
+    else if (o == IR_OP_MINIMUM) r = nan ? NAN : a <= b ? a : b;
+    else if (o == IR_OP_POW) r = pow(a, b);
+    else if (o == IR_OP_SELECT_GE) r = b >= c ? a : 0.0;
+    else if (o == IR_OP_POW_GRAD) r = a * c * pow(b, c - 1);
+    else if (o == IR_OP_POW_GRAD_EXP) r = b > 0 ? a * c * log(b) : 0.0;
+    else return FAIL("%s %%%s: not a broadcast op", ir_op_name(n->op), n->name);
+    y[i] = r;
+  }
+  return true;
+}
+
 /* Computes node n into y (count elements) from its source arrays. */
 static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, double *y,
                  int64_t count, int64_t batch, const double *const *inputs, int n_inputs,
@@ -356,16 +404,23 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
     break;
   }
   case IR_OP_ADD:
-  case IR_OP_MUL: {
-    int64_t last = t->rank ? t->dims[t->rank - 1] : 1;
-    bool same = n_src[1] == count, bias = !same && last > 0 && n_src[1] == last;
-    if (n_src[0] != count || (!same && !bias))
-      return FAIL("%s %%%s: operand sizes %lld and %lld do not match", ir_op_name(n->op),
-                  n->name, (long long)n_src[0], (long long)n_src[1]);
-    bool add = n->op == IR_OP_ADD;
-    for (int64_t i = 0; i < count; i++) {
-      double b = src[1][same ? i : i % last];
-      y[i] = add ? src[0][i] + b : src[0][i] * b;
+  case IR_OP_MUL:
+  /* general tensors */
+  case IR_OP_SUB:
+  case IR_OP_DIV:
+  case IR_OP_MAXIMUM:
+  case IR_OP_MINIMUM:
+  case IR_OP_POW:
+  case IR_OP_SELECT_GE:
+  case IR_OP_POW_GRAD:
+  case IR_OP_POW_GRAD_EXP:
+    return eval_broadcast(n, src, n_src, y, count, batch, err, errlen);
+  case IR_OP_SUM_TO: {
+    for (int64_t i = 0; i < count; i++) y[i] = 0;
+    for (int64_t i = 0; i < n_src[0]; i++) { /* x's elements in order */
+      int64_t o = broadcast_index(&n->srcs[0]->type, t, batch, i);
+      if (o < 0 || o >= count) return FAIL("sum_to %%%s: inconsistent shapes", n->name);
+      y[o] += src[0][i];
     }
     break;
   }
@@ -392,6 +447,15 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       case IR_OP_MATMUL:
       case IR_OP_ADD:
       case IR_OP_MUL:
+      case IR_OP_SUB:
+      case IR_OP_DIV:
+      case IR_OP_MAXIMUM:
+      case IR_OP_MINIMUM:
+      case IR_OP_POW:
+      case IR_OP_SELECT_GE:
+      case IR_OP_POW_GRAD:
+      case IR_OP_POW_GRAD_EXP:
+      case IR_OP_SUM_TO:
       case IR_OP_SOFTMAX:
       case IR_OP_LAYER_NORM:
       case IR_OP_PAD:

@@ -252,6 +252,47 @@ START_TEST(test_gradients_logits_every_rule) {
 }
 END_TEST
 
+/* general tensors: the binary ops under numpy broadcasting, on odd shapes
+ * with size-1 dimensions: sub of a [1,4] weight over the batch (sum_to
+ * keeping the rank), maximum of a [4,1] and a [1,6] weight (an outer
+ * broadcast: both gradients through sum_to), add of a scalar literal, div
+ * by a [6] vector (sum_rows), minimum against a batched [N,1] column
+ * (sum_to keeping N), pow of a positive [6] base to a [N,6] exponent. */
+static const char broadcasty[] = "graph m policy=float32\n"
+                                 "%x = f32[N,5] input() {index=0}\n"
+                                 "%w1 = f32[5,4] const() {weight=\"a.kernel\", layer=a}\n"
+                                 "%m1 = f32[N,4] matmul(%x, %w1) {acc=f32, layer=a}\n"
+                                 "%s1 = f32[1,4] const() {weight=\"a.shift\", layer=a}\n"
+                                 "%a1 = f32[N,4] sub(%m1, %s1) {layer=a}\n"
+                                 "%h1 = f32[N,4] tanh(%a1) {layer=a}\n"
+                                 "%wc = f32[4,1] const() {weight=\"b.col\", layer=b}\n"
+                                 "%wr = f32[1,6] const() {weight=\"b.row\", layer=b}\n"
+                                 "%c = f32[4,6] maximum(%wc, %wr) {layer=b}\n"
+                                 "%m2 = f32[N,6] matmul(%h1, %c) {acc=f32, layer=b}\n"
+                                 "%wd = f32[6] const() {weight=\"b.den\", layer=b}\n"
+                                 "%one = f32[] literal() {value=1.5}\n"
+                                 "%sq = f32[6] mul(%wd, %wd) {layer=b}\n"
+                                 "%den = f32[6] add(%sq, %one) {layer=b}\n"
+                                 "%dv = f32[N,6] div(%m2, %den) {layer=b}\n"
+                                 "%wg = f32[5,1] const() {weight=\"g.kernel\", layer=g}\n"
+                                 "%gate = f32[N,1] matmul(%x, %wg) {acc=f32, layer=g}\n"
+                                 "%mn = f32[N,6] minimum(%dv, %gate) {layer=g}\n"
+                                 "%wb = f32[6] const() {weight=\"p.base\", layer=p}\n"
+                                 "%bsq = f32[6] mul(%wb, %wb) {layer=p}\n"
+                                 "%base = f32[6] add(%bsq, %one) {layer=p}\n"
+                                 "%pw = f32[N,6] pow(%base, %mn) {layer=p}\n"
+                                 "%w3 = f32[6,3] const() {weight=\"c.kernel\", layer=c}\n"
+                                 "%y = f32[N,3] matmul(%pw, %w3) {acc=f32, layer=c}\n"
+                                 "output y = %y\n";
+
+START_TEST(test_gradients_broadcasting) {
+  pass_train_options o = opts(PASS_LOSS_XENT, true);
+  check_fd("broadcasty, categorical cross-entropy from logits", broadcasty, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("broadcasty, mean squared error", broadcasty, &o);
+}
+END_TEST
+
 /* ---- one optimizer step against Keras 3's formulas ---- */
 
 typedef struct snapshot {
@@ -450,6 +491,7 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_gradients_categorical_xent);
   tcase_add_test(tc, test_gradients_mse_through_softmax);
   tcase_add_test(tc, test_gradients_logits_every_rule);
+  tcase_add_test(tc, test_gradients_broadcasting);
   tcase_add_test(tc, test_gradients_layer_norm);
   tcase_add_test(tc, test_optimizer_steps);
   tcase_add_test(tc, test_loss_scale_state_machine);

@@ -341,7 +341,7 @@ static const struct {
      "%y = f32[N,4] rleu(%x)\n              ^\n"},
     {HDR X "%y = f32[N,4] frobnicate(%x)\n" OUT,
      "t.cir:3:15: error: unknown op 'frobnicate' (ops: input, const, matmul, add, mul, relu, "
-     "sigmoid, tanh, gelu, silu, softmax, layer_norm, cast, pad, slice, variable, literal, matmul_nt, matmul_tn, sum_rows, relu_grad, sigmoid_grad, tanh_grad, gelu_grad, silu_grad, softmax_grad, layer_norm_grad, layer_norm_xhat, xent, xent_grad, xent_logits, xent_logits_grad, mse, mse_grad, all_finite, sgd, sgd_momentum, rmsprop, rmsprop_momentum, rmsprop_centered, rmsprop_centered_momentum, adam, count_step, loss_scale_update)\n"
+     "sigmoid, tanh, gelu, silu, softmax, layer_norm, cast, pad, slice, variable, literal, matmul_nt, matmul_tn, sum_rows, relu_grad, sigmoid_grad, tanh_grad, gelu_grad, silu_grad, softmax_grad, layer_norm_grad, layer_norm_xhat, xent, xent_grad, xent_logits, xent_logits_grad, mse, mse_grad, all_finite, sgd, sgd_momentum, rmsprop, rmsprop_momentum, rmsprop_centered, rmsprop_centered_momentum, adam, count_step, loss_scale_update, sub, div, maximum, minimum, pow, select_ge, pow_grad, pow_grad_exp, sum_to)\n"
      "%y = f32[N,4] frobnicate(%x)\n              ^\n"},
     {HDR X "%p = f32[N,2] pad(%x) {shape=[N,2]}\n" OUT,
      "t.cir:3:15: error: pad of f32[N,4] would make "
@@ -634,8 +634,9 @@ START_TEST(test_verify_wrong_type) {
                          "f32[N,4096]");
   g->nodes[5]->type.dims[1] = 4096;
   g->nodes[3]->type.dims[1] = 7; /* matmul result: its user now fails to infer */
-  expect_verify_error(g, "verify: %dense_1.bias_add: add operand shapes differ: f32[N,7] and "
-                         "f32[4096]");
+  expect_verify_error(g, "verify: %dense_1.bias_add: add operand shapes f32[N,7] and f32[4096] do not "
+                         "broadcast: aligned at the last dimension, they have 7 and 4096 in dimension 1 of "
+                         "the result (numpy broadcasting: equal, or one of them 1; N only against N or 1)");
   g->nodes[3]->type.dims[1] = 4096;
   g->nodes[3]->type.rank = 7;
   expect_verify_error(g, "verify: %dense_1.matmul: rank 7 is outside 0..6");
