@@ -4,6 +4,8 @@
  */
 #include "ir/ir.h"
 
+#include <math.h>
+
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,6 +355,7 @@ static bool check_update_attrs(ir_op op, const ir_attr *attr, char *err, size_t 
 /* general tensors: the broadcasting rules (at the end of this file) */
 static bool infer_broadcast(ir_op op, ir_node *const *srcs, int n, ir_type *out, char *err, size_t errlen);
 static bool infer_sum_to(ir_op op, const ir_type *x, const ir_attr *attr, ir_type *out, char *err, size_t errlen);
+static bool check_eltwise_attrs(ir_op op, const ir_attr *attr, char *err, size_t errlen);
 
 bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr,
                    ir_type *out, char *err, size_t errlen) {
@@ -381,6 +384,7 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_BINARY: return infer_broadcast(op, srcs, n_srcs, out, err, errlen);
   case IR_TYPE_UNARY:
   case IR_TYPE_ROWWISE:
+    if (!check_eltwise_attrs(op, attr, err, errlen)) return false;
     shape_str(&srcs[0]->type, sa, sizeof sa);
     if (!dtype_is_float(srcs[0]->type.dtype))
       return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
@@ -455,6 +459,7 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     return true;
   }
   case IR_TYPE_SAME:
+    if (!check_eltwise_attrs(op, attr, err, errlen)) return false;
     shape_str(&srcs[0]->type, sa, sizeof sa), shape_str(&srcs[1]->type, sb, sizeof sb);
     if (!ir_type_eq(&srcs[0]->type, &srcs[1]->type) || !dtype_is_float(srcs[0]->type.dtype))
       return FAIL("%s operands must have one float type, got %s and %s", ir_op_name(op), sa, sb);
@@ -794,6 +799,16 @@ static bool infer_sum_to(ir_op op, const ir_type *x, const ir_attr *attr, ir_typ
       return ir_batch_stays_leading(op, x, false, "the shape has N in another dimension", err, errlen);
   }
   *out = want;
+  return true;
+}
+
+/* alpha finite; clip's bounds finite or infinite, min_value <= max_value */
+static bool check_eltwise_attrs(ir_op op, const ir_attr *attr, char *err, size_t errlen) {
+  ir_attr_set keys = ir_op_attrs(op);
+  if ((keys & A(alpha)) && !isfinite(attr->alpha))
+    return FAIL("%s alpha must be a finite number, got %g", ir_op_name(op), attr->alpha);
+  if ((keys & A(min_value)) && !(attr->min_value <= attr->max_value))
+    return FAIL("%s needs min_value <= max_value, got %g and %g", ir_op_name(op), attr->min_value, attr->max_value);
   return true;
 }
 

@@ -333,6 +333,55 @@ static bool binary_backward(grad_state *s, ir_node *n, ir_node *dy) {
   return true;
 }
 
+/* ---- general tensors: the unary element-wise ops and select ---- */
+
+static ir_node *scaled(grad_state *s, const ir_node *fwd, const char *base, ir_node *d, double k) {
+  ir_node *c = literal(s, "k", d->type.dtype, k);
+  return op(s, IR_OP_MUL, fwd, base, (ir_node *[]){d, c}, 2, &(ir_attr){0});
+}
+
+/* The gradient of unary op n (y = n, x = its operand) for dy. */
+static ir_node *unary_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *x = n->srcs[0];
+  const char *base = x->name;
+  const ir_attr none = {0};
+  ir_op helper = IR_OP_COUNT;
+  if (n->op == IR_OP_EXP) return op(s, IR_OP_MUL, n, base, (ir_node *[]){dy, n}, 2, &none); /* dy y */
+  if (n->op == IR_OP_LOG) return op(s, IR_OP_DIV, n, base, (ir_node *[]){dy, x}, 2, &none); /* dy / x */
+  if (n->op == IR_OP_SQRT) return op(s, IR_OP_DIV, n, base, (ir_node *[]){scaled(s, n, base, dy, 0.5), n}, 2, &none);
+  if (n->op == IR_OP_RSQRT) { /* -dy y^3 / 2 */
+    ir_node *y2 = op(s, IR_OP_MUL, n, base, (ir_node *[]){n, n}, 2, &none);
+    ir_node *y3 = op(s, IR_OP_MUL, n, base, (ir_node *[]){y2, n}, 2, &none);
+    return op(s, IR_OP_MUL, n, base, (ir_node *[]){scaled(s, n, base, dy, -0.5), y3}, 2, &none);
+  }
+  if (n->op == IR_OP_NEG) return scaled(s, n, base, dy, -1.0);
+  if (n->op == IR_OP_SOFTPLUS) { /* dy sigmoid(x) */
+    ir_node *sg = op(s, IR_OP_SIGMOID, n, base, &x, 1, &none);
+    return op(s, IR_OP_MUL, n, base, (ir_node *[]){dy, sg}, 2, &none);
+  }
+  if (n->op == IR_OP_ABS) helper = IR_OP_ABS_GRAD;
+  else if (n->op == IR_OP_ERF) helper = IR_OP_ERF_GRAD;
+  else if (n->op == IR_OP_LEAKY_RELU) helper = IR_OP_LEAKY_RELU_GRAD;
+  else if (n->op == IR_OP_ELU) helper = IR_OP_ELU_GRAD;
+  else if (n->op == IR_OP_HARD_SIGMOID) helper = IR_OP_HARD_SIGMOID_GRAD;
+  else helper = IR_OP_CLIP_GRAD;
+  CASTOR_ASSERT(n->op == IR_OP_CLIP || helper != IR_OP_CLIP_GRAD);
+  return op(s, helper, n, base, (ir_node *[]){dy, x}, 2, &n->attr); /* the same alpha or bounds */
+}
+
+/* select(c, a, b): dy where c holds to a, elsewhere to b, each summed back
+ * to its shape; the condition has none. */
+static bool select_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *c = n->srcs[0], *a = n->srcs[1], *b = n->srcs[2];
+  ir_node *zero = literal(s, "zero", dy->type.dtype, 0.0);
+  const ir_attr none = {0};
+  if (s->needs[a->id])
+    accumulate(s, a, reduce_to(s, n, op(s, IR_OP_SELECT, n, a->name, (ir_node *[]){c, dy, zero}, 3, &none), a));
+  if (s->needs[b->id])
+    accumulate(s, b, reduce_to(s, n, op(s, IR_OP_SELECT, n, b->name, (ir_node *[]){c, zero, dy}, 3, &none), b));
+  return true;
+}
+
 /* Propagates node n's adjoint to its operands (the rules above). */
 static bool backward(grad_state *s, ir_node *n) {
   ir_node *dy = s->adjoint[n->id];
@@ -407,6 +456,12 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_POW_GRAD:
   case IR_OP_POW_GRAD_EXP:
   case IR_OP_SUM_TO:
+  case IR_OP_ABS_GRAD:
+  case IR_OP_ERF_GRAD:
+  case IR_OP_LEAKY_RELU_GRAD:
+  case IR_OP_ELU_GRAD:
+  case IR_OP_HARD_SIGMOID_GRAD:
+  case IR_OP_CLIP_GRAD:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
   /* general tensors: element-wise */
@@ -415,6 +470,19 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_MAXIMUM:
   case IR_OP_MINIMUM:
   case IR_OP_POW: return binary_backward(s, n, dy);
+  case IR_OP_EXP:
+  case IR_OP_LOG:
+  case IR_OP_SQRT:
+  case IR_OP_RSQRT:
+  case IR_OP_NEG:
+  case IR_OP_ABS:
+  case IR_OP_ERF:
+  case IR_OP_LEAKY_RELU:
+  case IR_OP_ELU:
+  case IR_OP_SOFTPLUS:
+  case IR_OP_HARD_SIGMOID:
+  case IR_OP_CLIP: accumulate(s, a, unary_backward(s, n, dy)); return true;
+  case IR_OP_SELECT: return select_backward(s, n, dy);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

@@ -103,6 +103,63 @@ static LLVMValueRef f_pow_grad_exp(cg_emitter *e, const ir_node *op, LLVMValueRe
   return LLVMBuildSelect(B, pos, g, cg_const(e, ty, 0.0), op->name);
 }
 
+#define K(v) cg_const(e, LLVMTypeOf(in[0]), (v))
+
+static LLVMValueRef f_leaky_relu(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* x >= 0 ? x : alpha x */
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUGE, in[0], K(0.0), ""), in[0],
+                         LLVMBuildFMul(B, in[0], K(op->attr.alpha), ""), op->name);
+}
+
+static LLVMValueRef f_elu(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* x > 0 ? x : alpha (e^x - 1) */
+  LLVMValueRef neg = LLVMBuildFMul(B, K(op->attr.alpha), LLVMBuildFSub(B, cg_emit_exp(e, in[0], ""), K(1.0), ""), "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUGT, in[0], K(0.0), ""), in[0], neg, op->name);
+}
+
+static LLVMValueRef f_clip(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* NaN stays NaN */
+  LLVMValueRef lo = K(op->attr.min_value), hi = K(op->attr.max_value);
+  LLVMValueRef y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, in[0], lo, ""), lo, in[0], "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, y, hi, ""), hi, y, op->name);
+}
+
+static LLVMValueRef f_select(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* a != 0 ? b : c */
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNE, in[0], K(0.0), ""), in[1], in[2], op->name);
+}
+
+static LLVMValueRef f_abs_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  LLVMValueRef pos = LLVMBuildFCmp(B, LLVMRealOGT, in[1], K(0.0), "");
+  LLVMValueRef neg = LLVMBuildFCmp(B, LLVMRealOLT, in[1], K(0.0), "");
+  return LLVMBuildSelect(B, pos, in[0], LLVMBuildSelect(B, neg, LLVMBuildFNeg(B, in[0], ""), K(0.0), ""), op->name);
+}
+
+static LLVMValueRef f_erf_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* a 2/sqrt(pi) e^(-b^2) */
+  LLVMValueRef g = cg_emit_exp(e, LLVMBuildFNeg(B, LLVMBuildFMul(B, in[1], in[1], ""), ""), "");
+  return LLVMBuildFMul(B, in[0], LLVMBuildFMul(B, g, K(1.1283791670955126), ""), op->name);
+}
+
+static LLVMValueRef f_leaky_relu_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, in[1], K(0.0), ""), in[0],
+                         LLVMBuildFMul(B, in[0], K(op->attr.alpha), ""), op->name);
+}
+
+static LLVMValueRef f_elu_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  LLVMValueRef neg = LLVMBuildFMul(B, in[0], LLVMBuildFMul(B, K(op->attr.alpha), cg_emit_exp(e, in[1], ""), ""), "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, in[1], K(0.0), ""), in[0], neg, op->name);
+}
+
+static LLVMValueRef f_hard_sigmoid_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  LLVMValueRef inside = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOGT, in[1], K(-3.0), ""),
+                                     LLVMBuildFCmp(B, LLVMRealOLT, in[1], K(3.0), ""), "");
+  return LLVMBuildSelect(B, inside, LLVMBuildFDiv(B, in[0], K(6.0), ""), K(0.0), op->name);
+}
+
+static LLVMValueRef f_clip_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  LLVMValueRef out = LLVMBuildOr(B, LLVMBuildFCmp(B, LLVMRealOLT, in[1], K(op->attr.min_value), ""),
+                                 LLVMBuildFCmp(B, LLVMRealOGT, in[1], K(op->attr.max_value), ""), "");
+  return LLVMBuildSelect(B, out, K(0.0), in[0], op->name);
+}
+
+#undef K
+
 /* Every elementwise op's formula, by op: a new elementwise op (the op
  * table's IR_KERNEL_ELTWISE) is one row here (check_optable runs every op
  * on every backend, so a missing row fails there by name). */
@@ -129,6 +186,25 @@ static LLVMValueRef (*const chain_formulas[IR_OP_COUNT])(cg_emitter *e, const ir
     [IR_OP_POW] = f_pow,
     [IR_OP_POW_GRAD] = f_pow_grad,
     [IR_OP_POW_GRAD_EXP] = f_pow_grad_exp,
+    [IR_OP_EXP] = f_unary,
+    [IR_OP_LOG] = f_unary,
+    [IR_OP_SQRT] = f_unary,
+    [IR_OP_RSQRT] = f_unary,
+    [IR_OP_NEG] = f_unary,
+    [IR_OP_ABS] = f_unary,
+    [IR_OP_ERF] = f_unary,
+    [IR_OP_SOFTPLUS] = f_unary,
+    [IR_OP_HARD_SIGMOID] = f_unary,
+    [IR_OP_LEAKY_RELU] = f_leaky_relu,
+    [IR_OP_ELU] = f_elu,
+    [IR_OP_CLIP] = f_clip,
+    [IR_OP_SELECT] = f_select,
+    [IR_OP_ABS_GRAD] = f_abs_grad,
+    [IR_OP_ERF_GRAD] = f_erf_grad,
+    [IR_OP_LEAKY_RELU_GRAD] = f_leaky_relu_grad,
+    [IR_OP_ELU_GRAD] = f_elu_grad,
+    [IR_OP_HARD_SIGMOID_GRAD] = f_hard_sigmoid_grad,
+    [IR_OP_CLIP_GRAD] = f_clip_grad,
 };
 
 /* numpy broadcasting: the flat index in src, an operand broadcast to the

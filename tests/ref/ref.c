@@ -264,6 +264,25 @@ static bool eval_broadcast(const ir_node *n, double *const *src, const int64_t *
     else if (o == IR_OP_SELECT_GE) r = b >= c ? a : 0.0;
     else if (o == IR_OP_POW_GRAD) r = a * c * pow(b, c - 1);
     else if (o == IR_OP_POW_GRAD_EXP) r = b > 0 ? a * c * log(b) : 0.0;
+    else if (o == IR_OP_EXP) r = exp(a);
+    else if (o == IR_OP_LOG) r = log(a);
+    else if (o == IR_OP_SQRT) r = sqrt(a);
+    else if (o == IR_OP_RSQRT) r = 1.0 / sqrt(a);
+    else if (o == IR_OP_NEG) r = -a;
+    else if (o == IR_OP_ABS) r = fabs(a);
+    else if (o == IR_OP_ERF) r = erf(a);
+    else if (o == IR_OP_LEAKY_RELU) r = a >= 0 || isnan(a) ? a : n->attr.alpha * a;
+    else if (o == IR_OP_ELU) r = a > 0 || isnan(a) ? a : n->attr.alpha * expm1(a);
+    else if (o == IR_OP_SOFTPLUS) r = isnan(a) ? a : fmax(a, 0) + log1p(exp(-fabs(a)));
+    else if (o == IR_OP_HARD_SIGMOID) r = isnan(a) ? a : fmin(1.0, fmax(0.0, a / 6 + 0.5));
+    else if (o == IR_OP_CLIP) r = isnan(a) ? a : fmin(fmax(a, n->attr.min_value), n->attr.max_value);
+    else if (o == IR_OP_SELECT) r = a != 0 ? b : c;
+    else if (o == IR_OP_ABS_GRAD) r = b > 0 ? a : b < 0 ? -a : 0.0;
+    else if (o == IR_OP_ERF_GRAD) r = a * 1.1283791670955126 * exp(-b * b);
+    else if (o == IR_OP_LEAKY_RELU_GRAD) r = b >= 0 ? a : n->attr.alpha * a;
+    else if (o == IR_OP_ELU_GRAD) r = b > 0 ? a : a * n->attr.alpha * exp(b);
+    else if (o == IR_OP_HARD_SIGMOID_GRAD) r = b > -3 && b < 3 ? a / 6 : 0.0;
+    else if (o == IR_OP_CLIP_GRAD) r = b < n->attr.min_value || b > n->attr.max_value ? 0.0 : a;
     else return FAIL("%s %%%s: not a broadcast op", ir_op_name(n->op), n->name);
     y[i] = r;
   }
@@ -414,6 +433,25 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   case IR_OP_SELECT_GE:
   case IR_OP_POW_GRAD:
   case IR_OP_POW_GRAD_EXP:
+  case IR_OP_EXP:
+  case IR_OP_LOG:
+  case IR_OP_SQRT:
+  case IR_OP_RSQRT:
+  case IR_OP_NEG:
+  case IR_OP_ABS:
+  case IR_OP_ERF:
+  case IR_OP_LEAKY_RELU:
+  case IR_OP_ELU:
+  case IR_OP_SOFTPLUS:
+  case IR_OP_HARD_SIGMOID:
+  case IR_OP_CLIP:
+  case IR_OP_SELECT:
+  case IR_OP_ABS_GRAD:
+  case IR_OP_ERF_GRAD:
+  case IR_OP_LEAKY_RELU_GRAD:
+  case IR_OP_ELU_GRAD:
+  case IR_OP_HARD_SIGMOID_GRAD:
+  case IR_OP_CLIP_GRAD:
     return eval_broadcast(n, src, n_src, y, count, batch, err, errlen);
   case IR_OP_SUM_TO: {
     for (int64_t i = 0; i < count; i++) y[i] = 0;
@@ -456,6 +494,25 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       case IR_OP_POW_GRAD:
       case IR_OP_POW_GRAD_EXP:
       case IR_OP_SUM_TO:
+      case IR_OP_EXP:
+      case IR_OP_LOG:
+      case IR_OP_SQRT:
+      case IR_OP_RSQRT:
+      case IR_OP_NEG:
+      case IR_OP_ABS:
+      case IR_OP_ERF:
+      case IR_OP_LEAKY_RELU:
+      case IR_OP_ELU:
+      case IR_OP_SOFTPLUS:
+      case IR_OP_HARD_SIGMOID:
+      case IR_OP_CLIP:
+      case IR_OP_SELECT:
+      case IR_OP_ABS_GRAD:
+      case IR_OP_ERF_GRAD:
+      case IR_OP_LEAKY_RELU_GRAD:
+      case IR_OP_ELU_GRAD:
+      case IR_OP_HARD_SIGMOID_GRAD:
+      case IR_OP_CLIP_GRAD:
       case IR_OP_SOFTMAX:
       case IR_OP_LAYER_NORM:
       case IR_OP_PAD:

@@ -392,7 +392,9 @@ START_TEST(test_policies_and_autocast_options) {
   o.fp32_ops = "matmul,dense";
   ck_assert_int_eq(castor_compile(m, &o, &p), CASTOR_ERR_INVALID_ARGUMENT);
   ck_assert_str_eq(castor_context_last_error(ctx),
-                   "error: --fp32-ops: unknown op 'dense' (ops: matmul, add, mul, relu, sigmoid, tanh, gelu, silu, softmax, layer_norm, matmul_nt, matmul_tn, sum_rows, relu_grad, sigmoid_grad, tanh_grad, gelu_grad, silu_grad, softmax_grad, layer_norm_grad, layer_norm_xhat, xent, xent_grad, xent_logits, xent_logits_grad, mse, mse_grad)\n");
+                   "error: --fp32-ops: unknown op 'dense' (ops: matmul, add, mul, relu, sigmoid, tanh, gelu, silu, softmax, layer_norm, matmul_nt, matmul_tn, sum_rows, relu_grad, sigmoid_grad, tanh_grad, gelu_grad, silu_grad, softmax_grad, layer_norm_grad, layer_norm_xhat, xent, xent_grad, xent_logits, xent_logits_grad, mse, mse_grad, sub, div, maximum, minimum, pow, select_ge, pow_grad, pow_grad_exp, sum_to, "
+                   "exp, log, sqrt, rsqrt, neg, abs, erf, leaky_relu, elu, softplus, hard_sigmoid, clip, select, abs_grad, "
+                   "erf_grad, leaky_relu_grad, elu_grad, hard_sigmoid_grad, clip_grad)\n");
   o.fp32_ops = NULL;
   o.fp32_layers = "d,nope";
   ck_assert_int_eq(castor_compile(m, &o, &p), CASTOR_ERR_INVALID_ARGUMENT);

@@ -285,6 +285,48 @@ static const char broadcasty[] = "graph m policy=float32\n"
                                  "%y = f32[N,3] matmul(%pw, %w3) {acc=f32, layer=c}\n"
                                  "output y = %y\n";
 
+/* general tensors: every unary element-wise op's rule and select's, on
+ * one [N,6] value (abs + 1.5 keeps log and the roots in their domain; a
+ * relu condition makes select take both sides). */
+static const char unaries[] = "graph m policy=float32\n"
+                              "%x = f32[N,5] input() {index=0}\n"
+                              "%w1 = f32[5,6] const() {weight=\"a.kernel\", layer=a}\n"
+                              "%m = f32[N,6] matmul(%x, %w1) {acc=f32, layer=a}\n"
+                              "%k = f32[] literal() {value=1.5}\n"
+                              "%ab = f32[N,6] abs(%m) {layer=u}\n"
+                              "%p = f32[N,6] add(%ab, %k) {layer=u}\n"
+                              "%lg = f32[N,6] log(%p) {layer=u}\n"
+                              "%sq = f32[N,6] sqrt(%p) {layer=u}\n"
+                              "%rs = f32[N,6] rsqrt(%p) {layer=u}\n"
+                              "%ex = f32[N,6] exp(%m) {layer=u}\n"
+                              "%ng = f32[N,6] neg(%m) {layer=u}\n"
+                              "%er = f32[N,6] erf(%m) {layer=u}\n"
+                              "%lr = f32[N,6] leaky_relu(%m) {alpha=0.2, layer=u}\n"
+                              "%el = f32[N,6] elu(%m) {alpha=1.1, layer=u}\n"
+                              "%sp = f32[N,6] softplus(%m) {layer=u}\n"
+                              "%hs = f32[N,6] hard_sigmoid(%m) {layer=u}\n"
+                              "%cl = f32[N,6] clip(%m) {min_value=-0.3, max_value=0.4, layer=u}\n"
+                              "%rl = f32[N,6] relu(%m) {layer=u}\n"
+                              "%se = f32[N,6] select(%rl, %ex, %er) {layer=u}\n"
+                              "%s1 = f32[N,6] add(%lg, %sq) {layer=u}\n"
+                              "%s2 = f32[N,6] add(%s1, %rs) {layer=u}\n"
+                              "%s3 = f32[N,6] add(%s2, %ng) {layer=u}\n"
+                              "%s4 = f32[N,6] add(%s3, %lr) {layer=u}\n"
+                              "%s5 = f32[N,6] add(%s4, %el) {layer=u}\n"
+                              "%s6 = f32[N,6] add(%s5, %sp) {layer=u}\n"
+                              "%s7 = f32[N,6] add(%s6, %hs) {layer=u}\n"
+                              "%s8 = f32[N,6] add(%s7, %cl) {layer=u}\n"
+                              "%s9 = f32[N,6] add(%s8, %se) {layer=u}\n"
+                              "%w2 = f32[6,3] const() {weight=\"c.kernel\", layer=c}\n"
+                              "%y = f32[N,3] matmul(%s9, %w2) {acc=f32, layer=c}\n"
+                              "output y = %y\n";
+
+START_TEST(test_gradients_unary) {
+  pass_train_options o = opts(PASS_LOSS_XENT, true);
+  check_fd("unaries, categorical cross-entropy from logits", unaries, &o);
+}
+END_TEST
+
 START_TEST(test_gradients_broadcasting) {
   pass_train_options o = opts(PASS_LOSS_XENT, true);
   check_fd("broadcasty, categorical cross-entropy from logits", broadcasty, &o);
@@ -492,6 +534,7 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_gradients_mse_through_softmax);
   tcase_add_test(tc, test_gradients_logits_every_rule);
   tcase_add_test(tc, test_gradients_broadcasting);
+  tcase_add_test(tc, test_gradients_unary);
   tcase_add_test(tc, test_gradients_layer_norm);
   tcase_add_test(tc, test_optimizer_steps);
   tcase_add_test(tc, test_loss_scale_state_machine);

@@ -337,11 +337,11 @@ static const struct {
     {HDR X, "t.cir:1:1: error: graph g has no outputs (add 'output NAME = %value')\n"
             "graph g policy=float32\n^\n"},
     {HDR X "%y = f32[N,4] rleu(%x)\n" OUT,
-     "t.cir:3:15: error: unknown op 'rleu'; did you mean 'relu'?\n"
+     "t.cir:3:15: error: unknown op 'rleu'; did you mean 'relu' or 'elu'?\n"
      "%y = f32[N,4] rleu(%x)\n              ^\n"},
     {HDR X "%y = f32[N,4] frobnicate(%x)\n" OUT,
      "t.cir:3:15: error: unknown op 'frobnicate' (ops: input, const, matmul, add, mul, relu, "
-     "sigmoid, tanh, gelu, silu, softmax, layer_norm, cast, pad, slice, variable, literal, matmul_nt, matmul_tn, sum_rows, relu_grad, sigmoid_grad, tanh_grad, gelu_grad, silu_grad, softmax_grad, layer_norm_grad, layer_norm_xhat, xent, xent_grad, xent_logits, xent_logits_grad, mse, mse_grad, all_finite, sgd, sgd_momentum, rmsprop, rmsprop_momentum, rmsprop_centered, rmsprop_centered_momentum, adam, count_step, loss_scale_update, sub, div, maximum, minimum, pow, select_ge, pow_grad, pow_grad_exp, sum_to)\n"
+     "sigmoid, tanh, gelu, silu, softmax, layer_norm, cast, pad, slice, variable, literal, matmul_nt, matmul_tn, sum_rows, relu_grad, sigmoid_grad, tanh_grad, gelu_grad, silu_grad, softmax_grad, layer_norm_grad, layer_norm_xhat, xent, xent_grad, xent_logits, xent_logits_grad, mse, mse_grad, all_finite, sgd, sgd_momentum, rmsprop, rmsprop_momentum, rmsprop_centered, rmsprop_centered_momentum, adam, count_step, loss_scale_update, sub, div, maximum, minimum, pow, select_ge, pow_grad, pow_grad_exp, sum_to, exp, log, sqrt, rsqrt, neg, abs, erf, leaky_relu, elu, softplus, hard_sigmoid, clip, select, abs_grad, erf_grad, leaky_relu_grad, elu_grad, hard_sigmoid_grad, clip_grad)\n"
      "%y = f32[N,4] frobnicate(%x)\n              ^\n"},
     {HDR X "%p = f32[N,2] pad(%x) {shape=[N,2]}\n" OUT,
      "t.cir:3:15: error: pad of f32[N,4] would make "

@@ -104,7 +104,11 @@ static void build_case(ir_op op, op_case *c) {
     attr.acc = DT_F32;
     break;
   case IR_TYPE_SUM_ROWS: attr.acc = DT_F32; break;
-  case IR_TYPE_SAME: srcs[1] = x; break;
+  case IR_TYPE_SAME:
+    srcs[1] = x;
+    if (ir_op_attrs(op) & A(alpha)) attr.alpha = 0.3; /* general tensors: the gradient helpers' attributes */
+    if (ir_op_attrs(op) & A(min_value)) attr.min_value = -0.5, attr.max_value = 0.75;
+    break;
   case IR_TYPE_LOSS:
   case IR_TYPE_LOSS_GRAD:
     srcs[1] = x;
@@ -159,7 +163,13 @@ static void build_case(ir_op op, op_case *c) {
     attr.shape = (ir_shape){2, {1, W}};
     break;
   case IR_TYPE_UNARY:
-  case IR_TYPE_ROWWISE: break;
+  case IR_TYPE_ROWWISE:
+    /* general tensors: an alpha and clip bounds inside the input's range;
+     * log and the square roots of |x| (their domain), through abs */
+    if (ir_op_attrs(op) & A(alpha)) attr.alpha = 0.3;
+    if (ir_op_attrs(op) & A(min_value)) attr.min_value = -0.5, attr.max_value = 0.75;
+    if (op == IR_OP_LOG || op == IR_OP_SQRT || op == IR_OP_RSQRT) srcs[0] = ir_build_unary(c->g, IR_OP_ABS, "abs", x, no_loc);
+    break;
   case IR_TYPE_NORM: /* layer_norm(x, gamma, beta), layer_norm_xhat(x) */
   case IR_TYPE_NORM_GRAD: /* layer_norm_grad(x, gamma, dy) */
     if (n_srcs > 1) srcs[1] = konst(c, "gamma", 1, (int64_t[]){W}, 7);
