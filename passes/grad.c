@@ -675,7 +675,8 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   /* targets, seed, loss */
   int64_t classes = pred->type.dims[1];
   bool sparse = o->loss == PASS_LOSS_SPARSE_XENT;
-  ir_type tt = sparse ? (ir_type){DT_I32, 1, {IR_DIM_BATCH}} : (ir_type){DT_F32, 2, {IR_DIM_BATCH, classes}};
+  int64_t rows = pred->type.dims[0]; /* N, or the bound batch (--batch) */
+  ir_type tt = sparse ? (ir_type){DT_I32, 1, {rows}} : (ir_type){DT_F32, 2, {rows, classes}};
   ir_node *targets = ir_build_input(g, ir_graph_unique_name(g, "targets"), &tt, ir_graph_num_inputs(g), no_loc);
   targets->note = sparse ? "class indices" : "targets";
   ir_node *p32 = pred;
