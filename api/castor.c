@@ -353,6 +353,9 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
     return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "opt_level must be 0-3, got %d", opts->opt_level);
   if (opts->threads < 0)
     return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "threads must be >= 0 (0: all CPUs), got %d", opts->threads);
+  if (opts->batch < 0)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "batch must be >= 1 (0: the batch N stays symbolic), got %lld",
+                (long long)opts->batch);
   if (m->graph->n_nodes > IR_MAX_NODES) {
     diag_error_kind(ctx->diag, DIAG_KIND_UNSUPPORTED, m->graph->nodes[IR_MAX_NODES]->loc,
                     "the model's graph has %d nodes, more than the %d castor compiles (IR_MAX_NODES); "
@@ -375,6 +378,11 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
                   opts->policy);
     }
     g->policy = p;
+  }
+  char bind_err[256];
+  if (opts->batch > 0 && !ir_graph_bind_batch(g, opts->batch, bind_err, sizeof bind_err)) {
+    ir_graph_destroy(g);
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "batch %lld: %s", (long long)opts->batch, bind_err);
   }
   castor_status st = CASTOR_OK;
   pass_options po;

@@ -159,9 +159,8 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
         ir_node *o = user->srcs[s];
         if (o == cur) continue;
         if (!is_leaf(o) && o->id >= x->id) ok = false;         /* not computed yet */
-        bool bias = o->type.rank == 1 && !ir_type_is_batched(&o->type) &&
-                    o->type.dims[0] == cur->type.dims[cur->type.rank - 1];
-        if (!bias && !ir_type_eq(&o->type, &cur->type)) ok = false;
+        /* any other shape is a numpy-broadcast operand (the type rule's),
+         * which the kit's chain reads through its broadcast index */
       }
       /* the chain's shape is the kernel's iteration space; it must not change */
       for (int r = 0; r < cur->type.rank; r++)

@@ -48,6 +48,12 @@ void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, 
     *rows_fixed = op->type.dims[ax];
     *work_per_row = sums_batch ? 0 : 2 * q;
     *work_per_batch = sums_batch ? 2 * q : 0;
+  } else if (rule == IR_TYPE_SUM_TO && !ir_type_is_batched(&op->type)) { /* one row per result element */
+    int64_t xin = 1;
+    CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel) && ir_type_inner_numel(&x->type, &xin));
+    *rows_fixed = numel;
+    *work_per_row = sums_batch ? 0 : xin / numel;
+    *work_per_batch = sums_batch ? xin / numel : 0;
   } else if (rule == IR_TYPE_UPDATE) {
     CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel));
     *rows_fixed = numel; /* one "row" per element */

@@ -162,6 +162,14 @@ typedef struct castor_compile_options {
    * paths; an unknown name, or a CPU whose features this host lacks, is
    * CASTOR_ERR_INVALID_ARGUMENT. Ignored by the cuda target. */
   const char *cpu;
+  /* The batch, bound (CLI: --batch B): every symbolic N of the model becomes
+   * `batch` and the program is compiled with static shapes, so it runs on
+   * exactly `batch` rows. Only the batch N is symbolic in castor (a model
+   * with a variable sequence length is compiled once per length); a model
+   * whose ops would move N out of the first dimension (a reshape to
+   * [N*heads, T, d]) compiles only this way. 0 (default): N stays
+   * symbolic; negative: CASTOR_ERR_INVALID_ARGUMENT. */
+  int64_t batch;
 } castor_compile_options;
 
 CASTOR_API void castor_compile_options_init(castor_compile_options *o);

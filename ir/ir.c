@@ -4,6 +4,8 @@
  */
 #include "ir/ir.h"
 
+#include <math.h>
+
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -444,6 +446,11 @@ static bool infer_conv2d_grad(ir_op op, ir_node *const *srcs, const ir_attr *att
   return true;
 }
 
+/* general tensors: the broadcasting rules (at the end of this file) */
+static bool infer_broadcast(ir_op op, ir_node *const *srcs, int n, ir_type *out, char *err, size_t errlen);
+static bool infer_sum_to(ir_op op, const ir_type *x, const ir_attr *attr, ir_type *out, char *err, size_t errlen);
+static bool check_eltwise_attrs(ir_op op, const ir_attr *attr, char *err, size_t errlen);
+
 bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr,
                    ir_type *out, char *err, size_t errlen) {
   char sa[96], sb[96];
@@ -468,20 +475,10 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     *out = (ir_type){a->dtype, 2, {a->dims[0], b->dims[1]}};
     return true;
   }
-  case IR_TYPE_BINARY: {
-    const ir_type *a = &srcs[0]->type, *b = &srcs[1]->type;
-    shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb);
-    if (a->dtype != b->dtype || !dtype_is_float(a->dtype))
-      return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
-    bool bias = b->rank == 1 && a->rank >= 1 && !ir_type_is_batched(b) &&
-                b->dims[0] == a->dims[a->rank - 1];
-    if (!ir_type_eq(a, b) && !bias)
-      return FAIL("%s operand shapes differ: %s and %s", ir_op_name(op), sa, sb);
-    *out = *a;
-    return true;
-  }
+  case IR_TYPE_BINARY: return infer_broadcast(op, srcs, n_srcs, out, err, errlen);
   case IR_TYPE_UNARY:
   case IR_TYPE_ROWWISE:
+    if (!check_eltwise_attrs(op, attr, err, errlen)) return false;
     shape_str(&srcs[0]->type, sa, sizeof sa);
     if (!dtype_is_float(srcs[0]->type.dtype))
       return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
@@ -556,6 +553,7 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     return true;
   }
   case IR_TYPE_SAME:
+    if (!check_eltwise_attrs(op, attr, err, errlen)) return false;
     shape_str(&srcs[0]->type, sa, sizeof sa), shape_str(&srcs[1]->type, sb, sizeof sb);
     if (!ir_type_eq(&srcs[0]->type, &srcs[1]->type) || !dtype_is_float(srcs[0]->type.dtype))
       return FAIL("%s operands must have one float type, got %s and %s", ir_op_name(op), sa, sb);
@@ -691,6 +689,8 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     *out = srcs[1]->type;
     return true;
   }
+  /* general tensors */
+  case IR_TYPE_SUM_TO: return infer_sum_to(op, &srcs[0]->type, attr, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;
@@ -849,3 +849,121 @@ ir_graph *ir_graph_clone(const ir_graph *src) {
   return g;
 }
 
+
+/* ---- general tensors: the batch N ---- */
+
+#define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), false)
+
+bool ir_batch_stays_leading(ir_op op, const ir_type *x, bool stays, const char *how, char *err,
+                            size_t errlen) {
+  if (stays || !ir_type_is_batched(x)) return true;
+  char sa[96];
+  shape_str(x, sa, sizeof sa);
+  return FAIL("%s of %s would move the batch dimension N out of dimension 0 (%s); only the batch is "
+              "symbolic: give it a fixed size with --batch B (castor_compile_options.batch)",
+              ir_op_name(op), sa, how);
+}
+
+static void bind_dims(int rank, int64_t *dims, int64_t batch) {
+  for (int r = 0; r < rank; r++)
+    if (dims[r] == IR_DIM_BATCH) dims[r] = batch;
+}
+
+bool ir_graph_bind_batch(ir_graph *g, int64_t batch, char *err, size_t errlen) {
+  if (batch < 1) return FAIL("the batch must be a whole number >= 1, got %lld", (long long)batch);
+  for (int i = 0; i < g->n_nodes; i++) { /* check every size first: g stays unchanged on failure */
+    ir_type t = g->nodes[i]->type;
+    bind_dims(t.rank, t.dims, batch);
+    int64_t bytes;
+    if (!ir_type_bytes(&t, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES)
+      return FAIL("%%%s would have more than %lld bytes with a batch of %lld", g->nodes[i]->name,
+                  (long long)IR_MAX_TENSOR_BYTES, (long long)batch);
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    bind_dims(n->type.rank, n->type.dims, batch);
+    for (int k = 0; k < IR_ATTR_COUNT; k++)
+      if ((ir_op_attrs(n->op) >> k & 1) && ir_attr_kind_of((ir_attr_key)k) == IR_ATTR_KIND_SHAPE) {
+        ir_shape *s = ir_attr_slot(&n->attr, (ir_attr_key)k);
+        bind_dims(s->rank, s->dims, batch);
+      }
+  }
+  return true;
+}
+
+/* numpy broadcasting: shapes aligned at their last dimension, a missing
+ * dimension counting as 1; each dimension equal, or 1 in all but one
+ * operand. The batch N broadcasts only against N or 1 and must stay
+ * dimension 0 of the result. */
+static bool infer_broadcast(ir_op op, ir_node *const *srcs, int n, ir_type *out, char *err, size_t errlen) {
+  char sa[96], sb[96];
+  ir_type r = srcs[0]->type;
+  for (int s = 1; s < n; s++) {
+    const ir_type *t = &srcs[s]->type;
+    shape_str(&r, sa, sizeof sa), shape_str(t, sb, sizeof sb);
+    if (t->dtype != r.dtype || !dtype_is_float(r.dtype))
+      return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
+    int rank = r.rank > t->rank ? r.rank : t->rank;
+    ir_type b = {r.dtype, rank, {0}};
+    for (int d = 0; d < rank; d++) {
+      int da = d - (rank - r.rank), db = d - (rank - t->rank);
+      int64_t x = da >= 0 ? r.dims[da] : 1, y = db >= 0 ? t->dims[db] : 1;
+      if (x != y && x != 1 && y != 1) {
+        char dx[24], dy[24];
+        snprintf(dx, sizeof dx, x == IR_DIM_BATCH ? "N" : "%lld", (long long)x);
+        snprintf(dy, sizeof dy, y == IR_DIM_BATCH ? "N" : "%lld", (long long)y);
+        return FAIL("%s operand shapes %s and %s do not broadcast: aligned at the last dimension, they have %s "
+                    "and %s in dimension %d of the result (numpy broadcasting: equal, or one of them 1; N "
+                    "only against N or 1)", ir_op_name(op), sa, sb, dx, dy, d);
+      }
+      b.dims[d] = x == 1 ? y : x;
+    }
+    for (int d = 1; d < rank; d++)
+      if (b.dims[d] == IR_DIM_BATCH) {
+        char how[320], sr[96];
+        shape_str(&b, sr, sizeof sr);
+        snprintf(how, sizeof how, "%s and %s broadcast to %s", sa, sb, sr);
+        return ir_batch_stays_leading(op, ir_type_is_batched(&r) ? &r : t, false, how, err, errlen);
+      }
+    r = b;
+  }
+  *out = r;
+  return true;
+}
+
+/* sum_to: {shape} must broadcast to x's shape (the reverse of a broadcast). */
+static bool infer_sum_to(ir_op op, const ir_type *x, const ir_attr *attr, ir_type *out, char *err, size_t errlen) {
+  char sa[96], sb[96];
+  const ir_shape *sh = &attr->shape;
+  shape_str(x, sa, sizeof sa);
+  ir_type want = {x->dtype, sh->rank, {0}};
+  for (int d = 0; d < sh->rank && d < IR_MAX_RANK; d++) want.dims[d] = sh->dims[d];
+  shape_str(&want, sb, sizeof sb);
+  if (!dtype_is_float(x->dtype)) return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
+  if ((unsigned)attr->acc >= DT_COUNT || !dtype_is_float(attr->acc))
+    return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), dtype_name(attr->acc));
+  if (sh->rank > x->rank)
+    return FAIL("%s of %s to %s: the shape has more dimensions than the operand", ir_op_name(op), sa, sb);
+  for (int d = 0; d < sh->rank; d++) {
+    int64_t have = x->dims[d + x->rank - sh->rank], w = sh->dims[d];
+    if (w != have && w != 1)
+      return FAIL("%s of %s to %s: dimension %d must be the operand's or 1 (the shape must broadcast to the "
+                  "operand's)", ir_op_name(op), sa, sb, d);
+    if (w == IR_DIM_BATCH && d != 0)
+      return ir_batch_stays_leading(op, x, false, "the shape has N in another dimension", err, errlen);
+  }
+  *out = want;
+  return true;
+}
+
+/* alpha finite; clip's bounds finite or infinite, min_value <= max_value */
+static bool check_eltwise_attrs(ir_op op, const ir_attr *attr, char *err, size_t errlen) {
+  ir_attr_set keys = ir_op_attrs(op);
+  if ((keys & A(alpha)) && !isfinite(attr->alpha))
+    return FAIL("%s alpha must be a finite number, got %g", ir_op_name(op), attr->alpha);
+  if ((keys & A(min_value)) && !(attr->min_value <= attr->max_value))
+    return FAIL("%s needs min_value <= max_value, got %g and %g", ir_op_name(op), attr->min_value, attr->max_value);
+  return true;
+}
+
+#undef FAIL

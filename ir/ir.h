@@ -73,7 +73,8 @@ enum {
 typedef enum ir_type_rule {
   IR_TYPE_LEAF,    /* declared, not inferred */
   IR_TYPE_MATMUL,  /* [M,K] x [K,Nc] -> [M,Nc], one float dtype, b unbatched */
-  IR_TYPE_BINARY,  /* one float dtype; equal shapes or b a vector over a's last dimension */
+  IR_TYPE_BINARY,  /* operands of one float dtype, numpy-broadcast together (N only against N or 1,
+                    * and staying dimension 0); the broadcast shape */
   IR_TYPE_UNARY,   /* a float operand; same type */
   IR_TYPE_ROWWISE, /* a float operand of rank >= 1; same type */
   IR_TYPE_NORM,    /* x float; gamma, beta (when the op takes them) x's dims from {axis} on,
@@ -110,6 +111,8 @@ typedef enum ir_type_rule {
   IR_TYPE_CONV2D_FILTER_GRAD, /* x [N,H,W,C], dy [N,OH,OW,O]; {shape} [KH,KW,C,O] unbatched, as above */
   IR_TYPE_POOL2D,    /* x [N,H,W,C] float; {pool}, {strides}, {pads} (each < its window); [N,OH,OW,C] */
   IR_TYPE_POOL2D_GRAD, /* dy, x: dy the pooling of x as above; x's type */
+  /* general tensors */
+  IR_TYPE_SUM_TO,  /* x float, {shape} broadcasts to x's shape; x's dtype, {shape} */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -380,6 +383,27 @@ int ir_concat_axis(const ir_type *x, int64_t axis);
  * counted from the end, ends clamped); false with a message if invalid. */
 bool ir_strided_slice_bounds(const ir_type *x, const ir_attr *attr, int64_t *starts, int64_t *counts, char *err,
                              size_t errlen);
+/* ---- general tensors: the batch N ----
+ * Only the batch N is symbolic, and only as dimension 0 (a model with a
+ * variable sequence length is compiled once per length). */
+
+/* The one check, and the one message, for an op whose result would carry
+ * the batch N anywhere but in dimension 0: a reshape that folds N into
+ * another dimension ([N,T,C] to [N*heads,T,d]), a transpose that moves
+ * dimension 0, a broadcast whose result puts N behind another dimension.
+ * `stays` says whether op on x keeps N leading; when it does not, writes
+ * "OP of X would move the batch dimension N out of dimension 0 (HOW); only
+ * the batch is symbolic: give it a fixed size with --batch B
+ * (castor_compile_options.batch)" into err and returns false, so a type
+ * rule can return it (the caller reports it at the node, with its name).
+ * True, err untouched, when stays or x has no batch. */
+bool ir_batch_stays_leading(ir_op op, const ir_type *x, bool stays, const char *how, char *err,
+                            size_t errlen);
+
+/* Binds the batch: every N of g (in types and in shape attributes) becomes
+ * `batch`, so g has static shapes only. False (err: why) when batch < 1 or
+ * a tensor would exceed IR_MAX_TENSOR_BYTES; g is then unchanged. */
+bool ir_graph_bind_batch(ir_graph *g, int64_t batch, char *err, size_t errlen);
 
 /* ---- verifier: structural and type invariants; reports through d ---- */
 

@@ -7,13 +7,14 @@
  * Invariants:
  *   - node ids equal schedule positions; names are non-empty, unique and
  *     valid in the text form ([A-Za-z_][A-Za-z0-9_.]*);
- *   - ops, dtypes and policies are in their tables; ranks are 0..4; dims are
+ *   - ops, dtypes and policies are in their tables; ranks are 0..6; dims are
  *     positive except that dims[0] may be the batch N; sizes fit in
  *     IR_MAX_TENSOR_BYTES;
  *   - each source is a node of this graph earlier in the schedule, and the
  *     source count is the op's arity;
  *   - a non-leaf node's type is what ir_infer_type computes from its sources;
- *   - inputs are batched with indices 0..k-1, each once; constants are not
+ *   - inputs have indices 0..k-1, each once, and are batched [N, ...] or
+ *     static (no N: a graph with a bound batch, --batch); constants are not
  *     batched and name their weight;
  *   - there is at least one output; outputs have unique valid names
  *     ([A-Za-z_][A-Za-z0-9_]*) and point at nodes of the graph.
@@ -198,8 +199,6 @@ static void check_attrs(verifier *v, const ir_node *n, int pos, int n_inputs, in
   }
   if (n->op == IR_OP_INPUT) {
     int64_t k = n->attr.index;
-    if (!ir_type_is_batched(&n->type))
-      err(v, n, "input is not batched (its first dimension must be N)");
     if (k < 0 || k >= n_inputs) {
       err(v, n, "input index %lld is outside 0..%d", (long long)k, n_inputs - 1);
     } else if (input_at[k] >= 0) {

@@ -371,6 +371,114 @@ static bool layout_backward(grad_state *s, ir_node *n, ir_node *dy) {
   return true;
 }
 
+/* ---- general tensors: the binary ops under numpy broadcasting ---- */
+
+/* d summed back to x's shape, over the dimensions x was broadcast along
+ * (numpy's reduce-to-shape), in a fixed order: sum_rows for a vector over
+ * the last dimension of a matrix, sum_to otherwise; d itself when x has
+ * its shape. */
+static ir_node *reduce_to(grad_state *s, const ir_node *fwd, ir_node *d, const ir_node *x) {
+  bool same = d->type.rank == x->type.rank;
+  for (int r = 0; same && r < x->type.rank; r++) same = d->type.dims[r] == x->type.dims[r];
+  if (same) return d;
+  ir_attr attr = {.acc = DT_F32};
+  if (d->type.rank == 2 && x->type.rank == 1 && x->type.dims[0] == d->type.dims[1])
+    return op(s, IR_OP_SUM_ROWS, fwd, x->name, &d, 1, &attr);
+  attr.shape.rank = x->type.rank;
+  for (int r = 0; r < x->type.rank; r++) attr.shape.dims[r] = x->type.dims[r];
+  return op(s, IR_OP_SUM_TO, fwd, x->name, &d, 1, &attr);
+}
+
+static ir_node *negate(grad_state *s, const ir_node *fwd, const char *base, ir_node *d) {
+  ir_node *m1 = literal(s, "minus_one", d->type.dtype, -1.0);
+  return op(s, IR_OP_MUL, fwd, base, (ir_node *[]){d, m1}, 2, &(ir_attr){0});
+}
+
+/* add, sub, mul, div, maximum, minimum, pow of a and b broadcast to n's
+ * shape: each operand's gradient at n's shape, then summed back to its own
+ * (TF's rules: maximum's ties go to a, minimum's to a; pow's gradient for
+ * its exponent is 0 where the base is <= 0). */
+static bool binary_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *a = n->srcs[0], *b = n->srcs[1], *da = NULL, *db = NULL;
+  const ir_attr none = {0};
+  bool na = s->needs[a->id], nb = s->needs[b->id];
+  if (n->op == IR_OP_ADD) {
+    da = dy, db = dy;
+  } else if (n->op == IR_OP_SUB) {
+    da = dy, db = nb ? negate(s, n, b->name, dy) : NULL;
+  } else if (n->op == IR_OP_MUL) {
+    if (na) da = op(s, IR_OP_MUL, n, a->name, (ir_node *[]){dy, b}, 2, &none);
+    if (nb) db = op(s, IR_OP_MUL, n, b->name, (ir_node *[]){dy, a}, 2, &none);
+  } else if (n->op == IR_OP_DIV) { /* da = dy / b; db = -dy * y / b */
+    if (na) da = op(s, IR_OP_DIV, n, a->name, (ir_node *[]){dy, b}, 2, &none);
+    if (nb) {
+      ir_node *t = op(s, IR_OP_MUL, n, b->name, (ir_node *[]){dy, n}, 2, &none);
+      db = negate(s, n, b->name, op(s, IR_OP_DIV, n, b->name, (ir_node *[]){t, b}, 2, &none));
+    }
+  } else if (n->op == IR_OP_MAXIMUM || n->op == IR_OP_MINIMUM) {
+    /* where a wins (a >= b, or a <= b): dy to a; elsewhere dy to b */
+    bool mx = n->op == IR_OP_MAXIMUM;
+    da = op(s, IR_OP_SELECT_GE, n, a->name, (ir_node *[]){dy, mx ? a : b, mx ? b : a}, 3, &none);
+    if (nb) db = op(s, IR_OP_SUB, n, b->name, (ir_node *[]){dy, da}, 2, &none);
+  } else {
+    CASTOR_ASSERT(n->op == IR_OP_POW);
+    if (na) da = op(s, IR_OP_POW_GRAD, n, a->name, (ir_node *[]){dy, a, b}, 3, &none);
+    if (nb) db = op(s, IR_OP_POW_GRAD_EXP, n, b->name, (ir_node *[]){dy, a, n}, 3, &none);
+  }
+  if (na) accumulate(s, a, reduce_to(s, n, da, a));
+  if (nb) accumulate(s, b, reduce_to(s, n, db, b));
+  return true;
+}
+
+/* ---- general tensors: the unary element-wise ops and select ---- */
+
+static ir_node *scaled(grad_state *s, const ir_node *fwd, const char *base, ir_node *d, double k) {
+  ir_node *c = literal(s, "k", d->type.dtype, k);
+  return op(s, IR_OP_MUL, fwd, base, (ir_node *[]){d, c}, 2, &(ir_attr){0});
+}
+
+/* The gradient of unary op n (y = n, x = its operand) for dy. */
+static ir_node *unary_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *x = n->srcs[0];
+  const char *base = x->name;
+  const ir_attr none = {0};
+  ir_op helper = IR_OP_COUNT;
+  if (n->op == IR_OP_EXP) return op(s, IR_OP_MUL, n, base, (ir_node *[]){dy, n}, 2, &none); /* dy y */
+  if (n->op == IR_OP_LOG) return op(s, IR_OP_DIV, n, base, (ir_node *[]){dy, x}, 2, &none); /* dy / x */
+  if (n->op == IR_OP_SQRT) return op(s, IR_OP_DIV, n, base, (ir_node *[]){scaled(s, n, base, dy, 0.5), n}, 2, &none);
+  if (n->op == IR_OP_RSQRT) { /* -dy y^3 / 2 */
+    ir_node *y2 = op(s, IR_OP_MUL, n, base, (ir_node *[]){n, n}, 2, &none);
+    ir_node *y3 = op(s, IR_OP_MUL, n, base, (ir_node *[]){y2, n}, 2, &none);
+    return op(s, IR_OP_MUL, n, base, (ir_node *[]){scaled(s, n, base, dy, -0.5), y3}, 2, &none);
+  }
+  if (n->op == IR_OP_NEG) return scaled(s, n, base, dy, -1.0);
+  if (n->op == IR_OP_SOFTPLUS) { /* dy sigmoid(x) */
+    ir_node *sg = op(s, IR_OP_SIGMOID, n, base, &x, 1, &none);
+    return op(s, IR_OP_MUL, n, base, (ir_node *[]){dy, sg}, 2, &none);
+  }
+  if (n->op == IR_OP_ABS) helper = IR_OP_ABS_GRAD;
+  else if (n->op == IR_OP_ERF) helper = IR_OP_ERF_GRAD;
+  else if (n->op == IR_OP_LEAKY_RELU) helper = IR_OP_LEAKY_RELU_GRAD;
+  else if (n->op == IR_OP_ELU) helper = IR_OP_ELU_GRAD;
+  else if (n->op == IR_OP_HARD_SIGMOID) helper = IR_OP_HARD_SIGMOID_GRAD;
+  else helper = IR_OP_CLIP_GRAD;
+  CASTOR_ASSERT(n->op == IR_OP_CLIP || helper != IR_OP_CLIP_GRAD);
+  return op(s, helper, n, base, (ir_node *[]){dy, x}, 2, &n->attr); /* the same alpha or bounds */
+}
+
+/* select(c, a, b): dy where c holds to a, elsewhere to b, each summed back
+ * to its shape; the condition has none. */
+static bool select_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *c = n->srcs[0], *a = n->srcs[1], *b = n->srcs[2];
+  ir_node *zero = literal(s, "zero", dy->type.dtype, 0.0);
+  const ir_attr none = {0};
+  if (s->needs[a->id])
+    accumulate(s, a, reduce_to(s, n, op(s, IR_OP_SELECT, n, a->name, (ir_node *[]){c, dy, zero}, 3, &none), a));
+  if (s->needs[b->id])
+    accumulate(s, b, reduce_to(s, n, op(s, IR_OP_SELECT, n, b->name, (ir_node *[]){c, zero, dy}, 3, &none), b));
+  return true;
+}
+
 /* Propagates node n's adjoint to its operands (the rules above). */
 static bool backward(grad_state *s, ir_node *n) {
   ir_node *dy = s->adjoint[n->id];
@@ -382,22 +490,7 @@ static bool backward(grad_state *s, ir_node *n) {
     if (s->needs[b->id]) accumulate(s, b, op(s, IR_OP_MATMUL_TN, n, b->name, (ir_node *[]){a, dy}, 2, &acc));
     return true;
   case IR_OP_ADD:
-  case IR_OP_MUL: {
-    bool add = n->op == IR_OP_ADD;
-    if (s->needs[a->id])
-      accumulate(s, a, add ? dy : op(s, IR_OP_MUL, n, a->name, (ir_node *[]){dy, b}, 2, &(ir_attr){0}));
-    if (!s->needs[b->id]) return true;
-    ir_node *db = add ? dy : op(s, IR_OP_MUL, n, b->name, (ir_node *[]){dy, a}, 2, &(ir_attr){0});
-    if (!ir_type_eq(&b->type, &a->type)) { /* a bias vector over the last dimension */
-      if (a->type.rank != 2)
-        return fail(s, DIAG_KIND_UNSUPPORTED, n->loc,
-                    "%s (%%%s): no gradient rule yet for a vector broadcast over more than two dimensions",
-                    ir_op_name(n->op), n->name);
-      db = op(s, IR_OP_SUM_ROWS, n, b->name, &db, 1, &acc);
-    }
-    accumulate(s, b, db);
-    return true;
-  }
+  case IR_OP_MUL: return binary_backward(s, n, dy);
   case IR_OP_RELU: accumulate(s, a, unary_grad(s, IR_OP_RELU_GRAD, n, dy, a)); return true;
   case IR_OP_GELU: accumulate(s, a, unary_grad(s, IR_OP_GELU_GRAD, n, dy, a)); return true;
   case IR_OP_SILU: accumulate(s, a, unary_grad(s, IR_OP_SILU_GRAD, n, dy, a)); return true;
@@ -493,8 +586,38 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_AVG_POOL2D_GRAD:
   case IR_OP_CONV2D_INPUT_GRAD:
   case IR_OP_CONV2D_FILTER_GRAD:
+  /* general tensors: gradient helpers */
+  case IR_OP_SELECT_GE:
+  case IR_OP_POW_GRAD:
+  case IR_OP_POW_GRAD_EXP:
+  case IR_OP_SUM_TO:
+  case IR_OP_ABS_GRAD:
+  case IR_OP_ERF_GRAD:
+  case IR_OP_LEAKY_RELU_GRAD:
+  case IR_OP_ELU_GRAD:
+  case IR_OP_HARD_SIGMOID_GRAD:
+  case IR_OP_CLIP_GRAD:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
+  /* general tensors: element-wise */
+  case IR_OP_SUB:
+  case IR_OP_DIV:
+  case IR_OP_MAXIMUM:
+  case IR_OP_MINIMUM:
+  case IR_OP_POW: return binary_backward(s, n, dy);
+  case IR_OP_EXP:
+  case IR_OP_LOG:
+  case IR_OP_SQRT:
+  case IR_OP_RSQRT:
+  case IR_OP_NEG:
+  case IR_OP_ABS:
+  case IR_OP_ERF:
+  case IR_OP_LEAKY_RELU:
+  case IR_OP_ELU:
+  case IR_OP_SOFTPLUS:
+  case IR_OP_HARD_SIGMOID:
+  case IR_OP_CLIP: accumulate(s, a, unary_backward(s, n, dy)); return true;
+  case IR_OP_SELECT: return select_backward(s, n, dy);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();
@@ -710,7 +833,8 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   /* targets, seed, loss */
   int64_t classes = pred->type.dims[1];
   bool sparse = o->loss == PASS_LOSS_SPARSE_XENT;
-  ir_type tt = sparse ? (ir_type){DT_I32, 1, {IR_DIM_BATCH}} : (ir_type){DT_F32, 2, {IR_DIM_BATCH, classes}};
+  int64_t rows = pred->type.dims[0]; /* N, or the bound batch (--batch) */
+  ir_type tt = sparse ? (ir_type){DT_I32, 1, {rows}} : (ir_type){DT_F32, 2, {rows, classes}};
   ir_node *targets = ir_build_input(g, unique_name(&s, "targets"), &tt, ir_graph_num_inputs(g), no_loc);
   targets->note = sparse ? "class indices" : "targets";
   ir_node *p32 = pred;

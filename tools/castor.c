@@ -54,7 +54,9 @@ static int usage(FILE *f, int rc) {
           "  --input FILE.npy    an input tensor, once per model input, in order\n"
           "                      (default: seeded uniform random values in [-1, 1))\n"
           "  --output FILE.npy   write an output tensor, once per output, in order\n"
-          "  --batch N           batch size of the random input (default 1)\n"
+          "  --batch N           the batch: binds the symbolic batch N to N rows and compiles\n"
+          "                      with static shapes (run: also the random input's rows; default\n"
+          "                      1, N symbolic)\n"
           "  --seed S            seed of the random input (default 1)\n"
           "\n"
           "dump options:\n"
@@ -154,7 +156,7 @@ static int parse_args(int argc, char **argv, cli *c) {
       vec_push(&c->outputs, v);
     } else if (OPT("--batch")) {
       if (!cli_parse_int("--batch", v, missing, 1, INT64_C(1) << 40, "2^40", "a positive integer", &n)) return 1;
-      c->batch = n;
+      c->batch = c->opts.compile.batch = n; /* binds N: static shapes */
     } else if (OPT("--seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return cli_error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->seed = (uint64_t)n;

@@ -74,6 +74,7 @@ static int usage(FILE *f, int rc) {
           "  --keep-16bit-outputs  leave 16-bit model outputs 16-bit\n"
           "  --pad8              pad 16-bit matmuls to multiples of 8 (always on for cuda)\n"
           "  -O N                LLVM optimization level 0-3 (default 2)\n"
+          "  --batch B           bind the batch N to B rows: static shapes\n"
           "\n"
           "An executable is linked by $CC (default cc) with the AOT runtime archives from\n"
           "$CASTOR_AOT_LIBDIR, else the install next to this castor, else its build tree.\n");
@@ -313,7 +314,7 @@ static castor_status emit(const ir_graph *g, const cg_backend *be, const cg_back
 /* The shared options build takes. Its --target, --sm and --cpu are its own:
  * --target knows the AOT targets only, and --cpu names the object's CPU
  * (with --features), not the JIT's. */
-enum { BUILD_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_AUTOCAST | CLI_OPT_OPT };
+enum { BUILD_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_AUTOCAST | CLI_OPT_OPT | CLI_OPT_BATCH };
 
 int castor_build_main(int argc, char **argv) {
   build b = {0};

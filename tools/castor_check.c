@@ -47,7 +47,8 @@ static int usage(FILE *f, int rc) {
         "options:\n"
         "  --policy P          the policy to check (default: the model's)\n"
         "  --input FILE.npy    an input tensor, once per model input, in order\n"
-        "  --batch N           rows of the seeded random input (default 1)\n"
+        "  --batch N           rows of the seeded random input, and the bound batch: N\n"
+        "                      becomes N rows, static shapes (default 1, N symbolic)\n"
         "  --seed S            its seed (default 1, as castor run)\n"
         "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
         "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
@@ -143,7 +144,7 @@ static int parse(int argc, char **argv, check_cli *c) {
       vec_push(&c->inputs, v);
     } else if (OPT("--batch")) {
       if (!cli_parse_int("--batch", v, missing, 1, INT64_C(1) << 40, "2^40", "a positive integer", &n)) return 1;
-      c->o.batch = n;
+      c->o.batch = c->opts.compile.batch = n; /* binds N: static shapes */
     } else if (OPT("--seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return cli_error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->o.seed = (uint64_t)n;

@@ -134,6 +134,9 @@ static cli_opt_result parse_compile(castor_compile_options *co, unsigned groups,
   } else if ((groups & CLI_OPT_THREADS) && OPT("--threads")) {
     if (!cli_parse_int("--threads", v, missing, 1, 1024, "1024", "a positive integer", &n)) return CLI_OPT_ERROR;
     co->threads = (int)n;
+  } else if ((groups & CLI_OPT_BATCH) && OPT("--batch")) {
+    if (!cli_parse_int("--batch", v, missing, 1, INT64_C(1) << 40, "2^40", "a positive integer", &n)) return CLI_OPT_ERROR;
+    co->batch = n;
   } else {
     return CLI_OPT_NONE;
   }

@@ -2,7 +2,7 @@
  * options.h: the one parser of the compile and load options that the CLI
  * commands share (run, dump, build, check, train, evaluate): --weights,
  * --weights-seed, --policy, --fp32-ops, --fp32-layers, --keep-16bit-outputs,
- * --pad8, -O, --target, --device, --sm, --cpu, --threads. Each command
+ * --pad8, -O, --target, --device, --sm, --cpu, --threads, --batch. Each command
  * parses its own options and hands every other argument here, naming the
  * groups it takes; an option outside them stays the command's "unknown
  * option". Values land in the API's own option structs, so a command
@@ -29,6 +29,8 @@ enum {
   CLI_OPT_TARGET = 1u << 4,   /* --target (a backend's name), --device N, --sm ARCH */
   CLI_OPT_CPU = 1u << 5,      /* --cpu NAME (the JIT's CPU) */
   CLI_OPT_THREADS = 1u << 6,  /* --threads T */
+  CLI_OPT_BATCH = 1u << 7,    /* --batch B: binds the batch N (static shapes); run and check
+                               * parse their own --batch, which also sizes the random input */
 };
 
 enum { CLI_MAX_BINDS = 64 };

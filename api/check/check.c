@@ -556,7 +556,7 @@ castor_status castor_check(castor_model *m, const castor_check_options *opts, ca
   got = xcalloc((size_t)n_out + 1, sizeof *got);
   /* the plain reference run checks the inputs' count, dtypes and shapes */
   if ((st = castor_program_run(pref, inputs, n_inputs, want, n_out)) != CASTOR_OK) goto done;
-  int64_t batch = 1;
+  int64_t batch = opts->compile.batch > 0 ? opts->compile.batch : 1; /* a bound batch: static shapes */
   for (int i = 0; i < n_in; i++) {
     castor_tensor_info info;
     castor_program_input_info(pref, i, &info);

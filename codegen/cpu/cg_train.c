@@ -577,6 +577,58 @@ static void emit_scalar_update(cg_kctx *c) {
   store_int(c, n, LLVMBuildSelect(B, ok, n_ok, i64c(0), ""));
 }
 
+/* ---- general tensors: sum_to, the gradient of a broadcast operand ---- */
+
+/* y[o] = the sum of the x elements that broadcast from y[o], in ascending
+ * order of x's index: one result element at a time (rows are y's elements,
+ * or y's batch rows when y keeps N), so the order of every sum is fixed
+ * whatever the threads. x's dimension d is summed when y lacks it (the
+ * leading ones) or has 1 where x does not. */
+static void emit_sum_to(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *x = op->srcs[0];
+  const ir_type *yt = &op->type, *xt = &x->type;
+  int rx = xt->rank, ry = yt->rank, lead = rx - ry;
+  int64_t xstride[IR_MAX_RANK], yin = 1;
+  int64_t st = 1;
+  for (int d = rx - 1; d >= 0; d--) {
+    xstride[d] = st;
+    if (d > 0) st *= xt->dims[d];
+  }
+  CASTOR_ASSERT(ir_type_inner_numel(yt, &yin));
+  int64_t per_row = ir_type_is_batched(yt) ? yin : 1;
+  int summed[IR_MAX_RANK], n_summed = 0;
+  for (int d = 0; d < rx; d++)
+    if (d < lead || (yt->dims[d - lead] == 1 && xt->dims[d] != 1)) summed[n_summed++] = d;
+  LLVMValueRef total = i64c(1);
+  for (int r = 0; r < n_summed; r++) {
+    int d = summed[r];
+    total = LLVMBuildMul(B, total, xt->dims[d] == IR_DIM_BATCH ? c->batch : i64c(xt->dims[d]), "");
+  }
+  cg_loop lo = cg_loop_begin(c, LLVMBuildMul(B, c->row0, i64c(per_row), ""),
+                             LLVMBuildMul(B, c->row1, i64c(per_row), ""), 1, "o");
+  /* x's offset of y's element: y's coordinates along the dimensions kept */
+  LLVMValueRef q = lo.iv, base = i64c(0);
+  for (int d = ry - 1; d >= 0; d--) {
+    LLVMValueRef coord = d == 0 ? q : LLVMBuildURem(B, q, i64c(yt->dims[d]), "");
+    if (d > 0) q = LLVMBuildUDiv(B, q, i64c(yt->dims[d]), "");
+    if (yt->dims[d] != 1) base = LLVMBuildAdd(B, base, LLVMBuildMul(B, coord, i64c(xstride[d + lead]), ""), "");
+  }
+  LLVMValueRef acc = var(c, e->f32, F(0), "acc");
+  cg_loop lt = cg_loop_begin(c, i64c(0), total, 1, "t");
+  LLVMValueRef r = lt.iv, xi = base;
+  for (int k = n_summed - 1; k >= 0; k--) {
+    int d = summed[k];
+    LLVMValueRef coord = k == 0 ? r : LLVMBuildURem(B, r, i64c(xt->dims[d]), "");
+    if (k > 0) r = LLVMBuildUDiv(B, r, i64c(xt->dims[d]), "");
+    xi = LLVMBuildAdd(B, xi, LLVMBuildMul(B, coord, i64c(xstride[d]), ""), "");
+  }
+  LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, e->f32), load_f(c, x, xi, 1), ""), acc);
+  cg_loop_end(c, &lt);
+  store_f(c, op, lo.iv, get(c, acc, e->f32), 1);
+  cg_loop_end(c, &lo);
+}
+
 /* ---- the dispatch ---- */
 
 /* ---- general tensors: gather_grad, the ordered scatter-add ---- */
@@ -629,6 +681,7 @@ void cg_train_emit(cg_kctx *c) {
     else if (rule == IR_TYPE_CLIP_SCALE) emit_clip_scale(c);
     else if (rule == IR_TYPE_CLIP_VALUE) emit_clip_value(c);
     else if (rule == IR_TYPE_GATHER_GRAD) emit_gather_grad(c);
+    else if (rule == IR_TYPE_SUM_TO) emit_sum_to(c);
     else CASTOR_UNREACHABLE(); /* matmul_tn: the GEMM (cg_is_gemm) */
     return;
   case IR_KERNEL_UPDATE:

@@ -60,6 +60,106 @@ static LLVMValueRef f_silu_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *
   return LLVMBuildFMul(B, LLVMBuildFMul(B, in[0], sg, ""), f, op->name);
 }
 
+/* general tensors: the binary ops and the gradient helpers of broadcasting */
+
+static LLVMValueRef f_sub(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return LLVMBuildFSub(B, in[0], in[1], op->name);
+}
+
+static LLVMValueRef f_div(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return LLVMBuildFDiv(B, in[0], in[1], op->name);
+}
+
+/* a (cmp) b ? a : b, NaN when either is NaN (a + b is then NaN) */
+static LLVMValueRef pick(cg_emitter *e, const ir_node *op, LLVMValueRef *in, LLVMRealPredicate cmp) {
+  LLVMValueRef nan = LLVMBuildFCmp(B, LLVMRealUNO, in[0], in[1], "");
+  LLVMValueRef v = LLVMBuildSelect(B, LLVMBuildFCmp(B, cmp, in[0], in[1], ""), in[0], in[1], "");
+  return LLVMBuildSelect(B, nan, LLVMBuildFAdd(B, in[0], in[1], ""), v, op->name);
+}
+
+static LLVMValueRef f_maximum(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { return pick(e, op, in, LLVMRealOGE); }
+
+static LLVMValueRef f_minimum(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { return pick(e, op, in, LLVMRealOLE); }
+
+static LLVMValueRef f_select_ge(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* b >= c ? a : 0 */
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, in[1], in[2], ""), in[0],
+                         cg_const(e, LLVMTypeOf(in[0]), 0.0), op->name);
+}
+
+static LLVMValueRef f_pow(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return cg_emit_pow(e, in[0], in[1], op->name);
+}
+
+static LLVMValueRef f_pow_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* a * c * b^(c - 1) */
+  LLVMValueRef p = cg_emit_pow(e, in[1], LLVMBuildFSub(B, in[2], cg_const(e, LLVMTypeOf(in[2]), 1.0), ""), "");
+  return LLVMBuildFMul(B, LLVMBuildFMul(B, in[0], in[2], ""), p, op->name);
+}
+
+static LLVMValueRef f_pow_grad_exp(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* b > 0 ? a c log b : 0 */
+  LLVMTypeRef ty = LLVMTypeOf(in[1]);
+  LLVMValueRef pos = LLVMBuildFCmp(B, LLVMRealOGT, in[1], cg_const(e, ty, 0.0), "");
+  LLVMValueRef safe = LLVMBuildSelect(B, pos, in[1], cg_const(e, ty, 1.0), "");
+  LLVMValueRef g = LLVMBuildFMul(B, LLVMBuildFMul(B, in[0], in[2], ""), cg_emit_log(e, safe, ""), "");
+  return LLVMBuildSelect(B, pos, g, cg_const(e, ty, 0.0), op->name);
+}
+
+#define K(v) cg_const(e, LLVMTypeOf(in[0]), (v))
+
+static LLVMValueRef f_leaky_relu(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* x >= 0 ? x : alpha x */
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUGE, in[0], K(0.0), ""), in[0],
+                         LLVMBuildFMul(B, in[0], K(op->attr.alpha), ""), op->name);
+}
+
+static LLVMValueRef f_elu(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* x > 0 ? x : alpha (e^x - 1) */
+  LLVMValueRef neg = LLVMBuildFMul(B, K(op->attr.alpha), LLVMBuildFSub(B, cg_emit_exp(e, in[0], ""), K(1.0), ""), "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUGT, in[0], K(0.0), ""), in[0], neg, op->name);
+}
+
+static LLVMValueRef f_clip(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* NaN stays NaN */
+  LLVMValueRef lo = K(op->attr.min_value), hi = K(op->attr.max_value);
+  LLVMValueRef y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, in[0], lo, ""), lo, in[0], "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, y, hi, ""), hi, y, op->name);
+}
+
+static LLVMValueRef f_select(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* a != 0 ? b : c */
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNE, in[0], K(0.0), ""), in[1], in[2], op->name);
+}
+
+static LLVMValueRef f_abs_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  LLVMValueRef pos = LLVMBuildFCmp(B, LLVMRealOGT, in[1], K(0.0), "");
+  LLVMValueRef neg = LLVMBuildFCmp(B, LLVMRealOLT, in[1], K(0.0), "");
+  return LLVMBuildSelect(B, pos, in[0], LLVMBuildSelect(B, neg, LLVMBuildFNeg(B, in[0], ""), K(0.0), ""), op->name);
+}
+
+static LLVMValueRef f_erf_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* a 2/sqrt(pi) e^(-b^2) */
+  LLVMValueRef g = cg_emit_exp(e, LLVMBuildFNeg(B, LLVMBuildFMul(B, in[1], in[1], ""), ""), "");
+  return LLVMBuildFMul(B, in[0], LLVMBuildFMul(B, g, K(1.1283791670955126), ""), op->name);
+}
+
+static LLVMValueRef f_leaky_relu_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGE, in[1], K(0.0), ""), in[0],
+                         LLVMBuildFMul(B, in[0], K(op->attr.alpha), ""), op->name);
+}
+
+static LLVMValueRef f_elu_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  LLVMValueRef neg = LLVMBuildFMul(B, in[0], LLVMBuildFMul(B, K(op->attr.alpha), cg_emit_exp(e, in[1], ""), ""), "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, in[1], K(0.0), ""), in[0], neg, op->name);
+}
+
+static LLVMValueRef f_hard_sigmoid_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  LLVMValueRef inside = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOGT, in[1], K(-3.0), ""),
+                                     LLVMBuildFCmp(B, LLVMRealOLT, in[1], K(3.0), ""), "");
+  return LLVMBuildSelect(B, inside, LLVMBuildFDiv(B, in[0], K(6.0), ""), K(0.0), op->name);
+}
+
+static LLVMValueRef f_clip_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  LLVMValueRef out = LLVMBuildOr(B, LLVMBuildFCmp(B, LLVMRealOLT, in[1], K(op->attr.min_value), ""),
+                                 LLVMBuildFCmp(B, LLVMRealOGT, in[1], K(op->attr.max_value), ""), "");
+  return LLVMBuildSelect(B, out, K(0.0), in[0], op->name);
+}
+
+#undef K
+
 /* Every elementwise op's formula, by op: a new elementwise op (the op
  * table's IR_KERNEL_ELTWISE) is one row here (check_optable runs every op
  * on every backend, so a missing row fails there by name). */
@@ -77,7 +177,76 @@ static LLVMValueRef (*const chain_formulas[IR_OP_COUNT])(cg_emitter *e, const ir
     [IR_OP_TANH_GRAD] = f_tanh_grad,
     [IR_OP_GELU_GRAD] = f_gelu_grad,
     [IR_OP_SILU_GRAD] = f_silu_grad,
+    /* general tensors */
+    [IR_OP_SUB] = f_sub,
+    [IR_OP_DIV] = f_div,
+    [IR_OP_MAXIMUM] = f_maximum,
+    [IR_OP_MINIMUM] = f_minimum,
+    [IR_OP_SELECT_GE] = f_select_ge,
+    [IR_OP_POW] = f_pow,
+    [IR_OP_POW_GRAD] = f_pow_grad,
+    [IR_OP_POW_GRAD_EXP] = f_pow_grad_exp,
+    [IR_OP_EXP] = f_unary,
+    [IR_OP_LOG] = f_unary,
+    [IR_OP_SQRT] = f_unary,
+    [IR_OP_RSQRT] = f_unary,
+    [IR_OP_NEG] = f_unary,
+    [IR_OP_ABS] = f_unary,
+    [IR_OP_ERF] = f_unary,
+    [IR_OP_SOFTPLUS] = f_unary,
+    [IR_OP_HARD_SIGMOID] = f_unary,
+    [IR_OP_LEAKY_RELU] = f_leaky_relu,
+    [IR_OP_ELU] = f_elu,
+    [IR_OP_CLIP] = f_clip,
+    [IR_OP_SELECT] = f_select,
+    [IR_OP_ABS_GRAD] = f_abs_grad,
+    [IR_OP_ERF_GRAD] = f_erf_grad,
+    [IR_OP_LEAKY_RELU_GRAD] = f_leaky_relu_grad,
+    [IR_OP_ELU_GRAD] = f_elu_grad,
+    [IR_OP_HARD_SIGMOID_GRAD] = f_hard_sigmoid_grad,
+    [IR_OP_CLIP_GRAD] = f_clip_grad,
 };
+
+/* numpy broadcasting: the flat index in src, an operand broadcast to the
+ * shape yt of the chain, of the first element of the result's line (last
+ * dimension) that starts at flat index `line`. Coordinates of the result
+ * come from dividing by its dimensions (constants; LLVM hoists them out of
+ * the loop along the line); a dimension src broadcasts adds nothing. */
+static LLVMValueRef broadcast_base(cg_emitter *e, const ir_type *yt, const ir_type *st, LLVMValueRef line) {
+  int ry = yt->rank, rs = st->rank;
+  LLVMValueRef off = cg_i64(e, 0);
+  if (ry < 2 || rs < 2) return off; /* no leading dimension of src to follow */
+  int64_t stride = st->dims[rs - 1];
+  LLVMValueRef q = LLVMBuildUDiv(B, line, cg_i64(e, yt->dims[ry - 1]), "");
+  for (int d = ry - 2, sd = rs - 2; d >= 0 && sd >= 0; d--, sd--) {
+    LLVMValueRef coord = d == 0 ? q : LLVMBuildURem(B, q, cg_i64(e, yt->dims[d]), "");
+    if (d > 0) q = LLVMBuildUDiv(B, q, cg_i64(e, yt->dims[d]), "");
+    if (st->dims[sd] != 1) off = LLVMBuildAdd(B, off, LLVMBuildMul(B, coord, cg_i64(e, stride), ""), "");
+    if (sd > 0) stride *= st->dims[sd];
+  }
+  return off;
+}
+
+static bool same_dims(const ir_type *a, const ir_type *b) {
+  if (a->rank != b->rank) return false;
+  for (int r = 0; r < a->rank; r++)
+    if (a->dims[r] != b->dims[r]) return false;
+  return true;
+}
+
+/* lanes of operand src of op at the result's flat index idx (last-dimension
+ * coordinate col): its own elements, or numpy-broadcast ones */
+static LLVMValueRef load_operand(cg_kctx *c, const ir_node *op, const ir_node *src, LLVMValueRef idx, LLVMValueRef col,
+                                 int lanes, int valid) {
+  cg_emitter *e = c->e;
+  const ir_type *yt = &op->type, *st = &src->type;
+  if (same_dims(yt, st)) return cg_load_part(e, st->dtype, cg_elem_ptr(c, src, idx), lanes, valid, src->name);
+  LLVMValueRef base = broadcast_base(e, yt, st, LLVMBuildSub(B, idx, col, ""));
+  if (st->rank >= 1 && yt->rank >= 1 && st->dims[st->rank - 1] == yt->dims[yt->rank - 1] && yt->dims[yt->rank - 1] != 1)
+    return cg_load_part(e, st->dtype, cg_elem_ptr(c, src, LLVMBuildAdd(B, base, col, "")), lanes, valid, src->name);
+  /* src broadcasts along the line: one element for every lane */
+  return cg_splat(e, cg_load_part(e, st->dtype, cg_elem_ptr(c, src, base), 1, 1, src->name), lanes);
+}
 
 LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,
                             LLVMValueRef col, int lanes, int valid) {
@@ -91,8 +260,7 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
       if (src == prev) {
         in[s] = val;
       } else {
-        LLVMValueRef p = cg_elem_ptr(c, src, cg_is_bias(src) && !cg_is_bias(op) ? col : idx);
-        in[s] = cg_load_part(e, src->type.dtype, p, lanes, valid, src->name);
+        in[s] = load_operand(c, op, src, idx, col, lanes, valid);
       }
     }
     CASTOR_ASSERT(chain_formulas[op->op]); /* cg_plan.c chains only elementwise ops */

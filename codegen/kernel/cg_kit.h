@@ -46,6 +46,10 @@ bool cg_llvm_message_error(diag_sink *d, char *msg, diag_kind kind, const char *
 /* Constant of type ty (float or <n x float>) with every lane = v. */
 LLVMValueRef cg_const(cg_emitter *e, LLVMTypeRef ty, double v);
 LLVMValueRef cg_emit_exp(cg_emitter *e, LLVMValueRef x, const char *name);
+/* general tensors: log(x) and pow(a, b) on f32 scalars or vectors, no calls
+ * (cg_math.c states their accuracy and special cases) */
+LLVMValueRef cg_emit_log(cg_emitter *e, LLVMValueRef x, const char *name);
+LLVMValueRef cg_emit_pow(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, const char *name);
 /* The activation or elementwise unary op `op` on x (f32 or <n x f32>):
  * its row of cg_math.c's table of unary formulas. */
 LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name);

@@ -150,11 +150,92 @@ static LLVMValueRef emit_silu(cg_emitter *e, LLVMValueRef x, const char *name) {
   return LLVMBuildFMul(B, x, LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), ex, ""), ""), name);
 }
 
+/* ---- general tensors: unary element-wise formulas ---- */
+
+static LLVMValueRef sqrt_(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  unsigned id = LLVMLookupIntrinsicID("llvm.sqrt", 9);
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, id, &ty, 1);
+  return LLVMBuildCall2(B, LLVMGlobalGetValueType(f), f, &x, 1, name);
+}
+
+LLVMValueRef cg_emit_log(cg_emitter *e, LLVMValueRef x, const char *name);
+
+static LLVMValueRef emit_exp(cg_emitter *e, LLVMValueRef x, const char *name) { return cg_emit_exp(e, x, name); }
+static LLVMValueRef emit_log(cg_emitter *e, LLVMValueRef x, const char *name) { return cg_emit_log(e, x, name); }
+static LLVMValueRef emit_sqrt(cg_emitter *e, LLVMValueRef x, const char *name) { return sqrt_(e, x, name); }
+
+static LLVMValueRef emit_rsqrt(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  return LLVMBuildFDiv(B, C(1.0), sqrt_(e, x, ""), name);
+}
+
+static LLVMValueRef emit_neg(cg_emitter *e, LLVMValueRef x, const char *name) { return LLVMBuildFNeg(B, x, name); }
+
+static LLVMValueRef emit_abs(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMValueRef y = fabs_(e, x);
+  LLVMSetValueName2(y, name, strlen(name));
+  return y;
+}
+
+/* erf(x): below |x| = 0.5 its Taylor series to x^17 (truncation below
+ * 1e-9 relative), else sign(x) (1 - erfc|x|) with gelu's erfc fit (error < 1.2e-7) */
+static LLVMValueRef emit_erf(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  LLVMValueRef ax = fabs_(e, x), z2 = LLVMBuildFMul(B, x, x, "");
+  /* 2/sqrt(pi) sum_n (-1)^n x^(2n+1) / (n! (2n+1)), n = 0..8, Horner in x^2 */
+  double c[9];
+  double fact = 1;
+  for (int n = 0; n < 9; n++) {
+    if (n) fact *= n;
+    c[8 - n] = (n % 2 ? -1.0 : 1.0) / (fact * (2 * n + 1)) * 1.1283791670955126;
+  }
+  LLVMValueRef small = LLVMBuildFMul(B, x, poly(e, z2, c, 9), "");
+  LLVMValueRef t = LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), LLVMBuildFMul(B, C(0.5), ax, ""), ""), "");
+  static const double p[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
+                             -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223};
+  LLVMValueRef erfc = LLVMBuildFMul(B, t, cg_emit_exp(e, LLVMBuildFSub(B, poly(e, t, p, 10), z2, ""), ""), "");
+  LLVMValueRef big = copysign_(e, LLVMBuildFSub(B, C(1.0), erfc, ""), x);
+  LLVMValueRef y = sel_lt(e, ax, C(0.5), small, big, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
+}
+
+/* log1p(t) for t >= 0 (Goldberg): u = 1 + t; t where u == 1, else
+ * log(u) * t / (u - 1), exact to a few ulp */
+static LLVMValueRef log1p_(cg_emitter *e, LLVMValueRef t) {
+  LLVMTypeRef ty = LLVMTypeOf(t);
+  LLVMValueRef u = LLVMBuildFAdd(B, C(1.0), t, "");
+  LLVMValueRef um1 = LLVMBuildFSub(B, u, C(1.0), "");
+  LLVMValueRef one = LLVMBuildFCmp(B, LLVMRealOEQ, um1, C(0.0), "");
+  LLVMValueRef safe = LLVMBuildSelect(B, one, C(1.0), um1, "");
+  LLVMValueRef r = LLVMBuildFDiv(B, LLVMBuildFMul(B, cg_emit_log(e, u, ""), t, ""), safe, "");
+  return LLVMBuildSelect(B, one, t, r, "");
+}
+
+static LLVMValueRef emit_softplus(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  LLVMValueRef pos = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, x, C(0.0), ""), x, C(0.0), "");
+  LLVMValueRef y = LLVMBuildFAdd(B, pos, log1p_(e, cg_emit_exp(e, LLVMBuildFNeg(B, fabs_(e, x), ""), "")), "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
+}
+
+static LLVMValueRef emit_hard_sigmoid(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  LLVMValueRef y = LLVMBuildFAdd(B, LLVMBuildFDiv(B, x, C(6.0), ""), C(0.5), "");
+  y = sel_lt(e, y, C(0.0), C(0.0), y, "");
+  y = sel_lt(e, C(1.0), y, C(1.0), y, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
+}
+
 /* The unary elementwise ops' formulas, by op (a new activation is a row
  * here); NULL: not a unary formula. */
 static LLVMValueRef (*const unary_formulas[IR_OP_COUNT])(cg_emitter *e, LLVMValueRef x, const char *name) = {
     [IR_OP_RELU] = emit_relu, [IR_OP_SIGMOID] = emit_sigmoid, [IR_OP_SILU] = emit_silu,
     [IR_OP_TANH] = emit_tanh, [IR_OP_GELU] = emit_gelu,
+    /* general tensors */
+    [IR_OP_EXP] = emit_exp, [IR_OP_LOG] = emit_log, [IR_OP_SQRT] = emit_sqrt, [IR_OP_RSQRT] = emit_rsqrt,
+    [IR_OP_NEG] = emit_neg, [IR_OP_ABS] = emit_abs, [IR_OP_ERF] = emit_erf, [IR_OP_SOFTPLUS] = emit_softplus,
+    [IR_OP_HARD_SIGMOID] = emit_hard_sigmoid,
 };
 
 bool cg_has_unary_formula(ir_op op) { return op >= 0 && op < IR_OP_COUNT && unary_formulas[op]; }
@@ -258,4 +339,57 @@ LLVMValueRef cg_emit_round_to(cg_emitter *e, LLVMValueRef x, ir_dtype to, const 
   }
   CASTOR_UNREACHABLE();
   return NULL;
+}
+
+/* ---- general tensors: log and pow ---- */
+
+/* log(x) (Cephes logf): x = m 2^k with m in [sqrt(1/2), sqrt 2), log(m)
+ * by a degree-9 polynomial in m - 1, plus k ln 2 in two parts; relative
+ * error about 1 ulp. Subnormals are scaled by 2^23 first; log(0) = -inf,
+ * log(x < 0) = NaN, log(inf) = inf, NaN stays NaN. */
+LLVMValueRef cg_emit_log(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x), ity = lanes_like(e, ty, e->i32);
+  LLVMValueRef tiny = LLVMBuildFCmp(B, LLVMRealOLT, x, C(1.17549435e-38), "");
+  LLVMValueRef xs = LLVMBuildSelect(B, tiny, LLVMBuildFMul(B, x, C(8388608.0), ""), x, "");
+  LLVMValueRef bits = LLVMBuildBitCast(B, xs, ity, "");
+  LLVMValueRef k = LLVMBuildSub(B, LLVMBuildLShr(B, bits, cg_const(e, ity, 23), ""), cg_const(e, ity, 126), "");
+  LLVMValueRef mbits = LLVMBuildOr(B, LLVMBuildAnd(B, bits, cg_const(e, ity, 0x007fffff), ""),
+                                   cg_const(e, ity, 0x3f000000), "");
+  LLVMValueRef m = LLVMBuildBitCast(B, mbits, ty, ""); /* in [0.5, 1) */
+  LLVMValueRef kf = LLVMBuildSIToFP(B, k, ty, "");
+  kf = LLVMBuildSelect(B, tiny, LLVMBuildFSub(B, kf, C(23.0), ""), kf, "");
+  LLVMValueRef low = LLVMBuildFCmp(B, LLVMRealOLT, m, C(0.707106781186547524), "");
+  kf = LLVMBuildSelect(B, low, LLVMBuildFSub(B, kf, C(1.0), ""), kf, "");
+  LLVMValueRef f = LLVMBuildSelect(B, low, LLVMBuildFSub(B, LLVMBuildFAdd(B, m, m, ""), C(1.0), ""),
+                                   LLVMBuildFSub(B, m, C(1.0), ""), "");
+  static const double p[] = {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
+                             -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1};
+  LLVMValueRef z = LLVMBuildFMul(B, f, f, "");
+  LLVMValueRef y = LLVMBuildFMul(B, LLVMBuildFMul(B, f, z, ""), poly(e, f, p, 9), "");
+  y = LLVMBuildFAdd(B, y, LLVMBuildFMul(B, kf, C(-2.12194440e-4), ""), "");
+  y = LLVMBuildFSub(B, y, LLVMBuildFMul(B, z, C(0.5), ""), "");
+  y = LLVMBuildFAdd(B, LLVMBuildFAdd(B, f, y, ""), LLVMBuildFMul(B, kf, C(0.693359375), ""), "");
+  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOEQ, x, C(0.0), ""), C(-__builtin_inf()), y, "");
+  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOEQ, x, C(__builtin_inf()), ""), x, y, "");
+  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, x, C(0.0), ""), C(__builtin_nan("")), y, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
+}
+
+/* pow(a, b) = exp(b log |a|), relative error about (|b log a| + 2) ulp,
+ * with C's special cases: b = 0 or a = 1 give 1 (NaN included); a < 0
+ * gives NaN for a non-integer b, else the sign of a^b by b's parity;
+ * a = 0 gives 0 for b > 0 and inf for b < 0 (through log 0 = -inf). */
+LLVMValueRef cg_emit_pow(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(a), ity = lanes_like(e, ty, e->i32);
+  LLVMValueRef mag = cg_emit_exp(e, LLVMBuildFMul(B, b, cg_emit_log(e, fabs_(e, a), ""), ""), "");
+  LLVMValueRef big = LLVMBuildFCmp(B, LLVMRealOGE, fabs_(e, b), C(16777216.0), ""); /* an even integer */
+  LLVMValueRef bi = LLVMBuildFPToSI(B, LLVMBuildSelect(B, big, C(0.0), b, ""), ity, "");
+  LLVMValueRef is_int = LLVMBuildOr(B, big, LLVMBuildFCmp(B, LLVMRealOEQ, LLVMBuildSIToFP(B, bi, ty, ""), b, ""), "");
+  LLVMValueRef odd = LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, bi, cg_const(e, ity, 1), ""), cg_const(e, ity, 0), "");
+  LLVMValueRef neg = LLVMBuildFCmp(B, LLVMRealOLT, a, C(0.0), "");
+  LLVMValueRef y = LLVMBuildSelect(B, LLVMBuildAnd(B, neg, odd, ""), LLVMBuildFNeg(B, mag, ""), mag, "");
+  y = LLVMBuildSelect(B, LLVMBuildAnd(B, neg, LLVMBuildNot(B, is_int, ""), ""), C(__builtin_nan("")), y, "");
+  LLVMValueRef one = LLVMBuildOr(B, LLVMBuildFCmp(B, LLVMRealOEQ, b, C(0.0), ""),
+                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, C(1.0), ""), "");
+  return LLVMBuildSelect(B, one, C(1.0), y, name);
 }

@@ -62,6 +62,8 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     [IR_OP_CONV2D] = "the NVPTX target has no convolution kernel yet (its implicit GEMM on mma.sync comes next; run it on the cpu target)",
     [IR_OP_CONV2D_INPUT_GRAD] = TRAINING,
     [IR_OP_CONV2D_FILTER_GRAD] = TRAINING,
+    /* general tensors */
+    [IR_OP_SUM_TO] = TRAINING,
 };
 #undef TRAINING
 

@@ -179,6 +179,19 @@ static bool lower_multiply(lowering *lw, fe_layer *l, ir_node **in) {
   return lower_binary(lw, l, IR_OP_MUL, in[0], in[1]);
 }
 
+/* general tensors: Keras's Subtract, Maximum, Minimum */
+static bool lower_subtract(lowering *lw, fe_layer *l, ir_node **in) {
+  return lower_binary(lw, l, IR_OP_SUB, in[0], in[1]);
+}
+
+static bool lower_maximum(lowering *lw, fe_layer *l, ir_node **in) {
+  return lower_binary(lw, l, IR_OP_MAXIMUM, in[0], in[1]);
+}
+
+static bool lower_minimum(lowering *lw, fe_layer *l, ir_node **in) {
+  return lower_binary(lw, l, IR_OP_MINIMUM, in[0], in[1]);
+}
+
 static bool lower_input(lowering *lw, fe_layer *l, ir_node **in) {
   (void)in;
   ir_type t = {l->int32_input ? DT_I32 : DT_F32, l->rank, {0}};

@@ -315,6 +315,73 @@ static bool eval_layout(const ir_node *n, double *const *src, const int64_t *n_s
   return true;
 }
 
+/* ---- general tensors: numpy broadcasting ---- */
+
+/* The flat index in a tensor of shape st (broadcast to yt, numpy rules) of
+ * the element at flat index i of yt; N is `batch`. */
+static int64_t broadcast_index(const ir_type *yt, const ir_type *st, int64_t batch, int64_t i) {
+  int64_t off = 0, stride = 1;
+  for (int d = yt->rank - 1, sd = st->rank - 1; d >= 0; d--, sd--) {
+    int64_t dim = yt->dims[d] == IR_DIM_BATCH ? batch : yt->dims[d];
+    int64_t coord = dim > 0 ? i % dim : 0;
+    i = dim > 0 ? i / dim : 0;
+    if (sd < 0) continue;
+    int64_t sdim = st->dims[sd] == IR_DIM_BATCH ? batch : st->dims[sd];
+    if (sdim != 1) off += coord * stride;
+    stride *= sdim;
+  }
+  return off;
+}
+
+/* The element-wise ops of broadcast operands, in double (ir_ops.def). */
+static bool eval_broadcast(const ir_node *n, double *const *src, const int64_t *n_src, double *y, int64_t count,
+                           int64_t batch, char *err, size_t errlen) {
+  for (int s = 0; s < n->n_srcs; s++)
+    for (int64_t i = 0; i < count; i += count - i > 1 ? count - i - 1 : 1) /* first and last element */
+      if (broadcast_index(&n->type, &n->srcs[s]->type, batch, i) >= n_src[s])
+        return FAIL("%s %%%s: operand %d of %lld elements does not broadcast to %lld", ir_op_name(n->op), n->name, s,
+                    (long long)n_src[s], (long long)count);
+  for (int64_t i = 0; i < count; i++) {
+    double v[3] = {0};
+    for (int s = 0; s < n->n_srcs && s < 3; s++) v[s] = src[s][broadcast_index(&n->type, &n->srcs[s]->type, batch, i)];
+    double a = v[0], b = v[1], c = v[2], r;
+    bool nan = isnan(a) || isnan(b);
+    ir_op o = n->op;
+    if (o == IR_OP_ADD) r = a + b;
+    else if (o == IR_OP_MUL) r = a * b;
+    else if (o == IR_OP_SUB) r = a - b;
+    else if (o == IR_OP_DIV) r = a / b;
+    else if (o == IR_OP_MAXIMUM) r = nan ? NAN : a >= b ? a : b;
+    else if (o == IR_OP_MINIMUM) r = nan ? NAN : a <= b ? a : b;
+    else if (o == IR_OP_POW) r = pow(a, b);
+    else if (o == IR_OP_SELECT_GE) r = b >= c ? a : 0.0;
+    else if (o == IR_OP_POW_GRAD) r = a * c * pow(b, c - 1);
+    else if (o == IR_OP_POW_GRAD_EXP) r = b > 0 ? a * c * log(b) : 0.0;
+    else if (o == IR_OP_EXP) r = exp(a);
+    else if (o == IR_OP_LOG) r = log(a);
+    else if (o == IR_OP_SQRT) r = sqrt(a);
+    else if (o == IR_OP_RSQRT) r = 1.0 / sqrt(a);
+    else if (o == IR_OP_NEG) r = -a;
+    else if (o == IR_OP_ABS) r = fabs(a);
+    else if (o == IR_OP_ERF) r = erf(a);
+    else if (o == IR_OP_LEAKY_RELU) r = a >= 0 || isnan(a) ? a : n->attr.alpha * a;
+    else if (o == IR_OP_ELU) r = a > 0 || isnan(a) ? a : n->attr.alpha * expm1(a);
+    else if (o == IR_OP_SOFTPLUS) r = isnan(a) ? a : fmax(a, 0) + log1p(exp(-fabs(a)));
+    else if (o == IR_OP_HARD_SIGMOID) r = isnan(a) ? a : fmin(1.0, fmax(0.0, a / 6 + 0.5));
+    else if (o == IR_OP_CLIP) r = isnan(a) ? a : fmin(fmax(a, n->attr.min_value), n->attr.max_value);
+    else if (o == IR_OP_SELECT) r = a != 0 ? b : c;
+    else if (o == IR_OP_ABS_GRAD) r = b > 0 ? a : b < 0 ? -a : 0.0;
+    else if (o == IR_OP_ERF_GRAD) r = a * 1.1283791670955126 * exp(-b * b);
+    else if (o == IR_OP_LEAKY_RELU_GRAD) r = b >= 0 ? a : n->attr.alpha * a;
+    else if (o == IR_OP_ELU_GRAD) r = b > 0 ? a : a * n->attr.alpha * exp(b);
+    else if (o == IR_OP_HARD_SIGMOID_GRAD) r = b > -3 && b < 3 ? a / 6 : 0.0;
+    else if (o == IR_OP_CLIP_GRAD) r = b < n->attr.min_value || b > n->attr.max_value ? 0.0 : a;
+    else return FAIL("%s %%%s: not a broadcast op", ir_op_name(n->op), n->name);
+    y[i] = r;
+  }
+  return true;
+}
+
 /* Computes node n into y (count elements) from its source arrays. */
 static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, double *y,
                  int64_t count, int64_t batch, const double *const *inputs, int n_inputs,
@@ -470,16 +537,42 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
     break;
   }
   case IR_OP_ADD:
-  case IR_OP_MUL: {
-    int64_t last = t->rank ? t->dims[t->rank - 1] : 1;
-    bool same = n_src[1] == count, bias = !same && last > 0 && n_src[1] == last;
-    if (n_src[0] != count || (!same && !bias))
-      return FAIL("%s %%%s: operand sizes %lld and %lld do not match", ir_op_name(n->op),
-                  n->name, (long long)n_src[0], (long long)n_src[1]);
-    bool add = n->op == IR_OP_ADD;
-    for (int64_t i = 0; i < count; i++) {
-      double b = src[1][same ? i : i % last];
-      y[i] = add ? src[0][i] + b : src[0][i] * b;
+  case IR_OP_MUL:
+  /* general tensors */
+  case IR_OP_SUB:
+  case IR_OP_DIV:
+  case IR_OP_MAXIMUM:
+  case IR_OP_MINIMUM:
+  case IR_OP_POW:
+  case IR_OP_SELECT_GE:
+  case IR_OP_POW_GRAD:
+  case IR_OP_POW_GRAD_EXP:
+  case IR_OP_EXP:
+  case IR_OP_LOG:
+  case IR_OP_SQRT:
+  case IR_OP_RSQRT:
+  case IR_OP_NEG:
+  case IR_OP_ABS:
+  case IR_OP_ERF:
+  case IR_OP_LEAKY_RELU:
+  case IR_OP_ELU:
+  case IR_OP_SOFTPLUS:
+  case IR_OP_HARD_SIGMOID:
+  case IR_OP_CLIP:
+  case IR_OP_SELECT:
+  case IR_OP_ABS_GRAD:
+  case IR_OP_ERF_GRAD:
+  case IR_OP_LEAKY_RELU_GRAD:
+  case IR_OP_ELU_GRAD:
+  case IR_OP_HARD_SIGMOID_GRAD:
+  case IR_OP_CLIP_GRAD:
+    return eval_broadcast(n, src, n_src, y, count, batch, err, errlen);
+  case IR_OP_SUM_TO: {
+    for (int64_t i = 0; i < count; i++) y[i] = 0;
+    for (int64_t i = 0; i < n_src[0]; i++) { /* x's elements in order */
+      int64_t o = broadcast_index(&n->srcs[0]->type, t, batch, i);
+      if (o < 0 || o >= count) return FAIL("sum_to %%%s: inconsistent shapes", n->name);
+      y[o] += src[0][i];
     }
     break;
   }
@@ -506,6 +599,34 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       case IR_OP_MATMUL:
       case IR_OP_ADD:
       case IR_OP_MUL:
+      case IR_OP_SUB:
+      case IR_OP_DIV:
+      case IR_OP_MAXIMUM:
+      case IR_OP_MINIMUM:
+      case IR_OP_POW:
+      case IR_OP_SELECT_GE:
+      case IR_OP_POW_GRAD:
+      case IR_OP_POW_GRAD_EXP:
+      case IR_OP_SUM_TO:
+      case IR_OP_EXP:
+      case IR_OP_LOG:
+      case IR_OP_SQRT:
+      case IR_OP_RSQRT:
+      case IR_OP_NEG:
+      case IR_OP_ABS:
+      case IR_OP_ERF:
+      case IR_OP_LEAKY_RELU:
+      case IR_OP_ELU:
+      case IR_OP_SOFTPLUS:
+      case IR_OP_HARD_SIGMOID:
+      case IR_OP_CLIP:
+      case IR_OP_SELECT:
+      case IR_OP_ABS_GRAD:
+      case IR_OP_ERF_GRAD:
+      case IR_OP_LEAKY_RELU_GRAD:
+      case IR_OP_ELU_GRAD:
+      case IR_OP_HARD_SIGMOID_GRAD:
+      case IR_OP_CLIP_GRAD:
       case IR_OP_SOFTMAX:
       case IR_OP_LAYER_NORM:
       case IR_OP_PAD:

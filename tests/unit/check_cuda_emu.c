@@ -405,6 +405,95 @@ static const char pooling_model[] = "\nmodel pooling\n"
 START_TEST(test_pooling) { sample(pooling_model, policies[_i], 7); }
 END_TEST
 
+/* general tensors: every new element-wise op through the emulator, on
+ * numpy-broadcast odd shapes ([N,3,1,5] against [4,1] and [5]): each value
+ * an output of its own, so each op is a kernel (or ends one), against the
+ * float64 reference and the CPU backend at batches 1, 3, 17 and 40. */
+static ir_node *konst_data(ir_graph *g, const char *name, int rank, const int64_t *dims, float lo, float hi,
+                           float **keep) {
+  ir_type t = {DT_F32, rank, {0}};
+  int64_t n = 1;
+  for (int r = 0; r < rank; r++) t.dims[r] = dims[r], n *= dims[r];
+  float *v = malloc((size_t)n * sizeof *v);
+  for (int64_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * (rng_f32() + 1) / 2;
+  *keep = v;
+  return ir_build_const(g, name, &t, name, v, (diag_loc){0});
+}
+
+START_TEST(test_general_elementwise) {
+  diag_loc nl = {0};
+  ir_graph *g = ir_graph_create("eltwise");
+  rng_state = 99;
+  float *kd, *pd;
+  ir_type xt = {DT_F32, 4, {IR_DIM_BATCH, 3, 1, 5}};
+  ir_node *x = ir_build_input(g, "x", &xt, 0, nl);
+  ir_node *k = konst_data(g, "k", 2, (int64_t[]){4, 1}, -1, 1, &kd);
+  ir_node *kp = konst_data(g, "kp", 1, (int64_t[]){5}, 0.25f, 2, &pd);
+  const ir_attr none = {0};
+#define BIN(name, o, a, b) ir_build_op(g, o, name, (ir_node *[]){a, b}, 2, &none, nl)
+#define UN(name, o, a, ...) ir_build_op(g, o, name, (ir_node *[]){a}, 1, &(ir_attr){__VA_ARGS__}, nl)
+  ir_node *sb = BIN("sb", IR_OP_SUB, x, k), *dv = BIN("dv", IR_OP_DIV, sb, kp);
+  ir_node *mx = BIN("mx", IR_OP_MAXIMUM, dv, k), *mn = BIN("mn", IR_OP_MINIMUM, mx, x);
+  ir_node *pw = BIN("pw", IR_OP_POW, kp, mn);
+  ir_node *ab = UN("ab", IR_OP_ABS, mn, 0), *ex = UN("ex", IR_OP_EXP, mn, 0);
+  ir_node *lg = UN("lg", IR_OP_LOG, ab, 0), *sq = UN("sq", IR_OP_SQRT, ab, 0);
+  ir_node *ng = UN("ng", IR_OP_NEG, UN("rs", IR_OP_RSQRT, ab, 0), 0);
+  ir_node *er = UN("er", IR_OP_ERF, mn, 0);
+  ir_node *lr = UN("lr", IR_OP_LEAKY_RELU, mn, .alpha = 0.2), *el = UN("el", IR_OP_ELU, mn, .alpha = 1.1);
+  ir_node *sp = UN("sp", IR_OP_SOFTPLUS, mn, 0), *hs = UN("hs", IR_OP_HARD_SIGMOID, mn, 0);
+  ir_node *cl = UN("cl", IR_OP_CLIP, mn, .min_value = -0.5, .max_value = 0.75);
+  ir_node *rl = UN("rl", IR_OP_RELU, mn, 0);
+  ir_node *se = ir_build_op(g, IR_OP_SELECT, "se", (ir_node *[]){rl, ex, er}, 3, &none, nl);
+#undef BIN
+#undef UN
+  ir_node *outs_[] = {pw, lg, sq, ng, lr, el, sp, hs, cl, se};
+  static const char *const names[] = {"pw", "lg", "sq", "ng", "lr", "el", "sp", "hs", "cl", "se"};
+  for (int i = 0; i < 10; i++) ir_graph_add_output(g, names[i], outs_[i]);
+  diag_sink *d = diag_sink_create();
+  pass_options po;
+  pass_options_init(&po);
+  po.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_PAD8, &po, d), "%s", diag_text(d));
+  cg_backend_options bo;
+  cg_backend_options_init(&bo);
+  bo.threads = 1;
+  cg_exec *gpu = cg_backend_compile(&cg_backend_cuda, g, &bo, d);
+  ck_assert_msg(gpu != NULL, "cuda compile: %s", diag_text(d));
+  cg_exec *cpu = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+  ck_assert_msg(cpu != NULL, "cpu compile: %s", diag_text(d));
+  const rt_program *desc = gpu->desc;
+  for (int bi = 0; bi < N_BATCHES; bi++) {
+    int64_t batch = batches[bi], n_in = numel(&desc->inputs[0], batch);
+    float *in[1] = {malloc((size_t)n_in * sizeof(float))};
+    for (int64_t j = 0; j < n_in; j++) in[0][j] = rng_f32();
+    double *in64[1] = {ref_from_f32(in[0], n_in)}, **want = calloc((size_t)desc->n_outputs, sizeof *want);
+    char err[512];
+    ck_assert_msg(ref_run(g, batch, (const double *const *)in64, want, err, sizeof err), "ref: %s", err);
+    outs og = run(gpu, batch, in, d, "eltwise"), oc = run(cpu, batch, in, d, "eltwise");
+    for (int k2 = 0; k2 < desc->n_outputs; k2++) {
+      const rt_tensor_desc *t = &desc->outputs[k2];
+      int64_t n = numel(t, batch);
+      float *got = as_f32(t, og.p[k2], n), *cp = as_f32(t, oc.p[k2], n);
+      double *cpd = ref_from_f32(cp, n);
+      ref_cmp er2 = ref_compare_normalized(got, want[k2], n), ec = ref_compare_normalized(got, cpd, n);
+      char m1[256], m2[256];
+      ck_assert_msg(er2.error < 1e-5, "batch %lld %s vs reference: %s", (long long)batch, t->name,
+                    ref_cmp_str(&er2, m1, sizeof m1));
+      ck_assert_msg(ec.error < 2e-6, "batch %lld %s vs cpu: %s", (long long)batch, t->name, ref_cmp_str(&ec, m2, sizeof m2));
+      free(got), free(cp), free(cpd);
+    }
+    outs_free(&og), outs_free(&oc);
+    ref_outputs_free(want, desc->n_outputs);
+    free(in[0]), free(in64[0]), free(want);
+  }
+  cpu->backend->destroy(cpu);
+  gpu->backend->destroy(gpu);
+  ir_graph_destroy(g);
+  free(kd), free(pd);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cuda_emu");
   TCase *tc = tcase_create("kinds");
@@ -414,6 +503,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_sample_small, 0, N_POLICIES);
   tcase_add_test(tc, test_sample_4096);
   tcase_add_loop_test(tc, test_pooling, 0, N_POLICIES);
+  tcase_add_test(tc, test_general_elementwise);
   suite_add_tcase(s, tc);
   TCase *tl = tcase_create("layout"); /* general tensors: layout ops */
   tcase_set_timeout(tl, 600);

@@ -303,6 +303,89 @@ START_TEST(test_gradients_logits_every_rule) {
 }
 END_TEST
 
+/* general tensors: the binary ops under numpy broadcasting, on odd shapes
+ * with size-1 dimensions: sub of a [1,4] weight over the batch (sum_to
+ * keeping the rank), maximum of a [4,1] and a [1,6] weight (an outer
+ * broadcast: both gradients through sum_to), add of a scalar literal, div
+ * by a [6] vector (sum_rows), minimum against a batched [N,1] column
+ * (sum_to keeping N), pow of a positive [6] base to a [N,6] exponent. */
+static const char broadcasty[] = "graph m policy=float32\n"
+                                 "%x = f32[N,5] input() {index=0}\n"
+                                 "%w1 = f32[5,4] const() {weight=\"a.kernel\", layer=a}\n"
+                                 "%m1 = f32[N,4] matmul(%x, %w1) {acc=f32, layer=a}\n"
+                                 "%s1 = f32[1,4] const() {weight=\"a.shift\", layer=a}\n"
+                                 "%a1 = f32[N,4] sub(%m1, %s1) {layer=a}\n"
+                                 "%h1 = f32[N,4] tanh(%a1) {layer=a}\n"
+                                 "%wc = f32[4,1] const() {weight=\"b.col\", layer=b}\n"
+                                 "%wr = f32[1,6] const() {weight=\"b.row\", layer=b}\n"
+                                 "%c = f32[4,6] maximum(%wc, %wr) {layer=b}\n"
+                                 "%m2 = f32[N,6] matmul(%h1, %c) {acc=f32, layer=b}\n"
+                                 "%wd = f32[6] const() {weight=\"b.den\", layer=b}\n"
+                                 "%one = f32[] literal() {value=1.5}\n"
+                                 "%sq = f32[6] mul(%wd, %wd) {layer=b}\n"
+                                 "%den = f32[6] add(%sq, %one) {layer=b}\n"
+                                 "%dv = f32[N,6] div(%m2, %den) {layer=b}\n"
+                                 "%wg = f32[5,1] const() {weight=\"g.kernel\", layer=g}\n"
+                                 "%gate = f32[N,1] matmul(%x, %wg) {acc=f32, layer=g}\n"
+                                 "%mn = f32[N,6] minimum(%dv, %gate) {layer=g}\n"
+                                 "%wb = f32[6] const() {weight=\"p.base\", layer=p}\n"
+                                 "%bsq = f32[6] mul(%wb, %wb) {layer=p}\n"
+                                 "%base = f32[6] add(%bsq, %one) {layer=p}\n"
+                                 "%pw = f32[N,6] pow(%base, %mn) {layer=p}\n"
+                                 "%w3 = f32[6,3] const() {weight=\"c.kernel\", layer=c}\n"
+                                 "%y = f32[N,3] matmul(%pw, %w3) {acc=f32, layer=c}\n"
+                                 "output y = %y\n";
+
+/* general tensors: every unary element-wise op's rule and select's, on
+ * one [N,6] value (abs + 1.5 keeps log and the roots in their domain; a
+ * relu condition makes select take both sides). */
+static const char unaries[] = "graph m policy=float32\n"
+                              "%x = f32[N,5] input() {index=0}\n"
+                              "%w1 = f32[5,6] const() {weight=\"a.kernel\", layer=a}\n"
+                              "%m = f32[N,6] matmul(%x, %w1) {acc=f32, layer=a}\n"
+                              "%k = f32[] literal() {value=1.5}\n"
+                              "%ab = f32[N,6] abs(%m) {layer=u}\n"
+                              "%p = f32[N,6] add(%ab, %k) {layer=u}\n"
+                              "%lg = f32[N,6] log(%p) {layer=u}\n"
+                              "%sq = f32[N,6] sqrt(%p) {layer=u}\n"
+                              "%rs = f32[N,6] rsqrt(%p) {layer=u}\n"
+                              "%ex = f32[N,6] exp(%m) {layer=u}\n"
+                              "%ng = f32[N,6] neg(%m) {layer=u}\n"
+                              "%er = f32[N,6] erf(%m) {layer=u}\n"
+                              "%lr = f32[N,6] leaky_relu(%m) {alpha=0.2, layer=u}\n"
+                              "%el = f32[N,6] elu(%m) {alpha=1.1, layer=u}\n"
+                              "%sp = f32[N,6] softplus(%m) {layer=u}\n"
+                              "%hs = f32[N,6] hard_sigmoid(%m) {layer=u}\n"
+                              "%cl = f32[N,6] clip(%m) {min_value=-0.3, max_value=0.4, layer=u}\n"
+                              "%rl = f32[N,6] relu(%m) {layer=u}\n"
+                              "%se = f32[N,6] select(%rl, %ex, %er) {layer=u}\n"
+                              "%s1 = f32[N,6] add(%lg, %sq) {layer=u}\n"
+                              "%s2 = f32[N,6] add(%s1, %rs) {layer=u}\n"
+                              "%s3 = f32[N,6] add(%s2, %ng) {layer=u}\n"
+                              "%s4 = f32[N,6] add(%s3, %lr) {layer=u}\n"
+                              "%s5 = f32[N,6] add(%s4, %el) {layer=u}\n"
+                              "%s6 = f32[N,6] add(%s5, %sp) {layer=u}\n"
+                              "%s7 = f32[N,6] add(%s6, %hs) {layer=u}\n"
+                              "%s8 = f32[N,6] add(%s7, %cl) {layer=u}\n"
+                              "%s9 = f32[N,6] add(%s8, %se) {layer=u}\n"
+                              "%w2 = f32[6,3] const() {weight=\"c.kernel\", layer=c}\n"
+                              "%y = f32[N,3] matmul(%s9, %w2) {acc=f32, layer=c}\n"
+                              "output y = %y\n";
+
+START_TEST(test_gradients_unary) {
+  pass_train_options o = opts(PASS_LOSS_XENT, true);
+  check_fd("unaries, categorical cross-entropy from logits", unaries, &o);
+}
+END_TEST
+
+START_TEST(test_gradients_broadcasting) {
+  pass_train_options o = opts(PASS_LOSS_XENT, true);
+  check_fd("broadcasty, categorical cross-entropy from logits", broadcasty, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("broadcasty, mean squared error", broadcasty, &o);
+}
+END_TEST
+
 /* ---- one optimizer step against Keras 3's formulas ---- */
 
 typedef struct snapshot {
@@ -501,6 +584,8 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_gradients_categorical_xent);
   tcase_add_test(tc, test_gradients_mse_through_softmax);
   tcase_add_test(tc, test_gradients_logits_every_rule);
+  tcase_add_test(tc, test_gradients_broadcasting);
+  tcase_add_test(tc, test_gradients_unary);
   tcase_add_test(tc, test_gradients_layer_norm);
   tcase_add_test(tc, test_gradients_layout);
   tcase_add_test(tc, test_optimizer_steps);

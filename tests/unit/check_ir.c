@@ -74,6 +74,53 @@ static const char mlp_text[] =
     "%activation = f16[N,4096] softmax(%x.f16) {policy=float32}  # activation\n"
     "output predictions = %activation\n";
 
+/* general tensors: the batch N */
+
+START_TEST(test_bind_batch) {
+  ir_graph *g = parse_ok("graph b policy=float32\n"
+                         "%x = f32[N,3] input() {index=0}\n"
+                         "%p = f32[N,8] pad(%x) {shape=[N,8]}\n"
+                         "%r = f32[N,8] relu(%p)\n"
+                         "%k = f32[8,2] const() {weight=\"k\"}\n"
+                         "%m = f32[N,2] matmul(%r, %k) {acc=f32}\n"
+                         "output m = %m\n");
+  char err[256];
+  ck_assert(!ir_graph_bind_batch(g, 0, err, sizeof err));
+  ck_assert_str_eq(err, "the batch must be a whole number >= 1, got 0");
+  ck_assert(!ir_graph_bind_batch(g, (int64_t)1 << 40, err, sizeof err));
+  ck_assert_str_eq(err, "%x would have more than 1099511627776 bytes with a batch of 1099511627776");
+  ck_assert_msg(ir_graph_bind_batch(g, 5, err, sizeof err), "bind: %s", err);
+  str_buf b;
+  str_buf_init(&b);
+  ir_print(g, &b);
+  ck_assert_str_eq(str_buf_cstr(&b), "graph b policy=float32\n"
+                                     "%x = f32[5,3] input() {index=0}\n"
+                                     "%p = f32[5,8] pad(%x) {shape=[5,8]}\n"
+                                     "%r = f32[5,8] relu(%p)\n"
+                                     "%k = f32[8,2] const() {weight=\"k\"}\n"
+                                     "%m = f32[5,2] matmul(%r, %k) {acc=f32}\n"
+                                     "output m = %m\n");
+  str_buf_fini(&b);
+  diag_sink *d = diag_sink_create();
+  ck_assert_msg(ir_verify(g, d), "a bound graph (static inputs) verifies: %s", diag_text(d));
+  diag_sink_destroy(d);
+  ir_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(test_batch_stays_leading) {
+  ir_type x = {DT_F32, 3, {IR_DIM_BATCH, 16, 32}}, st = {DT_F32, 3, {4, 16, 32}};
+  char err[256] = "untouched";
+  ck_assert(ir_batch_stays_leading(IR_OP_ADD, &x, true, "any", err, sizeof err));
+  ck_assert(ir_batch_stays_leading(IR_OP_ADD, &st, false, "static: no N to move", err, sizeof err));
+  ck_assert_str_eq(err, "untouched");
+  ck_assert(!ir_batch_stays_leading(IR_OP_ADD, &x, false, "into dimension 1 of f32[2,N,16,32]", err, sizeof err));
+  ck_assert_str_eq(err, "add of f32[N,16,32] would move the batch dimension N out of dimension 0 (into "
+                        "dimension 1 of f32[2,N,16,32]); only the batch is symbolic: give it a fixed size "
+                        "with --batch B (castor_compile_options.batch)");
+}
+END_TEST
+
 START_TEST(test_print_built_graph) {
   ir_graph *g = build_mlp();
   char *text = print_graph(g);
@@ -290,7 +337,7 @@ static const struct {
     {HDR X, "t.cir:1:1: error: graph g has no outputs (add 'output NAME = %value')\n"
             "graph g policy=float32\n^\n"},
     {HDR X "%y = f32[N,4] rleu(%x)\n" OUT,
-     "t.cir:3:15: error: unknown op 'rleu'; did you mean 'relu'?\n"
+     "t.cir:3:15: error: unknown op 'rleu'; did you mean 'relu' or 'elu'?\n"
      "%y = f32[N,4] rleu(%x)\n              ^\n"},
     /* the op list comes from the table: UNKNOWN_OP_WANT, built in the test */
     {HDR X "%y = f32[N,4] frobnicate(%x)\n" OUT, NULL},
@@ -595,8 +642,9 @@ START_TEST(test_verify_wrong_type) {
                          "f32[N,4096]");
   g->nodes[5]->type.dims[1] = 4096;
   g->nodes[3]->type.dims[1] = 7; /* matmul result: its user now fails to infer */
-  expect_verify_error(g, "verify: %dense_1.bias_add: add operand shapes differ: f32[N,7] and "
-                         "f32[4096]");
+  expect_verify_error(g, "verify: %dense_1.bias_add: add operand shapes f32[N,7] and f32[4096] do not "
+                         "broadcast: aligned at the last dimension, they have 7 and 4096 in dimension 1 of "
+                         "the result (numpy broadcasting: equal, or one of them 1; N only against N or 1)");
   g->nodes[3]->type.dims[1] = 4096;
   g->nodes[3]->type.rank = 7;
   expect_verify_error(g, "verify: %dense_1.matmul: rank 7 is outside 0..6");
@@ -621,9 +669,6 @@ START_TEST(test_verify_names_outputs_leaves) {
   g->nodes[0]->attr.index = 1;
   expect_verify_error(g, "verify: %digits: input index 1 is outside 0..0");
   g->nodes[0]->attr.index = 0;
-  g->nodes[0]->type.dims[0] = 3;
-  expect_verify_error(g, "verify: %digits: input is not batched");
-  g->nodes[0]->type.dims[0] = IR_DIM_BATCH;
   g->nodes[1]->attr.weight = NULL;
   expect_verify_error(g, "verify: %dense_1.kernel: const has no 'weight' attribute");
   g->nodes[1]->attr.weight = "dense_1.kernel";
@@ -657,7 +702,8 @@ START_TEST(test_verify_names_outputs_leaves) {
 END_TEST
 
 START_TEST(test_verify_graph_invariants_left_by_the_parser) {
-  /* The parser accepts these so that golden tests can show the verifier. */
+  /* The parser accepts these so that golden tests can show the verifier.
+   * %c, a static input (no N), is fine. */
   ir_graph *g = parse_ok("graph g policy=float32\n"
                          "%a = f32[N,2] input() {index=0}\n"
                          "%b = f32[N,2] input() {index=0}\n"
@@ -668,8 +714,6 @@ START_TEST(test_verify_graph_invariants_left_by_the_parser) {
   ck_assert(!ir_verify(g, d));
   ck_assert_str_eq(diag_text(d),
                    "t.cir:3:1: error: verify: %b: input index 0 is also used by %a\n"
-                   "t.cir:4:1: error: verify: %c: input is not batched (its first dimension "
-                   "must be N)\n"
                    "t.cir:5:1: error: verify: %k: constant has the batch dimension N\n");
   diag_sink_destroy(d);
   ir_graph_destroy(g);
@@ -857,6 +901,8 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, test_verify_names_outputs_leaves);
   tcase_add_test(tc, test_verify_graph_invariants_left_by_the_parser);
   tcase_add_test(tc, test_verify_reports_every_violation);
+  tcase_add_test(tc, test_bind_batch);
+  tcase_add_test(tc, test_batch_stays_leading);
   suite_add_tcase(s, tc);
   tc = tcase_create("fuzz");
   tcase_set_timeout(tc, 60);

@@ -50,6 +50,17 @@ static ir_node *konst(op_case *c, const char *name, int rank, const int64_t *dim
   return ir_build_const(c->g, name, &t, name, d, no_loc);
 }
 
+/* general tensors: a vector [n] of values in [0.25, 2) (pow's base) */
+static ir_node *konst_positive(op_case *c, const char *name, int64_t n, uint64_t seed) {
+  ir_type t = {DT_F32, 1, {n}};
+  float *d = xmalloc((size_t)n * sizeof *d);
+  rng r;
+  rng_init(&r, seed);
+  for (int64_t i = 0; i < n; i++) d[i] = rng_uniform_f32(&r, 0.25f, 2.0f);
+  c->data[c->n_data++] = d;
+  return ir_build_const(c->g, name, &t, name, d, no_loc);
+}
+
 static ir_node *literal(op_case *c, const char *name, ir_dtype dt, double v) {
   ir_type t = {dt, 0, {0}};
   ir_node *n = ir_node_new(c->g, IR_OP_LITERAL, &t, NULL, 0, name, no_loc);
@@ -93,7 +104,11 @@ static void build_case(ir_op op, op_case *c) {
     attr.acc = DT_F32;
     break;
   case IR_TYPE_SUM_ROWS: attr.acc = DT_F32; break;
-  case IR_TYPE_SAME: srcs[1] = x; break;
+  case IR_TYPE_SAME:
+    srcs[1] = x;
+    if (ir_op_attrs(op) & A(alpha)) attr.alpha = 0.3; /* general tensors: the gradient helpers' attributes */
+    if (ir_op_attrs(op) & A(min_value)) attr.min_value = -0.5, attr.max_value = 0.75;
+    break;
   case IR_TYPE_LOSS:
   case IR_TYPE_LOSS_GRAD:
     srcs[1] = x;
@@ -147,9 +162,31 @@ static void build_case(ir_op op, op_case *c) {
     srcs[1] = konst(c, "w", 2, (int64_t[]){W, 8}, 7);
     attr.acc = DT_F32;
     break;
-  case IR_TYPE_BINARY: srcs[1] = konst(c, "b", 1, (int64_t[]){W}, 7); break;
+  case IR_TYPE_BINARY:
+    /* numpy broadcasting: b a vector over the last dimension, c a [1, W]
+     * matrix; pow's base (and its gradients' b) a positive vector, which
+     * broadcasts as operand 0 */
+    srcs[1] = konst(c, "b", 1, (int64_t[]){W}, 7);
+    if (n_srcs > 2) srcs[2] = konst(c, "c", 2, (int64_t[]){1, W}, 8);
+    if (op == IR_OP_POW || op == IR_OP_POW_GRAD || op == IR_OP_POW_GRAD_EXP) {
+      ir_node *base = konst_positive(c, "base", W, 9);
+      if (op == IR_OP_POW) srcs[0] = base, srcs[1] = x;
+      else srcs[1] = base;
+    }
+    break;
+  /* general tensors */
+  case IR_TYPE_SUM_TO: /* over the batch and nothing else, keeping the rank */
+    attr.acc = DT_F32;
+    attr.shape = (ir_shape){2, {1, W}};
+    break;
   case IR_TYPE_UNARY:
-  case IR_TYPE_ROWWISE: break;
+  case IR_TYPE_ROWWISE:
+    /* general tensors: an alpha and clip bounds inside the input's range;
+     * log and the square roots of |x| (their domain), through abs */
+    if (ir_op_attrs(op) & A(alpha)) attr.alpha = 0.3;
+    if (ir_op_attrs(op) & A(min_value)) attr.min_value = -0.5, attr.max_value = 0.75;
+    if (op == IR_OP_LOG || op == IR_OP_SQRT || op == IR_OP_RSQRT) srcs[0] = ir_build_unary(c->g, IR_OP_ABS, "abs", x, no_loc);
+    break;
   case IR_TYPE_NORM: /* layer_norm(x, gamma, beta), layer_norm_xhat(x) */
   case IR_TYPE_NORM_GRAD: /* layer_norm_grad(x, gamma, dy) */
     if (n_srcs > 1) srcs[1] = konst(c, "gamma", 1, (int64_t[]){W}, 7);
@@ -763,6 +800,128 @@ START_TEST(test_gather_grad_threads) {
 }
 END_TEST
 
+/* general tensors: numpy broadcasting on odd shapes with size-1
+ * dimensions (an operand broadcast along the line: one element splat over
+ * every lane; along leading dimensions; the batched operand the broadcast
+ * one), a fused chain of broadcast ops, and sum_to (over the batch, over
+ * inner dimensions keeping N, to a scalar), on every CPU path against the
+ * reference, and sum_to bit-identical with 1 and 3 threads. */
+typedef struct bcast_case {
+  ir_op op;
+  int xr, kr;          /* ranks of x (batched: dims[0] = N) and of the constant k */
+  int64_t xd[4], kd[4];
+  bool k_first;        /* k is operand 0 */
+  ir_op then;          /* a second op of x's result and k (IR_OP_COUNT: none) */
+  int sum_rank;        /* sum_to the result to sum_dims (-1: none) */
+  int64_t sum_dims[4];
+} bcast_case;
+
+static void run_bcast(const bcast_case *bc, int ci, int threads, float **out_got, int64_t *out_n) {
+  enum { BATCH = 5 };
+  op_case c = {0};
+  c.g = ir_graph_create("bcast");
+  ir_type xt = {DT_F32, bc->xr, {IR_DIM_BATCH}};
+  for (int r = 1; r < bc->xr; r++) xt.dims[r] = bc->xd[r];
+  ir_node *x = ir_build_input(c.g, "x", &xt, 0, no_loc);
+  ir_node *k = bc->op == IR_OP_POW ? konst_positive(&c, "k", bc->kd[0], 13) : konst(&c, "k", bc->kr, bc->kd, 13);
+  ir_node *y = ir_build_op(c.g, bc->op, "y", bc->k_first ? (ir_node *[]){k, x} : (ir_node *[]){x, k}, 2,
+                           &(ir_attr){0}, no_loc);
+  if (bc->then != IR_OP_COUNT) y = ir_build_op(c.g, bc->then, "y2", (ir_node *[]){y, k}, 2, &(ir_attr){0}, no_loc);
+  if (bc->sum_rank >= 0) {
+    ir_attr a = {.acc = DT_F32, .shape = {bc->sum_rank, {0}}};
+    for (int r = 0; r < bc->sum_rank; r++) a.shape.dims[r] = bc->sum_dims[r];
+    y = ir_build_op(c.g, IR_OP_SUM_TO, "s", &y, 1, &a, no_loc);
+  }
+  ir_graph_add_output(c.g, "y", y);
+  diag_sink *d = diag_sink_create();
+  pass_options po;
+  pass_options_init(&po);
+  po.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(c.g, PASS_PIPELINE_DEFAULT, &po, d), "%s", diag_text(d));
+  cg_backend_options bo;
+  cg_backend_options_init(&bo);
+  bo.threads = threads;
+  bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+  cg_exec *ex = cg_backend_compile(&cg_backend_cpu, c.g, &bo, d);
+  ck_assert_msg(ex, "%s: %s", ir_op_name(bc->op), diag_text(d));
+  int64_t nx = 0, n = 0;
+  ck_assert(ir_type_numel(&xt, BATCH, &nx) && ir_type_numel(&y->type, BATCH, &n));
+  float *in = xmalloc((size_t)nx * sizeof *in), *got = xmalloc((size_t)n * sizeof *got);
+  rng r;
+  rng_init(&r, 21);
+  for (int64_t e = 0; e < nx; e++) in[e] = rng_uniform_f32(&r, -2.0f, 2.0f);
+  const void *ins[] = {in};
+  void *outs[] = {got};
+  ck_assert_msg(ex->backend->run(ex, BATCH, ins, outs, d), "%s", diag_text(d));
+  double *xin = ref_from_f32(in, nx), *want[1] = {NULL};
+  const double *rin[] = {xin};
+  char err[256];
+  ck_assert_msg(ref_run(c.g, BATCH, rin, want, err, sizeof err), "%s", err);
+  double e = bc->sum_rank >= 0 ? ref_normalized_error(got, want[0], n) : ref_max_rel_error(got, want[0], n, 1e-3);
+  char ys[64];
+  str_buf b;
+  str_buf_init(&b);
+  ir_type_print(&y->type, &b);
+  snprintf(ys, sizeof ys, "%s", str_buf_cstr(&b));
+  str_buf_fini(&b);
+  ck_assert_msg(e <= 2e-6, "%s to %s on %s: error %g vs the reference", ir_op_name(bc->op), ys,
+                cpus[ci].cpu ? cpus[ci].cpu : "the host", e);
+  ref_outputs_free(want, 1);
+  free(xin), free(in);
+  cg_exec_destroy(ex);
+  diag_sink_destroy(d);
+  free_case(&c);
+  *out_got = got, *out_n = n;
+}
+
+START_TEST(test_broadcast_shapes) {
+  const ir_op C = IR_OP_COUNT;
+  static const ir_op binary[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV, IR_OP_MAXIMUM, IR_OP_MINIMUM, IR_OP_POW};
+  for (size_t o = 0; o < sizeof binary / sizeof *binary; o++) {
+    ir_op op = binary[o];
+    bool pw = op == IR_OP_POW; /* pow: a positive [5] base, x the exponent */
+    const bcast_case cases[] = {
+        /* [N,3,1,5] with [4,1]: [N,3,4,5]; with [1] (splat along every line) */
+        {op, 4, 2, {0, 3, 1, 5}, {4, 1}, false, C, -1, {0}},
+        {op, 4, 1, {0, 3, 1, 5}, {1}, false, C, -1, {0}},
+        /* the batched operand broadcast: [N,1,7] with [3,1] -> [N,3,7] */
+        {op, 3, 2, {0, 1, 7}, {3, 1}, true, C, -1, {0}},
+        /* fused: (x op k) op k, then summed over the batch to [3,1,1] */
+        {op, 4, 2, {0, 3, 1, 5}, {4, 1}, false, op, 3, {3, 1, 1}},
+    };
+    const bcast_case pcases[] = {
+        {op, 3, 1, {0, 2, 5}, {5}, true, C, -1, {0}},
+        {op, 3, 1, {0, 2, 5}, {5}, true, C, 2, {1, 5}},
+    };
+    const bcast_case *cs = pw ? pcases : cases;
+    int n_cs = pw ? 2 : 4;
+    for (int i = 0; i < n_cs; i++)
+      for (int ci = 0; ci < N_CPUS; ci++) {
+        float *got;
+        int64_t n;
+        run_bcast(&cs[i], ci, 2, &got, &n);
+        free(got);
+      }
+  }
+  /* sum_to keeping N ([N,2,3] -> [N,1,3]), to a scalar, over odd shapes:
+   * the same bits with 1 and 3 threads */
+  const bcast_case sums[] = {
+      {IR_OP_SUB, 3, 1, {0, 2, 3}, {3}, false, C, 3, {IR_DIM_BATCH, 1, 3}},
+      {IR_OP_MUL, 2, 1, {0, 4}, {4}, false, C, 0, {0}},
+      {IR_OP_ADD, 4, 2, {0, 3, 1, 5}, {4, 1}, false, C, 2, {4, 5}},
+  };
+  for (size_t i = 0; i < sizeof sums / sizeof *sums; i++) {
+    float *one, *three;
+    int64_t n1, n3;
+    run_bcast(&sums[i], 0, 1, &one, &n1);
+    run_bcast(&sums[i], 0, 3, &three, &n3);
+    ck_assert_int_eq(n1, n3);
+    ck_assert_msg(memcmp(one, three, (size_t)n1 * sizeof *one) == 0, "sum_to case %zu: threads change the bits", i);
+    free(one), free(three);
+  }
+}
+END_TEST
+
 static Suite *optable_suite(void) {
   Suite *s = suite_create("optable");
   TCase *tc = tcase_create("ops");
@@ -778,6 +937,7 @@ static Suite *optable_suite(void) {
   tcase_add_test(tc, test_unbatched_contractions);
   tcase_add_test(tc, test_contraction_blocking);
   tcase_add_test(tc, test_unsupported_is_reported);
+  tcase_add_test(tc, test_broadcast_shapes);
   suite_add_tcase(s, tc);
   return s;
 }
