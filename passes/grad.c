@@ -800,8 +800,13 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   }
   ir_node *pred = g->outputs[0].value;
   const char *pred_name = g->outputs[0].name;
-  if (pred->type.rank != 2 || !dtype_is_float(pred->type.dtype) || pred->type.dims[0] != IR_DIM_BATCH ||
-      pred->type.dims[1] == IR_DIM_BATCH) { /* a prediction per sample (fuzz_grad: a weight as the output) */
+  /* a prediction per sample (fuzz_grad: a weight as the output): [N, classes],
+   * or under a bound batch (--batch B: no input has N) [B, classes] */
+  ir_node *in0 = ir_graph_input(g, 0);
+  bool bound = in0 && !ir_type_is_batched(&in0->type) && in0->type.rank >= 1;
+  int64_t want_rows = bound ? in0->type.dims[0] : IR_DIM_BATCH;
+  if (pred->type.rank != 2 || !dtype_is_float(pred->type.dtype) || pred->type.dims[0] != want_rows ||
+      pred->type.dims[1] == IR_DIM_BATCH) {
     char t[96];
     str_buf b;
     str_buf_init(&b);
