@@ -20,6 +20,7 @@
 #include "formats/onnx.h"
 #include "util/half.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -411,6 +412,13 @@ static bool lower_binary(imp *im, const onnx_node *n, const op_row *row) {
 static bool lower_matmul(imp *im, const onnx_node *n, const op_row *row) {
   (void)n;
   ir_node *a = operand(im, input(im, 0)), *b = operand(im, input(im, 1));
+  if (!a || !b) return false;
+  if (a->type.rank != 2 || b->type.rank != 2 || ir_type_is_batched(&b->type))
+    return UNSUPPORTED(im, "MatMul of %s by %s: castor multiplies a matrix [M, K] by a matrix [K, P] "
+                           "without the batch; batched matmul (operands of rank > 2, or a second "
+                           "operand with the batch N) is not in castor's IR yet",
+                       a->type.rank == 2 ? "a matrix" : "a batch of matrices",
+                       b->type.rank == 2 ? "a batched matrix" : "a batch of matrices");
   ir_attr attr = {.acc = DT_F32};
   return define_output(im, 0, build(im, row->ir, NULL, (ir_node *[]){a, b}, 2, &attr));
 }
@@ -901,6 +909,393 @@ static bool try_fold(imp *im, const onnx_node *n, bool *folded) {
     return v1 && ((*folded = true), fold_arith(im, t, v1->k));
   }
   return true;
+}
+
+/* ---- layout ops ---- */
+
+/* Reshape's target shape (ONNX semantics: 0 copies the input's dimension
+ * unless allowzero, one -1 is inferred, DIM_N is the batch) as an IR shape. */
+static bool reshape_target(imp *im, const ir_type *x, const int64_t *want, int rank, bool allowzero,
+                           ir_shape *out) {
+  if (rank > IR_MAX_RANK) return UNSUPPORTED(im, "Reshape to rank %d: castor's tensors have at most %d dimensions", rank, IR_MAX_RANK);
+  *out = (ir_shape){.rank = rank};
+  int infer = -1;
+  int64_t known = 1, total = 1;
+  bool xb = ir_type_is_batched(x);
+  for (int r = xb ? 1 : 0; r < x->rank; r++) total *= x->dims[r];
+  for (int r = 0; r < rank; r++) {
+    int64_t d = want[r];
+    if (d == 0 && !allowzero) {
+      if (r >= x->rank) return FAIL(im, "Reshape's shape copies dimension %d (0), which the input lacks", r);
+      d = x->dims[r] == IR_DIM_BATCH ? DIM_N : x->dims[r];
+    }
+    if (d == DIM_N) {
+      out->dims[r] = IR_DIM_BATCH;
+      continue;
+    }
+    if (d == -1) {
+      if (infer >= 0) return FAIL(im, "Reshape's shape has two -1 dimensions");
+      infer = r;
+      continue;
+    }
+    if (d < 0) return FAIL(im, "Reshape's shape has a negative dimension %lld", (long long)d);
+    out->dims[r] = d;
+    if (!size_mul_ok(known, d, &known)) return FAIL(im, "Reshape's shape is too large");
+  }
+  if (infer >= 0) {
+    bool nb = false;
+    for (int r = 0; r < rank; r++) nb |= out->dims[r] == IR_DIM_BATCH;
+    if (xb && !nb)
+      return UNSUPPORTED(im, "Reshape with -1 of an input with the batch N (the -1 would absorb N): "
+                             "only the batch is symbolic and it stays dimension 0; compile with --batch B");
+    if (known == 0 || total % known)
+      return FAIL(im, "Reshape cannot infer -1: %lld elements per sample into %lld", (long long)total, (long long)known);
+    out->dims[infer] = total / known;
+  }
+  return true;
+}
+
+static bool lower_reshape(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  imp_val *v = input(im, 0);
+  const onnx_tensor *st = v ? const_input(im, 1, "shape") : NULL;
+  int64_t want[ONNX_MAX_RANK], allowzero;
+  int rank;
+  if (!st || !const_ints(im, st, "shape", want, ONNX_MAX_RANK, &rank)) return false;
+  if (!attr_int(im, "allowzero", 0, &allowzero)) return false;
+  if (v->k && !v->node) { /* a constant: folded */
+    ir_type t;
+    if (!dims_of(im, v->k, &t)) return false;
+    ir_shape s;
+    if (!reshape_target(im, &t, want, rank, allowzero != 0, &s)) return false;
+    int64_t numel = 1;
+    for (int r = 0; r < s.rank; r++) numel *= s.dims[r];
+    if (numel != v->k->numel) return FAIL(im, "Reshape of %lld elements to %lld", (long long)v->k->numel, (long long)numel);
+    return val_define(im, im->node->outputs[0], NULL, host_reshaped(im, v->k, s.rank, s.dims));
+  }
+  ir_node *x = operand(im, v);
+  if (!x) return false;
+  ir_attr attr = {0};
+  if (!reshape_target(im, &x->type, want, rank, allowzero != 0, &attr.shape)) return false;
+  return define_output(im, 0, build(im, IR_OP_RESHAPE, NULL, &x, 1, &attr));
+}
+
+/* A reshape of run-time x to dims (N where x has it). */
+static bool reshape_to(imp *im, ir_node *x, int rank, const int64_t *dims) {
+  ir_attr attr = {.shape = {.rank = rank}};
+  for (int r = 0; r < rank; r++) attr.shape.dims[r] = dims[r];
+  return define_output(im, 0, build(im, IR_OP_RESHAPE, NULL, &x, 1, &attr));
+}
+
+static bool lower_flatten(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = operand(im, input(im, 0));
+  if (!x) return false;
+  int64_t axis;
+  if (!attr_int(im, "axis", 1, &axis)) return false;
+  int a = 0;
+  if (axis < -x->type.rank || axis > x->type.rank)
+    return FAIL(im, "Flatten axis %lld is out of range for rank %d", (long long)axis, x->type.rank);
+  a = (int)(axis < 0 ? axis + x->type.rank : axis);
+  int64_t d[2] = {1, 1};
+  bool nb = false;
+  for (int r = 0; r < x->type.rank; r++) {
+    if (x->type.dims[r] == IR_DIM_BATCH) {
+      if (r >= a || a != 1)
+        return UNSUPPORTED(im, "Flatten at axis %d of an input with the batch N would fold N into another "
+                               "dimension; compile with --batch B", a);
+      nb = true;
+      continue;
+    }
+    d[r < a ? 0 : 1] *= x->type.dims[r];
+  }
+  if (nb) d[0] = IR_DIM_BATCH;
+  return reshape_to(im, x, 2, d);
+}
+
+static bool lower_squeeze_unsqueeze(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  ir_node *x = operand(im, input(im, 0));
+  if (!x) return false;
+  int64_t axes[ONNX_MAX_RANK];
+  int na;
+  if (!axes_of(im, 1, axes, &na)) return false;
+  bool unsq = str_eq(n->op_type, "Unsqueeze");
+  int in_rank = x->type.rank, rank = unsq ? in_rank + (na > 0 ? na : 0) : in_rank;
+  if (unsq && na < 1) return FAIL(im, "Unsqueeze needs axes");
+  if (rank > IR_MAX_RANK) return UNSUPPORTED(im, "Unsqueeze to rank %d: castor's tensors have at most %d dimensions", rank, IR_MAX_RANK);
+  bool mark[IR_MAX_RANK + ONNX_MAX_RANK] = {0};
+  for (int i = 0; i < na; i++) {
+    int a = 0;
+    if (!norm_axis(im, axes[i], rank, unsq ? "Unsqueeze axis" : "Squeeze axis", &a)) return false;
+    if (mark[a]) return FAIL(im, "%s axis %lld is given twice", n->op_type, (long long)axes[i]);
+    if (!unsq && x->type.dims[a] != 1)
+      return FAIL(im, "Squeeze axis %d has size %s, not 1", a,
+                  x->type.dims[a] == IR_DIM_BATCH ? "N (the batch)" : arena_printf(im->g->arena, "%lld", (long long)x->type.dims[a]));
+    mark[a] = true;
+  }
+  int64_t dims[IR_MAX_RANK];
+  int out = 0;
+  if (unsq) {
+    for (int r = 0, k = 0; r < rank; r++) dims[out++] = mark[r] ? 1 : x->type.dims[k++];
+  } else {
+    for (int r = 0; r < in_rank; r++)
+      if (!(na < 0 ? x->type.dims[r] == 1 : mark[r])) dims[out++] = x->type.dims[r];
+  }
+  return reshape_to(im, x, out, dims);
+}
+
+static bool lower_transpose(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = operand(im, input(im, 0));
+  if (!x) return false;
+  ir_attr attr = {.perm = {.n = x->type.rank}};
+  const onnx_attr *p = attr_find(im, "perm");
+  if (p) {
+    if (!attr_typed(im, p, ONNX_ATTR_INTS)) return false;
+    if (p->n != x->type.rank) return FAIL(im, "Transpose's perm has %d entries for a rank-%d input", p->n, x->type.rank);
+    for (int r = 0; r < p->n; r++) attr.perm.v[r] = p->ints[r];
+  } else {
+    for (int r = 0; r < x->type.rank; r++) attr.perm.v[r] = x->type.rank - 1 - r;
+  }
+  return define_output(im, 0, build(im, IR_OP_TRANSPOSE, NULL, &x, 1, &attr));
+}
+
+static bool lower_concat(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  int64_t axis;
+  if (!attr_int(im, "axis", INT64_MIN, &axis)) return false;
+  if (axis == INT64_MIN) return FAIL(im, "Concat needs its axis attribute");
+  if (n->n_inputs < 1 || n->n_inputs > IR_MAX_SRCS)
+    return UNSUPPORTED(im, "Concat of %d inputs: castor joins 1 to %d", n->n_inputs, IR_MAX_SRCS);
+  ir_node *srcs[IR_MAX_SRCS];
+  for (int i = 0; i < n->n_inputs; i++)
+    if (!(srcs[i] = operand(im, input(im, i)))) return false;
+  ir_attr attr = {.axis = axis};
+  return define_output(im, 0, build(im, IR_OP_CONCAT, NULL, srcs, n->n_inputs, &attr));
+}
+
+/* Slice: opset 1-9 with attributes starts, ends, axes; from 10 with inputs
+ * (starts, ends, axes, steps). */
+static bool lower_slice(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = operand(im, input(im, 0));
+  if (!x) return false;
+  int rank = x->type.rank;
+  int64_t st[ONNX_MAX_RANK], en[ONNX_MAX_RANK], ax[ONNX_MAX_RANK], sp[ONNX_MAX_RANK];
+  int ns, ne, na = -1, nsp = -1;
+  if (im->opset < 10) {
+    const onnx_attr *a;
+    if (!(a = attr_find(im, "starts")) || !attr_typed(im, a, ONNX_ATTR_INTS)) return a ? false : FAIL(im, "Slice needs starts");
+    ns = a->n < ONNX_MAX_RANK ? a->n : ONNX_MAX_RANK;
+    memcpy(st, a->ints, (size_t)ns * sizeof *st);
+    if (!(a = attr_find(im, "ends")) || !attr_typed(im, a, ONNX_ATTR_INTS)) return a ? false : FAIL(im, "Slice needs ends");
+    ne = a->n < ONNX_MAX_RANK ? a->n : ONNX_MAX_RANK;
+    memcpy(en, a->ints, (size_t)ne * sizeof *en);
+    if ((a = attr_find(im, "axes"))) {
+      if (!attr_typed(im, a, ONNX_ATTR_INTS)) return false;
+      na = a->n < ONNX_MAX_RANK ? a->n : ONNX_MAX_RANK;
+      memcpy(ax, a->ints, (size_t)na * sizeof *ax);
+    }
+  } else {
+    const onnx_tensor *t;
+    if (!(t = const_input(im, 1, "starts")) || !const_ints(im, t, "starts", st, ONNX_MAX_RANK, &ns)) return false;
+    if (!(t = const_input(im, 2, "ends")) || !const_ints(im, t, "ends", en, ONNX_MAX_RANK, &ne)) return false;
+    if (has_input(im, 3) && (!(t = const_input(im, 3, "axes")) || !const_ints(im, t, "axes", ax, ONNX_MAX_RANK, &na)))
+      return false;
+    if (has_input(im, 4) && (!(t = const_input(im, 4, "steps")) || !const_ints(im, t, "steps", sp, ONNX_MAX_RANK, &nsp)))
+      return false;
+  }
+  if (ns != ne || (na >= 0 && na != ns) || (nsp >= 0 && nsp != ns))
+    return FAIL(im, "Slice's starts, ends, axes and steps differ in length (%d, %d, %d, %d)", ns, ne, na, nsp);
+  ir_attr attr = {.starts = {.n = rank}, .ends = {.n = rank}, .steps = {.n = rank}};
+  for (int r = 0; r < rank; r++) {
+    attr.starts.v[r] = 0, attr.steps.v[r] = 1;
+    attr.ends.v[r] = x->type.dims[r] == IR_DIM_BATCH ? 0 : x->type.dims[r];
+  }
+  bool seen[IR_MAX_RANK] = {0};
+  for (int i = 0; i < ns; i++) {
+    int a = 0;
+    if (!norm_axis(im, na >= 0 ? ax[i] : i, rank, "Slice axis", &a)) return false;
+    if (seen[a]) return FAIL(im, "Slice axis %d is given twice", a);
+    seen[a] = true;
+    int64_t step = nsp >= 0 ? sp[i] : 1;
+    if (step < 1) return UNSUPPORTED(im, "Slice with step %lld: castor slices with positive steps", (long long)step);
+    if (x->type.dims[a] == IR_DIM_BATCH) {
+      if (st[i] == 0 && en[i] >= INT32_MAX && step == 1) continue; /* the whole batch */
+      return UNSUPPORTED(im, "Slice of the batch dimension N: compile with --batch B");
+    }
+    int64_t d = x->type.dims[a], s0 = st[i], e0 = en[i];
+    /* ONNX clamps both to [0, d] after counting negatives from the end */
+    if (s0 < 0) s0 += d;
+    if (e0 < 0) e0 += d;
+    s0 = s0 < 0 ? 0 : s0 > d ? d : s0;
+    e0 = e0 < 0 ? 0 : e0 > d ? d : e0;
+    if (e0 <= s0)
+      return UNSUPPORTED(im, "Slice that keeps no element of dimension %d: castor's tensors have no "
+                             "empty dimensions", a);
+    attr.starts.v[a] = s0, attr.ends.v[a] = e0, attr.steps.v[a] = step;
+  }
+  return define_output(im, 0, build(im, IR_OP_STRIDED_SLICE, NULL, &x, 1, &attr));
+}
+
+/* Pad, mode constant: opset 2-10 with pads and value attributes; from 11
+ * with inputs (pads, constant_value, and from 18 axes). */
+static bool lower_pad(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = operand(im, input(im, 0));
+  if (!x) return false;
+  int rank = x->type.rank;
+  const onnx_attr *m = attr_find(im, "mode");
+  if (m && (!attr_typed(im, m, ONNX_ATTR_STRING) || !str_eq(m->s, "constant")))
+    return m->type == ONNX_ATTR_STRING ? UNSUPPORTED(im, "Pad mode '%s': castor pads with a constant", m->s) : false;
+  int64_t pads[2 * ONNX_MAX_RANK], ax[ONNX_MAX_RANK];
+  int np, na = -1;
+  double value = 0;
+  if (im->opset < 11) {
+    const onnx_attr *a = attr_find(im, "pads");
+    if (!a) return FAIL(im, "Pad needs pads");
+    if (!attr_typed(im, a, ONNX_ATTR_INTS)) return false;
+    if (a->n > 2 * ONNX_MAX_RANK) return FAIL(im, "Pad's pads has %d entries", a->n);
+    np = a->n;
+    memcpy(pads, a->ints, (size_t)np * sizeof *pads);
+    if (!attr_float(im, "value", 0, &value)) return false;
+  } else {
+    const onnx_tensor *t = const_input(im, 1, "pads");
+    if (!t || !const_ints(im, t, "pads", pads, 2 * ONNX_MAX_RANK, &np)) return false;
+    if (has_input(im, 2)) {
+      const onnx_tensor *cv = const_input(im, 2, "constant_value");
+      if (!cv) return false;
+      if (cv->numel != 1) return FAIL(im, "Pad's constant_value must hold one element");
+      value = elem_f64(cv, 0);
+    }
+    if (has_input(im, 3) && (!(t = const_input(im, 3, "axes")) || !const_ints(im, t, "axes", ax, ONNX_MAX_RANK, &na)))
+      return false;
+  }
+  int naxes = na >= 0 ? na : rank;
+  if (np != 2 * naxes) return FAIL(im, "Pad's pads has %d entries for %d axes (2 per axis)", np, naxes);
+  ir_attr attr = {.shape = {.rank = rank}, .starts = {.n = rank}, .steps = {.n = rank}, .value = value};
+  for (int r = 0; r < rank; r++) attr.shape.dims[r] = x->type.dims[r], attr.starts.v[r] = 0, attr.steps.v[r] = 1;
+  for (int i = 0; i < naxes; i++) {
+    int a = i;
+    if (na >= 0 && !norm_axis(im, ax[i], rank, "Pad axis", &a)) return false;
+    int64_t b = pads[i], e = pads[i + naxes];
+    if (b < 0 || e < 0) return UNSUPPORTED(im, "Pad with negative pads (cropping): castor pads only");
+    if (x->type.dims[a] == IR_DIM_BATCH) {
+      if (b || e) return UNSUPPORTED(im, "Pad of the batch dimension N: compile with --batch B");
+      continue;
+    }
+    attr.shape.dims[a] = x->type.dims[a] + b + e, attr.starts.v[a] = b;
+  }
+  return define_output(im, 0, build(im, IR_OP_PAD_CONSTANT, NULL, &x, 1, &attr));
+}
+
+/* ---- element-wise ops beyond the first slice ---- */
+
+/* A scalar float constant as an IR const node (broadcasts against anything). */
+static ir_node *scalar_const(imp *im, const char *what, double v) {
+  float *f = arena_alloc_aligned(im->g->arena, 64, 64);
+  f[0] = (float)v;
+  ir_type t = {.dtype = DT_F32, .rank = 1, .dims = {1}};
+  const char *name = arena_printf(im->g->arena, "%s.%s", im->layer, what);
+  ir_node *c = ir_build_const(im->g, ir_name(im, name, "const"), &t, name, f, im->loc);
+  c->layer = im->layer;
+  return c;
+}
+
+/* Max, Min, Sum, Mean: variadic with broadcasting (opset 8+), folded
+ * pairwise left to right; Mean divides the sum by the count. */
+static bool lower_variadic(imp *im, const onnx_node *n, const op_row *row) {
+  if (n->n_inputs < 1) return FAIL(im, "%s needs at least one input", n->op_type);
+  ir_node *acc = operand(im, input(im, 0));
+  for (int i = 1; i < n->n_inputs && acc; i++) {
+    ir_node *b = operand(im, input(im, i));
+    if (!b) return false;
+    acc = build(im, row->ir, arena_printf(im->g->arena, "%d", i), (ir_node *[]){acc, b}, 2, NULL);
+  }
+  if (!acc) return false;
+  if (n->n_inputs == 1) return val_define(im, n->outputs[0], acc, NULL);
+  if (str_eq(n->op_type, "Mean"))
+    acc = build(im, IR_OP_DIV, NULL, (ir_node *[]){acc, scalar_const(im, "count", n->n_inputs)}, 2, NULL);
+  return define_output(im, 0, acc);
+}
+
+static bool lower_reciprocal(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = operand(im, input(im, 0));
+  if (!x) return false;
+  return define_output(im, 0, build(im, IR_OP_DIV, NULL, (ir_node *[]){scalar_const(im, "one", 1), x}, 2, NULL));
+}
+
+static bool lower_alpha_unary(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n;
+  ir_node *x = operand(im, input(im, 0));
+  double alpha;
+  if (!x || !attr_float(im, "alpha", row->ir == IR_OP_LEAKY_RELU ? 0.01 : 1.0, &alpha)) return false;
+  ir_attr attr = {.alpha = alpha};
+  return define_output(im, 0, build(im, row->ir, NULL, &x, 1, &attr));
+}
+
+/* HardSigmoid: max(0, min(1, alpha x + beta)) (ONNX's alpha 0.2; castor's
+ * hard_sigmoid is Keras 3's, alpha 1/6), as mul, add and clip. */
+static bool lower_hard_sigmoid(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = operand(im, input(im, 0));
+  double alpha, beta;
+  if (!x || !attr_float(im, "alpha", 0.2, &alpha) || !attr_float(im, "beta", 0.5, &beta)) return false;
+  ir_node *y = build(im, IR_OP_MUL, "scaled", (ir_node *[]){x, scalar_const(im, "alpha", alpha)}, 2, NULL);
+  if (!y) return false;
+  y = build(im, IR_OP_ADD, "shifted", (ir_node *[]){y, scalar_const(im, "beta", beta)}, 2, NULL);
+  ir_attr attr = {.min_value = 0, .max_value = 1};
+  return y && define_output(im, 0, build(im, IR_OP_CLIP, NULL, &y, 1, &attr));
+}
+
+/* Clip: opset < 11 with min and max attributes; from 11 with optional
+ * inputs (constants). An absent bound is the float range's end. */
+static bool lower_clip(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = operand(im, input(im, 0));
+  if (!x) return false;
+  double lo = -FLT_MAX, hi = FLT_MAX;
+  if (im->opset < 11) {
+    if (!attr_float(im, "min", -FLT_MAX, &lo) || !attr_float(im, "max", FLT_MAX, &hi)) return false;
+  } else {
+    for (int k = 1; k <= 2; k++) {
+      if (!has_input(im, k)) continue;
+      const onnx_tensor *t = const_input(im, k, k == 1 ? "min" : "max");
+      if (!t) return false;
+      if (t->numel != 1) return FAIL(im, "Clip's %s must hold one element", k == 1 ? "min" : "max");
+      *(k == 1 ? &lo : &hi) = elem_f64(t, 0);
+    }
+  }
+  ir_attr attr = {.min_value = lo, .max_value = hi};
+  return define_output(im, 0, build(im, IR_OP_CLIP, NULL, &x, 1, &attr));
+}
+
+/* PRelu: x where x >= 0, slope * x elsewhere: relu(x) + slope * min(x, 0). */
+static bool lower_prelu(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = operand(im, input(im, 0)), *slope = operand(im, input(im, 1));
+  if (!x || !slope) return false;
+  ir_node *pos = build(im, IR_OP_RELU, "pos", &x, 1, NULL);
+  ir_node *neg = build(im, IR_OP_MINIMUM, "neg", (ir_node *[]){x, scalar_const(im, "zero", 0)}, 2, NULL);
+  ir_node *sn = neg ? build(im, IR_OP_MUL, "neg_scaled", (ir_node *[]){neg, slope}, 2, NULL) : NULL;
+  return pos && sn && define_output(im, 0, build(im, IR_OP_ADD, NULL, (ir_node *[]){pos, sn}, 2, NULL));
+}
+
+/* Where(cond, X, Y) with a constant condition (castor computes no booleans). */
+static bool lower_where(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  imp_val *vc = input(im, 0);
+  if (!vc) return false;
+  if (!vc->k)
+    return UNSUPPORTED(im, "Where with a run-time condition: castor computes no bool tensors");
+  onnx_tensor *f = host_tensor(im, ONNX_FLOAT, vc->k->rank, vc->k->dims);
+  for (int64_t i = 0; i < f->numel; i++) ((float *)f->data)[i] = elem_f64(vc->k, i) != 0;
+  f->name = arena_printf(im->g->arena, "%s.cond", im->layer);
+  imp_val cv = {.name = f->name, .k = f};
+  ir_node *c = operand(im, &cv), *a = operand(im, input(im, 1)), *b = operand(im, input(im, 2));
+  return c && a && b && define_output(im, 0, build(im, IR_OP_SELECT, NULL, (ir_node *[]){c, a, b}, 3, NULL));
 }
 
 /* ---- the table ---- */
