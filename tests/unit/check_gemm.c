@@ -163,6 +163,18 @@ static const gemm_case shapes[] = {
     {8, 64, 64, BF16, EPI_SOFTMAX, false},
     {11, 40, 37, F16, EPI_NONE, true},
     {11, 40, 37, BF16, EPI_TANH, true},
+    /* bf16 x bf16: the K-pair family where the host has it (vdpbf16ps):
+     * odd K (a zero pair), K across the K block, more rows than a row
+     * block, more columns than a column block, B packed per call */
+    {1, 1, 1, BF16, EPI_NONE, false},
+    {7, 13, 5, BF16, EPI_BIAS_RELU, false},
+    {15, 257, 33, BF16, EPI_NONE, false},
+    {29, 513, 67, BF16, EPI_BIAS_GELU, true},
+    {97, 101, 103, BF16, EPI_BIAS_RELU, false},
+    {127, 1031, 131, BF16, EPI_NONE, false},
+    {2, 64, 600, BF16, EPI_BIAS_RELU, true},
+    {33, 80, 10, BF16, EPI_SOFTMAX, false},
+    {9, 40, 40, BF16, EPI_SOFTMAX, true},
 };
 
 START_TEST(test_shapes) { run_case(&shapes[_i], 100 + (uint64_t)_i); }
