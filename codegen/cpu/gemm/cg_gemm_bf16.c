@@ -214,11 +214,15 @@ void cg_gemm_bf16_pack_const(void *dst, const uint16_t *src, int64_t K, int64_t 
     for (int64_t q = 0; q <= n_full; q++) {
       int64_t width = q < n_full ? panel : tail, cols = q < n_full ? panel : Nc - n_full * panel;
       if (!width) continue;
-      for (int64_t j = 0; j < kp; j++, off += 2 * width)
-        for (int64_t h = 0; h < 2 && 2 * j + h < kk; h++) {
-          const uint16_t *s = src + (k0 + 2 * j + h) * Nc + q * panel;
-          for (int64_t n = 0; n < cols; n++) d[off + 2 * n + h] = s[n];
+      for (int64_t j = 0; j < kp; j++, off += 2 * width) {
+        const uint16_t *s0 = src + (k0 + 2 * j) * Nc + q * panel, *s1 = s0 + Nc;
+        uint16_t *dp = d + off;
+        if (2 * j + 1 < kk) {
+          for (int64_t n = 0; n < cols; n++) dp[2 * n] = s0[n], dp[2 * n + 1] = s1[n];
+        } else { /* an odd block's last pair: its second half stays 0 */
+          for (int64_t n = 0; n < cols; n++) dp[2 * n] = s0[n];
         }
+      }
     }
   }
 }
