@@ -86,8 +86,21 @@ static inline uint16_t to_f16_inline(uint32_t u, float f) {
 void half_f32_to_16_n(const float *x, uint16_t *y, int64_t n, int to_bf16, int64_t *out_overflow,
                       int64_t *out_flushed) {
   uint32_t exp_mask = to_bf16 ? 0x7f80 : 0x7c00, man_mask = to_bf16 ? 0x7f : 0x3ff;
-  int64_t overflow = 0, flushed = 0;
-  for (int64_t i = 0; i < n; i++) {
+  int64_t overflow = 0, flushed = 0, i = 0;
+  if (to_bf16) /* blocks of a fixed 16, branch-free: vectorized at -O2 */
+    for (; i + 16 <= n; i += 16) {
+      uint32_t o = 0, z = 0;
+      for (int j = 0; j < 16; j++) {
+        uint32_t u = f32_bits(x[i + j]);
+        uint16_t h = to_bf16_inline(u);
+        y[i + j] = h;
+        uint32_t e = h & 0x7f80u;
+        o += (e == 0x7f80u) & !(h & 0x7fu) & ((u & 0x7f800000u) != 0x7f800000u);
+        z += (e == 0) & ((u & 0x7fffffffu) != 0);
+      }
+      overflow += o, flushed += z;
+    }
+  for (; i < n; i++) {
     uint32_t u = f32_bits(x[i]);
     uint16_t h = to_bf16 ? to_bf16_inline(u) : to_f16_inline(u, x[i]);
     y[i] = h;
