@@ -93,7 +93,9 @@ bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
       CASTOR_ASSERT(ir_type_numel(&c->type, 1, &n) && ir_type_bytes(&c->type, 1, &bytes));
       out = arena_alloc_aligned(g->arena, (size_t)bytes, 64);
       int64_t overflow = 0, flushed = 0;
-      for (int64_t e = 0; e < n; e++) {
+      if (from == DT_F32 && to != DT_F32) /* the common case (a mixed policy's weights), in one pass */
+        half_f32_to_16_n(k->attr.data, out, n, to == DT_BF16, &overflow, &flushed);
+      else for (int64_t e = 0; e < n; e++) {
         float x = load(k->attr.data, from, e), y = store(out, to, e, x);
         if (isinf(y) && !isinf(x)) overflow++;
         else if (x != 0 && !isnan(x) && fabsf(y) < min_normal(to)) flushed++;

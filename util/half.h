@@ -16,5 +16,12 @@ float half_f16_to_f32(uint16_t h);
 uint16_t half_f32_to_f16(float f);
 float half_bf16_to_f32(uint16_t h);
 uint16_t half_f32_to_bf16(float f);
+/* Converts n f32 values to bf16 (to_bf16) or f16, bit for bit as the
+ * functions above, in one loop the compiler can vectorize (compile-time
+ * casts of weights: passes/fold_constants.c), and counts the finite values
+ * that become infinite and the non-zero ones (NaNs aside) that become zero
+ * or subnormal. */
+void half_f32_to_16_n(const float *x, uint16_t *y, int64_t n, int to_bf16, int64_t *out_overflow,
+                      int64_t *out_flushed);
 
 #endif

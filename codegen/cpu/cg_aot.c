@@ -34,7 +34,7 @@
 
 _Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 104 &&
                    sizeof(rt_tensor_desc) == 72 && sizeof(rt_program) == 120 &&
-                   sizeof(rt_aot_entry) == 24 && sizeof(rt_buffer_kind) == 4 &&
+                   sizeof(rt_aot_entry) == 32 && sizeof(rt_buffer_kind) == 4 &&
                    sizeof(rt_dtype) == 4 && sizeof(bool) == 1,
                "runtime.h changed: update the static rt_program emission in cg_aot.c "
                "(and RT_AOT_ABI_VERSION)");
@@ -270,7 +270,7 @@ static LLVMValueRef emit_tensors(aot *a, const rt_tensor_desc *t, int n, const c
   return g;
 }
 
-static void emit_entry(aot *a, LLVMValueRef *kernels, const char *about) {
+static void emit_entry(aot *a, LLVMValueRef *kernels, const char *about, const char *features) {
   const rt_program *p = a->desc;
   int n = p->n_buffers > p->n_launches ? p->n_buffers : p->n_launches;
   if (p->n_slots > n) n = p->n_slots;
@@ -336,8 +336,9 @@ static void emit_entry(aot *a, LLVMValueRef *kernels, const char *about) {
       {offsetof(rt_aot_entry, abi_version), i32c(a, RT_AOT_ABI_VERSION)},
       {offsetof(rt_aot_entry, program), program},
       {offsetof(rt_aot_entry, about), cstr(a, about ? about : "")},
+      {offsetof(rt_aot_entry, features), cstr(a, features ? features : "")},
   };
-  LLVMValueRef entry = private_global(a, c_struct(a, sizeof(rt_aot_entry), ef, 3), RT_AOT_ENTRY_SYMBOL, 16);
+  LLVMValueRef entry = private_global(a, c_struct(a, sizeof(rt_aot_entry), ef, 4), RT_AOT_ENTRY_SYMBOL, 16);
   LLVMSetLinkage(entry, LLVMExternalLinkage);
   LLVMSetUnnamedAddress(entry, LLVMNoUnnamedAddr);
 }
@@ -421,7 +422,8 @@ bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options
   emit_scratch_bytes_fn(&a, ao->prefix);
   if (ao->entry)
     emit_entry(&a, kernels, arena_printf(plan.arena, "%s%s%s cpu %s", ao->about ? ao->about : "",
-                                         ao->about ? ", " : "", t.triple, t.cpu));
+                                         ao->about ? ", " : "", t.triple, t.cpu),
+               t.features);
   char *msg = NULL;
   if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
     diag_error_kind(d, DIAG_KIND_INTERNAL, (diag_loc){0}, "internal error: generated LLVM IR is invalid: %s", msg);

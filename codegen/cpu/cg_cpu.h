@@ -24,6 +24,7 @@ typedef struct cg_packing {
   int panel;  /* columns of each full panel */
   int tail;   /* padded columns of the last, partial panel (0: none) */
   int64_t kc; /* rows of K per block (the last block may have fewer) */
+  bool pairs; /* the K-pair layout of the AVX512-BF16 family (codegen/cpu/gemm/cg_gemm_bf16.h) */
 } cg_packing;
 
 typedef struct cg_gemm cg_gemm; /* a matmul kernel's GEMM layout (cg_gemm.c) */

@@ -28,7 +28,9 @@
   X("avx512bw", avx512bw)                                                                          \
   X("avx512vl", avx512vl)                                                                          \
   X("avx512bf16", avx512bf16)                                                                      \
-  X("avx512fp16", avx512fp16)
+  X("avx512fp16", avx512fp16)                                                                      \
+  X("amx-tile", amx_tile)                                                                          \
+  X("amx-bf16", amx_bf16)
 
 /* Sets the feature named by the len bytes at name, if castor reads it. */
 static void set_feature(cg_cpu_caps *c, const char *name, size_t len, bool on) {
@@ -52,8 +54,12 @@ void cg_cpu_caps_parse(const char *features, cg_cpu_caps *out_caps) {
     if (*s == ',') s++;
   }
   if (c->avx512f) {
+    /* vdpbf16ps against f32 FMA, measured: on Zen 4 (no AMX) a bf16 GEMM
+     * runs ~2x faster on it (bench/results/cpu-bf16-*.md); on Sapphire
+     * Rapids (AMX) it is slower than the f32 FMAs (the issue that brought
+     * the family), so a CPU with AMX-BF16 keeps the FMA family */
     c->vector_f32_lanes = 16;
-    c->gemm_kernel = CG_GEMM_KERNEL_AVX512;
+    c->gemm_kernel = c->avx512bf16 && c->avx512bw && !c->amx_bf16 ? CG_GEMM_KERNEL_AVX512_BF16 : CG_GEMM_KERNEL_AVX512;
   } else if (c->avx || c->avx2) {
     c->vector_f32_lanes = 8;
     c->gemm_kernel = CG_GEMM_KERNEL_AVX;
@@ -61,6 +67,16 @@ void cg_cpu_caps_parse(const char *features, cg_cpu_caps *out_caps) {
     c->vector_f32_lanes = 4;
     c->gemm_kernel = CG_GEMM_KERNEL_SSE;
   }
+}
+
+const char *cg_gemm_kernel_name(cg_gemm_kernel k) {
+  switch (k) {
+  case CG_GEMM_KERNEL_SSE: return "sse";
+  case CG_GEMM_KERNEL_AVX: return "avx";
+  case CG_GEMM_KERNEL_AVX512: return "avx512";
+  case CG_GEMM_KERNEL_AVX512_BF16: return "avx512-bf16";
+  }
+  return "?";
 }
 
 /* ---- named CPUs ----
@@ -81,6 +97,9 @@ static const cg_cpu_named named_cpus[] = {
     {"znver3", "znver3", X86_64_V3, "AVX2 + FMA + F16C"},
     {"skylake-avx512", "skylake-avx512", X86_64_V4, "AVX-512"},
     {"znver4", "znver4", X86_64_V4 ",+avx512bf16", "AVX-512 + BF16"},
+    {"cooperlake", "cooperlake", X86_64_V4 ",+avx512bf16", "AVX-512 + BF16"},
+    {"sapphirerapids", "sapphirerapids", X86_64_V4 ",+avx512bf16,+avx512fp16,+amx-tile,+amx-bf16",
+     "AVX-512 + BF16 + FP16 + AMX (the FMA family: vdpbf16ps is slower there)"},
 };
 
 const cg_cpu_named *cg_cpu_named_lookup(const char *name) {
@@ -90,7 +109,8 @@ const cg_cpu_named *cg_cpu_named_lookup(const char *name) {
 }
 
 const char *cg_cpu_named_list(void) {
-  return "x86-64, x86-64-v2, x86-64-v3, x86-64-v4, haswell, znver3, skylake-avx512, znver4";
+  return "x86-64, x86-64-v2, x86-64-v3, x86-64-v4, haswell, znver3, skylake-avx512, znver4, cooperlake, "
+         "sapphirerapids";
 }
 
 /* Whether `have` turns feature name[0 .. len) on (the last mention wins). */

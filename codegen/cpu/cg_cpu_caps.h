@@ -11,13 +11,21 @@
 #include <stdbool.h>
 
 /* The GEMM micro-kernel families (cg_gemm.c), by the vector register file
- * they are shaped for. */
+ * they are shaped for and the instruction that multiplies. A family is
+ * chosen per CPU by measured speed, not by feature bits alone
+ * (cg_cpu_caps_parse: docs/numerics.md and bench/results/ have the
+ * measurements); a named CPU ($CASTOR_CPU) picks its family the same way. */
 typedef enum cg_gemm_kernel {
   CG_GEMM_KERNEL_SSE,    /* xmm: 4 f32 lanes, 16 registers (x86-64's baseline) */
   CG_GEMM_KERNEL_AVX,    /* ymm: 8 lanes, 16 registers; AVX2 + FMA, or AVX alone
                           * (llvm.fmuladd then becomes a multiply and an add) */
   CG_GEMM_KERNEL_AVX512, /* zmm: 16 lanes, 32 registers */
+  CG_GEMM_KERNEL_AVX512_BF16, /* zmm, and a contraction of two bf16 operands on vdpbf16ps over K
+                               * pairs (codegen/cpu/gemm/cg_gemm_bf16.h); other dtypes as AVX512 */
 } cg_gemm_kernel;
+
+/* The family's name, as cg_cpu_describe and test skips print it: "avx512-bf16". */
+const char *cg_gemm_kernel_name(cg_gemm_kernel k);
 
 typedef struct cg_cpu_caps {
   /* x86 features, under LLVM 19's names (sse4.1, avx512bf16, ...): each is
@@ -25,6 +33,7 @@ typedef struct cg_cpu_caps {
    * LLVM's implications (avx2 implies avx, ...) are not applied */
   bool sse2, sse4_1, avx, avx2, fma, f16c;
   bool avx512f, avx512bw, avx512vl, avx512bf16, avx512fp16;
+  bool amx_tile, amx_bf16;
   /* derived */
   int vector_f32_lanes;       /* widest native f32 vector: 16 with avx512f, 8 with avx
                                * or avx2, else 4 (SSE2 is x86-64's baseline) */

@@ -66,6 +66,7 @@
 #include <string.h>
 
 #include "codegen/cpu/cg_cpu.h"
+#include "codegen/cpu/gemm/cg_gemm_bf16.h"
 
 #define B (e->b)
 
@@ -83,7 +84,13 @@ typedef struct gemm_variant {
  * from a [Nc, K] source (B transposed: matmul_nt's weight), or one K block
  * of the column block's panels at a time from a [K, Nc] source
  * (matmul_tn's gradient rows, too many to pack whole). */
-typedef enum gemm_b_src { GEMM_B_PREPACKED, GEMM_B_IN_PLACE, GEMM_B_PACK_CALL_T, GEMM_B_PACK_BLOCK } gemm_b_src;
+typedef enum gemm_b_src {
+  GEMM_B_PREPACKED,
+  GEMM_B_IN_PLACE,
+  GEMM_B_PACK_CALL_T,
+  GEMM_B_PACK_BLOCK,
+  GEMM_B_PACK_CALL, /* the K-pair family only: a [K, Nc] B that is not a constant, packed per call */
+} gemm_b_src;
 
 /* convolutional networks: a conv2d is the GEMM of its implicit im2col
  * matrix A [N*OH*OW, KH*KW*C] and its kernel w [KH*KW*C, O] (HWIO is that
@@ -114,6 +121,7 @@ struct cg_gemm {
   int64_t K, Nc;        /* K < 0: the run's batch (matmul_tn sums over it) */
   int a_trans;          /* A is stored [K, M] (matmul_tn's activations) */
   int b_src;            /* gemm_b_src */
+  int bf16;             /* K pairs on vdpbf16ps (gemm/cg_gemm_bf16.h): both operands bf16 */
   int64_t n_full;       /* full panels */
   int tail_nv;          /* vectors of the partial last panel (0: none) */
   int tail_valid;       /* valid lanes of its last vector */
@@ -136,7 +144,7 @@ static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 static const ir_node *gemm_b(const cg_kernel *k) { return k->ops[0]->srcs[1]; }
 
 static bool same_layout(const cg_gemm *x, const cg_gemm *y) {
-  return x->nr == y->nr && x->tail_nv == y->tail_nv && x->vw == y->vw;
+  return x->nr == y->nr && x->tail_nv == y->tail_nv && x->vw == y->vw && x->bf16 == y->bf16 && x->kc == y->kc;
 }
 
 /* ---- planning ---- */
@@ -150,6 +158,7 @@ static const struct {
     [CG_GEMM_KERNEL_SSE] = {4, 16, true},
     [CG_GEMM_KERNEL_AVX] = {8, 16, true},
     [CG_GEMM_KERNEL_AVX512] = {16, 32, false},
+    [CG_GEMM_KERNEL_AVX512_BF16] = {16, 32, false},
 };
 
 static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
@@ -189,6 +198,11 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
     g->K = a->type.dims[1];
     if (rule == IR_TYPE_MATMUL_NT) g->b_src = GEMM_B_PACK_CALL_T; /* y = a b^T */
   }
+  /* the K-pair family takes a contraction of two bf16 operands; its B is
+   * always packed (a constant at compile time, else per call) */
+  g->bf16 = caps->gemm_kernel == CG_GEMM_KERNEL_AVX512_BF16 && a->type.dtype == DT_BF16 &&
+            mm->srcs[1]->type.dtype == DT_BF16 && !g->conv.mode; /* convolutions: the FMA family for now */
+  if (g->bf16 && g->b_src == GEMM_B_IN_PLACE) g->b_src = GEMM_B_PACK_CALL;
   g->softmax = k->n_ops > 1 && ir_op_kernel(k->ops[k->n_ops - 1]->op) == IR_KERNEL_ROWWISE; /* cg_plan.c */
   g->prefetch_b = kernel_regs[caps->gemm_kernel].prefetch_b;
   int budget = kernel_regs[caps->gemm_kernel].regs - 4; /* accumulators: the registers less B, A and one spare */
@@ -208,6 +222,10 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   } else {
     g->n_kblocks = ceil_div(g->K, KC_TARGET);
     g->kc = ceil_div(g->K, g->n_kblocks);
+    if (g->bf16) { /* K blocks start at even k: whole pairs */
+      g->kc = round_up(g->kc, 2);
+      g->n_kblocks = ceil_div(g->K, g->kc);
+    }
   }
   g->mc = (int64_t)MC_PANELS * g->mr;
   g->nc = g->Nc < NC_TARGET ? round_up(g->Nc, g->nr) : round_up(NC_TARGET, g->nr);
@@ -253,7 +271,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
     /* B packed at run time: the call's panels over all of K, or one K
      * block of a column block's panels */
     int64_t padded = round_up(g->Nc, g->nr);
-    int64_t b_bytes = g->b_src == GEMM_B_PACK_CALL_T ? g->K * padded * 4
+    int64_t b_bytes = g->b_src == GEMM_B_PACK_CALL_T || g->b_src == GEMM_B_PACK_CALL ? g->K * padded * 4
                       : g->b_src == GEMM_B_PACK_BLOCK ? g->kc * (g->nc < padded ? g->nc : padded) * 4
                                                       : 0;
     layout->launch[ki] = (cg_kernel_launch){.cols = g->Nc,
@@ -291,19 +309,21 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
     if (bn->op != IR_OP_CONST || b < 0 || b_of[b] < 0) continue;
     cg_gemm *g = layout->gemm[ki];
     g->b_src = GEMM_B_PREPACKED;
-    layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw, g->kc};
-    layout->const_bytes[b] = g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * dtype_size(bn->type.dtype);
+    layout->launch[ki].scratch_bytes = g->b_off; /* no B packed at run time after all */
+    layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw, g->kc, g->bf16};
+    layout->const_bytes[b] = g->bf16 ? cg_gemm_bf16_const_bytes(g->K, g->Nc, g->nr, g->tail_nv * g->vw)
+                                     : g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * dtype_size(bn->type.dtype);
   }
   free(b_of);
 }
 
 /* Kernels share a body only if their GEMM layouts agree on every field:
  * a new field must join the key below. */
-_Static_assert(sizeof(struct cg_gemm) == 296, "cg_gemm changed: add the new field to cg_gemm_key");
+_Static_assert(sizeof(struct cg_gemm) == 304, "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
-  str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw,
-                 g->nv, g->nr, g->mr, (long long)g->K, (long long)g->Nc, g->a_trans, g->b_src, (long long)g->n_full,
+  str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw,
+                 g->nv, g->nr, g->mr, (long long)g->K, (long long)g->Nc, g->a_trans, g->b_src, g->bf16, (long long)g->n_full,
                  g->tail_nv, g->tail_valid, (long long)g->kc, (long long)g->mc, (long long)g->nc,
                  (long long)g->n_kblocks, (long long)g->lda, (long long)g->ldc, (long long)g->c_off,
                  (long long)g->c_rows, (long long)g->b_off, g->softmax, g->prefetch_b);
@@ -445,6 +465,13 @@ static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
     emit_pack_a_conv(x, m);
     return;
   }
+  if (g->bf16) { /* K pairs as i32, lda pairs a row (or a pair row) */
+    int64_t ld = g->a_trans ? x->a->type.dims[1] : g->K;
+    LLVMValueRef src = g->a_trans ? gep(e, at, c->base[x->a->id], x->ic)
+                                  : gep(e, at, c->base[x->a->id], mul(e, x->ic, g->K));
+    cg_gemm_bf16_pack_a(c, src, ld, g->a_trans, m, x->pc, x->kk, x->apack, g->lda);
+    return;
+  }
   if (g->a_trans) { /* A[i, k] is a[k, i]: row k of the block is a's row pc + k, columns ic .. ic+m */
     int64_t M = x->a->type.dims[1];
     cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), x->kk, 1, "pack.k");
@@ -547,6 +574,19 @@ static void emit_pack_b_panels(gemm_ctx *x, LLVMValueRef dst, LLVMValueRef p0, L
     cg_loop_end(c, &lj);
   }
   cg_loop_end(c, &lq);
+}
+
+/* B packed at run time, in the layout of the kernel's family. */
+static void emit_pack_b(gemm_ctx *x, LLVMValueRef dst, LLVMValueRef p0, LLVMValueRef p1, LLVMValueRef k0,
+                        LLVMValueRef kk) {
+  const gemm_b_src src = (gemm_b_src)x->g->b_src;
+  if (!x->g->bf16) {
+    CASTOR_ASSERT(src != GEMM_B_PACK_CALL);
+    emit_pack_b_panels(x, dst, p0, p1, k0, kk);
+    return;
+  }
+  cg_gemm_bf16_pack_b(x->c, x->c->base[x->b->id], src == GEMM_B_PACK_CALL_T, x->g->K, x->g->Nc, x->g->nr, dst, p0,
+                      p1, k0, kk);
 }
 
 /* ---- the epilogue: one function per kernel ----
@@ -674,39 +714,16 @@ static LLVMValueRef emit_epilogue_fn(cg_kctx *kc, const cg_gemm *g) {
   return fn;
 }
 
-/* One micro-tile: rows ir .. ir+mr of the row block, np panels from panel
- * p (np == 0: the partial last panel), over the current K block. The sums
- * go to the C tile; after the last K block the epilogue takes them from
- * there. */
-static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int np) {
+/* The f32 k loop of a micro-tile (the FMA families): B widened from its
+ * dtype in registers, one A value broadcast per row. */
+static void emit_micro_f32(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int np, int nvp,
+                           LLVMValueRef acc[14][16]) {
   cg_kctx *c = x->c;
   cg_emitter *e = c->e;
   const cg_gemm *g = x->g;
   bool tail = np == 0;
-  int nvp = tail ? g->tail_nv : g->nv; /* vectors per panel */
   int npan = tail ? 1 : np, nvec = nvp * npan;
   int width = tail ? g->tail_nv * g->vw : g->nr; /* packed panel width */
-  LLVMValueRef acc[14][16];
-  CASTOR_ASSERT(mr <= 14 && nvec <= 16);
-  /* the C tile holds this tile at rows ir.., columns (p - jc_panel) * nr .. */
-  LLVMValueRef ccol = mul(e, LLVMBuildSub(B, p, x->jc_panel, ""), g->nr);
-  LLVMValueRef ctp[14][16];
-  for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nvec; v++) {
-      acc[r][v] = cg_entry_alloca(c, x->vt, "acc");
-      LLVMBuildStore(B, cg_const(e, x->vt, 0.0), acc[r][v]);
-      ctp[r][v] = gep(e, e->f32, x->ctile, add(e, add(e, mul(e, add(e, ir, cg_i64(e, r)), g->ldc), ccol), cg_i64(e, v * g->vw)));
-    }
-  if (g->n_kblocks != 1) { /* several K blocks, or a number known at run time */
-    LLVMBasicBlockRef ld = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "acc.load");
-    LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "acc.ready");
-    LLVMBuildCondBr(B, x->first, go, ld);
-    LLVMPositionBuilderAtEnd(B, ld);
-    for (int r = 0; r < mr; r++)
-      for (int v = 0; v < nvec; v++) LLVMBuildStore(B, cg_emit_load(e, DT_F32, ctp[r][v], g->vw, ""), acc[r][v]);
-    LLVMBuildBr(B, go);
-    LLVMPositionBuilderAtEnd(B, go);
-  }
   /* B: packed, the K block at pc holds every panel kk x nr (kk: its rows),
    * then the tail panel; else B itself, row stride Nc */
   bool run_packed = g->b_src == GEMM_B_PACK_CALL_T || g->b_src == GEMM_B_PACK_BLOCK;
@@ -760,6 +777,76 @@ static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int
       LLVMBuildStore(B, cg_fmuladd(e, as, bv[v], LLVMBuildLoad2(B, x->vt, acc[r][v], "")), acc[r][v]);
   }
   cg_loop_end(c, &lk);
+}
+
+/* The K-pair k loop of a micro-tile (gemm/cg_gemm_bf16.h): every B is
+ * packed in pairs, at compile time or at run time. */
+static void emit_micro_bf16(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int np, int nvp,
+                            LLVMValueRef acc[14][16]) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  bool tail = np == 0;
+  int width = tail ? g->tail_nv * g->vw : g->nr;
+  LLVMTypeRef h = cg_llvm_dtype(e, DT_BF16);
+  LLVMValueRef kp = LLVMBuildLShr(B, add(e, x->kk, cg_i64(e, 1)), cg_i64(e, 1), "kp");
+  cg_bf16_tile t = {.mr = mr, .nvp = nvp, .npan = tail ? 1 : np, .acc = &acc[0][0]};
+  if (g->b_src == GEMM_B_PREPACKED) { /* block pc at pc x (padded width); its panels kp x 2 width */
+    LLVMValueRef panel0 = mul(e, x->pc, g->n_full * g->nr + g->tail_nv * g->vw);
+    LLVMValueRef pstride = mul(e, kp, 2 * g->nr);
+    LLVMValueRef start = LLVMBuildMul(B, tail ? cg_i64(e, g->n_full) : p, pstride, "");
+    t.b = gep(e, h, c->base[x->b->id], add(e, panel0, start));
+    t.b_pair = cg_i64(e, 2 * width);
+    t.b_panel = pstride;
+  } else { /* run-packed: every panel nr wide, from bpanel0 on */
+    CASTOR_ASSERT(g->b_src != GEMM_B_IN_PLACE);
+    LLVMValueRef pstride = mul(e, kp, 2 * g->nr);
+    LLVMValueRef q = LLVMBuildSub(B, tail ? cg_i64(e, g->n_full) : p, x->bpanel0, "");
+    t.b = gep(e, h, x->bblock, LLVMBuildMul(B, q, pstride, ""));
+    t.b_pair = cg_i64(e, 2 * g->nr);
+    t.b_panel = pstride;
+  }
+  t.a = g->a_trans ? gep(e, e->i32, x->apack, ir) : gep(e, e->i32, x->apack, mul(e, ir, g->lda));
+  t.a_row = g->a_trans ? 1 : g->lda;
+  t.a_pair = g->a_trans ? g->lda : 1;
+  t.kp = kp;
+  cg_gemm_bf16_kloop(c, &t);
+}
+
+/* One micro-tile: rows ir .. ir+mr of the row block, np panels from panel
+ * p (np == 0: the partial last panel), over the current K block. The sums
+ * go to the C tile; after the last K block the epilogue takes them from
+ * there. */
+static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int np) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  bool tail = np == 0;
+  int nvp = tail ? g->tail_nv : g->nv; /* vectors per panel */
+  int npan = tail ? 1 : np, nvec = nvp * npan;
+  LLVMValueRef acc[14][16];
+  CASTOR_ASSERT(mr <= 14 && nvec <= 16);
+  /* the C tile holds this tile at rows ir.., columns (p - jc_panel) * nr .. */
+  LLVMValueRef ccol = mul(e, LLVMBuildSub(B, p, x->jc_panel, ""), g->nr);
+  LLVMValueRef ctp[14][16];
+  for (int r = 0; r < mr; r++)
+    for (int v = 0; v < nvec; v++) {
+      acc[r][v] = cg_entry_alloca(c, x->vt, "acc");
+      LLVMBuildStore(B, cg_const(e, x->vt, 0.0), acc[r][v]);
+      ctp[r][v] = gep(e, e->f32, x->ctile, add(e, add(e, mul(e, add(e, ir, cg_i64(e, r)), g->ldc), ccol), cg_i64(e, v * g->vw)));
+    }
+  if (g->n_kblocks != 1) { /* several K blocks, or a number known at run time */
+    LLVMBasicBlockRef ld = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "acc.load");
+    LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "acc.ready");
+    LLVMBuildCondBr(B, x->first, go, ld);
+    LLVMPositionBuilderAtEnd(B, ld);
+    for (int r = 0; r < mr; r++)
+      for (int v = 0; v < nvec; v++) LLVMBuildStore(B, cg_emit_load(e, DT_F32, ctp[r][v], g->vw, ""), acc[r][v]);
+    LLVMBuildBr(B, go);
+    LLVMPositionBuilderAtEnd(B, go);
+  }
+  if (g->bf16) emit_micro_bf16(x, ir, p, mr, np, nvp, acc);
+  else emit_micro_f32(x, ir, p, mr, np, nvp, acc);
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < nvec; v++) cg_emit_store(e, DT_F32, LLVMBuildLoad2(B, x->vt, acc[r][v], ""), ctp[r][v], g->vw);
   LLVMBasicBlockRef epi = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "epilogue");
@@ -773,6 +860,7 @@ static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int
   LLVMBuildBr(B, done);
   LLVMPositionBuilderAtEnd(B, done);
 }
+
 
 /* Every micro-tile of rows ir .. m of the row block with variant v, over
  * panels [p0, p1) of the column block; returns where the rows stopped. */
@@ -838,11 +926,15 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
    * block (a block's panels contiguous: no power-of-two stride between
    * them); the region of block pc starts at pc x (its panels x nr) */
   LLVMValueRef call_w = mul(e, LLVMBuildSub(B, p_end, p_begin, ""), g->nr);
-  if (g->b_src == GEMM_B_PACK_CALL_T) {
+  /* elements of B packed at run time: f32, or bf16 in K pairs (K blocks
+   * start at even k, so block pc's region is at pc x call_w either way) */
+  LLVMTypeRef bpt = g->bf16 ? cg_llvm_dtype(e, DT_BF16) : e->f32;
+  bool pack_call = g->b_src == GEMM_B_PACK_CALL_T || g->b_src == GEMM_B_PACK_CALL;
+  if (pack_call) {
     cg_loop lp = cg_loop_begin(c, cg_i64(e, 0), nkb, 1, "packb.pc");
     LLVMValueRef pc = mul(e, lp.iv, g->kc);
     LLVMValueRef kk = min_(e, cg_i64(e, g->kc), LLVMBuildSub(B, Kv, pc, ""));
-    emit_pack_b_panels(&x, gep(e, e->f32, bpack, LLVMBuildMul(B, pc, call_w, "")), p_begin, p_end, pc, kk);
+    emit_pack_b(&x, gep(e, bpt, bpack, LLVMBuildMul(B, pc, call_w, "")), p_begin, p_end, pc, kk);
     cg_loop_end(c, &lp);
   }
   /* jc: blocks of ncp panels (the loop helper needs whole steps: step 1 over block indices) */
@@ -872,13 +964,13 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
       x.kk = min_(e, cg_i64(e, g->kc), LLVMBuildSub(B, Kv, x.pc, ""));
       x.first = LLVMBuildICmp(B, LLVMIntEQ, iv, cg_i64(e, 0), "first");
       x.last = LLVMBuildICmp(B, LLVMIntEQ, iv, LLVMBuildSub(B, nkb, cg_i64(e, 1), ""), "last");
-      if (g->b_src == GEMM_B_PACK_CALL_T) {
-        x.bblock = gep(e, e->f32, bpack, LLVMBuildMul(B, x.pc, call_w, ""));
+      if (pack_call) {
+        x.bblock = gep(e, bpt, bpack, LLVMBuildMul(B, x.pc, call_w, ""));
         x.bpanel0 = p_begin;
       } else if (g->b_src == GEMM_B_PACK_BLOCK) { /* this K block of the column block's panels */
         x.bblock = bpack;
         x.bpanel0 = x.jc_panel;
-        emit_pack_b_panels(&x, bpack, x.jc_panel, jc_end, x.pc, x.kk);
+        emit_pack_b(&x, bpack, x.jc_panel, jc_end, x.pc, x.kk);
       }
     } else {
       LLVMValueRef off = mul(e, iv, g->mc);

@@ -93,9 +93,7 @@ bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d) {
   }
   const char *env = getenv("CASTOR_CPU");
   const char *name = o->cpu ? o->cpu : !o->features && env && *env ? env : "host";
-  static const char *const kernels[] = {[CG_GEMM_KERNEL_SSE] = "sse", [CG_GEMM_KERNEL_AVX] = "avx",
-                                        [CG_GEMM_KERNEL_AVX512] = "avx512"};
-  str_buf_printf(out, "%s (LLVM cpu %s): GEMM kernel %s, %d f32 lanes%s%s", name, t.cpu, kernels[t.caps.gemm_kernel],
+  str_buf_printf(out, "%s (LLVM cpu %s): GEMM kernel %s, %d f32 lanes%s%s", name, t.cpu, cg_gemm_kernel_name(t.caps.gemm_kernel),
                  t.caps.vector_f32_lanes, t.caps.fma ? ", fma" : "", t.caps.f16c ? ", f16c" : "");
   LLVMDisposeMessage(t.cpu);
   LLVMDisposeMessage(t.features);

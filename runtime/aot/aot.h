@@ -16,13 +16,15 @@
 #include "runtime/runtime.h"
 
 /* Bumped whenever rt_program or rt_aot_entry change layout. */
-#define RT_AOT_ABI_VERSION 4 /* 2: rt_program gained states, rt_launch work_per_row_per_batch; 3: rt_launch args;
-                              * 4: rank 6 (rt_tensor_desc.dims) */
+#define RT_AOT_ABI_VERSION 5 /* 2: rt_program gained states, rt_launch work_per_row_per_batch; 3: rt_launch args;
+                              * 4: rank 6 (rt_tensor_desc.dims); 5: rt_aot_entry.features */
 
 typedef struct rt_aot_entry {
   int abi_version;           /* RT_AOT_ABI_VERSION of the castor that built the object */
   const rt_program *program;
   const char *about;         /* "compiled by castor 0.1.0 ... from MODEL (policy P, cpu C)" */
+  const char *features;      /* the LLVM feature string the kernels were compiled for ("+avx2,..."):
+                              * the main checks the CPU has them before it runs one (cpu_features.h) */
 } rt_aot_entry;
 
 #define RT_AOT_ENTRY_SYMBOL "castor_aot_entry"

@@ -21,6 +21,7 @@
 
 #include "formats/npy.h"
 #include "runtime/aot/aot.h"
+#include "runtime/cpu_features.h"
 
 static const char *prog_name = "model";
 
@@ -187,6 +188,13 @@ int main(int argc, char **argv) {
   if (en->abi_version != RT_AOT_ABI_VERSION)
     return error("this executable's model was compiled for AOT ABI %d, its runtime is ABI %d: rebuild it",
                  en->abi_version, RT_AOT_ABI_VERSION);
+  /* before any kernel runs: a CPU without the instructions they were
+   * compiled for is an error, not SIGILL */
+  char lack[64];
+  if (rt_cpu_lacks(en->features, lack, sizeof lack))
+    return error("this CPU lacks %s, which this executable's kernels use (%s): build it for this CPU "
+                 "(castor build --cpu=NAME, e.g. x86-64-v3)",
+                 lack, en->about);
   const rt_program *p = en->program;
   args c = {0};
   int rc = parse_args(argc, argv, en, &c);

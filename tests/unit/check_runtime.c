@@ -4,6 +4,7 @@
  * by NumPy 2.4 (np.save / np.lib.format.write_array) and pasted as bytes.
  */
 #include "formats/npy.h"
+#include "runtime/cpu_features.h"
 #include "runtime/runtime.h"
 #include "util/half.h"
 
@@ -757,12 +758,40 @@ START_TEST(test_summary_nonfinite) {
 }
 END_TEST
 
+/* The AOT main's CPU check (runtime/cpu_features.c): x86-64's baseline is
+ * always there, unknown names are not checked, the last mention wins, and
+ * rt_cpu_lacks agrees with rt_cpu_has name by name (on this CPU: under
+ * tests/emulated-cpu.sh, an AVX2 one that lacks avx512f). */
+START_TEST(test_cpu_features) {
+  char lack[16] = "";
+  bool known;
+  ck_assert(rt_cpu_has("sse2", &known) && known);
+  ck_assert(rt_cpu_has("no-such-feature", &known) && !known);
+  ck_assert(!rt_cpu_lacks("+sse2,+no-such-feature,-avx512bf16", lack, sizeof lack));
+  ck_assert(!rt_cpu_lacks("", lack, sizeof lack) && !rt_cpu_lacks(NULL, lack, sizeof lack));
+  static const char *const names[] = {"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                                      "avx512bf16", "avx512fp16", "amx-tile", "amx-bf16"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char want[64];
+    snprintf(want, sizeof want, "+sse2,+%s", names[i]);
+    bool has = rt_cpu_has(names[i], &known);
+    ck_assert_msg(known, "%s: not known", names[i]);
+    ck_assert_msg(rt_cpu_lacks(want, lack, sizeof lack) == !has, "%s: lacks and has disagree", names[i]);
+    if (!has) ck_assert_str_eq(lack, names[i]);
+    snprintf(want, sizeof want, "+%s,-%s", names[i], names[i]); /* turned off again: not needed */
+    ck_assert(!rt_cpu_lacks(want, lack, sizeof lack));
+  }
+  fprintf(stderr, "check_runtime: this CPU %s avx512bf16\n", rt_cpu_has("avx512bf16", &known) ? "has" : "lacks");
+}
+END_TEST
+
 static Suite *runtime_suite(void) {
   Suite *s = suite_create("runtime");
   TCase *tc = tcase_create("dtype");
   tcase_add_test(tc, test_dtype_table);
   tcase_add_test(tc, test_truncsfbf2_helper);
   tcase_add_test(tc, test_summary_nonfinite);
+  tcase_add_test(tc, test_cpu_features);
   suite_add_tcase(s, tc);
   tc = tcase_create("npy");
   tcase_add_checked_fixture(tc, setup, teardown);

@@ -566,6 +566,34 @@ START_TEST(test_half_narrow_random) {
 }
 END_TEST
 
+/* The batch conversion (compile-time casts of weights) is the scalar one,
+ * bit for bit, with its counts: every f32 exponent, the table's edge
+ * cases, NaNs and infinities (which are never counted). */
+START_TEST(test_half_batch_matches_scalar) {
+  enum { N = 1 << 18 };
+  static float x[N + 80];
+  static uint16_t y[N + 80];
+  rng r;
+  rng_init(&r, 77);
+  int n = 0;
+  for (int i = 0; i < N; i++) x[n++] = bits_f32((uint32_t)rng_next(&r));
+  for (size_t i = 0; i < sizeof half_cases / sizeof half_cases[0]; i++) x[n++] = bits_f32(half_cases[i].f32);
+  for (int to_bf16 = 0; to_bf16 < 2; to_bf16++) {
+    int64_t overflow, flushed, want_o = 0, want_f = 0;
+    half_f32_to_16_n(x, y, n, to_bf16, &overflow, &flushed);
+    for (int i = 0; i < n; i++) {
+      uint16_t h = to_bf16 ? half_f32_to_bf16(x[i]) : half_f32_to_f16(x[i]);
+      EXPECT(y[i] == h, "%s(0x%08x): batch 0x%04x, scalar 0x%04x", to_bf16 ? "bf16" : "f16", f32_bits(x[i]), y[i], h);
+      float back = to_bf16 ? half_bf16_to_f32(h) : half_f16_to_f32(h);
+      want_o += isinf(back) && !isinf(x[i]);
+      want_f += x[i] != 0 && !isnan(x[i]) && fabsf(back) < (to_bf16 ? 0x1p-126f : 0x1p-14f);
+    }
+    ck_assert_int_eq(overflow, want_o);
+    ck_assert_int_eq(flushed, want_f);
+  }
+}
+END_TEST
+
 /* ---- hmap: the one hash map ---- */
 
 START_TEST(test_hmap_strings) {
@@ -642,6 +670,7 @@ static Suite *util_suite(void) {
   tcase_add_test(tc, test_half_f16_all_patterns);
   tcase_add_test(tc, test_half_bf16_all_patterns);
   tcase_add_test(tc, test_half_narrow_random);
+  tcase_add_test(tc, test_half_batch_matches_scalar);
   tcase_add_test(tc, test_hmap_strings);
   tcase_add_test(tc, test_hmap_pointers);
   suite_add_tcase(s, tc);

@@ -31,8 +31,16 @@ void check_cpu_path(const char *suite) {
   if (!cg_cpu_describe(&o, &line, d)) {
     /* a name castor does not know is a mistake, not a path to skip */
     const char *env = getenv("CASTOR_CPU");
-    bool known = cg_cpu_named_lookup(env) != NULL;
-    fprintf(stderr, "%s: %s: %s\n", suite, known ? "skipped" : "failed", diag_text(d));
+    const cg_cpu_named *nc = cg_cpu_named_lookup(env);
+    bool known = nc != NULL;
+    if (known) { /* name the GEMM family this host cannot run, and why */
+      cg_cpu_caps caps;
+      cg_cpu_caps_parse(nc->features, &caps);
+      fprintf(stderr, "%s: skipped: the %s GEMM family (CPU %s: %s) cannot run here: %s\n", suite,
+              cg_gemm_kernel_name(caps.gemm_kernel), nc->name, nc->about, diag_text(d));
+    } else {
+      fprintf(stderr, "%s: failed: %s\n", suite, diag_text(d));
+    }
     exit(known ? 77 : EXIT_FAILURE);
   }
   fprintf(stderr, "%s: CPU path %s\n", suite, str_buf_cstr(&line));

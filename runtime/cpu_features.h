@@ -1,0 +1,26 @@
+/*
+ * cpu_features.h: what the CPU a compiled program runs on can execute,
+ * asked of CPUID and of the operating system's saved register state
+ * (XGETBV), for the AOT main (runtime/aot/aot_main.c): an executable built
+ * for AVX-512 or AVX512-BF16 kernels says so on a CPU without them instead
+ * of dying of SIGILL in the first kernel.
+ */
+#ifndef CASTOR_RT_CPU_FEATURES_H
+#define CASTOR_RT_CPU_FEATURES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The first feature that `features` (an LLVM feature string: "+avx2,
+ * -avx512f,...", the last mention of a name winning) turns on and this CPU
+ * lacks, copied to out (NUL-terminated, truncated to out_len); false if it
+ * has every one this file knows. Names it does not know (castor's kernels
+ * do not depend on them alone) are not checked; on a CPU that is not x86,
+ * none is. */
+bool rt_cpu_lacks(const char *features, char *out, size_t out_len);
+
+/* Whether this CPU, with its OS, can execute feature `name` (LLVM's name:
+ * "avx512bf16"); *known = false for a name this file does not know. */
+bool rt_cpu_has(const char *name, bool *known);
+
+#endif
