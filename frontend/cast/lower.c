@@ -461,6 +461,12 @@ static void lower_layer(lowering *lw, fe_layer *l) {
     fe_layer *def = l->inputs[k].def;
     if (!def || !def->lowered) return; /* its error is reported already */
     in[k] = def->value;
+    /* int32 values (input(..., dtype=int32)) are indices: only an embedding takes them */
+    if (l->kind != FE_LAYER_EMBEDDING && !dtype_is_float(in[k]->type.dtype)) {
+      diag_error(lw->m->d, l->inputs[k].loc, "%s needs float values, and '%s' is %s (an int32 input holds indices for an embedding)",
+                 fe_layer_kind_name(l->kind), l->inputs[k].var, type_str(lw, &in[k]->type));
+      return;
+    }
   }
   l->lowered = lowerers[l->kind](lw, l, in);
 }
