@@ -58,7 +58,7 @@ static size_t idx_bytes(unsigned char *out, unsigned char type, int rank, const 
   out[o++] = 0, out[o++] = 0, out[o++] = type, out[o++] = (unsigned char)rank;
   for (int i = 0; i < rank; i++)
     for (int k = 3; k >= 0; k--) out[o++] = (unsigned char)(dims[i] >> (8 * k));
-  memcpy(out + o, data, nbytes);
+  if (nbytes) memcpy(out + o, data, nbytes); /* no data: data may be NULL */
   return o + nbytes;
 }
 
