@@ -277,7 +277,8 @@ static void sample(const char *file, const char *policy, int64_t batch) {
   int64_t n = numel(&desc->inputs[0], batch);
   float *x = malloc((size_t)n * sizeof *x);
   for (int64_t j = 0; j < n; j++) x[j] = (rng_f32() + 1) / 2; /* pixels in [0, 1) */
-  double *x64 = ref_from_f32(x, n), *want[1] = {NULL};
+  double *x64 = ref_from_f32(x, n), *want[8] = {NULL}; /* every output's (pooling has two); output 0 compared */
+  ck_assert_int_le(g->n_outputs, 8);
   char err[512];
   ck_assert_msg(ref_run(g, batch, (const double *const *)&x64, want, err, sizeof err), "%s: %s", what, err);
   outs og = run(gpu, batch, &x, d, what), oc = run(cpu, batch, &x, d, what);
@@ -289,7 +290,8 @@ static void sample(const char *file, const char *policy, int64_t batch) {
   ck_assert_msg(er.error < ref_bound(policy), "%s vs reference: %s", what, ref_cmp_str(&er, m1, sizeof m1));
   ck_assert_msg(ec.error < cpu_bound(policy), "%s vs cpu: %s", what, ref_cmp_str(&ec, m2, sizeof m2));
   printf("%-32s batch %lld: vs reference %.3g, vs cpu %.3g\n", what, (long long)batch, er.error, ec.error);
-  free(got), free(cp), free(cpd), free(x), free(x64), free(want[0]);
+  free(got), free(cp), free(cpd), free(x), free(x64);
+  for (int k = 0; k < 8; k++) free(want[k]);
   outs_free(&og), outs_free(&oc);
   cpu->backend->destroy(cpu);
   gpu->backend->destroy(gpu);
