@@ -1,0 +1,110 @@
+/*
+ * internal.h: what the files of the ONNX importer share (frontend/onnx):
+ * onnx_import.c (values, attributes, the op table and the graph walk),
+ * onnx_fold.c (shape arithmetic evaluated at import) and onnx_lower.c (the
+ * lowering of each op to castor's IR). Nothing outside this folder
+ * includes it; every shared name has the prefix oi_.
+ */
+#ifndef CASTOR_FRONTEND_ONNX_INTERNAL_H
+#define CASTOR_FRONTEND_ONNX_INTERNAL_H
+
+#include "formats/onnx.h"
+#include "frontend/onnx/onnx_frontend.h"
+
+typedef struct imp_val {
+  const char *name;
+  ir_node *node;         /* run-time value, or its const node once materialized */
+  const onnx_tensor *k;  /* host constant, or NULL */
+} imp_val;
+
+typedef struct imp imp;
+struct op_row;
+typedef bool (*lower_fn)(imp *, const onnx_node *, const struct op_row *);
+
+typedef struct op_row {
+  const char *op_type;
+  int since, until;
+  lower_fn lower;
+  ir_op ir;
+  const char *attrs;
+} op_row;
+
+struct imp {
+  const onnx_model *m;
+  const char *file;
+  ir_graph *g;
+  diag_sink *d;
+  const fe_options *o;
+  int64_t opset;
+  hmap vals; /* name -> imp_val */
+  /* the node being lowered */
+  const onnx_node *node;
+  const char *layer;
+  diag_loc loc;
+  bool failed;
+};
+
+#define DIM_N INT64_MIN /* castor's symbolic batch in a folded shape (onnx_fold.c) */
+
+/* Reports the node's first error (later ones would only echo it); false. */
+bool oi_fail_kind(imp *im, diag_kind kind, const char *fmt, ...) CASTOR_PRINTF(3, 4);
+#define FAIL(im, ...) oi_fail_kind((im), DIAG_KIND_INVALID_MODEL, __VA_ARGS__)
+#define UNSUPPORTED(im, ...) oi_fail_kind((im), DIAG_KIND_UNSUPPORTED, __VA_ARGS__)
+
+/* onnx_import.c: names, values, operands, attributes */
+const char *oi_ir_name(imp *im, const char *onnx_name, const char *fallback);
+imp_val *oi_val_find(imp *im, const char *name);
+bool oi_val_define(imp *im, const char *name, ir_node *node, const onnx_tensor *k);
+imp_val *oi_input(imp *im, int k);
+bool oi_has_input(imp *im, int k);
+bool oi_dims_of(imp *im, const onnx_tensor *t, ir_type *out);
+const float *oi_const_f32(imp *im, const onnx_tensor *t);
+ir_node *oi_operand(imp *im, imp_val *v);
+const onnx_tensor *oi_const_input(imp *im, int k, const char *what);
+bool oi_define_output(imp *im, int k, ir_node *n);
+bool oi_outputs_unused_from(imp *im, int k, const char *why);
+ir_node *oi_build(imp *im, ir_op op, const char *suffix, ir_node *const *srcs, int n, const ir_attr *attr);
+const onnx_attr *oi_attr_find(imp *im, const char *name);
+bool oi_attr_typed(imp *im, const onnx_attr *a, int type);
+bool oi_attr_int(imp *im, const char *name, int64_t def, int64_t *out);
+bool oi_attr_float(imp *im, const char *name, double def, double *out);
+bool oi_attrs_known(imp *im, const op_row *row);
+bool oi_norm_axis(imp *im, int64_t axis, int rank, const char *what, int *out);
+onnx_tensor *oi_host_tensor(imp *im, int dtype, int rank, const int64_t *dims);
+bool oi_int_like(int dtype);
+int64_t oi_elem_i64(const onnx_tensor *t, int64_t i);
+double oi_elem_f64(const onnx_tensor *t, int64_t i);
+bool oi_const_ints(imp *im, const onnx_tensor *t, const char *what, int64_t *out, int max, int *n);
+bool oi_axes_of(imp *im, int input, int64_t *axes, int *n);
+bool oi_lower_shape(imp *im, const onnx_node *n, const op_row *row);
+onnx_tensor *oi_host_reshaped(imp *im, const onnx_tensor *t, int rank, const int64_t *dims);
+bool oi_lower_constant_of_shape(imp *im, const onnx_node *n, const op_row *row);
+bool oi_try_fold(imp *im, const onnx_node *n, bool *folded);
+
+/* onnx_lower.c and onnx_fold.c: the lowerings of onnx_ops.def */
+bool oi_lower_identity(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_constant(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_dropout(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_unary(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_binary(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_matmul(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_gemm(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_softmax(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_layer_norm(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_cast(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_reshape(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_flatten(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_squeeze_unsqueeze(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_transpose(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_concat(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_slice(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_pad(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_variadic(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_reciprocal(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_alpha_unary(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_hard_sigmoid(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_clip(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_prelu(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_where(imp *im, const onnx_node *n, const op_row *row);
+
+#endif

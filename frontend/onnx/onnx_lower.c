@@ -1,0 +1,618 @@
+/*
+ * onnx_lower.c: each ONNX op of onnx_ops.def lowered to castor's IR
+ * (internal.h); the op table itself is in onnx_import.c.
+ */
+#include "frontend/onnx/internal.h"
+
+#include "util/half.h"
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- lowerings ---- */
+
+bool oi_lower_identity(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  imp_val *v = oi_input(im, 0);
+  if (!v) return false;
+  return oi_val_define(im, n->outputs[0], v->node, v->k);
+}
+
+bool oi_lower_constant(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  if (n->n_attrs != 1)
+    return FAIL(im, "Constant needs exactly one of its value attributes, got %d attributes",
+                n->n_attrs);
+  const onnx_attr *a = &n->attrs[0];
+  onnx_tensor *t;
+  if (str_eq(a->name, "value")) {
+    if (!oi_attr_typed(im, a, ONNX_ATTR_TENSOR)) return false;
+    return oi_val_define(im, n->outputs[0], NULL, a->t);
+  } else if (str_eq(a->name, "value_float")) {
+    if (!oi_attr_typed(im, a, ONNX_ATTR_FLOAT)) return false;
+    t = oi_host_tensor(im, ONNX_FLOAT, 0, NULL);
+    *(float *)t->data = (float)a->f;
+  } else if (str_eq(a->name, "value_int")) {
+    if (!oi_attr_typed(im, a, ONNX_ATTR_INT)) return false;
+    t = oi_host_tensor(im, ONNX_INT64, 0, NULL);
+    *(int64_t *)t->data = a->i;
+  } else if (str_eq(a->name, "value_floats")) {
+    if (!oi_attr_typed(im, a, ONNX_ATTR_FLOATS)) return false;
+    t = oi_host_tensor(im, ONNX_FLOAT, 1, (int64_t[]){a->n});
+    if (a->n) memcpy((void *)t->data, a->floats, (size_t)a->n * sizeof(float));
+  } else {
+    if (!oi_attr_typed(im, a, ONNX_ATTR_INTS)) return false;
+    t = oi_host_tensor(im, ONNX_INT64, 1, (int64_t[]){a->n});
+    if (a->n) memcpy((void *)t->data, a->ints, (size_t)a->n * sizeof(int64_t));
+  }
+  return oi_val_define(im, n->outputs[0], NULL, t);
+}
+
+bool oi_lower_dropout(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  /* inference: the identity; training_mode (input 3 from opset 12) must be false */
+  if (oi_has_input(im, 2)) {
+    const onnx_tensor *tm = oi_const_input(im, 2, "training_mode");
+    if (!tm) return false;
+    if (tm->numel != 1 || tm->dtype != ONNX_BOOL || ((const uint8_t *)tm->data)[0])
+      return UNSUPPORTED(im, "Dropout in training mode: castor imports ONNX models for "
+                             "inference, where Dropout is the identity");
+  }
+  int64_t is_test = 1;
+  if (!oi_attr_int(im, "is_test", 1, &is_test)) return false;
+  if (!is_test)
+    return UNSUPPORTED(im, "Dropout with is_test=0 (training): castor imports ONNX models for "
+                           "inference, where Dropout is the identity");
+  if (!oi_outputs_unused_from(im, 1, "the output (the mask exists only in training)")) return false;
+  imp_val *v = oi_input(im, 0);
+  if (!v) return false;
+  return oi_val_define(im, n->outputs[0], v->node, v->k);
+}
+
+bool oi_lower_unary(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n;
+  ir_node *x = oi_operand(im, oi_input(im, 0));
+  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, NULL));
+}
+
+bool oi_lower_binary(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n;
+  imp_val *va = oi_input(im, 0), *vb = oi_input(im, 1);
+  if (!va || !vb) return false;
+  ir_node *a = oi_operand(im, va), *b = oi_operand(im, vb);
+  if (!a || !b) return false;
+  /* opset < 7: B broadcasts to A only with broadcast=1, aligned at axis
+   * (default: B's dimensions are A's last ones, as numpy aligns them) */
+  if (im->opset < 7) {
+    int64_t bc, axis;
+    if (!oi_attr_int(im, "broadcast", 0, &bc) || !oi_attr_int(im, "axis", INT64_MIN, &axis)) return false;
+    if (!bc && !ir_type_eq(&a->type, &b->type))
+      return FAIL(im, "%s (opset %lld) without broadcast=1 needs operands of one shape",
+                  im->node->op_type, (long long)im->opset);
+    if (bc && axis != INT64_MIN && axis != a->type.rank - b->type.rank)
+      return UNSUPPORTED(im, "%s with broadcast=1 and axis=%lld (not B's trailing alignment) is "
+                             "not supported", im->node->op_type, (long long)axis);
+  }
+  /* add and mul commute: the run-time value first, the broadcast operand second */
+  if ((row->ir == IR_OP_ADD || row->ir == IR_OP_MUL) && a->op == IR_OP_CONST && b->op != IR_OP_CONST) {
+    ir_node *t = a;
+    a = b, b = t;
+  }
+  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, (ir_node *[]){a, b}, 2, NULL));
+}
+
+bool oi_lower_matmul(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n;
+  ir_node *a = oi_operand(im, oi_input(im, 0)), *b = oi_operand(im, oi_input(im, 1));
+  if (!a || !b) return false;
+  if (a->type.rank != 2 || b->type.rank != 2 || ir_type_is_batched(&b->type))
+    return UNSUPPORTED(im, "MatMul of %s by %s: castor multiplies a matrix [M, K] by a matrix [K, P] "
+                           "without the batch; batched matmul (operands of rank > 2, or a second "
+                           "operand with the batch N) is not in castor's IR yet",
+                       a->type.rank == 2 ? "a matrix" : "a batch of matrices",
+                       b->type.rank == 2 ? "a batched matrix" : "a batch of matrices");
+  ir_attr attr = {.acc = DT_F32};
+  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, (ir_node *[]){a, b}, 2, &attr));
+}
+
+/* Gemm: Y = alpha * A' B' + beta * C with A' = transA ? A^T : A, B' likewise.
+ * B and C must be constants: B' is made at import (transposed, alpha folded
+ * into it) and beta * C becomes the bias. */
+bool oi_lower_gemm(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n;
+  int64_t ta, tb;
+  double alpha, beta;
+  if (!oi_attr_int(im, "transA", 0, &ta) || !oi_attr_int(im, "transB", 0, &tb) ||
+      !oi_attr_float(im, "alpha", 1.0, &alpha) || !oi_attr_float(im, "beta", 1.0, &beta))
+    return false;
+  if (ta) return UNSUPPORTED(im, "Gemm with transA=1 is not supported yet (A is a run-time value)");
+  ir_node *a = oi_operand(im, oi_input(im, 0));
+  const onnx_tensor *bt = oi_const_input(im, 1, "B");
+  if (!a || !bt) return false;
+  if (bt->rank != 2) return FAIL(im, "Gemm's B must be a matrix, got rank %d", bt->rank);
+  const float *bf = oi_const_f32(im, bt);
+  if (!bf) return false;
+  int64_t K = tb ? bt->dims[1] : bt->dims[0], P = tb ? bt->dims[0] : bt->dims[1];
+  float *w = arena_alloc_aligned(im->g->arena, (size_t)(K * P > 0 ? K * P : 1) * sizeof *w, 64);
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t p = 0; p < P; p++)
+      w[k * P + p] = (float)(alpha * (tb ? bf[p * K + k] : bf[k * P + p]));
+  ir_type wt = {.dtype = DT_F32, .rank = 2, .dims = {K, P}};
+  const char *wname = (tb || alpha != 1.0) ? arena_printf(im->g->arena, "%s'", bt->name) : bt->name;
+  ir_node *b = ir_build_const(im->g, oi_ir_name(im, im->layer, "gemm"), &wt, wname, w, im->loc);
+  b->layer = im->layer;
+  ir_attr attr = {.acc = DT_F32};
+  ir_node *y = oi_build(im, row->ir, oi_has_input(im, 2) ? "matmul" : NULL, (ir_node *[]){a, b}, 2, &attr);
+  if (!y || !oi_has_input(im, 2)) return oi_define_output(im, 0, y);
+  const onnx_tensor *ct = oi_const_input(im, 2, "C");
+  if (!ct) return false;
+  const float *cf = oi_const_f32(im, ct);
+  if (!cf) return false;
+  /* C broadcasts to [M, P]: a bias over P (shape [P] or [1, P]) or a scalar */
+  int64_t cn = ct->numel;
+  bool row_bias = (ct->rank == 1 && ct->dims[0] == P) || (ct->rank == 2 && ct->dims[0] == 1 && ct->dims[1] == P);
+  if (!row_bias && cn != 1)
+    return UNSUPPORTED(im, "Gemm's C of %lld elements: castor supports a bias over the output's "
+                           "columns ([%lld] or [1, %lld]) or a scalar", (long long)cn,
+                       (long long)P, (long long)P);
+  float *c = arena_alloc_aligned(im->g->arena, (size_t)(P ? P : 1) * sizeof *c, 64);
+  for (int64_t p = 0; p < P; p++) c[p] = (float)(beta * cf[row_bias ? p : 0]);
+  ir_type ctype = {.dtype = DT_F32, .rank = 1, .dims = {P}};
+  const char *cname = (beta != 1.0 || !row_bias) ? arena_printf(im->g->arena, "%s'", ct->name) : ct->name;
+  ir_node *cb = ir_build_const(im->g, oi_ir_name(im, im->layer, "bias"), &ctype, cname, c, im->loc);
+  cb->layer = im->layer;
+  return oi_define_output(im, 0, oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){y, cb}, 2, NULL));
+}
+
+bool oi_lower_softmax(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n;
+  ir_node *x = oi_operand(im, oi_input(im, 0));
+  if (!x) return false;
+  /* opset 13: one axis (default -1); before: the input flattened to 2-D at
+   * axis (default 1), softmax over the second part. Both are castor's
+   * last-dimension softmax exactly when the axis is the last one. */
+  int64_t axis;
+  if (!oi_attr_int(im, "axis", im->opset >= 13 ? -1 : 1, &axis)) return false;
+  int a = 0;
+  if (!oi_norm_axis(im, axis, x->type.rank, "Softmax axis", &a)) return false;
+  if (a != x->type.rank - 1)
+    return UNSUPPORTED(im, "Softmax over axis %lld of a rank-%d tensor%s: castor's softmax "
+                           "runs over the last axis", (long long)axis, x->type.rank,
+                       im->opset >= 13 ? "" : " (opset < 13: over every axis from it on)");
+  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, NULL));
+}
+
+bool oi_lower_layer_norm(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n;
+  int64_t axis, stash;
+  double eps;
+  if (!oi_attr_int(im, "axis", -1, &axis) || !oi_attr_float(im, "epsilon", 1e-5, &eps) ||
+      !oi_attr_int(im, "stash_type", 1, &stash))
+    return false;
+  if (stash != 1)
+    return UNSUPPORTED(im, "LayerNormalization with stash_type=%lld: castor computes the "
+                           "statistics in float32 (stash_type=1)", (long long)stash);
+  if (!oi_outputs_unused_from(im, 1, "Y (not Mean and InvStdDev)")) return false;
+  ir_node *x = oi_operand(im, oi_input(im, 0)), *gamma = oi_operand(im, oi_input(im, 1));
+  if (!x || !gamma) return false;
+  ir_node *beta;
+  if (oi_has_input(im, 2)) {
+    beta = oi_operand(im, oi_input(im, 2));
+  } else {
+    int64_t cnt = 1;
+    ir_type_numel(&gamma->type, 1, &cnt);
+    float *z = arena_alloc_aligned(im->g->arena, (size_t)(cnt ? cnt : 1) * sizeof *z, 64);
+    beta = ir_build_const(im->g, oi_ir_name(im, im->layer, "beta"), &gamma->type,
+                          arena_printf(im->g->arena, "%s.zero_bias", im->layer), z, im->loc);
+    beta->layer = im->layer;
+  }
+  ir_attr attr = {.axis = axis, .epsilon = eps};
+  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, (ir_node *[]){x, gamma, beta}, 3, &attr));
+}
+
+bool oi_lower_cast(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  int64_t to;
+  if (!oi_attr_int(im, "to", 0, &to)) return false;
+  imp_val *v = oi_input(im, 0);
+  if (!v) return false;
+  /* castor's graphs are float32 until the policy retypes them; a cast to
+   * float32 of a float32 value is the identity */
+  if (to == ONNX_FLOAT && v->node) return oi_val_define(im, n->outputs[0], v->node, NULL);
+  if (to == ONNX_FLOAT && v->k && v->k->dtype == ONNX_FLOAT)
+    return oi_val_define(im, n->outputs[0], NULL, v->k);
+  return UNSUPPORTED(im, "Cast to %s: castor's ONNX import keeps tensors in float32 and "
+                         "chooses 16-bit types by its policy (--policy)",
+                     onnx_dtype_name((int)to));
+}
+
+/* ---- layout ops ---- */
+
+/* Reshape's target shape (ONNX semantics: 0 copies the input's dimension
+ * unless allowzero, one -1 is inferred, DIM_N is the batch) as an IR shape. */
+static bool reshape_target(imp *im, const ir_type *x, const int64_t *want, int rank, bool allowzero,
+                           ir_shape *out) {
+  if (rank > IR_MAX_RANK) return UNSUPPORTED(im, "Reshape to rank %d: castor's tensors have at most %d dimensions", rank, IR_MAX_RANK);
+  *out = (ir_shape){.rank = rank};
+  int infer = -1;
+  int64_t known = 1, total = 1;
+  bool xb = ir_type_is_batched(x);
+  for (int r = xb ? 1 : 0; r < x->rank; r++) total *= x->dims[r];
+  for (int r = 0; r < rank; r++) {
+    int64_t d = want[r];
+    if (d == 0 && !allowzero) {
+      if (r >= x->rank) return FAIL(im, "Reshape's shape copies dimension %d (0), which the input lacks", r);
+      d = x->dims[r] == IR_DIM_BATCH ? DIM_N : x->dims[r];
+    }
+    if (d == DIM_N) {
+      out->dims[r] = IR_DIM_BATCH;
+      continue;
+    }
+    if (d == -1) {
+      if (infer >= 0) return FAIL(im, "Reshape's shape has two -1 dimensions");
+      infer = r;
+      continue;
+    }
+    if (d < 0) return FAIL(im, "Reshape's shape has a negative dimension %lld", (long long)d);
+    out->dims[r] = d;
+    if (!size_mul_ok(known, d, &known)) return FAIL(im, "Reshape's shape is too large");
+  }
+  if (infer >= 0) {
+    bool nb = false;
+    for (int r = 0; r < rank; r++) nb |= out->dims[r] == IR_DIM_BATCH;
+    if (xb && !nb)
+      return UNSUPPORTED(im, "Reshape with -1 of an input with the batch N (the -1 would absorb N): "
+                             "only the batch is symbolic and it stays dimension 0; compile with --batch B");
+    if (known == 0 || total % known)
+      return FAIL(im, "Reshape cannot infer -1: %lld elements per sample into %lld", (long long)total, (long long)known);
+    out->dims[infer] = total / known;
+  }
+  return true;
+}
+
+bool oi_lower_reshape(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  imp_val *v = oi_input(im, 0);
+  const onnx_tensor *st = v ? oi_const_input(im, 1, "shape") : NULL;
+  int64_t want[ONNX_MAX_RANK], allowzero;
+  int rank;
+  if (!st || !oi_const_ints(im, st, "shape", want, ONNX_MAX_RANK, &rank)) return false;
+  if (!oi_attr_int(im, "allowzero", 0, &allowzero)) return false;
+  if (v->k && !v->node) { /* a constant: folded */
+    ir_type t;
+    if (!oi_dims_of(im, v->k, &t)) return false;
+    ir_shape s;
+    if (!reshape_target(im, &t, want, rank, allowzero != 0, &s)) return false;
+    int64_t numel = 1;
+    for (int r = 0; r < s.rank; r++) numel *= s.dims[r];
+    if (numel != v->k->numel) return FAIL(im, "Reshape of %lld elements to %lld", (long long)v->k->numel, (long long)numel);
+    return oi_val_define(im, im->node->outputs[0], NULL, oi_host_reshaped(im, v->k, s.rank, s.dims));
+  }
+  ir_node *x = oi_operand(im, v);
+  if (!x) return false;
+  ir_attr attr = {0};
+  if (!reshape_target(im, &x->type, want, rank, allowzero != 0, &attr.shape)) return false;
+  return oi_define_output(im, 0, oi_build(im, IR_OP_RESHAPE, NULL, &x, 1, &attr));
+}
+
+/* A reshape of run-time x to dims (N where x has it). */
+static bool reshape_to(imp *im, ir_node *x, int rank, const int64_t *dims) {
+  ir_attr attr = {.shape = {.rank = rank}};
+  for (int r = 0; r < rank; r++) attr.shape.dims[r] = dims[r];
+  return oi_define_output(im, 0, oi_build(im, IR_OP_RESHAPE, NULL, &x, 1, &attr));
+}
+
+bool oi_lower_flatten(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = oi_operand(im, oi_input(im, 0));
+  if (!x) return false;
+  int64_t axis;
+  if (!oi_attr_int(im, "axis", 1, &axis)) return false;
+  int a = 0;
+  if (axis < -x->type.rank || axis > x->type.rank)
+    return FAIL(im, "Flatten axis %lld is out of range for rank %d", (long long)axis, x->type.rank);
+  a = (int)(axis < 0 ? axis + x->type.rank : axis);
+  int64_t d[2] = {1, 1};
+  bool nb = false;
+  for (int r = 0; r < x->type.rank; r++) {
+    if (x->type.dims[r] == IR_DIM_BATCH) {
+      if (r >= a || a != 1)
+        return UNSUPPORTED(im, "Flatten at axis %d of an input with the batch N would fold N into another "
+                               "dimension; compile with --batch B", a);
+      nb = true;
+      continue;
+    }
+    d[r < a ? 0 : 1] *= x->type.dims[r];
+  }
+  if (nb) d[0] = IR_DIM_BATCH;
+  return reshape_to(im, x, 2, d);
+}
+
+bool oi_lower_squeeze_unsqueeze(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  ir_node *x = oi_operand(im, oi_input(im, 0));
+  if (!x) return false;
+  int64_t axes[ONNX_MAX_RANK];
+  int na;
+  if (!oi_axes_of(im, 1, axes, &na)) return false;
+  bool unsq = str_eq(n->op_type, "Unsqueeze");
+  int in_rank = x->type.rank, rank = unsq ? in_rank + (na > 0 ? na : 0) : in_rank;
+  if (unsq && na < 1) return FAIL(im, "Unsqueeze needs axes");
+  if (rank > IR_MAX_RANK) return UNSUPPORTED(im, "Unsqueeze to rank %d: castor's tensors have at most %d dimensions", rank, IR_MAX_RANK);
+  bool mark[IR_MAX_RANK + ONNX_MAX_RANK] = {0};
+  for (int i = 0; i < na; i++) {
+    int a = 0;
+    if (!oi_norm_axis(im, axes[i], rank, unsq ? "Unsqueeze axis" : "Squeeze axis", &a)) return false;
+    if (mark[a]) return FAIL(im, "%s axis %lld is given twice", n->op_type, (long long)axes[i]);
+    if (!unsq && x->type.dims[a] != 1)
+      return FAIL(im, "Squeeze axis %d has size %s, not 1", a,
+                  x->type.dims[a] == IR_DIM_BATCH ? "N (the batch)" : arena_printf(im->g->arena, "%lld", (long long)x->type.dims[a]));
+    mark[a] = true;
+  }
+  int64_t dims[IR_MAX_RANK];
+  int out = 0;
+  if (unsq) {
+    for (int r = 0, k = 0; r < rank; r++) dims[out++] = mark[r] ? 1 : x->type.dims[k++];
+  } else {
+    for (int r = 0; r < in_rank; r++)
+      if (!(na < 0 ? x->type.dims[r] == 1 : mark[r])) dims[out++] = x->type.dims[r];
+  }
+  return reshape_to(im, x, out, dims);
+}
+
+bool oi_lower_transpose(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = oi_operand(im, oi_input(im, 0));
+  if (!x) return false;
+  ir_attr attr = {.perm = {.n = x->type.rank}};
+  const onnx_attr *p = oi_attr_find(im, "perm");
+  if (p) {
+    if (!oi_attr_typed(im, p, ONNX_ATTR_INTS)) return false;
+    if (p->n != x->type.rank) return FAIL(im, "Transpose's perm has %d entries for a rank-%d input", p->n, x->type.rank);
+    for (int r = 0; r < p->n; r++) attr.perm.v[r] = p->ints[r];
+  } else {
+    for (int r = 0; r < x->type.rank; r++) attr.perm.v[r] = x->type.rank - 1 - r;
+  }
+  return oi_define_output(im, 0, oi_build(im, IR_OP_TRANSPOSE, NULL, &x, 1, &attr));
+}
+
+bool oi_lower_concat(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  int64_t axis;
+  if (!oi_attr_int(im, "axis", INT64_MIN, &axis)) return false;
+  if (axis == INT64_MIN) return FAIL(im, "Concat needs its axis attribute");
+  if (n->n_inputs < 1 || n->n_inputs > IR_MAX_SRCS)
+    return UNSUPPORTED(im, "Concat of %d inputs: castor joins 1 to %d", n->n_inputs, IR_MAX_SRCS);
+  ir_node *srcs[IR_MAX_SRCS];
+  for (int i = 0; i < n->n_inputs; i++)
+    if (!(srcs[i] = oi_operand(im, oi_input(im, i)))) return false;
+  ir_attr attr = {.axis = axis};
+  return oi_define_output(im, 0, oi_build(im, IR_OP_CONCAT, NULL, srcs, n->n_inputs, &attr));
+}
+
+/* Slice: opset 1-9 with attributes starts, ends, axes; from 10 with inputs
+ * (starts, ends, axes, steps). */
+bool oi_lower_slice(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = oi_operand(im, oi_input(im, 0));
+  if (!x) return false;
+  int rank = x->type.rank;
+  int64_t st[ONNX_MAX_RANK], en[ONNX_MAX_RANK], ax[ONNX_MAX_RANK], sp[ONNX_MAX_RANK];
+  int ns, ne, na = -1, nsp = -1;
+  if (im->opset < 10) {
+    const onnx_attr *a;
+    if (!(a = oi_attr_find(im, "starts")) || !oi_attr_typed(im, a, ONNX_ATTR_INTS)) return a ? false : FAIL(im, "Slice needs starts");
+    ns = a->n < ONNX_MAX_RANK ? a->n : ONNX_MAX_RANK;
+    memcpy(st, a->ints, (size_t)ns * sizeof *st);
+    if (!(a = oi_attr_find(im, "ends")) || !oi_attr_typed(im, a, ONNX_ATTR_INTS)) return a ? false : FAIL(im, "Slice needs ends");
+    ne = a->n < ONNX_MAX_RANK ? a->n : ONNX_MAX_RANK;
+    memcpy(en, a->ints, (size_t)ne * sizeof *en);
+    if ((a = oi_attr_find(im, "axes"))) {
+      if (!oi_attr_typed(im, a, ONNX_ATTR_INTS)) return false;
+      na = a->n < ONNX_MAX_RANK ? a->n : ONNX_MAX_RANK;
+      memcpy(ax, a->ints, (size_t)na * sizeof *ax);
+    }
+  } else {
+    const onnx_tensor *t;
+    if (!(t = oi_const_input(im, 1, "starts")) || !oi_const_ints(im, t, "starts", st, ONNX_MAX_RANK, &ns)) return false;
+    if (!(t = oi_const_input(im, 2, "ends")) || !oi_const_ints(im, t, "ends", en, ONNX_MAX_RANK, &ne)) return false;
+    if (oi_has_input(im, 3) && (!(t = oi_const_input(im, 3, "axes")) || !oi_const_ints(im, t, "axes", ax, ONNX_MAX_RANK, &na)))
+      return false;
+    if (oi_has_input(im, 4) && (!(t = oi_const_input(im, 4, "steps")) || !oi_const_ints(im, t, "steps", sp, ONNX_MAX_RANK, &nsp)))
+      return false;
+  }
+  if (ns != ne || (na >= 0 && na != ns) || (nsp >= 0 && nsp != ns))
+    return FAIL(im, "Slice's starts, ends, axes and steps differ in length (%d, %d, %d, %d)", ns, ne, na, nsp);
+  ir_attr attr = {.starts = {.n = rank}, .ends = {.n = rank}, .steps = {.n = rank}};
+  for (int r = 0; r < rank; r++) {
+    attr.starts.v[r] = 0, attr.steps.v[r] = 1;
+    attr.ends.v[r] = x->type.dims[r] == IR_DIM_BATCH ? 0 : x->type.dims[r];
+  }
+  bool seen[IR_MAX_RANK] = {0};
+  for (int i = 0; i < ns; i++) {
+    int a = 0;
+    if (!oi_norm_axis(im, na >= 0 ? ax[i] : i, rank, "Slice axis", &a)) return false;
+    if (seen[a]) return FAIL(im, "Slice axis %d is given twice", a);
+    seen[a] = true;
+    int64_t step = nsp >= 0 ? sp[i] : 1;
+    if (step < 1) return UNSUPPORTED(im, "Slice with step %lld: castor slices with positive steps", (long long)step);
+    if (x->type.dims[a] == IR_DIM_BATCH) {
+      if (st[i] == 0 && en[i] >= INT32_MAX && step == 1) continue; /* the whole batch */
+      return UNSUPPORTED(im, "Slice of the batch dimension N: compile with --batch B");
+    }
+    int64_t d = x->type.dims[a], s0 = st[i], e0 = en[i];
+    /* ONNX clamps both to [0, d] after counting negatives from the end */
+    if (s0 < 0) s0 += d;
+    if (e0 < 0) e0 += d;
+    s0 = s0 < 0 ? 0 : s0 > d ? d : s0;
+    e0 = e0 < 0 ? 0 : e0 > d ? d : e0;
+    if (e0 <= s0)
+      return UNSUPPORTED(im, "Slice that keeps no element of dimension %d: castor's tensors have no "
+                             "empty dimensions", a);
+    attr.starts.v[a] = s0, attr.ends.v[a] = e0, attr.steps.v[a] = step;
+  }
+  return oi_define_output(im, 0, oi_build(im, IR_OP_STRIDED_SLICE, NULL, &x, 1, &attr));
+}
+
+/* Pad, mode constant: opset 2-10 with pads and value attributes; from 11
+ * with inputs (pads, constant_value, and from 18 axes). */
+bool oi_lower_pad(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = oi_operand(im, oi_input(im, 0));
+  if (!x) return false;
+  int rank = x->type.rank;
+  const onnx_attr *m = oi_attr_find(im, "mode");
+  if (m && (!oi_attr_typed(im, m, ONNX_ATTR_STRING) || !str_eq(m->s, "constant")))
+    return m->type == ONNX_ATTR_STRING ? UNSUPPORTED(im, "Pad mode '%s': castor pads with a constant", m->s) : false;
+  int64_t pads[2 * ONNX_MAX_RANK], ax[ONNX_MAX_RANK];
+  int np, na = -1;
+  double value = 0;
+  if (im->opset < 11) {
+    const onnx_attr *a = oi_attr_find(im, "pads");
+    if (!a) return FAIL(im, "Pad needs pads");
+    if (!oi_attr_typed(im, a, ONNX_ATTR_INTS)) return false;
+    if (a->n > 2 * ONNX_MAX_RANK) return FAIL(im, "Pad's pads has %d entries", a->n);
+    np = a->n;
+    memcpy(pads, a->ints, (size_t)np * sizeof *pads);
+    if (!oi_attr_float(im, "value", 0, &value)) return false;
+  } else {
+    const onnx_tensor *t = oi_const_input(im, 1, "pads");
+    if (!t || !oi_const_ints(im, t, "pads", pads, 2 * ONNX_MAX_RANK, &np)) return false;
+    if (oi_has_input(im, 2)) {
+      const onnx_tensor *cv = oi_const_input(im, 2, "constant_value");
+      if (!cv) return false;
+      if (cv->numel != 1) return FAIL(im, "Pad's constant_value must hold one element");
+      value = oi_elem_f64(cv, 0);
+    }
+    if (oi_has_input(im, 3) && (!(t = oi_const_input(im, 3, "axes")) || !oi_const_ints(im, t, "axes", ax, ONNX_MAX_RANK, &na)))
+      return false;
+  }
+  int naxes = na >= 0 ? na : rank;
+  if (np != 2 * naxes) return FAIL(im, "Pad's pads has %d entries for %d axes (2 per axis)", np, naxes);
+  ir_attr attr = {.shape = {.rank = rank}, .starts = {.n = rank}, .steps = {.n = rank}, .value = value};
+  for (int r = 0; r < rank; r++) attr.shape.dims[r] = x->type.dims[r], attr.starts.v[r] = 0, attr.steps.v[r] = 1;
+  for (int i = 0; i < naxes; i++) {
+    int a = i;
+    if (na >= 0 && !oi_norm_axis(im, ax[i], rank, "Pad axis", &a)) return false;
+    int64_t b = pads[i], e = pads[i + naxes];
+    if (b < 0 || e < 0) return UNSUPPORTED(im, "Pad with negative pads (cropping): castor pads only");
+    if (x->type.dims[a] == IR_DIM_BATCH) {
+      if (b || e) return UNSUPPORTED(im, "Pad of the batch dimension N: compile with --batch B");
+      continue;
+    }
+    attr.shape.dims[a] = x->type.dims[a] + b + e, attr.starts.v[a] = b;
+  }
+  return oi_define_output(im, 0, oi_build(im, IR_OP_PAD_CONSTANT, NULL, &x, 1, &attr));
+}
+
+/* ---- element-wise ops beyond the first slice ---- */
+
+/* A scalar float constant as an IR const node (broadcasts against anything). */
+static ir_node *scalar_const(imp *im, const char *what, double v) {
+  float *f = arena_alloc_aligned(im->g->arena, 64, 64);
+  f[0] = (float)v;
+  ir_type t = {.dtype = DT_F32, .rank = 1, .dims = {1}};
+  const char *name = arena_printf(im->g->arena, "%s.%s", im->layer, what);
+  ir_node *c = ir_build_const(im->g, oi_ir_name(im, name, "const"), &t, name, f, im->loc);
+  c->layer = im->layer;
+  return c;
+}
+
+/* Max, Min, Sum, Mean: variadic with broadcasting (opset 8+), folded
+ * pairwise left to right; Mean divides the sum by the count. */
+bool oi_lower_variadic(imp *im, const onnx_node *n, const op_row *row) {
+  if (n->n_inputs < 1) return FAIL(im, "%s needs at least one input", n->op_type);
+  ir_node *acc = oi_operand(im, oi_input(im, 0));
+  for (int i = 1; i < n->n_inputs && acc; i++) {
+    ir_node *b = oi_operand(im, oi_input(im, i));
+    if (!b) return false;
+    acc = oi_build(im, row->ir, arena_printf(im->g->arena, "%d", i), (ir_node *[]){acc, b}, 2, NULL);
+  }
+  if (!acc) return false;
+  if (n->n_inputs == 1) return oi_val_define(im, n->outputs[0], acc, NULL);
+  if (str_eq(n->op_type, "Mean"))
+    acc = oi_build(im, IR_OP_DIV, NULL, (ir_node *[]){acc, scalar_const(im, "count", n->n_inputs)}, 2, NULL);
+  return oi_define_output(im, 0, acc);
+}
+
+bool oi_lower_reciprocal(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = oi_operand(im, oi_input(im, 0));
+  if (!x) return false;
+  return oi_define_output(im, 0, oi_build(im, IR_OP_DIV, NULL, (ir_node *[]){scalar_const(im, "one", 1), x}, 2, NULL));
+}
+
+bool oi_lower_alpha_unary(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n;
+  ir_node *x = oi_operand(im, oi_input(im, 0));
+  double alpha;
+  if (!x || !oi_attr_float(im, "alpha", row->ir == IR_OP_LEAKY_RELU ? 0.01 : 1.0, &alpha)) return false;
+  ir_attr attr = {.alpha = alpha};
+  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, &attr));
+}
+
+/* HardSigmoid: max(0, min(1, alpha x + beta)) (ONNX's alpha 0.2; castor's
+ * hard_sigmoid is Keras 3's, alpha 1/6), as mul, add and clip. */
+bool oi_lower_hard_sigmoid(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = oi_operand(im, oi_input(im, 0));
+  double alpha, beta;
+  if (!x || !oi_attr_float(im, "alpha", 0.2, &alpha) || !oi_attr_float(im, "beta", 0.5, &beta)) return false;
+  ir_node *y = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){x, scalar_const(im, "alpha", alpha)}, 2, NULL);
+  if (!y) return false;
+  y = oi_build(im, IR_OP_ADD, "shifted", (ir_node *[]){y, scalar_const(im, "beta", beta)}, 2, NULL);
+  ir_attr attr = {.min_value = 0, .max_value = 1};
+  return y && oi_define_output(im, 0, oi_build(im, IR_OP_CLIP, NULL, &y, 1, &attr));
+}
+
+/* Clip: opset < 11 with min and max attributes; from 11 with optional
+ * inputs (constants). An absent bound is the float range's end. */
+bool oi_lower_clip(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = oi_operand(im, oi_input(im, 0));
+  if (!x) return false;
+  double lo = -FLT_MAX, hi = FLT_MAX;
+  if (im->opset < 11) {
+    if (!oi_attr_float(im, "min", -FLT_MAX, &lo) || !oi_attr_float(im, "max", FLT_MAX, &hi)) return false;
+  } else {
+    for (int k = 1; k <= 2; k++) {
+      if (!oi_has_input(im, k)) continue;
+      const onnx_tensor *t = oi_const_input(im, k, k == 1 ? "min" : "max");
+      if (!t) return false;
+      if (t->numel != 1) return FAIL(im, "Clip's %s must hold one element", k == 1 ? "min" : "max");
+      *(k == 1 ? &lo : &hi) = oi_elem_f64(t, 0);
+    }
+  }
+  ir_attr attr = {.min_value = lo, .max_value = hi};
+  return oi_define_output(im, 0, oi_build(im, IR_OP_CLIP, NULL, &x, 1, &attr));
+}
+
+/* PRelu: x where x >= 0, slope * x elsewhere: relu(x) + slope * min(x, 0). */
+bool oi_lower_prelu(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  ir_node *x = oi_operand(im, oi_input(im, 0)), *slope = oi_operand(im, oi_input(im, 1));
+  if (!x || !slope) return false;
+  ir_node *pos = oi_build(im, IR_OP_RELU, "pos", &x, 1, NULL);
+  ir_node *neg = oi_build(im, IR_OP_MINIMUM, "neg", (ir_node *[]){x, scalar_const(im, "zero", 0)}, 2, NULL);
+  ir_node *sn = neg ? oi_build(im, IR_OP_MUL, "neg_scaled", (ir_node *[]){neg, slope}, 2, NULL) : NULL;
+  return pos && sn && oi_define_output(im, 0, oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){pos, sn}, 2, NULL));
+}
+
+/* Where(cond, X, Y) with a constant condition (castor computes no booleans). */
+bool oi_lower_where(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  imp_val *vc = oi_input(im, 0);
+  if (!vc) return false;
+  if (!vc->k)
+    return UNSUPPORTED(im, "Where with a run-time condition: castor computes no bool tensors");
+  onnx_tensor *f = oi_host_tensor(im, ONNX_FLOAT, vc->k->rank, vc->k->dims);
+  for (int64_t i = 0; i < f->numel; i++) ((float *)f->data)[i] = oi_elem_f64(vc->k, i) != 0;
+  f->name = arena_printf(im->g->arena, "%s.cond", im->layer);
+  imp_val cv = {.name = f->name, .k = f};
+  ir_node *c = oi_operand(im, &cv), *a = oi_operand(im, oi_input(im, 1)), *b = oi_operand(im, oi_input(im, 2));
+  return c && a && b && oi_define_output(im, 0, oi_build(im, IR_OP_SELECT, NULL, (ir_node *[]){c, a, b}, 3, NULL));
+}
+
