@@ -5,7 +5,7 @@
  *                    [--seed S] [--weights FILE] [--policy P] [-O N]
  *   castor dump MODEL [--dump-after=PASS|all] [--dump-dir=DIR] [--passes=LIST]
  *                     [--emit=ir|llvm|ptx|dot|svg|png] [--weights FILE] [--policy P]
- *                     [--train [--loss=L] [--optimizer=O] [--loss-scale=S]]
+ *                     [--train [castor train's training options]]
  *   castor train / evaluate: castor_train.c
  *   both: [--target=cpu|cuda] [--device N] [--sm=sm_NN] [--cpu=NAME]; run: [--repeat N]
  *   castor check MODEL ...   (castor_check.c), castor build MODEL ... (castor_build.c)
@@ -29,6 +29,7 @@
 #include "tools/castor_build.h"
 #include "tools/castor_check.h"
 #include "tools/castor_train.h"
+#include "tools/train_options.h"
 #include "tools/options.h"
 
 static const char *prog_name = "castor";
@@ -70,8 +71,8 @@ static int usage(FILE *f, int rc) {
           "  --casts             print the cast report: per layer its compute dtype, the\n"
           "                      rule that decided it, its casts and weight bytes\n"
           "  --train             the training step instead (forward, loss, gradients,\n"
-          "                      optimizer update), with --loss=L, --optimizer=O,\n"
-          "                      --loss-scale=S, --from-logits as castor train takes them\n"
+          "                      optimizer update), with the training options of\n"
+          "                      castor train (--loss, --optimizer, ...: castor train --help)\n"
           "\n"
           "common options:\n"
           "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
@@ -114,7 +115,8 @@ typedef struct cli {
   uint64_t seed;
   const char *passes, *dump_after, *dump_dir, *emit;
   bool casts, train;
-  castor_train_options to;
+  cli_train_options train_opts; /* with --train (tools/train_options.h) */
+  const char *train_opt;        /* the first training option given */
   cli_options opts; /* the shared load and compile options (tools/options.h) */
   int repeat;
   bool stats;
@@ -133,7 +135,7 @@ enum { CLI_EXIT = -1 };
 static int parse_args(int argc, char **argv, cli *c) {
   memset(c, 0, sizeof *c);
   c->batch = 1, c->seed = 1;
-  castor_train_options_init(&c->to);
+  cli_train_options_init(&c->train_opts);
   cli_options_init(&c->opts);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -148,6 +150,12 @@ static int parse_args(int argc, char **argv, cli *c) {
     cli_opt_result shared = cli_options_parse(&c->opts, RUN_OPTIONS, argc, argv, &i);
     if (shared == CLI_OPT_ERROR) return 1;
     if (shared == CLI_OPT_TAKEN) continue;
+    cli_opt_result tr = cli_train_options_parse(&c->train_opts, argc, argv, &i);
+    if (tr == CLI_OPT_ERROR) return 1;
+    if (tr == CLI_OPT_TAKEN) {
+      if (!c->train_opt) c->train_opt = a;
+      continue;
+    }
     if (OPT("--input")) {
       if (missing) return cli_error("--input needs a file");
       vec_push(&c->inputs, v);
@@ -164,17 +172,6 @@ static int parse_args(int argc, char **argv, cli *c) {
       c->casts = true;
     } else if (!strcmp(a, "--train")) {
       c->train = true;
-    } else if (OPT("--loss")) {
-      if (missing) return cli_error("--loss needs a loss name");
-      c->to.loss = v;
-    } else if (OPT("--optimizer")) {
-      if (missing) return cli_error("--optimizer needs sgd, rmsprop, adam or adamw");
-      c->to.optimizer = v;
-    } else if (OPT("--loss-scale")) {
-      if (missing) return cli_error("--loss-scale needs dynamic, none or a number");
-      c->to.loss_scale = v;
-    } else if (!strcmp(a, "--from-logits")) {
-      c->to.from_logits = 1;
     } else if (OPT("--passes")) {
       if (missing) return cli_error("--passes needs a pipeline");
       c->passes = v;
@@ -209,6 +206,9 @@ static int parse_args(int argc, char **argv, cli *c) {
   if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump"))
     return cli_error("unknown command '%s' (commands: run, dump, build, check, train, evaluate)", c->cmd);
   if (!c->model) return cli_error("%s: no model file given", c->cmd);
+  if (c->train_opt && (!c->train || strcmp(c->cmd, "dump")))
+    return cli_error("%s is a training option: castor dump --train (or castor train) takes it", c->train_opt);
+  if (c->train && !cli_train_options_check(&c->train_opts)) return 1;
   return 0;
 }
 
@@ -234,7 +234,7 @@ static int cmd_dump(const cli *c) {
     dopts.dump_dir = c->dump_dir;
     dopts.dump_out = &out;
     dopts.verify_each = true;
-    if (c->train) dopts.train = &c->to;
+    if (c->train) dopts.train = &c->train_opts.to;
     castor_emit what = c->casts ? CASTOR_EMIT_CASTS
                        : !c->emit || !strcmp(c->emit, "ir") ? CASTOR_EMIT_IR
                        : !strcmp(c->emit, "llvm") ? CASTOR_EMIT_LLVM

@@ -35,12 +35,13 @@
 #include "castor.h"
 #include "tools/castor_train.h"
 #include "tools/options.h"
+#include "tools/train_options.h"
 #include "train/dataset.h"
 #include "train/history.h"
 #include "util/atomic_file.h"
 
 static int usage(FILE *f, int rc) {
-  fputs("usage: castor train MODEL --x X --y Y [options]\n"
+  fprintf(f, "usage: castor train MODEL --x X --y Y [options]\n"
         "       castor evaluate MODEL --x X --y Y [options]\n"
         "\n"
         "Trains MODEL on features X and labels Y (.npy or IDX files, gzipped or not;\n"
@@ -49,30 +50,7 @@ static int usage(FILE *f, int rc) {
         "options:\n"
         "  --epochs E            passes over the data (default 1)\n"
         "  --batch-size B        samples per step (default 32)\n"
-        "  --optimizer O         rmsprop (default), adam, adamw or sgd, with Keras's defaults\n"
-        "  --learning-rate LR    (default: sgd 0.01, else 0.001)\n"
-        "  --momentum M          sgd's and rmsprop's momentum (default 0: none)\n"
-        "  --nesterov            sgd: Nesterov momentum\n"
-        "  --centered            rmsprop: centered (by the gradients' moving mean)\n"
-        "  --loss L              sparse_categorical_crossentropy (default),\n"
-        "                        categorical_crossentropy or mean_squared_error\n"
-        "  --from-logits         the model outputs logits, not probabilities\n"
-        "  --loss-scale S        dynamic (default under mixed_float16), none, or a number\n"
-        "  --loss-scale-min S    the dynamic scale's floor\n"
-        "  --loss-scale-initial S, --loss-scale-growth-steps N\n"
-        "                        the dynamic scale's start (2^15) and the finite steps\n"
-        "                        after which it doubles (2000)\n"
-        "  --beta-1 B, --beta-2 B, --epsilon E\n"
-        "                        adam's and adamw's (0.9, 0.999, 1e-7; epsilon: rmsprop's too)\n"
-        "  --weight-decay W      adamw's decoupled weight decay (0.004)\n"
-        "  --clipnorm C, --global-clipnorm C, --clipvalue C\n"
-        "                        clip each gradient's norm, their global norm, or each\n"
-        "                        element, unscaled (Keras's; at most one)\n"
-        "  --lr-schedule S       exponential_decay (--decay-steps N --decay-rate R\n"
-        "                        [--staircase]), cosine_decay (--decay-steps N [--alpha A]\n"
-        "                        [--warmup-target T --warmup-steps W]) or\n"
-        "                        piecewise_constant_decay (--boundaries B1,B2,...\n"
-        "                        --values V0,V1,...): Keras's schedules, from --learning-rate\n"
+        "%s"
         "  --validation-split F  hold out the last fraction F of X/Y (before shuffling)\n"
         "  --x-val X --y-val Y   validation data from files instead\n"
         "  --no-shuffle          keep the sample order\n"
@@ -82,7 +60,7 @@ static int usage(FILE *f, int rc) {
         "  --history FILE.csv    per-epoch metrics (and FILE.loss_scale.csv: the scale)\n"
         "  --plot FILE.svg       loss, accuracy and the loss scale, drawn as SVG\n"
         "  --weights W, --weights-seed S, --policy P, --threads T, -O N: as castor run\n",
-        f);
+        cli_train_options_help);
   return rc;
 }
 
@@ -94,58 +72,9 @@ typedef struct train_cli {
   double validation_split;
   bool shuffle;
   cli_options opts; /* the shared load and compile options (tools/options.h) */
-  castor_train_options to;
+  cli_train_options train; /* tools/train_options.h */
   char loss_scale_buf[64];
-  /* training options: --boundaries and --values */
-  int64_t boundaries[64];
-  double values[65];
 } train_cli;
-
-/* A number option in a range with open or closed ends ("(0, 1)"):
- * "--beta-1 must be in (0, 1), got '1'". */
-static bool range_opt(const char *opt, const char *v, bool missing, double lo, bool lo_open, double hi, bool hi_open,
-                      const char *range, double *out) {
-  char *end;
-  errno = 0;
-  double x = missing ? NAN : strtod(v, &end);
-  if (missing || !*v || *end || errno == ERANGE || isnan(x)) {
-    cli_error("%s needs a number in %s, got '%s'", opt, range, missing ? "" : v);
-    return false;
-  }
-  if (!((lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi))) {
-    cli_error("%s must be in %s, got '%s'", opt, range, v);
-    return false;
-  }
-  *out = x;
-  return true;
-}
-
-/* --boundaries 100,200 (whole steps, strictly increasing) or --values
- * 0.1,0.01,0.001 (rates); n: how many. */
-static bool list_opt(const char *opt, const char *v, bool missing, bool ints, int cap, int64_t *iv, double *dv, int *n) {
-  *n = 0;
-  if (missing || !*v) return cli_error("%s needs a comma-separated list, got ''", opt), false;
-  for (const char *p = v;;) {
-    char *end;
-    errno = 0;
-    if (*n == cap) return cli_error("%s takes at most %d entries", opt, cap), false;
-    if (ints) {
-      long long x = strtoll(p, &end, 10);
-      if (end == p || (*end && *end != ',') || errno || x < 0)
-        return cli_error("%s needs whole numbers of steps >= 0, comma-separated, got '%s'", opt, v), false;
-      if (*n > 0 && x <= iv[*n - 1])
-        return cli_error("%s must be strictly increasing: %lld follows %lld", opt, x, (long long)iv[*n - 1]), false;
-      iv[(*n)++] = x;
-    } else {
-      double x = strtod(p, &end);
-      if (end == p || (*end && *end != ',') || errno || !(x > 0 && x <= 1e30))
-        return cli_error("%s needs learning rates in (0, 1e30], comma-separated, got '%s'", opt, v), false;
-      dv[(*n)++] = x;
-    }
-    if (!*end) return true;
-    p = end + 1;
-  }
-}
 
 /* The shared options train and evaluate take. */
 enum { TRAIN_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_OPT | CLI_OPT_THREADS };
@@ -163,7 +92,7 @@ static int parse(int argc, char **argv, train_cli *c) {
   memset(c, 0, sizeof *c);
   c->evaluate = !strcmp(argv[0], "evaluate");
   c->epochs = 1, c->batch_size = 32, c->seed = 1, c->shuffle = true;
-  castor_train_options_init(&c->to);
+  cli_train_options_init(&c->train);
   cli_options_init(&c->opts);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -177,6 +106,9 @@ static int parse(int argc, char **argv, train_cli *c) {
     cli_opt_result shared = cli_options_parse(&c->opts, TRAIN_OPTIONS, argc, argv, &i);
     if (shared == CLI_OPT_ERROR) return 1;
     if (shared == CLI_OPT_TAKEN) continue;
+    cli_opt_result tr = cli_train_options_parse(&c->train, argc, argv, &i);
+    if (tr == CLI_OPT_ERROR) return 1;
+    if (tr == CLI_OPT_TAKEN) continue;
     if (OPT("--x")) { NEED("a file"); c->x = v; }
     else if (OPT("--y")) { NEED("a file"); c->y = v; }
     else if (OPT("--x-val")) { NEED("a file"); c->x_val = v; }
@@ -184,12 +116,6 @@ static int parse(int argc, char **argv, train_cli *c) {
     else if (OPT("--save")) { NEED("a file"); c->save = v; }
     else if (OPT("--history")) { NEED("a file"); c->history = v; }
     else if (OPT("--plot")) { NEED("a file"); c->plot = v; }
-    else if (OPT("--optimizer")) { NEED("sgd, rmsprop, adam or adamw"); c->to.optimizer = v; }
-    else if (OPT("--loss")) { NEED("a loss name"); c->to.loss = v; }
-    else if (OPT("--loss-scale")) { NEED("dynamic, none or a number"); c->to.loss_scale = v; }
-    else if (!strcmp(a, "--from-logits")) c->to.from_logits = 1;
-    else if (!strcmp(a, "--nesterov")) c->to.nesterov = 1;
-    else if (!strcmp(a, "--centered")) c->to.centered = 1;
     else if (!strcmp(a, "--no-shuffle")) c->shuffle = false;
     else if (OPT("--epochs")) {
       if (!cli_parse_int("--epochs", v, missing, 1, 1000000, "10^6", "a positive integer", &n)) return 1;
@@ -203,69 +129,6 @@ static int parse(int argc, char **argv, train_cli *c) {
     } else if (OPT("--validation-split")) {
       if (missing || !parse_double(v, 0, 0.999999, &d)) return cli_error("--validation-split needs a fraction in [0, 1), got '%s'", missing ? "" : v);
       c->validation_split = d;
-    } else if (OPT("--learning-rate")) {
-      if (!missing && parse_double(v, 0, INFINITY, &d) && d > 1e30)
-        return cli_error("--learning-rate must be at most 1e30, got '%s'", v);
-      if (!missing && parse_double(v, 0, INFINITY, &d) && d > 0 && d < 1e-30)
-        return cli_error("--learning-rate must be at least 1e-30, got '%s'", v);
-      if (missing || !parse_double(v, 1e-30, 1e30, &d)) return cli_error("--learning-rate needs a positive number, got '%s'", missing ? "" : v);
-      c->to.learning_rate = d;
-    } else if (OPT("--momentum")) {
-      if (missing || !parse_double(v, 0, 0.999999, &d)) return cli_error("--momentum needs a number in [0, 1), got '%s'", missing ? "" : v);
-      c->to.momentum = d;
-    } else if (OPT("--loss-scale-min")) {
-      if (!missing && parse_double(v, 0, INFINITY, &d) && d > 0 && !(d >= 0x1p-24 && d <= 0x1p64))
-        return cli_error("--loss-scale-min must be from 2^-24 to 2^64, got '%s'", v);
-      if (missing || !parse_double(v, 0x1p-24, 0x1p64, &d)) return cli_error("--loss-scale-min needs a positive number, got '%s'", missing ? "" : v);
-      c->to.loss_scale_min = d;
-    } else if (OPT("--beta-1")) { /* training options */
-      if (!range_opt("--beta-1", v, missing, 0, true, 1, true, "(0, 1)", &c->to.beta_1)) return 1;
-    } else if (OPT("--beta-2")) {
-      if (!range_opt("--beta-2", v, missing, 0, true, 1, true, "(0, 1)", &c->to.beta_2)) return 1;
-    } else if (OPT("--epsilon")) {
-      if (!range_opt("--epsilon", v, missing, 0, true, 1, false, "(0, 1]", &c->to.epsilon)) return 1;
-    } else if (OPT("--weight-decay")) {
-      if (!range_opt("--weight-decay", v, missing, 0, true, 1e30, false, "(0, 1e30] (adam is adamw without it)",
-                     &c->to.weight_decay))
-        return 1;
-    } else if (OPT("--loss-scale-initial")) {
-      if (!range_opt("--loss-scale-initial", v, missing, 0x1p-24, false, 0x1p64, false, "[2^-24, 2^64]",
-                     &c->to.loss_scale_initial))
-        return 1;
-    } else if (OPT("--loss-scale-growth-steps")) {
-      if (!cli_parse_int("--loss-scale-growth-steps", v, missing, 1, 1000000000, "10^9", "a positive integer", &n)) return 1;
-      c->to.loss_scale_growth_steps = n;
-    } else if (OPT("--clipnorm")) {
-      if (!range_opt("--clipnorm", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.clipnorm)) return 1;
-    } else if (OPT("--clipvalue")) {
-      if (!range_opt("--clipvalue", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.clipvalue)) return 1;
-    } else if (OPT("--global-clipnorm")) {
-      if (!range_opt("--global-clipnorm", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.global_clipnorm)) return 1;
-    } else if (OPT("--lr-schedule")) {
-      if (missing || (strcmp(v, "exponential_decay") && strcmp(v, "cosine_decay") && strcmp(v, "piecewise_constant_decay")))
-        return cli_error("--lr-schedule takes exponential_decay, cosine_decay or piecewise_constant_decay, got '%s'",
-                         missing ? "" : v);
-      c->to.lr_schedule = v;
-    } else if (OPT("--decay-steps")) {
-      if (!cli_parse_int("--decay-steps", v, missing, 1, INT64_C(1) << 53, "2^53", "a positive integer", &n)) return 1;
-      c->to.decay_steps = n;
-    } else if (OPT("--decay-rate")) {
-      if (!range_opt("--decay-rate", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.decay_rate)) return 1;
-    } else if (!strcmp(a, "--staircase")) {
-      c->to.staircase = 1;
-    } else if (OPT("--alpha")) {
-      if (!range_opt("--alpha", v, missing, 0, false, 1, false, "[0, 1]", &c->to.alpha)) return 1;
-    } else if (OPT("--warmup-target")) {
-      if (!range_opt("--warmup-target", v, missing, 0, true, 1e30, false, "(0, 1e30]", &c->to.warmup_target)) return 1;
-    } else if (OPT("--warmup-steps")) {
-      if (!cli_parse_int("--warmup-steps", v, missing, 0, INT64_C(1) << 53, "2^53", "an integer >= 0", &n)) return 1;
-      c->to.warmup_steps = n;
-    } else if (OPT("--boundaries")) {
-      if (!list_opt("--boundaries", v, missing, true, 64, c->boundaries, NULL, &c->to.n_boundaries)) return 1;
-      c->to.boundaries = c->boundaries;
-    } else if (OPT("--values")) {
-      if (!list_opt("--values", v, missing, false, 65, NULL, c->values, &c->to.n_values)) return 1;
-      c->to.values = c->values;
     } else if (a[0] == '-' && a[1]) {
       return cli_error("unknown option '%s' (see castor %s --help)", a, argv[0]);
     } else if (!c->model) {
@@ -286,31 +149,7 @@ static int parse(int argc, char **argv, train_cli *c) {
     return cli_error("--save %s: writing .keras files is not supported yet; save the weights as "
                      ".safetensors (docs/keras.md)", c->save);
   if ((c->x_val != NULL) != (c->y_val != NULL)) return cli_error("--x-val and --y-val go together");
-  { /* training options: each schedule's own flags, and only those */
-    const char *sc = c->to.lr_schedule ? c->to.lr_schedule : "";
-    bool ex = !strcmp(sc, "exponential_decay"), co = !strcmp(sc, "cosine_decay"), pw = !strcmp(sc, "piecewise_constant_decay");
-    const char *stray = !ex && c->to.decay_rate != 0 ? "--decay-rate needs --lr-schedule exponential_decay"
-                        : !ex && c->to.staircase ? "--staircase needs --lr-schedule exponential_decay"
-                        : !ex && !co && c->to.decay_steps ? "--decay-steps needs --lr-schedule exponential_decay or cosine_decay"
-                        : !co && c->to.alpha != 0 ? "--alpha needs --lr-schedule cosine_decay"
-                        : !co && c->to.warmup_target != 0 ? "--warmup-target needs --lr-schedule cosine_decay"
-                        : !co && c->to.warmup_steps ? "--warmup-steps needs --lr-schedule cosine_decay"
-                        : !pw && c->to.n_boundaries ? "--boundaries needs --lr-schedule piecewise_constant_decay"
-                        : !pw && c->to.n_values ? "--values needs --lr-schedule piecewise_constant_decay"
-                        : (ex || co) && !c->to.decay_steps ? (ex ? "--lr-schedule exponential_decay needs --decay-steps"
-                                                                 : "--lr-schedule cosine_decay needs --decay-steps")
-                        : ex && c->to.decay_rate == 0 ? "--lr-schedule exponential_decay needs --decay-rate"
-                        : co && c->to.warmup_steps && c->to.warmup_target == 0
-                            ? "--warmup-steps needs --warmup-target (the rate the warmup reaches)"
-                        : pw && !c->to.n_boundaries ? "--lr-schedule piecewise_constant_decay needs --boundaries and --values"
-                        : pw && c->to.learning_rate != 0
-                            ? "--learning-rate and --lr-schedule piecewise_constant_decay exclude each other (--values are the rates)"
-                                                  : NULL;
-    if (stray) return cli_error("%s", stray);
-    if (pw && c->to.n_values != c->to.n_boundaries + 1)
-      return cli_error("--values needs one rate more than --boundaries (%d boundaries, so %d values), got %d",
-                       c->to.n_boundaries, c->to.n_boundaries + 1, c->to.n_values);
-  }
+  if (!cli_train_options_check(&c->train)) return 1;
   if (c->x_val && c->validation_split > 0) return cli_error("--validation-split and --x-val/--y-val exclude each other");
   return 0;
 }
@@ -584,16 +423,16 @@ int castor_train_main(int argc, char **argv) {
   fputs(castor_context_last_warnings(s.ctx), stderr);
   castor_train_options model_to; /* the model's training defaults, under the flags */
   castor_model_train_options(m, &model_to);
-  if (!c.to.loss) c.to.loss = model_to.loss, c.to.from_logits |= model_to.from_logits;
-  if (!c.to.optimizer) c.to.optimizer = model_to.optimizer;
+  if (!c.train.to.loss) c.train.to.loss = model_to.loss, c.train.to.from_logits |= model_to.from_logits;
+  if (!c.train.to.optimizer) c.train.to.optimizer = model_to.optimizer;
   castor_compile_options co = c.opts.compile;
-  s.m = m, s.co = &co, s.to = &c.to;
-  if (!c.evaluate && castor_compile_train(m, &co, &c.to, &step) != CASTOR_OK) {
+  s.m = m, s.co = &co, s.to = &c.train.to;
+  if (!c.evaluate && castor_compile_train(m, &co, &c.train.to, &step) != CASTOR_OK) {
     fputs(castor_context_last_error(s.ctx), stderr);
     goto done;
   }
   fputs(castor_context_last_warnings(s.ctx), stderr); /* weights the loss does not reach */
-  if (castor_compile_eval(m, &co, &c.to, &eval) != CASTOR_OK) {
+  if (castor_compile_eval(m, &co, &c.train.to, &eval) != CASTOR_OK) {
     fputs(castor_context_last_error(s.ctx), stderr);
     goto done;
   }
@@ -607,7 +446,7 @@ int castor_train_main(int argc, char **argv) {
   memcpy(s.in_dims, in.dims, (size_t)s.in_rank * sizeof(int64_t));
   s.classes = out.dims[1];
   bool sparse = tgt.dtype == CASTOR_I32;
-  s.accuracy = !c.to.loss || (strcmp(c.to.loss, "mean_squared_error") != 0 && strcmp(c.to.loss, "mse") != 0);
+  s.accuracy = !c.train.to.loss || (strcmp(c.train.to.loss, "mean_squared_error") != 0 && strcmp(c.train.to.loss, "mse") != 0);
   if (castor_program_num_inputs(eval) != 2) {
     cli_error("%s: training needs a model with one input, it has %d", c.model, castor_program_num_inputs(eval) - 1);
     goto done;
