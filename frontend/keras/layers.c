@@ -470,8 +470,8 @@ static bool lower_layer_norm(kr_model *m, kr_layer *l, int k, ir_node **in, int 
 
 /* Embedding(input_dim, output_dim): %NAME.embeddings [input_dim,
  * output_dim] (vars/0), gathered along axis 0 by int32 indices. An index
- * outside [0, input_dim) gives a row of zeros (Keras on the CPU raises or
- * clamps, by backend). */
+ * outside [0, input_dim) gives a row of zeros (Keras on JAX: NaNs past the
+ * end, a negative one from the end; on TensorFlow's CPU an error). */
 static bool lower_embedding(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
   if (!one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
