@@ -230,6 +230,96 @@ START_TEST(test_placements) {
 }
 END_TEST
 
+/* The layer classes' files against Keras's per-layer dtypes
+ * (placements-layers.txt, Keras's compute dtype and output dtype of each
+ * layer). Where castor differs, one documented rule (docs/keras.md) must
+ * explain it: (a) softmax in f32, (c) a standalone element-wise layer not
+ * between 16-bit matmuls in f32, (e) layer_norm in f32, (f) a layout layer
+ * (Concatenate, Reshape, Permute, Flatten, the poolings, Embedding) in its
+ * operand's dtype where Keras casts its input to its compute dtype; and a
+ * model output is f32 (b). Dense and Conv2D must match Keras exactly. */
+static bool in_list(const char *cls, const char *const *list) {
+  for (; *list; list++)
+    if (!strcmp(cls, *list)) return true;
+  return false;
+}
+
+START_TEST(test_layer_placements) {
+  static const char *const eltwise[] = {"Add", "Multiply", "Subtract", "Maximum", "Minimum", "Activation", "ReLU", NULL};
+  static const char *const layout[] = {"Concatenate", "Reshape", "Permute", "Flatten", "MaxPooling2D",
+                                       "AveragePooling2D", "Embedding", NULL};
+  size_t len;
+  char *text = read_all(DIR "/placements-layers.txt", &len);
+  char cur[160] = "";
+  ir_graph *g = NULL;
+  diag_sink *d = diag_sink_create();
+  int checked = 0, skipped = 0, by_rule[6] = {0};
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    if (line[0] == '#') continue;
+    char file[64], layer[64], cls[64], kc[16], ko[16];
+    int is_out;
+    ck_assert_int_eq(sscanf(line, "%63s %63s %63s %15s %15s %d", file, layer, cls, kc, ko, &is_out), 6);
+    if (strcmp(file, cur)) {
+      ir_graph_destroy(g);
+      char path[512];
+      snprintf(path, sizeof path, "%s/%s.keras", DIR, file);
+      g = fe_load(path, NULL, d, NULL);
+      ck_assert_msg(g != NULL, "%s: %s", file, diag_text(d));
+      pass_options po;
+      pass_options_init(&po);
+      po.verify_each = true;
+      ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_DEFAULT, &po, d), "%s: %s", file, diag_text(d));
+      snprintf(cur, sizeof cur, "%s", file);
+    }
+    const ir_node *n = ir_graph_find(g, layer), *c = NULL;
+    if (!n && !strcmp(cls, "Dropout")) { /* the identity: no node of its own */
+      skipped++;
+      continue;
+    }
+    ck_assert_msg(n, "%s: no value %%%s", file, layer);
+    static const char *const compute_suffix[] = {"matmul", "conv", "softmax", NULL};
+    for (int i = 0; compute_suffix[i] && !c; i++) {
+      char nm[96];
+      snprintf(nm, sizeof nm, "%s.%s", layer, compute_suffix[i]);
+      c = ir_graph_find(g, nm);
+    }
+    const char *got_c = dtype_name((c ? c : n)->type.dtype), *got_o = dtype_name(n->type.dtype);
+    for (int which = 0; which < 2; which++) {
+      const char *got = which ? got_o : got_c, *want = ir_name_of(which ? ko : kc);
+      if (!strcmp(got, want)) continue;
+      int rule = !strcmp(cls, "Softmax") ? 0 : in_list(cls, eltwise) ? 2 : !strcmp(cls, "LayerNormalization") ? 3
+                 : in_list(cls, layout) ? 4 : -1;
+      ck_assert_msg(rule >= 0, "%s/%s (%s): castor %s / %s, Keras %s / %s, and no documented difference", file, layer,
+                    cls, got_c, got_o, kc, ko);
+      if (rule == 4) /* the layout op's operand (the table for a gather) */
+        ck_assert_msg(n->n_srcs >= 1 && n->srcs[0]->type.dtype == n->type.dtype,
+                      "%s/%s (%s): %s, not its operand's dtype %s", file, layer, cls, got_o,
+                      dtype_name(n->srcs[0]->type.dtype));
+      else
+        ck_assert_msg(!strcmp(got, "f32"), "%s/%s (%s): castor %s, Keras %s: rule %c says f32", file, layer, cls, got,
+                      want, "ace?f"[rule == 0 ? 0 : rule == 2 ? 1 : 2]);
+      by_rule[rule]++;
+    }
+    if (is_out) { /* (b): the model's outputs are f32 */
+      for (int i = 0; i < g->n_outputs; i++)
+        if (!strcmp(g->outputs[i].name, layer)) {
+          ck_assert_str_eq(dtype_name(g->outputs[i].value->type.dtype), "f32");
+          if (strcmp(ko, "float32")) by_rule[1]++;
+        }
+    }
+    checked++;
+  }
+  if (getenv("CASTOR_TEST_VERBOSE"))
+    fprintf(stderr, "layer placements: %d checked, %d Dropout skipped; differences (a) %d (b) %d (c) %d (e) %d (f) %d\n",
+            checked, skipped, by_rule[0], by_rule[1], by_rule[2], by_rule[3], by_rule[4]);
+  ck_assert_int_ge(checked, 90);
+  for (int r = 0; r < 5; r++) ck_assert_msg(by_rule[r] > 0, "rule %d explains no difference", r);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+  free(text);
+}
+END_TEST
+
 
 /* ---- bad files ---- */
 
@@ -510,6 +600,7 @@ static Suite *keras_models_suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_outputs);
   tcase_add_test(tc, test_layer_outputs);
+  tcase_add_test(tc, test_layer_placements);
   tcase_add_test(tc, test_dropout_train);
   tcase_add_test(tc, test_placements);
   tcase_add_test(tc, test_compile_config);
