@@ -433,7 +433,7 @@ static bool lower_layer_norm(kr_model *m, kr_layer *l, int k, ir_node **in, int 
     return false;
   }
   int rank = x->type.rank, first = rank - 1, n_axes = !ax ? 0 : ax->kind == JSON_ARR ? ax->n : 1;
-  bool seen[IR_MAX_RANK] = {0}, ok = rank >= 2 && (!ax || ax->kind == JSON_INT || ax->kind == JSON_ARR);
+  bool seen[IR_MAX_RANK] = {0}, ok = rank >= 2 && (!ax || ax->kind == JSON_INT || (ax->kind == JSON_ARR && ax->n > 0));
   for (int i = 0; ok && i < n_axes; i++) {
     const json_value *e = ax->kind == JSON_ARR ? &ax->items[i] : ax;
     int64_t a = e->kind == JSON_INT ? (e->i < 0 ? e->i + rank : e->i) : -1;

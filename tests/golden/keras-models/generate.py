@@ -30,6 +30,8 @@ learning rate 0.002, categorical cross-entropy, accuracy) so its
 compile_config is read too; Keras wraps the optimizer in a
 LossScaleOptimizer under mixed_float16.
 
+`generate.py legacy` writes legacy.h5, a model in the legacy .h5 format.
+
 `generate.py placements` writes placements-layers.txt: each layer of those
 files loaded back in Keras, its compute dtype and its output's dtype.
 
@@ -215,6 +217,15 @@ def layers_main():
         f.write("\n".join(manifest) + "\n")
 
 
+def legacy():
+    """legacy.h5 (generate.py legacy): a model saved in the legacy .h5 format
+    (Keras 3 writes the model_config attribute as Keras 2 did), which castor
+    refuses with how to re-save it (tests/golden/keras-errors)."""
+    keras.mixed_precision.set_global_policy("float32")
+    m = keras.Sequential([keras.Input(shape=(4,)), layers.Dense(3)], name="legacy")
+    m.save(os.path.join(HERE, "legacy.h5"))
+
+
 def placements_main():
     """placements-layers.txt: Keras's per-layer dtypes in the layer-class
     files, read back from the saved files (they are not rewritten)."""
@@ -272,5 +283,7 @@ if __name__ == "__main__":
         layers_main()
     elif sys.argv[1:] == ["placements"]:
         placements_main()
+    elif sys.argv[1:] == ["legacy"]:
+        legacy()
     else:
         main()
