@@ -12,6 +12,7 @@
  */
 #include "frontend/frontend.h"
 
+#include "formats/hdf5.h"
 #include "formats/onnx.h"
 
 #include "frontend/cast/cast.h"
@@ -35,6 +36,27 @@ fe_format fe_sniff(const void *bytes, size_t len) {
   return FE_FORMAT_CAST;
 }
 
+/* An HDF5 file is refused with how to re-save it; a legacy Keras model
+ * (the model_config attribute Keras 2's and Keras 3's legacy .h5 saver
+ * write) is named as one, with the Keras version that wrote it. */
+static void legacy_h5(const char *name, const char *bytes, size_t len, diag_sink *d) {
+  static const char resave[] = "castor reads Keras 3 .keras archives (in Keras 3: "
+                               "keras.models.load_model(\"model.h5\").save(\"model.keras\"))";
+  h5_file f;
+  h5_error e;
+  bool opened = h5_open(&f, bytes, len, &e);
+  const h5_object *root = opened ? h5_find(&f, "/") : NULL;
+  const char *version = root && h5_attr_str(root, "model_config") ? h5_attr_str(root, "keras_version") : NULL;
+  if (root && h5_attr_str(root, "model_config"))
+    diag_error_kind(d, DIAG_KIND_UNSUPPORTED, (diag_loc){name, 0, 0},
+                    "'%s' is a legacy Keras .h5 model (its model_config attribute; written by Keras %s); %s",
+                    name, version ? version : "of an unknown version", resave);
+  else
+    diag_error_kind(d, DIAG_KIND_UNSUPPORTED, (diag_loc){name, 0, 0},
+                    "'%s' is an HDF5 file: a legacy Keras (.h5) model or a weights file; %s", name, resave);
+  if (opened) h5_fini(&f);
+}
+
 static ir_graph *load_bytes(const char *name, const char *bytes, size_t len, const fe_options *o,
                             diag_sink *d, fe_train_defaults *out_defaults) {
   fe_options defaults;
@@ -47,11 +69,7 @@ static ir_graph *load_bytes(const char *name, const char *bytes, size_t len, con
     if (len >= 2 && bytes[0] == 'P')
       g = fe_keras_load(name, bytes, len, o, d, &td);
     else
-      diag_error_kind(d, DIAG_KIND_UNSUPPORTED, (diag_loc){name, 0, 0},
-                      "'%s' is an HDF5 file: a legacy Keras (.h5) model or a weights file; castor "
-                      "reads Keras 3 .keras archives (in Keras 3: "
-                      "keras.models.load_model(\"model.h5\").save(\"model.keras\"))",
-                      name);
+      legacy_h5(name, bytes, len, d);
     break;
   case FE_FORMAT_ONNX: g = fe_onnx_load(name, bytes, len, o, d, &td); break;
   }

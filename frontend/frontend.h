@@ -41,6 +41,11 @@ typedef struct fe_train_defaults {
   bool nesterov;      /* sgd */
   bool centered;      /* rmsprop */
   char loss_scale[16]; /* "dynamic": a LossScaleOptimizer */
+  /* Keras layer classes: why the model, lowered for inference, cannot be
+   * trained (a Dropout with a rate > 0 before the IR has dropout); empty:
+   * it can. Training it is an error with this text; running and
+   * evaluating it are not. */
+  char no_train[320];
 } fe_train_defaults;
 
 struct onnx_tensor; /* formats/onnx.h */

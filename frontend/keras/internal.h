@@ -67,6 +67,7 @@ typedef struct kr_model {
   int n_layers;
   ir_policy policy;  /* the model's global policy (inferred) */
   int n_inputs;
+  const char *no_train; /* why castor cannot train the model as lowered (a Dropout), or NULL */
 } kr_model;
 
 /* layers.c */

@@ -407,8 +407,10 @@ static bool input_type(kr_model *m, kr_layer *l, ir_type *t) {
   const json_value *s = kr_cfg(l, "batch_shape");
   if (!s) s = kr_cfg(l, "batch_input_shape");
   const json_value *dt = kr_cfg(l, "dtype");
-  if (dt && dt->kind == JSON_STR && strcmp(dt->s, "float32") != 0) {
-    kr_unsupported(m, "layer '%s' (InputLayer): input dtype '%s' is not supported (float32)", l->name, dt->s);
+  bool int32 = dt && dt->kind == JSON_STR && !strcmp(dt->s, "int32"); /* indices for an Embedding */
+  if (dt && dt->kind == JSON_STR && strcmp(dt->s, "float32") != 0 && !int32) {
+    kr_unsupported(m, "layer '%s' (InputLayer): input dtype '%s' is not supported (float32; int32 for an "
+                   "Embedding's indices)", l->name, dt->s);
     return false;
   }
   const json_value *sp = kr_cfg(l, "sparse"), *rg = kr_cfg(l, "ragged");
@@ -424,7 +426,7 @@ static bool input_type(kr_model *m, kr_layer *l, ir_type *t) {
     kr_layer_error(m, l, "a fixed batch size is not supported (batch_shape[0] must be null)");
     return false;
   }
-  *t = (ir_type){DT_F32, s->n, {IR_DIM_BATCH}};
+  *t = (ir_type){int32 ? DT_I32 : DT_F32, s->n, {IR_DIM_BATCH}};
   for (int i = 1; i < s->n; i++) {
     const json_value *d = &s->items[i];
     if (d->kind != JSON_INT || d->i < 1 || d->i > ((int64_t)1 << 40)) {
@@ -677,6 +679,7 @@ ir_graph *fe_keras_load(const char *file, const char *bytes, size_t len, const f
   name = name && name->kind == JSON_OBJ ? json_field(name, "name") : NULL;
   m.g = ir_graph_create(name && name->kind == JSON_STR ? ir_name(m.arena, name->s) : "model");
   ok = ok && build_model(&m, cfg) && kr_read_compile(&m, json_field(cfg, "compile_config"), out_defaults);
+  if (ok && m.no_train) snprintf(out_defaults->no_train, sizeof out_defaults->no_train, "%s", m.no_train);
   if (ok) {
     m.g->policy = m.policy;
     report_unused(&m);

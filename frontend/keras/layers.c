@@ -19,6 +19,18 @@
  *   LayerNormalization  %NAME.gamma, %NAME.beta (vars/0, vars/1), %NAME =
  *                       layer_norm {axis=-1, epsilon}
  *   Activation, ReLU, Softmax, Add, Multiply: %NAME
+ *   Subtract, Maximum, Minimum  %NAME (a chain %NAME.partK for 3 or more)
+ *   Concatenate         %NAME = concat {axis}
+ *   Flatten, Reshape    %NAME = reshape {shape=[N, ...]}
+ *   Permute             %NAME = transpose {perm=[0, dims...]}
+ *   Softmax (axis)      %NAME; along an axis but the last, %NAME.transpose,
+ *                       %NAME.softmax, %NAME (the swap undone)
+ *   Embedding           %NAME.embeddings (vars/0), %NAME = gather {axis=0}
+ *   Conv2D              %NAME.kernel, %NAME.bias, %NAME.conv, %NAME.bias_add,
+ *                       the activation (as Dense)
+ *   MaxPooling2D, AveragePooling2D  %NAME = max_pool2d / avg_pool2d
+ *   Dropout             its input (inference); training a model with a
+ *                       rate > 0 is refused until the IR has dropout
  * A shared layer's second call is named NAME.call1 (and so on), with the
  * same weights; as an output it is NAME_1.
  */
@@ -27,7 +39,7 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef enum key_rule { KEY_ANY, KEY_NULL, KEY_TRUE, KEY_FALSE, KEY_LAST_AXIS, KEY_ZERO } key_rule;
+typedef enum key_rule { KEY_ANY, KEY_NULL, KEY_TRUE, KEY_FALSE, KEY_LAST_AXIS, KEY_ZERO, KEY_CHANNELS_LAST, KEY_ONE } key_rule;
 
 typedef struct key_spec {
   const char *key;
@@ -157,9 +169,6 @@ static bool lower_relu(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) 
   return one_input(m, l, n_in) && unary(m, l, k, in[0], IR_OP_RELU);
 }
 
-static bool lower_softmax(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
-  return one_input(m, l, n_in) && unary(m, l, k, in[0], IR_OP_SOFTMAX);
-}
 
 /* Add, Multiply: two or more inputs of one shape, folded left to right. */
 static bool merge(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in, ir_op op) {
@@ -190,16 +199,256 @@ static bool lower_multiply(kr_model *m, kr_layer *l, int k, ir_node **in, int n_
   return merge(m, l, k, in, n_in, IR_OP_MUL);
 }
 
+/* ---- the layer classes of the general-tensor and CNN ops ---- */
+
+/* Merges without Add's and Multiply's rows: Subtract takes exactly two. */
+static bool lower_subtract(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (n_in != 2) {
+    kr_layer_error(m, l, "takes exactly two inputs, its call has %d", n_in);
+    return false;
+  }
+  return merge(m, l, k, in, n_in, IR_OP_SUB);
+}
+
+static bool lower_maximum(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  return merge(m, l, k, in, n_in, IR_OP_MAXIMUM);
+}
+
+static bool lower_minimum(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  return merge(m, l, k, in, n_in, IR_OP_MINIMUM);
+}
+
+/* An int config value; absent or null gives `dflt` (INT64_MIN: required). */
+static bool cfg_int(kr_model *m, kr_layer *l, const char *key, int64_t dflt, int64_t lo, int64_t hi, int64_t *out) {
+  const json_value *v = kr_cfg(l, key);
+  if (kr_is_null(v) && dflt != INT64_MIN) return *out = dflt, true;
+  if (!v || v->kind != JSON_INT || v->i < lo || v->i > hi) {
+    kr_layer_error(m, l, "%s must be an integer from %lld to %lld", key, (long long)lo, (long long)hi);
+    return false;
+  }
+  *out = v->i;
+  return true;
+}
+
+/* kernel_size, strides, dilation_rate, pool_size: two positive integers
+ * (Keras writes its tuples as lists; one integer means both). Null gives
+ * `dflt` when it is not NULL. */
+static bool cfg_pair(kr_model *m, kr_layer *l, const char *key, const int64_t *dflt, int64_t *out) {
+  const json_value *v = kr_cfg(l, key);
+  if (kr_is_null(v) && dflt) return out[0] = dflt[0], out[1] = dflt[1], true;
+  bool ok = v && (v->kind == JSON_INT || (v->kind == JSON_ARR && v->n == 2));
+  for (int i = 0; ok && i < 2; i++) {
+    const json_value *e = v->kind == JSON_INT ? v : &v->items[i];
+    ok = e->kind == JSON_INT && e->i >= 1 && e->i <= ((int64_t)1 << 20);
+    if (ok) out[i] = e->i;
+  }
+  if (!ok) kr_layer_error(m, l, "%s must be two positive integers [h, w]", key);
+  return ok;
+}
+
+/* padding: "valid" or "same". */
+static bool cfg_padding(kr_model *m, kr_layer *l, bool *same) {
+  const json_value *v = kr_cfg(l, "padding");
+  const char *s = v && v->kind == JSON_STR ? v->s : NULL;
+  if (s && (!strcmp(s, "valid") || !strcmp(s, "same"))) return *same = s[0] == 's', true;
+  diag_error_kind(m->d, DIAG_KIND_UNSUPPORTED, kr_loc(m), "layer '%s' (%s): padding %s%s%s is not supported (valid, same)",
+                  l->name, l->cls, s ? "'" : "", s ? s : "that is not a name", s ? "'" : "");
+  return false;
+}
+
+/* An axis of x counted as Keras counts it (N is 0, negative from the end),
+ * or -1 with an error. */
+static int keras_axis(kr_model *m, kr_layer *l, const ir_node *x, int64_t a, const char *what) {
+  int rank = x->type.rank;
+  int64_t r = a < 0 ? a + rank : a;
+  if (r >= 1 && r < rank) return (int)r;
+  kr_layer_error(m, l, "%s %lld is not a dimension of %s other than the batch N", what, (long long)a,
+                 type_str(m, &x->type));
+  return -1;
+}
+
+/* The layout op `op` of call k, its type checked with the IR's shape rule
+ * (the rule's message names the problem). */
+static bool layout_op(kr_model *m, kr_layer *l, int k, ir_op op, const char *suffix, ir_node **in, int n,
+                      const ir_attr *attr, ir_node **out) {
+  ir_type t;
+  char err[512];
+  if (!ir_infer_type(op, in, n, attr, &t, err, sizeof err)) {
+    kr_layer_error(m, l, "%s", err);
+    return false;
+  }
+  *out = kr_stamp(m, l, ir_build_op(m->g, op, node_name(m, l, k, suffix), in, n, attr, kr_loc(m)));
+  return true;
+}
+
+/* Concatenate(axis): the IR's concat takes up to IR_MAX_SRCS operands, so
+ * more are joined in a chain (%NAME.partK), which is the same along one
+ * axis. */
+static bool lower_concatenate(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  int64_t axis;
+  if (!cfg_int(m, l, "axis", -1, -IR_MAX_RANK, IR_MAX_RANK, &axis)) return false;
+  if (n_in < 1) return kr_layer_error(m, l, "its call has no inputs"), false;
+  int a = keras_axis(m, l, in[0], axis, "axis");
+  if (a < 0) return false;
+  ir_attr attr = {.axis = a};
+  ir_node *acc = in[0];
+  int next = 1, part = 0;
+  ir_node *ops[IR_MAX_SRCS];
+  do {
+    int n = 0;
+    ops[n++] = acc;
+    while (n < IR_MAX_SRCS && next < n_in) ops[n++] = in[next++];
+    const char *suffix = next < n_in ? arena_printf(m->arena, "part%d", ++part) : NULL;
+    if (!layout_op(m, l, k, IR_OP_CONCAT, suffix, ops, n, &attr, &acc)) return false;
+  } while (next < n_in);
+  l->calls[k].out = acc;
+  return true;
+}
+
+/* Flatten: [N, d1, ...] -> [N, d1 * ...]; channels_first moves the
+ * channels last first, as Keras does. */
+static bool lower_flatten(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (!one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  int64_t have = 1;
+  if (!ir_type_is_batched(&x->type) || !ir_type_inner_numel(&x->type, &have)) {
+    kr_layer_error(m, l, "needs an input with the batch dimension N, got %s", type_str(m, &x->type));
+    return false;
+  }
+  const json_value *df = kr_cfg(l, "data_format");
+  int rank = x->type.rank;
+  if (df && df->kind == JSON_STR && !strcmp(df->s, "channels_first") && rank > 2) {
+    ir_attr perm = {.perm = {rank, {0}}};
+    for (int r = 1; r < rank; r++) perm.perm.v[r] = r + 1 < rank ? r + 1 : 1;
+    if (!layout_op(m, l, k, IR_OP_TRANSPOSE, "transpose", &x, 1, &perm, &x)) return false;
+  }
+  ir_attr attr = {.shape = {2, {IR_DIM_BATCH, have}}};
+  return layout_op(m, l, k, IR_OP_RESHAPE, NULL, &x, 1, &attr, &l->calls[k].out);
+}
+
+/* Reshape(target_shape): the example's elements (all but N) in row-major
+ * order; one dimension may be -1, inferred from the rest. */
+static bool lower_reshape(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (!one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  const json_value *ts = kr_cfg(l, "target_shape");
+  if (!ts || ts->kind != JSON_ARR || ts->n < 1 || ts->n > IR_MAX_RANK - 1) {
+    kr_layer_error(m, l, "target_shape must be a list of 1 to %d dimensions", IR_MAX_RANK - 1);
+    return false;
+  }
+  int64_t have = 1, known = 1;
+  if (!ir_type_is_batched(&x->type) || !ir_type_inner_numel(&x->type, &have)) {
+    kr_layer_error(m, l, "needs an input with the batch dimension N, got %s", type_str(m, &x->type));
+    return false;
+  }
+  ir_attr attr = {.shape = {ts->n + 1, {IR_DIM_BATCH}}};
+  int unknown = -1;
+  str_buf b;
+  str_buf_init(&b);
+  bool ok = true;
+  for (int i = 0; i < ts->n; i++) {
+    const json_value *d = &ts->items[i];
+    int64_t v = d->kind == JSON_INT ? d->i : 0;
+    if (d->kind == JSON_INT) str_buf_printf(&b, "%s%lld", i ? ", " : "[", (long long)v);
+    if (v == -1 && unknown < 0) unknown = i;
+    else if (v < 1) ok = false;
+    else if (known > 0 && !size_mul_ok(known, v, &known)) known = -1;
+    attr.shape.dims[i + 1] = v;
+  }
+  str_buf_putc(&b, ']');
+  if (!ok) {
+    kr_layer_error(m, l, "target_shape dimensions must be positive integers, with at most one -1");
+  } else if (unknown >= 0 && known > 0 && have % known == 0) {
+    attr.shape.dims[unknown + 1] = have / known;
+  } else if (known != have || unknown >= 0) {
+    ok = false;
+    if (known < 0)
+      kr_layer_error(m, l, "target_shape %s is too large for the input %s", str_buf_cstr(&b), type_str(m, &x->type));
+    else if (unknown >= 0)
+      kr_layer_error(m, l, "target_shape %s does not fit the input %s: its other dimensions (%lld elements) do not "
+                     "divide the %lld elements of an example", str_buf_cstr(&b), type_str(m, &x->type),
+                     (long long)known, (long long)have);
+    else
+      kr_layer_error(m, l, "target_shape %s (%lld elements) does not fit the input %s (%lld elements per example)",
+                     str_buf_cstr(&b), (long long)known, type_str(m, &x->type), (long long)have);
+  }
+  str_buf_fini(&b);
+  return ok && layout_op(m, l, k, IR_OP_RESHAPE, NULL, &x, 1, &attr, &l->calls[k].out);
+}
+
+/* Permute(dims): a permutation of 1..rank-1 (1-based, N excluded). */
+static bool lower_permute(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (!one_input(m, l, n_in)) return false;
+  const ir_type *xt = &in[0]->type;
+  const json_value *dims = kr_cfg(l, "dims");
+  bool ok = ir_type_is_batched(xt) && dims && dims->kind == JSON_ARR && dims->n == xt->rank - 1;
+  bool seen[IR_MAX_RANK] = {0};
+  ir_attr attr = {.perm = {xt->rank, {0}}};
+  for (int i = 0; ok && i < dims->n; i++) {
+    const json_value *d = &dims->items[i];
+    ok = d->kind == JSON_INT && d->i >= 1 && d->i < xt->rank && !seen[d->i];
+    if (ok) seen[d->i] = true, attr.perm.v[i + 1] = d->i;
+  }
+  if (!ok) {
+    kr_layer_error(m, l, "dims must be a permutation of 1..%d (1-based, the batch N excluded) for the input %s",
+                   xt->rank - 1, type_str(m, xt));
+    return false;
+  }
+  return layout_op(m, l, k, IR_OP_TRANSPOSE, NULL, in, 1, &attr, &l->calls[k].out);
+}
+
+/* Softmax(axis): an int or a list of one; along an axis but the last, that
+ * axis swapped with the last around the softmax. */
+static bool lower_softmax(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (!one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  const json_value *v = kr_cfg(l, "axis");
+  if (v && v->kind == JSON_ARR && v->n == 1) v = &v->items[0];
+  if (v && v->kind != JSON_INT) {
+    diag_error_kind(m->d, DIAG_KIND_UNSUPPORTED, kr_loc(m), "layer '%s' (%s): axis must be one integer (a softmax over "
+                    "several axes is not supported)", l->name, l->cls);
+    return false;
+  }
+  int rank = x->type.rank, a = keras_axis(m, l, x, v ? v->i : -1, "axis");
+  if (a < 0) return false;
+  if (a == rank - 1) return unary(m, l, k, x, IR_OP_SOFTMAX);
+  ir_attr swap = {.perm = {rank, {0}}};
+  for (int r = 0; r < rank; r++) swap.perm.v[r] = r == a ? rank - 1 : r == rank - 1 ? a : r;
+  ir_node *t, *sm;
+  if (!layout_op(m, l, k, IR_OP_TRANSPOSE, "transpose", &x, 1, &swap, &t)) return false;
+  sm = kr_stamp(m, l, ir_build_unary(m->g, IR_OP_SOFTMAX, node_name(m, l, k, "softmax"), t, kr_loc(m)));
+  return layout_op(m, l, k, IR_OP_TRANSPOSE, NULL, &sm, 1, &swap, &l->calls[k].out);
+}
+
+/* LayerNormalization(axis): an int or a list; Keras sorts the list, and
+ * castor's layer_norm normalizes the trailing dimensions from one on, so
+ * the axes must be the last ones, consecutive. gamma and beta have their
+ * shape. */
 static bool lower_layer_norm(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
   if (!one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
-  const json_value *eps = kr_cfg(l, "epsilon");
+  const json_value *eps = kr_cfg(l, "epsilon"), *ax = kr_cfg(l, "axis");
   if (!eps || (eps->kind != JSON_INT && eps->kind != JSON_FLOAT) || !(eps->num > 0) || eps->num > 1) {
     kr_layer_error(m, l, "epsilon must be a number in (0, 1]");
     return false;
   }
-  if (x->type.rank < 1) return kr_layer_error(m, l, "a scalar input"), false;
-  ir_type pt = {DT_F32, 1, {x->type.dims[x->type.rank - 1]}};
+  int rank = x->type.rank, first = rank - 1, n_axes = !ax ? 0 : ax->kind == JSON_ARR ? ax->n : 1;
+  bool seen[IR_MAX_RANK] = {0}, ok = rank >= 2 && (!ax || ax->kind == JSON_INT || (ax->kind == JSON_ARR && ax->n > 0));
+  for (int i = 0; ok && i < n_axes; i++) {
+    const json_value *e = ax->kind == JSON_ARR ? &ax->items[i] : ax;
+    int64_t a = e->kind == JSON_INT ? (e->i < 0 ? e->i + rank : e->i) : -1;
+    ok = a >= 1 && a < rank && !seen[a];
+    if (ok) seen[a] = true, first = (int)a < first ? (int)a : first;
+  }
+  for (int r = first; ok && n_axes && r < rank; r++) ok = seen[r];
+  if (!ok) {
+    diag_error_kind(m->d, DIAG_KIND_UNSUPPORTED, kr_loc(m), "layer '%s' (%s): axis must name the last dimensions of "
+                    "%s (not N), e.g. -1 or [%d, %d]: castor normalizes trailing dimensions", l->name, l->cls,
+                    type_str(m, &x->type), rank > 2 ? rank - 2 : 1, rank - 1);
+    return false;
+  }
+  ir_type pt = {DT_F32, rank - first, {0}};
+  for (int r = first; r < rank; r++) pt.dims[r - first] = x->type.dims[r];
   if (!l->weights_done) {
     const char *gk = arena_printf(m->arena, "%s.gamma", l->ir_name);
     const char *bk = arena_printf(m->arena, "%s.beta", l->ir_name);
@@ -213,9 +462,154 @@ static bool lower_layer_norm(kr_model *m, kr_layer *l, int k, ir_node **in, int 
                    type_str(m, &x->type), type_str(m, &l->w[0]->type));
     return false;
   }
-  ir_attr attr = {.axis = -1, .epsilon = eps->num};
+  ir_attr attr = {.axis = first == rank - 1 ? -1 : first, .epsilon = eps->num};
   l->calls[k].out = kr_stamp(m, l, ir_build_op(m->g, IR_OP_LAYER_NORM, node_name(m, l, k, NULL),
                                                (ir_node *[]){x, l->w[0], l->w[1]}, 3, &attr, kr_loc(m)));
+  return true;
+}
+
+/* Embedding(input_dim, output_dim): %NAME.embeddings [input_dim,
+ * output_dim] (vars/0), gathered along axis 0 by int32 indices. An index
+ * outside [0, input_dim) gives a row of zeros (Keras on JAX: NaNs past the
+ * end, a negative one from the end; on TensorFlow's CPU an error). */
+static bool lower_embedding(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (!one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  int64_t idim, odim;
+  if (!cfg_int(m, l, "input_dim", INT64_MIN, 1, (int64_t)1 << 31, &idim) ||
+      !cfg_int(m, l, "output_dim", INT64_MIN, 1, (int64_t)1 << 31, &odim))
+    return false;
+  if (x->type.dtype != DT_I32) {
+    diag_error_kind(m->d, DIAG_KIND_UNSUPPORTED, kr_loc(m), "layer '%s' (%s): its input %s is not int32 indices "
+                    "(castor does not cast floats to indices: declare the model's Input with dtype=\"int32\")",
+                    l->name, l->cls, type_str(m, &x->type));
+    return false;
+  }
+  ir_type et = {DT_F32, 2, {idim, odim}};
+  int64_t bytes;
+  if (!ir_type_bytes(&et, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    kr_layer_error(m, l, "its embeddings %s are larger than castor's tensor limit", type_str(m, &et));
+    return false;
+  }
+  if (!l->weights_done) {
+    const char *key = arena_printf(m->arena, "%s.embeddings", l->ir_name);
+    const float *d = kr_weight(m, l, 0, "embeddings", &et);
+    if (!d) return false;
+    l->w[0] = kr_stamp(m, l, ir_build_const(m->g, key, &et, key, d, kr_loc(m)));
+    l->weights_done = true;
+  }
+  ir_attr attr = {.axis = 0};
+  return layout_op(m, l, k, IR_OP_GATHER, NULL, (ir_node *[]){l->w[0], x}, 2, &attr, &l->calls[k].out);
+}
+
+/* Keras's padding along one dimension: 'valid' none; 'same' the total
+ * that keeps ceil(in / stride) outputs, the odd one at the end (TF, and
+ * JAX's "SAME"). */
+static void same_pads(bool same, int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t *p0, int64_t *p1) {
+  *p0 = *p1 = 0;
+  if (!same) return;
+  int64_t out = (in + stride - 1) / stride, total = (out - 1) * stride + dilation * (k - 1) + 1 - in;
+  if (total > 0) *p0 = total / 2, *p1 = total - total / 2;
+}
+
+static bool image_input(kr_model *m, kr_layer *l, const ir_node *x) {
+  if (x->type.rank == 4 && ir_type_is_batched(&x->type)) return true;
+  kr_layer_error(m, l, "needs an input [N, height, width, channels], got %s", type_str(m, &x->type));
+  return false;
+}
+
+/* Conv2D: as Dense, with the kernel [KH, KW, C, filters] (HWIO, vars/0). */
+static bool lower_conv2d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (!one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  ir_graph *g = m->g;
+  int64_t filters, ks[2], st[2], dil[2];
+  bool same;
+  ir_op act;
+  const json_value *ub = kr_cfg(l, "use_bias");
+  if (!cfg_int(m, l, "filters", INT64_MIN, 1, (int64_t)1 << 31, &filters) || !cfg_pair(m, l, "kernel_size", NULL, ks) ||
+      !cfg_pair(m, l, "strides", (int64_t[]){1, 1}, st) || !cfg_pair(m, l, "dilation_rate", (int64_t[]){1, 1}, dil) ||
+      !cfg_padding(m, l, &same) || !activation(m, l, &act) || !image_input(m, l, x))
+    return false;
+  bool use_bias = !ub || (ub->kind == JSON_LIT && ub->lit == 't');
+  ir_type kt = {DT_F32, 4, {ks[0], ks[1], x->type.dims[3], filters}}, bt = {DT_F32, 1, {filters}};
+  int64_t bytes;
+  if (!ir_type_bytes(&kt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    kr_layer_error(m, l, "its kernel %s is larger than castor's tensor limit", type_str(m, &kt));
+    return false;
+  }
+  ir_attr a = {.acc = DT_F32, .strides = {2, {st[0], st[1]}}, .dilations = {2, {dil[0], dil[1]}}, .pads = {4, {0}}};
+  same_pads(same, x->type.dims[1], ks[0], st[0], dil[0], &a.pads.v[0], &a.pads.v[1]);
+  same_pads(same, x->type.dims[2], ks[1], st[1], dil[1], &a.pads.v[2], &a.pads.v[3]);
+  ir_node probe = {.type = kt};
+  ir_type out;
+  char err[256];
+  if (!ir_infer_type(IR_OP_CONV2D, (ir_node *[]){x, &probe}, 2, &a, &out, err, sizeof err)) {
+    kr_layer_error(m, l, "%s", err);
+    return false;
+  }
+  if (!l->weights_done) {
+    const char *kkey = arena_printf(m->arena, "%s.kernel", l->ir_name);
+    const char *bkey = arena_printf(m->arena, "%s.bias", l->ir_name);
+    const float *kd = kr_weight(m, l, 0, "kernel", &kt), *bd = NULL;
+    if (!kd || (use_bias && !(bd = kr_weight(m, l, 1, "bias", &bt)))) return false;
+    l->w[0] = kr_stamp(m, l, ir_build_const(g, kkey, &kt, kkey, kd, kr_loc(m)));
+    if (use_bias) l->w[1] = kr_stamp(m, l, ir_build_const(g, bkey, &bt, bkey, bd, kr_loc(m)));
+    l->weights_done = true;
+  } else if (!ir_type_eq(&l->w[0]->type, &kt)) {
+    kr_layer_error(m, l, "a shared call with input %s, the first call's kernel is %s", type_str(m, &x->type),
+                   type_str(m, &l->w[0]->type));
+    return false;
+  }
+  bool has_act = act != IR_OP_COUNT;
+  const char *cv = has_act || use_bias ? node_name(m, l, k, "conv") : node_name(m, l, k, NULL);
+  const char *add = has_act ? node_name(m, l, k, "bias_add") : node_name(m, l, k, NULL);
+  ir_node *y = kr_stamp(m, l, ir_build_op(g, IR_OP_CONV2D, cv, (ir_node *[]){x, l->w[0]}, 2, &a, kr_loc(m)));
+  if (use_bias) y = kr_stamp(m, l, ir_build_binary(g, IR_OP_ADD, add, y, l->w[1], kr_loc(m)));
+  if (has_act) y = kr_stamp(m, l, ir_build_unary(g, act, node_name(m, l, k, NULL), y, kr_loc(m)));
+  l->calls[k].out = y;
+  return true;
+}
+
+/* MaxPooling2D, AveragePooling2D: strides null means pool_size. */
+static bool pool2d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in, ir_op op) {
+  if (!one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  int64_t ps[2], st[2];
+  bool same;
+  if (!cfg_pair(m, l, "pool_size", NULL, ps) || !cfg_pair(m, l, "strides", ps, st) || !cfg_padding(m, l, &same) ||
+      !image_input(m, l, x))
+    return false;
+  ir_attr a = {.pool = {2, {ps[0], ps[1]}}, .strides = {2, {st[0], st[1]}}, .pads = {4, {0}}};
+  same_pads(same, x->type.dims[1], ps[0], st[0], 1, &a.pads.v[0], &a.pads.v[1]);
+  same_pads(same, x->type.dims[2], ps[1], st[1], 1, &a.pads.v[2], &a.pads.v[3]);
+  return layout_op(m, l, k, op, NULL, &x, 1, &a, &l->calls[k].out);
+}
+
+static bool lower_max_pool(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  return pool2d(m, l, k, in, n_in, IR_OP_MAX_POOL2D);
+}
+
+static bool lower_avg_pool(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  return pool2d(m, l, k, in, n_in, IR_OP_AVG_POOL2D);
+}
+
+/* Dropout(rate): the identity at inference. A rate > 0 marks the model as
+ * one castor cannot train yet (the IR has no dropout op): training it is
+ * an error naming the layer (api: fe_train_defaults.no_train), never a
+ * silent identity. */
+static bool lower_dropout(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (!one_input(m, l, n_in)) return false;
+  const json_value *r = kr_cfg(l, "rate");
+  if (!r || (r->kind != JSON_INT && r->kind != JSON_FLOAT) || !(r->num >= 0) || !(r->num < 1)) {
+    kr_layer_error(m, l, "rate must be a number in [0, 1)");
+    return false;
+  }
+  if (r->num > 0 && !m->no_train)
+    m->no_train = arena_printf(m->arena, "layer '%s' (Dropout) has rate %g, and castor has no dropout op yet: it "
+                               "lowers Dropout for inference only (castor run, evaluate); train this model in "
+                               "Keras, or set the rate to 0", l->name, r->num);
+  l->calls[k].out = in[0];
   return true;
 }
 
@@ -233,14 +627,39 @@ static const layer_row rows[] = {
       {"quantization_config", KEY_NULL}}},
     {"Activation", lower_activation, {{"activation", KEY_ANY}}},
     {"ReLU", lower_relu, {{"max_value", KEY_NULL}, {"negative_slope", KEY_ZERO}, {"threshold", KEY_ZERO}}},
-    {"Softmax", lower_softmax, {{"axis", KEY_LAST_AXIS}}},
+    {"Softmax", lower_softmax, {{"axis", KEY_ANY}}},
     {"Add", lower_add, {{"activity_regularizer", KEY_NULL}}},
     {"Multiply", lower_multiply, {{"activity_regularizer", KEY_NULL}}},
     {"LayerNormalization", lower_layer_norm,
-     {{"axis", KEY_LAST_AXIS}, {"epsilon", KEY_ANY}, {"center", KEY_TRUE}, {"scale", KEY_TRUE},
+     {{"axis", KEY_ANY}, {"epsilon", KEY_ANY}, {"center", KEY_TRUE}, {"scale", KEY_TRUE},
       {"rms_scaling", KEY_FALSE}, {"beta_initializer", KEY_ANY}, {"gamma_initializer", KEY_ANY},
       {"beta_regularizer", KEY_NULL}, {"gamma_regularizer", KEY_NULL},
       {"beta_constraint", KEY_NULL}, {"gamma_constraint", KEY_NULL}}},
+    /* the general-tensor and CNN classes */
+    {"Subtract", lower_subtract, {{"activity_regularizer", KEY_NULL}}},
+    {"Maximum", lower_maximum, {{"activity_regularizer", KEY_NULL}}},
+    {"Minimum", lower_minimum, {{"activity_regularizer", KEY_NULL}}},
+    {"Concatenate", lower_concatenate, {{"axis", KEY_ANY}, {"activity_regularizer", KEY_NULL}}},
+    {"Flatten", lower_flatten, {{"data_format", KEY_ANY}}},
+    {"Reshape", lower_reshape, {{"target_shape", KEY_ANY}}},
+    {"Permute", lower_permute, {{"dims", KEY_ANY}}},
+    {"Embedding", lower_embedding,
+     {{"input_dim", KEY_ANY}, {"output_dim", KEY_ANY}, {"embeddings_initializer", KEY_ANY},
+      {"embeddings_regularizer", KEY_NULL}, {"activity_regularizer", KEY_NULL},
+      {"embeddings_constraint", KEY_NULL}, {"mask_zero", KEY_FALSE}, {"lora_rank", KEY_NULL},
+      {"lora_alpha", KEY_ANY}, {"quantization_config", KEY_NULL}, {"input_length", KEY_ANY}}},
+    {"Conv2D", lower_conv2d,
+     {{"filters", KEY_ANY}, {"kernel_size", KEY_ANY}, {"strides", KEY_ANY}, {"padding", KEY_ANY},
+      {"data_format", KEY_CHANNELS_LAST}, {"dilation_rate", KEY_ANY}, {"groups", KEY_ONE},
+      {"activation", KEY_ANY}, {"use_bias", KEY_ANY}, {"kernel_initializer", KEY_ANY},
+      {"bias_initializer", KEY_ANY}, {"kernel_regularizer", KEY_NULL}, {"bias_regularizer", KEY_NULL},
+      {"activity_regularizer", KEY_NULL}, {"kernel_constraint", KEY_NULL}, {"bias_constraint", KEY_NULL},
+      {"lora_rank", KEY_NULL}, {"lora_alpha", KEY_ANY}, {"quantization_config", KEY_NULL}}},
+    {"MaxPooling2D", lower_max_pool,
+     {{"pool_size", KEY_ANY}, {"strides", KEY_ANY}, {"padding", KEY_ANY}, {"data_format", KEY_CHANNELS_LAST}}},
+    {"AveragePooling2D", lower_avg_pool,
+     {{"pool_size", KEY_ANY}, {"strides", KEY_ANY}, {"padding", KEY_ANY}, {"data_format", KEY_CHANNELS_LAST}}},
+    {"Dropout", lower_dropout, {{"rate", KEY_ANY}, {"seed", KEY_ANY}, {"noise_shape", KEY_ANY}}},
 };
 enum { N_ROWS = sizeof rows / sizeof *rows };
 
@@ -251,7 +670,7 @@ int kr_layer_row(const char *cls) {
 }
 
 const char *kr_supported_list(void) {
-  static char list[512];
+  static char list[1024];
   if (!list[0]) {
     size_t o = 0;
     for (int i = 0; i < N_ROWS; i++)
@@ -270,6 +689,8 @@ static bool rule_ok(const json_value *v, key_rule r) {
   case KEY_LAST_AXIS:
     if (v->kind == JSON_ARR && v->n == 1) v = &v->items[0];
     return v->kind == JSON_INT && v->i == -1;
+  case KEY_CHANNELS_LAST: return kr_is_null(v) || (v->kind == JSON_STR && !strcmp(v->s, "channels_last"));
+  case KEY_ONE: return v->kind == JSON_INT && v->i == 1;
   }
   return false;
 }
@@ -282,6 +703,8 @@ static const char *rule_text(key_rule r) {
   case KEY_FALSE: return "false";
   case KEY_ZERO: return "0";
   case KEY_LAST_AXIS: return "-1 (the last axis)";
+  case KEY_CHANNELS_LAST: return "channels_last (castor's images are [N, height, width, channels])";
+  case KEY_ONE: return "1";
   }
   return "?";
 }
@@ -318,5 +741,12 @@ bool kr_layer_lower(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
     kr_layer_error(m, l, "an InputLayer called on a tensor");
     return false;
   }
+  /* int32 values (an Input with dtype="int32") are indices: only an Embedding takes them */
+  for (int i = 0; i < n_in && row->lower != lower_embedding; i++)
+    if (!dtype_is_float(in[i]->type.dtype)) {
+      kr_layer_error(m, l, "input %d is %s: int32 values are indices, which only an Embedding takes", i,
+                     type_str(m, &in[i]->type));
+      return false;
+    }
   return row->lower(m, l, k, in, n_in);
 }

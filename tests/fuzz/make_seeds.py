@@ -105,7 +105,8 @@ for name in ["weights.h5", "compact.h5", "chunked.h5", "latest.h5"]:
 
 # keras: config.json and model.weights.h5 of the golden .keras files, as
 # fuzz_keras.c splits its input (a 4-byte config length first)
-for name in ["dag-float32", "seq-mixed_float16", "overrides-mixed_bfloat16", "residual-bfloat16"]:
+for name in ["dag-float32", "seq-mixed_float16", "overrides-mixed_bfloat16", "residual-bfloat16",
+             "cnn-float32", "merge-mixed_float16", "embed-mixed_bfloat16"]:
     with zipfile.ZipFile(os.path.join(here, "..", "golden", "keras-models", name + ".keras")) as z:
         cfg, h5 = z.read("config.json"), z.read("model.weights.h5")
     write("keras", name, struct.pack("<I", len(cfg)) + cfg + h5)
@@ -175,4 +176,9 @@ dictionary("keras.dict", ['"class_name"', '"config"', '"layers"', '"inbound_node
     '"InputLayer"', '"Dense"', '"Activation"', '"ReLU"', '"Softmax"', '"Add"', '"Multiply"',
     '"LayerNormalization"', '"DTypePolicy"', '"mixed_float16"', '"mixed_bfloat16"', '"bfloat16"', '"float16"',
     '"compile_config"', '"optimizer"', '"loss"', '"metrics"', '"LossScaleOptimizer"', '"inner_optimizer"',
-    '"learning_rate"', "null", "true", "false", "-1", "[null, 4]", "/layers/dense/vars"])
+    '"learning_rate"', "null", "true", "false", "-1", "[null, 4]", "/layers/dense/vars",
+    '"Subtract"', '"Maximum"', '"Minimum"', '"Concatenate"', '"Flatten"', '"Reshape"', '"Permute"',
+    '"Embedding"', '"Conv2D"', '"MaxPooling2D"', '"AveragePooling2D"', '"Dropout"', '"target_shape"', '"dims"',
+    '"input_dim"', '"output_dim"', '"mask_zero"', '"filters"', '"kernel_size"', '"strides"', '"padding"',
+    '"dilation_rate"', '"groups"', '"data_format"', '"pool_size"', '"rate"', '"same"', '"valid"',
+    '"channels_last"', '"channels_first"', '"int32"', "[2, 2]", "[1, 2]", "[-1]"])

@@ -29,9 +29,39 @@ and beta and every bias are non-trivial. Each model is compiled (Adam,
 learning rate 0.002, categorical cross-entropy, accuracy) so its
 compile_config is read too; Keras wraps the optimizer in a
 LossScaleOptimizer under mixed_float16.
+
+`generate.py legacy` writes legacy.h5, a model in the legacy .h5 format.
+
+`generate.py placements` writes placements-layers.txt: each layer of those
+files loaded back in Keras, its compute dtype and its output's dtype.
+
+`generate.py layers` makes only the layer-class files (the first set is left
+as it is), each under float32, mixed_float16 and mixed_bfloat16, plus
+per-layer overrides, listed in manifest-layers.txt with the lowest
+precision a layer of the model computes in (the error bound's class):
+
+  cnn-<policy>.keras       Sequential: Conv2D (same, relu), MaxPooling2D,
+                           Conv2D (3x2 kernel, strides 2x1, valid), Conv2D
+                           (dilation 2, same, no bias), AveragePooling2D
+                           (3, strides 2, same), Dropout, Flatten, Dense,
+                           Softmax
+  merge-<policy>.keras     Functional DAG: Subtract, Maximum (3 inputs),
+                           Minimum, Concatenate, Reshape with -1, Permute,
+                           LayerNormalization over two axes, Softmax over
+                           axis 1, Concatenate along axis 1, Flatten, two
+                           outputs
+  embed-<policy>.keras     Functional: int32 indices, Embedding, Dropout,
+                           LayerNormalization, Reshape, Conv2D (tanh),
+                           MaxPooling2D (strides 1, same), Flatten, Dense
+  cnn_override-mixed_float16.keras, merge_override-mixed_bfloat16.keras
+                           per-layer dtype= overrides (float32 and
+                           mixed_bfloat16 layers in a mixed_float16 model; a
+                           float32 Conv2D and LayerNormalization in a
+                           mixed_bfloat16 one)
 """
 
 import datetime
+import sys
 import importlib.util
 import os
 
@@ -85,6 +115,140 @@ def unsupported():
     keras.Model(x, y, name="with_lambda").save(os.path.join(HERE, "lambda.keras"))
 
 
+# ---- layer classes (generate.py layers) ----
+
+LAYER_POLICIES = ["float32", "mixed_float16", "mixed_bfloat16"]
+
+
+def cnn(override=False):
+    f32 = {"dtype": "float32"} if override else {}
+    bf = {"dtype": "mixed_bfloat16"} if override else {}
+    return keras.Sequential([
+        keras.Input(shape=(16, 16, 3)),
+        layers.Conv2D(8, 3, padding="same", activation="relu", **f32),
+        layers.MaxPooling2D(2),
+        layers.Conv2D(6, (3, 2), strides=(2, 1), padding="valid", **bf),
+        layers.Conv2D(4, 3, dilation_rate=2, padding="same", use_bias=False),
+        layers.AveragePooling2D(pool_size=3, strides=2, padding="same"),
+        layers.Dropout(0.3),
+        layers.Flatten(),
+        layers.Dense(5, **f32),
+        layers.Softmax(dtype="float32"),
+    ], name="cnn")
+
+
+def merge(override=False):
+    f32 = {"dtype": "float32"} if override else {}
+    a = keras.Input(shape=(6,), name="a")
+    b = keras.Input(shape=(6,), name="b")
+    d1 = layers.Dense(8, name="d1")(a)
+    d2 = layers.Dense(8, activation="tanh", name="d2")(b)
+    sub = layers.Subtract(name="sub")([d1, d2])
+    mx = layers.Maximum(name="mx")([d1, d2, sub])
+    mn = layers.Minimum(name="mn")([d1, d2])
+    cat = layers.Concatenate(name="cat")([sub, mx, mn])          # [N, 24]
+    r = layers.Reshape((4, -1), name="r")(cat)                   # [N, 4, 6]
+    p = layers.Permute((2, 1), name="p")(r)                      # [N, 6, 4]
+    ln = layers.LayerNormalization(axis=[1, 2], name="ln", **f32)(p)
+    sm = layers.Softmax(axis=1, name="sm")(ln)
+    cat2 = layers.Concatenate(axis=1, name="cat2")([sm, p])      # [N, 12, 4]
+    out = layers.Dense(3, name="out")(layers.Flatten(name="flat")(cat2))
+    side = layers.LayerNormalization(name="side")(mn)
+    return keras.Model([a, b], [out, side], name="merge")
+
+
+def embed():
+    t = keras.Input(shape=(7,), dtype="int32", name="tokens")
+    e = layers.Embedding(20, 6, name="emb")(t)                   # [N, 7, 6]
+    e = layers.Dropout(0.2, name="drop")(e)
+    e = layers.LayerNormalization(name="ln")(e)
+    x = layers.Reshape((7, 6, 1), name="img")(e)
+    x = layers.Conv2D(3, (2, 3), activation="tanh", name="conv")(x)   # [N, 6, 4, 3]
+    x = layers.MaxPooling2D(2, strides=1, padding="same", name="pool")(x)
+    y = layers.Dense(4, name="head")(layers.Flatten(name="flat")(x))
+    return keras.Model(t, y, name="embed")
+
+
+def scaled(rng, w):
+    """Random weights that keep activations near 1 (a kernel's range shrinks
+    with its fan-in), so that no softmax saturates and hides errors."""
+    fan_in = int(np.prod(w.shape[:-1])) if w.ndim >= 2 else 1
+    s = 0.5 if w.ndim < 2 or w.shape[0] == 20 else 1.5 / np.sqrt(fan_in)   # embeddings: 20 rows
+    return rng.uniform(-s, s, w.shape).astype(w.dtype)
+
+
+def save_case(rng, model, base, manifest, lowest):
+    model.set_weights([scaled(rng, w) for w in model.get_weights()])
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=0.002),
+                  loss="categorical_crossentropy", metrics=["accuracy"])
+    model.save(os.path.join(HERE, base + ".keras"))
+    xs = []
+    for t in model.inputs:
+        shape = (8,) + tuple(t.shape[1:])
+        if "int" in str(t.dtype):
+            xs.append(rng.integers(0, 20, shape).astype(np.int32))
+        else:
+            xs.append(rng.standard_normal(shape).astype(np.float32))
+    ys = model.predict(xs if len(xs) > 1 else xs[0], verbose=0)
+    ys = ys if isinstance(ys, (list, tuple)) else [ys]
+    for i, x in enumerate(xs):
+        np.save(os.path.join(HERE, f"{base}.in{i}.npy"), x)
+    for i, y in enumerate(ys):
+        np.save(os.path.join(HERE, f"{base}.out{i}.npy"), np.asarray(y, dtype=np.float32))
+    manifest.append(f"{base} {model.dtype_policy.name} {len(xs)} {len(ys)} {lowest}")
+
+
+def layers_main():
+    rng = np.random.default_rng(2027)
+    manifest = []
+    lowest = {"float32": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+    for policy in LAYER_POLICIES:
+        keras.mixed_precision.set_global_policy(policy)
+        for name, build in [("cnn", cnn), ("merge", merge), ("embed", embed)]:
+            save_case(rng, build(), f"{name}-{policy}", manifest, lowest[policy])
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    save_case(rng, cnn(override=True), "cnn_override-mixed_float16", manifest, "bfloat16")
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    save_case(rng, merge(override=True), "merge_override-mixed_bfloat16", manifest, "bfloat16")
+    keras.mixed_precision.set_global_policy("float32")
+    with open(os.path.join(HERE, "manifest-layers.txt"), "w") as f:
+        f.write(f"# generated by generate.py layers with keras {keras.__version__} on "
+                f"{datetime.date.today()}\n# file policy n_inputs n_outputs lowest_precision\n")
+        f.write("\n".join(manifest) + "\n")
+
+
+def legacy():
+    """legacy.h5 (generate.py legacy): a model saved in the legacy .h5 format
+    (Keras 3 writes the model_config attribute as Keras 2 did), which castor
+    refuses with how to re-save it (tests/golden/keras-errors)."""
+    keras.mixed_precision.set_global_policy("float32")
+    m = keras.Sequential([keras.Input(shape=(4,)), layers.Dense(3)], name="legacy")
+    m.save(os.path.join(HERE, "legacy.h5"))
+
+
+def placements_main():
+    """placements-layers.txt: Keras's per-layer dtypes in the layer-class
+    files, read back from the saved files (they are not rewritten)."""
+    lines = []
+    with open(os.path.join(HERE, "manifest-layers.txt")) as f:
+        files = [ln.split()[0] for ln in f if ln.strip() and not ln.startswith("#")]
+    for name in files:
+        model = keras.models.load_model(os.path.join(HERE, name + ".keras"), compile=False)
+        outputs = {h._keras_history.operation.name for h in model.outputs}
+        for layer in model.layers:
+            cls = type(layer).__name__
+            if cls == "InputLayer":
+                continue
+            out = {str(t.dtype) for node in layer._inbound_nodes for t in node.output_tensors}
+            assert len(out) == 1, (name, layer.name, out)
+            lines.append(f"{name} {layer.name} {cls} {layer.compute_dtype} {out.pop()} "
+                         f"{int(layer.name in outputs)}")
+    with open(os.path.join(HERE, "placements-layers.txt"), "w") as f:
+        f.write(f"# generated by generate.py placements with keras {keras.__version__} on "
+                f"{datetime.date.today()}\n# file layer class keras_compute keras_output is_model_output\n")
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
     rng = np.random.default_rng(2026)
     manifest = []
@@ -115,4 +279,11 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["layers"]:
+        layers_main()
+    elif sys.argv[1:] == ["placements"]:
+        placements_main()
+    elif sys.argv[1:] == ["legacy"]:
+        legacy()
+    else:
+        main()
