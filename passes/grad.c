@@ -55,14 +55,12 @@
  *   pad_constant   strided_slice(dy) of the block it placed
  *   gather(a, b)   da = gather_grad(dy, b), the ordered scatter-add; the
  *                  int32 indices b have none
- *   batch_norm(x, gamma, beta, mean, var), k = gamma / sqrt(var + eps),
- *                  xhat = (x - mean) / sqrt(var + eps)
- *                  training (grad_bn.c gave it the batch's statistics):
- *                  dx = k (dy - bn_mean(dy) - xhat bn_mean(dy xhat)), the
- *                  full gradient through the statistics; otherwise (fixed
- *                  statistics) dx = dy k, dmean = -sum(dy k), dvar =
- *                  sum(-dy k xhat inv / 2), inv = 1 / sqrt(var + eps); both: dgamma =
- *                  sum(dy xhat), dbeta = sum(dy), sums to the operand's shape
+ *   batch_norm(x, gamma, beta, mean, var) in a training step (grad_bn.c
+ *                  gave it the batch's statistics): with inv = 1 / sqrt(var
+ *                  + eps), xhat = (x - mean) inv, the full gradient through
+ *                  the statistics dx = gamma inv (dy - bn_mean(dy) - xhat
+ *                  bn_mean(dy xhat)); dgamma = sum(dy xhat), dbeta =
+ *                  sum(dy), summed to their shape
  */
 #include <math.h>
 #include <stddef.h>
@@ -497,52 +495,31 @@ static ir_node *bn_op(grad_state *s, const ir_node *n, const char *base, ir_op o
   return op(s, o, n, base, srcs, b ? 2 : 1, attr);
 }
 
-/* Summed back to t's shape (sum_to in x's element order). */
-static ir_node *bn_sum(grad_state *s, const ir_node *n, ir_node *d, const ir_node *t) {
-  return reduce_to(s, n, d, t);
-}
-
 static bool batch_norm_backward(grad_state *s, ir_node *n, ir_node *dy) {
   ir_node *x = n->srcs[0], *gamma = n->srcs[1], *beta = n->srcs[2], *mean = n->srcs[3], *var = n->srcs[4];
   const ir_attr none = {0};
-  bool training = mean->op == IR_OP_BN_MEAN && mean->srcs[0] == x;
+  if (!(mean->op == IR_OP_BN_MEAN && mean->srcs[0] == x && var->op == IR_OP_BN_MEAN))
+    return fail(s, DIAG_KIND_INTERNAL, n->loc, "grad: %s (%%%s) has no batch statistics (grad_bn.c)",
+                ir_op_name(n->op), n->name);
   const char *base = n->name;
   ir_node *eps = literal(s, "epsilon", var->type.dtype, n->attr.epsilon);
   ir_node *inv = bn_op(s, n, base, IR_OP_RSQRT, bn_op(s, n, base, IR_OP_ADD, var, eps, &none), NULL, &none);
-  ir_node *xc = training ? var->srcs[0]->srcs[0] : bn_op(s, n, base, IR_OP_SUB, x, mean, &none);
+  ir_node *xc = var->srcs[0]->srcs[0]; /* x - mean (grad_bn.c) */
   ir_node *xhat = bn_op(s, n, base, IR_OP_MUL, xc, inv, &none);
-  ir_node *k = bn_op(s, n, base, IR_OP_MUL, gamma, inv, &none);
-  ir_node *dyx = s->needs[gamma->id] || (training && s->needs[x->id]) || s->needs[var->id]
-                     ? bn_op(s, n, base, IR_OP_MUL, dy, xhat, &none)
-                     : NULL;
-  if (s->needs[x->id]) {
-    ir_node *dx;
-    if (training) { /* k (dy - mean(dy) - xhat mean(dy xhat)) */
-      ir_attr ma = {0};
-      ma.shape.rank = mean->type.rank;
-      for (int r = 0; r < mean->type.rank; r++) ma.shape.dims[r] = mean->type.dims[r];
-      ir_node *m1 = bn_op(s, n, x->name, IR_OP_BN_MEAN, dy, NULL, &ma);
-      ir_node *m2 = bn_op(s, n, x->name, IR_OP_BN_MEAN, dyx, NULL, &ma);
-      ir_node *t = bn_op(s, n, x->name, IR_OP_SUB, dy, m1, &none);
-      t = bn_op(s, n, x->name, IR_OP_SUB, t, bn_op(s, n, x->name, IR_OP_MUL, xhat, m2, &none), &none);
-      dx = bn_op(s, n, x->name, IR_OP_MUL, t, k, &none);
-    } else {
-      dx = bn_op(s, n, x->name, IR_OP_MUL, dy, k, &none);
-    }
-    accumulate(s, x, bn_sum(s, n, dx, x));
+  ir_node *dyx = s->needs[gamma->id] || s->needs[x->id] ? bn_op(s, n, base, IR_OP_MUL, dy, xhat, &none) : NULL;
+  if (s->needs[x->id]) { /* k (dy - mean(dy) - xhat mean(dy xhat)), k = gamma inv */
+    ir_attr ma = {0};
+    ma.shape.rank = mean->type.rank;
+    for (int r = 0; r < mean->type.rank; r++) ma.shape.dims[r] = mean->type.dims[r];
+    ir_node *k = bn_op(s, n, base, IR_OP_MUL, gamma, inv, &none);
+    ir_node *m1 = bn_op(s, n, x->name, IR_OP_BN_MEAN, dy, NULL, &ma);
+    ir_node *m2 = bn_op(s, n, x->name, IR_OP_BN_MEAN, dyx, NULL, &ma);
+    ir_node *t = bn_op(s, n, x->name, IR_OP_SUB, dy, m1, &none);
+    t = bn_op(s, n, x->name, IR_OP_SUB, t, bn_op(s, n, x->name, IR_OP_MUL, xhat, m2, &none), &none);
+    accumulate(s, x, bn_op(s, n, x->name, IR_OP_MUL, t, k, &none));
   }
-  if (s->needs[gamma->id]) accumulate(s, gamma, bn_sum(s, n, dyx, gamma));
-  if (s->needs[beta->id]) accumulate(s, beta, bn_sum(s, n, dy, beta));
-  if (training) return true; /* the statistics' gradients are in dx */
-  if (s->needs[mean->id]) {
-    ir_node *dm = negate(s, n, mean->name, bn_op(s, n, mean->name, IR_OP_MUL, dy, k, &none));
-    accumulate(s, mean, bn_sum(s, n, dm, mean));
-  }
-  if (s->needs[var->id]) { /* dy d/dvar (xc gamma inv) = -dy xc gamma inv^3 / 2 = -(dy xhat) k inv / 2 */
-    ir_node *t = bn_op(s, n, var->name, IR_OP_MUL, dyx, k, &none);
-    t = bn_op(s, n, var->name, IR_OP_MUL, t, inv, &none);
-    accumulate(s, var, bn_sum(s, n, scaled(s, n, var->name, t, -0.5), var));
-  }
+  if (s->needs[gamma->id]) accumulate(s, gamma, reduce_to(s, n, dyx, gamma));
+  if (s->needs[beta->id]) accumulate(s, beta, reduce_to(s, n, dy, beta));
   return true;
 }
 

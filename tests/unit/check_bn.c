@@ -13,7 +13,9 @@
  *   - CPU training steps against the reference step under float32 and the
  *     mixed policies (the statistics stay f32), and bit-identical on 1 and
  *     3 threads;
- *   - the training form's errors.
+ *   - the training form's errors;
+ *   - the fold at inference (passes/fold_bn.c): the folded model's outputs
+ *     against the unfolded one's within f32 rounding, on the CPU.
  */
 #include <check.h>
 
@@ -25,6 +27,7 @@
 
 #include "tests/unit/test_support.h"
 #include "api/internal.h"
+#include "codegen/cg_backend.h"
 #include "castor.h"
 #include "passes/passes.h"
 #include "tests/ref/ref.h"
@@ -419,6 +422,89 @@ START_TEST(test_bn_training_errors) {
 }
 END_TEST
 
+/* ---- the fold at inference ---- */
+
+/* conv2d with a bias -> batch_norm; dense without -> batch_norm without
+ * scale and center (literals); both fold */
+static const char fold_text[] =
+    "graph m policy=float32\n"
+    "%x = f32[N,5,4,3] input() {index=0}\n"
+    "%k = f32[3,3,3,7] const() {weight=\"c.kernel\", layer=c}  # c\n"
+    "%cb = f32[7] const() {weight=\"c.bias\", layer=c}  # c\n"
+    "%cv = f32[N,5,4,7] conv2d(%x, %k) {acc=f32, strides=[1,1], dilations=[1,1], pads=[1,1,1,1], layer=c}  # c\n"
+    "%c = f32[N,5,4,7] add(%cv, %cb) {layer=c}  # c\n"
+    "%g = f32[7] const() {weight=\"b.gamma\", layer=b}  # b\n"
+    "%be = f32[7] const() {weight=\"b.beta\", layer=b}  # b\n"
+    "%mm = f32[7] const() {weight=\"b.moving_mean\", layer=b}  # b\n"
+    "%mv = f32[7] const() {weight=\"b.moving_variance\", layer=b}  # b\n"
+    "%b = f32[N,5,4,7] batch_norm(%c, %g, %be, %mm, %mv) {epsilon=0.001, momentum=0.99, layer=b}  # b\n"
+    "%f = f32[N,140] reshape(%b) {shape=[N,140], layer=f}  # f\n"
+    "%w = f32[140,11] const() {weight=\"d.kernel\", layer=d}  # d\n"
+    "%h = f32[N,11] matmul(%f, %w) {acc=f32, layer=d}  # d\n"
+    "%one = f32[] literal() {value=1}\n"
+    "%zero = f32[] literal() {value=0}\n"
+    "%m2 = f32[11] const() {weight=\"e.moving_mean\", layer=e}  # e\n"
+    "%v2 = f32[11] const() {weight=\"e.moving_variance\", layer=e}  # e\n"
+    "%y = f32[N,11] batch_norm(%h, %one, %zero, %m2, %v2) {epsilon=0.01, momentum=0.99, layer=e}  # e\n"
+    "output y = %y\n";
+
+/* The graph with seeded weights (variances in [0.2, 2]) through pipeline,
+ * run on the CPU for a seeded batch of 6. */
+static float *run_pipeline(const char *pipeline, int *n_bn, int64_t *ny) {
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("fold.cir", fold_text, strlen(fold_text), d);
+  ck_assert_msg(g, "%s", diag_text(d));
+  rng r;
+  rng_init(&r, 41);
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    if (n->op != IR_OP_CONST) continue;
+    int64_t cnt = 0;
+    ck_assert(ir_type_numel(&n->type, 1, &cnt));
+    float *v = arena_alloc(g->arena, (size_t)cnt * 4);
+    bool var = strstr(n->attr.weight, "variance") != NULL;
+    for (int64_t e = 0; e < cnt; e++) v[e] = var ? rng_uniform_f32(&r, 0.2f, 2.0f) : rng_uniform_f32(&r, -1, 1);
+    n->attr.data = v;
+  }
+  pass_options po;
+  pass_options_init(&po);
+  po.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(g, pipeline, &po, d), "%s: %s", pipeline, diag_text(d));
+  *n_bn = 0;
+  for (int i = 0; i < g->n_nodes; i++) *n_bn += g->nodes[i]->op == IR_OP_BATCH_NORM;
+  enum { N = 6 };
+  float x[N * 60];
+  for (int e = 0; e < N * 60; e++) x[e] = rng_uniform_f32(&r, -2, 2);
+  *ny = N * 11;
+  float *y = xmalloc((size_t)*ny * 4);
+  cg_backend_options bo;
+  cg_backend_options_init(&bo);
+  bo.threads = 2;
+  cg_exec *ex = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+  ck_assert_msg(ex, "compile: %s", diag_text(d));
+  const void *ins[] = {x};
+  void *outs[] = {y};
+  ck_assert_msg(cg_backend_cpu.run(ex, N, ins, outs, d), "run: %s", diag_text(d));
+  cg_exec_destroy(ex);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+  return y;
+}
+
+START_TEST(test_bn_fold_matches) {
+  int64_t ny;
+  int n_unfolded, n_folded;
+  float *a = run_pipeline("verify,autocast,cast-cleanup,fold-constants,dce", &n_unfolded, &ny);
+  float *b = run_pipeline(PASS_PIPELINE_DEFAULT, &n_folded, &ny);
+  ck_assert_int_eq(n_unfolded, 2);
+  ck_assert_int_eq(n_folded, 0); /* both folded */
+  double *want = ref_from_f32(a, ny);
+  double e = ref_normalized_error(b, want, ny);
+  ck_assert_msg(e <= 2e-6 && e > 0, "folded against unfolded: normalized error %g", e);
+  free(want), free(a), free(b);
+}
+END_TEST
+
 static Suite *bn_suite(void) {
   Suite *s = suite_create("bn");
   TCase *tc = tcase_create("bn");
@@ -429,6 +515,7 @@ static Suite *bn_suite(void) {
   tcase_add_test(tc, test_bn_moving_statistics);
   tcase_add_test(tc, test_bn_threads_bit_identical);
   tcase_add_test(tc, test_bn_training_errors);
+  tcase_add_test(tc, test_bn_fold_matches);
   suite_add_tcase(s, tc);
   return s;
 }
