@@ -363,6 +363,36 @@ START_TEST(test_bn_moving_statistics) {
   ck_assert_msg(strstr(buf + 8, "\"b.moving_mean\"") && strstr(buf + 8, "\"b.moving_variance\"") &&
                     strstr(buf + 8, "\"b.gamma\"") && strstr(buf + 8, "\"b.beta\""),
                 "the saved header lacks batch norm's weights: %s", buf + 8);
+  /* and loaded back: a new training program of the model starts from them */
+  strcpy(path, "/tmp/check_bn_XXXXXX");
+  int fd2 = mkstemp(path);
+  ck_assert_int_ge(fd2, 0);
+  ck_assert_int_eq(castor_program_save_weights(r.p, path), CASTOR_OK);
+  castor_load_options lo;
+  castor_load_options_init(&lo);
+  lo.weights_path = path;
+  castor_model *m2 = NULL;
+  castor_program *p2 = NULL;
+  ck_assert_msg(castor_model_load_string(r.ctx, "bn.cast", input_text, strlen(input_text), &lo, &m2) == CASTOR_OK, "%s",
+                castor_context_last_error(r.ctx));
+  castor_compile_options o;
+  castor_compile_options_init(&o);
+  castor_train_options to;
+  castor_train_options_init(&to);
+  ck_assert_msg(castor_compile_train(m2, &o, &to, &p2) == CASTOR_OK, "%s", castor_context_last_error(r.ctx));
+  for (int w = 0; w < 2; w++) {
+    const char *key = w ? "b.moving_variance" : "b.moving_mean";
+    castor_tensor *a = NULL, *b = NULL;
+    ck_assert_int_eq(castor_program_get_state(r.p, key, &a), CASTOR_OK);
+    ck_assert_int_eq(castor_program_get_state(p2, key, &b), CASTOR_OK);
+    ck_assert_msg(memcmp(castor_tensor_data(a), castor_tensor_data(b), castor_tensor_nbytes(a)) == 0,
+                  "%s loaded back differs", key);
+    castor_tensor_destroy(a), castor_tensor_destroy(b);
+  }
+  castor_program_destroy(p2);
+  castor_model_destroy(m2);
+  unlink(path);
+  close(fd2);
   run_fini(&r);
 }
 END_TEST
