@@ -1041,6 +1041,10 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   for (int k = 0; k < n_bn; k++) { /* CNN: every step, as Keras's layer call assigns them */
     for (int w = 0; w < 2; w++) {
       ir_node *v = w ? bns[k].moving_var : bns[k].moving_mean, *x = w ? bns[k].var : bns[k].mean;
+      if (!ir_type_eq(&v->type, &x->type)) /* a moving statistic also used elsewhere in 16 bits (fuzz_grad) */
+        return fail(&s, DIAG_KIND_UNSUPPORTED, v->loc,
+                    "grad: batch norm's moving statistic %s became a %s variable; it must stay in the batch's "
+                    "statistics' dtype (f32)", v->attr.weight ? v->attr.weight : v->name, dtype_name(v->type.dtype));
       char name[512];
       snprintf(name, sizeof name, "%s.updated", safe_name(&s, v->attr.weight ? v->attr.weight : v->name));
       ir_node *u = ir_build_op(g, IR_OP_MOVING_UPDATE, unique_name(&s, name), (ir_node *[]){v, x}, 2,

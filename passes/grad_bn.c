@@ -61,10 +61,11 @@ bool grad_bn_training(ir_graph *g, hmap *names, diag_sink *d, arena *a, grad_bn 
       return false;
     }
     if (!is_channel_vector(&mm->type, &x->type) || !is_channel_vector(&mv->type, &x->type) || x->type.rank < 2 ||
-        !dtype_is_float(x->type.dtype)) {
+        !dtype_is_float(x->type.dtype) || mm->type.dtype != x->type.dtype || mv->type.dtype != x->type.dtype) {
       diag_error_kind(d, DIAG_KIND_UNSUPPORTED, n->loc,
                       "batch_norm (%%%s): a training step normalizes over x's last (channel) dimension; its moving "
-                      "statistics %%%s and %%%s must be [C] for an x of rank >= 2", n->name, mm->name, mv->name);
+                      "statistics %%%s and %%%s must be [C] of x's dtype for an x of rank >= 2", n->name, mm->name,
+                      mv->name);
       return false;
     }
     ir_attr ma = {0};
