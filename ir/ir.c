@@ -475,7 +475,7 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     *out = (ir_type){a->dtype, 2, {a->dims[0], b->dims[1]}};
     return true;
   }
-  case IR_TYPE_BINARY: return infer_broadcast(op, srcs, n_srcs, out, err, errlen);
+  case IR_TYPE_BINARY: return check_eltwise_attrs(op, attr, err, errlen) && infer_broadcast(op, srcs, n_srcs, out, err, errlen);
   case IR_TYPE_UNARY:
   case IR_TYPE_ROWWISE:
     if (!check_eltwise_attrs(op, attr, err, errlen)) return false;
@@ -963,6 +963,11 @@ static bool check_eltwise_attrs(ir_op op, const ir_attr *attr, char *err, size_t
     return FAIL("%s alpha must be a finite number, got %g", ir_op_name(op), attr->alpha);
   if ((keys & A(min_value)) && !(attr->min_value <= attr->max_value))
     return FAIL("%s needs min_value <= max_value, got %g and %g", ir_op_name(op), attr->min_value, attr->max_value);
+  /* CNN: batch normalization */
+  if ((keys & A(epsilon)) && !(attr->epsilon > 0 && attr->epsilon <= 1e30))
+    return FAIL("%s epsilon must be a finite number > 0, got %g", ir_op_name(op), attr->epsilon);
+  if ((keys & A(momentum)) && !(attr->momentum >= 0 && attr->momentum < 1))
+    return FAIL("%s momentum must be in [0, 1), got %g", ir_op_name(op), attr->momentum);
   return true;
 }
 

@@ -55,6 +55,12 @@
  *   pad_constant   strided_slice(dy) of the block it placed
  *   gather(a, b)   da = gather_grad(dy, b), the ordered scatter-add; the
  *                  int32 indices b have none
+ *   batch_norm(x, gamma, beta, mean, var) in a training step (grad_bn.c
+ *                  gave it the batch's statistics): with inv = 1 / sqrt(var
+ *                  + eps), xhat = (x - mean) inv, the full gradient through
+ *                  the statistics dx = gamma inv (dy - bn_mean(dy) - xhat
+ *                  bn_mean(dy xhat)); dgamma = sum(dy xhat), dbeta =
+ *                  sum(dy), summed to their shape
  */
 #include <math.h>
 #include <stddef.h>
@@ -63,6 +69,7 @@
 #include <string.h>
 
 #include "util/half.h"
+#include "passes/grad_bn.h"
 #include "passes/passes.h"
 
 typedef struct grad_state {
@@ -480,6 +487,42 @@ static bool select_backward(grad_state *s, ir_node *n, ir_node *dy) {
 }
 
 /* Propagates node n's adjoint to its operands (the rules above). */
+/* ---- CNN: batch normalization ---- */
+
+static ir_node *bn_op(grad_state *s, const ir_node *n, const char *base, ir_op o, ir_node *a, ir_node *b,
+                      const ir_attr *attr) {
+  ir_node *srcs[2] = {a, b};
+  return op(s, o, n, base, srcs, b ? 2 : 1, attr);
+}
+
+static bool batch_norm_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *x = n->srcs[0], *gamma = n->srcs[1], *beta = n->srcs[2], *mean = n->srcs[3], *var = n->srcs[4];
+  const ir_attr none = {0};
+  if (!(mean->op == IR_OP_BN_MEAN && mean->srcs[0] == x && var->op == IR_OP_BN_MEAN))
+    return fail(s, DIAG_KIND_INTERNAL, n->loc, "grad: %s (%%%s) has no batch statistics (grad_bn.c)",
+                ir_op_name(n->op), n->name);
+  const char *base = n->name;
+  ir_node *eps = literal(s, "epsilon", var->type.dtype, n->attr.epsilon);
+  ir_node *inv = bn_op(s, n, base, IR_OP_RSQRT, bn_op(s, n, base, IR_OP_ADD, var, eps, &none), NULL, &none);
+  ir_node *xc = var->srcs[0]->srcs[0]; /* x - mean (grad_bn.c) */
+  ir_node *xhat = bn_op(s, n, base, IR_OP_MUL, xc, inv, &none);
+  ir_node *dyx = s->needs[gamma->id] || s->needs[x->id] ? bn_op(s, n, base, IR_OP_MUL, dy, xhat, &none) : NULL;
+  if (s->needs[x->id]) { /* k (dy - mean(dy) - xhat mean(dy xhat)), k = gamma inv */
+    ir_attr ma = {0};
+    ma.shape.rank = mean->type.rank;
+    for (int r = 0; r < mean->type.rank; r++) ma.shape.dims[r] = mean->type.dims[r];
+    ir_node *k = bn_op(s, n, base, IR_OP_MUL, gamma, inv, &none);
+    ir_node *m1 = bn_op(s, n, x->name, IR_OP_BN_MEAN, dy, NULL, &ma);
+    ir_node *m2 = bn_op(s, n, x->name, IR_OP_BN_MEAN, dyx, NULL, &ma);
+    ir_node *t = bn_op(s, n, x->name, IR_OP_SUB, dy, m1, &none);
+    t = bn_op(s, n, x->name, IR_OP_SUB, t, bn_op(s, n, x->name, IR_OP_MUL, xhat, m2, &none), &none);
+    accumulate(s, x, bn_op(s, n, x->name, IR_OP_MUL, t, k, &none));
+  }
+  if (s->needs[gamma->id]) accumulate(s, gamma, reduce_to(s, n, dyx, gamma));
+  if (s->needs[beta->id]) accumulate(s, beta, reduce_to(s, n, dy, beta));
+  return true;
+}
+
 static bool backward(grad_state *s, ir_node *n) {
   ir_node *dy = s->adjoint[n->id];
   ir_node *a = n->n_srcs > 0 ? n->srcs[0] : NULL, *b = n->n_srcs > 1 ? n->srcs[1] : NULL;
@@ -618,6 +661,10 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_HARD_SIGMOID:
   case IR_OP_CLIP: accumulate(s, a, unary_backward(s, n, dy)); return true;
   case IR_OP_SELECT: return select_backward(s, n, dy);
+  /* CNN: batch normalization */
+  case IR_OP_BATCH_NORM: return batch_norm_backward(s, n, dy);
+  case IR_OP_BN_MEAN:
+  case IR_OP_MOVING_UPDATE: return fail(s, DIAG_KIND_INTERNAL, n->loc, "grad: %s (%%%s) is a training op", ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();
@@ -816,6 +863,11 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
     return fail(&s, DIAG_KIND_INVALID_MODEL, pred->loc,
                 "grad: the model output %s is %s; the losses need [N, classes] predictions", pred_name, t);
   }
+  /* CNN: batch normalization trains on the batch's statistics */
+  grad_bn *bns = NULL;
+  int n_bn = 0;
+  if (!o->loss_only && !grad_bn_training(g, names, ctx->diag, ctx->scratch, &bns, &n_bn)) return false;
+  s.n_fwd = g->n_nodes;
   ir_graph_renumber(g);
   s.needs = arena_alloc(ctx->scratch, (size_t)s.n_fwd + 1);
   s.adjoint = arena_alloc(ctx->scratch, ((size_t)s.n_fwd + 1) * sizeof *s.adjoint);
@@ -825,10 +877,18 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   for (int i = 0; i < s.n_fwd; i++)
     if (g->nodes[i]->op == IR_OP_CONST) make_variable(&s, g->nodes[i], uses[i]);
   free(uses);
+  /* CNN: batch normalization's moving statistics: nontrainable variables */
+  for (int i = 0; i < n_bn; i++) bns[i].moving_mean->attr.kind = bns[i].moving_var->attr.kind = IR_STATE_NONTRAINABLE;
+  for (int i = 0; i < s.n_fwd; i++) { /* evaluation: batch_norm keeps them as operands */
+    ir_node *n = g->nodes[i];
+    if (n->op != IR_OP_BATCH_NORM) continue;
+    for (int k = 3; k < 5; k++)
+      if (n->srcs[k]->op == IR_OP_VARIABLE) n->srcs[k]->attr.kind = IR_STATE_NONTRAINABLE;
+  }
   int n_vars = 0;
   for (int i = 0; i < s.n_fwd; i++) {
     ir_node *n = g->nodes[i];
-    s.needs[i] = n->op == IR_OP_VARIABLE;
+    s.needs[i] = n->op == IR_OP_VARIABLE && n->attr.kind == IR_STATE_WEIGHT;
     n_vars += s.needs[i];
     for (int k = 0; k < n->n_srcs; k++) s.needs[i] |= s.needs[n->srcs[k]->id];
   }
@@ -918,7 +978,7 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
                 "grad: no gradients for any weight: the loss (%s) of the output %s depends on none of them",
                 loss_names[o->loss], pred_name);
   for (int i = 0; i < s.n_fwd && n_upd < n_vars; i++) /* Keras: "Gradients do not exist for variables ..." */
-    if (g->nodes[i]->op == IR_OP_VARIABLE && !s.adjoint[i])
+    if (g->nodes[i]->op == IR_OP_VARIABLE && g->nodes[i]->attr.kind == IR_STATE_WEIGHT && !s.adjoint[i])
       diag_warning(ctx->diag, g->nodes[i]->loc,
                    "grad: weight %s does not reach the output %s: it has no gradient and is not trained",
                    g->nodes[i]->attr.weight, pred_name);
@@ -977,6 +1037,23 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
       sk.scale = global;
     }
     update(&s, vars[k], gk, &sk);
+  }
+  for (int k = 0; k < n_bn; k++) { /* CNN: every step, as Keras's layer call assigns them */
+    for (int w = 0; w < 2; w++) {
+      ir_node *v = w ? bns[k].moving_var : bns[k].moving_mean, *x = w ? bns[k].var : bns[k].mean;
+      if (!ir_type_eq(&v->type, &x->type)) /* a moving statistic also used elsewhere in 16 bits (fuzz_grad) */
+        return fail(&s, DIAG_KIND_UNSUPPORTED, v->loc,
+                    "grad: batch norm's moving statistic %s became a %s variable; it must stay in the batch's "
+                    "statistics' dtype (f32)", v->attr.weight ? v->attr.weight : v->name, dtype_name(v->type.dtype));
+      char name[512];
+      snprintf(name, sizeof name, "%s.updated", safe_name(&s, v->attr.weight ? v->attr.weight : v->name));
+      ir_node *u = ir_build_op(g, IR_OP_MOVING_UPDATE, unique_name(&s, name), (ir_node *[]){v, x}, 2,
+                               &(ir_attr){.momentum = bns[k].bn->attr.momentum}, bns[k].bn->loc);
+      u->layer = bns[k].bn->layer;
+      u->note = arena_printf(g->arena, "%s: moving %s = moving * %g + batch's * (1 - %g)",
+                             u->layer ? u->layer : bns[k].bn->name, w ? "variance" : "mean",
+                             bns[k].bn->attr.momentum, bns[k].bn->attr.momentum);
+    }
   }
   ir_node *cs = ir_build_op(g, IR_OP_COUNT_STEP, unique_name(&s, "optimizer.iterations.updated"),
                             (ir_node *[]){sc.steps, sc.ok}, 2, &(ir_attr){0}, no_loc);

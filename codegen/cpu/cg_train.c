@@ -437,7 +437,10 @@ static void emit_clip_value(cg_kctx *c) {
  * formula), never another optimizer's formula by default. The update
  * ops with no row (count_step, loss_scale_update) are scalar updates
  * (emit_scalar_update). */
-typedef enum update_formula { UPDATE_NONE, UPDATE_SGD, UPDATE_SGD_MOMENTUM, UPDATE_RMSPROP, UPDATE_ADAM } update_formula;
+typedef enum update_formula {
+  UPDATE_NONE, UPDATE_SGD, UPDATE_SGD_MOMENTUM, UPDATE_RMSPROP, UPDATE_ADAM,
+  UPDATE_MOVING, /* CNN: batch normalization's moving statistics (emit_moving_update) */
+} update_formula;
 static const struct update_row {
   update_formula formula;
   bool centered, momentum; /* rmsprop's variants */
@@ -451,6 +454,7 @@ static const struct update_row {
     [IR_OP_RMSPROP_CENTERED_MOMENTUM] = {UPDATE_RMSPROP, true, true},
     [IR_OP_ADAM] = {UPDATE_ADAM, false, false},
     [IR_OP_ADAMW] = {UPDATE_ADAM, false, false, true}, /* training options */
+    [IR_OP_MOVING_UPDATE] = {UPDATE_MOVING, false, false}, /* CNN: batch normalization */
 };
 
 /* The optimizer's formula on `lanes` elements at index i. */
@@ -520,15 +524,43 @@ static void update_elems(cg_kctx *c, LLVMValueRef i, int lanes, LLVMValueRef lr,
     nx = LLVMBuildFSub(B, x, LLVMBuildFDiv(B, LLVMBuildFMul(B, nm, cg_splat(e, alpha, lanes), ""), den, ""), "");
     break;
   }
+  case UPDATE_MOVING: /* emit_moving_update */
   case UPDATE_NONE: CASTOR_UNREACHABLE(); /* an update op without a formula row */
   }
 #undef V
   store_f(c, op->srcs[0], i, nx, lanes);
 }
 
+/* CNN: batch normalization's moving statistics, every step (Keras assigns
+ * them in the layer's call, outside the optimizer and its loss-scale
+ * check): v = v * momentum + x * (1 - momentum), in f32 */
+static void moving_elems(cg_kctx *c, LLVMValueRef i, int lanes) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c);
+  LLVMTypeRef ty = vec(e, lanes);
+  LLVMValueRef v = load_f(c, op->srcs[0], i, lanes), x = load_f(c, op->srcs[1], i, lanes);
+  LLVMValueRef nv = LLVMBuildFAdd(B, LLVMBuildFMul(B, v, cg_const(e, ty, op->attr.momentum), ""),
+                                  LLVMBuildFMul(B, x, cg_const(e, ty, 1.0 - op->attr.momentum), ""), "moving");
+  store_f(c, op->srcs[0], i, nv, lanes);
+}
+
+static void emit_moving_update(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  cg_loop lv = cg_loop_begin(c, c->row0, c->row1, e->vw, "e");
+  moving_elems(c, lv.iv, e->vw);
+  cg_loop_end(c, &lv);
+  cg_loop ls = cg_loop_begin(c, lv.iv, c->row1, 1, "et");
+  moving_elems(c, ls.iv, 1);
+  cg_loop_end(c, &ls);
+}
+
 static void emit_update(cg_kctx *c) {
   cg_emitter *e = c->e;
   const ir_node *op = op_of(c);
+  if (update_rows[op->op].formula == UPDATE_MOVING) {
+    emit_moving_update(c);
+    return;
+  }
   int w = ir_op_writes(op->op);
   LLVMValueRef ok = load_int(c, op->srcs[w + 3], i64c(0));
   LLVMBasicBlockRef join = begin_if(c, LLVMBuildICmp(B, LLVMIntNE, ok, i64c(0), ""), "apply");
@@ -614,7 +646,10 @@ static void emit_sum_to(cg_kctx *c) {
     if (d > 0) q = LLVMBuildUDiv(B, q, i64c(yt->dims[d]), "");
     if (yt->dims[d] != 1) base = LLVMBuildAdd(B, base, LLVMBuildMul(B, coord, i64c(xstride[d + lead]), ""), "");
   }
-  LLVMValueRef acc = var(c, e->f32, F(0), "acc");
+  /* CNN: bn_mean sums the same way in double and divides by the count */
+  bool mean = op->op == IR_OP_BN_MEAN;
+  LLVMTypeRef at = mean ? LLVMDoubleTypeInContext(e->ctx) : e->f32;
+  LLVMValueRef acc = var(c, at, LLVMConstReal(at, 0), "acc");
   cg_loop lt = cg_loop_begin(c, i64c(0), total, 1, "t");
   LLVMValueRef r = lt.iv, xi = base;
   for (int k = n_summed - 1; k >= 0; k--) {
@@ -623,9 +658,14 @@ static void emit_sum_to(cg_kctx *c) {
     if (k > 0) r = LLVMBuildUDiv(B, r, i64c(xt->dims[d]), "");
     xi = LLVMBuildAdd(B, xi, LLVMBuildMul(B, coord, i64c(xstride[d]), ""), "");
   }
-  LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, e->f32), load_f(c, x, xi, 1), ""), acc);
+  LLVMValueRef xv = load_f(c, x, xi, 1);
+  if (at != e->f32) xv = LLVMBuildFPExt(B, xv, at, "");
+  LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, at), xv, ""), acc);
   cg_loop_end(c, &lt);
-  store_f(c, op, lo.iv, get(c, acc, e->f32), 1);
+  LLVMValueRef sum = get(c, acc, at);
+  if (mean) sum = LLVMBuildFDiv(B, sum, LLVMBuildUIToFP(B, total, at, ""), "mean");
+  if (at != e->f32) sum = LLVMBuildFPTrunc(B, sum, e->f32, "");
+  store_f(c, op, lo.iv, sum, 1);
   cg_loop_end(c, &lo);
 }
 

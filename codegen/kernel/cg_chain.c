@@ -158,6 +158,15 @@ static LLVMValueRef f_clip_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *
   return LLVMBuildSelect(B, out, K(0.0), in[0], op->name);
 }
 
+/* CNN: batch normalization, as keras/src/backend/jax/nn.py's
+ * batch_normalization: k = rsqrt(var + eps) * gamma; y = x * k + (beta - mean * k) */
+static LLVMValueRef f_batch_norm(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  LLVMValueRef k = cg_emit_unary(e, IR_OP_RSQRT, LLVMBuildFAdd(B, in[4], K(op->attr.epsilon), ""), "");
+  k = LLVMBuildFMul(B, k, in[1], "");
+  LLVMValueRef res = LLVMBuildFSub(B, in[2], LLVMBuildFMul(B, in[3], k, ""), "");
+  return LLVMBuildFAdd(B, LLVMBuildFMul(B, in[0], k, ""), res, op->name);
+}
+
 #undef K
 
 /* Every elementwise op's formula, by op: a new elementwise op (the op
@@ -205,6 +214,8 @@ static LLVMValueRef (*const chain_formulas[IR_OP_COUNT])(cg_emitter *e, const ir
     [IR_OP_ELU_GRAD] = f_elu_grad,
     [IR_OP_HARD_SIGMOID_GRAD] = f_hard_sigmoid_grad,
     [IR_OP_CLIP_GRAD] = f_clip_grad,
+    /* CNN: batch normalization */
+    [IR_OP_BATCH_NORM] = f_batch_norm,
 };
 
 /* numpy broadcasting: the flat index in src, an operand broadcast to the

@@ -64,6 +64,9 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     [IR_OP_CONV2D_FILTER_GRAD] = TRAINING,
     /* general tensors */
     [IR_OP_SUM_TO] = TRAINING,
+    /* CNN: batch normalization (inference, batch_norm, is an element-wise chain: both targets) */
+    [IR_OP_BN_MEAN] = TRAINING,
+    [IR_OP_MOVING_UPDATE] = TRAINING,
 };
 #undef TRAINING
 

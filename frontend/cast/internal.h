@@ -27,6 +27,7 @@ typedef enum fe_tok_kind {
   FE_TOK_NEWLINE,
   FE_TOK_IDENT,
   FE_TOK_INT,
+  FE_TOK_FLOAT, /* CNN: a decimal number with a '.' or an exponent (momentum=0.99, epsilon=1e-3) */
   FE_TOK_STRING,
   FE_TOK_LPAREN,
   FE_TOK_RPAREN,
@@ -41,6 +42,7 @@ typedef struct fe_token {
   fe_tok_kind kind;
   const char *text; /* IDENT: the name; STRING: the decoded contents; INT: the spelling */
   int64_t ival;     /* INT */
+  double dval;      /* FLOAT; INT's value as a double */
   diag_loc loc;
 } fe_token;
 
@@ -76,12 +78,13 @@ enum { FE_LAYER_MAX_ATTRS = 10 };
 enum { FE_INPUTS_2_OR_MORE = -2 };
 
 /* One argument of a layer call as written: `key=value` or a positional value. */
-typedef enum fe_value_kind { FE_VAL_IDENT, FE_VAL_INT, FE_VAL_STRING, FE_VAL_LIST } fe_value_kind;
+typedef enum fe_value_kind { FE_VAL_IDENT, FE_VAL_INT, FE_VAL_STRING, FE_VAL_LIST, FE_VAL_FLOAT } fe_value_kind;
 
 typedef struct fe_value {
   fe_value_kind kind;
   const char *str; /* IDENT, STRING; the spelling for INT */
   int64_t ival;    /* INT */
+  double dval;     /* FLOAT (CNN), and INT's value as a double */
   struct fe_value *items; /* LIST */
   int n_items;
   diag_loc loc;
@@ -151,6 +154,10 @@ struct fe_layer {
   int64_t filters, kernel[2], strides[2], dilation[2], pool[2];
   bool same, strides_given;
   diag_loc filters_loc;
+  /* CNN: batch_normalization (Keras's momentum, epsilon, center, scale) */
+  double momentum, epsilon;
+  bool center, scale;
+  diag_loc momentum_loc, epsilon_loc;
   /* lowering */
   bool lowered;
   ir_node *value;

@@ -76,7 +76,8 @@ const char *fe_closest(const char *s, const char *const *cands, int n_cands) {
 static const char *value_desc(fe_model *m, const fe_value *v) {
   switch (v->kind) {
   case FE_VAL_IDENT:
-  case FE_VAL_INT: return arena_printf(m->arena, "'%s'", v->str);
+  case FE_VAL_INT:
+  case FE_VAL_FLOAT: return arena_printf(m->arena, "'%s'", v->str);
   case FE_VAL_STRING: return "a string";
   case FE_VAL_LIST: return "a list";
   }
@@ -251,6 +252,28 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
     diag_error(m->d, v->loc, "padding must be valid or same, got %s", value_desc(m, v));
     return false;
   }
+  /* CNN: batch_normalization */
+  if (str_eq(a->key, "momentum") || str_eq(a->key, "epsilon")) {
+    bool mom = str_eq(a->key, "momentum");
+    double x = v->dval;
+    if ((v->kind != FE_VAL_FLOAT && v->kind != FE_VAL_INT) || (mom ? !(x >= 0 && x < 1) : !(x > 0 && x <= 1))) {
+      diag_error(m->d, v->loc, mom ? "momentum must be a number in [0, 1), got %s" : "epsilon must be a number in (0, 1], got %s",
+                 value_desc(m, v));
+      return false;
+    }
+    if (mom) l->momentum = x, l->momentum_loc = v->loc;
+    else l->epsilon = x, l->epsilon_loc = v->loc;
+    return true;
+  }
+  if (str_eq(a->key, "center") || str_eq(a->key, "scale")) {
+    const char *s = v->kind == FE_VAL_IDENT ? v->str : NULL;
+    if (!str_eq(s, "true") && !str_eq(s, "false")) {
+      diag_error(m->d, v->loc, "%s must be true or false, got %s", a->key, value_desc(m, v));
+      return false;
+    }
+    *(str_eq(a->key, "center") ? &l->center : &l->scale) = str_eq(s, "true");
+    return true;
+  }
   if (str_eq(a->key, "name")) {
     const char *s = name_of(v);
     if (!s || !is_identifier(s)) {
@@ -379,7 +402,8 @@ static fe_layer *new_layer(fe_model *m, const fe_call *c) {
                   .var = c->var, .var_loc = c->var_loc, .loc = c->callee_loc,
                   .name_loc = c->callee_loc, .act = IR_OP_COUNT, .use_bias = true, .axis = -1,
                   .axis_loc = c->callee_loc,
-                  .strides = {1, 1}, .dilation = {1, 1}, .pool = {2, 2}}; /* Keras's defaults */
+                  .strides = {1, 1}, .dilation = {1, 1}, .pool = {2, 2}, /* Keras's defaults */
+                  .momentum = 0.99, .epsilon = 1e-3, .center = true, .scale = true}; /* CNN: BatchNormalization's */
   vec_push(&m->layers, l);
   return l;
 }

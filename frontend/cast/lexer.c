@@ -14,6 +14,8 @@
  */
 #include "frontend/cast/internal.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 void fe_lexer_init(fe_lexer *lx, const char *file, const char *text, size_t len, arena *a,
@@ -63,15 +65,51 @@ static fe_token lex_comment(fe_lexer *lx) {
   return fe_lexer_next(lx);
 }
 
-/* Integers: an optional '-' and decimal digits. The run of identifier-like
- * characters after it is taken whole so `12abc` or `1.5` is one bad token. */
+/* CNN: a decimal number (digits, a '.', digits, an exponent e[+-]digits;
+ * a '.' or an exponent makes it one), finite; false if spell is not one. */
+static bool decimal(const char *spell, double *out) {
+  const char *p = spell + (*spell == '-');
+  int digits = 0;
+  bool dot = false, exp = false;
+  while (*p >= '0' && *p <= '9') p++, digits++;
+  if (*p == '.') {
+    dot = true, p++;
+    while (*p >= '0' && *p <= '9') p++, digits++;
+  }
+  if (digits && (*p == 'e' || *p == 'E')) {
+    p++;
+    if (*p == '+' || *p == '-') p++;
+    if (!(*p >= '0' && *p <= '9')) return false;
+    while (*p >= '0' && *p <= '9') p++;
+    exp = true;
+  }
+  if (!digits || *p || !(dot || exp)) return false;
+  char *end;
+  *out = strtod(spell, &end);
+  return *end == 0 && isfinite(*out);
+}
+
+/* Integers: an optional '-' and decimal digits; numbers (CNN) with a '.'
+ * or an exponent. The run of identifier-like characters after it is taken
+ * whole so `12abc` or `1.5x` is one bad token. */
 static fe_token lex_int(fe_lexer *lx) {
   size_t start = lx->pos, p = start;
   bool neg = lx->text[p] == '-';
   if (neg) p++;
-  while (p < lx->len && (is_ident_char(lx->text[p]) || lx->text[p] == '.')) p++;
+  while (p < lx->len && (is_ident_char(lx->text[p]) || lx->text[p] == '.' ||
+                         ((lx->text[p] == '-' || lx->text[p] == '+') && (lx->text[p - 1] == 'e' || lx->text[p - 1] == 'E'))))
+    p++;
   const char *spell = arena_strndup(lx->arena, lx->text + start, p - start);
   fe_token t = {.kind = FE_TOK_INT, .text = spell, .loc = loc_at(lx, start)};
+  if (strchr(spell, '.') || strchr(spell, 'e') || strchr(spell, 'E')) {
+    if (!decimal(spell, &t.dval)) {
+      diag_error(lx->d, t.loc, "invalid number '%s'", spell);
+      return error_token(lx, start);
+    }
+    t.kind = FE_TOK_FLOAT;
+    lx->pos = p;
+    return t;
+  }
   uint64_t v = 0;
   for (size_t i = start + neg; i < p; i++) {
     char c = lx->text[i];
@@ -87,6 +125,7 @@ static fe_token lex_int(fe_lexer *lx) {
     v = v * 10 + dg;
   }
   t.ival = neg ? (int64_t)(0 - v) : (int64_t)v;
+  t.dval = (double)t.ival;
   lx->pos = p;
   return t;
 }

@@ -17,6 +17,9 @@
  *   permute NAME               %NAME = transpose {perm=[0, dims...]}
  *   concatenate NAME           %NAME = concat {axis}
  *   embedding NAME             %NAME.embeddings (const), %NAME = gather {axis=0}
+ *   batch_normalization NAME   %NAME.gamma, .beta, .moving_mean, .moving_variance
+ *                              (consts; [] literals without scale/center),
+ *                              %NAME = batch_norm {epsilon, momentum}
  *
  * Out: every float is f32; every activation's first dimension is N; every
  * node carries its layer's name as note, the layer's dtype= as policy and
@@ -443,6 +446,50 @@ static bool lower_pool2d(lowering *lw, fe_layer *l, ir_node **in) {
   keras_pads(l->same, x->type.dims[2], l->pool[1], l->strides[1], 1, &a.pads.v[2], &a.pads.v[3]);
   if (!check_op(lw, l, op, &x, 1, &a)) return false;
   l->value = stamp(lw, l, ir_build_op(lw->g, op, l->name, &x, 1, &a, l->loc));
+  return true;
+}
+
+/* CNN: Keras BatchNormalization over the last (channel) axis: %NAME.gamma
+ * (ones), %NAME.beta (zeros), %NAME.moving_mean (zeros),
+ * %NAME.moving_variance (ones), all [C]; without scale or center, gamma 1
+ * and beta 0 are [] literals (no weight). Inference uses the moving
+ * statistics; a training step the batch's (passes/grad_bn.c). */
+static bool lower_batch_norm(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  fe_model *m = lw->m;
+  ir_graph *g = lw->g;
+  int rank = x->type.rank;
+  if (rank < 2 || x->type.dtype != DT_F32) {
+    diag_error(m->d, l->loc, "batch_normalization needs a float input with a feature dimension, got %s",
+               type_str(lw, &x->type));
+    return false;
+  }
+  if (l->axis != -1 && l->axis != rank - 1) {
+    diag_error(m->d, l->axis_loc,
+               "batch_normalization normalizes over the last (channel) axis of %s: axis=-1 or axis=%d (channels "
+               "last, NHWC)", type_str(lw, &x->type), rank - 1);
+    return false;
+  }
+  ir_type ct = {DT_F32, 1, {x->type.dims[rank - 1]}};
+  static const char *const names[4] = {"gamma", "beta", "moving_mean", "moving_variance"};
+  ir_node *srcs[5] = {x};
+  for (int k = 0; k < 4; k++) {
+    if ((k == 0 && !l->scale) || (k == 1 && !l->center)) {
+      ir_type st = {DT_F32, 0, {0}};
+      ir_node *lit = ir_node_new(g, IR_OP_LITERAL, &st, NULL, 0, arena_printf(m->arena, "%s.%s", l->name, names[k]), l->loc);
+      lit->attr.value = k == 0 ? 1.0 : 0.0;
+      ir_graph_append(g, lit);
+      srcs[k + 1] = stamp(lw, l, lit);
+      continue;
+    }
+    const char *key = arena_printf(m->arena, "%s.%s", l->name, names[k]);
+    const float *data = NULL;
+    if (!fe_weights_get(&lw->w, g, key, &ct, k == 0 || k == 3, l->name, l->loc, &data)) return false;
+    srcs[k + 1] = stamp(lw, l, ir_build_const(g, key, &ct, key, data, l->loc));
+  }
+  ir_attr a = {.epsilon = l->epsilon, .momentum = l->momentum};
+  if (!check_op(lw, l, IR_OP_BATCH_NORM, srcs, 5, &a)) return false;
+  l->value = stamp(lw, l, ir_build_op(g, IR_OP_BATCH_NORM, l->name, srcs, 5, &a, l->loc));
   return true;
 }
 

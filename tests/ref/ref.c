@@ -105,7 +105,8 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case IR_OP_ADAMW: case IR_OP_GRAD_NORM_SQ: case IR_OP_CLIP_SCALE: case IR_OP_CLIP_VALUE: \
   case IR_OP_LAYER_NORM_GRAD: case IR_OP_LAYER_NORM_XHAT: \
   case IR_OP_CONV2D: case IR_OP_CONV2D_INPUT_GRAD: case IR_OP_CONV2D_FILTER_GRAD: \
-  case IR_OP_MAX_POOL2D: case IR_OP_AVG_POOL2D: case IR_OP_MAX_POOL2D_GRAD: case IR_OP_AVG_POOL2D_GRAD:
+  case IR_OP_MAX_POOL2D: case IR_OP_AVG_POOL2D: case IR_OP_MAX_POOL2D_GRAD: case IR_OP_AVG_POOL2D_GRAD: \
+  case IR_OP_BATCH_NORM: case IR_OP_BN_MEAN: case IR_OP_MOVING_UPDATE:
 
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
@@ -835,6 +836,45 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   /* general tensors: layout ops */
   CASTOR_REF_LAYOUT_OPS
     return eval_layout(n, src, n_src, y, count, batch, err, errlen);
+  /* CNN: batch normalization */
+  case IR_OP_BATCH_NORM: /* the definition: (x - mean) / sqrt(var + eps) * gamma + beta */
+    for (int s = 0; s < 5; s++)
+      for (int64_t i = 0; i < count; i += count - i > 1 ? count - i - 1 : 1)
+        if (broadcast_index(t, &n->srcs[s]->type, batch, i) >= n_src[s])
+          return FAIL("batch_norm %%%s: operand %d does not broadcast", n->name, s);
+    for (int64_t i = 0; i < count; i++) {
+      double v[5];
+      for (int s = 0; s < 5; s++) v[s] = src[s][broadcast_index(t, &n->srcs[s]->type, batch, i)];
+      y[i] = (v[0] - v[3]) / sqrt(v[4] + n->attr.epsilon) * v[1] + v[2];
+    }
+    break;
+  case IR_OP_BN_MEAN: {
+    double *cnt = calloc((size_t)(count > 0 ? count : 1), sizeof *cnt);
+    if (!cnt) return FAIL("bn_mean %%%s: out of memory", n->name);
+    for (int64_t i = 0; i < count; i++) y[i] = 0;
+    for (int64_t i = 0; i < n_src[0]; i++) {
+      int64_t o = broadcast_index(&n->srcs[0]->type, t, batch, i);
+      if (o < 0 || o >= count) {
+        free(cnt);
+        return FAIL("bn_mean %%%s: inconsistent shapes", n->name);
+      }
+      y[o] += src[0][i], cnt[o] += 1;
+    }
+    for (int64_t i = 0; i < count; i++) y[i] = cnt[i] > 0 ? y[i] / cnt[i] : NAN;
+    free(cnt);
+    break;
+  }
+  case IR_OP_MOVING_UPDATE: {
+    if (n_src[1] != n_src[0] || count != n_src[0]) return FAIL("moving_update %%%s: inconsistent sizes", n->name);
+    int64_t have = 0;
+    double *v = state ? ref_state_get(state, n->srcs[0]->attr.weight, &have) : NULL;
+    if (!v || have != n_src[0]) return FAIL("moving_update %%%s: no state for %%%s", n->name, n->srcs[0]->name);
+    for (int64_t i = 0; i < count; i++) {
+      src[0][i] = store(src[0][i] * n->attr.momentum + src[1][i] * (1 - n->attr.momentum), n->srcs[0]->type.dtype);
+      v[i] = y[i] = src[0][i];
+    }
+    break;
+  }
   case IR_OP_COUNT:
     return FAIL("%%%s: op %d is not an op", n->name, (int)n->op);
   }

@@ -496,6 +496,88 @@ START_TEST(test_general_elementwise) {
 }
 END_TEST
 
+/* CNN: batch normalization at inference (the element-wise chain's
+ * batch_norm formula, shared by both targets) behind a pooling window map
+ * (so it stays unfolded), its statistics seeded constants, under every
+ * policy (always f32), against the reference and the CPU, and the CTA
+ * order giving the same bits. */
+static const char bn_text[] =
+    "graph bn policy=float32\n"
+    "%x = f32[N,9,7,5] input() {index=0}\n"
+    "%m = f32[N,5,4,5] max_pool2d(%x) {pool=[3,3], strides=[2,2], pads=[1,1,1,1]}\n"
+    "%g = f32[5] const() {weight=\"b.gamma\"}\n"
+    "%be = f32[5] const() {weight=\"b.beta\"}\n"
+    "%mm = f32[5] const() {weight=\"b.moving_mean\"}\n"
+    "%mv = f32[5] const() {weight=\"b.moving_variance\"}\n"
+    "%b = f32[N,5,4,5] batch_norm(%m, %g, %be, %mm, %mv) {epsilon=0.001, momentum=0.99}\n"
+    "%r = f32[N,5,4,5] relu(%b)\n"
+    "output r = %r\n";
+
+START_TEST(test_batch_norm) {
+  const char *policy = policies[_i];
+  char what[64];
+  snprintf(what, sizeof what, "batch_norm/%s", policy);
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("bn.cir", bn_text, strlen(bn_text), d);
+  ck_assert_msg(g != NULL, "%s: %s", what, diag_text(d));
+  ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
+  rng_state = 777;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    if (n->op != IR_OP_CONST) continue;
+    float *v = arena_alloc(g->arena, 5 * sizeof *v);
+    for (int e = 0; e < 5; e++) v[e] = strstr(n->attr.weight, "variance") ? rng_f32() + 1.5f : rng_f32();
+    n->attr.data = v;
+  }
+  pass_options po;
+  pass_options_init(&po);
+  po.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_PAD8, &po, d), "%s: %s", what, diag_text(d));
+  int n_bn = 0;
+  for (int i = 0; i < g->n_nodes; i++) n_bn += g->nodes[i]->op == IR_OP_BATCH_NORM;
+  ck_assert_int_eq(n_bn, 1);
+  cg_backend_options bo;
+  cg_backend_options_init(&bo);
+  cg_exec *gpu = cg_backend_compile(&cg_backend_cuda, g, &bo, d);
+  ck_assert_msg(gpu != NULL, "%s: cuda compile: %s", what, diag_text(d));
+  cg_exec *cpu = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+  ck_assert_msg(cpu != NULL, "%s: cpu compile: %s", what, diag_text(d));
+  const rt_program *desc = gpu->desc;
+  for (int bi = 0; bi < N_BATCHES; bi++) {
+    int64_t batch = batches[bi];
+    int64_t nx = numel(&desc->inputs[0], batch), n = numel(&desc->outputs[0], batch);
+    float *x = malloc((size_t)nx * sizeof *x);
+    for (int64_t j = 0; j < nx; j++) x[j] = 3 * rng_f32() + 1;
+    double *x64 = ref_from_f32(x, nx), *want[1] = {NULL};
+    char err[512];
+    ck_assert_msg(ref_run(g, batch, (const double *const *)&x64, want, err, sizeof err), "%s: ref: %s", what, err);
+    outs og = run(gpu, batch, &x, d, what), oc = run(cpu, batch, &x, d, what);
+    setenv("CASTOR_PTXEMU_ORDER", "reverse", 1);
+    outs orv = run(gpu, batch, &x, d, what);
+    unsetenv("CASTOR_PTXEMU_ORDER");
+    const rt_tensor_desc *t = &desc->outputs[0];
+    float *got = as_f32(t, og.p[0], n), *cp = as_f32(t, oc.p[0], n);
+    double *cpd = ref_from_f32(cp, n);
+    ref_cmp er = ref_compare_normalized(got, want[0], n), ec = ref_compare_normalized(got, cpd, n);
+    char m1[256], m2[256];
+    ck_assert_msg(er.error < ref_bound(policy), "%s batch %lld vs reference: %s", what, (long long)batch,
+                  ref_cmp_str(&er, m1, sizeof m1));
+    ck_assert_msg(ec.error < cpu_bound(policy), "%s batch %lld vs cpu: %s", what, (long long)batch,
+                  ref_cmp_str(&ec, m2, sizeof m2));
+    ck_assert_msg(!memcmp(og.p[0], orv.p[0], (size_t)n * dtype_size(t->dtype)), "%s batch %lld: CTA order changes the result",
+                  what, (long long)batch);
+    free(got), free(cp), free(cpd);
+    outs_free(&og), outs_free(&oc), outs_free(&orv);
+    ref_outputs_free(want, 1);
+    free(x), free(x64);
+  }
+  cpu->backend->destroy(cpu);
+  gpu->backend->destroy(gpu);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cuda_emu");
   TCase *tc = tcase_create("kinds");
@@ -510,6 +592,7 @@ int main(void) {
   TCase *tl = tcase_create("layout"); /* general tensors: layout ops */
   tcase_set_timeout(tl, 600);
   tcase_add_loop_test(tl, test_layout, 0, N_POLICIES);
+  tcase_add_loop_test(tl, test_batch_norm, 0, N_POLICIES); /* CNN: batch normalization */
   suite_add_tcase(s, tl);
   return check_run(s);
 }

@@ -32,7 +32,7 @@ enum { W = 16 }; /* the width of the test's input [N, W] */
 typedef struct op_case {
   ir_graph *g;
   ir_node *node; /* the op under test */
-  float *data[4]; /* constant data, freed with the case */
+  float *data[8]; /* constant data, freed with the case */
   int n_data;
 } op_case;
 
@@ -173,9 +173,17 @@ static void build_case(ir_op op, op_case *c) {
       if (op == IR_OP_POW) srcs[0] = base, srcs[1] = x;
       else srcs[1] = base;
     }
+    /* CNN: batch normalization: x [N, W] over W channels; gamma, beta, mean [W], a positive variance */
+    if (op == IR_OP_BATCH_NORM) {
+      srcs[1] = konst(c, "gamma", 1, (int64_t[]){W}, 7);
+      srcs[2] = konst(c, "beta", 1, (int64_t[]){W}, 8);
+      srcs[3] = konst(c, "mean", 1, (int64_t[]){W}, 10);
+      srcs[4] = konst_positive(c, "variance", W, 11);
+      attr.epsilon = 1e-3, attr.momentum = 0.99;
+    }
     break;
   /* general tensors */
-  case IR_TYPE_SUM_TO: /* over the batch and nothing else, keeping the rank */
+  case IR_TYPE_SUM_TO: /* over the batch and nothing else, keeping the rank (bn_mean: the mean) */
     attr.acc = DT_F32;
     attr.shape = (ir_shape){2, {1, W}};
     break;
@@ -432,7 +440,8 @@ START_TEST(test_every_op_on_every_backend) {
         ir_kernel_class kc = ir_op_kernel((ir_op)i);
         bool sums = kc == IR_KERNEL_ROWWISE || kc == IR_KERNEL_REDUCE || (ir_op)i == IR_OP_MATMUL_NT ||
                     strstr(ir_op_name((ir_op)i), "_grad") ||
-                    (ir_op)i == IR_OP_CONV2D; /* convolutional networks: sums over a window */
+                    (ir_op)i == IR_OP_CONV2D || /* convolutional networks: sums over a window */
+                    (ir_op)i == IR_OP_BATCH_NORM; /* CNN: x * k - mean * k cancels as layer_norm's x - mean */
         double e = sums ? ref_normalized_error(out, want[0], n) : ref_max_rel_error(out, want[0], n, 1e-3);
         ref_cmp worst = sums ? ref_compare_normalized(out, want[0], n) : ref_compare_rel(out, want[0], n, 1e-3);
         char msg[256];
