@@ -436,7 +436,7 @@ END_TEST
  * ONNX Runtime's outputs: normalized error sqrt(sum (got - want)^2 / sum
  * want^2) within 1e-5 under float32 and within the bounds docs/onnx.md
  * states for the mixed policies. MODELS lists the models castor imports. */
-static const char *const MODELS[] = {"mlp.opset17", "mlp.default"};
+static const char *const MODELS[] = {"mlp.opset17", "mlp.default", "cnn.opset17", "cnn.default", "resnet.opset17", "resnet.default"};
 
 static double norm_err(const float *got, const float *want, int64_t n) {
   double num = 0, den = 0;
