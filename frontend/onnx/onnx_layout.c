@@ -183,7 +183,8 @@ bool oi_val_alias(imp *im, const char *name, const imp_val *v) {
 }
 
 /* The operands of an element-wise op in one layout: channels last when a
- * channels-last value meets only channels-last values of its rank,
+ * channels-last value meets only channels-last values of its rank (any
+ * shapes that broadcast, or join: the same dims permuted alike),
  * constants (permuted at import) and run-time values of its rank
  * (transposed); OI_FLAT_CL when flattened values of one shape meet only
  * scalar constants; otherwise ONNX's order. */
@@ -200,7 +201,7 @@ bool oi_eltwise_operands(imp *im, imp_val **vals, int n, ir_node **out, oi_layou
     for (int i = 0; i < n && ok; i++) {
       const imp_val *v = vals[i];
       if (v->node && v->layout != OI_PLAIN && !v->k)
-        ok = v->layout == lead->layout && ir_type_eq(&v->node->type, &lead->node->type) &&
+        ok = v->layout == lead->layout && v->node->type.rank == R &&
              (v->layout == OI_CL || ir_type_eq(&v->cl, &lead->cl));
       else if (v->k)
         ok = lead->layout == OI_CL ? v->k->rank <= R : v->k->numel == 1;
