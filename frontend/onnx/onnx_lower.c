@@ -228,11 +228,30 @@ bool oi_lower_softmax(imp *im, const onnx_node *n, const op_row *row) {
   if (!oi_attr_int(im, "axis", im->opset >= 13 ? -1 : 1, &axis)) return false;
   int a = 0;
   if (!oi_norm_axis(im, axis, x->type.rank, "Softmax axis", &a)) return false;
-  if (a != x->type.rank - 1)
-    return UNSUPPORTED(im, "Softmax over axis %lld of a rank-%d tensor%s: castor's softmax "
-                           "runs over the last axis", (long long)axis, x->type.rank,
-                       im->opset >= 13 ? "" : " (opset < 13: over every axis from it on)");
-  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, NULL));
+  int R = x->type.rank;
+  if (a == R - 1) return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, NULL));
+  if (a == 0 && ir_type_is_batched(&x->type))
+    return UNSUPPORTED(im, "Softmax over axis 0, the batch N%s: compile with --batch B",
+                       im->opset >= 13 ? "" : " (opset < 13: over every axis)");
+  ir_attr to = {0}, back = {0};
+  ir_op move = IR_OP_TRANSPOSE;
+  if (im->opset >= 13) { /* axis a swapped with the last, and back */
+    to.perm.n = back.perm.n = R;
+    for (int r = 0; r < R; r++) to.perm.v[r] = r == a ? R - 1 : r == R - 1 ? a : r;
+    back.perm = to.perm;
+  } else { /* the axes from a on flattened into one, and unflattened */
+    move = IR_OP_RESHAPE;
+    to.shape.rank = a + 1, to.shape.dims[a] = 1;
+    for (int r = 0; r < R; r++) {
+      if (r < a) to.shape.dims[r] = x->type.dims[r];
+      else to.shape.dims[a] *= x->type.dims[r];
+    }
+    back.shape.rank = R;
+    for (int r = 0; r < R; r++) back.shape.dims[r] = x->type.dims[r];
+  }
+  ir_node *y = oi_build(im, move, "moved", &x, 1, &to);
+  y = y ? oi_build(im, row->ir, "softmax", &y, 1, NULL) : NULL;
+  return y && oi_define_output(im, 0, oi_build(im, move, NULL, &y, 1, &back));
 }
 
 bool oi_lower_layer_norm(imp *im, const onnx_node *n, const op_row *row) {
@@ -705,6 +724,27 @@ bool oi_lower_prelu(imp *im, const onnx_node *n, const op_row *row) {
   ir_node *neg = oi_build(im, IR_OP_MINIMUM, "neg", (ir_node *[]){x, scalar_const(im, "zero", 0)}, 2, NULL);
   ir_node *sn = neg ? oi_build(im, IR_OP_MUL, "neg_scaled", (ir_node *[]){neg, slope}, 2, NULL) : NULL;
   return pos && sn && oi_define_output_as(im, 0, oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){pos, sn}, 2, NULL), layout, &cl);
+}
+
+/* PRelu before opset 7: slope [C] (or [1]) per channel, axis 1 of x
+ * [N, C, ..]: castor's last axis once x is held channels last. */
+bool oi_lower_prelu_channels(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  imp_val *vx = oi_input(im, 0);
+  ir_node *slope = oi_operand(im, oi_input(im, 1));
+  if (!vx || !slope) return false;
+  int rank;
+  int64_t dims[ONNX_MAX_RANK];
+  oi_onnx_dims(vx, &rank, dims);
+  if (rank < 2 || slope->type.rank != 1 || (slope->type.dims[0] != 1 && slope->type.dims[0] != dims[1]))
+    return FAIL(im, "PRelu (opset %lld) needs x [N, C, ..] and a slope [C] or [1]", (long long)im->opset);
+  bool cl = rank >= 3 && vx->node;
+  ir_node *x = cl ? oi_channels_last(im, vx) : oi_operand(im, vx);
+  ir_node *pos = oi_build(im, IR_OP_RELU, "pos", &x, 1, NULL);
+  ir_node *neg = oi_build(im, IR_OP_MINIMUM, "neg", (ir_node *[]){x, scalar_const(im, "zero", 0)}, 2, NULL);
+  ir_node *sn = neg ? oi_build(im, IR_OP_MUL, "neg_scaled", (ir_node *[]){neg, slope}, 2, NULL) : NULL;
+  return pos && sn &&
+         oi_define_output_as(im, 0, oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){pos, sn}, 2, NULL), cl ? OI_CL : OI_PLAIN, NULL);
 }
 
 /* Where(cond, X, Y) with a constant condition (castor computes no booleans). */
