@@ -190,6 +190,7 @@ bool oi_val_alias(imp *im, const char *name, const imp_val *v) {
  * scalar constants; otherwise ONNX's order. */
 bool oi_eltwise_operands(imp *im, imp_val **vals, int n, ir_node **out, oi_layout *layout, ir_type *cl) {
   *layout = OI_PLAIN;
+  if (cl) *cl = (ir_type){0};
   for (int i = 0; i < n; i++)
     if (!vals[i]) return false;
   const imp_val *lead = NULL;
