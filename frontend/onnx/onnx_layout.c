@@ -63,7 +63,19 @@ static ir_node *reshape(imp *im, const imp_val *v, const char *suffix, ir_node *
   return build_for(im, v, IR_OP_RESHAPE, suffix, x, &a);
 }
 
+/* A transpose, or a reshape where it keeps the element order (the
+ * dimensions it moves are 1s: a one-channel image). */
 static ir_node *transpose(imp *im, const imp_val *v, const char *suffix, ir_node *x, const int *perm) {
+  int last = -1;
+  bool order_kept = true;
+  int64_t dims[IR_MAX_RANK];
+  for (int r = 0; r < x->type.rank; r++) {
+    dims[r] = x->type.dims[perm[r]];
+    if (dims[r] == 1) continue;
+    order_kept &= perm[r] > last;
+    last = perm[r];
+  }
+  if (order_kept) return reshape(im, v, suffix, x, x->type.rank, dims);
   ir_attr a = {.perm = {.n = x->type.rank}};
   for (int r = 0; r < x->type.rank; r++) a.perm.v[r] = perm[r];
   return build_for(im, v, IR_OP_TRANSPOSE, suffix, x, &a);
