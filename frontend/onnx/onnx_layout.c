@@ -498,7 +498,7 @@ bool oi_lower_pool(imp *im, const onnx_node *n, const op_row *row) {
 static bool global_pool(imp *im, imp_val *vx, ir_op op) {
   int64_t xd[ONNX_MAX_RANK];
   win w;
-  if (!spatial_input(im, vx, &w, xd)) return false;
+  if (!vx || !spatial_input(im, vx, &w, xd)) return false;
   for (int i = 0; i < w.n; i++) w.k[i] = w.in[i], w.s[i] = 1, w.d[i] = 1;
   ir_node *x = cl_2d(im, vx, &w);
   ir_attr a = {0};
