@@ -48,7 +48,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=300)
-    ap.add_argument("--models", default="mlp.opset17")
+    ap.add_argument("--models", default="mlp.opset17,cnn.opset17,resnet.opset17")
     args = ap.parse_args()
     print(f"onnxruntime {ort.__version__}, threads {args.threads}, {args.rounds} rounds of {args.repeat} runs")
     for name in args.models.split(","):

@@ -11,10 +11,24 @@
 #include "formats/onnx.h"
 #include "frontend/onnx/onnx_frontend.h"
 
+/* How a run-time value's IR node holds the ONNX value (onnx_layout.c).
+ * castor's convolutions and pooling are NHWC; ONNX's are NCHW. */
+typedef enum oi_layout {
+  OI_PLAIN,   /* the ONNX dims in ONNX's order */
+  OI_CL,      /* channels last: ONNX [N, C, S1..Sk] (rank >= 3) as IR [N, S1..Sk, C] */
+  OI_FLAT_CL, /* ONNX [N, C*S1*..*Sk] (a flattened channels-first value) as IR [N, S1*..*Sk*C],
+               * the features in channels-last order; imp_val.cl is the type it came from */
+} oi_layout;
+
 typedef struct imp_val {
   const char *name;
-  ir_node *node;         /* run-time value, or its const node once materialized */
+  ir_node *node;         /* run-time value (in `layout`), or its const node once materialized */
   const onnx_tensor *k;  /* host constant, or NULL */
+  oi_layout layout;
+  ir_type cl;            /* OI_FLAT_CL: the channels-last IR type that was flattened */
+  ir_node *alt;          /* cache: the value in plain layout (for CL, FLAT_CL) or channels last */
+  const char *layer;     /* the producing node's layer and location (transposes added later) */
+  diag_loc loc;
 } imp_val;
 
 typedef struct imp imp;
@@ -105,6 +119,24 @@ bool oi_lower_alpha_unary(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_hard_sigmoid(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_clip(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_prelu(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_prelu_channels(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_where(imp *im, const onnx_node *n, const op_row *row);
+
+/* onnx_layout.c: NCHW values held channels last; convolutions, pooling,
+ * batch normalization */
+void oi_onnx_dims(const imp_val *v, int *rank, int64_t *dims);
+ir_node *oi_plain(imp *im, imp_val *v);
+ir_node *oi_channels_last(imp *im, imp_val *v);
+ir_node *oi_operand_as(imp *im, imp_val *v, oi_layout *layout);
+bool oi_define_output_as(imp *im, int k, ir_node *n, oi_layout layout, const ir_type *cl);
+bool oi_val_alias(imp *im, const char *name, const imp_val *v);
+bool oi_eltwise_operands(imp *im, imp_val **vals, int n, ir_node **out, oi_layout *layout, ir_type *cl);
+bool oi_flatten_cl(imp *im, imp_val *v, bool *done);
+const float *oi_rows_from_flat_cl(imp *im, const ir_type *cl, const float *w, int64_t K, int64_t P);
+bool oi_lower_conv(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_pool(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_global_pool(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_reduce_mean(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_batch_norm(imp *im, const onnx_node *n, const op_row *row);
 
 #endif

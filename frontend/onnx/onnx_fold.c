@@ -95,9 +95,9 @@ static void input_dims(const imp_val *v, int *rank, int64_t *dims) {
     for (int r = 0; r < *rank; r++) dims[r] = v->k->dims[r];
     return;
   }
-  *rank = v->node->type.rank;
+  oi_onnx_dims(v, rank, dims);
   for (int r = 0; r < *rank; r++)
-    dims[r] = v->node->type.dims[r] == IR_DIM_BATCH ? DIM_N : v->node->type.dims[r];
+    if (dims[r] == IR_DIM_BATCH) dims[r] = DIM_N;
 }
 
 bool oi_lower_shape(imp *im, const onnx_node *n, const op_row *row) {

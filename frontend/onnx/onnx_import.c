@@ -74,7 +74,7 @@ imp_val *oi_val_find(imp *im, const char *name) {
 bool oi_val_define(imp *im, const char *name, ir_node *node, const onnx_tensor *k) {
   if (!*name) return true; /* an omitted optional output */
   imp_val *v = arena_alloc(im->g->arena, sizeof *v);
-  *v = (imp_val){.name = name, .node = node, .k = k};
+  *v = (imp_val){.name = name, .node = node, .k = k, .layer = im->node ? im->layer : NULL, .loc = im->loc};
   if (hmap_put_str(&im->vals, name, strlen(name), v))
     return FAIL(im, "value '%s' is defined twice (ONNX graphs are in SSA form)", name);
   return true;
@@ -131,10 +131,11 @@ const float *oi_const_f32(imp *im, const onnx_tensor *t) {
   }
 }
 
-/* The IR node of a value used as an operand of a run-time op. */
+/* The IR node of a value used as an operand of a run-time op, in ONNX's
+ * order (a value held channels last is transposed back, once). */
 ir_node *oi_operand(imp *im, imp_val *v) {
   if (!v) return NULL;
-  if (v->node) return v->node;
+  if (v->node) return v->layout == OI_PLAIN ? v->node : oi_plain(im, v);
   ir_type t;
   if (!oi_dims_of(im, v->k, &t)) return NULL;
   if (t.rank == 0) t.rank = 1, t.dims[0] = 1; /* a scalar constant: one element */
@@ -200,7 +201,7 @@ ir_node *oi_build(imp *im, ir_op op, const char *suffix, ir_node *const *srcs, i
       if (i) str_buf_puts(&b, ", ");
       ir_type_print(&srcs[i]->type, &b);
     }
-    oi_fail_kind(im, DIAG_KIND_INVALID_MODEL, "%s on (%s): %s", im->node->op_type, str_buf_cstr(&b),
+    oi_fail_kind(im, DIAG_KIND_INVALID_MODEL, "%s on (%s): %s", im->node ? im->node->op_type : ir_op_name(op), str_buf_cstr(&b),
               err);
     str_buf_fini(&b);
     return NULL;
@@ -405,7 +406,9 @@ static bool import_outputs(imp *im) {
       return UNSUPPORTED(im, "graph output '%s' is %s, not computed by the graph; castor "
                              "compiles outputs that depend on the inputs", name,
                          v->node && v->node->op == IR_OP_INPUT ? "a graph input" : "a constant");
-    ir_graph_add_output(im->g, oi_ir_name(im, name, "output"), v->node);
+    ir_node *y = oi_operand(im, v); /* ONNX's order: NCHW, not castor's NHWC */
+    if (!y) return false;
+    ir_graph_add_output(im->g, oi_ir_name(im, name, "output"), y);
   }
   return true;
 }

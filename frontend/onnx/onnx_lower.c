@@ -18,7 +18,7 @@ bool oi_lower_identity(imp *im, const onnx_node *n, const op_row *row) {
   (void)row;
   imp_val *v = oi_input(im, 0);
   if (!v) return false;
-  return oi_val_define(im, n->outputs[0], v->node, v->k);
+  return oi_val_alias(im, n->outputs[0], v);
 }
 
 bool oi_lower_constant(imp *im, const onnx_node *n, const op_row *row) {
@@ -69,21 +69,37 @@ bool oi_lower_dropout(imp *im, const onnx_node *n, const op_row *row) {
   if (!oi_outputs_unused_from(im, 1, "the output (the mask exists only in training)")) return false;
   imp_val *v = oi_input(im, 0);
   if (!v) return false;
-  return oi_val_define(im, n->outputs[0], v->node, v->k);
+  return oi_val_alias(im, n->outputs[0], v);
+}
+
+/* An element-wise op of input 0 in whatever layout it is held in. */
+static bool eltwise1(imp *im, ir_op op, const char *suffix, const ir_attr *attr) {
+  imp_val *v = oi_input(im, 0);
+  ir_node *x;
+  oi_layout layout;
+  ir_type cl;
+  if (!oi_eltwise_operands(im, &v, 1, &x, &layout, &cl)) return false;
+  return oi_define_output_as(im, 0, oi_build(im, op, suffix, &x, 1, attr), layout, &cl);
 }
 
 bool oi_lower_unary(imp *im, const onnx_node *n, const op_row *row) {
   (void)n;
-  ir_node *x = oi_operand(im, oi_input(im, 0));
-  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, NULL));
+  return eltwise1(im, row->ir, NULL, NULL);
 }
 
 bool oi_lower_binary(imp *im, const onnx_node *n, const op_row *row) {
   (void)n;
-  imp_val *va = oi_input(im, 0), *vb = oi_input(im, 1);
-  if (!va || !vb) return false;
-  ir_node *a = oi_operand(im, va), *b = oi_operand(im, vb);
-  if (!a || !b) return false;
+  imp_val *vals[2] = {oi_input(im, 0), oi_input(im, 1)};
+  if (!vals[0] || !vals[1]) return false;
+  ir_node *ab[2];
+  oi_layout layout = OI_PLAIN;
+  ir_type cl;
+  if (im->opset < 7) { /* ONNX's order for the legacy broadcast rules */
+    if (!(ab[0] = oi_operand(im, vals[0])) || !(ab[1] = oi_operand(im, vals[1]))) return false;
+  } else if (!oi_eltwise_operands(im, vals, 2, ab, &layout, &cl)) {
+    return false;
+  }
+  ir_node *a = ab[0], *b = ab[1];
   /* opset < 7: B broadcasts to A only with broadcast=1, aligned at axis
    * (default: B's dimensions are A's last ones, as numpy aligns them) */
   if (im->opset < 7) {
@@ -101,12 +117,27 @@ bool oi_lower_binary(imp *im, const onnx_node *n, const op_row *row) {
     ir_node *t = a;
     a = b, b = t;
   }
-  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, (ir_node *[]){a, b}, 2, NULL));
+  return oi_define_output_as(im, 0, oi_build(im, row->ir, NULL, (ir_node *[]){a, b}, 2, NULL), layout, &cl);
 }
 
 bool oi_lower_matmul(imp *im, const onnx_node *n, const op_row *row) {
   (void)n;
-  ir_node *a = oi_operand(im, oi_input(im, 0)), *b = oi_operand(im, oi_input(im, 1));
+  imp_val *va = oi_input(im, 0), *vb = oi_input(im, 1);
+  if (!va || !vb) return false;
+  ir_node *a, *b;
+  if (va->node && va->layout == OI_FLAT_CL && vb->k && vb->k->rank == 2 && vb->k->dims[0] == va->node->type.dims[1]) {
+    /* a flattened channels-last input: B's rows permuted to match at import */
+    const float *bf = oi_const_f32(im, vb->k);
+    if (!bf) return false;
+    int64_t K = vb->k->dims[0], P = vb->k->dims[1];
+    ir_type bt = {.dtype = DT_F32, .rank = 2, .dims = {K, P}};
+    a = va->node;
+    b = ir_build_const(im->g, oi_ir_name(im, im->layer, "nhwc_rows"), &bt, arena_printf(im->g->arena, "%s'", vb->k->name),
+                       oi_rows_from_flat_cl(im, &va->cl, bf, K, P), im->loc);
+    b->layer = im->layer;
+  } else {
+    a = oi_operand(im, va), b = oi_operand(im, vb);
+  }
   if (!a || !b) return false;
   if (a->type.rank != 2 || b->type.rank != 2 || ir_type_is_batched(&b->type))
     return UNSUPPORTED(im, "MatMul of %s by %s: castor multiplies a matrix [M, K] by a matrix [K, P] "
@@ -129,7 +160,10 @@ bool oi_lower_gemm(imp *im, const onnx_node *n, const op_row *row) {
       !oi_attr_float(im, "alpha", 1.0, &alpha) || !oi_attr_float(im, "beta", 1.0, &beta))
     return false;
   if (ta) return UNSUPPORTED(im, "Gemm with transA=1 is not supported yet (A is a run-time value)");
-  ir_node *a = oi_operand(im, oi_input(im, 0));
+  imp_val *va = oi_input(im, 0);
+  oi_layout layout;
+  ir_node *a = va ? oi_operand_as(im, va, &layout) : NULL;
+  if (a && layout == OI_CL) a = oi_operand(im, va), layout = OI_PLAIN;
   const onnx_tensor *bt = oi_const_input(im, 1, "B");
   if (!a || !bt) return false;
   if (bt->rank != 2) return FAIL(im, "Gemm's B must be a matrix, got rank %d", bt->rank);
@@ -140,8 +174,12 @@ bool oi_lower_gemm(imp *im, const onnx_node *n, const op_row *row) {
   for (int64_t k = 0; k < K; k++)
     for (int64_t p = 0; p < P; p++)
       w[k * P + p] = (float)(alpha * (tb ? bf[p * K + k] : bf[k * P + p]));
+  if (layout == OI_FLAT_CL) { /* a flattened channels-last A: B's rows permuted to match */
+    if (K != a->type.dims[1]) return FAIL(im, "Gemm's B has %lld rows for A's %lld columns", (long long)K, (long long)a->type.dims[1]);
+    w = (float *)oi_rows_from_flat_cl(im, &va->cl, w, K, P);
+  }
   ir_type wt = {.dtype = DT_F32, .rank = 2, .dims = {K, P}};
-  const char *wname = (tb || alpha != 1.0) ? arena_printf(im->g->arena, "%s'", bt->name) : bt->name;
+  const char *wname = (tb || alpha != 1.0 || layout == OI_FLAT_CL) ? arena_printf(im->g->arena, "%s'", bt->name) : bt->name;
   ir_node *b = ir_build_const(im->g, oi_ir_name(im, im->layer, "gemm"), &wt, wname, w, im->loc);
   b->layer = im->layer;
   ir_attr attr = {.acc = DT_F32};
@@ -169,7 +207,19 @@ bool oi_lower_gemm(imp *im, const onnx_node *n, const op_row *row) {
 
 bool oi_lower_softmax(imp *im, const onnx_node *n, const op_row *row) {
   (void)n;
-  ir_node *x = oi_operand(im, oi_input(im, 0));
+  imp_val *v = oi_input(im, 0);
+  if (!v) return false;
+  if (v->node && v->layout != OI_PLAIN && !v->k) {
+    /* channels last: softmax over ONNX's channel axis (opset 13) is over
+     * castor's last; a flattened value's features in any order likewise */
+    int64_t axis;
+    int rank = v->node->type.rank, a = 0;
+    if (!oi_attr_int(im, "axis", im->opset >= 13 ? -1 : 1, &axis) || !oi_norm_axis(im, axis, rank, "Softmax axis", &a))
+      return false;
+    if ((v->layout == OI_CL && a == 1 && im->opset >= 13) || (v->layout == OI_FLAT_CL && a == 1))
+      return oi_define_output_as(im, 0, oi_build(im, row->ir, NULL, &v->node, 1, NULL), v->layout, &v->cl);
+  }
+  ir_node *x = oi_operand(im, v);
   if (!x) return false;
   /* opset 13: one axis (default -1); before: the input flattened to 2-D at
    * axis (default 1), softmax over the second part. Both are castor's
@@ -178,11 +228,30 @@ bool oi_lower_softmax(imp *im, const onnx_node *n, const op_row *row) {
   if (!oi_attr_int(im, "axis", im->opset >= 13 ? -1 : 1, &axis)) return false;
   int a = 0;
   if (!oi_norm_axis(im, axis, x->type.rank, "Softmax axis", &a)) return false;
-  if (a != x->type.rank - 1)
-    return UNSUPPORTED(im, "Softmax over axis %lld of a rank-%d tensor%s: castor's softmax "
-                           "runs over the last axis", (long long)axis, x->type.rank,
-                       im->opset >= 13 ? "" : " (opset < 13: over every axis from it on)");
-  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, NULL));
+  int R = x->type.rank;
+  if (a == R - 1) return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, NULL));
+  if (a == 0 && ir_type_is_batched(&x->type))
+    return UNSUPPORTED(im, "Softmax over axis 0, the batch N%s: compile with --batch B",
+                       im->opset >= 13 ? "" : " (opset < 13: over every axis)");
+  ir_attr to = {0}, back = {0};
+  ir_op move = IR_OP_TRANSPOSE;
+  if (im->opset >= 13) { /* axis a swapped with the last, and back */
+    to.perm.n = back.perm.n = R;
+    for (int r = 0; r < R; r++) to.perm.v[r] = r == a ? R - 1 : r == R - 1 ? a : r;
+    back.perm = to.perm;
+  } else { /* the axes from a on flattened into one, and unflattened */
+    move = IR_OP_RESHAPE;
+    to.shape.rank = a + 1, to.shape.dims[a] = 1;
+    for (int r = 0; r < R; r++) {
+      if (r < a) to.shape.dims[r] = x->type.dims[r];
+      else to.shape.dims[a] *= x->type.dims[r];
+    }
+    back.shape.rank = R;
+    for (int r = 0; r < R; r++) back.shape.dims[r] = x->type.dims[r];
+  }
+  ir_node *y = oi_build(im, move, "moved", &x, 1, &to);
+  y = y ? oi_build(im, row->ir, "softmax", &y, 1, NULL) : NULL;
+  return y && oi_define_output(im, 0, oi_build(im, move, NULL, &y, 1, &back));
 }
 
 bool oi_lower_layer_norm(imp *im, const onnx_node *n, const op_row *row) {
@@ -221,7 +290,11 @@ bool oi_lower_cast(imp *im, const onnx_node *n, const op_row *row) {
   if (!v) return false;
   /* castor's graphs are float32 until the policy retypes them; a cast to
    * float32 of a float32 value is the identity */
-  if (to == ONNX_FLOAT && v->node) return oi_val_define(im, n->outputs[0], v->node, NULL);
+  if (to == ONNX_FLOAT && v->node) {
+    imp_val r = *v;
+    r.k = NULL;
+    return oi_val_alias(im, n->outputs[0], &r);
+  }
   if (to == ONNX_FLOAT && v->k && v->k->dtype == ONNX_FLOAT)
     return oi_val_define(im, n->outputs[0], NULL, v->k);
   return UNSUPPORTED(im, "Cast to %s: castor's ONNX import keeps tensors in float32 and "
@@ -291,9 +364,23 @@ bool oi_lower_reshape(imp *im, const onnx_node *n, const op_row *row) {
     if (numel != v->k->numel) return FAIL(im, "Reshape of %lld elements to %lld", (long long)v->k->numel, (long long)numel);
     return oi_val_define(im, im->node->outputs[0], NULL, oi_host_reshaped(im, v->k, s.rank, s.dims));
   }
+  ir_attr attr = {0};
+  if (v->node && v->layout == OI_CL && !v->k) {
+    /* [N, C, S..] to [N, C*S] (PyTorch's x.view(x.size(0), -1)): flattened
+     * in channels-last order, for the next MatMul or Gemm to absorb */
+    ir_type t = {.dtype = DT_F32};
+    oi_onnx_dims(v, &t.rank, t.dims);
+    if (!reshape_target(im, &t, want, rank, allowzero != 0, &attr.shape)) return false;
+    int64_t rest = 1;
+    for (int r = 1; r < t.rank; r++) rest *= t.dims[r];
+    bool done = false;
+    if (attr.shape.rank == 2 && attr.shape.dims[0] == t.dims[0] && attr.shape.dims[1] == rest &&
+        !oi_flatten_cl(im, v, &done))
+      return false;
+    if (done) return true;
+  }
   ir_node *x = oi_operand(im, v);
   if (!x) return false;
-  ir_attr attr = {0};
   if (!reshape_target(im, &x->type, want, rank, allowzero != 0, &attr.shape)) return false;
   return oi_define_output(im, 0, oi_build(im, IR_OP_RESHAPE, NULL, &x, 1, &attr));
 }
@@ -307,10 +394,16 @@ static bool reshape_to(imp *im, ir_node *x, int rank, const int64_t *dims) {
 
 bool oi_lower_flatten(imp *im, const onnx_node *n, const op_row *row) {
   (void)n, (void)row;
-  ir_node *x = oi_operand(im, oi_input(im, 0));
-  if (!x) return false;
+  imp_val *v = oi_input(im, 0);
   int64_t axis;
-  if (!oi_attr_int(im, "axis", 1, &axis)) return false;
+  if (!v || !oi_attr_int(im, "axis", 1, &axis)) return false;
+  if (v->node && v->layout == OI_CL && (axis == 1 || axis == 1 - v->node->type.rank)) {
+    bool done;
+    if (!oi_flatten_cl(im, v, &done)) return false;
+    if (done) return true;
+  }
+  ir_node *x = oi_operand(im, v);
+  if (!x) return false;
   int a = 0;
   if (axis < -x->type.rank || axis > x->type.rank)
     return FAIL(im, "Flatten axis %lld is out of range for rank %d", (long long)axis, x->type.rank);
@@ -365,10 +458,17 @@ bool oi_lower_squeeze_unsqueeze(imp *im, const onnx_node *n, const op_row *row) 
 
 bool oi_lower_transpose(imp *im, const onnx_node *n, const op_row *row) {
   (void)n, (void)row;
-  ir_node *x = oi_operand(im, oi_input(im, 0));
+  imp_val *v = oi_input(im, 0);
+  const onnx_attr *p = oi_attr_find(im, "perm");
+  if (v && p && v->node && v->layout == OI_CL && !v->k && p->type == ONNX_ATTR_INTS && p->n == v->node->type.rank) {
+    /* NCHW to NHWC of a value castor holds as NHWC: the value itself */
+    bool same = true;
+    for (int r = 0; r < p->n; r++) same &= p->ints[r] == (r == 0 ? 0 : r == p->n - 1 ? 1 : r + 1);
+    if (same) return oi_val_define(im, im->node->outputs[0], v->node, NULL);
+  }
+  ir_node *x = oi_operand(im, v);
   if (!x) return false;
   ir_attr attr = {.perm = {.n = x->type.rank}};
-  const onnx_attr *p = oi_attr_find(im, "perm");
   if (p) {
     if (!oi_attr_typed(im, p, ONNX_ATTR_INTS)) return false;
     if (p->n != x->type.rank) return FAIL(im, "Transpose's perm has %d entries for a rank-%d input", p->n, x->type.rank);
@@ -387,10 +487,25 @@ bool oi_lower_concat(imp *im, const onnx_node *n, const op_row *row) {
   if (n->n_inputs < 1 || n->n_inputs > IR_MAX_SRCS)
     return UNSUPPORTED(im, "Concat of %d inputs: castor joins 1 to %d", n->n_inputs, IR_MAX_SRCS);
   ir_node *srcs[IR_MAX_SRCS];
+  imp_val *vals[IR_MAX_SRCS];
   for (int i = 0; i < n->n_inputs; i++)
-    if (!(srcs[i] = oi_operand(im, oi_input(im, i)))) return false;
+    if (!(vals[i] = oi_input(im, i))) return false;
+  oi_layout layout;
+  ir_type cl;
+  if (!oi_eltwise_operands(im, vals, n->n_inputs, srcs, &layout, &cl)) return false;
+  if (layout == OI_FLAT_CL) /* joined features would mix two orders */
+    for (int i = 0; i < n->n_inputs; i++)
+      if (!(srcs[i] = oi_operand(im, vals[i]))) return false;
+  int rank = srcs[0]->type.rank, a = 0;
+  if (layout == OI_CL) { /* ONNX's axis a is castor's: C last, the spatial ones one earlier */
+    if (!oi_norm_axis(im, axis, rank, "Concat axis", &a)) return false;
+    for (int i = 0; i < n->n_inputs; i++)
+      if (srcs[i]->type.rank != rank) return FAIL(im, "Concat's inputs differ in rank");
+    axis = a == 0 ? 0 : a == 1 ? rank - 1 : a - 1;
+  }
   ir_attr attr = {.axis = axis};
-  return oi_define_output(im, 0, oi_build(im, IR_OP_CONCAT, NULL, srcs, n->n_inputs, &attr));
+  return oi_define_output_as(im, 0, oi_build(im, IR_OP_CONCAT, NULL, srcs, n->n_inputs, &attr),
+                             layout == OI_CL ? OI_CL : OI_PLAIN, NULL);
 }
 
 /* Slice: opset 1-9 with attributes starts, ends, axes; from 10 with inputs
@@ -525,17 +640,21 @@ static ir_node *scalar_const(imp *im, const char *what, double v) {
  * pairwise left to right; Mean divides the sum by the count. */
 bool oi_lower_variadic(imp *im, const onnx_node *n, const op_row *row) {
   if (n->n_inputs < 1) return FAIL(im, "%s needs at least one input", n->op_type);
-  ir_node *acc = oi_operand(im, oi_input(im, 0));
-  for (int i = 1; i < n->n_inputs && acc; i++) {
-    ir_node *b = oi_operand(im, oi_input(im, i));
-    if (!b) return false;
-    acc = oi_build(im, row->ir, arena_printf(im->g->arena, "%d", i), (ir_node *[]){acc, b}, 2, NULL);
-  }
+  imp_val **vals = arena_alloc(im->g->arena, (size_t)n->n_inputs * sizeof *vals);
+  ir_node **srcs = arena_alloc(im->g->arena, (size_t)n->n_inputs * sizeof *srcs);
+  for (int i = 0; i < n->n_inputs; i++)
+    if (!(vals[i] = oi_input(im, i))) return false;
+  oi_layout layout;
+  ir_type cl;
+  if (n->n_inputs == 1) return oi_val_alias(im, n->outputs[0], vals[0]);
+  if (!oi_eltwise_operands(im, vals, n->n_inputs, srcs, &layout, &cl)) return false;
+  ir_node *acc = srcs[0];
+  for (int i = 1; i < n->n_inputs && acc; i++)
+    acc = oi_build(im, row->ir, arena_printf(im->g->arena, "%d", i), (ir_node *[]){acc, srcs[i]}, 2, NULL);
   if (!acc) return false;
-  if (n->n_inputs == 1) return oi_val_define(im, n->outputs[0], acc, NULL);
   if (str_eq(n->op_type, "Mean"))
     acc = oi_build(im, IR_OP_DIV, NULL, (ir_node *[]){acc, scalar_const(im, "count", n->n_inputs)}, 2, NULL);
-  return oi_define_output(im, 0, acc);
+  return oi_define_output_as(im, 0, acc, layout, &cl);
 }
 
 bool oi_lower_reciprocal(imp *im, const onnx_node *n, const op_row *row) {
@@ -547,33 +666,35 @@ bool oi_lower_reciprocal(imp *im, const onnx_node *n, const op_row *row) {
 
 bool oi_lower_alpha_unary(imp *im, const onnx_node *n, const op_row *row) {
   (void)n;
-  ir_node *x = oi_operand(im, oi_input(im, 0));
   double alpha;
-  if (!x || !oi_attr_float(im, "alpha", row->ir == IR_OP_LEAKY_RELU ? 0.01 : 1.0, &alpha)) return false;
+  if (!oi_attr_float(im, "alpha", row->ir == IR_OP_LEAKY_RELU ? 0.01 : 1.0, &alpha)) return false;
   ir_attr attr = {.alpha = alpha};
-  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, &attr));
+  return eltwise1(im, row->ir, NULL, &attr);
 }
 
 /* HardSigmoid: max(0, min(1, alpha x + beta)) (ONNX's alpha 0.2; castor's
  * hard_sigmoid is Keras 3's, alpha 1/6), as mul, add and clip. */
 bool oi_lower_hard_sigmoid(imp *im, const onnx_node *n, const op_row *row) {
   (void)n, (void)row;
-  ir_node *x = oi_operand(im, oi_input(im, 0));
+  imp_val *v = oi_input(im, 0);
   double alpha, beta;
-  if (!x || !oi_attr_float(im, "alpha", 0.2, &alpha) || !oi_attr_float(im, "beta", 0.5, &beta)) return false;
+  ir_node *x;
+  oi_layout layout;
+  ir_type cl;
+  if (!oi_attr_float(im, "alpha", 0.2, &alpha) || !oi_attr_float(im, "beta", 0.5, &beta) ||
+      !oi_eltwise_operands(im, &v, 1, &x, &layout, &cl))
+    return false;
   ir_node *y = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){x, scalar_const(im, "alpha", alpha)}, 2, NULL);
   if (!y) return false;
   y = oi_build(im, IR_OP_ADD, "shifted", (ir_node *[]){y, scalar_const(im, "beta", beta)}, 2, NULL);
   ir_attr attr = {.min_value = 0, .max_value = 1};
-  return y && oi_define_output(im, 0, oi_build(im, IR_OP_CLIP, NULL, &y, 1, &attr));
+  return y && oi_define_output_as(im, 0, oi_build(im, IR_OP_CLIP, NULL, &y, 1, &attr), layout, &cl);
 }
 
 /* Clip: opset < 11 with min and max attributes; from 11 with optional
  * inputs (constants). An absent bound is the float range's end. */
 bool oi_lower_clip(imp *im, const onnx_node *n, const op_row *row) {
   (void)n, (void)row;
-  ir_node *x = oi_operand(im, oi_input(im, 0));
-  if (!x) return false;
   double lo = -FLT_MAX, hi = FLT_MAX;
   if (im->opset < 11) {
     if (!oi_attr_float(im, "min", -FLT_MAX, &lo) || !oi_attr_float(im, "max", FLT_MAX, &hi)) return false;
@@ -587,18 +708,43 @@ bool oi_lower_clip(imp *im, const onnx_node *n, const op_row *row) {
     }
   }
   ir_attr attr = {.min_value = lo, .max_value = hi};
-  return oi_define_output(im, 0, oi_build(im, IR_OP_CLIP, NULL, &x, 1, &attr));
+  return eltwise1(im, IR_OP_CLIP, NULL, &attr);
 }
 
 /* PRelu: x where x >= 0, slope * x elsewhere: relu(x) + slope * min(x, 0). */
 bool oi_lower_prelu(imp *im, const onnx_node *n, const op_row *row) {
   (void)n, (void)row;
-  ir_node *x = oi_operand(im, oi_input(im, 0)), *slope = oi_operand(im, oi_input(im, 1));
-  if (!x || !slope) return false;
+  imp_val *vals[2] = {oi_input(im, 0), oi_input(im, 1)};
+  ir_node *xs[2];
+  oi_layout layout;
+  ir_type cl;
+  if (!oi_eltwise_operands(im, vals, 2, xs, &layout, &cl)) return false;
+  ir_node *x = xs[0], *slope = xs[1];
   ir_node *pos = oi_build(im, IR_OP_RELU, "pos", &x, 1, NULL);
   ir_node *neg = oi_build(im, IR_OP_MINIMUM, "neg", (ir_node *[]){x, scalar_const(im, "zero", 0)}, 2, NULL);
   ir_node *sn = neg ? oi_build(im, IR_OP_MUL, "neg_scaled", (ir_node *[]){neg, slope}, 2, NULL) : NULL;
-  return pos && sn && oi_define_output(im, 0, oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){pos, sn}, 2, NULL));
+  return pos && sn && oi_define_output_as(im, 0, oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){pos, sn}, 2, NULL), layout, &cl);
+}
+
+/* PRelu before opset 7: slope [C] (or [1]) per channel, axis 1 of x
+ * [N, C, ..]: castor's last axis once x is held channels last. */
+bool oi_lower_prelu_channels(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  imp_val *vx = oi_input(im, 0);
+  ir_node *slope = oi_operand(im, oi_input(im, 1));
+  if (!vx || !slope) return false;
+  int rank;
+  int64_t dims[ONNX_MAX_RANK];
+  oi_onnx_dims(vx, &rank, dims);
+  if (rank < 2 || slope->type.rank != 1 || (slope->type.dims[0] != 1 && slope->type.dims[0] != dims[1]))
+    return FAIL(im, "PRelu (opset %lld) needs x [N, C, ..] and a slope [C] or [1]", (long long)im->opset);
+  bool cl = rank >= 3 && vx->node;
+  ir_node *x = cl ? oi_channels_last(im, vx) : oi_operand(im, vx);
+  ir_node *pos = oi_build(im, IR_OP_RELU, "pos", &x, 1, NULL);
+  ir_node *neg = oi_build(im, IR_OP_MINIMUM, "neg", (ir_node *[]){x, scalar_const(im, "zero", 0)}, 2, NULL);
+  ir_node *sn = neg ? oi_build(im, IR_OP_MUL, "neg_scaled", (ir_node *[]){neg, slope}, 2, NULL) : NULL;
+  return pos && sn &&
+         oi_define_output_as(im, 0, oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){pos, sn}, 2, NULL), cl ? OI_CL : OI_PLAIN, NULL);
 }
 
 /* Where(cond, X, Y) with a constant condition (castor computes no booleans). */

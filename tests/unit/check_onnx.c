@@ -18,6 +18,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- a tiny model builder: everything in one arena ---- */
 
@@ -435,8 +436,10 @@ END_TEST
 /* PyTorch's exporter's models (tests/onnx/models/generate.py) against
  * ONNX Runtime's outputs: normalized error sqrt(sum (got - want)^2 / sum
  * want^2) within 1e-5 under float32 and within the bounds docs/onnx.md
- * states for the mixed policies. MODELS lists the models castor imports. */
-static const char *const MODELS[] = {"mlp.opset17", "mlp.default"};
+ * states for the mixed policies, every output (NAME.T.ort.npy, then
+ * NAME.T.ort1.npy, ...). MODELS lists the models castor imports. */
+static const char *const MODELS[] = {"mlp.opset17",    "mlp.default",    "cnn.opset17",    "cnn.default",
+                                     "resnet.opset17", "resnet.default", "layout.opset17", "layout.default"};
 
 static double norm_err(const float *got, const float *want, int64_t n) {
   double num = 0, den = 0;
@@ -461,29 +464,152 @@ START_TEST(test_exported_models) {
     snprintf(yp, sizeof yp, "%s/tests/onnx/models/%s.ort.npy", CASTOR_SOURCE_DIR, MODELS[i]);
     castor_model *m;
     ck_assert_msg(castor_model_load_file(ctx, path, NULL, &m) == CASTOR_OK, "%s: %s", path, castor_context_last_error(ctx));
-    castor_tensor *x, *want;
+    castor_tensor *x, *want[4] = {0};
+    int n_out = 0;
     ck_assert_int_eq(castor_tensor_load_npy(ctx, xp, &x), CASTOR_OK);
-    ck_assert_int_eq(castor_tensor_load_npy(ctx, yp, &want), CASTOR_OK);
+    ck_assert_int_eq(castor_tensor_load_npy(ctx, yp, &want[n_out++]), CASTOR_OK);
+    for (; n_out < 4; n_out++) {
+      snprintf(yp, sizeof yp, "%s/tests/onnx/models/%s.ort%d.npy", CASTOR_SOURCE_DIR, MODELS[i], n_out);
+      if (access(yp, R_OK) != 0) break;
+      ck_assert_int_eq(castor_tensor_load_npy(ctx, yp, &want[n_out]), CASTOR_OK);
+    }
     for (size_t p = 0; p < sizeof policies / sizeof *policies; p++) {
       castor_compile_options o;
       castor_compile_options_init(&o);
       o.policy = policies[p].policy;
       castor_program *prog;
       ck_assert_msg(castor_compile(m, &o, &prog) == CASTOR_OK, "%s %s: %s", MODELS[i], o.policy, castor_context_last_error(ctx));
-      castor_tensor *y = NULL;
-      ck_assert_msg(castor_program_run(prog, &x, 1, &y, 1) == CASTOR_OK, "%s", castor_context_last_error(ctx));
-      ck_assert_int_eq(castor_tensor_numel(y), castor_tensor_numel(want));
-      double e = norm_err(castor_tensor_data(y), castor_tensor_data(want), castor_tensor_numel(y));
-      ck_assert_msg(e <= policies[p].bound, "%s under %s: normalized error %.3g > %.3g", MODELS[i], o.policy, e,
-                    policies[p].bound);
-      castor_tensor_destroy(y);
+      ck_assert_int_eq(castor_program_num_outputs(prog), n_out);
+      castor_tensor *y[4] = {0};
+      ck_assert_msg(castor_program_run(prog, &x, 1, y, n_out) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+      for (int k = 0; k < n_out; k++) {
+        ck_assert_int_eq(castor_tensor_rank(y[k]), castor_tensor_rank(want[k]));
+        for (int r = 0; r < castor_tensor_rank(y[k]); r++) /* ONNX's NCHW order, not castor's NHWC */
+          ck_assert_int_eq(castor_tensor_dims(y[k])[r], castor_tensor_dims(want[k])[r]);
+        double e = norm_err(castor_tensor_data(y[k]), castor_tensor_data(want[k]), castor_tensor_numel(y[k]));
+        ck_assert_msg(e <= policies[p].bound, "%s output %d under %s: normalized error %.3g > %.3g", MODELS[i], k,
+                      o.policy, e, policies[p].bound);
+        castor_tensor_destroy(y[k]);
+      }
       castor_program_destroy(prog);
     }
     castor_tensor_destroy(x);
-    castor_tensor_destroy(want);
+    for (int k = 0; k < n_out; k++) castor_tensor_destroy(want[k]);
     castor_model_destroy(m);
   }
   castor_context_destroy(ctx);
+}
+END_TEST
+
+/* NCHW models held as NHWC: the transposes castor adds. The exported CNN
+ * (conv -> pool -> flatten -> Gemm) has none: its one-channel input is
+ * NHWC as it is (a reshape), and the flatten is absorbed into the Gemm's
+ * weight rows. The ResNet transposes its 3-channel input; the layout model
+ * that and its NCHW feature-map output. */
+static int count_transposes(const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/tests/onnx/models/%s.onnx", CASTOR_SOURCE_DIR, name);
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = fe_load(path, NULL, d, NULL);
+  ck_assert_msg(g != NULL, "%s", path);
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i]->op == IR_OP_TRANSPOSE;
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+  return n;
+}
+
+START_TEST(test_layout_transposes) {
+  ck_assert_int_eq(count_transposes("cnn.opset17"), 0);
+  ck_assert_int_eq(count_transposes("cnn.default"), 0);
+  ck_assert_int_eq(count_transposes("resnet.opset17"), 1);
+  ck_assert_int_eq(count_transposes("layout.opset17"), 2);
+  ck_assert_int_eq(count_transposes("layout.default"), 2);
+}
+END_TEST
+
+/* A Conv model: x [N, 2, 5, 5] (rank 5 with `three_d`), W [3, 2, 3, 3]. */
+static model *conv_model(bool three_d, Onnx__AttributeProto *a0, Onnx__AttributeProto *a1) {
+  static const float w[3 * 2 * 3 * 3] = {0};
+  model *mb = model_new(17);
+  mb->ins[mb->g.n_input++] = vi("x", ONNX_FLOAT, three_d ? 5 : 4, (int64_t[]){0, 2, 5, 5, 5}, "batch");
+  mb->outs[mb->g.n_output++] = vi("y", ONNX_FLOAT, 4, (int64_t[]){0, 3, 3, 3}, "batch");
+  mb->inits[mb->g.n_initializer++] = tensor("w", ONNX_FLOAT, three_d ? 5 : 4, (int64_t[]){3, 2, 3, 3, 1}, w, sizeof w);
+  mb->nodes[mb->g.n_node++] = node("Conv", "/c/Conv", NULL, (const char *[]){"x", "w"}, 2, "y", a0, a1);
+  return mb;
+}
+
+static Onnx__AttributeProto *attr_ints(const char *name, int n, const int64_t *v) {
+  Onnx__AttributeProto *a = arena_alloc(A, sizeof *a);
+  onnx__attribute_proto__init(a);
+  a->name = S(name), a->has_type = 1, a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+  a->n_ints = (size_t)n, a->ints = arena_alloc(A, (size_t)(n + 1) * sizeof *a->ints);
+  memcpy(a->ints, v, (size_t)n * sizeof *v);
+  return a;
+}
+
+static Onnx__AttributeProto *attr_str(const char *name, const char *v) {
+  Onnx__AttributeProto *a = arena_alloc(A, sizeof *a);
+  onnx__attribute_proto__init(a);
+  a->name = S(name), a->has_type = 1, a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+  a->has_s = 1, a->s.len = strlen(v), a->s.data = (uint8_t *)S(v);
+  return a;
+}
+
+START_TEST(test_conv_errors) {
+  size_t len;
+  char *b = pack(conv_model(false, NULL, NULL), &len);
+  castor_context *ctx;
+  castor_context_create(&ctx);
+  castor_model *m;
+  ck_assert_msg(load(ctx, "conv.onnx", b, len, &m) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  castor_model_destroy(m);
+  castor_context_destroy(ctx);
+  b = pack(conv_model(false, attr_int("group", 2), NULL), &len);
+  expect_error("group.onnx", b, len, CASTOR_ERR_UNSUPPORTED,
+               "group.onnx: node '/c/Conv' (Conv): error: Conv with group=2 (a grouped or depthwise convolution) is "
+               "not supported yet: castor's conv2d has one group\n");
+  b = pack(conv_model(true, NULL, NULL), &len);
+  expect_error("conv3d.onnx", b, len, CASTOR_ERR_UNSUPPORTED,
+               "conv3d.onnx: node '/c/Conv' (Conv): error: Conv over 3 spatial dimensions: castor's convolutions "
+               "and pooling are 1-D and 2-D\n");
+  model *mb = conv_model(false, NULL, NULL);
+  mb->inits[0]->dims[1] = 1, mb->inits[0]->dims[0] = 6;
+  b = pack(mb, &len);
+  expect_error("chan.onnx", b, len, CASTOR_ERR_PARSE,
+               "chan.onnx: node '/c/Conv' (Conv): error: Conv's weight must be [M, C, k..] of rank 4 with C = the "
+               "input's 2 channels\n");
+  b = pack(conv_model(false, attr_str("auto_pad", "SAME_UPPER"), attr_ints("pads", 4, (int64_t[]){1, 1, 1, 1})), &len);
+  expect_error("autopad.onnx", b, len, CASTOR_ERR_PARSE,
+               "autopad.onnx: node '/c/Conv' (Conv): error: Conv has both pads and auto_pad=SAME_UPPER\n");
+  b = pack(conv_model(false, attr_ints("strides", 3, (int64_t[]){1, 1, 1}), NULL), &len);
+  expect_error("strides.onnx", b, len, CASTOR_ERR_PARSE,
+               "strides.onnx: node '/c/Conv' (Conv): error: Conv's strides has 3 entries; the input has 2 spatial "
+               "dimensions (strides needs 2)\n");
+  /* pooling whose padding fills a window; batch norm in training; a mean over the channels */
+  mb = conv_model(false, NULL, NULL);
+  mb->nodes[0] = node("MaxPool", "/p/MaxPool", NULL, (const char *[]){"x"}, 1, "y",
+                      attr_ints("kernel_shape", 2, (int64_t[]){2, 2}), attr_ints("pads", 4, (int64_t[]){2, 0, 0, 0}));
+  b = pack(mb, &len);
+  expect_error("pool.onnx", b, len, CASTOR_ERR_UNSUPPORTED,
+               "pool.onnx: node '/p/MaxPool' (MaxPool): error: MaxPool with pads 2 and 0 not smaller than its "
+               "window 2: castor's windows each meet the input\n");
+  static const float ones[2] = {1, 1};
+  mb = conv_model(false, NULL, NULL);
+  mb->inits[0] = tensor("s", ONNX_FLOAT, 1, (int64_t[]){2}, ones, sizeof ones);
+  mb->nodes[0] = node("BatchNormalization", "/bn", NULL, (const char *[]){"x", "s", "s", "s", "s"}, 5, "y",
+                      attr_int("training_mode", 1), NULL);
+  b = pack(mb, &len);
+  expect_error("bn.onnx", b, len, CASTOR_ERR_UNSUPPORTED,
+               "bn.onnx: node '/bn' (BatchNormalization): error: BatchNormalization in training mode (batch "
+               "statistics): castor imports ONNX models for inference, with the running mean and variance\n");
+  mb = conv_model(false, NULL, NULL);
+  mb->nodes[0] = node("ReduceMean", "/mean", NULL, (const char *[]){"x"}, 1, "y",
+                      attr_ints("axes", 1, (int64_t[]){1}), NULL);
+  b = pack(mb, &len);
+  expect_error("mean.onnx", b, len, CASTOR_ERR_UNSUPPORTED,
+               "mean.onnx: node '/mean' (ReduceMean): error: ReduceMean over axes other than all the spatial axes "
+               "of a run-time [N, C, spatial..] tensor (a global average pool) is not supported yet\n");
 }
 END_TEST
 
@@ -497,6 +623,8 @@ static Suite *onnx_suite(void) {
   tcase_add_test(tc, test_truncated_and_wire_types);
   tcase_add_test(tc, test_bad_graphs);
   tcase_add_test(tc, test_exported_models);
+  tcase_add_test(tc, test_layout_transposes);
+  tcase_add_test(tc, test_conv_errors);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -12,7 +12,9 @@ committed and the test suite never needs PyPI:
 
 For each model NAME and opset tag T (opset17, default) it writes
 NAME.T.onnx, NAME.x.npy (the input: a batch of 5) and NAME.T.ort.npy
-(ONNX Runtime's output), and versions.txt (the exact versions and settings).
+(ONNX Runtime's output; NAME.T.ort1.npy, ... for further outputs), and
+versions.txt (the exact versions and settings). Arguments name the models
+to regenerate (default: all): `python3 tests/onnx/models/generate.py layout`.
 """
 import os
 import sys
@@ -83,24 +85,61 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(torch.mean(x, dim=(2, 3), keepdim=True), 1))
 
 
+class Layout(nn.Module):
+    """The paths of castor's NCHW-as-NHWC import (docs/onnx.md): a Concat
+    along the channels, BatchNormalization that the exporter cannot fold
+    into a Conv, PRelu's [C, 1, 1] slope and an added [C, 1, 1] constant,
+    Softmax over the channels times a channels-last value, AveragePool with
+    ceil_mode and count_include_pad, x.view(N, -1) (shape arithmetic) into
+    both a Gemm and a MatMul, and a feature map as a second output."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 6, 3, padding=1)
+        self.b = nn.Conv2d(3, 4, 1)
+        self.bn = nn.BatchNorm2d(10)
+        self.shift = nn.Parameter(torch.randn(10, 1, 1))
+        self.prelu = nn.PReLU(10)
+        self.pool = nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=True)
+        self.fc = nn.Linear(10 * 4 * 4, 5)
+        self.w2 = nn.Parameter(torch.randn(10 * 4 * 4, 3) * 0.1)
+
+    def forward(self, x):
+        y = torch.cat([self.a(x), self.b(x)], dim=1)
+        y = self.prelu(self.bn(torch.relu(y))) + self.shift
+        y = self.pool(torch.softmax(y, dim=1) * y)
+        z = y.view(y.size(0), -1)
+        return self.fc(z), z @ self.w2, y
+
+
 MODELS = {
     "mlp": (MLP, (5, 784)),
     "cnn": (CNN, (5, 1, 28, 28)),
     "resnet": (ResNet, (5, 3, 16, 16)),
+    "layout": (Layout, (5, 3, 7, 7)),
 }
+# models seeded on their own (added later: regenerating one leaves the others' files as they are)
+SEEDS = {"layout": 1}
 
 
 def main():
+    only = sys.argv[1:]  # model names to regenerate (default: all)
     rng = np.random.default_rng(0)
     lines = [
         f"torch {torch.__version__}",
         f"onnx {onnx.__version__}",
         f"onnxruntime {ort.__version__}",
-        "export: torch.onnx.export(model.eval(), x, f, input_names=['x'], output_names=['y'], "
-        "dynamic_axes={'x': {0: 'batch'}, 'y': {0: 'batch'}}, dynamo=False, opset_version=17 | default)",
+        "export: torch.onnx.export(model.eval(), x, f, input_names=['x'], output_names=['y' (, 'y1', .. for more outputs)], "
+        "dynamic_axes={'x': {0: 'batch'}, 'y': {0: 'batch'}, ..}, dynamo=False, opset_version=17 | default)",
         "reference: onnxruntime.InferenceSession(f, providers=['CPUExecutionProvider']) on NAME.x.npy",
     ]
     for name, (cls, shape) in MODELS.items():
+        if only and name not in only:
+            continue
+        gen = rng
+        if name in SEEDS:
+            torch.manual_seed(SEEDS[name])
+            gen = np.random.default_rng(SEEDS[name])
         model = cls().eval()
         for m in model.modules():  # batch norm statistics that are not the identity
             if isinstance(m, nn.BatchNorm2d):
@@ -108,21 +147,31 @@ def main():
                 m.running_var.uniform_(0.5, 1.5)
                 m.weight.data.uniform_(0.5, 1.5)
                 m.bias.data.uniform_(-0.2, 0.2)
-        x = rng.standard_normal(shape).astype(np.float32)
+        x = gen.standard_normal(shape).astype(np.float32)
         np.save(os.path.join(HERE, f"{name}.x.npy"), x)
         for tag, kw in (("opset17", {"opset_version": 17}), ("default", {})):
             path = os.path.join(HERE, f"{name}.{tag}.onnx")
-            torch.onnx.export(model, torch.from_numpy(x), path, input_names=["x"], output_names=["y"],
-                              dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False, **kw)
+            with torch.no_grad():
+                n_out = len(model(torch.from_numpy(x))) if name == "layout" else 1
+            outs = ["y"] + [f"y{i}" for i in range(1, n_out)]
+            torch.onnx.export(model, torch.from_numpy(x), path, input_names=["x"], output_names=outs,
+                              dynamic_axes={"x": {0: "batch"}, **{o: {0: "batch"} for o in outs}}, dynamo=False, **kw)
             m = onnx.load(path)
             opset = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0]
             sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-            y = sess.run(None, {"x": x})[0]
-            np.save(os.path.join(HERE, f"{name}.{tag}.ort.npy"), y)
+            ys = sess.run(None, {"x": x})
+            for i, y in enumerate(ys):  # NAME.T.ort.npy, then NAME.T.ort1.npy, ... for more outputs
+                np.save(os.path.join(HERE, f"{name}.{tag}.ort{i if i else ''}.npy"), y)
             ops = sorted({n.op_type for n in m.graph.node})
             lines.append(f"{name}.{tag}.onnx: opset {opset}, ops {' '.join(ops)}")
             print(lines[-1])
-    with open(os.path.join(HERE, "versions.txt"), "w") as f:
+    path = os.path.join(HERE, "versions.txt")
+    if only and os.path.exists(path):  # keep the lines of the models not regenerated
+        with open(path) as f:
+            old = [l.rstrip("\n") for l in f]
+        kept = [l for l in old if ".onnx:" in l and l.split(".")[0] not in only]
+        lines = lines[:5] + kept + lines[5:]
+    with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
