@@ -267,6 +267,29 @@ void castor_train_options_init(castor_train_options *o) {
 
 static void shape_str(str_buf *b, castor_dtype dt, int rank, const int64_t *dims);
 
+/* A Keras file's other optimizer arguments (frontend.h), under the
+ * caller's: each group the caller set (a schedule or a constant rate, a
+ * clip, ...) replaces the file's whole group. */
+static void keras_train_defaults(const fe_train_defaults *d, const castor_train_options *caller,
+                                 castor_train_options *t) {
+  if (!t->beta_1) t->beta_1 = d->beta_1;
+  if (!t->beta_2) t->beta_2 = d->beta_2;
+  if (!t->epsilon) t->epsilon = d->epsilon;
+  if (!t->weight_decay) t->weight_decay = d->weight_decay;
+  if (!t->loss_scale_initial) t->loss_scale_initial = d->loss_scale_initial;
+  if (!t->loss_scale_growth_steps) t->loss_scale_growth_steps = d->loss_scale_growth_steps;
+  if (!caller->clipnorm && !caller->clipvalue && !caller->global_clipnorm)
+    t->clipnorm = d->clipnorm, t->clipvalue = d->clipvalue, t->global_clipnorm = d->global_clipnorm;
+  if (!caller->lr_schedule && !caller->learning_rate && d->lr_schedule[0]) {
+    t->lr_schedule = d->lr_schedule;
+    t->learning_rate = d->learning_rate;
+    t->decay_steps = d->decay_steps, t->decay_rate = d->decay_rate, t->staircase = d->staircase;
+    t->alpha = d->alpha, t->warmup_target = d->warmup_target, t->warmup_steps = d->warmup_steps;
+    t->boundaries = d->n_boundaries ? d->boundaries : NULL, t->n_boundaries = d->n_boundaries;
+    t->values = d->n_values ? d->values : NULL, t->n_values = d->n_values;
+  }
+}
+
 void castor_model_train_options(const castor_model *m, castor_train_options *o) {
   castor_train_options_init(o);
   if (!m) return;
@@ -278,6 +301,9 @@ void castor_model_train_options(const castor_model *m, castor_train_options *o) 
   o->nesterov = m->defaults.nesterov;
   o->centered = m->defaults.centered;
   o->loss_scale = m->defaults.loss_scale[0] ? m->defaults.loss_scale : NULL;
+  castor_train_options none;
+  castor_train_options_init(&none);
+  keras_train_defaults(&m->defaults, &none, o);
 }
 
 /* The public training options as the grad pass's (passes.h). */
@@ -406,6 +432,7 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
       if (topts.momentum == 0) topts.momentum = m->defaults.momentum;
       if (!topts.nesterov) topts.nesterov = m->defaults.nesterov;
       if (!topts.centered) topts.centered = m->defaults.centered;
+      keras_train_defaults(&m->defaults, dopts->train, &topts);
     }
     if (!topts.loss_scale && m->defaults.loss_scale[0]) topts.loss_scale = m->defaults.loss_scale;
   }

@@ -41,6 +41,20 @@ typedef struct fe_train_defaults {
   bool nesterov;      /* sgd */
   bool centered;      /* rmsprop */
   char loss_scale[16]; /* "dynamic": a LossScaleOptimizer */
+  /* Keras optimizer arguments castor_train_options has (0: Keras's default) */
+  double beta_1, beta_2, epsilon, weight_decay;
+  double loss_scale_initial;
+  int64_t loss_scale_growth_steps;
+  double clipnorm, clipvalue, global_clipnorm;
+  char lr_schedule[32];          /* "": none; exponential_decay, cosine_decay, piecewise_constant_decay */
+  int64_t decay_steps;
+  double decay_rate, alpha, warmup_target;
+  bool staircase;
+  int64_t warmup_steps;
+  int64_t boundaries[64];
+  int n_boundaries;
+  double values[65];
+  int n_values;
 } fe_train_defaults;
 
 struct onnx_tensor; /* formats/onnx.h */

@@ -585,7 +585,8 @@ int castor_train_main(int argc, char **argv) {
   castor_train_options model_to; /* the model's training defaults, under the flags */
   castor_model_train_options(m, &model_to);
   if (!c.to.loss) c.to.loss = model_to.loss, c.to.from_logits |= model_to.from_logits;
-  if (!c.to.optimizer) c.to.optimizer = model_to.optimizer;
+  /* the optimizer and its arguments: the API takes the model's, for the optimizer it names, when
+   * no --optimizer is given (castor_compile_train) */
   castor_compile_options co = c.opts.compile;
   s.m = m, s.co = &co, s.to = &c.to;
   if (!c.evaluate && castor_compile_train(m, &co, &c.to, &step) != CASTOR_OK) {
