@@ -18,6 +18,7 @@
 #include "formats/safetensors.h"
 #include "formats/onnx.h"
 #include "frontend/frontend.h"
+#include "frontend/keras/keras.h"
 #include "passes/passes.h"
 #include "runtime/lr_schedule.h"
 
@@ -43,6 +44,7 @@ struct castor_model {
   castor_context *ctx;
   ir_graph *graph; /* as lowered by the frontend; compile works on a copy */
   fe_train_defaults defaults; /* how the model says it trains (frontend.h) */
+  fe_keras_source *keras;     /* a .keras model: what writing it back needs; else NULL */
 };
 
 struct castor_program {
@@ -209,15 +211,21 @@ static castor_status load(castor_context *ctx, const char *name, const char *tex
     fo.bindings = binds, fo.n_bindings = opts->n_binds;
   }
   fe_train_defaults td;
+  fe_keras_source *keras = NULL;
+  fo.keras_source = &keras;
   ir_graph *g = path ? fe_load(path, &fo, ctx->diag, &td)
                      : fe_load_mem(name, text, len, &fo, ctx->diag, &td);
   free(binds);
   free(bound);
-  if (!g) return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
+  if (!g) {
+    fe_keras_source_destroy(keras);
+    return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
+  }
   castor_model *m = xcalloc(1, sizeof *m);
   m->ctx = ctx;
   m->graph = g;
   m->defaults = td;
+  m->keras = keras;
   *out = m;
   return finish(ctx, CASTOR_OK);
 }
@@ -244,6 +252,7 @@ castor_status castor_model_load_string(castor_context *ctx, const char *name, co
 void castor_model_destroy(castor_model *m) {
   if (!m) return;
   ir_graph_destroy(m->graph);
+  fe_keras_source_destroy(m->keras);
   free(m);
 }
 
@@ -606,6 +615,34 @@ castor_status castor_program_save_weights(castor_program *p, const char *path) {
   ok = ok && safetensors_write(path, t, n, NULL, 0, p->ctx->diag);
   for (int i = 0; i < n_copied; i++) free((void *)t[i].data);
   free(t);
+  return ok ? CASTOR_OK : finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_IO));
+}
+
+bool castor_model_is_keras(const castor_model *m) { return m && m->keras; }
+
+/* Keras in and out: the trained model as a .keras file (frontend/keras/save.c) */
+castor_status castor_program_save_keras(castor_program *p, const castor_model *m, const castor_train_options *to,
+                                        const char *path) {
+  if (!p || !m || !path) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(p->ctx);
+  if (!m->keras)
+    return fail(p->ctx, CASTOR_ERR_UNSUPPORTED, "%s: error: only a model loaded from a .keras file can be saved as "
+                "one (castor writes back the file's config.json; a .cast or ONNX model has none): save the "
+                "weights as .safetensors", path);
+  if (p->rt->n_states == 0)
+    return fail(p->ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s is not a training program: it has no weights to save", p->rt->name);
+  fe_keras_state *st = xcalloc((size_t)p->rt->n_states, sizeof *st);
+  bool ok = true;
+  for (int i = 0; i < p->rt->n_states && ok; i++) {
+    const rt_tensor_desc *t = &p->rt->states[i].t;
+    void *data = xmalloc((size_t)rt_state_bytes(p->rt, i) + 1);
+    st[i] = (fe_keras_state){t->name, t->dtype, t->rank, t->dims, data, p->rt->states[i].kind == RT_STATE_TRAINABLE};
+    ok = cg_exec_state_read(p->x, i, data, p->ctx->diag);
+  }
+  const char *opt = to && to->optimizer ? to->optimizer : m->defaults.optimizer[0] ? m->defaults.optimizer : "rmsprop";
+  ok = ok && fe_keras_save(m->keras, path, st, p->rt->n_states, opt, p->schedule != NULL, p->ctx->diag);
+  for (int i = 0; i < p->rt->n_states; i++) free((void *)st[i].data);
+  free(st);
   return ok ? CASTOR_OK : finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_IO));
 }
 

@@ -74,6 +74,10 @@ typedef struct fe_options {
   int64_t max_init_bytes;   /* cap of the Glorot init (0: 4 GiB; fuzzing lowers it) */
   const fe_binding *bindings; /* ONNX: graph inputs bound to data (NULL: none) */
   int n_bindings;
+  /* .keras: if not NULL, receives what writing the model back as a .keras
+   * file needs (frontend/keras/keras.h, fe_keras_save; NULL for other
+   * formats); the caller destroys it with fe_keras_source_destroy */
+  struct fe_keras_source **keras_source;
 } fe_options;
 
 void fe_options_init(fe_options *o); /* seed 0, no override */

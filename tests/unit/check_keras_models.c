@@ -208,7 +208,7 @@ static void put(str_buf *b, uint64_t v, int n) {
   for (int i = 0; i < n; i++) str_buf_putc(b, (char)(v >> (8 * i)));
 }
 
-static void zip_write(str_buf *b, const part *ps, int n) {
+static void zip_build(str_buf *b, const part *ps, int n) {
   size_t offs[8];
   for (int i = 0; i < n; i++) {
     offs[i] = b->len;
@@ -292,7 +292,7 @@ START_TEST(test_compile_config) {
                 {"model.weights.h5", gd.h5, gd.h5_len}};
   str_buf b;
   str_buf_init(&b);
-  zip_write(&b, ps, 3);
+  zip_build(&b, ps, 3);
   g = fe_load_mem("lso.keras", b.data, b.len, NULL, d, &td);
   ck_assert_msg(g != NULL, "%s", diag_text(d));
   ck_assert_str_eq(td.loss_scale, "dynamic");
@@ -386,7 +386,7 @@ START_TEST(test_bad_files) {
   if (c->drop != 2) ps[n++] = (part){"model.weights.h5", h5, h5_len};
   str_buf b;
   str_buf_init(&b);
-  zip_write(&b, ps, n);
+  zip_build(&b, ps, n);
   size_t len = b.len - (c->truncate > 0 ? (size_t)c->truncate : 0);
   castor_context *ctx;
   ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
