@@ -18,7 +18,6 @@
 #include "formats/safetensors.h"
 #include "formats/onnx.h"
 #include "frontend/frontend.h"
-#include "frontend/keras/keras.h"
 #include "passes/passes.h"
 #include "runtime/lr_schedule.h"
 
