@@ -9,7 +9,9 @@
  *   model.weights.h5  the loaded file's groups and attributes (the "name"
  *                     of each vars group, bfloat16's dtype attribute) and
  *                     datasets, with each weight the model bound replaced
- *                     by its trained value in the dataset's own type; the
+ *                     by its trained value in its variable's dtype (float32,
+ *                     float16, or bfloat16 as an opaque 2-byte type with
+ *                     dtype="bfloat16"); the
  *                     optimizer's group rebuilt as Keras 3 saves it:
  *                       /optimizer/vars/0, 1, ...: iterations, learning_rate
  *                       (not with a schedule), then the slots of the
@@ -29,7 +31,6 @@
 #include "frontend/keras/internal.h"
 
 #include "formats/zip.h"
-#include "util/half.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,26 +113,6 @@ static bool save_error(saver *s, const char *fmt, ...) {
   return false;
 }
 
-/* A state's values in a dataset of type t (float32, float16, or bfloat16
- * as an opaque 2-byte type), converted through float32 when they differ. */
-static const void *convert(saver *s, const fe_keras_state *st, h5_type t, bool bf16, int64_t numel) {
-  dtype_id want = t.cls == H5_CLASS_FLOAT && t.size == 4 ? DT_F32 : t.cls == H5_CLASS_FLOAT && t.size == 2 ? DT_F16
-                  : bf16 ? DT_BF16 : DT_COUNT;
-  if (want == st->dtype) return st->data;
-  unsigned char *out = arena_alloc(s->a, (size_t)(numel ? numel : 1) * dtype_size(want));
-  for (int64_t k = 0; k < numel; k++) {
-    float f = st->dtype == DT_F32 ? ((const float *)st->data)[k]
-              : st->dtype == DT_F16 ? half_f16_to_f32(((const uint16_t *)st->data)[k])
-                                    : half_bf16_to_f32(((const uint16_t *)st->data)[k]);
-    if (want == DT_F32) memcpy(out + 4 * k, &f, 4);
-    else {
-      uint16_t h = want == DT_F16 ? half_f32_to_f16(f) : half_f32_to_bf16(f);
-      memcpy(out + 2 * k, &h, 2);
-    }
-  }
-  return out;
-}
-
 static bool copy_attrs(saver *s, const h5_object *o, h5w_object *w) {
   h5w_attr *at = arena_alloc(s->a, ((size_t)o->n_attrs + 1) * sizeof *at);
   for (int i = 0; i < o->n_attrs; i++) {
@@ -166,16 +147,23 @@ static bool model_objects(saver *s) {
         if (s->src->weight_obj[k] != i) continue;
         const fe_keras_state *st = state(s, s->src->weight_key[k]);
         if (!st) break; /* not trained (no gradient reaches it): as loaded */
-        int64_t numel = 1;
         bool same = st->rank == o->rank;
-        for (int r = 0; r < o->rank; r++) same &= st->dims[r] == o->dims[r], numel *= o->dims[r];
-        const char *dt = h5_attr_str(o, "dtype");
-        bool bf16 = o->type.cls == H5_CLASS_OPAQUE && o->type.size == 2 && dt && !strcmp(dt, "bfloat16");
-        bool floaty = (o->type.cls == H5_CLASS_FLOAT && o->type.size != 8) || bf16;
-        if (!same || !floaty || (st->dtype != DT_F32 && st->dtype != DT_F16 && st->dtype != DT_BF16))
-          return save_error(s, "cannot write weight '%s' into dataset '%s': its shape or type differs from the "
-                               "loaded file's", st->name, o->path);
-        w.data = convert(s, st, o->type, bf16, numel);
+        for (int r = 0; r < o->rank; r++) same &= st->dims[r] == o->dims[r];
+        if (!same || (st->dtype != DT_F32 && st->dtype != DT_F16 && st->dtype != DT_BF16))
+          return save_error(s, "cannot write weight '%s' into dataset '%s': its shape differs from the loaded "
+                               "file's", st->name, o->path);
+        /* the variable's own dtype, which may differ from the file's (layer normalization's gamma and
+         * beta: f32 in castor under float16, f16 in Keras): the round trip stays exact, and Keras
+         * casts a dataset to its variable's dtype when it loads it */
+        w.data = st->data;
+        w.type = st->dtype == DT_F32 ? (h5_type){H5_CLASS_FLOAT, 4, false}
+                 : st->dtype == DT_F16 ? (h5_type){H5_CLASS_FLOAT, 2, false} : (h5_type){H5_CLASS_OPAQUE, 2, false};
+        h5w_attr *at = arena_alloc(s->a, ((size_t)w.n_attrs + 1) * sizeof *at);
+        int n_at = 0;
+        for (int a = 0; a < w.n_attrs; a++)
+          if (strcmp(w.attrs[a].name, "dtype") != 0) at[n_at++] = w.attrs[a];
+        if (st->dtype == DT_BF16) at[n_at++] = (h5w_attr){"dtype", "bfloat16"};
+        w.attrs = at, w.n_attrs = n_at;
       }
     }
     vec_push(&s->objs, w);
