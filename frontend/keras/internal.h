@@ -94,8 +94,8 @@ bool kr_read_compile(kr_model *m, const json_value *cc, fe_train_defaults *td);
 
 /* save.c: the source fe_keras_save needs, from a loaded model (config.json's
  * bytes and the h5 bytes are taken over: *cfg and *h5 become NULL). */
-fe_keras_source *kr_source_new(kr_model *m, const char *keras_version, unsigned char **cfg, size_t cfg_len,
-                               unsigned char **h5);
+fe_keras_source *kr_source_new(kr_model *m, const char *keras_version, bool lso, unsigned char **cfg,
+                               size_t cfg_len, unsigned char **h5);
 
 /* keras.c: helpers the lowering uses */
 /* Errors at the archive (kind unspecified: a malformed model; or unsupported). */

@@ -684,7 +684,7 @@ ir_graph *fe_keras_load(const char *file, const char *bytes, size_t len, const f
   }
   if (ok && o->keras_source && diag_error_count(d) == m.errors0) {
     const json_value *ver = json_field(meta, "keras_version");
-    *o->keras_source = kr_source_new(&m, ver->s, &cfg_text, cfg_len, &h5);
+    *o->keras_source = kr_source_new(&m, ver->s, !strcmp(out_defaults->loss_scale, "dynamic"), &cfg_text, cfg_len, &h5);
     m.have_h5 = false; /* the source owns it now */
   }
   if (m.have_h5) h5_fini(&m.h5);

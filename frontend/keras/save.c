@@ -19,8 +19,12 @@
  *                       Adam/AdamW per weight momentum, velocity; RMSprop
  *                       every velocity, then every momentum, then every
  *                       average_gradient; SGD every momentum;
- *                       under a dynamic loss scale (LossScaleOptimizer)
- *                       its own iteration (0), learning_rate (0.0),
+ *                       when compile_config names a LossScaleOptimizer
+ *                       (what Keras's load_model wraps: Keras 3 wraps a
+ *                       mixed_float16 model's optimizer at compile, but a
+ *                       loaded model's policy is the global one, float32
+ *                       by default, so it does not wrap it at load) its
+ *                       own iteration (0), learning_rate (0.0),
  *                       step_counter and dynamic_scale come first, and
  *                       /optimizer/inner_optimizer/vars repeats the inner
  *                       optimizer's.
@@ -46,6 +50,7 @@ struct fe_keras_source {
   int *weight_obj;    /* per weight, in Keras's order: its dataset */
   char **weight_key;  /* and its key in the IR */
   int n_weights;
+  bool lso; /* compile_config names a LossScaleOptimizer: Keras loads the optimizer wrapped */
 };
 
 void fe_keras_source_destroy(fe_keras_source *s) {
@@ -62,9 +67,10 @@ static int cmp_bound(const void *a, const void *b) {
   return x->layer != y->layer ? x->layer - y->layer : x->index - y->index;
 }
 
-fe_keras_source *kr_source_new(kr_model *m, const char *keras_version, unsigned char **cfg, size_t cfg_len,
-                               unsigned char **h5) {
+fe_keras_source *kr_source_new(kr_model *m, const char *keras_version, bool lso, unsigned char **cfg,
+                               size_t cfg_len, unsigned char **h5) {
   fe_keras_source *s = xcalloc(1, sizeof *s);
+  s->lso = lso;
   snprintf(s->keras_version, sizeof s->keras_version, "%s", keras_version);
   s->config = *cfg, s->config_len = cfg_len, s->h5_bytes = *h5, s->h5 = m->h5;
   *cfg = NULL, *h5 = NULL;
@@ -270,7 +276,9 @@ static bool optimizer_objects(saver *s, const char *opt, bool schedule) {
   const h5_object *v = h5_find(&s->src->h5, "/optimizer/vars");
   const h5_object *iv = h5_find(&s->src->h5, "/optimizer/inner_optimizer/vars");
   const char *outer_name = v ? h5_attr_str(v, "name") : NULL, *inner_name = iv ? h5_attr_str(iv, "name") : NULL;
-  bool lso = state(s, "optimizer.good_steps") != NULL;
+  /* Keras wraps the optimizer at load when compile_config names a LossScaleOptimizer (or the global
+   * policy is mixed_float16 when load_model runs: not the default, so not written for) */
+  bool lso = s->src->lso;
   group(s, "/optimizer", NULL);
   if (!lso) {
     group(s, "/optimizer/vars", inner_name ? inner_name : outer_name ? outer_name : opt);

@@ -108,7 +108,7 @@ for policy in ["float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat1
               f"{policy}: {name}: dtype {a.dtype} != {o.dtype}")
         bits = a[()].tobytes()
         check(bits == weights[key], f"{policy}: {name}: the data differ from {key}'s")
-    lso = policy == "mixed_float16"
+    lso = False  # seq-mixed_float16's compile_config names Adam: Keras loads it unwrapped
     inner = after["optimizer/inner_optimizer/vars" if lso else "optimizer/vars"]
     outer = after["optimizer/vars"]
     check(len(outer) == (4 if lso else 0) + 2 + 2 * n_weights,
