@@ -290,7 +290,8 @@ static bool check_object(writer *w, const h5w_object *o) {
   for (int i = 0; i < o->n_attrs; i++) {
     if (!o->attrs[i].name || !o->attrs[i].name[0] || !o->attrs[i].str)
       return fail(w, "object '%s': attribute %d has no name or value", p, i);
-    if (strlen(o->attrs[i].name) > 60000) return fail(w, "object '%s': attribute name too long", p);
+    if (strlen(o->attrs[i].name) > 65000) /* its message's size is 16 bits */
+      return fail(w, "object '%s': attribute name of %zu bytes (at most 65000)", p, strlen(o->attrs[i].name));
   }
   if (!o->is_dataset) return true;
   if (!strcmp(p, "/")) return fail(w, "object '/': the root is a group");
