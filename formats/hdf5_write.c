@@ -165,9 +165,19 @@ static bool fail(writer *w, const char *fmt, ...) {
   return false;
 }
 
-static writer *cmp_w; /* qsort has no context argument */
-static int cmp_kid(const void *a, const void *b) {
-  return strcmp(cmp_w->nodes[*(const int *)a].name, cmp_w->nodes[*(const int *)b].name);
+typedef struct kid {
+  const char *name;
+  int index;
+} kid;
+static int cmp_kid(const void *a, const void *b) { return strcmp(((const kid *)a)->name, ((const kid *)b)->name); }
+
+/* A group's children by name (strcmp), as libhdf5 keeps them. */
+static void sort_kids(writer *w, node *n) {
+  kid *k = xcalloc((size_t)n->n_kids + 1, sizeof *k);
+  for (int i = 0; i < n->n_kids; i++) k[i] = (kid){w->nodes[n->kids[i]].name, n->kids[i]};
+  qsort(k, (size_t)n->n_kids, sizeof *k, cmp_kid);
+  for (int i = 0; i < n->n_kids; i++) n->kids[i] = k[i].index;
+  free(k);
 }
 
 static void put_attrs(writer *w, const node *n, msg_vec *v) {
@@ -355,8 +365,7 @@ bool h5_write(const h5w_object *objs, int n, unsigned char **out_bytes, size_t *
   free(parent), free(fill);
   hmap_fini(&by_path);
   if (ok) {
-    cmp_w = &w;
-    for (int i = 0; i < w.n_nodes; i++) qsort(w.nodes[i].kids, (size_t)w.nodes[i].n_kids, sizeof(int), cmp_kid);
+    for (int i = 0; i < w.n_nodes; i++) sort_kids(&w, &w.nodes[i]);
     grow(&w.b, 96); /* the superblock, filled last */
     /* the global heap collection: every attribute's string */
     uint64_t used = 16;

@@ -78,16 +78,20 @@ fe_keras_source *kr_source_new(kr_model *m, const char *keras_version, bool lso,
   qsort(m->bound.data, m->bound.len, sizeof *m->bound.data, cmp_bound);
   s->weight_obj = xcalloc(m->bound.len + 1, sizeof *s->weight_obj);
   s->weight_key = xcalloc(m->bound.len + 1, sizeof *s->weight_key);
+  hmap consts; /* data -> the weight key of the constant the lowering built from it */
+  hmap_init(&consts, HMAP_POINTERS);
+  for (int k = 0; k < m->g->n_nodes; k++) {
+    const ir_node *n = m->g->nodes[k];
+    if (n->op == IR_OP_CONST && n->attr.data && n->attr.weight && !hmap_get_ptr(&consts, n->attr.data))
+      hmap_put_ptr(&consts, n->attr.data, (void *)n->attr.weight);
+  }
   for (size_t i = 0; i < m->bound.len; i++) {
-    const char *key = NULL; /* the constant the lowering built from this data */
-    for (int k = 0; k < m->g->n_nodes && !key; k++) {
-      const ir_node *n = m->g->nodes[k];
-      if (n->op == IR_OP_CONST && n->attr.data == m->bound.data[i].data) key = n->attr.weight;
-    }
+    const char *key = hmap_get_ptr(&consts, m->bound.data[i].data);
     if (!key) continue; /* read, but not made a weight (no lowering does this today) */
     s->weight_obj[s->n_weights] = m->bound.data[i].obj;
     s->weight_key[s->n_weights++] = xstrdup(key);
   }
+  hmap_fini(&consts);
   return s;
 }
 
@@ -101,13 +105,13 @@ typedef struct saver {
   arena *a;
   const fe_keras_state *states;
   int n_states;
-  int int_size; /* of the optimizer's integer scalars */
+  hmap by_name;  /* state name -> the state */
+  int *weight_of; /* per h5 object: its weight's index, or -1 */
+  int int_size;   /* of the optimizer's integer scalars */
 } saver;
 
 static const fe_keras_state *state(const saver *s, const char *name) {
-  for (int i = 0; i < s->n_states; i++)
-    if (!strcmp(s->states[i].name, name)) return &s->states[i];
-  return NULL;
+  return hmap_get_str(&s->by_name, name, strlen(name));
 }
 
 static bool save_error(saver *s, const char *fmt, ...) CASTOR_PRINTF(2, 3);
@@ -149,10 +153,10 @@ static bool model_objects(saver *s) {
                           o->path);
       w.type = o->type, w.rank = o->rank, w.data = o->data;
       memcpy(w.dims, o->dims, sizeof w.dims);
-      for (int k = 0; k < s->src->n_weights; k++) {
-        if (s->src->weight_obj[k] != i) continue;
-        const fe_keras_state *st = state(s, s->src->weight_key[k]);
-        if (!st) break; /* not trained (no gradient reaches it): as loaded */
+      int k = s->weight_of[i];
+      /* a weight castor trained; one no gradient reaches has no state and stays as loaded */
+      const fe_keras_state *st = k >= 0 ? state(s, s->src->weight_key[k]) : NULL;
+      if (st) {
         bool same = st->rank == o->rank;
         for (int r = 0; r < o->rank; r++) same &= st->dims[r] == o->dims[r];
         if (!same || (st->dtype != DT_F32 && st->dtype != DT_F16 && st->dtype != DT_BF16))
@@ -311,6 +315,12 @@ bool fe_keras_save(const fe_keras_source *src, const char *path, const fe_keras_
              .int_size = 8};
   unsigned char *h5 = NULL;
   size_t h5_len = 0;
+  hmap_init(&s.by_name, HMAP_STRINGS);
+  for (int i = 0; i < n_states; i++)
+    if (!state(&s, states[i].name)) hmap_put_str(&s.by_name, states[i].name, strlen(states[i].name), (void *)&states[i]);
+  s.weight_of = xmalloc(((size_t)src->h5.n_objects + 1) * sizeof *s.weight_of);
+  for (int i = 0; i < src->h5.n_objects; i++) s.weight_of[i] = -1;
+  for (int k = 0; k < src->n_weights; k++) s.weight_of[src->weight_obj[k]] = k;
   bool ok = model_objects(&s) && optimizer_objects(&s, optimizer, schedule);
   if (ok) {
     h5_error he;
@@ -330,6 +340,8 @@ bool fe_keras_save(const fe_keras_source *src, const char *path, const fe_keras_
     ok = zip_write(path, members, 3, false, d);
   }
   free(h5);
+  hmap_fini(&s.by_name);
+  free(s.weight_of);
   vec_free(&s.objs);
   arena_destroy(s.a);
   return ok;
