@@ -43,6 +43,7 @@ struct castor_model {
   castor_context *ctx;
   ir_graph *graph; /* as lowered by the frontend; compile works on a copy */
   fe_train_defaults defaults; /* how the model says it trains (frontend.h) */
+  fe_keras_source *keras;     /* a .keras model: what writing it back needs; else NULL */
 };
 
 struct castor_program {
@@ -209,15 +210,21 @@ static castor_status load(castor_context *ctx, const char *name, const char *tex
     fo.bindings = binds, fo.n_bindings = opts->n_binds;
   }
   fe_train_defaults td;
+  fe_keras_source *keras = NULL;
+  fo.keras_source = &keras;
   ir_graph *g = path ? fe_load(path, &fo, ctx->diag, &td)
                      : fe_load_mem(name, text, len, &fo, ctx->diag, &td);
   free(binds);
   free(bound);
-  if (!g) return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
+  if (!g) {
+    fe_keras_source_destroy(keras);
+    return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
+  }
   castor_model *m = xcalloc(1, sizeof *m);
   m->ctx = ctx;
   m->graph = g;
   m->defaults = td;
+  m->keras = keras;
   *out = m;
   return finish(ctx, CASTOR_OK);
 }
@@ -244,6 +251,7 @@ castor_status castor_model_load_string(castor_context *ctx, const char *name, co
 void castor_model_destroy(castor_model *m) {
   if (!m) return;
   ir_graph_destroy(m->graph);
+  fe_keras_source_destroy(m->keras);
   free(m);
 }
 
@@ -267,6 +275,29 @@ void castor_train_options_init(castor_train_options *o) {
 
 static void shape_str(str_buf *b, castor_dtype dt, int rank, const int64_t *dims);
 
+/* A Keras file's other optimizer arguments (frontend.h), under the
+ * caller's: each group the caller set (a schedule or a constant rate, a
+ * clip, ...) replaces the file's whole group. */
+static void keras_train_defaults(const fe_train_defaults *d, const castor_train_options *caller,
+                                 castor_train_options *t) {
+  if (!t->beta_1) t->beta_1 = d->beta_1;
+  if (!t->beta_2) t->beta_2 = d->beta_2;
+  if (!t->epsilon) t->epsilon = d->epsilon;
+  if (!t->weight_decay) t->weight_decay = d->weight_decay;
+  if (!t->loss_scale_initial) t->loss_scale_initial = d->loss_scale_initial;
+  if (!t->loss_scale_growth_steps) t->loss_scale_growth_steps = d->loss_scale_growth_steps;
+  if (!caller->clipnorm && !caller->clipvalue && !caller->global_clipnorm)
+    t->clipnorm = d->clipnorm, t->clipvalue = d->clipvalue, t->global_clipnorm = d->global_clipnorm;
+  if (!caller->lr_schedule && !caller->learning_rate && d->lr_schedule[0]) {
+    t->lr_schedule = d->lr_schedule;
+    t->learning_rate = d->learning_rate;
+    t->decay_steps = d->decay_steps, t->decay_rate = d->decay_rate, t->staircase = d->staircase;
+    t->alpha = d->alpha, t->warmup_target = d->warmup_target, t->warmup_steps = d->warmup_steps;
+    t->boundaries = d->n_boundaries ? d->boundaries : NULL, t->n_boundaries = d->n_boundaries;
+    t->values = d->n_values ? d->values : NULL, t->n_values = d->n_values;
+  }
+}
+
 void castor_model_train_options(const castor_model *m, castor_train_options *o) {
   castor_train_options_init(o);
   if (!m) return;
@@ -278,6 +309,9 @@ void castor_model_train_options(const castor_model *m, castor_train_options *o) 
   o->nesterov = m->defaults.nesterov;
   o->centered = m->defaults.centered;
   o->loss_scale = m->defaults.loss_scale[0] ? m->defaults.loss_scale : NULL;
+  castor_train_options none;
+  castor_train_options_init(&none);
+  keras_train_defaults(&m->defaults, &none, o);
 }
 
 /* The public training options as the grad pass's (passes.h). */
@@ -409,6 +443,7 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
       if (topts.momentum == 0) topts.momentum = m->defaults.momentum;
       if (!topts.nesterov) topts.nesterov = m->defaults.nesterov;
       if (!topts.centered) topts.centered = m->defaults.centered;
+      keras_train_defaults(&m->defaults, dopts->train, &topts);
     }
     if (!topts.loss_scale && m->defaults.loss_scale[0]) topts.loss_scale = m->defaults.loss_scale;
   }
@@ -582,6 +617,34 @@ castor_status castor_program_save_weights(castor_program *p, const char *path) {
   ok = ok && safetensors_write(path, t, n, NULL, 0, p->ctx->diag);
   for (int i = 0; i < n_copied; i++) free((void *)t[i].data);
   free(t);
+  return ok ? CASTOR_OK : finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_IO));
+}
+
+bool castor_model_is_keras(const castor_model *m) { return m && m->keras; }
+
+/* Keras in and out: the trained model as a .keras file (frontend/keras/save.c) */
+castor_status castor_program_save_keras(castor_program *p, const castor_model *m, const castor_train_options *to,
+                                        const char *path) {
+  if (!p || !m || !path) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(p->ctx);
+  if (!m->keras)
+    return fail(p->ctx, CASTOR_ERR_UNSUPPORTED, "%s: error: only a model loaded from a .keras file can be saved as "
+                "one (castor writes back the file's config.json; a .cast or ONNX model has none): save the "
+                "weights as .safetensors", path);
+  if (p->rt->n_states == 0)
+    return fail(p->ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s is not a training program: it has no weights to save", p->rt->name);
+  fe_keras_state *st = xcalloc((size_t)p->rt->n_states, sizeof *st);
+  bool ok = true;
+  for (int i = 0; i < p->rt->n_states && ok; i++) {
+    const rt_tensor_desc *t = &p->rt->states[i].t;
+    void *data = xmalloc((size_t)rt_state_bytes(p->rt, i) + 1);
+    st[i] = (fe_keras_state){t->name, t->dtype, t->rank, t->dims, data, p->rt->states[i].kind == RT_STATE_TRAINABLE};
+    ok = cg_exec_state_read(p->x, i, data, p->ctx->diag);
+  }
+  const char *opt = to && to->optimizer ? to->optimizer : m->defaults.optimizer[0] ? m->defaults.optimizer : "rmsprop";
+  ok = ok && fe_keras_save(m->keras, path, st, p->rt->n_states, opt, p->schedule != NULL, p->ctx->diag);
+  for (int i = 0; i < p->rt->n_states; i++) free((void *)st[i].data);
+  free(st);
   return ok ? CASTOR_OK : finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_IO));
 }
 

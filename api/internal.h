@@ -113,6 +113,7 @@ castor_status castor_program_stats(const castor_program *p, int64_t batch, casto
  * castor.c makes them (begin clears the last error and warnings; finish
  * keeps the sink's text as the last error, or as the warnings on success). */
 castor_context *castor_model_context(const castor_model *m);
+bool castor_model_is_keras(const castor_model *m); /* loaded from a .keras file: castor_program_save_keras can write it */
 const ir_graph *castor_model_graph(const castor_model *m); /* the frontend's graph: name, policy */
 diag_sink *castor_context_diag(castor_context *ctx);
 void castor_context_begin(castor_context *ctx);

@@ -86,4 +86,34 @@ const h5_object *h5_find(const h5_file *f, const char *path);
 /* The value of a string attribute of o, or NULL. */
 const char *h5_attr_str(const h5_object *o, const char *name);
 
+/* ---- write (hdf5_write.c) ---- */
+
+/* A scalar variable-length UTF-8 string attribute, as h5py writes a str. */
+typedef struct h5w_attr {
+  const char *name;
+  const char *str;
+} h5w_attr;
+
+typedef struct h5w_object {
+  const char *path; /* "/" for the root (may be left out), "/layers/dense/vars/0" */
+  bool is_dataset;
+  const h5w_attr *attrs;
+  int n_attrs;
+  /* datasets */
+  h5_type type;     /* H5_CLASS_FLOAT (2, 4, 8 bytes), H5_CLASS_INT (1..8), H5_CLASS_OPAQUE (no tag) */
+  int rank;
+  int64_t dims[H5_MAX_RANK];
+  const void *data; /* numel * type.size bytes, little-endian, row-major */
+} h5w_object;
+
+/* Lays the objects out as an HDF5 file of the subset h5_open reads
+ * (superblock 0, v1 object headers, symbol-table groups with v1 B-trees
+ * and local heaps, contiguous datasets, string attributes in the global
+ * heap; hdf5_write.c has the layout) into a fresh buffer (*out, *out_len;
+ * the caller frees). Objects may come in any order; every group on a path
+ * must be listed but the root. A bad list (a path twice, a missing
+ * group, a dataset's type outside the subset, ...) is an error naming the
+ * object, with nothing written. */
+bool h5_write(const h5w_object *objs, int n, unsigned char **out, size_t *out_len, h5_error *err);
+
 #endif

@@ -22,6 +22,7 @@
 #ifndef CASTOR_FORMATS_ZIP_H
 #define CASTOR_FORMATS_ZIP_H
 
+#include "util/diag.h"
 #include "util/util.h"
 
 /* Members an archive may hold (a .keras file has three). */
@@ -61,5 +62,20 @@ const zip_member *zip_find(const zip_archive *z, const char *name);
  * larger than max_size is an error that says so. */
 bool zip_read(const zip_archive *z, const zip_member *m, uint64_t max_size, unsigned char **out,
               size_t *out_len, zip_error *err);
+
+/* ---- write (zip_write.c) ---- */
+
+typedef struct zip_entry {
+  const char *name; /* unique, 1 to 65535 bytes */
+  const void *data;
+  uint64_t size;
+} zip_entry;
+
+/* Writes the members, stored (uncompressed) with their CRC-32, as one ZIP
+ * archive that replaces path atomically (util/atomic_file.h: a
+ * non-regular target is never replaced). ZIP64 fields where a size or an
+ * offset needs them, or everywhere with zip64 (tests). Bad arguments are
+ * DIAG_KIND_INVALID_ARGUMENT errors, I/O failures DIAG_KIND_IO ones. */
+bool zip_write(const char *path, const zip_entry *members, int n, bool zip64, diag_sink *d);
 
 #endif

@@ -46,6 +46,20 @@ typedef struct fe_train_defaults {
    * it can. Training it is an error with this text; running and
    * evaluating it are not. */
   char no_train[320];
+  /* Keras optimizer arguments castor_train_options has (0: Keras's default) */
+  double beta_1, beta_2, epsilon, weight_decay;
+  double loss_scale_initial;
+  int64_t loss_scale_growth_steps;
+  double clipnorm, clipvalue, global_clipnorm;
+  char lr_schedule[32];          /* "": none; exponential_decay, cosine_decay, piecewise_constant_decay */
+  int64_t decay_steps;
+  double decay_rate, alpha, warmup_target;
+  bool staircase;
+  int64_t warmup_steps;
+  int64_t boundaries[64];
+  int n_boundaries;
+  double values[65];
+  int n_values;
 } fe_train_defaults;
 
 struct onnx_tensor; /* formats/onnx.h */
@@ -65,6 +79,10 @@ typedef struct fe_options {
   int64_t max_init_bytes;   /* cap of the Glorot init (0: 4 GiB; fuzzing lowers it) */
   const fe_binding *bindings; /* ONNX: graph inputs bound to data (NULL: none) */
   int n_bindings;
+  /* .keras: if not NULL, receives what writing the model back as a .keras
+   * file needs (frontend/keras/keras.h, fe_keras_save; NULL for other
+   * formats); the caller destroys it with fe_keras_source_destroy (below) */
+  struct fe_keras_source **keras_source;
 } fe_options;
 
 void fe_options_init(fe_options *o); /* seed 0, no override */
@@ -97,5 +115,37 @@ ir_graph *fe_load(const char *path, const fe_options *o, diag_sink *d,
  * and anchors relative weight paths. */
 ir_graph *fe_load_mem(const char *name, const char *bytes, size_t len, const fe_options *o,
                       diag_sink *d, fe_train_defaults *out_defaults);
+
+/* ---- writing a .keras model back (frontend/keras/save.c) ---- */
+
+/* What a loaded .keras model keeps to be written back: its config.json
+ * as it was, its Keras version, its model.weights.h5 (every group and
+ * attribute, and the datasets no weight replaces), and which dataset
+ * holds which weight key, in Keras's variable order. */
+typedef struct fe_keras_source fe_keras_source;
+void fe_keras_source_destroy(fe_keras_source *s);
+
+/* A named tensor of a trained program's state: a weight key
+ * ("dense.kernel"), a slot ("dense.kernel.momentum") or an optimizer
+ * scalar ("optimizer.iterations", "optimizer.learning_rate",
+ * "optimizer.loss_scale", "optimizer.good_steps"). */
+typedef struct fe_keras_state {
+  const char *name;
+  dtype_id dtype;
+  int rank;
+  const int64_t *dims;
+  const void *data;
+  bool trainable; /* a trainable weight (its slots follow Keras's order) */
+} fe_keras_state;
+
+/* Writes the model as a .keras archive at path (atomically): the same
+ * config.json, a metadata.json as Keras writes it, and a model.weights.h5
+ * (formats/hdf5.h's writer) with each weight from states in its dataset's
+ * type, and, when the source file has an optimizer group, the optimizer's
+ * variables where Keras 3 keeps them for `optimizer` (castor's: sgd,
+ * rmsprop, adam, adamw), with a learning-rate variable unless `schedule`.
+ * docs/keras.md, "Writing .keras files", has the layout. */
+bool fe_keras_save(const fe_keras_source *src, const char *path, const fe_keras_state *states, int n_states,
+                   const char *optimizer, bool schedule, diag_sink *d);
 
 #endif

@@ -507,6 +507,15 @@ CASTOR_API castor_status castor_program_copy_weights(castor_program *dst, const 
  * trained) keep the values the model was compiled with, so the file loads
  * back into the same model. */
 CASTOR_API castor_status castor_program_save_weights(castor_program *p, const char *path);
+/* Writes a training program's model as a Keras 3 .keras file that
+ * replaces path atomically (docs/keras.md, "Writing .keras files"): m must
+ * be the model p was compiled from, loaded from a .keras file, whose
+ * config.json is written back unchanged; the trained weights go where the
+ * loaded file had them, in their dataset's dtype, and the optimizer's
+ * variables where Keras 3 keeps them (to: the options p was compiled with,
+ * NULL for none). A model of another format is CASTOR_ERR_UNSUPPORTED. */
+CASTOR_API castor_status castor_program_save_keras(castor_program *p, const castor_model *m,
+                                                   const castor_train_options *to, const char *path);
 
 /* Where a rejected step overflowed: the layers whose gradients are not
  * finite, in the order the backward pass computes them (the last layer

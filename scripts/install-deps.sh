@@ -8,7 +8,9 @@ set -eu
 # protobuf-c and libonnx-dev: the ONNX reader (formats/onnx_read.c, C generated
 # from Debian's onnx.proto); libonnx-testdata: ONNX's node tests (tests/onnx);
 # dataset-fashion-mnist: the samples' training data and check_dataset_fashion_mnist
-pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev zlib1g-dev clang-19 libclang-rt-19-dev graphviz libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata dataset-fashion-mnist"
+# python3-h5py and hdf5-tools: libhdf5 as the oracle of the .keras files castor
+# writes (tests/keras/h5_oracle.py; never linked into castor)
+pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev zlib1g-dev clang-19 libclang-rt-19-dev graphviz libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata dataset-fashion-mnist python3-h5py hdf5-tools"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -10,7 +10,7 @@
  *       [--lr-schedule S [--decay-steps N] [--decay-rate R] [--staircase] [--alpha A]
  *        [--warmup-target T] [--warmup-steps W] [--boundaries B,...] [--values V,...]]
  *       [--validation-split F] [--x-val X --y-val Y]
- *       [--no-shuffle] [--seed S] [--save OUT.safetensors]
+ *       [--no-shuffle] [--seed S] [--save OUT.safetensors|OUT.keras]
  *       [--history OUT.csv] [--plot OUT.svg] [--weights W] [--threads T]
  *   castor evaluate MODEL --x X --y Y [--weights W] [--batch-size B] ...
  *
@@ -56,7 +56,8 @@ static int usage(FILE *f, int rc) {
         "  --no-shuffle          keep the sample order\n"
         "  --seed S              seed of the shuffle (default 1)\n"
         "  --save FILE           write the trained weights (.safetensors: the keys a\n"
-        "                        model's weights line loads)\n"
+        "                        model's weights line loads; .keras: a .keras model\n"
+        "                        written back with them, for Keras 3)\n"
         "  --history FILE.csv    per-epoch metrics (and FILE.loss_scale.csv: the scale)\n"
         "  --plot FILE.svg       loss, accuracy and the loss scale, drawn as SVG\n"
         "  --weights W, --weights-seed S, --policy P, --threads T, -O N: as castor run\n",
@@ -144,10 +145,6 @@ static int parse(int argc, char **argv, train_cli *c) {
   if (c->evaluate && (c->save || c->history || c->plot)) /* it was accepted and ignored */
     return cli_error("evaluate: %s is an option of castor train; evaluate trains nothing and writes no file",
                  c->save ? "--save" : c->history ? "--history" : "--plot");
-  size_t sl = c->save ? strlen(c->save) : 0;
-  if (sl >= 6 && !strcmp(c->save + sl - 6, ".keras")) /* a safetensors file by another name would mislead */
-    return cli_error("--save %s: writing .keras files is not supported yet; save the weights as "
-                     ".safetensors (docs/keras.md)", c->save);
   if ((c->x_val != NULL) != (c->y_val != NULL)) return cli_error("--x-val and --y-val go together");
   if (!cli_train_options_check(&c->train)) return 1;
   if (c->x_val && c->validation_split > 0) return cli_error("--validation-split and --x-val/--y-val exclude each other");
@@ -421,10 +418,18 @@ int castor_train_main(int argc, char **argv) {
   castor_context_create(&s.ctx);
   if (cli_load_model(s.ctx, c.model, &c.opts, &m) != CASTOR_OK) goto done;
   fputs(castor_context_last_warnings(s.ctx), stderr);
+  size_t sl = c.save ? strlen(c.save) : 0;
+  bool keras = sl >= 6 && !strcmp(c.save + sl - 6, ".keras"); /* the model as Keras 3 loads it */
+  if (keras && !castor_model_is_keras(m)) {
+    fprintf(stderr, "%s: error: --save: only a model loaded from a .keras file can be saved as one (castor writes "
+                    "back the file's config.json; %s has none): save the weights as .safetensors\n", c.save, c.model);
+    goto done;
+  }
   castor_train_options model_to; /* the model's training defaults, under the flags */
   castor_model_train_options(m, &model_to);
   if (!c.train.to.loss) c.train.to.loss = model_to.loss, c.train.to.from_logits |= model_to.from_logits;
-  if (!c.train.to.optimizer) c.train.to.optimizer = model_to.optimizer;
+  /* the optimizer and its arguments: the API takes the model's, for the optimizer it names, when
+   * no --optimizer is given (castor_compile_train) */
   castor_compile_options co = c.opts.compile;
   s.m = m, s.co = &co, s.to = &c.train.to;
   if (!c.evaluate && castor_compile_train(m, &co, &c.train.to, &step) != CASTOR_OK) {
@@ -547,7 +552,8 @@ int castor_train_main(int argc, char **argv) {
     rc = 2;
     goto done;
   }
-  if (c.save && castor_program_save_weights(step, c.save) != CASTOR_OK) {
+  if (c.save && (keras ? castor_program_save_keras(step, m, &c.train.to, c.save)
+                       : castor_program_save_weights(step, c.save)) != CASTOR_OK) {
     fputs(castor_context_last_error(s.ctx), stderr);
     goto done;
   }

@@ -3,10 +3,12 @@
  * (fe_train_defaults): the loss, the optimizer with its hyperparameters
  * (inside a LossScaleOptimizer, whose dynamic scale castor implements with
  * Keras's defaults), the metrics. A value castor does not implement (an
- * optimizer class it lacks, weight decay, clipping, EMA, gradient
- * accumulation, a learning-rate schedule, a hyperparameter other than
- * the default castor has no option for yet) is an error naming the key,
- * never ignored.
+ * optimizer class it lacks, EMA, gradient accumulation, a learning-rate
+ * schedule other than castor's three, weight decay outside Adam/AdamW,
+ * RMSprop's rho) is an error naming the key, never ignored. Adam's betas
+ * and epsilon, AdamW's weight decay, clipping, the schedules and the
+ * LossScaleOptimizer's start and growth period map onto
+ * castor_train_options (0: Keras's default).
  */
 #include "frontend/keras/internal.h"
 
@@ -20,17 +22,134 @@ static bool num(const json_value *v, double *out) {
   return true;
 }
 
-/* Keys of an optimizer's config: what castor takes, what must keep its
- * default until castor implements it, and what does not change training. */
+/* A whole number (an int, or a float without a fraction) in [lo, hi]. */
+static bool whole(const json_value *v, int64_t lo, int64_t hi, int64_t *out) {
+  double x;
+  if (!num(v, &x) || x != (double)(int64_t)x || x < (double)lo || x > (double)hi) return false;
+  *out = (int64_t)x;
+  return true;
+}
+
+/* A learning_rate that is a schedule object: castor's three (docs/training.md). */
+static bool read_schedule(kr_model *m, const json_value *v, fe_train_defaults *td) {
+  const json_value *sc = json_field(v, "class_name"), *cfg = json_field(v, "config");
+  const char *c = sc && sc->kind == JSON_STR ? sc->s : "an object";
+  const char *kind = !strcmp(c, "ExponentialDecay") ? "exponential_decay"
+                     : !strcmp(c, "CosineDecay") ? "cosine_decay"
+                     : !strcmp(c, "PiecewiseConstantDecay") ? "piecewise_constant_decay" : NULL;
+  if (!kind) {
+    kr_unsupported(m, "compile_config: learning_rate: a learning-rate schedule (%s) is not supported "
+                   "(castor implements ExponentialDecay, CosineDecay and PiecewiseConstantDecay)", c);
+    return false;
+  }
+  if (!cfg || cfg->kind != JSON_OBJ) {
+    kr_error(m, "compile_config: learning_rate: %s has no config object", c);
+    return false;
+  }
+  snprintf(td->lr_schedule, sizeof td->lr_schedule, "%s", kind);
+  for (int i = 0; i < cfg->n; i++) {
+    const char *k = cfg->keys[i];
+    const json_value *x = &cfg->items[i];
+    double d;
+    bool ok = true;
+    if (!strcmp(k, "name")) continue;
+    if (!strcmp(k, "initial_learning_rate") && strcmp(kind, "piecewise_constant_decay") != 0)
+      ok = num(x, &d) && d > 0 && (td->learning_rate = d, true);
+    else if (!strcmp(k, "decay_steps") && strcmp(kind, "piecewise_constant_decay") != 0)
+      ok = whole(x, 1, INT64_C(1) << 53, &td->decay_steps);
+    else if (!strcmp(k, "decay_rate") && !strcmp(kind, "exponential_decay"))
+      ok = num(x, &d) && d > 0 && (td->decay_rate = d, true);
+    else if (!strcmp(k, "staircase") && !strcmp(kind, "exponential_decay"))
+      ok = x->kind == JSON_LIT && x->lit != 'n' && (td->staircase = x->lit == 't', true);
+    else if (!strcmp(k, "alpha") && !strcmp(kind, "cosine_decay"))
+      ok = num(x, &d) && d >= 0 && d <= 1 && (td->alpha = d, true);
+    else if (!strcmp(k, "warmup_target") && !strcmp(kind, "cosine_decay"))
+      ok = kr_is_null(x) || (num(x, &d) && d > 0 && (td->warmup_target = d, true));
+    else if (!strcmp(k, "warmup_steps") && !strcmp(kind, "cosine_decay"))
+      ok = whole(x, 0, INT64_C(1) << 53, &td->warmup_steps);
+    else if (!strcmp(k, "boundaries") && !strcmp(kind, "piecewise_constant_decay")) {
+      ok = x->kind == JSON_ARR && x->n >= 1 && x->n <= 64;
+      for (int j = 0; ok && j < x->n; j++)
+        ok = whole(&x->items[j], j ? td->boundaries[j - 1] + 1 : 0, INT64_C(1) << 53, &td->boundaries[j]);
+      if (ok) td->n_boundaries = x->n;
+    } else if (!strcmp(k, "values") && !strcmp(kind, "piecewise_constant_decay")) {
+      ok = x->kind == JSON_ARR && x->n >= 2 && x->n <= 65;
+      for (int j = 0; ok && j < x->n; j++) ok = num(&x->items[j], &td->values[j]) && td->values[j] > 0;
+      if (ok) td->n_values = x->n;
+    } else {
+      kr_unsupported(m, "compile_config: learning_rate: %s's '%s' is not supported", c, k);
+      return false;
+    }
+    if (!ok) {
+      kr_unsupported(m, "compile_config: learning_rate: %s's '%s' is not a value castor implements "
+                     "(docs/training.md gives each argument's range)", c, k);
+      return false;
+    }
+  }
+  if (td->warmup_target == 0) td->warmup_steps = 0; /* no warmup without a target, as Keras */
+  if (!strcmp(kind, "piecewise_constant_decay") && td->n_values != td->n_boundaries + 1) {
+    kr_error(m, "compile_config: learning_rate: PiecewiseConstantDecay has %d values for %d boundaries "
+             "(one more value than boundaries)", td->n_values, td->n_boundaries);
+    return false;
+  }
+  if (strcmp(kind, "piecewise_constant_decay") != 0 && (!td->decay_steps || td->learning_rate == 0 ||
+                                                      (!strcmp(kind, "exponential_decay") && td->decay_rate == 0))) {
+    kr_error(m, "compile_config: learning_rate: %s lacks initial_learning_rate, decay_steps or decay_rate", c);
+    return false;
+  }
+  return true;
+}
+
+/* The LossScaleOptimizer's own keys: castor's dynamic loss scale with its
+ * start and growth period. */
+static bool read_loss_scale(kr_model *m, const json_value *cfg, fe_train_defaults *td) {
+  for (int i = 0; i < cfg->n; i++) {
+    const char *k = cfg->keys[i];
+    const json_value *v = &cfg->items[i];
+    double x;
+    int64_t n;
+    if (!strcmp(k, "inner_optimizer") || !strcmp(k, "name")) continue;
+    if (!strcmp(k, "initial_scale")) {
+      if (!num(v, &x) || !(x >= 0x1p-24 && x <= 0x1p64)) {
+        kr_unsupported(m, "compile_config: LossScaleOptimizer's 'initial_scale' must be a number in "
+                       "[2^-24, 2^64]");
+        return false;
+      }
+      if (x != 32768.0) td->loss_scale_initial = x;
+      continue;
+    }
+    if (!strcmp(k, "dynamic_growth_steps")) {
+      if (!whole(v, 1, 1000000000, &n)) {
+        kr_unsupported(m, "compile_config: LossScaleOptimizer's 'dynamic_growth_steps' must be a whole "
+                       "number in [1, 10^9]");
+        return false;
+      }
+      if (n != 2000) td->loss_scale_growth_steps = n;
+      continue;
+    }
+    if (!strcmp(k, "ema_momentum")) continue; /* used only with use_ema (checked if true) */
+    if (!strcmp(k, "use_ema") && v->kind == JSON_LIT && v->lit == 't') {
+      kr_unsupported(m, "compile_config: optimizer option 'use_ema' is not supported");
+      return false;
+    }
+    if (kr_is_null(v) || (v->kind == JSON_LIT && v->lit == 'f')) continue; /* unset options */
+    kr_unsupported(m, "compile_config: LossScaleOptimizer's '%s' is not supported", k);
+    return false;
+  }
+  return true;
+}
+
+/* An optimizer's keys: what castor takes, what must keep its default (an
+ * option castor lacks), and what does not change training. */
 static bool read_optimizer(kr_model *m, const json_value *opt, fe_train_defaults *td, int depth) {
   if (opt->kind == JSON_STR) {
     const char *s = opt->s;
-    if (!strcmp(s, "adam") || !strcmp(s, "sgd") || !strcmp(s, "rmsprop")) {
+    if (!strcmp(s, "adam") || !strcmp(s, "sgd") || !strcmp(s, "rmsprop") || !strcmp(s, "adamw")) {
       snprintf(td->optimizer, sizeof td->optimizer, "%s", s);
       return true;
     }
     kr_unsupported(m, "compile_config: optimizer '%s' is not supported (castor trains with sgd, "
-                "rmsprop and adam)", s);
+                "rmsprop, adam and adamw)", s);
     return false;
   }
   const json_value *cls = opt->kind == JSON_OBJ ? json_field(opt, "class_name") : NULL;
@@ -41,23 +160,7 @@ static bool read_optimizer(kr_model *m, const json_value *opt, fe_train_defaults
   }
   const char *c = cls->s;
   if (!strcmp(c, "LossScaleOptimizer") && depth == 0) {
-    for (int i = 0; i < cfg->n; i++) {
-      const char *k = cfg->keys[i];
-      const json_value *v = &cfg->items[i];
-      double x;
-      if (!strcmp(k, "inner_optimizer") || !strcmp(k, "name")) continue;
-      if (!strcmp(k, "initial_scale") && num(v, &x) && x == 32768.0) continue;
-      if (!strcmp(k, "dynamic_growth_steps") && num(v, &x) && x == 2000.0) continue;
-      if (!strcmp(k, "ema_momentum")) continue; /* used only with use_ema (checked if true) */
-      if (!strcmp(k, "use_ema") && v->kind == JSON_LIT && v->lit == 't') {
-        kr_unsupported(m, "compile_config: optimizer option 'use_ema' is not supported");
-        return false;
-      }
-      if (kr_is_null(v) || (v->kind == JSON_LIT && v->lit == 'f')) continue; /* unset options */
-      kr_unsupported(m, "compile_config: LossScaleOptimizer's '%s' is not supported (castor's dynamic "
-                  "loss scale starts at 32768 and doubles after 2000 good steps)", k);
-      return false;
-    }
+    if (!read_loss_scale(m, cfg, td)) return false;
     const json_value *inner = json_field(cfg, "inner_optimizer");
     if (!inner) {
       kr_error(m, "compile_config: LossScaleOptimizer has no inner_optimizer");
@@ -66,34 +169,23 @@ static bool read_optimizer(kr_model *m, const json_value *opt, fe_train_defaults
     snprintf(td->loss_scale, sizeof td->loss_scale, "dynamic");
     return read_optimizer(m, inner, td, 1);
   }
-  const char *name = !strcmp(c, "Adam") ? "adam" : !strcmp(c, "SGD") ? "sgd" : !strcmp(c, "RMSprop") ? "rmsprop" : NULL;
+  const char *name = !strcmp(c, "Adam") ? "adam" : !strcmp(c, "AdamW") ? "adamw" : !strcmp(c, "SGD") ? "sgd"
+                     : !strcmp(c, "RMSprop") ? "rmsprop" : NULL;
   if (!name) {
     kr_unsupported(m, "compile_config: optimizer class '%s' is not supported (castor trains with SGD, "
-                "RMSprop, Adam, and LossScaleOptimizer around them)", c);
+                "RMSprop, Adam, AdamW, and LossScaleOptimizer around them)", c);
     return false;
   }
+  bool adam = !strcmp(name, "adam") || !strcmp(name, "adamw");
   snprintf(td->optimizer, sizeof td->optimizer, "%s", name);
-  /* key, the value castor implements (NAN: any number, taken), which optimizer */
-  static const struct {
-    const char *key;
-    double fixed; /* -1: taken (a number); else the only value castor implements */
-    const char *only; /* NULL: every optimizer */
-  } keys[] = {
-      {"learning_rate", -1, NULL}, {"momentum", -1, NULL},
-      {"beta_1", 0.9, "adam"},     {"beta_2", 0.999, "adam"},
-      {"epsilon", 1e-7, NULL},     {"rho", 0.9, "rmsprop"},
-      {"weight_decay", 0, NULL},
-  };
   for (int i = 0; i < cfg->n; i++) {
     const char *k = cfg->keys[i];
     const json_value *v = &cfg->items[i];
     double x;
     if (!strcmp(k, "name")) continue;
     if (!strcmp(k, "learning_rate") && v->kind == JSON_OBJ) {
-      const json_value *sc = json_field(v, "class_name");
-      kr_unsupported(m, "compile_config: learning_rate: a learning-rate schedule (%s) is not supported",
-                  sc && sc->kind == JSON_STR ? sc->s : "an object");
-      return false;
+      if (!read_schedule(m, v, td)) return false;
+      continue;
     }
     if (!strcmp(k, "nesterov") || !strcmp(k, "centered") || !strcmp(k, "amsgrad") || !strcmp(k, "use_ema")) {
       if (v->kind != JSON_LIT || v->lit == 'n') {
@@ -106,52 +198,83 @@ static bool read_optimizer(kr_model *m, const json_value *opt, fe_train_defaults
       kr_unsupported(m, "compile_config: optimizer option '%s' is not supported", k);
       return false;
     }
-    /* options that only matter when set, and do not change a step when unset */
-    static const char *const unset_ok[] = {"clipnorm", "global_clipnorm", "clipvalue",
-                                           "loss_scale_factor", "gradient_accumulation_steps",
-                                           "ema_momentum", "ema_overwrite_frequency"};
-    bool handled = false;
-    for (size_t u = 0; u < sizeof unset_ok / sizeof *unset_ok && !handled; u++) {
-      if (strcmp(k, unset_ok[u]) != 0) continue;
-      handled = true;
-      bool ema = !strncmp(k, "ema_", 4); /* used only with use_ema, refused above */
-      if (!ema && !kr_is_null(v)) {
-        kr_unsupported(m, "compile_config: optimizer option '%s' is not supported (castor implements "
-                    "no gradient clipping, loss scale factor or gradient accumulation)", k);
-        return false;
-      }
-    }
-    if (handled) continue;
-    for (size_t q = 0; q < sizeof keys / sizeof *keys && !handled; q++) {
-      if (strcmp(k, keys[q].key) != 0) continue;
-      handled = true;
-      if (kr_is_null(v) && keys[q].fixed == 0) continue; /* weight_decay: null */
-      if (!num(v, &x)) {
-        kr_error(m, "compile_config: optimizer '%s' is %s, not a number", k, json_kind_name(v->kind));
-        return false;
-      }
-      if (keys[q].fixed < 0) {
-        if (!strcmp(k, "learning_rate")) td->learning_rate = x;
-        else if (!strcmp(name, "adam")) {
-          if (x != 0) return kr_unsupported(m, "compile_config: Adam has no option 'momentum'"), false;
-        } else td->momentum = x;
-        continue;
-      }
-      if (keys[q].only && strcmp(keys[q].only, name) != 0) {
-        kr_unsupported(m, "compile_config: optimizer option '%s' is not supported for %s", k, c);
-        return false;
-      }
-      /* the default, as the float32 Keras stores it or the double it wrote */
-      if (x == keys[q].fixed || (float)x == (float)keys[q].fixed) continue;
-      kr_unsupported(m, "compile_config: optimizer option '%s' = %g is not supported (castor uses "
-                  "Keras's default, %g)", k, x, keys[q].fixed);
+    if (!strncmp(k, "ema_", 4)) continue; /* used only with use_ema, refused above */
+    if (!strcmp(k, "loss_scale_factor") || !strcmp(k, "gradient_accumulation_steps")) {
+      if (kr_is_null(v)) continue;
+      kr_unsupported(m, "compile_config: optimizer option '%s' is not supported (castor implements no "
+                     "loss scale factor or gradient accumulation)", k);
       return false;
     }
-    if (!handled) {
+    if (kr_is_null(v) && (!strcmp(k, "weight_decay") || !strcmp(k, "clipnorm") || !strcmp(k, "clipvalue") ||
+                          !strcmp(k, "global_clipnorm")))
+      continue; /* unset */
+    if (!num(v, &x)) {
+      kr_error(m, "compile_config: optimizer '%s' is %s, not a number", k, json_kind_name(v->kind));
+      return false;
+    }
+    /* the value as the float32 Keras stores it or the double it wrote */
+#define IS(def) (x == (def) || (float)x == (float)(def))
+    const char *range = NULL;
+    if (!strcmp(k, "learning_rate")) {
+      if (!(x > 0)) range = "> 0";
+      else td->learning_rate = x;
+    } else if (!strcmp(k, "momentum") && !adam) {
+      if (!(x >= 0 && x < 1)) range = "[0, 1)";
+      else td->momentum = x;
+    } else if (!strcmp(k, "momentum") && x != 0) {
+      return kr_unsupported(m, "compile_config: Adam has no option 'momentum'"), false;
+    } else if (!strcmp(k, "momentum")) {
+      continue;
+    } else if ((!strcmp(k, "beta_1") || !strcmp(k, "beta_2")) && adam) {
+      if (!(x > 0 && x < 1)) range = "(0, 1)";
+      else if (!IS(k[5] == '1' ? 0.9 : 0.999)) *(k[5] == '1' ? &td->beta_1 : &td->beta_2) = x;
+    } else if (!strcmp(k, "epsilon") && strcmp(name, "sgd") != 0) {
+      if (!(x > 0 && x <= 1)) range = "(0, 1]";
+      else if (!IS(1e-7)) td->epsilon = x;
+    } else if (!strcmp(k, "rho") && !strcmp(name, "rmsprop")) {
+      if (!IS(0.9)) {
+        kr_unsupported(m, "compile_config: optimizer option 'rho' = %g is not supported (castor uses "
+                       "Keras's default, 0.9)", x);
+        return false;
+      }
+    } else if (!strcmp(k, "weight_decay")) {
+      /* Keras decays every optimizer's weights the same way; castor
+       * implements it as AdamW, which is Adam with weight_decay */
+      if (x == 0) {
+        if (!strcmp(name, "adamw")) snprintf(td->optimizer, sizeof td->optimizer, "adam");
+      } else if (!adam) {
+        kr_unsupported(m, "compile_config: optimizer option 'weight_decay' is not supported for %s "
+                       "(castor implements it for Adam and AdamW)", c);
+        return false;
+      } else if (!(x > 0 && x <= 1e30)) {
+        range = "(0, 1e30]";
+      } else {
+        snprintf(td->optimizer, sizeof td->optimizer, "adamw");
+        td->weight_decay = x;
+      }
+    } else if (!strcmp(k, "clipnorm") || !strcmp(k, "clipvalue") || !strcmp(k, "global_clipnorm")) {
+      if (!(x > 0 && x <= 1e30)) range = "(0, 1e30]";
+      else *(!strcmp(k, "clipnorm") ? &td->clipnorm : !strcmp(k, "clipvalue") ? &td->clipvalue
+                                                                              : &td->global_clipnorm) = x;
+    } else if (!strcmp(k, "beta_1") || !strcmp(k, "beta_2") || !strcmp(k, "epsilon") || !strcmp(k, "rho")) {
+      kr_unsupported(m, "compile_config: optimizer option '%s' is not supported for %s", k, c);
+      return false;
+    } else {
       kr_unsupported(m, "compile_config: optimizer option '%s' is not supported", k);
       return false;
     }
+#undef IS
+    if (range) {
+      kr_unsupported(m, "compile_config: optimizer option '%s' = %g is not supported (castor takes %s)", k, x,
+                     range);
+      return false;
+    }
   }
+  if ((td->clipnorm > 0) + (td->clipvalue > 0) + (td->global_clipnorm > 0) > 1) {
+    kr_error(m, "compile_config: the optimizer sets more than one of clipnorm, clipvalue and global_clipnorm");
+    return false;
+  }
+  if (td->lr_schedule[0] && !strcmp(td->lr_schedule, "piecewise_constant_decay")) td->learning_rate = 0;
   return true;
 }
 

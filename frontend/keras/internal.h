@@ -8,6 +8,7 @@
  *   compile.c  compile_config -> the training defaults
  *   layers.c   the table of Keras layer classes, one row per class and its
  *              lowering function; weights bound by Keras's paths
+ *   save.c     writing the model back as a .keras file (fe_keras_save)
  *
  * Errors name the file, the layer and its class; a layer with an error is
  * reported once and nothing that depends on it is lowered.
@@ -53,6 +54,12 @@ struct kr_layer {
   bool weights_done;
 };
 
+/* A weight read by kr_weight: its data, its dataset, its layer and index. */
+struct kr_bound {
+  const float *data;
+  int obj, layer, index;
+};
+
 typedef struct kr_model {
   const char *file;  /* interned; names the archive in diagnostics */
   diag_sink *d;
@@ -68,6 +75,8 @@ typedef struct kr_model {
   ir_policy policy;  /* the model's global policy (inferred) */
   int n_inputs;
   const char *no_train; /* why castor cannot train the model as lowered (a Dropout), or NULL */
+  /* each weight read (kr_weight): its data, its dataset, its layer and index, in reading order */
+  VEC(struct kr_bound) bound;
 } kr_model;
 
 /* layers.c */
@@ -83,6 +92,11 @@ bool kr_layer_lower(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in);
 
 /* compile.c: compile_config (may be NULL or null) into *td. */
 bool kr_read_compile(kr_model *m, const json_value *cc, fe_train_defaults *td);
+
+/* save.c: the source fe_keras_save needs, from a loaded model (config.json's
+ * bytes and the h5 bytes are taken over: *cfg and *h5 become NULL). */
+fe_keras_source *kr_source_new(kr_model *m, const char *keras_version, bool lso, unsigned char **cfg,
+                               size_t cfg_len, unsigned char **h5);
 
 /* keras.c: helpers the lowering uses */
 /* Errors at the archive (kind unspecified: a malformed model; or unsupported). */

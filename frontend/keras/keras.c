@@ -387,6 +387,7 @@ const float *kr_weight(kr_model *m, kr_layer *l, int i, const char *what, const 
       else dst[k] = half_f16_to_f32(h);
     }
   }
+  vec_push(&m->bound, ((struct kr_bound){dst, (int)(o - m->h5.objects), l->index, i}));
   return dst;
 }
 
@@ -684,7 +685,13 @@ ir_graph *fe_keras_load(const char *file, const char *bytes, size_t len, const f
     m.g->policy = m.policy;
     report_unused(&m);
   }
+  if (ok && o->keras_source && diag_error_count(d) == m.errors0) {
+    const json_value *ver = json_field(meta, "keras_version");
+    *o->keras_source = kr_source_new(&m, ver->s, !strcmp(out_defaults->loss_scale, "dynamic"), &cfg_text, cfg_len, &h5);
+    m.have_h5 = false; /* the source owns it now */
+  }
   if (m.have_h5) h5_fini(&m.h5);
+  vec_free(&m.bound);
   free(m.h5_used);
   free(cfg_text), free(meta_text), free(h5);
   zip_fini(&z);

@@ -334,7 +334,7 @@ static void put(str_buf *b, uint64_t v, int n) {
   for (int i = 0; i < n; i++) str_buf_putc(b, (char)(v >> (8 * i)));
 }
 
-static void zip_write(str_buf *b, const part *ps, int n) {
+static void zip_build(str_buf *b, const part *ps, int n) {
   size_t offs[8];
   for (int i = 0; i < n; i++) {
     offs[i] = b->len;
@@ -418,7 +418,7 @@ START_TEST(test_compile_config) {
                 {"model.weights.h5", gd.h5, gd.h5_len}};
   str_buf b;
   str_buf_init(&b);
-  zip_write(&b, ps, 3);
+  zip_build(&b, ps, 3);
   g = fe_load_mem("lso.keras", b.data, b.len, NULL, d, &td);
   ck_assert_msg(g != NULL, "%s", diag_text(d));
   ck_assert_str_eq(td.loss_scale, "dynamic");
@@ -467,21 +467,25 @@ static const bad_case bad[] = {
      "[12, 6], the layer needs [12, 7]\n", CASTOR_ERR_PARSE},
     {"unsupported key", "\"max_value\": null", "\"max_value\": 6.0", 0, NULL, NULL, 0,
      "m.keras: error: layer 'rect' (ReLU): max_value other than null is not supported\n", CASTOR_ERR_UNSUPPORTED},
-    {"unsupported optimizer option", "\"clipnorm\": null", "\"clipnorm\": 1.0", 0, NULL, NULL, 0,
-     "m.keras: error: compile_config: optimizer option 'clipnorm' is not supported (castor implements no "
-     "gradient clipping, loss scale factor or gradient accumulation)\n", CASTOR_ERR_UNSUPPORTED},
+    {"unsupported optimizer option", "\"loss_scale_factor\": null", "\"loss_scale_factor\": 2.0", 0, NULL, NULL, 0,
+     "m.keras: error: compile_config: optimizer option 'loss_scale_factor' is not supported (castor implements no "
+     "loss scale factor or gradient accumulation)\n", CASTOR_ERR_UNSUPPORTED},
     {"learning-rate schedule", "\"learning_rate\": 0.0020000000949949026",
+     "\"learning_rate\": {\"class_name\": \"InverseTimeDecay\", \"config\": {}}", 0, NULL, NULL, 0,
+     "m.keras: error: compile_config: learning_rate: a learning-rate schedule (InverseTimeDecay) is not "
+     "supported (castor implements ExponentialDecay, CosineDecay and PiecewiseConstantDecay)\n", CASTOR_ERR_UNSUPPORTED},
+    {"schedule without its arguments", "\"learning_rate\": 0.0020000000949949026",
      "\"learning_rate\": {\"class_name\": \"ExponentialDecay\", \"config\": {}}", 0, NULL, NULL, 0,
-     "m.keras: error: compile_config: learning_rate: a learning-rate schedule (ExponentialDecay) is not "
-     "supported\n", CASTOR_ERR_UNSUPPORTED},
+     "m.keras: error: compile_config: learning_rate: ExponentialDecay lacks initial_learning_rate, decay_steps or "
+     "decay_rate\n", CASTOR_ERR_PARSE},
     {"quantized policy", "\"class_name\": \"DTypePolicy\", \"config\": {\"name\": \"float32\"}",
      "\"class_name\": \"QuantizedDTypePolicy\", \"config\": {\"name\": \"int8_from_float32\"}", 0, NULL, NULL, 0,
      "m.keras: error: layer 'shared' (Dense): dtype policy class 'QuantizedDTypePolicy' is not supported (castor reads "
      "DTypePolicy: float32, float16, bfloat16, mixed_float16, mixed_bfloat16; quantized policies are not "
      "supported)\n", CASTOR_ERR_UNSUPPORTED},
-    {"Adam's beta_1", "\"beta_1\": 0.9", "\"beta_1\": 0.8", 0, NULL, NULL, 0,
-     "m.keras: error: compile_config: optimizer option 'beta_1' = 0.8 is not supported (castor uses "
-     "Keras's default, 0.9)\n", CASTOR_ERR_UNSUPPORTED},
+    {"Adam's beta_1 out of range", "\"beta_1\": 0.9", "\"beta_1\": 1.5", 0, NULL, NULL, 0,
+     "m.keras: error: compile_config: optimizer option 'beta_1' = 1.5 is not supported (castor takes (0, 1))\n",
+     CASTOR_ERR_UNSUPPORTED},
     {"HDF5 outside the subset", NULL, NULL, 0, NULL, "chunked.h5", 0,
      "m.keras: error: model.weights.h5: at byte 904: dataset '/w': chunked storage is not supported (castor "
      "reads contiguous datasets; save without chunks or compression)\n", CASTOR_ERR_PARSE},
@@ -568,7 +572,7 @@ static void check_bad(const bad_case *c, const char *base_file) {
   if (c->drop != 2) ps[n++] = (part){"model.weights.h5", h5, h5_len};
   str_buf b;
   str_buf_init(&b);
-  zip_write(&b, ps, n);
+  zip_build(&b, ps, n);
   size_t len = b.len - (c->truncate > 0 ? (size_t)c->truncate : 0);
   castor_context *ctx;
   ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
