@@ -24,7 +24,7 @@
  * block-by-block panel layout: matmul_nt (y = a b^T) packs its b, the
  * weights, transposed, all of the call's panels once per call; matmul_tn
  * (y = a^T b) sums over the batch, so K is the run's batch (blocks of
- * KC_TARGET rows, the last one short), its A is a stored [K, M] (packed
+ * KC_TARGET rows, twice that on the K-pair family, the last one short), its A is a stored [K, M] (packed
  * k-major, a straight copy of its rows), and its B, too large to pack
  * whole, is packed a K block at a time with the K-block loop outside the
  * row blocks, so each block is packed once; the C tile then holds every
@@ -216,11 +216,15 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   int64_t rest = g->Nc - g->n_full * g->nr;
   g->tail_nv = (int)ceil_div(rest, g->vw);
   g->tail_valid = rest ? (int)(rest - (g->tail_nv - 1) * g->vw) : 0;
-  if (g->K < 0) { /* blocks of KC_TARGET rows of the run's batch, the last one short */
+  /* K blocks of the K-pair family: twice as many k, the same bytes of B
+   * per panel row and of A per row as f32's KC_TARGET; half the C-tile
+   * spills and reloads (matmul_tn's C tile holds every row of the call) */
+  int64_t kc_target = g->bf16 ? 2 * KC_TARGET : KC_TARGET;
+  if (g->K < 0) { /* blocks of kc_target rows of the run's batch, the last one short */
     g->n_kblocks = -1;
-    g->kc = KC_TARGET;
+    g->kc = kc_target;
   } else {
-    g->n_kblocks = ceil_div(g->K, KC_TARGET);
+    g->n_kblocks = ceil_div(g->K, kc_target);
     g->kc = ceil_div(g->K, g->n_kblocks);
     if (g->bf16) { /* K blocks start at even k: whole pairs */
       g->kc = round_up(g->kc, 2);
@@ -232,7 +236,8 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   /* packed A: mc rows of kc, padded so that rows never alias in L1; or,
    * from a stored [K, M] (a_trans), kc rows of mc: a straight copy of its
    * rows, whose mr values per k the micro-kernel reads from one line */
-  g->lda = g->a_trans ? round_up(g->mc, g->vw) + g->vw : round_up(g->kc, g->vw) + g->vw;
+  /* (the K-pair family: A's rows hold kc / 2 i32 pairs) */
+  g->lda = g->a_trans ? round_up(g->mc, g->vw) + g->vw : round_up(g->bf16 ? g->kc / 2 : g->kc, g->vw) + g->vw;
   g->ldc = g->nc + g->vw;
   g->c_off = round_up((g->a_trans ? g->kc : g->mc) * g->lda * 4, 64);
   /* the C tile: a row block's, or every row a call may get when K blocks

@@ -1,7 +1,8 @@
 /*
  * check_gemm.c: the CPU GEMM (codegen/cpu/cg_gemm.c) against the float64
  * reference interpreter, on shapes chosen to hit every edge of its
- * blocking: 1x1x1, odd and prime sizes, K across the K block (256), rows
+ * blocking: 1x1x1, odd and prime sizes, K across the K block (256; 512
+ * on the K-pair family), rows
  * not a multiple of the 14/4/1-row micro-tiles, columns not a multiple of
  * the 32-wide panels or of a vector, B narrower than a vector; every
  * epilogue (bias, activations, a fused row softmax, 16-bit results); f16
@@ -175,6 +176,10 @@ static const gemm_case shapes[] = {
     {2, 64, 600, BF16, EPI_BIAS_RELU, true},
     {33, 80, 10, BF16, EPI_SOFTMAX, false},
     {9, 40, 40, BF16, EPI_SOFTMAX, true},
+    /* the K-pair family's K block is 512: one past it, exactly two, B per call */
+    {15, 513, 33, BF16, EPI_BIAS_RELU, true},
+    {14, 1024, 32, BF16, EPI_NONE, true},
+    {3, 1025, 47, BF16, EPI_NONE, false},
 };
 
 START_TEST(test_shapes) { run_case(&shapes[_i], 100 + (uint64_t)_i); }

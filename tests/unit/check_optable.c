@@ -462,8 +462,8 @@ END_TEST
  * a whole number of vectors, under f32 and a 16-bit policy: the CPU kernel
  * against the reference on the same compiled graph. */
 /* The training contractions run on the GEMM (cg_gemm.c) with B packed at
- * run time: matmul_tn sums over the batch (K blocks of 256 rows, the last
- * one short), matmul_nt packs its b transposed. Shapes that cross every
+ * run time: matmul_tn sums over the batch (K blocks of 256 rows, 512 on
+ * the K-pair family, the last one short), matmul_nt packs its b transposed. Shapes that cross every
  * blocking edge: summed dimensions of more than one K block and not a
  * multiple of it; results wider than a column block (512 columns) with a
  * column tail that is not a whole vector; more rows than a row block
