@@ -113,6 +113,8 @@ typedef enum ir_type_rule {
   IR_TYPE_POOL2D_GRAD, /* dy, x: dy the pooling of x as above; x's type */
   /* general tensors */
   IR_TYPE_SUM_TO,  /* x float, {shape} broadcasts to x's shape; x's dtype, {shape} */
+  /* general tensors: dropout, reductions (ir_tensor.c) */
+  IR_TYPE_DROPOUT, /* x float, then (dropout_train) the step i64 []; {rate} in [0, 1); x's type */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -383,6 +385,20 @@ int ir_concat_axis(const ir_type *x, int64_t axis);
  * counted from the end, ends clamped); false with a message if invalid. */
 bool ir_strided_slice_bounds(const ir_type *x, const ir_attr *attr, int64_t *starts, int64_t *counts, char *err,
                              size_t errlen);
+/* general tensors: dropout, reductions (ir_tensor.c) */
+/* The result type of an op of type rule IR_TYPE_DROPOUT and after; false
+ * with a message naming the shapes. */
+bool ir_infer_tensor(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
+                     size_t errlen);
+/* dropout_train's mask, which both targets' kernels and the reference
+ * compute bit for bit: the step's key from the op's seed and the training
+ * step, a 24-bit hash of the key and an element's flat index, and the
+ * threshold below which an element is dropped (0 for rate 0: every
+ * element kept). Counter-based: an element's bit depends on nothing else,
+ * so any split of the elements over threads gives the same mask. */
+uint64_t ir_dropout_key(int64_t seed, int64_t step);
+uint32_t ir_dropout_hash(uint64_t key, int64_t i);
+uint32_t ir_dropout_threshold(double rate);
 /* ---- general tensors: the batch N ----
  * Only the batch N is symbolic, and only as dimension 0 (a model with a
  * variable sequence length is compiled once per length). */

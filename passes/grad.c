@@ -55,6 +55,10 @@
  *   pad_constant   strided_slice(dy) of the block it placed
  *   gather(a, b)   da = gather_grad(dy, b), the ordered scatter-add; the
  *                  int32 indices b have none
+ *   dropout        (a training step makes each dropout of rate > 0 a
+ *                  dropout_train reading dropout.step, a training scalar
+ *                  the optimizer's step advances) dx = dropout_train(dy,
+ *                  step): the same mask and scale; rate 0: dx = dy
  */
 #include <math.h>
 #include <stddef.h>
@@ -618,6 +622,11 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_HARD_SIGMOID:
   case IR_OP_CLIP: accumulate(s, a, unary_backward(s, n, dy)); return true;
   case IR_OP_SELECT: return select_backward(s, n, dy);
+  /* general tensors: dropout (the same mask for the gradient) */
+  case IR_OP_DROPOUT: accumulate(s, a, dy); return true;
+  case IR_OP_DROPOUT_TRAIN:
+    accumulate(s, a, op(s, IR_OP_DROPOUT_TRAIN, n, a->name, (ir_node *[]){dy, b}, 2, &n->attr));
+    return true;
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();
@@ -757,6 +766,35 @@ static const char *grad_output_name(grad_state *s, const char *weight) {
   return n;
 }
 
+/* general tensors: dropout. In a training step each dropout of rate > 0
+ * becomes dropout_train, which reads the step count dropout.step (a
+ * training scalar, put first in the schedule); the optimizer's step
+ * advances it by one every step, applied or not, so each step draws new
+ * masks (Keras's seed generator). Without an optimizer (gradients only)
+ * it stays where the host sets it: one mask per program run, as a
+ * gradient check needs. Returns the step variable, or NULL if no dropout
+ * trains. Runs before the forward nodes are numbered. */
+static ir_node *dropout_to_train(grad_state *s) {
+  ir_graph *g = s->g;
+  ir_node *step = NULL;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    if (n->op != IR_OP_DROPOUT || n->attr.rate == 0) continue;
+    if (!step) {
+      ir_type i64s = {DT_I64, 0, {0}};
+      step = ir_node_new(g, IR_OP_VARIABLE, &i64s, NULL, 0, unique_name(s, "dropout.step"), no_loc);
+      step->attr.weight = step->name;
+      step->attr.kind = IR_STATE_SCALAR;
+      step->note = "training steps run so far: seeds each step's dropout masks";
+      ir_graph_insert(g, 0, step);
+      i++; /* n moved one place on */
+    }
+    n->op = IR_OP_DROPOUT_TRAIN;
+    n->srcs[n->n_srcs++] = step;
+  }
+  return step;
+}
+
 static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   const pass_train_options *o = &ctx->opts->train;
   grad_state s = {g, ctx, o, g->n_nodes, NULL, NULL, names};
@@ -816,6 +854,8 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
     return fail(&s, DIAG_KIND_INVALID_MODEL, pred->loc,
                 "grad: the model output %s is %s; the losses need [N, classes] predictions", pred_name, t);
   }
+  ir_node *dropout_step = o->loss_only ? NULL : dropout_to_train(&s); /* general tensors */
+  s.n_fwd = g->n_nodes;
   ir_graph_renumber(g);
   s.needs = arena_alloc(ctx->scratch, (size_t)s.n_fwd + 1);
   s.adjoint = arena_alloc(ctx->scratch, ((size_t)s.n_fwd + 1) * sizeof *s.adjoint);
@@ -828,7 +868,7 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   int n_vars = 0;
   for (int i = 0; i < s.n_fwd; i++) {
     ir_node *n = g->nodes[i];
-    s.needs[i] = n->op == IR_OP_VARIABLE;
+    s.needs[i] = n->op == IR_OP_VARIABLE && n->attr.kind == IR_STATE_WEIGHT; /* not dropout.step */
     n_vars += s.needs[i];
     for (int k = 0; k < n->n_srcs; k++) s.needs[i] |= s.needs[n->srcs[k]->id];
   }
@@ -918,7 +958,7 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
                 "grad: no gradients for any weight: the loss (%s) of the output %s depends on none of them",
                 loss_names[o->loss], pred_name);
   for (int i = 0; i < s.n_fwd && n_upd < n_vars; i++) /* Keras: "Gradients do not exist for variables ..." */
-    if (g->nodes[i]->op == IR_OP_VARIABLE && !s.adjoint[i])
+    if (g->nodes[i]->op == IR_OP_VARIABLE && g->nodes[i]->attr.kind == IR_STATE_WEIGHT && !s.adjoint[i])
       diag_warning(ctx->diag, g->nodes[i]->loc,
                    "grad: weight %s does not reach the output %s: it has no gradient and is not trained",
                    g->nodes[i]->attr.weight, pred_name);
@@ -981,6 +1021,11 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   ir_node *cs = ir_build_op(g, IR_OP_COUNT_STEP, unique_name(&s, "optimizer.iterations.updated"),
                             (ir_node *[]){sc.steps, sc.ok}, 2, &(ir_attr){0}, no_loc);
   cs->note = "counts applied steps only";
+  if (dropout_step) { /* general tensors: every step, applied or not, draws new masks */
+    ir_node *dc = ir_build_op(g, IR_OP_COUNT_STEP, unique_name(&s, "dropout.step.updated"),
+                              (ir_node *[]){dropout_step, literal(&s, "always", DT_I1, 1)}, 2, &(ir_attr){0}, no_loc);
+    dc->note = "counts every step";
+  }
   if (dynamic) {
     ir_node *good = state(&s, IR_STATE_SCALAR, "optimizer.good_steps", i64s, 0,
                           "consecutive finite steps (Keras step_counter)");

@@ -64,6 +64,8 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     [IR_OP_CONV2D_FILTER_GRAD] = TRAINING,
     /* general tensors */
     [IR_OP_SUM_TO] = TRAINING,
+    /* general tensors: dropout (dropout itself, the identity, runs on the chain) */
+    [IR_OP_DROPOUT_TRAIN] = TRAINING,
 };
 #undef TRAINING
 

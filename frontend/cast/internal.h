@@ -27,6 +27,7 @@ typedef enum fe_tok_kind {
   FE_TOK_NEWLINE,
   FE_TOK_IDENT,
   FE_TOK_INT,
+  FE_TOK_FLOAT, /* general tensors: a decimal number with a point or an exponent (dropout's rate) */
   FE_TOK_STRING,
   FE_TOK_LPAREN,
   FE_TOK_RPAREN,
@@ -41,6 +42,7 @@ typedef struct fe_token {
   fe_tok_kind kind;
   const char *text; /* IDENT: the name; STRING: the decoded contents; INT: the spelling */
   int64_t ival;     /* INT */
+  double fval;      /* FLOAT (the spelling in text) */
   diag_loc loc;
 } fe_token;
 
@@ -76,12 +78,13 @@ enum { FE_LAYER_MAX_ATTRS = 10 };
 enum { FE_INPUTS_2_OR_MORE = -2 };
 
 /* One argument of a layer call as written: `key=value` or a positional value. */
-typedef enum fe_value_kind { FE_VAL_IDENT, FE_VAL_INT, FE_VAL_STRING, FE_VAL_LIST } fe_value_kind;
+typedef enum fe_value_kind { FE_VAL_IDENT, FE_VAL_INT, FE_VAL_STRING, FE_VAL_LIST, FE_VAL_FLOAT } fe_value_kind;
 
 typedef struct fe_value {
   fe_value_kind kind;
   const char *str; /* IDENT, STRING; the spelling for INT */
   int64_t ival;    /* INT */
+  double fval;     /* FLOAT (general tensors) */
   struct fe_value *items; /* LIST */
   int n_items;
   diag_loc loc;
@@ -151,6 +154,11 @@ struct fe_layer {
   int64_t filters, kernel[2], strides[2], dilation[2], pool[2];
   bool same, strides_given;
   diag_loc filters_loc;
+  /* general tensors: dropout's rate and seed (default: the layer's index) */
+  double rate;
+  int64_t seed;
+  bool seed_given;
+  diag_loc rate_loc;
   /* lowering */
   bool lowered;
   ir_node *value;

@@ -76,7 +76,8 @@ const char *fe_closest(const char *s, const char *const *cands, int n_cands) {
 static const char *value_desc(fe_model *m, const fe_value *v) {
   switch (v->kind) {
   case FE_VAL_IDENT:
-  case FE_VAL_INT: return arena_printf(m->arena, "'%s'", v->str);
+  case FE_VAL_INT:
+  case FE_VAL_FLOAT: return arena_printf(m->arena, "'%s'", v->str);
   case FE_VAL_STRING: return "a string";
   case FE_VAL_LIST: return "a list";
   }
@@ -250,6 +251,25 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
     if (str_eq(s, "valid") || str_eq(s, "same")) return l->same = str_eq(s, "same"), true;
     diag_error(m->d, v->loc, "padding must be valid or same, got %s", value_desc(m, v));
     return false;
+  }
+  /* general tensors: dropout */
+  if (str_eq(a->key, "rate")) {
+    if ((v->kind != FE_VAL_INT && v->kind != FE_VAL_FLOAT) ||
+        !((v->kind == FE_VAL_INT ? (double)v->ival : v->fval) >= 0 && (v->kind == FE_VAL_INT ? (double)v->ival : v->fval) < 1)) {
+      diag_error(m->d, v->loc, "rate must be a number in [0, 1) (the fraction of inputs dropped), got %s",
+                 value_desc(m, v));
+      return false;
+    }
+    l->rate = v->kind == FE_VAL_INT ? (double)v->ival : v->fval, l->rate_loc = v->loc;
+    return true;
+  }
+  if (str_eq(a->key, "seed")) {
+    if (v->kind != FE_VAL_INT) {
+      diag_error(m->d, v->loc, "seed must be an integer, got %s", value_desc(m, v));
+      return false;
+    }
+    l->seed = v->ival, l->seed_given = true;
+    return true;
   }
   if (str_eq(a->key, "name")) {
     const char *s = name_of(v);

@@ -14,6 +14,8 @@
  */
 #include "frontend/cast/internal.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 void fe_lexer_init(fe_lexer *lx, const char *file, const char *text, size_t len, arena *a,
@@ -63,15 +65,38 @@ static fe_token lex_comment(fe_lexer *lx) {
   return fe_lexer_next(lx);
 }
 
-/* Integers: an optional '-' and decimal digits. The run of identifier-like
- * characters after it is taken whole so `12abc` or `1.5` is one bad token. */
+/* general tensors: a decimal number with a point or an exponent
+ * (0.5, -1e-3, 2.5E+2): finite, the whole spelling read. */
+static fe_token lex_float(fe_lexer *lx, size_t start, size_t p, const char *spell, diag_loc loc) {
+  char *end = NULL;
+  double v = strtod(spell, &end);
+  bool digits_only = true; /* strtod would take inf, nan and hex: not numbers here */
+  for (const char *c = spell; *c; c++)
+    if (!is_digit(*c) && !strchr("+-.eE", *c)) digits_only = false;
+  if (!digits_only || !end || *end || !isfinite(v)) {
+    diag_error(lx->d, loc, "invalid number '%s'", spell);
+    return error_token(lx, start);
+  }
+  lx->pos = p;
+  return (fe_token){.kind = FE_TOK_FLOAT, .text = spell, .fval = v, .loc = loc};
+}
+
+/* Integers: an optional '-' and decimal digits; with a point or an
+ * exponent, a decimal number (lex_float). The run of identifier-like
+ * characters after it is taken whole so `12abc` or `1.5.2` is one bad
+ * token. */
 static fe_token lex_int(fe_lexer *lx) {
   size_t start = lx->pos, p = start;
-  bool neg = lx->text[p] == '-';
+  bool neg = lx->text[p] == '-', is_float = false;
   if (neg) p++;
-  while (p < lx->len && (is_ident_char(lx->text[p]) || lx->text[p] == '.')) p++;
+  while (p < lx->len && (is_ident_char(lx->text[p]) || lx->text[p] == '.' ||
+                         ((lx->text[p] == '-' || lx->text[p] == '+') && (lx->text[p - 1] == 'e' || lx->text[p - 1] == 'E')))) {
+    is_float |= lx->text[p] == '.' || lx->text[p] == 'e' || lx->text[p] == 'E';
+    p++;
+  }
   const char *spell = arena_strndup(lx->arena, lx->text + start, p - start);
   fe_token t = {.kind = FE_TOK_INT, .text = spell, .loc = loc_at(lx, start)};
+  if (is_float) return lex_float(lx, start, p, spell, t.loc);
   uint64_t v = 0;
   for (size_t i = start + neg; i < p; i++) {
     char c = lx->text[i];

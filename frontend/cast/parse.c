@@ -65,7 +65,8 @@ static const char *describe(parser *p, const fe_token *t) {
   case FE_TOK_EOF: return "end of file";
   case FE_TOK_NEWLINE: return "end of line";
   case FE_TOK_IDENT:
-  case FE_TOK_INT: return arena_printf(p->m->arena, "'%s'", t->text);
+  case FE_TOK_INT:
+  case FE_TOK_FLOAT: return arena_printf(p->m->arena, "'%s'", t->text);
   case FE_TOK_STRING: return "a string";
   case FE_TOK_LPAREN: return "'('";
   case FE_TOK_RPAREN: return "')'";
@@ -130,6 +131,9 @@ static bool parse_value(parser *p, fe_value *out, int depth) {
     break;
   case FE_TOK_INT:
     *out = (fe_value){.kind = FE_VAL_INT, .str = t->text, .ival = t->ival, .loc = t->loc};
+    break;
+  case FE_TOK_FLOAT:
+    *out = (fe_value){.kind = FE_VAL_FLOAT, .str = t->text, .fval = t->fval, .loc = t->loc};
     break;
   case FE_TOK_STRING:
     *out = (fe_value){.kind = FE_VAL_STRING, .str = t->text, .loc = t->loc};

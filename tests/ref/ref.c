@@ -633,6 +633,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       case IR_OP_SLICE:
       CASTOR_REF_TRAINING_OPS
       CASTOR_REF_LAYOUT_OPS
+      CASTOR_REF_TENSOR_OPS
       case IR_OP_COUNT: CASTOR_UNREACHABLE();
       }
     }
@@ -835,6 +836,8 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   /* general tensors: layout ops */
   CASTOR_REF_LAYOUT_OPS
     return eval_layout(n, src, n_src, y, count, batch, err, errlen);
+  CASTOR_REF_TENSOR_OPS /* general tensors: dropout, reductions (ref_tensor.c) */
+    return ref_eval_tensor(n, src, n_src, y, count, batch, err, errlen);
   case IR_OP_COUNT:
     return FAIL("%%%s: op %d is not an op", n->name, (int)n->op);
   }

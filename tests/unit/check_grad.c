@@ -386,6 +386,62 @@ START_TEST(test_gradients_broadcasting) {
 }
 END_TEST
 
+/* general tensors: dropout. In the step program each dropout of rate > 0
+ * is dropout_train (the mask of ir_dropout_*, fixed within a run: without
+ * an optimizer dropout.step is not advanced), so finite differences see
+ * the same mask as the gradient: on an activation with size-1 dims, on a
+ * weight (unbatched), and at rate 0 (the identity). */
+static const char dropped[] =
+    "graph m policy=float32\n"
+    "%x = f32[N,5] input() {index=0}\n"
+    "%w1 = f32[5,7] const() {weight=\"a.kernel\", layer=a}  # a\n"
+    "%wd = f32[5,7] dropout(%w1) {rate=0.5, seed=3, layer=a}  # a\n"
+    "%m1 = f32[N,7] matmul(%x, %wd) {acc=f32, layer=a}  # a\n"
+    "%r = f32[N,7,1] reshape(%m1) {shape=[N,7,1], layer=d}  # d\n"
+    "%d = f32[N,7,1] dropout(%r) {rate=0.4, seed=1, layer=d}  # d\n"
+    "%t = f32[N,7,1] tanh(%d) {layer=d}  # d\n"
+    "%z = f32[N,7,1] dropout(%t) {rate=0, seed=2, layer=z}  # z\n"
+    "%f = f32[N,7] reshape(%z) {shape=[N,7], layer=z}  # z\n"
+    "%w2 = f32[7,3] const() {weight=\"b.kernel\", layer=b}  # b\n"
+    "%y = f32[N,3] matmul(%f, %w2) {acc=f32, layer=b}  # b\n"
+    "output y = %y\n";
+
+START_TEST(test_gradients_dropout) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("dropout, sparse cross-entropy from logits", dropped, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("dropout, mean squared error", dropped, &o);
+}
+END_TEST
+
+/* The mask: each element kept with probability 1 - rate (over 2^20
+ * elements, within 0.005), a new mask each step, every element kept at
+ * rate 0, and the same bits for the same (seed, step, index). */
+START_TEST(test_dropout_mask) {
+  static const double rates[] = {0.1, 0.25, 0.5, 0.9};
+  enum { COUNT = 1 << 20 };
+  for (int k = 0; k < 4; k++) {
+    uint32_t thr = ir_dropout_threshold(rates[k]);
+    uint64_t key0 = ir_dropout_key(7, 0), key1 = ir_dropout_key(7, 1);
+    int64_t kept = 0, same = 0;
+    for (int64_t i = 0; i < COUNT; i++) {
+      bool a = ir_dropout_hash(key0, i) >= thr, b = ir_dropout_hash(key1, i) >= thr;
+      kept += a, same += a == b;
+    }
+    double frac = (double)kept / COUNT, p = 1 - rates[k];
+    ck_assert_msg(fabs(frac - p) < 0.005, "rate %g: kept %g", rates[k], frac);
+    /* independent masks agree on p^2 + (1-p)^2 of the elements */
+    ck_assert_msg(fabs((double)same / COUNT - (p * p + (1 - p) * (1 - p))) < 0.005, "rate %g: steps 0 and 1 agree on %g",
+                  rates[k], (double)same / COUNT);
+  }
+  ck_assert_uint_eq(ir_dropout_threshold(0), 0);
+  ck_assert_uint_eq(ir_dropout_hash(ir_dropout_key(3, 5), (int64_t)1 << 40),
+                    ir_dropout_hash(ir_dropout_key(3, 5), (int64_t)1 << 40));
+  ck_assert_uint_ne(ir_dropout_key(3, 5), ir_dropout_key(3, 6));
+  ck_assert_uint_ne(ir_dropout_key(3, 5), ir_dropout_key(4, 5));
+}
+END_TEST
+
 /* ---- one optimizer step against Keras 3's formulas ---- */
 
 typedef struct snapshot {
@@ -588,6 +644,8 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_gradients_unary);
   tcase_add_test(tc, test_gradients_layer_norm);
   tcase_add_test(tc, test_gradients_layout);
+  tcase_add_test(tc, test_gradients_dropout); /* general tensors */
+  tcase_add_test(tc, test_dropout_mask);
   tcase_add_test(tc, test_optimizer_steps);
   tcase_add_test(tc, test_loss_scale_state_machine);
   tcase_add_test(tc, test_loss_scale_fixed_and_none);

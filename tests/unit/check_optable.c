@@ -175,6 +175,10 @@ static void build_case(ir_op op, op_case *c) {
     }
     break;
   /* general tensors */
+  case IR_TYPE_DROPOUT: /* general tensors: dropout_train reads a step count */
+    attr.rate = 0.375, attr.seed = 11;
+    if (n_srcs > 1) srcs[1] = variable(c, "step", (ir_type){DT_I64, 0, {0}}, 5);
+    break;
   case IR_TYPE_SUM_TO: /* over the batch and nothing else, keeping the rank */
     attr.acc = DT_F32;
     attr.shape = (ir_shape){2, {1, W}};
