@@ -115,6 +115,9 @@ typedef enum ir_type_rule {
   IR_TYPE_SUM_TO,  /* x float, {shape} broadcasts to x's shape; x's dtype, {shape} */
   /* general tensors: dropout, reductions (ir_tensor.c) */
   IR_TYPE_DROPOUT, /* x float, then (dropout_train) the step i64 []; {rate} in [0, 1); x's type */
+  IR_TYPE_REDUCE,  /* x float; {axes} distinct dimensions of x, not N; x without them (or 1s: {keepdims}) */
+  IR_TYPE_REDUCE_GRAD, /* dy = the reduction of x as above, x; x's type */
+  IR_TYPE_BROADCAST_TO, /* x float numpy-broadcasts to {shape}; {shape} */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -399,6 +402,10 @@ bool ir_infer_tensor(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *
 uint64_t ir_dropout_key(int64_t seed, int64_t step);
 uint32_t ir_dropout_hash(uint64_t key, int64_t i);
 uint32_t ir_dropout_threshold(double rate);
+/* A reduction's dimensions of x: reduced[d] for each d < x->rank (from
+ * {axes}, negative counted from the end); false with a message if an axis
+ * is out of range, repeated, or N. */
+bool ir_reduce_dims(ir_op op, const ir_type *x, const ir_attr *attr, bool *reduced, char *err, size_t errlen);
 /* ---- general tensors: the batch N ----
  * Only the batch N is symbolic, and only as dimension 0 (a model with a
  * variable sequence length is compiled once per length). */

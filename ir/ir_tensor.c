@@ -56,6 +56,34 @@ uint32_t ir_dropout_threshold(double rate) { return (uint32_t)llround(rate * 167
 
 /* ---- type rules ---- */
 
+bool ir_reduce_dims(ir_op op, const ir_type *x, const ir_attr *attr, bool *reduced, char *err, size_t errlen) {
+  char sa[96];
+  type_str(x, sa, sizeof sa);
+  for (int d = 0; d < x->rank; d++) reduced[d] = false;
+  if (attr->axes.n < 1 || attr->axes.n > x->rank)
+    return FAIL("%s of %s needs 1 to %d axes, got %d", ir_op_name(op), sa, x->rank, attr->axes.n);
+  for (int k = 0; k < attr->axes.n; k++) {
+    int64_t a = attr->axes.v[k], d = a < 0 ? a + x->rank : a;
+    if (d < 0 || d >= x->rank) return FAIL("%s axis %lld is not a dimension of %s", ir_op_name(op), (long long)a, sa);
+    if (reduced[d]) return FAIL("%s axis %lld of %s is given twice", ir_op_name(op), (long long)a, sa);
+    if (x->dims[d] == IR_DIM_BATCH)
+      return FAIL("%s of %s over axis %lld would sum the batch dimension N; only the batch is symbolic: give it a "
+                  "fixed size with --batch B (castor_compile_options.batch)",
+                  ir_op_name(op), sa, (long long)a);
+    reduced[d] = true;
+  }
+  return true;
+}
+
+/* The result of a reduction of x (reduced: ir_reduce_dims). */
+static ir_type reduced_type(const ir_type *x, const bool *reduced, bool keepdims) {
+  ir_type y = {x->dtype, 0, {0}};
+  for (int d = 0; d < x->rank; d++)
+    if (!reduced[d]) y.dims[y.rank++] = x->dims[d];
+    else if (keepdims) y.dims[y.rank++] = 1;
+  return y;
+}
+
 bool ir_infer_tensor(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
                      size_t errlen) {
   char sa[96], sb[96];
@@ -73,6 +101,58 @@ bool ir_infer_tensor(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *
         return FAIL("%s operand 2 (the training step) must be i64 [], got %s", ir_op_name(op), sb);
     }
     *out = *x;
+    return true;
+  }
+  if (rule == IR_TYPE_REDUCE || rule == IR_TYPE_REDUCE_GRAD) {
+    const ir_type *x = &srcs[rule == IR_TYPE_REDUCE ? 0 : 1]->type;
+    bool reduced[IR_MAX_RANK];
+    type_str(x, sa, sizeof sa);
+    if (!dtype_is_float(x->dtype)) return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
+    if (attr->keepdims != 0 && attr->keepdims != 1)
+      return FAIL("%s keepdims must be 0 or 1, got %lld", ir_op_name(op), (long long)attr->keepdims);
+    if (!ir_reduce_dims(op, x, attr, reduced, err, errlen)) return false;
+    ir_type y = reduced_type(x, reduced, attr->keepdims != 0);
+    if (rule == IR_TYPE_REDUCE) {
+      *out = y;
+      return true;
+    }
+    const ir_type *dy = &srcs[0]->type;
+    type_str(dy, sb, sizeof sb);
+    if (!ir_type_eq(dy, &y)) {
+      char sc[96];
+      type_str(&y, sc, sizeof sc);
+      return FAIL("%s dy %s must be the reduction's result %s (of x %s)", ir_op_name(op), sb, sc, sa);
+    }
+    *out = *x;
+    return true;
+  }
+  if (rule == IR_TYPE_BROADCAST_TO) {
+    const ir_type *x = &srcs[0]->type;
+    const ir_shape *sh = &attr->shape;
+    type_str(x, sa, sizeof sa);
+    ir_type y = {x->dtype, sh->rank, {0}};
+    for (int r = 0; r < sh->rank; r++) y.dims[r] = sh->dims[r];
+    type_str(&y, sb, sizeof sb);
+    if (!dtype_is_float(x->dtype)) return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
+    if (sh->rank < x->rank || sh->rank > IR_MAX_RANK)
+      return FAIL("%s cannot broadcast %s to %s: fewer dimensions", ir_op_name(op), sa, sb);
+    for (int r = 0; r < sh->rank; r++)
+      if ((sh->dims[r] < 1 && !(r == 0 && sh->dims[r] == IR_DIM_BATCH)))
+        return FAIL("%s shape %s: dimension %d must be >= 1 (N only as dimension 0)", ir_op_name(op), sb, r);
+    if (ir_type_is_batched(x) && (sh->rank != x->rank || sh->dims[0] != IR_DIM_BATCH))
+      return FAIL("%s of %s to %s would move the batch dimension N out of dimension 0; only the batch is symbolic: "
+                  "give it a fixed size with --batch B (castor_compile_options.batch)",
+                  ir_op_name(op), sa, sb);
+    for (int d = 0; d < x->rank; d++) {
+      int64_t xd = x->dims[d], yd = sh->dims[d + sh->rank - x->rank];
+      if (xd != 1 && xd != yd)
+        return FAIL("%s cannot broadcast %s to %s: dimension %d is %lld, not 1 or %lld", ir_op_name(op), sa, sb, d,
+                    (long long)xd, (long long)yd);
+    }
+    int64_t bytes;
+    if (!ir_type_bytes(&y, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES)
+      return FAIL("%s to %s: the result is too large", ir_op_name(op), sb);
+    *out = y;
     return true;
   }
   return FAIL("%s: no general-tensor type rule", ir_op_name(op));

@@ -59,6 +59,13 @@
  *                  dropout_train reading dropout.step, a training scalar
  *                  the optimizer's step advances) dx = dropout_train(dy,
  *                  step): the same mask and scale; rate 0: dx = dy
+ *   reduce_sum / reduce_mean
+ *                  dx = broadcast_to(dy, reshaped to keep the reduced
+ *                  dimensions as 1) to x's shape (times 1/count: mean)
+ *   reduce_max / reduce_min
+ *                  dx = reduce_max_grad / reduce_min_grad(dy, x): dy to
+ *                  the first extreme element of each group
+ *   broadcast_to   dx = sum_to(dy) to x's shape (as a broadcast operand)
  */
 #include <math.h>
 #include <stddef.h>
@@ -483,6 +490,37 @@ static bool select_backward(grad_state *s, ir_node *n, ir_node *dy) {
   return true;
 }
 
+/* general tensors: the reductions and broadcast_to (the rules above). */
+static bool reduce_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *x = n->srcs[0];
+  const char *base = x->name;
+  if (n->op == IR_OP_BROADCAST_TO) {
+    accumulate(s, x, reduce_to(s, n, dy, x));
+    return true;
+  }
+  if (n->op == IR_OP_REDUCE_MAX || n->op == IR_OP_REDUCE_MIN) {
+    ir_op g = n->op == IR_OP_REDUCE_MAX ? IR_OP_REDUCE_MAX_GRAD : IR_OP_REDUCE_MIN_GRAD;
+    accumulate(s, x, op(s, g, n, base, (ir_node *[]){dy, x}, 2, &n->attr));
+    return true;
+  }
+  bool reduced[IR_MAX_RANK];
+  char err[256];
+  CASTOR_ASSERT(ir_reduce_dims(n->op, &x->type, &n->attr, reduced, err, sizeof err));
+  ir_attr keep = {.shape = {x->type.rank, {0}}}, to = {.shape = {x->type.rank, {0}}};
+  int64_t count = 1;
+  for (int d = 0; d < x->type.rank; d++) {
+    keep.shape.dims[d] = reduced[d] ? 1 : x->type.dims[d];
+    to.shape.dims[d] = x->type.dims[d];
+    if (reduced[d]) count *= x->type.dims[d];
+  }
+  ir_node *d = dy;
+  if (!n->attr.keepdims) d = op(s, IR_OP_RESHAPE, n, base, &d, 1, &keep);
+  d = op(s, IR_OP_BROADCAST_TO, n, base, &d, 1, &to);
+  if (n->op == IR_OP_REDUCE_MEAN) d = scaled(s, n, base, d, 1.0 / (double)count);
+  accumulate(s, x, d);
+  return true;
+}
+
 /* Propagates node n's adjoint to its operands (the rules above). */
 static bool backward(grad_state *s, ir_node *n) {
   ir_node *dy = s->adjoint[n->id];
@@ -627,6 +665,16 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_DROPOUT_TRAIN:
     accumulate(s, a, op(s, IR_OP_DROPOUT_TRAIN, n, a->name, (ir_node *[]){dy, b}, 2, &n->attr));
     return true;
+  /* general tensors: reductions, broadcast_to */
+  case IR_OP_REDUCE_SUM:
+  case IR_OP_REDUCE_MEAN:
+  case IR_OP_REDUCE_MAX:
+  case IR_OP_REDUCE_MIN:
+  case IR_OP_BROADCAST_TO: return reduce_backward(s, n, dy);
+  case IR_OP_REDUCE_MAX_GRAD:
+  case IR_OP_REDUCE_MIN_GRAD:
+    return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
+                ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

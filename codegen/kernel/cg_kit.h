@@ -138,5 +138,7 @@ LLVMValueRef cg_emit_dropout(cg_kctx *c, const ir_node *op, LLVMValueRef x, LLVM
  * the op's index map sends i to, or the fill where the map reaches outside the
  * source (0 for a pad, {value} for a pad_constant). Not rounded to op's dtype: the caller's chain does. */
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
+/* general tensors: the same for the reductions and broadcast_to (cg_reduce.c) */
+LLVMValueRef cg_tensor_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
 
 #endif

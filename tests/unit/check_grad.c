@@ -442,6 +442,42 @@ START_TEST(test_dropout_mask) {
 }
 END_TEST
 
+/* general tensors: reductions over sets of axes (keepdims or not, size-1
+ * dimensions among them), max and min (their gradient to the first
+ * extreme element), a reduction of a weight, broadcast_to of an
+ * activation and of a weight against the batch (sum_to back). */
+static const char reduced[] =
+    "graph m policy=float32\n"
+    "%x = f32[N,6] input() {index=0}\n"
+    "%w1 = f32[6,12] const() {weight=\"a.kernel\", layer=a}  # a\n"
+    "%m1 = f32[N,12] matmul(%x, %w1) {acc=f32, layer=a}  # a\n"
+    "%r = f32[N,3,1,4] reshape(%m1) {shape=[N,3,1,4], layer=r}  # r\n"
+    "%s = f32[N,3,1,1] reduce_sum(%r) {axes=[2,3], keepdims=1, layer=r}  # r\n"
+    "%mn = f32[N,3,1] reduce_mean(%r) {axes=[-1], keepdims=0, layer=r}  # r\n"
+    "%mx = f32[N,1,1,4] reduce_max(%r) {axes=[1], keepdims=1, layer=r}  # r\n"
+    "%mi = f32[N,1] reduce_min(%r) {axes=[3,1], keepdims=0, layer=r}  # r\n"
+    "%b = f32[N,3,2,4] broadcast_to(%s) {shape=[N,3,2,4], layer=r}  # r\n"
+    "%s2 = f32[N,3] reshape(%mn) {shape=[N,3], layer=r}  # r\n"
+    "%mx2 = f32[N,4] reshape(%mx) {shape=[N,4], layer=r}  # r\n"
+    "%b2 = f32[N,24] reshape(%b) {shape=[N,24], layer=r}  # r\n"
+    "%th = f32[N,24] tanh(%b2) {layer=r}  # r\n"
+    "%c = f32[N,32] concat(%s2, %mx2, %mi, %th) {axis=1, layer=r}  # r\n"
+    "%w2 = f32[32,3] const() {weight=\"b.kernel\", layer=b}  # b\n"
+    "%m2 = f32[N,3] matmul(%c, %w2) {acc=f32, layer=b}  # b\n"
+    "%wb = f32[5,3] const() {weight=\"b.bias\", layer=b}  # b\n"
+    "%wm = f32[1,3] reduce_max(%wb) {axes=[0], keepdims=1, layer=b}  # b\n"
+    "%bb = f32[N,3] broadcast_to(%wm) {shape=[N,3], layer=b}  # b\n"
+    "%y = f32[N,3] add(%m2, %bb) {layer=b}  # b\n"
+    "output y = %y\n";
+
+START_TEST(test_gradients_reductions) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("reductions, sparse cross-entropy from logits", reduced, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("reductions, mean squared error", reduced, &o);
+}
+END_TEST
+
 /* ---- one optimizer step against Keras 3's formulas ---- */
 
 typedef struct snapshot {
@@ -646,6 +682,7 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_gradients_layout);
   tcase_add_test(tc, test_gradients_dropout); /* general tensors */
   tcase_add_test(tc, test_dropout_mask);
+  tcase_add_test(tc, test_gradients_reductions);
   tcase_add_test(tc, test_optimizer_steps);
   tcase_add_test(tc, test_loss_scale_state_machine);
   tcase_add_test(tc, test_loss_scale_fixed_and_none);
