@@ -66,6 +66,7 @@
  *                  dx = reduce_max_grad / reduce_min_grad(dy, x): dy to
  *                  the first extreme element of each group
  *   broadcast_to   dx = sum_to(dy) to x's shape (as a broadcast operand)
+ *   log_softmax    dx = log_softmax_grad(dy, y) = dy - exp(y) sum(dy), per row
  */
 #include <math.h>
 #include <stddef.h>
@@ -671,8 +672,10 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_REDUCE_MAX:
   case IR_OP_REDUCE_MIN:
   case IR_OP_BROADCAST_TO: return reduce_backward(s, n, dy);
+  case IR_OP_LOG_SOFTMAX: accumulate(s, a, unary_grad(s, IR_OP_LOG_SOFTMAX_GRAD, n, dy, n)); return true;
   case IR_OP_REDUCE_MAX_GRAD:
   case IR_OP_REDUCE_MIN_GRAD:
+  case IR_OP_LOG_SOFTMAX_GRAD:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;

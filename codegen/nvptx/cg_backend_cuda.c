@@ -66,6 +66,7 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     [IR_OP_SUM_TO] = TRAINING,
     /* general tensors: dropout (dropout itself, the identity, runs on the chain) */
     [IR_OP_DROPOUT_TRAIN] = TRAINING,
+    [IR_OP_LOG_SOFTMAX_GRAD] = TRAINING,
 };
 #undef TRAINING
 

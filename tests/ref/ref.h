@@ -89,6 +89,7 @@ bool ref_eval_tensor(const ir_node *n, double *const *src, const int64_t *n_src,
                      int64_t batch, char *err, size_t errlen);
 #define CASTOR_REF_TENSOR_OPS case IR_OP_DROPOUT: case IR_OP_DROPOUT_TRAIN: \
   case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: \
-  case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD: case IR_OP_BROADCAST_TO:
+  case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD: case IR_OP_BROADCAST_TO: \
+  case IR_OP_LOG_SOFTMAX: case IR_OP_LOG_SOFTMAX_GRAD:
 
 #endif

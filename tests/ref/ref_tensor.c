@@ -100,5 +100,24 @@ bool ref_eval_tensor(const ir_node *n, double *const *src, const int64_t *n_src,
     }
     return true;
   }
+  if (n->op == IR_OP_LOG_SOFTMAX || n->op == IR_OP_LOG_SOFTMAX_GRAD) { /* per row of the last dimension */
+    const ir_type *t = &n->type;
+    if (t->rank < 1 || n_src[0] != count) return FAIL("%s %%%s: operand size differs", ir_op_name(n->op), n->name);
+    int64_t last = t->dims[t->rank - 1];
+    for (int64_t r = 0; last > 0 && r < count / last; r++) {
+      const double *a = src[0] + r * last;
+      double *row = y + r * last, mx = -INFINITY, sum = 0;
+      if (n->op == IR_OP_LOG_SOFTMAX) {
+        for (int64_t j = 0; j < last; j++) mx = a[j] > mx ? a[j] : mx;
+        for (int64_t j = 0; j < last; j++) sum += exp(a[j] - mx);
+        for (int64_t j = 0; j < last; j++) row[j] = a[j] - mx - log(sum);
+      } else {
+        const double *b = src[1] + r * last;
+        for (int64_t j = 0; j < last; j++) sum += a[j];
+        for (int64_t j = 0; j < last; j++) row[j] = a[j] - exp(b[j]) * sum;
+      }
+    }
+    return true;
+  }
   return FAIL("%%%s: %s is not a general-tensor op of the reference", n->name, ir_op_name(n->op));
 }

@@ -393,8 +393,8 @@ START_TEST(test_layout) { check_graph_text("layout", layout_text, policies[_i]);
 END_TEST
 
 /* general tensors: the reductions over sets of axes (keepdims or not),
- * the max/min gradients' maps, broadcast_to, dropout (the identity), the
- * same way as the layout ops. */
+ * the max/min gradients' maps, broadcast_to, dropout (the identity),
+ * log_softmax (the warp's row formula), the same way as the layout ops. */
 static const char tensor_text[] =
     "graph tensor policy=float32\n"
     "%x = f32[N,12] input() {index=0}\n"
@@ -408,11 +408,14 @@ static const char tensor_text[] =
     "%dm = f32[N,3] tanh(%mi)\n"
     "%gm = f32[N,3,1,4] reduce_min_grad(%dm, %r) {axes=[-1,-2], keepdims=0}\n"
     "%b = f32[N,3,2,4] broadcast_to(%s) {shape=[N,3,2,4]}\n"
+    "%g2 = f32[N,3,2,4] broadcast_to(%r) {shape=[N,3,2,4]}\n"
     "%d = f32[N,3,2,4] dropout(%b) {rate=0.5, seed=1}\n"
+    "%e = f32[N,3,2,4] add(%d, %g2)\n"
+    "%ls = f32[N,3,2,4] log_softmax(%e)\n"
     "output m = %m\n"
     "output g = %g\n"
     "output gm = %gm\n"
-    "output d = %d\n";
+    "output ls = %ls\n";
 
 START_TEST(test_tensor) { check_graph_text("tensor", tensor_text, policies[_i]); }
 END_TEST

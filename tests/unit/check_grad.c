@@ -445,7 +445,8 @@ END_TEST
 /* general tensors: reductions over sets of axes (keepdims or not, size-1
  * dimensions among them), max and min (their gradient to the first
  * extreme element), a reduction of a weight, broadcast_to of an
- * activation and of a weight against the batch (sum_to back). */
+ * activation and of a weight against the batch (sum_to back), a
+ * log_softmax. */
 static const char reduced[] =
     "graph m policy=float32\n"
     "%x = f32[N,6] input() {index=0}\n"
@@ -460,7 +461,8 @@ static const char reduced[] =
     "%s2 = f32[N,3] reshape(%mn) {shape=[N,3], layer=r}  # r\n"
     "%mx2 = f32[N,4] reshape(%mx) {shape=[N,4], layer=r}  # r\n"
     "%b2 = f32[N,24] reshape(%b) {shape=[N,24], layer=r}  # r\n"
-    "%th = f32[N,24] tanh(%b2) {layer=r}  # r\n"
+    "%ls = f32[N,24] log_softmax(%b2) {layer=r}  # r\n"
+    "%th = f32[N,24] tanh(%ls) {layer=r}  # r\n"
     "%c = f32[N,32] concat(%s2, %mx2, %mi, %th) {axis=1, layer=r}  # r\n"
     "%w2 = f32[32,3] const() {weight=\"b.kernel\", layer=b}  # b\n"
     "%m2 = f32[N,3] matmul(%c, %w2) {acc=f32, layer=b}  # b\n"
