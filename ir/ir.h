@@ -406,6 +406,15 @@ uint32_t ir_dropout_threshold(double rate);
  * {axes}, negative counted from the end); false with a message if an axis
  * is out of range, repeated, or N. */
 bool ir_reduce_dims(ir_op op, const ir_type *x, const ir_attr *attr, bool *reduced, char *err, size_t errlen);
+/* split: x cut along `axis` (negative: counted from the end; not N) into
+ * n pieces of sizes[0..n) (NULL: n equal pieces), each a strided_slice
+ * node (so each piece's gradient is that slice's, and the pieces' sum
+ * back). ir_split_check says whether the split is valid (false with a
+ * message naming x's shape and the sizes); ir_build_split asserts it,
+ * appends the n slices named NAME.0, NAME.1, ... and puts them in out. */
+bool ir_split_check(const ir_type *x, int64_t axis, int n, const int64_t *sizes, char *err, size_t errlen);
+void ir_build_split(ir_graph *g, const char *name, ir_node *x, int64_t axis, int n, const int64_t *sizes, diag_loc loc,
+                    ir_node **out);
 /* ---- general tensors: the batch N ----
  * Only the batch N is symbolic, and only as dimension 0 (a model with a
  * variable sequence length is compiled once per length). */

@@ -157,3 +157,52 @@ bool ir_infer_tensor(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *
   }
   return FAIL("%s: no general-tensor type rule", ir_op_name(op));
 }
+
+/* ---- split: strided_slice nodes ---- */
+
+bool ir_split_check(const ir_type *x, int64_t axis, int n, const int64_t *sizes, char *err, size_t errlen) {
+  char sa[96];
+  type_str(x, sa, sizeof sa);
+  int64_t d = axis < 0 ? axis + x->rank : axis;
+  if (d < 0 || d >= x->rank) return FAIL("split axis %lld is not a dimension of %s", (long long)axis, sa);
+  if (x->dims[d] == IR_DIM_BATCH)
+    return FAIL("split of %s along axis %lld would cut the batch dimension N; only the batch is symbolic: give it a "
+                "fixed size with --batch B (castor_compile_options.batch)",
+                sa, (long long)axis);
+  if (n < 1 || n > x->dims[d]) return FAIL("split of %s into %d pieces along axis %lld: 1 to %lld pieces", sa, n, (long long)axis, (long long)x->dims[d]);
+  if (!sizes) {
+    if (x->dims[d] % n != 0)
+      return FAIL("split of %s into %d equal pieces along axis %lld: %lld is not a multiple of %d", sa, n,
+                  (long long)axis, (long long)x->dims[d], n);
+    return true;
+  }
+  int64_t total = 0;
+  for (int k = 0; k < n; k++) {
+    if (sizes[k] < 1) return FAIL("split of %s along axis %lld: piece %d has size %lld, not >= 1", sa, (long long)axis, k, (long long)sizes[k]);
+    total += sizes[k];
+  }
+  if (total != x->dims[d])
+    return FAIL("split of %s along axis %lld: the sizes add up to %lld, not %lld", sa, (long long)axis, (long long)total,
+                (long long)x->dims[d]);
+  return true;
+}
+
+void ir_build_split(ir_graph *g, const char *name, ir_node *x, int64_t axis, int n, const int64_t *sizes, diag_loc loc,
+                    ir_node **out) {
+  char err[256];
+  CASTOR_ASSERT(ir_split_check(&x->type, axis, n, sizes, err, sizeof err));
+  int rank = x->type.rank, d = (int)(axis < 0 ? axis + rank : axis);
+  int64_t start = 0;
+  for (int k = 0; k < n; k++) {
+    int64_t size = sizes ? sizes[k] : x->type.dims[d] / n;
+    ir_attr a = {.starts = {rank, {0}}, .ends = {rank, {0}}, .steps = {rank, {0}}};
+    for (int r = 0; r < rank; r++) {
+      bool batch = x->type.dims[r] == IR_DIM_BATCH;
+      a.starts.v[r] = r == d ? start : 0;
+      a.ends.v[r] = r == d ? start + size : batch ? 0 : x->type.dims[r];
+      a.steps.v[r] = 1;
+    }
+    out[k] = ir_build_op(g, IR_OP_STRIDED_SLICE, arena_printf(g->arena, "%s.%d", name, k), &x, 1, &a, loc);
+    start += size;
+  }
+}

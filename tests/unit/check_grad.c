@@ -480,6 +480,56 @@ START_TEST(test_gradients_reductions) {
 }
 END_TEST
 
+/* general tensors: split (ir_build_split: strided_slice pieces) of an
+ * activation into pieces of 2, 4 and 1 along the last axis, one piece
+ * used twice and one through tanh: each piece's gradient, summed back.
+ * And split's errors, naming the shape. */
+START_TEST(test_gradients_split) {
+  static const char base[] = "graph m policy=float32\n"
+                             "%x = f32[N,5] input() {index=0}\n"
+                             "%w1 = f32[5,7] const() {weight=\"a.kernel\", layer=a}  # a\n"
+                             "%m1 = f32[N,7] matmul(%x, %w1) {acc=f32, layer=a}  # a\n"
+                             "output y = %m1\n";
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("t.cir", base, strlen(base), d);
+  ck_assert_msg(g, "%s", diag_text(d));
+  ir_node *m1 = ir_graph_find(g, "m1"), *p[3];
+  const diag_loc nl = {0};
+  char err[256];
+  ck_assert(ir_split_check(&m1->type, -1, 3, (int64_t[]){2, 4, 1}, err, sizeof err));
+  ir_build_split(g, "sp", m1, -1, 3, (int64_t[]){2, 4, 1}, nl, p);
+  ck_assert_int_eq(p[0]->type.dims[1], 2);
+  ck_assert_int_eq(p[1]->type.dims[1], 4);
+  ck_assert_int_eq(p[2]->type.dims[1], 1);
+  ir_node *t = ir_build_unary(g, IR_OP_TANH, "t", p[1], nl);
+  ir_node *c = ir_build_op(g, IR_OP_CONCAT, "c", (ir_node *[]){p[2], t, p[0], p[0]}, 4, &(ir_attr){.axis = 1}, nl);
+  ir_type wt = {DT_F32, 2, {9, 3}};
+  ir_node *w2 = ir_build_const(g, "w2", &wt, "b.kernel", NULL, nl);
+  g->outputs[0].value = ir_build_matmul(g, "y", c, w2, DT_F32, nl);
+  str_buf b;
+  str_buf_init(&b);
+  ir_print(g, &b);
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("split, sparse cross-entropy from logits", str_buf_cstr(&b), &o);
+  str_buf_fini(&b);
+  /* equal pieces; the errors */
+  ir_build_split(g, "eq", m1, 1, 7, NULL, nl, (ir_node *[7]){0});
+  ck_assert(!ir_split_check(&m1->type, 1, 2, NULL, err, sizeof err));
+  ck_assert_str_eq(err, "split of f32[N,7] into 2 equal pieces along axis 1: 7 is not a multiple of 2");
+  ck_assert(!ir_split_check(&m1->type, 0, 1, NULL, err, sizeof err));
+  ck_assert_msg(strstr(err, "split of f32[N,7] along axis 0 would cut the batch dimension N") && strstr(err, "--batch"), "%s", err);
+  ck_assert(!ir_split_check(&m1->type, 2, 1, NULL, err, sizeof err));
+  ck_assert_str_eq(err, "split axis 2 is not a dimension of f32[N,7]");
+  ck_assert(!ir_split_check(&m1->type, 1, 2, (int64_t[]){3, 3}, err, sizeof err));
+  ck_assert_str_eq(err, "split of f32[N,7] along axis 1: the sizes add up to 6, not 7");
+  ck_assert(!ir_split_check(&m1->type, 1, 2, (int64_t[]){7, 0}, err, sizeof err));
+  ck_assert_str_eq(err, "split of f32[N,7] along axis 1: piece 1 has size 0, not >= 1");
+  ck_assert(!ir_split_check(&m1->type, 1, 8, NULL, err, sizeof err));
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 /* ---- one optimizer step against Keras 3's formulas ---- */
 
 typedef struct snapshot {
@@ -685,6 +735,7 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_gradients_dropout); /* general tensors */
   tcase_add_test(tc, test_dropout_mask);
   tcase_add_test(tc, test_gradients_reductions);
+  tcase_add_test(tc, test_gradients_split);
   tcase_add_test(tc, test_optimizer_steps);
   tcase_add_test(tc, test_loss_scale_state_machine);
   tcase_add_test(tc, test_loss_scale_fixed_and_none);
