@@ -691,6 +691,11 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   }
   /* general tensors */
   case IR_TYPE_SUM_TO: return infer_sum_to(op, &srcs[0]->type, attr, out, err, errlen);
+  /* general tensors: dropout, reductions */
+  case IR_TYPE_DROPOUT:
+  case IR_TYPE_REDUCE:
+  case IR_TYPE_REDUCE_GRAD:
+  case IR_TYPE_BROADCAST_TO: return ir_infer_tensor(op, srcs, n_srcs, attr, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;

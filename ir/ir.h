@@ -113,6 +113,11 @@ typedef enum ir_type_rule {
   IR_TYPE_POOL2D_GRAD, /* dy, x: dy the pooling of x as above; x's type */
   /* general tensors */
   IR_TYPE_SUM_TO,  /* x float, {shape} broadcasts to x's shape; x's dtype, {shape} */
+  /* general tensors: dropout, reductions (ir_tensor.c) */
+  IR_TYPE_DROPOUT, /* x float, then (dropout_train) the step i64 []; {rate} in [0, 1); x's type */
+  IR_TYPE_REDUCE,  /* x float; {axes} distinct dimensions of x, not N; x without them (or 1s: {keepdims}) */
+  IR_TYPE_REDUCE_GRAD, /* dy = the reduction of x as above, x; x's type */
+  IR_TYPE_BROADCAST_TO, /* x float numpy-broadcasts to {shape}; {shape} */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -383,6 +388,33 @@ int ir_concat_axis(const ir_type *x, int64_t axis);
  * counted from the end, ends clamped); false with a message if invalid. */
 bool ir_strided_slice_bounds(const ir_type *x, const ir_attr *attr, int64_t *starts, int64_t *counts, char *err,
                              size_t errlen);
+/* general tensors: dropout, reductions (ir_tensor.c) */
+/* The result type of an op of type rule IR_TYPE_DROPOUT and after; false
+ * with a message naming the shapes. */
+bool ir_infer_tensor(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
+                     size_t errlen);
+/* dropout_train's mask, which both targets' kernels and the reference
+ * compute bit for bit: the step's key from the op's seed and the training
+ * step, a 24-bit hash of the key and an element's flat index, and the
+ * threshold below which an element is dropped (0 for rate 0: every
+ * element kept). Counter-based: an element's bit depends on nothing else,
+ * so any split of the elements over threads gives the same mask. */
+uint64_t ir_dropout_key(int64_t seed, int64_t step);
+uint32_t ir_dropout_hash(uint64_t key, int64_t i);
+uint32_t ir_dropout_threshold(double rate);
+/* A reduction's dimensions of x: reduced[d] for each d < x->rank (from
+ * {axes}, negative counted from the end); false with a message if an axis
+ * is out of range, repeated, or N. */
+bool ir_reduce_dims(ir_op op, const ir_type *x, const ir_attr *attr, bool *reduced, char *err, size_t errlen);
+/* split: x cut along `axis` (negative: counted from the end; not N) into
+ * n pieces of sizes[0..n) (NULL: n equal pieces), each a strided_slice
+ * node (so each piece's gradient is that slice's, and the pieces' sum
+ * back). ir_split_check says whether the split is valid (false with a
+ * message naming x's shape and the sizes); ir_build_split asserts it,
+ * appends the n slices named NAME.0, NAME.1, ... and puts them in out. */
+bool ir_split_check(const ir_type *x, int64_t axis, int n, const int64_t *sizes, char *err, size_t errlen);
+void ir_build_split(ir_graph *g, const char *name, ir_node *x, int64_t axis, int n, const int64_t *sizes, diag_loc loc,
+                    ir_node **out);
 /* ---- general tensors: the batch N ----
  * Only the batch N is symbolic, and only as dimension 0 (a model with a
  * variable sequence length is compiled once per length). */

@@ -61,6 +61,18 @@
  *                  the statistics dx = gamma inv (dy - bn_mean(dy) - xhat
  *                  bn_mean(dy xhat)); dgamma = sum(dy xhat), dbeta =
  *                  sum(dy), summed to their shape
+ *   dropout        (a training step makes each dropout of rate > 0 a
+ *                  dropout_train reading dropout.step, a training scalar
+ *                  the optimizer's step advances) dx = dropout_train(dy,
+ *                  step): the same mask and scale; rate 0: dx = dy
+ *   reduce_sum / reduce_mean
+ *                  dx = broadcast_to(dy, reshaped to keep the reduced
+ *                  dimensions as 1) to x's shape (times 1/count: mean)
+ *   reduce_max / reduce_min
+ *                  dx = reduce_max_grad / reduce_min_grad(dy, x): dy to
+ *                  the first extreme element of each group
+ *   broadcast_to   dx = sum_to(dy) to x's shape (as a broadcast operand)
+ *   log_softmax    dx = log_softmax_grad(dy, y) = dy - exp(y) sum(dy), per row
  */
 #include <math.h>
 #include <stddef.h>
@@ -486,6 +498,37 @@ static bool select_backward(grad_state *s, ir_node *n, ir_node *dy) {
   return true;
 }
 
+/* general tensors: the reductions and broadcast_to (the rules above). */
+static bool reduce_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *x = n->srcs[0];
+  const char *base = x->name;
+  if (n->op == IR_OP_BROADCAST_TO) {
+    accumulate(s, x, reduce_to(s, n, dy, x));
+    return true;
+  }
+  if (n->op == IR_OP_REDUCE_MAX || n->op == IR_OP_REDUCE_MIN) {
+    ir_op g = n->op == IR_OP_REDUCE_MAX ? IR_OP_REDUCE_MAX_GRAD : IR_OP_REDUCE_MIN_GRAD;
+    accumulate(s, x, op(s, g, n, base, (ir_node *[]){dy, x}, 2, &n->attr));
+    return true;
+  }
+  bool reduced[IR_MAX_RANK];
+  char err[256];
+  CASTOR_ASSERT(ir_reduce_dims(n->op, &x->type, &n->attr, reduced, err, sizeof err));
+  ir_attr keep = {.shape = {x->type.rank, {0}}}, to = {.shape = {x->type.rank, {0}}};
+  int64_t count = 1;
+  for (int d = 0; d < x->type.rank; d++) {
+    keep.shape.dims[d] = reduced[d] ? 1 : x->type.dims[d];
+    to.shape.dims[d] = x->type.dims[d];
+    if (reduced[d]) count *= x->type.dims[d];
+  }
+  ir_node *d = dy;
+  if (!n->attr.keepdims) d = op(s, IR_OP_RESHAPE, n, base, &d, 1, &keep);
+  d = op(s, IR_OP_BROADCAST_TO, n, base, &d, 1, &to);
+  if (n->op == IR_OP_REDUCE_MEAN) d = scaled(s, n, base, d, 1.0 / (double)count);
+  accumulate(s, x, d);
+  return true;
+}
+
 /* Propagates node n's adjoint to its operands (the rules above). */
 /* ---- CNN: batch normalization ---- */
 
@@ -665,6 +708,23 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_BATCH_NORM: return batch_norm_backward(s, n, dy);
   case IR_OP_BN_MEAN:
   case IR_OP_MOVING_UPDATE: return fail(s, DIAG_KIND_INTERNAL, n->loc, "grad: %s (%%%s) is a training op", ir_op_name(n->op), n->name);
+  /* general tensors: dropout (the same mask for the gradient) */
+  case IR_OP_DROPOUT: accumulate(s, a, dy); return true;
+  case IR_OP_DROPOUT_TRAIN:
+    accumulate(s, a, op(s, IR_OP_DROPOUT_TRAIN, n, a->name, (ir_node *[]){dy, b}, 2, &n->attr));
+    return true;
+  /* general tensors: reductions, broadcast_to */
+  case IR_OP_REDUCE_SUM:
+  case IR_OP_REDUCE_MEAN:
+  case IR_OP_REDUCE_MAX:
+  case IR_OP_REDUCE_MIN:
+  case IR_OP_BROADCAST_TO: return reduce_backward(s, n, dy);
+  case IR_OP_LOG_SOFTMAX: accumulate(s, a, unary_grad(s, IR_OP_LOG_SOFTMAX_GRAD, n, dy, n)); return true;
+  case IR_OP_REDUCE_MAX_GRAD:
+  case IR_OP_REDUCE_MIN_GRAD:
+  case IR_OP_LOG_SOFTMAX_GRAD:
+    return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
+                ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();
@@ -804,6 +864,35 @@ static const char *grad_output_name(grad_state *s, const char *weight) {
   return n;
 }
 
+/* general tensors: dropout. In a training step each dropout of rate > 0
+ * becomes dropout_train, which reads the step count dropout.step (a
+ * training scalar, put first in the schedule); the optimizer's step
+ * advances it by one every step, applied or not, so each step draws new
+ * masks (Keras's seed generator). Without an optimizer (gradients only)
+ * it stays where the host sets it: one mask per program run, as a
+ * gradient check needs. Returns the step variable, or NULL if no dropout
+ * trains. Runs before the forward nodes are numbered. */
+static ir_node *dropout_to_train(grad_state *s) {
+  ir_graph *g = s->g;
+  ir_node *step = NULL;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    if (n->op != IR_OP_DROPOUT || n->attr.rate == 0) continue;
+    if (!step) {
+      ir_type i64s = {DT_I64, 0, {0}};
+      step = ir_node_new(g, IR_OP_VARIABLE, &i64s, NULL, 0, unique_name(s, "dropout.step"), no_loc);
+      step->attr.weight = step->name;
+      step->attr.kind = IR_STATE_SCALAR;
+      step->note = "training steps run so far: seeds each step's dropout masks";
+      ir_graph_insert(g, 0, step);
+      i++; /* n moved one place on */
+    }
+    n->op = IR_OP_DROPOUT_TRAIN;
+    n->srcs[n->n_srcs++] = step;
+  }
+  return step;
+}
+
 static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   const pass_train_options *o = &ctx->opts->train;
   grad_state s = {g, ctx, o, g->n_nodes, NULL, NULL, names};
@@ -867,6 +956,7 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   grad_bn *bns = NULL;
   int n_bn = 0;
   if (!o->loss_only && !grad_bn_training(g, names, ctx->diag, ctx->scratch, &bns, &n_bn)) return false;
+  ir_node *dropout_step = o->loss_only ? NULL : dropout_to_train(&s); /* general tensors */
   s.n_fwd = g->n_nodes;
   ir_graph_renumber(g);
   s.needs = arena_alloc(ctx->scratch, (size_t)s.n_fwd + 1);
@@ -888,7 +978,7 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   int n_vars = 0;
   for (int i = 0; i < s.n_fwd; i++) {
     ir_node *n = g->nodes[i];
-    s.needs[i] = n->op == IR_OP_VARIABLE && n->attr.kind == IR_STATE_WEIGHT;
+    s.needs[i] = n->op == IR_OP_VARIABLE && n->attr.kind == IR_STATE_WEIGHT; /* not dropout.step */
     n_vars += s.needs[i];
     for (int k = 0; k < n->n_srcs; k++) s.needs[i] |= s.needs[n->srcs[k]->id];
   }
@@ -1058,6 +1148,11 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   ir_node *cs = ir_build_op(g, IR_OP_COUNT_STEP, unique_name(&s, "optimizer.iterations.updated"),
                             (ir_node *[]){sc.steps, sc.ok}, 2, &(ir_attr){0}, no_loc);
   cs->note = "counts applied steps only";
+  if (dropout_step) { /* general tensors: every step, applied or not, draws new masks */
+    ir_node *dc = ir_build_op(g, IR_OP_COUNT_STEP, unique_name(&s, "dropout.step.updated"),
+                              (ir_node *[]){dropout_step, literal(&s, "always", DT_I1, 1)}, 2, &(ir_attr){0}, no_loc);
+    dc->note = "counts every step";
+  }
   if (dynamic) {
     ir_node *good = state(&s, IR_STATE_SCALAR, "optimizer.good_steps", i64s, 0,
                           "consecutive finite steps (Keras step_counter)");

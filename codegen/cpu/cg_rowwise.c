@@ -190,6 +190,47 @@ static void emit_softmax(rw *s) {
   row_pass(s, softmax_out, RW_NONE, "out");
 }
 
+/* ---- general tensors: log_softmax and its gradient ---- */
+
+/* max x; sum of exp(x - max) (x kept or loaded again, nothing stored);
+ * y = x - max - log(sum) */
+static LLVMValueRef log_softmax_out(rw *s, LLVMValueRef j, int lanes, int valid) {
+  cg_emitter *e = s->c->e;
+  const ir_node *op = s->op;
+  LLVMValueRef y = LLVMBuildFSub(B, input(s, j, lanes, valid), cg_splat(e, s->max, lanes), op->name);
+  s->row->store(s->row, j, cg_emit_round_to(e, y, op->type.dtype, op->name), lanes, valid);
+  return NULL;
+}
+
+static void emit_log_softmax(rw *s) {
+  cg_emitter *e = s->c->e;
+  LLVMValueRef mx = row_pass(s, softmax_max, RW_MAX, "max");
+  s->max = mx;
+  LLVMValueRef sum = row_pass(s, softmax_exp, RW_SUM, "sum");
+  s->max = LLVMBuildFAdd(B, mx, cg_emit_log(e, sum, "log.sum"), "lse"); /* what the out pass subtracts */
+  row_pass(s, log_softmax_out, RW_NONE, "out");
+}
+
+/* y = dy - exp(b) * sum(dy): dy operand 0 (the row's input), b operand 1 */
+static LLVMValueRef lsm_grad_sum(rw *s, LLVMValueRef j, int lanes, int valid) {
+  return s->row->load(s->row, j, lanes, valid);
+}
+
+static LLVMValueRef lsm_grad_out(rw *s, LLVMValueRef j, int lanes, int valid) {
+  cg_emitter *e = s->c->e;
+  const ir_node *op = s->op;
+  CASTOR_ASSERT(s->row->load_operand);
+  LLVMValueRef dy = s->row->load(s->row, j, lanes, valid), b = s->row->load_operand(s->row, 1, j, lanes, valid);
+  LLVMValueRef y = LLVMBuildFSub(B, dy, LLVMBuildFMul(B, cg_emit_exp(e, b, "exp"), cg_splat(e, s->inv, lanes), ""), op->name);
+  s->row->store(s->row, j, cg_emit_round_to(e, y, op->type.dtype, op->name), lanes, valid);
+  return NULL;
+}
+
+static void emit_log_softmax_grad(rw *s) {
+  s->inv = row_pass(s, lsm_grad_sum, RW_SUM, "sum"); /* the row's sum of dy */
+  row_pass(s, lsm_grad_out, RW_NONE, "out");
+}
+
 /* ---- layer_norm ---- */
 
 static LLVMValueRef norm_sum(rw *s, LLVMValueRef j, int lanes, int valid) {
@@ -302,6 +343,9 @@ static void (*const line_formulas[IR_OP_COUNT])(rw *s) = {
     [IR_OP_LAYER_NORM] = emit_layer_norm,
     [IR_OP_LAYER_NORM_XHAT] = emit_layer_norm_xhat,
     [IR_OP_LAYER_NORM_GRAD] = emit_layer_norm_grad,
+    /* general tensors */
+    [IR_OP_LOG_SOFTMAX] = emit_log_softmax,
+    [IR_OP_LOG_SOFTMAX_GRAD] = emit_log_softmax_grad,
 };
 
 bool cg_rowwise_has_line_formula(ir_op op) {

@@ -216,6 +216,8 @@ static LLVMValueRef (*const chain_formulas[IR_OP_COUNT])(cg_emitter *e, const ir
     [IR_OP_CLIP_GRAD] = f_clip_grad,
     /* CNN: batch normalization */
     [IR_OP_BATCH_NORM] = f_batch_norm,
+    /* general tensors: dropout (dropout_train: cg_apply_chain, it reads the element's index) */
+    [IR_OP_DROPOUT] = f_cast,
 };
 
 /* numpy broadcasting: the flat index in src, an operand broadcast to the
@@ -266,7 +268,8 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
   for (int t = first; t < last; t++) {
     const ir_node *op = k->ops[t], *prev = t > 0 ? k->ops[t - 1] : NULL;
     LLVMValueRef in[IR_MAX_SRCS];
-    for (int s = 0; s < op->n_srcs; s++) {
+    int n_in = op->op == IR_OP_DROPOUT_TRAIN ? 1 : op->n_srcs; /* its step is read by cg_emit_dropout */
+    for (int s = 0; s < n_in; s++) {
       const ir_node *src = op->srcs[s];
       if (src == prev) {
         in[s] = val;
@@ -274,8 +277,12 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
         in[s] = load_operand(c, op, src, idx, col, lanes, valid);
       }
     }
-    CASTOR_ASSERT(chain_formulas[op->op]); /* cg_plan.c chains only elementwise ops */
-    val = chain_formulas[op->op](e, op, in);
+    if (op->op == IR_OP_DROPOUT_TRAIN) { /* general tensors: a mask by the element's index */
+      val = cg_emit_dropout(c, op, in[0], idx, lanes);
+    } else {
+      CASTOR_ASSERT(chain_formulas[op->op]); /* cg_plan.c chains only elementwise ops */
+      val = chain_formulas[op->op](e, op, in);
+    }
     /* each op's value has its own dtype; model 16-bit results exactly */
     val = cg_emit_round_to(e, val, op->type.dtype, op->name);
   }

@@ -309,6 +309,8 @@ LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   if (rule == IR_TYPE_GATHER) return gather_value(c, op, i);
   if (rule == IR_TYPE_POOL2D) return pool_value(c, op, i); /* convolutional networks */
   if (rule == IR_TYPE_POOL2D_GRAD) return pool_grad_value(c, op, i);
+  if (rule == IR_TYPE_REDUCE || rule == IR_TYPE_REDUCE_GRAD || rule == IR_TYPE_BROADCAST_TO)
+    return cg_tensor_value(c, op, i); /* general tensors: cg_reduce.c */
   CASTOR_ASSERT(rule == IR_TYPE_PAD || rule == IR_TYPE_SLICE);
   return pad_slice_value(c, op, rule == IR_TYPE_PAD, i);
 }

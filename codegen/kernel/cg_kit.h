@@ -125,6 +125,10 @@ void cg_store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef pt
 LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,
                             LLVMValueRef col, int lanes, int valid);
 
+/* general tensors: dropout_train's value for the f32 lanes x at flat
+ * result indices idx .. idx + lanes - 1 (cg_dropout.c), not rounded */
+LLVMValueRef cg_emit_dropout(cg_kctx *c, const ir_node *op, LLVMValueRef x, LLVMValueRef idx, int lanes);
+
 /* ---- index maps of the reindex ops (cg_index_map.c) ---- */
 
 /* The value (f32, one element) of reindex op `op` (pad, slice, reshape,
@@ -134,5 +138,7 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
  * the op's index map sends i to, or the fill where the map reaches outside the
  * source (0 for a pad, {value} for a pad_constant). Not rounded to op's dtype: the caller's chain does. */
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
+/* general tensors: the same for the reductions and broadcast_to (cg_reduce.c) */
+LLVMValueRef cg_tensor_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
 
 #endif

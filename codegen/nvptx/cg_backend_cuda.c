@@ -67,6 +67,9 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     /* CNN: batch normalization (inference, batch_norm, is an element-wise chain: both targets) */
     [IR_OP_BN_MEAN] = TRAINING,
     [IR_OP_MOVING_UPDATE] = TRAINING,
+    /* general tensors: dropout (dropout itself, the identity, runs on the chain) */
+    [IR_OP_DROPOUT_TRAIN] = TRAINING,
+    [IR_OP_LOG_SOFTMAX_GRAD] = TRAINING,
 };
 #undef TRAINING
 

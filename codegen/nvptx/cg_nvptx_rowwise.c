@@ -87,11 +87,29 @@ static void emit_softmax(nv_rw *s) {
   warp_pass(s, softmax_out, RW_NONE, "out");
 }
 
+/* general tensors: log_softmax: max; sum of exp(x - max); y = x - (max + log sum) */
+static LLVMValueRef log_softmax_out(nv_rw *s, LLVMValueRef j) {
+  cg_emitter *e = s->g->c.e;
+  const ir_node *op = s->op;
+  LLVMValueRef y = LLVMBuildFSub(B, s->row->load(s->row, j), s->inv, op->name);
+  s->row->store(s->row, j, cg_emit_round_to(e, y, op->type.dtype, op->name));
+  return NULL;
+}
+
+static void emit_log_softmax(nv_rw *s) {
+  cg_emitter *e = s->g->c.e;
+  s->max = warp_pass(s, softmax_max, RW_MAX, "max");
+  LLVMValueRef sum = warp_pass(s, softmax_exp, RW_SUM, "sum");
+  s->inv = LLVMBuildFAdd(B, s->max, cg_emit_log(e, sum, "log.sum"), "lse");
+  warp_pass(s, log_softmax_out, RW_NONE, "out");
+}
+
 /* The row-wise ops this emitter has a warp formula for, by op (a new
  * row-wise op is a row here, or a row of the cuda target's exceptions,
  * cg_backend_cuda.c, as layer_norm is). */
 static void (*const warp_formulas[IR_OP_COUNT])(nv_rw *s) = {
     [IR_OP_SOFTMAX] = emit_softmax,
+    [IR_OP_LOG_SOFTMAX] = emit_log_softmax, /* general tensors */
 };
 
 void cg_nv_emit_rowwise(cg_nv_kernel *g, const ir_node *op, cg_nv_row *row) {

@@ -158,6 +158,11 @@ struct fe_layer {
   double momentum, epsilon;
   bool center, scale;
   diag_loc momentum_loc, epsilon_loc;
+  /* general tensors: dropout's rate and seed (default: the layer's index) */
+  double rate;
+  int64_t seed;
+  bool seed_given;
+  diag_loc rate_loc;
   /* lowering */
   bool lowered;
   ir_node *value;

@@ -274,6 +274,25 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
     *(str_eq(a->key, "center") ? &l->center : &l->scale) = str_eq(s, "true");
     return true;
   }
+  /* general tensors: dropout */
+  if (str_eq(a->key, "rate")) {
+    if ((v->kind != FE_VAL_INT && v->kind != FE_VAL_FLOAT) ||
+        !((v->kind == FE_VAL_INT ? (double)v->ival : v->dval) >= 0 && (v->kind == FE_VAL_INT ? (double)v->ival : v->dval) < 1)) {
+      diag_error(m->d, v->loc, "rate must be a number in [0, 1) (the fraction of inputs dropped), got %s",
+                 value_desc(m, v));
+      return false;
+    }
+    l->rate = v->kind == FE_VAL_INT ? (double)v->ival : v->dval, l->rate_loc = v->loc;
+    return true;
+  }
+  if (str_eq(a->key, "seed")) {
+    if (v->kind != FE_VAL_INT) {
+      diag_error(m->d, v->loc, "seed must be an integer, got %s", value_desc(m, v));
+      return false;
+    }
+    l->seed = v->ival, l->seed_given = true;
+    return true;
+  }
   if (str_eq(a->key, "name")) {
     const char *s = name_of(v);
     if (!s || !is_identifier(s)) {

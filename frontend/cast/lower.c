@@ -369,6 +369,17 @@ static bool lower_concatenate(lowering *lw, fe_layer *l, ir_node **in) {
   return lower_layout_op(lw, l, IR_OP_CONCAT, in, l->n_inputs, &attr);
 }
 
+/* ---- general tensors: dropout ---- */
+
+/* Keras Dropout(rate, seed): dropout(x) in the model graph, the identity
+ * when it runs (castor run, evaluation); a training step makes it
+ * dropout_train (passes/grad.c). Without seed=, the layer's index in the
+ * file, so two dropout layers draw different masks. */
+static bool lower_dropout(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_attr attr = {.rate = l->rate, .seed = l->seed_given ? l->seed : l->index};
+  return lower_layout_op(lw, l, IR_OP_DROPOUT, in, 1, &attr);
+}
+
 /* ---- convolutional networks ---- */
 
 /* Keras's padding along one dimension: 'valid' none; 'same' the total

@@ -634,6 +634,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       case IR_OP_SLICE:
       CASTOR_REF_TRAINING_OPS
       CASTOR_REF_LAYOUT_OPS
+      CASTOR_REF_TENSOR_OPS
       case IR_OP_COUNT: CASTOR_UNREACHABLE();
       }
     }
@@ -875,6 +876,8 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
     }
     break;
   }
+  CASTOR_REF_TENSOR_OPS /* general tensors: dropout, reductions (ref_tensor.c) */
+    return ref_eval_tensor(n, src, n_src, y, count, batch, err, errlen);
   case IR_OP_COUNT:
     return FAIL("%%%s: op %d is not an op", n->name, (int)n->op);
   }

@@ -83,4 +83,13 @@ double ref_normalized_error(const float *got, const double *want, int64_t n);
  * messages; returns buf. */
 const char *ref_cmp_str(const ref_cmp *c, char *buf, size_t len);
 
+/* general tensors (ref_tensor.c): dropout, dropout_train; eval's case for
+ * them (src, n_src: the operands' values and counts). */
+bool ref_eval_tensor(const ir_node *n, double *const *src, const int64_t *n_src, double *y, int64_t count,
+                     int64_t batch, char *err, size_t errlen);
+#define CASTOR_REF_TENSOR_OPS case IR_OP_DROPOUT: case IR_OP_DROPOUT_TRAIN: \
+  case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: \
+  case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD: case IR_OP_BROADCAST_TO: \
+  case IR_OP_LOG_SOFTMAX: case IR_OP_LOG_SOFTMAX_GRAD:
+
 #endif

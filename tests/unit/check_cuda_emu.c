@@ -323,12 +323,11 @@ static const char layout_text[] =
     "output f = %f\n"
     "output t = %t\n";
 
-START_TEST(test_layout) {
-  const char *policy = policies[_i];
+static void check_graph_text(const char *name, const char *text, const char *policy) {
   char what[64];
-  snprintf(what, sizeof what, "layout/%s", policy);
+  snprintf(what, sizeof what, "%s/%s", name, policy);
   diag_sink *d = diag_sink_create();
-  ir_graph *g = ir_parse("layout.cir", layout_text, strlen(layout_text), d);
+  ir_graph *g = ir_parse("layout.cir", text, strlen(text), d);
   ck_assert_msg(g != NULL, "%s: %s", what, diag_text(d));
   ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
   pass_options po;
@@ -352,7 +351,8 @@ START_TEST(test_layout) {
     int64_t nx = numel(&desc->inputs[0], batch);
     float *x = malloc((size_t)nx * sizeof *x);
     for (int64_t j = 0; j < nx; j++) x[j] = rng_f32();
-    double *x64 = ref_from_f32(x, nx), *want[2] = {NULL, NULL};
+    double *x64 = ref_from_f32(x, nx), *want[4] = {NULL, NULL, NULL, NULL};
+    ck_assert_int_le(desc->n_outputs, 4);
     char err[512];
     ck_assert_msg(ref_run(g, batch, (const double *const *)&x64, want, err, sizeof err), "%s: ref: %s", what, err);
     outs og = run(gpu, batch, &x, d, what), oc = run(cpu, batch, &x, d, what), o3 = run(cpu3, batch, &x, d, what);
@@ -388,6 +388,36 @@ START_TEST(test_layout) {
   ir_graph_destroy(g);
   diag_sink_destroy(d);
 }
+
+START_TEST(test_layout) { check_graph_text("layout", layout_text, policies[_i]); }
+END_TEST
+
+/* general tensors: the reductions over sets of axes (keepdims or not),
+ * the max/min gradients' maps, broadcast_to, dropout (the identity),
+ * log_softmax (the warp's row formula), the same way as the layout ops. */
+static const char tensor_text[] =
+    "graph tensor policy=float32\n"
+    "%x = f32[N,12] input() {index=0}\n"
+    "%r = f32[N,3,1,4] reshape(%x) {shape=[N,3,1,4]}\n"
+    "%s = f32[N,3,1,1] reduce_sum(%r) {axes=[2,3], keepdims=1}\n"
+    "%m = f32[N,1] reduce_mean(%r) {axes=[1,3], keepdims=0}\n"
+    "%mx = f32[N,1,1,4] reduce_max(%r) {axes=[1], keepdims=1}\n"
+    "%mi = f32[N,3] reduce_min(%r) {axes=[-1,-2], keepdims=0}\n"
+    "%dy = f32[N,1,1,4] tanh(%mx)\n"
+    "%g = f32[N,3,1,4] reduce_max_grad(%dy, %r) {axes=[1], keepdims=1}\n"
+    "%dm = f32[N,3] tanh(%mi)\n"
+    "%gm = f32[N,3,1,4] reduce_min_grad(%dm, %r) {axes=[-1,-2], keepdims=0}\n"
+    "%b = f32[N,3,2,4] broadcast_to(%s) {shape=[N,3,2,4]}\n"
+    "%g2 = f32[N,3,2,4] broadcast_to(%r) {shape=[N,3,2,4]}\n"
+    "%d = f32[N,3,2,4] dropout(%b) {rate=0.5, seed=1}\n"
+    "%e = f32[N,3,2,4] add(%d, %g2)\n"
+    "%ls = f32[N,3,2,4] log_softmax(%e)\n"
+    "output m = %m\n"
+    "output g = %g\n"
+    "output gm = %gm\n"
+    "output ls = %ls\n";
+
+START_TEST(test_tensor) { check_graph_text("tensor", tensor_text, policies[_i]); }
 END_TEST
 
 /* convolutional networks: pooling (the kit's window maps) on the cuda
@@ -593,6 +623,7 @@ int main(void) {
   tcase_set_timeout(tl, 600);
   tcase_add_loop_test(tl, test_layout, 0, N_POLICIES);
   tcase_add_loop_test(tl, test_batch_norm, 0, N_POLICIES); /* CNN: batch normalization */
+  tcase_add_loop_test(tl, test_tensor, 0, N_POLICIES); /* general tensors: reductions */
   suite_add_tcase(s, tl);
   return check_run(s);
 }

@@ -386,6 +386,150 @@ START_TEST(test_gradients_broadcasting) {
 }
 END_TEST
 
+/* general tensors: dropout. In the step program each dropout of rate > 0
+ * is dropout_train (the mask of ir_dropout_*, fixed within a run: without
+ * an optimizer dropout.step is not advanced), so finite differences see
+ * the same mask as the gradient: on an activation with size-1 dims, on a
+ * weight (unbatched), and at rate 0 (the identity). */
+static const char dropped[] =
+    "graph m policy=float32\n"
+    "%x = f32[N,5] input() {index=0}\n"
+    "%w1 = f32[5,7] const() {weight=\"a.kernel\", layer=a}  # a\n"
+    "%wd = f32[5,7] dropout(%w1) {rate=0.5, seed=3, layer=a}  # a\n"
+    "%m1 = f32[N,7] matmul(%x, %wd) {acc=f32, layer=a}  # a\n"
+    "%r = f32[N,7,1] reshape(%m1) {shape=[N,7,1], layer=d}  # d\n"
+    "%d = f32[N,7,1] dropout(%r) {rate=0.4, seed=1, layer=d}  # d\n"
+    "%t = f32[N,7,1] tanh(%d) {layer=d}  # d\n"
+    "%z = f32[N,7,1] dropout(%t) {rate=0, seed=2, layer=z}  # z\n"
+    "%f = f32[N,7] reshape(%z) {shape=[N,7], layer=z}  # z\n"
+    "%w2 = f32[7,3] const() {weight=\"b.kernel\", layer=b}  # b\n"
+    "%y = f32[N,3] matmul(%f, %w2) {acc=f32, layer=b}  # b\n"
+    "output y = %y\n";
+
+START_TEST(test_gradients_dropout) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("dropout, sparse cross-entropy from logits", dropped, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("dropout, mean squared error", dropped, &o);
+}
+END_TEST
+
+/* The mask: each element kept with probability 1 - rate (over 2^20
+ * elements, within 0.005), a new mask each step, every element kept at
+ * rate 0, and the same bits for the same (seed, step, index). */
+START_TEST(test_dropout_mask) {
+  static const double rates[] = {0.1, 0.25, 0.5, 0.9};
+  enum { COUNT = 1 << 20 };
+  for (int k = 0; k < 4; k++) {
+    uint32_t thr = ir_dropout_threshold(rates[k]);
+    uint64_t key0 = ir_dropout_key(7, 0), key1 = ir_dropout_key(7, 1);
+    int64_t kept = 0, same = 0;
+    for (int64_t i = 0; i < COUNT; i++) {
+      bool a = ir_dropout_hash(key0, i) >= thr, b = ir_dropout_hash(key1, i) >= thr;
+      kept += a, same += a == b;
+    }
+    double frac = (double)kept / COUNT, p = 1 - rates[k];
+    ck_assert_msg(fabs(frac - p) < 0.005, "rate %g: kept %g", rates[k], frac);
+    /* independent masks agree on p^2 + (1-p)^2 of the elements */
+    ck_assert_msg(fabs((double)same / COUNT - (p * p + (1 - p) * (1 - p))) < 0.005, "rate %g: steps 0 and 1 agree on %g",
+                  rates[k], (double)same / COUNT);
+  }
+  ck_assert_uint_eq(ir_dropout_threshold(0), 0);
+  ck_assert_uint_eq(ir_dropout_hash(ir_dropout_key(3, 5), (int64_t)1 << 40),
+                    ir_dropout_hash(ir_dropout_key(3, 5), (int64_t)1 << 40));
+  ck_assert_uint_ne(ir_dropout_key(3, 5), ir_dropout_key(3, 6));
+  ck_assert_uint_ne(ir_dropout_key(3, 5), ir_dropout_key(4, 5));
+}
+END_TEST
+
+/* general tensors: reductions over sets of axes (keepdims or not, size-1
+ * dimensions among them), max and min (their gradient to the first
+ * extreme element), a reduction of a weight, broadcast_to of an
+ * activation and of a weight against the batch (sum_to back), a
+ * log_softmax. */
+static const char reduced[] =
+    "graph m policy=float32\n"
+    "%x = f32[N,6] input() {index=0}\n"
+    "%w1 = f32[6,12] const() {weight=\"a.kernel\", layer=a}  # a\n"
+    "%m1 = f32[N,12] matmul(%x, %w1) {acc=f32, layer=a}  # a\n"
+    "%r = f32[N,3,1,4] reshape(%m1) {shape=[N,3,1,4], layer=r}  # r\n"
+    "%s = f32[N,3,1,1] reduce_sum(%r) {axes=[2,3], keepdims=1, layer=r}  # r\n"
+    "%mn = f32[N,3,1] reduce_mean(%r) {axes=[-1], keepdims=0, layer=r}  # r\n"
+    "%mx = f32[N,1,1,4] reduce_max(%r) {axes=[1], keepdims=1, layer=r}  # r\n"
+    "%mi = f32[N,1] reduce_min(%r) {axes=[3,1], keepdims=0, layer=r}  # r\n"
+    "%b = f32[N,3,2,4] broadcast_to(%s) {shape=[N,3,2,4], layer=r}  # r\n"
+    "%s2 = f32[N,3] reshape(%mn) {shape=[N,3], layer=r}  # r\n"
+    "%mx2 = f32[N,4] reshape(%mx) {shape=[N,4], layer=r}  # r\n"
+    "%b2 = f32[N,24] reshape(%b) {shape=[N,24], layer=r}  # r\n"
+    "%ls = f32[N,24] log_softmax(%b2) {layer=r}  # r\n"
+    "%th = f32[N,24] tanh(%ls) {layer=r}  # r\n"
+    "%c = f32[N,32] concat(%s2, %mx2, %mi, %th) {axis=1, layer=r}  # r\n"
+    "%w2 = f32[32,3] const() {weight=\"b.kernel\", layer=b}  # b\n"
+    "%m2 = f32[N,3] matmul(%c, %w2) {acc=f32, layer=b}  # b\n"
+    "%wb = f32[5,3] const() {weight=\"b.bias\", layer=b}  # b\n"
+    "%wm = f32[1,3] reduce_max(%wb) {axes=[0], keepdims=1, layer=b}  # b\n"
+    "%bb = f32[N,3] broadcast_to(%wm) {shape=[N,3], layer=b}  # b\n"
+    "%y = f32[N,3] add(%m2, %bb) {layer=b}  # b\n"
+    "output y = %y\n";
+
+START_TEST(test_gradients_reductions) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("reductions, sparse cross-entropy from logits", reduced, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("reductions, mean squared error", reduced, &o);
+}
+END_TEST
+
+/* general tensors: split (ir_build_split: strided_slice pieces) of an
+ * activation into pieces of 2, 4 and 1 along the last axis, one piece
+ * used twice and one through tanh: each piece's gradient, summed back.
+ * And split's errors, naming the shape. */
+START_TEST(test_gradients_split) {
+  static const char base[] = "graph m policy=float32\n"
+                             "%x = f32[N,5] input() {index=0}\n"
+                             "%w1 = f32[5,7] const() {weight=\"a.kernel\", layer=a}  # a\n"
+                             "%m1 = f32[N,7] matmul(%x, %w1) {acc=f32, layer=a}  # a\n"
+                             "output y = %m1\n";
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("t.cir", base, strlen(base), d);
+  ck_assert_msg(g, "%s", diag_text(d));
+  ir_node *m1 = ir_graph_find(g, "m1"), *p[3];
+  const diag_loc nl = {0};
+  char err[256];
+  ck_assert(ir_split_check(&m1->type, -1, 3, (int64_t[]){2, 4, 1}, err, sizeof err));
+  ir_build_split(g, "sp", m1, -1, 3, (int64_t[]){2, 4, 1}, nl, p);
+  ck_assert_int_eq(p[0]->type.dims[1], 2);
+  ck_assert_int_eq(p[1]->type.dims[1], 4);
+  ck_assert_int_eq(p[2]->type.dims[1], 1);
+  ir_node *t = ir_build_unary(g, IR_OP_TANH, "t", p[1], nl);
+  ir_node *c = ir_build_op(g, IR_OP_CONCAT, "c", (ir_node *[]){p[2], t, p[0], p[0]}, 4, &(ir_attr){.axis = 1}, nl);
+  ir_type wt = {DT_F32, 2, {9, 3}};
+  ir_node *w2 = ir_build_const(g, "w2", &wt, "b.kernel", NULL, nl);
+  g->outputs[0].value = ir_build_matmul(g, "y", c, w2, DT_F32, nl);
+  str_buf b;
+  str_buf_init(&b);
+  ir_print(g, &b);
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("split, sparse cross-entropy from logits", str_buf_cstr(&b), &o);
+  str_buf_fini(&b);
+  /* equal pieces; the errors */
+  ir_build_split(g, "eq", m1, 1, 7, NULL, nl, (ir_node *[7]){0});
+  ck_assert(!ir_split_check(&m1->type, 1, 2, NULL, err, sizeof err));
+  ck_assert_str_eq(err, "split of f32[N,7] into 2 equal pieces along axis 1: 7 is not a multiple of 2");
+  ck_assert(!ir_split_check(&m1->type, 0, 1, NULL, err, sizeof err));
+  ck_assert_msg(strstr(err, "split of f32[N,7] along axis 0 would cut the batch dimension N") && strstr(err, "--batch"), "%s", err);
+  ck_assert(!ir_split_check(&m1->type, 2, 1, NULL, err, sizeof err));
+  ck_assert_str_eq(err, "split axis 2 is not a dimension of f32[N,7]");
+  ck_assert(!ir_split_check(&m1->type, 1, 2, (int64_t[]){3, 3}, err, sizeof err));
+  ck_assert_str_eq(err, "split of f32[N,7] along axis 1: the sizes add up to 6, not 7");
+  ck_assert(!ir_split_check(&m1->type, 1, 2, (int64_t[]){7, 0}, err, sizeof err));
+  ck_assert_str_eq(err, "split of f32[N,7] along axis 1: piece 1 has size 0, not >= 1");
+  ck_assert(!ir_split_check(&m1->type, 1, 8, NULL, err, sizeof err));
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 /* ---- one optimizer step against Keras 3's formulas ---- */
 
 typedef struct snapshot {
@@ -588,6 +732,10 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_gradients_unary);
   tcase_add_test(tc, test_gradients_layer_norm);
   tcase_add_test(tc, test_gradients_layout);
+  tcase_add_test(tc, test_gradients_dropout); /* general tensors */
+  tcase_add_test(tc, test_dropout_mask);
+  tcase_add_test(tc, test_gradients_reductions);
+  tcase_add_test(tc, test_gradients_split);
   tcase_add_test(tc, test_optimizer_steps);
   tcase_add_test(tc, test_loss_scale_state_machine);
   tcase_add_test(tc, test_loss_scale_fixed_and_none);

@@ -183,6 +183,29 @@ static void build_case(ir_op op, op_case *c) {
     }
     break;
   /* general tensors */
+  case IR_TYPE_DROPOUT: /* general tensors: dropout_train reads a step count */
+    attr.rate = 0.375, attr.seed = 11;
+    if (n_srcs > 1) srcs[1] = variable(c, "step", (ir_type){DT_I64, 0, {0}}, 5);
+    break;
+  case IR_TYPE_REDUCE: /* x as [N,2,4,2]: sum and max over [1,3] keeping them, mean and min over [-1,1] not */
+  case IR_TYPE_REDUCE_GRAD: { /* dy = tanh of that reduction of x */
+    ir_node *xr = ir_build_op(c->g, IR_OP_RESHAPE, "xr", &x, 1, &(ir_attr){.shape = {4, {IR_DIM_BATCH, 2, 4, 2}}}, no_loc);
+    bool keep = op == IR_OP_REDUCE_SUM || op == IR_OP_REDUCE_MAX || op == IR_OP_REDUCE_MAX_GRAD;
+    attr.axes = keep ? (ir_attr_INTS){2, {1, 3}} : (ir_attr_INTS){2, {-1, 1}};
+    attr.keepdims = keep;
+    srcs[0] = xr;
+    if (ir_op_type_rule(op) == IR_TYPE_REDUCE_GRAD) {
+      ir_op fwd = op == IR_OP_REDUCE_MAX_GRAD ? IR_OP_REDUCE_MAX : IR_OP_REDUCE_MIN;
+      ir_node *r = ir_build_op(c->g, fwd, "r", &xr, 1, &attr, no_loc);
+      srcs[0] = ir_build_unary(c->g, IR_OP_TANH, "dy", r, no_loc);
+      srcs[1] = xr;
+    }
+    break;
+  }
+  case IR_TYPE_BROADCAST_TO: /* x as [N,1,W] to [N,3,W] */
+    srcs[0] = ir_build_op(c->g, IR_OP_RESHAPE, "xr", &x, 1, &(ir_attr){.shape = {3, {IR_DIM_BATCH, 1, W}}}, no_loc);
+    attr.shape = (ir_shape){3, {IR_DIM_BATCH, 3, W}};
+    break;
   case IR_TYPE_SUM_TO: /* over the batch and nothing else, keeping the rank (bn_mean: the mean) */
     attr.acc = DT_F32;
     attr.shape = (ir_shape){2, {1, W}};

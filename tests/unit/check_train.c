@@ -49,6 +49,28 @@ static const char *ln_model_text = "model tiny_ln\n"
                                    "p = activation(logits, softmax, dtype=float32)\n"
                                    "output p\n";
 
+/* general tensors: Keras Dropout between the layers (rate 0 too: the identity) */
+static const char *do_model_text = "model tiny_do\n"
+                                   "x = input(shape=[13])\n"
+                                   "h = dense(x, units=19, activation=relu, name=h)\n"
+                                   "d = dropout(h, rate=0.3, name=d)\n"
+                                   "g = dense(d, units=11, activation=tanh, name=g)\n"
+                                   "z = dropout(g, rate=0, name=z)\n"
+                                   "logits = dense(z, units=5, name=logits)\n"
+                                   "p = activation(logits, softmax, dtype=float32)\n"
+                                   "output p\n";
+
+/* general tensors: log_softmax as the last dense's activation (fused in
+ * its GEMM's epilogue), trained as logits (softmax of log_softmax is the
+ * softmax), and a log_softmax layer inside the network */
+static const char *lsm_model_text = "model tiny_lsm\n"
+                                    "x = input(shape=[13])\n"
+                                    "h = dense(x, units=19, activation=log_softmax, name=h)\n"
+                                    "g = dense(h, units=11, activation=tanh, name=g)\n"
+                                    "l = activation(g, log_softmax)\n"
+                                    "logits = dense(l, units=5, activation=log_softmax, name=logits)\n"
+                                    "output logits\n";
+
 enum { BATCH = 37, IN = 13, CLASSES = 5, STEPS = 3 };
 
 typedef struct capture {
@@ -262,6 +284,52 @@ END_TEST
 START_TEST(test_layer_norm_mixed_float16) { check_layer_norm_training("mixed_float16"); }
 END_TEST
 
+/* general tensors: dropout trains on the CPU as the reference computes it
+ * (the same masks: the loss of each step and every weight after them
+ * within the bounds above), under float32 and mixed_float16; dropout.step
+ * counts the steps; rate 0 adds no dropout_train. */
+static void check_dropout_training(const char *policy, bool lsm) {
+  castor_train_options to;
+  castor_train_options_init(&to);
+  to.optimizer = lsm ? "sgd" : "adam"; /* sgd: Adam's normalized steps amplify the f32 rounding of tiny gradients */
+  to.from_logits = lsm;
+  run r;
+  run_init_text(&r, lsm ? lsm_model_text : do_model_text, policy, &to, 2);
+  int n_train = 0;
+  for (int i = 0; i < r.g->n_nodes; i++)
+    n_train += r.g->nodes[i]->op == (lsm ? IR_OP_LOG_SOFTMAX_GRAD : IR_OP_DROPOUT_TRAIN);
+  ck_assert_int_eq(n_train, lsm ? 3 : 2); /* d's forward and its gradient; or the gradients of 3 log_softmax */
+  bool f32 = strcmp(policy, "float32") == 0;
+  double loss_bound = f32 ? 1e-5 : 1e-4, w_bound = f32 ? 1e-5 : 2e-2;
+  for (int k = 0; k < STEPS; k++) {
+    double got, want;
+    step(&r, k, &got, &want);
+    ck_assert_msg(fabs(got - want) <= loss_bound * fabs(want), "dropout %s step %d: loss %.9g, reference %.9g", policy,
+                  k + 1, got, want);
+  }
+  static const char *const weights[] = {"h.kernel", "h.bias", "g.kernel", "g.bias", "logits.kernel", "logits.bias"};
+  for (int w = 0; w < 6; w++) {
+    double e = state_error(&r, weights[w]);
+    ck_assert_msg(e <= w_bound, "dropout %s: %s after %d steps: normalized error %g", policy, weights[w], STEPS, e);
+  }
+  if (!lsm) {
+    castor_tensor *st = NULL;
+    ck_assert_int_eq(castor_program_get_state(r.p, "dropout.step", &st), CASTOR_OK);
+    ck_assert_int_eq(*(int64_t *)castor_tensor_data(st), STEPS);
+    castor_tensor_destroy(st);
+  }
+  run_fini(&r);
+}
+
+START_TEST(test_dropout_float32) { check_dropout_training("float32", false); }
+END_TEST
+START_TEST(test_dropout_mixed_float16) { check_dropout_training("mixed_float16", false); }
+END_TEST
+START_TEST(test_log_softmax_float32) { check_dropout_training("float32", true); }
+END_TEST
+START_TEST(test_log_softmax_mixed_float16) { check_dropout_training("mixed_float16", true); }
+END_TEST
+
 START_TEST(test_float32_rmsprop) { check_against_reference("float32", "rmsprop"); }
 END_TEST
 START_TEST(test_float32_adam) { check_against_reference("float32", "adam"); }
@@ -294,8 +362,8 @@ END_TEST
  * mixed_bfloat16, whose GEMMs take the K-pair family where the CPU has
  * it). */
 START_TEST(test_threads_bit_identical) {
-  const char *const texts[] = {model_text, ln_model_text, model_text};
-  for (int m = 0; m < 3; m++) {
+  const char *const texts[] = {model_text, ln_model_text, model_text, do_model_text};
+  for (int m = 0; m < 4; m++) {
     castor_train_options to;
     castor_train_options_init(&to);
     to.optimizer = "adam";
@@ -620,6 +688,10 @@ static Suite *train_suite(void) {
   tcase_add_test(tc, test_layer_norm_float32);
   tcase_add_test(tc, test_layer_norm_mixed_float16);
   tcase_add_test(tc, test_threads_bit_identical);
+  tcase_add_test(tc, test_dropout_float32); /* general tensors */
+  tcase_add_test(tc, test_dropout_mixed_float16);
+  tcase_add_test(tc, test_log_softmax_float32);
+  tcase_add_test(tc, test_log_softmax_mixed_float16);
   tcase_add_test(tc, test_loss_scale_skip_and_state_api);
   tcase_add_test(tc, test_train_option_errors);
   suite_add_tcase(s, tc);
