@@ -113,6 +113,10 @@ typedef enum ir_type_rule {
   IR_TYPE_POOL2D_GRAD, /* dy, x: dy the pooling of x as above; x's type */
   /* general tensors */
   IR_TYPE_SUM_TO,  /* x float, {shape} broadcasts to x's shape; x's dtype, {shape} */
+  /* convolutional networks: grouped convolution (groups = C / w's third dimension) */
+  IR_TYPE_GROUP_CONV2D, /* x [N,H,W,C], w [KH,KW,C/G,O], O a multiple of G; [N,OH,OW,O] */
+  IR_TYPE_GROUP_CONV2D_INPUT_GRAD,  /* dy, w; {shape} x's, as IR_TYPE_CONV2D_INPUT_GRAD with groups */
+  IR_TYPE_GROUP_CONV2D_FILTER_GRAD, /* x, dy; {shape} w's [KH,KW,C/G,O] unbatched */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
