@@ -151,6 +151,12 @@ struct fe_layer {
   int64_t filters, kernel[2], strides[2], dilation[2], pool[2];
   bool same, strides_given;
   diag_loc filters_loc;
+  /* convolutional networks: conv2d/conv1d groups, depthwise depth_multiplier, global
+   * pooling's keepdims, zero_padding2d's padding [top, bottom, left, right], conv1d's
+   * padding='causal' */
+  int64_t groups, depth_multiplier, zero_pads[4];
+  bool keepdims, causal;
+  diag_loc groups_loc, padding_loc;
   /* lowering */
   bool lowered;
   ir_node *value;
