@@ -155,7 +155,7 @@ struct fe_layer {
    * pooling's keepdims, zero_padding2d's padding [top, bottom, left, right], conv1d's
    * padding='causal' */
   int64_t groups, depth_multiplier, zero_pads[4];
-  bool keepdims, causal;
+  bool keepdims, causal, pool_given;
   diag_loc groups_loc, padding_loc;
   /* lowering */
   bool lowered;

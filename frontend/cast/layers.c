@@ -252,6 +252,7 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
     int64_t *out = str_eq(a->key, "kernel_size") ? l->kernel : str_eq(a->key, "dilation_rate") ? l->dilation
                    : str_eq(a->key, "pool_size") ? l->pool : l->strides;
     if (str_eq(a->key, "strides")) l->strides_given = true;
+    if (str_eq(a->key, "pool_size")) l->pool_given = true;
     return parse_size(m, l, a->key, v, out);
   }
   if (str_eq(a->key, "groups")) {
@@ -425,6 +426,10 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
   }
   if (l->kind == FE_LAYER_DEPTHWISE_CONV2D && l->kernel[0] == 0) {
     diag_error(m->d, c->callee_loc, "depthwise_conv2d needs kernel_size=, e.g. depthwise_conv2d(x, kernel_size=3)");
+    return false;
+  }
+  if (l->kind == FE_LAYER_AVERAGE_POOLING1D && !l->pool_given) { /* Keras 3: no default */
+    diag_error(m->d, c->callee_loc, "average_pooling1d needs pool_size=, e.g. average_pooling1d(x, pool_size=2)");
     return false;
   }
   if (is_1d(l->kind)) {
