@@ -62,7 +62,7 @@ enum {
   IR_OPF_ACTIVATION = 1 << 2, /* a Keras activation name for dense/activation layers */
   IR_OPF_STATE = 1 << 3,      /* a variable: persistent state of a training program */
   IR_OPF_PAD8 = 1 << 4,       /* a contraction a [M,K] x b [K,Nc]: in 16-bit dtypes pad8 pads
-                               * K and Nc to multiples of 8 (passes/pad8.c) */
+                               * K and Nc to multiples of 8 (passes/pad8.c); conv2d: C and O */
 };
 /* Updates its first n operands (variables) in place: an effect, never dead. */
 #define IR_OPF_WRITES(n) ((unsigned)(n) << 8)

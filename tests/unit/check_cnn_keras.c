@@ -13,6 +13,7 @@
  *     float32          1e-6  (measured 1.0e-7)
  *     mixed_float16    2e-3  (0: the same f16 roundings)
  *     mixed_bfloat16   2e-2  (3.4e-3)
+ * and pad8 (conv2d's channels on multiples of 8) changes no bit of them.
  */
 #include "api/internal.h"
 
@@ -77,11 +78,53 @@ START_TEST(test_outputs) {
 }
 END_TEST
 
+/* pad8 on conv2d's channels changes no bit: each model under each 16-bit
+ * policy, with and without pad8, on 1 and 3 threads. */
+START_TEST(test_pad8_bit_identical) {
+  static const char *const models[] = {"conv", "depthwise", "separable", "conv1d"};
+  static const char *const policies[] = {"mixed_float16", "mixed_bfloat16", "float16", "bfloat16"};
+  castor_context *ctx;
+  ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
+  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s.cast", DIR, models[mi]);
+    castor_model *m;
+    ck_assert_msg(castor_model_load_file(ctx, path, NULL, &m) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+    castor_tensor *in;
+    snprintf(path, sizeof path, "%s/%s.in0.npy", DIR, models[mi]);
+    ck_assert_int_eq(castor_tensor_load_npy(ctx, path, &in), CASTOR_OK);
+    for (size_t pi = 0; pi < sizeof policies / sizeof *policies; pi++) {
+      castor_tensor *out[3] = {NULL, NULL, NULL};
+      for (int v = 0; v < 3; v++) { /* no pad8; pad8; pad8 on 3 threads */
+        castor_compile_options o;
+        castor_compile_options_init(&o);
+        o.policy = policies[pi];
+        o.pad8 = v > 0;
+        o.threads = v == 2 ? 3 : 1;
+        castor_program *p;
+        ck_assert_msg(castor_compile(m, &o, &p) == CASTOR_OK, "%s: %s", models[mi], castor_context_last_error(ctx));
+        ck_assert_msg(castor_program_run(p, &in, 1, &out[v], 1) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+        castor_program_destroy(p);
+      }
+      for (int v = 1; v < 3; v++)
+        ck_assert_msg(castor_tensor_nbytes(out[0]) == castor_tensor_nbytes(out[v]) &&
+                          !memcmp(castor_tensor_data(out[0]), castor_tensor_data(out[v]), castor_tensor_nbytes(out[0])),
+                      "%s under %s: pad8%s changes the result", models[mi], policies[pi], v == 2 ? " on 3 threads" : "");
+      for (int v = 0; v < 3; v++) castor_tensor_destroy(out[v]);
+    }
+    castor_tensor_destroy(in);
+    castor_model_destroy(m);
+  }
+  castor_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *cnn_keras_suite(void) {
   Suite *s = suite_create("cnn_keras");
   TCase *tc = tcase_create("outputs");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_outputs);
+  tcase_add_test(tc, test_pad8_bit_identical);
   suite_add_tcase(s, tc);
   return s;
 }

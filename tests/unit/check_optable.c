@@ -308,8 +308,9 @@ START_TEST(test_table_is_consistent) {
                       op == IR_OP_GROUP_CONV2D_FILTER_GRAD, /* convolutional networks: kit maps that sum */
                   "%s: contraction flops", name);
     ck_assert_msg(!(ir_op_flags(op) & IR_OPF_PAD8) ||
-                      (ir_op_kernel(op) == IR_KERNEL_CONTRACT && ir_op_type_rule(op) == IR_TYPE_MATMUL),
-                  "%s: pad8 pads only [M,K] x [K,Nc] contractions", name);
+                      (ir_op_kernel(op) == IR_KERNEL_CONTRACT &&
+                       (ir_op_type_rule(op) == IR_TYPE_MATMUL || ir_op_type_rule(op) == IR_TYPE_CONV2D)),
+                  "%s: pad8 pads only [M,K] x [K,Nc] contractions and conv2d's channels", name);
     bool leaf = (ir_op_flags(op) & IR_OPF_LEAF) != 0;
     ck_assert_msg(leaf == (ir_op_kernel(op) == IR_KERNEL_NONE) && leaf == (ir_op_autocast(op) == IR_AC_LEAF),
                   "%s: leaf columns disagree", name);
