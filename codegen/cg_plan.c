@@ -27,7 +27,9 @@
 #include "codegen/cg_internal.h"
 
 bool cg_is_gemm(const cg_kernel *k) {
-  return k->kind != CG_KERNEL_COPY && ir_op_flops(k->ops[0]->op) == IR_FLOPS_CONTRACT;
+  /* a reindex op that sums (group_conv2d) is a map of the kit, not a GEMM */
+  return k->kind != CG_KERNEL_COPY && ir_op_kernel(k->ops[0]->op) != IR_KERNEL_REINDEX &&
+         ir_op_flops(k->ops[0]->op) == IR_FLOPS_CONTRACT;
 }
 
 bool cg_has_own_launch(const cg_kernel *k) { return k->kind == CG_KERNEL_REDUCE || k->kind == CG_KERNEL_UPDATE; }

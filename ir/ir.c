@@ -382,9 +382,17 @@ static bool infer_conv2d(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir
     return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
   if ((unsigned)attr->acc >= DT_COUNT || !dtype_is_float(attr->acc))
     return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), dtype_name(attr->acc));
-  if (w->dims[2] != x->dims[3])
+  ir_type_rule rule = ir_op_type_rule(op);
+  bool grouped = rule == IR_TYPE_GROUP_CONV2D || rule == IR_TYPE_GROUP_CONV2D_INPUT_GRAD ||
+                 rule == IR_TYPE_GROUP_CONV2D_FILTER_GRAD;
+  if (!grouped && w->dims[2] != x->dims[3])
     return FAIL("%s kernel %s takes %lld input channels, x %s has %lld", ir_op_name(op), sb, (long long)w->dims[2], sa,
                 (long long)x->dims[3]);
+  /* convolutional networks: groups = C / w's input channels, as tf.nn.conv2d infers them */
+  if (grouped && (x->dims[3] % w->dims[2] || w->dims[3] % (x->dims[3] / w->dims[2])))
+    return FAIL("%s kernel %s takes %lld input channels per group: x %s's %lld channels must be a whole number of "
+                "groups, and the %lld output channels a multiple of the groups",
+                ir_op_name(op), sb, (long long)w->dims[2], sa, (long long)x->dims[3], (long long)w->dims[3]);
   if (!ints_ok(&attr->strides, 2, 1, 1 << 20) || !ints_ok(&attr->dilations, 2, 1, 1 << 20) ||
       !ints_ok(&attr->pads, 4, 0, 1 << 20))
     return FAIL("%s needs strides=[sh,sw] and dilations=[dh,dw] >= 1 and pads=[top,bottom,left,right] >= 0",
@@ -429,7 +437,7 @@ static bool infer_pool2d(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir
  * shapes: one is an operand, the other {shape}) must give dy's shape. */
 static bool infer_conv2d_grad(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir_type *out, char *err,
                               size_t errlen) {
-  bool input = ir_op_type_rule(op) == IR_TYPE_CONV2D_INPUT_GRAD;
+  bool input = ir_op_type_rule(op) == IR_TYPE_CONV2D_INPUT_GRAD || ir_op_type_rule(op) == IR_TYPE_GROUP_CONV2D_INPUT_GRAD;
   const ir_node *dy = srcs[input ? 0 : 1], *other = srcs[input ? 1 : 0];
   ir_node fx = {0}, fw = {0};
   ir_type st = {other->type.dtype, attr->shape.rank, {0}};
@@ -696,6 +704,10 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_REDUCE:
   case IR_TYPE_REDUCE_GRAD:
   case IR_TYPE_BROADCAST_TO: return ir_infer_tensor(op, srcs, n_srcs, attr, out, err, errlen);
+  /* convolutional networks: grouped convolution */
+  case IR_TYPE_GROUP_CONV2D: return infer_conv2d(op, srcs, attr, out, err, errlen);
+  case IR_TYPE_GROUP_CONV2D_INPUT_GRAD:
+  case IR_TYPE_GROUP_CONV2D_FILTER_GRAD: return infer_conv2d_grad(op, srcs, attr, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;
@@ -718,6 +730,10 @@ static const struct {
     [IR_TYPE_CONV2D] = {true, 1, 0, 3, false},     /* x x w [KH,KW,C,O]: KH x KW x C, w's first three */
     [IR_TYPE_CONV2D_INPUT_GRAD] = {true, 1, 0, 2, true}, /* dy x w: KH x KW x O, w's first two and last */
     [IR_TYPE_CONV2D_FILTER_GRAD] = {true, 1, 0, 3, false}, /* x x dy [N,OH,OW,O]: N x OH x OW */
+    /* convolutional networks: grouped convolution (kernels of the kit, not GEMMs: cg_is_gemm) */
+    [IR_TYPE_GROUP_CONV2D] = {true, 1, 0, 3, false},     /* KH x KW x C/G */
+    [IR_TYPE_GROUP_CONV2D_INPUT_GRAD] = {true, 1, 0, 2, true}, /* KH x KW x O/G (ir_node_flops divides by G) */
+    [IR_TYPE_GROUP_CONV2D_FILTER_GRAD] = {true, 1, 0, 3, false}, /* N x OH x OW */
 };
 
 bool ir_node_contraction(const ir_node *n, int *out_operand, int *out_dim) {
@@ -744,6 +760,8 @@ int64_t ir_node_flops(const ir_node *n, int64_t batch) {
     for (int r = dim; r < dim + (nd ? nd : 1) && r < t->rank; r++)
       summed *= t->dims[r] == IR_DIM_BATCH ? batch : t->dims[r];
     if (contraction[ir_op_type_rule(n->op)].with_last) summed *= t->dims[t->rank - 1];
+    if (ir_op_type_rule(n->op) == IR_TYPE_GROUP_CONV2D_INPUT_GRAD && t->dims[2] > 0) /* O/G: one group's */
+      summed /= n->type.dims[3] / t->dims[2];
     return 2 * numel * summed;
   }
   return (int64_t)f * numel;

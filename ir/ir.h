@@ -62,7 +62,7 @@ enum {
   IR_OPF_ACTIVATION = 1 << 2, /* a Keras activation name for dense/activation layers */
   IR_OPF_STATE = 1 << 3,      /* a variable: persistent state of a training program */
   IR_OPF_PAD8 = 1 << 4,       /* a contraction a [M,K] x b [K,Nc]: in 16-bit dtypes pad8 pads
-                               * K and Nc to multiples of 8 (passes/pad8.c) */
+                               * K and Nc to multiples of 8 (passes/pad8.c); conv2d: C and O */
 };
 /* Updates its first n operands (variables) in place: an effect, never dead. */
 #define IR_OPF_WRITES(n) ((unsigned)(n) << 8)
@@ -118,6 +118,10 @@ typedef enum ir_type_rule {
   IR_TYPE_REDUCE,  /* x float; {axes} distinct dimensions of x, not N; x without them (or 1s: {keepdims}) */
   IR_TYPE_REDUCE_GRAD, /* dy = the reduction of x as above, x; x's type */
   IR_TYPE_BROADCAST_TO, /* x float numpy-broadcasts to {shape}; {shape} */
+  /* convolutional networks: grouped convolution (groups = C / w's third dimension) */
+  IR_TYPE_GROUP_CONV2D, /* x [N,H,W,C], w [KH,KW,C/G,O], O a multiple of G; [N,OH,OW,O] */
+  IR_TYPE_GROUP_CONV2D_INPUT_GRAD,  /* dy, w; {shape} x's, as IR_TYPE_CONV2D_INPUT_GRAD with groups */
+  IR_TYPE_GROUP_CONV2D_FILTER_GRAD, /* x, dy; {shape} w's [KH,KW,C/G,O] unbatched */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */

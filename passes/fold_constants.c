@@ -12,7 +12,9 @@
  *      and reported as warnings naming the tensor, never clamped.
  *      Constants read from text IR have no data; their casts fold all the
  *      same, into constants without data. Pads of constants (pad8) fold
- *      into zero-extended constants the same way.
+ *      into zero-extended constants the same way, and reshapes of
+ *      constants (a depthwise kernel [KH,KW,C,M] read as [KH,KW,1,C*M])
+ *      into constants of the new shape holding the same data.
  */
 #include <math.h>
 #include <string.h>
@@ -60,12 +62,16 @@ static void fold_pad(ir_graph *g, ir_node *p) {
     CASTOR_ASSERT(ir_type_bytes(&p->type, 1, &bytes));
     out = arena_alloc_aligned(g->arena, (size_t)bytes, 64); /* zeroed */
     const ir_type *xt = &k->type;
-    int64_t rows = xt->rank == 2 ? xt->dims[0] : 1, cols = xt->dims[xt->rank - 1];
-    int64_t out_cols = p->type.dims[p->type.rank - 1];
-    CASTOR_ASSERT(xt->rank <= 2);
-    for (int64_t r = 0; r < rows; r++)
-      memcpy((char *)out + r * out_cols * esize, (const char *)k->attr.data + r * cols * esize,
-             (size_t)(cols * esize));
+    int64_t rows = 1, cols = xt->rank ? xt->dims[xt->rank - 1] : 1;
+    for (int d = 0; d + 1 < xt->rank; d++) rows *= xt->dims[d];
+    for (int64_t r = 0; r < rows; r++) { /* row r of k (its leading coordinates) at its place in p */
+      int64_t rem = r, at = 0, stride = p->type.rank ? p->type.dims[p->type.rank - 1] : 1;
+      for (int d = xt->rank - 2; d >= 0; d--) {
+        at += rem % xt->dims[d] * stride;
+        rem /= xt->dims[d], stride *= p->type.dims[d];
+      }
+      memcpy((char *)out + at * esize, (const char *)k->attr.data + r * cols * esize, (size_t)(cols * esize));
+    }
   }
   const char *weight = k->attr.weight;
   p->op = IR_OP_CONST;
@@ -79,8 +85,19 @@ static void fold_pad(ir_graph *g, ir_node *p) {
 bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *c = g->nodes[i];
-    if (c->op == IR_OP_PAD && c->srcs[0]->op == IR_OP_CONST && c->type.rank <= 2) {
+    if (c->op == IR_OP_PAD && c->srcs[0]->op == IR_OP_CONST) {
       fold_pad(g, c);
+      continue;
+    }
+    if (c->op == IR_OP_RESHAPE && c->srcs[0]->op == IR_OP_CONST) { /* the same data (a depthwise kernel) */
+      ir_node *k = c->srcs[0];
+      c->op = IR_OP_CONST;
+      c->n_srcs = 0;
+      c->srcs[0] = NULL;
+      memset(&c->attr, 0, sizeof c->attr);
+      c->attr.weight = k->attr.weight;
+      c->attr.data = k->attr.data;
+      c->rule = k->rule;
       continue;
     }
     if (c->op != IR_OP_CAST || c->srcs[0]->op != IR_OP_CONST) continue;

@@ -725,6 +725,21 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_LOG_SOFTMAX_GRAD:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
+  /* convolutional networks: grouped convolution, as conv2d's rule with the group ops */
+  case IR_OP_GROUP_CONV2D: {
+    ir_attr ga = {.acc = DT_F32, .strides = n->attr.strides, .dilations = n->attr.dilations, .pads = n->attr.pads};
+    ga.shape.rank = a->type.rank;
+    for (int r = 0; r < a->type.rank; r++) ga.shape.dims[r] = a->type.dims[r];
+    if (s->needs[a->id]) accumulate(s, a, op(s, IR_OP_GROUP_CONV2D_INPUT_GRAD, n, a->name, (ir_node *[]){dy, b}, 2, &ga));
+    ga.shape.rank = b->type.rank;
+    for (int r = 0; r < b->type.rank; r++) ga.shape.dims[r] = b->type.dims[r];
+    if (s->needs[b->id]) accumulate(s, b, op(s, IR_OP_GROUP_CONV2D_FILTER_GRAD, n, b->name, (ir_node *[]){a, dy}, 2, &ga));
+    return true;
+  }
+  case IR_OP_GROUP_CONV2D_INPUT_GRAD:
+  case IR_OP_GROUP_CONV2D_FILTER_GRAD:
+    return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
+                ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

@@ -1,7 +1,10 @@
 /*
  * pad8.c: pad 16-bit contractions to multiples of 8, as XLA does for tensor
  * cores. Which ops: those with IR_OPF_PAD8 in the op table (matmul), whose
- * operands are a [M,K] and b [K,Nc]; the pass names no op.
+ * operands are a [M,K] and b [K,Nc], and conv2d, x [N,H,W,C] and w
+ * [KH,KW,C,O], whose channels C and O pad as K and Nc (zero channels of x
+ * meet zero rows of w: the sums gain only exact zero terms); the pass
+ * names no op.
  *
  * In:  a verified graph after autocast and cast-cleanup, before
  *      fold-constants (so that pads of weights fold) and dce.
@@ -88,15 +91,22 @@ static ir_node *only_user(ir_graph *g, const ir_node *v) {
   return user;
 }
 
+/* A matmul a [M,K] x b [K,Nc], or (convolutional networks) a conv2d x
+ * [N,H,W,C] x w [KH,KW,C,O] whose channels C and O are its K and Nc: x
+ * padded along its channels, w along its last two dimensions. */
 static void pad_matmul(ir_graph *g, ir_node *m) {
   ir_node *a = m->srcs[0], *b = m->srcs[1];
-  int64_t K = b->type.dims[0], Nc = b->type.dims[1], K8 = round8(K), N8 = round8(Nc);
+  int rb = b->type.rank;
+  int64_t K = b->type.dims[rb - 2], Nc = b->type.dims[rb - 1], K8 = round8(K), N8 = round8(Nc);
   if (K == K8 && Nc == N8) return;
-  m->srcs[0] = pad_to(g, a, (int64_t[]){a->type.dims[0], K8}, m->id, m);
+  int64_t ad[IR_MAX_RANK], bd[IR_MAX_RANK];
+  memcpy(ad, a->type.dims, sizeof ad), memcpy(bd, b->type.dims, sizeof bd);
+  ad[a->type.rank - 1] = K8, bd[rb - 2] = K8, bd[rb - 1] = N8;
+  m->srcs[0] = pad_to(g, a, ad, m->id, m);
   ir_graph_renumber(g);
-  m->srcs[1] = pad_to(g, b, (int64_t[]){K8, N8}, m->id, m);
+  m->srcs[1] = pad_to(g, b, bd, m->id, m);
   ir_graph_renumber(g);
-  m->type.dims[1] = N8;
+  m->type.dims[m->type.rank - 1] = N8;
   /* the epilogue runs padded */
   ir_node *end = m;
   bool zero = true;
@@ -120,7 +130,10 @@ static void pad_matmul(ir_graph *g, ir_node *m) {
   }
   if (Nc == N8) return;
   /* slice back right after the epilogue, for every other user */
-  ir_node *s = make(g, IR_OP_SLICE, end, (int64_t[]){end->type.dims[0], Nc}, "slice", m);
+  int64_t sd[IR_MAX_RANK];
+  memcpy(sd, end->type.dims, sizeof sd);
+  sd[end->type.rank - 1] = Nc;
+  ir_node *s = make(g, IR_OP_SLICE, end, sd, "slice", m);
   s->rule = zero ? "pad8-zero" : "pad8";
   ir_graph_replace_uses(g, end, s);
   insert(g, s, end->id + 1);
@@ -132,7 +145,7 @@ bool pass_pad8_run(ir_graph *g, pass_context *ctx) {
   ir_graph_renumber(g);
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *m = g->nodes[i];
-    if ((ir_op_flags(m->op) & IR_OPF_PAD8) && is_16(m->type.dtype) && m->type.rank == 2) {
+    if ((ir_op_flags(m->op) & IR_OPF_PAD8) && is_16(m->type.dtype) && (m->type.rank == 2 || m->type.rank == 4)) {
       pad_matmul(g, m);
       i = m->id; /* nodes were inserted before m */
     }

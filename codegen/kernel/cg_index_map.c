@@ -297,6 +297,112 @@ static LLVMValueRef pool_grad_value(cg_kctx *c, const ir_node *op, LLVMValueRef 
   return LLVMBuildLoad2(B, e->f32, acc, op->name);
 }
 
+/* ---- convolutional networks: grouped and depthwise convolution ---- */
+
+/* The flat index of [n, h, w, c] in a tensor of type t [N,H,W,C]. */
+static LLVMValueRef nhwc(cg_emitter *e, const ir_type *t, LLVMValueRef n, LLVMValueRef h, LLVMValueRef w,
+                         LLVMValueRef ch) {
+  LLVMValueRef r = LLVMBuildAdd(B, LLVMBuildMul(B, n, cg_i64(e, t->dims[1]), ""), h, "");
+  r = LLVMBuildAdd(B, LLVMBuildMul(B, r, cg_i64(e, t->dims[2]), ""), w, "");
+  return LLVMBuildAdd(B, LLVMBuildMul(B, r, cg_i64(e, t->dims[3]), ""), ch, "");
+}
+
+static LLVMValueRef in_range(cg_emitter *e, LLVMValueRef v, int64_t n) {
+  return LLVMBuildICmp(B, LLVMIntULT, v, cg_i64(e, n), "");
+}
+
+/* group_conv2d and its gradients, each result element one f32 chain of
+ * multiply-adds in a fixed order (so the same bits for any thread count
+ * and launch order; no scatter):
+ *   forward  y[n,i,j,o]: taps p, q, then the group's channels c;
+ *   dx       dx[n,h,v,ci]: taps p, q whose window (i, j) holds (h, v)
+ *            (exact divisions, inside dy), then the group's outputs o;
+ *   dw       dw[p,q,c,o]: the batch's n, i, j in order (x read as 0 outside).
+ * Outside x (forward) or dy (dx) a tap's inner loop runs zero times, so a
+ * padding tap adds nothing, not 0 * w. */
+static LLVMValueRef group_conv_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  ir_type_rule rule = ir_op_type_rule(op->op);
+  bool dx = rule == IR_TYPE_GROUP_CONV2D_INPUT_GRAD, dw = rule == IR_TYPE_GROUP_CONV2D_FILTER_GRAD;
+  const ir_node *xn = dx ? NULL : op->srcs[0], *wn = dw ? NULL : op->srcs[1];
+  const ir_node *dyn = dx ? op->srcs[0] : dw ? op->srcs[1] : NULL;
+  const ir_type *xt = dx ? &op->type : &xn->type, *wt = dw ? &op->type : &wn->type;
+  const ir_type *yt = dx || dw ? &dyn->type : &op->type;
+  int64_t KW = wt->dims[1], Cg = wt->dims[2], O = wt->dims[3], G = xt->dims[3] / Cg, Og = O / G;
+  int64_t H = xt->dims[1], W = xt->dims[2], OH = yt->dims[1], OW = yt->dims[2];
+  const int64_t *st = op->attr.strides.v, *dl = op->attr.dilations.v, *pd = op->attr.pads.v;
+  LLVMValueRef coord[IR_MAX_RANK], zero = cg_i64(e, 0);
+  unflatten(e, &op->type, i, coord);
+  LLVMValueRef acc = cg_entry_alloca(c, e->f32, "gconv.acc");
+  LLVMBuildStore(B, cg_const(e, e->f32, 0.0), acc);
+  if (!dx && !dw) { /* coord: n, i, j, o */
+    LLVMValueRef g = LLVMBuildSDiv(B, coord[3], cg_i64(e, Og), "group");
+    LLVMValueRef h0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[1], cg_i64(e, st[0]), ""), cg_i64(e, pd[0]), "");
+    LLVMValueRef w0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[2], cg_i64(e, st[1]), ""), cg_i64(e, pd[2]), "");
+    cg_loop lp = cg_loop_begin(c, zero, cg_i64(e, wt->dims[0]), 1, "gconv.p");
+    cg_loop lq = cg_loop_begin(c, zero, cg_i64(e, KW), 1, "gconv.q");
+    LLVMValueRef ih = LLVMBuildAdd(B, h0, LLVMBuildMul(B, lp.iv, cg_i64(e, dl[0]), ""), "");
+    LLVMValueRef iw = LLVMBuildAdd(B, w0, LLVMBuildMul(B, lq.iv, cg_i64(e, dl[1]), ""), "");
+    LLVMValueRef in = LLVMBuildAnd(B, in_range(e, ih, H), in_range(e, iw, W), "inside");
+    LLVMValueRef xbase = nhwc(e, xt, coord[0], ih, iw, LLVMBuildMul(B, g, cg_i64(e, Cg), ""));
+    LLVMValueRef wbase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, lp.iv, cg_i64(e, KW), ""), lq.iv, ""),
+                                      cg_i64(e, Cg * O), "");
+    cg_loop lc = cg_loop_begin(c, zero, LLVMBuildSelect(B, in, cg_i64(e, Cg), zero, ""), 1, "gconv.c");
+    LLVMValueRef xv = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, xn, LLVMBuildAdd(B, xbase, lc.iv, "")), 1, xn->name);
+    LLVMValueRef wi = LLVMBuildAdd(B, LLVMBuildAdd(B, wbase, LLVMBuildMul(B, lc.iv, cg_i64(e, O), ""), ""), coord[3], "");
+    LLVMValueRef wv = cg_emit_load(e, wt->dtype, cg_elem_ptr(c, wn, wi), 1, wn->name);
+    LLVMBuildStore(B, cg_fmuladd(e, xv, wv, LLVMBuildLoad2(B, e->f32, acc, "")), acc);
+    cg_loop_end(c, &lc);
+    cg_loop_end(c, &lq);
+    cg_loop_end(c, &lp);
+  } else if (dx) { /* coord: n, h, v, ci */
+    LLVMValueRef g = LLVMBuildSDiv(B, coord[3], cg_i64(e, Cg), "group"), ch = LLVMBuildSRem(B, coord[3], cg_i64(e, Cg), "");
+    LLVMValueRef o0 = LLVMBuildMul(B, g, cg_i64(e, Og), "");
+    LLVMValueRef b0 = LLVMBuildAdd(B, coord[1], cg_i64(e, pd[0]), ""), b1 = LLVMBuildAdd(B, coord[2], cg_i64(e, pd[2]), "");
+    cg_loop lp = cg_loop_begin(c, zero, cg_i64(e, wt->dims[0]), 1, "gconvdx.p");
+    cg_loop lq = cg_loop_begin(c, zero, cg_i64(e, KW), 1, "gconvdx.q");
+    LLVMValueRef nh = LLVMBuildSub(B, b0, LLVMBuildMul(B, lp.iv, cg_i64(e, dl[0]), ""), "");
+    LLVMValueRef nw = LLVMBuildSub(B, b1, LLVMBuildMul(B, lq.iv, cg_i64(e, dl[1]), ""), "");
+    LLVMValueRef ok = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, nh, zero, ""), LLVMBuildICmp(B, LLVMIntSGE, nw, zero, ""), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildSRem(B, nh, cg_i64(e, st[0]), ""), zero, ""), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildSRem(B, nw, cg_i64(e, st[1]), ""), zero, ""), "");
+    LLVMValueRef oi = LLVMBuildSDiv(B, nh, cg_i64(e, st[0]), ""), oj = LLVMBuildSDiv(B, nw, cg_i64(e, st[1]), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildAnd(B, in_range(e, oi, OH), in_range(e, oj, OW), ""), "inside");
+    LLVMValueRef dybase = nhwc(e, yt, coord[0], oi, oj, o0);
+    LLVMValueRef wbase = LLVMBuildAdd(
+        B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, lp.iv, cg_i64(e, KW), ""), lq.iv, ""),
+                                                        cg_i64(e, Cg), ""), ch, ""), cg_i64(e, O), ""), o0, "");
+    cg_loop lo = cg_loop_begin(c, zero, LLVMBuildSelect(B, ok, cg_i64(e, Og), zero, ""), 1, "gconvdx.o");
+    LLVMValueRef gv = cg_emit_load(e, yt->dtype, cg_elem_ptr(c, dyn, LLVMBuildAdd(B, dybase, lo.iv, "")), 1, dyn->name);
+    LLVMValueRef wv = cg_emit_load(e, wt->dtype, cg_elem_ptr(c, wn, LLVMBuildAdd(B, wbase, lo.iv, "")), 1, wn->name);
+    LLVMBuildStore(B, cg_fmuladd(e, gv, wv, LLVMBuildLoad2(B, e->f32, acc, "")), acc);
+    cg_loop_end(c, &lo);
+    cg_loop_end(c, &lq);
+    cg_loop_end(c, &lp);
+  } else { /* coord: p, q, c, o; the sum over the batch's pixels */
+    LLVMValueRef g = LLVMBuildSDiv(B, coord[3], cg_i64(e, Og), "group");
+    LLVMValueRef xc = LLVMBuildAdd(B, LLVMBuildMul(B, g, cg_i64(e, Cg), ""), coord[2], "");
+    LLVMValueRef hoff = LLVMBuildSub(B, LLVMBuildMul(B, coord[0], cg_i64(e, dl[0]), ""), cg_i64(e, pd[0]), "");
+    LLVMValueRef woff = LLVMBuildSub(B, LLVMBuildMul(B, coord[1], cg_i64(e, dl[1]), ""), cg_i64(e, pd[2]), "");
+    LLVMValueRef nb = ir_type_is_batched(xt) ? c->batch : cg_i64(e, xt->dims[0]);
+    cg_loop ln = cg_loop_begin(c, zero, nb, 1, "gconvdw.n");
+    cg_loop li = cg_loop_begin(c, zero, cg_i64(e, OH), 1, "gconvdw.i");
+    LLVMValueRef ih = LLVMBuildAdd(B, LLVMBuildMul(B, li.iv, cg_i64(e, st[0]), ""), hoff, "");
+    cg_loop lj = cg_loop_begin(c, zero, LLVMBuildSelect(B, in_range(e, ih, H), cg_i64(e, OW), zero, ""), 1, "gconvdw.j");
+    LLVMValueRef iw = LLVMBuildAdd(B, LLVMBuildMul(B, lj.iv, cg_i64(e, st[1]), ""), woff, "");
+    LLVMValueRef in = in_range(e, iw, W);
+    LLVMValueRef xi = LLVMBuildSelect(B, in, nhwc(e, xt, ln.iv, ih, iw, xc), zero, "");
+    LLVMValueRef xv = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, xn, xi), 1, xn->name);
+    LLVMValueRef gv = cg_emit_load(e, yt->dtype, cg_elem_ptr(c, dyn, nhwc(e, yt, ln.iv, li.iv, lj.iv, coord[3])), 1, dyn->name);
+    LLVMValueRef a = LLVMBuildLoad2(B, e->f32, acc, "");
+    LLVMBuildStore(B, LLVMBuildSelect(B, in, cg_fmuladd(e, xv, gv, a), a, ""), acc);
+    cg_loop_end(c, &lj);
+    cg_loop_end(c, &li);
+    cg_loop_end(c, &ln);
+  }
+  return LLVMBuildLoad2(B, e->f32, acc, op->name);
+}
+
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   CASTOR_ASSERT(ir_op_kernel(op->op) == IR_KERNEL_REINDEX);
   /* the map is the op's shape rule (the op table's type column) */
@@ -311,6 +417,8 @@ LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   if (rule == IR_TYPE_POOL2D_GRAD) return pool_grad_value(c, op, i);
   if (rule == IR_TYPE_REDUCE || rule == IR_TYPE_REDUCE_GRAD || rule == IR_TYPE_BROADCAST_TO)
     return cg_tensor_value(c, op, i); /* general tensors: cg_reduce.c */
+  if (rule == IR_TYPE_GROUP_CONV2D || rule == IR_TYPE_GROUP_CONV2D_INPUT_GRAD || rule == IR_TYPE_GROUP_CONV2D_FILTER_GRAD)
+    return group_conv_value(c, op, i); /* convolutional networks: grouped convolution */
   CASTOR_ASSERT(rule == IR_TYPE_PAD || rule == IR_TYPE_SLICE);
   return pad_slice_value(c, op, rule == IR_TYPE_PAD, i);
 }

@@ -297,6 +297,7 @@ static void emit_kernel(cg_emitter *e, const cg_plan *plan, int ki, LLVMValueRef
   LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(e->ctx, g.c.fn, "entry"));
   g.batch = LLVMGetParam(g.c.fn, 0);
   LLVMSetValueName2(g.batch, "batch", 5);
+  g.c.batch = g.batch; /* the kit's maps that sum over the batch (group_conv2d_filter_grad) read it */
   /* every node an input argument holds reads its address from that argument */
   for (int i = 0; i < n_in; i++) {
     LLVMValueRef p = LLVMGetParam(g.c.fn, (unsigned)i + 1);

@@ -163,6 +163,12 @@ struct fe_layer {
   int64_t seed;
   bool seed_given;
   diag_loc rate_loc;
+  /* convolutional networks: conv2d/conv1d groups, depthwise depth_multiplier, global
+   * pooling's keepdims, zero_padding2d's padding [top, bottom, left, right], conv1d's
+   * padding='causal' */
+  int64_t groups, depth_multiplier, zero_pads[4];
+  bool keepdims, causal, pool_given;
+  diag_loc groups_loc, padding_loc;
   /* lowering */
   bool lowered;
   ir_node *value;

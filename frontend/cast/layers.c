@@ -202,9 +202,71 @@ static bool parse_pair(fe_model *m, const char *what, const fe_value *v, int64_t
   return false;
 }
 
+/* convolutional networks: the 1D layers (conv1d, pooling), whose sizes are an int or a list of
+ * one (Keras's kernel_size=3 or (3,)), kept as the 2D ops' [1, size] */
+static bool is_1d(fe_layer_kind k) {
+  return k == FE_LAYER_CONV1D || k == FE_LAYER_MAX_POOLING1D || k == FE_LAYER_AVERAGE_POOLING1D;
+}
+
+static bool parse_size(fe_model *m, const fe_layer *l, const char *what, const fe_value *v, int64_t out[2]) {
+  if (!is_1d(l->kind)) return parse_pair(m, what, v, out);
+  if (v->kind == FE_VAL_INT && v->ival > 0) return out[0] = 1, out[1] = v->ival, true;
+  if (v->kind == FE_VAL_LIST && v->n_items == 1) return out[0] = 1, parse_positive(m, what, &v->items[0], &out[1]);
+  diag_error(m->d, v->loc, "%s must be a positive integer or a list of one, such as 3 or [3], got %s", what,
+             value_desc(m, v));
+  return false;
+}
+
+static bool parse_nonneg(fe_model *m, const fe_value *v, int64_t *out) {
+  if (v->kind == FE_VAL_INT && v->ival >= 0 && v->ival <= (1 << 20)) return *out = v->ival, true;
+  diag_error(m->d, v->loc, "zero_padding2d padding must be integers >= 0, got %s", value_desc(m, v));
+  return false;
+}
+
+/* Keras ZeroPadding2D's padding: p (all four sides), [h, w] (h above and
+ * below, w left and right) or [[top, bottom], [left, right]]. */
+static bool parse_zero_pads(fe_model *m, fe_layer *l, const fe_value *v) {
+  int64_t *p = l->zero_pads;
+  l->padding_loc = v->loc;
+  if (v->kind == FE_VAL_INT) return parse_nonneg(m, v, &p[0]) && (p[1] = p[2] = p[3] = p[0], true);
+  if (v->kind == FE_VAL_LIST && v->n_items == 2 && v->items[0].kind != FE_VAL_LIST && v->items[1].kind != FE_VAL_LIST)
+    return parse_nonneg(m, &v->items[0], &p[0]) && parse_nonneg(m, &v->items[1], &p[2]) && (p[1] = p[0], p[3] = p[2], true);
+  if (v->kind == FE_VAL_LIST && v->n_items == 2 && v->items[0].kind == FE_VAL_LIST && v->items[0].n_items == 2 &&
+      v->items[1].kind == FE_VAL_LIST && v->items[1].n_items == 2)
+    return parse_nonneg(m, &v->items[0].items[0], &p[0]) && parse_nonneg(m, &v->items[0].items[1], &p[1]) &&
+           parse_nonneg(m, &v->items[1].items[0], &p[2]) && parse_nonneg(m, &v->items[1].items[1], &p[3]);
+  diag_error(m->d, v->loc,
+             "zero_padding2d padding must be an integer, [height, width] or [[top, bottom], [left, right]], got %s",
+             value_desc(m, v));
+  return false;
+}
+
 /* Checks one keyword attribute; false after reporting. */
 static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
   const fe_value *v = &a->value;
+  /* convolutional networks: grouped convolution, global pooling, zero padding, the 1D layers */
+  if (str_eq(a->key, "padding") && l->kind == FE_LAYER_ZERO_PADDING2D) return parse_zero_pads(m, l, v);
+  if (str_eq(a->key, "padding") && l->kind == FE_LAYER_CONV1D && str_eq(name_of(v), "causal"))
+    return l->causal = true;
+  if (is_1d(l->kind) && (str_eq(a->key, "kernel_size") || str_eq(a->key, "dilation_rate") ||
+                         str_eq(a->key, "pool_size") || str_eq(a->key, "strides"))) {
+    int64_t *out = str_eq(a->key, "kernel_size") ? l->kernel : str_eq(a->key, "dilation_rate") ? l->dilation
+                   : str_eq(a->key, "pool_size") ? l->pool : l->strides;
+    if (str_eq(a->key, "strides")) l->strides_given = true;
+    if (str_eq(a->key, "pool_size")) l->pool_given = true;
+    return parse_size(m, l, a->key, v, out);
+  }
+  if (str_eq(a->key, "groups")) {
+    l->groups_loc = v->loc;
+    return parse_positive(m, "groups", v, &l->groups);
+  }
+  if (str_eq(a->key, "depth_multiplier")) return parse_positive(m, "depth_multiplier", v, &l->depth_multiplier);
+  if (str_eq(a->key, "keepdims")) {
+    const char *s = v->kind == FE_VAL_IDENT ? v->str : NULL;
+    if (str_eq(s, "true") || str_eq(s, "false")) return l->keepdims = str_eq(s, "true"), true;
+    diag_error(m->d, v->loc, "keepdims must be true or false, got %s", value_desc(m, v));
+    return false;
+  }
   if (str_eq(a->key, "dtype") && l->kind == FE_LAYER_INPUT && str_eq(name_of(v), "int32"))
     return l->int32_input = true; /* general tensors: Keras Input(dtype="int32"), indices */
   if (str_eq(a->key, "dtype")) return fe_policy_parse(m, v, &l->policy);
@@ -249,7 +311,8 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
   if (str_eq(a->key, "padding")) {
     const char *s = name_of(v);
     if (str_eq(s, "valid") || str_eq(s, "same")) return l->same = str_eq(s, "same"), true;
-    diag_error(m->d, v->loc, "padding must be valid or same, got %s", value_desc(m, v));
+    diag_error(m->d, v->loc, "padding must be valid or same%s, got %s", l->kind == FE_LAYER_CONV1D ? " or causal" : "",
+               value_desc(m, v));
     return false;
   }
   /* CNN: batch_normalization */
@@ -397,6 +460,24 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
   }
   if ((l->kind == FE_LAYER_MAX_POOLING2D || l->kind == FE_LAYER_AVERAGE_POOLING2D) && !l->strides_given)
     l->strides[0] = l->pool[0], l->strides[1] = l->pool[1];
+  /* convolutional networks: the other layers' required arguments; the 1D layers' unit height */
+  if ((l->kind == FE_LAYER_SEPARABLE_CONV2D || l->kind == FE_LAYER_CONV1D) && (l->filters == 0 || l->kernel[0] == 0)) {
+    diag_error(m->d, c->callee_loc, "%s needs filters= and kernel_size=, e.g. %s(x, filters=32, kernel_size=3)",
+               kind_names[l->kind], kind_names[l->kind]);
+    return false;
+  }
+  if (l->kind == FE_LAYER_DEPTHWISE_CONV2D && l->kernel[0] == 0) {
+    diag_error(m->d, c->callee_loc, "depthwise_conv2d needs kernel_size=, e.g. depthwise_conv2d(x, kernel_size=3)");
+    return false;
+  }
+  if (l->kind == FE_LAYER_AVERAGE_POOLING1D && !l->pool_given) { /* Keras 3: no default */
+    diag_error(m->d, c->callee_loc, "average_pooling1d needs pool_size=, e.g. average_pooling1d(x, pool_size=2)");
+    return false;
+  }
+  if (is_1d(l->kind)) {
+    l->kernel[0] = l->pool[0] = l->strides[0] = l->dilation[0] = 1;
+    if (!l->strides_given) l->strides[1] = l->kind == FE_LAYER_CONV1D ? 1 : l->pool[1];
+  }
   if (l->kind == FE_LAYER_ACTIVATION && !has_act) {
     diag_error(m->d, c->callee_loc,
                "activation needs a function, e.g. activation(x, relu)");
@@ -422,7 +503,8 @@ static fe_layer *new_layer(fe_model *m, const fe_call *c) {
                   .name_loc = c->callee_loc, .act = IR_OP_COUNT, .use_bias = true, .axis = -1,
                   .axis_loc = c->callee_loc,
                   .strides = {1, 1}, .dilation = {1, 1}, .pool = {2, 2}, /* Keras's defaults */
-                  .momentum = 0.99, .epsilon = 1e-3, .center = true, .scale = true}; /* CNN: BatchNormalization's */
+                  .momentum = 0.99, .epsilon = 1e-3, .center = true, .scale = true, /* CNN: BatchNormalization's */
+                  .groups = 1, .depth_multiplier = 1, .zero_pads = {1, 1, 1, 1}};
   vec_push(&m->layers, l);
   return l;
 }

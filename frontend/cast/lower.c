@@ -408,43 +408,84 @@ static bool check_op(lowering *lw, fe_layer *l, ir_op op, ir_node **srcs, int n,
   return false;
 }
 
-/* Keras Conv2D: %NAME.kernel [KH, KW, C, filters] (HWIO), %NAME.bias,
- * conv2d, bias add and activation, as dense. */
-static bool lower_conv2d(lowering *lw, fe_layer *l, ir_node **in) {
-  ir_node *x = in[0];
+/* The name of one step of a layer that lowers to several nodes: the last
+ * one is the layer's value and takes its name, the others NAME.suffix. */
+static const char *step_name(lowering *lw, fe_layer *l, const char *suffix, bool last) {
+  return last ? l->name : arena_printf(lw->m->arena, "%s.%s", l->name, suffix);
+}
+
+/* A convolution of x by the layer's kernel %NAME.<kname> of Keras's shape
+ * kt, seen as the HWIO kernel ct [KH, KW, C/groups, O] (a reshape when the
+ * two differ: depthwise [KH, KW, C, M], conv1d [K, C, O]): conv2d for one
+ * group, else group_conv2d. NULL after reporting. */
+static ir_node *conv_node(lowering *lw, fe_layer *l, ir_node *x, const char *kname, const ir_type *kt,
+                          const ir_type *ct, const ir_attr *a, const char *name, ir_node **out_bias) {
   fe_model *m = lw->m;
   ir_graph *g = lw->g;
-  if (!image_input(lw, l, x)) return false;
-  ir_type kt = {DT_F32, 4, {l->kernel[0], l->kernel[1], x->type.dims[3], l->filters}};
-  ir_type bt = {DT_F32, 1, {l->filters}};
   int64_t bytes;
-  if (!ir_type_bytes(&kt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
-    diag_error(m->d, l->filters_loc, "the kernel %s would take more than %lld bytes", type_str(lw, &kt),
-               (long long)IR_MAX_TENSOR_BYTES);
+  if (!ir_type_bytes(kt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    diag_error(m->d, l->filters ? l->filters_loc : l->loc, "the kernel %s would take more than %lld bytes",
+               type_str(lw, kt), (long long)IR_MAX_TENSOR_BYTES);
+    return NULL;
+  }
+  ir_op op = ct->dims[2] == x->type.dims[3] ? IR_OP_CONV2D : IR_OP_GROUP_CONV2D;
+  ir_node probe_k = {.type = *ct};
+  if (!check_op(lw, l, op, (ir_node *[]){x, &probe_k}, 2, a)) return NULL;
+  const char *kkey = arena_printf(m->arena, "%s.%s", l->name, kname);
+  const float *kdata = NULL;
+  if (!fe_weights_get(&lw->w, g, kkey, kt, false, l->name, l->loc, &kdata)) return NULL;
+  ir_node *k = stamp(lw, l, ir_build_const(g, kkey, kt, kkey, kdata, l->loc));
+  if (out_bias && l->use_bias) { /* %NAME.bias [O], after the kernel as dense's */
+    const char *bkey = arena_printf(m->arena, "%s.bias", l->name);
+    ir_type bt = {DT_F32, 1, {ct->dims[3]}};
+    const float *bdata = NULL;
+    if (!fe_weights_get(&lw->w, g, bkey, &bt, false, l->name, l->loc, &bdata)) return NULL;
+    *out_bias = stamp(lw, l, ir_build_const(g, bkey, &bt, bkey, bdata, l->loc));
+  }
+  if (!ir_type_eq(kt, ct)) {
+    ir_attr ra = {.shape = {4, {ct->dims[0], ct->dims[1], ct->dims[2], ct->dims[3]}}};
+    k = stamp(lw, l, ir_build_op(g, IR_OP_RESHAPE, arena_printf(m->arena, "%s.hwio", kkey), &k, 1, &ra, l->loc));
+  }
+  return stamp(lw, l, ir_build_op(g, op, name, (ir_node *[]){x, k}, 2, a, l->loc));
+}
+
+/* The bias b (NULL: none) and the activation after a convolution y; the
+ * last node takes the layer's name unless more follows (then_more). */
+static ir_node *bias_act(lowering *lw, fe_layer *l, ir_node *y, ir_node *b, bool then_more) {
+  ir_graph *g = lw->g;
+  bool has_act = l->act != IR_OP_COUNT;
+  if (b) y = stamp(lw, l, ir_build_binary(g, IR_OP_ADD, step_name(lw, l, "bias_add", !has_act && !then_more), y, b, l->loc));
+  if (has_act) y = stamp(lw, l, ir_build_unary(g, l->act, step_name(lw, l, "activation", !then_more), y, l->loc));
+  return y;
+}
+
+/* The attributes of a window of the layer's kernel_size (or pool_size),
+ * strides and dilation_rate over x [N, H, W, C] with Keras's padding. */
+static ir_attr window_attr(const fe_layer *l, const ir_node *x, const int64_t k[2], bool dilate) {
+  ir_attr a = {.acc = DT_F32, .strides = {2, {l->strides[0], l->strides[1]}},
+               .dilations = {2, {dilate ? l->dilation[0] : 1, dilate ? l->dilation[1] : 1}}, .pads = {4, {0}}};
+  keras_pads(l->same, x->type.dims[1], k[0], l->strides[0], a.dilations.v[0], &a.pads.v[0], &a.pads.v[1]);
+  keras_pads(l->same, x->type.dims[2], k[1], l->strides[1], a.dilations.v[1], &a.pads.v[2], &a.pads.v[3]);
+  if (l->causal) a.pads.v[2] = a.dilations.v[1] * (k[1] - 1); /* conv1d 'causal': all on the left */
+  return a;
+}
+
+/* Keras Conv2D: %NAME.kernel [KH, KW, C/groups, filters] (HWIO), %NAME.bias,
+ * conv2d (group_conv2d for groups > 1), bias add and activation, as dense. */
+static bool lower_conv2d(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  if (!image_input(lw, l, x)) return false;
+  int64_t C = x->type.dims[3];
+  if (C % l->groups || l->filters % l->groups) {
+    diag_error(lw->m->d, l->groups_loc, "groups=%lld must divide the input's %lld channels and the %lld filters",
+               (long long)l->groups, (long long)C, (long long)l->filters);
     return false;
   }
-  ir_attr a = {.acc = DT_F32, .strides = {2, {l->strides[0], l->strides[1]}},
-               .dilations = {2, {l->dilation[0], l->dilation[1]}}, .pads = {4, {0}}};
-  keras_pads(l->same, x->type.dims[1], l->kernel[0], l->strides[0], l->dilation[0], &a.pads.v[0], &a.pads.v[1]);
-  keras_pads(l->same, x->type.dims[2], l->kernel[1], l->strides[1], l->dilation[1], &a.pads.v[2], &a.pads.v[3]);
-  ir_node probe_k = {.type = kt};
-  if (!check_op(lw, l, IR_OP_CONV2D, (ir_node *[]){x, &probe_k}, 2, &a)) return false;
-  const char *kkey = arena_printf(m->arena, "%s.kernel", l->name);
-  const char *bkey = arena_printf(m->arena, "%s.bias", l->name);
-  const float *kdata = NULL, *bdata = NULL;
-  bool ok = fe_weights_get(&lw->w, g, kkey, &kt, false, l->name, l->loc, &kdata);
-  if (l->use_bias) ok &= fe_weights_get(&lw->w, g, bkey, &bt, false, l->name, l->loc, &bdata);
-  if (!ok) return false;
-  bool has_act = l->act != IR_OP_COUNT;
-  const char *cv_name = has_act || l->use_bias ? arena_printf(m->arena, "%s.conv", l->name) : l->name;
-  const char *add_name = has_act ? arena_printf(m->arena, "%s.bias_add", l->name) : l->name;
-  ir_node *k = stamp(lw, l, ir_build_const(g, kkey, &kt, kkey, kdata, l->loc));
-  ir_node *b = l->use_bias ? stamp(lw, l, ir_build_const(g, bkey, &bt, bkey, bdata, l->loc)) : NULL;
-  ir_node *y = stamp(lw, l, ir_build_op(g, IR_OP_CONV2D, cv_name, (ir_node *[]){x, k}, 2, &a, l->loc));
-  if (b) y = stamp(lw, l, ir_build_binary(g, IR_OP_ADD, add_name, y, b, l->loc));
-  if (has_act) y = stamp(lw, l, ir_build_unary(g, l->act, l->name, y, l->loc));
-  l->value = y;
-  return true;
+  ir_type kt = {DT_F32, 4, {l->kernel[0], l->kernel[1], C / l->groups, l->filters}};
+  ir_attr a = window_attr(l, x, l->kernel, true);
+  bool more = l->use_bias || l->act != IR_OP_COUNT;
+  ir_node *b = NULL, *y = conv_node(lw, l, x, "kernel", &kt, &kt, &a, step_name(lw, l, "conv", !more), &b);
+  return y && (l->value = bias_act(lw, l, y, b, false)) != NULL;
 }
 
 /* Keras MaxPooling2D / AveragePooling2D (strides default to pool_size). */
@@ -502,6 +543,124 @@ static bool lower_batch_norm(lowering *lw, fe_layer *l, ir_node **in) {
   if (!check_op(lw, l, IR_OP_BATCH_NORM, srcs, 5, &a)) return false;
   l->value = stamp(lw, l, ir_build_op(g, IR_OP_BATCH_NORM, l->name, srcs, 5, &a, l->loc));
   return true;
+}
+
+/* ---- convolutional networks: depthwise and separable convolution, global
+ * pooling, zero padding, the 1D layers ---- */
+
+/* Keras DepthwiseConv2D: %NAME.kernel [KH, KW, C, depth_multiplier] (read as
+ * [KH, KW, 1, C*M]: one group per channel, output channel c*M + m),
+ * %NAME.bias [C*M]. */
+static bool lower_depthwise_conv2d(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  if (!image_input(lw, l, x)) return false;
+  int64_t C = x->type.dims[3], M = l->depth_multiplier;
+  ir_type kt = {DT_F32, 4, {l->kernel[0], l->kernel[1], C, M}}, ct = {DT_F32, 4, {l->kernel[0], l->kernel[1], 1, C * M}};
+  ir_attr a = window_attr(l, x, l->kernel, true);
+  bool more = l->use_bias || l->act != IR_OP_COUNT;
+  ir_node *b = NULL, *y = conv_node(lw, l, x, "kernel", &kt, &ct, &a, step_name(lw, l, "depthwise", !more), &b);
+  return y && (l->value = bias_act(lw, l, y, b, false)) != NULL;
+}
+
+/* Keras SeparableConv2D: the depthwise convolution of %NAME.depthwise_kernel
+ * [KH, KW, C, M] (strides, padding, dilation), then the 1x1 convolution of
+ * %NAME.pointwise_kernel [1, 1, C*M, filters], %NAME.bias [filters]. */
+static bool lower_separable_conv2d(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  if (!image_input(lw, l, x)) return false;
+  int64_t C = x->type.dims[3], M = l->depth_multiplier;
+  ir_type kt = {DT_F32, 4, {l->kernel[0], l->kernel[1], C, M}}, ct = {DT_F32, 4, {l->kernel[0], l->kernel[1], 1, C * M}};
+  ir_attr a = window_attr(l, x, l->kernel, true);
+  ir_node *d = conv_node(lw, l, x, "depthwise_kernel", &kt, &ct, &a, step_name(lw, l, "depthwise", false), NULL);
+  if (!d) return false;
+  ir_type pt = {DT_F32, 4, {1, 1, C * M, l->filters}};
+  ir_attr pa = {.acc = DT_F32, .strides = {2, {1, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {0}}};
+  bool more = l->use_bias || l->act != IR_OP_COUNT;
+  ir_node *b = NULL, *y = conv_node(lw, l, d, "pointwise_kernel", &pt, &pt, &pa, step_name(lw, l, "pointwise", !more), &b);
+  return y && (l->value = bias_act(lw, l, y, b, false)) != NULL;
+}
+
+/* A [N, L, C] input seen as the image [N, 1, L, C] (the 1D layers), or an error. */
+static ir_node *as_image_1d(lowering *lw, fe_layer *l, ir_node *x) {
+  if (x->type.rank != 3 || !ir_type_is_batched(&x->type)) {
+    diag_error(lw->m->d, l->inputs[0].loc, "%s needs an input [N, steps, channels], got %s",
+               fe_layer_kind_name(l->kind), type_str(lw, &x->type));
+    return NULL;
+  }
+  ir_attr ra = {.shape = {4, {IR_DIM_BATCH, 1, x->type.dims[1], x->type.dims[2]}}};
+  return stamp(lw, l, ir_build_op(lw->g, IR_OP_RESHAPE, step_name(lw, l, "image", false), &x, 1, &ra, l->loc));
+}
+
+/* An image [N, 1, L', C'] back to the 1D layer's [N, L', C'], named as the layer. */
+static ir_node *from_image_1d(lowering *lw, fe_layer *l, ir_node *y) {
+  ir_attr ra = {.shape = {3, {IR_DIM_BATCH, y->type.dims[2], y->type.dims[3]}}};
+  return stamp(lw, l, ir_build_op(lw->g, IR_OP_RESHAPE, l->name, &y, 1, &ra, l->loc));
+}
+
+/* Keras Conv1D: %NAME.kernel [K, C/groups, filters], %NAME.bias; the 2D
+ * convolution of the input as a one-row image by the kernel as [1, K, ...];
+ * padding 'causal' pads dilation*(K-1) zeros on the left. */
+static bool lower_conv1d(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = as_image_1d(lw, l, in[0]);
+  if (!x) return false;
+  int64_t C = x->type.dims[3];
+  if (C % l->groups || l->filters % l->groups) {
+    diag_error(lw->m->d, l->groups_loc, "groups=%lld must divide the input's %lld channels and the %lld filters",
+               (long long)l->groups, (long long)C, (long long)l->filters);
+    return false;
+  }
+  ir_type kt = {DT_F32, 3, {l->kernel[1], C / l->groups, l->filters}};
+  ir_type ct = {DT_F32, 4, {1, l->kernel[1], C / l->groups, l->filters}};
+  ir_attr a = window_attr(l, x, l->kernel, true);
+  ir_node *b = NULL, *y = conv_node(lw, l, x, "kernel", &kt, &ct, &a, step_name(lw, l, "conv", false), &b);
+  if (!y || !(y = bias_act(lw, l, y, b, true))) return false;
+  l->value = from_image_1d(lw, l, y);
+  return true;
+}
+
+/* Keras MaxPooling1D / AveragePooling1D: the 2D pooling of a one-row image. */
+static bool lower_pool1d(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = as_image_1d(lw, l, in[0]);
+  if (!x) return false;
+  ir_op op = l->kind == FE_LAYER_MAX_POOLING1D ? IR_OP_MAX_POOL2D : IR_OP_AVG_POOL2D;
+  ir_attr a = window_attr(l, x, l->pool, false);
+  a = (ir_attr){.pool = {2, {l->pool[0], l->pool[1]}}, .strides = a.strides, .pads = a.pads};
+  if (!check_op(lw, l, op, &x, 1, &a)) return false;
+  ir_node *y = stamp(lw, l, ir_build_op(lw->g, op, step_name(lw, l, "pool", false), &x, 1, &a, l->loc));
+  l->value = from_image_1d(lw, l, y);
+  return true;
+}
+
+/* Keras GlobalAveragePooling2D / GlobalMaxPooling2D / GlobalMaxPooling1D:
+ * one window over the whole image (avg_pool2d or max_pool2d, so the max's
+ * gradient goes to the first maximal element), [N, C] or, with keepdims,
+ * [N, 1, 1, C] ([N, 1, C] for 1D). */
+static bool lower_global_pool(lowering *lw, fe_layer *l, ir_node **in) {
+  bool one_d = l->kind == FE_LAYER_GLOBAL_MAX_POOLING1D;
+  ir_node *x = one_d ? as_image_1d(lw, l, in[0]) : in[0];
+  if (!x || (!one_d && !image_input(lw, l, x))) return false;
+  ir_op op = l->kind == FE_LAYER_GLOBAL_AVERAGE_POOLING2D ? IR_OP_AVG_POOL2D : IR_OP_MAX_POOL2D;
+  ir_attr a = {.pool = {2, {x->type.dims[1], x->type.dims[2]}}, .strides = {2, {1, 1}}, .pads = {4, {0}}};
+  if (!check_op(lw, l, op, &x, 1, &a)) return false;
+  bool last = l->keepdims && !one_d;
+  ir_node *y = stamp(lw, l, ir_build_op(lw->g, op, step_name(lw, l, "pool", last), &x, 1, &a, l->loc));
+  if (!last) {
+    int64_t C = x->type.dims[3];
+    ir_attr ra = {.shape = l->keepdims ? (ir_shape){3, {IR_DIM_BATCH, 1, C}} : (ir_shape){2, {IR_DIM_BATCH, C}}};
+    y = stamp(lw, l, ir_build_op(lw->g, IR_OP_RESHAPE, l->name, &y, 1, &ra, l->loc));
+  }
+  l->value = y;
+  return true;
+}
+
+/* Keras ZeroPadding2D: zeros around the image, [top, bottom, left, right]. */
+static bool lower_zero_padding2d(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  if (!image_input(lw, l, x)) return false;
+  const int64_t *p = l->zero_pads;
+  ir_attr a = {.shape = {4, {IR_DIM_BATCH, x->type.dims[1] + p[0] + p[1], x->type.dims[2] + p[2] + p[3], x->type.dims[3]}},
+               .starts = {4, {0, p[0], p[2], 0}}, .steps = {4, {1, 1, 1, 1}}, .value = 0};
+  return lower_layout_op(lw, l, IR_OP_PAD_CONSTANT, in, 1, &a);
 }
 
 /* The lowering of each layer kind, from layers.def. */

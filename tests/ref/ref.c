@@ -106,7 +106,8 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case IR_OP_LAYER_NORM_GRAD: case IR_OP_LAYER_NORM_XHAT: \
   case IR_OP_CONV2D: case IR_OP_CONV2D_INPUT_GRAD: case IR_OP_CONV2D_FILTER_GRAD: \
   case IR_OP_MAX_POOL2D: case IR_OP_AVG_POOL2D: case IR_OP_MAX_POOL2D_GRAD: case IR_OP_AVG_POOL2D_GRAD: \
-  case IR_OP_BATCH_NORM: case IR_OP_BN_MEAN: case IR_OP_MOVING_UPDATE:
+  case IR_OP_BATCH_NORM: case IR_OP_BN_MEAN: case IR_OP_MOVING_UPDATE: \
+  case IR_OP_GROUP_CONV2D: case IR_OP_GROUP_CONV2D_INPUT_GRAD: case IR_OP_GROUP_CONV2D_FILTER_GRAD:
 
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
@@ -878,6 +879,45 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   }
   CASTOR_REF_TENSOR_OPS /* general tensors: dropout, reductions (ref_tensor.c) */
     return ref_eval_tensor(n, src, n_src, y, count, batch, err, errlen);
+  /* convolutional networks: grouped convolution, from its definition: every
+   * product x[b,ih,iw,g*Cg+c] * w[p,q,c,o] of output o's group g = o/(O/G)
+   * goes to y (forward), or dy times it to dx or dw (a scatter here) */
+  case IR_OP_GROUP_CONV2D:
+  case IR_OP_GROUP_CONV2D_INPUT_GRAD:
+  case IR_OP_GROUP_CONV2D_FILTER_GRAD: {
+    int kind = n->op == IR_OP_GROUP_CONV2D ? 0 : n->op == IR_OP_GROUP_CONV2D_INPUT_GRAD ? 1 : 2;
+    const ir_type *xt = kind == 1 ? t : &n->srcs[0]->type, *wt = kind == 2 ? t : &n->srcs[1]->type;
+    const ir_type *yt = kind == 0 ? t : &n->srcs[kind == 1 ? 0 : 1]->type;
+    int64_t H = xt->dims[1], W = xt->dims[2], C = xt->dims[3], KH = wt->dims[0], KW = wt->dims[1], Cg = wt->dims[2];
+    int64_t O = wt->dims[3], OH = yt->dims[1], OW = yt->dims[2], img = OH * OW * O;
+    int64_t G = Cg > 0 ? C / Cg : 0, Og = G > 0 ? O / G : 0;
+    int64_t ny = kind == 0 ? count : n_src[kind == 1 ? 0 : 1], nb = img > 0 ? ny / img : 0;
+    if (img <= 0 || Og <= 0 || ny % img || (kind != 1 && n_src[0] != nb * H * W * C) ||
+        (kind != 2 && n_src[1] != KH * KW * Cg * O) || (kind == 1 && count != nb * H * W * C) ||
+        (kind == 2 && count != KH * KW * Cg * O))
+      return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
+    const int64_t *st = n->attr.strides.v, *dl = n->attr.dilations.v, *pd = n->attr.pads.v;
+    const double *xs = kind == 1 ? NULL : src[0], *ws = kind == 2 ? NULL : src[1];
+    const double *dy = kind == 0 ? NULL : src[kind == 1 ? 0 : 1];
+    for (int64_t i = 0; i < count; i++) y[i] = 0;
+    for (int64_t b = 0; b < nb; b++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++)
+          for (int64_t o = 0; o < O; o++)
+            for (int64_t p = 0; p < KH; p++)
+              for (int64_t q = 0; q < KW; q++) {
+                int64_t ih = i * st[0] - pd[0] + p * dl[0], iw = j * st[1] - pd[2] + q * dl[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                int64_t yi = ((b * OH + i) * OW + j) * O + o;
+                for (int64_t c = 0; c < Cg; c++) {
+                  int64_t xi = ((b * H + ih) * W + iw) * C + o / Og * Cg + c, wi = ((p * KW + q) * Cg + c) * O + o;
+                  if (kind == 0) y[yi] += xs[xi] * ws[wi];
+                  else if (kind == 1) y[xi] += dy[yi] * ws[wi];
+                  else y[wi] += dy[yi] * xs[xi];
+                }
+              }
+    break;
+  }
   case IR_OP_COUNT:
     return FAIL("%%%s: op %d is not an op", n->name, (int)n->op);
   }

@@ -296,6 +296,24 @@ static void build_case(ir_op op, op_case *c) {
     srcs[0] = ir_build_unary(c->g, IR_OP_TANH, "dy", ir_build_op(c->g, IR_OP_AVG_POOL2D, "p", &x, 1, &attr, no_loc), no_loc);
     srcs[1] = x;
     break;
+  /* convolutional networks: grouped convolution, x [N,4,2,2] in 2 groups of one channel */
+  case IR_TYPE_GROUP_CONV2D: /* 2 outputs per group, stride 2 down, 'same' */
+    x->type = (ir_type){DT_F32, 4, {IR_DIM_BATCH, 4, 2, 2}};
+    srcs[1] = konst(c, "w", 4, (int64_t[]){3, 3, 1, 4}, 7);
+    attr = (ir_attr){.acc = DT_F32, .strides = {2, {2, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {1, 1, 1, 1}}};
+    break;
+  case IR_TYPE_GROUP_CONV2D_INPUT_GRAD: /* dy = x of a depthwise 'same' 3x3 of [N,4,2,2] */
+  case IR_TYPE_GROUP_CONV2D_FILTER_GRAD:
+    x->type = (ir_type){DT_F32, 4, {IR_DIM_BATCH, 4, 2, 2}};
+    attr = (ir_attr){.acc = DT_F32, .strides = {2, {1, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {1, 1, 1, 1}}};
+    if (ir_op_type_rule(op) == IR_TYPE_GROUP_CONV2D_INPUT_GRAD) {
+      srcs[1] = konst(c, "w", 4, (int64_t[]){3, 3, 1, 2}, 7);
+      attr.shape = (ir_shape){4, {IR_DIM_BATCH, 4, 2, 2}};
+    } else {
+      srcs[1] = x;
+      attr.shape = (ir_shape){4, {3, 3, 1, 2}};
+    }
+    break;
   }
   if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, n_srcs, &attr, no_loc);
   ir_graph_add_output(c->g, "y", c->node);
@@ -317,11 +335,13 @@ START_TEST(test_table_is_consistent) {
     int f = ir_op_flops(op);
     ck_assert_msg(f >= 0 || f == IR_FLOPS_CONTRACT, "%s: flops %d", name, f);
     ck_assert_msg(f != IR_FLOPS_CONTRACT || ir_op_kernel(op) == IR_KERNEL_CONTRACT || op == IR_OP_MATMUL_TN ||
-                      op == IR_OP_CONV2D_FILTER_GRAD,
+                      op == IR_OP_CONV2D_FILTER_GRAD || op == IR_OP_GROUP_CONV2D || op == IR_OP_GROUP_CONV2D_INPUT_GRAD ||
+                      op == IR_OP_GROUP_CONV2D_FILTER_GRAD, /* convolutional networks: kit maps that sum */
                   "%s: contraction flops", name);
     ck_assert_msg(!(ir_op_flags(op) & IR_OPF_PAD8) ||
-                      (ir_op_kernel(op) == IR_KERNEL_CONTRACT && ir_op_type_rule(op) == IR_TYPE_MATMUL),
-                  "%s: pad8 pads only [M,K] x [K,Nc] contractions", name);
+                      (ir_op_kernel(op) == IR_KERNEL_CONTRACT &&
+                       (ir_op_type_rule(op) == IR_TYPE_MATMUL || ir_op_type_rule(op) == IR_TYPE_CONV2D)),
+                  "%s: pad8 pads only [M,K] x [K,Nc] contractions and conv2d's channels", name);
     bool leaf = (ir_op_flags(op) & IR_OPF_LEAF) != 0;
     ck_assert_msg(leaf == (ir_op_kernel(op) == IR_KERNEL_NONE) && leaf == (ir_op_autocast(op) == IR_AC_LEAF),
                   "%s: leaf columns disagree", name);
@@ -464,6 +484,7 @@ START_TEST(test_every_op_on_every_backend) {
         bool sums = kc == IR_KERNEL_ROWWISE || kc == IR_KERNEL_REDUCE || (ir_op)i == IR_OP_MATMUL_NT ||
                     strstr(ir_op_name((ir_op)i), "_grad") ||
                     (ir_op)i == IR_OP_CONV2D || /* convolutional networks: sums over a window */
+                    (ir_op)i == IR_OP_GROUP_CONV2D ||
                     (ir_op)i == IR_OP_BATCH_NORM; /* CNN: x * k - mean * k cancels as layer_norm's x - mean */
         double e = sums ? ref_normalized_error(out, want[0], n) : ref_max_rel_error(out, want[0], n, 1e-3);
         ref_cmp worst = sums ? ref_compare_normalized(out, want[0], n) : ref_compare_rel(out, want[0], n, 1e-3);

@@ -1,0 +1,240 @@
+/*
+ * check_conv_group.c: grouped and depthwise convolution on the CPU.
+ *
+ * group_conv2d and its two gradients are maps of the kernel kit
+ * (codegen/kernel/cg_index_map.c): each result element one f32 chain in a
+ * fixed order. Shapes across the edges of those maps: stride 2, dilation
+ * 2, 'same' with odd sizes (Keras's odd pixel at the end), 1x1 and 5x5
+ * kernels, channels not a multiple of 8, depthwise (one channel a group,
+ * depth multipliers 1 and 3) and groups of several channels; f32 and f16;
+ * on every CPU path, on 1 and 3 threads (bit-identical), against the
+ * float64 reference; the reference's gradients against finite differences
+ * of its forward pass.
+ */
+#include <check.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/test_support.h"
+#include "api/internal.h"
+#include "codegen/cg_backend.h"
+#include "tests/ref/ref.h"
+#include "util/half.h"
+#include "util/util.h"
+
+static const diag_loc no_loc = {0};
+
+static const struct { const char *cpu, *features; } cpus[] = {
+    {NULL, NULL}, {"haswell", "+sse2,+sse4.2,+avx,+avx2,+fma,+f16c"}, {"x86-64", "+sse2"}};
+enum { N_CPUS = sizeof cpus / sizeof cpus[0] };
+
+typedef struct gconv_case {
+  int64_t batch, H, W, C, KH, KW, Cg, O, sh, sw, dh, dw; /* groups C / Cg */
+  bool same;
+} gconv_case;
+
+/* Keras's 'same' padding along one dimension: the total that keeps
+ * ceil(in / stride) outputs, the odd one at the end. */
+static void same_pads(int64_t in, int64_t k, int64_t s, int64_t d, int64_t *p0, int64_t *p1) {
+  int64_t out = (in + s - 1) / s, span = d * (k - 1) + 1;
+  int64_t total = (out - 1) * s + span - in;
+  if (total < 0) total = 0;
+  *p0 = total / 2, *p1 = total - total / 2;
+}
+
+static ir_attr case_attr(const gconv_case *cc, int64_t *oh, int64_t *ow) {
+  ir_attr a = {.acc = DT_F32, .strides = {2, {cc->sh, cc->sw}}, .dilations = {2, {cc->dh, cc->dw}}, .pads = {4, {0}}};
+  if (cc->same) {
+    same_pads(cc->H, cc->KH, cc->sh, cc->dh, &a.pads.v[0], &a.pads.v[1]);
+    same_pads(cc->W, cc->KW, cc->sw, cc->dw, &a.pads.v[2], &a.pads.v[3]);
+  }
+  *oh = ir_conv_out_size(cc->H, cc->KH, cc->sh, cc->dh, a.pads.v[0], a.pads.v[1]);
+  *ow = ir_conv_out_size(cc->W, cc->KW, cc->sw, cc->dw, a.pads.v[2], a.pads.v[3]);
+  return a;
+}
+
+/* y = group_conv2d(x, w), dx = its input gradient of dy, dw its filter
+ * gradient: one graph with three outputs, run on every CPU path. */
+static void check_case(const gconv_case *cc, bool f16) {
+  ir_graph *g = ir_graph_create("gconv");
+  ir_dtype dt = f16 ? DT_F16 : DT_F32;
+  int64_t N = cc->batch, OH, OW;
+  ir_attr a = case_attr(cc, &OH, &OW);
+  int64_t nx = N * cc->H * cc->W * cc->C, nw = cc->KH * cc->KW * cc->Cg * cc->O, ny = N * OH * OW * cc->O;
+  int64_t cnt[3] = {nx, nw, ny};
+  float *h[3];
+  uint16_t *e16[3];
+  rng r;
+  rng_init(&r, 23);
+  for (int k = 0; k < 3; k++) {
+    h[k] = xmalloc((size_t)cnt[k] * 4), e16[k] = xmalloc((size_t)cnt[k] * 2);
+    for (int64_t i = 0; i < cnt[k]; i++) h[k][i] = half_f16_to_f32(e16[k][i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
+  }
+  ir_type xt = {dt, 4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}}, wt = {dt, 4, {cc->KH, cc->KW, cc->Cg, cc->O}};
+  ir_type yt = {dt, 4, {IR_DIM_BATCH, OH, OW, cc->O}};
+  ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc), *dy = ir_build_input(g, "dy", &yt, 1, no_loc);
+  ir_node *w = ir_build_const(g, "w", &wt, "w", f16 ? (void *)e16[1] : (void *)h[1], no_loc);
+  ir_node *y = ir_build_op(g, IR_OP_GROUP_CONV2D, "y", (ir_node *[]){x, w}, 2, &a, no_loc);
+  a.shape = (ir_shape){4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}};
+  ir_node *dx = ir_build_op(g, IR_OP_GROUP_CONV2D_INPUT_GRAD, "dx", (ir_node *[]){dy, w}, 2, &a, no_loc);
+  a.shape = (ir_shape){4, {cc->KH, cc->KW, cc->Cg, cc->O}};
+  ir_node *dw = ir_build_op(g, IR_OP_GROUP_CONV2D_FILTER_GRAD, "dw", (ir_node *[]){x, dy}, 2, &a, no_loc);
+  ir_node *res[3] = {y, dx, dw};
+  static const char *const names[3] = {"group_conv2d", "group_conv2d_input_grad", "group_conv2d_filter_grad"};
+  int64_t n_out[3] = {ny, nx, nw};
+  static const char *const casts[3] = {"y32", "dx32", "dw32"};
+  for (int o = 0; o < 3; o++)
+    ir_graph_add_output(g, casts[o], f16 ? ir_build_cast(g, casts[o], res[o], DT_F32, no_loc) : res[o]);
+  ir_graph_renumber(g);
+  double *rx = ref_from_f32(h[0], nx), *rdy = ref_from_f32(h[2], ny), *want[3] = {NULL, NULL, NULL};
+  char err[256];
+  ck_assert_msg(ref_run(g, N, (const double *[]){rx, rdy}, want, err, sizeof err), "%s", err);
+  float *out[2][3];
+  for (int t = 0; t < 2; t++)
+    for (int o = 0; o < 3; o++) out[t][o] = xmalloc((size_t)n_out[o] * 4);
+  for (int ci = 0; ci < N_CPUS; ci++)
+    for (int t = 0; t < 2; t++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = t ? 3 : 1;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+      cg_exec *ex = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+      ck_assert_msg(ex, "compile: %s", diag_text(d));
+      const void *ins[] = {f16 ? (void *)e16[0] : h[0], f16 ? (void *)e16[2] : h[2]};
+      void *outs[] = {out[t][0], out[t][1], out[t][2]};
+      ck_assert_msg(cg_backend_cpu.run(ex, N, ins, outs, d), "run: %s", diag_text(d));
+      unsetenv("CASTOR_PARALLEL_MIN_WORK");
+      for (int o = 0; o < 3; o++) {
+        /* f32 sums: rounding grows with the square root of the summed length;
+         * f16 results are rounded to f16 once */
+        double summed = o == 2 ? (double)(N * OH * OW) : (double)(cc->KH * cc->KW * (o ? cc->O * cc->Cg / cc->C : cc->Cg));
+        double e = ref_normalized_error(out[t][o], want[o], n_out[o]);
+        ck_assert_msg(e <= (f16 ? 1e-3 : 2e-6 * fmax(1, sqrt(summed / 600))),
+                      "%s of x [%lld,%lld,%lld,%lld] w [%lld,%lld,%lld,%lld] s %lldx%lld d %lldx%lld %s %s on %s, "
+                      "%d threads: normalized error %g",
+                      names[o], (long long)N, (long long)cc->H, (long long)cc->W, (long long)cc->C, (long long)cc->KH,
+                      (long long)cc->KW, (long long)cc->Cg, (long long)cc->O, (long long)cc->sh, (long long)cc->sw,
+                      (long long)cc->dh, (long long)cc->dw, cc->same ? "same" : "valid", f16 ? "f16" : "f32",
+                      cpus[ci].cpu ? cpus[ci].cpu : "the host", bo.threads, e);
+        if (t)
+          ck_assert_msg(memcmp(out[0][o], out[1][o], (size_t)n_out[o] * 4) == 0, "%s: 1 and 3 threads differ", names[o]);
+      }
+      cg_exec_destroy(ex);
+      diag_sink_destroy(d);
+    }
+  ref_outputs_free(want, 3);
+  free(rx), free(rdy);
+  for (int k = 0; k < 3; k++) free(h[k]), free(e16[k]);
+  for (int t = 0; t < 2; t++)
+    for (int o = 0; o < 3; o++) free(out[t][o]);
+  ir_graph_destroy(g);
+}
+
+/* The reference's gradients against central differences of its forward
+ * group_conv2d: L = sum(group_conv2d(x, w) * dy) is linear in each
+ * element, so the differences are exact but for rounding. */
+static void check_fd(const gconv_case *cc) {
+  int64_t N = cc->batch, OH, OW;
+  ir_attr a = case_attr(cc, &OH, &OW);
+  ir_type xt = {DT_F32, 4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}}, wt = {DT_F32, 4, {cc->KH, cc->KW, cc->Cg, cc->O}};
+  ir_type yt = {DT_F32, 4, {IR_DIM_BATCH, OH, OW, cc->O}};
+  ir_graph *f = ir_graph_create("fwd"), *b = ir_graph_create("bwd");
+  ir_node *fx = ir_build_input(f, "x", &xt, 0, no_loc), *fw = ir_build_input(f, "w", &wt, 1, no_loc);
+  ir_graph_add_output(f, "y", ir_build_op(f, IR_OP_GROUP_CONV2D, "y", (ir_node *[]){fx, fw}, 2, &a, no_loc));
+  ir_node *bx = ir_build_input(b, "x", &xt, 0, no_loc), *bw = ir_build_input(b, "w", &wt, 1, no_loc);
+  ir_node *bdy = ir_build_input(b, "dy", &yt, 2, no_loc);
+  a.shape = (ir_shape){4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}};
+  ir_graph_add_output(b, "dx", ir_build_op(b, IR_OP_GROUP_CONV2D_INPUT_GRAD, "dx", (ir_node *[]){bdy, bw}, 2, &a, no_loc));
+  a.shape = (ir_shape){4, {cc->KH, cc->KW, cc->Cg, cc->O}};
+  ir_graph_add_output(b, "dw", ir_build_op(b, IR_OP_GROUP_CONV2D_FILTER_GRAD, "dw", (ir_node *[]){bx, bdy}, 2, &a, no_loc));
+  int64_t cnt[3] = {N * cc->H * cc->W * cc->C, cc->KH * cc->KW * cc->Cg * cc->O, N * OH * OW * cc->O};
+  double *v[3];
+  rng r;
+  rng_init(&r, 29);
+  for (int k = 0; k < 3; k++) {
+    v[k] = xmalloc((size_t)cnt[k] * sizeof **v);
+    for (int64_t i = 0; i < cnt[k]; i++) v[k][i] = rng_uniform_f32(&r, -1, 1);
+  }
+  char err[256];
+  double *grads[2] = {NULL, NULL};
+  ck_assert_msg(ref_run(b, N, (const double *[]){v[0], v[1], v[2]}, grads, err, sizeof err), "%s", err);
+  for (int k = 0; k < 2; k++)
+    for (int64_t i = 0; i < cnt[k]; i++) {
+      double keep = v[k][i], h = 1e-3, l[2];
+      for (int sgn = 0; sgn < 2; sgn++) {
+        v[k][i] = keep + (sgn ? -h : h);
+        double *y[1] = {NULL};
+        ck_assert_msg(ref_run(f, N, (const double *[]){v[0], v[1]}, y, err, sizeof err), "%s", err);
+        l[sgn] = 0;
+        for (int64_t j = 0; j < cnt[2]; j++) l[sgn] += y[0][j] * v[2][j];
+        ref_outputs_free(y, 1);
+      }
+      v[k][i] = keep;
+      double fd = (l[0] - l[1]) / (2 * h);
+      ck_assert_msg(fabs(fd - grads[k][i]) <= 1e-9 * fmax(1, fabs(fd)), "%s[%lld] = %.12g, finite differences %.12g",
+                    k ? "group_conv2d_filter_grad" : "group_conv2d_input_grad", (long long)i, grads[k][i], fd);
+    }
+  ref_outputs_free(grads, 2);
+  for (int k = 0; k < 3; k++) free(v[k]);
+  ir_graph_destroy(f), ir_graph_destroy(b);
+}
+
+static const gconv_case cases[] = {
+    /* N  H   W  C  KH KW Cg  O  sh sw dh dw same */
+    {2, 7, 9, 5, 3, 3, 1, 5, 1, 1, 1, 1, true},    /* depthwise 3x3 'same', 5 channels */
+    {3, 8, 7, 3, 3, 3, 1, 9, 2, 2, 1, 1, true},    /* depthwise, depth multiplier 3, stride 2 'same' on odd sizes */
+    {2, 9, 10, 6, 3, 3, 2, 9, 1, 2, 2, 1, false}, /* 3 groups of 2 channels, 3 outputs each, dilation 2 */
+    {1, 11, 6, 12, 5, 5, 4, 6, 2, 1, 1, 2, true}, /* 5x5, 3 groups of 4, stride 2 x dilation 2 */
+    {2, 5, 5, 7, 1, 1, 1, 14, 1, 1, 1, 1, false}, /* 1x1 depthwise, multiplier 2, 7 channels */
+    {1, 6, 6, 16, 3, 3, 8, 10, 2, 2, 1, 1, true}, /* 2 groups of 8, 5 outputs each */
+};
+
+START_TEST(test_group_conv2d_shapes) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int f16 = 0; f16 < 2; f16++) check_case(&cases[i], f16);
+}
+END_TEST
+
+START_TEST(test_group_conv2d_gradients_fd) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_fd(&cases[i]);
+}
+END_TEST
+
+START_TEST(test_group_conv2d_type_errors) {
+  ir_graph *g = ir_graph_create("gconv");
+  ir_type xt = {DT_F32, 4, {IR_DIM_BATCH, 5, 5, 6}};
+  ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
+  ir_attr a = {.acc = DT_F32, .strides = {2, {1, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {0}}};
+  char err[512];
+  ir_type t;
+  ir_node w = {.type = {DT_F32, 4, {3, 3, 4, 8}}}; /* 6 channels are not whole groups of 4 */
+  ck_assert(!ir_infer_type(IR_OP_GROUP_CONV2D, (ir_node *[]){x, &w}, 2, &a, &t, err, sizeof err));
+  ck_assert_msg(strstr(err, "group_conv2d kernel f32[3,3,4,8] takes 4 input channels per group: x f32[N,5,5,6]'s 6 "
+                            "channels must be a whole number of groups"), "%s", err);
+  w.type = (ir_type){DT_F32, 4, {3, 3, 2, 4}}; /* 3 groups, 4 outputs */
+  ck_assert(!ir_infer_type(IR_OP_GROUP_CONV2D, (ir_node *[]){x, &w}, 2, &a, &t, err, sizeof err));
+  ck_assert_msg(strstr(err, "the 4 output channels a multiple of the groups"), "%s", err);
+  w.type = (ir_type){DT_F32, 4, {3, 3, 2, 6}};
+  ck_assert_msg(ir_infer_type(IR_OP_GROUP_CONV2D, (ir_node *[]){x, &w}, 2, &a, &t, err, sizeof err), "%s", err);
+  ck_assert(t.dims[1] == 3 && t.dims[2] == 3 && t.dims[3] == 6);
+  ir_graph_destroy(g);
+}
+END_TEST
+
+static Suite *gconv_suite(void) {
+  Suite *s = suite_create("conv_group");
+  TCase *tc = tcase_create("group_conv2d");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_group_conv2d_shapes);
+  tcase_add_test(tc, test_group_conv2d_gradients_fd);
+  tcase_add_test(tc, test_group_conv2d_type_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return check_run(gconv_suite()); }
