@@ -479,6 +479,28 @@ static bool select_backward(grad_state *s, ir_node *n, ir_node *dy) {
   return true;
 }
 
+/* ---- general tensors: batched matmul ----
+ * y = A B with A = a or a^T ({transpose_a}), B = b or b^T: dA = dy B^T and
+ * dB = A^T dy are batch_matmuls again, the flags choosing the transposes so
+ * that each gradient comes out in its operand's stored orientation, at the
+ * result's leading dimensions, then summed back to the operand's shape
+ * over the dimensions it was broadcast along (reduce_to: a fixed order). */
+static bool batch_matmul_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *a = n->srcs[0], *b = n->srcs[1];
+  int64_t ta = n->attr.transpose_a, tb = n->attr.transpose_b;
+  if (s->needs[a->id]) { /* a: dy B^T, or stored transposed B dy^T */
+    ir_attr at = {.acc = DT_F32, .transpose_a = ta ? tb : 0, .transpose_b = ta ? 1 : !tb};
+    ir_node *srcs[2] = {ta ? b : dy, ta ? dy : b};
+    accumulate(s, a, reduce_to(s, n, op(s, IR_OP_BATCH_MATMUL, n, a->name, srcs, 2, &at), a));
+  }
+  if (s->needs[b->id]) { /* b: A^T dy, or stored transposed dy^T A */
+    ir_attr at = {.acc = DT_F32, .transpose_a = tb ? 1 : !ta, .transpose_b = tb ? ta : 0};
+    ir_node *srcs[2] = {tb ? dy : a, tb ? a : dy};
+    accumulate(s, b, reduce_to(s, n, op(s, IR_OP_BATCH_MATMUL, n, b->name, srcs, 2, &at), b));
+  }
+  return true;
+}
+
 /* Propagates node n's adjoint to its operands (the rules above). */
 static bool backward(grad_state *s, ir_node *n) {
   ir_node *dy = s->adjoint[n->id];
@@ -618,6 +640,8 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_HARD_SIGMOID:
   case IR_OP_CLIP: accumulate(s, a, unary_backward(s, n, dy)); return true;
   case IR_OP_SELECT: return select_backward(s, n, dy);
+  /* general tensors: batched matmul */
+  case IR_OP_BATCH_MATMUL: return batch_matmul_backward(s, n, dy);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

@@ -64,6 +64,8 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     [IR_OP_CONV2D_FILTER_GRAD] = TRAINING,
     /* general tensors */
     [IR_OP_SUM_TO] = TRAINING,
+    /* general tensors: batched matmul */
+    [IR_OP_BATCH_MATMUL] = "the NVPTX GEMM has no batch loop yet (one matrix product per launch row; run it on the cpu target)",
 };
 #undef TRAINING
 
