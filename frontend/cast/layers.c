@@ -251,6 +251,13 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
     diag_error(m->d, v->loc, "padding must be valid or same, got %s", value_desc(m, v));
     return false;
   }
+  /* general tensors: multi_head_attention */
+  if (str_eq(a->key, "num_heads")) {
+    l->num_heads_loc = v->loc;
+    return parse_positive(m, "num_heads", v, &l->num_heads);
+  }
+  if (str_eq(a->key, "key_dim")) return parse_positive(m, "key_dim", v, &l->key_dim);
+  if (str_eq(a->key, "value_dim")) return parse_positive(m, "value_dim", v, &l->value_dim);
   if (str_eq(a->key, "name")) {
     const char *s = name_of(v);
     if (!s || !is_identifier(s)) {

@@ -50,12 +50,6 @@ bool fe_error_limit(fe_model *m) {
   return m->stopped;
 }
 
-typedef struct lowering {
-  fe_model *m;
-  ir_graph *g;
-  fe_weights w;
-} lowering;
-
 static const char *type_str(lowering *lw, const ir_type *t) {
   str_buf b;
   str_buf_init(&b);
@@ -65,7 +59,17 @@ static const char *type_str(lowering *lw, const ir_type *t) {
   return s;
 }
 
+/* general tensors: for the lowerings in lower_attn.c */
+const char *fe_type_str(lowering *lw, const ir_type *t) { return type_str(lw, t); }
+
 /* Stamps a node with what it keeps of its layer. */
+ir_node *fe_stamp(lowering *lw, fe_layer *l, ir_node *n) {
+  n->note = arena_strdup(lw->g->arena, l->name);
+  n->layer = n->note;
+  n->policy = l->policy;
+  return n;
+}
+
 static ir_node *stamp(lowering *lw, fe_layer *l, ir_node *n) {
   n->note = arena_strdup(lw->g->arena, l->name);
   n->layer = n->note;
