@@ -153,6 +153,7 @@ struct fe_layer {
   diag_loc filters_loc;
   /* general tensors: multi_head_attention (value_dim 0: key_dim) */
   int64_t num_heads, key_dim, value_dim;
+  int64_t sequence_length; /* position_embedding */
   diag_loc num_heads_loc;
   /* lowering */
   bool lowered;
@@ -259,6 +260,7 @@ const char *fe_type_str(lowering *lw, const ir_type *t);
 /* lower_attn.c */
 bool fe_lower_global_average_pooling1d(lowering *lw, fe_layer *l, ir_node **in);
 bool fe_lower_multi_head_attention(lowering *lw, fe_layer *l, ir_node **in);
+bool fe_lower_position_embedding(lowering *lw, fe_layer *l, ir_node **in);
 void fe_weights_fini(fe_weights *w);
 
 /* Largest total of weights the Glorot init generates (bytes). */

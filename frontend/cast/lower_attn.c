@@ -26,6 +26,13 @@
  * heads to dimension 1. Weights are NAME.query.kernel, NAME.query.bias, ...,
  * NAME.attention_output.bias: Keras's variable paths with '.' for '/'.
  * Dropout (Keras's dropout=0 default) and attention_mask are not taken.
+ *
+ *   position_embedding NAME         KerasHub PositionEmbedding(sequence_length):
+ *                                   %NAME.embeddings [sequence_length, D]
+ *                                   (Glorot-uniform), its first T rows
+ *                                   broadcast to x [N, T, D] (x's values
+ *                                   unused): %NAME = select(1, rows, x), an
+ *                                   exact broadcast whose gradient sums over N
  */
 #include "frontend/cast/internal.h"
 
@@ -159,5 +166,44 @@ bool fe_lower_multi_head_attention(lowering *lw, fe_layer *l, ir_node **in) {
                                                o, ok2, DT_F32, l->loc));
   if (ob) y = fe_stamp(lw, l, ir_build_binary(g, IR_OP_ADD, l->name, y, ob, l->loc));
   l->value = y;
+  return true;
+}
+
+bool fe_lower_position_embedding(lowering *lw, fe_layer *l, ir_node **in) {
+  ir_node *x = in[0];
+  fe_model *m = lw->m;
+  ir_graph *g = lw->g;
+  if (x->type.rank != 3 || !ir_type_is_batched(&x->type)) {
+    diag_error(m->d, l->inputs[0].loc, "position_embedding needs an input [N, steps, features], got %s",
+               fe_type_str(lw, &x->type));
+    return false;
+  }
+  int64_t T = x->type.dims[1], D = x->type.dims[2];
+  if (!l->sequence_length || l->sequence_length < T) {
+    diag_error(m->d, l->loc, "position_embedding needs sequence_length= of at least the input's %lld steps (%s)",
+               (long long)T, fe_type_str(lw, &x->type));
+    return false;
+  }
+  ir_type t = {DT_F32, 2, {l->sequence_length, D}};
+  int64_t bytes;
+  if (!ir_type_bytes(&t, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    diag_error(m->d, l->loc, "%s: the embeddings %s would take more than %lld bytes", l->name, fe_type_str(lw, &t),
+               (long long)IR_MAX_TENSOR_BYTES);
+    return false;
+  }
+  const char *key = arena_printf(m->arena, "%s.embeddings", l->name);
+  const float *data = NULL;
+  if (!fe_weights_get(&lw->w, g, key, &t, false, l->name, l->loc, &data)) return false;
+  ir_node *e = fe_stamp(lw, l, ir_build_const(g, key, &t, key, data, l->loc));
+  if (T < l->sequence_length) { /* KerasHub: position_embeddings[:T] */
+    ir_attr sa = {.starts = {2, {0, 0}}, .ends = {2, {T, D}}, .steps = {2, {1, 1}}};
+    e = fe_stamp(lw, l, ir_build_op(g, IR_OP_STRIDED_SLICE, arena_printf(m->arena, "%s.rows", l->name), &e, 1, &sa,
+                                    l->loc));
+  }
+  ir_node *one = ir_node_new(g, IR_OP_LITERAL, &(ir_type){DT_F32, 0, {0}}, NULL, 0,
+                             arena_printf(m->arena, "%s.always", l->name), l->loc);
+  one->attr.value = 1;
+  ir_graph_append(g, fe_stamp(lw, l, one));
+  l->value = fe_stamp(lw, l, ir_build_op(g, IR_OP_SELECT, l->name, (ir_node *[]){one, e, x}, 3, &(ir_attr){0}, l->loc));
   return true;
 }

@@ -609,6 +609,31 @@ static const char attention_like[] =
     "%y = f32[N,3] matmul(%f, %w) {acc=f32, layer=d}  # d\n"
     "output y = %y\n";
 
+/* general tensors: layer_norm over the last axis of [N, T, C], and over
+ * the last two of [N, A, T, C]: gamma and beta summed over N and T. */
+static const char normed_rank3[] =
+    "graph m policy=float32\n"
+    "%x = f32[N,4,5] input() {index=0}\n"
+    "%w = f32[5,6] const() {weight=\"a.kernel\", layer=a}  # a\n"
+    "%h = f32[N,4,6] matmul(%x, %w) {acc=f32, layer=a}  # a\n"
+    "%g = f32[6] const() {weight=\"n.gamma\", layer=n}  # n\n"
+    "%b = f32[6] const() {weight=\"n.beta\", layer=n}  # n\n"
+    "%l = f32[N,4,6] layer_norm(%h, %g, %b) {axis=-1, epsilon=0.001, layer=n}  # n\n"
+    "%r = f32[N,2,2,6] reshape(%l) {shape=[N,2,2,6], layer=n2}  # n2\n"
+    "%g2 = f32[2,6] const() {weight=\"n2.gamma\", layer=n2}  # n2\n"
+    "%b2 = f32[2,6] const() {weight=\"n2.beta\", layer=n2}  # n2\n"
+    "%l2 = f32[N,2,2,6] layer_norm(%r, %g2, %b2) {axis=2, epsilon=0.001, layer=n2}  # n2\n"
+    "%f = f32[N,24] reshape(%l2) {shape=[N,24], layer=f}  # f\n"
+    "%w2 = f32[24,3] const() {weight=\"d.kernel\", layer=d}  # d\n"
+    "%y = f32[N,3] matmul(%f, %w2) {acc=f32, layer=d}  # d\n"
+    "output y = %y\n";
+
+START_TEST(test_gradients_layer_norm_rank3) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("layer_norm on rank 3 and 4, sparse cross-entropy from logits", normed_rank3, &o);
+}
+END_TEST
+
 START_TEST(test_gradients_batched_matmul) {
   pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
   check_fd("dense on rank 3 and batch_matmul, sparse cross-entropy from logits", attention_like, &o);
@@ -633,6 +658,7 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_loss_scale_state_machine);
   tcase_add_test(tc, test_loss_scale_fixed_and_none);
   tcase_add_test(tc, test_gradients_batched_matmul); /* general tensors */
+  tcase_add_test(tc, test_gradients_layer_norm_rank3);
   suite_add_tcase(s, tc);
   return s;
 }
