@@ -27,9 +27,11 @@ void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, 
   int64_t summed = x && !sums_batch && x->type.rank > 0 ? x->type.dims[0] : 1;
   ir_type_rule rule = ir_op_type_rule(op->op);
   if (rule == IR_TYPE_MATMUL_TN) { /* the result's rows; each sums over the whole batch */
+    int64_t per_batch = 1; /* general tensors: a [N, .., K] sums .. too */
+    for (int r = 1; r < x->type.rank - 1; r++) per_batch *= x->type.dims[r];
     *rows_fixed = op->type.dims[0];
-    *work_per_row = sums_batch ? 0 : 2 * op->type.dims[1] * summed;
-    *work_per_batch = sums_batch ? 2 * op->type.dims[1] : 0;
+    *work_per_row = sums_batch ? 0 : 2 * op->type.dims[1] * summed * per_batch;
+    *work_per_batch = sums_batch ? 2 * op->type.dims[1] * per_batch : 0;
   } else if (rule == IR_TYPE_CONV2D_FILTER_GRAD) { /* convolutional networks: rows (kh, kw, c) of dw */
     const ir_type *dy = &op->srcs[1]->type;
     *rows_fixed = op->type.dims[0] * op->type.dims[1] * op->type.dims[2];

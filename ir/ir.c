@@ -458,6 +458,8 @@ static bool infer_conv2d_grad(ir_op op, ir_node *const *srcs, const ir_attr *att
 static bool infer_broadcast(ir_op op, ir_node *const *srcs, int n, ir_type *out, char *err, size_t errlen);
 static bool infer_sum_to(ir_op op, const ir_type *x, const ir_attr *attr, ir_type *out, char *err, size_t errlen);
 static bool check_eltwise_attrs(ir_op op, const ir_attr *attr, char *err, size_t errlen);
+static bool infer_batch_matmul(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir_type *out, char *err,
+                               size_t errlen);
 
 bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr,
                    ir_type *out, char *err, size_t errlen) {
@@ -470,17 +472,19 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_MATMUL: {
     const ir_type *a = &srcs[0]->type, *b = &srcs[1]->type;
     shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb);
-    if (a->rank != 2 || b->rank != 2)
-      return FAIL("%s operands must be rank 2, got %s and %s", ir_op_name(op), sa, sb);
+    /* general tensors: a of any rank >= 2 (Keras Dense on the last axis) */
+    if (a->rank < 2 || b->rank != 2)
+      return FAIL("%s operands must be rank >= 2 and rank 2, got %s and %s", ir_op_name(op), sa, sb);
     if (ir_type_is_batched(b))
       return FAIL("%s right operand %s must not have the batch dimension", ir_op_name(op), sb);
-    if (a->dims[1] != b->dims[0])
+    if (a->dims[a->rank - 1] != b->dims[0])
       return FAIL("%s inner dimensions differ: %s and %s", ir_op_name(op), sa, sb);
     if (a->dtype != b->dtype || !dtype_is_float(a->dtype))
       return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
     if ((unsigned)attr->acc >= DT_COUNT || !dtype_is_float(attr->acc))
       return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), dtype_name(attr->acc));
-    *out = (ir_type){a->dtype, 2, {a->dims[0], b->dims[1]}};
+    *out = *a;
+    out->dims[a->rank - 1] = b->dims[1];
     return true;
   }
   case IR_TYPE_BINARY: return check_eltwise_attrs(op, attr, err, errlen) && infer_broadcast(op, srcs, n_srcs, out, err, errlen);
@@ -535,19 +539,29 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     const ir_type *a = &srcs[0]->type, *b = &srcs[1]->type;
     bool nt = ir_op_type_rule(op) == IR_TYPE_MATMUL_NT;
     shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb);
-    if (a->rank != 2 || b->rank != 2)
-      return FAIL("%s operands must be rank 2, got %s and %s", ir_op_name(op), sa, sb);
+    /* general tensors: a of any rank >= 2 (matmul's gradients on [N, T, C]):
+     * nt's b is rank 2; tn's b has a's leading dimensions, all summed */
+    if (a->rank < 2 || b->rank < 2 || (nt ? b->rank != 2 : b->rank != a->rank))
+      return FAIL("%s operands must be rank >= 2 (%s), got %s and %s", ir_op_name(op),
+                  nt ? "b rank 2" : "of one rank", sa, sb);
     if (nt && ir_type_is_batched(b))
       return FAIL("%s right operand %s must not have the batch dimension", ir_op_name(op), sb);
-    if (nt ? a->dims[1] != b->dims[1] : a->dims[0] != b->dims[0])
+    bool lead_ok = true;
+    for (int r = 0; !nt && r < a->rank - 1; r++) lead_ok &= a->dims[r] == b->dims[r];
+    if (nt ? a->dims[a->rank - 1] != b->dims[1] : !lead_ok)
       return FAIL("%s summed dimensions differ: %s and %s", ir_op_name(op), sa, sb);
     if (a->dtype != b->dtype || !dtype_is_float(a->dtype))
       return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
     if ((unsigned)attr->acc >= DT_COUNT || !dtype_is_float(attr->acc))
       return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), dtype_name(attr->acc));
-    if (!nt && (a->dims[1] == IR_DIM_BATCH || b->dims[1] == IR_DIM_BATCH))
+    if (!nt && (a->dims[a->rank - 1] == IR_DIM_BATCH || b->dims[b->rank - 1] == IR_DIM_BATCH))
       return FAIL("%s result %s x %s would have the batch dimension inside", ir_op_name(op), sa, sb);
-    *out = nt ? (ir_type){a->dtype, 2, {a->dims[0], b->dims[0]}} : (ir_type){a->dtype, 2, {a->dims[1], b->dims[1]}};
+    if (nt) {
+      *out = *a;
+      out->dims[a->rank - 1] = b->dims[0];
+    } else {
+      *out = (ir_type){a->dtype, 2, {a->dims[a->rank - 1], b->dims[b->rank - 1]}};
+    }
     return true;
   }
   case IR_TYPE_SUM_ROWS: {
@@ -708,6 +722,7 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_GROUP_CONV2D: return infer_conv2d(op, srcs, attr, out, err, errlen);
   case IR_TYPE_GROUP_CONV2D_INPUT_GRAD:
   case IR_TYPE_GROUP_CONV2D_FILTER_GRAD: return infer_conv2d_grad(op, srcs, attr, out, err, errlen);
+  case IR_TYPE_BATCH_MATMUL: return infer_batch_matmul(op, srcs, attr, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;
@@ -720,12 +735,12 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
 static const struct {
   bool is;
   int operand, dim;
-  int n_dims; /* the summed index runs over dimensions dim .. dim + n_dims (0: one) */
+  int n_dims; /* the summed index runs over dimensions dim .. dim + n_dims (0: one; -1: all but the last) */
   bool with_last; /* and over the last dimension too */
 } contraction[] = {
     [IR_TYPE_MATMUL] = {true, 0, -1, 0},    /* [M,K] x [K,Nc]: K, a's last */
     [IR_TYPE_MATMUL_NT] = {true, 0, -1, 0}, /* [M,Nc] x [K,Nc]: Nc, a's last */
-    [IR_TYPE_MATMUL_TN] = {true, 0, 0, 0},  /* [M,K] x [M,Nc]: M, a's first */
+    [IR_TYPE_MATMUL_TN] = {true, 0, 0, -1}, /* [..,K] x [..,Nc]: every dimension of a but its last */
     /* convolutional networks */
     [IR_TYPE_CONV2D] = {true, 1, 0, 3, false},     /* x x w [KH,KW,C,O]: KH x KW x C, w's first three */
     [IR_TYPE_CONV2D_INPUT_GRAD] = {true, 1, 0, 2, true}, /* dy x w: KH x KW x O, w's first two and last */
@@ -734,6 +749,8 @@ static const struct {
     [IR_TYPE_GROUP_CONV2D] = {true, 1, 0, 3, false},     /* KH x KW x C/G */
     [IR_TYPE_GROUP_CONV2D_INPUT_GRAD] = {true, 1, 0, 2, true}, /* KH x KW x O/G (ir_node_flops divides by G) */
     [IR_TYPE_GROUP_CONV2D_FILTER_GRAD] = {true, 1, 0, 3, false}, /* N x OH x OW */
+    /* general tensors: a's last, or with {transpose_a} its second last (ir_node_contraction) */
+    [IR_TYPE_BATCH_MATMUL] = {true, 0, -1, 0},
 };
 
 bool ir_node_contraction(const ir_node *n, int *out_operand, int *out_dim) {
@@ -742,6 +759,7 @@ bool ir_node_contraction(const ir_node *n, int *out_operand, int *out_dim) {
   int operand = contraction[r].operand;
   const ir_type *t = &n->srcs[operand]->type;
   int dim = contraction[r].dim < 0 ? t->rank + contraction[r].dim : contraction[r].dim;
+  if (r == IR_TYPE_BATCH_MATMUL && n->attr.transpose_a) dim = t->rank - 2; /* general tensors: a [.., K, M] */
   if (dim < 0 || dim >= t->rank) return false;
   *out_operand = operand, *out_dim = dim;
   return true;
@@ -756,6 +774,7 @@ int64_t ir_node_flops(const ir_node *n, int64_t batch) {
     if (!ir_node_contraction(n, &operand, &dim)) return 2 * numel; /* a rank-0 operand: one product */
     const ir_type *t = &n->srcs[operand]->type;
     int nd = contraction[ir_op_type_rule(n->op)].n_dims;
+    if (nd < 0) nd = t->rank - 1 - dim;
     int64_t summed = 1;
     for (int r = dim; r < dim + (nd ? nd : 1) && r < t->rank; r++)
       summed *= t->dims[r] == IR_DIM_BATCH ? batch : t->dims[r];
@@ -991,6 +1010,53 @@ static bool check_eltwise_attrs(ir_op op, const ir_attr *attr, char *err, size_t
     return FAIL("%s epsilon must be a finite number > 0, got %g", ir_op_name(op), attr->epsilon);
   if ((keys & A(momentum)) && !(attr->momentum >= 0 && attr->momentum < 1))
     return FAIL("%s momentum must be in [0, 1), got %g", ir_op_name(op), attr->momentum);
+  return true;
+}
+
+/* general tensors: batch_matmul. The matrices are each operand's last two
+ * dimensions (swapped by the transpose flags); the dimensions before them
+ * broadcast as numpy's, aligned from the right. */
+static bool infer_batch_matmul(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir_type *out, char *err,
+                               size_t errlen) {
+  const ir_type *a = &srcs[0]->type, *b = &srcs[1]->type;
+  char sa[96], sb[96];
+  shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb);
+  if (a->rank < 2 || b->rank < 2)
+    return FAIL("%s operands must have rank >= 2 (a matrix in the last two dimensions), got %s and %s",
+                ir_op_name(op), sa, sb);
+  if (a->dtype != b->dtype || !dtype_is_float(a->dtype))
+    return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
+  if ((unsigned)attr->acc >= DT_COUNT || !dtype_is_float(attr->acc))
+    return FAIL("%s accumulator must be a float dtype, got %s", ir_op_name(op), dtype_name(attr->acc));
+  if ((attr->transpose_a != 0 && attr->transpose_a != 1) || (attr->transpose_b != 0 && attr->transpose_b != 1))
+    return FAIL("%s transpose_a and transpose_b must be 0 or 1, got %lld and %lld", ir_op_name(op),
+                (long long)attr->transpose_a, (long long)attr->transpose_b);
+  if ((ir_type_is_batched(a) && a->rank < 3) || (ir_type_is_batched(b) && b->rank < 3))
+    return FAIL("%s of %s and %s: the batch dimension N must be a leading (batch) dimension, not a matrix "
+                "dimension", ir_op_name(op), sa, sb);
+  int64_t M = a->dims[a->rank - (attr->transpose_a ? 1 : 2)], Ka = a->dims[a->rank - (attr->transpose_a ? 2 : 1)];
+  int64_t Kb = b->dims[b->rank - (attr->transpose_b ? 1 : 2)], Nc = b->dims[b->rank - (attr->transpose_b ? 2 : 1)];
+  if (Ka != Kb)
+    return FAIL("%s summed dimensions differ: %s%s and %s%s", ir_op_name(op), sa,
+                attr->transpose_a ? " (transposed)" : "", sb, attr->transpose_b ? " (transposed)" : "");
+  int rank = a->rank > b->rank ? a->rank : b->rank;
+  if (rank < 3)
+    return FAIL("%s of %s and %s: the result needs rank >= 3 (use matmul for one matrix product)", ir_op_name(op),
+                sa, sb);
+  ir_type r = {a->dtype, rank, {0}};
+  for (int d = 0; d < rank - 2; d++) {
+    int da = d - (rank - a->rank), db = d - (rank - b->rank);
+    int64_t x = da >= 0 ? a->dims[da] : 1, y = db >= 0 ? b->dims[db] : 1;
+    if (x != y && x != 1 && y != 1)
+      return FAIL("%s leading dimensions of %s and %s do not broadcast (dimension %d: %s against %s)", ir_op_name(op),
+                  sa, sb, d, x == IR_DIM_BATCH ? "N" : "a size", y == IR_DIM_BATCH ? "N" : "a size");
+    r.dims[d] = x == 1 ? y : x;
+    if (r.dims[d] == IR_DIM_BATCH && d != 0)
+      return ir_batch_stays_leading(op, ir_type_is_batched(a) ? a : b, false,
+                                    "an operand of lower rank or a leading 1 puts N inside", err, errlen);
+  }
+  r.dims[rank - 2] = M, r.dims[rank - 1] = Nc;
+  *out = r;
   return true;
 }
 

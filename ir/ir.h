@@ -72,7 +72,7 @@ enum {
 /* How ir_infer_type derives an op's result type (ir.c). */
 typedef enum ir_type_rule {
   IR_TYPE_LEAF,    /* declared, not inferred */
-  IR_TYPE_MATMUL,  /* [M,K] x [K,Nc] -> [M,Nc], one float dtype, b unbatched */
+  IR_TYPE_MATMUL,  /* [..,K] x [K,Nc] -> [..,Nc], one float dtype, b unbatched (a any rank >= 2) */
   IR_TYPE_BINARY,  /* operands of one float dtype, numpy-broadcast together (N only against N or 1,
                     * and staying dimension 0); the broadcast shape */
   IR_TYPE_UNARY,   /* a float operand; same type */
@@ -83,8 +83,8 @@ typedef enum ir_type_rule {
   IR_TYPE_CAST,    /* x's shape, dtype {to} */
   IR_TYPE_PAD,     /* x grown to {shape} */
   IR_TYPE_SLICE,   /* x shrunk to {shape} */
-  IR_TYPE_MATMUL_NT, /* [M,Nc] x [K,Nc] -> [M,K], b unbatched */
-  IR_TYPE_MATMUL_TN, /* [M,K] x [M,Nc] -> [K,Nc] unbatched */
+  IR_TYPE_MATMUL_NT, /* [..,Nc] x [K,Nc] -> [..,K], b unbatched */
+  IR_TYPE_MATMUL_TN, /* [..,K] x [..,Nc] -> [K,Nc] unbatched, every leading dim summed */
   IR_TYPE_SUM_ROWS,  /* [M,C] -> [C], x's dtype */
   IR_TYPE_SAME,      /* operands of one float type; that type */
   IR_TYPE_LOSS,      /* a float [N,C]; b int32 [N] or a's type; f32 [] */
@@ -122,6 +122,9 @@ typedef enum ir_type_rule {
   IR_TYPE_GROUP_CONV2D, /* x [N,H,W,C], w [KH,KW,C/G,O], O a multiple of G; [N,OH,OW,O] */
   IR_TYPE_GROUP_CONV2D_INPUT_GRAD,  /* dy, w; {shape} x's, as IR_TYPE_CONV2D_INPUT_GRAD with groups */
   IR_TYPE_GROUP_CONV2D_FILTER_GRAD, /* x, dy; {shape} w's [KH,KW,C/G,O] unbatched */
+  /* general tensors: batched matmul */
+  IR_TYPE_BATCH_MATMUL, /* [.., M, K] x [.., K, Nc] (each maybe transposed), one float dtype; the leading
+                         * dims broadcast (numpy matmul), rank >= 3, N only leading; [.., M, Nc] */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */

@@ -298,33 +298,30 @@ static ir_node *unary_grad(grad_state *s, ir_op o, const ir_node *fwd, ir_node *
   return op(s, o, fwd, fwd->srcs[0]->name, (ir_node *[]){dy, other}, 2, &(ir_attr){0});
 }
 
+static ir_node *reduce_to(grad_state *s, const ir_node *fwd, ir_node *d, const ir_node *x);
+
 /* layer_norm(x, gamma, beta): dx = layer_norm_grad(x, gamma, dy); over
  * the rows, dgamma = sum_rows(dy * xhat) with xhat = layer_norm_xhat(x),
  * dbeta = sum_rows(dy) (no sum when x has no row dimension: an unbatched
- * x normalized over all of it). An x of rank > 2 is refused: no model
- * reaches it yet (no op takes a value of rank > 2 to the [N, classes]
- * prediction), but a reshape op would. */
+ * x normalized over all of it). With more dimensions before the
+ * normalized ones ([N, T, C]), dgamma and dbeta sum over all of them
+ * (sum_to, in a fixed order). */
 static bool layer_norm_backward(grad_state *s, ir_node *n, ir_node *dy) {
   ir_node *x = n->srcs[0], *gamma = n->srcs[1], *beta = n->srcs[2];
-  ir_attr na = {.axis = n->attr.axis, .epsilon = n->attr.epsilon}, acc = {.acc = DT_F32};
+  ir_attr na = {.axis = n->attr.axis, .epsilon = n->attr.epsilon};
   if (s->needs[x->id])
     accumulate(s, x, op(s, IR_OP_LAYER_NORM_GRAD, n, x->name, (ir_node *[]){x, gamma, dy}, 3, &na));
   if (!s->needs[gamma->id] && !s->needs[beta->id]) return true;
-  int first = ir_norm_first_dim(&x->type, n->attr.axis);
-  CASTOR_ASSERT(first >= 0);
-  if (first > 1 || (first == 1 && x->type.rank != 2))
-    return fail(s, DIAG_KIND_UNSUPPORTED, n->loc,
-                "%s (%%%s): no gradient rule yet for gamma and beta when x has more than one dimension before the "
-                "normalized ones",
-                ir_op_name(n->op), n->name);
+  /* general tensors: summed over every dimension before the normalized
+   * ones (reduce_to: sum_rows for [N, C], sum_to for [N, T, C] and more) */
   if (s->needs[gamma->id]) {
     char name[512];
     snprintf(name, sizeof name, "%s.xhat", n->name);
     ir_node *xhat = named_op(s, IR_OP_LAYER_NORM_XHAT, n, name, &x, 1, &na);
     ir_node *dg = op(s, IR_OP_MUL, n, gamma->name, (ir_node *[]){dy, xhat}, 2, &(ir_attr){0});
-    accumulate(s, gamma, first == 1 ? op(s, IR_OP_SUM_ROWS, n, gamma->name, &dg, 1, &acc) : dg);
+    accumulate(s, gamma, reduce_to(s, n, dg, gamma));
   }
-  if (s->needs[beta->id]) accumulate(s, beta, first == 1 ? op(s, IR_OP_SUM_ROWS, n, beta->name, &dy, 1, &acc) : dy);
+  if (s->needs[beta->id]) accumulate(s, beta, reduce_to(s, n, dy, beta));
   return true;
 }
 
@@ -526,6 +523,28 @@ static bool reduce_backward(grad_state *s, ir_node *n, ir_node *dy) {
   d = op(s, IR_OP_BROADCAST_TO, n, base, &d, 1, &to);
   if (n->op == IR_OP_REDUCE_MEAN) d = scaled(s, n, base, d, 1.0 / (double)count);
   accumulate(s, x, d);
+  return true;
+}
+
+/* ---- general tensors: batched matmul ----
+ * y = A B with A = a or a^T ({transpose_a}), B = b or b^T: dA = dy B^T and
+ * dB = A^T dy are batch_matmuls again, the flags choosing the transposes so
+ * that each gradient comes out in its operand's stored orientation, at the
+ * result's leading dimensions, then summed back to the operand's shape
+ * over the dimensions it was broadcast along (reduce_to: a fixed order). */
+static bool batch_matmul_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *a = n->srcs[0], *b = n->srcs[1];
+  int64_t ta = n->attr.transpose_a, tb = n->attr.transpose_b;
+  if (s->needs[a->id]) { /* a: dy B^T, or stored transposed B dy^T */
+    ir_attr at = {.acc = DT_F32, .transpose_a = ta ? tb : 0, .transpose_b = ta ? 1 : !tb};
+    ir_node *srcs[2] = {ta ? b : dy, ta ? dy : b};
+    accumulate(s, a, reduce_to(s, n, op(s, IR_OP_BATCH_MATMUL, n, a->name, srcs, 2, &at), a));
+  }
+  if (s->needs[b->id]) { /* b: A^T dy, or stored transposed dy^T A */
+    ir_attr at = {.acc = DT_F32, .transpose_a = tb ? 1 : !ta, .transpose_b = tb ? ta : 0};
+    ir_node *srcs[2] = {tb ? dy : a, tb ? a : dy};
+    accumulate(s, b, reduce_to(s, n, op(s, IR_OP_BATCH_MATMUL, n, b->name, srcs, 2, &at), b));
+  }
   return true;
 }
 
@@ -740,6 +759,8 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_GROUP_CONV2D_FILTER_GRAD:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
+  /* general tensors: batched matmul */
+  case IR_OP_BATCH_MATMUL: return batch_matmul_backward(s, n, dy);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

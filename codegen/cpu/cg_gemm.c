@@ -116,6 +116,20 @@ typedef struct gemm_conv {
   int64_t H, W, C, KW, OH, OW, O, sh, sw, dh, dw, pt, pl; /* x [N,H,W,C], w [KH,KW,C,O], dy [N,OH,OW,O] */
 } gemm_conv;
 
+/* general tensors: a batch_matmul is one GEMM per matrix product (item):
+ * the launch's rows are y's dimension 0, each per_row items of M GEMM rows;
+ * item (r, q) reads a's and b's matrices at their item strides (0 along a
+ * broadcast dimension). A is read in place (or k-major, transpose_a), B in
+ * place (or packed transposed per item, transpose_b). */
+typedef struct gemm_bmm {
+  int64_t on;              /* 1: a batch_matmul */
+  int64_t per_row;         /* items per launch row: y's leading dimensions after dimension 0 */
+  int64_t M;               /* GEMM rows of an item */
+  int64_t a_size, b_size;  /* elements of one matrix of a, of b */
+  int64_t nd;              /* y's leading (batch) dimensions */
+  int64_t dims[IR_MAX_RANK], a_stride[IR_MAX_RANK], b_stride[IR_MAX_RANK]; /* per leading dimension of y */
+} gemm_bmm;
+
 struct cg_gemm {
   int vw, nv, nr, mr;   /* a full panel is nv vectors of vw lanes: nr columns */
   int64_t K, Nc;        /* K < 0: the run's batch (matmul_tn sums over it) */
@@ -136,6 +150,7 @@ struct cg_gemm {
   gemm_variant var[4];
   int n_var;
   gemm_conv conv;       /* convolutional networks: the A gather of a conv2d */
+  gemm_bmm bmm;         /* general tensors: batch_matmul's item loop */
 };
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -160,6 +175,32 @@ static const struct {
     [CG_GEMM_KERNEL_AVX512] = {16, 32, false},
     [CG_GEMM_KERNEL_AVX512_BF16] = {16, 32, false},
 };
+
+/* general tensors: batch_matmul's items (gemm_bmm) */
+static void choose_bmm(const ir_node *mm, cg_gemm *g) {
+  const ir_type *y = &mm->type, *at = &mm->srcs[0]->type, *bt = &mm->srcs[1]->type;
+  gemm_bmm *bm = &g->bmm;
+  int R = y->rank;
+  bm->on = 1;
+  bm->M = y->dims[R - 2];
+  g->K = at->dims[at->rank - (mm->attr.transpose_a ? 2 : 1)];
+  g->a_trans = mm->attr.transpose_a ? 1 : 0;
+  g->b_src = mm->attr.transpose_b ? GEMM_B_PACK_CALL_T : GEMM_B_IN_PLACE;
+  bm->a_size = bm->M * g->K, bm->b_size = g->K * y->dims[R - 1];
+  bm->nd = R - 2;
+  bm->per_row = 1;
+  for (int d = 1; d < R - 2; d++) bm->per_row *= y->dims[d];
+  int64_t as = 1, bs = 1; /* items of a and b after dimension d */
+  for (int d = R - 3; d >= 0; d--) {
+    int da = d - (R - at->rank), db = d - (R - bt->rank);
+    bm->dims[d] = y->dims[d];
+    int64_t ad = da >= 0 ? at->dims[da] : 1, bd = db >= 0 ? bt->dims[db] : 1;
+    bm->a_stride[d] = ad == 1 ? 0 : as;
+    bm->b_stride[d] = bd == 1 ? 0 : bs;
+    if (ad != IR_DIM_BATCH) as *= ad; /* N only in dimension 0: nothing after it */
+    if (bd != IR_DIM_BATCH) bs *= bd;
+  }
+}
 
 static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0], *a = mm->srcs[0];
@@ -190,18 +231,31 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
       g->K = ir_type_is_batched(x) ? -1 : x->dims[0] * cv->k_per_item;
       g->b_src = GEMM_B_PACK_BLOCK;
     }
+  } else if (rule == IR_TYPE_BATCH_MATMUL) { /* general tensors */
+    choose_bmm(mm, g);
   } else if (rule == IR_TYPE_MATMUL_TN) { /* y = a^T b: the sum runs over a's rows, the batch or its own */
     g->a_trans = 1;
-    g->K = ir_type_is_batched(&a->type) ? -1 : a->type.dims[0];
+    /* general tensors: a [N, .., K] sums over every dimension but its
+     * last: k_per_item GEMM rows per batch row (flat, row-major) */
+    int64_t inner = 1;
+    for (int r = 1; r < a->type.rank - 1; r++) inner *= a->type.dims[r];
+    g->conv.k_per_item = inner;
+    g->K = ir_type_is_batched(&a->type) ? -1 : a->type.dims[0] * inner;
     g->b_src = GEMM_B_PACK_BLOCK;
   } else {
-    g->K = a->type.dims[1];
+    g->K = a->type.dims[a->type.rank - 1];
     if (rule == IR_TYPE_MATMUL_NT) g->b_src = GEMM_B_PACK_CALL_T; /* y = a b^T */
+    /* general tensors: a [N, .., K] (Keras Dense on the last axis) is the
+     * flat matrix [N*.., K]: rows_per_item GEMM rows per launch row */
+    int64_t inner = 1;
+    for (int r = 1; r < a->type.rank - 1; r++) inner *= a->type.dims[r];
+    g->conv.rows_per_item = inner;
   }
   /* the K-pair family takes a contraction of two bf16 operands; its B is
    * always packed (a constant at compile time, else per call) */
   g->bf16 = caps->gemm_kernel == CG_GEMM_KERNEL_AVX512_BF16 && a->type.dtype == DT_BF16 &&
-            mm->srcs[1]->type.dtype == DT_BF16 && !g->conv.mode; /* convolutions: the FMA family for now */
+            mm->srcs[1]->type.dtype == DT_BF16 && !g->conv.mode /* convolutions: the FMA family for now */
+            && !g->bmm.on; /* general tensors: batch_matmul too */
   if (g->bf16 && g->b_src == GEMM_B_IN_PLACE) g->b_src = GEMM_B_PACK_CALL;
   g->softmax = k->n_ops > 1 && ir_op_kernel(k->ops[k->n_ops - 1]->op) == IR_KERNEL_ROWWISE; /* cg_plan.c */
   g->prefetch_b = kernel_regs[caps->gemm_kernel].prefetch_b;
@@ -244,6 +298,7 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
    * are the outer loop (B packed a K block at a time: cg_gemm_emit) */
   int64_t all_rows = g->conv.mode == GEMM_CONV_DW ? mm->type.dims[0] * mm->type.dims[1] * mm->type.dims[2] /* dw: KH*KW*C */
                                                   : mm->type.dims[0];
+  if (!g->conv.mode && g->conv.rows_per_item > 1) all_rows *= g->conv.rows_per_item; /* general tensors */
   g->c_rows = g->b_src == GEMM_B_PACK_BLOCK ? round_up(all_rows, g->mc) : g->mc;
   g->b_off = round_up(g->c_off + g->c_rows * g->ldc * 4, 64);
   /* row variants: the main tile, then 4 and 1 rows over several panels */
@@ -281,7 +336,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
                                                       : 0;
     layout->launch[ki] = (cg_kernel_launch){.cols = g->Nc,
                                             .col_step = g->softmax ? g->Nc : g->nr,
-                                            .row_step = g->conv.rows_per_item > 1 ? 1 : g->mr, /* a conv: images */
+                                            .row_step = g->conv.rows_per_item > 1 || g->bmm.on ? 1 : g->mr, /* a conv: images */
                                             .scratch_bytes = b_bytes ? g->b_off + b_bytes : g->b_off};
   }
   /* pre-pack a constant B when every use of it is as the B of GEMMs that
@@ -324,7 +379,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
 
 /* Kernels share a body only if their GEMM layouts agree on every field:
  * a new field must join the key below. */
-_Static_assert(sizeof(struct cg_gemm) == 304, "cg_gemm changed: add the new field to cg_gemm_key");
+_Static_assert(sizeof(struct cg_gemm) == 304 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
   str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw,
@@ -336,6 +391,9 @@ void cg_gemm_key(const cg_gemm *g, str_buf *out) {
   const int64_t *cv = &g->conv.mode; /* convolutional networks: every field of gemm_conv */
   str_buf_puts(out, "conv");
   for (size_t i = 0; i < sizeof g->conv / sizeof *cv; i++) str_buf_printf(out, " %lld", (long long)cv[i]);
+  const int64_t *bv = &g->bmm.on; /* general tensors: every field of gemm_bmm */
+  str_buf_puts(out, " bmm");
+  for (size_t i = 0; i < sizeof g->bmm / sizeof *bv; i++) str_buf_printf(out, " %lld", (long long)bv[i]);
   str_buf_putc(out, ':');
 }
 
@@ -353,7 +411,14 @@ typedef struct gemm_ctx {
   LLVMValueRef epilogue;          /* the kernel's epilogue function */
   LLVMValueRef run_done;          /* emit_pack_run: where its vector loop stopped */
   LLVMValueRef row0, row1;        /* the call's GEMM rows (a conv: its images' rows) */
+  LLVMValueRef abase, bbase;      /* a's and b's data (batch_matmul: the item's matrices) */
+  LLVMValueRef arow0;             /* batch_matmul: the item's first GEMM row (A's rows count from it); else NULL */
 } gemm_ctx;
+
+/* general tensors: row ic of the GEMM as a row of A (batch_matmul: of the item's matrix) */
+static LLVMValueRef a_row(gemm_ctx *x, LLVMValueRef ic) {
+  return x->arow0 ? LLVMBuildSub(x->c->e->b, ic, x->arow0, "") : ic;
+}
 
 static LLVMValueRef gep(cg_emitter *e, LLVMTypeRef ty, LLVMValueRef p, LLVMValueRef idx) {
   return LLVMBuildGEP2(B, ty, p, &idx, 1, "");
@@ -471,16 +536,16 @@ static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
     return;
   }
   if (g->bf16) { /* K pairs as i32, lda pairs a row (or a pair row) */
-    int64_t ld = g->a_trans ? x->a->type.dims[1] : g->K;
+    int64_t ld = g->a_trans ? x->a->type.dims[x->a->type.rank - 1] : g->K;
     LLVMValueRef src = g->a_trans ? gep(e, at, c->base[x->a->id], x->ic)
                                   : gep(e, at, c->base[x->a->id], mul(e, x->ic, g->K));
     cg_gemm_bf16_pack_a(c, src, ld, g->a_trans, m, x->pc, x->kk, x->apack, g->lda);
     return;
   }
   if (g->a_trans) { /* A[i, k] is a[k, i]: row k of the block is a's row pc + k, columns ic .. ic+m */
-    int64_t M = x->a->type.dims[1];
+    int64_t M = x->a->type.dims[x->a->type.rank - 1];
     cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), x->kk, 1, "pack.k");
-    LLVMValueRef src = gep(e, at, c->base[x->a->id], add(e, mul(e, add(e, x->pc, lk.iv), M), x->ic));
+    LLVMValueRef src = gep(e, at, x->abase, add(e, mul(e, add(e, x->pc, lk.iv), M), a_row(x, x->ic)));
     LLVMValueRef dst = gep(e, e->f32, x->apack, mul(e, lk.iv, g->lda));
     cg_loop li = cg_loop_begin(c, cg_i64(e, 0), m, g->vw, "pack.i");
     LLVMValueRef v = cg_emit_load(e, dt, gep(e, at, src, li.iv), g->vw, x->a->name);
@@ -494,7 +559,7 @@ static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
     return;
   }
   cg_loop lr = cg_loop_begin(c, cg_i64(e, 0), m, 1, "pack.row");
-  LLVMValueRef src = gep(e, at, c->base[x->a->id], add(e, mul(e, add(e, x->ic, lr.iv), g->K), x->pc));
+  LLVMValueRef src = gep(e, at, x->abase, add(e, mul(e, add(e, a_row(x, x->ic), lr.iv), g->K), x->pc));
   LLVMValueRef dst = gep(e, e->f32, x->apack, mul(e, lr.iv, g->lda));
   cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), x->kk, g->vw, "pack.k");
   LLVMValueRef v = cg_emit_load(e, dt, gep(e, at, src, lk.iv), g->vw, x->a->name);
@@ -518,7 +583,7 @@ static void emit_pack_b_panels(gemm_ctx *x, LLVMValueRef dst, LLVMValueRef p0, L
   const cg_gemm *g = x->g;
   ir_dtype dt = x->b->type.dtype;
   LLVMTypeRef bty = cg_llvm_dtype(e, dt);
-  LLVMValueRef src = c->base[x->b->id], zero = cg_const(e, x->vt, 0.0);
+  LLVMValueRef src = x->bbase, zero = cg_const(e, x->vt, 0.0);
   int64_t K = g->K; /* GEMM_B_PACK_CALL_T: b is [Nc, K] */
   cg_loop lq = cg_loop_begin(c, p0, p1, 1, "packb.panel");
   LLVMValueRef pdst = gep(e, e->f32, dst, LLVMBuildMul(B, LLVMBuildSub(B, lq.iv, p0, ""), mul(e, kk, g->nr), ""));
@@ -749,7 +814,7 @@ static void emit_micro_f32(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr,
     bstride = cg_i64(e, width);
     pstride = kknr;
   } else {
-    bptr = gep(e, bty, c->base[x->b->id], add(e, mul(e, x->pc, g->Nc), mul(e, p, g->nr)));
+    bptr = gep(e, bty, x->bbase, add(e, mul(e, x->pc, g->Nc), mul(e, p, g->nr)));
     bstride = cg_i64(e, g->Nc);
     pstride = cg_i64(e, g->nr);
   }
@@ -906,16 +971,13 @@ static LLVMValueRef emit_variant(gemm_ctx *x, LLVMValueRef ir0, LLVMValueRef m, 
   return li.iv;
 }
 
-void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
+/* The GEMM of rows [x->row0, x->row1) (every column block, K block and
+ * row block of the call). */
+static void emit_gemm_rows(gemm_ctx *xp) {
+  gemm_ctx x = *xp; /* the loops below move its block pointers */
+  cg_kctx *c = x.c;
   cg_emitter *e = c->e;
-  const cg_kernel *k = c->k;
-  gemm_ctx x = {.c = c, .g = g, .mm = k->ops[0], .a = k->ops[0]->srcs[0], .b = k->ops[0]->srcs[1],
-                .out = k->ops[k->n_ops - 1], .vt = LLVMVectorType(e->f32, (unsigned)g->vw)};
-  x.epilogue = emit_epilogue_fn(c, g);
-  x.row0 = g->conv.rows_per_item > 1 ? mul(e, c->row0, g->conv.rows_per_item) : c->row0;
-  x.row1 = g->conv.rows_per_item > 1 ? mul(e, c->row1, g->conv.rows_per_item) : c->row1;
-  x.apack = c->scratch;
-  x.ctile = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->c_off));
+  const cg_gemm *g = x.g;
   LLVMValueRef bpack = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->b_off));
   /* panels of the tile: col0 is a panel edge; col1 is one or the row end */
   LLVMValueRef p_begin = LLVMBuildSDiv(B, c->col0, cg_i64(e, g->nr), "panel0");
@@ -990,4 +1052,51 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
   cg_loop_end(c, &l2);
   cg_loop_end(c, &l1);
   cg_loop_end(c, &lj);
+}
+
+/* general tensors: batch_matmul, one GEMM per item of the call's launch
+ * rows (gemm_bmm): its GEMM rows are item * M .., so the epilogue stores
+ * the result's rows in place; A and B are the item's matrices. */
+static void emit_bmm_items(gemm_ctx *x) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const gemm_bmm *bm = &x->g->bmm;
+  LLVMTypeRef at = cg_llvm_dtype(e, x->a->type.dtype), bt = cg_llvm_dtype(e, x->b->type.dtype);
+  LLVMValueRef abase = x->abase, bbase = x->bbase;
+  cg_loop lr = cg_loop_begin(c, c->row0, c->row1, 1, "bmm.row");
+  cg_loop lq = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, bm->per_row), 1, "bmm.item");
+  /* the item's coordinates: dimension 0 the launch row, the others from q */
+  LLVMValueRef ai = mul(e, lr.iv, bm->a_stride[0]), bi = mul(e, lr.iv, bm->b_stride[0]), rest = lq.iv;
+  for (int64_t d = bm->nd - 1; d >= 1; d--) {
+    LLVMValueRef cd = LLVMBuildSRem(B, rest, cg_i64(e, bm->dims[d]), "");
+    rest = LLVMBuildSDiv(B, rest, cg_i64(e, bm->dims[d]), "");
+    ai = add(e, ai, mul(e, cd, bm->a_stride[d]));
+    bi = add(e, bi, mul(e, cd, bm->b_stride[d]));
+  }
+  LLVMValueRef item = add(e, mul(e, lr.iv, bm->per_row), lq.iv);
+  x->abase = gep(e, at, abase, mul(e, ai, bm->a_size));
+  x->bbase = gep(e, bt, bbase, mul(e, bi, bm->b_size));
+  x->row0 = x->arow0 = mul(e, item, bm->M);
+  x->row1 = add(e, x->row0, cg_i64(e, bm->M));
+  emit_gemm_rows(x);
+  cg_loop_end(c, &lq);
+  cg_loop_end(c, &lr);
+}
+
+void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
+  cg_emitter *e = c->e;
+  const cg_kernel *k = c->k;
+  gemm_ctx x = {.c = c, .g = g, .mm = k->ops[0], .a = k->ops[0]->srcs[0], .b = k->ops[0]->srcs[1],
+                .out = k->ops[k->n_ops - 1], .vt = LLVMVectorType(e->f32, (unsigned)g->vw)};
+  x.epilogue = emit_epilogue_fn(c, g);
+  x.apack = c->scratch;
+  x.ctile = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->c_off));
+  x.abase = c->base[x.a->id], x.bbase = c->base[x.b->id];
+  if (g->bmm.on) {
+    emit_bmm_items(&x);
+    return;
+  }
+  x.row0 = g->conv.rows_per_item > 1 ? mul(e, c->row0, g->conv.rows_per_item) : c->row0;
+  x.row1 = g->conv.rows_per_item > 1 ? mul(e, c->row1, g->conv.rows_per_item) : c->row1;
+  emit_gemm_rows(&x);
 }

@@ -70,6 +70,8 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     /* general tensors: dropout (dropout itself, the identity, runs on the chain) */
     [IR_OP_DROPOUT_TRAIN] = TRAINING,
     [IR_OP_LOG_SOFTMAX_GRAD] = TRAINING,
+    /* general tensors: batched matmul */
+    [IR_OP_BATCH_MATMUL] = "the NVPTX GEMM has no batch loop yet (one matrix product per launch row; run it on the cpu target)",
 };
 #undef TRAINING
 

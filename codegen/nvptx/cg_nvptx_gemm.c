@@ -68,7 +68,7 @@ static gemm_cfg choose(const cg_kernel *k) {
   const ir_node *mm = k->ops[0], *a = mm->srcs[0], *b = mm->srcs[1];
   gemm_cfg c;
   memset(&c, 0, sizeof c);
-  c.K = a->type.dims[1], c.N = b->type.dims[1];
+  c.K = a->type.dims[a->type.rank - 1], c.N = b->type.dims[1]; /* general tensors: a [N, .., K] */
   c.at = a->type.dtype, c.bt = b->type.dtype;
   bool is16 = (c.at == DT_F16 || c.at == DT_BF16) && c.bt == c.at;
   c.mma = is16 && c.K % 8 == 0 && c.N % 8 == 0;
@@ -391,7 +391,13 @@ void cg_nv_gemm_emit(cg_nv_kernel *g) {
   LLVMValueRef tid = cg_nv_sreg(e, "tid.x");
   LLVMValueRef m0 = LLVMBuildMul(B, LLVMBuildZExt(B, cg_nv_sreg(e, "ctaid.x"), e->i64, ""), cg_i64(e, cf.bm), "m0");
   LLVMValueRef n0 = LLVMBuildMul(B, LLVMBuildZExt(B, cg_nv_sreg(e, "ctaid.y"), e->i64, ""), cg_i64(e, cf.bn), "n0");
-  LLVMValueRef M = ir_type_is_batched(&mm->srcs[0]->type) ? g->batch : cg_i64(e, mm->srcs[0]->type.dims[0]);
+  /* general tensors: a [N, .., K] is the flat matrix [N*.., K], `items`
+   * GEMM rows per launch row */
+  const ir_type *at = &mm->srcs[0]->type;
+  int64_t items = 1;
+  for (int r = 1; r < at->rank - 1; r++) items *= at->dims[r];
+  LLVMValueRef M = ir_type_is_batched(at) ? g->batch : cg_i64(e, at->dims[0]);
+  if (items > 1) M = LLVMBuildMul(B, M, cg_i64(e, items), "M");
   int64_t pipe;
   if (cf.mma) {
     emit_mma_gemm(g, &cf, tid, m0, n0, M, to_global(e, g->c.base[mm->srcs[0]->id]), to_global(e, g->c.base[mm->srcs[1]->id]));
@@ -405,6 +411,6 @@ void cg_nv_gemm_emit(cg_nv_kernel *g) {
   rt_cuda_launch *l = g->launch;
   l->block = cf.threads;
   l->shared_bytes = (int)(pipe > stage ? pipe : stage);
-  l->units_per_row = 1, l->units_per_block = cf.bm, l->max_grid_x = 0;
+  l->units_per_row = items, l->units_per_block = cf.bm, l->max_grid_x = 0;
   l->grid_y = (int)((cf.N + cf.bn - 1) / cf.bn);
 }

@@ -169,6 +169,10 @@ struct fe_layer {
   int64_t groups, depth_multiplier, zero_pads[4];
   bool keepdims, causal, pool_given;
   diag_loc groups_loc, padding_loc;
+  /* general tensors: multi_head_attention (value_dim 0: key_dim) */
+  int64_t num_heads, key_dim, value_dim;
+  int64_t sequence_length; /* position_embedding */
+  diag_loc num_heads_loc;
   /* lowering */
   bool lowered;
   ir_node *value;
@@ -260,6 +264,21 @@ bool fe_weights_get(fe_weights *w, ir_graph *g, const char *key, const ir_type *
                     const char *layer, diag_loc layer_loc, const float **out);
 /* Warns about tensors of the file that the model did not use. */
 void fe_weights_check_unused(fe_weights *w);
+
+/* ---- general tensors: the lowering state, shared by lower.c and
+ * lower_attn.c (global_average_pooling1d, multi_head_attention) ---- */
+typedef struct lowering {
+  fe_model *m;
+  ir_graph *g;
+  fe_weights w;
+} lowering;
+/* lower.c: a node stamped with its layer (name, policy); a type as text */
+ir_node *fe_stamp(lowering *lw, fe_layer *l, ir_node *n);
+const char *fe_type_str(lowering *lw, const ir_type *t);
+/* lower_attn.c */
+bool fe_lower_global_average_pooling1d(lowering *lw, fe_layer *l, ir_node **in);
+bool fe_lower_multi_head_attention(lowering *lw, fe_layer *l, ir_node **in);
+bool fe_lower_position_embedding(lowering *lw, fe_layer *l, ir_node **in);
 void fe_weights_fini(fe_weights *w);
 
 /* Largest total of weights the Glorot init generates (bytes). */

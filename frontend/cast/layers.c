@@ -356,6 +356,14 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
     l->seed = v->ival, l->seed_given = true;
     return true;
   }
+  /* general tensors: multi_head_attention */
+  if (str_eq(a->key, "num_heads")) {
+    l->num_heads_loc = v->loc;
+    return parse_positive(m, "num_heads", v, &l->num_heads);
+  }
+  if (str_eq(a->key, "key_dim")) return parse_positive(m, "key_dim", v, &l->key_dim);
+  if (str_eq(a->key, "value_dim")) return parse_positive(m, "value_dim", v, &l->value_dim);
+  if (str_eq(a->key, "sequence_length")) return parse_positive(m, "sequence_length", v, &l->sequence_length);
   if (str_eq(a->key, "name")) {
     const char *s = name_of(v);
     if (!s || !is_identifier(s)) {

@@ -53,12 +53,6 @@ bool fe_error_limit(fe_model *m) {
   return m->stopped;
 }
 
-typedef struct lowering {
-  fe_model *m;
-  ir_graph *g;
-  fe_weights w;
-} lowering;
-
 static const char *type_str(lowering *lw, const ir_type *t) {
   str_buf b;
   str_buf_init(&b);
@@ -68,7 +62,17 @@ static const char *type_str(lowering *lw, const ir_type *t) {
   return s;
 }
 
+/* general tensors: for the lowerings in lower_attn.c */
+const char *fe_type_str(lowering *lw, const ir_type *t) { return type_str(lw, t); }
+
 /* Stamps a node with what it keeps of its layer. */
+ir_node *fe_stamp(lowering *lw, fe_layer *l, ir_node *n) {
+  n->note = arena_strdup(lw->g->arena, l->name);
+  n->layer = n->note;
+  n->policy = l->policy;
+  return n;
+}
+
 static ir_node *stamp(lowering *lw, fe_layer *l, ir_node *n) {
   n->note = arena_strdup(lw->g->arena, l->name);
   n->layer = n->note;
@@ -80,12 +84,13 @@ static bool lower_dense(lowering *lw, fe_layer *l, ir_node **in) {
   ir_node *x = in[0];
   fe_model *m = lw->m;
   ir_graph *g = lw->g;
-  if (x->type.rank != 2) {
-    diag_error(m->d, l->inputs[0].loc, "dense needs a rank-2 input [N, features], got %s",
+  /* general tensors: Keras Dense applies to the last axis of any rank >= 2 */
+  if (x->type.rank < 2) {
+    diag_error(m->d, l->inputs[0].loc, "dense needs an input of rank >= 2 [N, ..., features], got %s",
                type_str(lw, &x->type));
     return false;
   }
-  ir_type kt = {DT_F32, 2, {x->type.dims[1], l->units}};
+  ir_type kt = {DT_F32, 2, {x->type.dims[x->type.rank - 1], l->units}};
   ir_type bt = {DT_F32, 1, {l->units}};
   int64_t bytes;
   if (!ir_type_bytes(&kt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {

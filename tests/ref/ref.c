@@ -107,7 +107,8 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case IR_OP_CONV2D: case IR_OP_CONV2D_INPUT_GRAD: case IR_OP_CONV2D_FILTER_GRAD: \
   case IR_OP_MAX_POOL2D: case IR_OP_AVG_POOL2D: case IR_OP_MAX_POOL2D_GRAD: case IR_OP_AVG_POOL2D_GRAD: \
   case IR_OP_BATCH_NORM: case IR_OP_BN_MEAN: case IR_OP_MOVING_UPDATE: \
-  case IR_OP_GROUP_CONV2D: case IR_OP_GROUP_CONV2D_INPUT_GRAD: case IR_OP_GROUP_CONV2D_FILTER_GRAD:
+  case IR_OP_GROUP_CONV2D: case IR_OP_GROUP_CONV2D_INPUT_GRAD: case IR_OP_GROUP_CONV2D_FILTER_GRAD: \
+  case IR_OP_BATCH_MATMUL: /* general tensors: batched matmul */
 
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
@@ -402,8 +403,9 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   case IR_OP_MATMUL_NT:
   case IR_OP_MATMUL_TN: {
     /* nt: y[i,k] = sum_j a[i,j] b[k,j]; tn: y[k,j] = sum_i a[i,k] b[i,j] */
-    bool nt = n->op == IR_OP_MATMUL_NT;
-    int64_t inner_a = n->srcs[0]->type.dims[1], inner_b = n->srcs[1]->type.dims[1];
+    bool nt = n->op == IR_OP_MATMUL_NT; /* general tensors: a (and tn's b) [.., last] flat */
+    const ir_type *ta = &n->srcs[0]->type, *tb = &n->srcs[1]->type;
+    int64_t inner_a = ta->dims[ta->rank - 1], inner_b = tb->dims[tb->rank - 1];
     int64_t rows = inner_a > 0 ? n_src[0] / inner_a : 0;
     const double *a = src[0], *b = src[1];
     if (nt) {
@@ -520,11 +522,11 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
     break;
   case IR_OP_MATMUL: {
     const ir_type *ta = &n->srcs[0]->type, *tb = &n->srcs[1]->type;
-    if (ta->rank != 2 || tb->rank != 2 || t->rank != 2)
-      return FAIL("matmul %%%s: operands must be rank 2", n->name);
+    if (ta->rank < 2 || tb->rank != 2 || t->rank != ta->rank) /* general tensors: a [.., K] flat */
+      return FAIL("matmul %%%s: operands must be rank >= 2 and rank 2", n->name);
     int64_t k = tb->dims[0], nc = tb->dims[1];
     int64_t m = k > 0 ? n_src[0] / k : (nc > 0 ? count / nc : 0);
-    if (ta->dims[1] != k || n_src[0] != m * k || n_src[1] != k * nc || count != m * nc)
+    if (ta->dims[ta->rank - 1] != k || n_src[0] != m * k || n_src[1] != k * nc || count != m * nc)
       return FAIL("matmul %%%s: inconsistent shapes", n->name);
     const double *a = src[0], *b = src[1];
     for (int64_t i = 0; i < m; i++) {
@@ -569,6 +571,40 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   case IR_OP_HARD_SIGMOID_GRAD:
   case IR_OP_CLIP_GRAD:
     return eval_broadcast(n, src, n_src, y, count, batch, err, errlen);
+  case IR_OP_BATCH_MATMUL: { /* general tensors: the definition, leading dimensions broadcast */
+    const ir_type *ta = &n->srcs[0]->type, *tb = &n->srcs[1]->type;
+    bool tra = n->attr.transpose_a, trb = n->attr.transpose_b;
+    int R = t->rank;
+    int64_t M = t->dims[R - 2], Nc = t->dims[R - 1], K = ta->dims[ta->rank - (tra ? 2 : 1)];
+    int64_t items = M * Nc > 0 ? count / (M * Nc) : 0;
+    for (int64_t it = 0; it < items; it++) {
+      /* the item's coordinates in y's leading dimensions, then a's and b's item (1s broadcast) */
+      int64_t rest = it, ai = 0, bi = 0, astride = 1, bstride = 1;
+      for (int d = R - 3; d >= 0; d--) {
+        int64_t od = t->dims[d] == IR_DIM_BATCH ? batch : t->dims[d], c = rest % od;
+        rest /= od;
+        int da = d - (R - ta->rank), db = d - (R - tb->rank);
+        if (da >= 0) {
+          int64_t ad = ta->dims[da] == IR_DIM_BATCH ? batch : ta->dims[da];
+          ai += (ad == 1 ? 0 : c) * astride, astride *= ad;
+        }
+        if (db >= 0) {
+          int64_t bd = tb->dims[db] == IR_DIM_BATCH ? batch : tb->dims[db];
+          bi += (bd == 1 ? 0 : c) * bstride, bstride *= bd;
+        }
+      }
+      if ((ai + 1) * M * K > n_src[0] || (bi + 1) * K * Nc > n_src[1])
+        return FAIL("batch_matmul %%%s: inconsistent shapes", n->name);
+      const double *A = src[0] + ai * M * K, *Bm = src[1] + bi * K * Nc;
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < Nc; j++) {
+          double acc = 0;
+          for (int64_t k = 0; k < K; k++) acc += (tra ? A[k * M + i] : A[i * K + k]) * (trb ? Bm[j * K + k] : Bm[k * Nc + j]);
+          y[(it * M + i) * Nc + j] = acc;
+        }
+    }
+    break;
+  }
   case IR_OP_SUM_TO: {
     for (int64_t i = 0; i < count; i++) y[i] = 0;
     for (int64_t i = 0; i < n_src[0]; i++) { /* x's elements in order */

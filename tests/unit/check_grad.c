@@ -720,6 +720,72 @@ START_TEST(test_loss_scale_fixed_and_none) {
 }
 END_TEST
 
+/* general tensors: dense on a rank-3 input (matmul over leading
+ * dimensions: matmul_nt and matmul_tn on [N, T, C]) and batch_matmul with
+ * every pair of transpose flags, leading dimensions broadcast (a [1, ..]
+ * and an unbatched operand of lower rank) and size-1 dimensions. */
+static const char attention_like[] =
+    "graph m policy=float32\n"
+    "%x = f32[N,4,5] input() {index=0}\n"
+    "%wq = f32[5,6] const() {weight=\"q.kernel\", layer=q}  # q\n"
+    "%bq = f32[6] const() {weight=\"q.bias\", layer=q}  # q\n"
+    "%mq = f32[N,4,6] matmul(%x, %wq) {acc=f32, layer=q}  # q\n"
+    "%q = f32[N,4,6] add(%mq, %bq) {layer=q}  # q\n"
+    "%wk = f32[5,6] const() {weight=\"k.kernel\", layer=k}  # k\n"
+    "%k = f32[N,4,6] matmul(%x, %wk) {acc=f32, layer=k}  # k\n"
+    "%q4 = f32[N,4,2,3] reshape(%q) {shape=[N,4,2,3], layer=a}  # a\n"
+    "%qh = f32[N,2,4,3] transpose(%q4) {perm=[0,2,1,3], layer=a}  # a\n"
+    "%k4 = f32[N,4,2,3] reshape(%k) {shape=[N,4,2,3], layer=a}  # a\n"
+    "%kh = f32[N,2,4,3] transpose(%k4) {perm=[0,2,1,3], layer=a}  # a\n"
+    "%s = f32[N,2,4,4] batch_matmul(%qh, %kh) {acc=f32, transpose_a=0, transpose_b=1, layer=a}  # a\n"
+    "%p = f32[N,2,4,4] softmax(%s) {layer=a}  # a\n"
+    "%o = f32[N,2,4,3] batch_matmul(%p, %kh) {acc=f32, transpose_a=0, transpose_b=0, layer=a}  # a\n"
+    "%o2 = f32[N,2,4,3] batch_matmul(%p, %qh) {acc=f32, transpose_a=1, transpose_b=0, layer=a}  # a\n"
+    "%c = f32[1,5,4] const() {weight=\"a.c\", layer=a}  # a\n"
+    "%o3 = f32[N,2,3,5] batch_matmul(%o2, %c) {acc=f32, transpose_a=1, transpose_b=1, layer=a}  # a\n"
+    "%e = f32[3,1] const() {weight=\"a.e\", layer=a}  # a\n"
+    "%o4 = f32[N,2,4,1] batch_matmul(%o, %e) {acc=f32, transpose_a=0, transpose_b=0, layer=a}  # a\n"
+    "%f1 = f32[N,24] reshape(%o) {shape=[N,24], layer=f}  # f\n"
+    "%f3 = f32[N,30] reshape(%o3) {shape=[N,30], layer=f}  # f\n"
+    "%f4 = f32[N,8] reshape(%o4) {shape=[N,8], layer=f}  # f\n"
+    "%f = f32[N,62] concat(%f1, %f3, %f4) {axis=1, layer=f}  # f\n"
+    "%w = f32[62,3] const() {weight=\"d.kernel\", layer=d}  # d\n"
+    "%y = f32[N,3] matmul(%f, %w) {acc=f32, layer=d}  # d\n"
+    "output y = %y\n";
+
+/* general tensors: layer_norm over the last axis of [N, T, C], and over
+ * the last two of [N, A, T, C]: gamma and beta summed over N and T. */
+static const char normed_rank3[] =
+    "graph m policy=float32\n"
+    "%x = f32[N,4,5] input() {index=0}\n"
+    "%w = f32[5,6] const() {weight=\"a.kernel\", layer=a}  # a\n"
+    "%h = f32[N,4,6] matmul(%x, %w) {acc=f32, layer=a}  # a\n"
+    "%g = f32[6] const() {weight=\"n.gamma\", layer=n}  # n\n"
+    "%b = f32[6] const() {weight=\"n.beta\", layer=n}  # n\n"
+    "%l = f32[N,4,6] layer_norm(%h, %g, %b) {axis=-1, epsilon=0.001, layer=n}  # n\n"
+    "%r = f32[N,2,2,6] reshape(%l) {shape=[N,2,2,6], layer=n2}  # n2\n"
+    "%g2 = f32[2,6] const() {weight=\"n2.gamma\", layer=n2}  # n2\n"
+    "%b2 = f32[2,6] const() {weight=\"n2.beta\", layer=n2}  # n2\n"
+    "%l2 = f32[N,2,2,6] layer_norm(%r, %g2, %b2) {axis=2, epsilon=0.001, layer=n2}  # n2\n"
+    "%f = f32[N,24] reshape(%l2) {shape=[N,24], layer=f}  # f\n"
+    "%w2 = f32[24,3] const() {weight=\"d.kernel\", layer=d}  # d\n"
+    "%y = f32[N,3] matmul(%f, %w2) {acc=f32, layer=d}  # d\n"
+    "output y = %y\n";
+
+START_TEST(test_gradients_layer_norm_rank3) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("layer_norm on rank 3 and 4, sparse cross-entropy from logits", normed_rank3, &o);
+}
+END_TEST
+
+START_TEST(test_gradients_batched_matmul) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("dense on rank 3 and batch_matmul, sparse cross-entropy from logits", attention_like, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("dense on rank 3 and batch_matmul, mean squared error", attention_like, &o);
+}
+END_TEST
+
 static Suite *grad_suite(void) {
   Suite *s = suite_create("grad");
   TCase *tc = tcase_create("grad");
@@ -739,6 +805,8 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_optimizer_steps);
   tcase_add_test(tc, test_loss_scale_state_machine);
   tcase_add_test(tc, test_loss_scale_fixed_and_none);
+  tcase_add_test(tc, test_gradients_batched_matmul); /* general tensors */
+  tcase_add_test(tc, test_gradients_layer_norm_rank3);
   suite_add_tcase(s, tc);
   return s;
 }

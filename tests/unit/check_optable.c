@@ -314,6 +314,13 @@ static void build_case(ir_op op, op_case *c) {
       attr.shape = (ir_shape){4, {3, 3, 1, 2}};
     }
     break;
+  /* general tensors: batched matmul, x as [N,2,2,4] times a [2,4,3] broadcast over N */
+  case IR_TYPE_BATCH_MATMUL:
+    srcs[0] = ir_build_op(c->g, IR_OP_RESHAPE, "x4", &x, 1, &(ir_attr){.shape = {4, {IR_DIM_BATCH, 2, 2, 4}}},
+                          no_loc);
+    srcs[1] = konst(c, "w", 3, (int64_t[]){2, 4, 3}, 7);
+    attr.acc = DT_F32;
+    break;
   }
   if (!c->node) c->node = ir_build_op(c->g, op, "y", srcs, n_srcs, &attr, no_loc);
   ir_graph_add_output(c->g, "y", c->node);
