@@ -121,8 +121,17 @@ def dictionary(name, toks):
         for t in toks:
             f.write('"%s"\n' % esc(t if isinstance(t, bytes) else t.encode()))
 
-dictionary("cast.dict", ["model", "policy", "weights", "output", "input", "dense", "activation", "add",
-    "multiply", "layer_normalization", "shape=", "units=", "activation=", "use_bias=", "name=", "dtype=",
+import re
+# every layer of the .cast vocabulary and every argument it takes (frontend/cast/layers.def)
+with open(os.path.join(here, "..", "..", "frontend", "cast", "layers.def")) as f:
+    rows = re.findall(r"^LAYER\((.*?)\)\s*$", re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S), re.M | re.S)
+cast_layers, cast_keys = [], []
+for row in rows:
+    q = re.findall(r'"([^"]*)"', row)
+    cast_layers.append(q[0])
+    cast_keys += [k + "=" for k in q[2:] if k + "=" not in cast_keys]
+dictionary("cast.dict", ["model", "policy", "weights", "output"] + cast_layers + cast_keys + [
+    "0.5", "1e-3", "-1.5E+2", "0.9.9",
     "true", "false", "linear", "relu", "sigmoid", "tanh", "gelu", "silu", "softmax", "float32", "float16", "bfloat16",
     "mixed_float16", "mixed_bfloat16", "[", "]", "(", ")", ",", "=", "#", "\"", "\n", "-",
     "9223372036854775807", "\\\"", "\\\\"])
@@ -142,8 +151,7 @@ ir_toks = ["graph", "output", "policy=", "%", "= ", "f32", "f16", "bf16", "i32",
     "(", ")", ",", "\n", "layer=", "rule=", "kind=weight", "kind=nontrainable", "kind=slot", "kind=scalar",
     "init=0", "value=1", "1e-07"] + [a + "=" for a in attrs] + [o + "(" for o in ops]
 dictionary("grad.dict", ir_toks)
-dictionary("cast_train.dict", ["model", "policy", "weights", "output", "input", "dense", "activation",
-    "add", "multiply", "layer_normalization", "shape=", "units=", "activation=", "use_bias=", "name=",
+dictionary("cast_train.dict", ["model", "policy", "weights", "output"] + cast_layers + cast_keys + ["0.5",
     "relu", "softmax", "linear", "float32", "mixed_float16", "mixed_bfloat16", "[", "]", "(", ")", ",", "=",
     "\n", "compile", "loss=", "optimizer=", "metrics=", "[accuracy]", "from_logits=", "true", "false",
     "sparse_categorical_crossentropy", "categorical_crossentropy", "mean_squared_error", "mse",
