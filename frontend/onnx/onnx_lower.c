@@ -139,13 +139,16 @@ bool oi_lower_matmul(imp *im, const onnx_node *n, const op_row *row) {
     a = oi_operand(im, va), b = oi_operand(im, vb);
   }
   if (!a || !b) return false;
+  ir_attr attr = {.acc = DT_F32};
+  /* operands of rank >= 3: batch_matmul, the leading dimensions broadcast */
+  if (a->type.rank >= 2 && b->type.rank >= 2 && (a->type.rank >= 3 || b->type.rank >= 3))
+    return oi_define_output(im, 0, oi_build(im, IR_OP_BATCH_MATMUL, NULL, (ir_node *[]){a, b}, 2, &attr));
   if (a->type.rank != 2 || b->type.rank != 2 || ir_type_is_batched(&b->type))
     return UNSUPPORTED(im, "MatMul of %s by %s: castor multiplies a matrix [M, K] by a matrix [K, P] "
-                           "without the batch; batched matmul (operands of rank > 2, or a second "
-                           "operand with the batch N) is not in castor's IR yet",
-                       a->type.rank == 2 ? "a matrix" : "a batch of matrices",
-                       b->type.rank == 2 ? "a batched matrix" : "a batch of matrices");
-  ir_attr attr = {.acc = DT_F32};
+                           "without the batch, or batches of matrices (rank >= 3, batch_matmul); "
+                           "1-D operands and two [N, K] matrices with the batch are not supported",
+                       a->type.rank == 2 ? "a matrix" : a->type.rank == 1 ? "a vector" : "a batch of matrices",
+                       b->type.rank == 2 ? "a batched matrix" : b->type.rank == 1 ? "a vector" : "a batch of matrices");
   return oi_define_output(im, 0, oi_build(im, row->ir, NULL, (ir_node *[]){a, b}, 2, &attr));
 }
 
