@@ -809,3 +809,44 @@ bool oi_lower_reduce(imp *im, const onnx_node *n, const op_row *row) {
   if (!x) return false;
   return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, &a));
 }
+
+/* ---- Split: one strided_slice per output (ir_build_split) ---- */
+
+/* x cut along `axis` (default 0) into as many pieces as the node has
+ * outputs: of the sizes `split` (an attribute before opset 13, a constant
+ * input after) or, without them, equal. On the plain (ONNX-order) value. */
+bool oi_lower_split(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  imp_val *vx = oi_input(im, 0);
+  if (!vx) return false;
+  int64_t axis, sizes[64];
+  if (!oi_attr_int(im, "axis", 0, &axis)) return false;
+  int ns = -1, no = n->n_outputs;
+  if (no < 1 || no > 64) return UNSUPPORTED(im, "Split into %d outputs (castor splits into 1 to 64)", no);
+  const onnx_attr *sa = oi_attr_find(im, "split");
+  if (sa) {
+    if (!oi_attr_typed(im, sa, ONNX_ATTR_INTS)) return false;
+    if (sa->n > 64) return FAIL(im, "Split: split has %d sizes", sa->n);
+    for (int i = 0; i < sa->n; i++) sizes[i] = sa->ints[i];
+    ns = sa->n;
+  } else if (oi_has_input(im, 1)) {
+    const onnx_tensor *t = oi_const_input(im, 1, "split");
+    if (!t || !oi_const_ints(im, t, "split", sizes, 64, &ns)) return false;
+  }
+  if (ns >= 0 && ns != no)
+    return FAIL(im, "Split: %d sizes in split for %d outputs", ns, no);
+  ir_node *x = oi_operand(im, vx);
+  if (!x) return false;
+  int a = 0;
+  if (!oi_norm_axis(im, axis, x->type.rank, "Split axis", &a)) return false;
+  char err[256];
+  if (!ir_split_check(&x->type, a, no, ns >= 0 ? sizes : NULL, err, sizeof err))
+    return FAIL(im, "Split: %s", err);
+  ir_node *out[64];
+  ir_build_split(im->g, oi_ir_name(im, im->layer, "split"), x, a, no, ns >= 0 ? sizes : NULL, im->loc, out);
+  for (int i = 0; i < no; i++) {
+    out[i]->layer = im->layer;
+    if (!oi_define_output(im, i, out[i])) return false;
+  }
+  return true;
+}
