@@ -390,14 +390,14 @@ bool oi_lower_conv(imp *im, const onnx_node *n, const op_row *row) {
   int64_t xd[ONNX_MAX_RANK], wd[ONNX_MAX_RANK], group;
   win w;
   if (!spatial_input(im, vx, &w, xd) || !oi_attr_int(im, "group", 1, &group)) return false;
-  if (group != 1)
-    return UNSUPPORTED(im, "Conv with group=%lld (a grouped or depthwise convolution) is not supported yet: "
-                           "castor's conv2d has one group", (long long)group);
+  if (group < 1 || xd[1] % group)
+    return FAIL(im, "Conv's group %lld does not divide the input's %lld channels", (long long)group,
+                (long long)xd[1]);
   int wr;
   oi_onnx_dims(vw, &wr, wd);
-  if (wr != w.n + 2 || wd[1] != xd[1] || wd[0] < 1)
-    return FAIL(im, "Conv's weight must be [M, C, k..] of rank %d with C = the input's %lld channels", w.n + 2,
-                (long long)xd[1]);
+  if (wr != w.n + 2 || wd[1] != xd[1] / group || wd[0] < 1 || wd[0] % group)
+    return FAIL(im, "Conv's weight must be [M, C/group, k..] of rank %d with C = the input's %lld channels, "
+                "group %lld and M a multiple of group", w.n + 2, (long long)xd[1], (long long)group);
   for (int i = 0; i < w.n; i++) w.k[i] = wd[2 + i];
   if (w.k[0] < 1) return FAIL(im, "Conv's weight has an empty kernel");
   if (!window_attrs(im, &w)) return false;
@@ -430,7 +430,10 @@ bool oi_lower_conv(imp *im, const onnx_node *n, const op_row *row) {
   ir_attr a = {.acc = DT_F32};
   window_ir(&w, &a);
   bool bias = oi_has_input(im, 2);
-  ir_node *y = oi_build(im, IR_OP_CONV2D, bias ? "conv" : NULL, (ir_node *[]){x, wt}, 2, &a);
+  /* group > 1: group_conv2d, whose w [KH, KW, C/G, O] is the same transform
+   * of ONNX's [M, C/G, k..] (output channels grouped contiguously in both) */
+  ir_node *y = oi_build(im, group > 1 ? IR_OP_GROUP_CONV2D : IR_OP_CONV2D, bias ? "conv" : NULL,
+                        (ir_node *[]){x, wt}, 2, &a);
   if (y && bias) {
     ir_node *b = oi_operand(im, oi_input(im, 2));
     if (!b) return false;

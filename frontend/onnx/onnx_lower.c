@@ -139,13 +139,16 @@ bool oi_lower_matmul(imp *im, const onnx_node *n, const op_row *row) {
     a = oi_operand(im, va), b = oi_operand(im, vb);
   }
   if (!a || !b) return false;
+  ir_attr attr = {.acc = DT_F32};
+  /* operands of rank >= 3: batch_matmul, the leading dimensions broadcast */
+  if (a->type.rank >= 2 && b->type.rank >= 2 && (a->type.rank >= 3 || b->type.rank >= 3))
+    return oi_define_output(im, 0, oi_build(im, IR_OP_BATCH_MATMUL, NULL, (ir_node *[]){a, b}, 2, &attr));
   if (a->type.rank != 2 || b->type.rank != 2 || ir_type_is_batched(&b->type))
     return UNSUPPORTED(im, "MatMul of %s by %s: castor multiplies a matrix [M, K] by a matrix [K, P] "
-                           "without the batch; batched matmul (operands of rank > 2, or a second "
-                           "operand with the batch N) is not in castor's IR yet",
-                       a->type.rank == 2 ? "a matrix" : "a batch of matrices",
-                       b->type.rank == 2 ? "a batched matrix" : "a batch of matrices");
-  ir_attr attr = {.acc = DT_F32};
+                           "without the batch, or batches of matrices (rank >= 3, batch_matmul); "
+                           "1-D operands and two [N, K] matrices with the batch are not supported",
+                       a->type.rank == 2 ? "a matrix" : a->type.rank == 1 ? "a vector" : "a batch of matrices",
+                       b->type.rank == 2 ? "a batched matrix" : b->type.rank == 1 ? "a vector" : "a batch of matrices");
   return oi_define_output(im, 0, oi_build(im, row->ir, NULL, (ir_node *[]){a, b}, 2, &attr));
 }
 
@@ -206,7 +209,8 @@ bool oi_lower_gemm(imp *im, const onnx_node *n, const op_row *row) {
 }
 
 bool oi_lower_softmax(imp *im, const onnx_node *n, const op_row *row) {
-  (void)n;
+  /* Softmax and LogSoftmax (row->ir): the same axis rules */
+  const char *what = arena_printf(im->g->arena, "%s axis", n->op_type);
   imp_val *v = oi_input(im, 0);
   if (!v) return false;
   if (v->node && v->layout != OI_PLAIN && !v->k) {
@@ -214,7 +218,7 @@ bool oi_lower_softmax(imp *im, const onnx_node *n, const op_row *row) {
      * castor's last; a flattened value's features in any order likewise */
     int64_t axis;
     int rank = v->node->type.rank, a = 0;
-    if (!oi_attr_int(im, "axis", im->opset >= 13 ? -1 : 1, &axis) || !oi_norm_axis(im, axis, rank, "Softmax axis", &a))
+    if (!oi_attr_int(im, "axis", im->opset >= 13 ? -1 : 1, &axis) || !oi_norm_axis(im, axis, rank, what, &a))
       return false;
     if ((v->layout == OI_CL && a == 1 && im->opset >= 13) || (v->layout == OI_FLAT_CL && a == 1))
       return oi_define_output_as(im, 0, oi_build(im, row->ir, NULL, &v->node, 1, NULL), v->layout, &v->cl);
@@ -227,11 +231,11 @@ bool oi_lower_softmax(imp *im, const onnx_node *n, const op_row *row) {
   int64_t axis;
   if (!oi_attr_int(im, "axis", im->opset >= 13 ? -1 : 1, &axis)) return false;
   int a = 0;
-  if (!oi_norm_axis(im, axis, x->type.rank, "Softmax axis", &a)) return false;
+  if (!oi_norm_axis(im, axis, x->type.rank, what, &a)) return false;
   int R = x->type.rank;
   if (a == R - 1) return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, NULL));
   if (a == 0 && ir_type_is_batched(&x->type))
-    return UNSUPPORTED(im, "Softmax over axis 0, the batch N%s: compile with --batch B",
+    return UNSUPPORTED(im, "%s over axis 0, the batch N%s: compile with --batch B", n->op_type,
                        im->opset >= 13 ? "" : " (opset < 13: over every axis)");
   ir_attr to = {0}, back = {0};
   ir_op move = IR_OP_TRANSPOSE;
@@ -762,3 +766,87 @@ bool oi_lower_where(imp *im, const onnx_node *n, const op_row *row) {
   return c && a && b && oi_define_output(im, 0, oi_build(im, IR_OP_SELECT, NULL, (ir_node *[]){c, a, b}, 3, NULL));
 }
 
+
+/* ---- general reductions: ReduceSum, ReduceMean, ReduceMax, ReduceMin ---- */
+
+/* axes as an attribute (ReduceSum before opset 13, the others before 18)
+ * or a constant input 1; none (or an empty list) reduces every axis, or,
+ * with noop_with_empty_axes, is the identity. ReduceMean over exactly the
+ * spatial axes of a channels-last value stays a global average pool
+ * (onnx_layout.c); everything else runs on the plain (ONNX-order) value. */
+bool oi_lower_reduce(imp *im, const onnx_node *n, const op_row *row) {
+  imp_val *vx = oi_input(im, 0);
+  if (!vx) return false;
+  int64_t axes[ONNX_MAX_RANK], keep, noop;
+  int na;
+  if (!oi_axes_of(im, 1, axes, &na) || !oi_attr_int(im, "keepdims", 1, &keep) ||
+      !oi_attr_int(im, "noop_with_empty_axes", 0, &noop))
+    return false;
+  if (na <= 0 && noop) return oi_val_alias(im, n->outputs[0], vx);
+  int rank;
+  int64_t dims[ONNX_MAX_RANK];
+  oi_onnx_dims(vx, &rank, dims);
+  if (rank > IR_MAX_INTS) return UNSUPPORTED(im, "%s of a rank-%d tensor", n->op_type, rank);
+  const char *what = arena_printf(im->g->arena, "%s axis", n->op_type);
+  ir_attr a = {.keepdims = keep ? 1 : 0};
+  unsigned seen = 0;
+  if (na <= 0) {
+    for (int r = 0; r < rank; r++) a.axes.v[a.axes.n++] = r;
+    seen = (1u << rank) - 1;
+  }
+  for (int i = 0; i < na; i++) {
+    int ax = 0;
+    if (!oi_norm_axis(im, axes[i], rank, what, &ax)) return false;
+    if (seen >> ax & 1) return FAIL(im, "%s: axis %lld given twice", n->op_type, (long long)axes[i]);
+    seen |= 1u << ax;
+    a.axes.v[a.axes.n++] = ax;
+  }
+  if (row->ir == IR_OP_REDUCE_MEAN && vx->node && !vx->k && vx->layout == OI_CL &&
+      (rank == 3 || rank == 4) && seen == ((1u << rank) - 1) - 3u)
+    return oi_lower_reduce_mean(im, n, row);
+  if (rank == 0) return oi_val_alias(im, n->outputs[0], vx); /* nothing to reduce */
+  ir_node *x = oi_operand(im, vx);
+  if (!x) return false;
+  return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, &a));
+}
+
+/* ---- Split: one strided_slice per output (ir_build_split) ---- */
+
+/* x cut along `axis` (default 0) into as many pieces as the node has
+ * outputs: of the sizes `split` (an attribute before opset 13, a constant
+ * input after) or, without them, equal. On the plain (ONNX-order) value. */
+bool oi_lower_split(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  imp_val *vx = oi_input(im, 0);
+  if (!vx) return false;
+  int64_t axis, sizes[64];
+  if (!oi_attr_int(im, "axis", 0, &axis)) return false;
+  int ns = -1, no = n->n_outputs;
+  if (no < 1 || no > 64) return UNSUPPORTED(im, "Split into %d outputs (castor splits into 1 to 64)", no);
+  const onnx_attr *sa = oi_attr_find(im, "split");
+  if (sa) {
+    if (!oi_attr_typed(im, sa, ONNX_ATTR_INTS)) return false;
+    if (sa->n > 64) return FAIL(im, "Split: split has %d sizes", sa->n);
+    for (int i = 0; i < sa->n; i++) sizes[i] = sa->ints[i];
+    ns = sa->n;
+  } else if (oi_has_input(im, 1)) {
+    const onnx_tensor *t = oi_const_input(im, 1, "split");
+    if (!t || !oi_const_ints(im, t, "split", sizes, 64, &ns)) return false;
+  }
+  if (ns >= 0 && ns != no)
+    return FAIL(im, "Split: %d sizes in split for %d outputs", ns, no);
+  ir_node *x = oi_operand(im, vx);
+  if (!x) return false;
+  int a = 0;
+  if (!oi_norm_axis(im, axis, x->type.rank, "Split axis", &a)) return false;
+  char err[256];
+  if (!ir_split_check(&x->type, a, no, ns >= 0 ? sizes : NULL, err, sizeof err))
+    return FAIL(im, "Split: %s", err);
+  ir_node *out[64];
+  ir_build_split(im->g, oi_ir_name(im, im->layer, "split"), x, a, no, ns >= 0 ? sizes : NULL, im->loc, out);
+  for (int i = 0; i < no; i++) {
+    out[i]->layer = im->layer;
+    if (!oi_define_output(im, i, out[i])) return false;
+  }
+  return true;
+}
