@@ -693,6 +693,77 @@ static bool lower_batch_norm(kr_model *m, kr_layer *l, int k, ir_node **in, int 
   return layout_op(m, l, k, IR_OP_BATCH_NORM, NULL, srcs, 5, &a, &l->calls[k].out);
 }
 
+/* CNN: GlobalAveragePooling2D / GlobalMaxPooling2D (keepdims): one
+ * avg_pool2d / max_pool2d window over the whole image, as the .cast
+ * frontend lowers them, then [N, C] (%NAME.pool, a reshape %NAME) or, with
+ * keepdims, [N, 1, 1, C] (%NAME). GlobalAveragePooling1D: [N, T, C] as the
+ * image [N, 1, T, C] (%NAME.image), a [1, T] window, [N, C] or [N, 1, C]. */
+static bool global_pool(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in, ir_op op, bool one_d) {
+  if (!one_input(m, l, n_in)) return false;
+  bool keep;
+  if (!cfg_bool(m, l, "keepdims", false, &keep)) return false;
+  ir_node *x = in[0];
+  if (one_d) {
+    if (x->type.rank != 3) {
+      kr_layer_error(m, l, "its input %s is not [N, steps, features]", type_str(m, &x->type));
+      return false;
+    }
+    ir_attr ra = {.shape = {4, {IR_DIM_BATCH, 1, x->type.dims[1], x->type.dims[2]}}};
+    if (!layout_op(m, l, k, IR_OP_RESHAPE, "image", &x, 1, &ra, &x)) return false;
+  } else if (!image_input(m, l, x)) {
+    return false;
+  }
+  int64_t C = x->type.dims[3];
+  ir_attr a = {.pool = {2, {x->type.dims[1], x->type.dims[2]}}, .strides = {2, {1, 1}}, .pads = {4, {0}}};
+  bool last = keep && !one_d;
+  ir_node *y;
+  if (!layout_op(m, l, k, op, last ? NULL : "pool", &x, 1, &a, &y)) return false;
+  if (!last) {
+    ir_attr ra = {.shape = keep ? (ir_shape){3, {IR_DIM_BATCH, 1, C}} : (ir_shape){2, {IR_DIM_BATCH, C}}};
+    if (!layout_op(m, l, k, IR_OP_RESHAPE, NULL, &y, 1, &ra, &y)) return false;
+  }
+  l->calls[k].out = y;
+  return true;
+}
+
+static bool lower_global_avg_pool2d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  return global_pool(m, l, k, in, n_in, IR_OP_AVG_POOL2D, false);
+}
+
+static bool lower_global_max_pool2d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  return global_pool(m, l, k, in, n_in, IR_OP_MAX_POOL2D, false);
+}
+
+static bool lower_global_avg_pool1d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  return global_pool(m, l, k, in, n_in, IR_OP_AVG_POOL2D, true);
+}
+
+/* CNN: ZeroPadding2D(padding): an int (all sides), [h, w] (symmetric) or
+ * [[top, bottom], [left, right]]; pad_constant with zeros. */
+static bool lower_zero_padding2d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (!one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  if (!image_input(m, l, x)) return false;
+  const json_value *v = kr_cfg(l, "padding");
+  int64_t p[4];
+  bool ok = v && (v->kind == JSON_INT || (v->kind == JSON_ARR && v->n == 2));
+  for (int i = 0; ok && i < 2; i++) {
+    const json_value *e = v->kind == JSON_INT ? v : &v->items[i];
+    for (int j = 0; ok && j < 2; j++) {
+      const json_value *f = e->kind == JSON_ARR ? (e->n == 2 ? &e->items[j] : NULL) : e;
+      ok = f && f->kind == JSON_INT && f->i >= 0 && f->i <= ((int64_t)1 << 20);
+      if (ok) p[2 * i + j] = f->i;
+    }
+  }
+  if (!ok) {
+    kr_layer_error(m, l, "padding must be an integer, [h, w] or [[top, bottom], [left, right]] of integers >= 0");
+    return false;
+  }
+  ir_attr a = {.shape = {4, {IR_DIM_BATCH, x->type.dims[1] + p[0] + p[1], x->type.dims[2] + p[2] + p[3], x->type.dims[3]}},
+               .starts = {4, {0, p[0], p[2], 0}}, .steps = {4, {1, 1, 1, 1}}, .value = 0};
+  return layout_op(m, l, k, IR_OP_PAD_CONSTANT, NULL, &x, 1, &a, &l->calls[k].out);
+}
+
 /* The layer table. Rows of the classes the other IR issues enable go at the end. */
 static const layer_row rows[] = {
     {"InputLayer", NULL,
@@ -747,6 +818,10 @@ static const layer_row rows[] = {
       {"moving_variance_initializer", KEY_ANY}, {"beta_regularizer", KEY_NULL}, {"gamma_regularizer", KEY_NULL},
       {"beta_constraint", KEY_NULL}, {"gamma_constraint", KEY_NULL}, {"synchronized", KEY_FALSE},
       {"renorm", KEY_FALSE}, {"renorm_clipping", KEY_NULL}, {"renorm_momentum", KEY_ANY}}},
+    {"GlobalAveragePooling2D", lower_global_avg_pool2d, {{"data_format", KEY_CHANNELS_LAST}, {"keepdims", KEY_ANY}}},
+    {"GlobalMaxPooling2D", lower_global_max_pool2d, {{"data_format", KEY_CHANNELS_LAST}, {"keepdims", KEY_ANY}}},
+    {"GlobalAveragePooling1D", lower_global_avg_pool1d, {{"data_format", KEY_CHANNELS_LAST}, {"keepdims", KEY_ANY}}},
+    {"ZeroPadding2D", lower_zero_padding2d, {{"padding", KEY_ANY}, {"data_format", KEY_CHANNELS_LAST}}},
 };
 enum { N_ROWS = sizeof rows / sizeof *rows };
 

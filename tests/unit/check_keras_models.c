@@ -133,7 +133,7 @@ END_TEST
 /* BatchNormalization (with and without center and scale, its moving
  * statistics) and a seeded Dropout (generate.py layers2), under float32
  * and the mixed policies. */
-START_TEST(test_layer2_outputs) { check_outputs(DIR "/manifest-layers2.txt", 3); }
+START_TEST(test_layer2_outputs) { check_outputs(DIR "/manifest-layers2.txt", 6); }
 END_TEST
 
 /* A Dropout with rate > 0 lowers to the IR's dropout: the identity when
@@ -244,7 +244,7 @@ END_TEST
  * explain it: (a) softmax in f32, (c) a standalone element-wise layer not
  * between 16-bit matmuls in f32, (e) layer_norm and batch_norm in f32, (f) a
  * layout layer (Concatenate, Reshape, Permute, Flatten, the poolings,
- * Embedding, Dropout) in its
+ * Embedding, Dropout, ZeroPadding2D, the global poolings) in its
  * operand's dtype where Keras casts its input to its compute dtype; and a
  * model output is f32 (b). Dense and Conv2D must match Keras exactly. */
 static bool in_list(const char *cls, const char *const *list) {
@@ -256,7 +256,8 @@ static bool in_list(const char *cls, const char *const *list) {
 START_TEST(test_layer_placements) {
   static const char *const eltwise[] = {"Add", "Multiply", "Subtract", "Maximum", "Minimum", "Activation", "ReLU", NULL};
   static const char *const layout[] = {"Concatenate", "Reshape", "Permute", "Flatten", "MaxPooling2D",
-                                       "AveragePooling2D", "Embedding", "Dropout", NULL};
+                                       "AveragePooling2D", "Embedding", "Dropout", "ZeroPadding2D",
+                                       "GlobalAveragePooling2D", "GlobalMaxPooling2D", "GlobalAveragePooling1D", NULL};
   size_t len;
   char *text = read_all(DIR "/placements-layers.txt", &len);
   char cur[160] = "";
@@ -471,7 +472,8 @@ static const bad_case bad[] = {
     {"unsupported layer", "\"class_name\": \"ReLU\"", "\"class_name\": \"Lambda\"", 0, NULL, NULL, 0,
      "m.keras: error: layer 'rect': class 'Lambda' is not supported; castor reads InputLayer, Dense, "
      "Activation, ReLU, Softmax, Add, Multiply, LayerNormalization, Subtract, Maximum, Minimum, Concatenate, "
-     "Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, AveragePooling2D, Dropout, BatchNormalization\n",
+     "Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, AveragePooling2D, Dropout, BatchNormalization, "
+     "GlobalAveragePooling2D, GlobalMaxPooling2D, GlobalAveragePooling1D, ZeroPadding2D\n",
      CASTOR_ERR_UNSUPPORTED},
     {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
      "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "
