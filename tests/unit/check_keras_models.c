@@ -136,7 +136,8 @@ END_TEST
 START_TEST(test_layer2_outputs) { check_outputs(DIR "/manifest-layers2.txt", 6); }
 END_TEST
 
-/* A Dropout with rate > 0 lowers to the IR's dropout: the identity when
+/* A Dropout with rate > 0 lowers to the IR's dropout (and a BatchNormalization
+ * to batch_norm, its moving statistics non-trainable state): the identity when
  * run or evaluated (test_layer_outputs), and in training a mask counted by
  * dropout.step, which an optimizer step advances (docs/training.md). */
 START_TEST(test_dropout_train) {
@@ -153,6 +154,29 @@ START_TEST(test_dropout_train) {
   castor_program_destroy(p);
   ck_assert_int_eq(castor_compile_eval(m, NULL, NULL, &p), CASTOR_OK);
   ck_assert_int_ne(castor_program_get_state(p, "dropout.step", &st), CASTOR_OK);
+  castor_program_destroy(p);
+  castor_model_destroy(m);
+  /* BatchNormalization trains with its moving statistics as non-trainable state */
+  ck_assert_int_eq(castor_model_load_file(ctx, DIR "/bn-float32.keras", NULL, &m), CASTOR_OK);
+  castor_train_options to;
+  castor_train_options_init(&to);
+  to.from_logits = 1; /* its head is a Dense */
+  ck_assert_msg(castor_compile_train(m, NULL, &to, &p) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  int found = 0;
+  for (int i = 0; i < castor_program_num_states(p); i++) {
+    castor_tensor_info info;
+    ck_assert_int_eq(castor_program_state_info(p, i, &info), CASTOR_OK);
+    const char *nm = info.name;
+    if (!strcmp(nm, "bn.moving_mean") || !strcmp(nm, "bn_plain.moving_variance")) {
+      ck_assert_int_eq(castor_program_state_kind(p, i), CASTOR_STATE_NONTRAINABLE);
+      found++;
+    }
+    if (!strcmp(nm, "bn_nocenter.gamma")) {
+      ck_assert_int_eq(castor_program_state_kind(p, i), CASTOR_STATE_TRAINABLE);
+      found++;
+    }
+  }
+  ck_assert_int_eq(found, 3);
   castor_program_destroy(p);
   castor_model_destroy(m);
   castor_context_destroy(ctx);
