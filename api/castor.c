@@ -402,9 +402,6 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
                          : pad8         ? PASS_PIPELINE_PAD8
                                         : PASS_PIPELINE_DEFAULT;
   if (!pass_pipeline_check(pipeline, ctx->diag)) return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_INVALID_ARGUMENT));
-  /* Keras layer classes: a model lowered for inference only (a Dropout) does not train */
-  if (dopts->train && !dopts->loss_only && m->defaults.no_train[0])
-    return fail(ctx, CASTOR_ERR_UNSUPPORTED, "cannot train this model: %s", m->defaults.no_train);
   ir_graph *g = ir_graph_clone(m->graph);
   if (opts->policy) {
     ir_policy p;

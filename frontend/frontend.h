@@ -41,11 +41,6 @@ typedef struct fe_train_defaults {
   bool nesterov;      /* sgd */
   bool centered;      /* rmsprop */
   char loss_scale[16]; /* "dynamic": a LossScaleOptimizer */
-  /* Keras layer classes: why the model, lowered for inference, cannot be
-   * trained (a Dropout with a rate > 0 before the IR has dropout); empty:
-   * it can. Training it is an error with this text; running and
-   * evaluating it are not. */
-  char no_train[320];
   /* Keras optimizer arguments castor_train_options has (0: Keras's default) */
   double beta_1, beta_2, epsilon, weight_decay;
   double loss_scale_initial;

@@ -74,7 +74,6 @@ typedef struct kr_model {
   int n_layers;
   ir_policy policy;  /* the model's global policy (inferred) */
   int n_inputs;
-  const char *no_train; /* why castor cannot train the model as lowered (a Dropout), or NULL */
   /* each weight read (kr_weight): its data, its dataset, its layer and index, in reading order */
   VEC(struct kr_bound) bound;
 } kr_model;

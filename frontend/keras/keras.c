@@ -680,7 +680,6 @@ ir_graph *fe_keras_load(const char *file, const char *bytes, size_t len, const f
   name = name && name->kind == JSON_OBJ ? json_field(name, "name") : NULL;
   m.g = ir_graph_create(name && name->kind == JSON_STR ? ir_name(m.arena, name->s) : "model");
   ok = ok && build_model(&m, cfg) && kr_read_compile(&m, json_field(cfg, "compile_config"), out_defaults);
-  if (ok && m.no_train) snprintf(out_defaults->no_train, sizeof out_defaults->no_train, "%s", m.no_train);
   if (ok) {
     m.g->policy = m.policy;
     report_unused(&m);

@@ -29,8 +29,8 @@
  *   Conv2D              %NAME.kernel, %NAME.bias, %NAME.conv, %NAME.bias_add,
  *                       the activation (as Dense)
  *   MaxPooling2D, AveragePooling2D  %NAME = max_pool2d / avg_pool2d
- *   Dropout             its input (inference); training a model with a
- *                       rate > 0 is refused until the IR has dropout
+ *   Dropout             dropout(rate, seed) (the identity at inference;
+ *                       rate 0: its input)
  * A shared layer's second call is named NAME.call1 (and so on), with the
  * same weights; as an output it is NAME_1.
  */
@@ -594,10 +594,12 @@ static bool lower_avg_pool(kr_model *m, kr_layer *l, int k, ir_node **in, int n_
   return pool2d(m, l, k, in, n_in, IR_OP_AVG_POOL2D);
 }
 
-/* Dropout(rate): the identity at inference. A rate > 0 marks the model as
- * one castor cannot train yet (the IR has no dropout op): training it is
- * an error naming the layer (api: fe_train_defaults.no_train), never a
- * silent identity. */
+/* Dropout(rate, seed): the IR's dropout (the identity at inference; in
+ * training a counter-based mask of (seed, dropout.step, element), see
+ * docs/training.md), the identity for rate 0. Keras's seed (null: the
+ * layer's index in config.layers) is the op's seed; a shared layer's call k
+ * adds k << 32 so that each call draws its own mask, as Keras's seed
+ * generator does. noise_shape must be null (the IR's mask is per element). */
 static bool lower_dropout(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
   if (!one_input(m, l, n_in)) return false;
   const json_value *r = kr_cfg(l, "rate");
@@ -605,12 +607,161 @@ static bool lower_dropout(kr_model *m, kr_layer *l, int k, ir_node **in, int n_i
     kr_layer_error(m, l, "rate must be a number in [0, 1)");
     return false;
   }
-  if (r->num > 0 && !m->no_train)
-    m->no_train = arena_printf(m->arena, "layer '%s' (Dropout) has rate %g, and castor has no dropout op yet: it "
-                               "lowers Dropout for inference only (castor run, evaluate); train this model in "
-                               "Keras, or set the rate to 0", l->name, r->num);
-  l->calls[k].out = in[0];
+  int64_t seed;
+  if (!cfg_int(m, l, "seed", l->index, 0, INT32_MAX, &seed)) return false;
+  if (r->num == 0) return l->calls[k].out = in[0], true;
+  ir_attr a = {.rate = r->num, .seed = seed + ((int64_t)k << 32)};
+  return layout_op(m, l, k, IR_OP_DROPOUT, NULL, in, 1, &a, &l->calls[k].out);
+}
+
+/* CNN: BatchNormalization(axis=-1, momentum, epsilon, center, scale):
+ * batch_norm over the last (channel) axis, as the .cast frontend builds it:
+ * %NAME.gamma, %NAME.beta, %NAME.moving_mean, %NAME.moving_variance, all
+ * [C], stored in vars/ in that order with gamma or beta left out when
+ * scale or center is false (an [] literal 1 or 0 takes its place).
+ * Inference uses the moving statistics; a training step the batch's and
+ * updates them with momentum (passes/grad_bn.c). */
+static bool cfg_bool(kr_model *m, kr_layer *l, const char *key, bool dflt, bool *out) {
+  const json_value *v = kr_cfg(l, key);
+  if (kr_is_null(v)) return *out = dflt, true;
+  if (v->kind != JSON_LIT || (v->lit != 't' && v->lit != 'f')) {
+    kr_layer_error(m, l, "%s must be true or false", key);
+    return false;
+  }
+  *out = v->lit == 't';
   return true;
+}
+
+static bool cfg_number(kr_model *m, kr_layer *l, const char *key, double dflt, double lo, double hi, double *out) {
+  const json_value *v = kr_cfg(l, key);
+  if (kr_is_null(v)) return *out = dflt, true;
+  if ((v->kind != JSON_INT && v->kind != JSON_FLOAT) || !(v->num >= lo) || !(v->num <= hi)) {
+    kr_layer_error(m, l, "%s must be a number in [%g, %g]", key, lo, hi);
+    return false;
+  }
+  *out = v->num;
+  return true;
+}
+
+static bool lower_batch_norm(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (!one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  int rank = x->type.rank;
+  int64_t axis;
+  double eps, mom;
+  bool center, scale;
+  if (!cfg_int(m, l, "axis", -1, -IR_MAX_RANK, IR_MAX_RANK, &axis) || !cfg_number(m, l, "epsilon", 1e-3, 1e-12, 1, &eps) ||
+      !cfg_number(m, l, "momentum", 0.99, 0, 1, &mom) || !cfg_bool(m, l, "center", true, &center) ||
+      !cfg_bool(m, l, "scale", true, &scale))
+    return false;
+  if (rank < 2 || x->type.dtype != DT_F32) {
+    kr_layer_error(m, l, "its input %s is not a float tensor with a feature dimension", type_str(m, &x->type));
+    return false;
+  }
+  if (axis != -1 && axis != rank - 1) {
+    diag_error_kind(m->d, DIAG_KIND_UNSUPPORTED, kr_loc(m), "layer '%s' (%s): axis %lld: castor normalizes over the "
+                    "last (channel) axis of %s: axis=-1 or axis=%d (channels last)", l->name, l->cls,
+                    (long long)axis, type_str(m, &x->type), rank - 1);
+    return false;
+  }
+  ir_type ct = {DT_F32, 1, {x->type.dims[rank - 1]}};
+  static const char *const names[4] = {"gamma", "beta", "moving_mean", "moving_variance"};
+  if (!l->weights_done) {
+    int var = 0;
+    for (int i = 0; i < 4; i++) {
+      const char *key = arena_printf(m->arena, "%s.%s", l->ir_name, names[i]);
+      if ((i == 0 && !scale) || (i == 1 && !center)) {
+        ir_type st = {DT_F32, 0, {0}};
+        ir_node *lit = ir_node_new(m->g, IR_OP_LITERAL, &st, NULL, 0, key, kr_loc(m));
+        lit->attr.value = i == 0 ? 1.0 : 0.0;
+        ir_graph_append(m->g, lit);
+        l->w[i] = kr_stamp(m, l, lit);
+        continue;
+      }
+      const float *d = kr_weight(m, l, var++, names[i], &ct);
+      if (!d) return false;
+      l->w[i] = kr_stamp(m, l, ir_build_const(m->g, key, &ct, key, d, kr_loc(m)));
+    }
+    l->weights_done = true;
+  } else if (!ir_type_eq(&l->w[2]->type, &ct)) {
+    kr_layer_error(m, l, "a shared call with input %s, the first call's moving_mean is %s", type_str(m, &x->type),
+                   type_str(m, &l->w[2]->type));
+    return false;
+  }
+  ir_attr a = {.epsilon = eps, .momentum = mom};
+  ir_node *srcs[5] = {x, l->w[0], l->w[1], l->w[2], l->w[3]};
+  return layout_op(m, l, k, IR_OP_BATCH_NORM, NULL, srcs, 5, &a, &l->calls[k].out);
+}
+
+/* CNN: GlobalAveragePooling2D / GlobalMaxPooling2D (keepdims): one
+ * avg_pool2d / max_pool2d window over the whole image, as the .cast
+ * frontend lowers them, then [N, C] (%NAME.pool, a reshape %NAME) or, with
+ * keepdims, [N, 1, 1, C] (%NAME). GlobalAveragePooling1D: [N, T, C] as the
+ * image [N, 1, T, C] (%NAME.image), a [1, T] window, [N, C] or [N, 1, C]. */
+static bool global_pool(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in, ir_op op, bool one_d) {
+  if (!one_input(m, l, n_in)) return false;
+  bool keep;
+  if (!cfg_bool(m, l, "keepdims", false, &keep)) return false;
+  ir_node *x = in[0];
+  if (one_d) {
+    if (x->type.rank != 3) {
+      kr_layer_error(m, l, "its input %s is not [N, steps, features]", type_str(m, &x->type));
+      return false;
+    }
+    ir_attr ra = {.shape = {4, {IR_DIM_BATCH, 1, x->type.dims[1], x->type.dims[2]}}};
+    if (!layout_op(m, l, k, IR_OP_RESHAPE, "image", &x, 1, &ra, &x)) return false;
+  } else if (!image_input(m, l, x)) {
+    return false;
+  }
+  int64_t C = x->type.dims[3];
+  ir_attr a = {.pool = {2, {x->type.dims[1], x->type.dims[2]}}, .strides = {2, {1, 1}}, .pads = {4, {0}}};
+  bool last = keep && !one_d;
+  ir_node *y;
+  if (!layout_op(m, l, k, op, last ? NULL : "pool", &x, 1, &a, &y)) return false;
+  if (!last) {
+    ir_attr ra = {.shape = keep ? (ir_shape){3, {IR_DIM_BATCH, 1, C}} : (ir_shape){2, {IR_DIM_BATCH, C}}};
+    if (!layout_op(m, l, k, IR_OP_RESHAPE, NULL, &y, 1, &ra, &y)) return false;
+  }
+  l->calls[k].out = y;
+  return true;
+}
+
+static bool lower_global_avg_pool2d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  return global_pool(m, l, k, in, n_in, IR_OP_AVG_POOL2D, false);
+}
+
+static bool lower_global_max_pool2d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  return global_pool(m, l, k, in, n_in, IR_OP_MAX_POOL2D, false);
+}
+
+static bool lower_global_avg_pool1d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  return global_pool(m, l, k, in, n_in, IR_OP_AVG_POOL2D, true);
+}
+
+/* CNN: ZeroPadding2D(padding): an int (all sides), [h, w] (symmetric) or
+ * [[top, bottom], [left, right]]; pad_constant with zeros. */
+static bool lower_zero_padding2d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (!one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  if (!image_input(m, l, x)) return false;
+  const json_value *v = kr_cfg(l, "padding");
+  int64_t p[4];
+  bool ok = v && (v->kind == JSON_INT || (v->kind == JSON_ARR && v->n == 2));
+  for (int i = 0; ok && i < 2; i++) {
+    const json_value *e = v->kind == JSON_INT ? v : &v->items[i];
+    for (int j = 0; ok && j < 2; j++) {
+      const json_value *f = e->kind == JSON_ARR ? (e->n == 2 ? &e->items[j] : NULL) : e;
+      ok = f && f->kind == JSON_INT && f->i >= 0 && f->i <= ((int64_t)1 << 20);
+      if (ok) p[2 * i + j] = f->i;
+    }
+  }
+  if (!ok) {
+    kr_layer_error(m, l, "padding must be an integer, [h, w] or [[top, bottom], [left, right]] of integers >= 0");
+    return false;
+  }
+  ir_attr a = {.shape = {4, {IR_DIM_BATCH, x->type.dims[1] + p[0] + p[1], x->type.dims[2] + p[2] + p[3], x->type.dims[3]}},
+               .starts = {4, {0, p[0], p[2], 0}}, .steps = {4, {1, 1, 1, 1}}, .value = 0};
+  return layout_op(m, l, k, IR_OP_PAD_CONSTANT, NULL, &x, 1, &a, &l->calls[k].out);
 }
 
 /* The layer table. Rows of the classes the other IR issues enable go at the end. */
@@ -659,7 +810,18 @@ static const layer_row rows[] = {
      {{"pool_size", KEY_ANY}, {"strides", KEY_ANY}, {"padding", KEY_ANY}, {"data_format", KEY_CHANNELS_LAST}}},
     {"AveragePooling2D", lower_avg_pool,
      {{"pool_size", KEY_ANY}, {"strides", KEY_ANY}, {"padding", KEY_ANY}, {"data_format", KEY_CHANNELS_LAST}}},
-    {"Dropout", lower_dropout, {{"rate", KEY_ANY}, {"seed", KEY_ANY}, {"noise_shape", KEY_ANY}}},
+    {"Dropout", lower_dropout, {{"rate", KEY_ANY}, {"seed", KEY_ANY}, {"noise_shape", KEY_NULL}}},
+    /* the IR's batch_norm, dropout, depthwise/separable convolution, global pooling and padding */
+    {"BatchNormalization", lower_batch_norm,
+     {{"axis", KEY_ANY}, {"momentum", KEY_ANY}, {"epsilon", KEY_ANY}, {"center", KEY_ANY}, {"scale", KEY_ANY},
+      {"beta_initializer", KEY_ANY}, {"gamma_initializer", KEY_ANY}, {"moving_mean_initializer", KEY_ANY},
+      {"moving_variance_initializer", KEY_ANY}, {"beta_regularizer", KEY_NULL}, {"gamma_regularizer", KEY_NULL},
+      {"beta_constraint", KEY_NULL}, {"gamma_constraint", KEY_NULL}, {"synchronized", KEY_FALSE},
+      {"renorm", KEY_FALSE}, {"renorm_clipping", KEY_NULL}, {"renorm_momentum", KEY_ANY}}},
+    {"GlobalAveragePooling2D", lower_global_avg_pool2d, {{"data_format", KEY_CHANNELS_LAST}, {"keepdims", KEY_ANY}}},
+    {"GlobalMaxPooling2D", lower_global_max_pool2d, {{"data_format", KEY_CHANNELS_LAST}, {"keepdims", KEY_ANY}}},
+    {"GlobalAveragePooling1D", lower_global_avg_pool1d, {{"data_format", KEY_CHANNELS_LAST}, {"keepdims", KEY_ANY}}},
+    {"ZeroPadding2D", lower_zero_padding2d, {{"padding", KEY_ANY}, {"data_format", KEY_CHANNELS_LAST}}},
 };
 enum { N_ROWS = sizeof rows / sizeof *rows };
 

@@ -189,4 +189,7 @@ dictionary("keras.dict", ['"class_name"', '"config"', '"layers"', '"inbound_node
     '"Embedding"', '"Conv2D"', '"MaxPooling2D"', '"AveragePooling2D"', '"Dropout"', '"target_shape"', '"dims"',
     '"input_dim"', '"output_dim"', '"mask_zero"', '"filters"', '"kernel_size"', '"strides"', '"padding"',
     '"dilation_rate"', '"groups"', '"data_format"', '"pool_size"', '"rate"', '"same"', '"valid"',
-    '"channels_last"', '"channels_first"', '"int32"', "[2, 2]", "[1, 2]", "[-1]"])
+    '"channels_last"', '"channels_first"', '"int32"', "[2, 2]", "[1, 2]", "[-1]",
+    '"BatchNormalization"', '"momentum"', '"epsilon"', '"center"', '"scale"', '"seed"', '"noise_shape"',
+    '"GlobalAveragePooling2D"', '"GlobalMaxPooling2D"', '"GlobalAveragePooling1D"', '"ZeroPadding2D"',
+    '"keepdims"', "[[1, 2], [0, 1]]"])

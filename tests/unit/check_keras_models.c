@@ -130,21 +130,53 @@ END_TEST
 START_TEST(test_layer_outputs) { check_outputs(DIR "/manifest-layers.txt", 11); }
 END_TEST
 
-/* A Dropout with rate > 0 runs and evaluates as the identity, and training
- * it is refused until the IR has dropout (never a silent identity). */
+/* BatchNormalization (with and without center and scale, its moving
+ * statistics) and a seeded Dropout (generate.py layers2), under float32
+ * and the mixed policies. */
+START_TEST(test_layer2_outputs) { check_outputs(DIR "/manifest-layers2.txt", 6); }
+END_TEST
+
+/* A Dropout with rate > 0 lowers to the IR's dropout (and a BatchNormalization
+ * to batch_norm, its moving statistics non-trainable state): the identity when
+ * run or evaluated (test_layer_outputs), and in training a mask counted by
+ * dropout.step, which an optimizer step advances (docs/training.md). */
 START_TEST(test_dropout_train) {
   castor_context *ctx;
   ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
   castor_model *m;
   ck_assert_int_eq(castor_model_load_file(ctx, DIR "/cnn-float32.keras", NULL, &m), CASTOR_OK);
   castor_program *p = NULL;
-  ck_assert_int_eq(castor_compile_train(m, NULL, NULL, &p), CASTOR_ERR_UNSUPPORTED);
-  ck_assert_ptr_null(p);
-  ck_assert_str_eq(castor_context_last_error(ctx),
-                   "error: cannot train this model: layer 'dropout' (Dropout) has rate 0.3, and castor has no "
-                   "dropout op yet: it lowers Dropout for inference only (castor run, evaluate); train this model "
-                   "in Keras, or set the rate to 0\n");
+  ck_assert_msg(castor_compile_train(m, NULL, NULL, &p) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  castor_tensor *st = NULL;
+  ck_assert_int_eq(castor_program_get_state(p, "dropout.step", &st), CASTOR_OK);
+  ck_assert_int_eq(*(int64_t *)castor_tensor_data(st), 0);
+  castor_tensor_destroy(st);
+  castor_program_destroy(p);
   ck_assert_int_eq(castor_compile_eval(m, NULL, NULL, &p), CASTOR_OK);
+  ck_assert_int_ne(castor_program_get_state(p, "dropout.step", &st), CASTOR_OK);
+  castor_program_destroy(p);
+  castor_model_destroy(m);
+  /* BatchNormalization trains with its moving statistics as non-trainable state */
+  ck_assert_int_eq(castor_model_load_file(ctx, DIR "/bn-float32.keras", NULL, &m), CASTOR_OK);
+  castor_train_options to;
+  castor_train_options_init(&to);
+  to.from_logits = 1; /* its head is a Dense */
+  ck_assert_msg(castor_compile_train(m, NULL, &to, &p) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  int found = 0;
+  for (int i = 0; i < castor_program_num_states(p); i++) {
+    castor_tensor_info info;
+    ck_assert_int_eq(castor_program_state_info(p, i, &info), CASTOR_OK);
+    const char *nm = info.name;
+    if (!strcmp(nm, "bn.moving_mean") || !strcmp(nm, "bn_plain.moving_variance")) {
+      ck_assert_int_eq(castor_program_state_kind(p, i), CASTOR_STATE_NONTRAINABLE);
+      found++;
+    }
+    if (!strcmp(nm, "bn_nocenter.gamma")) {
+      ck_assert_int_eq(castor_program_state_kind(p, i), CASTOR_STATE_TRAINABLE);
+      found++;
+    }
+  }
+  ck_assert_int_eq(found, 3);
   castor_program_destroy(p);
   castor_model_destroy(m);
   castor_context_destroy(ctx);
@@ -234,8 +266,9 @@ END_TEST
  * (placements-layers.txt, Keras's compute dtype and output dtype of each
  * layer). Where castor differs, one documented rule (docs/keras.md) must
  * explain it: (a) softmax in f32, (c) a standalone element-wise layer not
- * between 16-bit matmuls in f32, (e) layer_norm in f32, (f) a layout layer
- * (Concatenate, Reshape, Permute, Flatten, the poolings, Embedding) in its
+ * between 16-bit matmuls in f32, (e) layer_norm and batch_norm in f32, (f) a
+ * layout layer (Concatenate, Reshape, Permute, Flatten, the poolings,
+ * Embedding, Dropout, ZeroPadding2D, the global poolings) in its
  * operand's dtype where Keras casts its input to its compute dtype; and a
  * model output is f32 (b). Dense and Conv2D must match Keras exactly. */
 static bool in_list(const char *cls, const char *const *list) {
@@ -247,7 +280,8 @@ static bool in_list(const char *cls, const char *const *list) {
 START_TEST(test_layer_placements) {
   static const char *const eltwise[] = {"Add", "Multiply", "Subtract", "Maximum", "Minimum", "Activation", "ReLU", NULL};
   static const char *const layout[] = {"Concatenate", "Reshape", "Permute", "Flatten", "MaxPooling2D",
-                                       "AveragePooling2D", "Embedding", NULL};
+                                       "AveragePooling2D", "Embedding", "Dropout", "ZeroPadding2D",
+                                       "GlobalAveragePooling2D", "GlobalMaxPooling2D", "GlobalAveragePooling1D", NULL};
   size_t len;
   char *text = read_all(DIR "/placements-layers.txt", &len);
   char cur[160] = "";
@@ -272,22 +306,24 @@ START_TEST(test_layer_placements) {
       snprintf(cur, sizeof cur, "%s", file);
     }
     const ir_node *n = ir_graph_find(g, layer), *c = NULL;
-    if (!n && !strcmp(cls, "Dropout")) { /* the identity: no node of its own */
+    if (!n && !strcmp(cls, "Dropout")) { /* rate 0, the identity: no node of its own */
       skipped++;
       continue;
     }
-    ck_assert_msg(n, "%s: no value %%%s", file, layer);
     static const char *const compute_suffix[] = {"matmul", "conv", "softmax", NULL};
     for (int i = 0; compute_suffix[i] && !c; i++) {
       char nm[96];
       snprintf(nm, sizeof nm, "%s.%s", layer, compute_suffix[i]);
       c = ir_graph_find(g, nm);
     }
+    if (!n && c && !strcmp(cls, "Conv2D") && c->op == IR_OP_CONV2D) n = c; /* a BatchNormalization folded its bias */
+    if (!n && c && !strcmp(cls, "Dense") && c->op == IR_OP_MATMUL) n = c;
+    ck_assert_msg(n, "%s: no value %%%s", file, layer);
     const char *got_c = dtype_name((c ? c : n)->type.dtype), *got_o = dtype_name(n->type.dtype);
     for (int which = 0; which < 2; which++) {
       const char *got = which ? got_o : got_c, *want = ir_name_of(which ? ko : kc);
       if (!strcmp(got, want)) continue;
-      int rule = !strcmp(cls, "Softmax") ? 0 : in_list(cls, eltwise) ? 2 : !strcmp(cls, "LayerNormalization") ? 3
+      int rule = !strcmp(cls, "Softmax") ? 0 : in_list(cls, eltwise) ? 2 : !strcmp(cls, "LayerNormalization") || !strcmp(cls, "BatchNormalization") ? 3
                  : in_list(cls, layout) ? 4 : -1;
       ck_assert_msg(rule >= 0, "%s/%s (%s): castor %s / %s, Keras %s / %s, and no documented difference", file, layer,
                     cls, got_c, got_o, kc, ko);
@@ -460,7 +496,8 @@ static const bad_case bad[] = {
     {"unsupported layer", "\"class_name\": \"ReLU\"", "\"class_name\": \"Lambda\"", 0, NULL, NULL, 0,
      "m.keras: error: layer 'rect': class 'Lambda' is not supported; castor reads InputLayer, Dense, "
      "Activation, ReLU, Softmax, Add, Multiply, LayerNormalization, Subtract, Maximum, Minimum, Concatenate, "
-     "Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, AveragePooling2D, Dropout\n",
+     "Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, AveragePooling2D, Dropout, BatchNormalization, "
+     "GlobalAveragePooling2D, GlobalMaxPooling2D, GlobalAveragePooling1D, ZeroPadding2D\n",
      CASTOR_ERR_UNSUPPORTED},
     {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
      "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "
@@ -604,6 +641,7 @@ static Suite *keras_models_suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_outputs);
   tcase_add_test(tc, test_layer_outputs);
+  tcase_add_test(tc, test_layer2_outputs);
   tcase_add_test(tc, test_layer_placements);
   tcase_add_test(tc, test_dropout_train);
   tcase_add_test(tc, test_placements);
