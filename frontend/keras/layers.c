@@ -105,6 +105,34 @@ static bool one_input(kr_model *m, kr_layer *l, int n_in) {
   return false;
 }
 
+/* Dense's and Conv2D's weights: the kernel (kt) and, with use_bias, the bias
+ * (bt), read on a layer's first call; a shared layer's later call must fit
+ * the kernel the first call read. */
+static bool kernel_bias(kr_model *m, kr_layer *l, ir_node *x, const ir_type *kt, const ir_type *bt, bool use_bias) {
+  if (!l->weights_done) {
+    const char *kkey = arena_printf(m->arena, "%s.kernel", l->ir_name);
+    const char *bkey = arena_printf(m->arena, "%s.bias", l->ir_name);
+    const float *kd = kr_weight(m, l, 0, "kernel", kt), *bd = NULL;
+    if (!kd || (use_bias && !(bd = kr_weight(m, l, 1, "bias", bt)))) return false;
+    l->w[0] = kr_stamp(m, l, ir_build_const(m->g, kkey, kt, kkey, kd, kr_loc(m)));
+    if (use_bias) l->w[1] = kr_stamp(m, l, ir_build_const(m->g, bkey, bt, bkey, bd, kr_loc(m)));
+    l->weights_done = true;
+  } else if (!ir_type_eq(&l->w[0]->type, kt)) {
+    kr_layer_error(m, l, "a shared call with input %s, the first call's kernel is %s", type_str(m, &x->type),
+                   type_str(m, &l->w[0]->type));
+    return false;
+  }
+  return true;
+}
+
+/* Dense's and Conv2D's epilogue after the contraction y: the bias (its
+ * node named add) and the activation, the last node named as the call. */
+static ir_node *bias_act(kr_model *m, kr_layer *l, int k, ir_node *y, const char *add, bool use_bias, ir_op act) {
+  if (use_bias) y = kr_stamp(m, l, ir_build_binary(m->g, IR_OP_ADD, add, y, l->w[1], kr_loc(m)));
+  if (act != IR_OP_COUNT) y = kr_stamp(m, l, ir_build_unary(m->g, act, node_name(m, l, k, NULL), y, kr_loc(m)));
+  return y;
+}
+
 static bool lower_dense(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
   if (!one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
@@ -128,26 +156,12 @@ static bool lower_dense(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in)
     kr_layer_error(m, l, "its kernel %s is larger than castor's tensor limit", type_str(m, &kt));
     return false;
   }
-  if (!l->weights_done) {
-    const char *kkey = arena_printf(m->arena, "%s.kernel", l->ir_name);
-    const char *bkey = arena_printf(m->arena, "%s.bias", l->ir_name);
-    const float *kd = kr_weight(m, l, 0, "kernel", &kt), *bd = NULL;
-    if (!kd || (use_bias && !(bd = kr_weight(m, l, 1, "bias", &bt)))) return false;
-    l->w[0] = kr_stamp(m, l, ir_build_const(g, kkey, &kt, kkey, kd, kr_loc(m)));
-    if (use_bias) l->w[1] = kr_stamp(m, l, ir_build_const(g, bkey, &bt, bkey, bd, kr_loc(m)));
-    l->weights_done = true;
-  } else if (!ir_type_eq(&l->w[0]->type, &kt)) {
-    kr_layer_error(m, l, "a shared call with input %s, the first call's kernel is %s",
-                   type_str(m, &x->type), type_str(m, &l->w[0]->type));
-    return false;
-  }
+  if (!kernel_bias(m, l, x, &kt, &bt, use_bias)) return false;
   bool has_act = act != IR_OP_COUNT;
   const char *mm = has_act || use_bias ? node_name(m, l, k, "matmul") : node_name(m, l, k, NULL);
   const char *add = has_act ? node_name(m, l, k, "bias_add") : node_name(m, l, k, NULL);
   ir_node *y = kr_stamp(m, l, ir_build_matmul(g, mm, x, l->w[0], DT_F32, kr_loc(m)));
-  if (use_bias) y = kr_stamp(m, l, ir_build_binary(g, IR_OP_ADD, add, y, l->w[1], kr_loc(m)));
-  if (has_act) y = kr_stamp(m, l, ir_build_unary(g, act, node_name(m, l, k, NULL), y, kr_loc(m)));
-  l->calls[k].out = y;
+  l->calls[k].out = bias_act(m, l, k, y, add, use_bias, act);
   return true;
 }
 
@@ -548,26 +562,12 @@ static bool lower_conv2d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in
     kr_layer_error(m, l, "%s", err);
     return false;
   }
-  if (!l->weights_done) {
-    const char *kkey = arena_printf(m->arena, "%s.kernel", l->ir_name);
-    const char *bkey = arena_printf(m->arena, "%s.bias", l->ir_name);
-    const float *kd = kr_weight(m, l, 0, "kernel", &kt), *bd = NULL;
-    if (!kd || (use_bias && !(bd = kr_weight(m, l, 1, "bias", &bt)))) return false;
-    l->w[0] = kr_stamp(m, l, ir_build_const(g, kkey, &kt, kkey, kd, kr_loc(m)));
-    if (use_bias) l->w[1] = kr_stamp(m, l, ir_build_const(g, bkey, &bt, bkey, bd, kr_loc(m)));
-    l->weights_done = true;
-  } else if (!ir_type_eq(&l->w[0]->type, &kt)) {
-    kr_layer_error(m, l, "a shared call with input %s, the first call's kernel is %s", type_str(m, &x->type),
-                   type_str(m, &l->w[0]->type));
-    return false;
-  }
+  if (!kernel_bias(m, l, x, &kt, &bt, use_bias)) return false;
   bool has_act = act != IR_OP_COUNT;
   const char *cv = has_act || use_bias ? node_name(m, l, k, "conv") : node_name(m, l, k, NULL);
   const char *add = has_act ? node_name(m, l, k, "bias_add") : node_name(m, l, k, NULL);
   ir_node *y = kr_stamp(m, l, ir_build_op(g, IR_OP_CONV2D, cv, (ir_node *[]){x, l->w[0]}, 2, &a, kr_loc(m)));
-  if (use_bias) y = kr_stamp(m, l, ir_build_binary(g, IR_OP_ADD, add, y, l->w[1], kr_loc(m)));
-  if (has_act) y = kr_stamp(m, l, ir_build_unary(g, act, node_name(m, l, k, NULL), y, kr_loc(m)));
-  l->calls[k].out = y;
+  l->calls[k].out = bias_act(m, l, k, y, add, use_bias, act);
   return true;
 }
 
