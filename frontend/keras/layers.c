@@ -145,12 +145,11 @@ static bool lower_dense(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in)
   }
   if (!activation(m, l, &act)) return false;
   bool use_bias = !ub || (ub->kind == JSON_LIT && ub->lit == 't');
-  if (x->type.rank != 2) {
-    kr_layer_error(m, l, "an input of rank %d (%s) is not supported yet (castor's dense takes "
-                   "[N, features])", x->type.rank, type_str(m, &x->type));
+  if (x->type.rank < 2) { /* Keras's Dense contracts the last axis of any rank */
+    kr_layer_error(m, l, "needs an input with a feature axis, got %s", type_str(m, &x->type));
     return false;
   }
-  ir_type kt = {DT_F32, 2, {x->type.dims[1], u->i}}, bt = {DT_F32, 1, {u->i}};
+  ir_type kt = {DT_F32, 2, {x->type.dims[x->type.rank - 1], u->i}}, bt = {DT_F32, 1, {u->i}};
   int64_t bytes;
   if (!ir_type_bytes(&kt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
     kr_layer_error(m, l, "its kernel %s is larger than castor's tensor limit", type_str(m, &kt));

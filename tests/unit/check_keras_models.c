@@ -136,6 +136,10 @@ END_TEST
 START_TEST(test_layer2_outputs) { check_outputs(DIR "/manifest-layers2.txt", 6); }
 END_TEST
 
+/* Dense on rank 3 (generate.py layers3) */
+START_TEST(test_layer3_outputs) { check_outputs(DIR "/manifest-layers3.txt", 3); }
+END_TEST
+
 /* A Dropout with rate > 0 lowers to the IR's dropout (and a BatchNormalization
  * to batch_norm, its moving statistics non-trainable state): the identity when
  * run or evaluated (test_layer_outputs), and in training a mask counted by
@@ -642,6 +646,7 @@ static Suite *keras_models_suite(void) {
   tcase_add_test(tc, test_outputs);
   tcase_add_test(tc, test_layer_outputs);
   tcase_add_test(tc, test_layer2_outputs);
+  tcase_add_test(tc, test_layer3_outputs);
   tcase_add_test(tc, test_layer_placements);
   tcase_add_test(tc, test_dropout_train);
   tcase_add_test(tc, test_placements);
