@@ -24,7 +24,6 @@ typedef struct cuda_exec {
 static const char *const cuda_exceptions[IR_OP_COUNT] = {
     [IR_OP_LAYER_NORM] = "the NVPTX target has no layer normalization kernel yet (run it on the cpu target)",
     [IR_OP_VARIABLE] = TRAINING,
-    [IR_OP_LITERAL] = TRAINING,
     [IR_OP_MATMUL_NT] = TRAINING,
     [IR_OP_MATMUL_TN] = TRAINING,
     [IR_OP_SUM_ROWS] = TRAINING,

@@ -27,6 +27,18 @@ for policy in float32 float16 bfloat16 mixed_float16 mixed_bfloat16; do
       fail=1
   done
 done
+# a scalar literal in an inference graph (position_embedding's select) is
+# a constant like any other: it runs on the cuda target (it was once refused
+# as "training runs on the CPU")
+printf 'model pe\nx = input(shape=[4, 8])\np = position_embedding(x, sequence_length=4, name=pos)\nh = add(x, p)\noutput h\n' >"$tmp/pe.cast"
+for policy in float32 mixed_float16; do
+  if CASTOR_CUDA_EMULATE=1 "$castor" run "$tmp/pe.cast" --target=cuda --policy $policy --batch 3 >"$tmp/gpu" 2>"$tmp/err"; then
+    "$castor" run "$tmp/pe.cast" --policy $policy --batch 3 >"$tmp/cpu" 2>&1
+    cmp -s "$tmp/gpu" "$tmp/cpu" || { echo "FAIL: position_embedding ($policy): cuda '$(cat "$tmp/gpu")' vs cpu '$(cat "$tmp/cpu")'"; fail=1; }
+  else
+    echo "FAIL: position_embedding on the cuda target ($policy):"; cat "$tmp/err"; fail=1
+  fi
+done
 if CASTOR_CUDA_EMULATE=/nonexistent/libcastor_ptxemu.so "$castor" run "$src/samples/mnist_mlp_small.cast" --target=cuda \
     >"$tmp/out" 2>"$tmp/err"; then
   echo "FAIL: a missing emulator library ran"; fail=1
