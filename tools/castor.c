@@ -383,6 +383,7 @@ static int cmd_run(const cli *c) {
            "gemm scratch %lld bytes x %d threads\n",
            (long long)rs.weight_bytes, (long long)(rs.workspace_bytes + rs.io_bytes), (long long)rs.workspace_bytes,
            (long long)rs.io_bytes, (long long)rs.thread_scratch_bytes, rs.threads);
+    if (rs.note) printf("note: %s\n", rs.note);
   }
   for (size_t i = 0; i < c->outputs.len; i++) {
     if (castor_tensor_save_npy(out[i], c->outputs.data[i]) != CASTOR_OK) {

@@ -122,6 +122,17 @@ bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d) {
   return true;
 }
 
+void cg_cpu_note(const cg_options *o, str_buf *out) {
+  cg_target t;
+  memset(&t, 0, sizeof t);
+  pthread_once(&init_once, init_llvm);
+  diag_sink *d = diag_sink_create();
+  if (resolve_cpu(&t, o, true, d) && t.note[0]) str_buf_puts(out, t.note);
+  diag_sink_destroy(d);
+  if (t.cpu) LLVMDisposeMessage(t.cpu);
+  if (t.features) LLVMDisposeMessage(t.features);
+}
+
 static const char *const x86_cpus[] = {
 #define CG_X86_CPU(name) name,
 #include "codegen/cpu/cg_x86_cpus.def"
