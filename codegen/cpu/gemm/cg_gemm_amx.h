@@ -35,6 +35,7 @@
 
 #include <stdint.h>
 
+#include "codegen/cpu/gemm/cg_gemm_amx_pack.h"
 #include "codegen/kernel/cg_kit.h"
 
 /* rows of a micro-tile (two C tile rows), k of one tile step, tile rows */
@@ -53,9 +54,6 @@ void cg_amx_load(cg_emitter *e, int t, LLVMValueRef p, LLVMValueRef stride);
 void cg_amx_store(cg_emitter *e, int t, LLVMValueRef p, LLVMValueRef stride);
 void cg_amx_dpbf16ps(cg_emitter *e, int c, int a, int b);
 
-/* The 64 bytes of the configuration (palette 1, tiles 0..7 16 x 64 bytes),
- * for the tests. */
-void cg_amx_config_bytes(uint8_t out[64]);
 
 /* pairs of a K block of kk (i64), padded to whole tiles: ceil(kk / 32) x 16 */
 LLVMValueRef cg_amx_pairs(cg_emitter *e, LLVMValueRef kk);
@@ -73,11 +71,5 @@ void cg_gemm_amx_pack_a(cg_kctx *c, LLVMValueRef src, int64_t ld, bool a_trans, 
 void cg_gemm_amx_pack_b(cg_kctx *c, LLVMValueRef src, bool src_nk, int64_t K, int64_t Nc, int nr, LLVMValueRef dst,
                         LLVMValueRef p0, LLVMValueRef p1, LLVMValueRef k0, LLVMValueRef kk);
 
-/* The bytes of a constant B [K, Nc] pre-packed for AMX: full panels of
- * `panel` columns and a last one of `tail` padded columns, K padded to 32. */
-int64_t cg_gemm_amx_const_bytes(int64_t K, int64_t Nc, int panel, int tail);
-/* Packs it (src: K x Nc bf16, row-major) into dst, block by block of kc
- * rows (kc a multiple of 32). */
-void cg_gemm_amx_pack_const(void *dst, const uint16_t *src, int64_t K, int64_t Nc, int panel, int tail, int64_t kc);
 
 #endif
