@@ -12,6 +12,11 @@
  *   pre-packed or a per-call B, matmul_nt, matmul_tn over the run's batch)
  *   compiled ahead of time for sapphirerapids-amx verifies and contains
  *   ldtilecfg, tileloadd, tdpbf16ps, tilestored and tilerelease;
+ * - the run-time packing (LLVM IR: cg_gemm_amx_pack_a, _pack_b) JIT-compiled
+ *   alone, without a tile instruction, and run here: B from [K, Nc] and
+ *   [Nc, K], a whole K and a later block, against the compile-time packer
+ *   (the same layout); A row-major and from a stored [K, M] against the
+ *   layout's definition, padding included;
  * - the fallback: naming the family where the tile state is refused (or
  *   AMX is absent, as on a host without it) compiles the FMA family, says
  *   why in the note that --stats prints, and its results match the
@@ -22,6 +27,10 @@
  * SKIPPED on a host that cannot run it.
  */
 #include <check.h>
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Target.h>
 
 #include "tests/unit/test_support.h"
 #include <math.h>
@@ -32,7 +41,7 @@
 
 #include "codegen/codegen.h"
 #include "codegen/cpu/cg_cpu_caps.h"
-#include "codegen/cpu/gemm/cg_gemm_amx_pack.h"
+#include "codegen/cpu/gemm/cg_gemm_amx.h"
 #include "passes/passes.h"
 #include "runtime/cpu_features.h"
 #include "tests/ref/ref.h"
@@ -211,6 +220,95 @@ START_TEST(test_amx_emit) {
 }
 END_TEST
 
+
+/* ---- the run-time packers, JIT-compiled alone ---- */
+
+enum { PK = 75, PNC = 47, PNR = 32, PM = 37, PLDA = 64 }; /* K, B's columns, panel, A's rows, A's row stride (pairs) */
+
+/* void pack(ptr b_kn, ptr b_nk, ptr a_mk, ptr a_km, ptr out_b, ptr out_bt, ptr out_a, ptr out_at, i64 k0, i64 kk) */
+typedef void (*pack_fn)(const uint16_t *, const uint16_t *, const uint16_t *, const uint16_t *, uint16_t *, uint16_t *,
+                        uint32_t *, uint32_t *, int64_t, int64_t);
+
+static void emit_pack_fn(cg_emitter *e, cg_kctx *c) {
+  LLVMTypeRef params[10];
+  for (int i = 0; i < 8; i++) params[i] = e->ptr;
+  params[8] = params[9] = e->i64;
+  LLVMTypeRef ft = LLVMFunctionType(LLVMVoidTypeInContext(e->ctx), params, 10, 0);
+  c->fn = LLVMAddFunction(e->mod, "pack", ft);
+  LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(e->ctx, c->fn, "entry"));
+  LLVMValueRef k0 = LLVMGetParam(c->fn, 8), kk = LLVMGetParam(c->fn, 9), p0 = cg_i64(e, 0),
+               p1 = cg_i64(e, (PNC + PNR - 1) / PNR);
+  LLVMValueRef b_kn = LLVMGetParam(c->fn, 0), b_nk = LLVMGetParam(c->fn, 1);
+  cg_gemm_amx_pack_b(c, b_kn, false, PK, PNC, PNR, LLVMGetParam(c->fn, 4), p0, p1, k0, kk);
+  cg_gemm_amx_pack_b(c, b_nk, true, PK, PNC, PNR, LLVMGetParam(c->fn, 5), p0, p1, k0, kk);
+  /* A's block starts at column k0 (row-major) or row k0 (stored [K, M]) */
+  LLVMTypeRef h = LLVMInt16TypeInContext(e->ctx);
+  LLVMValueRef at = LLVMBuildGEP2(e->b, h, LLVMGetParam(c->fn, 3), (LLVMValueRef[]){LLVMBuildMul(e->b, k0, cg_i64(e, PM), "")}, 1, "");
+  cg_gemm_amx_pack_a(c, LLVMGetParam(c->fn, 2), PK, false, cg_i64(e, PM), k0, kk, LLVMGetParam(c->fn, 6), PLDA);
+  cg_gemm_amx_pack_a(c, at, PM, true, cg_i64(e, PM), cg_i64(e, 0), kk, LLVMGetParam(c->fn, 7), PLDA);
+  LLVMBuildRetVoid(e->b);
+}
+
+START_TEST(test_amx_pack_runtime) {
+  LLVMInitializeNativeTarget();
+  LLVMInitializeNativeAsmPrinter();
+  LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
+  LLVMContextRef ctx = LLVMOrcThreadSafeContextGetContext(tsc);
+  LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("amxpack", ctx);
+  cg_emitter e;
+  cg_emitter_init(&e, ctx, mod, 16);
+  cg_kctx c = {.e = &e};
+  emit_pack_fn(&e, &c);
+  char *msg = NULL;
+  ck_assert_msg(!LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg), "%s", msg);
+  LLVMDisposeMessage(msg);
+  cg_emitter_fini(&e);
+  LLVMOrcLLJITRef jit;
+  ck_assert(!LLVMOrcCreateLLJIT(&jit, LLVMOrcCreateLLJITBuilder()));
+  ck_assert(!LLVMOrcLLJITAddLLVMIRModule(jit, LLVMOrcLLJITGetMainJITDylib(jit), LLVMOrcCreateNewThreadSafeModule(mod, tsc)));
+  LLVMOrcExecutorAddress addr = 0;
+  ck_assert(!LLVMOrcLLJITLookup(jit, &addr, "pack"));
+  pack_fn pack = (pack_fn)(uintptr_t)addr;
+
+  static uint16_t b_kn[PK * PNC], b_nk[PNC * PK], a_mk[PM * PK], a_km[PK * PM];
+  for (int k = 0; k < PK; k++)
+    for (int n = 0; n < PNC; n++) b_kn[k * PNC + n] = b_nk[n * PK + k] = (uint16_t)(1 + k * 131 + n);
+  for (int r = 0; r < PM; r++)
+    for (int k = 0; k < PK; k++) a_mk[r * PK + k] = a_km[k * PM + r] = (uint16_t)(0x4000 + r * 97 + k);
+  static const int64_t blocks[][2] = {{0, PK}, {32, PK - 32}, {64, PK - 64}}; /* k0, kk */
+  int np = (PNC + PNR - 1) / PNR;
+  for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+    int64_t k0 = blocks[bi][0], kk = blocks[bi][1], kp16 = (kk + 31) / 32 * 16;
+    size_t bn = (size_t)(kp16 * 2 * np * PNR), an = (size_t)(PM + 1) * PLDA;
+    uint16_t *ob = malloc(bn * 2), *obt = malloc(bn * 2), *want = malloc(bn * 2);
+    uint32_t *oa = malloc(an * 4), *oat = malloc(an * 4);
+    memset(ob, 0xa5, bn * 2), memset(obt, 0xa5, bn * 2), memset(oa, 0xa5, an * 4), memset(oat, 0xa5, an * 4);
+    pack(b_kn, b_nk, a_mk, a_km, ob, obt, oa, oat, k0, kk);
+    /* B: the compile-time packer's layout on rows [k0, k0 + kk), every panel nr wide */
+    cg_gemm_amx_pack_const(want, b_kn + k0 * PNC, kk, PNC, PNR, PNC % PNR ? PNR : 0, kp16 * 2);
+    for (size_t i = 0; i < bn; i++) {
+      ck_assert_msg(ob[i] == want[i], "block %zu: packed B [K, Nc] at %zu: %04x, want %04x", bi, i, ob[i], want[i]);
+      ck_assert_msg(obt[i] == want[i], "block %zu: packed B [Nc, K] at %zu: %04x, want %04x", bi, i, obt[i], want[i]);
+    }
+    /* A: pair j of row r at [r lda + j], zero past kk up to kp16 pairs */
+    for (int r = 0; r < PM; r++)
+      for (int64_t j = 0; j < kp16; j++) {
+        int64_t k = k0 + 2 * j;
+        uint32_t lo = 2 * j < kk ? a_mk[r * PK + k] : 0, hi = 2 * j + 1 < kk ? a_mk[r * PK + k + 1] : 0;
+        uint32_t w = lo | hi << 16;
+        ck_assert_msg(oa[r * PLDA + j] == w, "block %zu: A row %d pair %lld: %08x, want %08x", bi, r, (long long)j,
+                      oa[r * PLDA + j], w);
+        ck_assert_msg(oat[r * PLDA + j] == w, "block %zu: A^T row %d pair %lld: %08x, want %08x", bi, r,
+                      (long long)j, oat[r * PLDA + j], w);
+      }
+    for (size_t i = (size_t)PM * PLDA; i < an; i++) /* rows past m: untouched */
+      ck_assert(oa[i] == 0xa5a5a5a5u && oat[i] == 0xa5a5a5a5u);
+    free(ob), free(obt), free(want), free(oa), free(oat);
+  }
+  LLVMOrcDisposeLLJIT(jit);
+}
+END_TEST
+
 /* ---- the fallback ---- */
 
 START_TEST(test_amx_fallback) {
@@ -278,6 +376,7 @@ int main(void) {
   tcase_add_test(tc, test_amx_config);
   tcase_add_test(tc, test_amx_pack_const);
   tcase_add_test(tc, test_amx_emit);
+  tcase_add_test(tc, test_amx_pack_runtime);
   tcase_add_test(tc, test_amx_fallback);
   suite_add_tcase(s, tc);
   return check_run(s);
