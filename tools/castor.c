@@ -99,8 +99,11 @@ static int usage(FILE *f, int rc) {
           "  --cpu=NAME          compile for this CPU instead of the host's (default\n"
           "                      $CASTOR_CPU): x86-64, x86-64-v2, x86-64-v3 (AVX2),\n"
           "                      x86-64-v4 (AVX-512), haswell, znver3, skylake-avx512,\n"
-          "                      znver4 or host; it must be one this host can run\n"
-          "  --stats             run: print the memory of a run (weights, activations)\n"
+          "                      znver4, cooperlake, sapphirerapids, sapphirerapids-amx\n"
+          "                      (AMX tiles; named only) or host; it must be one this\n"
+          "                      host can run\n"
+          "  --stats             run: print the memory of a run (weights, activations),\n"
+          "                      and a note if the CPU's named GEMM family is not used\n"
           "  -h, --help          show this help\n"
           "  --version           show the version\n",
           PASS_PIPELINE_DEFAULT);

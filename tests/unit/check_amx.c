@@ -369,6 +369,35 @@ START_TEST(test_amx_fallback) {
 }
 END_TEST
 
+
+/* `castor run --stats` names the fallback and its reason: CASTOR_AMX_DENY=1
+ * refuses the tile state on any host, AMX or not. */
+START_TEST(test_amx_stats_note) {
+  const char *cmd = "CASTOR_AMX_DENY=1 " CASTOR_BINARY_DIR "/castor run " CASTOR_SOURCE_DIR
+                    "/samples/mnist_mlp_small.cast --policy mixed_bfloat16 --cpu=sapphirerapids-amx --stats 2>&1";
+  FILE *f = popen(cmd, "r");
+  ck_assert(f != NULL);
+  char out[8192];
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = '\0';
+  int rc = pclose(f);
+  if (strstr(out, "cannot run code for CPU 'sapphirerapids-amx'")) { /* no AVX-512 + BF16: no fallback here */
+    ck_assert_msg(rc != 0 && !strstr(out, "lacks amx"), "%s", out);
+    return;
+  }
+  ck_assert_msg(rc == 0, "%s", out);
+  ck_assert_msg(strstr(out, "\nnote: GEMM family amx-bf16 (CPU sapphirerapids-amx) not used: the tile state request was "
+                            "refused on purpose (CASTOR_AMX_DENY=1); the FMA family avx512 runs instead\n"),
+                "%s", out);
+  /* without the AMX name, no note */
+  f = popen(CASTOR_BINARY_DIR "/castor run " CASTOR_SOURCE_DIR "/samples/mnist_mlp_small.cast --stats 2>&1", "r");
+  ck_assert(f != NULL);
+  n = fread(out, 1, sizeof out - 1, f);
+  out[n] = '\0';
+  ck_assert_msg(pclose(f) == 0 && strstr(out, "memory: ") && !strstr(out, "note: "), "%s", out);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("amx");
   TCase *tc = tcase_create("amx");
@@ -378,6 +407,7 @@ int main(void) {
   tcase_add_test(tc, test_amx_emit);
   tcase_add_test(tc, test_amx_pack_runtime);
   tcase_add_test(tc, test_amx_fallback);
+  tcase_add_test(tc, test_amx_stats_note);
   suite_add_tcase(s, tc);
   return check_run(s);
 }
