@@ -36,7 +36,11 @@
  * 6 x 2 x 8 with AVX or AVX2, 6 x 2 x 4 with SSE (16 registers). Per k it
  * loads NV vectors of B and broadcasts one A value per row into FMAs. Row
  * tails use 4-row tiles, then 1-row tiles over four panels at once, so a
- * batch-1 GEMV still has eight independent FMA chains.
+ * batch-1 GEMV still has eight independent FMA chains. A contraction of
+ * two bf16 operands may instead run on K pairs: vdpbf16ps
+ * (gemm/cg_gemm_bf16.h) or, on the AMX family, 32 x 32 micro-tiles of tile
+ * registers (gemm/cg_gemm_amx.h) that store their sums into the same C
+ * tile, so the epilogue below is shared.
  *
  * Prefetch: with 16 registers (SSE, AVX2) a row block is only MC_PANELS x
  * 6 rows, so every row block streams its column block of B (K x NC, 8 MB
