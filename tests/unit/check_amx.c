@@ -306,6 +306,7 @@ START_TEST(test_amx_pack_runtime) {
     free(ob), free(obt), free(want), free(oa), free(oat);
   }
   LLVMOrcDisposeLLJIT(jit);
+  LLVMOrcDisposeThreadSafeContext(tsc); /* the module went to the JIT; the context is ours */
 }
 END_TEST
 
