@@ -721,6 +721,7 @@ castor_status castor_program_stats(const castor_program *p, int64_t batch, casto
   if (!rt_program_workspace_bytes(rt, batch, &out->workspace_bytes)) return CASTOR_ERR_INVALID_ARGUMENT;
   out->weight_bytes = rt_program_const_bytes(rt);
   out->thread_scratch_bytes = rt_program_scratch_bytes(rt);
+  out->note = p->x ? p->x->note : NULL;
   for (int i = 0; i < rt->n_inputs + rt->n_outputs; i++) {
     const rt_tensor_desc *t = i < rt->n_inputs ? &rt->inputs[i] : &rt->outputs[i - rt->n_inputs];
     const rt_buffer *b = &rt->buffers[t->buffer];

@@ -105,6 +105,8 @@ typedef struct castor_run_stats {
   int64_t thread_scratch_bytes; /* per thread: the GEMM's packed-A block and C tile */
   int64_t flops;           /* of the matmuls */
   int threads;             /* threads a run uses */
+  const char *note;        /* NULL, or why the code is not what the options asked for (the
+                            * AMX family refused: the FMA family runs); the program's */
 } castor_run_stats;
 castor_status castor_program_stats(const castor_program *p, int64_t batch, castor_run_stats *out);
 

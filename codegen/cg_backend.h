@@ -35,6 +35,9 @@ typedef struct cg_exec {
   const cg_backend *backend;
   const rt_program *desc;
   int threads; /* threads per run (CPU), for reports; 1 on devices */
+  char *note;  /* NULL, or why the compiled code is not what was asked for (the CPU's
+                * AMX family where the tile state is refused), for reports; the
+                * backend's destroy frees it */
 } cg_exec;
 
 typedef enum cg_emit_kind {

@@ -33,6 +33,11 @@ void cg_options_init(cg_options *o);
  * INVALID_ARGUMENT diagnostic for an unknown name or a CPU this host cannot
  * run (what cg_compile_cpu would then report). */
 bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d);
+/* Appends to out why the JIT under o does not use the GEMM family o's CPU
+ * names (the AMX family where this host has no AMX or Linux refuses the
+ * tile state: codegen/cpu/cg_target.c); appends nothing when it does, or
+ * when o names no CPU the JIT can compile for. */
+void cg_cpu_note(const cg_options *o, str_buf *out);
 
 /* JIT-compiles g for the host CPU. Returns NULL with diagnostics on error
  * (CASTOR_ERR_CODEGEN at the API boundary). */

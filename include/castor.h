@@ -156,7 +156,9 @@ typedef struct castor_compile_options {
   int threads;
   /* CPU target: the CPU to compile for, by name: "x86-64" (SSE2),
    * "x86-64-v2" (SSE4.2), "x86-64-v3" (AVX2, FMA, F16C), "x86-64-v4"
-   * (AVX-512), "haswell", "znver3", "skylake-avx512", "znver4", or "host".
+   * (AVX-512), "haswell", "znver3", "skylake-avx512", "znver4", "cooperlake",
+   * "sapphirerapids", "sapphirerapids-amx" (the AMX-BF16 GEMM family, named
+   * only and not yet run on an AMX host: docs/numerics.md), or "host".
    * NULL (default): $CASTOR_CPU, else this host's CPU. A name stands for a
    * fixed feature set, so an AVX-512 host can run the AVX2 and SSE code
    * paths; an unknown name, or a CPU whose features this host lacks, is

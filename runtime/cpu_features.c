@@ -5,9 +5,18 @@
  * for AVX-512, tiles for AMX), as the Intel SDM (vol. 1, 13.3) says an
  * application must check before it uses them.
  */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/cpu_features.h"
+
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -105,4 +114,44 @@ bool rt_cpu_lacks(const char *features, char *out, size_t out_len) {
     if (*s == ',') s++;
   }
   return false;
+}
+
+/* ---- the AMX tile state (Linux) ---- */
+
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static bool amx_granted;
+static char amx_why[160];
+
+static void amx_ask(void) {
+  bool known = false;
+  if (getenv("CASTOR_AMX_DENY") && strcmp(getenv("CASTOR_AMX_DENY"), "1") == 0) {
+    snprintf(amx_why, sizeof amx_why, "the tile state request was refused on purpose (CASTOR_AMX_DENY=1)");
+    return;
+  }
+  if (!rt_cpu_has("amx-tile", &known) || !rt_cpu_has("amx-bf16", &known) || !known) {
+    snprintf(amx_why, sizeof amx_why, "this CPU (or its OS's XCR0) has no AMX-TILE and AMX-BF16");
+    return;
+  }
+#if defined(__linux__) && defined(__x86_64__)
+  enum { ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+  if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) {
+    int err = errno;
+    snprintf(amx_why, sizeof amx_why, "Linux refused the tile state (arch_prctl ARCH_REQ_XCOMP_PERM: %s)", strerror(err));
+    return;
+  }
+  unsigned long perm = 0;
+  if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) != 0 || !(perm >> XFEATURE_XTILEDATA & 1)) {
+    snprintf(amx_why, sizeof amx_why, "Linux did not grant the tile state (arch_prctl ARCH_GET_XCOMP_PERM)");
+    return;
+  }
+  amx_granted = true;
+#else
+  snprintf(amx_why, sizeof amx_why, "castor asks for the AMX tile state only on Linux x86-64");
+#endif
+}
+
+bool rt_amx_request(char *why, size_t why_len) {
+  pthread_once(&amx_once, amx_ask);
+  if (!amx_granted && why && why_len) snprintf(why, why_len, "%s", amx_why);
+  return amx_granted;
 }

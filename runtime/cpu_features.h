@@ -23,4 +23,14 @@ bool rt_cpu_lacks(const char *features, char *out, size_t out_len);
  * "avx512bf16"); *known = false for a name this file does not know. */
 bool rt_cpu_has(const char *name, bool *known);
 
+/* Asks Linux once per process for the AMX tile data state (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 and later), which
+ * a process must hold before its first tile instruction. True when granted
+ * (and the CPU has AMX-TILE and AMX-BF16 with the OS's XCR0 tile bits);
+ * false with the reason in why (NUL-terminated, truncated to why_len):
+ * no AMX on this CPU, or the kernel's refusal and its errno. Every later
+ * call returns the first call's answer. $CASTOR_AMX_DENY set to 1 makes
+ * the request count as refused (to test the fallback on an AMX host). */
+bool rt_amx_request(char *why, size_t why_len);
+
 #endif

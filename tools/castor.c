@@ -99,8 +99,11 @@ static int usage(FILE *f, int rc) {
           "  --cpu=NAME          compile for this CPU instead of the host's (default\n"
           "                      $CASTOR_CPU): x86-64, x86-64-v2, x86-64-v3 (AVX2),\n"
           "                      x86-64-v4 (AVX-512), haswell, znver3, skylake-avx512,\n"
-          "                      znver4 or host; it must be one this host can run\n"
-          "  --stats             run: print the memory of a run (weights, activations)\n"
+          "                      znver4, cooperlake, sapphirerapids, sapphirerapids-amx\n"
+          "                      (AMX tiles; named only) or host; it must be one this\n"
+          "                      host can run\n"
+          "  --stats             run: print the memory of a run (weights, activations),\n"
+          "                      and a note if the CPU's named GEMM family is not used\n"
           "  -h, --help          show this help\n"
           "  --version           show the version\n",
           PASS_PIPELINE_DEFAULT);
@@ -383,6 +386,7 @@ static int cmd_run(const cli *c) {
            "gemm scratch %lld bytes x %d threads\n",
            (long long)rs.weight_bytes, (long long)(rs.workspace_bytes + rs.io_bytes), (long long)rs.workspace_bytes,
            (long long)rs.io_bytes, (long long)rs.thread_scratch_bytes, rs.threads);
+    if (rs.note) printf("note: %s\n", rs.note);
   }
   for (size_t i = 0; i < c->outputs.len; i++) {
     if (castor_tensor_save_npy(out[i], c->outputs.data[i]) != CASTOR_OK) {

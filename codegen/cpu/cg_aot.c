@@ -421,8 +421,10 @@ bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options
   emit_run_fn(&a, ao->prefix, kernels);
   emit_scratch_bytes_fn(&a, ao->prefix);
   if (ao->entry)
-    emit_entry(&a, kernels, arena_printf(plan.arena, "%s%s%s cpu %s", ao->about ? ao->about : "",
-                                         ao->about ? ", " : "", t.triple, t.cpu),
+    /* the AMX family says so: the main asks Linux for the tile state at start-up (aot_main.c) */
+    emit_entry(&a, kernels, arena_printf(plan.arena, "%s%s%s cpu %s%s", ao->about ? ao->about : "",
+                                         ao->about ? ", " : "", t.triple, t.cpu,
+                                         t.caps.gemm_kernel == CG_GEMM_KERNEL_AMX_BF16 ? RT_AOT_AMX_MARK : ""),
                t.features);
   char *msg = NULL;
   if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {

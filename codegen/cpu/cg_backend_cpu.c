@@ -28,8 +28,13 @@ static cg_exec *cpu_compile(const ir_graph *g, const cg_backend_options *o, diag
   rt_program *p = cg_compile_cpu(g, &o->cg, d);
   if (!p) return NULL;
   cpu_exec *x = xcalloc(1, sizeof *x);
-  x->base = (cg_exec){&cg_backend_cpu, p, o->threads > 0 ? o->threads : rt_default_threads()};
+  x->base = (cg_exec){&cg_backend_cpu, p, o->threads > 0 ? o->threads : rt_default_threads(), NULL};
   x->prog = p;
+  str_buf note;
+  str_buf_init(&note);
+  cg_cpu_note(&o->cg, &note);
+  if (str_buf_cstr(&note)[0]) x->base.note = xstrdup(str_buf_cstr(&note));
+  str_buf_fini(&note);
   if (p->n_states > 0) { /* a training program's state, in host memory, initialized */
     x->state = xcalloc((size_t)p->n_states, sizeof *x->state);
     for (int i = 0; i < p->n_states; i++) {
@@ -129,6 +134,7 @@ static void cpu_destroy(cg_exec *base) {
   free(x->state);
   rt_program_destroy(x->prog);
   free(x->ws);
+  free(x->base.note);
   free(x);
 }
 

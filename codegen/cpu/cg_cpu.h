@@ -24,7 +24,8 @@ typedef struct cg_packing {
   int panel;  /* columns of each full panel */
   int tail;   /* padded columns of the last, partial panel (0: none) */
   int64_t kc; /* rows of K per block (the last block may have fewer) */
-  bool pairs; /* the K-pair layout of the AVX512-BF16 family (codegen/cpu/gemm/cg_gemm_bf16.h) */
+  int pairs;  /* 1: the K-pair layout of the AVX512-BF16 family (codegen/cpu/gemm/cg_gemm_bf16.h);
+               * 2: the AMX family's, K padded to 32 (codegen/cpu/gemm/cg_gemm_amx.h); 0: neither */
 } cg_packing;
 
 typedef struct cg_gemm cg_gemm; /* a matmul kernel's GEMM layout (cg_gemm.c) */
@@ -83,6 +84,8 @@ typedef struct cg_target {
   char *triple, *cpu, *features; /* LLVM messages: the given or the host's */
   cg_cpu_caps caps;              /* features, parsed once: what the kernels may use */
   LLVMTargetMachineRef tm;       /* NULL once handed over (to the JIT) */
+  char note[256];                /* "" or why the named GEMM family is not used (the AMX family
+                                  * where Linux refuses the tile state): --stats prints it */
 } cg_target;
 
 /* A target machine for o's CPU and features (the host's by default); the

@@ -75,6 +75,7 @@ const char *cg_gemm_kernel_name(cg_gemm_kernel k) {
   case CG_GEMM_KERNEL_AVX: return "avx";
   case CG_GEMM_KERNEL_AVX512: return "avx512";
   case CG_GEMM_KERNEL_AVX512_BF16: return "avx512-bf16";
+  case CG_GEMM_KERNEL_AMX_BF16: return "amx-bf16";
   }
   return "?";
 }
@@ -89,17 +90,23 @@ const char *cg_gemm_kernel_name(cg_gemm_kernel k) {
 #define X86_64_V4 X86_64_V3 ",+avx512f,+avx512bw,+avx512cd,+avx512dq,+avx512vl,+evex512"
 
 static const cg_cpu_named named_cpus[] = {
-    {"x86-64", "x86-64", X86_64_V1, "SSE2"},
-    {"x86-64-v2", "x86-64-v2", X86_64_V2, "SSE4.2"},
-    {"x86-64-v3", "x86-64-v3", X86_64_V3, "AVX2 + FMA + F16C"},
-    {"x86-64-v4", "x86-64-v4", X86_64_V4, "AVX-512"},
-    {"haswell", "haswell", X86_64_V3, "AVX2 + FMA + F16C"},
-    {"znver3", "znver3", X86_64_V3, "AVX2 + FMA + F16C"},
-    {"skylake-avx512", "skylake-avx512", X86_64_V4, "AVX-512"},
-    {"znver4", "znver4", X86_64_V4 ",+avx512bf16", "AVX-512 + BF16"},
-    {"cooperlake", "cooperlake", X86_64_V4 ",+avx512bf16", "AVX-512 + BF16"},
+    {"x86-64", "x86-64", X86_64_V1, "SSE2", false},
+    {"x86-64-v2", "x86-64-v2", X86_64_V2, "SSE4.2", false},
+    {"x86-64-v3", "x86-64-v3", X86_64_V3, "AVX2 + FMA + F16C", false},
+    {"x86-64-v4", "x86-64-v4", X86_64_V4, "AVX-512", false},
+    {"haswell", "haswell", X86_64_V3, "AVX2 + FMA + F16C", false},
+    {"znver3", "znver3", X86_64_V3, "AVX2 + FMA + F16C", false},
+    {"skylake-avx512", "skylake-avx512", X86_64_V4, "AVX-512", false},
+    {"znver4", "znver4", X86_64_V4 ",+avx512bf16", "AVX-512 + BF16", false},
+    {"cooperlake", "cooperlake", X86_64_V4 ",+avx512bf16", "AVX-512 + BF16", false},
     {"sapphirerapids", "sapphirerapids", X86_64_V4 ",+avx512bf16,+avx512fp16,+amx-tile,+amx-bf16",
-     "AVX-512 + BF16 + FP16 + AMX (the FMA family: vdpbf16ps is slower there)"},
+     "AVX-512 + BF16 + FP16 + AMX (the FMA family: vdpbf16ps is slower there)", false},
+    /* the AMX-BF16 GEMM family, by name only until it has run on an AMX
+     * host (docs/numerics.md); without AVX512-FP16 (castor widens f16
+     * either way), so that the fallback to the FMA family where AMX is
+     * absent or refused runs on any AVX-512 + BF16 CPU */
+    {"sapphirerapids-amx", "sapphirerapids", X86_64_V4 ",+avx512bf16,-avx512fp16,+amx-tile,+amx-bf16",
+     "AVX-512 + BF16 + AMX-BF16 (the AMX family, named only: not yet run on an AMX host)", true},
 };
 
 const cg_cpu_named *cg_cpu_named_lookup(const char *name) {
@@ -110,7 +117,7 @@ const cg_cpu_named *cg_cpu_named_lookup(const char *name) {
 
 const char *cg_cpu_named_list(void) {
   return "x86-64, x86-64-v2, x86-64-v3, x86-64-v4, haswell, znver3, skylake-avx512, znver4, cooperlake, "
-         "sapphirerapids";
+         "sapphirerapids, sapphirerapids-amx";
 }
 
 /* Whether `have` turns feature name[0 .. len) on (the last mention wins). */

@@ -22,6 +22,11 @@ typedef enum cg_gemm_kernel {
   CG_GEMM_KERNEL_AVX512, /* zmm: 16 lanes, 32 registers */
   CG_GEMM_KERNEL_AVX512_BF16, /* zmm, and a contraction of two bf16 operands on vdpbf16ps over K
                                * pairs (codegen/cpu/gemm/cg_gemm_bf16.h); other dtypes as AVX512 */
+  /* AMX-BF16: zmm, and a contraction of two bf16 operands on tile registers (tdpbf16ps,
+   * codegen/cpu/gemm/cg_gemm_amx.h); other dtypes as AVX512. Never derived from feature
+   * bits: only a named CPU whose `amx` is set picks it (cg_cpu_named), until a real AMX
+   * host has passed the suites (docs/numerics.md) */
+  CG_GEMM_KERNEL_AMX_BF16,
 } cg_gemm_kernel;
 
 /* The family's name, as cg_cpu_describe and test skips print it: "avx512-bf16". */
@@ -56,6 +61,9 @@ typedef struct cg_cpu_named {
   const char *llvm_cpu; /* for the target machine (scheduling) */
   const char *features; /* +name,... (cg_cpu_caps_parse's syntax) */
   const char *about;    /* "AVX2 + FMA + F16C" */
+  bool amx;             /* the AMX-BF16 GEMM family (CG_GEMM_KERNEL_AMX_BF16) instead of the one the
+                         * features give; the JIT asks Linux for the tile state first and falls back
+                         * to the FMA family (CG_GEMM_KERNEL_AVX512) where it is refused */
 } cg_cpu_named;
 
 /* The named CPU `name`, or NULL if castor knows no such name. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "codegen/cpu/cg_cpu.h"
+#include "codegen/cpu/gemm/cg_gemm_amx.h"
 #include "codegen/cpu/gemm/cg_gemm_bf16.h"
 
 void cg_cpu_layout_init(cg_cpu_layout *l, const cg_plan *p) {
@@ -50,6 +51,11 @@ const void *cg_cpu_layout_const_data(const cg_cpu_layout *l, const cg_plan *p, i
   /* [K, Nc], or a conv2d's kernel [KH, KW, C, O]: the matrix [KH*KW*C, O] */
   int64_t Nc = n->type.dims[n->type.rank - 1], K = 1, np = pk->panel, kc = pk->kc;
   for (int r = 0; r < n->type.rank - 1; r++) K *= n->type.dims[r];
+  if (pk->pairs == 2) { /* the AMX family */
+    void *pd = arena_alloc_aligned(a, (size_t)l->const_bytes[b], 64);
+    cg_gemm_amx_pack_const(pd, (const uint16_t *)src, K, Nc, pk->panel, pk->tail, kc);
+    return pd;
+  }
   if (pk->pairs) {
     void *pd = arena_alloc_aligned(a, (size_t)l->const_bytes[b], 64);
     cg_gemm_bf16_pack_const(pd, (const uint16_t *)src, K, Nc, pk->panel, pk->tail, kc);

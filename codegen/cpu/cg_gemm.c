@@ -36,7 +36,11 @@
  * 6 x 2 x 8 with AVX or AVX2, 6 x 2 x 4 with SSE (16 registers). Per k it
  * loads NV vectors of B and broadcasts one A value per row into FMAs. Row
  * tails use 4-row tiles, then 1-row tiles over four panels at once, so a
- * batch-1 GEMV still has eight independent FMA chains.
+ * batch-1 GEMV still has eight independent FMA chains. A contraction of
+ * two bf16 operands may instead run on K pairs: vdpbf16ps
+ * (gemm/cg_gemm_bf16.h) or, on the AMX family, 32 x 32 micro-tiles of tile
+ * registers (gemm/cg_gemm_amx.h) that store their sums into the same C
+ * tile, so the epilogue below is shared.
  *
  * Prefetch: with 16 registers (SSE, AVX2) a row block is only MC_PANELS x
  * 6 rows, so every row block streams its column block of B (K x NC, 8 MB
@@ -66,6 +70,7 @@
 #include <string.h>
 
 #include "codegen/cpu/cg_cpu.h"
+#include "codegen/cpu/gemm/cg_gemm_amx.h"
 #include "codegen/cpu/gemm/cg_gemm_bf16.h"
 
 #define B (e->b)
@@ -135,7 +140,8 @@ struct cg_gemm {
   int64_t K, Nc;        /* K < 0: the run's batch (matmul_tn sums over it) */
   int a_trans;          /* A is stored [K, M] (matmul_tn's activations) */
   int b_src;            /* gemm_b_src */
-  int bf16;             /* K pairs on vdpbf16ps (gemm/cg_gemm_bf16.h): both operands bf16 */
+  int bf16;             /* K pairs, both operands bf16: 1 on vdpbf16ps (gemm/cg_gemm_bf16.h),
+                         * GEMM_AMX on AMX tiles (gemm/cg_gemm_amx.h) */
   int64_t n_full;       /* full panels */
   int tail_nv;          /* vectors of the partial last panel (0: none) */
   int tail_valid;       /* valid lanes of its last vector */
@@ -174,7 +180,11 @@ static const struct {
     [CG_GEMM_KERNEL_AVX] = {8, 16, true},
     [CG_GEMM_KERNEL_AVX512] = {16, 32, false},
     [CG_GEMM_KERNEL_AVX512_BF16] = {16, 32, false},
+    [CG_GEMM_KERNEL_AMX_BF16] = {16, 32, false},
 };
+
+/* cg_gemm.bf16 of the AMX-BF16 family (1: vdpbf16ps) */
+enum { GEMM_AMX = 2 };
 
 /* general tensors: batch_matmul's items (gemm_bmm) */
 static void choose_bmm(const ir_node *mm, cg_gemm *g) {
@@ -256,6 +266,14 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   g->bf16 = caps->gemm_kernel == CG_GEMM_KERNEL_AVX512_BF16 && a->type.dtype == DT_BF16 &&
             mm->srcs[1]->type.dtype == DT_BF16 && !g->conv.mode /* convolutions: the FMA family for now */
             && !g->bmm.on; /* general tensors: batch_matmul too */
+  /* AMX tiles (gemm/cg_gemm_amx.h): the same contractions; a fused row
+   * softmax wider than one 32-column panel (more C tiles than the family
+   * has) goes to vdpbf16ps, which the AMX CPUs have too */
+  if (caps->gemm_kernel == CG_GEMM_KERNEL_AMX_BF16 && a->type.dtype == DT_BF16 && mm->srcs[1]->type.dtype == DT_BF16 &&
+      !g->conv.mode && !g->bmm.on) {
+    bool softmax = k->n_ops > 1 && ir_op_kernel(k->ops[k->n_ops - 1]->op) == IR_KERNEL_ROWWISE;
+    g->bf16 = !softmax || g->Nc <= 2 * g->vw ? GEMM_AMX : caps->avx512bf16 && caps->avx512bw ? 1 : 0;
+  }
   if (g->bf16 && g->b_src == GEMM_B_IN_PLACE) g->b_src = GEMM_B_PACK_CALL;
   g->softmax = k->n_ops > 1 && ir_op_kernel(k->ops[k->n_ops - 1]->op) == IR_KERNEL_ROWWISE; /* cg_plan.c */
   g->prefetch_b = kernel_regs[caps->gemm_kernel].prefetch_b;
@@ -266,6 +284,7 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   g->mr = budget / g->nv;
   if (g->mr > 14) g->mr = 14;
   if (g->mr < 1) g->mr = 1;
+  if (g->bf16 == GEMM_AMX) g->mr = CG_AMX_MR; /* two C tiles of 16 rows */
   g->n_full = g->Nc / g->nr;
   int64_t rest = g->Nc - g->n_full * g->nr;
   g->tail_nv = (int)ceil_div(rest, g->vw);
@@ -280,8 +299,8 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   } else {
     g->n_kblocks = ceil_div(g->K, kc_target);
     g->kc = ceil_div(g->K, g->n_kblocks);
-    if (g->bf16) { /* K blocks start at even k: whole pairs */
-      g->kc = round_up(g->kc, 2);
+    if (g->bf16) { /* K blocks start at even k: whole pairs; AMX: whole tile steps of 32 */
+      g->kc = round_up(g->kc, g->bf16 == GEMM_AMX ? CG_AMX_KSTEP : 2);
       g->n_kblocks = ceil_div(g->K, g->kc);
     }
   }
@@ -291,9 +310,11 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
    * from a stored [K, M] (a_trans), kc rows of mc: a straight copy of its
    * rows, whose mr values per k the micro-kernel reads from one line */
   /* (the K-pair family: A's rows hold kc / 2 i32 pairs) */
-  g->lda = g->a_trans ? round_up(g->mc, g->vw) + g->vw : round_up(g->bf16 ? g->kc / 2 : g->kc, g->vw) + g->vw;
+  /* (AMX: row-major pairs whatever A's storage, for the tile loads) */
+  bool a_kmajor = g->a_trans && g->bf16 != GEMM_AMX;
+  g->lda = a_kmajor ? round_up(g->mc, g->vw) + g->vw : round_up(g->bf16 ? g->kc / 2 : g->kc, g->vw) + g->vw;
   g->ldc = g->nc + g->vw;
-  g->c_off = round_up((g->a_trans ? g->kc : g->mc) * g->lda * 4, 64);
+  g->c_off = round_up((a_kmajor ? g->kc : g->mc) * g->lda * 4, 64);
   /* the C tile: a row block's, or every row a call may get when K blocks
    * are the outer loop (B packed a K block at a time: cg_gemm_emit) */
   int64_t all_rows = g->conv.mode == GEMM_CONV_DW ? mm->type.dims[0] * mm->type.dims[1] * mm->type.dims[2] /* dw: KH*KW*C */
@@ -304,7 +325,7 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   /* row variants: the main tile, then 4 and 1 rows over several panels */
   g->n_var = 0;
   g->var[g->n_var++] = (gemm_variant){g->mr, 1};
-  for (int mr = 4; mr >= 1; mr -= 3) {
+  for (int mr = 4; mr >= 1 && g->bf16 != GEMM_AMX; mr -= 3) { /* AMX: partial 32-row tiles instead */
     if (mr >= g->mr) continue;
     int np = 1; /* a lone row gets several panels: independent FMA chains */
     while (mr == 1 && np < 4 && g->nv * np * 2 <= budget) np *= 2;
@@ -334,6 +355,9 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
     int64_t b_bytes = g->b_src == GEMM_B_PACK_CALL_T || g->b_src == GEMM_B_PACK_CALL ? g->K * padded * 4
                       : g->b_src == GEMM_B_PACK_BLOCK ? g->kc * (g->nc < padded ? g->nc : padded) * 4
                                                       : 0;
+    /* AMX: bf16 with K padded to whole tile steps (more than f32's bytes only for K < 32) */
+    if (g->bf16 == GEMM_AMX && g->b_src != GEMM_B_PACK_BLOCK && b_bytes && b_bytes < round_up(g->K, CG_AMX_KSTEP) * padded * 2)
+      b_bytes = round_up(g->K, CG_AMX_KSTEP) * padded * 2;
     layout->launch[ki] = (cg_kernel_launch){.cols = g->Nc,
                                             .col_step = g->softmax ? g->Nc : g->nr,
                                             .row_step = g->conv.rows_per_item > 1 || g->bmm.on ? 1 : g->mr, /* a conv: images */
@@ -371,7 +395,8 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
     g->b_src = GEMM_B_PREPACKED;
     layout->launch[ki].scratch_bytes = g->b_off; /* no B packed at run time after all */
     layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw, g->kc, g->bf16};
-    layout->const_bytes[b] = g->bf16 ? cg_gemm_bf16_const_bytes(g->K, g->Nc, g->nr, g->tail_nv * g->vw)
+    layout->const_bytes[b] = g->bf16 == GEMM_AMX ? cg_gemm_amx_const_bytes(g->K, g->Nc, g->nr, g->tail_nv * g->vw)
+                             : g->bf16 ? cg_gemm_bf16_const_bytes(g->K, g->Nc, g->nr, g->tail_nv * g->vw)
                                      : g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * dtype_size(bn->type.dtype);
   }
   free(b_of);
@@ -413,6 +438,7 @@ typedef struct gemm_ctx {
   LLVMValueRef row0, row1;        /* the call's GEMM rows (a conv: its images' rows) */
   LLVMValueRef abase, bbase;      /* a's and b's data (batch_matmul: the item's matrices) */
   LLVMValueRef arow0;             /* batch_matmul: the item's first GEMM row (A's rows count from it); else NULL */
+  LLVMValueRef m;                 /* AMX: rows of the current row block (its last micro-tile may be partial) */
 } gemm_ctx;
 
 /* general tensors: row ic of the GEMM as a row of A (batch_matmul: of the item's matrix) */
@@ -539,7 +565,8 @@ static void emit_pack_a(gemm_ctx *x, LLVMValueRef m) {
     int64_t ld = g->a_trans ? x->a->type.dims[x->a->type.rank - 1] : g->K;
     LLVMValueRef src = g->a_trans ? gep(e, at, c->base[x->a->id], x->ic)
                                   : gep(e, at, c->base[x->a->id], mul(e, x->ic, g->K));
-    cg_gemm_bf16_pack_a(c, src, ld, g->a_trans, m, x->pc, x->kk, x->apack, g->lda);
+    if (g->bf16 == GEMM_AMX) cg_gemm_amx_pack_a(c, src, ld, g->a_trans, m, x->pc, x->kk, x->apack, g->lda);
+    else cg_gemm_bf16_pack_a(c, src, ld, g->a_trans, m, x->pc, x->kk, x->apack, g->lda);
     return;
   }
   if (g->a_trans) { /* A[i, k] is a[k, i]: row k of the block is a's row pc + k, columns ic .. ic+m */
@@ -655,8 +682,12 @@ static void emit_pack_b(gemm_ctx *x, LLVMValueRef dst, LLVMValueRef p0, LLVMValu
     emit_pack_b_panels(x, dst, p0, p1, k0, kk);
     return;
   }
-  cg_gemm_bf16_pack_b(x->c, x->c->base[x->b->id], src == GEMM_B_PACK_CALL_T, x->g->K, x->g->Nc, x->g->nr, dst, p0,
-                      p1, k0, kk);
+  if (x->g->bf16 == GEMM_AMX)
+    cg_gemm_amx_pack_b(x->c, x->c->base[x->b->id], src == GEMM_B_PACK_CALL_T, x->g->K, x->g->Nc, x->g->nr, dst, p0,
+                       p1, k0, kk);
+  else
+    cg_gemm_bf16_pack_b(x->c, x->c->base[x->b->id], src == GEMM_B_PACK_CALL_T, x->g->K, x->g->Nc, x->g->nr, dst, p0,
+                        p1, k0, kk);
 }
 
 /* ---- the epilogue: one function per kernel ----
@@ -883,6 +914,78 @@ static void emit_micro_bf16(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr
   cg_gemm_bf16_kloop(c, &t);
 }
 
+/* The AMX micro-tile (gemm/cg_gemm_amx.h): rows ir .. ir+32 of the row
+ * block (those past x->m computed from stale A rows and never stored to
+ * the output), one panel p (np == 0: the partial last panel), over the
+ * current K block: C tiles from the C tile memory (or zero), a tile step
+ * per 32 k, the sums stored back, the epilogue after the last K block. */
+static void emit_micro_amx(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int np) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  bool tail = np == 0;
+  int nvp = tail ? g->tail_nv : g->nv; /* C tile columns: 1 or 2 */
+  int width = tail ? g->tail_nv * g->vw : g->nr;
+  CASTOR_ASSERT(nvp >= 1 && nvp <= 2 && g->vw == CG_AMX_ROWS);
+  LLVMTypeRef h = cg_llvm_dtype(e, DT_BF16);
+  LLVMValueRef ccol = mul(e, LLVMBuildSub(B, p, x->jc_panel, ""), g->nr);
+  LLVMValueRef cstride = cg_i64(e, g->ldc * 4), cp[2][2];
+  for (int r = 0; r < 2; r++)
+    for (int v = 0; v < nvp; v++)
+      cp[r][v] = gep(e, e->f32, x->ctile, add(e, add(e, mul(e, add(e, ir, cg_i64(e, r * CG_AMX_ROWS)), g->ldc), ccol),
+                                                cg_i64(e, v * g->vw)));
+  static const int ct[2][2] = {{CG_AMX_C00, CG_AMX_C01}, {CG_AMX_C10, CG_AMX_C11}};
+  LLVMBasicBlockRef ld = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "amx.c.load");
+  LLVMBasicBlockRef zero = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "amx.c.zero");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "amx.c.ready");
+  LLVMBuildCondBr(B, x->first, zero, ld);
+  LLVMPositionBuilderAtEnd(B, ld);
+  for (int r = 0; r < 2; r++)
+    for (int v = 0; v < nvp; v++) cg_amx_load(e, ct[r][v], cp[r][v], cstride);
+  LLVMBuildBr(B, go);
+  LLVMPositionBuilderAtEnd(B, zero);
+  for (int r = 0; r < 2; r++)
+    for (int v = 0; v < nvp; v++) cg_amx_zero(e, ct[r][v]);
+  LLVMBuildBr(B, go);
+  LLVMPositionBuilderAtEnd(B, go);
+  /* B: the panel's pair rows, padded to whole tile steps (kp16 of them) */
+  LLVMValueRef kp16 = cg_amx_pairs(e, x->kk), pstride = mul(e, kp16, 2 * g->nr), bp;
+  if (g->b_src == GEMM_B_PREPACKED) {
+    LLVMValueRef panel0 = mul(e, x->pc, g->n_full * g->nr + g->tail_nv * g->vw);
+    bp = gep(e, h, c->base[x->b->id], add(e, panel0, LLVMBuildMul(B, tail ? cg_i64(e, g->n_full) : p, pstride, "")));
+  } else {
+    CASTOR_ASSERT(g->b_src != GEMM_B_IN_PLACE);
+    LLVMValueRef q = LLVMBuildSub(B, tail ? cg_i64(e, g->n_full) : p, x->bpanel0, "");
+    bp = gep(e, h, x->bblock, LLVMBuildMul(B, q, pstride, ""));
+    width = g->nr; /* run-packed panels are all nr wide */
+  }
+  LLVMValueRef astride = cg_i64(e, g->lda * 4), bstride = cg_i64(e, (int64_t)width * 4);
+  LLVMValueRef a0 = gep(e, e->i32, x->apack, mul(e, ir, g->lda));
+  cg_loop ls = cg_loop_begin(c, cg_i64(e, 0), LLVMBuildLShr(B, kp16, cg_i64(e, 4), ""), 1, "amx.kstep");
+  LLVMValueRef j = mul(e, ls.iv, CG_AMX_ROWS); /* first pair of the step */
+  cg_amx_load(e, CG_AMX_A0, gep(e, e->i32, a0, j), astride);
+  cg_amx_load(e, CG_AMX_A1, gep(e, e->i32, a0, add(e, j, cg_i64(e, CG_AMX_ROWS * g->lda))), astride);
+  LLVMValueRef brow = gep(e, h, bp, mul(e, j, 2 * width));
+  cg_amx_load(e, CG_AMX_B0, brow, bstride);
+  if (nvp == 2) cg_amx_load(e, CG_AMX_B1, gep(e, h, brow, cg_i64(e, 2 * g->vw)), bstride);
+  for (int r = 0; r < 2; r++)
+    for (int v = 0; v < nvp; v++) cg_amx_dpbf16ps(e, ct[r][v], r ? CG_AMX_A1 : CG_AMX_A0, v ? CG_AMX_B1 : CG_AMX_B0);
+  cg_loop_end(c, &ls);
+  for (int r = 0; r < 2; r++)
+    for (int v = 0; v < nvp; v++) cg_amx_store(e, ct[r][v], cp[r][v], cstride);
+  LLVMBasicBlockRef epi = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "epilogue");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "tile.done");
+  LLVMBuildCondBr(B, x->last, epi, done);
+  LLVMPositionBuilderAtEnd(B, epi);
+  LLVMValueRef col = tail ? cg_i64(e, g->n_full * g->nr) : mul(e, p, g->nr);
+  LLVMValueRef ncols = cg_i64(e, tail ? g->Nc - g->n_full * g->nr : g->nr);
+  LLVMValueRef nrows = min_(e, cg_i64(e, CG_AMX_MR), LLVMBuildSub(B, x->m, ir, ""));
+  LLVMValueRef args[] = {c->bufs, cp[0][0], add(e, x->ic, ir), nrows, col, ncols};
+  LLVMBuildCall2(B, LLVMGlobalGetValueType(x->epilogue), x->epilogue, args, 6, "");
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, done);
+}
+
 /* One micro-tile: rows ir .. ir+mr of the row block, np panels from panel
  * p (np == 0: the partial last panel), over the current K block. The sums
  * go to the C tile; after the last K block the epilogue takes them from
@@ -895,6 +998,10 @@ static void emit_micro(gemm_ctx *x, LLVMValueRef ir, LLVMValueRef p, int mr, int
   int nvp = tail ? g->tail_nv : g->nv; /* vectors per panel */
   int npan = tail ? 1 : np, nvec = nvp * npan;
   LLVMValueRef acc[14][16];
+  if (g->bf16 == GEMM_AMX) {
+    emit_micro_amx(x, ir, p, np);
+    return;
+  }
   CASTOR_ASSERT(mr <= 14 && nvec <= 16);
   /* the C tile holds this tile at rows ir.., columns (p - jc_panel) * nr .. */
   LLVMValueRef ccol = mul(e, LLVMBuildSub(B, p, x->jc_panel, ""), g->nr);
@@ -941,6 +1048,10 @@ static LLVMValueRef emit_variant(gemm_ctx *x, LLVMValueRef ir0, LLVMValueRef m, 
   const cg_gemm *g = x->g;
   char nm[32];
   snprintf(nm, sizeof nm, "i%d", v.mr);
+  if (g->bf16 == GEMM_AMX) { /* whole 32-row tiles over m, the last one partial */
+    x->m = m;
+    m = mul(e, LLVMBuildSDiv(B, add(e, m, cg_i64(e, v.mr - 1)), cg_i64(e, v.mr), ""), v.mr);
+  }
   cg_loop li = cg_loop_begin(c, ir0, m, v.mr, nm);
   /* full panels: np at a time, then one at a time */
   LLVMValueRef pfull = min_(e, p1, cg_i64(e, g->n_full));
@@ -1098,5 +1209,7 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
   }
   x.row0 = g->conv.rows_per_item > 1 ? mul(e, c->row0, g->conv.rows_per_item) : c->row0;
   x.row1 = g->conv.rows_per_item > 1 ? mul(e, c->row1, g->conv.rows_per_item) : c->row1;
+  if (g->bf16 == GEMM_AMX) cg_amx_config(e); /* the tile shapes, once per call */
   emit_gemm_rows(&x);
+  if (g->bf16 == GEMM_AMX) cg_amx_release(e);
 }

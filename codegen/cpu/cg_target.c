@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "codegen/cpu/cg_cpu.h"
+#include "runtime/cpu_features.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_llvm(void) {
@@ -37,6 +38,7 @@ static void init_llvm(void) {
  * host lacks rather than let the program die of SIGILL. */
 static bool resolve_cpu(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
   const char *cpu = o->cpu, *features = o->features, *from = "";
+  bool amx = false, amx_fallback = false;
   const char *env = getenv("CASTOR_CPU");
   if (!cpu && !features && env && *env) cpu = env, from = " in CASTOR_CPU";
   const char *shown = cpu ? cpu : "host";
@@ -62,6 +64,23 @@ static bool resolve_cpu(cg_target *t, const cg_options *o, bool jit, diag_sink *
       return false;
     }
     cpu = nc->llvm_cpu, features = nc->features;
+    amx = nc->amx;
+  }
+  /* the AMX family: the JIT runs it here, so it asks Linux for the tile
+   * state now (once per process); refused, or on a CPU without AMX, the
+   * FMA family of the same CPU less AMX, with a note (an AOT executable
+   * asks at its start-up instead: runtime/aot/aot_main.c) */
+  char fallback[512];
+  if (amx && jit) {
+    char why[160];
+    if (!rt_amx_request(why, sizeof why)) {
+      snprintf(t->note, sizeof t->note, "GEMM family amx-bf16 (CPU %s%s) not used: %s; the FMA family avx512 runs instead",
+               shown, from, why);
+      snprintf(fallback, sizeof fallback, "%s,-amx-tile,-amx-bf16", features);
+      features = fallback;
+      amx_fallback = true;
+      amx = false;
+    }
   }
   t->cpu = cpu ? LLVMCreateMessage(cpu) : LLVMGetHostCPUName();
   t->features = features ? LLVMCreateMessage(features) : LLVMGetHostCPUFeatures();
@@ -78,6 +97,8 @@ static bool resolve_cpu(cg_target *t, const cg_options *o, bool jit, diag_sink *
     if (lacks) return false;
   }
   cg_cpu_caps_parse(t->features, &t->caps);
+  if (amx) t->caps.gemm_kernel = CG_GEMM_KERNEL_AMX_BF16;
+  if (amx_fallback) t->caps.gemm_kernel = CG_GEMM_KERNEL_AVX512; /* vdpbf16ps is slower there (issue) */
   return true;
 }
 
@@ -95,9 +116,21 @@ bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d) {
   const char *name = o->cpu ? o->cpu : !o->features && env && *env ? env : "host";
   str_buf_printf(out, "%s (LLVM cpu %s): GEMM kernel %s, %d f32 lanes%s%s", name, t.cpu, cg_gemm_kernel_name(t.caps.gemm_kernel),
                  t.caps.vector_f32_lanes, t.caps.fma ? ", fma" : "", t.caps.f16c ? ", f16c" : "");
+  if (t.note[0]) str_buf_printf(out, "; note: %s", t.note);
   LLVMDisposeMessage(t.cpu);
   LLVMDisposeMessage(t.features);
   return true;
+}
+
+void cg_cpu_note(const cg_options *o, str_buf *out) {
+  cg_target t;
+  memset(&t, 0, sizeof t);
+  pthread_once(&init_once, init_llvm);
+  diag_sink *d = diag_sink_create();
+  if (resolve_cpu(&t, o, true, d) && t.note[0]) str_buf_puts(out, t.note);
+  diag_sink_destroy(d);
+  if (t.cpu) LLVMDisposeMessage(t.cpu);
+  if (t.features) LLVMDisposeMessage(t.features);
 }
 
 static const char *const x86_cpus[] = {

@@ -27,6 +27,10 @@ typedef struct rt_aot_entry {
                               * the main checks the CPU has them before it runs one (cpu_features.h) */
 } rt_aot_entry;
 
+/* The end of `about` when the kernels are the AMX-BF16 GEMM family: the
+ * main then asks Linux for the tile state before any kernel runs. */
+#define RT_AOT_AMX_MARK ", GEMM family amx-bf16"
+
 #define RT_AOT_ENTRY_SYMBOL "castor_aot_entry"
 extern const rt_aot_entry castor_aot_entry;
 

@@ -195,6 +195,12 @@ int main(int argc, char **argv) {
     return error("this CPU lacks %s, which this executable's kernels use (%s): build it for this CPU "
                  "(castor build --cpu=NAME, e.g. x86-64-v3)",
                  lack, en->about);
+  /* kernels of the AMX family need the tile state, granted by Linux per process */
+  char why[160];
+  if (strstr(en->about, RT_AOT_AMX_MARK) && !rt_amx_request(why, sizeof why))
+    return error("this executable's kernels use AMX tiles (%s), but %s: build it for another CPU "
+                 "(castor build --cpu=sapphirerapids runs the FMA family)",
+                 en->about, why);
   const rt_program *p = en->program;
   args c = {0};
   int rc = parse_args(argc, argv, en, &c);

@@ -15,11 +15,14 @@ add_test(NAME aot_exe_repeated
 # an executable for the AVX512-BF16 family on an AVX2 CPU (QEMU): a clear error, not SIGILL
 add_test(NAME aot_cpu_check
   COMMAND sh ${aot_dir}/aot_cpu_check.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR}/samples/mnist_mlp_small.cast)
+# an executable for the AMX-BF16 family: the CPU and the tile state checked at start-up
+add_test(NAME aot_amx_check
+  COMMAND sh ${aot_dir}/aot_amx_check.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR}/samples/mnist_mlp_small.cast)
 # the object-file sample (samples/aot_host.c) linked with the static runtime
 add_test(NAME aot_obj_sample COMMAND sh ${aot_dir}/aot_obj.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
 # cmake --install into a temporary prefix, then pkg-config and find_package
 add_test(NAME aot_install COMMAND sh ${aot_dir}/aot_install.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
-set_tests_properties(aot_exe_small aot_exe_mnist_mlp aot_exe_repeated aot_cpu_check aot_obj_sample aot_install PROPERTIES
+set_tests_properties(aot_exe_small aot_exe_mnist_mlp aot_exe_repeated aot_cpu_check aot_amx_check aot_obj_sample aot_install PROPERTIES
   SKIP_RETURN_CODE 77 TIMEOUT 600
   # sanitized runtime archives need the sanitizer where the tests link them
   ENVIRONMENT "CASTOR_AOT_LIBDIR=;CASTOR_TEST_LDFLAGS=${castor_aot_link_flags}")

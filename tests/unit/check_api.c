@@ -177,7 +177,7 @@ START_TEST(test_compile_options) {
   ck_assert_int_eq(castor_compile(model, &o, &p), CASTOR_ERR_INVALID_ARGUMENT);
   ck_assert_str_eq(castor_context_last_error(ctx),
                    "error: unknown CPU 'pentium-ii' (known: host, x86-64, x86-64-v2, x86-64-v3, x86-64-v4, haswell, "
-                   "znver3, skylake-avx512, znver4, cooperlake, sapphirerapids)\n");
+                   "znver3, skylake-avx512, znver4, cooperlake, sapphirerapids, sapphirerapids-amx)\n");
   o.cpu = NULL;
   const char *env = getenv("CASTOR_CPU");
   char *saved = env ? strdup(env) : NULL;

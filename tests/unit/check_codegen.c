@@ -232,7 +232,7 @@ START_TEST(test_state_accessors) {
   ck_assert(out[0] == 3.0f && out[1] == 4.0f);
   ck_assert(!cg_exec_state_read(x, 2, w, d));
   ck_assert_msg(strstr(diag_text(d), "state index 2 is outside 0..1"), "%s", diag_text(d));
-  cg_exec on_cuda = {&cg_backend_cuda, x->desc, 1};
+  cg_exec on_cuda = {&cg_backend_cuda, x->desc, 1, NULL};
   ck_assert(!cg_exec_state_write(&on_cuda, 0, w, d));
   ck_assert_msg(strstr(diag_text(d), "the cuda target keeps no training state (training runs on the cpu target)"),
                 "%s", diag_text(d));

@@ -180,6 +180,12 @@ static const gemm_case shapes[] = {
     {15, 513, 33, BF16, EPI_BIAS_RELU, true},
     {14, 1024, 32, BF16, EPI_NONE, true},
     {3, 1025, 47, BF16, EPI_NONE, false},
+    /* AMX-BF16 (CASTOR_CPU=sapphirerapids-amx): 32-row tiles over more rows
+     * than its 256-row block, the last tile partial; K one past a tile step
+     * (padded to 32); a 16-column tail panel; B packed per call */
+    {300, 33, 48, BF16, EPI_BIAS_RELU, false},
+    {257, 96, 17, BF16, EPI_NONE, true},
+    {45, 31, 16, BF16, EPI_SOFTMAX, false},
 };
 
 START_TEST(test_shapes) { run_case(&shapes[_i], 100 + (uint64_t)_i); }
@@ -265,6 +271,8 @@ START_TEST(test_cpu_caps) {
       {"haswell", CG_GEMM_KERNEL_AVX},        {"znver3", CG_GEMM_KERNEL_AVX},
       {"skylake-avx512", CG_GEMM_KERNEL_AVX512}, {"znver4", CG_GEMM_KERNEL_AVX512_BF16},
       {"cooperlake", CG_GEMM_KERNEL_AVX512_BF16}, {"sapphirerapids", CG_GEMM_KERNEL_AVX512},
+      /* the AMX family: by the name's amx flag (cg_target.c), never by the features */
+      {"sapphirerapids-amx", CG_GEMM_KERNEL_AVX512},
   };
   char list[512] = "";
   for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {

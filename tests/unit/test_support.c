@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codegen/cpu/cg_cpu_caps.h"
 #include "codegen/codegen.h"
@@ -42,6 +43,14 @@ void check_cpu_path(const char *suite) {
       fprintf(stderr, "%s: failed: %s\n", suite, diag_text(d));
     }
     exit(known ? 77 : EXIT_FAILURE);
+  }
+  /* a named family the JIT fell back from (the AMX family where this host
+   * has no AMX or Linux refuses the tile state) is skipped, not passed */
+  const cg_cpu_named *named = cg_cpu_named_lookup(getenv("CASTOR_CPU"));
+  if (named && named->amx && !strstr(str_buf_cstr(&line), "GEMM kernel amx-bf16")) {
+    fprintf(stderr, "%s: skipped: the amx-bf16 GEMM family (CPU %s: %s) cannot run here: %s\n", suite, named->name,
+            named->about, str_buf_cstr(&line));
+    exit(77);
   }
   fprintf(stderr, "%s: CPU path %s\n", suite, str_buf_cstr(&line));
   str_buf_fini(&line);
