@@ -140,6 +140,12 @@ END_TEST
 START_TEST(test_layer3_outputs) { check_outputs(DIR "/manifest-layers3.txt", 3); }
 END_TEST
 
+/* MultiHeadAttention (generate.py layers4): use_causal_mask, attention_mask
+ * with a query row masked whole, key positional and as key=, no biases, a
+ * shared layer, under float32 and the mixed policies */
+START_TEST(test_layer4_outputs) { check_outputs(DIR "/manifest-layers4.txt", 3); }
+END_TEST
+
 /* A Dropout with rate > 0 lowers to the IR's dropout (and a BatchNormalization
  * to batch_norm, its moving statistics non-trainable state): the identity when
  * run or evaluated (test_layer_outputs), and in training a mask counted by
@@ -501,7 +507,7 @@ static const bad_case bad[] = {
      "m.keras: error: layer 'rect': class 'Lambda' is not supported; castor reads InputLayer, Dense, "
      "Activation, ReLU, Softmax, Add, Multiply, LayerNormalization, Subtract, Maximum, Minimum, Concatenate, "
      "Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, AveragePooling2D, Dropout, BatchNormalization, "
-     "GlobalAveragePooling2D, GlobalMaxPooling2D, GlobalAveragePooling1D, ZeroPadding2D\n",
+     "GlobalAveragePooling2D, GlobalMaxPooling2D, GlobalAveragePooling1D, ZeroPadding2D, MultiHeadAttention\n",
      CASTOR_ERR_UNSUPPORTED},
     {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
      "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "
@@ -647,6 +653,7 @@ static Suite *keras_models_suite(void) {
   tcase_add_test(tc, test_layer_outputs);
   tcase_add_test(tc, test_layer2_outputs);
   tcase_add_test(tc, test_layer3_outputs);
+  tcase_add_test(tc, test_layer4_outputs); /* MultiHeadAttention */
   tcase_add_test(tc, test_layer_placements);
   tcase_add_test(tc, test_dropout_train);
   tcase_add_test(tc, test_placements);
