@@ -809,7 +809,8 @@ static bool lower_multi_head_attention(kr_model *m, kr_layer *l, int k, ir_node 
                  (ax->kind == JSON_ARR && ax->n == 1 && ax->items[0].kind == JSON_INT &&
                   (ax->items[0].i == 1 || ax->items[0].i == -2));
   if (!axes_ok) {
-    kr_layer_error(m, l, "attention_axes other than [1] (the steps of a [N, steps, features] input) is not supported");
+    kr_unsupported(m, "layer '%s' (%s): attention_axes other than [1] (the steps of a [N, steps, features] input) is "
+                   "not supported", l->name, l->cls);
     return false;
   }
   bool use_bias = !ub || (ub->kind == JSON_LIT && ub->lit == 't');
