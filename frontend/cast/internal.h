@@ -172,6 +172,7 @@ struct fe_layer {
   /* general tensors: multi_head_attention (value_dim 0: key_dim) */
   int64_t num_heads, key_dim, value_dim;
   int64_t sequence_length; /* position_embedding */
+  bool mask_input, use_causal_mask; /* attention masks: attention_mask= is inputs[n_inputs - 1] */
   diag_loc num_heads_loc;
   /* lowering */
   bool lowered;

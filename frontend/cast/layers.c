@@ -364,6 +364,27 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
   if (str_eq(a->key, "key_dim")) return parse_positive(m, "key_dim", v, &l->key_dim);
   if (str_eq(a->key, "value_dim")) return parse_positive(m, "value_dim", v, &l->value_dim);
   if (str_eq(a->key, "sequence_length")) return parse_positive(m, "sequence_length", v, &l->sequence_length);
+  /* attention masks: multi_head_attention's attention_mask (a value, the layer's last input) and use_causal_mask */
+  if (str_eq(a->key, "attention_mask")) {
+    if (v->kind != FE_VAL_IDENT) {
+      diag_error(m->d, v->loc, "attention_mask must name a value (an input [N, query steps, value steps]), got %s",
+                 value_desc(m, v));
+      return false;
+    }
+    if (l->n_inputs >= IR_MAX_SRCS) {
+      diag_error(m->d, v->loc, "multi_head_attention takes at most %d inputs with its attention_mask", IR_MAX_SRCS);
+      return false;
+    }
+    l->inputs[l->n_inputs++] = (fe_use){.var = v->str, .loc = v->loc};
+    l->mask_input = true;
+    return true;
+  }
+  if (str_eq(a->key, "use_causal_mask")) {
+    const char *s = v->kind == FE_VAL_IDENT ? v->str : NULL;
+    if (str_eq(s, "true") || str_eq(s, "false")) return l->use_causal_mask = str_eq(s, "true"), true;
+    diag_error(m->d, v->loc, "use_causal_mask must be true or false, got %s", value_desc(m, v));
+    return false;
+  }
   if (str_eq(a->key, "name")) {
     const char *s = name_of(v);
     if (!s || !is_identifier(s)) {

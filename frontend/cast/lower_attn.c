@@ -10,22 +10,13 @@
  *                                   key_dim, value_dim, use_bias), called on
  *                                   (query, value[, key]); below
  *
- * MultiHeadAttention, as keras/src/layers/attention/multi_head_attention.py
- * computes it for query [N, T, d], value [N, S, dv_in], key [N, S, dk_in]
- * (key defaults to value), with H heads:
- *   q = einsum("abc,cde->abde", query, query/kernel [d, H, key_dim]) + query/bias [H, key_dim]
- *   k, v likewise (key/..., value/... with value_dim)
- *   q = q * (1 / sqrt(key_dim)), in q's dtype
- *   scores = einsum("aecd,abcd->acbe", k, q)            [N, H, T, S]
- *   p = softmax(scores) over S (the IR's softmax: always float32)
- *   o = einsum("acbe,aecd->abcd", p, v)                 [N, T, H, value_dim]
- *   y = einsum("abcd,cde->abe", o, attention_output/kernel [H, value_dim, d]) + attention_output/bias [d]
- * The projections are Dense on rank 3 (matmul over the flat [H*D] view of
- * each kernel: a reshape of the weight, which keeps Keras's shape), the
- * two attention einsums batch_matmuls over [N, H] after a transpose of the
- * heads to dimension 1. Weights are NAME.query.kernel, NAME.query.bias, ...,
- * NAME.attention_output.bias: Keras's variable paths with '.' for '/'.
- * Dropout (Keras's dropout=0 default) and attention_mask are not taken.
+ * multi_head_attention(query, value[, key], num_heads=, key_dim=,
+ * value_dim=, use_bias=, attention_mask=M, use_causal_mask=) checks its
+ * inputs and reads its weights here (NAME.query.kernel, NAME.query.bias,
+ * ..., NAME.attention_output.bias: Keras's variable paths with '.' for
+ * '/'); frontend/fe_attention.c builds the graph, shared with the Keras
+ * frontend, masks included. attention_mask is the layer's last input: an
+ * input [N, T, S], nonzero attends.
  *
  *   position_embedding NAME         KerasHub PositionEmbedding(sequence_length):
  *                                   %NAME.embeddings [sequence_length, D]
@@ -35,6 +26,7 @@
  *                                   exact broadcast whose gradient sums over N
  */
 #include "frontend/cast/internal.h"
+#include "frontend/attention.h"
 
 #include <math.h>
 #include <string.h>
@@ -86,49 +78,31 @@ static ir_node *weight(lowering *lw, fe_layer *l, const char *sub, const char *w
   return fe_stamp(lw, l, ir_build_const(lw->g, key, &t, key, data, l->loc));
 }
 
-/* Keras's EinsumDense "abc,cde->abde" and bias "de", then the heads moved
- * to dimension 1: x [N, T, C] -> [N, H, T, D]. */
-static ir_node *project(lowering *lw, fe_layer *l, const char *sub, ir_node *x, int64_t H, int64_t D) {
-  fe_model *m = lw->m;
-  ir_graph *g = lw->g;
-  int64_t T = x->type.dims[1], C = x->type.dims[2];
-  ir_node *k = weight(lw, l, sub, "kernel", 3, (int64_t[]){C, H, D}, false);
-  ir_node *b = l->use_bias ? weight(lw, l, sub, "bias", 2, (int64_t[]){H, D}, true) : NULL;
-  if (!k || (l->use_bias && !b)) return NULL;
-  ir_node *k2 = reshape(lw, l, arena_printf(m->arena, "%s.%s.kernel_2d", l->name, sub), k, 2, (int64_t[]){C, H * D});
-  ir_node *y = fe_stamp(lw, l, ir_build_matmul(g, arena_printf(m->arena, "%s.%s", l->name, sub), x, k2, DT_F32, l->loc));
-  if (b) {
-    ir_node *b1 = reshape(lw, l, arena_printf(m->arena, "%s.%s.bias_1d", l->name, sub), b, 1, (int64_t[]){H * D});
-    y = fe_stamp(lw, l, ir_build_binary(g, IR_OP_ADD, arena_printf(m->arena, "%s.%s.bias_add", l->name, sub), y, b1,
-                                        l->loc));
-  }
-  ir_node *y4 = reshape(lw, l, arena_printf(m->arena, "%s.%s.heads", l->name, sub), y, 4,
-                        (int64_t[]){IR_DIM_BATCH, T, H, D});
-  ir_attr ta = {.perm = {4, {0, 2, 1, 3}}};
-  return fe_stamp(lw, l, ir_build_op(g, IR_OP_TRANSPOSE, arena_printf(m->arena, "%s.%s.transpose", l->name, sub), &y4,
-                                     1, &ta, l->loc));
-}
+struct stamp_ctx {
+  lowering *lw;
+  fe_layer *l;
+};
 
-static ir_node *batch_matmul(lowering *lw, fe_layer *l, const char *name, ir_node *a, ir_node *b, int tb) {
-  ir_attr at = {.acc = DT_F32, .transpose_b = tb};
-  return fe_stamp(lw, l, ir_build_op(lw->g, IR_OP_BATCH_MATMUL, name, (ir_node *[]){a, b}, 2, &at, l->loc));
+static ir_node *stamp_cb(void *ctx, ir_node *n) {
+  struct stamp_ctx *c = ctx;
+  return fe_stamp(c->lw, c->l, n);
 }
 
 bool fe_lower_multi_head_attention(lowering *lw, fe_layer *l, ir_node **in) {
   fe_model *m = lw->m;
-  ir_graph *g = lw->g;
-  if (l->n_inputs > 3) {
+  int n_in = l->mask_input ? l->n_inputs - 1 : l->n_inputs; /* attention masks: the mask is the last input */
+  if (n_in > 3) {
     diag_error(m->d, l->inputs[3].loc, "multi_head_attention takes query, value and optionally key, got %d inputs",
-               l->n_inputs);
+               n_in);
     return false;
   }
   if (!l->num_heads || !l->key_dim) {
     diag_error(m->d, l->loc, "multi_head_attention needs num_heads= and key_dim=, as Keras's MultiHeadAttention");
     return false;
   }
-  ir_node *q_in = in[0], *v_in = in[1], *k_in = l->n_inputs == 3 ? in[2] : in[1];
+  ir_node *q_in = in[0], *v_in = in[1], *k_in = n_in == 3 ? in[2] : in[1];
   static const char *const roles[] = {"query", "value", "key"};
-  for (int i = 0; i < l->n_inputs; i++)
+  for (int i = 0; i < n_in; i++)
     if (in[i]->type.rank != 3 || !ir_type_is_batched(&in[i]->type)) {
       diag_error(m->d, l->inputs[i].loc, "multi_head_attention's %s must be [N, steps, features], got %s", roles[i],
                  fe_type_str(lw, &in[i]->type));
@@ -140,32 +114,31 @@ bool fe_lower_multi_head_attention(lowering *lw, fe_layer *l, ir_node **in) {
     return false;
   }
   int64_t H = l->num_heads, dk = l->key_dim, dv = l->value_dim ? l->value_dim : l->key_dim;
-  int64_t T = q_in->type.dims[1], d = q_in->type.dims[2];
-  ir_node *q = project(lw, l, "query", q_in, H, dk);
-  ir_node *k = q ? project(lw, l, "key", k_in, H, dk) : NULL;
-  ir_node *v = k ? project(lw, l, "value", v_in, H, dv) : NULL;
-  ir_node *ok = v ? weight(lw, l, "attention_output", "kernel", 3, (int64_t[]){H, dv, d}, false) : NULL;
-  ir_node *ob = ok && l->use_bias ? weight(lw, l, "attention_output", "bias", 1, (int64_t[]){d}, true) : NULL;
-  if (!ok || (l->use_bias && !ob)) return false;
-  /* q * (1 / sqrt(key_dim)), the scalar in q's dtype (autocast rounds it with q) */
-  ir_node *scale = ir_node_new(g, IR_OP_LITERAL, &(ir_type){DT_F32, 0, {0}}, NULL, 0,
-                               arena_printf(m->arena, "%s.scale", l->name), l->loc);
-  scale->attr.value = 1.0 / sqrt((double)dk);
-  ir_graph_append(g, fe_stamp(lw, l, scale));
-  q = fe_stamp(lw, l, ir_build_binary(g, IR_OP_MUL, arena_printf(m->arena, "%s.query.scaled", l->name), q, scale, l->loc));
-  ir_node *s = batch_matmul(lw, l, arena_printf(m->arena, "%s.scores", l->name), q, k, 1);
-  ir_node *p = fe_stamp(lw, l, ir_build_unary(g, IR_OP_SOFTMAX, arena_printf(m->arena, "%s.softmax", l->name), s, l->loc));
-  ir_node *o = batch_matmul(lw, l, arena_printf(m->arena, "%s.combine", l->name), p, v, 0);
-  ir_attr ta = {.perm = {4, {0, 2, 1, 3}}};
-  o = fe_stamp(lw, l, ir_build_op(g, IR_OP_TRANSPOSE, arena_printf(m->arena, "%s.combine.transpose", l->name), &o, 1, &ta,
-                                  l->loc));
-  o = reshape(lw, l, arena_printf(m->arena, "%s.combine.flat", l->name), o, 3, (int64_t[]){IR_DIM_BATCH, T, H * dv});
-  ir_node *ok2 = reshape(lw, l, arena_printf(m->arena, "%s.attention_output.kernel_2d", l->name), ok, 2,
-                         (int64_t[]){H * dv, d});
-  ir_node *y = fe_stamp(lw, l, ir_build_matmul(g, ob ? arena_printf(m->arena, "%s.attention_output", l->name) : l->name,
-                                               o, ok2, DT_F32, l->loc));
-  if (ob) y = fe_stamp(lw, l, ir_build_binary(g, IR_OP_ADD, l->name, y, ob, l->loc));
-  l->value = y;
+  int64_t T = q_in->type.dims[1], d = q_in->type.dims[2], S = v_in->type.dims[1];
+  struct stamp_ctx sc = {lw, l};
+  fe_attention a = {.g = lw->g, .arena = m->arena, .loc = l->loc, .name = l->name, .stamp = stamp_cb, .ctx = &sc,
+                    .heads = H, .key_dim = dk, .value_dim = dv, .causal = l->use_causal_mask};
+  if (l->mask_input) { /* attention masks */
+    ir_node *mi = in[l->n_inputs - 1];
+    const fe_use *mu = &l->inputs[l->n_inputs - 1];
+    if (mi->type.rank != 3 || !ir_type_is_batched(&mi->type) || mi->type.dims[1] != T || mi->type.dims[2] != S) {
+      diag_error(m->d, mu->loc, "multi_head_attention's attention_mask must be [N, %lld, %lld] ([N, query steps, "
+                 "value steps]) for query %s and value %s, got %s", (long long)T, (long long)S,
+                 fe_type_str(lw, &q_in->type), fe_type_str(lw, &v_in->type), fe_type_str(lw, &mi->type));
+      return false;
+    }
+    a.mask = mi;
+  }
+  static const char *const subs[3] = {"query", "key", "value"};
+  ir_node **kw[3] = {&a.query_kernel, &a.key_kernel, &a.value_kernel}, **bw[3] = {&a.query_bias, &a.key_bias, &a.value_bias};
+  const int64_t cin[3] = {d, k_in->type.dims[2], v_in->type.dims[2]}, dim[3] = {dk, dk, dv};
+  for (int i = 0; i < 3; i++) {
+    if (!(*kw[i] = weight(lw, l, subs[i], "kernel", 3, (int64_t[]){cin[i], H, dim[i]}, false))) return false;
+    if (l->use_bias && !(*bw[i] = weight(lw, l, subs[i], "bias", 2, (int64_t[]){H, dim[i]}, true))) return false;
+  }
+  if (!(a.output_kernel = weight(lw, l, "attention_output", "kernel", 3, (int64_t[]){H, dv, d}, false))) return false;
+  if (l->use_bias && !(a.output_bias = weight(lw, l, "attention_output", "bias", 1, (int64_t[]){d}, true))) return false;
+  l->value = fe_build_attention(&a, q_in, v_in, k_in);
   return true;
 }
 

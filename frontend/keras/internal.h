@@ -37,6 +37,9 @@ typedef struct kr_call {
   int n_in;
   ir_node *out; /* once lowered */
   bool done, broken;
+  /* MultiHeadAttention's call arguments: in[key_at - 1] and in[mask_at - 1] (0: not given), use_causal_mask */
+  int key_at, mask_at;
+  bool causal;
 } kr_call;
 
 struct kr_layer {
@@ -50,7 +53,7 @@ struct kr_layer {
   int row;               /* its row in the layer table (layers.c), -1 if none */
   kr_call *calls;
   int n_calls;
-  ir_node *w[4];         /* its weights as consts, built at its first call (shared layers) */
+  ir_node *w[8];         /* its weights as consts, built at its first call (shared layers) */
   bool weights_done;
 };
 
@@ -110,6 +113,10 @@ bool kr_is_null(const json_value *v);
 /* Weight i of l (vars/i in model.weights.h5) as f32 data with type t in
  * g's arena: shape checked, f16 and bf16 widened; NULL after an error. */
 const float *kr_weight(kr_model *m, kr_layer *l, int i, const char *what, const ir_type *t);
+/* MultiHeadAttention: weight i of l's sublayer sub (/layers/NAME/SUB/vars/i), its place in
+ * Keras's variable order `order` */
+const float *kr_sub_weight(kr_model *m, kr_layer *l, const char *sub, int i, int order, const char *what,
+                           const ir_type *t);
 /* Stamps a node with its layer's name, note and policy override. */
 ir_node *kr_stamp(kr_model *m, const kr_layer *l, ir_node *n);
 

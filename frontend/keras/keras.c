@@ -223,16 +223,30 @@ static bool read_calls(kr_model *m, kr_layer *l, const json_value *spec) {
     }
     const json_value *args = json_field(n, "args"), *kw = json_field(n, "kwargs");
     if (!args || args->kind != JSON_ARR) return kr_layer_error(m, l, "inbound node %d has no args", k), false;
+    for (int i = 0; i < args->n; i++)
+      if (!collect_tensors(m, l, &args->items[i], &l->calls[k], 0)) return false;
+    bool mha = !strcmp(l->cls, "MultiHeadAttention");
     for (int i = 0; kw && kw->kind == JSON_OBJ && i < kw->n; i++) {
       const json_value *v = &kw->items[i];
-      bool harmless = kr_is_null(v) || (v->kind == JSON_LIT && v->lit == 'f' && !strcmp(kw->keys[i], "training"));
+      const char *key = kw->keys[i];
+      bool harmless = kr_is_null(v) || (v->kind == JSON_LIT && v->lit == 'f' && !strcmp(key, "training"));
+      /* MultiHeadAttention's call: key and attention_mask tensors, use_causal_mask,
+       * return_attention_scores (castor lowers output 0; a use of the scores, output 1, is refused) */
+      if (mha && !harmless && (!strcmp(key, "key") || !strcmp(key, "attention_mask"))) {
+        if (!collect_tensors(m, l, v, &l->calls[k], 0)) return false;
+        *(!strcmp(key, "key") ? &l->calls[k].key_at : &l->calls[k].mask_at) = l->calls[k].n_in;
+        continue;
+      }
+      if (mha && !strcmp(key, "use_causal_mask") && v->kind == JSON_LIT && v->lit != 'n') {
+        l->calls[k].causal = v->lit == 't';
+        continue;
+      }
+      if (mha && !strcmp(key, "return_attention_scores") && v->kind == JSON_LIT) continue;
       if (!harmless) {
-        kr_unsupported(m, "layer '%s' (%s): call argument '%s' is not supported", l->name, l->cls, kw->keys[i]);
+        kr_unsupported(m, "layer '%s' (%s): call argument '%s' is not supported", l->name, l->cls, key);
         return false;
       }
     }
-    for (int i = 0; i < args->n; i++)
-      if (!collect_tensors(m, l, &args->items[i], &l->calls[k], 0)) return false;
   }
   return true;
 }
@@ -335,6 +349,9 @@ static void shape_str(str_buf *b, int rank, const int64_t *dims) {
   str_buf_putc(b, ']');
 }
 
+static const float *weight_at(kr_model *m, kr_layer *l, const char *path, int i, const char *what,
+                              const ir_type *t);
+
 const float *kr_weight(kr_model *m, kr_layer *l, int i, const char *what, const ir_type *t) {
   /* Keras 3.6+ names the layer in its group: a cross-check of the path */
   const h5_object *grp = h5_find(&m->h5, l->vars);
@@ -344,7 +361,20 @@ const float *kr_weight(kr_model *m, kr_layer *l, int i, const char *what, const 
                    l->vars, owner);
     return NULL;
   }
-  const char *path = arena_printf(m->arena, "%s/%d", l->vars, i);
+  return weight_at(m, l, arena_printf(m->arena, "%s/%d", l->vars, i), i, what, t);
+}
+
+/* MultiHeadAttention: its EinsumDense sublayers' groups beside its own vars:
+ * /layers/NAME/vars -> /layers/NAME/SUB/vars */
+const float *kr_sub_weight(kr_model *m, kr_layer *l, const char *sub, int i, int order, const char *what,
+                           const ir_type *t) {
+  size_t n = strlen(l->vars) - strlen("/vars");
+  const char *path = arena_printf(m->arena, "%.*s/%s/vars/%d", (int)n, l->vars, sub, i);
+  return weight_at(m, l, path, order, what, t);
+}
+
+static const float *weight_at(kr_model *m, kr_layer *l, const char *path, int i, const char *what,
+                              const ir_type *t) {
   const h5_object *o = h5_find(&m->h5, path);
   if (!o || !o->is_dataset) {
     kr_layer_error(m, l, "model.weights.h5 has no dataset '%s' (its %s)", path, what);

@@ -192,4 +192,7 @@ dictionary("keras.dict", ['"class_name"', '"config"', '"layers"', '"inbound_node
     '"channels_last"', '"channels_first"', '"int32"', "[2, 2]", "[1, 2]", "[-1]",
     '"BatchNormalization"', '"momentum"', '"epsilon"', '"center"', '"scale"', '"seed"', '"noise_shape"',
     '"GlobalAveragePooling2D"', '"GlobalMaxPooling2D"', '"GlobalAveragePooling1D"', '"ZeroPadding2D"',
-    '"keepdims"', "[[1, 2], [0, 1]]"])
+    '"keepdims"', "[[1, 2], [0, 1]]",
+    # general tensors: MultiHeadAttention and its call arguments
+    '"MultiHeadAttention"', '"num_heads"', '"key_dim"', '"value_dim"', '"attention_axes"', '"use_causal_mask"',
+    '"attention_mask"', '"return_attention_scores"', '"key"', "/layers/multi_head_attention/query_dense/vars"])

@@ -772,6 +772,58 @@ static const char normed_rank3[] =
     "%y = f32[N,3] matmul(%f, %w2) {acc=f32, layer=d}  # d\n"
     "output y = %y\n";
 
+/* attention masks (frontend/fe_attention.c's lowering): the scores
+ * selected by an attention mask [N, 1, T, S] (relu of a slice of x: about
+ * half its elements 0, a row of x's batch masked whole by chance or not)
+ * and by the causal mask built from literals, -3e4 where masked, then the
+ * softmax's probabilities selected again (0 where masked): the gradient
+ * flows through select's operand b only where the mask attends. */
+static const char masked_attention[] =
+    "graph m policy=float32\n"
+    "%x = f32[N,4,5] input() {index=0}\n"
+    "%wq = f32[5,6] const() {weight=\"q.kernel\", layer=q}  # q\n"
+    "%q = f32[N,4,6] matmul(%x, %wq) {acc=f32, layer=q}  # q\n"
+    "%wk = f32[5,6] const() {weight=\"k.kernel\", layer=k}  # k\n"
+    "%k = f32[N,4,6] matmul(%x, %wk) {acc=f32, layer=k}  # k\n"
+    "%q4 = f32[N,4,2,3] reshape(%q) {shape=[N,4,2,3], layer=a}  # a\n"
+    "%qh = f32[N,2,4,3] transpose(%q4) {perm=[0,2,1,3], layer=a}  # a\n"
+    "%k4 = f32[N,4,2,3] reshape(%k) {shape=[N,4,2,3], layer=a}  # a\n"
+    "%kh = f32[N,2,4,3] transpose(%k4) {perm=[0,2,1,3], layer=a}  # a\n"
+    "%s = f32[N,2,4,4] batch_matmul(%qh, %kh) {acc=f32, transpose_a=0, transpose_b=1, layer=a}  # a\n"
+    "%xs = f32[N,4,4] strided_slice(%x) {starts=[0,0,1], ends=[0,4,5], steps=[1,1,1], layer=a}  # a\n"
+    "%mr = f32[N,4,4] relu(%xs) {layer=a}  # a\n"
+    "%m = f32[N,1,4,4] reshape(%mr) {shape=[N,1,4,4], layer=a}  # a\n"
+    "%one = f32[] literal() {value=1, layer=a}  # a\n"
+    "%zero = f32[] literal() {value=0, layer=a}  # a\n"
+    "%first = f32[1] broadcast_to(%one) {shape=[1], layer=a}  # a\n"
+    "%zeros = f32[3] broadcast_to(%zero) {shape=[3], layer=a}  # a\n"
+    "%ones = f32[3] broadcast_to(%one) {shape=[3], layer=a}  # a\n"
+    "%period = f32[7] concat(%first, %zeros, %ones) {axis=0, layer=a}  # a\n"
+    "%tiled = f32[4,7] broadcast_to(%period) {shape=[4,7], layer=a}  # a\n"
+    "%flat = f32[28] reshape(%tiled) {shape=[28], layer=a}  # a\n"
+    "%cut = f32[24] strided_slice(%flat) {starts=[0], ends=[24], steps=[1], layer=a}  # a\n"
+    "%rows = f32[4,6] reshape(%cut) {shape=[4,6], layer=a}  # a\n"
+    "%causal = f32[4,4] strided_slice(%rows) {starts=[0,0], ends=[4,4], steps=[1,1], layer=a}  # a\n"
+    "%fill = f32[] literal() {value=-30000, layer=a}  # a\n"
+    "%s1 = f32[N,2,4,4] select(%m, %s, %fill) {layer=a}  # a\n"
+    "%s2 = f32[N,2,4,4] select(%causal, %s1, %fill) {layer=a}  # a\n"
+    "%p = f32[N,2,4,4] softmax(%s2) {layer=a}  # a\n"
+    "%p1 = f32[N,2,4,4] select(%m, %p, %zero) {layer=a}  # a\n"
+    "%p2 = f32[N,2,4,4] select(%causal, %p1, %zero) {layer=a}  # a\n"
+    "%o = f32[N,2,4,3] batch_matmul(%p2, %kh) {acc=f32, transpose_a=0, transpose_b=0, layer=a}  # a\n"
+    "%f = f32[N,24] reshape(%o) {shape=[N,24], layer=f}  # f\n"
+    "%w = f32[24,3] const() {weight=\"d.kernel\", layer=d}  # d\n"
+    "%y = f32[N,3] matmul(%f, %w) {acc=f32, layer=d}  # d\n"
+    "output y = %y\n";
+
+START_TEST(test_gradients_masked_attention) {
+  pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
+  check_fd("masked attention, sparse cross-entropy from logits", masked_attention, &o);
+  o = opts(PASS_LOSS_MSE, false);
+  check_fd("masked attention, mean squared error", masked_attention, &o);
+}
+END_TEST
+
 START_TEST(test_gradients_layer_norm_rank3) {
   pass_train_options o = opts(PASS_LOSS_SPARSE_XENT, true);
   check_fd("layer_norm on rank 3 and 4, sparse cross-entropy from logits", normed_rank3, &o);
@@ -807,6 +859,7 @@ static Suite *grad_suite(void) {
   tcase_add_test(tc, test_loss_scale_fixed_and_none);
   tcase_add_test(tc, test_gradients_batched_matmul); /* general tensors */
   tcase_add_test(tc, test_gradients_layer_norm_rank3);
+  tcase_add_test(tc, test_gradients_masked_attention); /* attention masks */
   suite_add_tcase(s, tc);
   return s;
 }

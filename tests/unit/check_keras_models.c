@@ -140,6 +140,12 @@ END_TEST
 START_TEST(test_layer3_outputs) { check_outputs(DIR "/manifest-layers3.txt", 3); }
 END_TEST
 
+/* MultiHeadAttention (generate.py layers4): use_causal_mask, attention_mask
+ * with a query row masked whole, key positional and as key=, no biases, a
+ * shared layer, under float32 and the mixed policies */
+START_TEST(test_layer4_outputs) { check_outputs(DIR "/manifest-layers4.txt", 3); }
+END_TEST
+
 /* A Dropout with rate > 0 lowers to the IR's dropout (and a BatchNormalization
  * to batch_norm, its moving statistics non-trainable state): the identity when
  * run or evaluated (test_layer_outputs), and in training a mask counted by
@@ -501,7 +507,7 @@ static const bad_case bad[] = {
      "m.keras: error: layer 'rect': class 'Lambda' is not supported; castor reads InputLayer, Dense, "
      "Activation, ReLU, Softmax, Add, Multiply, LayerNormalization, Subtract, Maximum, Minimum, Concatenate, "
      "Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, AveragePooling2D, Dropout, BatchNormalization, "
-     "GlobalAveragePooling2D, GlobalMaxPooling2D, GlobalAveragePooling1D, ZeroPadding2D\n",
+     "GlobalAveragePooling2D, GlobalMaxPooling2D, GlobalAveragePooling1D, ZeroPadding2D, MultiHeadAttention\n",
      CASTOR_ERR_UNSUPPORTED},
     {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
      "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "
@@ -589,6 +595,25 @@ static const layer_bad_case bad_layers[] = {
      "m.keras: error: layer 'mx' (Subtract): takes exactly two inputs, its call has 3\n", CASTOR_ERR_PARSE}},
     {"cnn-float32", {"Dropout rate", "\"rate\": 0.3", "\"rate\": 1.5", 0, NULL, NULL, 0,
      "m.keras: error: layer 'dropout' (Dropout): rate must be a number in [0, 1)\n", CASTOR_ERR_PARSE}},
+    /* MultiHeadAttention */
+    {"mha-float32", {"MultiHeadAttention dropout", "\"dropout\": 0.0", "\"dropout\": 0.1", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'self_attn' (MultiHeadAttention): dropout other than 0 is not supported\n",
+     CASTOR_ERR_UNSUPPORTED}},
+    {"mha-float32", {"MultiHeadAttention kernel of the wrong shape", "\"key_dim\": 4", "\"key_dim\": 5", 0, NULL,
+     NULL, 0,
+     "m.keras: error: layer 'self_attn' (MultiHeadAttention): weight "
+     "'/layers/multi_head_attention/query_dense/vars/0' (its query kernel) has shape [8, 2, 4], the layer needs "
+     "[8, 2, 5]\n", CASTOR_ERR_PARSE}},
+    {"mha-float32", {"MultiHeadAttention attention_axes", "\"attention_axes\": [1]", "\"attention_axes\": [2]", 0, NULL,
+     NULL, 0, "m.keras: error: layer 'self_attn' (MultiHeadAttention): attention_axes other than [1] (the steps of a "
+     "[N, steps, features] input) is not supported\n", CASTOR_ERR_UNSUPPORTED}},
+    {"mha-float32", {"MultiHeadAttention query_mask", "\"use_causal_mask\": true", "\"query_mask\": true", 0, NULL, NULL,
+     0, "m.keras: error: layer 'self_attn' (MultiHeadAttention): call argument 'query_mask' is not supported\n",
+     CASTOR_ERR_UNSUPPORTED}},
+    {"mha-float32", {"MultiHeadAttention scores used", "\"keras_history\": [\"self_attn\", 0, 0]",
+     "\"keras_history\": [\"self_attn\", 0, 1]", 0, NULL, NULL, 0,
+     "m.keras: error: config.json: the keras_history of an input of layer 'res' refers to output 1 of call 0 of "
+     "layer 'self_attn', which has 1 call(s) of one output\n", CASTOR_ERR_PARSE}},
 };
 
 /* A good file with case c's edit: its one error and status. */
@@ -647,6 +672,7 @@ static Suite *keras_models_suite(void) {
   tcase_add_test(tc, test_layer_outputs);
   tcase_add_test(tc, test_layer2_outputs);
   tcase_add_test(tc, test_layer3_outputs);
+  tcase_add_test(tc, test_layer4_outputs); /* MultiHeadAttention */
   tcase_add_test(tc, test_layer_placements);
   tcase_add_test(tc, test_dropout_train);
   tcase_add_test(tc, test_placements);

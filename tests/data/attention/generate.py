@@ -59,7 +59,58 @@ def safetensors(path, tensors):
         f.write(struct.pack("<Q", len(h)) + h + data)
 
 
+def build_masked(policy):
+    """attention masks: Keras's use_causal_mask and attention_mask (a float
+    input, cast to bool: nonzero attends), alone and together, on query
+    lengths 5, 2 and 1 against value lengths 5 and 7."""
+    keras.config.set_dtype_policy(policy)
+    q = keras.Input((5, 8), name="q")
+    v = keras.Input((7, 6), name="v")
+    m = keras.Input((5, 7), name="m")
+    q2 = keras.Input((2, 8), name="q2")
+    q1 = keras.Input((1, 8), name="q1")
+    a, _ = layers.MultiHeadAttention(num_heads=2, key_dim=4, name="causal")(
+        q, q, use_causal_mask=True, return_attention_scores=True)
+    b, _ = layers.MultiHeadAttention(num_heads=3, key_dim=2, value_dim=5, name="masked")(
+        a, v, attention_mask=m, return_attention_scores=True)
+    c, _ = layers.MultiHeadAttention(num_heads=2, key_dim=3, name="both")(
+        b, v, attention_mask=m, use_causal_mask=True, return_attention_scores=True)
+    d, _ = layers.MultiHeadAttention(num_heads=2, key_dim=3, name="causal2")(
+        q2, v, use_causal_mask=True, return_attention_scores=True)
+    e, _ = layers.MultiHeadAttention(num_heads=1, key_dim=2, name="causal1")(
+        q1, v, use_causal_mask=True, return_attention_scores=True)
+    model = keras.Model([q, v, m, q2, q1], [c, d, e])
+    keras.config.set_dtype_policy("float32")
+    return model
+
+
+def main_masked():
+    rng = np.random.default_rng(2224)
+    ref = build_masked("float32")
+    weights = [rng.uniform(-0.5, 0.5, w.shape).astype(np.float32) for w in ref.weights]
+    names = [w.path.replace("/", ".") for w in ref.weights]
+    safetensors(os.path.join(HERE, "masked.safetensors"), list(zip(names, weights)))
+    ins = [rng.uniform(-1, 1, (4,) + tuple(t.shape[1:])).astype(np.float32) for t in ref.inputs]
+    mask = (rng.uniform(0, 1, (4, 5, 7)) < 0.7).astype(np.float32)
+    mask[1, 2, :] = 0  # a query row masked whole: Keras's Softmax gives zeros
+    mask[3, :, 0] = 0
+    ins[2] = mask
+    for i, x in enumerate(ins):
+        np.save(os.path.join(HERE, "masked.in%d.npy" % i), x)
+    for policy in POLICIES:
+        m = build_masked(policy)
+        m.set_weights(weights)
+        outs = m.predict(ins, verbose=0)
+        for i, o in enumerate(outs):
+            np.save(os.path.join(HERE, "%s.masked.out%d.npy" % (policy, i)), np.asarray(o, dtype=np.float32))
+    print("weights:", ", ".join("%s %s" % (n, list(w.shape)) for n, w in zip(names, weights)))
+    print("keras", keras.__version__)
+
+
 def main():
+    import sys
+    if sys.argv[1:] == ["masked"]:
+        return main_masked()
     rng = np.random.default_rng(22)
     ref = build("float32")
     weights = [rng.uniform(-0.5, 0.5, w.shape).astype(np.float32) for w in ref.weights]
