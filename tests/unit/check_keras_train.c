@@ -356,7 +356,6 @@ static void run_ocase(int ci) {
 START_TEST(test_keras_options) { run_ocase(_i); }
 END_TEST
 
-
 /* ---- CNN samples (issue 23) ----
  *
  * tests/golden/train/cnn/ (generate_cnn.py; its README.md): the samples
@@ -520,7 +519,7 @@ START_TEST(test_keras_cnn) {
       }
       if (getenv("CASTOR_TEST_VERBOSE") && getenv("CASTOR_TEST_VERBOSE")[0] == '2')
         fprintf(stderr, "  %s %s %s: %.3g (Keras mixed vs float32 %.3g)\n", cc->model, cc->policy, g->name, e, spread);
-      if (e > state_bound && e / spread > worst_ratio) worst_ratio = e / spread;
+      if (e > state_bound && spread > 0 && e / spread > worst_ratio) worst_ratio = e / spread;
       if (e > worst_state) worst_state = e, snprintf(worst_name, sizeof worst_name, "%s", g->name);
       ck_assert_msg(e <= b, "%s %s step %d: %s normalized error %g vs Keras (bound %g; Keras's own mixed vs float32: %g)",
                     cc->model, cc->policy, k, g->name, e, b, spread);
