@@ -22,7 +22,9 @@ add_test(NAME aot_amx_check
 add_test(NAME aot_obj_sample COMMAND sh ${aot_dir}/aot_obj.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
 # cmake --install into a temporary prefix, then pkg-config and find_package
 add_test(NAME aot_install COMMAND sh ${aot_dir}/aot_install.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
-set_tests_properties(aot_exe_small aot_exe_mnist_mlp aot_exe_repeated aot_cpu_check aot_amx_check aot_obj_sample aot_install PROPERTIES
+# CNN: samples/edge_cnn.cast built with f16 weights under 500 KB, bit-identical to the JIT
+add_test(NAME aot_edge_cnn COMMAND sh ${aot_dir}/aot_edge_cnn.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(aot_exe_small aot_exe_mnist_mlp aot_exe_repeated aot_cpu_check aot_amx_check aot_obj_sample aot_install aot_edge_cnn PROPERTIES
   SKIP_RETURN_CODE 77 TIMEOUT 600
   # sanitized runtime archives need the sanitizer where the tests link them
   ENVIRONMENT "CASTOR_AOT_LIBDIR=;CASTOR_TEST_LDFLAGS=${castor_aot_link_flags}")
