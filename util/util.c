@@ -40,9 +40,12 @@ char *xstrdup(const char *s) {
  * megabytes do not waste a block's tail. Blocks of ARENA_MAPPED bytes and
  * more (weights: a compile converts and packs tens of megabytes) are
  * mappings of their own: fresh pages are zero, so they need no memset (a
- * pass over every byte, and the page faults before the data's own pass),
- * and they ask for transparent huge pages (a fault per 2 MiB instead of
- * per 4 KiB), where the kernel has them. */
+ * pass over every byte, and the page faults before the data's own pass).
+ * Their data starts on a 2 MiB boundary, so that a kernel that gives
+ * transparent huge pages unasked (enabled=always) can. They do not ask
+ * (madvise MADV_HUGEPAGE): under the common defrag=madvise, about half of
+ * the seed MLP's compiles then stalled 95-180 ms in direct compaction
+ * (bench/results/compile-2026-11-26.md). */
 
 enum { ARENA_BLOCK = 64 * 1024 };
 #define ARENA_MAPPED ((size_t)2 << 20)
@@ -99,7 +102,7 @@ void *arena_alloc_aligned(arena *a, size_t n, size_t align) {
   if (n == 0) n = 1;
   a->total += n;
   if (n >= ARENA_MAPPED) {
-    /* the header in the first page, the data from the next huge-page boundary */
+    /* the header in the first page, the data from the next 2 MiB boundary */
     size_t len = n + ARENA_HUGE + sizeof(arena_mapping);
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) check_alloc(NULL);
