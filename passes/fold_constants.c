@@ -17,7 +17,9 @@
  *      into constants of the new shape holding the same data.
  */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/half.h"
 #include "passes/passes.h"
@@ -49,6 +51,50 @@ static float store(void *data, ir_dtype t, int64_t i, float x) {
   }
   CASTOR_UNREACHABLE();
   return 0;
+}
+
+/* f32 -> f16/bf16 of a large weight, split over the CPUs: under a 16-bit
+ * policy this is the one pass over every weight that the compile runs
+ * before any other work can start. Each part converts and counts its own
+ * range (half_f32_to_16_n is element-wise, so the parts' data and summed
+ * counts are those of one pass); a part that gets no thread runs here. */
+enum { CONVERT_PART_MIN = 1 << 20, CONVERT_MAX_PARTS = 4 };
+
+typedef struct convert_part {
+  const float *x;
+  uint16_t *y;
+  int64_t n, overflow, flushed;
+  int to_bf16;
+} convert_part;
+
+static void *convert_main(void *arg) {
+  convert_part *c = arg;
+  half_f32_to_16_n(c->x, c->y, c->n, c->to_bf16, &c->overflow, &c->flushed);
+  return NULL;
+}
+
+static void convert_f32_to_16(const float *x, uint16_t *y, int64_t n, int to_bf16, int64_t *overflow,
+                              int64_t *flushed) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t parts = n / CONVERT_PART_MIN;
+  if (parts > cpus) parts = cpus;
+  if (parts > CONVERT_MAX_PARTS) parts = CONVERT_MAX_PARTS;
+  if (parts < 1) parts = 1;
+  convert_part c[CONVERT_MAX_PARTS];
+  pthread_t th[CONVERT_MAX_PARTS];
+  bool started[CONVERT_MAX_PARTS] = {false};
+  int64_t step = (n / parts + 15) / 16 * 16; /* whole blocks of 16 (half_f32_to_16_n's vector blocks) */
+  for (int p = 0; p < parts; p++) {
+    int64_t at = p * step < n ? p * step : n, end = (p + 1) * step < n && p + 1 < parts ? (p + 1) * step : n;
+    c[p] = (convert_part){x + at, y + at, end - at, 0, 0, to_bf16};
+  }
+  for (int p = 1; p < parts; p++) started[p] = pthread_create(&th[p], NULL, convert_main, &c[p]) == 0;
+  convert_main(&c[0]);
+  for (int p = 1; p < parts; p++)
+    if (started[p]) pthread_join(th[p], NULL);
+    else convert_main(&c[p]);
+  *overflow = *flushed = 0;
+  for (int p = 0; p < parts; p++) *overflow += c[p].overflow, *flushed += c[p].flushed;
 }
 
 static float min_normal(ir_dtype t) { return t == DT_F16 ? 0x1p-14f : 0x1p-126f; }
@@ -111,7 +157,7 @@ bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
       out = arena_alloc_aligned(g->arena, (size_t)bytes, 64);
       int64_t overflow = 0, flushed = 0;
       if (from == DT_F32 && to != DT_F32) /* the common case (a mixed policy's weights), in one pass */
-        half_f32_to_16_n(k->attr.data, out, n, to == DT_BF16, &overflow, &flushed);
+        convert_f32_to_16(k->attr.data, out, n, to == DT_BF16, &overflow, &flushed);
       else for (int64_t e = 0; e < n; e++) {
         float x = load(k->attr.data, from, e), y = store(out, to, e, x);
         if (isinf(y) && !isinf(x)) overflow++;

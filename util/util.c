@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -36,9 +37,19 @@ char *xstrdup(const char *s) {
 /* ---- arena ----
  * A list of blocks; small requests are carved from the current block, large
  * ones (over a quarter block) get a block of their own so weights of tens of
- * megabytes do not waste a block's tail. */
+ * megabytes do not waste a block's tail. Blocks of ARENA_MAPPED bytes and
+ * more (weights: a compile converts and packs tens of megabytes) are
+ * mappings of their own: fresh pages are zero, so they need no memset (a
+ * pass over every byte, and the page faults before the data's own pass).
+ * Their data starts on a 2 MiB boundary, so that a kernel that gives
+ * transparent huge pages unasked (enabled=always) can. They do not ask
+ * (madvise MADV_HUGEPAGE): under the common defrag=madvise, about half of
+ * the seed MLP's compiles then stalled 95-180 ms in direct compaction
+ * (bench/results/compile-2026-11-26.md). */
 
 enum { ARENA_BLOCK = 64 * 1024 };
+#define ARENA_MAPPED ((size_t)2 << 20)
+#define ARENA_HUGE ((size_t)2 << 20)
 
 typedef struct arena_block {
   struct arena_block *next;
@@ -46,9 +57,15 @@ typedef struct arena_block {
   _Alignas(16) unsigned char data[];
 } arena_block;
 
+typedef struct arena_mapping {
+  struct arena_mapping *next;
+  size_t len; /* of the mapping, this header included */
+} arena_mapping;
+
 struct arena {
-  arena_block *head; /* current small-object block */
-  arena_block *big;  /* dedicated blocks */
+  arena_block *head;     /* current small-object block */
+  arena_block *big;      /* dedicated blocks */
+  arena_mapping *mapped; /* dedicated mappings (ARENA_MAPPED and up) */
   size_t total;
 };
 
@@ -66,6 +83,11 @@ void arena_reset(arena *a) {
   free_blocks(a->head);
   free_blocks(a->big);
   a->head = a->big = NULL;
+  for (arena_mapping *m = a->mapped, *next; m; m = next) {
+    next = m->next;
+    munmap(m, m->len);
+  }
+  a->mapped = NULL;
   a->total = 0;
 }
 
@@ -79,6 +101,18 @@ void *arena_alloc_aligned(arena *a, size_t n, size_t align) {
   CASTOR_ASSERT(align && (align & (align - 1)) == 0 && align <= 4096);
   if (n == 0) n = 1;
   a->total += n;
+  if (n >= ARENA_MAPPED) {
+    /* the header in the first page, the data from the next 2 MiB boundary */
+    size_t len = n + ARENA_HUGE + sizeof(arena_mapping);
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) check_alloc(NULL);
+    arena_mapping *h = m;
+    h->len = len;
+    h->next = a->mapped;
+    a->mapped = h;
+    uintptr_t p = ((uintptr_t)(h + 1) + ARENA_HUGE - 1) & ~(uintptr_t)(ARENA_HUGE - 1);
+    return (void *)p; /* zero: fresh pages */
+  }
   if (n + align > ARENA_BLOCK / 4) {
     arena_block *b = xmalloc(sizeof(arena_block) + n + align);
     b->next = a->big;

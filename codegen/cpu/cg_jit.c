@@ -219,14 +219,19 @@ static void *compile_main(void *arg) {
   return NULL;
 }
 
-/* How many threads compile the plan: one per core up to
+/* How many threads compile the plan: one per core and one more, since the
+ * describing thread (its weight packing) takes part of a core, up to
  * MAX_COMPILE_THREADS, and no more than there are GEMM bodies to compile
- * (the bulk of the work). */
+ * (the bulk of the work). The seed MLP's three GEMM bodies on two cores:
+ * with two jobs one of them compiled two bodies while the other core
+ * shared one body with the packing, ~10 ms of idle core at the end
+ * (bench/results/compile-2026-11-26.md). */
 static int compile_threads(const cg_plan *plan, const cg_cpu_layout *layout) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   int gemms = 0;
   for (int ki = 0; ki < plan->n_kernels; ki++)
     gemms += cg_is_gemm(&plan->kernels[ki]) && layout->rep[ki] == ki;
+  if (cpus > 1) cpus++;
   int n = cpus < 1 ? 1 : cpus > MAX_COMPILE_THREADS ? MAX_COMPILE_THREADS : (int)cpus;
   return n < gemms ? n : gemms < 1 ? 1 : gemms;
 }

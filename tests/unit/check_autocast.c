@@ -93,6 +93,63 @@ START_TEST(test_overflow_and_flush_warnings) {
 }
 END_TEST
 
+/* A weight large enough that fold-constants converts it in parts, one per
+ * CPU (parts of 1M values and up): each policy's folded data is the
+ * element-wise conversion of util/half.c, and the warnings count every
+ * part's values once, whatever the split. Special values sit at every
+ * 16th and near every multiple of 2^19 (where parts begin). */
+START_TEST(test_fold_large_weight_in_parts) {
+  char dir[] = "/tmp/castor_ac_XXXXXX", path[256];
+  ck_assert(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/w.safetensors", dir);
+  enum { ROWS = 1024, COLS = 2100 };
+  int64_t n = (int64_t)ROWS * COLS;
+  float *kernel = malloc((size_t)n * sizeof *kernel), bias[COLS];
+  ck_assert(kernel != NULL);
+  int64_t big = 0, tiny = 0;
+  for (int64_t i = 0; i < n; i++) {
+    kernel[i] = (float)((i * 7919) % 2001 - 1000) / 1024.0f;
+    if (i % 16 == 5 || (i & ((1 << 19) - 1)) == 0 || ((i + 1) & ((1 << 19) - 1)) == 0) kernel[i] = 70000.0f, big++;
+    else if (i % 16 == 11 || ((i + 2) & ((1 << 19) - 1)) == 0) kernel[i] = -3e-6f, tiny++;
+  }
+  for (int c = 0; c < COLS; c++) bias[c] = 0.5f;
+  write_safetensors(path, "d", ROWS, COLS, kernel, bias);
+  char text[160];
+  snprintf(text, sizeof text, "model w\nx = input(shape=[%d])\ny = dense(x, units=%d, name=d)\noutput y\n", ROWS, COLS);
+  fe_options fo;
+  fe_options_init(&fo);
+  fo.weights_path = path;
+  diag_sink *d = diag_sink_create();
+  for (int bf = 0; bf < 2; bf++) {
+    diag_clear(d);
+    ir_graph *g = compile_text("w.cast", text, bf ? "mixed_bfloat16" : "mixed_float16", &fo, d);
+    char want[512];
+    if (bf) /* 3e-6 is a normal bf16, 70000 finite */
+      want[0] = 0;
+    else
+      snprintf(want, sizeof want,
+               "w.cast:3:5: warning: weight 'd.kernel': %lld of %lld values overflow f16 (|x| > 65504) and become infinite\n"
+               "y = dense(x, units=2100, name=d)\n    ^\n"
+               "w.cast:3:5: warning: weight 'd.kernel': %lld of %lld non-zero values become zero or subnormal in f16 "
+               "(|x| < 6.10352e-05)\ny = dense(x, units=2100, name=d)\n    ^\n",
+               (long long)big, (long long)n, (long long)tiny, (long long)n);
+    ck_assert_str_eq(diag_text(d), want);
+    const ir_node *k = ir_graph_find(g, bf ? "d.kernel.bf16" : "d.kernel.f16");
+    ck_assert_msg(k && k->op == IR_OP_CONST && k->attr.data, "no folded kernel");
+    const uint16_t *h = k->attr.data;
+    for (int64_t i = 0; i < n; i++) {
+      uint16_t e = bf ? half_f32_to_bf16(kernel[i]) : half_f32_to_f16(kernel[i]);
+      if (h[i] != e) ck_abort_msg("%s: value %lld: 0x%04x, want 0x%04x", bf ? "bf16" : "f16", (long long)i, h[i], e);
+    }
+    ir_graph_destroy(g);
+  }
+  diag_sink_destroy(d);
+  free(kernel);
+  unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_cast_report) {
   const char *text = "model r\nx = input(shape=[8])\nh = dense(x, units=8, activation=relu, name=d1)\n"
                      "h = dense(h, units=4, name=d2)\np = activation(h, softmax, name=sm)\noutput p\n";
@@ -259,6 +316,7 @@ int main(void) {
   TCase *tc = tcase_create("models");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_overflow_and_flush_warnings);
+  tcase_add_test(tc, test_fold_large_weight_in_parts);
   tcase_add_test(tc, test_cast_report);
   tcase_add_test(tc, test_keras_placements);
   tcase_add_test(tc, test_pad8_preserves_values);

@@ -205,9 +205,8 @@ int64_t cg_gemm_bf16_const_bytes(int64_t K, int64_t Nc, int panel, int tail) {
 }
 
 void cg_gemm_bf16_pack_const(void *dst, const uint16_t *src, int64_t K, int64_t Nc, int panel, int tail, int64_t kc) {
-  uint16_t *d = dst;
+  uint16_t *d = dst; /* zeroed (an arena's): the padding stays 0 */
   CASTOR_ASSERT(kc % 2 == 0);
-  memset(d, 0, (size_t)cg_gemm_bf16_const_bytes(K, Nc, panel, tail));
   int64_t n_full = Nc / panel, off = 0;
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     int64_t kk = K - k0 < kc ? K - k0 : kc, kp = (kk + 1) / 2;
@@ -218,7 +217,15 @@ void cg_gemm_bf16_pack_const(void *dst, const uint16_t *src, int64_t K, int64_t 
         const uint16_t *s0 = src + (k0 + 2 * j) * Nc + q * panel, *s1 = s0 + Nc;
         uint16_t *dp = d + off;
         if (2 * j + 1 < kk) {
-          for (int64_t n = 0; n < cols; n++) dp[2 * n] = s0[n], dp[2 * n + 1] = s1[n];
+          int64_t n = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+          for (; n + 16 <= cols; n += 16) { /* a pair as one 32-bit word, 16 at a time: vectorized at -O2 */
+            uint32_t w[16];
+            for (int i = 0; i < 16; i++) w[i] = (uint32_t)s0[n + i] | (uint32_t)s1[n + i] << 16;
+            memcpy(dp + 2 * n, w, sizeof w); /* s0's half at the lower address */
+          }
+#endif
+          for (; n < cols; n++) dp[2 * n] = s0[n], dp[2 * n + 1] = s1[n];
         } else { /* an odd block's last pair: its second half stays 0 */
           for (int64_t n = 0; n < cols; n++) dp[2 * n] = s0[n];
         }

@@ -73,8 +73,9 @@ void cg_gemm_bf16_pack_b(cg_kctx *c, LLVMValueRef src, bool src_nk, int64_t K, i
 /* The bytes of a constant B [K, Nc] pre-packed in the K-pair layout: full
  * panels of `panel` columns and a last one of `tail` padded columns. */
 int64_t cg_gemm_bf16_const_bytes(int64_t K, int64_t Nc, int panel, int tail);
-/* Packs it (src: K x Nc bf16, row-major) into dst (that many bytes), block
- * by block of kc rows (kc even). */
+/* Packs it (src: K x Nc bf16, row-major) into dst (that many bytes, zeroed
+ * by the caller: the padding is left alone), block by block of kc rows (kc
+ * even). */
 void cg_gemm_bf16_pack_const(void *dst, const uint16_t *src, int64_t K, int64_t Nc, int panel, int tail, int64_t kc);
 
 #endif
