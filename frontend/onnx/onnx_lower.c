@@ -835,10 +835,25 @@ bool oi_lower_split(imp *im, const onnx_node *n, const op_row *row) {
   }
   if (ns >= 0 && ns != no)
     return FAIL(im, "Split: %d sizes in split for %d outputs", ns, no);
+  int64_t num = 0; /* opset 18-: num_outputs pieces of ceil(dim / num_outputs), the last the rest */
+  if (!oi_attr_int(im, "num_outputs", 0, &num)) return false;
+  if (oi_attr_find(im, "num_outputs") && ns >= 0) return FAIL(im, "Split: both num_outputs and split given");
+  if (oi_attr_find(im, "num_outputs") && num != no)
+    return FAIL(im, "Split: num_outputs is %lld but the node has %d outputs", (long long)num, no);
+  if (im->opset >= 18 && ns < 0 && !oi_attr_find(im, "num_outputs"))
+    return FAIL(im, "Split (opset %lld) needs num_outputs or split", (long long)im->opset);
   ir_node *x = oi_operand(im, vx);
   if (!x) return false;
   int a = 0;
   if (!oi_norm_axis(im, axis, x->type.rank, "Split axis", &a)) return false;
+  if (num > 0 && x->type.dims[a] != IR_DIM_BATCH && x->type.dims[a] % num != 0) {
+    int64_t chunk = (x->type.dims[a] + num - 1) / num;
+    if (chunk * (num - 1) >= x->type.dims[a])
+      return FAIL(im, "Split: %lld elements along axis %d into %lld pieces of %lld leaves the last empty",
+                  (long long)x->type.dims[a], a, (long long)num, (long long)chunk);
+    for (int i = 0; i < no; i++) sizes[i] = i < no - 1 ? chunk : x->type.dims[a] - chunk * (num - 1);
+    ns = no;
+  }
   char err[256];
   if (!ir_split_check(&x->type, a, no, ns >= 0 ? sizes : NULL, err, sizeof err))
     return FAIL(im, "Split: %s", err);
@@ -849,4 +864,31 @@ bool oi_lower_split(imp *im, const onnx_node *n, const op_row *row) {
     if (!oi_define_output(im, i, out[i])) return false;
   }
   return true;
+}
+
+/* ---- transformers: Gelu (opset 20), Split by num_outputs (18-) ---- */
+
+/* Gelu: approximate "none" is IR gelu (erf form); "tanh" is
+ * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) from IR mul, add, tanh. */
+bool oi_lower_gelu(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  const onnx_attr *ap = oi_attr_find(im, "approximate");
+  if (ap && !oi_attr_typed(im, ap, ONNX_ATTR_STRING)) return false;
+  if (!ap || str_eq(ap->s, "none")) return eltwise1(im, IR_OP_GELU, NULL, NULL);
+  if (!str_eq(ap->s, "tanh")) return FAIL(im, "Gelu: approximate is '%s'; ONNX has 'none' and 'tanh'", ap->s);
+  imp_val *v = oi_input(im, 0);
+  ir_node *x;
+  oi_layout layout;
+  ir_type cl;
+  if (!oi_eltwise_operands(im, &v, 1, &x, &layout, &cl)) return false;
+  ir_node *x3 = oi_build(im, IR_OP_MUL, "x2", (ir_node *[]){x, x}, 2, NULL);
+  if (x3) x3 = oi_build(im, IR_OP_MUL, "x3", (ir_node *[]){x3, x}, 2, NULL);
+  if (x3) x3 = oi_build(im, IR_OP_MUL, "cubic", (ir_node *[]){x3, scalar_const(im, "c", 0.044715)}, 2, NULL);
+  ir_node *t = x3 ? oi_build(im, IR_OP_ADD, "inner", (ir_node *[]){x, x3}, 2, NULL) : NULL;
+  if (t) t = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){t, scalar_const(im, "k", 0.7978845608028654)}, 2, NULL);
+  if (t) t = oi_build(im, IR_OP_TANH, "tanh", &t, 1, NULL);
+  if (t) t = oi_build(im, IR_OP_ADD, "one_plus", (ir_node *[]){t, scalar_const(im, "one", 1)}, 2, NULL);
+  if (t) t = oi_build(im, IR_OP_MUL, "half_x", (ir_node *[]){t, x}, 2, NULL);
+  return t && oi_define_output_as(im, 0, oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){t, scalar_const(im, "half", 0.5)}, 2, NULL),
+                                  layout, &cl);
 }

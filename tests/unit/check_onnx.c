@@ -439,7 +439,8 @@ END_TEST
  * states for the mixed policies, every output (NAME.T.ort.npy, then
  * NAME.T.ort1.npy, ...). MODELS lists the models castor imports. */
 static const char *const MODELS[] = {"mlp.opset17",    "mlp.default",    "cnn.opset17",    "cnn.default",
-                                     "resnet.opset17", "resnet.default", "layout.opset17", "layout.default"};
+                                     "resnet.opset17", "resnet.default", "layout.opset17", "layout.default",
+                                     "vit.opset17",    "vit.default"};
 
 static double norm_err(const float *got, const float *want, int64_t n) {
   double num = 0, den = 0;
