@@ -402,12 +402,16 @@ static bool import_outputs(imp *im) {
     const char *name = g->outputs[i].name;
     imp_val *v = oi_val_find(im, name);
     if (!v) return FAIL(im, "graph output '%s' is defined by no node", name);
-    if (!v->node || v->node->op == IR_OP_CONST || v->node->op == IR_OP_INPUT)
-      return UNSUPPORTED(im, "graph output '%s' is %s, not computed by the graph; castor "
-                             "compiles outputs that depend on the inputs", name,
-                         v->node && v->node->op == IR_OP_INPUT ? "a graph input" : "a constant");
+    if (!v->node || v->node->op == IR_OP_CONST)
+      return UNSUPPORTED(im, "graph output '%s' is a constant, not computed by the graph; castor "
+                             "compiles outputs that depend on the inputs", name);
     ir_node *y = oi_operand(im, v); /* ONNX's order: NCHW, not castor's NHWC */
     if (!y) return false;
+    if (y->op == IR_OP_INPUT) { /* an input passed through (Identity, Dropout): a copy */
+      ir_attr a = {.shape = {.rank = y->type.rank}};
+      for (int r = 0; r < y->type.rank; r++) a.shape.dims[r] = y->type.dims[r];
+      if (!(y = oi_build(im, IR_OP_RESHAPE, "copy", &y, 1, &a))) return false;
+    }
     ir_graph_add_output(im->g, oi_ir_name(im, name, "output"), y);
   }
   return true;

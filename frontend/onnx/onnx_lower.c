@@ -57,8 +57,13 @@ bool oi_lower_dropout(imp *im, const onnx_node *n, const op_row *row) {
   if (oi_has_input(im, 2)) {
     const onnx_tensor *tm = oi_const_input(im, 2, "training_mode");
     if (!tm) return false;
-    if (tm->numel != 1 || tm->dtype != ONNX_BOOL || ((const uint8_t *)tm->data)[0])
-      return UNSUPPORTED(im, "Dropout in training mode: castor imports ONNX models for "
+    if (tm->numel != 1 || tm->dtype != ONNX_BOOL) return FAIL(im, "Dropout: training_mode is not one bool");
+    /* training mode with a constant ratio 0 drops nothing: the identity too */
+    const onnx_tensor *ratio = oi_has_input(im, 1) ? oi_const_input(im, 1, "ratio") : NULL;
+    if (oi_has_input(im, 1) && !ratio) return false;
+    bool zero = ratio && ratio->numel == 1 && !oi_int_like(ratio->dtype) && oi_elem_f64(ratio, 0) == 0;
+    if (((const uint8_t *)tm->data)[0] && !zero)
+      return UNSUPPORTED(im, "Dropout in training mode (ratio not a constant 0): castor imports ONNX models for "
                              "inference, where Dropout is the identity");
   }
   int64_t is_test = 1;
@@ -258,6 +263,27 @@ bool oi_lower_softmax(imp *im, const onnx_node *n, const op_row *row) {
   return y && oi_define_output(im, 0, oi_build(im, move, NULL, &y, 1, &back));
 }
 
+static ir_node *scalar_const(imp *im, const char *what, double v);
+
+/* LayerNormalization's Mean and InvStdDev outputs (when a graph uses
+ * them): reduce_mean over the axes from axis on, keeping them; InvStdDev
+ * is rsqrt(mean((x - Mean)^2) + epsilon). Y stays one layer_norm. */
+static bool layer_norm_stats(imp *im, const onnx_node *n, ir_node *x, int64_t axis, double eps) {
+  int a0;
+  if (!oi_norm_axis(im, axis, x->type.rank, "LayerNormalization axis", &a0)) return false;
+  ir_attr ra = {.keepdims = 1};
+  for (int r = a0; r < x->type.rank; r++) ra.axes.v[ra.axes.n++] = r;
+  ir_node *mean = oi_build(im, IR_OP_REDUCE_MEAN, "mean", &x, 1, &ra);
+  if (!mean) return false;
+  if (n->n_outputs > 1 && *n->outputs[1] && !oi_define_output(im, 1, mean)) return false;
+  if (n->n_outputs < 3 || !*n->outputs[2]) return true;
+  ir_node *d = oi_build(im, IR_OP_SUB, "centered", (ir_node *[]){x, mean}, 2, NULL);
+  if (d) d = oi_build(im, IR_OP_MUL, "squared", (ir_node *[]){d, d}, 2, NULL);
+  if (d) d = oi_build(im, IR_OP_REDUCE_MEAN, "var", &d, 1, &ra);
+  if (d) d = oi_build(im, IR_OP_ADD, "var_eps", (ir_node *[]){d, scalar_const(im, "epsilon", eps)}, 2, NULL);
+  return d && oi_define_output(im, 2, oi_build(im, IR_OP_RSQRT, "inv_std_dev", &d, 1, NULL));
+}
+
 bool oi_lower_layer_norm(imp *im, const onnx_node *n, const op_row *row) {
   (void)n;
   int64_t axis, stash;
@@ -268,9 +294,9 @@ bool oi_lower_layer_norm(imp *im, const onnx_node *n, const op_row *row) {
   if (stash != 1)
     return UNSUPPORTED(im, "LayerNormalization with stash_type=%lld: castor computes the "
                            "statistics in float32 (stash_type=1)", (long long)stash);
-  if (!oi_outputs_unused_from(im, 1, "Y (not Mean and InvStdDev)")) return false;
   ir_node *x = oi_operand(im, oi_input(im, 0)), *gamma = oi_operand(im, oi_input(im, 1));
   if (!x || !gamma) return false;
+  if (n->n_outputs > 1 && !layer_norm_stats(im, n, x, axis, eps)) return false;
   ir_node *beta;
   if (oi_has_input(im, 2)) {
     beta = oi_operand(im, oi_input(im, 2));
