@@ -359,6 +359,10 @@ static bool import_inputs(imp *im) {
                              "dimension: export the model with that dimension fixed",
                          r, v->name, v->dim_params[r] ? v->dim_params[r] : "unknown");
     }
+    int64_t bytes;
+    if (!ir_type_bytes(&t, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES)
+      return FAIL(im, "graph input '%s' declares more than %lld bytes per batch row (castor's tensor limit)",
+                  v->name, (long long)IR_MAX_TENSOR_BYTES);
     ir_node *in = ir_build_input(im->g, oi_ir_name(im, v->name, "input"), &t, index++, model_loc(im));
     if (!oi_val_define(im, v->name, in, bound)) return false;
   }
