@@ -808,7 +808,9 @@ bool oi_lower_reduce(imp *im, const onnx_node *n, const op_row *row) {
   if (!oi_axes_of(im, 1, axes, &na) || !oi_attr_int(im, "keepdims", 1, &keep) ||
       !oi_attr_int(im, "noop_with_empty_axes", 0, &noop))
     return false;
-  if (na <= 0 && noop) return oi_val_alias(im, n->outputs[0], vx);
+  bool composite = str_eq(n->op_type, "ReduceL1") || str_eq(n->op_type, "ReduceL2") ||
+                   str_eq(n->op_type, "ReduceSumSquare") || str_eq(n->op_type, "ReduceLogSum");
+  if (na <= 0 && noop && !composite) return oi_val_alias(im, n->outputs[0], vx);
   int rank;
   int64_t dims[ONNX_MAX_RANK];
   oi_onnx_dims(vx, &rank, dims);
@@ -830,9 +832,22 @@ bool oi_lower_reduce(imp *im, const onnx_node *n, const op_row *row) {
   if (row->ir == IR_OP_REDUCE_MEAN && vx->node && !vx->k && vx->layout == OI_CL &&
       (rank == 3 || rank == 4) && seen == ((1u << rank) - 1) - 3u)
     return oi_lower_reduce_mean(im, n, row);
+  /* ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum: reduce_sum of
+   * abs(x) or x*x, then sqrt or log */
+  bool l1 = str_eq(n->op_type, "ReduceL1"), l2 = str_eq(n->op_type, "ReduceL2"),
+       sq = str_eq(n->op_type, "ReduceSumSquare"), lg = str_eq(n->op_type, "ReduceLogSum");
+  if ((l1 || l2 || sq || lg) && (rank == 0 || (na <= 0 && noop)))
+    return UNSUPPORTED(im, "%s of a scalar or with noop_with_empty_axes", n->op_type);
   if (rank == 0) return oi_val_alias(im, n->outputs[0], vx); /* nothing to reduce */
   ir_node *x = oi_operand(im, vx);
   if (!x) return false;
+  if (l1) x = oi_build(im, IR_OP_ABS, "abs", &x, 1, NULL);
+  else if (l2 || sq) x = oi_build(im, IR_OP_MUL, "squared", (ir_node *[]){x, x}, 2, NULL);
+  if (!x) return false;
+  if (l2 || lg) {
+    ir_node *y = oi_build(im, row->ir, "sum", &x, 1, &a);
+    return y && oi_define_output(im, 0, oi_build(im, l2 ? IR_OP_SQRT : IR_OP_LOG, NULL, &y, 1, NULL));
+  }
   return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, &a));
 }
 
