@@ -933,3 +933,44 @@ bool oi_lower_gelu(imp *im, const onnx_node *n, const op_row *row) {
   return t && oi_define_output_as(im, 0, oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){t, scalar_const(im, "half", 0.5)}, 2, NULL),
                                   layout, &cl);
 }
+
+/* ---- activations from element-wise ops: Selu, Celu, Softsign, HardSwish ---- */
+
+/* Selu: gamma elu(x, alpha); Celu: alpha elu(x / alpha, 1); Softsign:
+ * x / (1 + |x|); HardSwish: x clip(x / 6 + 1/2, 0, 1). */
+bool oi_lower_activation(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  imp_val *v = oi_input(im, 0);
+  ir_node *x, *y = NULL;
+  oi_layout layout;
+  ir_type cl;
+  if (!oi_eltwise_operands(im, &v, 1, &x, &layout, &cl)) return false;
+  if (str_eq(n->op_type, "Selu")) {
+    double alpha, gamma;
+    if (!oi_attr_float(im, "alpha", 1.67326319217681884765625, &alpha) ||
+        !oi_attr_float(im, "gamma", 1.05070102214813232421875, &gamma))
+      return false;
+    ir_attr a = {.alpha = alpha};
+    y = oi_build(im, IR_OP_ELU, "elu", &x, 1, &a);
+    if (y) y = oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){y, scalar_const(im, "gamma", gamma)}, 2, NULL);
+  } else if (str_eq(n->op_type, "Celu")) {
+    double alpha;
+    if (!oi_attr_float(im, "alpha", 1.0, &alpha)) return false;
+    if (alpha == 0) return FAIL(im, "Celu with alpha 0");
+    ir_attr a = {.alpha = 1.0};
+    y = oi_build(im, IR_OP_DIV, "scaled", (ir_node *[]){x, scalar_const(im, "alpha", alpha)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_ELU, "elu", &y, 1, &a);
+    if (y) y = oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){y, scalar_const(im, "alpha_out", alpha)}, 2, NULL);
+  } else if (str_eq(n->op_type, "Softsign")) {
+    y = oi_build(im, IR_OP_ABS, "abs", &x, 1, NULL);
+    if (y) y = oi_build(im, IR_OP_ADD, "one_plus", (ir_node *[]){y, scalar_const(im, "one", 1)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_DIV, NULL, (ir_node *[]){x, y}, 2, NULL);
+  } else { /* HardSwish */
+    ir_attr c = {.min_value = 0, .max_value = 1};
+    y = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){x, scalar_const(im, "sixth", 1.0 / 6)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_ADD, "shifted", (ir_node *[]){y, scalar_const(im, "half", 0.5)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_CLIP, "gate", &y, 1, &c);
+    if (y) y = oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){x, y}, 2, NULL);
+  }
+  return y && oi_define_output_as(im, 0, y, layout, &cl);
+}
