@@ -63,7 +63,13 @@ static ir_graph *load_bytes(const char *name, const char *bytes, size_t len, con
   if (!o) fe_options_init(&defaults), o = &defaults;
   fe_train_defaults td = {0};
   ir_graph *g = NULL;
-  switch (fe_sniff(bytes, len)) {
+  /* the bytes decide, but a file named .onnx that is no zip or HDF5 file is
+   * read as ONNX whatever its first byte (a writer that puts another field
+   * first, a damaged file): its errors are then the protobuf reader's */
+  fe_format f = fe_sniff(bytes, len);
+  size_t nl = strlen(name);
+  if (f == FE_FORMAT_CAST && nl >= 5 && strcmp(name + nl - 5, ".onnx") == 0) f = FE_FORMAT_ONNX;
+  switch (f) {
   case FE_FORMAT_CAST: g = fe_cast_load(name, bytes, len, o, d, &td); break;
   case FE_FORMAT_KERAS:
     if (len >= 2 && bytes[0] == 'P')

@@ -921,6 +921,13 @@ bool ir_graph_bind_batch(ir_graph *g, int64_t batch, char *err, size_t errlen) {
       return FAIL("%%%s would have more than %lld bytes with a batch of %lld", g->nodes[i]->name,
                   (long long)IR_MAX_TENSOR_BYTES, (long long)batch);
   }
+  /* a strided_slice takes the batch N whole as starts 0, ends 0: now ends B */
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    if (n->op != IR_OP_STRIDED_SLICE) continue;
+    for (int r = 0; r < n->srcs[0]->type.rank && r < n->attr.ends.n; r++)
+      if (n->srcs[0]->type.dims[r] == IR_DIM_BATCH && n->attr.ends.v[r] == 0) n->attr.ends.v[r] = batch;
+  }
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *n = g->nodes[i];
     bind_dims(n->type.rank, n->type.dims, batch);

@@ -118,6 +118,25 @@ bool oi_lower_shape(imp *im, const onnx_node *n, const op_row *row) {
   return oi_val_define(im, n->outputs[0], NULL, t);
 }
 
+/* Size: the element count, folded from the static dims like Shape's
+ * (a value with the symbolic batch N has none: --batch binds it). */
+bool oi_lower_size(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  imp_val *v = oi_input(im, 0);
+  if (!v) return false;
+  int rank;
+  int64_t dims[ONNX_MAX_RANK], count = 1;
+  input_dims(v, &rank, dims);
+  for (int r = 0; r < rank; r++) {
+    if (dims[r] == DIM_N)
+      return UNSUPPORTED(im, "Size of a value with the symbolic batch N: give the batch a fixed size with --batch B");
+    count *= dims[r];
+  }
+  onnx_tensor *t = oi_host_tensor(im, ONNX_INT64, 0, NULL);
+  *(int64_t *)t->data = count;
+  return oi_val_define(im, n->outputs[0], NULL, t);
+}
+
 static bool all_inputs_const(imp *im) {
   for (int i = 0; i < im->node->n_inputs; i++) {
     if (!*im->node->inputs[i]) continue;
@@ -350,6 +369,57 @@ bool oi_lower_constant_of_shape(imp *im, const onnx_node *n, const op_row *row) 
   return oi_val_define(im, n->outputs[0], NULL, o);
 }
 
+/* Slice (opset 10-: starts, ends, axes, steps as inputs) of a 1-D integer
+ * constant: shape arithmetic (Slice(Shape(x), 0, axis)), numpy's rules
+ * for the bounds. */
+static bool fold_slice(imp *im, const onnx_tensor *t) {
+  int64_t b[4] = {0, 0, 0, 1};
+  const char *what[4] = {"starts", "ends", "axes", "steps"};
+  for (int k = 1; k <= 4; k++) {
+    if (!oi_has_input(im, k)) continue;
+    const onnx_tensor *c = oi_const_input(im, k, what[k - 1]);
+    int nc;
+    if (!c || !oi_const_ints(im, c, what[k - 1], &b[k - 1], 1, &nc)) return false;
+    if (nc != 1) return FAIL(im, "Slice of a 1-D constant: %s has %d values, not 1", what[k - 1], nc);
+  }
+  if (b[2] != 0 && b[2] != -1) return FAIL(im, "Slice of a 1-D constant along axis %lld", (long long)b[2]);
+  int64_t d = t->dims[0], step = b[3], lo = b[0], hi = b[1];
+  if (step == 0) return FAIL(im, "Slice: a step of 0");
+  if (lo < 0) lo += d;
+  if (hi < 0 && hi > INT64_MIN / 2) hi += d;
+  if (step > 0) {
+    lo = lo < 0 ? 0 : lo > d ? d : lo;
+    hi = hi < 0 ? 0 : hi > d ? d : hi;
+  } else {
+    lo = lo < 0 ? -1 : lo > d - 1 ? d - 1 : lo;
+    hi = hi < -1 ? -1 : hi > d - 1 ? d - 1 : hi;
+  }
+  int64_t n = 0, idx[ONNX_MAX_RANK * 2];
+  for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
+    if (n == (int64_t)(sizeof idx / sizeof *idx)) return UNSUPPORTED(im, "Slice of a 1-D constant into more than %d values", (int)n);
+    idx[n++] = i;
+  }
+  onnx_tensor *o = oi_host_tensor(im, t->dtype, 1, (int64_t[]){n});
+  size_t es = onnx_dtype_size(t->dtype);
+  for (int64_t i = 0; i < n; i++) memcpy((char *)o->data + (size_t)i * es, (const char *)t->data + (size_t)idx[i] * es, es);
+  return oi_val_define(im, im->node->outputs[0], NULL, o);
+}
+
+/* Neg of an integer constant (shape arithmetic: -axis). */
+static bool fold_neg(imp *im, const onnx_tensor *t) {
+  onnx_tensor *o = oi_host_tensor(im, t->dtype, t->rank, t->dims);
+  for (int64_t i = 0; i < t->numel; i++) {
+    int64_t x = oi_elem_i64(t, i);
+    if (t->dtype == ONNX_INT64 && x == DIM_N)
+      return UNSUPPORTED(im, "Neg of the batch dimension N: compile with --batch");
+    if (x == INT64_MIN || (t->dtype == ONNX_INT32 && x == INT32_MIN))
+      return FAIL(im, "Neg of the integer constant %lld overflows", (long long)x);
+    if (t->dtype == ONNX_INT64) ((int64_t *)o->data)[i] = -x;
+    else ((int32_t *)o->data)[i] = (int32_t)-x;
+  }
+  return oi_val_define(im, im->node->outputs[0], NULL, o);
+}
+
 /* A node whose inputs are all constants, of an op that folds: evaluated
  * here. *folded says whether it was one. */
 bool oi_try_fold(imp *im, const onnx_node *n, bool *folded) {
@@ -361,7 +431,8 @@ bool oi_try_fold(imp *im, const onnx_node *n, bool *folded) {
       {"Concat", 1, 0, NULL, IR_OP_COUNT, "axis"},    {"Cast", 1, 0, NULL, IR_OP_COUNT, "to,saturate"},
       {"Gather", 1, 0, NULL, IR_OP_COUNT, "axis"},    {"Add", 1, 0, NULL, IR_OP_COUNT, ""},
       {"Sub", 1, 0, NULL, IR_OP_COUNT, ""},           {"Mul", 1, 0, NULL, IR_OP_COUNT, ""},
-      {"Div", 1, 0, NULL, IR_OP_COUNT, ""},
+      {"Div", 1, 0, NULL, IR_OP_COUNT, ""},           {"Slice", 10, 0, NULL, IR_OP_COUNT, ""},
+      {"Neg", 6, 0, NULL, IR_OP_COUNT, ""},
   };
   const op_row *row = NULL;
   for (size_t i = 0; i < sizeof folds / sizeof *folds && !row; i++)
@@ -376,6 +447,9 @@ bool oi_try_fold(imp *im, const onnx_node *n, bool *folded) {
   if (str_eq(op, "Squeeze")) return (*folded = true), fold_squeeze(im, t);
   if (str_eq(op, "Concat")) return (*folded = true), fold_concat(im);
   if (str_eq(op, "Cast")) return (*folded = true), fold_cast(im, t);
+  if (str_eq(op, "Neg") && (t->dtype == ONNX_INT64 || t->dtype == ONNX_INT32)) return (*folded = true), fold_neg(im, t);
+  if (str_eq(op, "Slice") && im->opset >= 10 && oi_int_like(t->dtype) && t->rank == 1)
+    return (*folded = true), fold_slice(im, t);
   if (str_eq(op, "Gather")) {
     imp_val *v1 = oi_input(im, 1);
     return v1 && ((*folded = true), fold_gather(im, t, v1->k));

@@ -359,6 +359,10 @@ static bool import_inputs(imp *im) {
                              "dimension: export the model with that dimension fixed",
                          r, v->name, v->dim_params[r] ? v->dim_params[r] : "unknown");
     }
+    int64_t bytes;
+    if (!ir_type_bytes(&t, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES)
+      return FAIL(im, "graph input '%s' declares more than %lld bytes per batch row (castor's tensor limit)",
+                  v->name, (long long)IR_MAX_TENSOR_BYTES);
     ir_node *in = ir_build_input(im->g, oi_ir_name(im, v->name, "input"), &t, index++, model_loc(im));
     if (!oi_val_define(im, v->name, in, bound)) return false;
   }
@@ -402,12 +406,16 @@ static bool import_outputs(imp *im) {
     const char *name = g->outputs[i].name;
     imp_val *v = oi_val_find(im, name);
     if (!v) return FAIL(im, "graph output '%s' is defined by no node", name);
-    if (!v->node || v->node->op == IR_OP_CONST || v->node->op == IR_OP_INPUT)
-      return UNSUPPORTED(im, "graph output '%s' is %s, not computed by the graph; castor "
-                             "compiles outputs that depend on the inputs", name,
-                         v->node && v->node->op == IR_OP_INPUT ? "a graph input" : "a constant");
+    if (!v->node || v->node->op == IR_OP_CONST)
+      return UNSUPPORTED(im, "graph output '%s' is a constant, not computed by the graph; castor "
+                             "compiles outputs that depend on the inputs", name);
     ir_node *y = oi_operand(im, v); /* ONNX's order: NCHW, not castor's NHWC */
     if (!y) return false;
+    if (y->op == IR_OP_INPUT) { /* an input passed through (Identity, Dropout): a copy */
+      ir_attr a = {.shape = {.rank = y->type.rank}};
+      for (int r = 0; r < y->type.rank; r++) a.shape.dims[r] = y->type.dims[r];
+      if (!(y = oi_build(im, IR_OP_RESHAPE, "copy", &y, 1, &a))) return false;
+    }
     ir_graph_add_output(im->g, oi_ir_name(im, name, "output"), y);
   }
   return true;

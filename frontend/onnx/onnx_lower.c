@@ -57,8 +57,13 @@ bool oi_lower_dropout(imp *im, const onnx_node *n, const op_row *row) {
   if (oi_has_input(im, 2)) {
     const onnx_tensor *tm = oi_const_input(im, 2, "training_mode");
     if (!tm) return false;
-    if (tm->numel != 1 || tm->dtype != ONNX_BOOL || ((const uint8_t *)tm->data)[0])
-      return UNSUPPORTED(im, "Dropout in training mode: castor imports ONNX models for "
+    if (tm->numel != 1 || tm->dtype != ONNX_BOOL) return FAIL(im, "Dropout: training_mode is not one bool");
+    /* training mode with a constant ratio 0 drops nothing: the identity too */
+    const onnx_tensor *ratio = oi_has_input(im, 1) ? oi_const_input(im, 1, "ratio") : NULL;
+    if (oi_has_input(im, 1) && !ratio) return false;
+    bool zero = ratio && ratio->numel == 1 && !oi_int_like(ratio->dtype) && oi_elem_f64(ratio, 0) == 0;
+    if (((const uint8_t *)tm->data)[0] && !zero)
+      return UNSUPPORTED(im, "Dropout in training mode (ratio not a constant 0): castor imports ONNX models for "
                              "inference, where Dropout is the identity");
   }
   int64_t is_test = 1;
@@ -258,6 +263,27 @@ bool oi_lower_softmax(imp *im, const onnx_node *n, const op_row *row) {
   return y && oi_define_output(im, 0, oi_build(im, move, NULL, &y, 1, &back));
 }
 
+static ir_node *scalar_const(imp *im, const char *what, double v);
+
+/* LayerNormalization's Mean and InvStdDev outputs (when a graph uses
+ * them): reduce_mean over the axes from axis on, keeping them; InvStdDev
+ * is rsqrt(mean((x - Mean)^2) + epsilon). Y stays one layer_norm. */
+static bool layer_norm_stats(imp *im, const onnx_node *n, ir_node *x, int64_t axis, double eps) {
+  int a0;
+  if (!oi_norm_axis(im, axis, x->type.rank, "LayerNormalization axis", &a0)) return false;
+  ir_attr ra = {.keepdims = 1};
+  for (int r = a0; r < x->type.rank; r++) ra.axes.v[ra.axes.n++] = r;
+  ir_node *mean = oi_build(im, IR_OP_REDUCE_MEAN, "mean", &x, 1, &ra);
+  if (!mean) return false;
+  if (n->n_outputs > 1 && *n->outputs[1] && !oi_define_output(im, 1, mean)) return false;
+  if (n->n_outputs < 3 || !*n->outputs[2]) return true;
+  ir_node *d = oi_build(im, IR_OP_SUB, "centered", (ir_node *[]){x, mean}, 2, NULL);
+  if (d) d = oi_build(im, IR_OP_MUL, "squared", (ir_node *[]){d, d}, 2, NULL);
+  if (d) d = oi_build(im, IR_OP_REDUCE_MEAN, "var", &d, 1, &ra);
+  if (d) d = oi_build(im, IR_OP_ADD, "var_eps", (ir_node *[]){d, scalar_const(im, "epsilon", eps)}, 2, NULL);
+  return d && oi_define_output(im, 2, oi_build(im, IR_OP_RSQRT, "inv_std_dev", &d, 1, NULL));
+}
+
 bool oi_lower_layer_norm(imp *im, const onnx_node *n, const op_row *row) {
   (void)n;
   int64_t axis, stash;
@@ -268,9 +294,9 @@ bool oi_lower_layer_norm(imp *im, const onnx_node *n, const op_row *row) {
   if (stash != 1)
     return UNSUPPORTED(im, "LayerNormalization with stash_type=%lld: castor computes the "
                            "statistics in float32 (stash_type=1)", (long long)stash);
-  if (!oi_outputs_unused_from(im, 1, "Y (not Mean and InvStdDev)")) return false;
   ir_node *x = oi_operand(im, oi_input(im, 0)), *gamma = oi_operand(im, oi_input(im, 1));
   if (!x || !gamma) return false;
+  if (n->n_outputs > 1 && !layer_norm_stats(im, n, x, axis, eps)) return false;
   ir_node *beta;
   if (oi_has_input(im, 2)) {
     beta = oi_operand(im, oi_input(im, 2));
@@ -782,7 +808,9 @@ bool oi_lower_reduce(imp *im, const onnx_node *n, const op_row *row) {
   if (!oi_axes_of(im, 1, axes, &na) || !oi_attr_int(im, "keepdims", 1, &keep) ||
       !oi_attr_int(im, "noop_with_empty_axes", 0, &noop))
     return false;
-  if (na <= 0 && noop) return oi_val_alias(im, n->outputs[0], vx);
+  bool composite = str_eq(n->op_type, "ReduceL1") || str_eq(n->op_type, "ReduceL2") ||
+                   str_eq(n->op_type, "ReduceSumSquare") || str_eq(n->op_type, "ReduceLogSum");
+  if (na <= 0 && noop && !composite) return oi_val_alias(im, n->outputs[0], vx);
   int rank;
   int64_t dims[ONNX_MAX_RANK];
   oi_onnx_dims(vx, &rank, dims);
@@ -804,9 +832,22 @@ bool oi_lower_reduce(imp *im, const onnx_node *n, const op_row *row) {
   if (row->ir == IR_OP_REDUCE_MEAN && vx->node && !vx->k && vx->layout == OI_CL &&
       (rank == 3 || rank == 4) && seen == ((1u << rank) - 1) - 3u)
     return oi_lower_reduce_mean(im, n, row);
+  /* ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum: reduce_sum of
+   * abs(x) or x*x, then sqrt or log */
+  bool l1 = str_eq(n->op_type, "ReduceL1"), l2 = str_eq(n->op_type, "ReduceL2"),
+       sq = str_eq(n->op_type, "ReduceSumSquare"), lg = str_eq(n->op_type, "ReduceLogSum");
+  if ((l1 || l2 || sq || lg) && (rank == 0 || (na <= 0 && noop)))
+    return UNSUPPORTED(im, "%s of a scalar or with noop_with_empty_axes", n->op_type);
   if (rank == 0) return oi_val_alias(im, n->outputs[0], vx); /* nothing to reduce */
   ir_node *x = oi_operand(im, vx);
   if (!x) return false;
+  if (l1) x = oi_build(im, IR_OP_ABS, "abs", &x, 1, NULL);
+  else if (l2 || sq) x = oi_build(im, IR_OP_MUL, "squared", (ir_node *[]){x, x}, 2, NULL);
+  if (!x) return false;
+  if (l2 || lg) {
+    ir_node *y = oi_build(im, row->ir, "sum", &x, 1, &a);
+    return y && oi_define_output(im, 0, oi_build(im, l2 ? IR_OP_SQRT : IR_OP_LOG, NULL, &y, 1, NULL));
+  }
   return oi_define_output(im, 0, oi_build(im, row->ir, NULL, &x, 1, &a));
 }
 
@@ -835,10 +876,25 @@ bool oi_lower_split(imp *im, const onnx_node *n, const op_row *row) {
   }
   if (ns >= 0 && ns != no)
     return FAIL(im, "Split: %d sizes in split for %d outputs", ns, no);
+  int64_t num = 0; /* opset 18-: num_outputs pieces of ceil(dim / num_outputs), the last the rest */
+  if (!oi_attr_int(im, "num_outputs", 0, &num)) return false;
+  if (oi_attr_find(im, "num_outputs") && ns >= 0) return FAIL(im, "Split: both num_outputs and split given");
+  if (oi_attr_find(im, "num_outputs") && num != no)
+    return FAIL(im, "Split: num_outputs is %lld but the node has %d outputs", (long long)num, no);
+  if (im->opset >= 18 && ns < 0 && !oi_attr_find(im, "num_outputs"))
+    return FAIL(im, "Split (opset %lld) needs num_outputs or split", (long long)im->opset);
   ir_node *x = oi_operand(im, vx);
   if (!x) return false;
   int a = 0;
   if (!oi_norm_axis(im, axis, x->type.rank, "Split axis", &a)) return false;
+  if (num > 0 && x->type.dims[a] != IR_DIM_BATCH && x->type.dims[a] % num != 0) {
+    int64_t chunk = (x->type.dims[a] + num - 1) / num;
+    if (chunk * (num - 1) >= x->type.dims[a])
+      return FAIL(im, "Split: %lld elements along axis %d into %lld pieces of %lld leaves the last empty",
+                  (long long)x->type.dims[a], a, (long long)num, (long long)chunk);
+    for (int i = 0; i < no; i++) sizes[i] = i < no - 1 ? chunk : x->type.dims[a] - chunk * (num - 1);
+    ns = no;
+  }
   char err[256];
   if (!ir_split_check(&x->type, a, no, ns >= 0 ? sizes : NULL, err, sizeof err))
     return FAIL(im, "Split: %s", err);
@@ -849,4 +905,72 @@ bool oi_lower_split(imp *im, const onnx_node *n, const op_row *row) {
     if (!oi_define_output(im, i, out[i])) return false;
   }
   return true;
+}
+
+/* ---- transformers: Gelu (opset 20), Split by num_outputs (18-) ---- */
+
+/* Gelu: approximate "none" is IR gelu (erf form); "tanh" is
+ * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) from IR mul, add, tanh. */
+bool oi_lower_gelu(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  const onnx_attr *ap = oi_attr_find(im, "approximate");
+  if (ap && !oi_attr_typed(im, ap, ONNX_ATTR_STRING)) return false;
+  if (!ap || str_eq(ap->s, "none")) return eltwise1(im, IR_OP_GELU, NULL, NULL);
+  if (!str_eq(ap->s, "tanh")) return FAIL(im, "Gelu: approximate is '%s'; ONNX has 'none' and 'tanh'", ap->s);
+  imp_val *v = oi_input(im, 0);
+  ir_node *x;
+  oi_layout layout;
+  ir_type cl;
+  if (!oi_eltwise_operands(im, &v, 1, &x, &layout, &cl)) return false;
+  ir_node *x3 = oi_build(im, IR_OP_MUL, "x2", (ir_node *[]){x, x}, 2, NULL);
+  if (x3) x3 = oi_build(im, IR_OP_MUL, "x3", (ir_node *[]){x3, x}, 2, NULL);
+  if (x3) x3 = oi_build(im, IR_OP_MUL, "cubic", (ir_node *[]){x3, scalar_const(im, "c", 0.044715)}, 2, NULL);
+  ir_node *t = x3 ? oi_build(im, IR_OP_ADD, "inner", (ir_node *[]){x, x3}, 2, NULL) : NULL;
+  if (t) t = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){t, scalar_const(im, "k", 0.7978845608028654)}, 2, NULL);
+  if (t) t = oi_build(im, IR_OP_TANH, "tanh", &t, 1, NULL);
+  if (t) t = oi_build(im, IR_OP_ADD, "one_plus", (ir_node *[]){t, scalar_const(im, "one", 1)}, 2, NULL);
+  if (t) t = oi_build(im, IR_OP_MUL, "half_x", (ir_node *[]){t, x}, 2, NULL);
+  return t && oi_define_output_as(im, 0, oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){t, scalar_const(im, "half", 0.5)}, 2, NULL),
+                                  layout, &cl);
+}
+
+/* ---- activations from element-wise ops: Selu, Celu, Softsign, HardSwish ---- */
+
+/* Selu: gamma elu(x, alpha); Celu: alpha elu(x / alpha, 1); Softsign:
+ * x / (1 + |x|); HardSwish: x clip(x / 6 + 1/2, 0, 1). */
+bool oi_lower_activation(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  imp_val *v = oi_input(im, 0);
+  ir_node *x, *y = NULL;
+  oi_layout layout;
+  ir_type cl;
+  if (!oi_eltwise_operands(im, &v, 1, &x, &layout, &cl)) return false;
+  if (str_eq(n->op_type, "Selu")) {
+    double alpha, gamma;
+    if (!oi_attr_float(im, "alpha", 1.67326319217681884765625, &alpha) ||
+        !oi_attr_float(im, "gamma", 1.05070102214813232421875, &gamma))
+      return false;
+    ir_attr a = {.alpha = alpha};
+    y = oi_build(im, IR_OP_ELU, "elu", &x, 1, &a);
+    if (y) y = oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){y, scalar_const(im, "gamma", gamma)}, 2, NULL);
+  } else if (str_eq(n->op_type, "Celu")) {
+    double alpha;
+    if (!oi_attr_float(im, "alpha", 1.0, &alpha)) return false;
+    if (alpha == 0) return FAIL(im, "Celu with alpha 0");
+    ir_attr a = {.alpha = 1.0};
+    y = oi_build(im, IR_OP_DIV, "scaled", (ir_node *[]){x, scalar_const(im, "alpha", alpha)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_ELU, "elu", &y, 1, &a);
+    if (y) y = oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){y, scalar_const(im, "alpha_out", alpha)}, 2, NULL);
+  } else if (str_eq(n->op_type, "Softsign")) {
+    y = oi_build(im, IR_OP_ABS, "abs", &x, 1, NULL);
+    if (y) y = oi_build(im, IR_OP_ADD, "one_plus", (ir_node *[]){y, scalar_const(im, "one", 1)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_DIV, NULL, (ir_node *[]){x, y}, 2, NULL);
+  } else { /* HardSwish */
+    ir_attr c = {.min_value = 0, .max_value = 1};
+    y = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){x, scalar_const(im, "sixth", 1.0 / 6)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_ADD, "shifted", (ir_node *[]){y, scalar_const(im, "half", 0.5)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_CLIP, "gate", &y, 1, &c);
+    if (y) y = oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){x, y}, 2, NULL);
+  }
+  return y && oi_define_output_as(im, 0, y, layout, &cl);
 }

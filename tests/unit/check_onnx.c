@@ -338,6 +338,21 @@ START_TEST(test_truncated_and_wire_types) {
                "wire.onnx: error: 'wire.onnx' is not a valid ONNX model: its protobuf data is "
                "malformed (a field of the wrong type, or a nested message that is truncated; 4 "
                "bytes)\n");
+  /* a file named .onnx is read as ONNX whatever its first byte (the
+   * format sniffer wants 0x08, ir_version, first): the ir_version field (1)
+   * as a length-delimited string, bytes that are no protobuf, no bytes */
+  char first[] = {0x0a, 0x03, 'a', 'b', 'c', 0x08, 0x08};
+  expect_error("first.onnx", first, sizeof first, CASTOR_ERR_PARSE,
+               "first.onnx: error: 'first.onnx' is not a valid ONNX model: its protobuf data is "
+               "malformed (a field of the wrong type, or a nested message that is truncated; 7 "
+               "bytes)\n");
+  char ff[12];
+  memset(ff, 0xff, sizeof ff);
+  expect_error("ff.onnx", ff, sizeof ff, CASTOR_ERR_PARSE,
+               "ff.onnx: error: 'ff.onnx' is not a valid ONNX model: malformed protobuf at byte 0: a field "
+               "key is longer than 10 bytes (12 bytes in all)\n");
+  expect_error("empty.onnx", "", 0, CASTOR_ERR_PARSE,
+               "empty.onnx: error: 'empty.onnx': the model has no graph (is it an ONNX model?)\n");
   /* a model without a graph */
   char nograph[] = {0x08, 0x08};
   expect_error("nograph.onnx", nograph, sizeof nograph, CASTOR_ERR_PARSE,
@@ -363,7 +378,25 @@ START_TEST(test_bad_graphs) {
   castor_model *m = NULL;
   ck_assert_int_ne(load(ctx, "huge2.onnx", b, len, &m), CASTOR_OK);
   ck_assert_ptr_null(m);
+  ck_assert_msg(strstr(castor_context_last_error(ctx), "huge2.onnx: "), "%s", castor_context_last_error(ctx));
   castor_context_destroy(ctx);
+  /* ... feeding an element-wise op: one error naming the input */
+  mb = model_new(17);
+  mb->ins[mb->g.n_input++] = vi("x", ONNX_FLOAT, 2, (int64_t[]){0, (int64_t)1 << 50}, "batch");
+  mb->outs[mb->g.n_output++] = vi("h", ONNX_FLOAT, 2, (int64_t[]){0, (int64_t)1 << 50}, "batch");
+  mb->nodes[mb->g.n_node++] = node("Relu", "/big/Relu", NULL, (const char *[]){"x"}, 1, "h", NULL, NULL);
+  b = pack(mb, &len);
+  expect_error("huge3.onnx", b, len, CASTOR_ERR_PARSE,
+               "huge3.onnx: error: graph input 'x' declares more than 1099511627776 bytes per batch row "
+               "(castor's tensor limit)\n");
+  /* a cycle of two nodes, each reading the other's output */
+  mb = mlp();
+  mb->nodes[0]->input[0] = S("q");
+  mb->nodes[1]->output[0] = S("q");
+  b = pack(mb, &len);
+  expect_error("cycle2.onnx", b, len, CASTOR_ERR_PARSE,
+               "cycle2.onnx: node '/fc1/Gemm' (Gemm): error: input 'q' is defined by no earlier node, "
+               "graph input or initializer (the graph is not topologically sorted, or has a cycle)\n");
   /* a cycle: Relu reads z, which a later node defines */
   mb = mlp();
   mb->nodes[1]->input[0] = S("z");
@@ -439,7 +472,8 @@ END_TEST
  * states for the mixed policies, every output (NAME.T.ort.npy, then
  * NAME.T.ort1.npy, ...). MODELS lists the models castor imports. */
 static const char *const MODELS[] = {"mlp.opset17",    "mlp.default",    "cnn.opset17",    "cnn.default",
-                                     "resnet.opset17", "resnet.default", "layout.opset17", "layout.default"};
+                                     "resnet.opset17", "resnet.default", "layout.opset17", "layout.default",
+                                     "vit.opset17",    "vit.default"};
 
 static double norm_err(const float *got, const float *want, int64_t n) {
   double num = 0, den = 0;
@@ -451,8 +485,9 @@ static double norm_err(const float *got, const float *want, int64_t n) {
 }
 
 START_TEST(test_exported_models) {
-  static const struct { const char *policy; double bound; } policies[] = {
-      {"float32", 1e-5}, {"mixed_float16", 2e-3}, {"mixed_bfloat16", 2e-2}};
+  /* the last: float32 with the batch bound (--batch 5, static shapes) */
+  static const struct { const char *policy; double bound; int batch; } policies[] = {
+      {"float32", 1e-5, 0}, {"mixed_float16", 2e-3, 0}, {"mixed_bfloat16", 2e-2, 0}, {"float32", 1e-5, 5}};
   castor_context *ctx;
   castor_context_create(&ctx);
   for (size_t i = 0; i < sizeof MODELS / sizeof *MODELS; i++) {
@@ -477,6 +512,7 @@ START_TEST(test_exported_models) {
       castor_compile_options o;
       castor_compile_options_init(&o);
       o.policy = policies[p].policy;
+      o.batch = policies[p].batch;
       castor_program *prog;
       ck_assert_msg(castor_compile(m, &o, &prog) == CASTOR_OK, "%s %s: %s", MODELS[i], o.policy, castor_context_last_error(ctx));
       ck_assert_int_eq(castor_program_num_outputs(prog), n_out);

@@ -16,6 +16,7 @@ NAME.T.onnx, NAME.x.npy (the input: a batch of 5) and NAME.T.ort.npy
 versions.txt (the exact versions and settings). Arguments name the models
 to regenerate (default: all): `python3 tests/onnx/models/generate.py layout`.
 """
+import math
 import os
 import sys
 
@@ -112,14 +113,76 @@ class Layout(nn.Module):
         return self.fc(z), z @ self.w2, y
 
 
+class Attention(nn.Module):
+    """Multi-head self-attention written out (nn.MultiheadAttention's
+    export folds the batch into the heads, [L, N*H, d]; here the batch
+    stays the leading dimension): one Linear for q, k and v, heads split
+    by a reshape and a transpose, softmax(q k^T / sqrt(d)) v, heads merged,
+    an output Linear."""
+
+    def __init__(self, d=64, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x):
+        n, l, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (t.reshape(n, l, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // self.heads), dim=-1)
+        return self.out((a @ v).transpose(1, 2).reshape(n, l, d))
+
+
+class Block(nn.Module):
+    """A pre-norm encoder block: LayerNorm, 4-head self-attention, residual
+    add; LayerNorm, a GELU MLP 64 -> 128 -> 64, residual add."""
+
+    def __init__(self, d=64, heads=4, mlp=128):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d, eps=1e-3)
+        self.attn = Attention(d, heads)
+        self.norm2 = nn.LayerNorm(d, eps=1e-3)
+        self.mlp1 = nn.Linear(d, mlp)
+        self.mlp2 = nn.Linear(mlp, d)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp2(nn.functional.gelu(self.mlp1(self.norm2(x))))
+
+
+class ViT(nn.Module):
+    """samples/fashion_vit.cast in PyTorch: each 28x28 image a sequence of
+    its 28 rows, a Linear projection to width 64, a learned position
+    embedding, two pre-norm encoder blocks (nn.MultiheadAttention, 4
+    heads, attention written out), a final LayerNorm, mean pooling over the sequence, Linear and
+    softmax over 10 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(28, 64)
+        self.pos = nn.Parameter(torch.randn(28, 64) * 0.1)
+        self.blocks = nn.Sequential(Block(), Block())
+        self.norm = nn.LayerNorm(64, eps=1e-3)
+        self.fc = nn.Linear(64, 10)
+        with torch.no_grad():  # logits spread out, as a trained model's are: outputs far from uniform
+            self.fc.weight.mul_(8)
+
+    def forward(self, x):
+        x = self.proj(x) + self.pos
+        x = self.norm(self.blocks(x))
+        return torch.softmax(self.fc(x.mean(dim=1)), dim=-1)
+
+
 MODELS = {
     "mlp": (MLP, (5, 784)),
     "cnn": (CNN, (5, 1, 28, 28)),
     "resnet": (ResNet, (5, 3, 16, 16)),
     "layout": (Layout, (5, 3, 7, 7)),
+    "vit": (ViT, (5, 28, 28)),
 }
 # models seeded on their own (added later: regenerating one leaves the others' files as they are)
-SEEDS = {"layout": 1}
+SEEDS = {"layout": 1, "vit": 2}
 
 
 def main():
