@@ -131,11 +131,38 @@ START_TEST(test_resume) {
 }
 END_TEST
 
+/* Optimizer variables that do not fit: CASTOR_ERR_PARSE and one error naming the dataset */
+START_TEST(test_bad) {
+  static const struct {
+    const char *file, *msg;
+  } bad[] = {
+      {"resume_bad_count", "/optimizer/vars has 10 variables, castor's sgd for this model has 6 (2 scalars, then the "
+                           "slots of each trainable weight in Keras's order)"},
+      {"resume_bad_shape", "optimizer variable '/optimizer/vars/2' is [6, 9], castor's hidden.kernel.momentum for it "
+                           "is [6, 8]\n"},
+  };
+  castor_context *ctx;
+  ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s.keras", DIR, bad[_i].file);
+  castor_model *m;
+  ck_assert_msg(castor_model_load_file(ctx, path, NULL, &m) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  castor_program *p = NULL;
+  ck_assert_int_eq(castor_compile_train(m, NULL, NULL, &p), CASTOR_ERR_PARSE);
+  ck_assert(p == NULL);
+  const char *err = castor_context_last_error(ctx);
+  ck_assert_msg(strstr(err, bad[_i].msg) && strstr(err, path) == err, "%s", err);
+  castor_model_destroy(m);
+  castor_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *keras_resume_suite(void) {
   Suite *s = suite_create("keras_resume");
   TCase *tc = tcase_create("core");
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_resume, 0, (int)(sizeof cases / sizeof *cases));
+  tcase_add_loop_test(tc, test_bad, 0, 2);
   suite_add_tcase(s, tc);
   return s;
 }
