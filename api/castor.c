@@ -368,6 +368,34 @@ static void keep_untrained(castor_program *p, const ir_graph *model) {
   }
 }
 
+/* Keras in: a training program of a .keras model resumes with the
+ * optimizer's variables the file holds (iterations, slots, the loss
+ * scale; the learning rate unless the caller set one), as Keras's model.fit
+ * after load_model does, when it trains with the optimizer compile_config
+ * names (docs/keras.md, "Resuming training"). */
+static bool keras_resume(castor_program *p, const castor_model *m, const castor_train_options *to,
+                         const castor_train_options *caller) {
+  const char *opt = to->optimizer ? to->optimizer : "rmsprop";
+  if (!m->defaults.optimizer[0] || strcmp(opt, m->defaults.optimizer) != 0) return true; /* another optimizer: fresh */
+  int n = p->rt->n_states, n_loaded = 0;
+  fe_keras_state *st = xcalloc((size_t)n + 1, sizeof *st);
+  bool *loaded = xcalloc((size_t)n + 1, sizeof *loaded);
+  bool ok = true;
+  for (int i = 0; i < n && ok; i++) {
+    const rt_tensor_desc *t = &p->rt->states[i].t;
+    void *data = xmalloc((size_t)rt_state_bytes(p->rt, i) + 1);
+    st[i] = (fe_keras_state){t->name, t->dtype, t->rank, t->dims, data, p->rt->states[i].kind == RT_STATE_TRAINABLE};
+    ok = cg_exec_state_read(p->x, i, data, p->ctx->diag);
+  }
+  ok = ok && fe_keras_load_optimizer(m->keras, st, n, opt, to->lr_schedule != NULL, caller->learning_rate != 0,
+                                     loaded, &n_loaded, p->ctx->diag);
+  for (int i = 0; i < n && ok; i++)
+    if (loaded[i]) ok = cg_exec_state_write(p->x, i, st[i].data, p->ctx->diag);
+  for (int i = 0; i < n; i++) free((void *)st[i].data);
+  free(st), free(loaded);
+  return ok;
+}
+
 static castor_status compile(castor_model *m, const castor_compile_options *opts, const castor_driver_options *dopts,
                              castor_codegen_fn fn, void *fn_arg, castor_program **out_program) {
   if (!m) return CASTOR_ERR_INVALID_ARGUMENT;
@@ -477,6 +505,10 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
     p->lr_state = state_index(p, "optimizer.learning_rate");
     p->iter_state = state_index(p, "optimizer.iterations");
     CASTOR_ASSERT(p->lr_state >= 0 && p->iter_state >= 0);
+  }
+  if (dopts->train && !dopts->loss_only && !dopts->gradients && m->keras && !keras_resume(p, m, &topts, dopts->train)) {
+    castor_program_destroy(p);
+    return finish(ctx, castor_status_from_diag(ctx->diag, CASTOR_ERR_PARSE));
   }
   *out_program = p;
   return finish(ctx, CASTOR_OK);

@@ -143,4 +143,15 @@ typedef struct fe_keras_state {
 bool fe_keras_save(const fe_keras_source *src, const char *path, const fe_keras_state *states, int n_states,
                    const char *optimizer, bool schedule, diag_sink *d);
 
+/* Reads the optimizer's variables of the loaded file back into the states
+ * they are (fe_keras_save's layout for `optimizer`, inverted): each state's
+ * data (writable, its dtype and shape) and loaded[i] set for those read;
+ * skip_lr leaves optimizer.learning_rate. A file without an optimizer
+ * group, or with only its scalars (saved before Keras built the slots),
+ * loads nothing; a count or shape that does not match is an error naming
+ * the dataset. */
+bool fe_keras_load_optimizer(const fe_keras_source *src, const fe_keras_state *states, int n_states,
+                             const char *optimizer, bool schedule, bool skip_lr, bool *loaded, int *n_loaded,
+                             diag_sink *d);
+
 #endif

@@ -460,7 +460,11 @@ CASTOR_API void castor_model_train_options(const castor_model *m, castor_train_o
  * model's, then "loss" (float32, a scalar: the batch's mean loss before the
  * update). The weights, optimizer slots and the training scalars live in
  * the program as state, kept between runs: the model's weights as loaded
- * (or initialized), slots at zero. A Keras model with a Dropout of rate > 0
+ * (or initialized), slots at zero; a model loaded from a .keras file
+ * that holds its optimizer's variables resumes from them (iterations,
+ * slots, loss scale; docs/keras.md "Resuming training") when it trains
+ * with the optimizer its compile_config names, and a count or shape that
+ * does not fit is CASTOR_ERR_PARSE. A Keras model with a Dropout of rate > 0
  * is CASTOR_ERR_UNSUPPORTED here (castor lowers Dropout for inference
  * only), naming the layer; castor_compile and castor_compile_eval take it. */
 CASTOR_API castor_status castor_compile_train(castor_model *m, const castor_compile_options *opts,

@@ -873,6 +873,136 @@ static bool lower_multi_head_attention(kr_model *m, kr_layer *l, int k, ir_node 
   return true;
 }
 
+/* ---- convolutional networks: DepthwiseConv2D, SeparableConv2D ---- */
+
+/* The depthwise step of both: x [N, H, W, C] by kernel vars/`wi` [KH, KW,
+ * C, depth_multiplier] (Keras's shape, checked against the file), read as
+ * the HWIO kernel [KH, KW, 1, C*M] (%NAME.<wname>.hwio, a reshape): the
+ * IR's group_conv2d with one group per channel, output channel c*M + m as
+ * Keras's. Strides, padding and dilation_rate as Conv2D's. */
+static ir_node *depthwise_step(kr_model *m, kr_layer *l, int k, ir_node *x, int wi, const char *wname, const char *name,
+                               int64_t *cm) {
+  int64_t ks[2], st[2], dil[2], mult;
+  bool same;
+  if (!cfg_pair(m, l, "kernel_size", NULL, ks) || !cfg_pair(m, l, "strides", (int64_t[]){1, 1}, st) ||
+      !cfg_pair(m, l, "dilation_rate", (int64_t[]){1, 1}, dil) || !cfg_padding(m, l, &same) ||
+      !cfg_int(m, l, "depth_multiplier", 1, 1, (int64_t)1 << 20, &mult) || !image_input(m, l, x))
+    return NULL;
+  if ((st[0] > 1 || st[1] > 1) && (dil[0] > 1 || dil[1] > 1)) { /* Keras refuses both at construction */
+    kr_layer_error(m, l, "strides > 1 together with dilation_rate > 1 is not supported (nor by Keras)");
+    return NULL;
+  }
+  int64_t C = x->type.dims[3];
+  ir_type kt = {DT_F32, 4, {ks[0], ks[1], C, mult}}, ct = {DT_F32, 4, {ks[0], ks[1], 1, C * mult}};
+  int64_t bytes;
+  if (C * mult > ((int64_t)1 << 31) || !ir_type_bytes(&kt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    kr_layer_error(m, l, "its %s %s is larger than castor's tensor limit", wname, type_str(m, &kt));
+    return NULL;
+  }
+  ir_attr a = {.acc = DT_F32, .strides = {2, {st[0], st[1]}}, .dilations = {2, {dil[0], dil[1]}}, .pads = {4, {0}}};
+  same_pads(same, x->type.dims[1], ks[0], st[0], dil[0], &a.pads.v[0], &a.pads.v[1]);
+  same_pads(same, x->type.dims[2], ks[1], st[1], dil[1], &a.pads.v[2], &a.pads.v[3]);
+  ir_op op = C == 1 ? IR_OP_CONV2D : IR_OP_GROUP_CONV2D;
+  ir_node probe = {.type = ct};
+  ir_type out;
+  char err[256];
+  if (!ir_infer_type(op, (ir_node *[]){x, &probe}, 2, &a, &out, err, sizeof err)) {
+    kr_layer_error(m, l, "%s", err);
+    return NULL;
+  }
+  if (!l->weights_done) {
+    const char *key = arena_printf(m->arena, "%s.%s", l->ir_name, wname);
+    const float *d = kr_weight(m, l, wi, wname, &kt);
+    if (!d) return NULL;
+    l->w[wi] = kr_stamp(m, l, ir_build_const(m->g, key, &kt, key, d, kr_loc(m)));
+  } else if (!ir_type_eq(&l->w[wi]->type, &kt)) {
+    kr_layer_error(m, l, "a shared call with input %s, the first call's %s is %s", type_str(m, &x->type), wname,
+                   type_str(m, &l->w[wi]->type));
+    return NULL;
+  }
+  ir_node *w = l->w[wi];
+  if (C != 1) { /* [KH, KW, C, M] is not already [KH, KW, 1, C*M] */
+    ir_attr ra = {.shape = {4, {ct.dims[0], ct.dims[1], ct.dims[2], ct.dims[3]}}};
+    const char *rn = k ? arena_printf(m->arena, "%s.%s.hwio.call%d", l->ir_name, wname, k)
+                       : arena_printf(m->arena, "%s.%s.hwio", l->ir_name, wname);
+    w = kr_stamp(m, l, ir_build_op(m->g, IR_OP_RESHAPE, rn, &w, 1, &ra, kr_loc(m)));
+  }
+  *cm = C * mult;
+  return kr_stamp(m, l, ir_build_op(m->g, op, name, (ir_node *[]){x, w}, 2, &a, kr_loc(m)));
+}
+
+/* The bias vars/`bi` [n] of a layer, read on its first call. */
+static bool conv_bias(kr_model *m, kr_layer *l, int bi, int64_t n) {
+  if (l->w[bi]) return true;
+  ir_type bt = {DT_F32, 1, {n}};
+  const char *key = arena_printf(m->arena, "%s.bias", l->ir_name);
+  const float *d = kr_weight(m, l, bi, "bias", &bt);
+  if (!d) return false;
+  l->w[bi] = kr_stamp(m, l, ir_build_const(m->g, key, &bt, key, d, kr_loc(m)));
+  return true;
+}
+
+/* DepthwiseConv2D: %NAME.kernel [KH, KW, C, depth_multiplier] (vars/0),
+ * %NAME.bias [C*M] (vars/1), %NAME.depthwise, %NAME.bias_add, the
+ * activation (as Conv2D's). */
+static bool lower_depthwise_conv2d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  bool use_bias;
+  ir_op act;
+  if (!one_input(m, l, n_in) || !cfg_bool(m, l, "use_bias", true, &use_bias) || !activation(m, l, &act)) return false;
+  bool has_act = act != IR_OP_COUNT;
+  int64_t cm;
+  ir_node *y = depthwise_step(m, l, k, in[0], 0, "kernel",
+                              has_act || use_bias ? node_name(m, l, k, "depthwise") : node_name(m, l, k, NULL), &cm);
+  if (!y || (use_bias && !conv_bias(m, l, 1, cm))) return false;
+  l->weights_done = true;
+  const char *add = has_act ? node_name(m, l, k, "bias_add") : node_name(m, l, k, NULL);
+  l->calls[k].out = bias_act(m, l, k, y, add, use_bias, act);
+  return true;
+}
+
+/* SeparableConv2D: the depthwise step of %NAME.depthwise_kernel [KH, KW, C,
+ * M] (vars/0; %NAME.depthwise), the 1x1 conv2d of %NAME.pointwise_kernel
+ * [1, 1, C*M, filters] (vars/1; %NAME.pointwise), %NAME.bias [filters]
+ * (vars/2), the activation. */
+static bool lower_separable_conv2d(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  bool use_bias;
+  ir_op act;
+  int64_t filters, cm;
+  if (!one_input(m, l, n_in) || !cfg_bool(m, l, "use_bias", true, &use_bias) ||
+      !cfg_int(m, l, "filters", INT64_MIN, 1, (int64_t)1 << 31, &filters) || !activation(m, l, &act))
+    return false;
+  ir_node *d = depthwise_step(m, l, k, in[0], 0, "depthwise_kernel", node_name(m, l, k, "depthwise"), &cm);
+  if (!d) return false;
+  ir_type pt = {DT_F32, 4, {1, 1, cm, filters}};
+  int64_t bytes;
+  if (!ir_type_bytes(&pt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    kr_layer_error(m, l, "its pointwise_kernel %s is larger than castor's tensor limit", type_str(m, &pt));
+    return false;
+  }
+  if (!l->weights_done) {
+    const char *key = arena_printf(m->arena, "%s.pointwise_kernel", l->ir_name);
+    const float *pd = kr_weight(m, l, 1, "pointwise_kernel", &pt);
+    if (!pd) return false;
+    l->w[1] = kr_stamp(m, l, ir_build_const(m->g, key, &pt, key, pd, kr_loc(m)));
+    if (use_bias && !conv_bias(m, l, 2, filters)) return false;
+    l->weights_done = true;
+  } else if (!ir_type_eq(&l->w[1]->type, &pt)) {
+    kr_layer_error(m, l, "a shared call with input %s, the first call's pointwise_kernel is %s",
+                   type_str(m, &in[0]->type), type_str(m, &l->w[1]->type));
+    return false;
+  }
+  bool has_act = act != IR_OP_COUNT;
+  ir_attr pa = {.acc = DT_F32, .strides = {2, {1, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {0}}};
+  const char *pw = has_act || use_bias ? node_name(m, l, k, "pointwise") : node_name(m, l, k, NULL);
+  ir_node *y = kr_stamp(m, l, ir_build_op(m->g, IR_OP_CONV2D, pw, (ir_node *[]){d, l->w[1]}, 2, &pa, kr_loc(m)));
+  if (use_bias) /* the bias is vars/2: bias_act's l->w[1] is the pointwise kernel here */
+    y = kr_stamp(m, l, ir_build_binary(m->g, IR_OP_ADD, has_act ? node_name(m, l, k, "bias_add") : node_name(m, l, k, NULL),
+                                       y, l->w[2], kr_loc(m)));
+  if (has_act) y = kr_stamp(m, l, ir_build_unary(m->g, act, node_name(m, l, k, NULL), y, kr_loc(m)));
+  l->calls[k].out = y;
+  return true;
+}
+
 /* The layer table. Rows of the classes the other IR issues enable go at the end. */
 static const layer_row rows[] = {
     {"InputLayer", NULL,
@@ -938,6 +1068,20 @@ static const layer_row rows[] = {
       {"sliding_window", KEY_NULL}, {"kernel_initializer", KEY_ANY}, {"bias_initializer", KEY_ANY},
       {"kernel_regularizer", KEY_NULL}, {"bias_regularizer", KEY_NULL}, {"activity_regularizer", KEY_NULL},
       {"kernel_constraint", KEY_NULL}, {"bias_constraint", KEY_NULL}, {"seed", KEY_ANY}}},
+    /* convolutional networks: DepthwiseConv2D, SeparableConv2D */
+    {"DepthwiseConv2D", lower_depthwise_conv2d,
+     {{"kernel_size", KEY_ANY}, {"strides", KEY_ANY}, {"padding", KEY_ANY}, {"depth_multiplier", KEY_ANY},
+      {"data_format", KEY_CHANNELS_LAST}, {"dilation_rate", KEY_ANY}, {"activation", KEY_ANY}, {"use_bias", KEY_ANY},
+      {"depthwise_initializer", KEY_ANY}, {"bias_initializer", KEY_ANY}, {"depthwise_regularizer", KEY_NULL},
+      {"bias_regularizer", KEY_NULL}, {"activity_regularizer", KEY_NULL}, {"depthwise_constraint", KEY_NULL},
+      {"bias_constraint", KEY_NULL}}},
+    {"SeparableConv2D", lower_separable_conv2d,
+     {{"filters", KEY_ANY}, {"kernel_size", KEY_ANY}, {"strides", KEY_ANY}, {"padding", KEY_ANY},
+      {"depth_multiplier", KEY_ANY}, {"data_format", KEY_CHANNELS_LAST}, {"dilation_rate", KEY_ANY},
+      {"activation", KEY_ANY}, {"use_bias", KEY_ANY}, {"depthwise_initializer", KEY_ANY},
+      {"pointwise_initializer", KEY_ANY}, {"bias_initializer", KEY_ANY}, {"depthwise_regularizer", KEY_NULL},
+      {"pointwise_regularizer", KEY_NULL}, {"bias_regularizer", KEY_NULL}, {"activity_regularizer", KEY_NULL},
+      {"depthwise_constraint", KEY_NULL}, {"pointwise_constraint", KEY_NULL}, {"bias_constraint", KEY_NULL}}},
 };
 enum { N_ROWS = sizeof rows / sizeof *rows };
 

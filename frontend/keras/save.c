@@ -35,6 +35,7 @@
 #include "frontend/keras/internal.h"
 
 #include "formats/zip.h"
+#include "util/half.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@ struct fe_keras_source {
   char **weight_key;  /* and its key in the IR */
   int n_weights;
   bool lso; /* compile_config names a LossScaleOptimizer: Keras loads the optimizer wrapped */
+  char file[512]; /* the loaded file, for diagnostics */
 };
 
 void fe_keras_source_destroy(fe_keras_source *s) {
@@ -71,6 +73,7 @@ fe_keras_source *kr_source_new(kr_model *m, const char *keras_version, bool lso,
                                size_t cfg_len, unsigned char **h5) {
   fe_keras_source *s = xcalloc(1, sizeof *s);
   s->lso = lso;
+  snprintf(s->file, sizeof s->file, "%s", m->file);
   snprintf(s->keras_version, sizeof s->keras_version, "%s", keras_version);
   s->config = *cfg, s->config_len = cfg_len, s->h5_bytes = *h5, s->h5 = m->h5;
   *cfg = NULL, *h5 = NULL;
@@ -108,7 +111,16 @@ typedef struct saver {
   hmap by_name;  /* state name -> the state */
   int *weight_of; /* per h5 object: its weight's index, or -1 */
   int int_size;   /* of the optimizer's integer scalars */
+  bool lso_file; /* reading: the file has a LossScaleOptimizer's layout */
+  VEC(const char *) names; /* per object: the program state it holds, or NULL (fe_keras_load_optimizer) */
 } saver;
+
+/* Appends w, which holds the program state `name` (NULL: none). */
+static void push(saver *s, h5w_object w, const char *name) {
+  vec_push(&s->objs, w);
+  while (s->names.len + 1 < s->objs.len) vec_push(&s->names, NULL);
+  vec_push(&s->names, name);
+}
 
 static const fe_keras_state *state(const saver *s, const char *name) {
   return hmap_get_str(&s->by_name, name, strlen(name));
@@ -200,7 +212,7 @@ static bool var(saver *s, const char *dir, int *i, const fe_keras_state *st, con
     w.data = arena_alloc(s->a, (size_t)like->nbytes + 1);
     memset((void *)w.data, 0, (size_t)like->nbytes + 1);
     if (like->n_attrs) copy_attrs(s, like, &w);
-    vec_push(&s->objs, w);
+    push(s, w, NULL);
     return true;
   }
   w.rank = st->rank;
@@ -227,7 +239,7 @@ static bool var(saver *s, const char *dir, int *i, const fe_keras_state *st, con
   } else {
     w.type = (h5_type){H5_CLASS_FLOAT, (uint32_t)dtype_size(st->dtype), false};
   }
-  vec_push(&s->objs, w);
+  push(s, w, state(s, st->name) == st ? st->name : NULL); /* not a scalar() stand-in */
   return true;
 }
 
@@ -282,7 +294,7 @@ static bool optimizer_objects(saver *s, const char *opt, bool schedule) {
   const char *outer_name = v ? h5_attr_str(v, "name") : NULL, *inner_name = iv ? h5_attr_str(iv, "name") : NULL;
   /* Keras wraps the optimizer at load when compile_config names a LossScaleOptimizer (or the global
    * policy is mixed_float16 when load_model runs: not the default, so not written for) */
-  bool lso = s->src->lso;
+  bool lso = s->src->lso || s->lso_file;
   group(s, "/optimizer", NULL);
   if (!lso) {
     group(s, "/optimizer/vars", inner_name ? inner_name : outer_name ? outer_name : opt);
@@ -302,7 +314,7 @@ static bool optimizer_objects(saver *s, const char *opt, bool schedule) {
   for (size_t k = before; k < after; k++) {
     h5w_object w = s->objs.data[k];
     w.path = arena_printf(s->a, "/optimizer/vars/%d", i++);
-    vec_push(&s->objs, w);
+    push(s, w, k < s->names.len ? s->names.data[k] : NULL);
   }
   group(s, "/optimizer/inner_optimizer", NULL);
   group(s, "/optimizer/inner_optimizer/vars", inner_name ? inner_name : !iv && outer_name ? outer_name : opt);
@@ -343,6 +355,136 @@ bool fe_keras_save(const fe_keras_source *src, const char *path, const fe_keras_
   hmap_fini(&s.by_name);
   free(s.weight_of);
   vec_free(&s.objs);
+  vec_free(&s.names);
+  arena_destroy(s.a);
+  return ok;
+}
+
+/* ---- reading the optimizer's variables back (resuming training) ---- */
+
+/* A dataset's element e as a double (float32, float16, bfloat16 as Keras
+ * stores it, signed integers of 4 or 8 bytes), false for another type. */
+static bool element(const h5_object *o, int64_t e, double *out) {
+  const unsigned char *p = (const unsigned char *)o->data + e * (int64_t)o->type.size;
+  uint64_t bits = 0;
+  for (uint32_t b = 0; b < o->type.size && b < 8; b++) bits |= (uint64_t)p[b] << (8 * b);
+  const char *dt = h5_attr_str(o, "dtype");
+  if (o->type.cls == H5_CLASS_FLOAT && o->type.size == 4) {
+    float f;
+    uint32_t u = (uint32_t)bits;
+    memcpy(&f, &u, 4);
+    return *out = f, true;
+  }
+  if (o->type.cls == H5_CLASS_FLOAT && o->type.size == 2) return *out = half_f16_to_f32((uint16_t)bits), true;
+  if (o->type.cls == H5_CLASS_OPAQUE && o->type.size == 2 && dt && !strcmp(dt, "bfloat16"))
+    return *out = half_bf16_to_f32((uint16_t)bits), true;
+  if (o->type.cls == H5_CLASS_INT && o->type.size == 8) return *out = (double)(int64_t)bits, true;
+  if (o->type.cls == H5_CLASS_INT && o->type.size == 4) return *out = (double)(int32_t)(uint32_t)bits, true;
+  return false;
+}
+
+static void shape_text(str_buf *b, int rank, const int64_t *dims) {
+  str_buf_putc(b, '[');
+  for (int r = 0; r < rank; r++) str_buf_printf(b, "%s%lld", r ? ", " : "", (long long)dims[r]);
+  str_buf_putc(b, ']');
+}
+
+bool fe_keras_load_optimizer(const fe_keras_source *src, const fe_keras_state *states, int n_states,
+                             const char *optimizer, bool schedule, bool skip_lr, bool *loaded, int *n_loaded,
+                             diag_sink *d) {
+  *n_loaded = 0;
+  for (int i = 0; i < n_states; i++) loaded[i] = false;
+  if (!h5_find(&src->h5, "/optimizer/vars")) return true; /* saved without an optimizer */
+  saver s = {.src = src, .path = "model.weights.h5", .d = d, .a = arena_create(), .states = states,
+             .n_states = n_states, .int_size = 8,
+             /* Keras wraps a mixed_float16 model's optimizer at compile without naming the
+              * LossScaleOptimizer in compile_config: the file's groups say which it saved */
+             .lso_file = h5_find(&src->h5, "/optimizer/inner_optimizer/vars") != NULL};
+  hmap_init(&s.by_name, HMAP_STRINGS);
+  for (int i = 0; i < n_states; i++)
+    if (!state(&s, states[i].name)) hmap_put_str(&s.by_name, states[i].name, strlen(states[i].name), (void *)&states[i]);
+  bool ok = optimizer_objects(&s, optimizer, schedule);
+  /* the layout castor writes for this model and optimizer against the file's /optimizer/vars */
+  int want = 0, scalars = 0, have = 0;
+  for (size_t k = 0; ok && k < s.objs.len; k++)
+    if (s.objs.data[k].is_dataset && str_has_prefix(s.objs.data[k].path, "/optimizer/vars/")) {
+      want++;
+      if (s.objs.data[k].rank == 0) scalars += want == scalars + 1;
+    }
+  while (h5_find(&src->h5, arena_printf(s.a, "/optimizer/vars/%d", have))) have++;
+  if (ok && have <= scalars && want > scalars) {
+    /* only the scalars: saved before the optimizer was built (before any fit); Keras
+     * starts its slots at zero then too */
+  } else if (ok && have != want) {
+    ok = false;
+    diag_error_kind(d, DIAG_KIND_INVALID_MODEL, (diag_loc){src->file, 0, 0},
+                    "model.weights.h5: /optimizer/vars has %d variables, castor's %s for this model has %d (%d scalars, then the "
+                    "slots of each trainable weight in Keras's order): the file's optimizer state does not fit "
+                    "this model (castor resumes from it when training with the optimizer compile_config names; "
+                    "--optimizer with another one starts afresh)", have, optimizer, want, scalars);
+  } else {
+    for (size_t k = 0; ok && k < s.objs.len; k++) {
+      const h5w_object *w = &s.objs.data[k];
+      const char *name = k < s.names.len ? s.names.data[k] : NULL;
+      if (!w->is_dataset || !name || !str_has_prefix(w->path, "/optimizer/vars/")) continue;
+      if (skip_lr && !strcmp(name, "optimizer.learning_rate")) continue;
+      const fe_keras_state *st = state(&s, name);
+      const h5_object *o = h5_find(&src->h5, w->path);
+      bool same = o && o->is_dataset && o->rank == st->rank;
+      for (int r = 0; same && r < st->rank; r++) same = o->dims[r] == st->dims[r];
+      if (!same) {
+        str_buf want_s, have_s;
+        str_buf_init(&want_s), str_buf_init(&have_s);
+        shape_text(&want_s, st->rank, st->dims);
+        if (o && o->is_dataset) shape_text(&have_s, o->rank, o->dims);
+        else str_buf_puts(&have_s, "not a dataset");
+        diag_error_kind(d, DIAG_KIND_INVALID_MODEL, (diag_loc){src->file, 0, 0},
+                        "model.weights.h5: optimizer variable '%s' is %s, castor's %s for it is %s", w->path, str_buf_cstr(&have_s),
+                        name, str_buf_cstr(&want_s));
+        str_buf_fini(&want_s), str_buf_fini(&have_s);
+        ok = false;
+        break;
+      }
+      int64_t n = 1;
+      for (int r = 0; r < st->rank; r++) n *= st->dims[r];
+      void *dst = (void *)st->data;
+      for (int64_t e = 0; e < n && ok; e++) {
+        double v;
+        if (!element(o, e, &v)) {
+          diag_error_kind(d, DIAG_KIND_UNSUPPORTED, (diag_loc){src->file, 0, 0},
+                          "model.weights.h5: optimizer variable '%s' (castor's %s) has a type castor does not read (float32, float16, "
+                          "bfloat16, int32, int64)", w->path, name);
+          ok = false;
+          break;
+        }
+        bool is_int = o->type.cls == H5_CLASS_INT;
+        if ((st->dtype == DT_I64 || st->dtype == DT_I32) != is_int) {
+          diag_error_kind(d, DIAG_KIND_INVALID_MODEL, (diag_loc){src->file, 0, 0},
+                          "model.weights.h5: optimizer variable '%s' is %s, castor's %s is %s", w->path, is_int ? "an integer" : "a float",
+                          name, is_int ? "a float" : "an integer");
+          ok = false;
+          break;
+        }
+        switch (st->dtype) {
+        case DT_I64: ((int64_t *)dst)[e] = (int64_t)v; break;
+        case DT_I32: ((int32_t *)dst)[e] = (int32_t)v; break;
+        case DT_F32: ((float *)dst)[e] = (float)v; break;
+        case DT_F16: ((uint16_t *)dst)[e] = half_f32_to_f16((float)v); break;
+        case DT_BF16: ((uint16_t *)dst)[e] = half_f32_to_bf16((float)v); break;
+        case DT_I1:
+        case DT_COUNT:
+        default:
+          diag_error_kind(d, DIAG_KIND_INTERNAL, (diag_loc){src->file, 0, 0}, "state %s has dtype %s", name,
+                          dtype_name(st->dtype));
+          ok = false;
+        }
+      }
+      if (ok) loaded[st - states] = true, (*n_loaded)++;
+    }
+  }
+  hmap_fini(&s.by_name);
+  vec_free(&s.objs);
+  vec_free(&s.names);
   arena_destroy(s.a);
   return ok;
 }

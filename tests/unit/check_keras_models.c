@@ -146,6 +146,12 @@ END_TEST
 START_TEST(test_layer4_outputs) { check_outputs(DIR "/manifest-layers4.txt", 3); }
 END_TEST
 
+/* DepthwiseConv2D and SeparableConv2D (generate.py dwconv): depth
+ * multipliers, same/valid, strides, dilation, no bias, a 1-channel image,
+ * under the five global policies and with per-layer overrides. */
+START_TEST(test_dwconv_outputs) { check_outputs(DIR "/manifest-dwconv.txt", 6); }
+END_TEST
+
 /* A Dropout with rate > 0 lowers to the IR's dropout (and a BatchNormalization
  * to batch_norm, its moving statistics non-trainable state): the identity when
  * run or evaluated (test_layer_outputs), and in training a mask counted by
@@ -280,7 +286,8 @@ END_TEST
  * layout layer (Concatenate, Reshape, Permute, Flatten, the poolings,
  * Embedding, Dropout, ZeroPadding2D, the global poolings) in its
  * operand's dtype where Keras casts its input to its compute dtype; and a
- * model output is f32 (b). Dense and Conv2D must match Keras exactly. */
+ * model output is f32 (b). Dense, Conv2D, DepthwiseConv2D and SeparableConv2D
+ * must match Keras exactly (placements-dwconv.txt adds the latter two). */
 static bool in_list(const char *cls, const char *const *list) {
   for (; *list; list++)
     if (!strcmp(cls, *list)) return true;
@@ -292,12 +299,15 @@ START_TEST(test_layer_placements) {
   static const char *const layout[] = {"Concatenate", "Reshape", "Permute", "Flatten", "MaxPooling2D",
                                        "AveragePooling2D", "Embedding", "Dropout", "ZeroPadding2D",
                                        "GlobalAveragePooling2D", "GlobalMaxPooling2D", "GlobalAveragePooling1D", NULL};
-  size_t len;
-  char *text = read_all(DIR "/placements-layers.txt", &len);
+  /* placements-dwconv.txt: DepthwiseConv2D and SeparableConv2D (generate.py dwconv) */
+  static const char *const files[] = {DIR "/placements-layers.txt", DIR "/placements-dwconv.txt"};
   char cur[160] = "";
   ir_graph *g = NULL;
   diag_sink *d = diag_sink_create();
-  int checked = 0, skipped = 0, by_rule[6] = {0};
+  int checked = 0, skipped = 0, by_rule[6] = {0}, by_class[2] = {0};
+  for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+  size_t len;
+  char *text = read_all(files[f], &len);
   for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
     if (line[0] == '#') continue;
     char file[64], layer[64], cls[64], kc[16], ko[16];
@@ -320,7 +330,7 @@ START_TEST(test_layer_placements) {
       skipped++;
       continue;
     }
-    static const char *const compute_suffix[] = {"matmul", "conv", "softmax", NULL};
+    static const char *const compute_suffix[] = {"matmul", "conv", "softmax", "pointwise", "depthwise", NULL};
     for (int i = 0; compute_suffix[i] && !c; i++) {
       char nm[96];
       snprintf(nm, sizeof nm, "%s.%s", layer, compute_suffix[i]);
@@ -329,6 +339,11 @@ START_TEST(test_layer_placements) {
     if (!n && c && !strcmp(cls, "Conv2D") && c->op == IR_OP_CONV2D) n = c; /* a BatchNormalization folded its bias */
     if (!n && c && !strcmp(cls, "Dense") && c->op == IR_OP_MATMUL) n = c;
     ck_assert_msg(n, "%s: no value %%%s", file, layer);
+    if (!strcmp(cls, "DepthwiseConv2D") || !strcmp(cls, "SeparableConv2D")) {
+      if (!c && (n->op == IR_OP_GROUP_CONV2D || n->op == IR_OP_CONV2D)) c = n; /* no bias, no activation */
+      ck_assert_msg(c, "%s/%s (%s): no convolution node", file, layer, cls);
+      by_class[cls[0] == 'S']++;
+    }
     const char *got_c = dtype_name((c ? c : n)->type.dtype), *got_o = dtype_name(n->type.dtype);
     for (int which = 0; which < 2; which++) {
       const char *got = which ? got_o : got_c, *want = ir_name_of(which ? ko : kc);
@@ -355,14 +370,18 @@ START_TEST(test_layer_placements) {
     }
     checked++;
   }
+  free(text);
+  }
   if (getenv("CASTOR_TEST_VERBOSE"))
-    fprintf(stderr, "layer placements: %d checked, %d Dropout skipped; differences (a) %d (b) %d (c) %d (e) %d (f) %d\n",
-            checked, skipped, by_rule[0], by_rule[1], by_rule[2], by_rule[3], by_rule[4]);
-  ck_assert_int_ge(checked, 90);
+    fprintf(stderr, "layer placements: %d checked (%d DepthwiseConv2D, %d SeparableConv2D), %d Dropout skipped; "
+            "differences (a) %d (b) %d (c) %d (e) %d (f) %d\n", checked, by_class[0], by_class[1], skipped, by_rule[0],
+            by_rule[1], by_rule[2], by_rule[3], by_rule[4]);
+  ck_assert_int_ge(checked, 200);
+  ck_assert_int_eq(by_class[0], 18); /* dw1, dw2, dw_gray in the six files */
+  ck_assert_int_eq(by_class[1], 18);
   for (int r = 0; r < 5; r++) ck_assert_msg(by_rule[r] > 0, "rule %d explains no difference", r);
   ir_graph_destroy(g);
   diag_sink_destroy(d);
-  free(text);
 }
 END_TEST
 
@@ -507,7 +526,8 @@ static const bad_case bad[] = {
      "m.keras: error: layer 'rect': class 'Lambda' is not supported; castor reads InputLayer, Dense, "
      "Activation, ReLU, Softmax, Add, Multiply, LayerNormalization, Subtract, Maximum, Minimum, Concatenate, "
      "Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, AveragePooling2D, Dropout, BatchNormalization, "
-     "GlobalAveragePooling2D, GlobalMaxPooling2D, GlobalAveragePooling1D, ZeroPadding2D, MultiHeadAttention\n",
+     "GlobalAveragePooling2D, GlobalMaxPooling2D, GlobalAveragePooling1D, ZeroPadding2D, MultiHeadAttention, "
+     "DepthwiseConv2D, SeparableConv2D\n",
      CASTOR_ERR_UNSUPPORTED},
     {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
      "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "
@@ -614,6 +634,46 @@ static const layer_bad_case bad_layers[] = {
      "\"keras_history\": [\"self_attn\", 0, 1]", 0, NULL, NULL, 0,
      "m.keras: error: config.json: the keras_history of an input of layer 'res' refers to output 1 of call 0 of "
      "layer 'self_attn', which has 1 call(s) of one output\n", CASTOR_ERR_PARSE}},
+    /* DepthwiseConv2D, SeparableConv2D */
+    {"dwconv-float32", {"DepthwiseConv2D kernel of the wrong shape", "\"depth_multiplier\": 2, \"kernel_size\": [3, 3]",
+     "\"depth_multiplier\": 3, \"kernel_size\": [3, 3]", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'dw1' (DepthwiseConv2D): weight '/layers/depthwise_conv2d/vars/0' (its kernel) has shape "
+     "[3, 3, 3, 2], the layer needs [3, 3, 3, 3]\n", CASTOR_ERR_PARSE}},
+    {"dwconv-float32", {"SeparableConv2D pointwise kernel of the wrong shape", "\"filters\": 5", "\"filters\": 6", 0,
+     NULL, NULL, 0,
+     "m.keras: error: layer 'sep1' (SeparableConv2D): weight '/layers/separable_conv2d/vars/1' (its "
+     "pointwise_kernel) has shape [1, 1, 12, 5], the layer needs [1, 1, 12, 6]\n", CASTOR_ERR_PARSE}},
+    {"dwconv-float32", {"DepthwiseConv2D channels_first", "\"data_format\": \"channels_last\"",
+     "\"data_format\": \"channels_first\"", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'dw1' (DepthwiseConv2D): data_format other than channels_last (castor's images are [N, "
+     "height, width, channels]) is not supported\n", CASTOR_ERR_UNSUPPORTED}},
+    {"dwconv-float32", {"DepthwiseConv2D regularizer", "\"depthwise_regularizer\": null",
+     "\"depthwise_regularizer\": {\"class_name\": \"L2\", \"config\": {\"l2\": 0.01}}", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'dw1' (DepthwiseConv2D): depthwise_regularizer other than null is not supported\n",
+     CASTOR_ERR_UNSUPPORTED}},
+    {"dwconv-float32", {"DepthwiseConv2D depth_multiplier 0", "\"depth_multiplier\": 2", "\"depth_multiplier\": 0", 0,
+     NULL, NULL, 0,
+     "m.keras: error: layer 'dw1' (DepthwiseConv2D): depth_multiplier must be an integer from 1 to 1048576\n",
+     CASTOR_ERR_PARSE}},
+    {"dwconv-float32", {"DepthwiseConv2D strides with dilation", "\"strides\": [2, 2], \"padding\": \"valid\", "
+     "\"data_format\": \"channels_last\", \"dilation_rate\": [1, 1]", "\"strides\": [2, 2], \"padding\": \"valid\", "
+     "\"data_format\": \"channels_last\", \"dilation_rate\": [2, 1]", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'dw2' (DepthwiseConv2D): strides > 1 together with dilation_rate > 1 is not supported "
+     "(nor by Keras)\n", CASTOR_ERR_PARSE}},
+    {"dwconv-float32", {"SeparableConv2D padding", "\"kernel_size\": [3, 2], \"strides\": [2, 1], \"padding\": \"valid\"",
+     "\"kernel_size\": [3, 2], \"strides\": [2, 1], \"padding\": \"causal\"", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'sep2' (SeparableConv2D): padding 'causal' is not supported (valid, same)\n",
+     CASTOR_ERR_UNSUPPORTED}},
+    {"dwconv-float32", {"DepthwiseConv2D use_bias not a boolean", "\"use_bias\": false, \"depthwise_initializer\"",
+     "\"use_bias\": 1, \"depthwise_initializer\"", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'dw2' (DepthwiseConv2D): use_bias must be true or false\n", CASTOR_ERR_PARSE}},
+    {"dwconv-float32", {"SeparableConv2D pointwise constraint", "\"pointwise_constraint\": null",
+     "\"pointwise_constraint\": {\"class_name\": \"NonNeg\", \"config\": {}}", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'sep1' (SeparableConv2D): pointwise_constraint other than null is not supported\n",
+     CASTOR_ERR_UNSUPPORTED}},
+    {"dwconv-float32", {"DepthwiseConv2D window past the input", "\"kernel_size\": [2, 3]", "\"kernel_size\": [12, 3]",
+     0, NULL, NULL, 0, "m.keras: error: layer 'dw2' (DepthwiseConv2D): group_conv2d kernel f32[12,3,1,6] (dilations [1,1]) does not "
+     "fit in x f32[N,10,9,6] with pads [0,0,0,0]\n", CASTOR_ERR_PARSE}},
 };
 
 /* A good file with case c's edit: its one error and status. */
@@ -674,6 +734,7 @@ static Suite *keras_models_suite(void) {
   tcase_add_test(tc, test_layer3_outputs);
   tcase_add_test(tc, test_layer4_outputs); /* MultiHeadAttention */
   tcase_add_test(tc, test_layer_placements);
+  tcase_add_test(tc, test_dwconv_outputs);
   tcase_add_test(tc, test_dropout_train);
   tcase_add_test(tc, test_placements);
   tcase_add_test(tc, test_compile_config);
