@@ -254,7 +254,8 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   /* the K-pair family takes a contraction of two bf16 operands; its B is
    * always packed (a constant at compile time, else per call) */
   g->bf16 = caps->gemm_kernel == CG_GEMM_KERNEL_AVX512_BF16 && a->type.dtype == DT_BF16 &&
-            mm->srcs[1]->type.dtype == DT_BF16 && !g->conv.mode /* convolutions: the FMA family for now */
+            mm->srcs[1]->type.dtype == DT_BF16 &&
+            (!g->conv.mode || g->conv.mode == GEMM_CONV_FWD) /* a conv2d's gradients: the FMA family */
             && !g->bmm.on; /* general tensors: batch_matmul too */
   if (g->bf16 && g->b_src == GEMM_B_IN_PLACE) g->b_src = GEMM_B_PACK_CALL;
   g->softmax = k->n_ops > 1 && ir_op_kernel(k->ops[k->n_ops - 1]->op) == IR_KERNEL_ROWWISE; /* cg_plan.c */
@@ -431,13 +432,31 @@ static LLVMValueRef min_(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) {
 }
 
 /* convolutional networks: copies n elements from src (x's dtype) to dst
- * (f32), or zeros, vectors then single elements. */
+ * (f32), or zeros, vectors then single elements. On the K-pair family
+ * (g->bf16) the packed A row is x's bf16 copied as it is (a row of K
+ * pairs is its values in order): raw 16-bit copies, no widening. */
 static void emit_pack_run(gemm_ctx *x, LLVMValueRef src, LLVMValueRef dst, LLVMValueRef n, const char *name) {
   cg_kctx *c = x->c;
   cg_emitter *e = c->e;
   const cg_gemm *g = x->g;
   ir_dtype dt = x->a->type.dtype;
   LLVMTypeRef at = cg_llvm_dtype(e, dt);
+  if (g->bf16) {
+    LLVMTypeRef h = LLVMInt16TypeInContext(e->ctx);
+    for (int lanes = CG_BF16_VEC; lanes >= 1; lanes = lanes > 1 ? 1 : 0) {
+      LLVMTypeRef vt = lanes > 1 ? LLVMVectorType(h, (unsigned)lanes) : h;
+      cg_loop l = cg_loop_begin(c, lanes > 1 ? cg_i64(e, 0) : x->run_done, n, lanes, name);
+      LLVMValueRef v = LLVMConstNull(vt);
+      if (src) {
+        v = LLVMBuildLoad2(B, vt, gep(e, h, src, l.iv), "");
+        LLVMSetAlignment(v, 2);
+      }
+      LLVMSetAlignment(LLVMBuildStore(B, v, gep(e, h, dst, l.iv)), 2);
+      cg_loop_end(c, &l);
+      x->run_done = l.iv;
+    }
+    return;
+  }
   for (int lanes = g->vw; lanes >= 1; lanes = lanes > 1 ? 1 : 0) {
     cg_loop l = cg_loop_begin(c, lanes == g->vw ? cg_i64(e, 0) : x->run_done, n, lanes, name);
     LLVMValueRef v = src ? cg_emit_load(e, dt, gep(e, at, src, l.iv), lanes, x->a->name)
@@ -492,7 +511,8 @@ static void emit_conv_gather(gemm_ctx *x, const ir_node *src, LLVMValueRef gm, L
   LLVMValueRef lo = LLVMBuildSub(B, k0, tc, ""), hi = LLVMBuildSub(B, add(e, k0, kn), tc, "");
   LLVMValueRef c0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, lo, zero, ""), lo, zero, "c0");
   LLVMValueRef c1 = min_(e, hi, Ct);
-  LLVMValueRef d = gep(e, e->f32, dst, LLVMBuildSub(B, add(e, tc, c0), k0, ""));
+  LLVMTypeRef dty = x->g->bf16 ? LLVMInt16TypeInContext(e->ctx) : e->f32; /* the packed A's elements */
+  LLVMValueRef d = gep(e, dty, dst, LLVMBuildSub(B, add(e, tc, c0), k0, ""));
   LLVMValueRef len = LLVMBuildSub(B, c1, c0, "");
   LLVMBasicBlockRef copy = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.pixel");
   LLVMBasicBlockRef pad = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.padding");
@@ -521,6 +541,8 @@ static void emit_pack_a_conv(gemm_ctx *x, LLVMValueRef m) {
   LLVMValueRef dst = gep(e, e->f32, x->apack, mul(e, lr.iv, g->lda));
   if (dw) emit_conv_gather(x, x->a, add(e, x->pc, lr.iv), x->ic, m, dst);
   else emit_conv_gather(x, x->a, add(e, x->ic, lr.iv), x->pc, x->kk, dst);
+  if (g->bf16) /* the K-pair family: a 0 after the kk values (an odd kk's last pair) */
+    LLVMBuildStore(B, LLVMConstInt(LLVMInt16TypeInContext(e->ctx), 0, 0), gep(e, LLVMInt16TypeInContext(e->ctx), dst, x->kk));
   cg_loop_end(c, &lr);
 }
 
