@@ -107,7 +107,13 @@ typedef enum gemm_b_src {
  *   o), c] = w[kh, kw, c, o], packed at run time once per call.
  * conv2d_filter_grad: matmul_tn's GEMM (sums over the rows of the batch
  *   in order): rows (kh, kw, c) of dw, K = the batch's N*OH*OW rows, A
- *   k-major from the forward im2col rows, B = dy [N*OH*OW, O]. */
+ *   k-major from the forward im2col rows, B = dy [N*OH*OW, O].
+ * The forward gather copies a kernel row's KW taps as one run of KW*C
+ * values where the window row is inside x (dilation 1 along W), else tap
+ * by tap; runs end in one masked vector on the AVX-512 families. A conv2d
+ * of bf16 x and w runs on the K-pair family (gemm/cg_gemm_bf16.h): its
+ * packed A row is x's bf16 copied in k order, a 0 after an odd K block;
+ * the gradients stay on the FMA families. */
 enum { GEMM_CONV_NONE, GEMM_CONV_FWD, GEMM_CONV_DX, GEMM_CONV_DW };
 typedef struct gemm_conv {
   int64_t mode;          /* GEMM_CONV_* */
