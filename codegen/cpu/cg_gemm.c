@@ -112,7 +112,13 @@ typedef enum gemm_b_src {
  *   o), c] = w[kh, kw, c, o], packed at run time once per call.
  * conv2d_filter_grad: matmul_tn's GEMM (sums over the rows of the batch
  *   in order): rows (kh, kw, c) of dw, K = the batch's N*OH*OW rows, A
- *   k-major from the forward im2col rows, B = dy [N*OH*OW, O]. */
+ *   k-major from the forward im2col rows, B = dy [N*OH*OW, O].
+ * The forward gather copies a kernel row's KW taps as one run of KW*C
+ * values where the window row is inside x (dilation 1 along W), else tap
+ * by tap; runs end in one masked vector on the AVX-512 families. A conv2d
+ * of bf16 x and w runs on the K-pair family (gemm/cg_gemm_bf16.h): its
+ * packed A row is x's bf16 copied in k order, a 0 after an odd K block;
+ * the gradients stay on the FMA families. */
 enum { GEMM_CONV_NONE, GEMM_CONV_FWD, GEMM_CONV_DX, GEMM_CONV_DW };
 typedef struct gemm_conv {
   int64_t mode;          /* GEMM_CONV_* */
@@ -264,7 +270,8 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   /* the K-pair family takes a contraction of two bf16 operands; its B is
    * always packed (a constant at compile time, else per call) */
   g->bf16 = caps->gemm_kernel == CG_GEMM_KERNEL_AVX512_BF16 && a->type.dtype == DT_BF16 &&
-            mm->srcs[1]->type.dtype == DT_BF16 && !g->conv.mode /* convolutions: the FMA family for now */
+            mm->srcs[1]->type.dtype == DT_BF16 &&
+            (!g->conv.mode || g->conv.mode == GEMM_CONV_FWD) /* a conv2d's gradients: the FMA family */
             && !g->bmm.on; /* general tensors: batch_matmul too */
   /* AMX tiles (gemm/cg_gemm_amx.h): the same contractions; a fused row
    * softmax wider than one 32-column panel (more C tiles than the family
@@ -456,14 +463,79 @@ static LLVMValueRef min_(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, b, ""), a, b, "");
 }
 
+/* convolutional networks: emit_pack_run on the AVX-512 families, where a
+ * run's last part vector (a first layer's runs of 1 to 15 channels are
+ * nothing else) is one masked load and store (llvm.masked.load/store:
+ * nothing past the run is read or written). f32 elements copied to the
+ * f32 pack, or bf16 to the K-pair pack (both 64-byte vectors). */
+static LLVMValueRef masked_call(cg_emitter *e, const char *name, LLVMTypeRef vt, LLVMValueRef *args, unsigned n) {
+  LLVMTypeRef tys[] = {vt, e->ptr};
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, LLVMLookupIntrinsicID(name, strlen(name)), tys, 2);
+  return LLVMBuildCall2(B, LLVMGlobalGetValueType(f), f, args, n, "");
+}
+
+static void emit_pack_run_masked(gemm_ctx *x, LLVMValueRef src, LLVMValueRef dst, LLVMValueRef n, const char *name) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  int lanes = x->g->bf16 ? CG_BF16_VEC : 16;
+  LLVMTypeRef et = x->g->bf16 ? LLVMInt16TypeInContext(e->ctx) : e->f32, vt = LLVMVectorType(et, (unsigned)lanes);
+  unsigned align = x->g->bf16 ? 2 : 4;
+  cg_loop l = cg_loop_begin(c, cg_i64(e, 0), n, lanes, name);
+  LLVMValueRef v = LLVMConstNull(vt);
+  if (src) {
+    v = LLVMBuildLoad2(B, vt, gep(e, et, src, l.iv), "");
+    LLVMSetAlignment(v, align);
+  }
+  LLVMSetAlignment(LLVMBuildStore(B, v, gep(e, et, dst, l.iv)), align);
+  cg_loop_end(c, &l);
+  /* the rest, 0 .. lanes-1 elements: lane i < rest */
+  LLVMValueRef rest = LLVMBuildTrunc(B, LLVMBuildSub(B, n, l.iv, ""), e->i32, "");
+  LLVMTypeRef i32v = LLVMVectorType(e->i32, (unsigned)lanes);
+  LLVMValueRef lane[CG_BF16_VEC];
+  for (int i = 0; i < lanes; i++) lane[i] = LLVMConstInt(e->i32, (unsigned long long)i, 0);
+  LLVMValueRef rs = LLVMBuildInsertElement(B, LLVMGetUndef(i32v), rest, cg_i64(e, 0), "");
+  rs = LLVMBuildShuffleVector(B, rs, LLVMGetUndef(i32v), LLVMConstNull(i32v), "");
+  LLVMValueRef mask = LLVMBuildICmp(B, LLVMIntSLT, LLVMConstVector(lane, (unsigned)lanes), rs, "run.mask");
+  LLVMValueRef al = LLVMConstInt(e->i32, align, 0);
+  v = LLVMConstNull(vt);
+  if (src) {
+    LLVMValueRef largs[] = {gep(e, et, src, l.iv), al, mask, LLVMConstNull(vt)};
+    v = masked_call(e, "llvm.masked.load", vt, largs, 4);
+  }
+  LLVMValueRef sargs[] = {v, gep(e, et, dst, l.iv), al, mask};
+  masked_call(e, "llvm.masked.store", vt, sargs, 4);
+}
+
 /* convolutional networks: copies n elements from src (x's dtype) to dst
- * (f32), or zeros, vectors then single elements. */
+ * (f32), or zeros, vectors then single elements. On the K-pair family
+ * (g->bf16) the packed A row is x's bf16 copied as it is (a row of K
+ * pairs is its values in order): raw 16-bit copies, no widening. */
 static void emit_pack_run(gemm_ctx *x, LLVMValueRef src, LLVMValueRef dst, LLVMValueRef n, const char *name) {
   cg_kctx *c = x->c;
   cg_emitter *e = c->e;
   const cg_gemm *g = x->g;
   ir_dtype dt = x->a->type.dtype;
   LLVMTypeRef at = cg_llvm_dtype(e, dt);
+  if (g->vw == 16 && (g->bf16 || dt == DT_F32)) { /* AVX-512: whole vectors, then one masked vector */
+    emit_pack_run_masked(x, src, dst, n, name);
+    return;
+  }
+  if (g->bf16) {
+    LLVMTypeRef h = LLVMInt16TypeInContext(e->ctx);
+    for (int lanes = CG_BF16_VEC; lanes >= 1; lanes = lanes > 1 ? 1 : 0) {
+      LLVMTypeRef vt = lanes > 1 ? LLVMVectorType(h, (unsigned)lanes) : h;
+      cg_loop l = cg_loop_begin(c, lanes > 1 ? cg_i64(e, 0) : x->run_done, n, lanes, name);
+      LLVMValueRef v = LLVMConstNull(vt);
+      if (src) {
+        v = LLVMBuildLoad2(B, vt, gep(e, h, src, l.iv), "");
+        LLVMSetAlignment(v, 2);
+      }
+      LLVMSetAlignment(LLVMBuildStore(B, v, gep(e, h, dst, l.iv)), 2);
+      cg_loop_end(c, &l);
+      x->run_done = l.iv;
+    }
+    return;
+  }
   for (int lanes = g->vw; lanes >= 1; lanes = lanes > 1 ? 1 : 0) {
     cg_loop l = cg_loop_begin(c, lanes == g->vw ? cg_i64(e, 0) : x->run_done, n, lanes, name);
     LLVMValueRef v = src ? cg_emit_load(e, dt, gep(e, at, src, l.iv), lanes, x->a->name)
@@ -480,24 +552,17 @@ static void emit_pack_run(gemm_ctx *x, LLVMValueRef src, LLVMValueRef dst, LLVMV
  * zeros where the tap falls outside it. The forward im2col row (n, oh, ow)
  * reads x (conv2d, and conv2d_filter_grad's k-major rows); the transposed
  * row (n, ih, iw) reads dy (conv2d_input_grad). */
-static void emit_conv_gather(gemm_ctx *x, const ir_node *src, LLVMValueRef gm, LLVMValueRef k0, LLVMValueRef kn,
-                             LLVMValueRef dst) {
+/* convolutional networks: emit_conv_gather's taps [t0, t1) of row gm
+ * (image img, window origin b0, b1), each a run of channels or zeros. */
+static void emit_conv_taps(gemm_ctx *x, const ir_node *src, LLVMValueRef img, LLVMValueRef b0, LLVMValueRef b1,
+                           LLVMValueRef k0, LLVMValueRef kn, LLVMValueRef dst, LLVMValueRef t0, LLVMValueRef t1) {
   cg_kctx *c = x->c;
   cg_emitter *e = c->e;
   const gemm_conv *cv = &x->g->conv;
   bool dx = cv->mode == GEMM_CONV_DX;
   LLVMTypeRef at = cg_llvm_dtype(e, src->type.dtype);
-  int64_t rows_h = dx ? cv->H : cv->OH, rows_w = dx ? cv->W : cv->OW; /* gm's image */
   int64_t src_h = dx ? cv->OH : cv->H, src_w = dx ? cv->OW : cv->W, ch = dx ? cv->O : cv->C; /* the source's */
   LLVMValueRef Ct = cg_i64(e, ch), zero = cg_i64(e, 0);
-  LLVMValueRef img = LLVMBuildSDiv(B, gm, cg_i64(e, rows_h * rows_w), "img");
-  LLVMValueRef rem = LLVMBuildSRem(B, gm, cg_i64(e, rows_h * rows_w), "");
-  LLVMValueRef r0 = LLVMBuildSDiv(B, rem, cg_i64(e, rows_w), "r"), r1 = LLVMBuildSRem(B, rem, cg_i64(e, rows_w), "s");
-  /* forward: ih = oh*sh - top + kh*dh; transposed: oh*sh = ih + top - kh*dh */
-  LLVMValueRef b0 = dx ? add(e, r0, cg_i64(e, cv->pt)) : LLVMBuildSub(B, mul(e, r0, cv->sh), cg_i64(e, cv->pt), "");
-  LLVMValueRef b1 = dx ? add(e, r1, cg_i64(e, cv->pl)) : LLVMBuildSub(B, mul(e, r1, cv->sw), cg_i64(e, cv->pl), "");
-  LLVMValueRef t0 = LLVMBuildSDiv(B, k0, Ct, "");
-  LLVMValueRef t1 = add(e, LLVMBuildSDiv(B, LLVMBuildSub(B, add(e, k0, kn), cg_i64(e, 1), ""), Ct, ""), cg_i64(e, 1));
   cg_loop lt = cg_loop_begin(c, t0, t1, 1, "pack.tap");
   LLVMValueRef kh = LLVMBuildSDiv(B, lt.iv, cg_i64(e, cv->KW), ""), kw = LLVMBuildSRem(B, lt.iv, cg_i64(e, cv->KW), "");
   LLVMValueRef ph, pw, inside;
@@ -518,7 +583,8 @@ static void emit_conv_gather(gemm_ctx *x, const ir_node *src, LLVMValueRef gm, L
   LLVMValueRef lo = LLVMBuildSub(B, k0, tc, ""), hi = LLVMBuildSub(B, add(e, k0, kn), tc, "");
   LLVMValueRef c0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, lo, zero, ""), lo, zero, "c0");
   LLVMValueRef c1 = min_(e, hi, Ct);
-  LLVMValueRef d = gep(e, e->f32, dst, LLVMBuildSub(B, add(e, tc, c0), k0, ""));
+  LLVMTypeRef dty = x->g->bf16 ? LLVMInt16TypeInContext(e->ctx) : e->f32; /* the packed A's elements */
+  LLVMValueRef d = gep(e, dty, dst, LLVMBuildSub(B, add(e, tc, c0), k0, ""));
   LLVMValueRef len = LLVMBuildSub(B, c1, c0, "");
   LLVMBasicBlockRef copy = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.pixel");
   LLVMBasicBlockRef pad = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.padding");
@@ -535,6 +601,63 @@ static void emit_conv_gather(gemm_ctx *x, const ir_node *src, LLVMValueRef gm, L
   cg_loop_end(c, &lt);
 }
 
+static void emit_conv_gather(gemm_ctx *x, const ir_node *src, LLVMValueRef gm, LLVMValueRef k0, LLVMValueRef kn,
+                             LLVMValueRef dst) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const gemm_conv *cv = &x->g->conv;
+  bool dx = cv->mode == GEMM_CONV_DX;
+  int64_t rows_h = dx ? cv->H : cv->OH, rows_w = dx ? cv->W : cv->OW; /* gm's image */
+  int64_t ch = dx ? cv->O : cv->C; /* the source's channels */
+  LLVMValueRef Ct = cg_i64(e, ch);
+  LLVMValueRef img = LLVMBuildSDiv(B, gm, cg_i64(e, rows_h * rows_w), "img");
+  LLVMValueRef rem = LLVMBuildSRem(B, gm, cg_i64(e, rows_h * rows_w), "");
+  LLVMValueRef r0 = LLVMBuildSDiv(B, rem, cg_i64(e, rows_w), "r"), r1 = LLVMBuildSRem(B, rem, cg_i64(e, rows_w), "s");
+  /* forward: ih = oh*sh - top + kh*dh; transposed: oh*sh = ih + top - kh*dh */
+  LLVMValueRef b0 = dx ? add(e, r0, cg_i64(e, cv->pt)) : LLVMBuildSub(B, mul(e, r0, cv->sh), cg_i64(e, cv->pt), "");
+  LLVMValueRef b1 = dx ? add(e, r1, cg_i64(e, cv->pl)) : LLVMBuildSub(B, mul(e, r1, cv->sw), cg_i64(e, cv->pl), "");
+  LLVMValueRef t0 = LLVMBuildSDiv(B, k0, Ct, "");
+  LLVMValueRef t1 = add(e, LLVMBuildSDiv(B, LLVMBuildSub(B, add(e, k0, kn), cg_i64(e, 1), ""), Ct, ""), cg_i64(e, 1));
+  if (dx || cv->dw != 1 || cv->KW == 1) {
+    emit_conv_taps(x, src, img, b0, b1, k0, kn, dst, t0, t1);
+    return;
+  }
+  /* forward, dilation 1 along W: the KW taps of kernel row kh are one run
+   * of KW*C values of x when the window's row is inside x (KW times fewer,
+   * longer runs: a first layer's 3 channels become 9); a row at an edge
+   * goes tap by tap */
+  int64_t kwc = cv->KW * cv->C;
+  LLVMTypeRef at = cg_llvm_dtype(e, src->type.dtype);
+  LLVMTypeRef dty = x->g->bf16 ? LLVMInt16TypeInContext(e->ctx) : e->f32; /* the packed A's elements */
+  LLVMValueRef kend = add(e, k0, kn);
+  LLVMValueRef h0 = LLVMBuildSDiv(B, k0, cg_i64(e, kwc), "");
+  LLVMValueRef h1 = add(e, LLVMBuildSDiv(B, LLVMBuildSub(B, kend, cg_i64(e, 1), ""), cg_i64(e, kwc), ""), cg_i64(e, 1));
+  LLVMValueRef row_in_w = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, b1, cg_i64(e, 0), ""),
+                                       LLVMBuildICmp(B, LLVMIntSLE, add(e, b1, cg_i64(e, cv->KW)), cg_i64(e, cv->W), ""), "");
+  cg_loop lh = cg_loop_begin(c, h0, h1, 1, "pack.krow");
+  LLVMValueRef ph = add(e, b0, mul(e, lh.iv, cv->dh));
+  LLVMValueRef whole = LLVMBuildAnd(B, row_in_w, LLVMBuildICmp(B, LLVMIntULT, ph, cg_i64(e, cv->H), ""), "whole");
+  LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.krow.run");
+  LLVMBasicBlockRef edge = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.krow.edge");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pack.krow.done");
+  LLVMBuildCondBr(B, whole, run, edge);
+  LLVMPositionBuilderAtEnd(B, run);
+  LLVMValueRef rk0 = mul(e, lh.iv, kwc);
+  LLVMValueRef lo = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, k0, rk0, ""), k0, rk0, "");
+  LLVMValueRef hi = min_(e, kend, add(e, rk0, cg_i64(e, kwc)));
+  LLVMValueRef pix = add(e, mul(e, add(e, mul(e, img, cv->H), ph), cv->W), b1);
+  LLVMValueRef sp = gep(e, at, c->base[src->id], add(e, mul(e, pix, cv->C), LLVMBuildSub(B, lo, rk0, "")));
+  emit_pack_run(x, sp, gep(e, dty, dst, LLVMBuildSub(B, lo, k0, "")), LLVMBuildSub(B, hi, lo, ""), "pack.krow.c");
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, edge);
+  LLVMValueRef kt0 = mul(e, lh.iv, cv->KW), kt1 = add(e, kt0, cg_i64(e, cv->KW));
+  emit_conv_taps(x, src, img, b0, b1, k0, kn, dst, LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, t0, kt0, ""), t0, kt0, ""),
+                 min_(e, t1, kt1));
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, done);
+  cg_loop_end(c, &lh);
+}
+
 /* convolutional networks: the A block of a conv GEMM, row by row (a k-major
  * block for conv2d_filter_grad: row k of the block is summed row pc + k,
  * over the block's result rows ic .. ic+m). */
@@ -547,6 +670,8 @@ static void emit_pack_a_conv(gemm_ctx *x, LLVMValueRef m) {
   LLVMValueRef dst = gep(e, e->f32, x->apack, mul(e, lr.iv, g->lda));
   if (dw) emit_conv_gather(x, x->a, add(e, x->pc, lr.iv), x->ic, m, dst);
   else emit_conv_gather(x, x->a, add(e, x->ic, lr.iv), x->pc, x->kk, dst);
+  if (g->bf16) /* the K-pair family: a 0 after the kk values (an odd kk's last pair) */
+    LLVMBuildStore(B, LLVMConstInt(LLVMInt16TypeInContext(e->ctx), 0, 0), gep(e, LLVMInt16TypeInContext(e->ctx), dst, x->kk));
   cg_loop_end(c, &lr);
 }
 

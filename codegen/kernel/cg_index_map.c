@@ -403,6 +403,53 @@ static LLVMValueRef group_conv_value(cg_kctx *c, const ir_node *op, LLVMValueRef
   return LLVMBuildLoad2(B, e->f32, acc, op->name);
 }
 
+/* convolutional networks: a depthwise group_conv2d forward (one input
+ * and one output channel per group: Keras's DepthwiseConv2D with
+ * depth_multiplier 1), whose consecutive output channels read consecutive
+ * channels of x and of w, vectorizes along the channels: `lanes` results
+ * from flat index i (lanes within one pixel), each lane the same chain as
+ * group_conv_value's (taps p, q in order, a tap outside x skipped), so the
+ * vector and scalar forms give the same bits. */
+bool cg_group_conv_vectorizes(const ir_node *op) {
+  if (ir_op_type_rule(op->op) != IR_TYPE_GROUP_CONV2D) return false;
+  const ir_type *wt = &op->srcs[1]->type;
+  return wt->dims[2] == 1 && op->srcs[0]->type.dims[3] == wt->dims[3];
+}
+
+LLVMValueRef cg_group_conv_vector(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes) {
+  cg_emitter *e = c->e;
+  CASTOR_ASSERT(cg_group_conv_vectorizes(op));
+  const ir_node *xn = op->srcs[0], *wn = op->srcs[1];
+  const ir_type *xt = &xn->type, *wt = &wn->type;
+  int64_t KW = wt->dims[1], O = wt->dims[3], H = xt->dims[1], W = xt->dims[2];
+  const int64_t *st = op->attr.strides.v, *dl = op->attr.dilations.v, *pd = op->attr.pads.v;
+  LLVMValueRef coord[IR_MAX_RANK], zero = cg_i64(e, 0);
+  unflatten(e, &op->type, i, coord);
+  LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)lanes);
+  LLVMValueRef acc = cg_entry_alloca(c, vt, "dwconv.acc");
+  LLVMBuildStore(B, LLVMConstNull(vt), acc);
+  LLVMValueRef h0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[1], cg_i64(e, st[0]), ""), cg_i64(e, pd[0]), "");
+  LLVMValueRef w0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[2], cg_i64(e, st[1]), ""), cg_i64(e, pd[2]), "");
+  cg_loop lp = cg_loop_begin(c, zero, cg_i64(e, wt->dims[0]), 1, "dwconv.p");
+  cg_loop lq = cg_loop_begin(c, zero, cg_i64(e, KW), 1, "dwconv.q");
+  LLVMValueRef ih = LLVMBuildAdd(B, h0, LLVMBuildMul(B, lp.iv, cg_i64(e, dl[0]), ""), "");
+  LLVMValueRef iw = LLVMBuildAdd(B, w0, LLVMBuildMul(B, lq.iv, cg_i64(e, dl[1]), ""), "");
+  LLVMBasicBlockRef tap = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "dwconv.tap");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "dwconv.next");
+  LLVMBuildCondBr(B, LLVMBuildAnd(B, in_range(e, ih, H), in_range(e, iw, W), "inside"), tap, next);
+  LLVMPositionBuilderAtEnd(B, tap);
+  LLVMValueRef xv = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, xn, nhwc(e, xt, coord[0], ih, iw, coord[3])), lanes, xn->name);
+  LLVMValueRef wi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, lp.iv, cg_i64(e, KW), ""), lq.iv, ""),
+                                                 cg_i64(e, O), ""), coord[3], "");
+  LLVMValueRef wv = cg_emit_load(e, wt->dtype, cg_elem_ptr(c, wn, wi), lanes, wn->name);
+  LLVMBuildStore(B, cg_fmuladd(e, xv, wv, LLVMBuildLoad2(B, vt, acc, "")), acc);
+  LLVMBuildBr(B, next);
+  LLVMPositionBuilderAtEnd(B, next);
+  cg_loop_end(c, &lq);
+  cg_loop_end(c, &lp);
+  return LLVMBuildLoad2(B, vt, acc, op->name);
+}
+
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   CASTOR_ASSERT(ir_op_kernel(op->op) == IR_KERNEL_REINDEX);
   /* the map is the op's shape rule (the op table's type column) */

@@ -140,5 +140,10 @@ LLVMValueRef cg_emit_dropout(cg_kctx *c, const ir_node *op, LLVMValueRef x, LLVM
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
 /* general tensors: the same for the reductions and broadcast_to (cg_reduce.c) */
 LLVMValueRef cg_tensor_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
+/* convolutional networks: a depthwise group_conv2d (one channel per group)
+ * as `lanes` f32 results from flat index i, within one pixel's channels;
+ * the same bits as cg_reindex_value's lane by lane (cg_index_map.c) */
+bool cg_group_conv_vectorizes(const ir_node *op);
+LLVMValueRef cg_group_conv_vector(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes);
 
 #endif

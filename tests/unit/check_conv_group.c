@@ -192,6 +192,12 @@ static const gconv_case cases[] = {
     {1, 11, 6, 12, 5, 5, 4, 6, 2, 1, 1, 2, true}, /* 5x5, 3 groups of 4, stride 2 x dilation 2 */
     {2, 5, 5, 7, 1, 1, 1, 14, 1, 1, 1, 1, false}, /* 1x1 depthwise, multiplier 2, 7 channels */
     {1, 6, 6, 16, 3, 3, 8, 10, 2, 2, 1, 1, true}, /* 2 groups of 8, 5 outputs each */
+    /* convolutional networks: depthwise (multiplier 1) runs vw channels at a
+     * time and then the tail one by one: 37 channels cross every vector
+     * width with a tail; 32 are whole vectors */
+    {2, 9, 8, 37, 3, 3, 1, 37, 2, 2, 1, 1, true},  /* stride 2, 'same' on odd sizes */
+    {1, 7, 9, 32, 3, 3, 1, 32, 1, 1, 2, 2, true},  /* dilation 2, 'same' */
+    {2, 6, 5, 19, 5, 5, 1, 19, 1, 2, 1, 1, false}, /* 5x5 'valid', strides 1x2 */
 };
 
 START_TEST(test_group_conv2d_shapes) {

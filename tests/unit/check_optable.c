@@ -988,6 +988,114 @@ START_TEST(test_broadcast_shapes) {
 }
 END_TEST
 
+/* convolutional networks: conv2d's implicit GEMM (cg_gemm.c: A gathered
+ * from x inside the A packing, the HWIO kernel pre-packed as a constant B)
+ * with its fused bias + relu epilogue, on the GEMM family of each CPU path
+ * (the NAME@CPU entries: znver4 runs bf16 operands on vdpbf16ps, whose
+ * packed A rows are x's bf16 copied tap run by tap run, an odd K block's
+ * last pair padded with a zero). Shapes that cross the gather's and the
+ * blocking's edges: odd K (27, 45, 175) and an odd K block in the middle
+ * of K (3*3*57 = 513: blocks of 258 and 255 on the K-pair family), block
+ * edges inside a tap, stride 2, dilation 2, 'same' with odd sizes, output
+ * channels not a multiple of 8 nor of a vector and more than a column
+ * block, more output pixels than a row block; f32, f16 and bf16; on 1 and
+ * 3 threads (bit-identical) against the float64 reference. */
+typedef struct conv_fwd_case {
+  int64_t batch, H, W, C, KH, KW, O, s, d;
+  bool same;
+} conv_fwd_case;
+
+static int64_t conv_same_pad(int64_t in, int64_t k, int64_t s, int64_t d, int64_t *p1) {
+  int64_t out = (in + s - 1) / s, total = (out - 1) * s + d * (k - 1) + 1 - in;
+  if (total < 0) total = 0;
+  *p1 = total - total / 2;
+  return total / 2;
+}
+
+static void check_conv_fwd(const conv_fwd_case *cc, ir_dtype dt) {
+  bool h16 = dt != DT_F32;
+  int64_t N = cc->batch, nx = N * cc->H * cc->W * cc->C, nw = cc->KH * cc->KW * cc->C * cc->O;
+  ir_graph *g = ir_graph_create("conv");
+  int64_t n[3] = {nx, nw, cc->O};
+  float *h[3];
+  uint16_t *e16[3];
+  rng r;
+  rng_init(&r, 23);
+  for (int k = 0; k < 3; k++) {
+    h[k] = xmalloc((size_t)n[k] * 4), e16[k] = xmalloc((size_t)n[k] * 2);
+    for (int64_t i = 0; i < n[k]; i++) {
+      float v = rng_uniform_f32(&r, -1, 1);
+      h[k][i] = dt == DT_BF16 ? half_bf16_to_f32(e16[k][i] = half_f32_to_bf16(v))
+                              : dt == DT_F16 ? half_f16_to_f32(e16[k][i] = half_f32_to_f16(v)) : v;
+    }
+  }
+  ir_type xt = {dt, 4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}}, wt = {dt, 4, {cc->KH, cc->KW, cc->C, cc->O}};
+  ir_type bt = {dt, 1, {cc->O}};
+  ir_attr a = {.acc = DT_F32, .strides = {2, {cc->s, cc->s}}, .dilations = {2, {cc->d, cc->d}}, .pads = {4, {0}}};
+  if (cc->same) {
+    a.pads.v[0] = conv_same_pad(cc->H, cc->KH, cc->s, cc->d, &a.pads.v[1]);
+    a.pads.v[2] = conv_same_pad(cc->W, cc->KW, cc->s, cc->d, &a.pads.v[3]);
+  }
+  ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
+  ir_node *w = ir_build_const(g, "w", &wt, "w", h16 ? (void *)e16[1] : (void *)h[1], no_loc);
+  ir_node *b = ir_build_const(g, "b", &bt, "b", h16 ? (void *)e16[2] : (void *)h[2], no_loc);
+  ir_node *y = ir_build_op(g, IR_OP_CONV2D, "y", (ir_node *[]){x, w}, 2, &a, no_loc);
+  y = ir_build_unary(g, IR_OP_RELU, "y.relu", ir_build_binary(g, IR_OP_ADD, "y.bias", y, b, no_loc), no_loc);
+  ir_graph_add_output(g, "y", h16 ? ir_build_cast(g, "y32", y, DT_F32, no_loc) : y);
+  ir_graph_renumber(g);
+  int64_t ny = N * y->type.dims[1] * y->type.dims[2] * cc->O;
+  double *rx = ref_from_f32(h[0], nx), *want[1] = {NULL};
+  char err[256];
+  ck_assert_msg(ref_run(g, N, (const double *[]){rx}, want, err, sizeof err), "%s", err);
+  float *out[2] = {xmalloc((size_t)ny * 4), xmalloc((size_t)ny * 4)};
+  for (int ci = 0; ci < N_CPUS; ci++)
+    for (int t = 0; t < 2; t++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = t ? 3 : 1;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+      cg_exec *ex = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+      ck_assert_msg(ex, "compile: %s", diag_text(d));
+      const void *ins[] = {h16 ? (void *)e16[0] : h[0]};
+      void *outs[] = {out[t]};
+      ck_assert_msg(cg_backend_cpu.run(ex, N, ins, outs, d), "run: %s", diag_text(d));
+      unsetenv("CASTOR_PARALLEL_MIN_WORK");
+      double e = ref_normalized_error(out[t], want[0], ny);
+      /* a 16-bit result: one rounding of its dtype (2^-11 for f16, 2^-8 for bf16, relative) */
+      double bound = dt == DT_F32 ? 2e-6 : dt == DT_F16 ? 1e-3 : 4e-3;
+      ck_assert_msg(e <= bound, "conv2d x [%lld,%lld,%lld,%lld] w %lldx%lldx%lld->%lld s %lld d %lld %s %s on %s, "
+                    "%d threads: normalized error %g", (long long)N, (long long)cc->H, (long long)cc->W,
+                    (long long)cc->C, (long long)cc->KH, (long long)cc->KW, (long long)cc->C, (long long)cc->O,
+                    (long long)cc->s, (long long)cc->d, cc->same ? "same" : "valid", dtype_name(dt),
+                    cpus[ci].cpu ? cpus[ci].cpu : "the host", bo.threads, e);
+      if (t) ck_assert_msg(memcmp(out[0], out[1], (size_t)ny * 4) == 0, "conv2d %s: 1 and 3 threads differ",
+                           dtype_name(dt));
+      cg_exec_destroy(ex);
+      diag_sink_destroy(d);
+    }
+  ref_outputs_free(want, 1);
+  free(rx), free(out[0]), free(out[1]);
+  for (int k = 0; k < 3; k++) free(h[k]), free(e16[k]);
+  ir_graph_destroy(g);
+}
+
+START_TEST(test_conv_blocking) {
+  static const conv_fwd_case cases[] = {
+      /* N  H   W   C  KH KW  O   s  d  same */
+      {3, 9, 7, 3, 3, 3, 13, 2, 1, true},   /* K = 27 (odd), stride 2, 'same' with the odd pixel */
+      {2, 11, 10, 5, 3, 3, 7, 1, 2, false}, /* K = 45, dilation 2, 'valid' */
+      {2, 6, 7, 57, 3, 3, 37, 1, 1, true},  /* K = 513: an odd K block after an even one, edges inside taps */
+      {1, 20, 21, 7, 5, 5, 600, 1, 1, true}, /* K = 175, 420 pixels > a row block, O > a column block */
+      {2, 5, 6, 300, 2, 3, 19, 2, 1, true}, /* C > a K block: a tap over several blocks */
+      {2, 8, 8, 1, 3, 3, 32, 1, 1, true},   /* a first layer: one input channel */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int t = 0; t < 3; t++) check_conv_fwd(&cases[i], t == 0 ? DT_F32 : t == 1 ? DT_F16 : DT_BF16);
+}
+END_TEST
+
 static Suite *optable_suite(void) {
   Suite *s = suite_create("optable");
   TCase *tc = tcase_create("ops");
@@ -1009,6 +1117,7 @@ static Suite *optable_suite(void) {
   TCase *tg = tcase_create("contraction");
   tcase_set_timeout(tg, 540); /* 6 shapes x 3 dtypes x 3 CPUs x 2 thread counts: minutes on a busy machine */
   tcase_add_test(tg, test_contraction_blocking);
+  tcase_add_test(tg, test_conv_blocking); /* convolutional networks: conv2d's implicit GEMM */
   suite_add_tcase(s, tg);
   return s;
 }
