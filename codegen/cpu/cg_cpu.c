@@ -83,19 +83,22 @@ static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
   int vw = c->e->vw;
   const ir_node *first = c->k->ops[0];
   if (ir_op_kernel(first->op) == IR_KERNEL_REINDEX && cg_group_conv_vectorizes(first)) {
-    /* convolutional networks: a depthwise convolution, vw channels at a
-     * time, then the line's tail one at a time (cg_index_map.c) */
+    /* convolutional networks: a depthwise convolution or a pooling, vw
+     * channels at a time, then half and quarter vectors (8 channels on
+     * AVX-512), then the line's tail one at a time (cg_index_map.c) */
     cg_emitter *e = c->e;
-    int64_t vec = last / vw * vw;
-    for (int lanes = vw; lanes >= 1; lanes = lanes > 1 ? 1 : 0) {
-      if (lanes > 1 && !vec) continue;
-      loop lj = loop_begin(c, i64c(e, lanes > 1 ? 0 : vec), i64c(e, lanes > 1 ? vec : last), lanes, "j");
+    int64_t done = 0;
+    for (int lanes = vw; lanes >= 1; lanes = lanes > 4 ? lanes / 2 : lanes > 1 ? 1 : 0) {
+      int64_t end = lanes > 1 ? done + (last - done) / lanes * lanes : last;
+      if (end <= done) continue;
+      loop lj = loop_begin(c, i64c(e, done), i64c(e, end), lanes, "j");
       LLVMValueRef idx = LLVMBuildAdd(B, base, lj.iv, "");
       LLVMValueRef val = cg_emit_round_to(e, lanes > 1 ? cg_group_conv_vector(c, first, idx, lanes) : cg_reindex_value(c, first, idx),
                                          first->type.dtype, first->name);
       val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, lj.iv, lanes, lanes);
       cg_emit_store(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
       loop_end(c, &lj);
+      done = end;
     }
     return;
   }

@@ -177,18 +177,21 @@ static LLVMValueRef gather_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) 
  * its window of x, taps p, q in row-major order: the max (strictly
  * greater replaces, so the first maximal tap wins; a NaN sticks) or the
  * mean over the taps inside x. Loops, not unrolled: windows may be wide. */
-static LLVMValueRef pool_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+static LLVMValueRef pool_value_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes) {
   cg_emitter *e = c->e;
   const ir_node *x = op->srcs[0];
   const ir_type *xt = &x->type;
   bool mx = op->op == IR_OP_MAX_POOL2D;
   LLVMValueRef coord[IR_MAX_RANK];
   unflatten(e, &op->type, i, coord);
+  /* convolutional networks: lanes > 1 is that many channels of one pixel
+   * (consecutive in x), each lane the scalar form's chain */
+  LLVMTypeRef vt = lanes > 1 ? LLVMVectorType(e->f32, (unsigned)lanes) : e->f32;
   const int64_t *pl = op->attr.pool.v, *st = op->attr.strides.v, *pd = op->attr.pads.v;
   LLVMValueRef h0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[1], cg_i64(e, st[0]), ""), cg_i64(e, pd[0]), "");
   LLVMValueRef w0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[2], cg_i64(e, st[1]), ""), cg_i64(e, pd[2]), "");
-  LLVMValueRef acc = cg_entry_alloca(c, e->f32, "pool.acc"), cnt = cg_entry_alloca(c, e->f32, "pool.count");
-  LLVMBuildStore(B, cg_const(e, e->f32, mx ? -INFINITY : 0.0), acc);
+  LLVMValueRef acc = cg_entry_alloca(c, vt, "pool.acc"), cnt = cg_entry_alloca(c, e->f32, "pool.count");
+  LLVMBuildStore(B, cg_const(e, vt, mx ? -INFINITY : 0.0), acc);
   LLVMBuildStore(B, cg_const(e, e->f32, 0.0), cnt);
   cg_loop lp = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, pl[0]), 1, "pool.p");
   cg_loop lq = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, pl[1]), 1, "pool.q");
@@ -200,12 +203,13 @@ static LLVMValueRef pool_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
                                                       cg_i64(e, xt->dims[2]), ""), iw, ""),
                       cg_i64(e, xt->dims[3]), ""),
       coord[3], "");
-  LLVMValueRef v = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, x, LLVMBuildSelect(B, in, src, cg_i64(e, 0), "")), 1, x->name);
-  LLVMValueRef a = LLVMBuildLoad2(B, e->f32, acc, "");
+  /* outside x: element 0's lanes, never past x (at least a pixel of channels) */
+  LLVMValueRef v = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, x, LLVMBuildSelect(B, in, src, cg_i64(e, 0), "")), lanes, x->name);
+  LLVMValueRef a = LLVMBuildLoad2(B, vt, acc, "");
   LLVMValueRef next;
   if (mx) {
     LLVMValueRef wins = LLVMBuildOr(B, LLVMBuildFCmp(B, LLVMRealOGT, v, a, ""), LLVMBuildFCmp(B, LLVMRealUNO, v, v, ""), "");
-    next = LLVMBuildSelect(B, LLVMBuildAnd(B, in, wins, ""), v, a, "");
+    next = LLVMBuildSelect(B, in, LLVMBuildSelect(B, wins, v, a, ""), a, "");
   } else {
     next = LLVMBuildSelect(B, in, LLVMBuildFAdd(B, a, v, ""), a, "");
     LLVMValueRef n = LLVMBuildLoad2(B, e->f32, cnt, "");
@@ -214,9 +218,11 @@ static LLVMValueRef pool_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   LLVMBuildStore(B, next, acc);
   cg_loop_end(c, &lq);
   cg_loop_end(c, &lp);
-  LLVMValueRef r = LLVMBuildLoad2(B, e->f32, acc, op->name);
-  return mx ? r : LLVMBuildFDiv(B, r, LLVMBuildLoad2(B, e->f32, cnt, ""), op->name);
+  LLVMValueRef r = LLVMBuildLoad2(B, vt, acc, op->name);
+  return mx ? r : LLVMBuildFDiv(B, r, cg_splat(e, LLVMBuildLoad2(B, e->f32, cnt, ""), lanes), op->name);
 }
+
+static LLVMValueRef pool_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) { return pool_value_lanes(c, op, i, 1); }
 
 /* convolutional networks: pooling's gradients, gathered per element
  * (ih, iw) of dx: a sum over the windows (oh, ow) that hold it, in order,
@@ -411,6 +417,7 @@ static LLVMValueRef group_conv_value(cg_kctx *c, const ir_node *op, LLVMValueRef
  * group_conv_value's (taps p, q in order, a tap outside x skipped), so the
  * vector and scalar forms give the same bits. */
 bool cg_group_conv_vectorizes(const ir_node *op) {
+  if (ir_op_type_rule(op->op) == IR_TYPE_POOL2D) return true; /* pooling: every lane a channel too */
   if (ir_op_type_rule(op->op) != IR_TYPE_GROUP_CONV2D) return false;
   const ir_type *wt = &op->srcs[1]->type;
   return wt->dims[2] == 1 && op->srcs[0]->type.dims[3] == wt->dims[3];
@@ -419,6 +426,7 @@ bool cg_group_conv_vectorizes(const ir_node *op) {
 LLVMValueRef cg_group_conv_vector(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes) {
   cg_emitter *e = c->e;
   CASTOR_ASSERT(cg_group_conv_vectorizes(op));
+  if (ir_op_type_rule(op->op) == IR_TYPE_POOL2D) return pool_value_lanes(c, op, i, lanes);
   const ir_node *xn = op->srcs[0], *wn = op->srcs[1];
   const ir_type *xt = &xn->type, *wt = &wn->type;
   int64_t KW = wt->dims[1], O = wt->dims[3], H = xt->dims[1], W = xt->dims[2];

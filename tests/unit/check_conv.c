@@ -464,6 +464,10 @@ START_TEST(test_pool2d_shapes) {
       {2, 8, 6, 17, 3, 3, 0, 2, 2, 1, 1, true, false}, /* 3x3 over stride 2 (overlapping) */
       {1, 5, 10, 4, 3, 1, 0, 1, 3, 1, 1, true, true},  /* 3x1 windows, strides 1x3 */
       {2, 28, 28, 32, 2, 2, 0, 2, 2, 1, 1, false, false},
+      /* convolutional networks: pooling runs vw channels at a time, then
+       * half and quarter vectors, then one by one: 29 = 16 + 8 + 4 + 1 */
+      {2, 9, 7, 29, 2, 2, 0, 2, 2, 1, 1, true, true},
+      {1, 6, 6, 12, 3, 3, 0, 1, 1, 1, 1, true, false}, /* 8 + 4, overlapping 3x3 windows */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int f16 = 0; f16 < 2; f16++) {
