@@ -5,11 +5,18 @@
  * a job under the lock by bumping `generation`; each worker takes a
  * consistent snapshot of the job under the same lock, so a worker that
  * sleeps through several jobs never acts on a stale one. Only the first
- * threads-1 workers take part in a job; they count `pending` down and the
- * caller waits for zero, so the next job cannot start before every
- * participant of this one is done. Waiting spins for a few microseconds
- * (launches follow each other closely) and then sleeps on a condition
- * variable, so idle workers cost nothing.
+ * threads-1 workers may take part in a job, and only while it is open: a
+ * worker joins under the lock (counting `pending` up) and counts it down
+ * when the tasks run out; the caller, once it finds no task left, closes
+ * the job under the lock and waits for `pending` to reach zero. So the
+ * next job cannot start before every participant of this one is done, and
+ * the caller never waits for a worker that had not woken up yet: on a
+ * loaded machine a small launch would otherwise cost a scheduler wake-up
+ * of each helper (measured: the exported transformer at batch 1 on 2
+ * threads took a median 1.7 ms against 0.10 ms on 1 thread, at a load
+ * average of 20). Waiting spins for a few microseconds (launches follow
+ * each other closely) and then sleeps on a condition variable, so idle
+ * workers cost nothing.
  *
  * Scratch: each worker owns one buffer, grown on demand; the caller's
  * buffer belongs to the pool and is used under `busy`. A caller that finds
@@ -42,12 +49,13 @@ static struct {
   pthread_cond_t wake, done;
   atomic_uint_fast64_t generation;
   /* the current job */
-  int job_workers; /* workers with index < job_workers take part */
+  int job_workers; /* workers with index < job_workers may take part */
+  bool open;       /* workers may still join the job */
   int64_t n_tasks, scratch_bytes;
   rt_task_fn fn;
   void *arg;
   atomic_int_fast64_t next;
-  atomic_int pending;
+  atomic_int pending; /* workers that joined the job and are not done */
   /* workers */
   worker *workers[MAX_WORKERS];
   int n_workers;
@@ -95,7 +103,8 @@ static void *worker_main(void *p) {
     while (atomic_load_explicit(&pool.generation, memory_order_relaxed) == seen)
       pthread_cond_wait(&pool.wake, &pool.lock);
     seen = atomic_load_explicit(&pool.generation, memory_order_relaxed);
-    bool take_part = w->index < pool.job_workers;
+    bool take_part = pool.open && w->index < pool.job_workers;
+    if (take_part) atomic_fetch_add_explicit(&pool.pending, 1, memory_order_relaxed);
     rt_task_fn fn = pool.fn;
     void *arg = pool.arg;
     int64_t n = pool.n_tasks, sb = pool.scratch_bytes;
@@ -160,12 +169,19 @@ void rt_pool_run(int threads, int64_t n_tasks, int64_t scratch_bytes, rt_task_fn
   pool.fn = fn;
   pool.arg = arg;
   atomic_store_explicit(&pool.next, 0, memory_order_relaxed);
-  atomic_store_explicit(&pool.pending, helpers, memory_order_relaxed);
+  atomic_store_explicit(&pool.pending, 0, memory_order_relaxed);
+  pool.open = true;
   atomic_fetch_add_explicit(&pool.generation, 1, memory_order_release);
   pthread_cond_broadcast(&pool.wake);
   pthread_mutex_unlock(&pool.lock);
 
   run_tasks(fn, arg, n_tasks, s);
+
+  /* no task left to hand out: no worker joins from here on, and the ones
+   * that joined (counted under this lock) finish their last task */
+  pthread_mutex_lock(&pool.lock);
+  pool.open = false;
+  pthread_mutex_unlock(&pool.lock);
 
   for (int i = 0; i < SPIN_ROUNDS && atomic_load_explicit(&pool.pending, memory_order_acquire) > 0; i++)
     cpu_relax();

@@ -1,11 +1,12 @@
 /*
  * check_runtime.c: Check suite of the runtime's host-side pieces: dtype
- * tables and .npy reading and writing. The embedded .npy files were written
+ * tables, the thread pool, and .npy reading and writing. The embedded .npy files were written
  * by NumPy 2.4 (np.save / np.lib.format.write_array) and pasted as bytes.
  */
 #include "formats/npy.h"
 #include "runtime/cpu_features.h"
 #include "runtime/runtime.h"
+#include "runtime/threadpool.h"
 #include "util/half.h"
 
 #include <check.h>
@@ -14,6 +15,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -785,6 +789,68 @@ START_TEST(test_cpu_features) {
 }
 END_TEST
 
+/* ---- the thread pool ---- */
+
+enum { POOL_MAX_TASKS = 500, POOL_SCRATCH = 200 };
+
+typedef struct pool_job {
+  atomic_int runs[POOL_MAX_TASKS];
+  atomic_int bad_scratch;
+  int spin; /* busy work per task, so that workers join while tasks remain */
+} pool_job;
+
+static void pool_task(void *arg, int64_t t, void *scratch) {
+  pool_job *j = arg;
+  if (!scratch || (uintptr_t)scratch % 64) atomic_fetch_add(&j->bad_scratch, 1);
+  else memset(scratch, (int)(t & 0xff), POOL_SCRATCH); /* all of it: ASan sees an overrun */
+  volatile int sink = 0;
+  for (int i = 0; i < j->spin; i++) sink += i;
+  atomic_fetch_add(&j->runs[t], 1);
+}
+
+/* Runs many jobs of each size on 2, 3 and 5 threads; every task runs once. */
+static void pool_jobs(int rounds) {
+  static const int64_t sizes[] = {1, 2, 3, 7, 64, POOL_MAX_TASKS};
+  static const int threads[] = {2, 3, 5};
+  pool_job *j = calloc(1, sizeof *j);
+  ck_assert_ptr_nonnull(j);
+  for (int r = 0; r < rounds; r++)
+    for (size_t ti = 0; ti < sizeof threads / sizeof *threads; ti++)
+      for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        int64_t n = sizes[si];
+        j->spin = (r % 3) * 200;
+        rt_pool_run(threads[ti], n, POOL_SCRATCH, pool_task, j);
+        for (int64_t t = 0; t < n; t++) {
+          int k = atomic_exchange(&j->runs[t], 0);
+          ck_assert_msg(k == 1, "%d threads, %lld tasks: task %lld ran %d times", threads[ti], (long long)n,
+                        (long long)t, k);
+        }
+        for (int64_t t = n; t < POOL_MAX_TASKS; t++) ck_assert_int_eq(atomic_load(&j->runs[t]), 0);
+      }
+  ck_assert_int_eq(atomic_load(&j->bad_scratch), 0);
+  free(j);
+}
+
+/* Every task of every job runs exactly once with a scratch buffer of its
+ * own, whether the workers join at once, late (the caller may finish a
+ * small job before they wake, and then does not wait for them) or not at
+ * all; and while a second thread runs jobs too (it finds the pool busy and
+ * runs its own alone). */
+static void *pool_jobs_thread(void *arg) {
+  pool_jobs(*(int *)arg);
+  return NULL;
+}
+
+START_TEST(test_thread_pool) {
+  int rounds = 60;
+  pool_jobs(rounds);
+  pthread_t other;
+  ck_assert_int_eq(pthread_create(&other, NULL, pool_jobs_thread, &rounds), 0);
+  pool_jobs(rounds);
+  ck_assert_int_eq(pthread_join(other, NULL), 0);
+}
+END_TEST
+
 static Suite *runtime_suite(void) {
   Suite *s = suite_create("runtime");
   TCase *tc = tcase_create("dtype");
@@ -792,6 +858,10 @@ static Suite *runtime_suite(void) {
   tcase_add_test(tc, test_truncsfbf2_helper);
   tcase_add_test(tc, test_summary_nonfinite);
   tcase_add_test(tc, test_cpu_features);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("pool");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_thread_pool);
   suite_add_tcase(s, tc);
   tc = tcase_create("npy");
   tcase_add_checked_fixture(tc, setup, teardown);
