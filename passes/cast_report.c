@@ -92,7 +92,8 @@ void pass_cast_report(const ir_graph *g, str_buf *out) {
     str_buf_printf(out, "%-16s %-7s %-28s %-22s %s\n", r->name, dtype_name(r->main->type.dtype),
                    r->main->rule ? r->main->rule : "-", casts, len ? weights : "-");
   }
-  /* total: "12 of 14 ops in f16, 3 casts, weights 33.6 MB f16 + 0.0 MB f32" */
+  /* total: "12 of 14 ops in f16, 3 casts, weights 33.6 MB f16 + 0 B f32", in the
+   * layer column's units (a small model's weights were "0.0 MB") */
   str_buf_puts(out, "total: ");
   int low = n_low[DT_F16] + n_low[DT_BF16];
   const char *low_name = n_low[DT_F16] && n_low[DT_BF16] ? "f16/bf16"
@@ -103,9 +104,10 @@ void pass_cast_report(const ir_graph *g, str_buf *out) {
   bool any = false;
   for (int t = DT_F16; t <= DT_BF16; t++)
     if (total_bytes[t]) {
-      str_buf_printf(out, "%s%.1f MB %s", any ? " + " : "", (double)total_bytes[t] / 1e6, dtype_name((ir_dtype)t));
+      str_buf_printf(out, "%s%s %s", any ? " + " : "", human_bytes(total_bytes[t], (char[32]){0}),
+                     dtype_name((ir_dtype)t));
       any = true;
     }
-  str_buf_printf(out, "%s%.1f MB f32\n", any ? " + " : "", (double)total_bytes[DT_F32] / 1e6);
+  str_buf_printf(out, "%s%s f32\n", any ? " + " : "", human_bytes(total_bytes[DT_F32], (char[32]){0}));
   free(rows);
 }

@@ -164,7 +164,7 @@ START_TEST(test_cast_report) {
                    "d1               bf16    mixed_bfloat16               1 (f32->bf16)          144 B bf16\n"
                    "d2               bf16    mixed_bfloat16               0                      72 B bf16\n"
                    "sm               f32     softmax runs in f32          1 (bf16->f32)          -\n"
-                   "total: 5 of 6 ops in bf16, 2 casts, weights 0.0 MB bf16 + 0.0 MB f32\n");
+                   "total: 5 of 6 ops in bf16, 2 casts, weights 216 B bf16 + 0 B f32\n");
   str_buf_fini(&b);
   ir_graph_destroy(g);
   diag_sink_destroy(d);
