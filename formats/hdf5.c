@@ -347,7 +347,7 @@ static bool read_header(reader *r, uint64_t a, const char *obj, header *h) {
   uint64_t n_msgs = rdn(p + 2, 2);
   uint64_t blk = a + 16, blk_len = rdn(p + 8, 4);
   uint64_t seen = 0;
-  for (int blocks = 0;; blocks++) {
+  for (;;) { /* continuation blocks, each paid for (a cycle runs out of budget) */
     if (!spend(r, blk, obj)) return false;
     const unsigned char *b = at(r, blk, blk_len, "object header messages", obj);
     if (!b) return false;

@@ -738,9 +738,9 @@ static const struct {
   int n_dims; /* the summed index runs over dimensions dim .. dim + n_dims (0: one; -1: all but the last) */
   bool with_last; /* and over the last dimension too */
 } contraction[] = {
-    [IR_TYPE_MATMUL] = {true, 0, -1, 0},    /* [M,K] x [K,Nc]: K, a's last */
-    [IR_TYPE_MATMUL_NT] = {true, 0, -1, 0}, /* [M,Nc] x [K,Nc]: Nc, a's last */
-    [IR_TYPE_MATMUL_TN] = {true, 0, 0, -1}, /* [..,K] x [..,Nc]: every dimension of a but its last */
+    [IR_TYPE_MATMUL] = {true, 0, -1, 0, false}, /* [M,K] x [K,Nc]: K, a's last */
+    [IR_TYPE_MATMUL_NT] = {true, 0, -1, 0, false}, /* [M,Nc] x [K,Nc]: Nc, a's last */
+    [IR_TYPE_MATMUL_TN] = {true, 0, 0, -1, false}, /* [..,K] x [..,Nc]: every dimension of a but its last */
     /* convolutional networks */
     [IR_TYPE_CONV2D] = {true, 1, 0, 3, false},     /* x x w [KH,KW,C,O]: KH x KW x C, w's first three */
     [IR_TYPE_CONV2D_INPUT_GRAD] = {true, 1, 0, 2, true}, /* dy x w: KH x KW x O, w's first two and last */
@@ -750,7 +750,7 @@ static const struct {
     [IR_TYPE_GROUP_CONV2D_INPUT_GRAD] = {true, 1, 0, 2, true}, /* KH x KW x O/G (ir_node_flops divides by G) */
     [IR_TYPE_GROUP_CONV2D_FILTER_GRAD] = {true, 1, 0, 3, false}, /* N x OH x OW */
     /* general tensors: a's last, or with {transpose_a} its second last (ir_node_contraction) */
-    [IR_TYPE_BATCH_MATMUL] = {true, 0, -1, 0},
+    [IR_TYPE_BATCH_MATMUL] = {true, 0, -1, 0, false},
 };
 
 bool ir_node_contraction(const ir_node *n, int *out_operand, int *out_dim) {

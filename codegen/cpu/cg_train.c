@@ -446,15 +446,15 @@ static const struct update_row {
   bool centered, momentum; /* rmsprop's variants */
   bool decay;              /* adamw: w -= w * weight_decay * lr first */
 } update_rows[IR_OP_COUNT] = {
-    [IR_OP_SGD] = {UPDATE_SGD, false, false},
-    [IR_OP_SGD_MOMENTUM] = {UPDATE_SGD_MOMENTUM, false, false},
-    [IR_OP_RMSPROP] = {UPDATE_RMSPROP, false, false},
-    [IR_OP_RMSPROP_MOMENTUM] = {UPDATE_RMSPROP, false, true},
-    [IR_OP_RMSPROP_CENTERED] = {UPDATE_RMSPROP, true, false},
-    [IR_OP_RMSPROP_CENTERED_MOMENTUM] = {UPDATE_RMSPROP, true, true},
-    [IR_OP_ADAM] = {UPDATE_ADAM, false, false},
+    [IR_OP_SGD] = {UPDATE_SGD, false, false, false},
+    [IR_OP_SGD_MOMENTUM] = {UPDATE_SGD_MOMENTUM, false, false, false},
+    [IR_OP_RMSPROP] = {UPDATE_RMSPROP, false, false, false},
+    [IR_OP_RMSPROP_MOMENTUM] = {UPDATE_RMSPROP, false, true, false},
+    [IR_OP_RMSPROP_CENTERED] = {UPDATE_RMSPROP, true, false, false},
+    [IR_OP_RMSPROP_CENTERED_MOMENTUM] = {UPDATE_RMSPROP, true, true, false},
+    [IR_OP_ADAM] = {UPDATE_ADAM, false, false, false},
     [IR_OP_ADAMW] = {UPDATE_ADAM, false, false, true}, /* training options */
-    [IR_OP_MOVING_UPDATE] = {UPDATE_MOVING, false, false}, /* CNN: batch normalization */
+    [IR_OP_MOVING_UPDATE] = {UPDATE_MOVING, false, false, false}, /* CNN: batch normalization */
 };
 
 /* The optimizer's formula on `lanes` elements at index i. */
