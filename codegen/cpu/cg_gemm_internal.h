@@ -1,0 +1,106 @@
+/*
+ * cg_gemm_internal.h: what the GEMM's planner (cg_gemm_plan.c) and its
+ * emitter (cg_gemm.c, whose header comment describes the kernel) share:
+ * the cache-block targets and the plan, struct cg_gemm. Private to
+ * codegen/cpu.
+ */
+#ifndef CASTOR_CG_GEMM_INTERNAL_H
+#define CASTOR_CG_GEMM_INTERNAL_H
+
+#include "codegen/cpu/cg_cpu.h"
+
+/* Cache blocks (f32 elements): KC x NR of B stays in L1 beside MR x KC of
+ * A; KC x NC of B and MC x KC of A stay in L2. */
+enum { KC_TARGET = 256, NC_TARGET = 512, MC_PANELS = 8 };
+
+typedef struct gemm_variant {
+  int mr, np; /* rows, and full panels covered at once */
+} gemm_variant;
+
+/* Where the micro-kernel's B comes from: pre-packed at compile time (a
+ * constant), read in place, or packed at run time into the call's scratch
+ * (f32, zero-padded panels): the whole of the call's panels once per call
+ * from a [Nc, K] source (B transposed: matmul_nt's weight), or one K block
+ * of the column block's panels at a time from a [K, Nc] source
+ * (matmul_tn's gradient rows, too many to pack whole). */
+typedef enum gemm_b_src {
+  GEMM_B_PREPACKED,
+  GEMM_B_IN_PLACE,
+  GEMM_B_PACK_CALL_T,
+  GEMM_B_PACK_BLOCK,
+  GEMM_B_PACK_CALL, /* the K-pair family only: a [K, Nc] B that is not a constant, packed per call */
+} gemm_b_src;
+
+/* convolutional networks: a conv2d is the GEMM of its implicit im2col
+ * matrix A [N*OH*OW, KH*KW*C] and its kernel w [KH*KW*C, O] (HWIO is that
+ * matrix row-major, so it pre-packs like a matmul's weight). A is never
+ * written whole: the A packing gathers each block from x through this
+ * index map (row m = (n, oh, ow), k = (kh, kw, c) -> x[n, oh*sh - top +
+ * kh*dh, ow*sw - left + kw*dw, c], 0 outside x). The launch's rows are
+ * images; the GEMM's rows are rows_per_item (OH*OW) per image.
+ * Its gradients are the same GEMM with other gathers:
+ * conv2d_input_grad: rows (n, ih, iw) of dx, k = (kh, kw, o): A gathers
+ *   dy[n, (ih + top - kh*dh) / sh, (iw + left - kw*dw) / sw, o] where the
+ *   divisions are exact and inside dy, else 0 (the transposed conv as a
+ *   gather: each dx element is one FMA chain, no scatter-add); B[(kh, kw,
+ *   o), c] = w[kh, kw, c, o], packed at run time once per call.
+ * conv2d_filter_grad: matmul_tn's GEMM (sums over the rows of the batch
+ *   in order): rows (kh, kw, c) of dw, K = the batch's N*OH*OW rows, A
+ *   k-major from the forward im2col rows, B = dy [N*OH*OW, O].
+ * The forward gather copies a kernel row's KW taps as one run of KW*C
+ * values where the window row is inside x (dilation 1 along W), else tap
+ * by tap; runs end in one masked vector on the AVX-512 families. A conv2d
+ * of bf16 x and w runs on the K-pair family (gemm/cg_gemm_bf16.h): its
+ * packed A row is x's bf16 copied in k order, a 0 after an odd K block;
+ * the gradients stay on the FMA families. */
+enum { GEMM_CONV_NONE, GEMM_CONV_FWD, GEMM_CONV_DX, GEMM_CONV_DW };
+typedef struct gemm_conv {
+  int64_t mode;          /* GEMM_CONV_* */
+  int64_t rows_per_item; /* GEMM rows per launch row: OH*OW (fwd), H*W (dx), 1 (dw) */
+  int64_t k_per_item;    /* dw: K per batch row (OH*OW) */
+  int64_t H, W, C, KW, OH, OW, O, sh, sw, dh, dw, pt, pl; /* x [N,H,W,C], w [KH,KW,C,O], dy [N,OH,OW,O] */
+} gemm_conv;
+
+/* general tensors: a batch_matmul is one GEMM per matrix product (item):
+ * the launch's rows are y's dimension 0, each per_row items of M GEMM rows;
+ * item (r, q) reads a's and b's matrices at their item strides (0 along a
+ * broadcast dimension). A is read in place (or k-major, transpose_a), B in
+ * place (or packed transposed per item, transpose_b). */
+typedef struct gemm_bmm {
+  int64_t on;              /* 1: a batch_matmul */
+  int64_t per_row;         /* items per launch row: y's leading dimensions after dimension 0 */
+  int64_t M;               /* GEMM rows of an item */
+  int64_t a_size, b_size;  /* elements of one matrix of a, of b */
+  int64_t nd;              /* y's leading (batch) dimensions */
+  int64_t dims[IR_MAX_RANK], a_stride[IR_MAX_RANK], b_stride[IR_MAX_RANK]; /* per leading dimension of y */
+} gemm_bmm;
+
+struct cg_gemm {
+  int vw, nv, nr, mr;   /* a full panel is nv vectors of vw lanes: nr columns */
+  int64_t K, Nc;        /* K < 0: the run's batch (matmul_tn sums over it) */
+  int a_trans;          /* A is stored [K, M] (matmul_tn's activations) */
+  int b_src;            /* gemm_b_src */
+  int bf16;             /* K pairs, both operands bf16: 1 on vdpbf16ps (gemm/cg_gemm_bf16.h),
+                         * GEMM_AMX on AMX tiles (gemm/cg_gemm_amx.h) */
+  int64_t n_full;       /* full panels */
+  int tail_nv;          /* vectors of the partial last panel (0: none) */
+  int tail_valid;       /* valid lanes of its last vector */
+  int64_t kc, mc, nc;   /* cache blocks */
+  int64_t n_kblocks;
+  int64_t lda, ldc;     /* row strides (f32) of packed A and of the C tile */
+  int64_t c_off;        /* byte offset of the C tile in scratch */
+  int64_t c_rows;       /* rows of the C tile */
+  int64_t b_off;        /* byte offset of B packed at run time in scratch */
+  bool softmax;         /* ops[n_ops-1] is a row softmax done in the epilogue */
+  bool prefetch_b;      /* the k loop prefetches the next micro-tile's B into L2 */
+  gemm_variant var[4];
+  int n_var;
+  gemm_conv conv;       /* convolutional networks: the A gather of a conv2d */
+  gemm_bmm bmm;         /* general tensors: batch_matmul's item loop */
+};
+
+
+/* cg_gemm.bf16 of the AMX-BF16 family (1: vdpbf16ps) */
+enum { GEMM_AMX = 2 };
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * cg_gemm_plan.c: the GEMM's planning: per contraction kernel, the
+ * micro-kernel family and shape (from the CPU's caps), the cache blocks,
+ * where B comes from, the conv gather and batch_matmul item loop, and the
+ * key that lets kernels of one layout share code. cg_gemm.c emits what
+ * this decides; its header comment describes the kernel.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/cpu/gemm/cg_gemm_amx.h"
+#include "codegen/cpu/gemm/cg_gemm_bf16.h"
+#include "codegen/cpu/cg_gemm_internal.h"
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+static const ir_node *gemm_b(const cg_kernel *k) { return k->ops[0]->srcs[1]; }
+
+static bool same_layout(const cg_gemm *x, const cg_gemm *y) {
+  return x->nr == y->nr && x->tail_nv == y->tail_nv && x->vw == y->vw && x->bf16 == y->bf16 && x->kc == y->kc;
+}
+
+/* ---- planning ---- */
+
+/* The register file each micro-kernel family is shaped for: f32 lanes of a
+ * vector, and vector registers. */
+static const struct {
+  int vw, regs;
+  bool prefetch_b;
+} kernel_regs[] = {
+    [CG_GEMM_KERNEL_SSE] = {4, 16, true},
+    [CG_GEMM_KERNEL_AVX] = {8, 16, true},
+    [CG_GEMM_KERNEL_AVX512] = {16, 32, false},
+    [CG_GEMM_KERNEL_AVX512_BF16] = {16, 32, false},
+    [CG_GEMM_KERNEL_AMX_BF16] = {16, 32, false},
+};
+
+
+/* general tensors: batch_matmul's items (gemm_bmm) */
+static void choose_bmm(const ir_node *mm, cg_gemm *g) {
+  const ir_type *y = &mm->type, *at = &mm->srcs[0]->type, *bt = &mm->srcs[1]->type;
+  gemm_bmm *bm = &g->bmm;
+  int R = y->rank;
+  bm->on = 1;
+  bm->M = y->dims[R - 2];
+  g->K = at->dims[at->rank - (mm->attr.transpose_a ? 2 : 1)];
+  g->a_trans = mm->attr.transpose_a ? 1 : 0;
+  g->b_src = mm->attr.transpose_b ? GEMM_B_PACK_CALL_T : GEMM_B_IN_PLACE;
+  bm->a_size = bm->M * g->K, bm->b_size = g->K * y->dims[R - 1];
+  bm->nd = R - 2;
+  bm->per_row = 1;
+  for (int d = 1; d < R - 2; d++) bm->per_row *= y->dims[d];
+  int64_t as = 1, bs = 1; /* items of a and b after dimension d */
+  for (int d = R - 3; d >= 0; d--) {
+    int da = d - (R - at->rank), db = d - (R - bt->rank);
+    bm->dims[d] = y->dims[d];
+    int64_t ad = da >= 0 ? at->dims[da] : 1, bd = db >= 0 ? bt->dims[db] : 1;
+    bm->a_stride[d] = ad == 1 ? 0 : as;
+    bm->b_stride[d] = bd == 1 ? 0 : bs;
+    if (ad != IR_DIM_BATCH) as *= ad; /* N only in dimension 0: nothing after it */
+    if (bd != IR_DIM_BATCH) bs *= bd;
+  }
+}
+
+static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
+  const ir_node *mm = k->ops[0], *a = mm->srcs[0];
+  g->vw = kernel_regs[caps->gemm_kernel].vw;
+  g->Nc = mm->type.dims[mm->type.rank - 1];
+  g->b_src = GEMM_B_IN_PLACE; /* cg_gemm_plan may pre-pack a constant */
+  ir_type_rule rule = ir_op_type_rule(mm->op); /* the contraction's variant: its shape rule */
+  if (rule == IR_TYPE_CONV2D || rule == IR_TYPE_CONV2D_INPUT_GRAD || rule == IR_TYPE_CONV2D_FILTER_GRAD) {
+    /* convolutional networks: A gathered (gemm_conv) */
+    const ir_type *x = rule == IR_TYPE_CONV2D_INPUT_GRAD ? &mm->type : &a->type;
+    const ir_type *w = rule == IR_TYPE_CONV2D ? &mm->srcs[1]->type : rule == IR_TYPE_CONV2D_INPUT_GRAD ? &mm->srcs[1]->type : &mm->type;
+    const ir_type *dy = rule == IR_TYPE_CONV2D ? &mm->type : rule == IR_TYPE_CONV2D_INPUT_GRAD ? &a->type : &mm->srcs[1]->type;
+    g->conv = (gemm_conv){.H = x->dims[1], .W = x->dims[2], .C = x->dims[3], .KW = w->dims[1], .OH = dy->dims[1],
+                          .OW = dy->dims[2], .O = w->dims[3], .sh = mm->attr.strides.v[0], .sw = mm->attr.strides.v[1],
+                          .dh = mm->attr.dilations.v[0], .dw = mm->attr.dilations.v[1], .pt = mm->attr.pads.v[0],
+                          .pl = mm->attr.pads.v[2]};
+    gemm_conv *cv = &g->conv;
+    if (rule == IR_TYPE_CONV2D) {
+      cv->mode = GEMM_CONV_FWD, cv->rows_per_item = cv->OH * cv->OW;
+      g->K = w->dims[0] * w->dims[1] * w->dims[2];
+    } else if (rule == IR_TYPE_CONV2D_INPUT_GRAD) {
+      cv->mode = GEMM_CONV_DX, cv->rows_per_item = cv->H * cv->W;
+      g->K = w->dims[0] * w->dims[1] * w->dims[3];
+      g->b_src = GEMM_B_PACK_CALL_T; /* w's taps transposed, packed per call */
+    } else {
+      cv->mode = GEMM_CONV_DW, cv->rows_per_item = 1, cv->k_per_item = cv->OH * cv->OW;
+      g->a_trans = 1;
+      g->K = ir_type_is_batched(x) ? -1 : x->dims[0] * cv->k_per_item;
+      g->b_src = GEMM_B_PACK_BLOCK;
+    }
+  } else if (rule == IR_TYPE_BATCH_MATMUL) { /* general tensors */
+    choose_bmm(mm, g);
+  } else if (rule == IR_TYPE_MATMUL_TN) { /* y = a^T b: the sum runs over a's rows, the batch or its own */
+    g->a_trans = 1;
+    /* general tensors: a [N, .., K] sums over every dimension but its
+     * last: k_per_item GEMM rows per batch row (flat, row-major) */
+    int64_t inner = 1;
+    for (int r = 1; r < a->type.rank - 1; r++) inner *= a->type.dims[r];
+    g->conv.k_per_item = inner;
+    g->K = ir_type_is_batched(&a->type) ? -1 : a->type.dims[0] * inner;
+    g->b_src = GEMM_B_PACK_BLOCK;
+  } else {
+    g->K = a->type.dims[a->type.rank - 1];
+    if (rule == IR_TYPE_MATMUL_NT) g->b_src = GEMM_B_PACK_CALL_T; /* y = a b^T */
+    /* general tensors: a [N, .., K] (Keras Dense on the last axis) is the
+     * flat matrix [N*.., K]: rows_per_item GEMM rows per launch row */
+    int64_t inner = 1;
+    for (int r = 1; r < a->type.rank - 1; r++) inner *= a->type.dims[r];
+    g->conv.rows_per_item = inner;
+  }
+  /* the K-pair family takes a contraction of two bf16 operands; its B is
+   * always packed (a constant at compile time, else per call) */
+  g->bf16 = caps->gemm_kernel == CG_GEMM_KERNEL_AVX512_BF16 && a->type.dtype == DT_BF16 &&
+            mm->srcs[1]->type.dtype == DT_BF16 &&
+            (!g->conv.mode || g->conv.mode == GEMM_CONV_FWD) /* a conv2d's gradients: the FMA family */
+            && !g->bmm.on; /* general tensors: batch_matmul too */
+  /* AMX tiles (gemm/cg_gemm_amx.h): the same contractions; a fused row
+   * softmax wider than one 32-column panel (more C tiles than the family
+   * has) goes to vdpbf16ps, which the AMX CPUs have too */
+  if (caps->gemm_kernel == CG_GEMM_KERNEL_AMX_BF16 && a->type.dtype == DT_BF16 && mm->srcs[1]->type.dtype == DT_BF16 &&
+      !g->conv.mode && !g->bmm.on) {
+    bool softmax = k->n_ops > 1 && ir_op_kernel(k->ops[k->n_ops - 1]->op) == IR_KERNEL_ROWWISE;
+    g->bf16 = !softmax || g->Nc <= 2 * g->vw ? GEMM_AMX : caps->avx512bf16 && caps->avx512bw ? 1 : 0;
+  }
+  if (g->bf16 && g->b_src == GEMM_B_IN_PLACE) g->b_src = GEMM_B_PACK_CALL;
+  g->softmax = k->n_ops > 1 && ir_op_kernel(k->ops[k->n_ops - 1]->op) == IR_KERNEL_ROWWISE; /* cg_plan.c */
+  g->prefetch_b = kernel_regs[caps->gemm_kernel].prefetch_b;
+  int budget = kernel_regs[caps->gemm_kernel].regs - 4; /* accumulators: the registers less B, A and one spare */
+  g->nv = g->softmax ? (int)ceil_div(g->Nc, g->vw) : 2;
+  if (!g->softmax && g->Nc <= g->vw) g->nv = 1; /* a narrow B: one vector per row */
+  g->nr = g->nv * g->vw;
+  g->mr = budget / g->nv;
+  if (g->mr > 14) g->mr = 14;
+  if (g->mr < 1) g->mr = 1;
+  if (g->bf16 == GEMM_AMX) g->mr = CG_AMX_MR; /* two C tiles of 16 rows */
+  g->n_full = g->Nc / g->nr;
+  int64_t rest = g->Nc - g->n_full * g->nr;
+  g->tail_nv = (int)ceil_div(rest, g->vw);
+  g->tail_valid = rest ? (int)(rest - (g->tail_nv - 1) * g->vw) : 0;
+  /* K blocks of the K-pair family: twice as many k, the same bytes of B
+   * per panel row and of A per row as f32's KC_TARGET; half the C-tile
+   * spills and reloads (matmul_tn's C tile holds every row of the call) */
+  int64_t kc_target = g->bf16 ? 2 * KC_TARGET : KC_TARGET;
+  if (g->K < 0) { /* blocks of kc_target rows of the run's batch, the last one short */
+    g->n_kblocks = -1;
+    g->kc = kc_target;
+  } else {
+    g->n_kblocks = ceil_div(g->K, kc_target);
+    g->kc = ceil_div(g->K, g->n_kblocks);
+    if (g->bf16) { /* K blocks start at even k: whole pairs; AMX: whole tile steps of 32 */
+      g->kc = round_up(g->kc, g->bf16 == GEMM_AMX ? CG_AMX_KSTEP : 2);
+      g->n_kblocks = ceil_div(g->K, g->kc);
+    }
+  }
+  g->mc = (int64_t)MC_PANELS * g->mr;
+  g->nc = g->Nc < NC_TARGET ? round_up(g->Nc, g->nr) : round_up(NC_TARGET, g->nr);
+  /* packed A: mc rows of kc, padded so that rows never alias in L1; or,
+   * from a stored [K, M] (a_trans), kc rows of mc: a straight copy of its
+   * rows, whose mr values per k the micro-kernel reads from one line */
+  /* (the K-pair family: A's rows hold kc / 2 i32 pairs) */
+  /* (AMX: row-major pairs whatever A's storage, for the tile loads) */
+  bool a_kmajor = g->a_trans && g->bf16 != GEMM_AMX;
+  g->lda = a_kmajor ? round_up(g->mc, g->vw) + g->vw : round_up(g->bf16 ? g->kc / 2 : g->kc, g->vw) + g->vw;
+  g->ldc = g->nc + g->vw;
+  g->c_off = round_up((a_kmajor ? g->kc : g->mc) * g->lda * 4, 64);
+  /* the C tile: a row block's, or every row a call may get when K blocks
+   * are the outer loop (B packed a K block at a time: cg_gemm_emit) */
+  int64_t all_rows = g->conv.mode == GEMM_CONV_DW ? mm->type.dims[0] * mm->type.dims[1] * mm->type.dims[2] /* dw: KH*KW*C */
+                                                  : mm->type.dims[0];
+  if (!g->conv.mode && g->conv.rows_per_item > 1) all_rows *= g->conv.rows_per_item; /* general tensors */
+  g->c_rows = g->b_src == GEMM_B_PACK_BLOCK ? round_up(all_rows, g->mc) : g->mc;
+  g->b_off = round_up(g->c_off + g->c_rows * g->ldc * 4, 64);
+  /* row variants: the main tile, then 4 and 1 rows over several panels */
+  g->n_var = 0;
+  g->var[g->n_var++] = (gemm_variant){g->mr, 1};
+  for (int mr = 4; mr >= 1 && g->bf16 != GEMM_AMX; mr -= 3) { /* AMX: partial 32-row tiles instead */
+    if (mr >= g->mr) continue;
+    int np = 1; /* a lone row gets several panels: independent FMA chains */
+    while (mr == 1 && np < 4 && g->nv * np * 2 <= budget) np *= 2;
+    g->var[g->n_var++] = (gemm_variant){mr, np};
+  }
+}
+
+/* A contraction kernel whose B operand is [K, N] as stored (matmul's shape
+ * rule), so a constant B may be stored pre-packed. */
+static bool plain_matmul(const cg_kernel *k) {
+  if (k->kind != CG_KERNEL_CONTRACT) return false;
+  ir_type_rule r = ir_op_type_rule(k->ops[0]->op);
+  return r == IR_TYPE_MATMUL || r == IR_TYPE_CONV2D;
+}
+
+void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout) {
+  CASTOR_ASSERT(caps);
+  for (int ki = 0; ki < plan->n_kernels; ki++) {
+    const cg_kernel *k = &plan->kernels[ki];
+    if (!cg_is_gemm(k)) continue;
+    cg_gemm *g = arena_alloc(layout->arena, sizeof *g);
+    choose(caps, k, g);
+    layout->gemm[ki] = g;
+    /* B packed at run time: the call's panels over all of K, or one K
+     * block of a column block's panels */
+    int64_t padded = round_up(g->Nc, g->nr);
+    int64_t b_bytes = g->b_src == GEMM_B_PACK_CALL_T || g->b_src == GEMM_B_PACK_CALL ? g->K * padded * 4
+                      : g->b_src == GEMM_B_PACK_BLOCK ? g->kc * (g->nc < padded ? g->nc : padded) * 4
+                                                      : 0;
+    /* AMX: bf16 with K padded to whole tile steps (more than f32's bytes only for K < 32) */
+    if (g->bf16 == GEMM_AMX && g->b_src != GEMM_B_PACK_BLOCK && b_bytes && b_bytes < round_up(g->K, CG_AMX_KSTEP) * padded * 2)
+      b_bytes = round_up(g->K, CG_AMX_KSTEP) * padded * 2;
+    layout->launch[ki] = (cg_kernel_launch){.cols = g->Nc,
+                                            .col_step = g->softmax ? g->Nc : g->nr,
+                                            .row_step = g->conv.rows_per_item > 1 || g->bmm.on ? 1 : g->mr, /* a conv: images */
+                                            .scratch_bytes = b_bytes ? g->b_off + b_bytes : g->b_off};
+  }
+  /* pre-pack a constant B when every use of it is as the B of GEMMs that
+   * agree on the layout: one walk over the kernels records, per buffer, the
+   * first GEMM reading it as B and whether any other use rules packing out
+   * (linear in the plan, however many kernels share a weight) */
+  int *b_of = xcalloc((size_t)plan->n_buffers + 1, sizeof *b_of); /* kernel + 1; -1: cannot pack */
+  for (int kj = 0; kj < plan->n_kernels; kj++) {
+    const cg_kernel *o = &plan->kernels[kj];
+    if (o->kind == CG_KERNEL_COPY) {
+      int b = plan->buffer_of[o->copy_src->id];
+      if (b >= 0) b_of[b] = -1;
+      continue;
+    }
+    for (int t = 0; t < o->n_ops; t++)
+      for (int s = 0; s < o->ops[t]->n_srcs; s++) {
+        int b = plan->buffer_of[o->ops[t]->srcs[s]->id];
+        if (b < 0 || b_of[b] < 0) continue;
+        bool as_b = plain_matmul(o) && t == 0 && s == 1;
+        if (!as_b) b_of[b] = -1;
+        else if (!b_of[b]) b_of[b] = kj + 1;
+        else if (!same_layout(layout->gemm[kj], layout->gemm[b_of[b] - 1])) b_of[b] = -1;
+      }
+  }
+  for (int ki = 0; ki < plan->n_kernels; ki++) {
+    const cg_kernel *k = &plan->kernels[ki];
+    if (!plain_matmul(k)) continue;
+    const ir_node *bn = gemm_b(k);
+    int b = plan->buffer_of[bn->id];
+    if (bn->op != IR_OP_CONST || b < 0 || b_of[b] < 0) continue;
+    cg_gemm *g = layout->gemm[ki];
+    g->b_src = GEMM_B_PREPACKED;
+    layout->launch[ki].scratch_bytes = g->b_off; /* no B packed at run time after all */
+    layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw, g->kc, g->bf16};
+    layout->const_bytes[b] = g->bf16 == GEMM_AMX ? cg_gemm_amx_const_bytes(g->K, g->Nc, g->nr, g->tail_nv * g->vw)
+                             : g->bf16 ? cg_gemm_bf16_const_bytes(g->K, g->Nc, g->nr, g->tail_nv * g->vw)
+                                     : g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * dtype_size(bn->type.dtype);
+  }
+  free(b_of);
+}
+
+/* Kernels share a body only if their GEMM layouts agree on every field:
+ * a new field must join the key below. */
+_Static_assert(sizeof(struct cg_gemm) == 304 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
+
+void cg_gemm_key(const cg_gemm *g, str_buf *out) {
+  str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw,
+                 g->nv, g->nr, g->mr, (long long)g->K, (long long)g->Nc, g->a_trans, g->b_src, g->bf16, (long long)g->n_full,
+                 g->tail_nv, g->tail_valid, (long long)g->kc, (long long)g->mc, (long long)g->nc,
+                 (long long)g->n_kblocks, (long long)g->lda, (long long)g->ldc, (long long)g->c_off,
+                 (long long)g->c_rows, (long long)g->b_off, g->softmax, g->prefetch_b);
+  for (int v = 0; v < g->n_var; v++) str_buf_printf(out, "%dx%d,", g->var[v].mr, g->var[v].np);
+  const int64_t *cv = &g->conv.mode; /* convolutional networks: every field of gemm_conv */
+  str_buf_puts(out, "conv");
+  for (size_t i = 0; i < sizeof g->conv / sizeof *cv; i++) str_buf_printf(out, " %lld", (long long)cv[i]);
+  const int64_t *bv = &g->bmm.on; /* general tensors: every field of gemm_bmm */
+  str_buf_puts(out, " bmm");
+  for (size_t i = 0; i < sizeof g->bmm / sizeof *bv; i++) str_buf_printf(out, " %lld", (long long)bv[i]);
+  str_buf_putc(out, ':');
+}
