@@ -34,7 +34,11 @@ static bool corrupt(jparser *p, size_t off, const char *fmt, ...) {
 }
 
 static void skip_ws(jparser *p) {
-  while (p->pos < p->len && strchr(" \t\n\r", p->text[p->pos]) && p->text[p->pos]) p->pos++;
+  while (p->pos < p->len) {
+    char c = p->text[p->pos];
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+    p->pos++;
+  }
 }
 
 static bool unexpected(jparser *p, const char *what) {
@@ -79,9 +83,20 @@ static void put_utf8(str_buf *b, unsigned cp) {
 }
 
 
+/* A byte a string holds as it is: printable ASCII but the quote and the backslash. */
+static bool plain_ascii(unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
+
 static bool parse_string(jparser *p, const char **out) {
   if (p->pos >= p->len || p->text[p->pos] != '"') return unexpected(p, "'\"'");
   size_t start = p->pos++;
+  /* the common case, printable ASCII up to the closing quote: one copy */
+  size_t q = p->pos;
+  while (q < p->len && plain_ascii((unsigned char)p->text[q])) q++;
+  if (q < p->len && p->text[q] == '"') {
+    *out = arena_strndup(p->a, p->text + p->pos, q - p->pos);
+    p->pos = q + 1;
+    return true;
+  }
   str_buf b;
   str_buf_init(&b);
   bool ok = false;
@@ -132,6 +147,13 @@ static bool parse_string(jparser *p, const char **out) {
         break;
       }
       put_utf8(&b, (unsigned)cp);
+      continue;
+    }
+    size_t run = p->pos;
+    while (run < p->len && plain_ascii((unsigned char)p->text[run])) run++;
+    if (run > p->pos) {
+      str_buf_append(&b, p->text + p->pos, run - p->pos);
+      p->pos = run;
       continue;
     }
     size_t n = str_utf8_len((const unsigned char *)p->text + p->pos, p->len - p->pos);
@@ -209,6 +231,12 @@ static int cmp_keyed(const void *a, const void *b) {
 
 /* Duplicate keys, found by sorting: headers may hold many thousands. */
 static bool check_unique(jparser *p, const char **keys, const size_t *offs, size_t n) {
+  if (n <= 16) { /* most objects: pairs, without the sort */
+    for (size_t i = 1; i < n; i++)
+      for (size_t j = 0; j < i; j++)
+        if (str_eq(keys[i], keys[j])) return corrupt(p, offs[i], "duplicate key '%s'", keys[i]);
+    return true;
+  }
   keyed *k = xmalloc(n * sizeof *k);
   for (size_t i = 0; i < n; i++) k[i] = (keyed){keys[i], offs[i]};
   qsort(k, n, sizeof *k, cmp_keyed);

@@ -6,17 +6,86 @@
  * model.weights.h5; the target wraps them, with a Keras 3 metadata.json, in
  * a stored ZIP and loads it with fe_load_mem, so mutations reach the
  * config and the weights, not the archive's CRCs (fuzz_zip covers those).
- * Invariants: a graph that verifies, or at least one error; never both.
+ * A graph that loads goes on to the optimizer's variables (resuming training,
+ * fe_keras_load_optimizer) for states shaped like castor's training program
+ * (each weight, its slots for the optimizer compile_config names, the
+ * optimizer scalars), and, when they load, to writing the model back
+ * (fe_keras_save, into a scratch directory).
+ * Invariants: a graph that verifies, or at least one error; never both; the
+ * optimizer reader and the writer fail with an error or succeed without one.
  */
 #include "tests/fuzz/fuzz.h"
 
+#include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "frontend/frontend.h"
 
 static void put(unsigned char **p, uint64_t v, int n) {
   for (int i = 0; i < n; i++) *(*p)++ = (unsigned char)(v >> (8 * i));
+}
+
+/* The program states castor's trainer would have for g under optimizer opt
+ * (api/castor.c, keras_resume): weights, their slots, the scalars. */
+static int program_states(const ir_graph *g, const char *opt, fe_keras_state *st, int cap, void **bufs) {
+  static const int64_t none[1] = {0};
+  bool adam = !strcmp(opt, "adam") || !strcmp(opt, "adamw");
+  static const char *const adam_slots[] = {"momentum", "velocity"}, *const rms_slots[] = {"velocity"},
+                           *const sgd_slots[] = {"momentum"};
+  const char *const *slots = adam ? adam_slots : !strcmp(opt, "rmsprop") ? rms_slots : sgd_slots;
+  int n_slots = adam ? 2 : 1, n = 0;
+  static const char *const scalars[] = {"optimizer.iterations", "optimizer.learning_rate", "optimizer.loss_scale",
+                                        "optimizer.good_steps"};
+  for (int i = 0; i < 4 && n < cap; i++, n++) {
+    bufs[n] = calloc(1, 8);
+    st[n] = (fe_keras_state){scalars[i], i == 0 || i == 3 ? DT_I64 : DT_F32, 0, none, bufs[n], false};
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *w = g->nodes[i];
+    int64_t numel = 1;
+    if (w->op != IR_OP_CONST || !w->attr.weight || !ir_type_numel(&w->type, 1, &numel) || numel > (1 << 20)) continue;
+    if (w->type.dtype != DT_F32 && w->type.dtype != DT_F16 && w->type.dtype != DT_BF16) continue;
+    for (int k = -1; k < n_slots && n < cap; k++, n++) {
+      bufs[n] = calloc((size_t)numel + 1, 4);
+      char *name = malloc(strlen(w->attr.weight) + 32);
+      sprintf(name, k < 0 ? "%s" : "%s.%s", w->attr.weight, k < 0 ? "" : slots[k]);
+      st[n] = (fe_keras_state){name, k < 0 ? w->type.dtype : DT_F32, w->type.rank, w->type.dims, bufs[n], k < 0};
+    }
+  }
+  return n;
+}
+
+static void resume_and_save(const ir_graph *g, const fe_keras_source *src, const fe_train_defaults *td) {
+  enum { CAP = 512 };
+  static char dir[64];
+  if (!dir[0]) {
+    strcpy(dir, "/tmp/fuzz_keras.XXXXXX");
+    if (!mkdtemp(dir)) return;
+  }
+  const char *opt = td->optimizer[0] ? td->optimizer : "rmsprop";
+  fe_keras_state *st = calloc(CAP, sizeof *st);
+  void **bufs = calloc(CAP, sizeof *bufs);
+  bool *loaded = calloc(CAP, sizeof *loaded);
+  int n = program_states(g, opt, st, CAP, bufs), n_loaded = 0;
+  bool schedule = td->lr_schedule[0] != 0;
+  diag_sink *d = diag_sink_create();
+  bool ok = fe_keras_load_optimizer(src, st, n, opt, schedule, false, loaded, &n_loaded, d);
+  if (ok != (diag_error_count(d) == 0)) fuzz_fail("the optimizer reader's result and its errors disagree", diag_text(d));
+  if (ok) {
+    char path[96];
+    snprintf(path, sizeof path, "%s/out.keras", dir);
+    ok = fe_keras_save(src, path, st, n, opt, schedule, d);
+    if (ok != (diag_error_count(d) == 0)) fuzz_fail("the writer's result and its errors disagree", diag_text(d));
+    unlink(path);
+  }
+  diag_sink_destroy(d);
+  for (int i = 0; i < n; i++) {
+    if (i >= 4) free((void *)st[i].name); /* the weights' and slots' names; the scalars' are static */
+    free(bufs[i]);
+  }
+  free(st), free(bufs), free(loaded);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -55,10 +124,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   diag_sink *d = diag_sink_create();
   fe_train_defaults td;
-  ir_graph *g = fe_load_mem("fuzz.keras", (const char *)zip, (size_t)(q - zip), NULL, d, &td);
+  fe_options fo;
+  fe_options_init(&fo);
+  fe_keras_source *src = NULL;
+  fo.keras_source = &src;
+  ir_graph *g = fe_load_mem("fuzz.keras", (const char *)zip, (size_t)(q - zip), &fo, d, &td);
   if (g && diag_error_count(d) > 0) fuzz_fail("a graph came back with errors", diag_text(d));
   if (!g && diag_error_count(d) == 0) fuzz_fail("no graph and no error", diag_text(d));
   if (g && !ir_verify(g, d)) fuzz_fail("the frontend's graph does not verify", diag_text(d));
+  if (g && src) resume_and_save(g, src, &td);
+  fe_keras_source_destroy(src);
   ir_graph_destroy(g);
   diag_sink_destroy(d);
   free(zip);
