@@ -137,8 +137,8 @@ bool ir_infer_tensor(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *
     if (sh->rank < x->rank || sh->rank > IR_MAX_RANK)
       return FAIL("%s cannot broadcast %s to %s: fewer dimensions", ir_op_name(op), sa, sb);
     for (int r = 0; r < sh->rank; r++)
-      if ((sh->dims[r] < 1 && !(r == 0 && sh->dims[r] == IR_DIM_BATCH)))
-        return FAIL("%s shape %s: dimension %d must be >= 1 (N only as dimension 0)", ir_op_name(op), sb, r);
+      if ((sh->dims[r] < 0 && !(r == 0 && sh->dims[r] == IR_DIM_BATCH)))
+        return FAIL("%s shape %s: dimension %d must be >= 0 (N only as dimension 0)", ir_op_name(op), sb, r);
     if (ir_type_is_batched(x) && (sh->rank != x->rank || sh->dims[0] != IR_DIM_BATCH))
       return FAIL("%s of %s to %s would move the batch dimension N out of dimension 0; only the batch is symbolic: "
                   "give it a fixed size with --batch B (castor_compile_options.batch)",
