@@ -169,7 +169,8 @@ bool ir_split_check(const ir_type *x, int64_t axis, int n, const int64_t *sizes,
     return FAIL("split of %s along axis %lld would cut the batch dimension N; only the batch is symbolic: give it a "
                 "fixed size with --batch B (castor_compile_options.batch)",
                 sa, (long long)axis);
-  if (n < 1 || n > x->dims[d]) return FAIL("split of %s into %d pieces along axis %lld: 1 to %lld pieces", sa, n, (long long)axis, (long long)x->dims[d]);
+  /* empty tensors: given sizes may be 0 (as many pieces as asked); equal pieces of 0 elements are empty */
+  if (n < 1 || (!sizes && x->dims[d] > 0 && n > x->dims[d])) return FAIL("split of %s into %d pieces along axis %lld: 1 to %lld pieces", sa, n, (long long)axis, (long long)x->dims[d]);
   if (!sizes) {
     if (x->dims[d] % n != 0)
       return FAIL("split of %s into %d equal pieces along axis %lld: %lld is not a multiple of %d", sa, n,
@@ -178,7 +179,7 @@ bool ir_split_check(const ir_type *x, int64_t axis, int n, const int64_t *sizes,
   }
   int64_t total = 0;
   for (int k = 0; k < n; k++) {
-    if (sizes[k] < 1) return FAIL("split of %s along axis %lld: piece %d has size %lld, not >= 1", sa, (long long)axis, k, (long long)sizes[k]);
+    if (sizes[k] < 0) return FAIL("split of %s along axis %lld: piece %d has size %lld, not >= 0", sa, (long long)axis, k, (long long)sizes[k]);
     total += sizes[k];
   }
   if (total != x->dims[d])
