@@ -20,7 +20,8 @@
  * only it read is dead (dce); an op with an empty operand and a non-empty
  * result that is none of the above is an error naming it.
  *
- * In:  a verified graph, first in every pipeline (all floats f32 or any
+ * In:  a verified graph, first in every inference pipeline (training
+ *      refuses empty tensors: pass grad) (all floats f32 or any
  *      dtype: constants are written in the node's dtype).
  * Out: the same results; no non-empty value reads an empty one.
  */

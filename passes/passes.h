@@ -94,8 +94,8 @@ const char *pass_list(void);
 
 /* The training step: the model's pipeline, then grad (the step is the
  * transpose of the mixed-precision forward program), then the clean-ups. */
-#define PASS_PIPELINE_TRAIN "verify,fold-empty,autocast,cast-cleanup,grad,cast-cleanup,fold-constants,dce"
-#define PASS_PIPELINE_TRAIN_PAD8 "verify,fold-empty,autocast,cast-cleanup,grad,cast-cleanup,pad8,fold-constants,dce"
+#define PASS_PIPELINE_TRAIN "verify,autocast,cast-cleanup,grad,cast-cleanup,fold-constants,dce"
+#define PASS_PIPELINE_TRAIN_PAD8 "verify,autocast,cast-cleanup,grad,cast-cleanup,pad8,fold-constants,dce"
 
 /* Checks the autocast options (unknown op names, empty list items) before a
  * pipeline runs; layer names are checked against the graph by the pass. */

@@ -211,6 +211,14 @@ START_TEST(test_errors) {
   ck_assert(!pass_run_pipeline(g, "verify", &po, d));
   ck_assert_msg(strstr(diag_text(d), "dimension 1 is -3; dimensions must be >= 0"), "%s", diag_text(d));
   ir_graph_destroy(g);
+  /* training: refused, naming the empty value */
+  diag_clear(d);
+  g = parse("graph t policy=float32\n%x = f32[N,0] input() {index=0}\n%w = f32[0,2] const() {weight=\"w\"}\n"
+            "%y = f32[N,2] matmul(%x, %w) {acc=f32}\noutput y = %y\n");
+  ck_assert(!pass_run_pipeline(g, PASS_PIPELINE_TRAIN, &po, d));
+  ck_assert_msg(strstr(diag_text(d), "grad: %x is an empty tensor (f32[N,0]); castor trains only models without empty "
+                                     "tensors"), "%s", diag_text(d));
+  ir_graph_destroy(g);
   diag_sink_destroy(d);
 }
 END_TEST

@@ -842,6 +842,11 @@ static void *pool_jobs_thread(void *arg) {
 }
 
 START_TEST(test_thread_pool) {
+  pool_job *empty = calloc(1, sizeof *empty); /* empty tensors: a job of 0 tasks runs none, on any thread count */
+  ck_assert_ptr_nonnull(empty);
+  for (int threads = 1; threads <= 5; threads++) rt_pool_run(threads, 0, POOL_SCRATCH, pool_task, empty);
+  for (int t = 0; t < POOL_MAX_TASKS; t++) ck_assert_int_eq(atomic_load(&empty->runs[t]), 0);
+  free(empty);
   int rounds = 60;
   pool_jobs(rounds);
   pthread_t other;
