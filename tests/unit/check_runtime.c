@@ -759,6 +759,11 @@ START_TEST(test_summary_nonfinite) {
   str_buf_fini(&b);
   int64_t counts[3];
   ck_assert(!rt_tensor_nonfinite(DT_I32, 2, dims, h, counts) && counts[0] == 0);
+  /* an empty tensor has no statistics */
+  str_buf_init(&b);
+  rt_tensor_summary(&b, "e", DT_F32, 2, (int64_t[]){3, 0}, h);
+  ck_assert_str_eq(str_buf_cstr(&b), "e: f32[3,0] (empty)\n");
+  str_buf_fini(&b);
 }
 END_TEST
 
