@@ -803,8 +803,8 @@ castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int 
                 RT_MAX_RANK, rank);
   int64_t numel = 1, nbytes;
   for (int r = 0; r < rank; r++) {
-    if (dims[r] < 1)
-      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: dimension %d is %lld; dimensions must be positive",
+    if (dims[r] < 0)
+      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: dimension %d is %lld; dimensions must be >= 0",
                   r, (long long)dims[r]);
     if (!size_mul_ok(numel, dims[r], &numel))
       return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: the element count overflows");
@@ -812,7 +812,9 @@ castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int 
   if (!size_mul_ok(numel, dtype_size((ir_dtype)dtype), &nbytes) || nbytes > IR_MAX_TENSOR_BYTES)
     return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: the tensor is too large");
   castor_tensor *t = calloc(1, sizeof *t);
-  void *data = t ? aligned_alloc(64, ((size_t)nbytes + 63) & ~(size_t)63) : NULL;
+  /* an empty tensor (a dimension 0) still gets one aligned block: its data
+   * pointer is never NULL, and no kernel reads or writes it */
+  void *data = t ? aligned_alloc(64, nbytes ? ((size_t)nbytes + 63) & ~(size_t)63 : 64) : NULL;
   if (!data) {
     free(t);
     return fail(ctx, CASTOR_ERR_NOMEM, "castor_tensor_create: cannot allocate %lld bytes", (long long)nbytes);
@@ -928,6 +930,9 @@ castor_status castor_program_run(castor_program *p, castor_tensor *const *inputs
     if (!check_tensor(ctx, "input", &rt->inputs[i], inputs[i], &batch)) return finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
   }
   if (batch < 0) batch = 1;
+  if (batch == 0 && rt->n_states > 0) /* a step's mean over no samples is 0/0 */
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s is a training step: its batch must hold at least 1 sample, got 0",
+                rt->name);
   for (int i = 0; i < n_outputs; i++)
     if (outputs[i] && !check_tensor(ctx, "output", &rt->outputs[i], outputs[i], &batch))
       return finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
@@ -980,6 +985,8 @@ castor_status castor_program_time(castor_program *p, castor_tensor *const *input
     if (!inputs[i] || !check_tensor(ctx, "input", &rt->inputs[i], inputs[i], &batch))
       return finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
   if (batch < 0) batch = 1;
+  if (batch == 0)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_program_time: the batch is empty (0 rows): nothing to time");
   const void **in = xcalloc((size_t)n_inputs + 1, sizeof *in);
   for (int i = 0; i < n_inputs; i++) in[i] = inputs[i]->data;
   castor_status st = CASTOR_OK;

@@ -130,6 +130,11 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
   for (int i = 0; i < n; i++) {
     ir_node *x = g->nodes[i];
     if (is_leaf(x) || fused[i]) continue;
+    if (ir_type_is_empty(&x->type) && !ir_op_writes(x->op)) { /* empty tensors: no element, no kernel */
+      int out = first_output[i];
+      p->buffer_of[i] = add_buffer(p, &buf_cap, out >= 0 ? RT_BUF_OUTPUT : RT_BUF_SCRATCH, out, x);
+      continue;
+    }
     cg_kernel *k = &p->kernels[p->n_kernels++];
     k->kind = kernel_kind(x->op);
     k->ops = chain;
@@ -187,6 +192,10 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
   for (int o = 0; o < g->n_outputs; o++) {
     ir_node *v = g->outputs[o].value;
     if (first_output[v->id] == o && !is_leaf(v) && !ir_op_writes(v->op)) continue; /* an update writes its variable */
+    if (ir_type_is_empty(&v->type)) { /* empty tensors: nothing to copy */
+      add_buffer(p, &buf_cap, RT_BUF_OUTPUT, o, v);
+      continue;
+    }
     cg_kernel *k = &p->kernels[p->n_kernels++];
     k->kind = CG_KERNEL_COPY;
     k->copy_src = v;
@@ -222,9 +231,15 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
   while (leaves < nb + 1) leaves *= 2;
   int *free_after = arena_alloc(p->arena, 2 * (size_t)leaves * sizeof(int));
   for (int t = 0; t < 2 * leaves; t++) free_after[t] = -1;
+  bool empty_scratch = false;
   for (int b = 0; b < nb; b++) {
     rt_buffer *buf = &p->buffers[b];
     if (buf->kind != RT_BUF_SCRATCH) continue;
+    if (def[b] < 0) { /* empty tensors: an empty value no kernel writes or reads takes no room (slot 0) */
+      CASTOR_ASSERT(buf->bytes_per_row == 0 && buf->bytes_fixed == 0);
+      buf->index = 0, empty_scratch = true;
+      continue;
+    }
     if (last[b] < def[b]) last[b] = def[b]; /* written, never read (cannot happen after dce) */
     CASTOR_ASSERT(def[b] >= 0); /* a scratch buffer is a kernel's result */
     int t = 1; /* the leftmost leaf below a minimum under def[b] (the root's is: -1 at the end) */
@@ -238,6 +253,7 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
     if (buf->bytes_fixed > sl->bytes_fixed) sl->bytes_fixed = buf->bytes_fixed;
     buf->index = s;
   }
+  if (empty_scratch && p->n_slots == 0) p->n_slots = 1; /* slot 0, of 0 bytes */
   free(uses);
   return true;
 }

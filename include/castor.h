@@ -197,7 +197,11 @@ CASTOR_API castor_status castor_program_input_info(const castor_program *p, int 
 CASTOR_API castor_status castor_program_output_info(const castor_program *p, int i,
                                                     castor_tensor_info *out_info);
 
-/* ---- tensors: dense, row-major, 64-byte aligned host memory; rank 0 to CASTOR_MAX_RANK ---- */
+/* ---- tensors: dense, row-major, 64-byte aligned host memory; rank 0 to CASTOR_MAX_RANK ----
+ *
+ * A dimension may be 0 (an empty tensor, as in NumPy and ONNX): numel and
+ * nbytes are 0 and the data pointer is still a valid, aligned one. A
+ * negative dimension is CASTOR_ERR_INVALID_ARGUMENT. */
 
 CASTOR_API castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int rank,
                                               const int64_t *dims, castor_tensor **out_tensor);
@@ -218,7 +222,10 @@ CASTOR_API castor_status castor_tensor_load_npy(castor_context *ctx, const char 
 CASTOR_API castor_status castor_tensor_save_npy(castor_tensor *t, const char *path);
 
 /* Runs the program. inputs[i] must match input i's dtype and shape with one
- * batch size for all. For each output, outputs[i] may be a tensor of the
+ * batch size for all. The batch may be 0 (inputs [0, ...]): the run then
+ * computes no row and returns outputs with 0 rows (outputs without the
+ * batch dimension are computed as usual); a training step's batch must hold
+ * at least one sample. For each output, outputs[i] may be a tensor of the
  * right dtype and shape (written in place) or NULL, in which case the run
  * creates it and stores it there (the caller destroys it). Returns
  * CASTOR_ERR_INVALID_ARGUMENT, with a message naming the tensor and both

@@ -321,7 +321,7 @@ static bool infer_reshape(ir_op op, const ir_type *x, const ir_shape *shape, boo
     int64_t want = shape->dims[r], have = x->dims[r];
     if ((want == IR_DIM_BATCH) != (have == IR_DIM_BATCH))
       return FAIL("%s of %s must keep the batch dimension N in dimension 0 and nowhere else", ir_op_name(op), sa);
-    if (want != IR_DIM_BATCH && (want < 1 || (grow ? want < have : want > have)))
+    if (want != IR_DIM_BATCH && (want < 0 || (grow ? want < have : want > have)))
       return FAIL("%s of %s would make dimension %d %lld; a %s", ir_op_name(op), sa, r, (long long)want,
                   grow ? "pad may only grow a dimension" : "slice may only shrink a dimension");
     out->dims[r] = want;
@@ -461,11 +461,37 @@ static bool check_eltwise_attrs(ir_op op, const ir_attr *attr, char *err, size_t
 static bool infer_batch_matmul(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir_type *out, char *err,
                                size_t errlen);
 
+/* empty tensors: the type rules whose ops take an operand with a dimension 0
+ * (docs/shapes.md, "Empty tensors"); pass fold-empty rewrites the ones whose
+ * result is not empty (a reduction, a contraction over K = 0, a concat or a
+ * pad of an empty piece), and no kernel computes an empty result. */
+static bool empty_operand_ok(ir_type_rule rule) {
+  static const ir_type_rule ok[] = {IR_TYPE_MATMUL, IR_TYPE_BATCH_MATMUL, IR_TYPE_BINARY, IR_TYPE_UNARY,
+                                    IR_TYPE_ROWWISE, IR_TYPE_NORM, IR_TYPE_CAST, IR_TYPE_SAME, IR_TYPE_RESHAPE,
+                                    IR_TYPE_TRANSPOSE, IR_TYPE_CONCAT, IR_TYPE_STRIDED_SLICE, IR_TYPE_PAD_CONSTANT,
+                                    IR_TYPE_REDUCE, IR_TYPE_BROADCAST_TO, IR_TYPE_PAD, IR_TYPE_SLICE};
+  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+    if (ok[i] == rule) return true;
+  return false;
+}
+
+bool ir_type_is_empty(const ir_type *t) {
+  for (int r = 0; r < t->rank; r++)
+    if (t->dims[r] == 0) return true;
+  return false;
+}
+
 bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr,
                    ir_type *out, char *err, size_t errlen) {
   char sa[96], sb[96];
   if (!ir_op_arity_ok(op, n_srcs))
     return FAIL("%s takes %s operand(s), got %d", ir_op_name(op), ir_op_arity_str(op), n_srcs);
+  for (int s = 0; s < n_srcs; s++)
+    if (ir_type_is_empty(&srcs[s]->type) && !empty_operand_ok(ir_op_type_rule(op))) {
+      shape_str(&srcs[s]->type, sa, sizeof sa);
+      return FAIL("%s of the empty tensor %s (operand %d): castor computes empty tensors only in element-wise, "
+                  "layout, reduction and matmul ops", ir_op_name(op), sa, s + 1);
+    }
   switch (ir_op_type_rule(op)) {
   case IR_TYPE_LEAF:
     return FAIL("%s has no inferred type", ir_op_name(op));

@@ -297,7 +297,9 @@ bool ir_policy_from_name(const char *s, size_t n, ir_policy *out);
 int64_t ir_conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad0, int64_t pad1);
 
 bool ir_type_eq(const ir_type *a, const ir_type *b);
-bool ir_type_is_batched(const ir_type *t); /* first dim is N */
+bool ir_type_is_batched(const ir_type *t);
+/* A dimension of t is 0: t holds no element (in any batch). */
+bool ir_type_is_empty(const ir_type *t); /* first dim is N */
 /* Elements per row-of-batch (product of dims after the first) when batched,
  * or all elements otherwise. False on int64 overflow. */
 bool ir_type_inner_numel(const ir_type *t, int64_t *out);

@@ -63,7 +63,7 @@ static bool infer_reshape(const ir_type *x, const ir_shape *s, ir_type *out, cha
   int64_t have = 1, want = 1;
   if (!ir_type_inner_numel(x, &have)) return FAIL("reshape of %s: bad operand shape", sx);
   for (int r = sb ? 1 : 0; r < s->rank; r++) {
-    if (s->dims[r] < 1) return FAIL("reshape of %s to %s: dimension %d must be positive or N (first)", sx, ss, r);
+    if (s->dims[r] < 0) return FAIL("reshape of %s to %s: dimension %d must be >= 0 or N (first)", sx, ss, r);
     if (!size_mul_ok(want, s->dims[r], &want)) return FAIL("reshape of %s to %s: too many elements", sx, ss);
   }
   if (have != want)
@@ -142,9 +142,8 @@ bool ir_strided_slice_bounds(const ir_type *x, const ir_attr *attr, int64_t *sta
     if (en < 0) en += d;
     st = st < 0 ? 0 : st > d ? d : st;
     en = en < 0 ? 0 : en > d ? d : en;
-    if (en <= st)
-      return FAIL("strided_slice of %s: starts %s, ends %s leave dimension %d empty", sx, s1, s2, r);
-    starts[r] = st, counts[r] = (en - st + step - 1) / step;
+    /* en <= st: the dimension is empty (NumPy's and ONNX's slice of nothing) */
+    starts[r] = st, counts[r] = en <= st ? 0 : (en - st + step - 1) / step;
   }
   return true;
 }
@@ -176,7 +175,7 @@ static bool infer_pad_constant(const ir_type *x, const ir_attr *attr, ir_type *o
                     "steps %s", sx, s1, s3);
       continue;
     }
-    if (st < 0 || step < 1 || want < 1 || st + (d - 1) * step >= want)
+    if (st < 0 || step < 1 || want < 0 || (d > 0 && st + (d - 1) * step >= want) || st > want)
       return FAIL("pad_constant of %s to %s: starts %s and steps %s place dimension %d outside the result", sx, ss,
                   s1, s3, r);
   }

@@ -195,8 +195,8 @@ static bool parse_policy(parser *ps, ir_policy *out) {
   return false;
 }
 
-/* TYPE = DTYPE '[' [DIM {',' DIM}] ']', DIM = 'N' | positive integer. */
-/* '[' dims ']': positive integers, N only first; into out->rank/dims. */
+/* TYPE = DTYPE '[' [DIM {',' DIM}] ']', DIM = 'N' | integer >= 0 (0: an empty tensor). */
+/* '[' dims ']': integers >= 0, N only first; into out->rank/dims. */
 static bool parse_dims(parser *ps, ir_type *out) {
   if (!expect_char(ps, '[', "'['")) return false;
   if (!accept_char(ps, ']')) {
@@ -211,8 +211,7 @@ static bool parse_dims(parser *ps, ir_type *out) {
           return fail_at(ps, at, "the batch dimension N may only be the first dimension");
         dim = IR_DIM_BATCH;
       } else {
-        if (!lex_uint(ps, INT64_MAX, "a dimension (a positive integer or N)", &dim)) return false;
-        if (dim == 0) return fail_at(ps, at, "dimension must be positive, got 0");
+        if (!lex_uint(ps, INT64_MAX, "a dimension (an integer >= 0 or N)", &dim)) return false;
       }
       if (out->rank == IR_MAX_RANK)
         return fail_at(ps, at, "rank exceeds the maximum of %d", IR_MAX_RANK);

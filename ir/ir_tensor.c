@@ -137,8 +137,8 @@ bool ir_infer_tensor(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *
     if (sh->rank < x->rank || sh->rank > IR_MAX_RANK)
       return FAIL("%s cannot broadcast %s to %s: fewer dimensions", ir_op_name(op), sa, sb);
     for (int r = 0; r < sh->rank; r++)
-      if ((sh->dims[r] < 1 && !(r == 0 && sh->dims[r] == IR_DIM_BATCH)))
-        return FAIL("%s shape %s: dimension %d must be >= 1 (N only as dimension 0)", ir_op_name(op), sb, r);
+      if ((sh->dims[r] < 0 && !(r == 0 && sh->dims[r] == IR_DIM_BATCH)))
+        return FAIL("%s shape %s: dimension %d must be >= 0 (N only as dimension 0)", ir_op_name(op), sb, r);
     if (ir_type_is_batched(x) && (sh->rank != x->rank || sh->dims[0] != IR_DIM_BATCH))
       return FAIL("%s of %s to %s would move the batch dimension N out of dimension 0; only the batch is symbolic: "
                   "give it a fixed size with --batch B (castor_compile_options.batch)",
@@ -169,7 +169,8 @@ bool ir_split_check(const ir_type *x, int64_t axis, int n, const int64_t *sizes,
     return FAIL("split of %s along axis %lld would cut the batch dimension N; only the batch is symbolic: give it a "
                 "fixed size with --batch B (castor_compile_options.batch)",
                 sa, (long long)axis);
-  if (n < 1 || n > x->dims[d]) return FAIL("split of %s into %d pieces along axis %lld: 1 to %lld pieces", sa, n, (long long)axis, (long long)x->dims[d]);
+  /* empty tensors: given sizes may be 0 (as many pieces as asked); equal pieces of 0 elements are empty */
+  if (n < 1 || (!sizes && x->dims[d] > 0 && n > x->dims[d])) return FAIL("split of %s into %d pieces along axis %lld: 1 to %lld pieces", sa, n, (long long)axis, (long long)x->dims[d]);
   if (!sizes) {
     if (x->dims[d] % n != 0)
       return FAIL("split of %s into %d equal pieces along axis %lld: %lld is not a multiple of %d", sa, n,
@@ -178,7 +179,7 @@ bool ir_split_check(const ir_type *x, int64_t axis, int n, const int64_t *sizes,
   }
   int64_t total = 0;
   for (int k = 0; k < n; k++) {
-    if (sizes[k] < 1) return FAIL("split of %s along axis %lld: piece %d has size %lld, not >= 1", sa, (long long)axis, k, (long long)sizes[k]);
+    if (sizes[k] < 0) return FAIL("split of %s along axis %lld: piece %d has size %lld, not >= 0", sa, (long long)axis, k, (long long)sizes[k]);
     total += sizes[k];
   }
   if (total != x->dims[d])

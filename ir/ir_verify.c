@@ -100,8 +100,8 @@ static bool check_type(verifier *v, const ir_node *n) {
     if (t->dims[i] == IR_DIM_BATCH) {
       err(v, n, "the batch dimension N is dimension %d; it may only be the first", i);
       ok = false;
-    } else if (t->dims[i] <= 0) {
-      err(v, n, "dimension %d is %lld; dimensions must be positive", i, (long long)t->dims[i]);
+    } else if (t->dims[i] < 0) {
+      err(v, n, "dimension %d is %lld; dimensions must be >= 0", i, (long long)t->dims[i]);
       ok = false;
     }
   }

@@ -1093,6 +1093,18 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
 }
 
 bool pass_grad_run(ir_graph *g, pass_context *ctx) {
+  /* empty tensors: a step's mean over no element is 0/0, and its gradients of empty values have no rule */
+  for (int i = 0; i < g->n_nodes; i++)
+    if (ir_type_is_empty(&g->nodes[i]->type)) {
+      str_buf t;
+      str_buf_init(&t);
+      ir_type_print(&g->nodes[i]->type, &t);
+      diag_error_kind(ctx->diag, DIAG_KIND_UNSUPPORTED, g->nodes[i]->loc,
+                      "grad: %%%s is an empty tensor (%s); castor trains only models without empty tensors",
+                      g->nodes[i]->name, str_buf_cstr(&t));
+      str_buf_fini(&t);
+      return false;
+    }
   /* one variable per weight key: the step's states, slots and gradient
    * outputs are named after it (fuzz_grad: two weights of one key gave two
    * outputs grad_<key>) */

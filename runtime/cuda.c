@@ -361,7 +361,7 @@ rt_cuda_module *rt_cuda_module_load(rt_cuda_device *dev, const rt_cuda_program *
     const rt_buffer *buf = &desc->buffers[b];
     if (buf->kind != RT_BUF_CONST) continue;
     if (!alloc(&m->consts[b], buf->bytes_fixed, "a constant", d) ||
-        !CU(cuMemcpyHtoD(m->consts[b], buf->data, (size_t)buf->bytes_fixed), "cuMemcpyHtoD"))
+        (buf->bytes_fixed > 0 && !CU(cuMemcpyHtoD(m->consts[b], buf->data, (size_t)buf->bytes_fixed), "cuMemcpyHtoD")))
       goto fail;
   }
   return m;
@@ -387,6 +387,7 @@ static bool launch_all(rt_cuda_module *m, int64_t batch, diag_sink *d) {
   void *params[65];
   for (int i = 0; i < p->n_launches; i++) {
     const rt_cuda_launch *l = &p->launches[i];
+    if (l->batched && batch == 0) continue; /* no rows: an empty batch runs nothing */
     CASTOR_ASSERT(l->n_args <= 64);
     params[0] = &batch;
     for (int a = 0; a < l->n_args; a++) args[a] = m->addr[l->args[a]], params[a + 1] = &args[a];
@@ -429,8 +430,9 @@ static bool copy_out(rt_cuda_module *m, int64_t batch, void *const *outputs, dia
 
 bool rt_cuda_run(rt_cuda_module *m, int64_t batch, const void *const *inputs, void *const *outputs,
                  diag_sink *d) {
-  if (batch < 1) batch = 1;
-  return CU(cuCtxSetCurrent(m->dev->ctx), "cuCtxSetCurrent") && ensure_batch(m, batch, d) &&
+  if (batch < 0) batch = 0;
+  /* batch 0: the buffers of batch 1, the copies of 0 rows, no batched launch (launch_all) */
+  return CU(cuCtxSetCurrent(m->dev->ctx), "cuCtxSetCurrent") && ensure_batch(m, batch < 1 ? 1 : batch, d) &&
          copy_in(m, batch, inputs, d) && launch_all(m, batch, d) && copy_out(m, batch, outputs, d);
 }
 

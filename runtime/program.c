@@ -194,8 +194,12 @@ bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const
     diag_error(d, (diag_loc){0}, "%s is a training program: it runs with its state", p->name);
     return false;
   }
-  if (batch < 1) {
-    diag_error(d, (diag_loc){0}, "batch size must be at least 1, got %lld", (long long)batch);
+  if (batch < 0) {
+    diag_error(d, (diag_loc){0}, "batch size must be at least 0, got %lld", (long long)batch);
+    return false;
+  }
+  if (batch == 0 && p->n_states > 0) { /* a step's mean over no samples is 0/0 */
+    diag_error(d, (diag_loc){0}, "%s is a training step: its batch must hold at least 1 sample, got 0", p->name);
     return false;
   }
   if (threads <= 0 && !rt_threads_env_check(d)) return false;
@@ -228,7 +232,7 @@ bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const
     case RT_BUF_CONST: bufs[b] = (char *)buf->data; break;
     case RT_BUF_INPUT: bufs[b] = (char *)inputs[buf->index]; break;
     case RT_BUF_OUTPUT: bufs[b] = (char *)outputs[buf->index]; break;
-    case RT_BUF_SCRATCH: bufs[b] = (char *)workspace + slot_off[buf->index]; break;
+    case RT_BUF_SCRATCH: bufs[b] = workspace ? (char *)workspace + slot_off[buf->index] : NULL; break;
     case RT_BUF_STATE: bufs[b] = (char *)states[buf->index]; break;
     }
   }

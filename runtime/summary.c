@@ -58,6 +58,10 @@ void rt_tensor_summary(str_buf *out, const char *name, rt_dtype dtype, int rank,
     str_buf_putc(out, '\n');
     return;
   }
+  if (n == 0) { /* empty tensors: no min, max, mean or argmax to show */
+    str_buf_puts(out, " (empty)\n");
+    return;
+  }
   double lo = INFINITY, hi = -INFINITY, sum = 0;
   int64_t finite = 0, bad[3];
   for (int64_t i = 0; i < n; i++) {

@@ -594,9 +594,7 @@ bool oi_lower_slice(imp *im, const onnx_node *n, const op_row *row) {
     if (e0 < 0) e0 += d;
     s0 = s0 < 0 ? 0 : s0 > d ? d : s0;
     e0 = e0 < 0 ? 0 : e0 > d ? d : e0;
-    if (e0 <= s0)
-      return UNSUPPORTED(im, "Slice that keeps no element of dimension %d: castor's tensors have no "
-                             "empty dimensions", a);
+    if (e0 < s0) e0 = s0; /* empty tensors: a slice that keeps no element (docs/shapes.md) */
     attr.starts.v[a] = s0, attr.ends.v[a] = e0, attr.steps.v[a] = step;
   }
   return oi_define_output(im, 0, oi_build(im, IR_OP_STRIDED_SLICE, NULL, &x, 1, &attr));

@@ -73,6 +73,8 @@ bool ref_eval_tensor(const ir_node *n, double *const *src, const int64_t *n_src,
     }
     if (rule == IR_TYPE_REDUCE) {
       for (int64_t o = 0; o < ny; o++) y[o] = n->op == IR_OP_REDUCE_MEAN ? best[o] / (double)total : best[o];
+      if (extreme && total == 0) /* empty tensors: the max of nothing is -inf, the min +inf (ONNX opset 18) */
+        for (int64_t o = 0; o < ny; o++) y[o] = mx ? -INFINITY : INFINITY;
     } else {
       for (int64_t i = 0; i < nx; i++) y[i] = at[group[i]] == i ? src[0][group[i]] : 0.0;
     }

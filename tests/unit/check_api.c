@@ -302,8 +302,12 @@ START_TEST(test_tensor_create_errors) {
   castor_tensor *t = NULL;
   ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 7, (int64_t[]){1, 1, 1, 1, 1, 1, 1}, &t),
                    CASTOR_ERR_INVALID_ARGUMENT);
-  ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 2, (int64_t[]){4, 0}, &t), CASTOR_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 2, (int64_t[]){-1, 3}, &t), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx),
+                   "error: castor_tensor_create: dimension 0 is -1; dimensions must be >= 0\n");
+  ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 3, (int64_t[]){0, 2, -5}, &t), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx),
+                   "error: castor_tensor_create: dimension 2 is -5; dimensions must be >= 0\n");
   ck_assert_int_eq(castor_tensor_create(ctx, CASTOR_F32, 2, (int64_t[]){INT64_C(1) << 40, INT64_C(1) << 40}, &t),
                    CASTOR_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(castor_tensor_create(ctx, (castor_dtype)42, 1, (int64_t[]){1}, &t), CASTOR_ERR_INVALID_ARGUMENT);
@@ -313,6 +317,69 @@ START_TEST(test_tensor_create_errors) {
   ck_assert_int_eq(castor_tensor_nbytes(t), 8);
   ck_assert_int_eq((uintptr_t)castor_tensor_data(t) % 64, 0);
   castor_tensor_destroy(t);
+}
+END_TEST
+
+/* Empty tensors (a dimension 0, as NumPy's and ONNX's): created with a
+ * valid aligned pointer, saved and loaded as .npy, and run as a batch of 0
+ * rows, whose outputs are empty too. */
+START_TEST(test_empty_tensors) {
+  castor_tensor *t = tensor(CASTOR_F32, 2, (int64_t[]){4, 0});
+  ck_assert_int_eq(castor_tensor_numel(t), 0);
+  ck_assert_int_eq(castor_tensor_nbytes(t), 0);
+  ck_assert_ptr_nonnull(castor_tensor_data(t));
+  ck_assert_int_eq((uintptr_t)castor_tensor_data(t) % 64, 0);
+  ck_assert_int_eq(castor_tensor_dims(t)[0], 4);
+  ck_assert_int_eq(castor_tensor_dims(t)[1], 0);
+  char path[] = "/tmp/castor_api_empty_XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert(fd >= 0);
+  close(fd);
+  for (int k = 0; k < 2; k++) { /* [4, 0] f32 and [0, 2, 3] f16 */
+    castor_tensor *u = NULL;
+    ck_assert_msg(castor_tensor_save_npy(t, path) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+    ck_assert_msg(castor_tensor_load_npy(ctx, path, &u) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+    ck_assert_int_eq(castor_tensor_dtype(u), castor_tensor_dtype(t));
+    ck_assert_int_eq(castor_tensor_rank(u), castor_tensor_rank(t));
+    for (int r = 0; r < castor_tensor_rank(t); r++) ck_assert_int_eq(castor_tensor_dims(u)[r], castor_tensor_dims(t)[r]);
+    ck_assert_int_eq(castor_tensor_numel(u), 0);
+    castor_tensor_destroy(u);
+    castor_tensor_destroy(t);
+    t = k == 0 ? tensor(CASTOR_F16, 3, (int64_t[]){0, 2, 3}) : NULL;
+  }
+  unlink(path);
+
+  /* a batch of 0 rows: outputs created empty, or given empty */
+  castor_tensor *x = tensor(CASTOR_F32, 2, (int64_t[]){0, 3}), *y = tensor(CASTOR_F32, 2, (int64_t[]){0, 3});
+  castor_tensor *in[2] = {x, y}, *out[2] = {NULL, NULL};
+  ck_assert_msg(castor_program_run(prog, in, 2, out, 2) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  ck_assert_int_eq(castor_tensor_rank(out[0]), 2);
+  ck_assert_int_eq(castor_tensor_dims(out[0])[0], 0);
+  ck_assert_int_eq(castor_tensor_dims(out[0])[1], 2);
+  ck_assert_int_eq(castor_tensor_dims(out[1])[0], 0);
+  ck_assert_int_eq(castor_tensor_dims(out[1])[1], 3);
+  ck_assert_int_eq(castor_tensor_numel(out[0]), 0);
+  ck_assert_int_eq(castor_program_run(prog, in, 2, out, 2), CASTOR_OK);
+  /* an empty batch must match the other inputs' batch like any other */
+  castor_tensor *two = tensor(CASTOR_F32, 2, (int64_t[]){2, 3});
+  in[1] = two;
+  ck_assert_int_eq(castor_program_run(prog, in, 2, out, 2), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx),
+                   "error: input 'y': batch 2 differs from the batch 0 of the tensors before it\n");
+  /* an empty inner dimension is a shape mismatch, not an empty batch */
+  castor_tensor *thin = tensor(CASTOR_F32, 2, (int64_t[]){2, 0});
+  in[0] = two, in[1] = thin;
+  ck_assert_int_eq(castor_program_run(prog, in, 2, out, 2), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx), "error: input 'y': expected f32[N,3], got f32[2,0]\n");
+  /* nothing to time in an empty batch */
+  double ms = 0;
+  in[0] = x, in[1] = y;
+  ck_assert_int_eq(castor_program_time(prog, in, 2, 0, 1, &ms), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx),
+                   "error: castor_program_time: the batch is empty (0 rows): nothing to time\n");
+  castor_tensor_destroy(thin), castor_tensor_destroy(two);
+  castor_tensor_destroy(out[0]), castor_tensor_destroy(out[1]);
+  castor_tensor_destroy(x), castor_tensor_destroy(y);
 }
 END_TEST
 
@@ -429,6 +496,7 @@ int main(void) {
   tcase_add_test(tc, test_info);
   tcase_add_test(tc, test_run_and_shape_errors);
   tcase_add_test(tc, test_tensor_create_errors);
+  tcase_add_test(tc, test_empty_tensors);
   tcase_add_test(tc, test_npy_io);
   tcase_add_test(tc, test_npy_error_kinds);
   tcase_add_test(tc, test_policies_and_autocast_options);

@@ -177,9 +177,13 @@ START_TEST(test_bad_batch) {
   float x[16] = {0}, y[10];
   const void *in[] = {x};
   void *out[] = {y};
-  ck_assert(!rt_program_run(p, 0, in, out, NULL, d));
-  ck_assert_str_eq(diag_text(d), "error: batch size must be at least 1, got 0\n");
+  ck_assert(!rt_program_run(p, -1, in, out, NULL, d));
+  ck_assert_str_eq(diag_text(d), "error: batch size must be at least 0, got -1\n");
   diag_clear(d);
+  /* an empty batch runs no row: nothing is read or written */
+  for (int i = 0; i < 10; i++) y[i] = -7.0f;
+  ck_assert_msg(rt_program_run(p, 0, in, out, NULL, d), "%s", diag_text(d));
+  for (int i = 0; i < 10; i++) ck_assert_float_eq(y[i], -7.0f);
   ck_assert(!rt_program_run(p, INT64_MAX / 8, in, out, NULL, d));
   ck_assert_msg(strstr(diag_text(d), "too large") != NULL, "%s", diag_text(d));
   diag_sink_destroy(d);

@@ -362,14 +362,11 @@ static const struct {
     {HDR "%x = f33[N,4] input() {index=0}\n" OUT,
      "t.cir:2:6: error: unknown dtype 'f33' (dtypes: f32, f16, bf16, i32, i64, i1)\n"
      "%x = f33[N,4] input() {index=0}\n     ^\n"},
-    {HDR "%x = f32[N,0] input() {index=0}\n" OUT,
-     "t.cir:2:12: error: dimension must be positive, got 0\n"
-     "%x = f32[N,0] input() {index=0}\n           ^\n"},
     {HDR "%x = f32[4,N] input() {index=0}\n" OUT,
      "t.cir:2:12: error: the batch dimension N may only be the first dimension\n"
      "%x = f32[4,N] input() {index=0}\n           ^\n"},
     {HDR "%x = f32[N,-4] input() {index=0}\n" OUT,
-     "t.cir:2:12: error: expected a dimension (a positive integer or N), got '-'\n"
+     "t.cir:2:12: error: expected a dimension (an integer >= 0 or N), got '-'\n"
      "%x = f32[N,-4] input() {index=0}\n           ^\n"},
     {HDR "%x = f32[N,1,2,3,4,5,6] input() {index=0}\n" OUT,
      "t.cir:2:22: error: rank exceeds the maximum of 6\n"
@@ -378,7 +375,7 @@ static const struct {
      "t.cir:2:6: error: type f32[N,1048576,1048576] is larger than the 1099511627776-byte "
      "tensor limit\n%x = f32[N,1048576,1048576] input() {index=0}\n     ^\n"},
     {HDR "%x = f32[N,99999999999999999999] input() {index=0}\n" OUT,
-     "t.cir:2:12: error: a dimension (a positive integer or N) 99999999999999999999 is too "
+     "t.cir:2:12: error: a dimension (an integer >= 0 or N) 99999999999999999999 is too "
      "large\n%x = f32[N,99999999999999999999] input() {index=0}\n           ^\n"},
     {HDR X "%y = f32[N,4] relu(%x) {acc=f32}\n" OUT,
      "t.cir:3:25: error: unknown attribute 'acc' for relu (it takes only policy, layer and rule)\n"

@@ -759,6 +759,11 @@ START_TEST(test_summary_nonfinite) {
   str_buf_fini(&b);
   int64_t counts[3];
   ck_assert(!rt_tensor_nonfinite(DT_I32, 2, dims, h, counts) && counts[0] == 0);
+  /* an empty tensor has no statistics */
+  str_buf_init(&b);
+  rt_tensor_summary(&b, "e", DT_F32, 2, (int64_t[]){3, 0}, h);
+  ck_assert_str_eq(str_buf_cstr(&b), "e: f32[3,0] (empty)\n");
+  str_buf_fini(&b);
 }
 END_TEST
 
@@ -842,6 +847,11 @@ static void *pool_jobs_thread(void *arg) {
 }
 
 START_TEST(test_thread_pool) {
+  pool_job *empty = calloc(1, sizeof *empty); /* empty tensors: a job of 0 tasks runs none, on any thread count */
+  ck_assert_ptr_nonnull(empty);
+  for (int threads = 1; threads <= 5; threads++) rt_pool_run(threads, 0, POOL_SCRATCH, pool_task, empty);
+  for (int t = 0; t < POOL_MAX_TASKS; t++) ck_assert_int_eq(atomic_load(&empty->runs[t]), 0);
+  free(empty);
   int rounds = 60;
   pool_jobs(rounds);
   pthread_t other;

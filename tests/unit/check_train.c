@@ -504,6 +504,14 @@ START_TEST(test_find_overflow) {
   ck_assert_int_eq(castor_compile_train(m, NULL, &to, &p), CASTOR_OK);
   castor_tensor *x, *y, *outs[2] = {NULL, NULL}, *t = NULL;
   reg_batch(ctx, 1, &x, &y);
+  { /* a step needs a sample: an empty batch is refused, the state untouched */
+    castor_tensor *x0 = tensor(ctx, CASTOR_F32, 2, (int64_t[]){0, 12}), *y0 = tensor(ctx, CASTOR_F32, 2, (int64_t[]){0, 5});
+    ck_assert_int_eq(castor_program_run(p, (castor_tensor *[]){x0, y0}, 2, outs, 2), CASTOR_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(castor_context_last_error(ctx), "is a training step: its batch must hold at least 1 sample, got 0"),
+                  "%s", castor_context_last_error(ctx));
+    ck_assert_ptr_null(outs[0]);
+    castor_tensor_destroy(x0), castor_tensor_destroy(y0);
+  }
   float used = 0, now = 32768;
   for (int k = 0; k < 40 && now >= 1; k++) { /* every step rejected: the scale halves to below 1 */
     used = now;
