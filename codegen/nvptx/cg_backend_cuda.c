@@ -57,8 +57,7 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     [IR_OP_CLIP_VALUE] = TRAINING,
     /* general tensors */
     [IR_OP_GATHER_GRAD] = TRAINING,
-    /* convolutional networks */
-    [IR_OP_CONV2D] = "the NVPTX target has no convolution kernel yet (its implicit GEMM on mma.sync comes next; run it on the cpu target)",
+    /* convolutional networks (conv2d itself: the implicit GEMM of cg_nvptx_gemm.c) */
     [IR_OP_CONV2D_INPUT_GRAD] = TRAINING,
     [IR_OP_CONV2D_FILTER_GRAD] = TRAINING,
     /* general tensors */

@@ -12,6 +12,8 @@
  *   matmul  cg_nvptx_gemm.c: tensor-core mma.sync GEMM (f16/bf16), FMA GEMM
  *           (f32 and shapes the tensor-core path cannot take), the epilogue
  *           chain (bias, activation, cast, even a narrow row softmax) fused.
+ *   conv2d  the same GEMMs as an implicit GEMM (A gathered from x in the
+ *           tile loads; convolutional networks).
  *   eltwise grid-stride loop over the result's elements, the chain applied
  *           in registers by the kit's cg_apply_chain (kernel/cg_chain.c: one
  *           rounding model for both targets); a reindex op (pad, slice) may

@@ -28,6 +28,16 @@
  * use an FMA GEMM: 256 threads, BM = 128 by BN = 128 (64 for N <= 64),
  * BK = 8, 8 x TN outputs per thread, f32 accumulation.
  *
+ * Convolutional networks: conv2d, x [N,H,W,C] * w [KH,KW,C,O], is the same
+ * GEMM as an implicit GEMM: C[M, O] is y [N,OH,OW,O] flat (M = N*OH*OW),
+ * B[K, O] is w flat (K = KH*KW*C), and A[m, k] is gathered from x where a
+ * tile is loaded, never written out: m -> (n, i, j), k -> (p, q, c), A =
+ * x[n, i*sh - top + p*dh, j*sw - left + q*dw, c], 0 outside x (the same
+ * zero fill as outside M and K). The tensor-core path needs C a multiple
+ * of 8 (pad8's channels; then a 16-byte chunk of 8 k values is one tap's 8
+ * consecutive channels, contiguous and aligned in x); any other conv2d
+ * runs on the FMA GEMM with the same gather (float32: FMA, no TF32).
+ *
  * Epilogue (both): the accumulators go to a shared f32 tile; then each
  * element is rounded to the matmul's dtype and the fused chain (bias,
  * activation, cast: cg_apply_chain, the CPU's rounding model) runs on it
@@ -50,6 +60,7 @@ typedef struct gemm_cfg {
   int pitch;  /* f32 elements per row of the epilogue tile */
   int64_t M_fixed, K, N;
   ir_dtype at, bt;
+  const ir_node *conv; /* convolutional networks: the conv2d whose A is gathered, or NULL */
 } gemm_cfg;
 
 static int pow2_at_least(int64_t n, int lo) {
@@ -72,6 +83,11 @@ static gemm_cfg choose(const cg_kernel *k) {
   c.at = a->type.dtype, c.bt = b->type.dtype;
   bool is16 = (c.at == DT_F16 || c.at == DT_BF16) && c.bt == c.at;
   c.mma = is16 && c.K % 8 == 0 && c.N % 8 == 0;
+  if (mm->op == IR_OP_CONV2D) { /* convolutional networks: w [KH,KW,C,O] as B [KH*KW*C, O] */
+    const int64_t *wd = b->type.dims;
+    c.conv = mm, c.K = wd[0] * wd[1] * wd[2], c.N = wd[3];
+    c.mma = is16 && wd[2] % 8 == 0 && c.N % 8 == 0; /* a chunk of 8 k: one tap's channels */
+  }
   bool sm = ends_with_softmax(k);
   if (c.mma) {
     c.bm = 128, c.bk = 32, c.stages = 4, c.threads = 256;
@@ -168,6 +184,35 @@ static void emit_epilogue(cg_nv_kernel *g, const gemm_cfg *cf, LLVMValueRef tid,
   cg_nv_loop_end(g, &lr);
 }
 
+/* The element of A[grow, gcol] (i64 values) in a's buffer, and in *ok
+ * whether it lies inside A (else the caller loads 0 from element 0): a
+ * matmul's row-major A [M, K]; a conv2d's gathered x (convolutional
+ * networks: the implicit GEMM's index map, see the header). */
+static LLVMValueRef a_index(cg_emitter *e, const gemm_cfg *cf, LLVMValueRef grow, LLVMValueRef gcol, LLVMValueRef M,
+                            LLVMValueRef *ok) {
+  *ok = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSLT, grow, M, ""), LLVMBuildICmp(B, LLVMIntSLT, gcol, cg_i64(e, cf->K), ""), "");
+  if (!cf->conv) return LLVMBuildAdd(B, LLVMBuildMul(B, grow, cg_i64(e, cf->K), ""), gcol, "");
+  const ir_node *cv = cf->conv;
+  const int64_t *xd = cv->srcs[0]->type.dims, *wd = cv->srcs[1]->type.dims, *yd = cv->type.dims;
+  const int64_t *st = cv->attr.strides.v, *dl = cv->attr.dilations.v, *pd = cv->attr.pads.v;
+  int64_t H = xd[1], W = xd[2], C = xd[3], KW = wd[1], OH = yd[1], OW = yd[2];
+  LLVMValueRef n = LLVMBuildUDiv(B, grow, cg_i64(e, OH * OW), "conv.n");
+  LLVMValueRef pix = LLVMBuildURem(B, grow, cg_i64(e, OH * OW), "");
+  LLVMValueRef i = LLVMBuildUDiv(B, pix, cg_i64(e, OW), "conv.i"), j = LLVMBuildURem(B, pix, cg_i64(e, OW), "conv.j");
+  LLVMValueRef tap = LLVMBuildUDiv(B, gcol, cg_i64(e, C), ""), ch = LLVMBuildURem(B, gcol, cg_i64(e, C), "conv.c");
+  LLVMValueRef p = LLVMBuildUDiv(B, tap, cg_i64(e, KW), "conv.p"), q = LLVMBuildURem(B, tap, cg_i64(e, KW), "conv.q");
+  LLVMValueRef ih = LLVMBuildAdd(B, LLVMBuildSub(B, LLVMBuildMul(B, i, cg_i64(e, st[0]), ""), cg_i64(e, pd[0]), ""),
+                                 LLVMBuildMul(B, p, cg_i64(e, dl[0]), ""), "conv.ih");
+  LLVMValueRef iw = LLVMBuildAdd(B, LLVMBuildSub(B, LLVMBuildMul(B, j, cg_i64(e, st[1]), ""), cg_i64(e, pd[2]), ""),
+                                 LLVMBuildMul(B, q, cg_i64(e, dl[1]), ""), "conv.iw");
+  /* unsigned compares: a negative ih or iw is outside too */
+  LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntULT, ih, cg_i64(e, H), ""),
+                                 LLVMBuildICmp(B, LLVMIntULT, iw, cg_i64(e, W), ""), "conv.inside");
+  *ok = LLVMBuildAnd(B, *ok, in, "");
+  LLVMValueRef r = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, n, cg_i64(e, H), ""), ih, ""), cg_i64(e, W), ""), iw, "");
+  return LLVMBuildAdd(B, LLVMBuildMul(B, r, cg_i64(e, C), ""), ch, "conv.x");
+}
+
 /* ---- tensor cores ---- */
 
 /* byte offset of chunk `chunk` of tile row `row` (i32 values) in a tile of
@@ -197,11 +242,9 @@ static void mma_load_tile(cg_nv_kernel *g, const gemm_cfg *cf, LLVMValueRef tid,
       LLVMValueRef r = LLVMBuildUDiv(B, id, cg_i32(e, cpr), ""), ch = LLVMBuildURem(B, id, cg_i32(e, cpr), "");
       LLVMValueRef r64 = LLVMBuildZExt(B, r, e->i64, ""), c64 = LLVMBuildZExt(B, LLVMBuildMul(B, ch, cg_i32(e, 8), ""), e->i64, "");
       LLVMValueRef grow, gcol, ok, gidx;
-      if (op == 0) { /* A[m0 + r, k0 + 8 ch] */
+      if (op == 0) { /* A[m0 + r, k0 + 8 ch] (a conv2d's: 8 channels of one tap of x) */
         grow = LLVMBuildAdd(B, m0, r64, ""), gcol = LLVMBuildAdd(B, k0, c64, "");
-        ok = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSLT, grow, M, ""),
-                          LLVMBuildICmp(B, LLVMIntSLT, gcol, cg_i64(e, cf->K), ""), "");
-        gidx = LLVMBuildAdd(B, LLVMBuildMul(B, grow, cg_i64(e, cf->K), ""), gcol, "");
+        gidx = a_index(e, cf, grow, gcol, M, &ok);
       } else { /* B[k0 + r, n0 + 8 ch] */
         grow = LLVMBuildAdd(B, k0, r64, ""), gcol = LLVMBuildAdd(B, n0, c64, "");
         ok = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSLT, grow, cg_i64(e, cf->K), ""),
@@ -339,11 +382,10 @@ static void emit_fma_gemm(cg_nv_kernel *g, const gemm_cfg *cf, LLVMValueRef tid,
     for (int i = 0; i * cf->threads < total; i++) {
       LLVMValueRef id = LLVMBuildAdd(B, tid, cg_i32(e, i * cf->threads), "");
       LLVMValueRef r, c, grow, gcol, ok, gidx, sidx;
-      if (op == 0) { /* As[kk][r] = A[m0 + r, k0 + kk] */
+      if (op == 0) { /* As[kk][r] = A[m0 + r, k0 + kk] (a conv2d's gathered from x) */
         r = LLVMBuildUDiv(B, id, cg_i32(e, cf->bk), ""), c = LLVMBuildURem(B, id, cg_i32(e, cf->bk), "");
         grow = LLVMBuildAdd(B, m0, LLVMBuildZExt(B, r, e->i64, ""), ""), gcol = LLVMBuildAdd(B, k0, LLVMBuildZExt(B, c, e->i64, ""), "");
-        ok = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSLT, grow, M, ""), LLVMBuildICmp(B, LLVMIntSLT, gcol, cg_i64(e, cf->K), ""), "");
-        gidx = LLVMBuildAdd(B, LLVMBuildMul(B, grow, cg_i64(e, cf->K), ""), gcol, "");
+        gidx = a_index(e, cf, grow, gcol, M, &ok);
         sidx = LLVMBuildAdd(B, LLVMBuildMul(B, c, cg_i32(e, cf->bm), ""), r, "");
       } else { /* Bs[kk][c] = B[k0 + kk, n0 + c] */
         r = LLVMBuildUDiv(B, id, cg_i32(e, cf->bn), ""), c = LLVMBuildURem(B, id, cg_i32(e, cf->bn), "");
@@ -396,6 +438,7 @@ void cg_nv_gemm_emit(cg_nv_kernel *g) {
   const ir_type *at = &mm->srcs[0]->type;
   int64_t items = 1;
   for (int r = 1; r < at->rank - 1; r++) items *= at->dims[r];
+  if (cf.conv) items = mm->type.dims[1] * mm->type.dims[2]; /* convolutional networks: OH*OW rows per image */
   LLVMValueRef M = ir_type_is_batched(at) ? g->batch : cg_i64(e, at->dims[0]);
   if (items > 1) M = LLVMBuildMul(B, M, cg_i64(e, items), "M");
   int64_t pipe;

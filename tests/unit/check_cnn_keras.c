@@ -14,6 +14,9 @@
  *     mixed_float16    2e-3  (0: the same f16 roundings)
  *     mixed_bfloat16   2e-2  (3.4e-3)
  * and pad8 (conv2d's channels on multiples of 8) changes no bit of them.
+ * Under CASTOR_CUDA_EMULATE (ctest's check_cnn_keras_emu) the suite runs
+ * the same goldens on the cuda target through the PTX emulator instead,
+ * within the same bounds.
  */
 #include "api/internal.h"
 
@@ -21,6 +24,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define DIR CASTOR_SOURCE_DIR "/tests/golden/cnn-keras"
@@ -29,7 +33,9 @@ static double bound_for(const char *policy) {
   return strstr(policy, "bfloat16") ? 2e-2 : strstr(policy, "float16") ? 2e-3 : 1e-6;
 }
 
-START_TEST(test_outputs) {
+/* Every model of the manifest under its policy on `target` (the cuda
+ * target: through the PTX emulator, CASTOR_CUDA_EMULATE). */
+static void check_outputs(castor_target target) {
   char *text;
   size_t len;
   ck_assert_msg(str_read_file(DIR "/manifest.txt", &text, &len), "cannot read the manifest");
@@ -47,6 +53,7 @@ START_TEST(test_outputs) {
     castor_compile_options o;
     castor_compile_options_init(&o);
     o.policy = policy;
+    o.target = target;
     castor_program *p;
     ck_assert_msg(castor_compile(m, &o, &p) == CASTOR_OK, "%s %s: %s", model, policy, castor_context_last_error(ctx));
     castor_tensor *in, *out = NULL, *want;
@@ -64,8 +71,9 @@ START_TEST(test_outputs) {
       mag = fmax(mag, fabs((double)b[j]));
     }
     double rel = err / mag;
-    if (getenv("CASTOR_TEST_VERBOSE")) fprintf(stderr, "%s %s: %.2e\n", model, policy, rel);
-    ck_assert_msg(rel <= bound_for(policy), "%s under %s: normalized error %.3g > %.3g", model, policy, rel,
+    const char *tn = target == CASTOR_TARGET_CUDA ? "cuda" : "cpu";
+    if (getenv("CASTOR_TEST_VERBOSE")) fprintf(stderr, "%s %s %s: %.2e\n", tn, model, policy, rel);
+    ck_assert_msg(rel <= bound_for(policy), "%s under %s on %s: normalized error %.3g > %.3g", model, policy, tn, rel,
                   bound_for(policy));
     castor_tensor_destroy(want), castor_tensor_destroy(out), castor_tensor_destroy(in);
     castor_program_destroy(p);
@@ -76,6 +84,15 @@ START_TEST(test_outputs) {
   castor_context_destroy(ctx);
   free(text);
 }
+
+START_TEST(test_outputs) { check_outputs(CASTOR_TARGET_CPU); }
+END_TEST
+
+/* convolutional networks on the cuda target: the same goldens through the
+ * PTX emulator (conv2d's implicit GEMM, the kit's depthwise and pooling
+ * maps), within the same bounds; the check_cnn_keras_emu entry of ctest
+ * sets CASTOR_CUDA_EMULATE. */
+START_TEST(test_outputs_cuda_emulated) { check_outputs(CASTOR_TARGET_CUDA); }
 END_TEST
 
 /* pad8 on conv2d's channels changes no bit: each model under each 16-bit
@@ -120,6 +137,14 @@ START_TEST(test_pad8_bit_identical) {
 END_TEST
 
 static Suite *cnn_keras_suite(void) {
+  if (getenv("CASTOR_CUDA_EMULATE")) { /* check_cnn_keras_emu: the cuda target only */
+    Suite *s = suite_create("cnn_keras_cuda_emulated");
+    TCase *tg = tcase_create("cuda");
+    tcase_set_timeout(tg, 600);
+    tcase_add_test(tg, test_outputs_cuda_emulated);
+    suite_add_tcase(s, tg);
+    return s;
+  }
   Suite *s = suite_create("cnn_keras");
   TCase *tc = tcase_create("outputs");
   tcase_set_timeout(tc, 120);

@@ -425,7 +425,7 @@ END_TEST
  * sizes, 'same' with the odd pad at the end, overlapping windows, a relu
  * after each (a chain behind the map). Pooling follows its operand's
  * dtype, so with an f32 input it stays f32 under every policy (16-bit
- * pooling behind a conv2d waits for the NVPTX convolution). The model is
+ * pooling behind a conv2d: test_conv). The model is
  * text (a leading newline tells sample() so). */
 static const char pooling_model[] = "\nmodel pooling\n"
                                     "x = input(shape=[9, 7, 5])\n"
@@ -608,6 +608,141 @@ START_TEST(test_batch_norm) {
 }
 END_TEST
 
+/* convolutional networks: conv2d on the cuda target (the implicit GEMM of
+ * cg_nvptx_gemm.c: the FMA GEMM under float32, mma.sync on pad8's channels
+ * under the 16-bit policies) on odd shapes: stride 2 with 'same' (the odd
+ * pad at the end), dilation 2 with a 5x5 kernel, a 1x1 and a 2x3 kernel,
+ * channels 5, 13 and 7 (not multiples of 8), bias and activation epilogues,
+ * a depthwise conv2d (depth_multiplier 2), a separable one, and pooling,
+ * batch norm and a global pooling behind a convolution, each an output.
+ * The weights (kernels, biases, batch-norm statistics) are seeded random
+ * values, not the initializers' zeros and ones, so every epilogue operand
+ * counts. Against the float64 reference and the CPU backend at batches 1,
+ * 3 and 17 under every policy; the emulator's reverse CTA order and early
+ * cp.async landing give the same bits. */
+static const char conv_model[] =
+    "model convs\n"
+    "x = input(shape=[9, 7, 5])\n"
+    "a = conv2d(x, filters=13, kernel_size=3, strides=2, padding=same, activation=relu)\n"
+    "b = conv2d(a, filters=8, kernel_size=1)\n"
+    "c = conv2d(x, filters=7, kernel_size=5, padding=same, dilation_rate=2, activation=tanh)\n"
+    "d = depthwise_conv2d(c, kernel_size=3, depth_multiplier=2, strides=2)\n"
+    "e = conv2d(x, filters=16, kernel_size=[2, 3], use_bias=false)\n"
+    "n = batch_normalization(e)\n"
+    "f = max_pooling2d(n, pool_size=2)\n"
+    "s = separable_conv2d(a, filters=11, kernel_size=3, padding=same, activation=relu)\n"
+    "p = global_average_pooling2d(s)\n"
+    "output b, c, d, f, p\n";
+
+/* Seeded values for every constant of g (f32 before autocast): variances
+ * in [0.5, 1.5), everything else in [-0.5, 0.5). */
+static void seed_constants(ir_graph *g, uint64_t seed) {
+  rng_state = seed;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    if (n->op != IR_OP_CONST || n->type.dtype != DT_F32) continue;
+    int64_t k = 1;
+    for (int r = 0; r < n->type.rank; r++) k *= n->type.dims[r];
+    float *v = arena_alloc(g->arena, (size_t)(k > 0 ? k : 1) * sizeof *v);
+    bool var = n->attr.weight && strstr(n->attr.weight, "variance");
+    for (int64_t j = 0; j < k; j++) v[j] = var ? rng_f32() / 2 + 1.0f : rng_f32() / 2;
+    n->attr.data = v;
+  }
+}
+
+static void check_cast_model(const char *name, const char *text, const char *policy, const int64_t *bs, int nb,
+                             bool seeded) {
+  char what[96];
+  snprintf(what, sizeof what, "%s/%s", name, policy);
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = fe_load_mem(name, text, strlen(text), NULL, d, NULL);
+  ck_assert_msg(g != NULL, "%s: %s", what, diag_text(d));
+  if (seeded) seed_constants(g, 4242);
+  ck_assert(ir_policy_from_name(policy, strlen(policy), &g->policy));
+  pass_options po;
+  pass_options_init(&po);
+  po.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_PAD8, &po, d), "%s: %s", what, diag_text(d));
+  int n_conv = 0;
+  for (int i = 0; i < g->n_nodes; i++) n_conv += g->nodes[i]->op == IR_OP_CONV2D;
+  ck_assert_int_gt(n_conv, 0);
+  cg_backend_options bo;
+  cg_backend_options_init(&bo);
+  bo.threads = 1;
+  cg_exec *gpu = cg_backend_compile(&cg_backend_cuda, g, &bo, d);
+  ck_assert_msg(gpu != NULL, "%s: cuda compile: %s", what, diag_text(d));
+  cg_exec *cpu = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+  ck_assert_msg(cpu != NULL, "%s: cpu compile: %s", what, diag_text(d));
+  const rt_program *desc = gpu->desc;
+  double worst_ref = 0, worst_cpu = 0;
+  for (int bi = 0; bi < nb; bi++) {
+    int64_t batch = bs[bi];
+    rng_state = (uint64_t)batch * 131u + 7u;
+    int64_t nx = numel(&desc->inputs[0], batch);
+    float *x = malloc((size_t)nx * sizeof *x);
+    for (int64_t j = 0; j < nx; j++) x[j] = rng_f32();
+    double *x64 = ref_from_f32(x, nx), **want = calloc((size_t)desc->n_outputs + 1, sizeof *want);
+    char err[512];
+    ck_assert_msg(ref_run(g, batch, (const double *const *)&x64, want, err, sizeof err), "%s: ref: %s", what, err);
+    outs og = run(gpu, batch, &x, d, what), oc = run(cpu, batch, &x, d, what);
+    setenv("CASTOR_PTXEMU_ORDER", "reverse", 1);
+    setenv("CASTOR_PTXEMU_LANDING", "early", 1);
+    outs orv = run(gpu, batch, &x, d, what);
+    unsetenv("CASTOR_PTXEMU_ORDER");
+    unsetenv("CASTOR_PTXEMU_LANDING");
+    for (int k = 0; k < desc->n_outputs; k++) {
+      const rt_tensor_desc *t = &desc->outputs[k];
+      int64_t n = numel(t, batch);
+      float *got = as_f32(t, og.p[k], n), *cp = as_f32(t, oc.p[k], n);
+      double *cpd = ref_from_f32(cp, n);
+      ref_cmp er = ref_compare_normalized(got, want[k], n), ec = ref_compare_normalized(got, cpd, n);
+      char m1[256], m2[256];
+      ck_assert_msg(er.error < ref_bound(policy), "%s batch %lld output %s vs reference: %s (bound %g)", what,
+                    (long long)batch, t->name, ref_cmp_str(&er, m1, sizeof m1), ref_bound(policy));
+      ck_assert_msg(ec.error < cpu_bound(policy), "%s batch %lld output %s vs cpu: %s (bound %g)", what,
+                    (long long)batch, t->name, ref_cmp_str(&ec, m2, sizeof m2), cpu_bound(policy));
+      ck_assert_msg(!memcmp(og.p[k], orv.p[k], (size_t)n * dtype_size(t->dtype)),
+                    "%s batch %lld output %s: CTA order changes the result", what, (long long)batch, t->name);
+      if (er.error > worst_ref) worst_ref = er.error;
+      if (ec.error > worst_cpu) worst_cpu = ec.error;
+      free(got), free(cp), free(cpd);
+    }
+    outs_free(&og), outs_free(&oc), outs_free(&orv);
+    ref_outputs_free(want, desc->n_outputs);
+    free(want), free(x), free(x64);
+  }
+  printf("%-32s max normalized error: vs reference %.3g, vs cpu %.3g\n", what, worst_ref, worst_cpu);
+  cpu->backend->destroy(cpu);
+  gpu->backend->destroy(gpu);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+
+START_TEST(test_conv) {
+  static const int64_t bs[] = {1, 3, 17};
+  check_cast_model("convs", conv_model, policies[_i], bs, 3, true);
+}
+END_TEST
+
+/* The CNN samples' forward pass (their initializers' weights: Glorot
+ * kernels, zero biases, unit batch-norm statistics) at batch 3. */
+static char *read_sample(const char *file) {
+  char path[512], *text;
+  size_t len;
+  snprintf(path, sizeof path, "%s/samples/%s", CASTOR_SOURCE_DIR, file);
+  ck_assert_msg(str_read_file(path, &text, &len), "cannot read %s", path);
+  return text;
+}
+
+START_TEST(test_cnn_samples) {
+  static const int64_t bs[] = {3};
+  static const char *const files[] = {"fashion_cnn.cast", "edge_cnn.cast"};
+  char *text = read_sample(files[_i / N_POLICIES]);
+  check_cast_model(files[_i / N_POLICIES], text, policies[_i % N_POLICIES], bs, 1, false);
+  free(text);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cuda_emu");
   TCase *tc = tcase_create("kinds");
@@ -625,5 +760,10 @@ int main(void) {
   tcase_add_loop_test(tl, test_batch_norm, 0, N_POLICIES); /* CNN: batch normalization */
   tcase_add_loop_test(tl, test_tensor, 0, N_POLICIES); /* general tensors: reductions */
   suite_add_tcase(s, tl);
+  TCase *tcv = tcase_create("conv"); /* convolutional networks: conv2d's implicit GEMM */
+  tcase_set_timeout(tcv, 600);
+  tcase_add_loop_test(tcv, test_conv, 0, N_POLICIES);
+  tcase_add_loop_test(tcv, test_cnn_samples, 0, 2 * N_POLICIES);
+  suite_add_tcase(s, tcv);
   return check_run(s);
 }

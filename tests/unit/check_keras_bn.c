@@ -47,8 +47,9 @@ static double normalized(const float *got, const float *want, int64_t n) {
   return num / (den > 0 ? den : 1);
 }
 
-START_TEST(test_keras_bn_inference) {
-  const char *policy = fwd_policies[_i];
+/* fwd.cast under `policy` on `target` (the cuda target: through the PTX
+ * emulator, CASTOR_CUDA_EMULATE; the same bounds) */
+static void check_inference(const char *policy, castor_target target) {
   castor_context *ctx;
   castor_model *m;
   castor_program *p;
@@ -57,6 +58,7 @@ START_TEST(test_keras_bn_inference) {
   castor_compile_options o;
   castor_compile_options_init(&o);
   o.policy = policy;
+  o.target = target;
   ck_assert_msg(castor_compile(m, &o, &p) == CASTOR_OK, "%s: %s", policy, castor_context_last_error(ctx));
   castor_tensor *x = NULL, *want = NULL, *outs[1] = {NULL};
   ck_assert_int_eq(castor_tensor_load_npy(ctx, GOLD "/fwd_x.npy", &x), CASTOR_OK);
@@ -74,14 +76,24 @@ START_TEST(test_keras_bn_inference) {
                                                          : (float)dtype_load_double((dtype_id)castor_tensor_dtype(outs[0]),
                                                                                     castor_tensor_data(outs[0]), i);
   double e = normalized(got, castor_tensor_data(want), n);
-  ck_assert_msg(e <= bound_of(policy), "%s: normalized error %g vs Keras's predict (bound %g)", policy, e, bound_of(policy));
-  if (getenv("CASTOR_TEST_VERBOSE")) fprintf(stderr, "inference %s: %.2g\n", policy, e);
+  const char *tn = target == CASTOR_TARGET_CUDA ? "cuda" : "cpu";
+  ck_assert_msg(e <= bound_of(policy), "%s on %s: normalized error %g vs Keras's predict (bound %g)", policy, tn, e,
+                bound_of(policy));
+  if (getenv("CASTOR_TEST_VERBOSE")) fprintf(stderr, "inference %s %s: %.2g\n", tn, policy, e);
   free(got);
   castor_tensor_destroy(outs[0]), castor_tensor_destroy(x), castor_tensor_destroy(want);
   castor_program_destroy(p);
   castor_model_destroy(m);
   castor_context_destroy(ctx);
 }
+
+START_TEST(test_keras_bn_inference) { check_inference(fwd_policies[_i], CASTOR_TARGET_CPU); }
+END_TEST
+
+/* CNN on the cuda target: the conv2d with its folded batch norm (the
+ * implicit GEMM's epilogue) and the batch norm after the relu (the
+ * chain's formula), through the emulator (ctest's check_keras_bn_emu) */
+START_TEST(test_keras_bn_inference_cuda_emulated) { check_inference(fwd_policies[_i], CASTOR_TARGET_CUDA); }
 END_TEST
 
 enum { BATCH = 8, STEPS = 3, IMG = 6 * 5 * 3 };
@@ -163,6 +175,14 @@ START_TEST(test_keras_bn_training) {
 END_TEST
 
 int main(void) {
+  if (getenv("CASTOR_CUDA_EMULATE")) { /* check_keras_bn_emu: the cuda target's inference only */
+    Suite *s = suite_create("keras_bn_cuda_emulated");
+    TCase *tc = tcase_create("cuda");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_keras_bn_inference_cuda_emulated, 0, 3);
+    suite_add_tcase(s, tc);
+    return check_run(s);
+  }
   check_cpu_path("check_keras_bn");
   Suite *s = suite_create("keras_bn");
   TCase *tc = tcase_create("keras_bn");

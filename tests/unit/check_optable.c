@@ -8,7 +8,9 @@
  * keeps it valid; the reference interpreter computes it; every backend
  * either supports it or says why not; where the CPU backend supports it,
  * the JIT's results match the float64 reference; where the CUDA backend
- * does, PTX is emitted for it (no GPU needed). A new op that a stage has no
+ * does, PTX is emitted for it (no GPU needed), and under CASTOR_CUDA_EMULATE
+ * (ctest's check_optable_emu) its results through the PTX emulator match
+ * the reference too. A new op that a stage has no
  * answer for fails here, by name, instead of becoming a silent default.
  * -Wswitch-enum does the same at compile time for every switch over ops.
  */
@@ -421,8 +423,13 @@ enum { N_CPUS = sizeof cpus / sizeof cpus[0] };
 /* Every backend answers for every op; the CPU's answers are checked
  * against the reference, the CUDA target's PTX is emitted. */
 START_TEST(test_every_op_on_every_backend) {
+  /* CNN on the cuda target: under CASTOR_CUDA_EMULATE (ctest's
+   * check_optable_emu) the cuda target's ops run through the PTX emulator
+   * against the reference, the CPU's are left to check_optable */
+  bool emulated = getenv("CASTOR_CUDA_EMULATE") != NULL;
   for (int i = 0; i < IR_OP_COUNT; i++) {
     for (int bi = 0; bi < castor_backend_count(); bi++) {
+      if (emulated && castor_backend_at(bi) != &cg_backend_cuda) continue;
       op_case c;
       build_case((ir_op)i, &c);
       const cg_backend *be = castor_backend_at(bi);
@@ -439,13 +446,13 @@ START_TEST(test_every_op_on_every_backend) {
       ck_assert(pass_run_pipeline(c.g, be->always_pad8 ? PASS_PIPELINE_PAD8 : PASS_PIPELINE_DEFAULT, &po, d));
       cg_backend_options bo;
       cg_backend_options_init(&bo);
-      if (be == &cg_backend_cuda) { /* no GPU here: emit and validate the PTX text */
+      if (be == &cg_backend_cuda && !emulated) { /* no GPU here: emit and validate the PTX text */
         str_buf ptx;
         str_buf_init(&ptx);
         ck_assert_msg(be->emit(c.g, &bo, CG_EMIT_PTX, &ptx, d), "%s: PTX: %s", ir_op_name((ir_op)i), diag_text(d));
         ck_assert_msg(strstr(str_buf_cstr(&ptx), ".entry"), "%s: PTX without a kernel", ir_op_name((ir_op)i));
         str_buf_fini(&ptx);
-      } else for (int ci = 0; ci < N_CPUS; ci++) { /* every code path this host can run */
+      } else for (int ci = 0; ci < (be == &cg_backend_cuda ? 1 : N_CPUS); ci++) { /* every code path this host can run */
         bo.threads = 2;
         bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
         cg_exec *x = cg_backend_compile(be, c.g, &bo, d);
@@ -497,7 +504,8 @@ START_TEST(test_every_op_on_every_backend) {
         ref_cmp worst = sums ? ref_compare_normalized(out, want[0], n) : ref_compare_rel(out, want[0], n, 1e-3);
         char msg[256];
         ck_assert_msg(e <= 2e-6, "%s on %s: max relative error %g vs the reference (%s)", ir_op_name((ir_op)i),
-                      cpus[ci].cpu ? cpus[ci].cpu : "the host", e, ref_cmp_str(&worst, msg, sizeof msg));
+                      be == &cg_backend_cuda ? "the emulated cuda target" : cpus[ci].cpu ? cpus[ci].cpu : "the host", e,
+                      ref_cmp_str(&worst, msg, sizeof msg));
         ref_outputs_free(want, 1);
         free(xin), free(out);
         cg_exec_destroy(x);
@@ -1123,6 +1131,14 @@ static Suite *optable_suite(void) {
 }
 
 int main(void) {
+  if (getenv("CASTOR_CUDA_EMULATE")) { /* check_optable_emu: every op on the emulated cuda target */
+    Suite *s = suite_create("optable_cuda_emulated");
+    TCase *tc = tcase_create("cuda");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_every_op_on_every_backend);
+    suite_add_tcase(s, tc);
+    return check_run(s);
+  }
   check_cpu_path("check_optable");
   return check_run(optable_suite());
 }

@@ -6,7 +6,9 @@
  * the FMA GEMM, K and N that are and are not multiples of 8 (so pad and
  * slice kernels), fused epilogues (bias, relu/sigmoid/tanh/gelu, casts, a
  * narrow row softmax), the standalone softmax, eltwise chains with add and
- * multiply, and copies (an input or a value output twice). The batch is a
+ * multiply, and copies (an input or a value output twice); and a small
+ * convolutional network (conv2d's implicit GEMM, pooling, a depthwise
+ * conv2d, batch normalization, global pooling). The batch is a
  * kernel parameter, so one PTX module serves batch 1 to 8192.
  */
 #ifndef CASTOR_TESTS_GPU_CASES_H
@@ -55,6 +57,23 @@ static const gpu_case gpu_cases[] = {
      "y = dense(r, units=8, use_bias=false)\n"
      "z = activation(y, linear)\n"
      "output x, y, z\n"},
+    {"cnn", /* convolutional networks: conv2d's implicit GEMM (3 and 13 channels: pad8 pads them
+             * under the 16-bit policies), 'valid' and stride 2 'same', max pooling behind a
+             * conv2d, a batch norm folded into a conv2d and one after a relu (the chain's), a
+             * depthwise conv2d, global average pooling */
+     "model cnn\n"
+     "x = input(shape=[12, 10, 3])\n"
+     "c = conv2d(x, filters=13, kernel_size=3, activation=relu)\n"
+     "m = max_pooling2d(c, pool_size=2)\n"
+     "d = conv2d(m, filters=24, kernel_size=3, strides=2, padding=same, use_bias=false)\n"
+     "n = batch_normalization(d)\n"
+     "r = activation(n, relu)\n"
+     "w = depthwise_conv2d(r, kernel_size=3, padding=same)\n"
+     "b = batch_normalization(w)\n"
+     "g = global_average_pooling2d(b)\n"
+     "y = dense(g, units=10)\n"
+     "p = activation(y, softmax, dtype=float32)\n"
+     "output p\n"},
 };
 enum { N_GPU_CASES = sizeof gpu_cases / sizeof gpu_cases[0] };
 
