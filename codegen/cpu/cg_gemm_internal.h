@@ -59,6 +59,7 @@ typedef struct gemm_conv {
   int64_t rows_per_item; /* GEMM rows per launch row: OH*OW (fwd), H*W (dx), 1 (dw) */
   int64_t k_per_item;    /* dw: K per batch row (OH*OW) */
   int64_t H, W, C, KW, OH, OW, O, sh, sw, dh, dw, pt, pl; /* x [N,H,W,C], w [KH,KW,C,O], dy [N,OH,OW,O] */
+  int64_t direct;        /* fwd: > 0, the direct convolution (cg_conv.c) with tiles of this many pixels */
 } gemm_conv;
 
 /* general tensors: a batch_matmul is one GEMM per matrix product (item):
@@ -99,6 +100,10 @@ struct cg_gemm {
   gemm_bmm bmm;         /* general tensors: batch_matmul's item loop */
 };
 
+
+/* convolutional networks: the direct convolution of a conv2d whose plan
+ * has conv.direct (cg_conv.c); epilogue: the GEMM's epilogue function. */
+void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue);
 
 /* cg_gemm.bf16 of the AMX-BF16 family (1: vdpbf16ps) */
 enum { GEMM_AMX = 2 };
