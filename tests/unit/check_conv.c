@@ -2,7 +2,9 @@
  * check_conv.c: convolutional networks on the CPU.
  *
  * conv2d is the CPU GEMM with its A operand gathered from x through the
- * im2col index map inside the A packing (codegen/cpu/cg_gemm.c). Shapes
+ * im2col index map inside the A packing (codegen/cpu/cg_gemm.c), or, for
+ * an f32 conv2d of one K block and few output channels, the direct
+ * convolution (codegen/cpu/cg_conv.c). Shapes
  * that cross every edge of that gather and of the GEMM's blocking: strides
  * 2, dilation 2, 'same' padding of odd sizes (Keras's extra pixel at the
  * end), 1x1 and 5x5 kernels, channels not a multiple of 8 or of a vector,
@@ -258,6 +260,11 @@ START_TEST(test_conv2d_shapes) {
       {1, 20, 20, 4, 3, 3, 600, 1, 1, 1, 1, true, true},  /* 400 pixels (rows > a row block), O > a column block */
       {4, 3, 3, 2, 3, 3, 1, 1, 1, 1, 1, false, false},    /* one output pixel, one output channel */
       {2, 8, 7, 300, 2, 3, 4, 3, 2, 1, 2, true, true},    /* C > K block: a tap over several blocks */
+      /* convolutional networks: the direct convolution (cg_conv.c): rows of
+       * several pixel tiles and a shorter last one, borders in the padding */
+      {2, 9, 31, 1, 3, 3, 8, 1, 1, 1, 1, false, true},    /* one input channel, 8 output channels */
+      {1, 6, 33, 3, 3, 3, 16, 1, 1, 1, 1, true, true},    /* 'same', 3 channels, 16 output channels */
+      {2, 7, 18, 2, 3, 3, 24, 2, 1, 1, 2, true, false},   /* two vectors of output channels, strided, dilated */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int f16 = 0; f16 < 2; f16++) check_conv(&cases[i], f16), check_conv_grads(&cases[i], f16);
