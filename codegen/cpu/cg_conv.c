@@ -16,12 +16,13 @@
  *                   per pixel r: acc[r] += x[n, ih, iw_r, c] (broadcast) * w
  *
  * Taps that fall in the zero padding are skipped: a row kh outside x for
- * the whole tile, a column kw outside x for a pixel of the border (the
- * pixels whose windows reach past the left or right edge run one at a time;
- * the interior in tiles of R, sized so that they divide it evenly where they
- * can). The sums of an output row go to the C tile (scratch) and the GEMM's
- * epilogue function (cg_gemm.c: bias, activation, cast, the fused ops) stores
- * the row, once per output row.
+ * the whole tile (a test per tile and kh), a column kw outside x for the
+ * pixels of a tile at a row's edge (known at compile time: the tiles of a
+ * row are laid out when the kernel is emitted, a run of whole tiles of the
+ * interior as a loop, the others one by one at their place). The sums of
+ * an output row go to the C tile (scratch) and the GEMM's epilogue
+ * function (cg_gemm.c: bias, activation, cast, the fused ops) stores the
+ * row, once per output row.
  *
  * Numerics: each output element is one FMA chain over k = (kh, kw, c) in
  * order from 0, as in the GEMM with one K block, so the results do not
@@ -58,25 +59,20 @@ static LLVMValueRef add(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) { return 
 static LLVMValueRef mul(cg_emitter *e, LLVMValueRef a, int64_t b) { return LLVMBuildMul(B, a, cg_i64(e, b), ""); }
 
 /* The taps of column kw for the pixels ow0 .. ow0+R of the tile, row
- * offset xrow (x's element index of (n, ih, 0, 0)); check_w: R == 1 and
- * the column may fall in the padding. */
-static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, LLVMValueRef kw, LLVMValueRef ow0, int R,
-                      bool check_w, LLVMValueRef acc[CONV_MAX_R][CONV_MAX_NVEC]) {
+ * offset xrow (x's element index of (n, ih, 0, 0)); a pixel r with
+ * !col_in[r] has this column in the padding (known when the tile's place
+ * is: the tiles at a row's edges), and gets no FMA. */
+static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t kw, LLVMValueRef ow0, int R,
+                      const bool *col_in, LLVMValueRef acc[CONV_MAX_R][CONV_MAX_NVEC]) {
   cg_kctx *c = t->c;
   cg_emitter *e = c->e;
   const gemm_conv *cv = t->cv;
-  LLVMValueRef iw0 = add(e, mul(e, ow0, cv->sw), add(e, cg_i64(e, -cv->pl), mul(e, kw, cv->dw)));
-  LLVMBasicBlockRef done = NULL;
-  if (check_w) {
-    LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, iw0, cg_i64(e, 0), ""),
-                                   LLVMBuildICmp(B, LLVMIntSLT, iw0, cg_i64(e, cv->W), ""), "conv.in_w");
-    LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "conv.col");
-    done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "conv.col.done");
-    LLVMBuildCondBr(B, in, go, done);
-    LLVMPositionBuilderAtEnd(B, go);
-  }
-  LLVMValueRef xpix = add(e, xrow, mul(e, iw0, cv->C));                   /* x at (n, ih, iw0, 0) */
-  LLVMValueRef krow = mul(e, add(e, mul(e, kh, cv->KW), kw), cv->C);      /* k of (kh, kw, 0) */
+  bool any = false;
+  for (int r = 0; r < R; r++) any |= col_in[r];
+  if (!any) return;
+  LLVMValueRef iw0 = add(e, mul(e, ow0, cv->sw), cg_i64(e, kw * cv->dw - cv->pl));
+  LLVMValueRef xpix = add(e, xrow, mul(e, iw0, cv->C));              /* x at (n, ih, iw0, 0) */
+  LLVMValueRef krow = mul(e, add(e, mul(e, kh, cv->KW), cg_i64(e, kw)), cv->C); /* k of (kh, kw, 0) */
   cg_loop lc = {0};
   LLVMValueRef ch = cg_i64(e, 0);
   if (cv->C > 1) {
@@ -89,21 +85,19 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, LLVMValue
     wv[v] = cg_load_part(e, DT_F32, cg_elem_ptr(c, t->w, add(e, wrow, cg_i64(e, (int64_t)v * t->lanes))), t->lanes,
                          v == t->nvec - 1 ? t->last_valid : t->lanes, t->w->name);
   for (int r = 0; r < R; r++) {
+    if (!col_in[r]) continue;
     LLVMValueRef xi = add(e, xpix, add(e, cg_i64(e, (int64_t)r * cv->sw * cv->C), ch));
     LLVMValueRef xs = cg_splat(e, cg_emit_load(e, DT_F32, cg_elem_ptr(c, t->x, xi), 1, t->x->name), t->lanes);
     for (int v = 0; v < t->nvec; v++)
       LLVMBuildStore(B, cg_fmuladd(e, xs, wv[v], LLVMBuildLoad2(B, t->vt, acc[r][v], "")), acc[r][v]);
   }
   if (cv->C > 1) cg_loop_end(c, &lc);
-  if (check_w) {
-    LLVMBuildBr(B, done);
-    LLVMPositionBuilderAtEnd(B, done);
-  }
 }
 
 /* One tile: output pixels ow0 .. ow0+R of row t->oh, their sums into the
- * C tile's rows ow0 .. */
-static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int R, bool check_w) {
+ * C tile's rows ow0 ..; at (constant) ow_at >= 0 the columns in the
+ * padding are skipped pixel by pixel, ow_at < 0: a tile of the interior. */
+static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int64_t ow_at, int R) {
   cg_kctx *c = t->c;
   cg_emitter *e = c->e;
   const gemm_conv *cv = t->cv;
@@ -126,12 +120,13 @@ static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int R, bool check_w) {
     LLVMPositionBuilderAtEnd(B, go);
   }
   LLVMValueRef xrow = add(e, t->img, mul(e, ih, cv->W * cv->C));
-  if (cv->KW <= 7) { /* the columns unrolled */
-    for (int64_t kw = 0; kw < cv->KW; kw++) emit_taps(t, xrow, lh.iv, cg_i64(e, kw), ow0, R, check_w, acc);
-  } else {
-    cg_loop lw = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, cv->KW), 1, "conv.kw");
-    emit_taps(t, xrow, lh.iv, lw.iv, ow0, R, check_w, acc);
-    cg_loop_end(c, &lw);
+  for (int64_t kw = 0; kw < cv->KW; kw++) { /* the columns unrolled */
+    bool col_in[CONV_MAX_R];
+    for (int r = 0; r < R; r++) {
+      int64_t iw = (ow_at + r) * cv->sw - cv->pl + kw * cv->dw;
+      col_in[r] = ow_at < 0 || (iw >= 0 && iw < cv->W);
+    }
+    emit_taps(t, xrow, lh.iv, kw, ow0, R, col_in, acc);
   }
   if (t->check_h) {
     LLVMBuildBr(B, row_done);
@@ -146,47 +141,42 @@ static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int R, bool check_w) {
     }
 }
 
-/* Pixels [lo, hi) of the row, one at a time, each column checked. */
-static void emit_border(conv_ctx *t, int64_t lo, int64_t hi, const char *name) {
-  if (hi <= lo) return;
-  cg_kctx *c = t->c;
-  cg_emitter *e = c->e;
-  cg_loop l = cg_loop_begin(c, cg_i64(e, lo), cg_i64(e, hi), 1, name);
-  emit_tile(t, l.iv, 1, true);
-  cg_loop_end(c, &l);
-}
-
 void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
   cg_emitter *e = c->e;
   const cg_kernel *k = c->k;
   const gemm_conv *cv = &g->conv;
   conv_ctx t = {.c = c, .g = g, .cv = cv, .x = k->ops[0]->srcs[0], .w = k->ops[0]->srcs[1], .lanes = g->vw,
                 .nvec = g->nv, .KH = g->K / (cv->KW * cv->C)};
-  CASTOR_ASSERT(cv->direct && t.x->type.dtype == DT_F32 && t.w->type.dtype == DT_F32 && t.KH * cv->KW * cv->C == g->K);
+  CASTOR_ASSERT(cv->direct > 0 && cv->direct <= CONV_MAX_R && t.x->type.dtype == DT_F32 && t.w->type.dtype == DT_F32 && t.KH * cv->KW * cv->C == g->K);
   t.vt = LLVMVectorType(e->f32, (unsigned)t.lanes);
   t.last_valid = (int)(cv->O - (int64_t)(t.nvec - 1) * t.lanes);
   /* rows of a window outside x: above the first, or below the last */
   t.check_h = cv->pt > 0 || (cv->OH - 1) * cv->sh - cv->pt + (t.KH - 1) * cv->dh >= cv->H;
-  /* the interior columns: every window column inside x */
-  int64_t lo = (cv->pl + cv->sw - 1) / cv->sw;
-  int64_t last_in = cv->W - 1 + cv->pl - (cv->KW - 1) * cv->dw; /* ow * sw <= last_in */
-  int64_t hi = last_in < 0 ? 0 : last_in / cv->sw + 1;
-  if (hi > cv->OW) hi = cv->OW;
-  if (lo > hi) lo = hi;
-  int64_t R = cv->direct, n_in = hi - lo, full = n_in / R * R, rest = n_in - full;
+  /* the row's tiles: [ow0, ow0 + R), the last one perhaps shorter; a run
+   * of whole tiles inside the interior (every window column inside x) is
+   * a loop, the others are emitted at their place with the columns in the
+   * padding left out */
+  int64_t lo, hi, R = cv->direct, OW = cv->OW;
+  gemm_conv_interior(cv, &lo, &hi);
   t.ctile = LLVMBuildGEP2(B, LLVMInt8TypeInContext(e->ctx), c->scratch, (LLVMValueRef[]){cg_i64(e, g->c_off)}, 1, "ctile");
   cg_loop ln = cg_loop_begin(c, c->row0, c->row1, 1, "conv.n");
   t.img = mul(e, ln.iv, cv->H * cv->W * cv->C);
   cg_loop lo_h = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, cv->OH), 1, "conv.oh");
   t.oh = lo_h.iv;
-  emit_border(&t, 0, lo, "conv.left");
-  if (full > 0) {
-    cg_loop lt = cg_loop_begin(c, cg_i64(e, lo), cg_i64(e, lo + full), R, "conv.ow");
-    emit_tile(&t, lt.iv, (int)R, false);
-    cg_loop_end(c, &lt);
+  for (int64_t ow0 = 0; ow0 < OW;) {
+    int64_t n_run = 0; /* whole interior tiles from ow0 on */
+    while (ow0 + (n_run + 1) * R <= OW && ow0 + n_run * R >= lo && ow0 + (n_run + 1) * R <= hi) n_run++;
+    if (n_run >= 2) {
+      cg_loop lt = cg_loop_begin(c, cg_i64(e, ow0), cg_i64(e, ow0 + n_run * R), R, "conv.ow");
+      emit_tile(&t, lt.iv, -1, (int)R);
+      cg_loop_end(c, &lt);
+      ow0 += n_run * R;
+      continue;
+    }
+    int64_t len = OW - ow0 < R ? OW - ow0 : R;
+    emit_tile(&t, cg_i64(e, ow0), ow0 >= lo && ow0 + len <= hi ? -1 : ow0, (int)len);
+    ow0 += len;
   }
-  if (rest > 0) emit_tile(&t, cg_i64(e, lo + full), (int)rest, false);
-  emit_border(&t, hi, cv->OW, "conv.right");
   /* the row's sums through the epilogue: GEMM rows (n, oh, 0 ..) */
   LLVMValueRef row = mul(e, add(e, mul(e, ln.iv, cv->OH), lo_h.iv), cv->OW);
   LLVMValueRef args[] = {c->bufs, t.ctile, row, cg_i64(e, cv->OW), cg_i64(e, 0), cg_i64(e, cv->O)};

@@ -101,6 +101,17 @@ struct cg_gemm {
 };
 
 
+/* convolutional networks: the interior output columns [lo, hi) of a
+ * conv2d forward: those whose every window column is inside x. */
+static inline void gemm_conv_interior(const gemm_conv *cv, int64_t *lo, int64_t *hi) {
+  int64_t l = (cv->pl + cv->sw - 1) / cv->sw;
+  int64_t last_in = cv->W - 1 + cv->pl - (cv->KW - 1) * cv->dw; /* ow * sw <= last_in */
+  int64_t h = last_in < 0 ? 0 : last_in / cv->sw + 1;
+  if (h > cv->OW) h = cv->OW;
+  if (l > h) l = h;
+  *lo = l, *hi = h;
+}
+
 /* convolutional networks: the direct convolution of a conv2d whose plan
  * has conv.direct (cg_conv.c); epilogue: the GEMM's epilogue function. */
 void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue);
