@@ -972,6 +972,10 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
   gemm_ctx x = {.c = c, .g = g, .mm = k->ops[0], .a = k->ops[0]->srcs[0], .b = k->ops[0]->srcs[1],
                 .out = k->ops[k->n_ops - 1], .vt = LLVMVectorType(e->f32, (unsigned)g->vw)};
   x.epilogue = emit_epilogue_fn(c, g);
+  if (g->conv.direct) { /* convolutional networks: no GEMM (cg_conv.c) */
+    cg_conv_direct_emit(c, g, x.epilogue);
+    return;
+  }
   x.apack = c->scratch;
   x.ctile = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->c_off));
   x.abase = c->base[x.a->id], x.bbase = c->base[x.b->id];

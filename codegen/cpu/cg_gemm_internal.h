@@ -59,6 +59,7 @@ typedef struct gemm_conv {
   int64_t rows_per_item; /* GEMM rows per launch row: OH*OW (fwd), H*W (dx), 1 (dw) */
   int64_t k_per_item;    /* dw: K per batch row (OH*OW) */
   int64_t H, W, C, KW, OH, OW, O, sh, sw, dh, dw, pt, pl; /* x [N,H,W,C], w [KH,KW,C,O], dy [N,OH,OW,O] */
+  int64_t direct;        /* fwd: > 0, the direct convolution (cg_conv.c) with tiles of this many pixels */
 } gemm_conv;
 
 /* general tensors: a batch_matmul is one GEMM per matrix product (item):
@@ -99,6 +100,21 @@ struct cg_gemm {
   gemm_bmm bmm;         /* general tensors: batch_matmul's item loop */
 };
 
+
+/* convolutional networks: the interior output columns [lo, hi) of a
+ * conv2d forward: those whose every window column is inside x. */
+static inline void gemm_conv_interior(const gemm_conv *cv, int64_t *lo, int64_t *hi) {
+  int64_t l = (cv->pl + cv->sw - 1) / cv->sw;
+  int64_t last_in = cv->W - 1 + cv->pl - (cv->KW - 1) * cv->dw; /* ow * sw <= last_in */
+  int64_t h = last_in < 0 ? 0 : last_in / cv->sw + 1;
+  if (h > cv->OW) h = cv->OW;
+  if (l > h) l = h;
+  *lo = l, *hi = h;
+}
+
+/* convolutional networks: the direct convolution of a conv2d whose plan
+ * has conv.direct (cg_conv.c); epilogue: the GEMM's epilogue function. */
+void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue);
 
 /* cg_gemm.bf16 of the AMX-BF16 family (1: vdpbf16ps) */
 enum { GEMM_AMX = 2 };

@@ -63,6 +63,36 @@ static void choose_bmm(const ir_node *mm, cg_gemm *g) {
   }
 }
 
+/* convolutional networks: a conv2d forward of f32 x and w with at most one
+ * K block and at most two vectors of output channels runs as the direct
+ * convolution (cg_conv.c) instead of the GEMM: vw becomes the narrowest
+ * vector that holds the channels (LANES), nv the vectors, mr the pixels of
+ * a tile (accumulators within the register file, at most 14, sized to
+ * divide the output row evenly), and the C tile holds one output row, at
+ * the start of scratch. B is read in place (never pre-packed: the plan's
+ * caller checks conv.direct). */
+static void choose_conv_direct(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
+  const ir_node *mm = k->ops[0];
+  int vw = kernel_regs[caps->gemm_kernel].vw, regs = kernel_regs[caps->gemm_kernel].regs;
+  if (g->conv.mode != GEMM_CONV_FWD || g->bf16 || g->softmax || mm->srcs[0]->type.dtype != DT_F32 ||
+      mm->srcs[1]->type.dtype != DT_F32 || g->K > KC_TARGET || g->Nc > 2 * vw)
+    return;
+  int lanes = vw;
+  while (lanes > 4 && lanes / 2 >= g->Nc) lanes /= 2;
+  int nvec = (int)ceil_div(g->Nc, lanes);
+  int64_t rmax = (regs - 2 - nvec) / nvec; /* less the w vectors, the broadcast and one spare */
+  if (rmax > 14) rmax = 14;
+  int64_t ow = g->conv.OW, tiles = ceil_div(ow, rmax);
+  g->conv.direct = ceil_div(ow, tiles);
+  g->vw = lanes, g->nv = nvec, g->nr = nvec * lanes, g->mr = (int)g->conv.direct;
+  g->n_full = 1, g->tail_nv = 0, g->tail_valid = 0;
+  g->b_src = GEMM_B_IN_PLACE;
+  g->kc = g->K, g->n_kblocks = 1, g->mc = g->mr, g->nc = g->nr;
+  g->lda = 0, g->ldc = g->nr, g->c_off = 0, g->c_rows = ow;
+  g->b_off = round_up(g->c_rows * g->ldc * 4, 64);
+  g->n_var = 0;
+}
+
 static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0], *a = mm->srcs[0];
   g->vw = kernel_regs[caps->gemm_kernel].vw;
@@ -183,6 +213,7 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
     while (mr == 1 && np < 4 && g->nv * np * 2 <= budget) np *= 2;
     g->var[g->n_var++] = (gemm_variant){mr, np};
   }
+  choose_conv_direct(caps, k, g);
 }
 
 /* A contraction kernel whose B operand is [K, N] as stored (matmul's shape
@@ -231,7 +262,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
       for (int s = 0; s < o->ops[t]->n_srcs; s++) {
         int b = plan->buffer_of[o->ops[t]->srcs[s]->id];
         if (b < 0 || b_of[b] < 0) continue;
-        bool as_b = plain_matmul(o) && t == 0 && s == 1;
+        bool as_b = plain_matmul(o) && !layout->gemm[kj]->conv.direct && t == 0 && s == 1; /* direct: w in place */
         if (!as_b) b_of[b] = -1;
         else if (!b_of[b]) b_of[b] = kj + 1;
         else if (!same_layout(layout->gemm[kj], layout->gemm[b_of[b] - 1])) b_of[b] = -1;
@@ -239,7 +270,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
   }
   for (int ki = 0; ki < plan->n_kernels; ki++) {
     const cg_kernel *k = &plan->kernels[ki];
-    if (!plain_matmul(k)) continue;
+    if (!plain_matmul(k) || layout->gemm[ki]->conv.direct) continue;
     const ir_node *bn = gemm_b(k);
     int b = plan->buffer_of[bn->id];
     if (bn->op != IR_OP_CONST || b < 0 || b_of[b] < 0) continue;
@@ -256,7 +287,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
 
 /* Kernels share a body only if their GEMM layouts agree on every field:
  * a new field must join the key below. */
-_Static_assert(sizeof(struct cg_gemm) == 304 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
+_Static_assert(sizeof(struct cg_gemm) == 312 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
   str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw,

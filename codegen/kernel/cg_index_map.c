@@ -176,50 +176,82 @@ static LLVMValueRef gather_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) 
 /* convolutional networks: pooling. Output element (n, oh, ow, ch) reduces
  * its window of x, taps p, q in row-major order: the max (strictly
  * greater replaces, so the first maximal tap wins; a NaN sticks) or the
- * mean over the taps inside x. Loops, not unrolled: windows may be wide. */
-static LLVMValueRef pool_value_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes) {
+ * mean over the taps inside x. Windows of up to 16 taps are unrolled,
+ * wider ones loop. */
+typedef struct pool_ctx {
+  cg_kctx *c;
+  const ir_node *op, *x;
+  LLVMTypeRef vt;
+  LLVMValueRef n, ch, h0, w0, acc, cnt;
+  int lanes;
+  bool mx, inside;
+} pool_ctx;
+
+static void pool_tap(pool_ctx *t, LLVMValueRef p, LLVMValueRef q) {
+  cg_kctx *c = t->c;
   cg_emitter *e = c->e;
-  const ir_node *x = op->srcs[0];
-  const ir_type *xt = &x->type;
-  bool mx = op->op == IR_OP_MAX_POOL2D;
-  LLVMValueRef coord[IR_MAX_RANK];
-  unflatten(e, &op->type, i, coord);
-  /* convolutional networks: lanes > 1 is that many channels of one pixel
-   * (consecutive in x), each lane the scalar form's chain */
-  LLVMTypeRef vt = lanes > 1 ? LLVMVectorType(e->f32, (unsigned)lanes) : e->f32;
-  const int64_t *pl = op->attr.pool.v, *st = op->attr.strides.v, *pd = op->attr.pads.v;
-  LLVMValueRef h0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[1], cg_i64(e, st[0]), ""), cg_i64(e, pd[0]), "");
-  LLVMValueRef w0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[2], cg_i64(e, st[1]), ""), cg_i64(e, pd[2]), "");
-  LLVMValueRef acc = cg_entry_alloca(c, vt, "pool.acc"), cnt = cg_entry_alloca(c, e->f32, "pool.count");
-  LLVMBuildStore(B, cg_const(e, vt, mx ? -INFINITY : 0.0), acc);
-  LLVMBuildStore(B, cg_const(e, e->f32, 0.0), cnt);
-  cg_loop lp = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, pl[0]), 1, "pool.p");
-  cg_loop lq = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, pl[1]), 1, "pool.q");
-  LLVMValueRef ih = LLVMBuildAdd(B, h0, lp.iv, ""), iw = LLVMBuildAdd(B, w0, lq.iv, "");
-  LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntULT, ih, cg_i64(e, xt->dims[1]), ""),
-                                 LLVMBuildICmp(B, LLVMIntULT, iw, cg_i64(e, xt->dims[2]), ""), "");
+  const ir_type *xt = &t->x->type;
+  LLVMValueRef ih = LLVMBuildAdd(B, t->h0, p, ""), iw = LLVMBuildAdd(B, t->w0, q, "");
+  LLVMValueRef in = t->inside ? LLVMConstInt(LLVMInt1TypeInContext(e->ctx), 1, 0)
+                              : LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntULT, ih, cg_i64(e, xt->dims[1]), ""),
+                                             LLVMBuildICmp(B, LLVMIntULT, iw, cg_i64(e, xt->dims[2]), ""), "");
   LLVMValueRef src = LLVMBuildAdd(
-      B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, coord[0], cg_i64(e, xt->dims[1]), ""), ih, ""),
+      B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, t->n, cg_i64(e, xt->dims[1]), ""), ih, ""),
                                                       cg_i64(e, xt->dims[2]), ""), iw, ""),
                       cg_i64(e, xt->dims[3]), ""),
-      coord[3], "");
+      t->ch, "");
   /* outside x: element 0's lanes, never past x (at least a pixel of channels) */
-  LLVMValueRef v = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, x, LLVMBuildSelect(B, in, src, cg_i64(e, 0), "")), lanes, x->name);
-  LLVMValueRef a = LLVMBuildLoad2(B, vt, acc, "");
+  LLVMValueRef v = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, t->x, t->inside ? src : LLVMBuildSelect(B, in, src, cg_i64(e, 0), "")),
+                                t->lanes, t->x->name);
+  LLVMValueRef a = LLVMBuildLoad2(B, t->vt, t->acc, "");
   LLVMValueRef next;
-  if (mx) {
+  if (t->mx) {
     LLVMValueRef wins = LLVMBuildOr(B, LLVMBuildFCmp(B, LLVMRealOGT, v, a, ""), LLVMBuildFCmp(B, LLVMRealUNO, v, v, ""), "");
     next = LLVMBuildSelect(B, in, LLVMBuildSelect(B, wins, v, a, ""), a, "");
   } else {
     next = LLVMBuildSelect(B, in, LLVMBuildFAdd(B, a, v, ""), a, "");
-    LLVMValueRef n = LLVMBuildLoad2(B, e->f32, cnt, "");
-    LLVMBuildStore(B, LLVMBuildSelect(B, in, LLVMBuildFAdd(B, n, cg_const(e, e->f32, 1.0), ""), n, ""), cnt);
+    LLVMValueRef n = LLVMBuildLoad2(B, e->f32, t->cnt, "");
+    LLVMBuildStore(B, LLVMBuildSelect(B, in, LLVMBuildFAdd(B, n, cg_const(e, e->f32, 1.0), ""), n, ""), t->cnt);
   }
-  LLVMBuildStore(B, next, acc);
-  cg_loop_end(c, &lq);
-  cg_loop_end(c, &lp);
-  LLVMValueRef r = LLVMBuildLoad2(B, vt, acc, op->name);
-  return mx ? r : LLVMBuildFDiv(B, r, cg_splat(e, LLVMBuildLoad2(B, e->f32, cnt, ""), lanes), op->name);
+  LLVMBuildStore(B, next, t->acc);
+}
+
+static LLVMValueRef pool_value_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes) {
+  cg_emitter *e = c->e;
+  const ir_node *x = op->srcs[0];
+  const ir_type *xt = &x->type, *yt = &op->type;
+  const int64_t *pl = op->attr.pool.v, *st = op->attr.strides.v, *pd = op->attr.pads.v;
+  /* (n, oh, ow, ch) of i, which is never negative: unsigned division */
+  LLVMValueRef coord[4], rem = i;
+  for (int r = 3; r >= 1; r--) {
+    coord[r] = LLVMBuildURem(B, rem, cg_i64(e, yt->dims[r]), "");
+    rem = LLVMBuildUDiv(B, rem, cg_i64(e, yt->dims[r]), "");
+  }
+  coord[0] = rem;
+  /* convolutional networks: lanes > 1 is that many channels of one pixel
+   * (consecutive in x), each lane the scalar form's chain */
+  pool_ctx t = {.c = c, .op = op, .x = x, .vt = lanes > 1 ? LLVMVectorType(e->f32, (unsigned)lanes) : e->f32,
+                .n = coord[0], .ch = coord[3], .lanes = lanes, .mx = op->op == IR_OP_MAX_POOL2D};
+  /* no padding and every window inside x (the usual 'valid' pooling): no test per tap */
+  t.inside = !pd[0] && !pd[1] && !pd[2] && !pd[3] && (yt->dims[1] - 1) * st[0] + pl[0] <= xt->dims[1] &&
+             (yt->dims[2] - 1) * st[1] + pl[1] <= xt->dims[2];
+  t.h0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[1], cg_i64(e, st[0]), ""), cg_i64(e, pd[0]), "");
+  t.w0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[2], cg_i64(e, st[1]), ""), cg_i64(e, pd[2]), "");
+  t.acc = cg_entry_alloca(c, t.vt, "pool.acc"), t.cnt = cg_entry_alloca(c, e->f32, "pool.count");
+  LLVMBuildStore(B, cg_const(e, t.vt, t.mx ? -INFINITY : 0.0), t.acc);
+  LLVMBuildStore(B, cg_const(e, e->f32, 0.0), t.cnt);
+  if (pl[0] * pl[1] <= 16) {
+    for (int64_t p = 0; p < pl[0]; p++)
+      for (int64_t q = 0; q < pl[1]; q++) pool_tap(&t, cg_i64(e, p), cg_i64(e, q));
+  } else {
+    cg_loop lp = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, pl[0]), 1, "pool.p");
+    cg_loop lq = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, pl[1]), 1, "pool.q");
+    pool_tap(&t, lp.iv, lq.iv);
+    cg_loop_end(c, &lq);
+    cg_loop_end(c, &lp);
+  }
+  LLVMValueRef r = LLVMBuildLoad2(B, t.vt, t.acc, op->name);
+  return t.mx ? r : LLVMBuildFDiv(B, r, cg_splat(e, LLVMBuildLoad2(B, e->f32, t.cnt, ""), lanes), op->name);
 }
 
 static LLVMValueRef pool_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) { return pool_value_lanes(c, op, i, 1); }

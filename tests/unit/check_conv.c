@@ -2,7 +2,9 @@
  * check_conv.c: convolutional networks on the CPU.
  *
  * conv2d is the CPU GEMM with its A operand gathered from x through the
- * im2col index map inside the A packing (codegen/cpu/cg_gemm.c). Shapes
+ * im2col index map inside the A packing (codegen/cpu/cg_gemm.c), or, for
+ * an f32 conv2d of one K block and few output channels, the direct
+ * convolution (codegen/cpu/cg_conv.c). Shapes
  * that cross every edge of that gather and of the GEMM's blocking: strides
  * 2, dilation 2, 'same' padding of odd sizes (Keras's extra pixel at the
  * end), 1x1 and 5x5 kernels, channels not a multiple of 8 or of a vector,
@@ -264,6 +266,20 @@ START_TEST(test_conv2d_shapes) {
 }
 END_TEST
 
+/* The direct convolution (cg_conv.c; the cases above with few output
+ * channels run on it too): rows of several pixel tiles and a shorter last
+ * one, edge tiles with columns in the padding. */
+START_TEST(test_conv2d_direct) {
+  static const conv_case cases[] = {
+      /* N  H   W   C  KH KW  O   sh sw dh dw same  bias */
+      {2, 9, 31, 1, 3, 3, 8, 1, 1, 1, 1, false, true},    /* one input channel, 8 output channels */
+      {1, 6, 33, 3, 3, 3, 16, 1, 1, 1, 1, true, true},    /* 'same', 3 channels, 16 output channels */
+      {2, 7, 18, 2, 3, 3, 24, 2, 1, 1, 2, true, false},   /* two vectors of output channels, strided, dilated */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv(&cases[i], false);
+}
+END_TEST
+
 /* Odd shapes: stride 2, dilation 2, 'same' with odd sizes, 1x1 and 5x5
  * kernels, channels not a multiple of 8. */
 START_TEST(test_conv2d_gradients_fd) {
@@ -485,6 +501,7 @@ static Suite *conv_suite(void) {
   TCase *tc = tcase_create("conv2d");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_conv2d_shapes);
+  tcase_add_test(tc, test_conv2d_direct);
   tcase_add_test(tc, test_conv2d_type_errors);
   tcase_add_test(tc, test_conv2d_gradients_fd);
   tcase_add_test(tc, test_pool2d_shapes);

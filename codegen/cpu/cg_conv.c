@@ -1,0 +1,186 @@
+/*
+ * cg_conv.c: convolutional networks: the direct convolution, for a conv2d
+ * forward whose GEMM would be narrow and short (few output channels, a
+ * reduction KH*KW*C of at most one K block: the first layers of small
+ * CNNs, 1 or 3 input channels, 8 to 32 output channels). There the implicit
+ * GEMM spends more on gathering each row of A into its packed block than
+ * on the FMAs (a 9-long row of a one-channel 3x3 convolution is three runs
+ * of three values), and an 8-wide B fills half an AVX-512 vector.
+ *
+ * The direct kernel reads x in place. Per image, per output row, per tile
+ * of R output pixels (R accumulator rows of NVEC vectors of LANES output
+ * channels, LANES the narrowest vector that holds them: 8 for 8 channels
+ * on AVX-512):
+ *
+ *   for kh, kw, c:  w row (kh, kw, c) -> NVEC vectors
+ *                   per pixel r: acc[r] += x[n, ih, iw_r, c] (broadcast) * w
+ *
+ * Taps that fall in the zero padding are skipped: a row kh outside x for
+ * the whole tile (a test per tile and kh), a column kw outside x for the
+ * pixels of a tile at a row's edge (known at compile time: the tiles of a
+ * row are laid out when the kernel is emitted, a run of whole tiles of the
+ * interior as a loop, the others one by one at their place). The sums of
+ * an output row go to the C tile (scratch) and the GEMM's epilogue
+ * function (cg_gemm.c: bias, activation, cast, the fused ops) stores the
+ * row, once per output row.
+ *
+ * Numerics: each output element is one FMA chain over k = (kh, kw, c) in
+ * order from 0, as in the GEMM with one K block, so the results do not
+ * depend on the tile or the number of threads (the launch splits images).
+ * Against the GEMM path, a skipped padding tap differs only where the GEMM
+ * would add 0 * w: the sign of a zero sum, or a weight that is inf or NaN.
+ *
+ * The planner (cg_gemm_plan.c, choose_conv_direct) picks it: f32 x and w,
+ * K <= KC_TARGET, at most two vectors of output channels; it sets the
+ * plan's vw to LANES (the epilogue's vector), mr to R, and gemm_conv.direct.
+ */
+#include <stdio.h>
+
+#include "codegen/cpu/cg_gemm_internal.h"
+
+#define B (e->b)
+
+enum { CONV_MAX_R = 16, CONV_MAX_NVEC = 2 };
+
+typedef struct conv_ctx {
+  cg_kctx *c;
+  const cg_gemm *g;
+  const gemm_conv *cv;
+  const ir_node *x, *w;
+  LLVMTypeRef vt;       /* <lanes x float> */
+  int lanes, nvec, last_valid;
+  int64_t KH;
+  bool check_h;         /* some row of a window may fall in the padding */
+  LLVMValueRef img, oh; /* x's element offset of the image; the output row */
+  LLVMValueRef ctile;   /* the C tile: row ow at ow * ldc */
+} conv_ctx;
+
+static LLVMValueRef add(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(B, a, b, ""); }
+static LLVMValueRef mul(cg_emitter *e, LLVMValueRef a, int64_t b) { return LLVMBuildMul(B, a, cg_i64(e, b), ""); }
+
+/* The taps of column kw for the pixels ow0 .. ow0+R of the tile, row
+ * offset xrow (x's element index of (n, ih, 0, 0)); a pixel r with
+ * !col_in[r] has this column in the padding (known when the tile's place
+ * is: the tiles at a row's edges), and gets no FMA. */
+static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t kw, LLVMValueRef ow0, int R,
+                      const bool *col_in, LLVMValueRef acc[CONV_MAX_R][CONV_MAX_NVEC]) {
+  cg_kctx *c = t->c;
+  cg_emitter *e = c->e;
+  const gemm_conv *cv = t->cv;
+  bool any = false;
+  for (int r = 0; r < R; r++) any |= col_in[r];
+  if (!any) return;
+  LLVMValueRef iw0 = add(e, mul(e, ow0, cv->sw), cg_i64(e, kw * cv->dw - cv->pl));
+  LLVMValueRef xpix = add(e, xrow, mul(e, iw0, cv->C));              /* x at (n, ih, iw0, 0) */
+  LLVMValueRef krow = mul(e, add(e, mul(e, kh, cv->KW), cg_i64(e, kw)), cv->C); /* k of (kh, kw, 0) */
+  cg_loop lc = {0};
+  LLVMValueRef ch = cg_i64(e, 0);
+  if (cv->C > 1) {
+    lc = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, cv->C), 1, "conv.c");
+    ch = lc.iv;
+  }
+  LLVMValueRef wrow = mul(e, add(e, krow, ch), cv->O);
+  LLVMValueRef wv[CONV_MAX_NVEC];
+  for (int v = 0; v < t->nvec; v++)
+    wv[v] = cg_load_part(e, DT_F32, cg_elem_ptr(c, t->w, add(e, wrow, cg_i64(e, (int64_t)v * t->lanes))), t->lanes,
+                         v == t->nvec - 1 ? t->last_valid : t->lanes, t->w->name);
+  for (int r = 0; r < R; r++) {
+    if (!col_in[r]) continue;
+    LLVMValueRef xi = add(e, xpix, add(e, cg_i64(e, (int64_t)r * cv->sw * cv->C), ch));
+    LLVMValueRef xs = cg_splat(e, cg_emit_load(e, DT_F32, cg_elem_ptr(c, t->x, xi), 1, t->x->name), t->lanes);
+    for (int v = 0; v < t->nvec; v++)
+      LLVMBuildStore(B, cg_fmuladd(e, xs, wv[v], LLVMBuildLoad2(B, t->vt, acc[r][v], "")), acc[r][v]);
+  }
+  if (cv->C > 1) cg_loop_end(c, &lc);
+}
+
+/* One tile: output pixels ow0 .. ow0+R of row t->oh, their sums into the
+ * C tile's rows ow0 ..; at (constant) ow_at >= 0 the columns in the
+ * padding are skipped pixel by pixel, ow_at < 0: a tile of the interior. */
+static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int64_t ow_at, int R) {
+  cg_kctx *c = t->c;
+  cg_emitter *e = c->e;
+  const gemm_conv *cv = t->cv;
+  CASTOR_ASSERT(R >= 1 && R <= CONV_MAX_R && t->nvec <= CONV_MAX_NVEC);
+  LLVMValueRef acc[CONV_MAX_R][CONV_MAX_NVEC];
+  for (int r = 0; r < R; r++)
+    for (int v = 0; v < t->nvec; v++) {
+      acc[r][v] = cg_entry_alloca(c, t->vt, "conv.acc");
+      LLVMBuildStore(B, LLVMConstNull(t->vt), acc[r][v]);
+    }
+  cg_loop lh = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, t->KH), 1, "conv.kh");
+  LLVMValueRef ih = add(e, mul(e, t->oh, cv->sh), add(e, cg_i64(e, -cv->pt), mul(e, lh.iv, cv->dh)));
+  LLVMBasicBlockRef row_done = NULL;
+  if (t->check_h) {
+    LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, ih, cg_i64(e, 0), ""),
+                                   LLVMBuildICmp(B, LLVMIntSLT, ih, cg_i64(e, cv->H), ""), "conv.in_h");
+    LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "conv.row");
+    row_done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "conv.row.done");
+    LLVMBuildCondBr(B, in, go, row_done);
+    LLVMPositionBuilderAtEnd(B, go);
+  }
+  LLVMValueRef xrow = add(e, t->img, mul(e, ih, cv->W * cv->C));
+  for (int64_t kw = 0; kw < cv->KW; kw++) { /* the columns unrolled */
+    bool col_in[CONV_MAX_R];
+    for (int r = 0; r < R; r++) {
+      int64_t iw = (ow_at + r) * cv->sw - cv->pl + kw * cv->dw;
+      col_in[r] = ow_at < 0 || (iw >= 0 && iw < cv->W);
+    }
+    emit_taps(t, xrow, lh.iv, kw, ow0, R, col_in, acc);
+  }
+  if (t->check_h) {
+    LLVMBuildBr(B, row_done);
+    LLVMPositionBuilderAtEnd(B, row_done);
+  }
+  cg_loop_end(c, &lh);
+  for (int r = 0; r < R; r++)
+    for (int v = 0; v < t->nvec; v++) {
+      LLVMValueRef off = add(e, mul(e, add(e, ow0, cg_i64(e, r)), t->g->ldc), cg_i64(e, (int64_t)v * t->lanes));
+      cg_emit_store(e, DT_F32, LLVMBuildLoad2(B, t->vt, acc[r][v], ""), LLVMBuildGEP2(B, e->f32, t->ctile, &off, 1, ""),
+                    t->lanes);
+    }
+}
+
+void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
+  cg_emitter *e = c->e;
+  const cg_kernel *k = c->k;
+  const gemm_conv *cv = &g->conv;
+  conv_ctx t = {.c = c, .g = g, .cv = cv, .x = k->ops[0]->srcs[0], .w = k->ops[0]->srcs[1], .lanes = g->vw,
+                .nvec = g->nv, .KH = g->K / (cv->KW * cv->C)};
+  CASTOR_ASSERT(cv->direct > 0 && cv->direct <= CONV_MAX_R && t.x->type.dtype == DT_F32 && t.w->type.dtype == DT_F32 && t.KH * cv->KW * cv->C == g->K);
+  t.vt = LLVMVectorType(e->f32, (unsigned)t.lanes);
+  t.last_valid = (int)(cv->O - (int64_t)(t.nvec - 1) * t.lanes);
+  /* rows of a window outside x: above the first, or below the last */
+  t.check_h = cv->pt > 0 || (cv->OH - 1) * cv->sh - cv->pt + (t.KH - 1) * cv->dh >= cv->H;
+  /* the row's tiles: [ow0, ow0 + R), the last one perhaps shorter; a run
+   * of whole tiles inside the interior (every window column inside x) is
+   * a loop, the others are emitted at their place with the columns in the
+   * padding left out */
+  int64_t lo, hi, R = cv->direct, OW = cv->OW;
+  gemm_conv_interior(cv, &lo, &hi);
+  t.ctile = LLVMBuildGEP2(B, LLVMInt8TypeInContext(e->ctx), c->scratch, (LLVMValueRef[]){cg_i64(e, g->c_off)}, 1, "ctile");
+  cg_loop ln = cg_loop_begin(c, c->row0, c->row1, 1, "conv.n");
+  t.img = mul(e, ln.iv, cv->H * cv->W * cv->C);
+  cg_loop lo_h = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, cv->OH), 1, "conv.oh");
+  t.oh = lo_h.iv;
+  for (int64_t ow0 = 0; ow0 < OW;) {
+    int64_t n_run = 0; /* whole interior tiles from ow0 on */
+    while (ow0 + (n_run + 1) * R <= OW && ow0 + n_run * R >= lo && ow0 + (n_run + 1) * R <= hi) n_run++;
+    if (n_run >= 2) {
+      cg_loop lt = cg_loop_begin(c, cg_i64(e, ow0), cg_i64(e, ow0 + n_run * R), R, "conv.ow");
+      emit_tile(&t, lt.iv, -1, (int)R);
+      cg_loop_end(c, &lt);
+      ow0 += n_run * R;
+      continue;
+    }
+    int64_t len = OW - ow0 < R ? OW - ow0 : R;
+    emit_tile(&t, cg_i64(e, ow0), ow0 >= lo && ow0 + len <= hi ? -1 : ow0, (int)len);
+    ow0 += len;
+  }
+  /* the row's sums through the epilogue: GEMM rows (n, oh, 0 ..) */
+  LLVMValueRef row = mul(e, add(e, mul(e, ln.iv, cv->OH), lo_h.iv), cv->OW);
+  LLVMValueRef args[] = {c->bufs, t.ctile, row, cg_i64(e, cv->OW), cg_i64(e, 0), cg_i64(e, cv->O)};
+  LLVMBuildCall2(B, LLVMGlobalGetValueType(epilogue), epilogue, args, 6, "");
+  cg_loop_end(c, &lo_h);
+  cg_loop_end(c, &ln);
+}
