@@ -151,12 +151,44 @@ typedef struct line_row {
   LLVMValueRef base;
 } line_row;
 
+/* general tensors: the partial last vector of an f32 line as one masked
+ * load or store (llvm.masked.load/store, the lanes from valid on off: nothing past
+ * the line is read or written), else element by element (cg_kit.c) */
+static LLVMValueRef lane_mask(cg_emitter *e, int lanes, int valid) {
+  LLVMValueRef bits[64];
+  CASTOR_ASSERT(lanes <= 64);
+  for (int i = 0; i < lanes; i++) bits[i] = LLVMConstInt(e->i1, i < valid, 0);
+  return LLVMConstVector(bits, (unsigned)lanes);
+}
+
+static LLVMValueRef masked_intrinsic(cg_emitter *e, const char *name, LLVMTypeRef vt, LLVMValueRef *args, unsigned n) {
+  LLVMTypeRef tys[] = {vt, e->ptr};
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, LLVMLookupIntrinsicID(name, strlen(name)), tys, 2);
+  return LLVMBuildCall2(B, LLVMGlobalGetValueType(f), f, args, n, "");
+}
+
+static LLVMValueRef line_load_part(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, int valid, const char *name) {
+  if (dt != DT_F32 || valid >= lanes || lanes == 1) return cg_load_part(e, dt, ptr, lanes, valid, name);
+  LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)lanes);
+  LLVMValueRef args[] = {ptr, LLVMConstInt(e->i32, 4, 0), lane_mask(e, lanes, valid), LLVMConstNull(vt)};
+  return masked_intrinsic(e, "llvm.masked.load", vt, args, 4);
+}
+
+static void line_store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid) {
+  if (dt != DT_F32 || valid >= lanes || lanes == 1) {
+    cg_store_part(e, dt, val, ptr, lanes, valid);
+    return;
+  }
+  LLVMValueRef args[] = {val, ptr, LLVMConstInt(e->i32, 4, 0), lane_mask(e, lanes, valid)};
+  masked_intrinsic(e, "llvm.masked.store", LLVMTypeOf(val), args, 4);
+}
+
 static LLVMValueRef line_load_operand(cg_row *row, int src, LLVMValueRef j, int lanes, int valid) {
   line_row *l = (line_row *)row;
   cg_emitter *e = l->c->e;
   const ir_node *x = l->op->srcs[src];
   CASTOR_ASSERT(ir_type_eq(&x->type, &l->op->srcs[0]->type));
-  return cg_load_part(e, x->type.dtype, elem_ptr(l->c, x, LLVMBuildAdd(B, l->base, j, "")), lanes, valid, x->name);
+  return line_load_part(e, x->type.dtype, elem_ptr(l->c, x, LLVMBuildAdd(B, l->base, j, "")), lanes, valid, x->name);
 }
 
 static LLVMValueRef line_load(cg_row *row, LLVMValueRef j, int lanes, int valid) {
@@ -166,7 +198,7 @@ static LLVMValueRef line_load(cg_row *row, LLVMValueRef j, int lanes, int valid)
 static void line_store(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lanes, int valid) {
   line_row *l = (line_row *)row;
   cg_emitter *e = l->c->e;
-  cg_store_part(e, l->op->type.dtype, val, elem_ptr(l->c, l->op, LLVMBuildAdd(B, l->base, j, "")), lanes, valid);
+  line_store_part(e, l->op->type.dtype, val, elem_ptr(l->c, l->op, LLVMBuildAdd(B, l->base, j, "")), lanes, valid);
 }
 
 /* general tensors: a line whose tail is a part of a vector (softmax over
