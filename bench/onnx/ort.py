@@ -49,6 +49,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=300)
     ap.add_argument("--models", default="mlp.opset17,cnn.opset17,resnet.opset17")
+    ap.add_argument("--batches", default="1,64", help="comma-separated batch sizes")
+    ap.add_argument("--policies", default="float32,mixed_bfloat16", help="castor's policies, comma-separated")
     args = ap.parse_args()
     print(f"onnxruntime {ort.__version__}, threads {args.threads}, {args.rounds} rounds of {args.repeat} runs")
     for name in args.models.split(","):
@@ -58,9 +60,9 @@ def main():
         so.intra_op_num_threads = args.threads
         so.inter_op_num_threads = 1
         sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-        for batch in (1, 64):
+        for batch in (int(b) for b in args.batches.split(",")):
             x = np.ascontiguousarray(np.resize(x0, (batch,) + x0.shape[1:]).astype(np.float32))
-            for policy in ("float32", "mixed_bfloat16"):
+            for policy in args.policies.split(","):
                 ratios, cs, os_ = [], [], []
                 for _ in range(args.rounds):
                     c = castor_ms(args.build, model, batch, args.repeat, args.threads, policy)

@@ -82,6 +82,28 @@ static void emit_rows_lines(kctx *c, void (*body)(kctx *, LLVMValueRef line_base
 static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
   int vw = c->e->vw;
   const ir_node *first = c->k->ops[0];
+  int64_t stride = 0;
+  if (ir_op_kernel(first->op) == IR_KERNEL_REINDEX && cg_reindex_line_stride(first, &stride)) {
+    /* general tensors: reshape, transpose and strided_slice read each
+     * vector of a line from strided source elements (one contiguous load
+     * where the stride is 1), its source index computed once per vector;
+     * then half and quarter vectors, then the line's tail one at a time */
+    cg_emitter *e = c->e;
+    int64_t done = 0;
+    for (int lanes = vw; lanes >= 1; lanes = lanes > 4 ? lanes / 2 : lanes > 1 ? 1 : 0) {
+      int64_t end = lanes > 1 ? done + (last - done) / lanes * lanes : last;
+      if (end <= done) continue;
+      loop lj = loop_begin(c, i64c(e, done), i64c(e, end), lanes, "j");
+      LLVMValueRef idx = LLVMBuildAdd(B, base, lj.iv, "");
+      LLVMValueRef val = lanes > 1 ? cg_reindex_lanes(c, first, idx, lanes) : cg_reindex_value(c, first, idx);
+      val = cg_emit_round_to(e, val, first->type.dtype, first->name);
+      val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, lj.iv, lanes, lanes);
+      cg_emit_store(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
+      loop_end(c, &lj);
+      done = end;
+    }
+    return;
+  }
   if (ir_op_kernel(first->op) == IR_KERNEL_REINDEX && cg_group_conv_vectorizes(first)) {
     /* convolutional networks: a depthwise convolution or a pooling, vw
      * channels at a time, then half and quarter vectors (8 channels on
@@ -129,12 +151,44 @@ typedef struct line_row {
   LLVMValueRef base;
 } line_row;
 
+/* general tensors: the partial last vector of an f32 line as one masked
+ * load or store (llvm.masked.load/store, the lanes from valid on off: nothing past
+ * the line is read or written), else element by element (cg_kit.c) */
+static LLVMValueRef lane_mask(cg_emitter *e, int lanes, int valid) {
+  LLVMValueRef bits[64];
+  CASTOR_ASSERT(lanes <= 64);
+  for (int i = 0; i < lanes; i++) bits[i] = LLVMConstInt(e->i1, i < valid, 0);
+  return LLVMConstVector(bits, (unsigned)lanes);
+}
+
+static LLVMValueRef masked_intrinsic(cg_emitter *e, const char *name, LLVMTypeRef vt, LLVMValueRef *args, unsigned n) {
+  LLVMTypeRef tys[] = {vt, e->ptr};
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, LLVMLookupIntrinsicID(name, strlen(name)), tys, 2);
+  return LLVMBuildCall2(B, LLVMGlobalGetValueType(f), f, args, n, "");
+}
+
+static LLVMValueRef line_load_part(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, int valid, const char *name) {
+  if (dt != DT_F32 || valid >= lanes || lanes == 1) return cg_load_part(e, dt, ptr, lanes, valid, name);
+  LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)lanes);
+  LLVMValueRef args[] = {ptr, LLVMConstInt(e->i32, 4, 0), lane_mask(e, lanes, valid), LLVMConstNull(vt)};
+  return masked_intrinsic(e, "llvm.masked.load", vt, args, 4);
+}
+
+static void line_store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid) {
+  if (dt != DT_F32 || valid >= lanes || lanes == 1) {
+    cg_store_part(e, dt, val, ptr, lanes, valid);
+    return;
+  }
+  LLVMValueRef args[] = {val, ptr, LLVMConstInt(e->i32, 4, 0), lane_mask(e, lanes, valid)};
+  masked_intrinsic(e, "llvm.masked.store", LLVMTypeOf(val), args, 4);
+}
+
 static LLVMValueRef line_load_operand(cg_row *row, int src, LLVMValueRef j, int lanes, int valid) {
   line_row *l = (line_row *)row;
   cg_emitter *e = l->c->e;
   const ir_node *x = l->op->srcs[src];
   CASTOR_ASSERT(ir_type_eq(&x->type, &l->op->srcs[0]->type));
-  return cg_load_part(e, x->type.dtype, elem_ptr(l->c, x, LLVMBuildAdd(B, l->base, j, "")), lanes, valid, x->name);
+  return line_load_part(e, x->type.dtype, elem_ptr(l->c, x, LLVMBuildAdd(B, l->base, j, "")), lanes, valid, x->name);
 }
 
 static LLVMValueRef line_load(cg_row *row, LLVMValueRef j, int lanes, int valid) {
@@ -144,11 +198,29 @@ static LLVMValueRef line_load(cg_row *row, LLVMValueRef j, int lanes, int valid)
 static void line_store(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lanes, int valid) {
   line_row *l = (line_row *)row;
   cg_emitter *e = l->c->e;
-  cg_store_part(e, l->op->type.dtype, val, elem_ptr(l->c, l->op, LLVMBuildAdd(B, l->base, j, "")), lanes, valid);
+  line_store_part(e, l->op->type.dtype, val, elem_ptr(l->c, l->op, LLVMBuildAdd(B, l->base, j, "")), lanes, valid);
 }
+
+/* general tensors: a line whose tail is a part of a vector (softmax over
+ * 28 keys: a vector of 16 and 12 more) and whose vectors fit a small stack
+ * row goes as whole vectors and one masked partial vector, its values
+ * kept in that row between passes, rather than lane by lane with a scalar
+ * exp per element; each element still lands in lane j % lanes, so the bits
+ * are the scalar tail's (cg_rowwise.c). */
+#define ROWWISE_MASKED_MAX 4096 /* f32 elements of the stack row */
 
 static void rowwise_body(kctx *c, LLVMValueRef base, int64_t last) {
   const ir_node *op = c->k->ops[0];
+  int vw = c->e->vw;
+  int64_t padded = (last + vw - 1) / vw * vw;
+  if (vw > 1 && last % vw != 0 && padded <= ROWWISE_MASKED_MAX) {
+    LLVMValueRef row = cg_entry_alloca(c, LLVMArrayType2(c->e->f32, (uint64_t)padded), "row.kept");
+    line_row l = {.row = {.n = last, .lanes = vw, .masked_tail = true, .load = line_load,
+                          .load_operand = line_load_operand, .store = line_store, .scratch = row},
+                  .c = c, .op = op, .base = base};
+    cg_emit_rowwise(c, op, &l.row);
+    return;
+  }
   /* the tail in scalar steps, so nothing past the line is touched and an
    * f32 result line (never the input's buffer: cg_plan.c) can hold the
    * intermediate values (softmax: exp once, not twice); a 16-bit one

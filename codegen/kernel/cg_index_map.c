@@ -79,14 +79,18 @@ static LLVMValueRef reshape_value(cg_kctx *c, const ir_node *op, LLVMValueRef i)
 }
 
 /* transpose: result coordinate r is source coordinate perm[r]. */
-static LLVMValueRef transpose_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+static LLVMValueRef transpose_index(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   cg_emitter *e = c->e;
   const ir_node *x = op->srcs[0];
   LLVMValueRef coord[IR_MAX_RANK], xc[IR_MAX_RANK];
-  if (op->type.rank == 0) return load_src(c, x, i, op->name);
+  if (op->type.rank == 0) return i;
   unflatten(e, &op->type, i, coord);
   for (int r = 0; r < op->type.rank; r++) xc[op->attr.perm.v[r]] = coord[r];
-  return load_src(c, x, flatten_coords(e, &x->type, xc), op->name);
+  return flatten_coords(e, &x->type, xc);
+}
+
+static LLVMValueRef transpose_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  return load_src(c, op->srcs[0], transpose_index(c, op, i), op->name);
 }
 
 /* concat: the operand whose range along the axis holds the coordinate;
@@ -115,18 +119,22 @@ static LLVMValueRef concat_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) 
 }
 
 /* strided_slice: source coordinate start + c * step per dimension. */
-static LLVMValueRef strided_slice_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+static LLVMValueRef strided_slice_index(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   cg_emitter *e = c->e;
   const ir_node *x = op->srcs[0];
   int64_t starts[IR_MAX_RANK], counts[IR_MAX_RANK];
   char err[256];
   CASTOR_ASSERT(ir_strided_slice_bounds(&x->type, &op->attr, starts, counts, err, sizeof err));
   LLVMValueRef coord[IR_MAX_RANK];
-  if (op->type.rank == 0) return load_src(c, x, i, op->name);
+  if (op->type.rank == 0) return i;
   unflatten(e, &op->type, i, coord);
   for (int r = 0; r < op->type.rank; r++)
     coord[r] = LLVMBuildAdd(B, LLVMBuildMul(B, coord[r], cg_i64(e, op->attr.steps.v[r]), ""), cg_i64(e, starts[r]), "");
-  return load_src(c, x, flatten_coords(e, &x->type, coord), op->name);
+  return flatten_coords(e, &x->type, coord);
+}
+
+static LLVMValueRef strided_slice_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  return load_src(c, op->srcs[0], strided_slice_index(c, op, i), op->name);
 }
 
 /* pad_constant: where (c - start) is a multiple of step below the source's
@@ -508,4 +516,50 @@ LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
     return group_conv_value(c, op, i); /* convolutional networks: grouped convolution */
   CASTOR_ASSERT(rule == IR_TYPE_PAD || rule == IR_TYPE_SLICE);
   return pad_slice_value(c, op, rule == IR_TYPE_PAD, i);
+}
+
+/* ---- general tensors: the pure layout maps a vector at a time ---- */
+
+/* Source elements `stride` apart along the result's last dimension:
+ * reshape (1), transpose (the stride of the source dimension the last one
+ * comes from) and strided_slice (the last dimension's step); the map of
+ * every other op is not a plain strided read. */
+bool cg_reindex_line_stride(const ir_node *op, int64_t *stride) {
+  const ir_type *yt = &op->type, *xt = op->n_srcs == 1 ? &op->srcs[0]->type : NULL;
+  if (!xt || yt->rank < 1 || yt->dims[yt->rank - 1] == IR_DIM_BATCH) return false;
+  ir_type_rule rule = ir_op_type_rule(op->op);
+  if (rule == IR_TYPE_RESHAPE) {
+    *stride = 1;
+    return true;
+  }
+  if (rule == IR_TYPE_STRIDED_SLICE) {
+    *stride = op->attr.steps.v[yt->rank - 1];
+    return true;
+  }
+  if (rule != IR_TYPE_TRANSPOSE) return false;
+  int64_t s = 1;
+  for (int r = xt->rank - 1; r > op->attr.perm.v[yt->rank - 1]; r--) {
+    if (xt->dims[r] == IR_DIM_BATCH) return false;
+    s *= xt->dims[r];
+  }
+  *stride = s;
+  return true;
+}
+
+LLVMValueRef cg_reindex_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes) {
+  cg_emitter *e = c->e;
+  const ir_node *x = op->srcs[0];
+  int64_t stride = 0;
+  CASTOR_ASSERT(cg_reindex_line_stride(op, &stride));
+  ir_type_rule rule = ir_op_type_rule(op->op);
+  LLVMValueRef src = rule == IR_TYPE_RESHAPE ? i
+                     : rule == IR_TYPE_TRANSPOSE ? transpose_index(c, op, i)
+                                                 : strided_slice_index(c, op, i);
+  if (stride == 1) return cg_emit_load(e, x->type.dtype, cg_elem_ptr(c, x, src), lanes, op->name);
+  LLVMValueRef v = LLVMGetUndef(LLVMVectorType(e->f32, (unsigned)lanes));
+  for (int l = 0; l < lanes; l++) {
+    LLVMValueRef at = LLVMBuildAdd(B, src, cg_i64(e, l * stride), "");
+    v = LLVMBuildInsertElement(B, v, load_src(c, x, at, x->name), cg_i64(e, l), op->name);
+  }
+  return v;
 }

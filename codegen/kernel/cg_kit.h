@@ -145,5 +145,12 @@ LLVMValueRef cg_tensor_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
  * the same bits as cg_reindex_value's lane by lane (cg_index_map.c) */
 bool cg_group_conv_vectorizes(const ir_node *op);
 LLVMValueRef cg_group_conv_vector(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes);
+/* general tensors: whether the map of reindex op `op` reads the lanes of
+ * one result line (its last dimension) from source elements *stride
+ * apart (reshape, transpose, strided_slice); then cg_reindex_lanes is
+ * `lanes` consecutive results from flat index i within one line, the
+ * same bits as cg_reindex_value's lane by lane (cg_index_map.c) */
+bool cg_reindex_line_stride(const ir_node *op, int64_t *stride);
+LLVMValueRef cg_reindex_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes);
 
 #endif

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""The transformer's float32 forward: castor against ONNX Runtime and
+PyTorch, in interleaved rounds (castor, ORT, PyTorch, castor, ...).
+
+    pip install torch onnx onnxruntime numpy      # the peers, for benchmarks only
+    python3 bench/onnx/vit_peers.py --build build --rounds 5 --threads 2 --batches 1,64,256
+
+The model is tests/onnx/models/vit.opset17.onnx (samples/fashion_vit.cast
+in PyTorch, exported by tests/onnx/models/generate.py); the PyTorch peer is
+that generator's ViT module built with the generator's seed, so its
+weights are the exported ones (checked: its output matches ORT's on the
+same input). Each round times
+
+  castor   `castor run MODEL --batch B --repeat R --threads T` (a fresh
+           process; the median of its R runs, kernels only, the input in
+           place; --batch binds N, static shapes),
+  ORT      an InferenceSession (CPU execution provider,
+           intra_op_num_threads=T, inter_op_num_threads=1): the median of
+           R runs of session.run,
+  PyTorch  the module in eval mode under torch.inference_mode(),
+           torch.set_num_threads(T): the median of R calls,
+
+and prints the per-round ratios castor/ORT and castor/PyTorch and their
+medians (below 1: castor is faster).
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnxruntime as ort
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "..", "..", "tests", "onnx", "models")
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, MODELS)
+import generate  # noqa: E402  (the ViT module and its seed)
+
+
+def castor_ms(build, model, batch, repeat, threads):
+    out = subprocess.run([os.path.join(build, "castor"), "run", model, "--batch", str(batch), "--repeat", str(repeat),
+                          "--threads", str(threads), "--policy", "float32"], capture_output=True, text=True, check=True)
+    return float(re.search(r"time: median ([0-9.]+) ms", out.stdout + out.stderr).group(1))
+
+
+def median_ms(fn, repeat):
+    fn()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=100)
+    ap.add_argument("--batches", default="1,64,256")
+    args = ap.parse_args()
+    model_path = os.path.join(MODELS, "vit.opset17.onnx")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(generate.SEEDS["vit"])
+    net = generate.ViT().eval()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    x0 = np.load(os.path.join(MODELS, "vit.x.npy"))
+    with torch.inference_mode():
+        got = net(torch.from_numpy(x0)).numpy()
+    want = sess.run(None, {"x": x0})[0]
+    err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+    if err > 1e-5:
+        sys.exit(f"vit_peers: the PyTorch module's weights are not the exported model's (normalized error {err:g})")
+    print(f"torch {torch.__version__}, onnxruntime {ort.__version__}, threads {args.threads}, "
+          f"{args.rounds} rounds of {args.repeat} runs; PyTorch vs ORT normalized error {err:.2g}")
+    for batch in (int(b) for b in args.batches.split(",")):
+        x = np.ascontiguousarray(np.resize(x0, (batch,) + x0.shape[1:]).astype(np.float32))
+        xt = torch.from_numpy(x)
+        cs, os_, ts, r_ort, r_pt = [], [], [], [], []
+        for _ in range(args.rounds):
+            c = castor_ms(args.build, model_path, batch, args.repeat, args.threads)
+            o = median_ms(lambda: sess.run(None, {"x": x}), args.repeat)
+            with torch.inference_mode():
+                t = median_ms(lambda: net(xt), args.repeat)
+            cs.append(c), os_.append(o), ts.append(t)
+            r_ort.append(c / o), r_pt.append(c / t)
+        print(f"batch {batch:3d} castor {statistics.median(cs):8.4f} ms | ORT {statistics.median(os_):8.4f} ms | "
+              f"PyTorch {statistics.median(ts):8.4f} ms | castor/ORT {' '.join(f'{r:.2f}' for r in r_ort)} "
+              f"median {statistics.median(r_ort):.2f} | castor/PyTorch {' '.join(f'{r:.2f}' for r in r_pt)} "
+              f"median {statistics.median(r_pt):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+/*
+ * check_layout_lanes.c: the CPU's layout kernels a vector at a time and
+ * its row-wise lines with a partial last vector (codegen/cpu/cg_cpu.c,
+ * cg_reindex_lanes in codegen/kernel/cg_index_map.c), at the attention's
+ * shapes, against the float64 reference on every CPU code path this host
+ * runs (its own, AVX2 and SSE2: vectors of 16, 8 and 4 lanes).
+ *
+ * The graph is a transformer's head split (tests/onnx/models/vit.opset17's
+ * q/k/v: a slice of the fused projection, a reshape to heads, the two
+ * transposes) plus lines of every length class: a source stride of 1 and
+ * of 64 (the transposed keys), a slice with step 2, a reshape whose lines
+ * take 16-, 8- and 4-lane vectors and a scalar tail, and softmax and
+ * log_softmax over 28 and 37 elements (whole vectors and one masked
+ * partial one). Layout ops move values, so their results must equal the
+ * reference exactly; the row-wise ones within 1e-6 (normalized).
+ */
+#include <check.h>
+
+#include "tests/unit/test_support.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cg_backend.h"
+#include "passes/passes.h"
+#include "tests/ref/ref.h"
+#include "util/util.h"
+
+static const char graph_text[] =
+    "graph lanes policy=%s\n"
+    "%%x = f32[N,28,192] input() {index=0}\n"
+    "%%s = f32[N,28,64] strided_slice(%%x) {starts=[0,0,64], ends=[0,28,128], steps=[1,1,1]}\n"
+    "%%r = f32[N,28,4,16] reshape(%%s) {shape=[N,28,4,16]}\n"
+    "%%q = f32[N,4,28,16] transpose(%%r) {perm=[0,2,1,3]}\n"
+    "%%k = f32[N,4,16,28] transpose(%%r) {perm=[0,2,3,1]}\n"
+    "%%e = f32[N,28,96] strided_slice(%%x) {starts=[0,0,1], ends=[0,28,192], steps=[1,1,2]}\n"
+    "%%w = f32[N,96,56] reshape(%%x) {shape=[N,96,56]}\n"
+    "%%p = f32[N,4,16,28] softmax(%%k)\n"
+    "%%t = f32[N,28,37] strided_slice(%%x) {starts=[0,0,3], ends=[0,28,40], steps=[1,1,1]}\n"
+    "%%u = f32[N,28,37] softmax(%%t)\n"
+    "%%l = f32[N,28,37] log_softmax(%%t)\n"
+    "output q = %%q\n"
+    "output k = %%k\n"
+    "output e = %%e\n"
+    "output w = %%w\n"
+    "output p = %%p\n"
+    "output u = %%u\n"
+    "output l = %%l\n";
+
+enum { N_OUT = 7 };
+static const bool rowwise[N_OUT] = {false, false, false, false, true, true, true};
+
+static const struct { const char *cpu, *features; } cpus[] = {
+    {NULL, NULL}, {"haswell", "+sse2,+sse4.2,+avx,+avx2,+fma,+f16c"}, {"x86-64", "+sse2"}};
+
+static void run_policy(const char *policy) {
+  char text[4096];
+  snprintf(text, sizeof text, graph_text, policy);
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("lanes.cir", text, strlen(text), d);
+  ck_assert_msg(g, "%s", diag_text(d));
+  pass_options po;
+  pass_options_init(&po);
+  po.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_DEFAULT, &po, d), "%s", diag_text(d));
+  enum { BATCH = 3, N_IN = BATCH * 28 * 192 };
+  float *in = xcalloc(N_IN, sizeof *in);
+  rng r;
+  rng_init(&r, 7);
+  for (int i = 0; i < N_IN; i++) in[i] = rng_uniform_f32(&r, -4.0f, 4.0f);
+  double *xin = ref_from_f32(in, N_IN), *want[N_OUT] = {NULL};
+  const double *rin[] = {xin};
+  char err[256];
+  ck_assert_msg(ref_run(g, BATCH, rin, want, err, sizeof err), "reference: %s", err);
+  for (size_t ci = 0; ci < sizeof cpus / sizeof cpus[0]; ci++) {
+    cg_backend_options bo;
+    cg_backend_options_init(&bo);
+    bo.threads = 2;
+    bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+    const char *cpu = cpus[ci].cpu ? cpus[ci].cpu : "the host";
+    cg_exec *ex = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+    ck_assert_msg(ex, "%s: %s", cpu, diag_text(d));
+    ck_assert_int_eq(ex->desc->n_outputs, N_OUT);
+    void *raw[N_OUT];
+    int64_t n[N_OUT];
+    for (int o = 0; o < N_OUT; o++) {
+      const rt_tensor_desc *od = &ex->desc->outputs[o];
+      n[o] = 1;
+      for (int k = 0; k < od->rank; k++) n[o] *= od->dims[k] < 0 ? BATCH : od->dims[k];
+      raw[o] = xcalloc((size_t)n[o], 4);
+    }
+    const void *ins[] = {in};
+    ck_assert_msg(ex->backend->run(ex, BATCH, ins, raw, d), "%s: run: %s", cpu, diag_text(d));
+    for (int o = 0; o < N_OUT; o++) {
+      const rt_tensor_desc *od = &ex->desc->outputs[o];
+      ck_assert_int_eq(od->dtype, DT_F32); /* model outputs are f32 under every policy */
+      const float *got = raw[o];
+      if (rowwise[o]) {
+        double e = ref_normalized_error(got, want[o], n[o]);
+        ck_assert_msg(e <= 1e-6, "%s, %s: output %s: normalized error %g", policy, cpu, g->outputs[o].name, e);
+      } else {
+        for (int64_t i = 0; i < n[o]; i++)
+          ck_assert_msg((double)got[i] == want[o][i], "%s, %s: output %s element %lld: %.9g, the reference %.9g",
+                        policy, cpu, g->outputs[o].name, (long long)i, (double)got[i], want[o][i]);
+      }
+      free(raw[o]);
+    }
+    cg_exec_destroy(ex);
+  }
+  ref_outputs_free(want, N_OUT);
+  free(xin);
+  free(in);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+
+START_TEST(test_lanes_float32) { run_policy("float32"); }
+END_TEST
+
+/* the same graph under float16: every value f16 (each layout kernel loads
+ * and stores 16-bit lanes), the softmaxes in f32 */
+START_TEST(test_lanes_float16) { run_policy("float16"); }
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("layout_lanes");
+  TCase *tc = tcase_create("lanes");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_lanes_float32);
+  tcase_add_test(tc, test_lanes_float16);
+  suite_add_tcase(s, tc);
+  return check_run(s);
+}
