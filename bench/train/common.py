@@ -104,18 +104,33 @@ def write_safetensors(path, tensors):
 def read_safetensors(path):
     """{key: float32 array} of an F32-only safetensors file (what
     init_weights.py writes)."""
-    with open(path, "rb") as f:
-        data = f.read()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        sys.exit(f"{path}: {e.strerror}")
+    if len(data) < 8:
+        sys.exit(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
     n, = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
+    try:
+        header = json.loads(data[8:8 + n]) if 8 + n <= len(data) else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict):
+        sys.exit(f"{path}: not a safetensors file (no JSON header of {n} bytes after byte 8)")
     out = {}
     for k, v in header.items():
         if k == "__metadata__":
             continue
-        if v["dtype"] != "F32":
-            sys.exit(f"{path}: {k}: dtype {v['dtype']}, expected F32")
-        a, b = v["data_offsets"]
-        out[k] = np.frombuffer(data[8 + n + a:8 + n + b], np.float32).reshape(v["shape"]).copy()
+        try:
+            if v["dtype"] != "F32":
+                sys.exit(f"{path}: {k}: dtype {v['dtype']}, expected F32")
+            a, b = v["data_offsets"]
+            if not 0 <= a <= b <= len(data) - 8 - n:
+                sys.exit(f"{path}: {k}: data_offsets [{a}, {b}] outside the file's {len(data) - 8 - n} data bytes")
+            out[k] = np.frombuffer(data[8 + n + a:8 + n + b], np.float32).reshape(v["shape"]).copy()
+        except (KeyError, TypeError, ValueError) as e:
+            sys.exit(f"{path}: {k}: bad tensor entry ({e})")
     return out
 
 

@@ -145,6 +145,15 @@ def main():
         if not a.init:
             sys.exit(f"--model {a.model} needs --init (bench/train/init_weights.py)")
         init = common.read_safetensors(a.init)
+        import init_weights  # noqa: E402 - beside this file, on sys.path
+        want = {k: tuple(shape) for k, shape, _ in init_weights.spec(a.model)}
+        for k, shape in want.items():
+            if k not in init:
+                sys.exit(f"{a.init}: no weight {k} for {a.model}")
+            if tuple(init[k].shape) != shape:
+                sys.exit(f"{a.init}: {k} has shape {list(init[k].shape)}, {a.model} needs {list(shape)}")
+        if set(init) - set(want):
+            sys.exit(f"{a.init}: weights {a.model} does not have: {', '.join(sorted(set(init) - set(want)))}")
         byname = {k: torch.from_numpy(v).requires_grad_() for k, v in init.items()}
         params = list(byname.values())
         shape = (-1, 28, 28, 1) if a.model == "fashion_cnn" else (-1, 28, 28)
