@@ -12,6 +12,7 @@
 """
 import gzip
 import json
+import struct
 import math
 import os
 import platform
@@ -58,6 +59,81 @@ def validation_split(x, y, split):
     return x[:at], y[:at], x[at:], y[at:]
 
 
+def subset(x, y, n):
+    """The first n rows (0: all), as Keras would see a smaller dataset."""
+    if n and n < x.shape[0]:
+        return x[:n], y[:n]
+    return x, y
+
+
+def keras_fans(shape):
+    """Keras's compute_fans: rank 2 (in, out); higher ranks (a convolution's
+    HWIO kernel, MultiHeadAttention's [D, heads, key_dim]) multiply the
+    leading dimensions into both fans."""
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    rf = 1
+    for d in shape[:-2]:
+        rf *= d
+    return shape[-2] * rf, shape[-1] * rf
+
+
+def glorot_uniform_shape(rng, shape):
+    fan_in, fan_out = keras_fans(shape)
+    lim = math.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-lim, lim, shape).astype(np.float32)
+
+
+def write_safetensors(path, tensors):
+    header, blobs, off = {}, [], 0
+    for k, v in tensors.items():
+        b = np.ascontiguousarray(v, np.float32).tobytes()
+        header[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    """{key: float32 array} of an F32-only safetensors file (what
+    init_weights.py writes)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        sys.exit(f"{path}: {e.strerror}")
+    if len(data) < 8:
+        sys.exit(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
+    n, = struct.unpack("<Q", data[:8])
+    try:
+        header = json.loads(data[8:8 + n]) if 8 + n <= len(data) else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict):
+        sys.exit(f"{path}: not a safetensors file (no JSON header of {n} bytes after byte 8)")
+    out = {}
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        try:
+            if v["dtype"] != "F32":
+                sys.exit(f"{path}: {k}: dtype {v['dtype']}, expected F32")
+            a, b = v["data_offsets"]
+            if not 0 <= a <= b <= len(data) - 8 - n:
+                sys.exit(f"{path}: {k}: data_offsets [{a}, {b}] outside the file's {len(data) - 8 - n} data bytes")
+            out[k] = np.frombuffer(data[8 + n + a:8 + n + b], np.float32).reshape(v["shape"]).copy()
+        except (KeyError, TypeError, ValueError) as e:
+            sys.exit(f"{path}: {k}: bad tensor entry ({e})")
+    return out
+
+
 def glorot_uniform(rng, fan_in, fan_out):
     lim = math.sqrt(6.0 / (fan_in + fan_out))
     return rng.uniform(-lim, lim, (fan_in, fan_out)).astype(np.float32)
@@ -89,5 +165,35 @@ def add_args(p):
                    choices=["float32", "mixed_float16", "mixed_bfloat16"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--model", default="mlp", choices=["mlp", "fashion_cnn", "fashion_vit"],
+                   help="mlp: samples/mnist_mlp*.cast (RMSprop); fashion_cnn, fashion_vit: "
+                        "samples/fashion_*.cast (Adam, weights from --init)")
+    p.add_argument("--init", help="initial weights (init_weights.py's safetensors); "
+                                  "required for fashion_cnn and fashion_vit")
+    p.add_argument("--train-samples", type=int, default=0,
+                   help="use the first N training images (0: all 60000); the validation "
+                        "split is taken from them")
+    p.add_argument("--test-samples", type=int, default=0,
+                   help="evaluate on the first N test images (0: all 10000)")
     p.add_argument("--max-steps", type=int, default=0,
                    help="stop each epoch after this many steps (0: all); for quick tries only")
+
+
+def steady(steps, t1, t_end, c1, c_end):
+    """Wall and CPU ms per step after the first step (which holds XLA's
+    compile in Keras): the epoch's steps 2..n."""
+    if steps < 2:
+        return {"steady_step_ms": None, "steady_cpu_ms": None}
+    return {"steady_step_ms": (t_end - t1) / (steps - 1) * 1e3,
+            "steady_cpu_ms": (c_end - c1) / (steps - 1) * 1e3}
+
+
+def summary(rows):
+    """The test line's timing: medians over epochs 2.. (epoch 1 alone when
+    there is one)."""
+    def med(k):
+        v = [r[k] for r in rows if r.get(k) is not None]
+        v = v[1:] or v
+        return float(np.median(v)) if v else None
+    return {"step_ms_median_after_first": med("step_ms"), "cpu_ms_median_after_first": med("cpu_ms"),
+            "steady_step_ms": med("steady_step_ms"), "steady_cpu_ms": med("steady_cpu_ms")}

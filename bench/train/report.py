@@ -3,13 +3,22 @@
 
     report.py RAW.jsonl > train-DATE.md
     report.py --castor-history H.csv --policy P --units U --batch-size B \
-              --seed S [--test-line LINE]      # castor's CSV -> JSON lines
+              --seed S [--model VARIANT] [--train-count N] [--test-line LINE]
+                                               # castor's CSV -> JSON lines
 
 The second form turns castor train's --history CSV (one row per epoch, a
 header naming the columns; Keras's names: epoch, loss, accuracy, val_loss,
 val_accuracy, plus whatever castor adds, e.g. time per step and the loss
 scale) into the peers' "epoch" lines, and `castor evaluate`'s last output
-line into a "test" line (the first number after "accuracy").
+line into a "test" line (the first number after "accuracy"). castor's
+`seconds_per_sample` is the epoch's training time per training sample
+(`seconds` includes validation): with --train-count N (the training rows
+after the validation split) the time per step is seconds_per_sample x N /
+ceil(N / batch), the peers' definition (the last step may be short).
+
+The tables: per run, test accuracy and time per step; per epoch; and, for
+runs with ROUNDS (castor and the peers interleaved), each round's step
+times side by side with castor's ratio to each peer.
 """
 import argparse
 import csv
@@ -19,8 +28,13 @@ import statistics
 import sys
 
 
+MODELS = {"small": "mlp", "seed": "mlp", "cnn": "fashion_cnn", "vit": "fashion_vit"}
+
+
 def castor_lines(a):
-    out = [dict(kind="config", peer="castor", policy=a.policy, units=a.units, batch_size=a.batch_size, seed=a.seed)]
+    model = MODELS.get(a.model, a.model)
+    out = [dict(kind="config", peer="castor", model=model, policy=a.policy, units=a.units,
+                batch_size=a.batch_size, seed=a.seed)]
     step_ms = []
     with open(a.castor_history) as f:
         for row in csv.DictReader(f):
@@ -31,6 +45,8 @@ def castor_lines(a):
                 except (TypeError, ValueError):
                     r[k] = v
             ms = r.get("step_ms") or (r.get("time_per_step_s", 0) * 1e3 if "time_per_step_s" in r else None)
+            if ms is None and a.train_count and isinstance(r.get("seconds_per_sample"), float):
+                ms = r["seconds_per_sample"] * a.train_count / -(-a.train_count // a.batch_size) * 1e3
             if ms is None and isinstance(r.get("seconds_per_sample"), float):  # castor train --history
                 # the peers' definition: the epoch's training time over its
                 # steps (the last one may be short), not time per sample x batch
@@ -42,8 +58,8 @@ def castor_lines(a):
             if ms is not None:
                 step_ms.append(ms)
                 r["step_ms"] = ms
-            out.append(dict(kind="epoch", peer="castor", policy=a.policy, **r))
-    test = dict(kind="test", peer="castor", policy=a.policy, units=a.units,
+            out.append(dict(kind="epoch", peer="castor", model=model, policy=a.policy, **r))
+    test = dict(kind="test", peer="castor", model=model, policy=a.policy, units=a.units,
                 batch_size=a.batch_size, seed=a.seed)
     m = re.search(r"accuracy[ :=]+([0-9.eE+-]+)", a.test_line or "")
     if m:
@@ -84,12 +100,13 @@ def report(path):
     tests = [r for r in rows if r["kind"] == "test"]
     print("## Test accuracy and time per training step")
     print()
-    print("| units | batch | policy | peer | seeds | test accuracy (mean, min-max) | test loss | "
+    print("| model | units | batch | policy | peer | seeds | test accuracy (mean, min-max) | test loss | "
           "time per step, ms (median of epochs 2..) | steps skipped |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     groups = {}
     for t in tests:
-        groups.setdefault((t["units"], t["batch_size"], t["policy"], t["peer"]), []).append(t)
+        groups.setdefault((t.get("model", "mlp"), t["units"], t["batch_size"], t["policy"], t["peer"]),
+                          []).append(t)
     for k in sorted(groups):
         ts = groups[k]
         acc = [t["test_accuracy"] for t in ts if "test_accuracy" in t]
@@ -98,12 +115,13 @@ def report(path):
         sk = [t.get("skipped", 0) for t in ts]
         acc_s = "n/a" if not acc else "%.2f%%" % (100 * statistics.mean(acc)) + (
             " (%.2f-%.2f)" % (100 * min(acc), 100 * max(acc)) if len(acc) > 1 else "")
-        print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {','.join(str(t['seed']) for t in ts)} | {acc_s} | "
+        print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {k[4]} | {','.join(str(t['seed']) for t in ts)} | {acc_s} | "
               f"{fmt(statistics.mean(loss) if loss else None, '.4f')} | "
               f"{fmt(statistics.median(ms) if ms else None, '.2f')} | {sum(sk)} |")
     for s in skipped:
-        print(f"| {s.get('units', '')} | {s.get('batch_size', '')} | {s['policy']} | {s['peer']} | "
-              f"{s.get('seed', '')} | skipped: {s['reason']} | | | |")
+        print(f"| {s.get('model', '')} | {s.get('units', '')} | {s.get('batch_size', '')} | {s['policy']} | "
+              f"{s['peer']} | {s.get('seed', '')} | skipped: {s['reason']} | | | |")
+    rounds(rows)
     print()
     print("## Per epoch")
     print()
@@ -111,9 +129,9 @@ def report(path):
           "fit logs, weighted by batch size); val_* are evaluated after the epoch; "
           "time per step is the epoch's training steps only (epoch 1 includes compiling).")
     print()
-    print("| units | batch | policy | peer | seed | epoch | loss | accuracy | val_loss | val_accuracy | "
+    print("| model | units | batch | policy | peer | seed | epoch | loss | accuracy | val_loss | val_accuracy | "
           "ms per step | loss scale | skipped |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     cur = {}
     for r in rows:
         if r["kind"] == "config":
@@ -121,11 +139,60 @@ def report(path):
         if r["kind"] != "epoch":
             continue
         c = cur.get(r["peer"], {})
-        print(f"| {c.get('units', '')} | {c.get('batch_size', '')} | {r['policy']} | {r['peer']} | "
+        print(f"| {c.get('model', 'mlp')} | {c.get('units', '')} | {c.get('batch_size', '')} | {r['policy']} | {r['peer']} | "
               f"{c.get('seed', '')} | {int(r['epoch'])} | {fmt(r.get('loss'), '.4f')} | "
               f"{fmt(r.get('accuracy'), '.4f')} | {fmt(r.get('val_loss'), '.4f')} | "
               f"{fmt(r.get('val_accuracy'), '.4f')} | {fmt(r.get('step_ms'), '.2f')} | "
               f"{fmt(r.get('loss_scale'), 'g')} | {r.get('skipped', '')} |")
+
+
+def rounds(rows):
+    """castor and each peer per round (the order run.sh ran them in): the
+    k-th test line of a peer for (model, policy, seed) is round k."""
+    tests = [r for r in rows if r["kind"] == "test"]
+    procs = [r for r in rows if r["kind"] == "proc"]
+    runs = {}
+    for t in tests:
+        runs.setdefault((t.get("model", "mlp"), t["policy"], t["seed"]), {}).setdefault(t["peer"], []).append(t)
+    pk = {}
+    for p in procs:
+        pk.setdefault((MODELS.get(p["variant"], p["variant"]), p["policy"], p["seed"], p["peer"]), []).append(p)
+    if not any(len(v) > 1 for g in runs.values() for v in g.values()) and not procs:
+        return
+    print()
+    print("## Training step time per round")
+    print()
+    print("castor: the epoch's training time over its steps (castor compiles before the epoch); "
+          "the peers: steps 2..n of the epoch (the first step holds XLA's compile for Keras), "
+          "the median over epochs 2.. when there are several. CPU: process CPU time over the same "
+          "steps (peers only: castor does not report it); process: the whole process's wall and "
+          "user+sys CPU seconds (load, compile, train, validate; the peers also test, castor "
+          "tests in a second process). Ratio: castor's step time / the peer's.")
+    print()
+    print("| model | policy | seed | round | peer | ms per step | CPU ms per step | process wall s | "
+          "process CPU s | castor / peer |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+
+    def step(t):
+        if t["peer"] != "castor" and t.get("steady_step_ms") is not None:
+            return t["steady_step_ms"]
+        return t.get("step_ms_median_after_first")
+    for (model, policy, seed), g in runs.items():
+        for i in range(max(len(v) for v in g.values())):
+            c = g.get("castor", [])
+            cms = step(c[i]) if i < len(c) else None
+            for peer in sorted(g, key=lambda p: (p != "castor", p)):
+                if i >= len(g[peer]):
+                    continue
+                t = g[peer][i]
+                ms = step(t)
+                pr = pk.get((model, policy, seed, peer), [])
+                pr = pr[i] if i < len(pr) else {}
+                ratio = "" if peer == "castor" or not cms or not ms else "%.2f" % (cms / ms)
+                cpu = t.get("steady_cpu_ms") if peer != "castor" else None
+                cpu_s = (pr.get("user_s", 0) + pr.get("sys_s", 0)) if pr else None
+                print(f"| {model} | {policy} | {seed} | {i + 1} | {peer} | {fmt(ms, '.1f')} | "
+                      f"{fmt(cpu, '.1f')} | {fmt(pr.get('wall_s'), '.1f')} | {fmt(cpu_s, '.1f')} | {ratio} |")
 
 
 def main():
@@ -137,6 +204,9 @@ def main():
     ap.add_argument("--batch-size", type=int)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--test-line", default="")
+    ap.add_argument("--model", default="mlp", help="run.sh's variant (small, seed, cnn, vit) or a model name")
+    ap.add_argument("--train-count", type=int, default=0,
+                    help="training rows after the validation split (time per step from seconds_per_sample)")
     a = ap.parse_args()
     if a.castor_history:
         castor_lines(a)
