@@ -891,8 +891,16 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
 
   /* weights -> variables; which values depend on one */
   int *uses = ir_graph_use_counts(g);
-  for (int i = 0; i < s.n_fwd; i++)
-    if (g->nodes[i]->op == IR_OP_CONST) make_variable(&s, g->nodes[i], uses[i]);
+  for (int i = 0; i < s.n_fwd; i++) {
+    ir_node *c = g->nodes[i];
+    if (c->op != IR_OP_CONST) continue;
+    if (dtype_is_float(c->type.dtype)) {
+      make_variable(&s, c, uses[i]);
+    } else if (c->attr.weight) { /* Keras: only floating-point variables train (fuzz_grad: an i64 kernel) */
+      diag_warning(ctx->diag, c->loc, "grad: weight %s is %s: only float weights train; it stays a constant",
+                   c->attr.weight, dtype_name(c->type.dtype));
+    }
+  }
   free(uses);
   /* CNN: batch normalization's moving statistics: nontrainable variables */
   for (int i = 0; i < n_bn; i++) bns[i].moving_mean->attr.kind = bns[i].moving_var->attr.kind = IR_STATE_NONTRAINABLE;
