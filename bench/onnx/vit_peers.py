@@ -25,9 +25,7 @@ medians (below 1: castor is faster).
 """
 import argparse
 import os
-import re
 import statistics
-import subprocess
 import sys
 import time
 
@@ -40,12 +38,8 @@ MODELS = os.path.join(HERE, "..", "..", "tests", "onnx", "models")
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, MODELS)
 import generate  # noqa: E402  (the ViT module and its seed)
-
-
-def castor_ms(build, model, batch, repeat, threads):
-    out = subprocess.run([os.path.join(build, "castor"), "run", model, "--batch", str(batch), "--repeat", str(repeat),
-                          "--threads", str(threads), "--policy", "float32"], capture_output=True, text=True, check=True)
-    return float(re.search(r"time: median ([0-9.]+) ms", out.stdout + out.stderr).group(1))
+sys.path.insert(0, HERE)
+from ort import castor_ms  # noqa: E402  (castor run --repeat's median, as the ORT bench times it)
 
 
 def median_ms(fn, repeat):
@@ -88,7 +82,7 @@ def main():
         xt = torch.from_numpy(x)
         cs, os_, ts, r_ort, r_pt = [], [], [], [], []
         for _ in range(args.rounds):
-            c = castor_ms(args.build, model_path, batch, args.repeat, args.threads)
+            c = castor_ms(args.build, model_path, batch, args.repeat, args.threads, "float32")
             o = median_ms(lambda: sess.run(None, {"x": x}), args.repeat)
             with torch.inference_mode():
                 t = median_ms(lambda: net(xt), args.repeat)
