@@ -153,6 +153,28 @@ static void outs_free(outs *o) {
   free(o->p);
 }
 
+/* Each output of the cuda run (og) against the float64 reference (want)
+ * and the CPU's run (oc), within the policy's bounds; the worst errors so
+ * far in *worst_ref and *worst_cpu. */
+static void compare_outputs(const rt_program *desc, int64_t batch, const outs *og, const outs *oc, double **want,
+                            const char *policy, const char *what, double *worst_ref, double *worst_cpu) {
+  for (int k = 0; k < desc->n_outputs; k++) {
+    const rt_tensor_desc *t = &desc->outputs[k];
+    int64_t n = numel(t, batch);
+    float *got = as_f32(t, og->p[k], n), *cp = as_f32(t, oc->p[k], n);
+    double *cpd = ref_from_f32(cp, n);
+    ref_cmp er = ref_compare_normalized(got, want[k], n), ec = ref_compare_normalized(got, cpd, n);
+    char m1[256], m2[256];
+    ck_assert_msg(er.error < ref_bound(policy), "%s batch %lld output %s vs reference: %s (bound %g)", what,
+                  (long long)batch, t->name, ref_cmp_str(&er, m1, sizeof m1), ref_bound(policy));
+    ck_assert_msg(ec.error < cpu_bound(policy), "%s batch %lld output %s vs cpu: %s (bound %g)", what,
+                  (long long)batch, t->name, ref_cmp_str(&ec, m2, sizeof m2), cpu_bound(policy));
+    if (er.error > *worst_ref) *worst_ref = er.error;
+    if (ec.error > *worst_cpu) *worst_cpu = ec.error;
+    free(got), free(cp), free(cpd);
+  }
+}
+
 START_TEST(test_kinds) {
   int u = units[_i / N_POLICIES];
   const char *policy = policies[_i % N_POLICIES];
@@ -185,21 +207,7 @@ START_TEST(test_kinds) {
     char err[512];
     ck_assert_msg(ref_run(g, batch, (const double *const *)in64, want, err, sizeof err), "%s: ref: %s", what, err);
     outs og = run(gpu, batch, in, d, what), oc = run(cpu, batch, in, d, what);
-    for (int k = 0; k < desc->n_outputs; k++) {
-      const rt_tensor_desc *t = &desc->outputs[k];
-      int64_t n = numel(t, batch);
-      float *got = as_f32(t, og.p[k], n), *cp = as_f32(t, oc.p[k], n);
-      double *cpd = ref_from_f32(cp, n);
-      ref_cmp er = ref_compare_normalized(got, want[k], n), ec = ref_compare_normalized(got, cpd, n);
-      char m1[256], m2[256];
-      ck_assert_msg(er.error < ref_bound(policy), "%s batch %lld output %s vs reference: %s (bound %g)", what,
-                    (long long)batch, t->name, ref_cmp_str(&er, m1, sizeof m1), ref_bound(policy));
-      ck_assert_msg(ec.error < cpu_bound(policy), "%s batch %lld output %s vs cpu: %s (bound %g)", what,
-                    (long long)batch, t->name, ref_cmp_str(&ec, m2, sizeof m2), cpu_bound(policy));
-      if (er.error > worst_ref) worst_ref = er.error;
-      if (ec.error > worst_cpu) worst_cpu = ec.error;
-      free(got), free(cp), free(cpd);
-    }
+    compare_outputs(desc, batch, &og, &oc, want, policy, what, &worst_ref, &worst_cpu);
     /* the same batch in other orders must give the same bits */
     if (bi == 2 && (_i % N_POLICIES == 0 || _i % N_POLICIES == 3)) {
       static const char *const orders[][2] = {{"reverse", "early"}, {"interleave", "late"}};
@@ -690,22 +698,11 @@ static void check_cast_model(const char *name, const char *text, const char *pol
     outs orv = run(gpu, batch, &x, d, what);
     unsetenv("CASTOR_PTXEMU_ORDER");
     unsetenv("CASTOR_PTXEMU_LANDING");
+    compare_outputs(desc, batch, &og, &oc, want, policy, what, &worst_ref, &worst_cpu);
     for (int k = 0; k < desc->n_outputs; k++) {
       const rt_tensor_desc *t = &desc->outputs[k];
-      int64_t n = numel(t, batch);
-      float *got = as_f32(t, og.p[k], n), *cp = as_f32(t, oc.p[k], n);
-      double *cpd = ref_from_f32(cp, n);
-      ref_cmp er = ref_compare_normalized(got, want[k], n), ec = ref_compare_normalized(got, cpd, n);
-      char m1[256], m2[256];
-      ck_assert_msg(er.error < ref_bound(policy), "%s batch %lld output %s vs reference: %s (bound %g)", what,
-                    (long long)batch, t->name, ref_cmp_str(&er, m1, sizeof m1), ref_bound(policy));
-      ck_assert_msg(ec.error < cpu_bound(policy), "%s batch %lld output %s vs cpu: %s (bound %g)", what,
-                    (long long)batch, t->name, ref_cmp_str(&ec, m2, sizeof m2), cpu_bound(policy));
-      ck_assert_msg(!memcmp(og.p[k], orv.p[k], (size_t)n * dtype_size(t->dtype)),
+      ck_assert_msg(!memcmp(og.p[k], orv.p[k], (size_t)numel(t, batch) * dtype_size(t->dtype)),
                     "%s batch %lld output %s: CTA order changes the result", what, (long long)batch, t->name);
-      if (er.error > worst_ref) worst_ref = er.error;
-      if (ec.error > worst_cpu) worst_cpu = ec.error;
-      free(got), free(cp), free(cpd);
     }
     outs_free(&og), outs_free(&oc), outs_free(&orv);
     ref_outputs_free(want, desc->n_outputs);
