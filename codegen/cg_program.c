@@ -56,6 +56,10 @@ void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, 
     *rows_fixed = numel;
     *work_per_row = sums_batch ? 0 : xin / numel;
     *work_per_batch = sums_batch ? xin / numel : 0;
+    /* step-level overheads: tiles of whole 16-element vectors where the
+     * CPU kernel sums a kept last dimension a vector at a time (cg_train.c) */
+    int ry = op->type.rank;
+    if (ry > 0 && op->type.dims[ry - 1] >= 16 && x->type.dims[x->type.rank - 1] == op->type.dims[ry - 1]) *row_step = 16;
   } else if (rule == IR_TYPE_UPDATE) {
     CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel));
     *rows_fixed = numel; /* one "row" per element */

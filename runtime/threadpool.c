@@ -14,9 +14,14 @@
  * loaded machine a small launch would otherwise cost a scheduler wake-up
  * of each helper (measured: the exported transformer at batch 1 on 2
  * threads took a median 1.7 ms against 0.10 ms on 1 thread, at a load
- * average of 20). Waiting spins for a few microseconds (launches follow
+ * average of 20). Waiting spins for SPIN_NS of wall time (launches follow
  * each other closely) and then sleeps on a condition variable, so idle
- * workers cost nothing.
+ * workers cost nothing. The bound is in time, not in pause instructions
+ * (a pause takes 3 ns on some x86 cores and over 100 ns on others): a
+ * bound of 20,000 pauses kept a worker spinning for about 2 ms after each
+ * launch on a Zen 4 guest, through every stretch of launches too small to
+ * split, so that a 2-thread training step cost twice its wall time in CPU
+ * (bench/results/train-step-2026-11-28.md).
  *
  * Scratch: each worker owns one buffer, grown on demand; the caller's
  * buffer belongs to the pool and is used under `busy`. A caller that finds
@@ -30,10 +35,14 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/util.h"
 
-enum { MAX_WORKERS = 255, SPIN_ROUNDS = 20000 };
+enum { MAX_WORKERS = 255 };
+/* How long a waiting thread spins before it sleeps: about the time
+ * between two launches with small ones between them. */
+#define SPIN_NS ((int64_t)20000)
 
 typedef struct worker {
   pthread_t tid;
@@ -72,6 +81,32 @@ static void cpu_relax(void) {
 #endif
 }
 
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spins until *v != seen (true) or for SPIN_NS (false: *v was still `seen`
+ * when it last looked). */
+static bool spin_while_u64(atomic_uint_fast64_t *v, uint64_t seen) {
+  int64_t t0 = now_ns();
+  for (int i = 1; atomic_load_explicit(v, memory_order_acquire) == seen; i++) {
+    cpu_relax();
+    if ((i & 31) == 0 && now_ns() - t0 > SPIN_NS) return false;
+  }
+  return true;
+}
+
+static bool spin_while_pending(void) {
+  int64_t t0 = now_ns();
+  for (int i = 1; atomic_load_explicit(&pool.pending, memory_order_acquire) > 0; i++) {
+    cpu_relax();
+    if ((i & 31) == 0 && now_ns() - t0 > SPIN_NS) return false;
+  }
+  return true;
+}
+
 /* Grows *buf to at least n bytes (64-byte aligned); contents not kept. */
 static void *scratch_reserve(void **buf, int64_t *cap, int64_t n) {
   if (n <= 0) return *buf;
@@ -97,8 +132,7 @@ static void *worker_main(void *p) {
   worker *w = p;
   uint64_t seen = w->seen;
   for (;;) {
-    for (int i = 0; i < SPIN_ROUNDS && atomic_load_explicit(&pool.generation, memory_order_acquire) == seen; i++)
-      cpu_relax();
+    spin_while_u64(&pool.generation, seen);
     pthread_mutex_lock(&pool.lock);
     while (atomic_load_explicit(&pool.generation, memory_order_relaxed) == seen)
       pthread_cond_wait(&pool.wake, &pool.lock);
@@ -183,9 +217,7 @@ void rt_pool_run(int threads, int64_t n_tasks, int64_t scratch_bytes, rt_task_fn
   pool.open = false;
   pthread_mutex_unlock(&pool.lock);
 
-  for (int i = 0; i < SPIN_ROUNDS && atomic_load_explicit(&pool.pending, memory_order_acquire) > 0; i++)
-    cpu_relax();
-  if (atomic_load_explicit(&pool.pending, memory_order_acquire) > 0) {
+  if (!spin_while_pending()) {
     pthread_mutex_lock(&pool.lock);
     while (atomic_load_explicit(&pool.pending, memory_order_acquire) > 0) pthread_cond_wait(&pool.done, &pool.lock);
     pthread_mutex_unlock(&pool.lock);

@@ -611,16 +611,115 @@ static void emit_scalar_update(cg_kctx *c) {
 
 /* ---- general tensors: sum_to, the gradient of a broadcast operand ---- */
 
-/* y[o] = the sum of the x elements that broadcast from y[o], in ascending
+/* The summed dimensions of x as groups of adjacent ones merged (their
+ * coordinates form one index over their elements in the same order), and
+ * y's element q's offset in x. */
+typedef struct sum_to_plan {
+  int n;                      /* groups, outermost first */
+  int64_t size[IR_MAX_RANK];  /* a group's elements (IR_DIM_BATCH: the batch's) */
+  int64_t stride[IR_MAX_RANK];
+  int64_t batch_mul;          /* group 0's size is batch * batch_mul when batched */
+} sum_to_plan;
+
+static void sum_to_groups(const ir_type *xt, const ir_type *yt, const int64_t *xstride, sum_to_plan *g) {
+  int rx = xt->rank, lead = rx - yt->rank;
+  g->n = 0;
+  g->batch_mul = 0;
+  int prev = -2;
+  for (int d = 0; d < rx; d++) {
+    if (!(d < lead || (yt->dims[d - lead] == 1 && xt->dims[d] != 1))) continue;
+    bool batch = xt->dims[d] == IR_DIM_BATCH;
+    if (prev == d - 1) { /* adjacent to the last group: one index over both */
+      int k = g->n - 1;
+      if (g->batch_mul) g->batch_mul *= xt->dims[d];
+      else g->size[k] *= xt->dims[d];
+      g->stride[k] = xstride[d];
+    } else {
+      g->size[g->n] = batch ? 1 : xt->dims[d];
+      g->stride[g->n] = xstride[d];
+      if (batch) g->batch_mul = 1; /* only d == 0 is the batch */
+      g->n++;
+    }
+    prev = d;
+  }
+}
+
+/* sum over the summed groups of x at base + their offsets, `lanes`
+ * consecutive elements of x at once (each lane its own sum, in the same
+ * order as lanes == 1), in at (f32, or double for bn_mean) */
+static LLVMValueRef sum_to_acc(cg_kctx *c, const sum_to_plan *g, LLVMValueRef base, LLVMValueRef total,
+                               LLVMTypeRef at, int lanes) {
+  cg_emitter *e = c->e;
+  const ir_node *x = op_of(c)->srcs[0];
+  LLVMTypeRef vt = lanes == 1 ? at : LLVMVectorType(at, (unsigned)lanes);
+  LLVMValueRef acc = var(c, vt, LLVMConstNull(vt), "acc");
+  cg_loop lt = cg_loop_begin(c, i64c(0), total, 1, "t");
+  LLVMValueRef r = lt.iv, xi = base;
+  for (int k = g->n - 1; k >= 0; k--) {
+    LLVMValueRef coord = k == 0 ? r : LLVMBuildURem(B, r, i64c(g->size[k]), "");
+    if (k > 0) r = LLVMBuildUDiv(B, r, i64c(g->size[k]), "");
+    xi = LLVMBuildAdd(B, xi, LLVMBuildMul(B, coord, i64c(g->stride[k]), ""), "");
+  }
+  LLVMValueRef xv = load_f(c, x, xi, lanes);
+  if (at != e->f32) xv = LLVMBuildFPExt(B, xv, vt, "");
+  LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, vt), xv, ""), acc);
+  cg_loop_end(c, &lt);
+  return get(c, acc, vt);
+}
+
+/* Stores y's elements q .. q+lanes-1: their sums (the mean: over total). */
+static void sum_to_store(cg_kctx *c, const sum_to_plan *g, LLVMValueRef q, LLVMValueRef base, LLVMValueRef total,
+                         int lanes) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c);
+  /* CNN: bn_mean sums the same way in double and divides by the count */
+  bool mean = op->op == IR_OP_BN_MEAN;
+  LLVMTypeRef at = mean ? LLVMDoubleTypeInContext(e->ctx) : e->f32;
+  LLVMTypeRef vt = lanes == 1 ? at : LLVMVectorType(at, (unsigned)lanes);
+  LLVMValueRef sum = sum_to_acc(c, g, base, total, at, lanes);
+  if (mean) {
+    LLVMValueRef n = LLVMBuildUIToFP(B, total, at, "");
+    if (lanes > 1) {
+      LLVMValueRef v = LLVMGetUndef(vt);
+      for (int l = 0; l < lanes; l++) v = LLVMBuildInsertElement(B, v, n, i64c(l), "");
+      n = v;
+    }
+    sum = LLVMBuildFDiv(B, sum, n, "mean");
+  }
+  if (at != e->f32) sum = LLVMBuildFPTrunc(B, sum, vec(e, lanes), "");
+  store_f(c, op, q, sum, lanes);
+}
+
+/* x's offset of y's element q: y's coordinates along the dimensions kept */
+static LLVMValueRef sum_to_base(cg_kctx *c, LLVMValueRef q, const int64_t *xstride) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c);
+  const ir_type *yt = &op->type;
+  int lead = op->srcs[0]->type.rank - yt->rank;
+  LLVMValueRef base = i64c(0);
+  for (int d = yt->rank - 1; d >= 0; d--) {
+    LLVMValueRef coord = d == 0 ? q : LLVMBuildURem(B, q, i64c(yt->dims[d]), "");
+    if (d > 0) q = LLVMBuildUDiv(B, q, i64c(yt->dims[d]), "");
+    if (yt->dims[d] != 1) base = LLVMBuildAdd(B, base, LLVMBuildMul(B, coord, i64c(xstride[d + lead]), ""), "");
+  }
+  return base;
+}
+
+/* y[q] sums x over the dimensions y lacks or has as 1, in the row-major
  * order of x's index: one result element at a time (rows are y's elements,
  * or y's batch rows when y keeps N), so the order of every sum is fixed
  * whatever the threads. x's dimension d is summed when y lacks it (the
- * leading ones) or has 1 where x does not. */
+ * leading ones) or has 1 where x does not. Step-level overheads: when x's
+ * last dimension is kept (a bias's gradient, [.., C] -> [C]), vw
+ * consecutive elements of y are vw consecutive elements of x at every
+ * summed position, so they are summed as one vector, each lane in the
+ * same order as alone: the same bits, a vector load per position instead
+ * of a scalar one. */
 static void emit_sum_to(cg_kctx *c) {
   cg_emitter *e = c->e;
   const ir_node *op = op_of(c), *x = op->srcs[0];
   const ir_type *yt = &op->type, *xt = &x->type;
-  int rx = xt->rank, ry = yt->rank, lead = rx - ry;
+  int rx = xt->rank, ry = yt->rank;
   int64_t xstride[IR_MAX_RANK], yin = 1;
   int64_t st = 1;
   for (int d = rx - 1; d >= 0; d--) {
@@ -629,44 +728,59 @@ static void emit_sum_to(cg_kctx *c) {
   }
   CASTOR_ASSERT(ir_type_inner_numel(yt, &yin));
   int64_t per_row = ir_type_is_batched(yt) ? yin : 1;
-  int summed[IR_MAX_RANK], n_summed = 0;
-  for (int d = 0; d < rx; d++)
-    if (d < lead || (yt->dims[d - lead] == 1 && xt->dims[d] != 1)) summed[n_summed++] = d;
+  sum_to_plan g;
+  sum_to_groups(xt, yt, xstride, &g);
   LLVMValueRef total = i64c(1);
-  for (int r = 0; r < n_summed; r++) {
-    int d = summed[r];
-    total = LLVMBuildMul(B, total, xt->dims[d] == IR_DIM_BATCH ? c->batch : i64c(xt->dims[d]), "");
+  for (int k = 0; k < g.n; k++)
+    total = LLVMBuildMul(B, total, i64c(g.size[k]), "");
+  if (g.batch_mul) total = LLVMBuildMul(B, total, LLVMBuildMul(B, c->batch, i64c(g.batch_mul), ""), "");
+  if (g.batch_mul) g.size[0] = 0; /* group 0 is outermost: its size is never used */
+  LLVMValueRef q0 = LLVMBuildMul(B, c->row0, i64c(per_row), ""), q1 = LLVMBuildMul(B, c->row1, i64c(per_row), "");
+  int64_t D = ry > 0 ? yt->dims[ry - 1] : 1; /* y's last dimension */
+  int L = e->vw;
+  if (L <= 1 || ry == 0 || D < L || D == IR_DIM_BATCH || xt->dims[rx - 1] != D) {
+    cg_loop lo = cg_loop_begin(c, q0, q1, 1, "o");
+    sum_to_store(c, &g, lo.iv, sum_to_base(c, lo.iv, xstride), total, 1);
+    cg_loop_end(c, &lo);
+    return;
   }
-  cg_loop lo = cg_loop_begin(c, LLVMBuildMul(B, c->row0, i64c(per_row), ""),
-                             LLVMBuildMul(B, c->row1, i64c(per_row), ""), 1, "o");
-  /* x's offset of y's element: y's coordinates along the dimensions kept */
-  LLVMValueRef q = lo.iv, base = i64c(0);
-  for (int d = ry - 1; d >= 0; d--) {
-    LLVMValueRef coord = d == 0 ? q : LLVMBuildURem(B, q, i64c(yt->dims[d]), "");
-    if (d > 0) q = LLVMBuildUDiv(B, q, i64c(yt->dims[d]), "");
-    if (yt->dims[d] != 1) base = LLVMBuildAdd(B, base, LLVMBuildMul(B, coord, i64c(xstride[d + lead]), ""), "");
-  }
-  /* CNN: bn_mean sums the same way in double and divides by the count */
-  bool mean = op->op == IR_OP_BN_MEAN;
-  LLVMTypeRef at = mean ? LLVMDoubleTypeInContext(e->ctx) : e->f32;
-  LLVMValueRef acc = var(c, at, LLVMConstReal(at, 0), "acc");
-  cg_loop lt = cg_loop_begin(c, i64c(0), total, 1, "t");
-  LLVMValueRef r = lt.iv, xi = base;
-  for (int k = n_summed - 1; k >= 0; k--) {
-    int d = summed[k];
-    LLVMValueRef coord = k == 0 ? r : LLVMBuildURem(B, r, i64c(xt->dims[d]), "");
-    if (k > 0) r = LLVMBuildUDiv(B, r, i64c(xt->dims[d]), "");
-    xi = LLVMBuildAdd(B, xi, LLVMBuildMul(B, coord, i64c(xstride[d]), ""), "");
-  }
-  LLVMValueRef xv = load_f(c, x, xi, 1);
-  if (at != e->f32) xv = LLVMBuildFPExt(B, xv, at, "");
-  LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, at), xv, ""), acc);
-  cg_loop_end(c, &lt);
-  LLVMValueRef sum = get(c, acc, at);
-  if (mean) sum = LLVMBuildFDiv(B, sum, LLVMBuildUIToFP(B, total, at, ""), "mean");
-  if (at != e->f32) sum = LLVMBuildFPTrunc(B, sum, e->f32, "");
-  store_f(c, op, lo.iv, sum, 1);
-  cg_loop_end(c, &lo);
+  /* q from q0 to q1: a vector of L where y's last coordinate and the tile
+   * leave room for it, else one element */
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
+  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "q.header");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "q.body");
+  LLVMBasicBlockRef vbody = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "q.vec");
+  LLVMBasicBlockRef sbody = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "q.one");
+  LLVMBasicBlockRef latch = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "q.latch");
+  LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "q.exit");
+  LLVMBuildBr(B, head);
+  LLVMPositionBuilderAtEnd(B, head);
+  LLVMValueRef q = LLVMBuildPhi(B, e->i64, "q");
+  LLVMAddIncoming(q, &q0, &pre, 1);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, q, q1, ""), body, exit);
+  LLVMPositionBuilderAtEnd(B, body);
+  LLVMValueRef room = LLVMBuildAnd(
+      B, LLVMBuildICmp(B, LLVMIntSLE, LLVMBuildAdd(B, LLVMBuildURem(B, q, i64c(D), ""), i64c(L), ""), i64c(D), ""),
+      LLVMBuildICmp(B, LLVMIntSLE, LLVMBuildAdd(B, q, i64c(L), ""), q1, ""), "room");
+  LLVMBuildCondBr(B, room, vbody, sbody);
+  LLVMPositionBuilderAtEnd(B, vbody);
+  sum_to_store(c, &g, q, sum_to_base(c, q, xstride), total, L);
+  LLVMValueRef qv = LLVMBuildAdd(B, q, i64c(L), "");
+  LLVMBasicBlockRef vend = LLVMGetInsertBlock(B);
+  LLVMBuildBr(B, latch);
+  LLVMPositionBuilderAtEnd(B, sbody);
+  sum_to_store(c, &g, q, sum_to_base(c, q, xstride), total, 1);
+  LLVMValueRef qs = LLVMBuildAdd(B, q, i64c(1), "");
+  LLVMBasicBlockRef send = LLVMGetInsertBlock(B);
+  LLVMBuildBr(B, latch);
+  LLVMPositionBuilderAtEnd(B, latch);
+  LLVMValueRef qn = LLVMBuildPhi(B, e->i64, "qn");
+  LLVMValueRef inc[2] = {qv, qs};
+  LLVMBasicBlockRef from[2] = {vend, send};
+  LLVMAddIncoming(qn, inc, from, 2);
+  LLVMBuildBr(B, head);
+  LLVMAddIncoming(q, &qn, &latch, 1);
+  LLVMPositionBuilderAtEnd(B, exit);
 }
 
 /* ---- the dispatch ---- */
