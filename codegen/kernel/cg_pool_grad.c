@@ -13,7 +13,8 @@
  * same bits lane by lane.
  *
  * An element lies in at most ceil(pool / stride) windows per dimension
- * (one where stride >= pool: Keras's default pooling), so the windows are
+ * (one where stride >= pool: Keras's default pooling) and in no more than
+ * dy has along it (one for global pooling), so the windows are
  * a fixed number of slots, each masked where it falls outside dy; a slot
  * outside adds +0, which leaves the sum's bits alone (it never is -0).
  * Up to 16 slots and windows of up to 16 taps are unrolled, more loop;
@@ -153,6 +154,7 @@ LLVMValueRef cg_pool_grad_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, i
     LLVMValueRef lim = cg_i64(e, yt->dims[1 + d]);
     hi[d] = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, h, lim, ""), h, lim, "");
     slots[d] = (pl[d] + st[d] - 1) / st[d];
+    if (slots[d] > yt->dims[1 + d]) slots[d] = yt->dims[1 + d]; /* global pooling: one window, stride 1 */
   }
   LLVMValueRef acc = cg_entry_alloca(c, t.vt, "poolg.acc");
   LLVMBuildStore(B, cg_const(e, t.vt, 0.0), acc);

@@ -490,6 +490,7 @@ START_TEST(test_pool2d_shapes) {
       {1, 7, 6, 11, 5, 5, 0, 1, 1, 1, 1, true, false},
       {2, 9, 8, 6, 2, 2, 0, 3, 3, 1, 1, false, true},
       {1, 10, 9, 9, 2, 3, 0, 3, 4, 1, 1, true, false},
+      {2, 5, 6, 7, 5, 6, 0, 1, 1, 1, 1, false, false}, /* global pooling: one window of 30 taps, stride 1 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int f16 = 0; f16 < 2; f16++) {
