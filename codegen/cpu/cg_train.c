@@ -616,6 +616,61 @@ static void emit_scalar_update(cg_kctx *c) {
  * or y's batch rows when y keeps N), so the order of every sum is fixed
  * whatever the threads. x's dimension d is summed when y lacks it (the
  * leading ones) or has 1 where x does not. */
+/* convolutional networks: sum_to of y's elements contiguous in x, the
+ * summed dimensions all leading (a bias's gradient, [N,H,W,C] -> [C]):
+ * y[o] = sum over t ascending of x[t * numel(y) + o], lanes consecutive
+ * y elements a vector at a time, `wide` vectors interleaved (independent
+ * chains), each lane the scalar loop's sum in the same order, so the same
+ * bits (emit_sum_to_contiguous: false for any other sum_to). */
+static LLVMValueRef splat_as(cg_emitter *e, LLVMValueRef s, LLVMTypeRef vt, int lanes) {
+  if (lanes == 1) return s;
+  LLVMValueRef v = LLVMBuildInsertElement(B, LLVMGetUndef(vt), s, i64c(0), "");
+  return LLVMBuildShuffleVector(B, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)lanes)), "");
+}
+
+static void sum_to_lanes(cg_kctx *c, LLVMValueRef o, LLVMValueRef total, int64_t inner, LLVMTypeRef at, int lanes,
+                         int wide) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *x = op->srcs[0];
+  LLVMTypeRef vt = lanes == 1 ? at : LLVMVectorType(at, (unsigned)lanes);
+  LLVMValueRef acc[4];
+  for (int w = 0; w < wide; w++) acc[w] = var(c, vt, LLVMConstNull(vt), "acc");
+  cg_loop lt = cg_loop_begin(c, i64c(0), total, 1, "t");
+  LLVMValueRef row = LLVMBuildAdd(B, LLVMBuildMul(B, lt.iv, i64c(inner), ""), o, "");
+  for (int w = 0; w < wide; w++) {
+    LLVMValueRef xv = load_f(c, x, LLVMBuildAdd(B, row, i64c((int64_t)w * lanes), ""), lanes);
+    if (at != e->f32) xv = LLVMBuildFPExt(B, xv, vt, "");
+    LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc[w], vt), xv, ""), acc[w]);
+  }
+  cg_loop_end(c, &lt);
+  for (int w = 0; w < wide; w++) {
+    LLVMValueRef sum = get(c, acc[w], vt);
+    if (op->op == IR_OP_BN_MEAN) sum = LLVMBuildFDiv(B, sum, splat_as(e, LLVMBuildUIToFP(B, total, at, ""), vt, lanes), "mean");
+    if (at != e->f32) sum = LLVMBuildFPTrunc(B, sum, vec(e, lanes), "");
+    store_f(c, op, LLVMBuildAdd(B, o, i64c((int64_t)w * lanes), ""), sum, lanes);
+  }
+}
+
+static bool emit_sum_to_contiguous(cg_kctx *c, const int *summed, int n_summed, LLVMValueRef total, LLVMTypeRef at) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *x = op->srcs[0];
+  int64_t inner = 1;
+  if (ir_type_is_batched(&op->type) || n_summed == 0 || n_summed == x->type.rank) return false;
+  for (int k = 0; k < n_summed; k++)
+    if (summed[k] != k) return false;
+  for (int d = n_summed; d < x->type.rank; d++) inner *= x->type.dims[d];
+  int vw = e->vw;
+  LLVMValueRef o = c->row0;
+  for (int pass = 0; pass < 3; pass++) { /* 4 vectors, 1 vector, then one element at a time */
+    int lanes = pass < 2 ? vw : 1, wide = pass == 0 ? 4 : 1;
+    cg_loop lo = cg_loop_begin(c, o, c->row1, (int64_t)lanes * wide, "o");
+    sum_to_lanes(c, lo.iv, total, inner, at, lanes, wide);
+    cg_loop_end(c, &lo);
+    o = lo.iv;
+  }
+  return true;
+}
+
 static void emit_sum_to(cg_kctx *c) {
   cg_emitter *e = c->e;
   const ir_node *op = op_of(c), *x = op->srcs[0];
@@ -637,6 +692,9 @@ static void emit_sum_to(cg_kctx *c) {
     int d = summed[r];
     total = LLVMBuildMul(B, total, xt->dims[d] == IR_DIM_BATCH ? c->batch : i64c(xt->dims[d]), "");
   }
+  bool mean = op->op == IR_OP_BN_MEAN;
+  LLVMTypeRef at = mean ? LLVMDoubleTypeInContext(e->ctx) : e->f32;
+  if (emit_sum_to_contiguous(c, summed, n_summed, total, at)) return;
   cg_loop lo = cg_loop_begin(c, LLVMBuildMul(B, c->row0, i64c(per_row), ""),
                              LLVMBuildMul(B, c->row1, i64c(per_row), ""), 1, "o");
   /* x's offset of y's element: y's coordinates along the dimensions kept */
@@ -647,8 +705,6 @@ static void emit_sum_to(cg_kctx *c) {
     if (yt->dims[d] != 1) base = LLVMBuildAdd(B, base, LLVMBuildMul(B, coord, i64c(xstride[d + lead]), ""), "");
   }
   /* CNN: bn_mean sums the same way in double and divides by the count */
-  bool mean = op->op == IR_OP_BN_MEAN;
-  LLVMTypeRef at = mean ? LLVMDoubleTypeInContext(e->ctx) : e->f32;
   LLVMValueRef acc = var(c, at, LLVMConstReal(at, 0), "acc");
   cg_loop lt = cg_loop_begin(c, i64c(0), total, 1, "t");
   LLVMValueRef r = lt.iv, xi = base;
