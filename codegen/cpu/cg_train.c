@@ -651,18 +651,14 @@ static void sum_to_lanes(cg_kctx *c, LLVMValueRef o, LLVMValueRef total, int64_t
   }
 }
 
-static bool emit_sum_to_contiguous(cg_kctx *c, const int *summed, int n_summed, LLVMValueRef total, LLVMTypeRef at) {
+static bool emit_sum_to_contiguous(cg_kctx *c, LLVMValueRef total, LLVMTypeRef at) {
   cg_emitter *e = c->e;
-  const ir_node *op = op_of(c), *x = op->srcs[0];
   int64_t inner = 1;
-  if (ir_type_is_batched(&op->type) || n_summed == 0 || n_summed == x->type.rank) return false;
-  for (int k = 0; k < n_summed; k++)
-    if (summed[k] != k) return false;
-  for (int d = n_summed; d < x->type.rank; d++) inner *= x->type.dims[d];
+  if (!cg_sum_to_leading(op_of(c), &inner)) return false;
   int vw = e->vw;
   LLVMValueRef o = c->row0;
-  for (int pass = 0; pass < 3; pass++) { /* 4 vectors, 1 vector, then one element at a time */
-    int lanes = pass < 2 ? vw : 1, wide = pass == 0 ? 4 : 1;
+  for (int pass = 0; pass < 4; pass++) { /* 4, 2, 1 vectors, then one element at a time */
+    int lanes = pass < 3 ? vw : 1, wide = pass == 0 ? 4 : pass == 1 ? 2 : 1;
     cg_loop lo = cg_loop_begin(c, o, c->row1, (int64_t)lanes * wide, "o");
     sum_to_lanes(c, lo.iv, total, inner, at, lanes, wide);
     cg_loop_end(c, &lo);
@@ -694,7 +690,7 @@ static void emit_sum_to(cg_kctx *c) {
   }
   bool mean = op->op == IR_OP_BN_MEAN;
   LLVMTypeRef at = mean ? LLVMDoubleTypeInContext(e->ctx) : e->f32;
-  if (emit_sum_to_contiguous(c, summed, n_summed, total, at)) return;
+  if (emit_sum_to_contiguous(c, total, at)) return;
   cg_loop lo = cg_loop_begin(c, LLVMBuildMul(B, c->row0, i64c(per_row), ""),
                              LLVMBuildMul(B, c->row1, i64c(per_row), ""), 1, "o");
   /* x's offset of y's element: y's coordinates along the dimensions kept */
