@@ -61,6 +61,11 @@ bool cg_has_own_launch(const cg_kernel *k);
  * split and scratch come from its GEMM layout instead. */
 void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
                      int64_t *work_per_batch);
+/* convolutional networks: whether sum_to (or bn_mean) op sums exactly
+ * x's leading dimensions into an unbatched result (a bias's gradient,
+ * [N,H,W,C] -> [C]), so y's elements are x's contiguous trailing
+ * ones, numel(y) of them (*inner): its launch's rows go in whole vectors. */
+bool cg_sum_to_leading(const ir_node *op, int64_t *inner);
 
 /* Groups nodes into kernels and assigns buffers; the graph must be verified
  * and its ids current. Weight data is not copied here. */

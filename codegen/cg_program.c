@@ -12,6 +12,22 @@
 
 #include "codegen/cg_internal.h"
 
+/* convolutional networks: sum_to over leading dimensions only */
+bool cg_sum_to_leading(const ir_node *op, int64_t *inner) {
+  if (ir_op_type_rule(op->op) != IR_TYPE_SUM_TO || op->n_srcs < 1 || ir_type_is_batched(&op->type)) return false;
+  const ir_type *xt = &op->srcs[0]->type, *yt = &op->type;
+  int lead = xt->rank - yt->rank, n_summed = 0;
+  if (lead < 0) return false;
+  *inner = 1;
+  for (int d = 0; d < xt->rank; d++) {
+    bool summed = d < lead || (yt->dims[d - lead] == 1 && xt->dims[d] != 1);
+    if (summed && d != n_summed) return false; /* a summed dimension after a kept one */
+    if (summed) n_summed++;
+    else *inner *= xt->dims[d];
+  }
+  return n_summed > 0 && n_summed < xt->rank;
+}
+
 void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
                      int64_t *work_per_batch) {
   const int vw = 64; /* tiles of whole vectors of any width */
@@ -51,7 +67,8 @@ void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, 
     *work_per_row = sums_batch ? 0 : 2 * q;
     *work_per_batch = sums_batch ? 2 * q : 0;
   } else if (rule == IR_TYPE_SUM_TO && !ir_type_is_batched(&op->type)) { /* one row per result element */
-    int64_t xin = 1;
+    int64_t xin = 1, lead_inner = 0;
+    if (cg_sum_to_leading(op, &lead_inner)) *row_step = 16; /* convolutional networks: whole vectors of up to 16 */
     CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel) && ir_type_inner_numel(&x->type, &xin));
     *rows_fixed = numel;
     *work_per_row = sums_batch ? 0 : xin / numel;

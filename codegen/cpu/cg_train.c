@@ -644,6 +644,13 @@ static void sum_to_groups(const ir_type *xt, const ir_type *yt, const int64_t *x
   }
 }
 
+/* s in every lane of a vector of type vt (s itself when lanes is 1) */
+static LLVMValueRef splat_as(cg_emitter *e, LLVMValueRef s, LLVMTypeRef vt, int lanes) {
+  if (lanes == 1) return s;
+  LLVMValueRef v = LLVMBuildInsertElement(B, LLVMGetUndef(vt), s, i64c(0), "");
+  return LLVMBuildShuffleVector(B, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)lanes)), "");
+}
+
 /* sum over the summed groups of x at base + their offsets, `lanes`
  * consecutive elements of x at once (each lane its own sum, in the same
  * order as lanes == 1), in at (f32, or double for bn_mean) */
@@ -679,12 +686,7 @@ static void sum_to_store(cg_kctx *c, const sum_to_plan *g, LLVMValueRef q, LLVMV
   LLVMValueRef sum = sum_to_acc(c, g, base, total, at, lanes);
   if (mean) {
     LLVMValueRef n = LLVMBuildUIToFP(B, total, at, "");
-    if (lanes > 1) {
-      LLVMValueRef v = LLVMGetUndef(vt);
-      for (int l = 0; l < lanes; l++) v = LLVMBuildInsertElement(B, v, n, i64c(l), "");
-      n = v;
-    }
-    sum = LLVMBuildFDiv(B, sum, n, "mean");
+    sum = LLVMBuildFDiv(B, sum, splat_as(e, n, vt, lanes), "mean");
   }
   if (at != e->f32) sum = LLVMBuildFPTrunc(B, sum, vec(e, lanes), "");
   store_f(c, op, q, sum, lanes);
@@ -703,6 +705,51 @@ static LLVMValueRef sum_to_base(cg_kctx *c, LLVMValueRef q, const int64_t *xstri
     if (yt->dims[d] != 1) base = LLVMBuildAdd(B, base, LLVMBuildMul(B, coord, i64c(xstride[d + lead]), ""), "");
   }
   return base;
+}
+
+/* convolutional networks: sum_to of y's elements contiguous in x, the
+ * summed dimensions all leading (a bias's gradient, [N,H,W,C] -> [C]):
+ * y[o] = sum over t ascending of x[t * numel(y) + o], lanes consecutive
+ * y elements a vector at a time, `wide` vectors interleaved (independent
+ * chains), each lane the scalar loop's sum in the same order, so the same
+ * bits (emit_sum_to_contiguous: false for any other sum_to). */
+static void sum_to_lanes(cg_kctx *c, LLVMValueRef o, LLVMValueRef total, int64_t inner, LLVMTypeRef at, int lanes,
+                         int wide) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c), *x = op->srcs[0];
+  LLVMTypeRef vt = lanes == 1 ? at : LLVMVectorType(at, (unsigned)lanes);
+  LLVMValueRef acc[4];
+  for (int w = 0; w < wide; w++) acc[w] = var(c, vt, LLVMConstNull(vt), "acc");
+  cg_loop lt = cg_loop_begin(c, i64c(0), total, 1, "t");
+  LLVMValueRef row = LLVMBuildAdd(B, LLVMBuildMul(B, lt.iv, i64c(inner), ""), o, "");
+  for (int w = 0; w < wide; w++) {
+    LLVMValueRef xv = load_f(c, x, LLVMBuildAdd(B, row, i64c((int64_t)w * lanes), ""), lanes);
+    if (at != e->f32) xv = LLVMBuildFPExt(B, xv, vt, "");
+    LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc[w], vt), xv, ""), acc[w]);
+  }
+  cg_loop_end(c, &lt);
+  for (int w = 0; w < wide; w++) {
+    LLVMValueRef sum = get(c, acc[w], vt);
+    if (op->op == IR_OP_BN_MEAN) sum = LLVMBuildFDiv(B, sum, splat_as(e, LLVMBuildUIToFP(B, total, at, ""), vt, lanes), "mean");
+    if (at != e->f32) sum = LLVMBuildFPTrunc(B, sum, vec(e, lanes), "");
+    store_f(c, op, LLVMBuildAdd(B, o, i64c((int64_t)w * lanes), ""), sum, lanes);
+  }
+}
+
+static bool emit_sum_to_contiguous(cg_kctx *c, LLVMValueRef total, LLVMTypeRef at) {
+  cg_emitter *e = c->e;
+  int64_t inner = 1;
+  if (!cg_sum_to_leading(op_of(c), &inner)) return false;
+  int vw = e->vw;
+  LLVMValueRef o = c->row0;
+  for (int pass = 0; pass < 4; pass++) { /* 4, 2, 1 vectors, then one element at a time */
+    int lanes = pass < 3 ? vw : 1, wide = pass == 0 ? 4 : pass == 1 ? 2 : 1;
+    cg_loop lo = cg_loop_begin(c, o, c->row1, (int64_t)lanes * wide, "o");
+    sum_to_lanes(c, lo.iv, total, inner, at, lanes, wide);
+    cg_loop_end(c, &lo);
+    o = lo.iv;
+  }
+  return true;
 }
 
 /* y[q] sums x over the dimensions y lacks or has as 1, in the row-major
@@ -735,6 +782,8 @@ static void emit_sum_to(cg_kctx *c) {
     total = LLVMBuildMul(B, total, i64c(g.size[k]), "");
   if (g.batch_mul) total = LLVMBuildMul(B, total, LLVMBuildMul(B, c->batch, i64c(g.batch_mul), ""), "");
   if (g.batch_mul) g.size[0] = 0; /* group 0 is outermost: its size is never used */
+  /* convolutional networks: only leading dimensions summed, vectors interleaved */
+  if (emit_sum_to_contiguous(c, total, op->op == IR_OP_BN_MEAN ? LLVMDoubleTypeInContext(e->ctx) : e->f32)) return;
   LLVMValueRef q0 = LLVMBuildMul(B, c->row0, i64c(per_row), ""), q1 = LLVMBuildMul(B, c->row1, i64c(per_row), "");
   int64_t D = ry > 0 ? yt->dims[ry - 1] : 1; /* y's last dimension */
   int L = e->vw;

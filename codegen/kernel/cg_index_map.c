@@ -264,85 +264,6 @@ static LLVMValueRef pool_value_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef
 
 static LLVMValueRef pool_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) { return pool_value_lanes(c, op, i, 1); }
 
-/* convolutional networks: pooling's gradients, gathered per element
- * (ih, iw) of dx: a sum over the windows (oh, ow) that hold it, in order,
- * of dy / the window's taps inside x (avg), or of dy where the window's
- * scan, the forward one's, ends on (ih, iw) (max). No scatter: the sum
- * order is fixed. */
-static LLVMValueRef pool_grad_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
-  cg_emitter *e = c->e;
-  const ir_node *dy = op->srcs[0], *x = op->srcs[1];
-  const ir_type *xt = &x->type, *yt = &dy->type;
-  bool mx = op->op == IR_OP_MAX_POOL2D_GRAD;
-  LLVMValueRef coord[IR_MAX_RANK];
-  unflatten(e, xt, i, coord);
-  const int64_t *pl = op->attr.pool.v, *st = op->attr.strides.v, *pd = op->attr.pads.v;
-  LLVMValueRef zero = cg_i64(e, 0), one = cg_i64(e, 1);
-  LLVMValueRef lo[2], hi[2];
-  for (int d = 0; d < 2; d++) { /* windows o with o*s - pad <= i < o*s - pad + p */
-    LLVMValueRef top = LLVMBuildAdd(B, coord[1 + d], cg_i64(e, pd[2 * d]), "");
-    LLVMValueRef num = LLVMBuildSub(B, top, cg_i64(e, pl[d] - 1), "");
-    LLVMValueRef up = LLVMBuildSDiv(B, LLVMBuildAdd(B, num, cg_i64(e, st[d] - 1), ""), cg_i64(e, st[d]), "");
-    lo[d] = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLE, num, zero, ""), zero, up, "");
-    LLVMValueRef h = LLVMBuildAdd(B, LLVMBuildSDiv(B, top, cg_i64(e, st[d]), ""), one, "");
-    LLVMValueRef lim = cg_i64(e, yt->dims[1 + d]);
-    hi[d] = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, h, lim, ""), h, lim, "");
-  }
-  LLVMValueRef acc = cg_entry_alloca(c, e->f32, "poolg.acc");
-  LLVMBuildStore(B, cg_const(e, e->f32, 0.0), acc);
-  cg_loop lh = cg_loop_begin(c, lo[0], hi[0], 1, "poolg.oh");
-  cg_loop lw = cg_loop_begin(c, lo[1], hi[1], 1, "poolg.ow");
-  LLVMValueRef gidx = LLVMBuildAdd(
-      B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, coord[0], cg_i64(e, yt->dims[1]), ""), lh.iv, ""),
-                                                      cg_i64(e, yt->dims[2]), ""), lw.iv, ""),
-                      cg_i64(e, yt->dims[3]), ""),
-      coord[3], "");
-  LLVMValueRef g = cg_emit_load(e, yt->dtype, cg_elem_ptr(c, dy, gidx), 1, dy->name);
-  LLVMValueRef h0 = LLVMBuildSub(B, LLVMBuildMul(B, lh.iv, cg_i64(e, st[0]), ""), cg_i64(e, pd[0]), "");
-  LLVMValueRef w0 = LLVMBuildSub(B, LLVMBuildMul(B, lw.iv, cg_i64(e, st[1]), ""), cg_i64(e, pd[2]), "");
-  LLVMValueRef add;
-  if (!mx) { /* the window's taps inside x */
-    LLVMValueRef n[2], base[2] = {h0, w0};
-    for (int d = 0; d < 2; d++) {
-      LLVMValueRef b0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, base[d], zero, ""), base[d], zero, "");
-      LLVMValueRef e1 = LLVMBuildAdd(B, base[d], cg_i64(e, pl[d]), ""), lim = cg_i64(e, xt->dims[1 + d]);
-      LLVMValueRef b1 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, e1, lim, ""), e1, lim, "");
-      n[d] = LLVMBuildSub(B, b1, b0, "");
-    }
-    LLVMValueRef cnt = LLVMBuildSIToFP(B, LLVMBuildMul(B, n[0], n[1], ""), e->f32, "");
-    add = LLVMBuildFDiv(B, g, cnt, "");
-  } else { /* the forward scan of the window: its last winning tap */
-    LLVMValueRef best = cg_entry_alloca(c, e->f32, "poolg.best"), win = cg_entry_alloca(c, e->i64, "poolg.win");
-    LLVMBuildStore(B, cg_const(e, e->f32, -INFINITY), best);
-    LLVMBuildStore(B, cg_i64(e, -1), win);
-    cg_loop lp = cg_loop_begin(c, zero, cg_i64(e, pl[0]), 1, "poolg.p");
-    cg_loop lq = cg_loop_begin(c, zero, cg_i64(e, pl[1]), 1, "poolg.q");
-    LLVMValueRef ih = LLVMBuildAdd(B, h0, lp.iv, ""), iw = LLVMBuildAdd(B, w0, lq.iv, "");
-    LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntULT, ih, cg_i64(e, xt->dims[1]), ""),
-                                   LLVMBuildICmp(B, LLVMIntULT, iw, cg_i64(e, xt->dims[2]), ""), "");
-    LLVMValueRef pix = LLVMBuildAdd(B, LLVMBuildMul(B, ih, cg_i64(e, xt->dims[2]), ""), iw, "");
-    LLVMValueRef src = LLVMBuildAdd(
-        B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, coord[0], cg_i64(e, xt->dims[1] * xt->dims[2]), ""), pix, ""),
-                        cg_i64(e, xt->dims[3]), ""),
-        coord[3], "");
-    LLVMValueRef v = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, x, LLVMBuildSelect(B, in, src, zero, "")), 1, x->name);
-    LLVMValueRef b = LLVMBuildLoad2(B, e->f32, best, "");
-    LLVMValueRef wins = LLVMBuildOr(B, LLVMBuildFCmp(B, LLVMRealOGT, v, b, ""), LLVMBuildFCmp(B, LLVMRealUNO, v, v, ""), "");
-    wins = LLVMBuildAnd(B, in, wins, "");
-    LLVMBuildStore(B, LLVMBuildSelect(B, wins, v, b, ""), best);
-    LLVMBuildStore(B, LLVMBuildSelect(B, wins, pix, LLVMBuildLoad2(B, e->i64, win, ""), ""), win);
-    cg_loop_end(c, &lq);
-    cg_loop_end(c, &lp);
-    LLVMValueRef me = LLVMBuildAdd(B, LLVMBuildMul(B, coord[1], cg_i64(e, xt->dims[2]), ""), coord[2], "");
-    LLVMValueRef mine = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildLoad2(B, e->i64, win, ""), me, "");
-    add = LLVMBuildSelect(B, mine, g, cg_const(e, e->f32, 0.0), "");
-  }
-  LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, e->f32, acc, ""), add, ""), acc);
-  cg_loop_end(c, &lw);
-  cg_loop_end(c, &lh);
-  return LLVMBuildLoad2(B, e->f32, acc, op->name);
-}
-
 /* ---- convolutional networks: grouped and depthwise convolution ---- */
 
 /* The flat index of [n, h, w, c] in a tensor of type t [N,H,W,C]. */
@@ -458,6 +379,7 @@ static LLVMValueRef group_conv_value(cg_kctx *c, const ir_node *op, LLVMValueRef
  * vector and scalar forms give the same bits. */
 bool cg_group_conv_vectorizes(const ir_node *op) {
   if (ir_op_type_rule(op->op) == IR_TYPE_POOL2D) return true; /* pooling: every lane a channel too */
+  if (ir_op_type_rule(op->op) == IR_TYPE_POOL2D_GRAD) return true; /* and its gradients (cg_pool_grad.c) */
   if (ir_op_type_rule(op->op) != IR_TYPE_GROUP_CONV2D) return false;
   const ir_type *wt = &op->srcs[1]->type;
   return wt->dims[2] == 1 && op->srcs[0]->type.dims[3] == wt->dims[3];
@@ -467,6 +389,7 @@ LLVMValueRef cg_group_conv_vector(cg_kctx *c, const ir_node *op, LLVMValueRef i,
   cg_emitter *e = c->e;
   CASTOR_ASSERT(cg_group_conv_vectorizes(op));
   if (ir_op_type_rule(op->op) == IR_TYPE_POOL2D) return pool_value_lanes(c, op, i, lanes);
+  if (ir_op_type_rule(op->op) == IR_TYPE_POOL2D_GRAD) return cg_pool_grad_lanes(c, op, i, lanes);
   const ir_node *xn = op->srcs[0], *wn = op->srcs[1];
   const ir_type *xt = &xn->type, *wt = &wn->type;
   int64_t KW = wt->dims[1], O = wt->dims[3], H = xt->dims[1], W = xt->dims[2];
@@ -509,7 +432,7 @@ LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   if (rule == IR_TYPE_PAD_CONSTANT) return pad_constant_value(c, op, i);
   if (rule == IR_TYPE_GATHER) return gather_value(c, op, i);
   if (rule == IR_TYPE_POOL2D) return pool_value(c, op, i); /* convolutional networks */
-  if (rule == IR_TYPE_POOL2D_GRAD) return pool_grad_value(c, op, i);
+  if (rule == IR_TYPE_POOL2D_GRAD) return cg_pool_grad_lanes(c, op, i, 1);
   if (rule == IR_TYPE_REDUCE || rule == IR_TYPE_REDUCE_GRAD || rule == IR_TYPE_BROADCAST_TO)
     return cg_tensor_value(c, op, i); /* general tensors: cg_reduce.c */
   if (rule == IR_TYPE_GROUP_CONV2D || rule == IR_TYPE_GROUP_CONV2D_INPUT_GRAD || rule == IR_TYPE_GROUP_CONV2D_FILTER_GRAD)

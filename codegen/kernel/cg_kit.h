@@ -145,6 +145,10 @@ LLVMValueRef cg_tensor_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
  * the same bits as cg_reindex_value's lane by lane (cg_index_map.c) */
 bool cg_group_conv_vectorizes(const ir_node *op);
 LLVMValueRef cg_group_conv_vector(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes);
+/* convolutional networks: max_pool2d_grad and avg_pool2d_grad as `lanes`
+ * f32 results from flat index i, within one pixel's channels; lanes 1 is
+ * cg_reindex_value's form, the same bits lane by lane (cg_pool_grad.c) */
+LLVMValueRef cg_pool_grad_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes);
 /* general tensors: whether the map of reindex op `op` reads the lanes of
  * one result line (its last dimension) from source elements *stride
  * apart (reshape, transpose, strided_slice); then cg_reindex_lanes is

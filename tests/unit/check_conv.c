@@ -484,6 +484,13 @@ START_TEST(test_pool2d_shapes) {
        * half and quarter vectors, then one by one: 29 = 16 + 8 + 4 + 1 */
       {2, 9, 7, 29, 2, 2, 0, 2, 2, 1, 1, true, true},
       {1, 6, 6, 12, 3, 3, 0, 1, 1, 1, 1, true, false}, /* 8 + 4, overlapping 3x3 windows */
+      /* convolutional networks: pooling's gradient, an element in up to
+       * ceil(pool / stride) windows per dimension: 25 windows of 25 taps
+       * (both looped), and strides past the pool (gaps no window holds) */
+      {1, 7, 6, 11, 5, 5, 0, 1, 1, 1, 1, true, false},
+      {2, 9, 8, 6, 2, 2, 0, 3, 3, 1, 1, false, true},
+      {1, 10, 9, 9, 2, 3, 0, 3, 4, 1, 1, true, false},
+      {2, 5, 6, 7, 5, 6, 0, 1, 1, 1, 1, false, false}, /* global pooling: one window of 30 taps, stride 1 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int f16 = 0; f16 < 2; f16++) {

@@ -983,6 +983,9 @@ START_TEST(test_broadcast_shapes) {
       {IR_OP_SUB, 3, 1, {0, 2, 3}, {3}, false, C, 3, {IR_DIM_BATCH, 1, 3}},
       {IR_OP_MUL, 2, 1, {0, 4}, {4}, false, C, 0, {0}},
       {IR_OP_ADD, 4, 2, {0, 3, 1, 5}, {4, 1}, false, C, 2, {4, 5}},
+      /* convolutional networks: a bias's gradient, [N,H,W,C] -> [C]: 53
+       * channels as 4 vectors at a time, single vectors, then one by one */
+      {IR_OP_ADD, 4, 1, {0, 3, 2, 53}, {53}, false, C, 1, {53}},
   };
   for (size_t i = 0; i < sizeof sums / sizeof *sums; i++) {
     float *one, *three;
