@@ -616,9 +616,9 @@ static void emit_scalar_update(cg_kctx *c) {
  * y's element q's offset in x. */
 typedef struct sum_to_plan {
   int n;                      /* groups, outermost first */
-  int64_t size[IR_MAX_RANK];  /* a group's elements (IR_DIM_BATCH: the batch's) */
+  int64_t size[IR_MAX_RANK];  /* a group's elements (group 0's, the outermost, is not needed) */
   int64_t stride[IR_MAX_RANK];
-  int64_t batch_mul;          /* group 0's size is batch * batch_mul when batched */
+  int64_t batch_mul;          /* > 0: group 0 holds the batch, batch * batch_mul elements */
 } sum_to_plan;
 
 static void sum_to_groups(const ir_type *xt, const ir_type *yt, const int64_t *xstride, sum_to_plan *g) {
@@ -631,7 +631,7 @@ static void sum_to_groups(const ir_type *xt, const ir_type *yt, const int64_t *x
     bool batch = xt->dims[d] == IR_DIM_BATCH;
     if (prev == d - 1) { /* adjacent to the last group: one index over both */
       int k = g->n - 1;
-      if (g->batch_mul) g->batch_mul *= xt->dims[d];
+      if (k == 0 && g->batch_mul) g->batch_mul *= xt->dims[d];
       else g->size[k] *= xt->dims[d];
       g->stride[k] = xstride[d];
     } else {

@@ -883,11 +883,11 @@ END_TEST
 typedef struct bcast_case {
   ir_op op;
   int xr, kr;          /* ranks of x (batched: dims[0] = N) and of the constant k */
-  int64_t xd[4], kd[4];
+  int64_t xd[6], kd[4];
   bool k_first;        /* k is operand 0 */
   ir_op then;          /* a second op of x's result and k (IR_OP_COUNT: none) */
   int sum_rank;        /* sum_to the result to sum_dims (-1: none) */
-  int64_t sum_dims[4];
+  int64_t sum_dims[6];
 } bcast_case;
 
 static void run_bcast(const bcast_case *bc, int ci, int threads, float **out_got, int64_t *out_n) {
@@ -996,6 +996,46 @@ START_TEST(test_broadcast_shapes) {
     ck_assert_msg(memcmp(one, three, (size_t)n1 * sizeof *one) == 0, "sum_to case %zu: threads change the bits", i);
     free(one), free(three);
   }
+}
+END_TEST
+
+/* step-level overheads: sum_to sums a kept last dimension of at least a
+ * vector a vector at a time (cg_train.c), every lane in the order of its
+ * element alone: so every CPU path (vectors of 16, 8, 4 lanes), 1 and 3
+ * threads with the result split into tiles (CASTOR_PARALLEL_MIN_WORK=0)
+ * give the same bits, and the reference's value. Last dimensions of 21
+ * (a vector and a tail of 5), 40 and 33; summed dimensions merged (N and
+ * 3), kept N, two summed groups apart (N and an inner 3), and N apart from
+ * two merged inner dimensions (2 and 3). */
+START_TEST(test_sum_to_vectors) {
+  const ir_op C = IR_OP_COUNT;
+  const bcast_case sums[] = {
+      {IR_OP_ADD, 3, 1, {0, 3, 21}, {21}, false, C, 1, {21}},
+      {IR_OP_SUB, 3, 1, {0, 2, 40}, {40}, false, C, 3, {IR_DIM_BATCH, 1, 40}},
+      {IR_OP_MUL, 4, 1, {0, 4, 3, 33}, {33}, false, C, 3, {4, 1, 33}},
+      {IR_OP_ADD, 5, 1, {0, 4, 2, 3, 21}, {21}, false, C, 4, {4, 1, 1, 21}},
+  };
+  setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+  for (size_t i = 0; i < sizeof sums / sizeof *sums; i++) {
+    float *first = NULL;
+    int64_t n0 = 0;
+    for (int ci = 0; ci < N_CPUS; ci++)
+      for (int threads = 1; threads <= 3; threads += 2) {
+        float *got;
+        int64_t n;
+        run_bcast(&sums[i], ci, threads, &got, &n);
+        if (!first) {
+          first = got, n0 = n;
+          continue;
+        }
+        ck_assert_int_eq(n, n0);
+        ck_assert_msg(memcmp(first, got, (size_t)n * sizeof *got) == 0, "sum_to case %zu on %s, %d threads: other bits",
+                      i, cpus[ci].cpu ? cpus[ci].cpu : "the host", threads);
+        free(got);
+      }
+    free(first);
+  }
+  unsetenv("CASTOR_PARALLEL_MIN_WORK");
 }
 END_TEST
 
@@ -1122,6 +1162,7 @@ static Suite *optable_suite(void) {
   tcase_add_test(tc, test_unbatched_contractions);
   tcase_add_test(tc, test_unsupported_is_reported);
   tcase_add_test(tc, test_broadcast_shapes);
+  tcase_add_test(tc, test_sum_to_vectors); /* step-level overheads */
   suite_add_tcase(s, tc);
   /* a case of its own: the NAME@CPU entries of a GEMM family run only it
    * (CK_RUN_CASE=contraction, tests/CMakeLists.txt) */
