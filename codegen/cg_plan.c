@@ -14,8 +14,8 @@
  * elementwise ops). An absorbed binary op's other operand must already be
  * available when the kernel starts (a leaf, or a value scheduled before
  * the kernel). A contraction kernel may end with the row softmax of its
- * result when the row is at most CG_GEMM_SOFTMAX_MAX_COLS wide (one GEMM
- * panel). Every other class is one op per kernel.
+ * result when the row (its last dimension, at any rank) is at most
+ * CG_GEMM_SOFTMAX_MAX_COLS wide (one GEMM panel). Every other class is one op per kernel.
  *
  * Buffers: inputs and outputs are the caller's, constants are weights, and
  * every other kernel result gets a scratch buffer. Scratch buffers are put
@@ -151,10 +151,12 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
            first_output[cur->id] < 0) {
       ir_node *user = user_of[cur->id];
       /* a row softmax that one GEMM panel spans ends a contraction kernel:
-       * the GEMM's epilogue does it in registers (cg_gemm.c) */
-      if (user && row_epilogue_op(user->op) &&
-          k->kind == CG_KERNEL_CONTRACT && cur->type.rank == 2 &&
-          ir_type_eq(&user->type, &cur->type) && cur->type.dims[1] <= CG_GEMM_SOFTMAX_MAX_COLS) {
+       * the GEMM's epilogue does it in registers (cg_gemm.c). Any rank:
+       * the epilogue's rows are the result's flat rows (a batch_matmul's
+       * item * M + row, a matmul's [N, .., M] rows), its line the last
+       * dimension, as the row-wise op's */
+      if (user && row_epilogue_op(user->op) && k->kind == CG_KERNEL_CONTRACT && cur->type.rank >= 2 &&
+          ir_type_eq(&user->type, &cur->type) && cur->type.dims[cur->type.rank - 1] <= CG_GEMM_SOFTMAX_MAX_COLS) {
         fused[user->id] = true;
         k->ops[k->n_ops++] = user;
         cur = user;
