@@ -18,7 +18,8 @@
  * CG_GEMM_SOFTMAX_MAX_COLS wide (one GEMM panel). Every other class is one op per kernel.
  *
  * Buffers: inputs and outputs are the caller's, constants are weights, and
- * every other kernel result gets a scratch buffer. Scratch buffers are put
+ * every other kernel result gets a scratch buffer; a reshape of a scratch
+ * buffer is that buffer (no kernel). Scratch buffers are put
  * in slots by liveness (first fit over kernel intervals); a buffer never
  * shares a slot with a buffer its own kernel reads, so kernels never alias.
  */
@@ -134,6 +135,18 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
       int out = first_output[i];
       p->buffer_of[i] = add_buffer(p, &buf_cap, out >= 0 ? RT_BUF_OUTPUT : RT_BUF_SCRATCH, out, x);
       continue;
+    }
+    /* layout: a reshape of a kernel's scratch result is that buffer read
+     * with its own shape (buffers are dense and row-major, so the elements
+     * are already in order): no kernel, no copy. The liveness below counts
+     * its readers as the buffer's. A model output keeps its copy into the
+     * caller's buffer. */
+    if (ir_op_type_rule(x->op) == IR_TYPE_RESHAPE && first_output[i] < 0) {
+      int b = p->buffer_of[x->srcs[0]->id];
+      if (b >= 0 && p->buffers[b].kind == RT_BUF_SCRATCH) {
+        p->buffer_of[i] = b;
+        continue;
+      }
     }
     cg_kernel *k = &p->kernels[p->n_kernels++];
     k->kind = kernel_kind(x->op);
