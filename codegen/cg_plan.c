@@ -14,11 +14,12 @@
  * elementwise ops). An absorbed binary op's other operand must already be
  * available when the kernel starts (a leaf, or a value scheduled before
  * the kernel). A contraction kernel may end with the row softmax of its
- * result when the row is at most CG_GEMM_SOFTMAX_MAX_COLS wide (one GEMM
- * panel). Every other class is one op per kernel.
+ * result when the row (its last dimension, at any rank) is at most
+ * CG_GEMM_SOFTMAX_MAX_COLS wide (one GEMM panel). Every other class is one op per kernel.
  *
  * Buffers: inputs and outputs are the caller's, constants are weights, and
- * every other kernel result gets a scratch buffer. Scratch buffers are put
+ * every other kernel result gets a scratch buffer; a reshape of a scratch
+ * buffer is that buffer (no kernel). Scratch buffers are put
  * in slots by liveness (first fit over kernel intervals); a buffer never
  * shares a slot with a buffer its own kernel reads, so kernels never alias.
  */
@@ -135,6 +136,18 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
       p->buffer_of[i] = add_buffer(p, &buf_cap, out >= 0 ? RT_BUF_OUTPUT : RT_BUF_SCRATCH, out, x);
       continue;
     }
+    /* layout: a reshape of a kernel's scratch result is that buffer read
+     * with its own shape (buffers are dense and row-major, so the elements
+     * are already in order): no kernel, no copy. The liveness below counts
+     * its readers as the buffer's. A model output keeps its copy into the
+     * caller's buffer. */
+    if (ir_op_type_rule(x->op) == IR_TYPE_RESHAPE && first_output[i] < 0) {
+      int b = p->buffer_of[x->srcs[0]->id];
+      if (b >= 0 && p->buffers[b].kind == RT_BUF_SCRATCH) {
+        p->buffer_of[i] = b;
+        continue;
+      }
+    }
     cg_kernel *k = &p->kernels[p->n_kernels++];
     k->kind = kernel_kind(x->op);
     k->ops = chain;
@@ -151,10 +164,12 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
            first_output[cur->id] < 0) {
       ir_node *user = user_of[cur->id];
       /* a row softmax that one GEMM panel spans ends a contraction kernel:
-       * the GEMM's epilogue does it in registers (cg_gemm.c) */
-      if (user && row_epilogue_op(user->op) &&
-          k->kind == CG_KERNEL_CONTRACT && cur->type.rank == 2 &&
-          ir_type_eq(&user->type, &cur->type) && cur->type.dims[1] <= CG_GEMM_SOFTMAX_MAX_COLS) {
+       * the GEMM's epilogue does it in registers (cg_gemm.c). Any rank:
+       * the epilogue's rows are the result's flat rows (a batch_matmul's
+       * item * M + row, a matmul's [N, .., M] rows), its line the last
+       * dimension, as the row-wise op's */
+      if (user && row_epilogue_op(user->op) && k->kind == CG_KERNEL_CONTRACT && cur->type.rank >= 2 &&
+          ir_type_eq(&user->type, &cur->type) && cur->type.dims[cur->type.rank - 1] <= CG_GEMM_SOFTMAX_MAX_COLS) {
         fused[user->id] = true;
         k->ops[k->n_ops++] = user;
         cur = user;

@@ -107,6 +107,12 @@ void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l) {
                     : k->kind == CG_KERNEL_ROWWISE ? 16 * inner
                     : k->kind == CG_KERNEL_COPY    ? inner
                                                    : 4 * inner * k->n_ops;
+  /* layout: a reindex op (transpose, slice, reshape) moves each element
+   * through its index map, 40-80 GEMM flops' time (the ViT's head
+   * transposes and slices at batch 64, 1 thread: 0.2-0.45 ns per element,
+   * its GEMMs 0.006 ns per flop): 40 units, so that the transpose of a
+   * [64, 28, 64] batch runs on every thread, not the calling one alone */
+  if (k->kind == CG_KERNEL_ELTWISE && ir_op_kernel(k->ops[0]->op) == IR_KERNEL_REINDEX) l->work_per_row += 36 * inner;
 }
 
 

@@ -307,6 +307,15 @@ static void emit_kernel(cg_emitter *e, const cg_plan *plan, int ki, LLVMValueRef
     LLVMSetValueName2(p, n->name, strlen(n->name));
     base[n->id] = p;
   }
+  /* layout: a reshape shares its operand's buffer (cg_plan.c): its value
+   * reads the same argument */
+  for (int t = 0; k->kind != CG_KERNEL_COPY && t < k->n_ops; t++)
+    for (int s = 0; s < k->ops[t]->n_srcs; s++) {
+      const ir_node *src = k->ops[t]->srcs[s];
+      for (int i = 0; i < n_in; i++)
+        if (l->args[i] == plan->buffer_of[src->id]) base[src->id] = LLVMGetParam(g.c.fn, (unsigned)i + 1);
+    }
+  if (k->kind == CG_KERNEL_COPY) base[k->copy_src->id] = LLVMGetParam(g.c.fn, 1);
   if (k->kind != CG_KERNEL_COPY) base[result(k)->id] = LLVMGetParam(g.c.fn, (unsigned)n_in + 1);
   const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : result(k);
   l->batched = ir_type_is_batched(&res->type);

@@ -145,6 +145,12 @@ bool oi_lower_matmul(imp *im, const onnx_node *n, const op_row *row) {
   }
   if (!a || !b) return false;
   ir_attr attr = {.acc = DT_F32};
+  /* attention: A of rank >= 3 by a matrix B [K, P] without the batch (a
+   * Linear layer on [N, T, C]) is matmul on A's flat rows, as Keras's Dense
+   * on any rank: one GEMM over all rows of a launch, B pre-packed when it
+   * is a weight, instead of batch_matmul's one GEMM per [T, C] item */
+  if (a->type.rank >= 3 && b->type.rank == 2 && !ir_type_is_batched(&b->type))
+    return oi_define_output(im, 0, oi_build(im, row->ir, NULL, (ir_node *[]){a, b}, 2, &attr));
   /* operands of rank >= 3: batch_matmul, the leading dimensions broadcast */
   if (a->type.rank >= 2 && b->type.rank >= 2 && (a->type.rank >= 3 || b->type.rank >= 3))
     return oi_define_output(im, 0, oi_build(im, IR_OP_BATCH_MATMUL, NULL, (ir_node *[]){a, b}, 2, &attr));

@@ -7,6 +7,7 @@
 #include <check.h>
 
 #include "tests/unit/test_support.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +192,118 @@ START_TEST(test_bad_batch) {
 }
 END_TEST
 
+/* attention: a row softmax ends the kernel of the batch_matmul whose
+ * result it reads at any rank (the epilogue's rows are the result's flat
+ * rows), with the elementwise ops between them (the scale); a row wider
+ * than one GEMM panel (CG_GEMM_SOFTMAX_MAX_COLS) is a kernel of its own */
+static rt_program *compile_cir(const char *text) {
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("m.cir", text, strlen(text), d);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  rt_program *p = cg_compile_cpu(g, NULL, d);
+  ck_assert_msg(p != NULL, "%s", diag_text(d));
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+  return p;
+}
+
+START_TEST(test_batch_matmul_softmax_epilogue) {
+  const char *fmt = "graph m policy=float32\n%%q = f32[N,2,5,4] input() {index=0}\n"
+                    "%%k = f32[N,2,%d,4] input() {index=1}\n"
+                    "%%s = f32[N,2,5,%d] batch_matmul(%%q, %%k) {acc=f32, transpose_a=0, transpose_b=1}\n"
+                    "%%c = f32[] literal() {value=0.5}\n%%t = f32[N,2,5,%d] mul(%%s, %%c)\n"
+                    "%%p = f32[N,2,5,%d] softmax(%%t)\noutput p = %%p\n";
+  char text[1024];
+  snprintf(text, sizeof text, fmt, 7, 7, 7, 7);
+  rt_program *p = compile_cir(text);
+  ck_assert_int_eq(p->n_launches, 1);
+  ck_assert_str_eq(p->launches[0].name, "k0.s");
+  ck_assert_int_eq(p->launches[0].col_step, 7); /* whole rows */
+  ck_assert_int_eq(p->n_slots, 0);
+  rt_program_destroy(p);
+  /* its values against float64 (batch 3, two threads) */
+  enum { NB = 3, H = 2, M = 5, P = 7, K = 4 };
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("m.cir", text, strlen(text), d);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  cg_backend_options o;
+  cg_backend_options_init(&o);
+  o.threads = 2;
+  cg_exec *x = cg_backend_compile(&cg_backend_cpu, g, &o, d);
+  ck_assert_msg(x != NULL, "%s", diag_text(d));
+  static float q[NB * H * M * K], kk[NB * H * P * K], out[NB * H * M * P];
+  for (int i = 0; i < NB * H * M * K; i++) q[i] = (float)((i * 37 % 23) - 11) / 7.0f;
+  for (int i = 0; i < NB * H * P * K; i++) kk[i] = (float)((i * 53 % 29) - 14) / 9.0f;
+  const void *ins[] = {q, kk};
+  void *outs[] = {out};
+  ck_assert_msg(x->backend->run(x, NB, ins, outs, d), "%s", diag_text(d));
+  for (int it = 0; it < NB * H; it++)
+    for (int m = 0; m < M; m++) {
+      double row[P], mx = -1e300, sum = 0;
+      for (int j = 0; j < P; j++) {
+        row[j] = 0;
+        for (int c = 0; c < K; c++) row[j] += (double)q[(it * M + m) * K + c] * kk[(it * P + j) * K + c];
+        row[j] *= 0.5;
+        mx = row[j] > mx ? row[j] : mx;
+      }
+      for (int j = 0; j < P; j++) sum += exp(row[j] - mx);
+      for (int j = 0; j < P; j++) {
+        double want = exp(row[j] - mx) / sum, got = out[(it * M + m) * P + j];
+        ck_assert_msg(fabs(got - want) <= 1e-6, "item %d row %d col %d: %.9g, want %.9g", it, m, j, got, want);
+      }
+    }
+  cg_exec_destroy(x);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+  snprintf(text, sizeof text, fmt, 65, 65, 65, 65);
+  p = compile_cir(text);
+  ck_assert_int_eq(p->n_launches, 2);
+  ck_assert_str_eq(p->launches[0].name, "k0.s");
+  ck_assert_str_eq(p->launches[1].name, "k1.p");
+  rt_program_destroy(p);
+}
+END_TEST
+
+/* layout: a reshape of a scratch result reads that buffer with its own
+ * shape (no kernel); a reshape that is a model output copies into it */
+START_TEST(test_reshape_shares_buffer) {
+  const char *text = "graph m policy=float32\n%x = f32[N,8] input() {index=0}\n"
+                     "%c = f32[] literal() {value=2}\n%t = f32[N,8] mul(%x, %c)\n"
+                     "%r = f32[N,2,4] reshape(%t) {shape=[N,2,4]}\n%p = f32[N,2,4] softmax(%r)\n"
+                     "%q = f32[N,4,2] reshape(%p) {shape=[N,4,2]}\noutput q = %q\n";
+  rt_program *p = compile_cir(text);
+  ck_assert_int_eq(p->n_launches, 3); /* t, p, and q's copy into the output */
+  ck_assert_str_eq(p->launches[0].name, "k0.t");
+  ck_assert_str_eq(p->launches[1].name, "k1.p");
+  ck_assert_str_eq(p->launches[2].name, "k2.q");
+  ck_assert_int_eq(p->n_slots, 2); /* t (read as r), p */
+  rt_program_destroy(p);
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("m.cir", text, strlen(text), d);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  cg_backend_options o;
+  cg_backend_options_init(&o);
+  o.threads = 2;
+  cg_exec *x = cg_backend_compile(&cg_backend_cpu, g, &o, d);
+  ck_assert_msg(x != NULL, "%s", diag_text(d));
+  float in[3 * 8], out[3 * 8];
+  for (int i = 0; i < 3 * 8; i++) in[i] = (float)((i * 7 % 11) - 5) / 4.0f;
+  const void *ins[] = {in};
+  void *outs[] = {out};
+  ck_assert_msg(x->backend->run(x, 3, ins, outs, d), "%s", diag_text(d));
+  for (int r = 0; r < 3 * 2; r++) {
+    double sum = 0;
+    for (int j = 0; j < 4; j++) sum += exp(2.0 * in[r * 4 + j]);
+    for (int j = 0; j < 4; j++)
+      ck_assert_msg(fabs(out[r * 4 + j] - exp(2.0 * in[r * 4 + j]) / sum) <= 1e-6, "row %d col %d: %.9g", r, j,
+                    out[r * 4 + j]);
+  }
+  cg_exec_destroy(x);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 START_TEST(test_const_without_data) {
   const char *text = "graph m policy=float32\n%x = f32[N,2] input() {index=0}\n"
                      "%w = f32[2,2] const() {weight=\"w\"}\n%y = f32[N,2] matmul(%x, %w) {acc=f32}\n"
@@ -259,6 +372,8 @@ int main(void) {
   tcase_add_test(tc, test_perf_map);
   tcase_add_test(tc, test_const_without_data);
   tcase_add_test(tc, test_state_accessors);
+  tcase_add_test(tc, test_batch_matmul_softmax_epilogue);
+  tcase_add_test(tc, test_reshape_shares_buffer);
   suite_add_tcase(s, tc);
   return check_run(s);
 }

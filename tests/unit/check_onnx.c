@@ -564,6 +564,30 @@ START_TEST(test_layout_transposes) {
 }
 END_TEST
 
+/* attention: a MatMul of activations [N, T, C] by a weight [C, P] (the
+ * ViT's Linear layers) is matmul on flat rows; only the two products of
+ * activations per attention block (scores, combine) are batch_matmuls. */
+static int count_ops(const char *name, ir_op op) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/tests/onnx/models/%s.onnx", CASTOR_SOURCE_DIR, name);
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = fe_load(path, NULL, d, NULL);
+  ck_assert_msg(g != NULL, "%s", path);
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i]->op == op;
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+  return n;
+}
+
+START_TEST(test_matmul_by_weight) {
+  /* proj, then per block qkv, out, mlp1, mlp2, and the head's Gemm */
+  ck_assert_int_eq(count_ops("vit.opset17", IR_OP_MATMUL), 10);
+  ck_assert_int_eq(count_ops("vit.opset17", IR_OP_BATCH_MATMUL), 4);
+  ck_assert_int_eq(count_ops("vit.default", IR_OP_BATCH_MATMUL), 4);
+}
+END_TEST
+
 /* A Conv model: x [N, 2, 5, 5] (rank 5 with `three_d`), W [3, 2, 3, 3]. */
 static model *conv_model(bool three_d, Onnx__AttributeProto *a0, Onnx__AttributeProto *a1) {
   static const float w[3 * 2 * 3 * 3] = {0};
@@ -658,6 +682,7 @@ static Suite *onnx_suite(void) {
   tcase_add_test(tc, test_bad_graphs);
   tcase_add_test(tc, test_exported_models);
   tcase_add_test(tc, test_layout_transposes);
+  tcase_add_test(tc, test_matmul_by_weight);
   tcase_add_test(tc, test_conv_errors);
   suite_add_tcase(s, tc);
   return s;
