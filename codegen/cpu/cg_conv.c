@@ -38,12 +38,13 @@
  * read at 2 bytes and widened to f32 in registers (bf16: a shift; f16:
  * vcvtph2ps), and the sums are the same f32 FMA chains: the product of two
  * bf16 or two f16 values is exact in f32, so each FMA rounds once, as the
- * FMA families' GEMM does. On an AVX512-BF16 CPU such a conv2d does not
- * take vdpbf16ps (whose pairs round twice per pair and read bf16 denormals
- * as 0): its results are those of the AVX2 and AVX-512 paths, bit for bit.
- * For these layers (a K of 9 to 27 on 1 or 3 channels, 8 to 32 output
- * channels) the K-pair GEMM spent its time packing and in half-empty
- * vectors, not in the multiplies (bench/results/conv-bf16-2026-11-28.md).
+ * FMA families' GEMM does. On an AVX512-BF16 CPU the planner gives it a
+ * bf16 conv2d of at most 4 input channels (more stay on vdpbf16ps, whose
+ * pairs round twice per pair and read bf16 denormals as 0); its results
+ * are then those of the AVX2 and AVX-512 paths, bit for bit. For these
+ * layers (a K of 9 to 36, 8 to 32 output channels) the K-pair GEMM spent
+ * its time packing short rows and in half-empty vectors, not in the
+ * multiplies (bench/results/conv-bf16-2026-11-28.md).
  */
 #include <stdio.h>
 

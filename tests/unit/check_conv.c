@@ -293,7 +293,8 @@ END_TEST
 
 /* bf16 operands (mixed_bfloat16), bf16 results. A conv2d the direct
  * convolution takes reads them widened to f32 on every CPU path
- * (cg_conv.c), so the first CPU's results (the host's, or $CASTOR_CPU's:
+ * (cg_conv.c; on the K-pair family those of at most 4 input channels),
+ * so the first CPU's results (the host's, or $CASTOR_CPU's:
  * ctest's check_conv@znver4 runs this case on the AVX512-BF16 family,
  * skipped on a host without it) equal haswell's (AVX2) bit for bit; a
  * conv2d of more output channels runs on the GEMM (the K-pair family on
@@ -304,12 +305,13 @@ START_TEST(test_conv2d_bf16) {
   static const conv_case direct[] = {
       /* N  H   W   C  KH KW  O   sh sw dh dw same  bias */
       {2, 28, 28, 1, 3, 3, 8, 1, 1, 1, 1, false, true},   /* an ONNX CNN's first layer */
-      {2, 13, 13, 8, 3, 3, 16, 1, 1, 1, 1, false, true},  /* and its second */
       {1, 6, 33, 3, 3, 3, 16, 1, 1, 1, 1, true, true},    /* 'same', 3 channels */
+      {2, 10, 11, 4, 3, 3, 16, 1, 1, 1, 1, true, true},   /* 4 channels: the most the K-pair family gives up */
       {2, 9, 12, 2, 3, 3, 5, 2, 1, 1, 2, true, false},    /* strided, dilated, 5 channels */
   };
   static const conv_case gemm[] = {
       {2, 7, 9, 1, 3, 3, 32, 1, 1, 1, 1, true, true},     /* 32 channels: direct on AVX-512, the GEMM on AVX2 */
+      {2, 13, 13, 8, 3, 3, 16, 1, 1, 1, 1, false, true},  /* the CNN's second layer: 8 channels, vdpbf16ps */
       {2, 6, 7, 8, 3, 3, 48, 1, 1, 1, 1, true, true},     /* the GEMM everywhere */
       {2, 5, 6, 40, 3, 3, 37, 1, 1, 1, 1, true, false},   /* K = 360: K blocks */
   };
