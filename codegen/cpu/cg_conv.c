@@ -30,9 +30,21 @@
  * Against the GEMM path, a skipped padding tap differs only where the GEMM
  * would add 0 * w: the sign of a zero sum, or a weight that is inf or NaN.
  *
- * The planner (cg_gemm_plan.c, choose_conv_direct) picks it: f32 x and w,
- * K <= KC_TARGET, at most two vectors of output channels; it sets the
- * plan's vw to LANES (the epilogue's vector), mr to R, and gemm_conv.direct.
+ * The planner (cg_gemm_plan.c, choose_conv_direct) picks it: K <=
+ * KC_TARGET, at most two vectors of output channels; it sets the plan's vw
+ * to LANES (the epilogue's vector), mr to R, and gemm_conv.direct.
+ *
+ * 16-bit operands (mixed_bfloat16, mixed_float16: x and w bf16 or f16) are
+ * read at 2 bytes and widened to f32 in registers (bf16: a shift; f16:
+ * vcvtph2ps), and the sums are the same f32 FMA chains: the product of two
+ * bf16 or two f16 values is exact in f32, so each FMA rounds once, as the
+ * FMA families' GEMM does. On an AVX512-BF16 CPU the planner gives it a
+ * bf16 conv2d of at most 4 input channels (more stay on vdpbf16ps, whose
+ * pairs round twice per pair and read bf16 denormals as 0); its results
+ * are then those of the AVX2 and AVX-512 paths, bit for bit. For these
+ * layers (a K of 9 to 36, 8 to 32 output channels) the K-pair GEMM spent
+ * its time packing short rows and in half-empty vectors, not in the
+ * multiplies (bench/results/conv-bf16-2026-11-28.md).
  */
 #include <stdio.h>
 
@@ -82,12 +94,12 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t k
   LLVMValueRef wrow = mul(e, add(e, krow, ch), cv->O);
   LLVMValueRef wv[CONV_MAX_NVEC];
   for (int v = 0; v < t->nvec; v++)
-    wv[v] = cg_load_part(e, DT_F32, cg_elem_ptr(c, t->w, add(e, wrow, cg_i64(e, (int64_t)v * t->lanes))), t->lanes,
+    wv[v] = cg_load_part(e, t->w->type.dtype, cg_elem_ptr(c, t->w, add(e, wrow, cg_i64(e, (int64_t)v * t->lanes))), t->lanes,
                          v == t->nvec - 1 ? t->last_valid : t->lanes, t->w->name);
   for (int r = 0; r < R; r++) {
     if (!col_in[r]) continue;
     LLVMValueRef xi = add(e, xpix, add(e, cg_i64(e, (int64_t)r * cv->sw * cv->C), ch));
-    LLVMValueRef xs = cg_splat(e, cg_emit_load(e, DT_F32, cg_elem_ptr(c, t->x, xi), 1, t->x->name), t->lanes);
+    LLVMValueRef xs = cg_splat(e, cg_emit_load(e, t->x->type.dtype, cg_elem_ptr(c, t->x, xi), 1, t->x->name), t->lanes);
     for (int v = 0; v < t->nvec; v++)
       LLVMBuildStore(B, cg_fmuladd(e, xs, wv[v], LLVMBuildLoad2(B, t->vt, acc[r][v], "")), acc[r][v]);
   }
@@ -147,7 +159,8 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
   const gemm_conv *cv = &g->conv;
   conv_ctx t = {.c = c, .g = g, .cv = cv, .x = k->ops[0]->srcs[0], .w = k->ops[0]->srcs[1], .lanes = g->vw,
                 .nvec = g->nv, .KH = g->K / (cv->KW * cv->C)};
-  CASTOR_ASSERT(cv->direct > 0 && cv->direct <= CONV_MAX_R && t.x->type.dtype == DT_F32 && t.w->type.dtype == DT_F32 && t.KH * cv->KW * cv->C == g->K);
+  CASTOR_ASSERT(cv->direct > 0 && cv->direct <= CONV_MAX_R && cg_conv_direct_dtype(t.x->type.dtype) &&
+                cg_conv_direct_dtype(t.w->type.dtype) && t.KH * cv->KW * cv->C == g->K);
   t.vt = LLVMVectorType(e->f32, (unsigned)t.lanes);
   t.last_valid = (int)(cv->O - (int64_t)(t.nvec - 1) * t.lanes);
   /* rows of a window outside x: above the first, or below the last */

@@ -115,6 +115,8 @@ static inline void gemm_conv_interior(const gemm_conv *cv, int64_t *lo, int64_t 
 /* convolutional networks: the direct convolution of a conv2d whose plan
  * has conv.direct (cg_conv.c); epilogue: the GEMM's epilogue function. */
 void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue);
+/* The operand dtypes it reads: f32, and bf16 and f16 widened to f32. */
+static inline bool cg_conv_direct_dtype(ir_dtype dt) { return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16; }
 
 /* cg_gemm.bf16 of the AMX-BF16 family (1: vdpbf16ps) */
 enum { GEMM_AMX = 2 };

@@ -70,13 +70,22 @@ static void choose_bmm(const ir_node *mm, cg_gemm *g) {
  * a tile (accumulators within the register file, at most 14, sized to
  * divide the output row evenly), and the C tile holds one output row, at
  * the start of scratch. B is read in place (never pre-packed: the plan's
- * caller checks conv.direct). */
+ * caller checks conv.direct). x and w may be bf16 or f16 too (widened to
+ * f32, the FMA families' numerics). A bf16 conv2d leaves the K-pair family
+ * (bf16 = 0) on an AVX512-BF16 CPU only for at most CONV_DIRECT_BF16_C
+ * input channels: with 8 or 16 (K = 72, 144) vdpbf16ps's GEMM, two
+ * products an instruction, is faster than the direct kernel's f32 FMAs;
+ * with 1 to 4 its packing of short rows costs more than the multiplies
+ * (bench/results/conv-bf16-2026-11-28.md). */
+enum { CONV_DIRECT_BF16_C = 4 };
 static void choose_conv_direct(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0];
   int vw = kernel_regs[caps->gemm_kernel].vw, regs = kernel_regs[caps->gemm_kernel].regs;
-  if (g->conv.mode != GEMM_CONV_FWD || g->bf16 || g->softmax || mm->srcs[0]->type.dtype != DT_F32 ||
-      mm->srcs[1]->type.dtype != DT_F32 || g->K > KC_TARGET || g->Nc > 2 * vw)
+  if (g->conv.mode != GEMM_CONV_FWD || g->bf16 == GEMM_AMX || g->softmax || !cg_conv_direct_dtype(mm->srcs[0]->type.dtype) ||
+      !cg_conv_direct_dtype(mm->srcs[1]->type.dtype) || g->K > KC_TARGET || g->Nc > 2 * vw ||
+      (g->bf16 && g->conv.C > CONV_DIRECT_BF16_C))
     return;
+  g->bf16 = 0;
   int lanes = vw;
   while (lanes > 4 && lanes / 2 >= g->Nc) lanes /= 2;
   int nvec = (int)ceil_div(g->Nc, lanes);

@@ -261,6 +261,17 @@ static LLVMValueRef load_operand(cg_kctx *c, const ir_node *op, const ir_node *s
   return cg_splat(e, cg_load_part(e, st->dtype, cg_elem_ptr(c, src, base), 1, 1, src->name), lanes);
 }
 
+/* convolutional networks: relu, neg and abs of the previous op's value,
+ * which is already rounded to their dtype (cg_apply_chain's contract),
+ * give a value of that dtype (the operand, 0, or the operand with another
+ * sign; a rounded NaN is the canonical one, whose sign alone changes), so
+ * rounding it again is the identity and is left out: a bf16 conv2d's or
+ * matmul's relu costs no third rounding in the epilogue. */
+static bool keeps_rounded(const ir_node *op, const ir_node *prev) {
+  return prev && op->n_srcs == 1 && op->srcs[0] == prev && prev->type.dtype == op->type.dtype &&
+         (op->op == IR_OP_RELU || op->op == IR_OP_NEG || op->op == IR_OP_ABS);
+}
+
 LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,
                             LLVMValueRef col, int lanes, int valid) {
   cg_emitter *e = c->e;
@@ -284,7 +295,7 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
       val = chain_formulas[op->op](e, op, in);
     }
     /* each op's value has its own dtype; model 16-bit results exactly */
-    val = cg_emit_round_to(e, val, op->type.dtype, op->name);
+    if (!keeps_rounded(op, prev)) val = cg_emit_round_to(e, val, op->type.dtype, op->name);
   }
   return val;
 }

@@ -119,7 +119,8 @@ void cg_store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef pt
 
 /* Applies ops[first..last) of the kernel to val, f32 lanes at flat element
  * index `idx` whose last-dimension coordinate is `col` (the value of
- * ops[first-1]; NULL when first == 0: every source is loaded). Only the
+ * ops[first-1], rounded to its dtype; NULL when first == 0: every source
+ * is loaded). Only the
  * first `valid` lanes of other operands are read. Each op's result is
  * rounded to its dtype, modelling 16-bit values exactly. */
 LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,

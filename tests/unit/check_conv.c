@@ -49,17 +49,23 @@ static void same_pads(int64_t in, int64_t k, int64_t s, int64_t d, int64_t *p0, 
   *p0 = total / 2, *p1 = total - total / 2;
 }
 
-static void check_conv(const conv_case *cc, bool f16) {
+/* dt: x, w and b's dtype (f32, f16 or bf16). out_host (if not NULL) gets
+ * the output of the first CPU (the host, or $CASTOR_CPU) and out_avx2 that
+ * of haswell, on 1 thread. */
+static void check_conv_as(const conv_case *cc, ir_dtype dt, float *out_host, float *out_avx2) {
   ir_graph *g = ir_graph_create("conv");
-  ir_dtype dt = f16 ? DT_F16 : DT_F32;
+  bool f16 = dt != DT_F32, bf = dt == DT_BF16;
   int64_t N = cc->batch, nx = N * cc->H * cc->W * cc->C, nw = cc->KH * cc->KW * cc->C * cc->O;
   float *hx = xmalloc((size_t)nx * 4), *hw = xmalloc((size_t)nw * 4), *hb = xmalloc((size_t)cc->O * 4);
   uint16_t *ex = xmalloc((size_t)nx * 2), *ew = xmalloc((size_t)nw * 2), *eb = xmalloc((size_t)cc->O * 2);
   rng r;
   rng_init(&r, 11);
-  for (int64_t i = 0; i < nx; i++) hx[i] = half_f16_to_f32(ex[i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
-  for (int64_t i = 0; i < nw; i++) hw[i] = half_f16_to_f32(ew[i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
-  for (int64_t i = 0; i < cc->O; i++) hb[i] = half_f16_to_f32(eb[i] = half_f32_to_f16(rng_uniform_f32(&r, -1, 1)));
+  /* values exact in the 16-bit dtype, so that the reference sees the operands the kernel reads */
+#define EXACT16(h, v) (bf ? half_bf16_to_f32((h) = half_f32_to_bf16(v)) : half_f16_to_f32((h) = half_f32_to_f16(v)))
+  for (int64_t i = 0; i < nx; i++) hx[i] = EXACT16(ex[i], rng_uniform_f32(&r, -1, 1));
+  for (int64_t i = 0; i < nw; i++) hw[i] = EXACT16(ew[i], rng_uniform_f32(&r, -1, 1));
+  for (int64_t i = 0; i < cc->O; i++) hb[i] = EXACT16(eb[i], rng_uniform_f32(&r, -1, 1));
+#undef EXACT16
   ir_type xt = {dt, 4, {IR_DIM_BATCH, cc->H, cc->W, cc->C}}, wt = {dt, 4, {cc->KH, cc->KW, cc->C, cc->O}};
   ir_type bt = {dt, 1, {cc->O}};
   ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
@@ -97,16 +103,19 @@ static void check_conv(const conv_case *cc, bool f16) {
       void *outs[] = {out[t]};
       ck_assert_msg(cg_backend_cpu.run(ex_, N, ins, outs, d), "run: %s", diag_text(d));
       unsetenv("CASTOR_PARALLEL_MIN_WORK");
-      /* f16 results are rounded to f16 once: a few 2^-11 of the sums' scale */
+      /* f16 results are rounded to f16 once: a few 2^-11 of the sums' scale
+       * (bf16: 2^-8) */
       double e = ref_normalized_error(out[t], want[0], ny);
-      ck_assert_msg(e <= (f16 ? 1e-3 : 2e-6),
+      ck_assert_msg(e <= (bf ? 8e-3 : f16 ? 1e-3 : 2e-6),
                     "conv2d x [%lld,%lld,%lld,%lld] w [%lld,%lld,%lld,%lld] s %lldx%lld d %lldx%lld %s %s on %s, "
                     "%d threads: normalized error %g",
                     (long long)N, (long long)cc->H, (long long)cc->W, (long long)cc->C, (long long)cc->KH,
                     (long long)cc->KW, (long long)cc->C, (long long)cc->O, (long long)cc->sh, (long long)cc->sw,
-                    (long long)cc->dh, (long long)cc->dw, cc->same ? "same" : "valid", f16 ? "f16" : "f32",
+                    (long long)cc->dh, (long long)cc->dw, cc->same ? "same" : "valid", dtype_name(dt),
                     cpus[ci].cpu ? cpus[ci].cpu : "the host", bo.threads, e);
       if (t) ck_assert_msg(memcmp(out[0], out[1], (size_t)ny * 4) == 0, "conv2d: 1 and 3 threads differ");
+      if (!t && ci == 0 && out_host) memcpy(out_host, out[0], (size_t)ny * 4);
+      if (!t && ci == 1 && out_avx2) memcpy(out_avx2, out[0], (size_t)ny * 4);
       cg_exec_destroy(ex_);
       diag_sink_destroy(d);
     }
@@ -114,6 +123,8 @@ static void check_conv(const conv_case *cc, bool f16) {
   free(rx), free(hx), free(hw), free(hb), free(ex), free(ew), free(eb), free(out[0]), free(out[1]);
   ir_graph_destroy(g);
 }
+
+static void check_conv(const conv_case *cc, bool f16) { check_conv_as(cc, f16 ? DT_F16 : DT_F32, NULL, NULL); }
 
 /* The gradient ops on the same shapes: dx = conv2d_input_grad(dy, w) and
  * dw = conv2d_filter_grad(x, dy), dy an input like x, against the
@@ -277,6 +288,44 @@ START_TEST(test_conv2d_direct) {
       {2, 7, 18, 2, 3, 3, 24, 2, 1, 1, 2, true, false},   /* two vectors of output channels, strided, dilated */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv(&cases[i], false);
+}
+END_TEST
+
+/* bf16 operands (mixed_bfloat16), bf16 results. A conv2d the direct
+ * convolution takes reads them widened to f32 on every CPU path
+ * (cg_conv.c; on the K-pair family those of at most 4 input channels),
+ * so the first CPU's results (the host's, or $CASTOR_CPU's:
+ * ctest's check_conv@znver4 runs this case on the AVX512-BF16 family,
+ * skipped on a host without it) equal haswell's (AVX2) bit for bit; a
+ * conv2d of more output channels runs on the GEMM (the K-pair family on
+ * AVX512-BF16), checked against the reference only. (The bf16 rounding of
+ * the result hides most f32 roundings: vdpbf16ps's results on these cases
+ * were haswell's too, so this does not tell which kernel ran.) */
+START_TEST(test_conv2d_bf16) {
+  static const conv_case direct[] = {
+      /* N  H   W   C  KH KW  O   sh sw dh dw same  bias */
+      {2, 28, 28, 1, 3, 3, 8, 1, 1, 1, 1, false, true},   /* an ONNX CNN's first layer */
+      {1, 6, 33, 3, 3, 3, 16, 1, 1, 1, 1, true, true},    /* 'same', 3 channels */
+      {2, 10, 11, 4, 3, 3, 16, 1, 1, 1, 1, true, true},   /* 4 channels: the most the K-pair family gives up */
+      {2, 9, 12, 2, 3, 3, 5, 2, 1, 1, 2, true, false},    /* strided, dilated, 5 channels */
+  };
+  static const conv_case gemm[] = {
+      {2, 7, 9, 1, 3, 3, 32, 1, 1, 1, 1, true, true},     /* 32 channels: direct on AVX-512, the GEMM on AVX2 */
+      {2, 13, 13, 8, 3, 3, 16, 1, 1, 1, 1, false, true},  /* the CNN's second layer: 8 channels, vdpbf16ps */
+      {2, 6, 7, 8, 3, 3, 48, 1, 1, 1, 1, true, true},     /* the GEMM everywhere */
+      {2, 5, 6, 40, 3, 3, 37, 1, 1, 1, 1, true, false},   /* K = 360: K blocks */
+  };
+  for (size_t i = 0; i < sizeof direct / sizeof direct[0]; i++) {
+    const conv_case *cc = &direct[i];
+    int64_t OH = cc->same ? (cc->H + cc->sh - 1) / cc->sh : (cc->H - cc->dh * (cc->KH - 1) - 1) / cc->sh + 1;
+    int64_t OW = cc->same ? (cc->W + cc->sw - 1) / cc->sw : (cc->W - cc->dw * (cc->KW - 1) - 1) / cc->sw + 1;
+    size_t ny = (size_t)(cc->batch * OH * OW * cc->O);
+    float *host = xmalloc(ny * 4), *avx2 = xmalloc(ny * 4);
+    check_conv_as(cc, DT_BF16, host, avx2);
+    ck_assert_msg(memcmp(host, avx2, ny * 4) == 0, "bf16 conv2d case %zu: the first CPU's results differ from haswell's", i);
+    free(host), free(avx2);
+  }
+  for (size_t i = 0; i < sizeof gemm / sizeof gemm[0]; i++) check_conv_as(&gemm[i], DT_BF16, NULL, NULL);
 }
 END_TEST
 
@@ -513,7 +562,14 @@ static Suite *conv_suite(void) {
   tcase_add_test(tc, test_conv2d_gradients_fd);
   tcase_add_test(tc, test_pool2d_shapes);
   suite_add_tcase(s, tc);
+  TCase *tb = tcase_create("bf16"); /* convolutional networks: bf16 operands */
+  tcase_set_timeout(tb, 590);
+  tcase_add_test(tb, test_conv2d_bf16);
+  suite_add_tcase(s, tb);
   return s;
 }
 
-int main(void) { return check_run(conv_suite()); }
+int main(void) {
+  if (getenv("CASTOR_CPU")) check_cpu_path("check_conv"); /* check_conv@CPU: skipped where the host cannot run it */
+  return check_run(conv_suite());
+}
