@@ -40,9 +40,13 @@
 #include "util/util.h"
 
 enum { MAX_WORKERS = 255 };
-/* How long a waiting thread spins before it sleeps: about the time
- * between two launches with small ones between them. */
-#define SPIN_NS ((int64_t)20000)
+/* How long a waiting thread spins before it sleeps: longer than the
+ * stretches of unsplit launches between two split ones in a forward pass.
+ * 20 us made the exported CNN at batch 64 on 2 threads 20% slower in wall
+ * time (0.146 ms against 0.122 ms: each split launch woke a sleeping
+ * worker); 200 us and 2 ms time it alike, and 200 us keeps most of the
+ * training step's CPU saving (bench/results/train-step-2026-11-28.md). */
+#define SPIN_NS ((int64_t)200000)
 
 typedef struct worker {
   pthread_t tid;
