@@ -21,7 +21,7 @@
  * bound of 20,000 pauses kept a worker spinning for about 2 ms after each
  * launch on a Zen 4 guest, through every stretch of launches too small to
  * split, so that a 2-thread training step cost twice its wall time in CPU
- * (bench/results/train-step-2026-11-28.md).
+ * (bench/results/train-step-2026-11-27-s5.md).
  *
  * Scratch: each worker owns one buffer, grown on demand; the caller's
  * buffer belongs to the pool and is used under `busy`. A caller that finds
@@ -45,7 +45,7 @@ enum { MAX_WORKERS = 255 };
  * 20 us made the exported CNN at batch 64 on 2 threads 20% slower in wall
  * time (0.146 ms against 0.122 ms: each split launch woke a sleeping
  * worker); 200 us and 2 ms time it alike, and 200 us keeps most of the
- * training step's CPU saving (bench/results/train-step-2026-11-28.md). */
+ * training step's CPU saving (bench/results/train-step-2026-11-27-s5.md). */
 #define SPIN_NS ((int64_t)200000)
 
 typedef struct worker {

@@ -44,7 +44,7 @@
  * are then those of the AVX2 and AVX-512 paths, bit for bit. For these
  * layers (a K of 9 to 36, 8 to 32 output channels) the K-pair GEMM spent
  * its time packing short rows and in half-empty vectors, not in the
- * multiplies (bench/results/conv-bf16-2026-11-28.md).
+ * multiplies (bench/results/conv-bf16-2026-11-27-s5.md).
  */
 #include <stdio.h>
 

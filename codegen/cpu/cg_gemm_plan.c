@@ -76,7 +76,7 @@ static void choose_bmm(const ir_node *mm, cg_gemm *g) {
  * input channels: with 8 or 16 (K = 72, 144) vdpbf16ps's GEMM, two
  * products an instruction, is faster than the direct kernel's f32 FMAs;
  * with 1 to 4 its packing of short rows costs more than the multiplies
- * (bench/results/conv-bf16-2026-11-28.md). */
+ * (bench/results/conv-bf16-2026-11-27-s5.md). */
 enum { CONV_DIRECT_BF16_C = 4 };
 static void choose_conv_direct(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0];
