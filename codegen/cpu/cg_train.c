@@ -644,13 +644,6 @@ static void sum_to_groups(const ir_type *xt, const ir_type *yt, const int64_t *x
   }
 }
 
-/* s in every lane of a vector of type vt (s itself when lanes is 1) */
-static LLVMValueRef splat_as(cg_emitter *e, LLVMValueRef s, LLVMTypeRef vt, int lanes) {
-  if (lanes == 1) return s;
-  LLVMValueRef v = LLVMBuildInsertElement(B, LLVMGetUndef(vt), s, i64c(0), "");
-  return LLVMBuildShuffleVector(B, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)lanes)), "");
-}
-
 /* sum over the summed groups of x at base + their offsets, `lanes`
  * consecutive elements of x at once (each lane its own sum, in the same
  * order as lanes == 1), in at (f32, or double for bn_mean) */
@@ -682,11 +675,10 @@ static void sum_to_store(cg_kctx *c, const sum_to_plan *g, LLVMValueRef q, LLVMV
   /* CNN: bn_mean sums the same way in double and divides by the count */
   bool mean = op->op == IR_OP_BN_MEAN;
   LLVMTypeRef at = mean ? LLVMDoubleTypeInContext(e->ctx) : e->f32;
-  LLVMTypeRef vt = lanes == 1 ? at : LLVMVectorType(at, (unsigned)lanes);
   LLVMValueRef sum = sum_to_acc(c, g, base, total, at, lanes);
   if (mean) {
     LLVMValueRef n = LLVMBuildUIToFP(B, total, at, "");
-    sum = LLVMBuildFDiv(B, sum, splat_as(e, n, vt, lanes), "mean");
+    sum = LLVMBuildFDiv(B, sum, cg_splat(e, n, lanes), "mean");
   }
   if (at != e->f32) sum = LLVMBuildFPTrunc(B, sum, vec(e, lanes), "");
   store_f(c, op, q, sum, lanes);
@@ -730,7 +722,7 @@ static void sum_to_lanes(cg_kctx *c, LLVMValueRef o, LLVMValueRef total, int64_t
   cg_loop_end(c, &lt);
   for (int w = 0; w < wide; w++) {
     LLVMValueRef sum = get(c, acc[w], vt);
-    if (op->op == IR_OP_BN_MEAN) sum = LLVMBuildFDiv(B, sum, splat_as(e, LLVMBuildUIToFP(B, total, at, ""), vt, lanes), "mean");
+    if (op->op == IR_OP_BN_MEAN) sum = LLVMBuildFDiv(B, sum, cg_splat(e, LLVMBuildUIToFP(B, total, at, ""), lanes), "mean");
     if (at != e->f32) sum = LLVMBuildFPTrunc(B, sum, vec(e, lanes), "");
     store_f(c, op, LLVMBuildAdd(B, o, i64c((int64_t)w * lanes), ""), sum, lanes);
   }

@@ -229,13 +229,8 @@ static LLVMValueRef pool_value_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef
   const ir_node *x = op->srcs[0];
   const ir_type *xt = &x->type, *yt = &op->type;
   const int64_t *pl = op->attr.pool.v, *st = op->attr.strides.v, *pd = op->attr.pads.v;
-  /* (n, oh, ow, ch) of i, which is never negative: unsigned division */
-  LLVMValueRef coord[4], rem = i;
-  for (int r = 3; r >= 1; r--) {
-    coord[r] = LLVMBuildURem(B, rem, cg_i64(e, yt->dims[r]), "");
-    rem = LLVMBuildUDiv(B, rem, cg_i64(e, yt->dims[r]), "");
-  }
-  coord[0] = rem;
+  LLVMValueRef coord[4]; /* (n, oh, ow, ch) of i */
+  cg_nhwc_coords(e, yt, i, coord);
   /* convolutional networks: lanes > 1 is that many channels of one pixel
    * (consecutive in x), each lane the scalar form's chain */
   pool_ctx t = {.c = c, .op = op, .x = x, .vt = lanes > 1 ? LLVMVectorType(e->f32, (unsigned)lanes) : e->f32,
@@ -265,14 +260,6 @@ static LLVMValueRef pool_value_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef
 static LLVMValueRef pool_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) { return pool_value_lanes(c, op, i, 1); }
 
 /* ---- convolutional networks: grouped and depthwise convolution ---- */
-
-/* The flat index of [n, h, w, c] in a tensor of type t [N,H,W,C]. */
-static LLVMValueRef nhwc(cg_emitter *e, const ir_type *t, LLVMValueRef n, LLVMValueRef h, LLVMValueRef w,
-                         LLVMValueRef ch) {
-  LLVMValueRef r = LLVMBuildAdd(B, LLVMBuildMul(B, n, cg_i64(e, t->dims[1]), ""), h, "");
-  r = LLVMBuildAdd(B, LLVMBuildMul(B, r, cg_i64(e, t->dims[2]), ""), w, "");
-  return LLVMBuildAdd(B, LLVMBuildMul(B, r, cg_i64(e, t->dims[3]), ""), ch, "");
-}
 
 static LLVMValueRef in_range(cg_emitter *e, LLVMValueRef v, int64_t n) {
   return LLVMBuildICmp(B, LLVMIntULT, v, cg_i64(e, n), "");
@@ -311,7 +298,7 @@ static LLVMValueRef group_conv_value(cg_kctx *c, const ir_node *op, LLVMValueRef
     LLVMValueRef ih = LLVMBuildAdd(B, h0, LLVMBuildMul(B, lp.iv, cg_i64(e, dl[0]), ""), "");
     LLVMValueRef iw = LLVMBuildAdd(B, w0, LLVMBuildMul(B, lq.iv, cg_i64(e, dl[1]), ""), "");
     LLVMValueRef in = LLVMBuildAnd(B, in_range(e, ih, H), in_range(e, iw, W), "inside");
-    LLVMValueRef xbase = nhwc(e, xt, coord[0], ih, iw, LLVMBuildMul(B, g, cg_i64(e, Cg), ""));
+    LLVMValueRef xbase = cg_nhwc_index(e, xt, coord[0], ih, iw, LLVMBuildMul(B, g, cg_i64(e, Cg), ""));
     LLVMValueRef wbase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, lp.iv, cg_i64(e, KW), ""), lq.iv, ""),
                                       cg_i64(e, Cg * O), "");
     cg_loop lc = cg_loop_begin(c, zero, LLVMBuildSelect(B, in, cg_i64(e, Cg), zero, ""), 1, "gconv.c");
@@ -335,7 +322,7 @@ static LLVMValueRef group_conv_value(cg_kctx *c, const ir_node *op, LLVMValueRef
     ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildSRem(B, nw, cg_i64(e, st[1]), ""), zero, ""), "");
     LLVMValueRef oi = LLVMBuildSDiv(B, nh, cg_i64(e, st[0]), ""), oj = LLVMBuildSDiv(B, nw, cg_i64(e, st[1]), "");
     ok = LLVMBuildAnd(B, ok, LLVMBuildAnd(B, in_range(e, oi, OH), in_range(e, oj, OW), ""), "inside");
-    LLVMValueRef dybase = nhwc(e, yt, coord[0], oi, oj, o0);
+    LLVMValueRef dybase = cg_nhwc_index(e, yt, coord[0], oi, oj, o0);
     LLVMValueRef wbase = LLVMBuildAdd(
         B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, lp.iv, cg_i64(e, KW), ""), lq.iv, ""),
                                                         cg_i64(e, Cg), ""), ch, ""), cg_i64(e, O), ""), o0, "");
@@ -358,9 +345,9 @@ static LLVMValueRef group_conv_value(cg_kctx *c, const ir_node *op, LLVMValueRef
     cg_loop lj = cg_loop_begin(c, zero, LLVMBuildSelect(B, in_range(e, ih, H), cg_i64(e, OW), zero, ""), 1, "gconvdw.j");
     LLVMValueRef iw = LLVMBuildAdd(B, LLVMBuildMul(B, lj.iv, cg_i64(e, st[1]), ""), woff, "");
     LLVMValueRef in = in_range(e, iw, W);
-    LLVMValueRef xi = LLVMBuildSelect(B, in, nhwc(e, xt, ln.iv, ih, iw, xc), zero, "");
+    LLVMValueRef xi = LLVMBuildSelect(B, in, cg_nhwc_index(e, xt, ln.iv, ih, iw, xc), zero, "");
     LLVMValueRef xv = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, xn, xi), 1, xn->name);
-    LLVMValueRef gv = cg_emit_load(e, yt->dtype, cg_elem_ptr(c, dyn, nhwc(e, yt, ln.iv, li.iv, lj.iv, coord[3])), 1, dyn->name);
+    LLVMValueRef gv = cg_emit_load(e, yt->dtype, cg_elem_ptr(c, dyn, cg_nhwc_index(e, yt, ln.iv, li.iv, lj.iv, coord[3])), 1, dyn->name);
     LLVMValueRef a = LLVMBuildLoad2(B, e->f32, acc, "");
     LLVMBuildStore(B, LLVMBuildSelect(B, in, cg_fmuladd(e, xv, gv, a), a, ""), acc);
     cg_loop_end(c, &lj);
@@ -409,7 +396,7 @@ LLVMValueRef cg_group_conv_vector(cg_kctx *c, const ir_node *op, LLVMValueRef i,
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "dwconv.next");
   LLVMBuildCondBr(B, LLVMBuildAnd(B, in_range(e, ih, H), in_range(e, iw, W), "inside"), tap, next);
   LLVMPositionBuilderAtEnd(B, tap);
-  LLVMValueRef xv = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, xn, nhwc(e, xt, coord[0], ih, iw, coord[3])), lanes, xn->name);
+  LLVMValueRef xv = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, xn, cg_nhwc_index(e, xt, coord[0], ih, iw, coord[3])), lanes, xn->name);
   LLVMValueRef wi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, lp.iv, cg_i64(e, KW), ""), lq.iv, ""),
                                                  cg_i64(e, O), ""), coord[3], "");
   LLVMValueRef wv = cg_emit_load(e, wt->dtype, cg_elem_ptr(c, wn, wi), lanes, wn->name);

@@ -105,10 +105,26 @@ LLVMValueRef cg_fmuladd(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, LLVMValue
 
 LLVMValueRef cg_splat(cg_emitter *e, LLVMValueRef s, int lanes) {
   if (lanes == 1) return s;
-  LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)lanes);
+  LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(s), (unsigned)lanes);
   LLVMValueRef v = LLVMBuildInsertElement(B, LLVMGetUndef(vt), s, cg_i64(e, 0), "");
   LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(e->i32, (unsigned)lanes));
   return LLVMBuildShuffleVector(B, v, LLVMGetUndef(vt), zeros, "");
+}
+
+void cg_nhwc_coords(cg_emitter *e, const ir_type *t, LLVMValueRef i, LLVMValueRef coord[4]) {
+  LLVMValueRef rem = i;
+  for (int r = 3; r >= 1; r--) {
+    coord[r] = LLVMBuildURem(B, rem, cg_i64(e, t->dims[r]), "");
+    rem = LLVMBuildUDiv(B, rem, cg_i64(e, t->dims[r]), "");
+  }
+  coord[0] = rem;
+}
+
+LLVMValueRef cg_nhwc_index(cg_emitter *e, const ir_type *t, LLVMValueRef n, LLVMValueRef h, LLVMValueRef w,
+                           LLVMValueRef ch) {
+  LLVMValueRef r = LLVMBuildAdd(B, LLVMBuildMul(B, n, cg_i64(e, t->dims[1]), ""), h, "");
+  r = LLVMBuildAdd(B, LLVMBuildMul(B, r, cg_i64(e, t->dims[2]), ""), w, "");
+  return LLVMBuildAdd(B, LLVMBuildMul(B, r, cg_i64(e, t->dims[3]), ""), ch, "");
 }
 
 LLVMValueRef cg_entry_alloca(cg_kctx *c, LLVMTypeRef ty, const char *name) {

@@ -95,8 +95,13 @@ LLVMValueRef cg_i64(cg_emitter *e, int64_t v);
 LLVMValueRef cg_elem_ptr(cg_kctx *c, const ir_node *n, LLVMValueRef index);
 /* llvm.fmuladd on f32 scalars or vectors. */
 LLVMValueRef cg_fmuladd(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc);
-/* Broadcasts the f32 scalar s to `lanes` lanes (lanes == 1: s). */
+/* Broadcasts the scalar s (any type) to `lanes` lanes (lanes == 1: s). */
 LLVMValueRef cg_splat(cg_emitter *e, LLVMValueRef s, int lanes);
+/* convolutional networks: (n, h, w, c) of flat index i (never negative:
+ * unsigned division) over t [N,H,W,C], and the flat index of (n, h, w, c). */
+void cg_nhwc_coords(cg_emitter *e, const ir_type *t, LLVMValueRef i, LLVMValueRef coord[4]);
+LLVMValueRef cg_nhwc_index(cg_emitter *e, const ir_type *t, LLVMValueRef n, LLVMValueRef h, LLVMValueRef w,
+                           LLVMValueRef ch);
 /* An alloca of ty in the entry block (SROA turns it into registers). */
 LLVMValueRef cg_entry_alloca(cg_kctx *c, LLVMTypeRef ty, const char *name);
 /* Where buffer b's address is in the kernel's bufs parameter. */

@@ -27,31 +27,6 @@
 
 #define B (e->b)
 
-/* (n, h, v, ch) of flat index i (never negative: unsigned division) over t [N,H,W,C] */
-static void nhwc_coords(cg_emitter *e, const ir_type *t, LLVMValueRef i, LLVMValueRef coord[4]) {
-  LLVMValueRef rem = i;
-  for (int r = 3; r >= 1; r--) {
-    coord[r] = LLVMBuildURem(B, rem, cg_i64(e, t->dims[r]), "");
-    rem = LLVMBuildUDiv(B, rem, cg_i64(e, t->dims[r]), "");
-  }
-  coord[0] = rem;
-}
-
-static LLVMValueRef nhwc_index(cg_emitter *e, const ir_type *t, LLVMValueRef n, LLVMValueRef h, LLVMValueRef w,
-                               LLVMValueRef ch) {
-  LLVMValueRef r = LLVMBuildAdd(B, LLVMBuildMul(B, n, cg_i64(e, t->dims[1]), ""), h, "");
-  r = LLVMBuildAdd(B, LLVMBuildMul(B, r, cg_i64(e, t->dims[2]), ""), w, "");
-  return LLVMBuildAdd(B, LLVMBuildMul(B, r, cg_i64(e, t->dims[3]), ""), ch, "");
-}
-
-/* scalar s (any type) in each of `lanes` lanes; s itself for 1 */
-static LLVMValueRef splat(cg_emitter *e, LLVMValueRef s, int lanes) {
-  if (lanes == 1) return s;
-  LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(s), (unsigned)lanes);
-  LLVMValueRef v = LLVMBuildInsertElement(B, LLVMGetUndef(vt), s, cg_i64(e, 0), "");
-  return LLVMBuildShuffleVector(B, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)lanes)), "");
-}
-
 typedef struct poolg {
   cg_kctx *c;
   const ir_node *op, *dy, *x;
@@ -69,7 +44,7 @@ static void scan_tap(poolg *t, LLVMValueRef p, LLVMValueRef q) {
   cg_emitter *e = c->e;
   const ir_type *xt = &t->x->type;
   LLVMValueRef ih = LLVMBuildAdd(B, t->h0, p, ""), iw = LLVMBuildAdd(B, t->w0, q, "");
-  LLVMValueRef src = nhwc_index(e, xt, t->coord[0], ih, iw, t->coord[3]);
+  LLVMValueRef src = cg_nhwc_index(e, xt, t->coord[0], ih, iw, t->coord[3]);
   LLVMValueRef in = NULL;
   if (!t->inside) {
     in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntULT, ih, cg_i64(e, xt->dims[1]), ""),
@@ -79,10 +54,10 @@ static void scan_tap(poolg *t, LLVMValueRef p, LLVMValueRef q) {
   LLVMValueRef v = cg_emit_load(e, xt->dtype, cg_elem_ptr(c, t->x, src), t->lanes, t->x->name);
   LLVMValueRef b = LLVMBuildLoad2(B, t->vt, t->best, "");
   LLVMValueRef wins = LLVMBuildOr(B, LLVMBuildFCmp(B, LLVMRealOGT, v, b, ""), LLVMBuildFCmp(B, LLVMRealUNO, v, v, ""), "");
-  if (in) wins = LLVMBuildAnd(B, wins, splat(e, in, t->lanes), "");
+  if (in) wins = LLVMBuildAnd(B, wins, cg_splat(e, in, t->lanes), "");
   LLVMBuildStore(B, LLVMBuildSelect(B, wins, v, b, ""), t->best);
   LLVMValueRef tap = LLVMBuildTrunc(B, LLVMBuildAdd(B, LLVMBuildMul(B, p, cg_i64(e, t->op->attr.pool.v[1]), ""), q, ""), e->i32, "");
-  tap = splat(e, tap, t->lanes);
+  tap = cg_splat(e, tap, t->lanes);
   LLVMBuildStore(B, LLVMBuildSelect(B, wins, tap, LLVMBuildLoad2(B, t->it, t->win, ""), ""), t->win);
 }
 
@@ -120,7 +95,7 @@ static LLVMValueRef window_term(poolg *t, LLVMValueRef g) {
   LLVMValueRef me = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildSub(B, t->coord[1], t->h0, ""), cg_i64(e, pl[1]), ""),
                                  LLVMBuildSub(B, t->coord[2], t->w0, ""), "");
   me = LLVMBuildTrunc(B, me, e->i32, "");
-  me = splat(e, me, t->lanes);
+  me = cg_splat(e, me, t->lanes);
   LLVMValueRef mine = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildLoad2(B, t->it, t->win, ""), me, "");
   return LLVMBuildSelect(B, mine, g, cg_const(e, t->vt, 0.0), "");
 }
@@ -134,7 +109,7 @@ LLVMValueRef cg_pool_grad_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, i
   poolg t = {.c = c, .op = op, .dy = dy, .x = x, .lanes = lanes,
              .vt = lanes > 1 ? LLVMVectorType(e->f32, (unsigned)lanes) : e->f32,
              .it = lanes > 1 ? LLVMVectorType(e->i32, (unsigned)lanes) : e->i32};
-  nhwc_coords(e, xt, i, t.coord);
+  cg_nhwc_coords(e, xt, i, t.coord);
   t.inside = !pd[0] && !pd[1] && !pd[2] && !pd[3] && (yt->dims[1] - 1) * st[0] + pl[0] <= xt->dims[1] &&
              (yt->dims[2] - 1) * st[1] + pl[1] <= xt->dims[2];
   if (op->op == IR_OP_MAX_POOL2D_GRAD) {
@@ -170,12 +145,12 @@ LLVMValueRef cg_pool_grad_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, i
       LLVMValueRef ok = LLVMBuildAnd(B, okh, LLVMBuildICmp(B, LLVMIntSLT, ow, hi[1], ""), "");
       /* a slot outside dy reads window (0, 0) and adds +0 */
       LLVMValueRef soh = LLVMBuildSelect(B, ok, oh, zero, ""), sow = LLVMBuildSelect(B, ok, ow, zero, "");
-      LLVMValueRef g = cg_emit_load(e, yt->dtype, cg_elem_ptr(c, dy, nhwc_index(e, yt, t.coord[0], soh, sow, t.coord[3])),
+      LLVMValueRef g = cg_emit_load(e, yt->dtype, cg_elem_ptr(c, dy, cg_nhwc_index(e, yt, t.coord[0], soh, sow, t.coord[3])),
                                     lanes, dy->name);
       t.h0 = LLVMBuildSub(B, LLVMBuildMul(B, soh, cg_i64(e, st[0]), ""), cg_i64(e, pd[0]), "");
       t.w0 = LLVMBuildSub(B, LLVMBuildMul(B, sow, cg_i64(e, st[1]), ""), cg_i64(e, pd[2]), "");
       LLVMValueRef term = window_term(&t, g);
-      LLVMValueRef okv = splat(e, ok, lanes);
+      LLVMValueRef okv = cg_splat(e, ok, lanes);
       term = LLVMBuildSelect(B, okv, term, cg_const(e, t.vt, 0.0), "");
       LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, t.vt, acc, ""), term, ""), acc);
     }

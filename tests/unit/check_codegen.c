@@ -207,6 +207,23 @@ static rt_program *compile_cir(const char *text) {
   return p;
 }
 
+/* Parses text, compiles it for the CPU backend on two threads and runs it
+ * on a batch of `batch` rows (the values' tests below). */
+static void run_cir(const char *text, int64_t batch, const void *const *ins, void **outs) {
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = ir_parse("m.cir", text, strlen(text), d);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  cg_backend_options o;
+  cg_backend_options_init(&o);
+  o.threads = 2;
+  cg_exec *x = cg_backend_compile(&cg_backend_cpu, g, &o, d);
+  ck_assert_msg(x != NULL, "%s", diag_text(d));
+  ck_assert_msg(x->backend->run(x, batch, ins, outs, d), "%s", diag_text(d));
+  cg_exec_destroy(x);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+
 START_TEST(test_batch_matmul_softmax_epilogue) {
   const char *fmt = "graph m policy=float32\n%%q = f32[N,2,5,4] input() {index=0}\n"
                     "%%k = f32[N,2,%d,4] input() {index=1}\n"
@@ -223,20 +240,12 @@ START_TEST(test_batch_matmul_softmax_epilogue) {
   rt_program_destroy(p);
   /* its values against float64 (batch 3, two threads) */
   enum { NB = 3, H = 2, M = 5, P = 7, K = 4 };
-  diag_sink *d = diag_sink_create();
-  ir_graph *g = ir_parse("m.cir", text, strlen(text), d);
-  ck_assert_msg(g != NULL, "%s", diag_text(d));
-  cg_backend_options o;
-  cg_backend_options_init(&o);
-  o.threads = 2;
-  cg_exec *x = cg_backend_compile(&cg_backend_cpu, g, &o, d);
-  ck_assert_msg(x != NULL, "%s", diag_text(d));
   static float q[NB * H * M * K], kk[NB * H * P * K], out[NB * H * M * P];
   for (int i = 0; i < NB * H * M * K; i++) q[i] = (float)((i * 37 % 23) - 11) / 7.0f;
   for (int i = 0; i < NB * H * P * K; i++) kk[i] = (float)((i * 53 % 29) - 14) / 9.0f;
   const void *ins[] = {q, kk};
   void *outs[] = {out};
-  ck_assert_msg(x->backend->run(x, NB, ins, outs, d), "%s", diag_text(d));
+  run_cir(text, NB, ins, outs);
   for (int it = 0; it < NB * H; it++)
     for (int m = 0; m < M; m++) {
       double row[P], mx = -1e300, sum = 0;
@@ -252,9 +261,6 @@ START_TEST(test_batch_matmul_softmax_epilogue) {
         ck_assert_msg(fabs(got - want) <= 1e-6, "item %d row %d col %d: %.9g, want %.9g", it, m, j, got, want);
       }
     }
-  cg_exec_destroy(x);
-  ir_graph_destroy(g);
-  diag_sink_destroy(d);
   snprintf(text, sizeof text, fmt, 65, 65, 65, 65);
   p = compile_cir(text);
   ck_assert_int_eq(p->n_launches, 2);
@@ -278,19 +284,11 @@ START_TEST(test_reshape_shares_buffer) {
   ck_assert_str_eq(p->launches[2].name, "k2.q");
   ck_assert_int_eq(p->n_slots, 2); /* t (read as r), p */
   rt_program_destroy(p);
-  diag_sink *d = diag_sink_create();
-  ir_graph *g = ir_parse("m.cir", text, strlen(text), d);
-  ck_assert_msg(g != NULL, "%s", diag_text(d));
-  cg_backend_options o;
-  cg_backend_options_init(&o);
-  o.threads = 2;
-  cg_exec *x = cg_backend_compile(&cg_backend_cpu, g, &o, d);
-  ck_assert_msg(x != NULL, "%s", diag_text(d));
   float in[3 * 8], out[3 * 8];
   for (int i = 0; i < 3 * 8; i++) in[i] = (float)((i * 7 % 11) - 5) / 4.0f;
   const void *ins[] = {in};
   void *outs[] = {out};
-  ck_assert_msg(x->backend->run(x, 3, ins, outs, d), "%s", diag_text(d));
+  run_cir(text, 3, ins, outs);
   for (int r = 0; r < 3 * 2; r++) {
     double sum = 0;
     for (int j = 0; j < 4; j++) sum += exp(2.0 * in[r * 4 + j]);
@@ -298,9 +296,6 @@ START_TEST(test_reshape_shares_buffer) {
       ck_assert_msg(fabs(out[r * 4 + j] - exp(2.0 * in[r * 4 + j]) / sum) <= 1e-6, "row %d col %d: %.9g", r, j,
                     out[r * 4 + j]);
   }
-  cg_exec_destroy(x);
-  ir_graph_destroy(g);
-  diag_sink_destroy(d);
 }
 END_TEST
 

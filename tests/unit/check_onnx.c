@@ -537,36 +537,7 @@ START_TEST(test_exported_models) {
 }
 END_TEST
 
-/* NCHW models held as NHWC: the transposes castor adds. The exported CNN
- * (conv -> pool -> flatten -> Gemm) has none: its one-channel input is
- * NHWC as it is (a reshape), and the flatten is absorbed into the Gemm's
- * weight rows. The ResNet transposes its 3-channel input; the layout model
- * that and its NCHW feature-map output. */
-static int count_transposes(const char *name) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/tests/onnx/models/%s.onnx", CASTOR_SOURCE_DIR, name);
-  diag_sink *d = diag_sink_create();
-  ir_graph *g = fe_load(path, NULL, d, NULL);
-  ck_assert_msg(g != NULL, "%s", path);
-  int n = 0;
-  for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i]->op == IR_OP_TRANSPOSE;
-  ir_graph_destroy(g);
-  diag_sink_destroy(d);
-  return n;
-}
-
-START_TEST(test_layout_transposes) {
-  ck_assert_int_eq(count_transposes("cnn.opset17"), 0);
-  ck_assert_int_eq(count_transposes("cnn.default"), 0);
-  ck_assert_int_eq(count_transposes("resnet.opset17"), 1);
-  ck_assert_int_eq(count_transposes("layout.opset17"), 2);
-  ck_assert_int_eq(count_transposes("layout.default"), 2);
-}
-END_TEST
-
-/* attention: a MatMul of activations [N, T, C] by a weight [C, P] (the
- * ViT's Linear layers) is matmul on flat rows; only the two products of
- * activations per attention block (scores, combine) are batch_matmuls. */
+/* The nodes of op `op` in tests/onnx/models/NAME.onnx as imported. */
 static int count_ops(const char *name, ir_op op) {
   char path[512];
   snprintf(path, sizeof path, "%s/tests/onnx/models/%s.onnx", CASTOR_SOURCE_DIR, name);
@@ -580,6 +551,23 @@ static int count_ops(const char *name, ir_op op) {
   return n;
 }
 
+/* NCHW models held as NHWC: the transposes castor adds. The exported CNN
+ * (conv -> pool -> flatten -> Gemm) has none: its one-channel input is
+ * NHWC as it is (a reshape), and the flatten is absorbed into the Gemm's
+ * weight rows. The ResNet transposes its 3-channel input; the layout model
+ * that and its NCHW feature-map output. */
+START_TEST(test_layout_transposes) {
+  ck_assert_int_eq(count_ops("cnn.opset17", IR_OP_TRANSPOSE), 0);
+  ck_assert_int_eq(count_ops("cnn.default", IR_OP_TRANSPOSE), 0);
+  ck_assert_int_eq(count_ops("resnet.opset17", IR_OP_TRANSPOSE), 1);
+  ck_assert_int_eq(count_ops("layout.opset17", IR_OP_TRANSPOSE), 2);
+  ck_assert_int_eq(count_ops("layout.default", IR_OP_TRANSPOSE), 2);
+}
+END_TEST
+
+/* attention: a MatMul of activations [N, T, C] by a weight [C, P] (the
+ * ViT's Linear layers) is matmul on flat rows; only the two products of
+ * activations per attention block (scores, combine) are batch_matmuls. */
 START_TEST(test_matmul_by_weight) {
   /* proj, then per block qkv, out, mlp1, mlp2, and the head's Gemm */
   ck_assert_int_eq(count_ops("vit.opset17", IR_OP_MATMUL), 10);
