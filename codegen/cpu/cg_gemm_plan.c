@@ -254,6 +254,14 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
                                             .col_step = g->softmax ? g->Nc : g->nr,
                                             .row_step = g->conv.rows_per_item > 1 || g->bmm.on ? 1 : g->mr, /* a conv: images */
                                             .scratch_bytes = b_bytes ? g->b_off + b_bytes : g->b_off};
+    /* convolutional networks: a conv2d's A is gathered block by block, and
+     * a tile of fewer columns than the row's gathers the same A blocks for
+     * fewer panels (a one-panel tile: the gather per 32 columns instead of
+     * per Nc). Threads get row tiles first, each at least a row block (mc
+     * GEMM rows, in whole images), columns only when the images run out
+     * (a batch of 1). */
+    if (g->conv.mode == GEMM_CONV_FWD && !g->conv.direct)
+      layout->launch[ki].row_tile_min = ceil_div(g->mc, g->conv.rows_per_item);
   }
   /* pre-pack a constant B when every use of it is as the B of GEMMs that
    * agree on the layout: one walk over the kernels records, per buffer, the
