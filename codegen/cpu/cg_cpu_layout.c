@@ -95,6 +95,7 @@ rt_program *cg_cpu_program_describe(const ir_graph *g, const cg_plan *plan, cons
     l->cols = split->cols;
     l->col_step = split->col_step;
     l->scratch_bytes = split->scratch_bytes;
+    l->row_tile_min = split->row_tile_min;
     /* a kernel with a launch of its own keeps its row step
      * (cg_plan_launch_fill); every other kernel, a GEMM's included, takes
      * the layout's */
