@@ -74,6 +74,9 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
     builds = args.build or ["build"]
+    for b in builds:
+        if not os.access(os.path.join(b, "castor"), os.X_OK):
+            sys.exit(f"cpu_time: no castor in {b} (build it: cmake -S . -B {b} && cmake --build {b} -j2)")
     torch = None
     if not args.no_torch:
         import torch
