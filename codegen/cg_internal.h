@@ -76,7 +76,8 @@ void cg_plan_fini(cg_plan *p);
  * over threads, and the per-call scratch it needs (a target's choice: the
  * CPU's layout, cpu/cg_cpu.h). */
 typedef struct cg_kernel_launch {
-  int64_t cols, col_step, row_step, scratch_bytes;
+  int64_t cols, col_step, row_step, scratch_bytes, row_tile_min;
+  int64_t rows_fixed; /* a static result's launch rows when not 1 (0: as cg_program_describe has it) */
 } cg_kernel_launch;
 
 /* Fills launch l of kernel ki from the plan alone: its work estimate, the

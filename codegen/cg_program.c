@@ -68,15 +68,16 @@ void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, 
     *work_per_batch = sums_batch ? 2 * q : 0;
   } else if (rule == IR_TYPE_SUM_TO && !ir_type_is_batched(&op->type)) { /* one row per result element */
     int64_t xin = 1, lead_inner = 0;
-    if (cg_sum_to_leading(op, &lead_inner)) *row_step = 16; /* convolutional networks: whole vectors of up to 16 */
     CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel) && ir_type_inner_numel(&x->type, &xin));
     *rows_fixed = numel;
     *work_per_row = sums_batch ? 0 : xin / numel;
     *work_per_batch = sums_batch ? xin / numel : 0;
-    /* step-level overheads: tiles of whole 16-element vectors where the
-     * CPU kernel sums a kept last dimension a vector at a time (cg_train.c) */
+    /* tiles of whole 16-element vectors where the CPU kernel sums a vector
+     * at a time (cg_train.c): over leading dimensions only, or keeping a
+     * last dimension of at least 16 */
     int ry = op->type.rank;
-    if (ry > 0 && op->type.dims[ry - 1] >= 16 && x->type.dims[x->type.rank - 1] == op->type.dims[ry - 1]) *row_step = 16;
+    bool keeps_last = ry > 0 && op->type.dims[ry - 1] >= 16 && x->type.dims[x->type.rank - 1] == op->type.dims[ry - 1];
+    if (cg_sum_to_leading(op, &lead_inner) || keeps_last) *row_step = 16;
   } else if (rule == IR_TYPE_UPDATE) {
     CASTOR_ASSERT(ir_type_numel(&op->type, 1, &numel));
     *rows_fixed = numel; /* one "row" per element */

@@ -5,7 +5,9 @@
  *
  * Splitting: a launch with cols > 0 (a GEMM) is cut into column tiles
  * first, so threads read disjoint weight panels (what matters at small
- * batch), then into row tiles; others into row tiles. Tile edges are
+ * batch), then into row tiles; others into row tiles. A launch with
+ * row_tile_min (a conv2d, whose A gather each column tile would redo) is
+ * cut into row tiles of at least that many rows first, then columns. Tile edges are
  * multiples of the launch's col_step / row_step, and a launch whose work is
  * below PARALLEL_MIN_WORK runs on the calling thread alone. The kernels
  * compute every element the same way whatever the tile, so the split never
@@ -156,8 +158,14 @@ static void run_tiles(tiling *gp, int threads) {
     row_work = INT64_MAX;
   if (threads > 1 && (row_work == INT64_MAX || !size_mul_ok(g.rows, row_work, &work) || work >= parallel_min_work())) {
     int64_t want = (int64_t)threads * TILES_PER_THREAD;
-    g.n_col = min64(g.col_units, want);
-    g.n_row = min64(g.row_units, (want + g.n_col - 1) / g.n_col);
+    if (l->row_tile_min > 0 && g.cols) { /* rows first, each tile at least row_tile_min rows */
+      int64_t fit = g.rows / l->row_tile_min;
+      g.n_row = min64(g.row_units, min64(want, fit > 1 ? fit : 1));
+      g.n_col = min64(g.col_units, (want + g.n_row - 1) / g.n_row);
+    } else {
+      g.n_col = min64(g.col_units, want);
+      g.n_row = min64(g.row_units, (want + g.n_col - 1) / g.n_col);
+    }
   }
   rt_pool_run(threads, g.n_row * g.n_col, l->scratch_bytes, run_tile, &g);
 }

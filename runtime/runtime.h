@@ -68,6 +68,10 @@ typedef struct rt_launch {
   int64_t work_per_row;  /* rough cost of a row, to keep tiny launches on one thread */
   int64_t work_per_row_per_batch; /* more cost of a row per batch row: a reduction over the
                                    * batch (training), whose rows are the result's */
+  int64_t row_tile_min;  /* > 0: cut rows first, into tiles of at least this many rows,
+                          * and columns only for the tiles still wanted (a GEMM whose
+                          * A costs more to pack than its B to read: a conv2d's gather,
+                          * which every column tile would redo); 0: columns first */
   const int *args;       /* n_args > 0: the buffers the kernel gets as its table (see above) */
   int n_args;
 } rt_launch;

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""The transformer's float32 forward: castor against ONNX Runtime and
-PyTorch, in interleaved rounds (castor, ORT, PyTorch, castor, ...).
+"""The transformer's forward: castor against ONNX Runtime and PyTorch, in
+interleaved rounds (castor, ORT, PyTorch, castor, ...).
 
     pip install torch onnx onnxruntime numpy      # the peers, for benchmarks only
     python3 bench/onnx/vit_peers.py --build build --rounds 5 --threads 2 --batches 1,64,256
+    python3 bench/onnx/vit_peers.py --build build --policy mixed_bfloat16 ...
+
+--policy mixed_bfloat16 runs castor under that policy and PyTorch under
+torch.autocast("cpu", dtype=torch.bfloat16) (its mixed precision: linear
+layers and matmuls in bfloat16, softmax and layer norm in float32); ORT
+stays float32 (its CPU provider has no bfloat16 kernels for these ops).
 
 The model is tests/onnx/models/vit.opset17.onnx (samples/fashion_vit.cast
 in PyTorch, exported by tests/onnx/models/generate.py); the PyTorch peer is
@@ -59,7 +65,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=100)
     ap.add_argument("--batches", default="1,64,256")
+    ap.add_argument("--policy", default="float32", choices=["float32", "mixed_bfloat16"])
     args = ap.parse_args()
+    bf16 = args.policy == "mixed_bfloat16"
     model_path = os.path.join(MODELS, "vit.opset17.onnx")
     torch.set_num_threads(args.threads)
     torch.manual_seed(generate.SEEDS["vit"])
@@ -76,15 +84,16 @@ def main():
     if err > 1e-5:
         sys.exit(f"vit_peers: the PyTorch module's weights are not the exported model's (normalized error {err:g})")
     print(f"torch {torch.__version__}, onnxruntime {ort.__version__}, threads {args.threads}, "
-          f"{args.rounds} rounds of {args.repeat} runs; PyTorch vs ORT normalized error {err:.2g}")
+          f"{args.rounds} rounds of {args.repeat} runs; PyTorch vs ORT normalized error {err:.2g}; "
+          f"castor {args.policy}, PyTorch {'autocast bfloat16' if bf16 else 'float32'}, ORT float32")
     for batch in (int(b) for b in args.batches.split(",")):
         x = np.ascontiguousarray(np.resize(x0, (batch,) + x0.shape[1:]).astype(np.float32))
         xt = torch.from_numpy(x)
         cs, os_, ts, r_ort, r_pt = [], [], [], [], []
         for _ in range(args.rounds):
-            c = castor_ms(args.build, model_path, batch, args.repeat, args.threads, "float32")
+            c = castor_ms(args.build, model_path, batch, args.repeat, args.threads, args.policy)
             o = median_ms(lambda: sess.run(None, {"x": x}), args.repeat)
-            with torch.inference_mode():
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 t = median_ms(lambda: net(xt), args.repeat)
             cs.append(c), os_.append(o), ts.append(t)
             r_ort.append(c / o), r_pt.append(c / t)

@@ -41,9 +41,10 @@ static const ir_node *result(const cg_kernel *k) { return k->ops[k->n_ops - 1]; 
 /* A kernel's lines: the last dimension, except that the line of an op
  * with an axis (layer_norm and its gradient ops) is all its normalized
  * dimensions (from its axis on), which it reduces. */
-static void line_shape(const ir_node *n, int64_t *lines_per_row, int64_t *last) {
+static void line_shape(const ir_node *n, int64_t rows_fixed, int64_t *lines_per_row, int64_t *last) {
   int64_t inner = 1;
   CASTOR_ASSERT(ir_type_inner_numel(&n->type, &inner));
+  if (rows_fixed > 0) inner /= rows_fixed; /* a static result split by its dimension 0 (static_rows) */
   bool scalar_rows = n->type.rank == 0 || (n->type.rank == 1 && ir_type_is_batched(&n->type));
   *last = scalar_rows ? 1 : n->type.dims[n->type.rank - 1];
   if (ir_op_kernel(n->op) == IR_KERNEL_ROWWISE && (ir_op_attrs(n->op) & A(axis))) { /* a normalization's line */
@@ -66,10 +67,10 @@ static void emit_eltwise_segment(kctx *c, LLVMValueRef line_base, int64_t j0, in
   loop_end(c, &lj);
 }
 
-static void emit_rows_lines(kctx *c, void (*body)(kctx *, LLVMValueRef line_base, int64_t last)) {
+static void emit_rows_lines(kctx *c, int64_t rows_fixed, void (*body)(kctx *, LLVMValueRef line_base, int64_t last)) {
   cg_emitter *e = c->e;
   int64_t lines, last;
-  line_shape(result(c->k), &lines, &last);
+  line_shape(result(c->k), rows_fixed, &lines, &last);
   loop lr = loop_begin(c, c->row0, c->row1, 1, "row");
   loop ll = loop_begin(c, i64c(e, 0), i64c(e, lines), 1, "line");
   LLVMValueRef base = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, lr.iv, i64c(e, lines), ""), ll.iv, ""),
@@ -277,9 +278,9 @@ static void emit_body(kctx *c, const cg_cpu_layout *layout, int ki) {
     cg_load_bases(c);
     switch (k->kind) { /* one emitter per kernel class (cg_plan.c) */
     case CG_KERNEL_CONTRACT: cg_gemm_emit(c, layout->gemm[ki]); break;
-    case CG_KERNEL_ELTWISE: emit_rows_lines(c, eltwise_body); break;
+    case CG_KERNEL_ELTWISE: emit_rows_lines(c, layout->launch[ki].rows_fixed, eltwise_body); break;
     case CG_KERNEL_ROWWISE: /* a line formula of cg_rowwise.c, else a row kernel of cg_train.c */
-      if (cg_rowwise_has_line_formula(k->ops[0]->op)) emit_rows_lines(c, rowwise_body);
+      if (cg_rowwise_has_line_formula(k->ops[0]->op)) emit_rows_lines(c, layout->launch[ki].rows_fixed, rowwise_body);
       else cg_train_emit(c);
       break;
     case CG_KERNEL_REDUCE: /* matmul_tn sums over the rows as a GEMM */
@@ -312,10 +313,27 @@ static void emit_wrapper(kctx *c, LLVMTypeRef fty, LLVMValueRef body, int *table
   LLVMBuildRetVoid(B);
 }
 
+/* The launch rows of an elementwise or line-formula row-wise kernel whose
+ * result is static (no batch dimension, e.g. compiled with --batch): its
+ * dimension 0, when its lines (the last dimension, or a normalization's
+ * dimensions from its axis on) lie inside one index of it; else 0 (one
+ * launch row, the whole result). The runtime then splits such a kernel
+ * over threads as it splits a batched one over its batch rows. */
+static int64_t static_rows(const cg_kernel *k) {
+  if (k->kind != CG_KERNEL_ELTWISE && k->kind != CG_KERNEL_ROWWISE) return 0; /* a copy has no ops */
+  const ir_node *n = result(k);
+  if (ir_type_is_batched(&n->type) || n->type.rank < 2 || n->type.dims[0] < 2) return 0;
+  if (k->kind == CG_KERNEL_ELTWISE) return n->type.dims[0];
+  if (k->kind != CG_KERNEL_ROWWISE || !cg_rowwise_has_line_formula(k->ops[0]->op)) return 0;
+  if (ir_op_attrs(n->op) & A(axis)) return ir_norm_first_dim(&n->type, n->attr.axis) >= 1 ? n->type.dims[0] : 0;
+  return n->type.dims[0];
+}
+
 void cg_cpu_plan_layout(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout) {
   /* non-GEMM kernels: split by rows only, no scratch */
   for (int ki = 0; ki < plan->n_kernels; ki++)
-    if (!cg_is_gemm(&plan->kernels[ki])) layout->launch[ki] = (cg_kernel_launch){.row_step = 1};
+    if (!cg_is_gemm(&plan->kernels[ki]))
+      layout->launch[ki] = (cg_kernel_launch){.row_step = 1, .rows_fixed = static_rows(&plan->kernels[ki])};
   cg_gemm_plan(caps, plan, layout);
   int nk = plan->n_kernels;
   int *count = xcalloc((size_t)nk + 1, sizeof *count);

@@ -102,6 +102,31 @@ static void choose_conv_direct(const cg_cpu_caps *caps, const cg_kernel *k, cg_g
   g->n_var = 0;
 }
 
+/* convolutional networks: the K blocks of a conv2d forward on the FMA
+ * families hold whole kernel rows (KW*C values of k: one run of x per row
+ * of A where the window row is inside x, emit_conv_gather), or whole taps
+ * (C) when a kernel row is longer than KC_CONV_MAX, as many as fit in
+ * KC_CONV_MAX, in blocks of equal size. KC_TARGET's blocks cut runs in
+ * two (a 3x3 conv of 128 channels, K = 1152: five blocks of 231, each row
+ * of A packed as two or three pieces) and spill the C tile at each block
+ * edge; a packed A row is gathered for N/NR panels only (4 at 128 output
+ * channels), so its packing is a larger share than a matmul's. Longer
+ * blocks of whole rows, one thread's CPU time: 14% less for 32 channels
+ * (K = 288, one block), 5% for 128, 1-2% for 64 and 256
+ * (bench/results/conv-big-2026-11-27-s6.md). A block (MC rows of at
+ * most KC_CONV_MAX f32, 516 KB with 14-row tiles) stays within a 1 MB L2;
+ * the micro-kernel's A rows then stream from L2, which measured no slower. */
+enum { KC_CONV_MAX = 1152 };
+static void choose_conv_kblocks(cg_gemm *g) {
+  const gemm_conv *cv = &g->conv;
+  int64_t unit = cv->dw == 1 ? cv->KW * cv->C : cv->C; /* the gather's runs: kernel rows, or taps with dilation */
+  if (unit > KC_CONV_MAX) unit = cv->C;
+  if (unit > KC_CONV_MAX || g->K % unit) return;
+  int64_t units = g->K / unit, per = KC_CONV_MAX / unit, nb = ceil_div(units, per);
+  g->kc = ceil_div(units, nb) * unit;
+  g->n_kblocks = ceil_div(g->K, g->kc);
+}
+
 static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0], *a = mm->srcs[0];
   g->vw = kernel_regs[caps->gemm_kernel].vw;
@@ -194,6 +219,7 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
       g->kc = round_up(g->kc, g->bf16 == GEMM_AMX ? CG_AMX_KSTEP : 2);
       g->n_kblocks = ceil_div(g->K, g->kc);
     }
+    if (g->conv.mode == GEMM_CONV_FWD && !g->bf16) choose_conv_kblocks(g);
   }
   g->mc = (int64_t)MC_PANELS * g->mr;
   g->nc = g->Nc < NC_TARGET ? round_up(g->Nc, g->nr) : round_up(NC_TARGET, g->nr);
@@ -254,6 +280,14 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
                                             .col_step = g->softmax ? g->Nc : g->nr,
                                             .row_step = g->conv.rows_per_item > 1 || g->bmm.on ? 1 : g->mr, /* a conv: images */
                                             .scratch_bytes = b_bytes ? g->b_off + b_bytes : g->b_off};
+    /* convolutional networks: a conv2d's A is gathered block by block, and
+     * a tile of fewer columns than the row's gathers the same A blocks for
+     * fewer panels (a one-panel tile: the gather per 32 columns instead of
+     * per Nc). Threads get row tiles first, each at least a row block (mc
+     * GEMM rows, in whole images), columns only when the images run out
+     * (a batch of 1). */
+    if (g->conv.mode == GEMM_CONV_FWD && !g->conv.direct)
+      layout->launch[ki].row_tile_min = ceil_div(g->mc, g->conv.rows_per_item);
   }
   /* pre-pack a constant B when every use of it is as the B of GEMMs that
    * agree on the layout: one walk over the kernels records, per buffer, the

@@ -56,6 +56,7 @@ START_TEST(test_fusion_and_slots) {
   /* GEMMs may be split by columns too, except the one with the softmax */
   ck_assert_int_eq(p->launches[1].cols, 32);
   ck_assert_int_eq(p->launches[2].col_step, 10);
+  ck_assert_int_eq(p->launches[1].row_tile_min, 0); /* a matmul: columns first */
   /* d1 and d2 are scratch, in two slots (d2 reads d1) */
   ck_assert_int_eq(p->n_slots, 2);
   ck_assert_int_eq(p->slots[0].bytes_per_row, 32 * 4);
@@ -224,6 +225,24 @@ static void run_cir(const char *text, int64_t batch, const void *const *ins, voi
   diag_sink_destroy(d);
 }
 
+
+/* convolutional networks: a conv2d GEMM's launch is cut into row tiles
+ * (whole images, at least a row block each) before columns, so that no
+ * two threads gather the same A block; the direct convolution (a first
+ * layer: 3 channels in, 8 out) splits images only. */
+START_TEST(test_conv_launch_rows_first) {
+  rt_program *p = compile("model c\nx = input(shape=[7, 7, 3])\n"
+                          "h = conv2d(x, filters=8, kernel_size=3, padding=same, name=c1)\n"
+                          "y = conv2d(h, filters=64, kernel_size=3, padding=same, name=c2)\noutput y\n",
+                          NULL);
+  ck_assert_int_eq(p->n_launches, 2);
+  ck_assert_int_eq(p->launches[0].row_tile_min, 0);
+  ck_assert_int_eq(p->launches[1].cols, 64);
+  ck_assert_int_ge(p->launches[1].row_tile_min, 1);
+  rt_program_destroy(p);
+}
+END_TEST
+
 START_TEST(test_batch_matmul_softmax_epilogue) {
   const char *fmt = "graph m policy=float32\n%%q = f32[N,2,5,4] input() {index=0}\n"
                     "%%k = f32[N,2,%d,4] input() {index=1}\n"
@@ -361,6 +380,7 @@ int main(void) {
   TCase *tc = tcase_create("plan");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_fusion_and_slots);
+  tcase_add_test(tc, test_conv_launch_rows_first);
   tcase_add_test(tc, test_no_fusion_across_shared_values);
   tcase_add_test(tc, test_llvm_dump_names);
   tcase_add_test(tc, test_bad_batch);

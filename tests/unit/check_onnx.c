@@ -537,6 +537,51 @@ START_TEST(test_exported_models) {
 }
 END_TEST
 
+/* A model compiled with its batch bound (static shapes): its elementwise
+ * and line kernels split over threads by their first dimension, as a
+ * batched kernel splits by rows. The same bits on 1 and 3 threads. */
+START_TEST(test_static_threads) {
+  static const char *const models[] = {"vit.opset17", "resnet.opset17", "layout.opset17", "mlp.opset17"};
+  castor_context *ctx;
+  castor_context_create(&ctx);
+  for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+    char path[512], xp[512], stem[128];
+    snprintf(stem, sizeof stem, "%s", models[i]);
+    *strchr(stem, '.') = 0;
+    snprintf(path, sizeof path, "%s/tests/onnx/models/%s.onnx", CASTOR_SOURCE_DIR, models[i]);
+    snprintf(xp, sizeof xp, "%s/tests/onnx/models/%s.x.npy", CASTOR_SOURCE_DIR, stem);
+    castor_model *m;
+    ck_assert_msg(castor_model_load_file(ctx, path, NULL, &m) == CASTOR_OK, "%s: %s", path, castor_context_last_error(ctx));
+    castor_tensor *x, *y[2][4] = {{0}};
+    ck_assert_int_eq(castor_tensor_load_npy(ctx, xp, &x), CASTOR_OK);
+    int n_out = 0;
+    for (int t = 0; t < 2; t++) {
+      castor_compile_options o;
+      castor_compile_options_init(&o);
+      o.batch = castor_tensor_dims(x)[0];
+      o.threads = t ? 3 : 1;
+      castor_program *prog;
+      ck_assert_msg(castor_compile(m, &o, &prog) == CASTOR_OK, "%s: %s", models[i], castor_context_last_error(ctx));
+      n_out = castor_program_num_outputs(prog);
+      ck_assert_int_le(n_out, 4);
+      ck_assert_msg(castor_program_run(prog, &x, 1, y[t], n_out) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+      castor_program_destroy(prog);
+    }
+    for (int k = 0; k < n_out; k++) {
+      ck_assert_int_eq(castor_tensor_numel(y[0][k]), castor_tensor_numel(y[1][k]));
+      ck_assert_msg(memcmp(castor_tensor_data(y[0][k]), castor_tensor_data(y[1][k]),
+                           (size_t)castor_tensor_numel(y[0][k]) * sizeof(float)) == 0,
+                    "%s output %d: 1 and 3 threads differ", models[i], k);
+      castor_tensor_destroy(y[0][k]);
+      castor_tensor_destroy(y[1][k]);
+    }
+    castor_tensor_destroy(x);
+    castor_model_destroy(m);
+  }
+  castor_context_destroy(ctx);
+}
+END_TEST
+
 /* The nodes of op `op` in tests/onnx/models/NAME.onnx as imported. */
 static int count_ops(const char *name, ir_op op) {
   char path[512];
@@ -669,6 +714,7 @@ static Suite *onnx_suite(void) {
   tcase_add_test(tc, test_truncated_and_wire_types);
   tcase_add_test(tc, test_bad_graphs);
   tcase_add_test(tc, test_exported_models);
+  tcase_add_test(tc, test_static_threads);
   tcase_add_test(tc, test_layout_transposes);
   tcase_add_test(tc, test_matmul_by_weight);
   tcase_add_test(tc, test_conv_errors);

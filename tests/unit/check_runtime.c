@@ -861,6 +861,62 @@ START_TEST(test_thread_pool) {
 }
 END_TEST
 
+
+/* convolutional networks: how a launch is cut into tiles. A GEMM launch
+ * is cut into column tiles first (col_step columns), then rows; one with
+ * row_tile_min into row tiles of at least that many rows first, columns
+ * only for the tiles still wanted. */
+enum { TILE_MAX = 64 };
+static struct {
+  atomic_int n;
+  int64_t r0[TILE_MAX], r1[TILE_MAX], c0[TILE_MAX], c1[TILE_MAX];
+} tiles;
+
+static void record_tile(char *const *bufs, int64_t batch, int64_t row0, int64_t row1, int64_t col0, int64_t col1,
+                        void *scratch) {
+  (void)bufs, (void)batch, (void)scratch;
+  int i = atomic_fetch_add(&tiles.n, 1);
+  ck_assert_int_lt(i, TILE_MAX);
+  tiles.r0[i] = row0, tiles.r1[i] = row1, tiles.c0[i] = col0, tiles.c1[i] = col1;
+}
+
+/* Runs a 256-column launch of `batch` rows on 2 threads; returns the tiles
+ * seen, and checks that they cover rows x columns exactly once. */
+static int run_split(int64_t batch, int64_t row_tile_min) {
+  rt_launch l = {.fn = record_tile, .name = "tiles", .batched = true, .cols = 256, .col_step = 32, .row_step = 1,
+                 .work_per_row = 1 << 20, .row_tile_min = row_tile_min};
+  rt_program p = {.name = "tiles", .launches = &l, .n_launches = 1};
+  atomic_store(&tiles.n, 0);
+  diag_sink *d = diag_sink_create();
+  ck_assert(rt_program_run_threads(&p, 2, batch, NULL, NULL, NULL, d));
+  diag_sink_destroy(d);
+  int n = atomic_load(&tiles.n);
+  int64_t area = 0;
+  for (int i = 0; i < n; i++) {
+    ck_assert(tiles.r1[i] > tiles.r0[i] && tiles.c1[i] > tiles.c0[i]);
+    ck_assert(tiles.c0[i] % 32 == 0);
+    area += (tiles.r1[i] - tiles.r0[i]) * (tiles.c1[i] - tiles.c0[i]);
+  }
+  ck_assert_int_eq(area, batch * 256);
+  return n;
+}
+
+START_TEST(test_launch_split) {
+  /* columns first: 8 one-panel tiles of every row */
+  ck_assert_int_eq(run_split(32, 0), 8);
+  for (int i = 0; i < 8; i++) ck_assert(tiles.r0[i] == 0 && tiles.r1[i] == 32 && tiles.c1[i] - tiles.c0[i] == 32);
+  /* rows first: 8 tiles of 4 rows, every column */
+  ck_assert_int_eq(run_split(32, 3), 8);
+  for (int i = 0; i < 8; i++) ck_assert(tiles.r1[i] - tiles.r0[i] == 4 && tiles.c0[i] == 0 && tiles.c1[i] == 256);
+  /* rows first, at least 10 rows a tile: 3 row tiles, 3 column tiles each */
+  ck_assert_int_eq(run_split(32, 10), 9);
+  for (int i = 0; i < 9; i++) ck_assert(tiles.r1[i] - tiles.r0[i] >= 10);
+  /* a batch of 1: columns as before */
+  ck_assert_int_eq(run_split(1, 3), 8);
+  for (int i = 0; i < 8; i++) ck_assert(tiles.r1[i] - tiles.r0[i] == 1 && tiles.c1[i] - tiles.c0[i] == 32);
+}
+END_TEST
+
 static Suite *runtime_suite(void) {
   Suite *s = suite_create("runtime");
   TCase *tc = tcase_create("dtype");
@@ -872,6 +928,7 @@ static Suite *runtime_suite(void) {
   tc = tcase_create("pool");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_thread_pool);
+  tcase_add_test(tc, test_launch_split);
   suite_add_tcase(s, tc);
   tc = tcase_create("npy");
   tcase_add_checked_fixture(tc, setup, teardown);
