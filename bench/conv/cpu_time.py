@@ -27,7 +27,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from layers import LAYERS, cast_text  # noqa: E402
+from layers import LAYERS, cast_text, torch_ms  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -50,18 +50,6 @@ def castor_run(exe, repeat):
     out = subprocess.run([exe, str(repeat)], check=True, capture_output=True, text=True).stdout
     m = re.search(r"min ([0-9.]+) median ([0-9.]+) hash (\w+)", out)
     return float(m.group(2)), m.group(3)
-
-
-def torch_ms(x, w, b, repeat):
-    import torch
-    with torch.no_grad():
-        torch.relu(torch.nn.functional.conv2d(x, w, b, padding=1))
-        ts = []
-        for _ in range(repeat):
-            t0 = time.thread_time()
-            torch.relu(torch.nn.functional.conv2d(x, w, b, padding=1))
-            ts.append((time.thread_time() - t0) * 1e3)
-    return statistics.median(ts)
 
 
 def main():
@@ -108,7 +96,7 @@ def main():
                 ms, h = castor_run(exe, args.repeat)
                 cs[i].append(ms), hashes[i].add(h)
             if torch:
-                ts.append(torch_ms(x, w, bias, args.repeat))
+                ts.append(torch_ms(x, w, bias, args.repeat, clock=time.thread_time))
         line = f"{name:14s} {hw:3d}x{hw:<3d} {c:3d}->{f:3d}"
         for i, b in enumerate(builds):
             med = statistics.median(cs[i])
