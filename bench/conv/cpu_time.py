@@ -27,7 +27,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from layers import LAYERS, cast_text, torch_ms  # noqa: E402
+from layers import LAYERS, selected, torch_ms  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -74,13 +74,7 @@ def main():
     print(f"castor {args.policy}, builds {builds}, batch 32, {args.rounds} rounds of {args.repeat} runs, thread CPU time")
     print(f"load average before: {os.getloadavg()}")
     tmp = tempfile.mkdtemp(prefix="castor-conv-cpu-")
-    want = args.layers.split(",")
-    for name, hw, c, f in LAYERS:
-        if name not in want:
-            continue
-        path = os.path.join(tmp, name + ".cast")
-        with open(path, "w") as fh:
-            fh.write(cast_text(name, hw, c, f, args.policy))
+    for name, hw, c, f, path in selected(args.layers, tmp, args.policy):
         n_x, n_y = 32 * hw * hw * c, 32 * hw * hw * f
         exes = [build_driver(b, path, os.path.join(tmp, f"{name}.{i}"), n_x, n_y, args.policy) for i, b in enumerate(builds)]
         if torch:

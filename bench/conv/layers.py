@@ -20,6 +20,7 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -43,6 +44,25 @@ def cast_text(name, hw, c, f, policy):
             f"x = input(shape=[{hw}, {hw}, {c}])\n"
             f"y = conv2d(x, filters={f}, kernel_size=3, padding=same, activation=relu, name=conv)\n"
             "output y\n")
+
+
+def selected(names, tmp, policy):
+    """The LAYERS rows named in the comma-separated names, in LAYERS's
+    order, each with its .cast model written under tmp; an unknown name is
+    an error."""
+    want = names.split(",")
+    unknown = [n for n in want if n not in {l[0] for l in LAYERS}]
+    if unknown:
+        sys.exit(f"{os.path.basename(sys.argv[0])}: unknown layer {', '.join(unknown)} "
+                 f"(the layers: {', '.join(l[0] for l in LAYERS)})")
+    rows = []
+    for name, hw, c, f in LAYERS:
+        if name in want:
+            path = os.path.join(tmp, name + ".cast")
+            with open(path, "w") as fh:
+                fh.write(cast_text(name, hw, c, f, policy))
+            rows.append((name, hw, c, f, path))
+    return rows
 
 
 def castor_ms(build, path, batch, repeat, threads, policy):
@@ -80,13 +100,7 @@ def main():
           f"batch {args.batch}, castor {args.policy} vs torch {tdt}, {args.rounds} rounds of {args.repeat} runs")
     print(f"load average before: {os.getloadavg()}")
     tmp = tempfile.mkdtemp(prefix="castor-conv-bench-")
-    want = args.layers.split(",")
-    for name, hw, c, f in LAYERS:
-        if name not in want:
-            continue
-        path = os.path.join(tmp, name + ".cast")
-        with open(path, "w") as fh:
-            fh.write(cast_text(name, hw, c, f, args.policy))
+    for name, hw, c, f, path in selected(args.layers, tmp, args.policy):
         x = torch.randn(args.batch, c, hw, hw).to(tdt).contiguous(memory_format=torch.channels_last)
         w = torch.randn(f, c, 3, 3).to(tdt).contiguous(memory_format=torch.channels_last)
         b = torch.randn(f).to(tdt)
