@@ -208,23 +208,30 @@ static rt_program *compile_cir(const char *text) {
   return p;
 }
 
-/* Parses text, compiles it for the CPU backend on two threads and runs it
- * on a batch of `batch` rows (the values' tests below). */
-static void run_cir(const char *text, int64_t batch, const void *const *ins, void **outs) {
-  diag_sink *d = diag_sink_create();
-  ir_graph *g = ir_parse("m.cir", text, strlen(text), d);
-  ck_assert_msg(g != NULL, "%s", diag_text(d));
+/* Parses text and compiles it for the CPU backend on `threads` threads;
+ * *g is the parsed graph, for the caller to destroy after the program. */
+static cg_exec *exec_cir(const char *text, int threads, diag_sink *d, ir_graph **g) {
+  *g = ir_parse("m.cir", text, strlen(text), d);
+  ck_assert_msg(*g != NULL, "%s", diag_text(d));
   cg_backend_options o;
   cg_backend_options_init(&o);
-  o.threads = 2;
-  cg_exec *x = cg_backend_compile(&cg_backend_cpu, g, &o, d);
+  o.threads = threads;
+  cg_exec *x = cg_backend_compile(&cg_backend_cpu, *g, &o, d);
   ck_assert_msg(x != NULL, "%s", diag_text(d));
+  return x;
+}
+
+/* Compiles text on two threads and runs it on a batch of `batch` rows
+ * (the values' tests below). */
+static void run_cir(const char *text, int64_t batch, const void *const *ins, void **outs) {
+  diag_sink *d = diag_sink_create();
+  ir_graph *g;
+  cg_exec *x = exec_cir(text, 2, d, &g);
   ck_assert_msg(x->backend->run(x, batch, ins, outs, d), "%s", diag_text(d));
   cg_exec_destroy(x);
   ir_graph_destroy(g);
   diag_sink_destroy(d);
 }
-
 
 /* convolutional networks: a conv2d GEMM's launch is cut into row tiles
  * (whole images, at least a row block each) before columns, so that no
@@ -341,13 +348,8 @@ START_TEST(test_state_accessors) {
                      "%s = f32[2] variable() {weight=\"w.momentum\", init=0, kind=slot}\n"
                      "%a = f32[N,2] add(%x, %w)\n%y = f32[N,2] add(%a, %s)\noutput y = %y\n";
   diag_sink *d = diag_sink_create();
-  ir_graph *g = ir_parse("m.cir", text, strlen(text), d);
-  ck_assert_msg(g != NULL, "%s", diag_text(d));
-  cg_backend_options o;
-  cg_backend_options_init(&o);
-  o.threads = 1;
-  cg_exec *x = cg_backend_compile(&cg_backend_cpu, g, &o, d);
-  ck_assert_msg(x != NULL, "%s", diag_text(d));
+  ir_graph *g;
+  cg_exec *x = exec_cir(text, 1, d, &g);
   ck_assert_int_eq(x->desc->n_states, 2);
   int wi = strcmp(x->desc->states[0].t.name, "w") == 0 ? 0 : 1; /* the weight's index, the slot's 1 - wi */
   ck_assert_int_eq(x->desc->states[wi].kind, RT_STATE_TRAINABLE);
