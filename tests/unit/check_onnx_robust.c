@@ -7,7 +7,8 @@
  * folder without following links and never blocking (a symbolic link to
  * /etc/passwd, a FIFO, a '..' component; 'w..bin' is a name like any
  * other), through openat2 and through the per-component fallback; a 1 TiB
- * external tensor refused before allocation; imports linear in the nodes
+ * external tensor and a constant folded to 4e8 elements refused before
+ * allocation; imports linear in the nodes
  * (a 100,000-node chain and a Sum of 100,000 inputs: minutes before) and
  * the node limit.
  */
@@ -267,6 +268,22 @@ START_TEST(test_linear_import) {
 }
 END_TEST
 
+START_TEST(test_folded_size) {
+  /* a [20000, 1] + b [1, 20000]: 4e8 elements (3.2 GB) from 320 KB;
+   * before: allocated (an abort under a memory limit) */
+  wbuf b = {0};
+  char err[1024];
+  wbuf_broadcast_model(&b, 20000);
+  ck_assert_int_eq(load_mem(&b, "bcast.onnx", err, sizeof err), CASTOR_ERR_UNSUPPORTED);
+  ck_assert_str_eq(err, "bcast.onnx: node 'Add' (Add): error: Add folded to a constant of more than "
+                        "2^28 elements\n");
+  b.len = 0;
+  wbuf_broadcast_model(&b, 100); /* 10,000 elements: folded */
+  ck_assert_msg(load_mem(&b, "small.onnx", err, sizeof err) == CASTOR_OK, "%s", err);
+  wbuf_free(&b);
+}
+END_TEST
+
 static Suite *onnx_robust_suite(void) {
   Suite *s = suite_create("onnx_robust");
   TCase *tc = tcase_create("reader");
@@ -275,6 +292,7 @@ static Suite *onnx_robust_suite(void) {
   tcase_add_test(tc, test_no_folder);
   tcase_add_test(tc, test_beneath);
   tcase_add_test(tc, test_huge_external);
+  tcase_add_test(tc, test_folded_size);
   suite_add_tcase(s, tc);
   TCase *lin = tcase_create("linear");
   tcase_set_timeout(lin, 60);
