@@ -206,6 +206,18 @@ static void fail(reader *r, const char *fmt, ...) {
 
 static const char *dup_str(reader *r, const char *s) { return arena_strdup(r->a, s ? s : ""); }
 
+/* Has path a component that is exactly ".." (a name such as "w..bin" is
+ * an ordinary file name)? */
+static bool has_parent_component(const char *path) {
+  for (const char *c = path; *c;) {
+    size_t n = strcspn(c, "/");
+    if (n == 2 && c[0] == '.' && c[1] == '.') return true;
+    c += n;
+    if (*c) c++;
+  }
+  return false;
+}
+
 /* Reads `nbytes` at `offset` of the external file `loc`, relative to the
  * model's directory, into dst; the path may not leave that directory. */
 static bool read_external(reader *r, const char *tname, const char *loc, int64_t offset,
@@ -215,7 +227,7 @@ static bool read_external(reader *r, const char *tname, const char *loc, int64_t
             "read from a file (no directory to find it in)", tname, loc);
     return false;
   }
-  if (!*loc || loc[0] == '/' || strstr(loc, "..")) {
+  if (!*loc || loc[0] == '/' || has_parent_component(loc)) {
     fail(r, "tensor '%s': external data location '%s' must be a relative path inside the "
             "model's directory (no '..', not absolute)", tname, loc);
     return false;
