@@ -202,6 +202,7 @@ typedef struct session {
   int in_rank;                   /* the model input's rank, the batch included */
   int64_t in_dims[RT_MAX_RANK];  /* its dimensions; in_dims[0] is a batch's rows */
   bool accuracy; /* classification: a loss over classes */
+  const char *loss; /* the loss's name: the option's, else the model's, else the default */
   castor_model *m; /* what the step was compiled from, for the overflow warning */
   const castor_compile_options *co;
   const castor_train_options *to;
@@ -370,6 +371,7 @@ static bool load_data(const char *x, const char *y, const session *s, bool spars
   memcpy(o.sample_dims, s->in_dims + 1, (size_t)o.sample_rank * sizeof(int64_t));
   o.n_classes = classes;
   o.labels = sparse ? RT_LABELS_SPARSE : RT_LABELS_DENSE;
+  o.loss = s->loss;
   bool ok = rt_dataset_load(x, y, &o, ds, d);
   cli_put_diags(diag_text(d));
   diag_sink_destroy(d);
@@ -467,6 +469,9 @@ int castor_train_main(int argc, char **argv) {
   s.in_rank = in.rank <= RT_MAX_RANK ? in.rank : RT_MAX_RANK;
   memcpy(s.in_dims, in.dims, (size_t)s.in_rank * sizeof(int64_t));
   s.classes = out.dims[1];
+  s.loss = c.train.to.loss                ? c.train.to.loss
+           : castor_model_loss(m) ? castor_model_loss(m)
+                                  : "sparse_categorical_crossentropy";
   bool sparse = tgt.dtype == CASTOR_I32;
   s.accuracy = !c.train.to.loss || (strcmp(c.train.to.loss, "mean_squared_error") != 0 && strcmp(c.train.to.loss, "mse") != 0);
   if (castor_program_num_inputs(eval) != 2) {
