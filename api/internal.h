@@ -128,6 +128,9 @@ castor_save_format castor_save_format_of(const char *path);
  * .keras file whose weights file castor can write back. The error is the
  * context's last error (CASTOR_ERR_INVALID_ARGUMENT or _UNSUPPORTED). */
 castor_status castor_model_check_save(castor_model *m, const char *path);
+/* The loss the model says it trains with (a .cast compile statement, a
+ * .keras file's compile config), or NULL: for messages about labels. */
+const char *castor_model_loss(const castor_model *m);
 const ir_graph *castor_model_graph(const castor_model *m); /* the frontend's graph: name, policy */
 diag_sink *castor_context_diag(castor_context *ctx);
 void castor_context_begin(castor_context *ctx);

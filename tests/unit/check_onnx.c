@@ -296,9 +296,9 @@ START_TEST(test_external_data) {
     ck_assert_int_eq(castor_model_load_file(ctx, mpath, NULL, &m), CASTOR_ERR_PARSE);
     const char *err = castor_context_last_error(ctx);
     if (i < 2)
-      ck_assert_msg(strstr(err, "must be a relative path inside the model's directory (no '..', not absolute)"), "%s", err);
+      ck_assert_msg(strstr(err, "must be a relative path inside the model's directory (no '..' component, not absolute)"), "%s", err);
     else
-      ck_assert_msg(strstr(err, "resolves to '/etc/hostname', outside the model's directory"), "%s", err);
+      ck_assert_msg(strstr(err, "link.bin' is a symbolic link or lies behind one; castor opens files beneath the model's directory without following links"), "%s", err);
   }
   /* a length that disagrees with the tensor, and data past the file's end */
   e[0]->value = S("weights.bin");
