@@ -475,6 +475,12 @@ static bool infer_pool2d(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir
   if (!ints_ok(&attr->pool, 2, 1, 1 << 20) || !ints_ok(&attr->strides, 2, 1, 1 << 20) ||
       !ints_ok(&attr->pads, 4, 0, 1 << 20))
     return FAIL("%s needs pool=[ph,pw] and strides=[sh,sw] >= 1 and pads=[top,bottom,left,right] >= 0", ir_op_name(op));
+  /* A window larger than x is refused whatever the padding: 'same' padding
+   * would make any window fit, and a window of 2^20 on a 4x4 image visits
+   * 2^40 positions per output for the same result as one covering x. */
+  if (attr->pool.v[0] > x->dims[1] || attr->pool.v[1] > x->dims[2])
+    return FAIL("%s window [%lld,%lld] does not fit in x %s", ir_op_name(op), (long long)attr->pool.v[0],
+                (long long)attr->pool.v[1], sa);
   for (int i = 0; i < 4; i++)
     if (attr->pads.v[i] >= attr->pool.v[i / 2])
       return FAIL("%s pad %lld is not smaller than its window %lld: a window would hold only padding", ir_op_name(op),
