@@ -1,7 +1,7 @@
 /*
  * castor: the command-line driver.
  *
- *   castor run MODEL [--input FILE.npy]... [--output FILE.npy]... [--batch N]
+ *   castor run MODEL [--input FILE]... [--output FILE.npy]... [--batch N]
  *                    [--seed S] [--weights FILE] [--policy P] [-O N]
  *   castor dump MODEL [--dump-after=PASS|all] [--dump-dir=DIR] [--passes=LIST]
  *                     [--emit=ir|llvm|ptx|dot|svg|png] [--weights FILE] [--policy P]
@@ -91,16 +91,19 @@ static const char common_help[] =
 
 static int usage_run(FILE *f, int rc) {
   fprintf(f,
-          "usage: castor run MODEL [--input FILE.npy]... [--output FILE.npy]... [options]\n"
+          "usage: castor run MODEL [--input FILE]... [--output FILE.npy]... [options]\n"
           "\n"
           "JIT-compiles MODEL for this CPU (or --target=cuda) and runs it once; prints each\n"
           "output's name, dtype, shape and a summary (min, max, mean, argmax).\n"
           "\n"
           "options:\n"
-          "  --input FILE.npy    an input tensor, once per model input, in order (float64\n"
-          "                      and float16 arrays are converted to a float32 input).\n"
-          "                      Without --input: seeded uniform random values in [-1, 1),\n"
-          "                      said so on stderr\n"
+          "  --input FILE        an input tensor, once per model input, in order: a .npy or\n"
+          "                      IDX (MNIST's format) file, gzipped or not, of any numeric\n"
+          "                      dtype, converted to the input's dtype: to a float, rounded\n"
+          "                      (uint8 is not scaled); to an integer, whole values that fit\n"
+          "                      (else an error naming the element); to bool, nonzero is\n"
+          "                      true. Without --input: seeded uniform random values in\n"
+          "                      [-1, 1), said so on stderr\n"
           "  --output FILE.npy   write an output tensor, once per output, in order\n"
           "  --batch N           the batch: binds the symbolic batch N to N rows and compiles\n"
           "                      with static shapes (also the random input's rows; default\n"
@@ -389,10 +392,7 @@ static int cmd_run(const cli *c) {
     castor_program_input_info(p, i, &info);
     int64_t dims[CASTOR_MAX_RANK];
     if (c->inputs.len) {
-      if (castor_tensor_load_npy_as(ctx, c->inputs.data[i], info.dtype == CASTOR_F32, &in[i]) != CASTOR_OK) {
-        cli_put_diags(castor_context_last_error(ctx));
-        goto done;
-      }
+      if (cli_load_input(ctx, c->inputs.data[i], info.dtype, &info, &in[i]) != CASTOR_OK) goto done;
       warn_nonfinite("input", info.name, in[i], c, c->inputs.data[i]);
       continue;
     }
