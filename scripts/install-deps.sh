@@ -6,7 +6,7 @@
 #
 # Without a flag: what building castor (with its test suite's Check
 # framework, which the default build compiles) and running it need:
-# LLVM 19, zstd, zlib, protobuf-c and libonnx-dev (the ONNX reader's C is
+# LLVM 19, zstd, zlib, libpng (castor run --input IMAGE.png), protobuf-c and libonnx-dev (the ONNX reader's C is
 # generated from Debian's onnx.proto), Check, and graphviz (dot, for
 # `castor dump --emit=svg|png` and `castor check --graph`).
 #
@@ -18,7 +18,7 @@
 # castor writes, tests/keras/h5_oracle.py; never linked into castor).
 # tests/emulated-cpu.sh installs qemu-user itself when it runs.
 set -eu
-pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev zlib1g-dev graphviz libprotobuf-c-dev protobuf-c-compiler libonnx-dev"
+pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev zlib1g-dev libpng-dev graphviz libprotobuf-c-dev protobuf-c-compiler libonnx-dev"
 test_pkgs="clang-19 libclang-rt-19-dev libonnx-testdata dataset-fashion-mnist python3-h5py hdf5-tools"
 case "${1:-}" in
   "") ;;

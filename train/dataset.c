@@ -14,6 +14,7 @@
  * order.
  */
 #include "train/dataset.h"
+#include "train/png.h"
 
 #include "formats/npy.h"
 #include "util/half.h"
@@ -909,12 +910,30 @@ static bool tensor_chunk(void *ctx, const raw_array *c, int64_t first) {
   return true;
 }
 
+static int64_t png_read(void *ctx, void *buf, int64_t n) { return src_read(ctx, buf, n); }
+
+/* A PNG image as a raw array: [1, height, width] (gray) or [1, height,
+ * width, channels], uint8 or big-endian uint16 samples. */
+static bool read_png(src *s, raw_array *a, diag_sink *d) {
+  rt_png img;
+  if (!rt_png_decode(png_read, s, s->path, RT_DATASET_MAX_BYTES, &img, d)) return false;
+  *a = (raw_array){.kind = 'u', .size = img.depth / 8, .big_endian = true, .format = "PNG"};
+  a->rank = img.channels == 1 ? 3 : 4;
+  a->dims[0] = 1, a->dims[1] = img.height, a->dims[2] = img.width, a->dims[3] = img.channels;
+  a->numel = img.height * img.width * img.channels;
+  a->data = img.data;
+  return true;
+}
+
 bool rt_tensor_file_load(const char *path, dtype_id to, rt_tensor_file *out, diag_sink *d) {
   *out = (rt_tensor_file){0};
   src *s = xmalloc(sizeof *s);
-  bool ok = src_open(path, s, d);
-  raw_array a;
-  if (ok) ok = read_header(s, &a, d) && check_fits(s, &a, d);
+  bool ok = src_open(path, s, d), png = false;
+  raw_array a = {0};
+  if (ok && !s->gzip && src_want(s, 8) >= 8 && !memcmp(s->in + s->in_pos, "\x89PNG\r\n\x1a\n", 8))
+    ok = png = read_png(s, &a, d);
+  else if (ok)
+    ok = read_header(s, &a, d) && check_fits(s, &a, d);
   if (ok) {
     out->rank = a.rank;
     memcpy(out->dims, a.dims, sizeof out->dims);
@@ -931,8 +950,9 @@ bool rt_tensor_file_load(const char *path, dtype_id to, rt_tensor_file *out, dia
   }
   if (ok) {
     tensor_ctx tc = {out, to, path, d};
-    ok = read_data(s, &a, tensor_chunk, &tc, d);
+    ok = png ? tensor_chunk(&tc, &a, 0) : read_data(s, &a, tensor_chunk, &tc, d);
   }
+  if (png) free(a.data);
   src_close(s);
   free(s);
   if (!ok) free(out->data), *out = (rt_tensor_file){0};

@@ -175,7 +175,9 @@ void rt_batcher_fini(rt_batcher *b); /* NULL is a no-op */
  *
  * rt_tensor_file_load reads one array from a .npy or IDX file (gzipped or
  * not, a stream like the datasets above) of any numeric dtype (bool, int8
- * to int64, uint8 to uint64, float16, float32, float64) and converts it to
+ * to int64, uint8 to uint64, float16, float32, float64), or a PNG image
+ * (libpng, train/png.h: [1, height, width] gray, [1, height, width,
+ * channels] otherwise, its 0-255 or 0-65535 samples), and converts it to
  * `to`, the dtype of the model input it feeds:
  *   to f32, f16, bf16  each value as float64 (exactly), rounded to float32,
  *                      then for f16 and bf16 to nearest even (float16
@@ -192,7 +194,7 @@ typedef struct rt_tensor_file {
   int64_t numel;
   void *data;            /* numel elements of `to`; free() */
   char from[16];         /* the file's dtype as NumPy names it ("uint8") */
-  const char *format;    /* "npy" or "IDX" */
+  const char *format;    /* "npy", "IDX" or "PNG" */
 } rt_tensor_file;
 
 bool rt_tensor_file_load(const char *path, dtype_id to, rt_tensor_file *out, diag_sink *d);
