@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor_check.c: `castor check`, the numerics debugger, over castor.h's
  * castor_check (api/check/check.c does the work; this file parses options,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.c: the shared CLI option parser (options.h). One branch per
  * option, each with the error words every command printed before they

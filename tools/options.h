@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.h: the one parser of the compile and load options that the CLI
  * commands share (run, dump, build, check, train, evaluate): --weights,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset.c: loading and checking training data (see dataset.h): .npy and
  * IDX files, gzip-compressed or not, into float32 features and int32 class

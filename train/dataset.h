@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset.h: the training data of `castor train` and `castor evaluate`:
  * features X and labels Y loaded from files, checked against the model,

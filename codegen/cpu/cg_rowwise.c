@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_rowwise.c: the CPU target's row-wise ops, one emitter for every kernel
  * that computes one: the standalone row kernel (cg_cpu.c: a line of its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_train.c: the CPU kernels of a training step's ops of the reduce and
  * update classes, and the row-wise ops with no line formula in

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # aot_exe.sh BUILD_DIR MODEL.cast full|quick
 #
 # `castor build` of MODEL into an executable: its outputs are bit-identical
