@@ -188,7 +188,10 @@ static int parse_args(int argc, char **argv, cli *c) {
     int64_t n;
 #define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      cli_usage_fn u = !c->cmd ? usage : !strcmp(c->cmd, "run") ? usage_run : !strcmp(c->cmd, "dump") ? usage_dump : usage;
+      cli_usage_fn u = !c->cmd                  ? usage
+                       : !strcmp(c->cmd, "run")  ? usage_run
+                       : !strcmp(c->cmd, "dump") ? usage_dump
+                                                 : usage;
       return u(stdout, 0), CLI_EXIT;
     }
     if (!strcmp(a, "--version")) {
@@ -262,7 +265,8 @@ static int parse_args(int argc, char **argv, cli *c) {
     return cli_error("-o is an option of castor dump; castor run writes outputs with --output FILE.npy");
   if (!strcmp(c->cmd, "dump") && c->emit && !c->casts && (!strcmp(c->emit, "svg") || !strcmp(c->emit, "png")) &&
       cli_stdout_is_tty(c->out_path))
-    return cli_error("--emit=%s writes an image, not text for a terminal: give -o FILE.%s (or redirect stdout)", c->emit, c->emit);
+    return cli_error("--emit=%s writes an image, not text for a terminal: give -o FILE.%s (or redirect stdout)",
+                     c->emit, c->emit);
   if (c->train_opt && (!c->train || strcmp(c->cmd, "dump")))
     return cli_error("%s is a training option: castor dump --train (or castor train) takes it", c->train_opt);
   if (c->train && !cli_train_options_check(&c->train_opts)) return 1;

@@ -239,7 +239,8 @@ castor_status cli_load_input(castor_context *ctx, const char *path, castor_dtype
   if (!rt_tensor_file_load(path, (dtype_id)to, &t, d)) {
     cli_put_diags(diag_text(d));
   } else if (fit_samples(&t, info), t.rank > CASTOR_MAX_RANK) {
-    cli_error("%s: an array of rank %d; castor's tensors have at most %d dimensions", path, t.rank, CASTOR_MAX_RANK);
+    cli_error("%s: an array of rank %d; castor's tensors have at most %d dimensions", path, t.rank,
+              CASTOR_MAX_RANK);
   } else if ((st = castor_tensor_create(ctx, to, t.rank, t.dims, out)) == CASTOR_OK) {
     if (t.numel) memcpy(castor_tensor_data(*out), t.data, (size_t)t.numel * castor_dtype_size(to));
   } else {
