@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor.c: the public API (include/castor.h) over the layers: frontend ->
  * passes -> codegen -> runtime. Every entry point clears the context's

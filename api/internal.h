@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * internal.h: entry points of the API layer for castor's own tools, not
  * part of the public castor.h (hidden in the shared library).

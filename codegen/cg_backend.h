@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_backend.h: the backend interface, in the spirit of ggml's backend
  * vtable. A target (the CPU JIT, the CUDA driver, later an emulated GPU)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_program.c: the runtime's view of a plan. Builds the rt_program that
  * describes a compiled graph (buffers, slots, launches, input and output

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fe_load.c: the frontend seam (frontend.h). Reads the model file once,
  * looks at its first bytes (fe_sniff) and hands the bytes to the frontend

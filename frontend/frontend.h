@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * frontend.h: the seam between model files and the rest of castor. fe_load
  * picks the frontend by the file's content (never its name), and every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor.h: the public C API of castor, a graph compiler for small neural
  * network models. This is the only installed header.

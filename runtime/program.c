@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * program.c: runs a compiled program on the CPU: lays out the scratch
  * slots for the batch, fills the buffer table and runs each launch in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * runtime.h: executes compiled programs. The runtime never sees the IR: a
  * program is a list of kernel launches over a static buffer plan, built by

@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor: the command-line driver.
  *
- *   castor run MODEL [--input FILE.npy]... [--output FILE.npy]... [--batch N]
+ *   castor run MODEL [--input FILE]... [--output FILE.npy]... [--batch N]
  *                    [--seed S] [--weights FILE] [--policy P] [-O N]
  *   castor dump MODEL [--dump-after=PASS|all] [--dump-dir=DIR] [--passes=LIST]
  *                     [--emit=ir|llvm|ptx|dot|svg|png] [--weights FILE] [--policy P]
@@ -92,14 +93,20 @@ static const char common_help[] =
 
 static int usage_run(FILE *f, int rc) {
   fprintf(f,
-          "usage: castor run MODEL [--input FILE.npy]... [--output FILE.npy]... [options]\n"
+          "usage: castor run MODEL [--input FILE]... [--output FILE.npy]... [options]\n"
           "\n"
           "JIT-compiles MODEL for this CPU (or --target=cuda) and runs it once; prints each\n"
           "output's name, dtype, shape and a summary (min, max, mean, argmax).\n"
           "\n"
           "options:\n"
-          "  --input FILE.npy    an input tensor, once per model input, in order (float64\n"
-          "                      and float16 arrays are converted to a float32 input).\n"
+          "  --input FILE        an input tensor, once per model input, in order: a .npy or\n"
+          "                      IDX (MNIST's format) file, gzipped or not, of any numeric\n"
+          "                      dtype, or a PNG image ([1, H, W] gray, else [1, H, W, C]),\n"
+          "                      converted to the input's dtype: to a float, rounded (uint8\n"
+          "                      and pixels are not scaled); to an integer, whole values\n"
+          "                      that fit (else an error naming the element); to bool,\n"
+          "                      nonzero is true. Samples of another shape with the same\n"
+          "                      values feed an input [N, k], and [n, H, W] feeds [N, H, W, 1].\n"
           "                      Without --input: seeded uniform random values in [-1, 1),\n"
           "                      said so on stderr\n"
           "  --output FILE.npy   write an output tensor, once per output, in order\n"
@@ -182,7 +189,10 @@ static int parse_args(int argc, char **argv, cli *c) {
     int64_t n;
 #define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      cli_usage_fn u = !c->cmd ? usage : !strcmp(c->cmd, "run") ? usage_run : !strcmp(c->cmd, "dump") ? usage_dump : usage;
+      cli_usage_fn u = !c->cmd                  ? usage
+                       : !strcmp(c->cmd, "run")  ? usage_run
+                       : !strcmp(c->cmd, "dump") ? usage_dump
+                                                 : usage;
       return u(stdout, 0), CLI_EXIT;
     }
     if (!strcmp(a, "--version")) {
@@ -256,7 +266,8 @@ static int parse_args(int argc, char **argv, cli *c) {
     return cli_error("-o is an option of castor dump; castor run writes outputs with --output FILE.npy");
   if (!strcmp(c->cmd, "dump") && c->emit && !c->casts && (!strcmp(c->emit, "svg") || !strcmp(c->emit, "png")) &&
       cli_stdout_is_tty(c->out_path))
-    return cli_error("--emit=%s writes an image, not text for a terminal: give -o FILE.%s (or redirect stdout)", c->emit, c->emit);
+    return cli_error("--emit=%s writes an image, not text for a terminal: give -o FILE.%s (or redirect stdout)",
+                     c->emit, c->emit);
   if (c->train_opt && (!c->train || strcmp(c->cmd, "dump")))
     return cli_error("%s is a training option: castor dump --train (or castor train) takes it", c->train_opt);
   if (c->train && !cli_train_options_check(&c->train_opts)) return 1;
@@ -401,10 +412,7 @@ static int cmd_run(const cli *c) {
     castor_program_input_info(p, i, &info);
     int64_t dims[CASTOR_MAX_RANK];
     if (c->inputs.len) {
-      if (castor_tensor_load_npy_as(ctx, c->inputs.data[i], info.dtype == CASTOR_F32, &in[i]) != CASTOR_OK) {
-        cli_put_diags(castor_context_last_error(ctx));
-        goto done;
-      }
+      if (cli_load_input(ctx, c->inputs.data[i], info.dtype, &info, &in[i]) != CASTOR_OK) goto done;
       warn_nonfinite("input", info.name, in[i], c, c->inputs.data[i]);
       continue;
     }

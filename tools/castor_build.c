@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor_build.c: `castor build`, ahead-of-time compilation.
  *

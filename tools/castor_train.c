@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor_train.c: `castor train` and `castor evaluate` (docs/training.md).
  *

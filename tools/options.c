@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.c: the shared CLI option parser (options.h). One branch per
  * option, each with the error words every command printed before they
@@ -9,6 +10,7 @@
 
 #include "api/internal.h"
 #include "formats/onnx.h"
+#include "train/dataset.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -212,6 +214,43 @@ cli_opt_result cli_options_parse(cli_options *o, unsigned groups, int argc, char
     if (r != CLI_OPT_NONE) return r;
   }
   return parse_compile(&o->compile, groups, argc, argv, i);
+}
+
+/* The sample shape rule of cli_load_input: t reshaped to info's sample
+ * dims when its samples hold the same values in the same order. */
+static void fit_samples(rt_tensor_file *t, const castor_tensor_info *info) {
+  if (!info || t->rank < 1 || info->rank < 2 || info->rank > CASTOR_MAX_RANK) return;
+  int64_t want = 1, have = 1;
+  for (int k = 1; k < info->rank; k++) want *= info->dims[k] < 0 ? -1 : info->dims[k];
+  for (int k = 1; k < t->rank; k++) have *= t->dims[k];
+  bool same = t->rank == info->rank;
+  for (int k = 1; same && k < t->rank; k++) same = t->dims[k] == info->dims[k];
+  bool unit = t->rank + 1 == info->rank && info->dims[info->rank - 1] == 1;
+  for (int k = 1; unit && k < t->rank; k++) unit = t->dims[k] == info->dims[k];
+  if (same || want < 0 || have != want || !(info->rank == 2 || unit)) return;
+  for (int k = 1; k < info->rank; k++) t->dims[k] = info->dims[k];
+  t->rank = info->rank;
+}
+
+castor_status cli_load_input(castor_context *ctx, const char *path, castor_dtype to,
+                             const castor_tensor_info *info, castor_tensor **out) {
+  diag_sink *d = diag_sink_create();
+  rt_tensor_file t;
+  castor_status st = CASTOR_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (!rt_tensor_file_load(path, (dtype_id)to, &t, d)) {
+    cli_put_diags(diag_text(d));
+  } else if (fit_samples(&t, info), t.rank > CASTOR_MAX_RANK) {
+    cli_error("%s: an array of rank %d; castor's tensors have at most %d dimensions", path, t.rank,
+              CASTOR_MAX_RANK);
+  } else if ((st = castor_tensor_create(ctx, to, t.rank, t.dims, out)) == CASTOR_OK) {
+    if (t.numel) memcpy(castor_tensor_data(*out), t.data, (size_t)t.numel * castor_dtype_size(to));
+  } else {
+    cli_put_diags(castor_context_last_error(ctx));
+  }
+  free(t.data);
+  diag_sink_destroy(d);
+  return st;
 }
 
 /* A tensor from an ONNX TensorProto file (ONNX's test data stores inputs so). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.h: the one parser of the compile and load options that the CLI
  * commands share (run, dump, build, check, train, evaluate): --weights,
@@ -115,6 +116,18 @@ bool cli_outputs_distinct(const cli_file *in, int n_in, const cli_file *out, int
 /* For atexit in main: flushes and closes standard output; a write error is
  * "castor: error: cannot write standard output: ..." and exit status 1. */
 void cli_close_stdout(void);
+
+/* An input tensor from FILE for a model input of dtype `to`: a .npy or IDX
+ * file (gzipped or not) of any numeric dtype, converted as
+ * train/dataset.h's rt_tensor_file_load says (castor run --help sums it
+ * up). With the input's info (else NULL), samples take its shape as castor
+ * train's features do: an input [N, k] takes samples of any shape of k
+ * values (an IDX file's [n, 28, 28] feeds [N, 784]), and an input of rank
+ * 3 or more takes its shape without a trailing unit dimension ([n, 28, 28]
+ * feeds [N, 28, 28, 1]). Prints the error (located at the file) and returns
+ * non-OK on failure. */
+castor_status cli_load_input(castor_context *ctx, const char *path, castor_dtype to,
+                             const castor_tensor_info *info, castor_tensor **out);
 
 /* The target named by a backend's name (cpu, cuda); false if none is. */
 bool cli_target_from_name(const char *name, castor_target *out);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_aot.c: the ahead-of-time CPU target (`castor build`).
  *

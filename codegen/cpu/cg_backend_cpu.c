@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_backend_cpu.c: the CPU backend: kernels JIT-compiled for this host
  * (cg_jit.c) and run on the thread pool (runtime/program.c). The exec keeps

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_backend_cuda.c: the CUDA backend: PTX from cg_nvptx.c, loaded and run
  * through the CUDA driver API (runtime/cuda.c, dlopen'ed: no GPU or no

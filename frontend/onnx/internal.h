@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * internal.h: what the files of the ONNX importer share (frontend/onnx):
  * onnx_import.c (values, attributes, the op table and the graph walk),

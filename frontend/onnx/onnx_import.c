@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_import.c: ONNX graphs into castor's IR (onnx_frontend.h).
  *

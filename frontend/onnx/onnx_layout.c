@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_layout.c: NCHW graphs run in NHWC (internal.h), and the ops that
  * need it: Conv, MaxPool, AveragePool, the global pools, ReduceMean over

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_lower.c: each ONNX op of onnx_ops.def lowered to castor's IR
  * (internal.h); the op table itself is in onnx_import.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * aot.h: the contract between an object file that `castor build` emits for
  * an executable (codegen/cpu/cg_aot.c) and the AOT main driver (aot_main.c),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * aot_main.c: main() of the executables `castor build` makes. Linked with
  * the model's object file (which defines castor_aot_entry, aot.h) and the

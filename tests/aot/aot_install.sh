@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # aot_install.sh BUILD_DIR SOURCE_DIR
 #
 # `cmake --install` into a temporary prefix, then: libcastor.so exports

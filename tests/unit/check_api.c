@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_api.c: the public API (include/castor.h) as an embedder sees it:
  * statuses, last-error text, misuse of every entry point, tensor shapes and

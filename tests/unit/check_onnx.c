@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_onnx.c: Check suite of the ONNX frontend (formats/onnx_read.c,
  * frontend/onnx). Models are built here with protobuf-c's generated

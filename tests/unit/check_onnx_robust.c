@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_onnx_robust.c: Check suite of the ONNX reader's defences (issue 41
  * items 1 to 6, ONNX half), on models written by tests/onnx/onnx_wire.h:

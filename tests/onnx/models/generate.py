@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Generates tests/onnx/models: small PyTorch models exported to ONNX
 with PyTorch's exporter, once at opset_version=17 (the newest that Debian's
 ONNX 1.12 test data covers) and once at the exporter's default opset, with
