@@ -435,7 +435,7 @@ LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
 bool cg_has_contract_value(ir_op op) {
   ir_type_rule rule = ir_op_type_rule(op);
   return rule == IR_TYPE_MATMUL_NT || rule == IR_TYPE_MATMUL_TN || rule == IR_TYPE_CONV2D_INPUT_GRAD ||
-         rule == IR_TYPE_CONV2D_FILTER_GRAD;
+         rule == IR_TYPE_CONV2D_FILTER_GRAD || rule == IR_TYPE_BATCH_MATMUL;
 }
 
 /* matmul_nt y[r,k] = sum_j a[r,j] b[k,j] (r any row of a's); matmul_tn
@@ -473,10 +473,53 @@ static LLVMValueRef matmul_t_value(cg_kctx *c, const ir_node *op, LLVMValueRef i
   return LLVMBuildLoad2(B, e->f32, acc, op->name);
 }
 
+/* general tensors: batch_matmul y[.., i, j] = sum_k A[.., i, k] B[.., k, j],
+ * k in order; an operand's leading dimension it lacks or has as 1 reads
+ * index 0 (numpy's broadcast) */
+static LLVMValueRef operand_base(cg_emitter *e, const ir_type *yt, const ir_type *t, const LLVMValueRef *yc) {
+  int64_t st = 1, stride[IR_MAX_RANK];
+  for (int d = t->rank - 1; d >= 0; d--) {
+    stride[d] = st;
+    if (d > 0) st *= t->dims[d];
+  }
+  LLVMValueRef base = cg_i64(e, 0);
+  for (int d = 0; d < t->rank - 2; d++) {
+    int yd = d + yt->rank - t->rank;
+    if (t->dims[d] != 1) base = LLVMBuildAdd(B, base, LLVMBuildMul(B, yc[yd], cg_i64(e, stride[d]), ""), "");
+  }
+  return base;
+}
+
+static LLVMValueRef batch_matmul_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *a = op->srcs[0], *b = op->srcs[1];
+  const ir_type *yt = &op->type, *at = &a->type, *bt = &b->type;
+  LLVMValueRef yc[IR_MAX_RANK];
+  unflatten(e, yt, i, yc);
+  LLVMValueRef row = yc[yt->rank - 2], col = yc[yt->rank - 1];
+  int64_t ar = at->dims[at->rank - 2], ac = at->dims[at->rank - 1], bc = bt->dims[bt->rank - 1];
+  int64_t K = op->attr.transpose_a ? ar : ac;
+  LLVMValueRef abase = operand_base(e, yt, at, yc), bbase = operand_base(e, yt, bt, yc);
+  LLVMValueRef acc = cg_entry_alloca(c, e->f32, "bmm.acc");
+  LLVMBuildStore(B, cg_const(e, e->f32, 0.0), acc);
+  cg_loop l = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, K), 1, "bmm.k");
+  /* A[row, k]: a[row, k], or a[k, row] transposed; B[k, col] likewise */
+  LLVMValueRef ai = op->attr.transpose_a ? LLVMBuildAdd(B, LLVMBuildMul(B, l.iv, cg_i64(e, ac), ""), row, "")
+                                         : LLVMBuildAdd(B, LLVMBuildMul(B, row, cg_i64(e, ac), ""), l.iv, "");
+  LLVMValueRef bi = op->attr.transpose_b ? LLVMBuildAdd(B, LLVMBuildMul(B, col, cg_i64(e, bc), ""), l.iv, "")
+                                         : LLVMBuildAdd(B, LLVMBuildMul(B, l.iv, cg_i64(e, bc), ""), col, "");
+  LLVMValueRef av = cg_emit_load(e, at->dtype, cg_elem_ptr(c, a, LLVMBuildAdd(B, abase, ai, "")), 1, a->name);
+  LLVMValueRef bv = cg_emit_load(e, bt->dtype, cg_elem_ptr(c, b, LLVMBuildAdd(B, bbase, bi, "")), 1, b->name);
+  LLVMBuildStore(B, cg_fmuladd(e, av, bv, LLVMBuildLoad2(B, e->f32, acc, "")), acc);
+  cg_loop_end(c, &l);
+  return LLVMBuildLoad2(B, e->f32, acc, op->name);
+}
+
 LLVMValueRef cg_contract_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   CASTOR_ASSERT(cg_has_contract_value(op->op));
   ir_type_rule rule = ir_op_type_rule(op->op);
   if (rule == IR_TYPE_MATMUL_NT || rule == IR_TYPE_MATMUL_TN) return matmul_t_value(c, op, i);
+  if (rule == IR_TYPE_BATCH_MATMUL) return batch_matmul_value(c, op, i);
   return group_conv_value(c, op, i); /* conv2d's gradients: one group */
 }
 

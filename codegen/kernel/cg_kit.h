@@ -149,7 +149,7 @@ LLVMValueRef cg_emit_dropout(cg_kctx *c, const ir_node *op, LLVMValueRef x, LLVM
  * source (0 for a pad, {value} for a pad_constant). Not rounded to op's dtype: the caller's chain does. */
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
 /* The contractions a CPU runs as GEMMs (matmul_nt, matmul_tn,
- * conv2d_input_grad, conv2d_filter_grad) as one f32 element each: result
+ * conv2d_input_grad, conv2d_filter_grad, batch_matmul) as one f32 element each: result
  * flat index i sums its terms in the op's order (matmul_tn: the rows in
  * order; the convolutions' as group_conv2d's with one group), in f32 by
  * fused multiply-adds; not rounded to op's dtype. What a target without

@@ -22,8 +22,8 @@ typedef struct cuda_exec {
  * emitter of its kernel class (cg_nvptx.c), the training step's included
  * (the kit's formulas: cg_nvptx_train.c). */
 static const char *const cuda_exceptions[IR_OP_COUNT] = {
-    /* general tensors: batched matmul */
-    [IR_OP_BATCH_MATMUL] = "the NVPTX GEMM has no batch loop yet (one matrix product per launch row; run it on the cpu target)",
+    NULL, /* none today: batch_matmul, for which the NVPTX GEMM has no batch
+           * loop, is the kit's per-element contraction (cg_contract_value) */
 };
 
 static void cuda_destroy(cg_exec *base) {

@@ -46,12 +46,68 @@ static void set_launch(cg_nv_kernel *g, bool batched, int64_t rows_fixed, int64_
   ln->block = 256, ln->units_per_row = per_row, ln->units_per_block = per_block, ln->max_grid_x = 1 << 18;
 }
 
+/* ---- a row of a contraction that ends with a row-wise op, one thread ---- */
+
+/* The row-wise op's input at element j of the line from `base`: the
+ * contraction's element there through the chain between them. */
+typedef struct nv_crow {
+  cg_row row;
+  cg_nv_kernel *g;
+  LLVMValueRef base;
+} nv_crow;
+
+static LLVMValueRef nv_crow_load(cg_row *row, LLVMValueRef j, int lanes, int valid) {
+  nv_crow *l = (nv_crow *)row;
+  cg_kctx *c = &l->g->c;
+  cg_emitter *e = c->e;
+  const cg_kernel *k = c->k;
+  CASTOR_ASSERT(lanes == 1 && valid == 1);
+  LLVMValueRef idx = LLVMBuildAdd(B, l->base, j, "");
+  LLVMValueRef v = cg_emit_round_to(e, cg_contract_value(c, k->ops[0], idx), k->ops[0]->type.dtype, k->ops[0]->name);
+  return cg_apply_chain(c, 1, k->n_ops - 1, v, idx, j, 1, 1);
+}
+
+static void nv_crow_store(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lanes, int valid) {
+  nv_crow *l = (nv_crow *)row;
+  cg_emitter *e = l->g->c.e;
+  const ir_node *res = result(l->g->c.k);
+  CASTOR_ASSERT(lanes == 1 && valid == 1);
+  cg_emit_store(e, res->type.dtype, val, cg_elem_ptr(&l->g->c, res, LLVMBuildAdd(B, l->base, j, "")), 1);
+}
+
+/* A contraction whose chain ends with a row-wise op (a fused softmax: the
+ * attention scores): one thread per line of the last dimension, the
+ * contraction recomputed in each pass of the kit's line formula. */
+static void emit_contract_rows(cg_nv_kernel *g) {
+  cg_emitter *e = g->c.e;
+  const ir_node *res = result(g->c.k);
+  int64_t inner = 1;
+  CASTOR_ASSERT(ir_type_inner_numel(&res->type, &inner) && res->type.rank >= 2);
+  bool batched = ir_type_is_batched(&res->type);
+  int64_t last = res->type.dims[res->type.rank - 1];
+  CASTOR_ASSERT(cg_rowwise_has_line_formula(res->op) && !(ir_op_attrs(res->op) & A(axis)));
+  LLVMValueRef gid, nthreads;
+  grid_ids(g, &gid, &nthreads);
+  LLVMValueRef lines = LLVMBuildMul(B, batched ? g->batch : cg_i64(e, 1), cg_i64(e, inner / last), "lines");
+  cg_nv_loop l = cg_nv_loop_begin(g, gid, lines, nthreads, "line");
+  nv_crow row = {.row = {.n = last, .lanes = 1, .masked_tail = false, .load = nv_crow_load, .load_operand = NULL,
+                         .store = nv_crow_store, .scratch = NULL, .costly_load = true},
+                 .g = g, .base = LLVMBuildMul(B, l.iv, cg_i64(e, last), "line.base")};
+  cg_emit_rowwise(&g->c, res, &row.row);
+  cg_nv_loop_end(g, &l);
+  set_launch(g, batched, 1, inner / last, 256);
+}
+
 void cg_nv_emit_contract(cg_nv_kernel *g) {
   cg_emitter *e = g->c.e;
   const cg_kernel *k = g->c.k;
   const ir_node *res = result(k), *first = k->ops[0];
   int64_t inner = 1;
   CASTOR_ASSERT(cg_has_contract_value(first->op) && ir_type_inner_numel(&res->type, &inner));
+  if (k->n_ops > 1 && ir_op_kernel(res->op) == IR_KERNEL_ROWWISE) {
+    emit_contract_rows(g);
+    return;
+  }
   bool batched = ir_type_is_batched(&res->type);
   int64_t last = res->type.rank == 0 || (res->type.rank == 1 && batched) ? 1 : res->type.dims[res->type.rank - 1];
   LLVMValueRef gid, nthreads;
