@@ -33,8 +33,10 @@ void fe_options_init(fe_options *o) { *o = (fe_options){0}; }
 fe_format fe_sniff(const void *bytes, size_t len) {
   const unsigned char *b = bytes;
   static const unsigned char zip[] = {'P', 'K', 3, 4};
+  static const unsigned char empty_zip[] = {'P', 'K', 5, 6}; /* only an end record */
   static const unsigned char hdf5[] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
   if (len >= sizeof zip && memcmp(b, zip, sizeof zip) == 0) return FE_FORMAT_KERAS;
+  if (len >= sizeof empty_zip && memcmp(b, empty_zip, sizeof empty_zip) == 0) return FE_FORMAT_KERAS;
   if (len >= sizeof hdf5 && memcmp(b, hdf5, sizeof hdf5) == 0) return FE_FORMAT_KERAS;
   if (len >= 1 && b[0] == 0x08) return FE_FORMAT_ONNX;
   return FE_FORMAT_CAST;

@@ -121,7 +121,9 @@ CASTOR_API castor_status castor_model_load_file(castor_context *ctx, const char 
                                                 const castor_load_options *opts,
                                                 castor_model **out_model);
 /* Same from memory; `name` is used in diagnostics and anchors relative
- * weight paths. The text is copied. */
+ * weight paths. The text is copied. A model from memory has no folder: an
+ * ONNX model whose tensors keep their data in external files is an error
+ * (CASTOR_ERR_PARSE); load it from its file. */
 CASTOR_API castor_status castor_model_load_string(castor_context *ctx, const char *name,
                                                   const char *text, size_t len,
                                                   const castor_load_options *opts,

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,7 +281,8 @@ static int cmd_dump(const cli *c) {
     bool ok = atomic_file_check(c->out_path, d);
     cli_put_diags(diag_text(d));
     diag_sink_destroy(d);
-    if (!ok) goto done;
+    const cli_file ins[] = {{"model file", c->model}, {"--weights file", c->opts.load.weights_path}};
+    if (!ok || !cli_outputs_distinct(ins, 2, &(cli_file){"-o", c->out_path}, 1)) goto done;
   }
   if (load_model(c, ctx, &m) == CASTOR_OK) {
     castor_compile_options co = c->opts.compile;
@@ -355,6 +357,16 @@ static int cmd_run(const cli *c) {
   castor_program *p = NULL;
   castor_tensor **in = NULL, **out = NULL;
   int n_in = 0, n_out = 0, rc = 1;
+  { /* --output onto the model, its weights, an --input or another --output: refused before the work */
+    size_t ni = c->inputs.len + 2;
+    cli_file *fi = xcalloc(ni, sizeof *fi), *fo = xcalloc(c->outputs.len + 1, sizeof *fo);
+    fi[0] = (cli_file){"model file", c->model}, fi[1] = (cli_file){"--weights file", c->opts.load.weights_path};
+    for (size_t i = 0; i < c->inputs.len; i++) fi[i + 2] = (cli_file){"--input file", c->inputs.data[i]};
+    for (size_t i = 0; i < c->outputs.len; i++) fo[i] = (cli_file){"--output", c->outputs.data[i]};
+    bool ok = cli_outputs_distinct(fi, (int)ni, fo, (int)c->outputs.len);
+    free(fi), free(fo);
+    if (!ok) return 1;
+  }
   castor_context_create(&ctx);
   castor_compile_options co = c->opts.compile;
   struct timespec t0, t1, c0, c1;
@@ -470,6 +482,9 @@ done:
 
 int main(int argc, char **argv) {
   cli c;
+  static bool registered; /* once: tests/fuzz/fuzz_cli.c calls this main many times */
+  if (!registered) registered = true, atexit(cli_close_stdout); /* a write error on standard output is an error */
+  signal(SIGXFSZ, SIG_IGN); /* a file-size limit is a write error, not death */
   if (argc < 2) return usage(stderr, 1);
   if (!strcmp(argv[1], "build")) return castor_build_main(argc - 1, argv + 1); /* castor_build.c */
   if (!strcmp(argv[1], "check")) return castor_check_main(argc - 1, argv + 1); /* castor_check.c */

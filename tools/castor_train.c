@@ -430,6 +430,10 @@ int castor_train_main(int argc, char **argv) {
   if ((c.save && !writable("--save", c.save)) || (c.history && !writable("--history", c.history)) ||
       (c.plot && !writable("--plot", c.plot)))
     return 1;
+  const cli_file ins[] = {{"model file", c.model}, {"--x file", c.x}, {"--y file", c.y}, {"--x-val file", c.x_val},
+                          {"--y-val file", c.y_val}, {"--weights file", c.opts.load.weights_path}};
+  const cli_file outs[] = {{"--save", c.save}, {"--history", c.history}, {"--plot", c.plot}};
+  if (!cli_outputs_distinct(ins, 6, outs, 3)) return 1;
   session s = {0};
   castor_model *m = NULL;
   castor_program *step = NULL, *eval = NULL;
@@ -439,11 +443,15 @@ int castor_train_main(int argc, char **argv) {
   castor_context_create(&s.ctx);
   if (cli_load_model(s.ctx, c.model, &c.opts, &m) != CASTOR_OK) goto done;
   cli_put_diags(castor_context_last_warnings(s.ctx));
-  size_t sl = c.save ? strlen(c.save) : 0;
-  bool keras = sl >= 6 && !strcmp(c.save + sl - 6, ".keras"); /* the model as Keras 3 loads it */
+  /* the format --save's name says, and what its writer refuses of this model, before training */
+  bool keras = c.save && castor_save_format_of(c.save) == CASTOR_SAVE_KERAS; /* the model as Keras 3 loads it */
   if (keras && !castor_model_is_keras(m)) {
     fprintf(stderr, "%s: error: --save: only a model loaded from a .keras file can be saved as one (castor writes "
                     "back the file's config.json; %s has none): save the weights as .safetensors\n", c.save, c.model);
+    goto done;
+  }
+  if (c.save && castor_model_check_save(m, c.save) != CASTOR_OK) {
+    cli_put_diags(castor_context_last_error(s.ctx));
     goto done;
   }
   castor_train_options model_to; /* the model's training defaults, under the flags */

@@ -10,10 +10,12 @@
 #include "api/internal.h"
 #include "formats/onnx.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void verror(const char *fmt, va_list ap) {
@@ -272,4 +274,68 @@ castor_status cli_load_model(castor_context *ctx, const char *path, const cli_op
   }
   for (int i = 0; i < o->n_binds; i++) castor_tensor_destroy(t[i]);
   return st;
+}
+
+/* Registered with atexit by main: standard output flushed and closed, and
+ * a write error (a full disk, /dev/full, a file-size limit) reported with
+ * exit status 1, so that output cut short never ends in status 0. A
+ * descriptor closed before the start (`>&-`) with nothing written is not
+ * an error. */
+void cli_close_stdout(void) {
+  int e = 0;
+  bool bad = ferror(stdout) != 0;
+  if (fflush(stdout) != 0) bad = true, e = errno;
+  if (fclose(stdout) != 0 && errno != EBADF && !bad) bad = true, e = errno;
+  if (!bad) return;
+  fprintf(stderr, "%s: error: cannot write standard output%s%s\n", "castor", e ? ": " : "", e ? strerror(e) : "");
+  _exit(1);
+}
+
+/* What a path names: a regular file's device and inode, or, for a name
+ * not yet created, its resolved directory and base name (malloc'ed in
+ * *name); false for a device, a FIFO or anything else that may repeat. */
+static bool file_identity(const char *path, struct stat *st, char **name) {
+  *name = NULL;
+  if (stat(path, st) == 0) return S_ISREG(st->st_mode);
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  char *real = dir ? realpath(dir, NULL) : NULL;
+  free(dir);
+  if (!real) return false; /* its writer reports the missing directory */
+  const char *base = slash ? slash + 1 : path;
+  size_t n = strlen(real) + strlen(base) + 2;
+  *name = malloc(n);
+  if (*name) snprintf(*name, n, "%s/%s", real, base);
+  free(real);
+  return *name != NULL;
+}
+
+bool cli_outputs_distinct(const cli_file *in, int n_in, const cli_file *out, int n_out) {
+  int n = n_in + n_out;
+  struct stat *st = calloc((size_t)n + 1, sizeof *st);
+  char **name = calloc((size_t)n + 1, sizeof *name);
+  bool *known = calloc((size_t)n + 1, 1), ok = st && name && known;
+  for (int i = 0; ok && i < n; i++) {
+    const cli_file *f = i < n_in ? &in[i] : &out[i - n_in];
+    known[i] = f->path && file_identity(f->path, &st[i], &name[i]);
+  }
+  for (int o = n_in; ok && o < n; o++) {
+    if (!known[o]) continue;
+    for (int j = 0; ok && j < o; j++) {
+      if (!known[j]) continue;
+      bool same = name[o] || name[j] ? name[o] && name[j] && !strcmp(name[o], name[j])
+                                     : st[o].st_dev == st[j].st_dev && st[o].st_ino == st[j].st_ino;
+      if (!same) continue;
+      const cli_file *a = &out[o - n_in], *b = j < n_in ? &in[j] : &out[j - n_in];
+      if (j < n_in)
+        fprintf(stderr, "%s: error: %s is the %s '%s' (the same file): castor does not write over its inputs\n",
+                a->path, a->what, b->what, b->path);
+      else
+        fprintf(stderr, "%s: error: %s and %s '%s' are the same file\n", a->path, a->what, b->what, b->path);
+      ok = false;
+    }
+  }
+  for (int i = 0; name && i < n; i++) free(name[i]);
+  free(st), free(name), free(known);
+  return ok;
 }

@@ -96,6 +96,26 @@ bool cli_parse_int(const char *opt, const char *v, bool missing, int64_t lo, int
 castor_status cli_load_model(castor_context *ctx, const char *path, const cli_options *o,
                              castor_model **out_model);
 
+/* A file a command reads or writes, named by the option that gave it
+ * ("the model", "--x", "--save"); path NULL: not given. */
+typedef struct cli_file {
+  const char *what;
+  const char *path;
+} cli_file;
+
+/* Checks, before any work, that no output is the same file as an input
+ * or as another output: regular files that exist compare by device and
+ * inode (so links and other spellings of a name are seen through), names
+ * not yet created by their resolved directory and base name. Devices and
+ * FIFOs (/dev/null, /dev/stdout) may repeat. False after printing
+ * "OUT: error: --plot is the model file 'm.keras' (the same file): castor
+ * does not write over its inputs". */
+bool cli_outputs_distinct(const cli_file *in, int n_in, const cli_file *out, int n_out);
+
+/* For atexit in main: flushes and closes standard output; a write error is
+ * "castor: error: cannot write standard output: ..." and exit status 1. */
+void cli_close_stdout(void);
+
 /* The target named by a backend's name (cpu, cuda); false if none is. */
 bool cli_target_from_name(const char *name, castor_target *out);
 

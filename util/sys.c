@@ -93,6 +93,14 @@ const char *mem_limit_text(void) {
   return buf;
 }
 
+_Noreturn void mem_out_of_memory(const char *what) {
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "castor: error: out of memory (%s); %s\n", what,
+                   mem_limit_text());
+  if (n > 0) (void)!write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+  _exit(1);
+}
+
 /* ---- opening beneath a folder ---- */
 
 /* Per-component walk: each component opened from the one before with

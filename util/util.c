@@ -20,10 +20,7 @@ void castor_assert_fail(const char *expr, const char *file, int line) {
 }
 
 static void *check_alloc(void *p) {
-  if (!p) {
-    fputs("castor: out of memory\n", stderr);
-    abort();
-  }
+  if (!p) mem_out_of_memory("malloc");
   return p;
 }
 

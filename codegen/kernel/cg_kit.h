@@ -45,6 +45,15 @@ bool cg_llvm_error(diag_sink *d, LLVMErrorRef err, diag_kind kind, const char *w
  * and the like): reports msg, if any, and disposes of it. */
 bool cg_llvm_message_error(diag_sink *d, char *msg, diag_kind kind, const char *what);
 
+/* Installs, once per process, LLVM's handlers for the errors it cannot
+ * return: a fatal error (report_fatal_error) and an allocation failure
+ * (report_bad_alloc_error, and operator new through LLVM's new-handler).
+ * Each writes castor's error and ends the process with status 1 where LLVM
+ * would abort: an out-of-memory compile under `ulimit -v` is castor's
+ * "out of memory" error, exit 1, never SIGABRT. Every target's LLVM setup
+ * calls it before LLVM runs. */
+void cg_llvm_install_handlers(void);
+
 /* ---- per-element math on f32 scalars or vectors (cg_math.c) ---- */
 
 /* Constant of type ty (float or <n x float>) with every lane = v. */
