@@ -74,7 +74,7 @@ struct cg_backend {
    * memory on a GPU), made and initialized by compile, kept between runs.
    * state_read copies state i out into dst (rt_state_bytes(desc, i) bytes
    * of host memory), state_write copies it in from src; false with a
-   * diagnostic. NULL on a backend that runs no training program (cuda). */
+   * diagnostic. NULL on a backend that runs no training program. */
   bool (*state_read)(cg_exec *x, int i, void *dst, diag_sink *d);
   bool (*state_write)(cg_exec *x, int i, const void *src, diag_sink *d);
   void (*destroy)(cg_exec *x); /* NULL-safe through cg_exec_destroy */

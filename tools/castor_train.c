@@ -60,7 +60,9 @@ static int usage_train(FILE *f, int rc) {
         "                        written back with them, for Keras 3)\n"
         "  --history FILE.csv    per-epoch metrics (and FILE.loss_scale.csv: the scale)\n"
         "  --plot FILE.svg       loss, accuracy and the loss scale, drawn as SVG\n"
-        "  --weights W, --weights-seed S, --policy P, --threads T, -O N: as castor run\n",
+        "  --weights W, --weights-seed S, --policy P, --threads T, -O N: as castor run\n"
+        "  --target=cpu|cuda     where the step runs (cuda: weights, optimizer slots and\n"
+        "                        the loss scale stay in GPU memory; --device N, --sm ARCH)\n",
         cli_train_options_help);
   return rc;
 }
@@ -96,7 +98,7 @@ typedef struct train_cli {
 } train_cli;
 
 /* The shared options train and evaluate take. */
-enum { TRAIN_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_OPT | CLI_OPT_THREADS };
+enum { TRAIN_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_OPT | CLI_OPT_THREADS | CLI_OPT_TARGET };
 
 static bool parse_double(const char *s, double lo, double hi, double *out) {
   char *end;

@@ -29,6 +29,8 @@ typedef struct cg_emitter {
   LLVMBuilderRef b;
   LLVMTypeRef f32, i32, i64, i1, ptr, half, bf16, void_;
   int vw; /* f32 lanes of the widest native vector */
+  bool no_libm; /* the target has no math library (NVPTX): log is the kit's cg_emit_log,
+                 * never an llvm.log that lowers to a call */
 } cg_emitter;
 
 /* Fills e's types for ctx; vw is the f32 lanes of the widest vector the
@@ -156,6 +158,14 @@ LLVMValueRef cg_emit_dropout(cg_kctx *c, const ir_node *op, LLVMValueRef x, LLVM
  * the op's index map sends i to, or the fill where the map reaches outside the
  * source (0 for a pad, {value} for a pad_constant). Not rounded to op's dtype: the caller's chain does. */
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
+/* The contractions a CPU runs as GEMMs (matmul_nt, matmul_tn,
+ * conv2d_input_grad, conv2d_filter_grad, batch_matmul) as one f32 element each: result
+ * flat index i sums its terms in the op's order (matmul_tn: the rows in
+ * order; the convolutions' as group_conv2d's with one group), in f32 by
+ * fused multiply-adds; not rounded to op's dtype. What a target without
+ * their GEMMs (NVPTX) runs: the same bits for any split of the elements. */
+bool cg_has_contract_value(ir_op op);
+LLVMValueRef cg_contract_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
 /* general tensors: the same for the reductions and broadcast_to (cg_reduce.c) */
 LLVMValueRef cg_tensor_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
 /* convolutional networks: a depthwise group_conv2d (one channel per group)

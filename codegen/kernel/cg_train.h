@@ -68,6 +68,7 @@ static inline LLVMValueRef hsum(cg_emitter *e, LLVMValueRef v, int lanes) {
 }
 
 static inline LLVMValueRef intrinsic1(cg_emitter *e, const char *name, LLVMValueRef x) {
+  if (e->no_libm && !strcmp(name, "llvm.log")) return cg_emit_log(e, x, ""); /* no libm to call */
   LLVMTypeRef ty = LLVMTypeOf(x);
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, id, &ty, 1);

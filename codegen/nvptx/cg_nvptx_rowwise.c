@@ -113,6 +113,11 @@ static void (*const warp_formulas[IR_OP_COUNT])(nv_rw *s) = {
     [IR_OP_LOG_SOFTMAX] = emit_log_softmax, /* general tensors */
 };
 
+bool cg_nv_has_warp_formula(ir_op op) {
+  CASTOR_ASSERT(op >= 0 && op < IR_OP_COUNT);
+  return warp_formulas[op] != NULL;
+}
+
 void cg_nv_emit_rowwise(cg_nv_kernel *g, const ir_node *op, cg_nv_row *row) {
   nv_rw s = {g, op, row, NULL, NULL};
   CASTOR_ASSERT(op->op >= 0 && op->op < IR_OP_COUNT && warp_formulas[op->op]);
