@@ -996,6 +996,54 @@ castor_status castor_program_time(castor_program *p, castor_tensor *const *input
   return finish(ctx, st);
 }
 
+castor_status castor_program_profile_runs(castor_program *p, castor_tensor *const *inputs, int n_inputs, int runs,
+                                         rt_profile *prof, double *out_ms, int64_t *out_batch) {
+  if (!p) return CASTOR_ERR_INVALID_ARGUMENT;
+  castor_context *ctx = p->ctx;
+  begin(ctx);
+  const rt_program *rt = p->rt;
+  if (n_inputs != rt->n_inputs || (n_inputs && !inputs) || runs < 1 || !prof || !out_ms || !out_batch)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_program_profile: bad arguments");
+  if (!p->x->backend->profile)
+    return fail(ctx, CASTOR_ERR_UNSUPPORTED,
+                "the %s target does not time kernels one by one (--profile); --repeat times whole runs",
+                p->x->backend->name);
+  if (rt->n_states > 0)
+    return fail(ctx, CASTOR_ERR_UNSUPPORTED, "%s is a training program: profiles are of inference programs",
+                rt->name);
+  int64_t batch = -1;
+  for (int i = 0; i < n_inputs; i++)
+    if (!inputs[i] || !check_tensor(ctx, "input", &rt->inputs[i], inputs[i], &batch))
+      return finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
+  if (batch < 0) batch = 1;
+  const void **in = xcalloc((size_t)n_inputs + 1, sizeof *in);
+  void **out = xcalloc((size_t)rt->n_outputs + 1, sizeof *out);
+  castor_status st = CASTOR_OK;
+  for (int i = 0; i < n_inputs; i++) in[i] = inputs[i]->data;
+  for (int i = 0; i < rt->n_outputs && st == CASTOR_OK; i++) {
+    const rt_buffer *b = &rt->buffers[rt->outputs[i].buffer];
+    int64_t n;
+    if (!size_mul_ok(b->bytes_per_row, batch, &n) || !size_add_ok(n, b->bytes_fixed + 63, &n) ||
+        !(out[i] = aligned_alloc(64, ((size_t)n & ~(size_t)63) + 64)))
+      st = fail(ctx, CASTOR_ERR_NOMEM, "cannot allocate output '%s' for batch %lld", rt->outputs[i].name,
+                (long long)batch);
+  }
+  *out_ms = 0;
+  for (int r = 0; r < runs && st == CASTOR_OK; r++) {
+    int64_t t0 = rt_clock_ns();
+    if (!p->x->backend->profile(p->x, batch, in, out, prof, ctx->diag))
+      st = castor_status_from_diag(ctx->diag, CASTOR_ERR_DEVICE);
+    *out_ms += (double)(rt_clock_ns() - t0) / 1e6;
+  }
+  *out_batch = batch;
+  for (int i = 0; i < rt->n_outputs; i++) free(out[i]);
+  free(in), free(out);
+  return finish(ctx, st);
+}
+
+const rt_program *castor_program_desc(const castor_program *p) { return p ? p->rt : NULL; }
+int castor_program_threads(const castor_program *p) { return p ? p->x->threads : 0; }
+
 /* ---- for the other files of the API layer (api/internal.h) ---- */
 
 castor_context *castor_model_context(const castor_model *m) { return m ? m->ctx : NULL; }

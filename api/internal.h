@@ -97,6 +97,28 @@ castor_status castor_status_from_diag(const diag_sink *d, castor_status fallback
 castor_status castor_program_time(castor_program *p, castor_tensor *const *inputs, int n_inputs, int warmup,
                                   int iters, double *out_ms);
 
+/* ---- profiles (castor run --profile; api/profile.c) ---- */
+
+/* Runs p `runs` times on inputs with each kernel launch timed into prof
+ * (runtime.h's events, appended); *out_ms the wall time of the runs, as
+ * the API measures them around the backend's run, *out_batch their batch.
+ * CASTOR_ERR_UNSUPPORTED on a backend that cannot time launches one by
+ * one (cuda) and for a training program. */
+castor_status castor_program_profile_runs(castor_program *p, castor_tensor *const *inputs, int n_inputs, int runs,
+                                         rt_profile *prof, double *out_ms, int64_t *out_batch);
+/* p's runtime description (launch names, layers, flops, bytes) and the
+ * threads a run uses. */
+const rt_program *castor_program_desc(const castor_program *p);
+int castor_program_threads(const castor_program *p);
+/* Profiles p over `runs` runs (castor_program_profile_runs) and appends
+ * to table the per-kernel and per-layer table castor run --profile prints
+ * (each one's mean time a run, its share of the measured run time,
+ * GFLOP/s and bytes moved), and, if trace is not NULL, the runs as a
+ * Chrome trace (JSON: traceEvents of ph "X", ts and dur in microseconds),
+ * which Perfetto and chrome://tracing open. */
+castor_status castor_program_profile(castor_program *p, castor_tensor *const *inputs, int n_inputs, int runs,
+                                     str_buf *table, str_buf *trace);
+
 /* What one CPU run of p at `batch` costs (castor run --stats, --repeat). */
 typedef struct castor_run_stats {
   int64_t weight_bytes;    /* constant data as the program stores it (packed weights) */

@@ -31,6 +31,7 @@
 #include "tools/castor_train.h"
 #include "tools/train_options.h"
 #include "tools/options.h"
+#include "util/atomic_file.h"
 
 static const char *prog_name = "castor";
 
@@ -104,6 +105,11 @@ static int usage(FILE *f, int rc) {
           "                      host can run\n"
           "  --stats             run: print the memory of a run (weights, activations),\n"
           "                      and a note if the CPU's named GEMM family is not used\n"
+          "  --profile           run: time every kernel launch over --repeat runs (default\n"
+          "                      10) and print a table per kernel and per layer: time a\n"
+          "                      run, share of the run, GFLOP/s, bytes moved (cpu target)\n"
+          "  --profile-json FILE run: also write those runs as a Chrome trace (Perfetto,\n"
+          "                      chrome://tracing)\n"
           "  -h, --help          show this help\n"
           "  --version           show the version\n",
           PASS_PIPELINE_DEFAULT);
@@ -122,7 +128,8 @@ typedef struct cli {
   const char *train_opt;        /* the first training option given */
   cli_options opts; /* the shared load and compile options (tools/options.h) */
   int repeat;
-  bool stats;
+  bool stats, profile;
+  const char *profile_json;
 } cli;
 
 /* The shared options run and dump take: all of them. */
@@ -191,6 +198,12 @@ static int parse_args(int argc, char **argv, cli *c) {
       c->emit = v;
     } else if (!strcmp(a, "--stats")) {
       c->stats = true;
+    } else if (!strcmp(a, "--profile")) {
+      c->profile = true;
+    } else if (OPT("--profile-json")) {
+      if (missing) return cli_error("--profile-json needs a file");
+      c->profile_json = v;
+      c->profile = true;
     } else if (OPT("--repeat")) {
       if (!cli_parse_int("--repeat", v, missing, 1, 100000, "10^5", "a positive integer", &n)) return 1;
       c->repeat = (int)n;
@@ -212,6 +225,7 @@ static int parse_args(int argc, char **argv, cli *c) {
   if (c->train_opt && (!c->train || strcmp(c->cmd, "dump")))
     return cli_error("%s is a training option: castor dump --train (or castor train) takes it", c->train_opt);
   if (c->train && !cli_train_options_check(&c->train_opts)) return 1;
+  if (c->profile && strcmp(c->cmd, "run")) return cli_error("--profile and --profile-json are options of castor run");
   return 0;
 }
 
@@ -287,6 +301,29 @@ static void warn_nonfinite(const char *what, const char *name, const castor_tens
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
+}
+
+/* castor run --profile: the table on stdout, the trace into its file. */
+static bool run_profile(const cli *c, castor_context *ctx, castor_program *p, castor_tensor **in, int n_in) {
+  str_buf table, trace;
+  str_buf_init(&table), str_buf_init(&trace);
+  bool ok = castor_program_profile(p, in, n_in, c->repeat > 0 ? c->repeat : 10, &table,
+                                   c->profile_json ? &trace : NULL) == CASTOR_OK;
+  if (!ok) fputs(castor_context_last_error(ctx), stderr);
+  else fputs(str_buf_cstr(&table), stdout);
+  if (ok && c->profile_json) {
+    diag_sink *d = diag_sink_create();
+    atomic_file af;
+    ok = atomic_file_begin(&af, c->profile_json, d);
+    if (ok) {
+      atomic_file_write(&af, str_buf_cstr(&trace), trace.len);
+      ok = atomic_file_commit(&af, d);
+    }
+    if (!ok) fputs(diag_text(d), stderr);
+    diag_sink_destroy(d);
+  }
+  str_buf_fini(&table), str_buf_fini(&trace);
+  return ok;
 }
 
 static int cmd_run(const cli *c) {
@@ -379,6 +416,7 @@ static int cmd_run(const cli *c) {
            (double)rs.flops / (med * 1e6), c->repeat, co.target != CASTOR_TARGET_CPU ? ", device time of the kernels" : "");
     free(ms);
   }
+  if (c->profile && !run_profile(c, ctx, p, in, n_in)) goto done;
   if (c->stats && co.target == CASTOR_TARGET_CPU) {
     castor_run_stats rs = {0};
     castor_program_stats(p, c->batch, &rs);

@@ -127,6 +127,7 @@ const cg_backend cg_backend_cuda = {
     .compile = cuda_compile,
     .emit = cuda_emit,
     .run = cuda_run,
+    .profile = NULL, /* kernels are timed together (cuda_time), not one by one yet */
     .time = cuda_time,
     .state_read = NULL, /* it runs no training program (the TRAINING exceptions) */
     .state_write = NULL,
