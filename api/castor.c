@@ -44,6 +44,7 @@ struct castor_model {
   ir_graph *graph; /* as lowered by the frontend; compile works on a copy */
   fe_train_defaults defaults; /* how the model says it trains (frontend.h) */
   fe_keras_source *keras;     /* a .keras model: what writing it back needs; else NULL */
+  str_buf dump;               /* castor_model_dump_text's last text (zeroed: empty) */
 };
 
 struct castor_program {
@@ -252,6 +253,7 @@ void castor_model_destroy(castor_model *m) {
   if (!m) return;
   ir_graph_destroy(m->graph);
   fe_keras_source_destroy(m->keras);
+  str_buf_fini(&m->dump);
   free(m);
 }
 
@@ -517,6 +519,7 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
 typedef struct dump_req {
   castor_emit what;
   str_buf *out;
+  const ir_graph *model; /* the frontend's graph (the summary's layers) */
 } dump_req;
 
 static castor_status dump_fn(const ir_graph *g, const cg_backend *be, const cg_backend_options *bo, void *arg,
@@ -526,6 +529,7 @@ static castor_status dump_fn(const ir_graph *g, const cg_backend *be, const cg_b
   case CASTOR_EMIT_IR: ir_print(g, r->out); return CASTOR_OK;
   case CASTOR_EMIT_CASTS: pass_cast_report(g, r->out); return CASTOR_OK;
   case CASTOR_EMIT_DOT: ir_print_dot(g, NULL, NULL, r->out); return CASTOR_OK;
+  case CASTOR_EMIT_SUMMARY: castor_summary_print(r->model, g, r->out); return CASTOR_OK;
   case CASTOR_EMIT_LLVM:
   case CASTOR_EMIT_PTX:
     if (!cg_backend_check(be, g, d) || !be->emit(g, bo, r->what == CASTOR_EMIT_PTX ? CG_EMIT_PTX : CG_EMIT_LLVM, r->out, d))
@@ -537,8 +541,30 @@ static castor_status dump_fn(const ir_graph *g, const cg_backend *be, const cg_b
 
 castor_status castor_model_dump(castor_model *m, const castor_compile_options *opts,
                                 const castor_driver_options *dopts, castor_emit what, str_buf *out) {
-  dump_req r = {what, out};
+  dump_req r = {what, out, m ? m->graph : NULL};
   return castor_compile_to(m, opts, dopts, dump_fn, &r);
+}
+
+castor_status castor_model_dump_text(castor_model *m, const castor_compile_options *opts, castor_dump_kind kind,
+                                     const char **out_text) {
+  static const castor_emit emits[] = {
+      [CASTOR_DUMP_IR] = CASTOR_EMIT_IR,     [CASTOR_DUMP_CASTS] = CASTOR_EMIT_CASTS,
+      [CASTOR_DUMP_LLVM] = CASTOR_EMIT_LLVM, [CASTOR_DUMP_PTX] = CASTOR_EMIT_PTX,
+      [CASTOR_DUMP_DOT] = CASTOR_EMIT_DOT,   [CASTOR_DUMP_SUMMARY] = CASTOR_EMIT_SUMMARY,
+  };
+  if (!m) return CASTOR_ERR_INVALID_ARGUMENT;
+  if (out_text) *out_text = NULL;
+  if (!out_text || (unsigned)kind >= sizeof emits / sizeof *emits) {
+    begin(m->ctx);
+    return fail(m->ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_model_dump_text: %s",
+                out_text ? "unknown castor_dump_kind" : "out_text is NULL");
+  }
+  str_buf_clear(&m->dump);
+  castor_compile_options o;
+  castor_compile_options_init(&o);
+  castor_status st = castor_model_dump(m, opts ? opts : &o, NULL, emits[kind], &m->dump);
+  if (st == CASTOR_OK) *out_text = str_buf_cstr(&m->dump);
+  return st;
 }
 
 void castor_tensor_summary(const castor_tensor *t, const char *name, str_buf *out) {

@@ -65,7 +65,14 @@ typedef enum castor_emit {
   CASTOR_EMIT_LLVM,  /* the target's optimized LLVM IR */
   CASTOR_EMIT_PTX,   /* PTX (the cuda target) */
   CASTOR_EMIT_DOT,   /* the final IR as Graphviz DOT (ir_print_dot) */
+  CASTOR_EMIT_SUMMARY, /* layers, output shapes, parameters, bytes (castor_summary_print) */
 } castor_emit;
+
+/* castor summary (api/summary.c): per layer of `model` (the frontend's
+ * graph) its main op, output shape, parameters and, from `compiled` (the
+ * final graph under the policy), its compute dtype and weight bytes; then
+ * the totals. */
+void castor_summary_print(const ir_graph *model, const ir_graph *compiled, str_buf *out);
 
 /* Compiles m like castor_compile (through castor_compile_to) and appends
  * `what` to out; dumps that dopts asks for go to their place first. */

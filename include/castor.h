@@ -181,6 +181,27 @@ CASTOR_API castor_status castor_compile(castor_model *m, const castor_compile_op
                                         castor_program **out_program);
 CASTOR_API void castor_program_destroy(castor_program *p);
 
+/* What castor_model_dump_text returns: the texts castor dump prints. */
+typedef enum castor_dump_kind {
+  CASTOR_DUMP_IR = 0,  /* the final IR, text form (castor dump) */
+  CASTOR_DUMP_CASTS,   /* the cast report: per layer its compute dtype, why, its casts
+                        * and weight bytes (castor dump --casts) */
+  CASTOR_DUMP_LLVM,    /* the target's optimized LLVM IR (--emit=llvm) */
+  CASTOR_DUMP_PTX,     /* PTX (target CASTOR_TARGET_CUDA; needs no GPU) */
+  CASTOR_DUMP_DOT,     /* the final IR as a Graphviz DOT graph (--emit=dot) */
+  CASTOR_DUMP_SUMMARY  /* per layer its op, output shape, parameters, compute dtype and
+                        * weight bytes as float32 and as compiled (castor summary) */
+} castor_dump_kind;
+
+/* Runs castor_compile's pipeline on m under opts (NULL: defaults) and
+ * returns `kind` as text in *out_text: NUL-terminated, owned by m, valid
+ * until the next castor_model_dump_text on m or castor_model_destroy(m).
+ * Warnings (weights that overflow float16) go to the context's last
+ * warnings. Returns castor_compile's statuses, and
+ * CASTOR_ERR_INVALID_ARGUMENT for an unknown kind or a NULL out_text. */
+CASTOR_API castor_status castor_model_dump_text(castor_model *m, const castor_compile_options *opts,
+                                                castor_dump_kind kind, const char **out_text);
+
 /* Describes an input or output: name, dtype and shape; dims[0] is -1 when
  * it is the batch dimension. Pointers stay valid while p lives. */
 typedef struct castor_tensor_info {

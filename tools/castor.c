@@ -44,6 +44,8 @@ static int usage(FILE *f, int rc) {
           "commands:\n"
           "  run MODEL     JIT-compile MODEL and run it on the CPU\n"
           "  dump MODEL    print MODEL's IR after the compile pipeline\n"
+          "  summary MODEL its layers: op, output shape, parameters, compute dtype and\n"
+          "                weight bytes under the policy (castor dump --summary)\n"
           "  build MODEL   compile MODEL ahead of time to an executable or an object\n"
           "                file and C header (see castor build --help)\n"
           "  check MODEL   compare MODEL under its policy with float32, layer by layer,\n"
@@ -71,6 +73,7 @@ static int usage(FILE *f, int rc) {
           "                      rendered by Graphviz's dot (apt-get install graphviz)\n"
           "  --casts             print the cast report: per layer its compute dtype, the\n"
           "                      rule that decided it, its casts and weight bytes\n"
+          "  --summary           print the model summary (castor summary MODEL)\n"
           "  --train             the training step instead (forward, loss, gradients,\n"
           "                      optimizer update), with the training options of\n"
           "                      castor train (--loss, --optimizer, ...: castor train --help)\n"
@@ -123,7 +126,7 @@ typedef struct cli {
   int64_t batch;
   uint64_t seed;
   const char *passes, *dump_after, *dump_dir, *emit;
-  bool casts, train;
+  bool casts, train, summary;
   cli_train_options train_opts; /* with --train (tools/train_options.h) */
   const char *train_opt;        /* the first training option given */
   cli_options opts; /* the shared load and compile options (tools/options.h) */
@@ -180,6 +183,8 @@ static int parse_args(int argc, char **argv, cli *c) {
       c->seed = (uint64_t)n;
     } else if (!strcmp(a, "--casts")) {
       c->casts = true;
+    } else if (!strcmp(a, "--summary")) {
+      c->summary = true;
     } else if (!strcmp(a, "--train")) {
       c->train = true;
     } else if (OPT("--passes")) {
@@ -219,8 +224,10 @@ static int parse_args(int argc, char **argv, cli *c) {
 #undef OPT
   }
   if (!c->cmd) return usage(stderr, 1);
-  if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump"))
-    return cli_error("unknown command '%s' (commands: run, dump, build, check, train, evaluate)", c->cmd);
+  if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump") && strcmp(c->cmd, "summary"))
+    return cli_error("unknown command '%s' (commands: run, dump, summary, build, check, train, evaluate)", c->cmd);
+  if (!strcmp(c->cmd, "summary")) c->summary = true;
+  if (c->summary && !strcmp(c->cmd, "run")) return cli_error("--summary is an option of castor dump");
   if (!c->model) return cli_error("%s: no model file given", c->cmd);
   if (c->train_opt && (!c->train || strcmp(c->cmd, "dump")))
     return cli_error("%s is a training option: castor dump --train (or castor train) takes it", c->train_opt);
@@ -252,7 +259,8 @@ static int cmd_dump(const cli *c) {
     dopts.dump_out = &out;
     dopts.verify_each = true;
     if (c->train) dopts.train = &c->train_opts.to;
-    castor_emit what = c->casts ? CASTOR_EMIT_CASTS
+    castor_emit what = c->summary ? CASTOR_EMIT_SUMMARY
+                       : c->casts ? CASTOR_EMIT_CASTS
                        : !c->emit || !strcmp(c->emit, "ir") ? CASTOR_EMIT_IR
                        : !strcmp(c->emit, "llvm") ? CASTOR_EMIT_LLVM
                        : !strcmp(c->emit, "ptx")  ? CASTOR_EMIT_PTX
@@ -260,7 +268,7 @@ static int cmd_dump(const cli *c) {
     castor_status st = castor_model_dump(m, &co, &dopts, what, &out);
     fputs(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx), stderr);
     rc = st == CASTOR_OK ? 0 : 1;
-    if (st == CASTOR_OK && c->emit && !c->casts && (!strcmp(c->emit, "svg") || !strcmp(c->emit, "png"))) {
+    if (st == CASTOR_OK && c->emit && !c->casts && !c->summary && (!strcmp(c->emit, "svg") || !strcmp(c->emit, "png"))) {
       fflush(stdout);
       rc = castor_render_dot(str_buf_cstr(&out), c->emit, NULL); /* tools/castor_check.c */
     } else {
@@ -451,7 +459,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "train") || !strcmp(argv[1], "evaluate"))
     return castor_train_main(argc - 1, argv + 1); /* castor_train.c */
   int rc = parse_args(argc, argv, &c);
-  if (rc == 0) rc = !strcmp(c.cmd, "dump") ? cmd_dump(&c) : cmd_run(&c);
+  if (rc == 0) rc = strcmp(c.cmd, "run") ? cmd_dump(&c) : cmd_run(&c);
   vec_free(&c.inputs);
   vec_free(&c.outputs);
   return rc == CLI_EXIT ? 0 : rc;

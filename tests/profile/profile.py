@@ -11,7 +11,8 @@ the AOT executable's --benchmark on the CNN sample (samples/fashion_cnn.cast).
   sum to at least 95% of the runs';
 - bad uses are errors (--profile on dump, an unwritable --profile-json);
 - the AOT executable's --benchmark N prints N runs' min <= median, and
-  leaves its outputs bit-identical.
+  leaves its outputs bit-identical;
+- castor summary / dump --summary print the reviewed layer table.
 Only the standard library: json, re, subprocess.
 """
 import json
@@ -141,6 +142,19 @@ for bad in ("0", "x", "-3"):
     want = "fashion_cnn: error: --benchmark needs a number of runs from 1 to 1000000, got '%s'\n" % bad
     if p.returncode != 1 or p.stderr != want:
         fail("--benchmark %s: %d %r" % (bad, p.returncode, p.stderr))
+
+# castor summary (and dump --summary): the layers of the CNN under
+# mixed_float16, against the reviewed text (params as in the sample's
+# header: 34,826; 16-bit weights half their float32 bytes)
+with open(os.path.join(src, "tests", "profile", "fashion_cnn_mixed_float16.summary")) as f:
+    want = f.read()
+for cmd in (["summary", model], ["dump", "--summary", model]):
+    p = run(castor, *cmd, "--policy", "mixed_float16")
+    if p.stdout != want:
+        fail("castor %s:\n%s\nexpected:\n%s" % (" ".join(cmd), p.stdout, want))
+p = run(castor, "run", "--summary", model, ok=False)
+if p.returncode != 1 or "--summary is an option of castor dump" not in p.stderr:
+    fail("run --summary: %d %r" % (p.returncode, p.stderr))
 
 if fails:
     raise SystemExit("%d failure(s)" % len(fails))
