@@ -72,6 +72,7 @@ struct castor_tensor {
   int64_t numel;
   size_t nbytes;
   void *data;
+  bool borrowed; /* castor_tensor_wrap: data is the caller's, never freed here */
 };
 
 const char *castor_status_string(castor_status s) {
@@ -816,34 +817,44 @@ castor_status castor_program_output_info(const castor_program *p, int i, castor_
 
 /* ---- tensors ---- */
 
-castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int rank,
-                                   const int64_t *dims, castor_tensor **out_tensor) {
+/* castor_tensor_create (ext NULL: its own memory) and castor_tensor_wrap
+ * (over ext), fn naming the caller in messages. */
+static castor_status tensor_new(castor_context *ctx, const char *fn, castor_dtype dtype, int rank, const int64_t *dims,
+                                void *ext, castor_tensor **out_tensor) {
   if (!ctx) return CASTOR_ERR_INVALID_ARGUMENT;
   begin(ctx);
-  if (!out_tensor) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: NULL out_tensor");
+  if (!out_tensor) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: NULL out_tensor", fn);
   *out_tensor = NULL;
   if ((unsigned)dtype >= DT_COUNT)
-    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: unknown dtype %d", (int)dtype);
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", fn, (int)dtype);
   if (rank < 0 || rank > RT_MAX_RANK || (rank > 0 && !dims))
-    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: rank must be 0-%d, got %d",
-                RT_MAX_RANK, rank);
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: rank must be 0-%d, got %d", fn, RT_MAX_RANK, rank);
   int64_t numel = 1, nbytes;
   for (int r = 0; r < rank; r++) {
     if (dims[r] < 0)
-      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: dimension %d is %lld; dimensions must be >= 0",
-                  r, (long long)dims[r]);
+      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: dimension %d is %lld; dimensions must be >= 0", fn, r,
+                  (long long)dims[r]);
     if (!size_mul_ok(numel, dims[r], &numel))
-      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: the element count overflows");
+      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: the element count overflows", fn);
   }
   if (!size_mul_ok(numel, dtype_size((ir_dtype)dtype), &nbytes) || nbytes > IR_MAX_TENSOR_BYTES)
-    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: the tensor is too large");
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: the tensor is too large", fn);
+  if (ext && ((uintptr_t)ext & 63))
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: the data at %p is not 64-byte aligned", fn, ext);
   castor_tensor *t = calloc(1, sizeof *t);
+  if (t && ext) {
+    t->ctx = ctx, t->dtype = dtype, t->rank = rank, t->numel = numel, t->nbytes = (size_t)nbytes, t->data = ext;
+    t->borrowed = true;
+    for (int r = 0; r < rank; r++) t->dims[r] = dims[r];
+    *out_tensor = t;
+    return finish(ctx, CASTOR_OK);
+  }
   /* an empty tensor (a dimension 0) still gets one aligned block: its data
    * pointer is never NULL, and no kernel reads or writes it */
   void *data = t ? aligned_alloc(64, nbytes ? ((size_t)nbytes + 63) & ~(size_t)63 : 64) : NULL;
   if (!data) {
     free(t);
-    return fail(ctx, CASTOR_ERR_NOMEM, "castor_tensor_create: cannot allocate %lld bytes", (long long)nbytes);
+    return fail(ctx, CASTOR_ERR_NOMEM, "%s: cannot allocate %lld bytes", fn, (long long)nbytes);
   }
   memset(data, 0, (size_t)nbytes);
   t->ctx = ctx, t->dtype = dtype, t->rank = rank, t->numel = numel, t->nbytes = (size_t)nbytes, t->data = data;
@@ -852,9 +863,24 @@ castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int 
   return finish(ctx, CASTOR_OK);
 }
 
+castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int rank, const int64_t *dims,
+                                   castor_tensor **out_tensor) {
+  return tensor_new(ctx, "castor_tensor_create", dtype, rank, dims, NULL, out_tensor);
+}
+
+castor_status castor_tensor_wrap(castor_context *ctx, castor_dtype dtype, int rank, const int64_t *dims, void *data,
+                                 castor_tensor **out_tensor) {
+  if (ctx && !data) {
+    begin(ctx);
+    if (out_tensor) *out_tensor = NULL;
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_wrap: data is NULL");
+  }
+  return tensor_new(ctx, "castor_tensor_wrap", dtype, rank, dims, data, out_tensor);
+}
+
 void castor_tensor_destroy(castor_tensor *t) {
   if (!t) return;
-  free(t->data);
+  if (!t->borrowed) free(t->data);
   free(t);
 }
 

@@ -226,6 +226,16 @@ CASTOR_API castor_status castor_program_output_info(const castor_program *p, int
 
 CASTOR_API castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int rank,
                                               const int64_t *dims, castor_tensor **out_tensor);
+/* A tensor over the caller's memory, without a copy (the Python module
+ * passes a NumPy array's buffer this way): data holds the tensor row-major,
+ * is 64-byte aligned (else CASTOR_ERR_INVALID_ARGUMENT: copy into a
+ * castor_tensor_create tensor instead) and must stay valid while the
+ * tensor lives; castor_tensor_destroy frees the tensor, never data. A run
+ * reads an input tensor's data and writes an output tensor's in place.
+ * Statuses as castor_tensor_create's, and CASTOR_ERR_INVALID_ARGUMENT for
+ * a NULL data. */
+CASTOR_API castor_status castor_tensor_wrap(castor_context *ctx, castor_dtype dtype, int rank, const int64_t *dims,
+                                            void *data, castor_tensor **out_tensor);
 CASTOR_API void castor_tensor_destroy(castor_tensor *t);
 CASTOR_API void *castor_tensor_data(castor_tensor *t);
 CASTOR_API castor_dtype castor_tensor_dtype(const castor_tensor *t);

@@ -10,7 +10,8 @@ set -eu
 # dataset-fashion-mnist: the samples' training data and check_dataset_fashion_mnist
 # python3-h5py and hdf5-tools: libhdf5 as the oracle of the .keras files castor
 # writes (tests/keras/h5_oracle.py; never linked into castor)
-pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev zlib1g-dev clang-19 libclang-rt-19-dev graphviz libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata dataset-fashion-mnist python3-h5py hdf5-tools"
+# python3-numpy: the Python module (python/castor, docs/python.md) and its tests
+pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev zlib1g-dev clang-19 libclang-rt-19-dev graphviz libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata dataset-fashion-mnist python3-h5py hdf5-tools python3-numpy"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
