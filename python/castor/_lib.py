@@ -7,9 +7,11 @@ Where the library comes from, in order:
   2. _config.py beside this file, which CMake writes into the build tree
      (build/python/castor) and into the installed package (cmake --install):
      the library's directory relative to the package, or absolute;
-  3. the install prefix this package sits under (<prefix>/lib/python3.X/
+  3. from the source tree (python/castor), the default build directory's
+     build/lib;
+  4. the install prefix this package sits under (<prefix>/lib/python3.X/
      site-packages/castor -> <prefix>/lib, <prefix>/lib/<multiarch>);
-  4. the system's loader (ldconfig: /usr/local/lib after `cmake --install`).
+  5. the system's loader (ldconfig: /usr/local/lib after `cmake --install`).
 The structs below mirror castor.h field by field; castor.h is the contract.
 """
 import ctypes
@@ -116,6 +118,8 @@ def _candidates():
         yield os.path.join(libdir if os.path.isabs(libdir) else os.path.join(here, libdir), SONAME)
     except ImportError:
         pass
+    # python/castor in a source tree built into build/ (the README's build)
+    yield os.path.normpath(os.path.join(here, "..", "..", "build", "lib", SONAME))
     # <prefix>/lib/python3.X/site-packages/castor: the prefix is 4 levels up
     prefix = os.path.abspath(os.path.join(here, "..", "..", "..", ".."))
     for sub in ("lib", "lib64", os.path.join("lib", "x86_64-linux-gnu"), os.path.join("lib", "aarch64-linux-gnu")):
