@@ -13,7 +13,7 @@ foreach(f ${castor_py_files})
   configure_file(${CMAKE_SOURCE_DIR}/python/castor/${f} ${CMAKE_BINARY_DIR}/python/castor/${f} COPYONLY)
 endforeach()
 file(WRITE ${CMAKE_BINARY_DIR}/python/castor/_config.py
-  "# written by CMake (cmake/castor_python.cmake): where this build's libcastor is\nLIBDIR = \"${CMAKE_BINARY_DIR}/lib\"\n")
+  "# written by CMake (cmake/castor_python.cmake): where this build's libcastor is\nLIBDIR = \"${CMAKE_BINARY_DIR}/lib\"\nSONAME = \"libcastor.so.${PROJECT_VERSION_MAJOR}\"\n")
 
 # Where cmake --install puts the package, relative to the prefix: a
 # directory on Debian's python3 sys.path for /usr (lib/python3/dist-packages)
@@ -39,7 +39,7 @@ if(NOT DEFINED CASTOR_PYTHON_SITEDIR)
 endif()
 file(RELATIVE_PATH castor_py_libdir /prefix/${CASTOR_PYTHON_SITEDIR}/castor /prefix/${CMAKE_INSTALL_LIBDIR})
 file(WRITE ${CMAKE_BINARY_DIR}/install/python/_config.py
-  "# written by CMake (cmake/castor_python.cmake): libcastor's directory, relative to this package\nLIBDIR = \"${castor_py_libdir}\"\n")
+  "# written by CMake (cmake/castor_python.cmake): libcastor's directory, relative to this package\nLIBDIR = \"${castor_py_libdir}\"\nSONAME = \"libcastor.so.${PROJECT_VERSION_MAJOR}\"\n")
 list(TRANSFORM castor_py_files PREPEND ${CMAKE_SOURCE_DIR}/python/castor/)
 install(FILES ${castor_py_files} ${CMAKE_BINARY_DIR}/install/python/_config.py
   DESTINATION ${CASTOR_PYTHON_SITEDIR}/castor)

@@ -15,7 +15,7 @@ from ._core import (LIBRARY_PATH, CodegenError, DeviceError, Error, InternalErro
                     Model, NoMemoryError, ParseError, TensorSpec, UnsupportedError, compile, empty, version)
 from ._train import Training, train
 
-__version__ = "0.1.0"
+__version__ = version().split()[0]  # the loaded library's CASTOR_VERSION_STRING
 
 __all__ = ["compile", "train", "empty", "version", "Model", "Training", "TensorSpec", "Error",
            "InvalidArgumentError", "ParseError", "IOError", "UnsupportedError", "CodegenError", "DeviceError",

@@ -18,7 +18,9 @@ import ctypes
 import ctypes.util
 import os
 
-SONAME = "libcastor.so.0"  # SOVERSION: the project's major version (CMakeLists.txt)
+# SOVERSION: the project's major version (CMakeLists.txt); _config.py, which
+# CMake writes, names the one it built
+SONAME = "libcastor.so.0"
 
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
 
@@ -107,17 +109,20 @@ class TensorInfo(ctypes.Structure):
 
 
 def _candidates():
+    global SONAME
+    try:
+        from . import _config  # written by CMake (build tree, cmake --install)
+    except ImportError:
+        _config = None
+    SONAME = getattr(_config, "SONAME", SONAME)
     env = os.environ.get("CASTOR_LIB")
     if env:
         yield os.path.join(env, SONAME) if os.path.isdir(env) else env
         return  # an explicit choice: never fall back to another library
     here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        from . import _config  # written by CMake (build tree, cmake --install)
+    if _config is not None:
         libdir = _config.LIBDIR
         yield os.path.join(libdir if os.path.isabs(libdir) else os.path.join(here, libdir), SONAME)
-    except ImportError:
-        pass
     # python/castor in a source tree built into build/ (the README's build)
     yield os.path.normpath(os.path.join(here, "..", "..", "build", "lib", SONAME))
     # <prefix>/lib/python3.X/site-packages/castor: the prefix is 4 levels up
