@@ -273,6 +273,9 @@ static int parse_args(int argc, char **argv, cli *c) {
     return cli_error("unknown command '%s' (commands: run, dump, summary, build, check, train, evaluate)", c->cmd);
   if (!strcmp(c->cmd, "summary")) c->summary = true;
   if (c->summary && !strcmp(c->cmd, "run")) return cli_error("--summary is an option of castor dump");
+  if (c->summary && c->train)
+    return cli_error("--summary and --train exclude each other: the summary describes the model as compiled "
+                     "for inference (its layers are the ones training trains)");
   if (c->profile && strcmp(c->cmd, "run")) return cli_error("--profile and --profile-json are options of castor run");
   if (!c->model) return cli_error("%s: no model file given (see castor %s --help)", c->cmd, c->cmd);
   if (c->out_path && !strcmp(c->cmd, "run"))

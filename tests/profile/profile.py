@@ -152,6 +152,9 @@ for cmd in (["summary", model], ["dump", "--summary", model]):
     p = run(castor, *cmd, "--policy", "mixed_float16")
     if p.stdout != want:
         fail("castor %s:\n%s\nexpected:\n%s" % (" ".join(cmd), p.stdout, want))
+p = run(castor, "dump", "--summary", "--train", model, ok=False)
+if p.returncode != 1 or "--summary and --train exclude each other" not in p.stderr:
+    fail("dump --summary --train: %d %r" % (p.returncode, p.stderr))
 p = run(castor, "run", "--summary", model, ok=False)
 if p.returncode != 1 or "--summary is an option of castor dump" not in p.stderr:
     fail("run --summary: %d %r" % (p.returncode, p.stderr))
