@@ -187,6 +187,7 @@ def _declare(lib):
         "castor_check_report_destroy": (None, [P]),
         "castor_check_report_format": (S, [P, I]),
         "castor_train_options_init": (None, [ctypes.POINTER(TrainOptions)]),
+        "castor_model_train_options": (None, [P, ctypes.POINTER(TrainOptions)]),
         "castor_compile_train": (I, [P, ctypes.POINTER(CompileOptions), ctypes.POINTER(TrainOptions), PP]),
         "castor_compile_eval": (I, [P, ctypes.POINTER(CompileOptions), ctypes.POINTER(TrainOptions), PP]),
         "castor_program_copy_weights": (I, [P, P]),

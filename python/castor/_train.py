@@ -266,6 +266,10 @@ def train(model, x, y, epochs=1, batch_size=32, validation_split=0.0, validation
         if int(batch_size) < 1:
             raise InvalidArgumentError("train: batch_size must be a positive integer, got %r" % (batch_size,))
         loss_name = train_kw.get("loss")
+        if loss_name is None:  # the model's compile line, as castor_compile_train takes it
+            mo = _lib.TrainOptions()
+            _LIB.castor_model_train_options(m, ctypes.byref(mo))
+            loss_name = mo.loss.decode() if mo.loss else None
         accuracy = loss_name is None or loss_name not in ("mean_squared_error", "mse")
         hist = result.history
         for e in range(int(epochs)):

@@ -242,6 +242,26 @@ class Train(unittest.TestCase):
         cli("run", SMALL, "--weights", tmp("cli.safetensors"), "--input", tmp("xi.npy"), "--output", tmp("yi.npy"))
         self.assertTrue(np.array_equal(t.model()(xi), np.load(tmp("yi.npy"))))
 
+    def test_dense_targets_and_the_models_compile_line(self):
+        # mean squared error from the model's compile line: float targets,
+        # no accuracy, the CLI's losses
+        path = tmp("mse.cast")
+        with open(path, "w") as f:
+            f.write("model mse\ncompile loss=mean_squared_error, optimizer=sgd\nx = input(shape=[8])\n"
+                    "h = dense(x, units=16, activation=tanh, name=h)\ny = dense(h, units=4, name=y)\noutput y\n")
+        rng = np.random.default_rng(9)
+        x = rng.uniform(-1, 1, size=(50, 8)).astype(np.float32)
+        y = rng.uniform(-1, 1, size=(50, 4)).astype(np.float32)
+        np.save(tmp("mx.npy"), x)
+        np.save(tmp("my.npy"), y)
+        out = cli("train", path, "--x", tmp("mx.npy"), "--y", tmp("my.npy"), "--epochs", 2, "--batch-size", 8).stdout
+        want = [float(v) for v in re.findall(r"loss: ([0-9.]+)", out)]
+        t = castor.train(path, x, y, epochs=2, batch_size=8)
+        self.assertNotIn("accuracy", t.history)
+        self.assertEqual([round(v, 4) for v in t.history["loss"]], want, out)
+        with self.assertRaises(castor.InvalidArgumentError):
+            castor.train(path, x, y[:, :3])
+
     def test_callback_stops_and_errors(self):
         rng = np.random.default_rng(2)
         x = rng.uniform(0, 1, size=(40, 784)).astype(np.float32)
