@@ -318,6 +318,10 @@ class Pip(unittest.TestCase):
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=TMP)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(p.stdout.startswith("(2, 10) " + target), p.stdout)
+        # pyproject.toml's version is the library's (include/castor.h), by this check
+        with open(os.path.join(SRC, "python", "pyproject.toml")) as f:
+            pv = re.search(r'^version = "([^"]+)"', f.read(), re.M)[1]
+        self.assertEqual(pv, castor.__version__, "python/pyproject.toml's version is not castor.h's")
         # without a library to load: an ImportError that says what to do
         env = dict(os.environ, PYTHONPATH=target, CASTOR_LIB=tmp("nowhere/libcastor.so.0"))
         p = subprocess.run([sys.executable, "-c", "import castor"], capture_output=True, text=True, env=env, cwd=TMP)
