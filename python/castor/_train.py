@@ -19,8 +19,8 @@ import time
 import numpy as np
 
 from . import _lib
-from ._core import (_LIB, _NP, _Context, _check, _program_specs, Error, InvalidArgumentError, compile_options,
-                    model_source, run_program, _bytes)
+from ._core import (_LIB, _NP, Error, InvalidArgumentError, _bytes, _check, _Context, _program_specs, aligned_empty,
+                    compile_options, model_source, run_program)
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -160,7 +160,11 @@ def _epoch(ctx, prog, x, y, specs, batch_size, order, accuracy, classes):
     sparse = in_specs[1].dtype_id == 3  # int32 class indices
     for first in range(0, n, batch_size):
         idx = order[first:first + batch_size]
-        xb, yb = x[idx], y[idx]
+        # the batch gathered straight into aligned arrays the step reads in place
+        xb = aligned_empty((len(idx),) + x.shape[1:], x.dtype)
+        yb = aligned_empty((len(idx),) + y.shape[1:], y.dtype)
+        np.take(x, idx, axis=0, out=xb)
+        np.take(y, idx, axis=0, out=yb)
         outs = run_program(ctx, prog, [xb, yb], in_specs, out_specs)
         loss = float(outs[1].reshape(-1)[0])
         rows = len(idx)
