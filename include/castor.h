@@ -188,6 +188,27 @@ CASTOR_API castor_status castor_compile(castor_model *m, const castor_compile_op
                                         castor_program **out_program);
 CASTOR_API void castor_program_destroy(castor_program *p);
 
+/* What castor_model_dump_text returns: the texts castor dump prints. */
+typedef enum castor_dump_kind {
+  CASTOR_DUMP_IR = 0,  /* the final IR, text form (castor dump) */
+  CASTOR_DUMP_CASTS,   /* the cast report: per layer its compute dtype, why, its casts
+                        * and weight bytes (castor dump --casts) */
+  CASTOR_DUMP_LLVM,    /* the target's optimized LLVM IR (--emit=llvm) */
+  CASTOR_DUMP_PTX,     /* PTX (target CASTOR_TARGET_CUDA; needs no GPU) */
+  CASTOR_DUMP_DOT,     /* the final IR as a Graphviz DOT graph (--emit=dot) */
+  CASTOR_DUMP_SUMMARY  /* per layer its op, output shape, parameters, compute dtype and
+                        * weight bytes as float32 and as compiled (castor summary) */
+} castor_dump_kind;
+
+/* Runs castor_compile's pipeline on m under opts (NULL: defaults) and
+ * returns `kind` as text in *out_text: NUL-terminated, owned by m, valid
+ * until the next castor_model_dump_text on m or castor_model_destroy(m).
+ * Warnings (weights that overflow float16) go to the context's last
+ * warnings. Returns castor_compile's statuses, and
+ * CASTOR_ERR_INVALID_ARGUMENT for an unknown kind or a NULL out_text. */
+CASTOR_API castor_status castor_model_dump_text(castor_model *m, const castor_compile_options *opts,
+                                                castor_dump_kind kind, const char **out_text);
+
 /* Describes an input or output: name, dtype and shape; dims[0] is -1 when
  * it is the batch dimension. Pointers stay valid while p lives. */
 typedef struct castor_tensor_info {
@@ -212,6 +233,16 @@ CASTOR_API castor_status castor_program_output_info(const castor_program *p, int
 
 CASTOR_API castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int rank,
                                               const int64_t *dims, castor_tensor **out_tensor);
+/* A tensor over the caller's memory, without a copy (the Python module
+ * passes a NumPy array's buffer this way): data holds the tensor row-major,
+ * is 64-byte aligned (else CASTOR_ERR_INVALID_ARGUMENT: copy into a
+ * castor_tensor_create tensor instead) and must stay valid while the
+ * tensor lives; castor_tensor_destroy frees the tensor, never data. A run
+ * reads an input tensor's data and writes an output tensor's in place.
+ * Statuses as castor_tensor_create's, and CASTOR_ERR_INVALID_ARGUMENT for
+ * a NULL data. */
+CASTOR_API castor_status castor_tensor_wrap(castor_context *ctx, castor_dtype dtype, int rank, const int64_t *dims,
+                                            void *data, castor_tensor **out_tensor);
 CASTOR_API void castor_tensor_destroy(castor_tensor *t);
 CASTOR_API void *castor_tensor_data(castor_tensor *t);
 CASTOR_API castor_dtype castor_tensor_dtype(const castor_tensor *t);

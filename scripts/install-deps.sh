@@ -18,7 +18,7 @@
 # castor writes, tests/keras/h5_oracle.py; never linked into castor).
 # tests/emulated-cpu.sh installs qemu-user itself when it runs.
 set -eu
-pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev zlib1g-dev libpng-dev graphviz libprotobuf-c-dev protobuf-c-compiler libonnx-dev"
+pkgs="llvm-19-dev libzstd-dev check pkg-config cmake make gcc libc6-dev zlib1g-dev libpng-dev graphviz libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-numpy"
 test_pkgs="clang-19 libclang-rt-19-dev libonnx-testdata dataset-fashion-mnist python3-h5py hdf5-tools"
 case "${1:-}" in
   "") ;;
