@@ -318,9 +318,64 @@ static const fe_binding *binding(imp *im, const char *name) {
   return NULL;
 }
 
+/* The value a --dim binding gives dim_param `name`, or 0. */
+static int64_t dim_binding(imp *im, const char *name) {
+  for (int i = 0; name && i < im->o->n_dims; i++)
+    if (str_eq(im->o->dim_names[i], name)) return im->o->dim_values[i];
+  return 0;
+}
+
+/* Dimension r of graph input v as an IR dim: a fixed size, a bound
+ * dim_param (--dim), the batch given at load (--batch) or castor's
+ * symbolic batch N for a symbolic first dimension. */
+static bool input_dim(imp *im, const onnx_value_info *v, int r, int64_t *out) {
+  *out = v->dims[r];
+  if (v->dims[r] >= 0) return true;
+  const char *param = v->dim_params[r];
+  int64_t bound = dim_binding(im, param);
+  if (bound > 0) return *out = bound, true;
+  if (r == 0) return *out = im->o->batch > 0 ? im->o->batch : IR_DIM_BATCH, true;
+  if (param)
+    return UNSUPPORTED(im, "dimension %d of graph input '%s' is symbolic ('%s'); castor compiles one shape per "
+                           "model except the first (batch) dimension: bind it with --dim %s=VALUE",
+                       r, v->name, param, param);
+  return UNSUPPORTED(im, "dimension %d of graph input '%s' is unknown (no dim_value, no dim_param); castor "
+                         "compiles one shape per model except the first (batch) dimension: export the model "
+                         "with that dimension fixed", r, v->name);
+}
+
+/* Every --dim names a dim_param of the graph's inputs (a misspelt name is
+ * an error, never ignored). */
+static bool dims_all_declared(imp *im) {
+  const onnx_graph *g = &im->m->graph;
+  for (int i = 0; i < im->o->n_dims; i++) {
+    str_buf b;
+    str_buf_init(&b);
+    bool found = false;
+    for (int k = 0; k < g->n_inputs; k++)
+      for (int r = 0; r < g->inputs[k].rank; r++) {
+        const char *p = g->inputs[k].dim_params[r];
+        if (g->inputs[k].dims[r] >= 0 || !p) continue;
+        found |= str_eq(p, im->o->dim_names[i]);
+        const char *q = arena_printf(im->g->arena, "'%s'", p);
+        if (!strstr(str_buf_cstr(&b), q)) str_buf_printf(&b, "%s%s", b.len ? ", " : "", q);
+      }
+    if (!found) {
+      diag_error_kind(im->d, DIAG_KIND_INVALID_ARGUMENT, model_loc(im),
+                      "--dim %s: no graph input has a dimension named '%s' (the model's named dimensions: %s)",
+                      im->o->dim_names[i], im->o->dim_names[i], b.len ? str_buf_cstr(&b) : "none");
+      im->failed = true;
+    }
+    str_buf_fini(&b);
+    if (!found) return false;
+  }
+  return true;
+}
+
 static bool import_inputs(imp *im) {
   const onnx_graph *g = &im->m->graph;
   int index = 0;
+  if (!dims_all_declared(im)) return false;
   for (int i = 0; i < g->n_initializers; i++)
     if (!oi_val_define(im, g->initializers[i].name, NULL, &g->initializers[i])) return false;
   for (int i = 0; i < g->n_inputs; i++) {
@@ -347,18 +402,8 @@ static bool import_inputs(imp *im) {
       return UNSUPPORTED(im, "graph input '%s' has rank %d; castor's tensors have at most %d "
                              "dimensions", v->name, v->rank, IR_MAX_RANK);
     ir_type t = {.dtype = DT_F32, .rank = v->rank};
-    for (int r = 0; r < v->rank; r++) {
-      t.dims[r] = v->dims[r];
-      if (v->dims[r] >= 0) continue;
-      if (r == 0) {
-        t.dims[0] = IR_DIM_BATCH; /* the symbolic batch */
-        continue;
-      }
-      return UNSUPPORTED(im, "dimension %d of graph input '%s' is symbolic ('%s'); castor "
-                             "compiles one shape per model except the first (batch) "
-                             "dimension: export the model with that dimension fixed",
-                         r, v->name, v->dim_params[r] ? v->dim_params[r] : "unknown");
-    }
+    for (int r = 0; r < v->rank; r++)
+      if (!input_dim(im, v, r, &t.dims[r])) return false;
     int64_t bytes;
     if (!ir_type_bytes(&t, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES)
       return FAIL(im, "graph input '%s' declares more than %lld bytes per batch row (castor's tensor limit)",

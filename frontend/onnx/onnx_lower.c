@@ -372,9 +372,13 @@ static bool reshape_target(imp *im, const ir_type *x, const int64_t *want, int r
   if (infer >= 0) {
     bool nb = false;
     for (int r = 0; r < rank; r++) nb |= out->dims[r] == IR_DIM_BATCH;
+    if (xb && !nb && infer == 0 && known == total) { /* [-1, C] of [N, C, 1, 1]: the -1 is N */
+      out->dims[0] = IR_DIM_BATCH;
+      return true;
+    }
     if (xb && !nb)
-      return UNSUPPORTED(im, "Reshape with -1 of an input with the batch N (the -1 would absorb N): "
-                             "only the batch is symbolic and it stays dimension 0; compile with --batch B");
+      return UNSUPPORTED(im, "Reshape with -1 of an input with the batch N (the -1 would absorb N and other "
+                             "dimensions): only the batch is symbolic and it stays dimension 0; compile with --batch B");
     if (known == 0 || total % known)
       return FAIL(im, "Reshape cannot infer -1: %lld elements per sample into %lld", (long long)total, (long long)known);
     out->dims[infer] = total / known;
