@@ -95,6 +95,46 @@ onnx_tensor *oi_host_reshaped(imp *im, const onnx_tensor *t, int rank, const int
 bool oi_lower_constant_of_shape(imp *im, const onnx_node *n, const op_row *row);
 bool oi_try_fold(imp *im, const onnx_node *n, bool *folded);
 
+/* ---- the constant evaluator (onnx_fold.c: the table and the ops that
+ * move data; onnx_eval.c: arithmetic). A node whose inputs are all host
+ * constants and whose op has a row is evaluated at import. */
+typedef enum oi_ev {
+  OI_EV_NONE,
+  OI_EV_ADD, OI_EV_SUB, OI_EV_MUL, OI_EV_DIV, OI_EV_MOD, OI_EV_POW, OI_EV_MAX, OI_EV_MIN, OI_EV_MEAN,
+  OI_EV_EQ, OI_EV_LT, OI_EV_GT, OI_EV_LE, OI_EV_GE, /* comparisons: is_compare's range */
+  OI_EV_AND, OI_EV_OR, OI_EV_XOR, OI_EV_NOT,
+  OI_EV_NEG, OI_EV_ABS, OI_EV_SQRT, OI_EV_EXP, OI_EV_LOG, OI_EV_RECIP, OI_EV_FLOOR, OI_EV_CEIL, OI_EV_ROUND,
+  OI_EV_SIGN, OI_EV_RELU, OI_EV_SIGMOID, OI_EV_TANH, OI_EV_ERF, OI_EV_SIN, OI_EV_COS, OI_EV_ISNAN, OI_EV_ISINF,
+} oi_ev;
+
+typedef struct oi_fold_row oi_fold_row;
+/* in[i]: input i's host tensor (NULL: an omitted optional input) */
+typedef bool (*oi_eval_fn)(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+struct oi_fold_row {
+  const char *op;
+  int since;        /* the first opset of this form (older models: not folded) */
+  int min_inputs;   /* inputs that must be present */
+  oi_eval_fn eval;
+  oi_ev code;       /* for the shared evaluators */
+  const char *attrs; /* the attributes it reads (others: an error) */
+};
+
+#define OI_FOLD_MAX ((int64_t)1 << 24) /* elements of a value computed at import */
+
+bool oi_float_like(int dtype);
+void oi_elem_set_i64(onnx_tensor *t, int64_t i, int64_t v);
+void oi_elem_set_f64(onnx_tensor *t, int64_t i, double v);
+onnx_tensor *oi_fold_tensor(imp *im, int dtype, int rank, const int64_t *dims);
+bool oi_fold_define(imp *im, int k, const onnx_tensor *t);
+bool oi_bcast_dims(imp *im, const onnx_tensor *const *in, int n, int *rank, int64_t *dims);
+int64_t oi_bcast_index(const onnx_tensor *t, int rank, const int64_t *dims, int64_t i);
+bool oi_eval_elementwise(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+bool oi_eval_where(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+bool oi_eval_range(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+bool oi_eval_cumsum(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+bool oi_eval_trilu(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+bool oi_eval_reduce(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+
 /* onnx_lower.c and onnx_fold.c: the lowerings of onnx_ops.def */
 bool oi_lower_identity(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_constant(imp *im, const onnx_node *n, const op_row *row);

@@ -143,6 +143,92 @@ START_TEST(test_reshape_minus_one_is_batch) {
 }
 END_TEST
 
+/* A shape subgraph as exporters write them, every node of it folded:
+ * a causal mask from Shape, Gather, Range, Unsqueeze, Greater and Where,
+ * and a vector from ConstantOfShape, CumSum, Mod, Equal, Not, Less, And,
+ * ScatterND, GatherElements, IsNaN, Cast. y = x + mask + f where
+ * mask[i][j] = j > i ? -1e4 : 0 and f = [10, 0, 2, 0]. */
+static ob_model *eval_model(void) {
+  ob_model *mb = ob_model_new(17);
+  mb->ins[mb->g.n_input++] = ob_value("x", ONNX_FLOAT, 3, (int64_t[]){0, 4, 4}, (const char *[]){"N", NULL, NULL});
+  mb->outs[mb->g.n_output++] = ob_value("y", ONNX_FLOAT, 3, (int64_t[]){0, 4, 4}, (const char *[]){"N", NULL, NULL});
+  ob_init_i64(mb, "one", 0, 1, (int64_t[]){1});
+  ob_init_i64(mb, "zero", 0, 1, (int64_t[]){0});
+  ob_init_i64(mb, "two", 0, 1, (int64_t[]){2});
+  ob_init_i64(mb, "three", 0, 1, (int64_t[]){3});
+  ob_init_i64(mb, "ax0", 1, 1, (int64_t[]){0});
+  ob_init_i64(mb, "ax1", 1, 1, (int64_t[]){1});
+  mb->inits[mb->g.n_initializer++] = ob_tensor("sidx", ONNX_INT64, 2, (int64_t[]){1, 1}, (int64_t[]){3}, 8);
+  ob_init_i64(mb, "supd", 1, 1, (int64_t[]){10});
+  ob_init_i64(mb, "perm", 1, 4, (int64_t[]){3, 0, 1, 2});
+  float neg = -1e4f, zf = 0;
+  mb->inits[mb->g.n_initializer++] = ob_tensor("neg", ONNX_FLOAT, 0, NULL, &neg, sizeof neg);
+  mb->inits[mb->g.n_initializer++] = ob_tensor("zf", ONNX_FLOAT, 0, NULL, &zf, sizeof zf);
+  ob_node(mb, "Shape", "/shape", (const char *[]){"x"}, 1, "s", NULL, NULL);
+  ob_node(mb, "Gather", "/t", (const char *[]){"s", "one"}, 2, "t", ob_attr_int("axis", 0), NULL);
+  ob_node(mb, "Range", "/range", (const char *[]){"zero", "t", "one"}, 3, "r", NULL, NULL);
+  ob_node(mb, "Unsqueeze", "/row", (const char *[]){"r", "ax0"}, 2, "a", NULL, NULL);
+  ob_node(mb, "Unsqueeze", "/col", (const char *[]){"r", "ax1"}, 2, "b", NULL, NULL);
+  ob_node(mb, "Greater", "/gt", (const char *[]){"a", "b"}, 2, "m", NULL, NULL);
+  ob_node(mb, "Where", "/mask", (const char *[]){"m", "neg", "zf"}, 3, "mask", NULL, NULL);
+  ob_node(mb, "Unsqueeze", "/t1", (const char *[]){"t", "ax0"}, 2, "t1", NULL, NULL);
+  ob_node(mb, "ConstantOfShape", "/ones", (const char *[]){"t1"}, 1, "c", ob_attr_tensor("value", ob_tensor("v", ONNX_INT64, 1, (int64_t[]){1}, (int64_t[]){1}, 8)), NULL);
+  ob_node(mb, "CumSum", "/cumsum", (const char *[]){"c", "zero"}, 2, "cs", NULL, NULL);
+  ob_node(mb, "Mod", "/mod", (const char *[]){"cs", "two"}, 2, "md", NULL, NULL);
+  ob_node(mb, "Equal", "/eq", (const char *[]){"md", "zero"}, 2, "eq", NULL, NULL);
+  ob_node(mb, "Not", "/not", (const char *[]){"eq"}, 1, "nt", NULL, NULL);
+  ob_node(mb, "Less", "/lt", (const char *[]){"r", "three"}, 2, "lt", NULL, NULL);
+  ob_node(mb, "And", "/and", (const char *[]){"nt", "lt"}, 2, "an", NULL, NULL);
+  ob_node(mb, "ScatterND", "/scatter", (const char *[]){"cs", "sidx", "supd"}, 3, "sc", NULL, NULL);
+  ob_node(mb, "GatherElements", "/ge", (const char *[]){"sc", "perm"}, 2, "ge", ob_attr_int("axis", 0), NULL);
+  ob_node(mb, "Where", "/sel", (const char *[]){"an", "ge", "zero"}, 3, "wv", NULL, NULL);
+  ob_node(mb, "Cast", "/cast", (const char *[]){"wv"}, 1, "f", ob_attr_int("to", ONNX_FLOAT), NULL);
+  ob_node(mb, "IsNaN", "/isnan", (const char *[]){"f"}, 1, "nan", NULL, NULL);
+  ob_node(mb, "Where", "/clean", (const char *[]){"nan", "zf", "f"}, 3, "f2", NULL, NULL);
+  ob_node(mb, "Add", "/add_mask", (const char *[]){"x", "mask"}, 2, "xm", NULL, NULL);
+  ob_node(mb, "Add", "/add_f", (const char *[]){"xm", "f2"}, 2, "y", NULL, NULL);
+  return mb;
+}
+
+START_TEST(test_eval_shape_subgraph) {
+  static const float f[4] = {10, 0, 2, 0};
+  for (int64_t batch = 0; batch <= 2; batch += 2) { /* N symbolic, then bound */
+    loaded l = load(eval_model(), batch, 0, NULL, NULL);
+    castor_tensor_info info;
+    castor_tensor *y = run_iota(&l, 3, (int64_t[]){2, 4, 4}, &info);
+    ck_assert_int_eq(info.dims[0], batch ? 2 : -1);
+    const float *yv = castor_tensor_data(y);
+    for (int n = 0; n < 2; n++)
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+          int e = (n * 4 + i) * 4 + j;
+          float want = (float)e + (j > i ? -1e4f : 0) + f[j];
+          ck_assert_msg(yv[e] == want, "batch %d: y[%d][%d][%d] = %g, want %g", (int)batch, n, i, j, yv[e], want);
+        }
+    castor_tensor_destroy(y);
+    /* nothing of the subgraph is left to run: x, two adds, their constants */
+    castor_model_destroy(l.m);
+    castor_context_destroy(l.ctx);
+  }
+}
+END_TEST
+
+/* Errors of the evaluator are located at the node: an index out of range,
+ * arithmetic on the symbolic batch (with the advice that works). */
+START_TEST(test_eval_errors) {
+  ob_model *mb = eval_model();
+  mb->inits[0]->raw_data.data[0] = 7; /* "one" = 7: Gather(Shape(x), 7) */
+  expect_load_error(mb, 0, 0, NULL, NULL, CASTOR_ERR_PARSE,
+                    "m.onnx: node '/t' (Gather): error: Gather index 7 is out of range for a dimension of 3\n");
+  mb = eval_model();
+  mb->inits[0]->raw_data.data[0] = 0; /* Gather(Shape(x), 0) is N: Range to N */
+  expect_load_error(mb, 0, 0, NULL, NULL, CASTOR_ERR_UNSUPPORTED,
+                    "m.onnx: node '/range' (Range): error: Range computes with the batch dimension N (a shape "
+                    "computation): castor keeps N symbolic only where it is moved, not computed with; compile with "
+                    "--batch B\n");
+}
+END_TEST
+
 static Suite *onnx_fold_suite(void) {
   Suite *s = suite_create("onnx_fold");
   TCase *tc = tcase_create("dims");
@@ -151,6 +237,8 @@ static Suite *onnx_fold_suite(void) {
   tcase_add_test(tc, test_dim_bound_at_load);
   tcase_add_test(tc, test_dim_errors);
   tcase_add_test(tc, test_reshape_minus_one_is_batch);
+  tcase_add_test(tc, test_eval_shape_subgraph);
+  tcase_add_test(tc, test_eval_errors);
   suite_add_tcase(s, tc);
   return s;
 }
