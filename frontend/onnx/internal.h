@@ -29,6 +29,7 @@ typedef struct imp_val {
   ir_node *alt;          /* cache: the value in plain layout (for CL, FLAT_CL) or channels last */
   const char *layer;     /* the producing node's layer and location (transposes added later) */
   diag_loc loc;
+  bool poison;           /* made by a node that failed: its users are skipped, not reported */
 } imp_val;
 
 typedef struct imp imp;
@@ -55,12 +56,24 @@ struct imp {
   const onnx_node *node;
   const char *layer;
   diag_loc loc;
-  bool failed;
+  bool failed; /* the node being lowered failed (or, before the nodes, the model) */
+  /* the nodes' errors, one per distinct message (onnx_import.c, oi_fail_kind) */
+  int n_errors;
+  hmap errors; /* message -> oi_node_error */
+  struct oi_node_error *first_error, *last_error; /* in the order reported */
 };
+
+/* A node error as reported: where, and how many more nodes had its message. */
+typedef struct oi_node_error {
+  diag_loc loc;
+  int more;
+  struct oi_node_error *next;
+} oi_node_error;
 
 #define DIM_N INT64_MIN /* castor's symbolic batch in a folded shape (onnx_fold.c) */
 
-/* Reports the node's first error (later ones would only echo it); false. */
+/* Reports the node's first error (later ones would only echo it), once per
+ * distinct message in the model (the others are counted in a note); false. */
 bool oi_fail_kind(imp *im, diag_kind kind, const char *fmt, ...) CASTOR_PRINTF(3, 4);
 #define FAIL(im, ...) oi_fail_kind((im), DIAG_KIND_INVALID_MODEL, __VA_ARGS__)
 #define UNSUPPORTED(im, ...) oi_fail_kind((im), DIAG_KIND_UNSUPPORTED, __VA_ARGS__)

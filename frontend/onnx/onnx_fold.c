@@ -151,7 +151,10 @@ bool oi_lower_constant_of_shape(imp *im, const onnx_node *n, const op_row *row) 
   int rank;
   if (!s || !oi_const_ints(im, s, "shape", dims, ONNX_MAX_RANK, &rank)) return false;
   for (int r = 0; r < rank; r++)
-    if (dims[r] < 0) return FAIL(im, "ConstantOfShape's shape has %s dimension", dims[r] == DIM_N ? "the batch N as a" : "a negative");
+    if (dims[r] == DIM_N)
+      return UNSUPPORTED(im, "ConstantOfShape of a shape with the batch dimension N: compile with --batch B");
+    else if (dims[r] < 0)
+      return FAIL(im, "ConstantOfShape's shape has a negative dimension");
   const onnx_attr *v = oi_attr_find(im, "value");
   if (v && !oi_attr_typed(im, v, ONNX_ATTR_TENSOR)) return false;
   int dtype = v ? v->t->dtype : ONNX_FLOAT;

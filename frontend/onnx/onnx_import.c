@@ -29,14 +29,38 @@
 
 static diag_loc model_loc(imp *im) { return (diag_loc){im->file, 0, 0}; }
 
-/* Reports the node's first error (later ones would only echo it); false. */
+/* Reports the node's first error (later ones would only echo it); false.
+ * The import goes on with the next node, so that one run shows every op
+ * and form castor lacks; a message already reported for another node is
+ * only counted (one note at the end says how many). */
 bool oi_fail_kind(imp *im, diag_kind kind, const char *fmt, ...) {
   if (im->failed) return false;
   im->failed = true;
   va_list ap;
   va_start(ap, fmt);
-  diag_verror_kind(im->d, kind, im->node ? im->loc : model_loc(im), fmt, ap);
+  if (!im->node) {
+    diag_verror_kind(im->d, kind, model_loc(im), fmt, ap);
+    va_end(ap);
+    return false;
+  }
+  str_buf b;
+  str_buf_init(&b);
+  str_buf_vprintf(&b, fmt, ap);
   va_end(ap);
+  const char *msg = str_buf_cstr(&b);
+  oi_node_error *e = hmap_get_str(&im->errors, msg, strlen(msg));
+  if (e) {
+    e->more++;
+  } else {
+    e = arena_alloc(im->g->arena, sizeof *e);
+    *e = (oi_node_error){.loc = im->loc};
+    if (im->last_error) im->last_error->next = e;
+    else im->first_error = e;
+    im->last_error = e;
+    hmap_put_str(&im->errors, arena_strdup(im->g->arena, msg), strlen(msg), e);
+    diag_error_kind(im->d, kind, im->loc, "%s", msg);
+  }
+  str_buf_fini(&b);
   return false;
 }
 #define FAIL(im, ...) oi_fail_kind((im), DIAG_KIND_INVALID_MODEL, __VA_ARGS__)
@@ -414,33 +438,64 @@ static bool import_inputs(imp *im) {
   return true;
 }
 
+/* Lowers node n (folds it, or builds its IR); false with its error reported. */
+static bool import_node(imp *im, const onnx_node *n) {
+  if (!is_default_domain(n->domain))
+    return UNSUPPORTED(im, "op %s of domain '%s': castor supports the default ONNX domain only", n->op_type,
+                       n->domain);
+  if (n->n_outputs < 1) return FAIL(im, "%s has no outputs", n->op_type);
+  bool folded;
+  if (!oi_try_fold(im, n, &folded)) return false;
+  if (folded) return true;
+  const op_row *row = find_row(im, n);
+  if (!row || !oi_attrs_known(im, row)) return false;
+  if (!row->lower(im, n, row) && !im->failed)
+    FAIL(im, "%s could not be imported", n->op_type); /* a lowering that forgot to say why */
+  return !im->failed;
+}
+
+/* Outputs of a node that failed, or that uses a value of one: defined as
+ * poison, so that the nodes after it are skipped without an error each. */
+static void poison_outputs(imp *im, const onnx_node *n) {
+  for (int k = 0; k < n->n_outputs; k++) {
+    if (!*n->outputs[k] || oi_val_find(im, n->outputs[k])) continue;
+    imp_val *v = arena_alloc(im->g->arena, sizeof *v);
+    *v = (imp_val){.name = n->outputs[k], .poison = true};
+    hmap_put_str(&im->vals, n->outputs[k], strlen(n->outputs[k]), v);
+  }
+}
+
+/* Every node, in order; a node that fails does not stop the import, so a
+ * model castor cannot compile gets one error per distinct unsupported op
+ * or form in one run. */
 static bool import_nodes(imp *im) {
   const onnx_graph *g = &im->m->graph;
-  for (int i = 0; i < g->n_nodes && !im->failed; i++) {
+  hmap_init(&im->errors, HMAP_STRINGS);
+  for (int i = 0; i < g->n_nodes; i++) {
     const onnx_node *n = &g->nodes[i];
     im->node = n;
+    im->failed = false;
     const char *label = *n->name ? n->name : arena_printf(im->g->arena, "%s_%d", n->op_type, i);
     im->layer = oi_ir_name(im, label, "node");
     /* the location of an ONNX node: no lines, so "model.onnx: node 'x' (Op)" */
     im->loc = (diag_loc){arena_printf(im->g->arena, "%s: node '%s' (%s)", im->file, label, n->op_type), 0, 0};
-    if (!is_default_domain(n->domain)) {
-      UNSUPPORTED(im, "op %s of domain '%s': castor supports the default ONNX domain only",
-                  n->op_type, n->domain);
-      break;
+    bool skip = false;
+    for (int k = 0; k < n->n_inputs && !skip; k++) {
+      imp_val *v = *n->inputs[k] ? oi_val_find(im, n->inputs[k]) : NULL;
+      skip = v && v->poison;
     }
-    if (n->n_outputs < 1) {
-      FAIL(im, "%s has no outputs", n->op_type);
-      break;
-    }
-    bool folded;
-    if (!oi_try_fold(im, n, &folded)) break;
-    if (folded) continue;
-    const op_row *row = find_row(im, n);
-    if (!row || !oi_attrs_known(im, row)) break;
-    if (!row->lower(im, n, row) && !im->failed)
-      FAIL(im, "%s could not be imported", n->op_type); /* a lowering that forgot to say why */
+    if (!skip && import_node(im, n)) continue;
+    if (!skip) im->n_errors++;
+    poison_outputs(im, n);
   }
   im->node = NULL;
+  /* the messages several nodes had: one note each, at the first */
+  for (const oi_node_error *e = im->first_error; e; e = e->next)
+    if (e->more)
+      diag_report(im->d, DIAG_NOTE, e->loc, "%d more node%s of the model fail%s the same way", e->more,
+                  e->more == 1 ? "" : "s", e->more == 1 ? "s" : "");
+  hmap_fini(&im->errors);
+  im->failed = im->n_errors > 0;
   return !im->failed;
 }
 

@@ -225,7 +225,34 @@ START_TEST(test_eval_errors) {
   expect_load_error(mb, 0, 0, NULL, NULL, CASTOR_ERR_UNSUPPORTED,
                     "m.onnx: node '/range' (Range): error: Range computes with the batch dimension N (a shape "
                     "computation): castor keeps N symbolic only where it is moved, not computed with; compile with "
-                    "--batch B\n");
+                    "--batch B\n"
+                    "m.onnx: node '/ones' (ConstantOfShape): error: ConstantOfShape of a shape with the batch "
+                    "dimension N: compile with --batch B\n");
+}
+END_TEST
+
+/* A model castor cannot compile: every distinct refusal in one run (each
+ * op once, at its first node, with a note counting the others), nothing
+ * about the nodes that only use a refused value, status UNSUPPORTED. */
+START_TEST(test_all_refusals_at_once) {
+  ob_model *mb = ob_model_new(17);
+  mb->ins[mb->g.n_input++] = ob_value("x", ONNX_FLOAT, 2, (int64_t[]){0, 4}, (const char *[]){"N", NULL});
+  mb->outs[mb->g.n_output++] = ob_value("y", ONNX_FLOAT, 2, (int64_t[]){0, 4}, (const char *[]){"N", NULL});
+  ob_node(mb, "Frobnicate", "/f1", (const char *[]){"x"}, 1, "a", NULL, NULL);
+  ob_node(mb, "Relu", "/uses_a", (const char *[]){"a"}, 1, "a2", NULL, NULL);
+  ob_node(mb, "Frobnicate", "/f2", (const char *[]){"x"}, 1, "b", NULL, NULL);
+  ob_node(mb, "Frobnicate", "/f3", (const char *[]){"x"}, 1, "c", NULL, NULL);
+  ob_node(mb, "Softmax", "/sm", (const char *[]){"x"}, 1, "d", ob_attr_int("bogus", 1), NULL);
+  ob_node(mb, "Twiddle", "/t", (const char *[]){"x"}, 1, "e", NULL, NULL);
+  ob_node(mb, "Sum", "/sum", (const char *[]){"a2", "b", "c", "d", "e"}, 5, "y", NULL, NULL);
+  expect_load_error(mb, 0, 0, NULL, NULL, CASTOR_ERR_UNSUPPORTED,
+                    "m.onnx: node '/f1' (Frobnicate): error: castor does not support the ONNX op Frobnicate (opset "
+                    "17); docs/onnx.md lists the ops it does\n"
+                    "m.onnx: node '/sm' (Softmax): error: attribute 'bogus' of Softmax is not supported by castor "
+                    "(it reads: axis)\n"
+                    "m.onnx: node '/t' (Twiddle): error: castor does not support the ONNX op Twiddle (opset 17); "
+                    "docs/onnx.md lists the ops it does\n"
+                    "m.onnx: node '/f1' (Frobnicate): note: 2 more nodes of the model fail the same way\n");
 }
 END_TEST
 
@@ -239,6 +266,7 @@ static Suite *onnx_fold_suite(void) {
   tcase_add_test(tc, test_reshape_minus_one_is_batch);
   tcase_add_test(tc, test_eval_shape_subgraph);
   tcase_add_test(tc, test_eval_errors);
+  tcase_add_test(tc, test_all_refusals_at_once);
   suite_add_tcase(s, tc);
   return s;
 }
