@@ -88,6 +88,8 @@ bool oi_dims_of(imp *im, const onnx_tensor *t, ir_type *out);
 const float *oi_const_f32(imp *im, const onnx_tensor *t);
 ir_node *oi_operand(imp *im, imp_val *v);
 const onnx_tensor *oi_const_input(imp *im, int k, const char *what);
+const onnx_tensor *oi_host_const(imp *im, int k);
+ir_node *oi_scalar_const(imp *im, const char *what, double v);
 bool oi_define_output(imp *im, int k, ir_node *n);
 bool oi_outputs_unused_from(imp *im, int k, const char *why);
 ir_node *oi_build(imp *im, ir_op op, const char *suffix, ir_node *const *srcs, int n, const ir_attr *attr);

@@ -184,6 +184,14 @@ const onnx_tensor *oi_const_input(imp *im, int k, const char *what) {
   return v->k;
 }
 
+/* A host constant input k that is not also a run-time value (a float graph
+ * input bound where needed is both: the run-time lowerings take it), or
+ * NULL (absent, or a run-time value). */
+const onnx_tensor *oi_host_const(imp *im, int k) {
+  imp_val *v = oi_has_input(im, k) ? oi_val_find(im, im->node->inputs[k]) : NULL;
+  return v && v->k && (!v->node || v->node->op == IR_OP_CONST) ? v->k : NULL;
+}
+
 /* Defines output k of the current node as IR node n (named after it). */
 bool oi_define_output(imp *im, int k, ir_node *n) {
   if (!n) return false;

@@ -558,6 +558,31 @@ bool oi_lower_reduce_mean(imp *im, const onnx_node *n, const op_row *row) {
  * float32): a broadcasting mul and add over the channels of a
  * channels-last value (or of [N, C]). momentum only updates the running
  * statistics in training, which castor does not import. */
+/* BatchNormalization whose scale, B, mean or var is a run-time value:
+ * y = x * s + t with s = scale / sqrt(var + epsilon), t = B - mean * s,
+ * as IR ops over the channels (castor's last axis once x is channels last). */
+static bool batch_norm_runtime(imp *im, imp_val *vx, int rank, int64_t C, double eps) {
+  ir_node *p[4];
+  for (int i = 0; i < 4; i++) {
+    if (!(p[i] = oi_operand(im, oi_input(im, 1 + i)))) return false;
+    if (p[i]->type.rank != 1 || p[i]->type.dims[0] != C)
+      return FAIL(im, "BatchNormalization's %s must be [%lld] (one per channel)",
+                  (const char *[]){"scale", "B", "mean", "var"}[i], (long long)C);
+  }
+  ir_node *x;
+  oi_layout layout = OI_PLAIN;
+  if (rank == 2) x = oi_operand(im, vx);
+  else x = oi_channels_last(im, vx), layout = OI_CL;
+  ir_node *ve = oi_build(im, IR_OP_ADD, "var_eps", (ir_node *[]){p[3], oi_scalar_const(im, "epsilon", eps)}, 2, NULL);
+  ir_node *sd = ve ? oi_build(im, IR_OP_SQRT, "std", &ve, 1, NULL) : NULL;
+  ir_node *s = sd ? oi_build(im, IR_OP_DIV, "scale", (ir_node *[]){p[0], sd}, 2, NULL) : NULL;
+  ir_node *ms = s ? oi_build(im, IR_OP_MUL, "mean_scaled", (ir_node *[]){p[2], s}, 2, NULL) : NULL;
+  ir_node *t = ms ? oi_build(im, IR_OP_SUB, "shift", (ir_node *[]){p[1], ms}, 2, NULL) : NULL;
+  ir_node *y = t && x ? oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){x, s}, 2, NULL) : NULL;
+  y = y ? oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){y, t}, 2, NULL) : NULL;
+  return oi_define_output_as(im, 0, y, layout, NULL);
+}
+
 bool oi_lower_batch_norm(imp *im, const onnx_node *n, const op_row *row) {
   (void)row;
   double eps, momentum;
@@ -581,6 +606,9 @@ bool oi_lower_batch_norm(imp *im, const onnx_node *n, const op_row *row) {
   int64_t C = xd[1];
   const float *p[4];
   static const char *const names[] = {"scale", "B", "mean", "var"};
+  bool runtime = false;
+  for (int i = 0; i < 4; i++) runtime |= oi_has_input(im, 1 + i) && !oi_host_const(im, 1 + i);
+  if (runtime) return batch_norm_runtime(im, vx, rank, C, eps);
   for (int i = 0; i < 4; i++) {
     const onnx_tensor *t = oi_const_input(im, 1 + i, names[i]);
     if (!t) return false;

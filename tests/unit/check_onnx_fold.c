@@ -13,6 +13,7 @@
 #include "tests/unit/test_support.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static void setup(void) { ob_arena = arena_create(); }
@@ -256,6 +257,111 @@ START_TEST(test_all_refusals_at_once) {
 }
 END_TEST
 
+/* Runs l's model (float32) on inputs xs[i] (f32, dims per input); output 0. */
+static castor_tensor *run_inputs(loaded *l, int n, const int *ranks, const int64_t (*dims)[4], const float *const *xs) {
+  ck_assert_msg(l->st == CASTOR_OK, "load: %s", castor_context_last_error(l->ctx));
+  castor_program *p;
+  ck_assert_msg(castor_compile(l->m, NULL, &p) == CASTOR_OK, "compile: %s", castor_context_last_error(l->ctx));
+  castor_tensor *in[8], *y = NULL;
+  for (int i = 0; i < n; i++) {
+    ck_assert_int_eq(castor_tensor_create(l->ctx, CASTOR_F32, ranks[i], dims[i], &in[i]), CASTOR_OK);
+    memcpy(castor_tensor_data(in[i]), xs[i], castor_tensor_nbytes(in[i]));
+  }
+  ck_assert_msg(castor_program_run(p, in, n, &y, 1) == CASTOR_OK, "run: %s", castor_context_last_error(l->ctx));
+  for (int i = 0; i < n; i++) castor_tensor_destroy(in[i]);
+  castor_program_destroy(p);
+  return y;
+}
+
+/* Weights as graph inputs are operands like any other: Gemm's A (transA),
+ * B and a matrix C, Clip's min and max, BatchNormalization's four
+ * statistics, all run-time values; checked against a float64 computation. */
+START_TEST(test_runtime_operands) {
+  static const float A[3][2] = {{1, -2}, {0.5f, 3}, {-1, 4}}; /* A^T is [2, 3] */
+  static const float B[4][3] = {{1, 0, -1}, {2, 1, 0.5f}, {0, -3, 1}, {0.25f, 2, -2}}; /* B^T is [3, 4] */
+  static const float C[2][4] = {{1, 2, 3, 4}, {-1, -2, -3, -4}};
+  ob_model *mb = ob_model_new(13);
+  mb->ins[mb->g.n_input++] = ob_value("a", ONNX_FLOAT, 2, (int64_t[]){3, 2}, NULL);
+  mb->ins[mb->g.n_input++] = ob_value("b", ONNX_FLOAT, 2, (int64_t[]){4, 3}, NULL);
+  mb->ins[mb->g.n_input++] = ob_value("c", ONNX_FLOAT, 2, (int64_t[]){2, 4}, NULL);
+  mb->ins[mb->g.n_input++] = ob_value("lo", ONNX_FLOAT, 0, NULL, NULL);
+  mb->outs[mb->g.n_output++] = ob_value("y", ONNX_FLOAT, 2, (int64_t[]){2, 4}, NULL);
+  Onnx__AttributeProto *alpha = ob_attr_int("transA", 1);
+  Onnx__NodeProto *g = ob_node(mb, "Gemm", "/gemm", (const char *[]){"a", "b", "c"}, 3, "g", alpha, ob_attr_int("transB", 1));
+  Onnx__AttributeProto *al = arena_alloc(ob_arena, sizeof *al);
+  onnx__attribute_proto__init(al);
+  al->name = ob_str("alpha"), al->has_type = 1, al->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, al->has_f = 1, al->f = 0.5f;
+  g->attribute[g->n_attribute++] = al;
+  ob_node(mb, "Clip", "/clip", (const char *[]){"g", "lo"}, 2, "y", NULL, NULL);
+  loaded l = load(mb, 0, 0, NULL, NULL);
+  float lo = -1.5f;
+  castor_tensor *y = run_inputs(&l, 4, (const int[]){2, 2, 2, 0},
+                                (const int64_t[][4]){{3, 2}, {4, 3}, {2, 4}, {0}},
+                                (const float *const[]){&A[0][0], &B[0][0], &C[0][0], &lo});
+  const float *yv = castor_tensor_data(y);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) {
+      double acc = 0;
+      for (int k = 0; k < 3; k++) acc += (double)A[k][i] * B[j][k];
+      double want = fmax(0.5 * acc + C[i][j], lo);
+      ck_assert_msg(fabs(yv[i * 4 + j] - want) < 1e-5, "y[%d][%d] = %g, want %g", i, j, yv[i * 4 + j], want);
+    }
+  castor_tensor_destroy(y);
+  unload(&l);
+  /* BatchNormalization with its statistics as inputs: x [1, 2, 1, 2] */
+  mb = ob_model_new(15);
+  mb->ins[mb->g.n_input++] = ob_value("x", ONNX_FLOAT, 4, (int64_t[]){1, 2, 1, 2}, NULL);
+  const char *names[4] = {"scale", "bias", "mean", "var"};
+  for (int i = 0; i < 4; i++) mb->ins[mb->g.n_input++] = ob_value(names[i], ONNX_FLOAT, 1, (int64_t[]){2}, NULL);
+  mb->outs[mb->g.n_output++] = ob_value("y", ONNX_FLOAT, 4, (int64_t[]){1, 2, 1, 2}, NULL);
+  ob_node(mb, "BatchNormalization", "/bn", (const char *[]){"x", "scale", "bias", "mean", "var"}, 5, "y", NULL, NULL);
+  l = load(mb, 0, 0, NULL, NULL);
+  static const float x[4] = {1, 2, 3, 4}, sc[2] = {2, 0.5f}, bi[2] = {0.1f, -0.1f}, mu[2] = {1, 3}, var[2] = {4, 0.25f};
+  y = run_inputs(&l, 5, (const int[]){4, 1, 1, 1, 1}, (const int64_t[][4]){{1, 2, 1, 2}, {2}, {2}, {2}, {2}},
+                 (const float *const[]){x, sc, bi, mu, var});
+  yv = castor_tensor_data(y);
+  for (int c = 0; c < 2; c++)
+    for (int w = 0; w < 2; w++) {
+      double want = (x[c * 2 + w] - mu[c]) / sqrt(var[c] + 1e-5) * sc[c] + bi[c];
+      ck_assert_msg(fabs(yv[c * 2 + w] - want) < 1e-5, "bn y[%d][%d] = %g, want %g", c, w, yv[c * 2 + w], want);
+    }
+  castor_tensor_destroy(y);
+  unload(&l);
+}
+END_TEST
+
+/* Concat of more inputs than an IR node has sources (DenseNet's 25). */
+START_TEST(test_concat_any_arity) {
+  enum { K = 25 };
+  ob_model *mb = ob_model_new(17);
+  mb->ins[mb->g.n_input++] = ob_value("x", ONNX_FLOAT, 2, (int64_t[]){0, 2}, (const char *[]){"N", NULL});
+  mb->outs[mb->g.n_output++] = ob_value("y", ONNX_FLOAT, 2, (int64_t[]){0, 2 * K}, (const char *[]){"N", NULL});
+  const char *ins[K];
+  for (int i = 0; i < K; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "s%d", i);
+    ins[i] = ob_str(name);
+    float f = (float)i;
+    mb->inits[mb->g.n_initializer++] = ob_tensor(arena_printf(ob_arena, "k%d", i), ONNX_FLOAT, 0, NULL, &f, sizeof f);
+    ob_node(mb, "Add", arena_printf(ob_arena, "/add%d", i), (const char *[]){"x", arena_printf(ob_arena, "k%d", i)}, 2, name, NULL, NULL);
+  }
+  ob_node(mb, "Concat", "/cat", ins, K, "y", ob_attr_int("axis", 1), NULL);
+  loaded l = load(mb, 0, 0, NULL, NULL);
+  castor_tensor_info info;
+  castor_tensor *y = run_iota(&l, 2, (int64_t[]){3, 2}, &info);
+  ck_assert_int_eq(info.dims[1], 2 * K);
+  const float *yv = castor_tensor_data(y);
+  for (int n = 0; n < 3; n++)
+    for (int i = 0; i < K; i++)
+      for (int j = 0; j < 2; j++) {
+        float want = (float)(n * 2 + j + i);
+        ck_assert_msg(yv[n * 2 * K + i * 2 + j] == want, "y[%d][%d] = %g, want %g", n, i * 2 + j, yv[n * 2 * K + i * 2 + j], want);
+      }
+  castor_tensor_destroy(y);
+  unload(&l);
+}
+END_TEST
+
 static Suite *onnx_fold_suite(void) {
   Suite *s = suite_create("onnx_fold");
   TCase *tc = tcase_create("dims");
@@ -267,6 +373,8 @@ static Suite *onnx_fold_suite(void) {
   tcase_add_test(tc, test_eval_shape_subgraph);
   tcase_add_test(tc, test_eval_errors);
   tcase_add_test(tc, test_all_refusals_at_once);
+  tcase_add_test(tc, test_runtime_operands);
+  tcase_add_test(tc, test_concat_any_arity);
   suite_add_tcase(s, tc);
   return s;
 }
