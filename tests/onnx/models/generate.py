@@ -235,11 +235,29 @@ def narrow_densenet121():
     return DenseNet(growth_rate=2, block_config=(6, 12, 24, 16), num_init_features=8, bn_size=2, num_classes=10)
 
 
+class SegHead(nn.Module):
+    """torchvision's FCN head (FCNHead: conv, batch norm, ReLU, dropout, 1x1 conv) on a stride-4 stem, upsampled
+    back to the input's size as torchvision's FCN does (F.interpolate, bilinear, align_corners=False), plus a
+    nearest-neighbour x4 upsampling of the same logits: ONNX Resize in its two common modes."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.segmentation.fcn import FCNHead
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, stride=4, padding=1), nn.ReLU())
+        self.head = FCNHead(8, 2)
+
+    def forward(self, x):
+        z = self.head(self.stem(x))
+        up = nn.functional.interpolate(z, size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return up + 0.5 * nn.functional.interpolate(z, scale_factor=4, mode="nearest")
+
+
 DYNAMO_MODELS = {
     "tv_resnet18": narrow_resnet18,
     "tv_mobilenet_v3_small": narrow_mobilenet_v3_small,
     "tv_efficientnet_b0": narrow_efficientnet_b0,
     "tv_densenet121": narrow_densenet121,
+    "tv_fcn_head": SegHead,
 }
 
 
