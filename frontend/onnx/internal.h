@@ -195,6 +195,7 @@ bool oi_eltwise_operands(imp *im, imp_val **vals, int n, ir_node **out, oi_layou
 bool oi_flatten_cl(imp *im, imp_val *v, bool *done);
 const float *oi_rows_from_flat_cl(imp *im, const ir_type *cl, const float *w, int64_t K, int64_t P);
 bool oi_lower_conv(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_conv_transpose(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_pool(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_global_pool(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_reduce_mean(imp *im, const onnx_node *n, const op_row *row);
