@@ -182,6 +182,7 @@ bool oi_lower_gelu(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_size(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_activation(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_resize(imp *im, const onnx_node *n, const op_row *row); /* onnx_resize.c */
+bool oi_lower_einsum(imp *im, const onnx_node *n, const op_row *row);  /* onnx_resize.c */
 
 /* onnx_layout.c: NCHW values held channels last; convolutions, pooling,
  * batch normalization */

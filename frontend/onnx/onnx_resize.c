@@ -1,6 +1,7 @@
 /*
  * onnx_resize.c: ONNX Resize (internal.h), the upsampling of segmentation
- * and detection heads (PyTorch's F.interpolate, nn.Upsample).
+ * and detection heads (PyTorch's F.interpolate, nn.Upsample), and Einsum
+ * (below): two ops lowered to products with the IR's matmuls.
  *
  * Nearest and linear resizing are linear maps along each axis: output
  * index o reads input indices i with weights that depend only on o, the
@@ -15,6 +16,7 @@
 #include "frontend/onnx/internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef enum coord_mode { CM_HALF_PIXEL, CM_PYTORCH_HALF_PIXEL, CM_ALIGN_CORNERS, CM_ASYMMETRIC } coord_mode;
@@ -169,4 +171,153 @@ bool oi_lower_resize(imp *im, const onnx_node *n, const op_row *row) {
     y = oi_build(im, IR_OP_RESHAPE, NULL, &x, 1, &a);
   }
   return oi_define_output(im, 0, y);
+}
+
+/* ---- Einsum ----
+ *
+ * Einsum of two operands whose equation is a (batched) contraction, as
+ * attention writes it ("bhid,bhjd->bhij", "bij,bjk->bik", "ij,jk->ik"):
+ * each letter is a batch index (in both operands and the output), a row
+ * index (A and the output), a column index (B and the output) or a summed
+ * index (both operands, not the output). A is transposed to [batch.., rows..,
+ * summed..] and reshaped to [batch.., M, K], B to [batch.., K, P]; one
+ * batch_matmul (matmul without batch indices), then the result reshaped to
+ * [batch.., rows.., cols..] and transposed to the output's order. The batch
+ * indices stay separate dimensions, so the batch N stays first. */
+
+typedef struct ein_term {
+  char idx[IR_MAX_RANK + 1];
+  int n;
+} ein_term;
+
+static bool ein_parse(imp *im, const char *eq, ein_term *a, ein_term *b, ein_term *out) {
+  ein_term *t[3] = {a, b, out};
+  int k = 0;
+  for (int i = 0; i < 3; i++) t[i]->n = 0;
+  bool arrow = false;
+  for (const char *p = eq; *p; p++) {
+    char c = *p;
+    if (c == ' ') continue;
+    if (c == ',' && k == 0 && !arrow) {
+      k = 1;
+    } else if (c == '-' && p[1] == '>' && !arrow) {
+      arrow = true, k = 2, p++;
+    } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+      if (t[k]->n == IR_MAX_RANK) return UNSUPPORTED(im, "Einsum term of more than %d indices", IR_MAX_RANK);
+      for (int j = 0; j < t[k]->n; j++)
+        if (t[k]->idx[j] == c) return UNSUPPORTED(im, "Einsum with a repeated index '%c' in one term (a diagonal)", c);
+      t[k]->idx[t[k]->n++] = c;
+    } else if (c == '.') {
+      return UNSUPPORTED(im, "Einsum with an ellipsis ('...'): castor takes explicit indices");
+    } else {
+      return FAIL(im, "Einsum's equation '%s' has an unexpected '%c'", eq, c);
+    }
+  }
+  if (k != 2) return UNSUPPORTED(im, "Einsum '%s': castor takes two operands and an explicit output ('ab,bc->ac')", eq);
+  for (int i = 0; i < 3; i++) t[i]->idx[t[i]->n] = 0;
+  return true;
+}
+
+static int ein_pos(const ein_term *t, char c) {
+  for (int i = 0; i < t->n; i++)
+    if (t->idx[i] == c) return i;
+  return -1;
+}
+
+/* x permuted to the letters of `order` (a permutation of t's), then reshaped to dims. */
+static ir_node *ein_arrange(imp *im, ir_node *x, const ein_term *t, const char *order, int rank, const int64_t *dims,
+                            const char *what) {
+  ir_attr p = {.perm = {.n = t->n}};
+  bool moved = false;
+  for (int i = 0; i < t->n; i++) {
+    p.perm.v[i] = ein_pos(t, order[i]);
+    moved |= p.perm.v[i] != i;
+  }
+  if (moved) x = oi_build(im, IR_OP_TRANSPOSE, arena_printf(im->g->arena, "%s_t", what), &x, 1, &p);
+  if (!x) return NULL;
+  bool same = x->type.rank == rank;
+  for (int r = 0; same && r < rank; r++) same = x->type.dims[r] == dims[r];
+  if (same) return x;
+  ir_attr s = {.shape = {.rank = rank}};
+  for (int r = 0; r < rank; r++) s.shape.dims[r] = dims[r];
+  return oi_build(im, IR_OP_RESHAPE, arena_printf(im->g->arena, "%s_r", what), &x, 1, &s);
+}
+
+bool oi_lower_einsum(imp *im, const onnx_node *n, const op_row *row) {
+  (void)row;
+  const onnx_attr *ea = oi_attr_find(im, "equation");
+  if (!ea) return FAIL(im, "Einsum needs its equation attribute");
+  if (!oi_attr_typed(im, ea, ONNX_ATTR_STRING)) return false;
+  ein_term a, b, o;
+  if (!ein_parse(im, ea->s, &a, &b, &o)) return false;
+  if (n->n_inputs != 2) return UNSUPPORTED(im, "Einsum of %d operands: castor takes two", n->n_inputs);
+  ir_node *x = oi_operand(im, oi_input(im, 0)), *y = x ? oi_operand(im, oi_input(im, 1)) : NULL;
+  if (!y) return false;
+  if (x->type.rank != a.n || y->type.rank != b.n)
+    return FAIL(im, "Einsum '%s': the operands have ranks %d and %d", ea->s, x->type.rank, y->type.rank);
+  /* classify the letters: batch (a, b, out), rows (a, out), cols (b, out), summed (a, b) */
+  char bat[IR_MAX_RANK + 1] = {0}, rows[IR_MAX_RANK + 1] = {0}, cols[IR_MAX_RANK + 1] = {0}, sum[IR_MAX_RANK + 1] = {0};
+  int nb = 0, nr = 0, nc = 0, ns = 0;
+  int64_t bd[IR_MAX_RANK], M = 1, P = 1, K = 1;
+  for (int i = 0; i < o.n; i++)
+    if (ein_pos(&a, o.idx[i]) < 0 && ein_pos(&b, o.idx[i]) < 0)
+      return FAIL(im, "Einsum '%s': output index '%c' is in no operand", ea->s, o.idx[i]);
+  for (int i = 0; i < a.n; i++) {
+    char c = a.idx[i];
+    int pb = ein_pos(&b, c), po = ein_pos(&o, c);
+    int64_t d = x->type.dims[i];
+    if (pb >= 0 && y->type.dims[pb] != d)
+      return FAIL(im, "Einsum '%s': index '%c' has sizes %lld and %lld", ea->s, c, (long long)d, (long long)y->type.dims[pb]);
+    if (pb >= 0 && po >= 0) bd[nb] = d, bat[nb++] = c;
+    else if (po >= 0) rows[nr++] = c, M *= d;
+    else if (pb >= 0) sum[ns++] = c, K *= d;
+    else return UNSUPPORTED(im, "Einsum '%s': index '%c' is summed within one operand", ea->s, c);
+    if (d == IR_DIM_BATCH && !(pb >= 0 && po >= 0 && nb == 1 && i == 0 && po == 0 && pb == 0))
+      return UNSUPPORTED(im, "Einsum '%s' moves the batch dimension N: compile with --batch B", ea->s);
+  }
+  for (int i = 0; i < b.n; i++) {
+    char c = b.idx[i];
+    if (ein_pos(&a, c) >= 0) continue;
+    if (ein_pos(&o, c) < 0) return UNSUPPORTED(im, "Einsum '%s': index '%c' is summed within one operand", ea->s, c);
+    cols[nc++] = c, P *= y->type.dims[i];
+  }
+  if (nb + 2 > IR_MAX_RANK) return UNSUPPORTED(im, "Einsum with %d batch indices", nb);
+  char ao[IR_MAX_RANK + 1], bo[IR_MAX_RANK + 1];
+  snprintf(ao, sizeof ao, "%s%s%s", bat, rows, sum);
+  snprintf(bo, sizeof bo, "%s%s%s", bat, sum, cols);
+  int64_t ad[IR_MAX_RANK], bdm[IR_MAX_RANK];
+  for (int i = 0; i < nb; i++) ad[i] = bdm[i] = bd[i];
+  ad[nb] = M, ad[nb + 1] = K, bdm[nb] = K, bdm[nb + 1] = P;
+  ir_node *xa = ein_arrange(im, x, &a, ao, nb + 2, ad, "a"), *yb = xa ? ein_arrange(im, y, &b, bo, nb + 2, bdm, "b") : NULL;
+  if (!yb) return false;
+  ir_attr acc = {.acc = DT_F32};
+  ir_node *z = oi_build(im, nb ? IR_OP_BATCH_MATMUL : IR_OP_MATMUL, "contract", (ir_node *[]){xa, yb}, 2, &acc);
+  if (!z) return false;
+  /* [batch.., M, P] to [batch.., rows.., cols..], then the output's order */
+  ein_term zt = {.n = nb + nr + nc};
+  snprintf(zt.idx, sizeof zt.idx, "%s%s%s", bat, rows, cols);
+  int64_t zd[IR_MAX_RANK];
+  for (int i = 0; i < zt.n; i++) {
+    int pa = ein_pos(&a, zt.idx[i]);
+    zd[i] = pa >= 0 ? x->type.dims[pa] : y->type.dims[ein_pos(&b, zt.idx[i])];
+  }
+  if (zt.n != o.n) return FAIL(im, "Einsum '%s': the output's indices do not match the operands'", ea->s);
+  ir_attr s = {.shape = {.rank = zt.n}};
+  for (int r = 0; r < zt.n; r++) s.shape.dims[r] = zd[r];
+  bool same = z->type.rank == zt.n;
+  for (int r = 0; same && r < zt.n; r++) same = z->type.dims[r] == zd[r];
+  if (!same && !(z = oi_build(im, IR_OP_RESHAPE, "split", &z, 1, &s))) return false;
+  ir_attr p = {.perm = {.n = o.n}};
+  bool moved = false;
+  for (int i = 0; i < o.n; i++) {
+    p.perm.v[i] = ein_pos(&zt, o.idx[i]);
+    moved |= p.perm.v[i] != i;
+  }
+  if (moved) z = oi_build(im, IR_OP_TRANSPOSE, NULL, &z, 1, &p);
+  else if (z->op != IR_OP_RESHAPE) { /* a copy named after the node */
+    ir_attr c = {.shape = {.rank = z->type.rank}};
+    for (int r = 0; r < z->type.rank; r++) c.shape.dims[r] = z->type.dims[r];
+    z = oi_build(im, IR_OP_RESHAPE, NULL, &z, 1, &c);
+  }
+  return oi_define_output(im, 0, z);
 }

@@ -362,6 +362,68 @@ START_TEST(test_concat_any_arity) {
 }
 END_TEST
 
+static Onnx__AttributeProto *attr_str(const char *name, const char *v) {
+  Onnx__AttributeProto *a = arena_alloc(ob_arena, sizeof *a);
+  onnx__attribute_proto__init(a);
+  a->name = ob_str(name), a->has_type = 1, a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+  a->has_s = 1, a->s.data = (uint8_t *)ob_str(v), a->s.len = strlen(v);
+  return a;
+}
+
+/* Einsum as a batched contraction: attention's "bhid,bhjd->bhij" and a
+ * contraction whose output is transposed ("bij,bjk->kbi"), against float64. */
+START_TEST(test_einsum) {
+  static const struct { const char *eq; int64_t a[4], b[4], o[4]; int ra, rb; } cases[] = {
+      {"bhid,bhjd->bhij", {2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 3, 5}, 4, 4},
+      {"bij,bjk->kbi", {2, 3, 4}, {2, 4, 5}, {5, 2, 3}, 3, 3},
+      {"ij,jk->ik", {3, 4}, {4, 2}, {3, 2}, 2, 2},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    ob_model *mb = ob_model_new(13);
+    int ro = cases[c].ra == 4 ? 4 : cases[c].ra == 3 ? 3 : 2;
+    mb->ins[mb->g.n_input++] = ob_value("a", ONNX_FLOAT, cases[c].ra, cases[c].a, NULL);
+    mb->ins[mb->g.n_input++] = ob_value("b", ONNX_FLOAT, cases[c].rb, cases[c].b, NULL);
+    mb->outs[mb->g.n_output++] = ob_value("y", ONNX_FLOAT, ro, cases[c].o, NULL);
+    ob_node(mb, "Einsum", "/einsum", (const char *[]){"a", "b"}, 2, "y", attr_str("equation", cases[c].eq), NULL);
+    loaded l = load(mb, 0, 0, NULL, NULL);
+    int64_t na = 1, nb = 1;
+    for (int r = 0; r < cases[c].ra; r++) na *= cases[c].a[r];
+    for (int r = 0; r < cases[c].rb; r++) nb *= cases[c].b[r];
+    float *av = arena_alloc(ob_arena, (size_t)na * sizeof *av), *bv = arena_alloc(ob_arena, (size_t)nb * sizeof *bv);
+    for (int64_t i = 0; i < na; i++) av[i] = (float)((i * 7) % 11) / 4 - 1;
+    for (int64_t i = 0; i < nb; i++) bv[i] = (float)((i * 5) % 13) / 6 - 1;
+    int64_t (*dims)[4] = arena_alloc(ob_arena, 2 * sizeof *dims);
+    memcpy(dims[0], cases[c].a, sizeof dims[0]), memcpy(dims[1], cases[c].b, sizeof dims[1]);
+    castor_tensor *y = run_inputs(&l, 2, (const int[]){cases[c].ra, cases[c].rb}, (const int64_t(*)[4])dims,
+                                  (const float *const[]){av, bv});
+    const float *yv = castor_tensor_data(y);
+    const int64_t *A = cases[c].a, *B = cases[c].b;
+    for (int64_t e = 0; e < castor_tensor_numel(y); e++) {
+      double want = 0;
+      if (c == 0) { /* y[b,h,i,j] = sum_d a[b,h,i,d] b[b,h,j,d] */
+        int64_t j = e % B[2], i = e / B[2] % A[2], bh = e / (B[2] * A[2]);
+        for (int64_t d = 0; d < A[3]; d++) want += (double)av[(bh * A[2] + i) * A[3] + d] * bv[(bh * B[2] + j) * B[3] + d];
+      } else if (c == 1) { /* y[k,b,i] = sum_j a[b,i,j] b[b,j,k] */
+        int64_t i = e % A[1], bb = e / A[1] % A[0], k = e / (A[1] * A[0]);
+        for (int64_t j = 0; j < A[2]; j++) want += (double)av[(bb * A[1] + i) * A[2] + j] * bv[(bb * B[1] + j) * B[2] + k];
+      } else { /* y[i,k] = sum_j a[i,j] b[j,k] */
+        int64_t k = e % B[1], i = e / B[1];
+        for (int64_t j = 0; j < A[1]; j++) want += (double)av[i * A[1] + j] * bv[j * B[1] + k];
+      }
+      ck_assert_msg(fabs(yv[e] - want) < 1e-5, "%s: y[%lld] = %g, want %g", cases[c].eq, (long long)e, yv[e], want);
+    }
+    castor_tensor_destroy(y);
+    unload(&l);
+  }
+  ob_model *mb = ob_model_new(13);
+  mb->ins[mb->g.n_input++] = ob_value("a", ONNX_FLOAT, 2, (int64_t[]){3, 3}, NULL);
+  mb->outs[mb->g.n_output++] = ob_value("y", ONNX_FLOAT, 1, (int64_t[]){3}, NULL);
+  ob_node(mb, "Einsum", "/diag", (const char *[]){"a", "a"}, 2, "y", attr_str("equation", "ii,ij->i"), NULL);
+  expect_load_error(mb, 0, 0, NULL, NULL, CASTOR_ERR_UNSUPPORTED,
+                    "m.onnx: node '/diag' (Einsum): error: Einsum with a repeated index 'i' in one term (a diagonal)\n");
+}
+END_TEST
+
 static Suite *onnx_fold_suite(void) {
   Suite *s = suite_create("onnx_fold");
   TCase *tc = tcase_create("dims");
@@ -375,6 +437,7 @@ static Suite *onnx_fold_suite(void) {
   tcase_add_test(tc, test_all_refusals_at_once);
   tcase_add_test(tc, test_runtime_operands);
   tcase_add_test(tc, test_concat_any_arity);
+  tcase_add_test(tc, test_einsum);
   suite_add_tcase(s, tc);
   return s;
 }
