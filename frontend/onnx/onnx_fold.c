@@ -665,6 +665,7 @@ bool oi_try_fold(imp *im, const onnx_node *n, bool *folded) {
       continue;
     }
     if (!(in[i] = host_value(im, n->inputs[i]))) return true;
+    if (in[i]->numel > OI_FOLD_MAX) return true; /* a large weight: the lowering's run-time op, as before */
   }
   if (!oi_attrs_known(im, &(op_row){row->op, row->since, 0, NULL, IR_OP_COUNT, row->attrs})) return false;
   *folded = true;
