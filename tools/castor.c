@@ -72,6 +72,8 @@ static const char common_help[] =
     "  --bind NAME=FILE    ONNX models: bind graph input NAME to the data in FILE (.npy,\n"
     "                      or an ONNX TensorProto .pb): a shape, axes or bounds an op\n"
     "                      needs at compile time; the input becomes a constant\n"
+    "  --dim NAME=VALUE    ONNX models: bind the symbolic dimension NAME (a dim_param,\n"
+    "                      e.g. sequence) to VALUE: the model compiles for that size\n"
     "  --policy P          dtype policy instead of the model's 'policy' line: float32,\n"
     "                      float16, bfloat16, mixed_float16 or mixed_bfloat16\n"
     "  --fp32-ops=LIST     force these ops to float32 (IR op names, e.g. gelu,add)\n"
