@@ -24,6 +24,12 @@ Prints each round's castor/ORT and castor/PyTorch ratios and their median
 time: on a shared machine the per-round ratios of neighbouring runs are the
 number to read, not the times.
 
+--clock cpu (one thread only) times CPU time instead, which a loaded
+machine changes far less than wall time: castor's `cpu:` line (the
+process's CPU time over its runs: one thread, so the run's work), the
+peers' time.thread_time() around each run (ORT and PyTorch with one
+thread run in the calling thread).
+
 Worker modes (used by the driver): --worker ort|torch --model M --batch B.
 """
 import argparse
@@ -56,18 +62,19 @@ def export(name, path, size):
                       dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
 
 
-def median_ms(fn, repeat):
+def median_ms(fn, repeat, clock):
     fn()
     ts = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
+        ts.append((clock() - t0) * 1e3)
     return statistics.median(ts)
 
 
 def worker(args):
     import numpy as np
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     x = np.random.default_rng(1).uniform(-1, 1, (args.batch, 3, args.size, args.size)).astype(np.float32)
     if args.worker == "ort":
         import onnxruntime as ort
@@ -76,20 +83,20 @@ def worker(args):
         so.inter_op_num_threads = 1
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
-        ms = median_ms(lambda: sess.run(None, {"x": x}), args.repeat)
+        ms = median_ms(lambda: sess.run(None, {"x": x}), args.repeat, clock)
     else:
         import torch
         torch.set_num_threads(args.threads)
         m = torch_model(args.name)
         xt = torch.from_numpy(x)
         with torch.inference_mode():
-            ms = median_ms(lambda: m(xt), args.repeat)
+            ms = median_ms(lambda: m(xt), args.repeat, clock)
     print(f"time: median {ms:.4f} ms")
 
 
-def run_ms(cmd):
+def run_ms(cmd, pattern=r"time: median ([0-9.]+) ms"):
     out = subprocess.run(cmd, capture_output=True, text=True)
-    m = re.search(r"time: median ([0-9.]+) ms", out.stdout + out.stderr)
+    m = re.search(pattern, out.stdout + out.stderr)
     if out.returncode or not m:
         msg = (out.stderr or out.stdout).strip().splitlines()
         return None, msg[-1] if msg else f"status {out.returncode}"
@@ -108,17 +115,21 @@ def main():
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--policy", default="float32")
     ap.add_argument("--peers", default="ort,torch", help="comma-separated: ort, torch (or empty)")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: CPU time, one thread")
     ap.add_argument("--worker", choices=["ort", "torch"])
     ap.add_argument("--model"), ap.add_argument("--name"), ap.add_argument("--batch", type=int)
     args = ap.parse_args()
     if args.worker:
         return worker(args)
+    if args.clock == "cpu" and args.threads != 1:
+        sys.exit("torchvision_peers: --clock cpu times one thread (--threads 1)")
     castor = os.path.join(args.build, "castor")
     if not os.access(castor, os.X_OK):
         sys.exit(f"torchvision_peers: no castor in {args.build}")
     os.makedirs(args.out, exist_ok=True)
     peers = [p for p in args.peers.split(",") if p]
-    print(f"castor {args.policy}, peers {peers}, threads {args.threads}, {args.rounds} rounds of {args.repeat} runs, "
+    print(f"castor {args.policy}, peers {peers}, threads {args.threads}, {args.clock} time, {args.rounds} rounds of "
+          f"{args.repeat} runs, "
           f"{args.size}x{args.size}; load average {os.getloadavg()}", flush=True)
     for name in args.models.split(","):
         path = os.path.join(args.out, f"{name}.onnx")
@@ -129,14 +140,15 @@ def main():
             err = None
             for _ in range(args.rounds):
                 ms, err = run_ms([castor, "run", path, "--batch", str(batch), "--repeat", str(args.repeat), "--threads",
-                                  str(args.threads), "--policy", args.policy])
+                                  str(args.threads), "--policy", args.policy],
+                                 r"time: median ([0-9.]+) ms" if args.clock == "wall" else r"cpu: mean ([0-9.]+) ms")
                 if ms is None:
                     break
                 times["castor"].append(ms)
                 for p in peers:
                     ms, err = run_ms([sys.executable, os.path.abspath(__file__), "--worker", p, "--model", path, "--name",
                                       name, "--batch", str(batch), "--threads", str(args.threads), "--repeat",
-                                      str(args.repeat), "--size", str(args.size)])
+                                      str(args.repeat), "--size", str(args.size), "--clock", args.clock])
                     if ms is None:
                         break
                     times[p].append(ms)
