@@ -649,6 +649,10 @@ castor_status castor_program_save_weights(castor_program *p, const char *path) {
   return ok ? CASTOR_OK : finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_IO));
 }
 
+const char *castor_model_loss(const castor_model *m) {
+  return m && m->defaults.loss[0] ? m->defaults.loss : NULL;
+}
+
 bool castor_model_is_keras(const castor_model *m) { return m && m->keras; }
 
 /* Keras in and out: the trained model as a .keras file (frontend/keras/save.c) */

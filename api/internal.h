@@ -116,6 +116,9 @@ castor_status castor_program_stats(const castor_program *p, int64_t batch, casto
  * keeps the sink's text as the last error, or as the warnings on success). */
 castor_context *castor_model_context(const castor_model *m);
 bool castor_model_is_keras(const castor_model *m); /* loaded from a .keras file: castor_program_save_keras can write it */
+/* The loss the model says it trains with (a .cast compile statement, a
+ * .keras file's compile config), or NULL: for messages about labels. */
+const char *castor_model_loss(const castor_model *m);
 const ir_graph *castor_model_graph(const castor_model *m); /* the frontend's graph: name, policy */
 diag_sink *castor_context_diag(castor_context *ctx);
 void castor_context_begin(castor_context *ctx);

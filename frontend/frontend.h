@@ -72,6 +72,11 @@ typedef struct fe_options {
   uint64_t seed;            /* seed of the Glorot init when there is no weights file */
   const char *weights_path; /* overrides the model's weights; NULL: use the model's */
   int64_t max_init_bytes;   /* cap of the Glorot init (0: 4 GiB; fuzzing lowers it) */
+  /* ONNX: the folder external data is read from (beneath it, no links
+   * followed). fe_load sets it to the folder of a model read from a regular
+   * file, and to NULL for one read from a pipe; for fe_load_mem it is the
+   * caller's (NULL, the default: external data is an error) */
+  const char *dir;
   const fe_binding *bindings; /* ONNX: graph inputs bound to data (NULL: none) */
   int n_bindings;
   /* .keras: if not NULL, receives what writing the model back as a .keras

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void verror(const char *fmt, va_list ap) {
   fputs("castor: error: ", stderr);
@@ -26,6 +27,65 @@ int cli_error(const char *fmt, ...) {
   va_start(ap, fmt);
   verror(fmt, ap);
   va_end(ap);
+  return 1;
+}
+
+void cli_put_diags(const char *text) {
+  static const char *const sev[] = {"error: ", "warning: ", "note: "};
+  for (const char *p = text; *p;) {
+    const char *eol = strchr(p, '\n');
+    size_t n = eol ? (size_t)(eol - p) + 1 : strlen(p);
+    for (size_t k = 0; k < sizeof sev / sizeof *sev; k++)
+      if (!strncmp(p, sev[k], strlen(sev[k]))) {
+        fputs("castor: ", stderr);
+        break;
+      }
+    fwrite(p, 1, n, stderr);
+    p += n;
+  }
+}
+
+bool cli_stdout_is_tty(const char *path) {
+  return (!path || !strcmp(path, "-")) && isatty(STDOUT_FILENO);
+}
+
+/* The options a usage text lists: every word that starts with '-' after
+ * blanks or ", " at the start of a line's option column, cut at '=', ' '
+ * or ','. The nearest to `arg` (at most a third of its length away) is
+ * copied to best. */
+static bool nearest_option(const char *help, const char *arg, char *best, size_t cap) {
+  size_t na = strcspn(arg, "=");
+  int best_d = (int)(na / 3) + 1;
+  bool found = false;
+  for (const char *p = help; *p; p++) {
+    if (*p != '-' || (p > help && p[-1] != ' ' && p[-1] != '\n' && p[-1] != '[')) continue;
+    size_t n = strspn(p, "-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+    if (n < 2 || n >= cap || (p[1] != '-' && n != 2)) continue;
+    int d = str_edit_distance(arg, na, p, n);
+    if (d > 0 && d < best_d) {
+      best_d = d, found = true;
+      memcpy(best, p, n);
+      best[n] = 0;
+    }
+    p += n - 1;
+  }
+  return found;
+}
+
+int cli_unknown_option(const char *arg, const char *cmd, cli_usage_fn usage) {
+  char *help = NULL, best[64];
+  size_t len = 0;
+  FILE *f = open_memstream(&help, &len);
+  if (f) {
+    usage(f, 0);
+    fclose(f);
+  }
+  const char *sp = *cmd ? " " : "";
+  if (help && nearest_option(help, arg, best, sizeof best))
+    cli_error("unknown option '%s'; did you mean '%s'? (see castor%s%s --help)", arg, best, sp, cmd);
+  else
+    cli_error("unknown option '%s' (see castor%s%s --help)", arg, sp, cmd);
+  free(help);
   return 1;
 }
 
@@ -169,7 +229,7 @@ static castor_status load_pb(castor_context *ctx, const char *path, castor_tenso
   onnx_tensor t;
   castor_status st = CASTOR_ERR_PARSE;
   if (!onnx_tensor_read(path, bytes, len, a, &t, d)) {
-    fputs(diag_first_error(d), stderr);
+    cli_put_diags(diag_first_error(d));
   } else {
     int cd = t.dtype == ONNX_FLOAT ? CASTOR_F32 : t.dtype == ONNX_FLOAT16 ? CASTOR_F16
            : t.dtype == ONNX_BFLOAT16 ? CASTOR_BF16 : t.dtype == ONNX_INT32 ? CASTOR_I32
@@ -182,7 +242,7 @@ static castor_status load_pb(castor_context *ctx, const char *path, castor_tenso
     } else if ((st = castor_tensor_create(ctx, (castor_dtype)cd, t.rank, t.dims, out)) == CASTOR_OK) {
       if (t.nbytes) memcpy(castor_tensor_data(*out), t.data, t.nbytes);
     } else {
-      fputs(castor_context_last_error(ctx), stderr);
+      cli_put_diags(castor_context_last_error(ctx));
     }
   }
   diag_sink_destroy(d);
@@ -201,14 +261,14 @@ castor_status cli_load_model(castor_context *ctx, const char *path, const cli_op
     if (n > 3 && !strcmp(f + n - 3, ".pb")) {
       st = load_pb(ctx, f, &t[i]);
     } else if ((st = castor_tensor_load_npy(ctx, f, &t[i])) != CASTOR_OK) {
-      fputs(castor_context_last_error(ctx), stderr);
+      cli_put_diags(castor_context_last_error(ctx));
     }
   }
   if (st == CASTOR_OK) {
     castor_load_options lo = o->load;
     lo.bind_names = o->bind_names, lo.bind_tensors = t, lo.n_binds = o->n_binds;
     st = castor_model_load_file(ctx, path, &lo, out_model);
-    fputs(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx), stderr);
+    cli_put_diags(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx));
   }
   for (int i = 0; i < o->n_binds; i++) castor_tensor_destroy(t[i]);
   return st;

@@ -17,6 +17,7 @@
 #include "castor.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "util/util.h"
 
@@ -52,6 +53,26 @@ void cli_options_init(cli_options *o);
 /* Prints "castor: error: MESSAGE" and a newline to stderr, the CLI's one
  * form of a usage or setup error; returns 1, the exit status. */
 int cli_error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
+
+/* Prints a diagnostic text (castor_context_last_error, _last_warnings,
+ * diag_text) to stderr in the CLI's one error form: a line that starts
+ * with its severity ("error: ...", which the library writes when there is
+ * no file to name) gets "castor: " before it, so every error reads either
+ * "FILE[:LINE:COL]: error: ..." or "castor: error: ...". */
+void cli_put_diags(const char *text);
+
+/* A command's usage printer (its --help). */
+typedef int (*cli_usage_fn)(FILE *f, int rc);
+
+/* "castor: error: unknown option 'ARG'; did you mean '--opt'? (see castor
+ * CMD --help)": the suggestion is the nearest option (edit distance) among
+ * those `usage` lists, when one is near; returns 1, the exit status. */
+int cli_unknown_option(const char *arg, const char *cmd, cli_usage_fn usage);
+
+/* The command line's argument names an output written to a terminal:
+ * binary data (an image, an object) there is an error that asks for -o.
+ * True when `path` is NULL or "-" (stdout) and stdout is a terminal. */
+bool cli_stdout_is_tty(const char *path);
 
 typedef enum cli_opt_result {
   CLI_OPT_NONE,  /* argv[*i] is none of the options in `groups`; *i unchanged */

@@ -428,26 +428,12 @@ static int64_t default_opset(imp *im) {
   return v;
 }
 
-/* The directory of `file` (external data is relative to it), or "." */
-static char *dir_of(const char *file) {
-  const char *slash = strrchr(file, '/');
-  if (!slash) return xstrdup(".");
-  if (slash == file) return xstrdup("/");
-  size_t n = (size_t)(slash - file);
-  char *d = xmalloc(n + 1);
-  memcpy(d, file, n);
-  d[n] = 0;
-  return d;
-}
-
 ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe_options *o,
                        diag_sink *d, fe_train_defaults *out_defaults) {
   if (out_defaults) *out_defaults = (fe_train_defaults){0};
   fe_options defaults;
   if (!o) fe_options_init(&defaults), o = &defaults;
-  char *dir = dir_of(file);
-  onnx_model *m = onnx_model_read(file, bytes, len, dir, d);
-  free(dir);
+  onnx_model *m = onnx_model_read(file, bytes, len, o->dir, d);
   if (!m) return NULL;
   imp im = {.m = m, .d = d, .o = o};
   im.g = ir_graph_create("onnx_model");

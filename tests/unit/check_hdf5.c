@@ -2,7 +2,7 @@
  * check_hdf5.c: Check suite of formats/hdf5 over the files h5py wrote
  * (tests/data/hdf5/make_files.py): the Keras layout read back with its
  * shapes, types, values and attributes (a variable-length string, the
- * bfloat16 opaque type); a group whose B-tree has more than one level; the
+ * bfloat16 opaque type), also after a user block; a group whose B-tree has more than one level; the
  * files outside the subset refused with a message naming the dataset and
  * the feature; and a valid file cut or overwritten in every place, which
  * must come back as an error, never a crash (the suite runs under ASan in
@@ -29,9 +29,20 @@ static float f32_at(const h5_object *o, int64_t i) {
   return v;
 }
 
+/* The Keras layout three ways: weights.h5; userblock.h5 (the same content
+ * after h5py's 512-byte user block, whose superblock's base address is
+ * 512); weights.h5 after 1024 bytes added by hand (base address 0 in the
+ * superblock, found at 1024: libhdf5 reads addresses from where the
+ * superblock is, and so does castor). */
 START_TEST(test_keras_layout) {
   size_t len;
-  char *data = load("weights.h5", &len);
+  char *data = load(_i == 1 ? "userblock.h5" : "weights.h5", &len);
+  if (_i == 2) {
+    char *moved = xcalloc(len + 1024, 1);
+    memcpy(moved + 1024, data, len);
+    free(data);
+    data = moved, len += 1024;
+  }
   h5_file f;
   h5_error e;
   ck_assert_msg(h5_open(&f, data, len, &e), "at %llu: %s", (unsigned long long)e.off, e.msg);
@@ -171,7 +182,7 @@ END_TEST
 static Suite *hdf5_suite(void) {
   Suite *s = suite_create("hdf5");
   TCase *tc = tcase_create("core");
-  tcase_add_test(tc, test_keras_layout);
+  tcase_add_loop_test(tc, test_keras_layout, 0, 3);
   tcase_add_test(tc, test_deep_btree);
   tcase_add_loop_test(tc, test_refused, 0, (int)(sizeof refused / sizeof refused[0]));
   tcase_add_test(tc, test_corrupt);
