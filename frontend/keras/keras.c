@@ -299,13 +299,14 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
     int used = (*count)++;
     l->vars = used ? arena_printf(m->arena, "/layers/%s_%d/vars", sc, used)
                    : arena_printf(m->arena, "/layers/%s/vars", sc);
-    l->row = kr_layer_row(l->cls);
+    l->row = fl_layer_row(l->cls);
     if (l->row < 0) {
       kr_unsupported(m, "layer '%s': class '%s' is not supported; castor reads %s", l->name, l->cls,
-                  kr_supported_list());
+                  fl_supported_list());
       ok = false;
       break;
     }
+    kr_layer_bind(m, l);
     if (strcmp(l->cls, "InputLayer") != 0) {
       const char *who = arena_printf(m->arena, "layer '%s' (%s)", l->name, l->cls);
       if (!policy_of(m, who, json_field(c, "dtype"), &l->policy)) ok = false;
