@@ -18,6 +18,13 @@ static const float *host_weight(fl_host *h, fl_layer *fl, const char *sub, int i
   return sub ? kr_sub_weight(m, l, sub, index, order, what, t) : kr_weight(m, l, index, what, t);
 }
 
+static void host_ignore_weight(fl_host *h, fl_layer *fl, int index) {
+  kr_model *m = h->fe;
+  kr_layer *l = fl->fe;
+  const h5_object *o = m->have_h5 ? h5_find(&m->h5, arena_printf(m->arena, "%s/%d", l->vars, index)) : NULL;
+  if (o && o->is_dataset) m->h5_used[o - m->h5.objects] = true;
+}
+
 static void host_error(fl_host *h, fl_layer *fl, const char *key, fl_style style, bool unsupported, const char *msg) {
   (void)key, (void)style;
   kr_model *m = h->fe;
@@ -31,7 +38,7 @@ static ir_node *host_stamp(fl_host *h, const fl_layer *fl, ir_node *n) {
 
 void kr_layer_bind(kr_model *m, kr_layer *l) {
   m->host = (fl_host){.g = m->g, .arena = m->arena, .fe = m, .weight = host_weight, .error = host_error,
-                      .stamp = host_stamp};
+                      .ignore_weight = host_ignore_weight, .stamp = host_stamp};
   l->fl = (fl_layer){.row = l->row, .cls = l->cls, .name = l->name, .ir_name = l->ir_name, .cfg = l->cfg,
                      .index = l->index, .loc = kr_loc(m), .fe = l};
 }

@@ -37,7 +37,7 @@ bool fl_lower_multi_head_attention(fl_host *m, fl_layer *l, int k, ir_node **in,
   const fl_call *c = m->call;
   int n_pos = n_in - (c->mask_at ? 1 : 0) - (c->key_at ? 1 : 0); /* key= and attention_mask= come after */
   if (n_pos < 2 || n_pos > 3 || (c->key_at && n_pos != 2)) {
-    fl_error(m, l, NULL, FL_PLAIN, "takes query, value and optionally key, its call has %d inputs", n_in);
+    fl_error(m, l, "input3", FL_KIND, "takes query, value and optionally key, got %d inputs", n_pos);
     return false;
   }
   ir_node *q = in[0], *v = in[1], *key = c->key_at ? in[c->key_at - 1] : n_pos == 3 ? in[2] : in[1];
@@ -61,18 +61,19 @@ bool fl_lower_multi_head_attention(fl_host *m, fl_layer *l, int k, ir_node **in,
   static const char *const roles[3] = {"query", "value", "key"};
   for (int i = 0; i < 3; i++)
     if (ins[i]->type.rank != 3 || !ir_type_is_batched(&ins[i]->type)) {
-      fl_error(m, l, NULL, FL_PLAIN, "its %s must be [N, steps, features], got %s", roles[i], fl_type_str(m, &ins[i]->type));
+      fl_error(m, l, arena_printf(m->arena, "input%d", i), FL_ITS, "its %s must be [N, steps, features], got %s", roles[i],
+               fl_type_str(m, &ins[i]->type));
       return false;
     }
   int64_t T = q->type.dims[1], d = q->type.dims[2], S = v->type.dims[1];
   if (key->type.dims[1] != S) {
-    fl_error(m, l, NULL, FL_PLAIN, "its key %s and value %s need the same number of steps", fl_type_str(m, &key->type),
+    fl_error(m, l, "input2", FL_ITS, "its key %s and value %s need the same number of steps", fl_type_str(m, &key->type),
                    fl_type_str(m, &v->type));
     return false;
   }
   if (mask && (mask->type.rank != 3 || !ir_type_is_batched(&mask->type) || mask->type.dims[1] != T ||
                mask->type.dims[2] != S)) {
-    fl_error(m, l, NULL, FL_PLAIN, "its attention_mask must be [N, %lld, %lld] for query %s and value %s, got %s", (long long)T,
+    fl_error(m, l, "mask", FL_ITS, "its attention_mask must be [N, %lld, %lld] ([N, query steps, value steps]) for query %s and value %s, got %s", (long long)T,
                    (long long)S, fl_type_str(m, &q->type), fl_type_str(m, &v->type), fl_type_str(m, &mask->type));
     return false;
   }

@@ -58,32 +58,6 @@ const char *fl_type_str(fl_host *m, const ir_type *t) {
   return s;
 }
 
-/* A Keras activation: a name, or {"class_name": "function", "config": NAME}
- * (some 3.x versions); NULL op for linear. */
-bool fl_activation(fl_host *m, fl_layer *l, ir_op *out) {
-  const json_value *v = fl_cfg(l, "activation");
-  const char *s = v && v->kind == JSON_STR ? v->s : NULL;
-  if (v && v->kind == JSON_OBJ) {
-    const json_value *c = json_field(v, "config");
-    s = c && c->kind == JSON_STR ? c->s : NULL;
-  }
-  if (!s) {
-    fl_error(m, l, NULL, FL_PLAIN, "activation is not a name");
-    return false;
-  }
-  static const struct {
-    const char *keras;
-    ir_op op;
-  } acts[] = {{"linear", IR_OP_COUNT}, {"relu", IR_OP_RELU},       {"sigmoid", IR_OP_SIGMOID},
-              {"tanh", IR_OP_TANH},    {"gelu", IR_OP_GELU},       {"silu", IR_OP_SILU},
-              {"swish", IR_OP_SILU},   {"softmax", IR_OP_SOFTMAX}};
-  for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
-    if (!strcmp(s, acts[i].keras)) return *out = acts[i].op, true;
-  fl_unsupported(m, l, NULL, FL_PLAIN, "activation '%s' is not supported (linear, relu, sigmoid, "
-                  "tanh, gelu, silu, swish, softmax)", s);
-  return false;
-}
-
 bool fl_one_input(fl_host *m, fl_layer *l, int n_in) {
   if (n_in == 1) return true;
   fl_error(m, l, NULL, FL_PLAIN, "takes one input, its call has %d", n_in);
@@ -91,14 +65,17 @@ bool fl_one_input(fl_host *m, fl_layer *l, int n_in) {
 }
 
 /* Dense's and Conv2D's weights: the kernel (kt) and, with use_bias, the bias
- * (bt), read on a layer's first call; a shared layer's later call must fit
- * the kernel the first call read. */
-bool fl_kernel_bias(fl_host *m, fl_layer *l, ir_node *x, const ir_type *kt, const ir_type *bt, bool use_bias) {
+ * (bt), read on a layer's first call (`both`: the bias even when the
+ * kernel had an error, so that one load reports both); a shared layer's
+ * later call must fit the kernel the first call read. */
+bool fl_kernel_bias(fl_host *m, fl_layer *l, ir_node *x, const ir_type *kt, const ir_type *bt, bool use_bias,
+                    bool both) {
   if (!l->weights_done) {
     const char *kkey = arena_printf(m->arena, "%s.kernel", l->ir_name);
     const char *bkey = arena_printf(m->arena, "%s.bias", l->ir_name);
     const float *kd = fl_weight(m, l, 0, kkey, "kernel", kt, FL_INIT_GLOROT), *bd = NULL;
-    if (!kd || (use_bias && !(bd = fl_weight(m, l, 1, bkey, "bias", bt, FL_INIT_ZEROS)))) return false;
+    if ((kd || both) && use_bias) bd = fl_weight(m, l, 1, bkey, "bias", bt, FL_INIT_ZEROS);
+    if (!kd || (use_bias && !bd)) return false;
     l->w[0] = fl_stamp(m, l, ir_build_const(m->g, kkey, kt, kkey, kd, l->loc));
     if (use_bias) l->w[1] = fl_stamp(m, l, ir_build_const(m->g, bkey, bt, bkey, bd, l->loc));
     l->weights_done = true;
@@ -112,9 +89,9 @@ bool fl_kernel_bias(fl_host *m, fl_layer *l, ir_node *x, const ir_type *kt, cons
 
 /* Dense's and Conv2D's epilogue after the contraction y: the bias (its
  * node named add) and the activation, the last node named as the call. */
-ir_node *fl_bias_act(fl_host *m, fl_layer *l, int k, ir_node *y, const char *add, bool use_bias, ir_op act) {
+ir_node *fl_bias_act(fl_host *m, fl_layer *l, int k, ir_node *y, const char *add, bool use_bias, fl_act act) {
   if (use_bias) y = fl_stamp(m, l, ir_build_binary(m->g, IR_OP_ADD, add, y, l->w[1], l->loc));
-  if (act != IR_OP_COUNT) y = fl_stamp(m, l, ir_build_unary(m->g, act, fl_node_name(m, l, k, NULL), y, l->loc));
+  if (act != FL_LINEAR) y = fl_act_apply(m, l, y, act, fl_node_name(m, l, k, NULL));
   return y;
 }
 
@@ -122,7 +99,7 @@ bool fl_cfg_int(fl_host *m, fl_layer *l, const char *key, int64_t dflt, int64_t 
   const json_value *v = fl_cfg(l, key);
   if (fl_is_null(v) && dflt != INT64_MIN) return *out = dflt, true;
   if (!v || v->kind != JSON_INT || v->i < lo || v->i > hi) {
-    fl_error(m, l, NULL, FL_PLAIN, "%s must be an integer from %lld to %lld", key, (long long)lo, (long long)hi);
+    fl_error(m, l, key, FL_PLAIN, "%s must be an integer from %lld to %lld", key, (long long)lo, (long long)hi);
     return false;
   }
   *out = v->i;
@@ -141,16 +118,17 @@ bool fl_cfg_pair(fl_host *m, fl_layer *l, const char *key, const int64_t *dflt, 
     ok = e->kind == JSON_INT && e->i >= 1 && e->i <= ((int64_t)1 << 20);
     if (ok) out[i] = e->i;
   }
-  if (!ok) fl_error(m, l, NULL, FL_PLAIN, "%s must be two positive integers [h, w]", key);
+  if (!ok) fl_error(m, l, key, FL_PLAIN, "%s must be two positive integers [h, w]", key);
   return ok;
 }
 
-/* padding: "valid" or "same". */
+/* padding: "valid" (the default) or "same". */
 bool fl_cfg_padding(fl_host *m, fl_layer *l, bool *same) {
   const json_value *v = fl_cfg(l, "padding");
+  if (!v) return *same = false, true;
   const char *s = v && v->kind == JSON_STR ? v->s : NULL;
   if (s && (!strcmp(s, "valid") || !strcmp(s, "same"))) return *same = s[0] == 's', true;
-  fl_unsupported(m, l, NULL, FL_PLAIN, "padding %s%s%s is not supported (valid, same)", s ? "'" : "", s ? s : "that is not a name", s ? "'" : "");
+  fl_unsupported(m, l, "padding", FL_PLAIN, "padding %s%s%s is not supported (valid, same)", s ? "'" : "", s ? s : "that is not a name", s ? "'" : "");
   return false;
 }
 
@@ -160,28 +138,28 @@ int fl_keras_axis(fl_host *m, fl_layer *l, const ir_node *x, int64_t a, const ch
   int rank = x->type.rank;
   int64_t r = a < 0 ? a + rank : a;
   if (r >= 1 && r < rank) return (int)r;
-  fl_error(m, l, NULL, FL_PLAIN, "%s %lld is not a dimension of %s other than the batch N", what, (long long)a,
+  fl_error(m, l, what, FL_KIND, "%s %lld is not a dimension of %s other than the batch N", what, (long long)a,
                  fl_type_str(m, &x->type));
   return -1;
 }
 
-/* The layout op `op` of call k, its type checked with the IR's shape rule
- * (the rule's message names the problem). */
-bool fl_layout_op(fl_host *m, fl_layer *l, int k, ir_op op, const char *suffix, ir_node **in, int n,
-                      const ir_attr *attr, ir_node **out) {
+bool fl_op_styled(fl_host *m, fl_layer *l, int k, ir_op op, const char *suffix, ir_node **in, int n,
+                  const ir_attr *attr, fl_style style, ir_node **out) {
   ir_type t;
   char err[512];
   if (!ir_infer_type(op, in, n, attr, &t, err, sizeof err)) {
-    fl_error(m, l, NULL, FL_PLAIN, "%s", err);
+    fl_error(m, l, NULL, style, "%s", err);
     return false;
   }
   *out = fl_stamp(m, l, ir_build_op(m->g, op, fl_node_name(m, l, k, suffix), in, n, attr, l->loc));
   return true;
 }
 
-/* Concatenate(axis): the IR's concat takes up to IR_MAX_SRCS operands, so
- * more are joined in a chain (%NAME.partK), which is the same along one
- * axis. */
+bool fl_layout_op(fl_host *m, fl_layer *l, int k, ir_op op, const char *suffix, ir_node **in, int n,
+                  const ir_attr *attr, ir_node **out) {
+  return fl_op_styled(m, l, k, op, suffix, in, n, attr, FL_KIND_RULE, out);
+}
+
 void fl_same_pads(bool same, int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t *p0, int64_t *p1) {
   *p0 = *p1 = 0;
   if (!same) return;
@@ -191,16 +169,15 @@ void fl_same_pads(bool same, int64_t in, int64_t k, int64_t stride, int64_t dila
 
 bool fl_image_input(fl_host *m, fl_layer *l, const ir_node *x) {
   if (x->type.rank == 4 && ir_type_is_batched(&x->type)) return true;
-  fl_error(m, l, NULL, FL_PLAIN, "needs an input [N, height, width, channels], got %s", fl_type_str(m, &x->type));
+  fl_error(m, l, "input", FL_KIND, "needs an input [N, height, width, channels], got %s", fl_type_str(m, &x->type));
   return false;
 }
 
-/* Conv2D: as Dense, with the kernel [KH, KW, C, filters] (HWIO, vars/0). */
 bool fl_cfg_bool(fl_host *m, fl_layer *l, const char *key, bool dflt, bool *out) {
   const json_value *v = fl_cfg(l, key);
   if (fl_is_null(v)) return *out = dflt, true;
   if (v->kind != JSON_LIT || (v->lit != 't' && v->lit != 'f')) {
-    fl_error(m, l, NULL, FL_PLAIN, "%s must be true or false", key);
+    fl_error(m, l, key, FL_PLAIN, "%s must be true or false", key);
     return false;
   }
   *out = v->lit == 't';
@@ -211,7 +188,7 @@ bool fl_cfg_number(fl_host *m, fl_layer *l, const char *key, double dflt, double
   const json_value *v = fl_cfg(l, key);
   if (fl_is_null(v)) return *out = dflt, true;
   if ((v->kind != JSON_INT && v->kind != JSON_FLOAT) || !(v->num >= lo) || !(v->num <= hi)) {
-    fl_error(m, l, NULL, FL_PLAIN, "%s must be a number in [%g, %g]", key, lo, hi);
+    fl_error(m, l, key, FL_PLAIN, "%s must be a number in [%g, %g]", key, lo, hi);
     return false;
   }
   *out = v->num;

@@ -16,16 +16,24 @@ bool fl_lower_conv2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   if (!fl_one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
   ir_graph *g = m->g;
-  int64_t filters, ks[2], st[2], dil[2];
+  int64_t filters, ks[2], st[2], dil[2], groups;
   bool same;
-  ir_op act;
+  fl_act act;
   const json_value *ub = fl_cfg(l, "use_bias");
   if (!fl_cfg_int(m, l, "filters", INT64_MIN, 1, (int64_t)1 << 31, &filters) || !fl_cfg_pair(m, l, "kernel_size", NULL, ks) ||
       !fl_cfg_pair(m, l, "strides", (int64_t[]){1, 1}, st) || !fl_cfg_pair(m, l, "dilation_rate", (int64_t[]){1, 1}, dil) ||
-      !fl_cfg_padding(m, l, &same) || !fl_activation(m, l, &act) || !fl_image_input(m, l, x))
+      !fl_cfg_int(m, l, "groups", 1, 1, (int64_t)1 << 20, &groups) || !fl_cfg_padding(m, l, &same) ||
+      !fl_activation(m, l, &act) || !fl_image_input(m, l, x))
     return false;
   bool use_bias = !ub || (ub->kind == JSON_LIT && ub->lit == 't');
-  ir_type kt = {DT_F32, 4, {ks[0], ks[1], x->type.dims[3], filters}}, bt = {DT_F32, 1, {filters}};
+  int64_t C = x->type.dims[3];
+  if (C % groups || filters % groups) {
+    fl_error(m, l, "groups", FL_PLAIN, "groups=%lld must divide the input's %lld channels and the %lld filters",
+             (long long)groups, (long long)C, (long long)filters);
+    return false;
+  }
+  ir_op op = groups == 1 ? IR_OP_CONV2D : IR_OP_GROUP_CONV2D;
+  ir_type kt = {DT_F32, 4, {ks[0], ks[1], C / groups, filters}}, bt = {DT_F32, 1, {filters}};
   int64_t bytes;
   if (!ir_type_bytes(&kt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
     fl_error(m, l, NULL, FL_PLAIN, "its kernel %s is larger than castor's tensor limit", fl_type_str(m, &kt));
@@ -37,48 +45,49 @@ bool fl_lower_conv2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   ir_node probe = {.type = kt};
   ir_type out;
   char err[256];
-  if (!ir_infer_type(IR_OP_CONV2D, (ir_node *[]){x, &probe}, 2, &a, &out, err, sizeof err)) {
-    fl_error(m, l, NULL, FL_PLAIN, "%s", err);
+  if (!ir_infer_type(op, (ir_node *[]){x, &probe}, 2, &a, &out, err, sizeof err)) {
+    fl_error(m, l, NULL, FL_NAME_RULE, "%s", err);
     return false;
   }
-  if (!fl_kernel_bias(m, l, x, &kt, &bt, use_bias)) return false;
-  bool has_act = act != IR_OP_COUNT;
+  if (!fl_kernel_bias(m, l, x, &kt, &bt, use_bias, false)) return false;
+  bool has_act = act != FL_LINEAR;
   const char *cv = has_act || use_bias ? fl_node_name(m, l, k, "conv") : fl_node_name(m, l, k, NULL);
   const char *add = has_act ? fl_node_name(m, l, k, "bias_add") : fl_node_name(m, l, k, NULL);
-  ir_node *y = fl_stamp(m, l, ir_build_op(g, IR_OP_CONV2D, cv, (ir_node *[]){x, l->w[0]}, 2, &a, l->loc));
+  ir_node *y = fl_stamp(m, l, ir_build_op(g, op, cv, (ir_node *[]){x, l->w[0]}, 2, &a, l->loc));
   m->call->out = fl_bias_act(m, l, k, y, add, use_bias, act);
   return true;
 }
 
 /* MaxPooling2D, AveragePooling2D: strides null means pool_size. */
-bool fl_pool2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in, ir_op op) {
+static bool pool2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in, ir_op op) {
   if (!fl_one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
   int64_t ps[2], st[2];
   bool same;
-  if (!fl_cfg_pair(m, l, "pool_size", NULL, ps) || !fl_cfg_pair(m, l, "strides", ps, st) || !fl_cfg_padding(m, l, &same) ||
+  if (!fl_cfg_pair(m, l, "pool_size", (int64_t[]){2, 2}, ps) || !fl_cfg_pair(m, l, "strides", ps, st) || !fl_cfg_padding(m, l, &same) ||
       !fl_image_input(m, l, x))
     return false;
   ir_attr a = {.pool = {2, {ps[0], ps[1]}}, .strides = {2, {st[0], st[1]}}, .pads = {4, {0}}};
   fl_same_pads(same, x->type.dims[1], ps[0], st[0], 1, &a.pads.v[0], &a.pads.v[1]);
   fl_same_pads(same, x->type.dims[2], ps[1], st[1], 1, &a.pads.v[2], &a.pads.v[3]);
-  return fl_layout_op(m, l, k, op, NULL, &x, 1, &a, &m->call->out);
+  return fl_op_styled(m, l, k, op, NULL, &x, 1, &a, FL_NAME_RULE, &m->call->out);
 }
 
 bool fl_lower_max_pool(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
-  return fl_pool2d(m, l, k, in, n_in, IR_OP_MAX_POOL2D);
+  return pool2d(m, l, k, in, n_in, IR_OP_MAX_POOL2D);
 }
 
 bool fl_lower_avg_pool(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
-  return fl_pool2d(m, l, k, in, n_in, IR_OP_AVG_POOL2D);
+  return pool2d(m, l, k, in, n_in, IR_OP_AVG_POOL2D);
 }
 
-/* Dropout(rate, seed): the IR's dropout (the identity at inference; in
- * training a counter-based mask of (seed, dropout.step, element), see
- * docs/training.md), the identity for rate 0. Keras's seed (null: the
- * layer's index in config.layers) is the op's seed; a shared layer's call k
- * adds k << 32 so that each call draws its own mask, as Keras's seed
- * generator does. noise_shape must be null (the IR's mask is per element). */
+/* CNN: BatchNormalization(axis=-1, momentum, epsilon, center, scale):
+ * batch_norm over the last (channel) axis: %NAME.gamma, %NAME.beta,
+ * %NAME.moving_mean, %NAME.moving_variance, all [C], Keras's variables in
+ * that order with gamma or beta left out when scale or center is false (an
+ * [] literal 1 or 0 takes its place). Inference uses the moving
+ * statistics; a training step the batch's and updates them with momentum
+ * (passes/grad_bn.c). */
 bool fl_lower_batch_norm(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   if (!fl_one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
@@ -91,13 +100,12 @@ bool fl_lower_batch_norm(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in)
       !fl_cfg_bool(m, l, "scale", true, &scale))
     return false;
   if (rank < 2 || x->type.dtype != DT_F32) {
-    fl_error(m, l, NULL, FL_PLAIN, "its input %s is not a float tensor with a feature dimension", fl_type_str(m, &x->type));
+    fl_error(m, l, NULL, FL_KIND, "needs a float input with a feature dimension, got %s", fl_type_str(m, &x->type));
     return false;
   }
   if (axis != -1 && axis != rank - 1) {
-    fl_unsupported(m, l, NULL, FL_PLAIN, "axis %lld: castor normalizes over the "
-                    "last (channel) axis of %s: axis=-1 or axis=%d (channels last)",
-                    (long long)axis, fl_type_str(m, &x->type), rank - 1);
+    fl_unsupported(m, l, "axis", FL_KIND, "normalizes over the last (channel) axis of %s: axis=-1 or axis=%d "
+                   "(channels last, NHWC)", fl_type_str(m, &x->type), rank - 1);
     return false;
   }
   ir_type ct = {DT_F32, 1, {x->type.dims[rank - 1]}};
@@ -114,7 +122,7 @@ bool fl_lower_batch_norm(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in)
         l->w[i] = fl_stamp(m, l, lit);
         continue;
       }
-      const float *d = fl_weight(m, l, var++, key, names[i], &ct, i == 3 ? FL_INIT_ONES : FL_INIT_ZEROS);
+      const float *d = fl_weight(m, l, var++, key, names[i], &ct, i == 0 || i == 3 ? FL_INIT_ONES : FL_INIT_ZEROS);
       if (!d) return false;
       l->w[i] = fl_stamp(m, l, ir_build_const(m->g, key, &ct, key, d, l->loc));
     }
@@ -126,7 +134,7 @@ bool fl_lower_batch_norm(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in)
   }
   ir_attr a = {.epsilon = eps, .momentum = mom};
   ir_node *srcs[5] = {x, l->w[0], l->w[1], l->w[2], l->w[3]};
-  return fl_layout_op(m, l, k, IR_OP_BATCH_NORM, NULL, srcs, 5, &a, &m->call->out);
+  return fl_op_styled(m, l, k, IR_OP_BATCH_NORM, NULL, srcs, 5, &a, FL_NAME_RULE, &m->call->out);
 }
 
 /* CNN: GlobalAveragePooling2D / GlobalMaxPooling2D (keepdims): one
@@ -134,14 +142,14 @@ bool fl_lower_batch_norm(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in)
  * frontend lowers them, then [N, C] (%NAME.pool, a reshape %NAME) or, with
  * keepdims, [N, 1, 1, C] (%NAME). GlobalAveragePooling1D: [N, T, C] as the
  * image [N, 1, T, C] (%NAME.image), a [1, T] window, [N, C] or [N, 1, C]. */
-bool fl_global_pool(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in, ir_op op, bool one_d) {
+static bool global_pool(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in, ir_op op, bool one_d) {
   if (!fl_one_input(m, l, n_in)) return false;
   bool keep;
   if (!fl_cfg_bool(m, l, "keepdims", false, &keep)) return false;
   ir_node *x = in[0];
   if (one_d) {
-    if (x->type.rank != 3) {
-      fl_error(m, l, NULL, FL_PLAIN, "its input %s is not [N, steps, features]", fl_type_str(m, &x->type));
+    if (x->type.rank != 3 || !ir_type_is_batched(&x->type)) {
+      fl_error(m, l, "input", FL_KIND, "needs an input [N, steps, features], got %s", fl_type_str(m, &x->type));
       return false;
     }
     ir_attr ra = {.shape = {4, {IR_DIM_BATCH, 1, x->type.dims[1], x->type.dims[2]}}};
@@ -150,10 +158,12 @@ bool fl_global_pool(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in, ir_o
     return false;
   }
   int64_t C = x->type.dims[3];
-  ir_attr a = {.pool = {2, {x->type.dims[1], x->type.dims[2]}}, .strides = {2, {1, 1}}, .pads = {4, {0}}};
+  /* one window: the strides change nothing (GlobalAveragePooling1D's are the .cast frontend's, kept for its dumps) */
+  ir_attr a = {.pool = {2, {x->type.dims[1], x->type.dims[2]}}, .strides = {2, {1, one_d && op == IR_OP_AVG_POOL2D ? x->type.dims[2] : 1}},
+               .pads = {4, {0}}};
   bool last = keep && !one_d;
   ir_node *y;
-  if (!fl_layout_op(m, l, k, op, last ? NULL : "pool", &x, 1, &a, &y)) return false;
+  if (!fl_op_styled(m, l, k, op, last ? NULL : "pool", &x, 1, &a, FL_NAME_RULE, &y)) return false;
   if (!last) {
     ir_attr ra = {.shape = keep ? (ir_shape){3, {IR_DIM_BATCH, 1, C}} : (ir_shape){2, {IR_DIM_BATCH, C}}};
     if (!fl_layout_op(m, l, k, IR_OP_RESHAPE, NULL, &y, 1, &ra, &y)) return false;
@@ -163,15 +173,19 @@ bool fl_global_pool(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in, ir_o
 }
 
 bool fl_lower_global_avg_pool2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
-  return fl_global_pool(m, l, k, in, n_in, IR_OP_AVG_POOL2D, false);
+  return global_pool(m, l, k, in, n_in, IR_OP_AVG_POOL2D, false);
 }
 
 bool fl_lower_global_max_pool2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
-  return fl_global_pool(m, l, k, in, n_in, IR_OP_MAX_POOL2D, false);
+  return global_pool(m, l, k, in, n_in, IR_OP_MAX_POOL2D, false);
 }
 
 bool fl_lower_global_avg_pool1d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
-  return fl_global_pool(m, l, k, in, n_in, IR_OP_AVG_POOL2D, true);
+  return global_pool(m, l, k, in, n_in, IR_OP_AVG_POOL2D, true);
+}
+
+bool fl_lower_global_max_pool1d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+  return global_pool(m, l, k, in, n_in, IR_OP_MAX_POOL2D, true);
 }
 
 /* CNN: ZeroPadding2D(padding): an int (all sides), [h, w] (symmetric) or
@@ -181,8 +195,10 @@ bool fl_lower_zero_padding2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n
   ir_node *x = in[0];
   if (!fl_image_input(m, l, x)) return false;
   const json_value *v = fl_cfg(l, "padding");
+  static const json_value one = {.kind = JSON_INT, .i = 1, .num = 1}; /* Keras's default (1, 1) */
+  if (!v) v = &one;
   int64_t p[4];
-  bool ok = v && (v->kind == JSON_INT || (v->kind == JSON_ARR && v->n == 2));
+  bool ok = (v->kind == JSON_INT || (v->kind == JSON_ARR && v->n == 2));
   for (int i = 0; ok && i < 2; i++) {
     const json_value *e = v->kind == JSON_INT ? v : &v->items[i];
     for (int j = 0; ok && j < 2; j++) {
@@ -192,7 +208,7 @@ bool fl_lower_zero_padding2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n
     }
   }
   if (!ok) {
-    fl_error(m, l, NULL, FL_PLAIN, "padding must be an integer, [h, w] or [[top, bottom], [left, right]] of integers >= 0");
+    fl_error(m, l, "padding", FL_PLAIN, "padding must be an integer, [h, w] or [[top, bottom], [left, right]] of integers >= 0");
     return false;
   }
   ir_attr a = {.shape = {4, {IR_DIM_BATCH, x->type.dims[1] + p[0] + p[1], x->type.dims[2] + p[2] + p[3], x->type.dims[3]}},
@@ -202,13 +218,24 @@ bool fl_lower_zero_padding2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n
 
 /* ---- convolutional networks: DepthwiseConv2D, SeparableConv2D ---- */
 
+/* The bias vars/`bi` [n] of a layer, read on its first call. */
+static bool conv_bias(fl_host *m, fl_layer *l, int bi, int64_t n) {
+  if (l->w[bi]) return true;
+  ir_type bt = {DT_F32, 1, {n}};
+  const char *key = arena_printf(m->arena, "%s.bias", l->ir_name);
+  const float *d = fl_weight(m, l, bi, key, "bias", &bt, FL_INIT_ZEROS);
+  if (!d) return false;
+  l->w[bi] = fl_stamp(m, l, ir_build_const(m->g, key, &bt, key, d, l->loc));
+  return true;
+}
+
 /* The depthwise step of both: x [N, H, W, C] by kernel vars/`wi` [KH, KW,
  * C, depth_multiplier] (Keras's shape, checked against the file), read as
  * the HWIO kernel [KH, KW, 1, C*M] (%NAME.<wname>.hwio, a reshape): the
  * IR's group_conv2d with one group per channel, output channel c*M + m as
  * Keras's. Strides, padding and dilation_rate as Conv2D's. */
-ir_node *fl_depthwise_step(fl_host *m, fl_layer *l, int k, ir_node *x, int wi, const char *wname, const char *name,
-                               int64_t *cm) {
+static ir_node *depthwise_step(fl_host *m, fl_layer *l, int k, ir_node *x, int wi, const char *wname, const char *name,
+                           int bias_at, int64_t *cm) {
   int64_t ks[2], st[2], dil[2], mult;
   bool same;
   if (!fl_cfg_pair(m, l, "kernel_size", NULL, ks) || !fl_cfg_pair(m, l, "strides", (int64_t[]){1, 1}, st) ||
@@ -234,7 +261,7 @@ ir_node *fl_depthwise_step(fl_host *m, fl_layer *l, int k, ir_node *x, int wi, c
   ir_type out;
   char err[256];
   if (!ir_infer_type(op, (ir_node *[]){x, &probe}, 2, &a, &out, err, sizeof err)) {
-    fl_error(m, l, NULL, FL_PLAIN, "%s", err);
+    fl_error(m, l, NULL, FL_NAME_RULE, "%s", err);
     return NULL;
   }
   if (!l->weights_done) {
@@ -242,6 +269,7 @@ ir_node *fl_depthwise_step(fl_host *m, fl_layer *l, int k, ir_node *x, int wi, c
     const float *d = fl_weight(m, l, wi, key, wname, &kt, FL_INIT_GLOROT);
     if (!d) return NULL;
     l->w[wi] = fl_stamp(m, l, ir_build_const(m->g, key, &kt, key, d, l->loc));
+    if (bias_at >= 0 && !conv_bias(m, l, bias_at, C * mult)) return NULL;
   } else if (!ir_type_eq(&l->w[wi]->type, &kt)) {
     fl_error(m, l, NULL, FL_PLAIN, "a shared call with input %s, the first call's %s is %s", fl_type_str(m, &x->type), wname,
                    fl_type_str(m, &l->w[wi]->type));
@@ -258,29 +286,19 @@ ir_node *fl_depthwise_step(fl_host *m, fl_layer *l, int k, ir_node *x, int wi, c
   return fl_stamp(m, l, ir_build_op(m->g, op, name, (ir_node *[]){x, w}, 2, &a, l->loc));
 }
 
-/* The bias vars/`bi` [n] of a layer, read on its first call. */
-bool fl_conv_bias(fl_host *m, fl_layer *l, int bi, int64_t n) {
-  if (l->w[bi]) return true;
-  ir_type bt = {DT_F32, 1, {n}};
-  const char *key = arena_printf(m->arena, "%s.bias", l->ir_name);
-  const float *d = fl_weight(m, l, bi, key, "bias", &bt, FL_INIT_ZEROS);
-  if (!d) return false;
-  l->w[bi] = fl_stamp(m, l, ir_build_const(m->g, key, &bt, key, d, l->loc));
-  return true;
-}
-
 /* DepthwiseConv2D: %NAME.kernel [KH, KW, C, depth_multiplier] (vars/0),
  * %NAME.bias [C*M] (vars/1), %NAME.depthwise, %NAME.bias_add, the
  * activation (as Conv2D's). */
 bool fl_lower_depthwise_conv2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   bool use_bias;
-  ir_op act;
+  fl_act act;
   if (!fl_one_input(m, l, n_in) || !fl_cfg_bool(m, l, "use_bias", true, &use_bias) || !fl_activation(m, l, &act)) return false;
-  bool has_act = act != IR_OP_COUNT;
+  bool has_act = act != FL_LINEAR;
   int64_t cm;
-  ir_node *y = fl_depthwise_step(m, l, k, in[0], 0, "kernel",
-                              has_act || use_bias ? fl_node_name(m, l, k, "depthwise") : fl_node_name(m, l, k, NULL), &cm);
-  if (!y || (use_bias && !fl_conv_bias(m, l, 1, cm))) return false;
+  ir_node *y = depthwise_step(m, l, k, in[0], 0, "kernel",
+                                 has_act || use_bias ? fl_node_name(m, l, k, "depthwise") : fl_node_name(m, l, k, NULL),
+                                 use_bias ? 1 : -1, &cm);
+  if (!y) return false;
   l->weights_done = true;
   const char *add = has_act ? fl_node_name(m, l, k, "bias_add") : fl_node_name(m, l, k, NULL);
   m->call->out = fl_bias_act(m, l, k, y, add, use_bias, act);
@@ -293,12 +311,12 @@ bool fl_lower_depthwise_conv2d(fl_host *m, fl_layer *l, int k, ir_node **in, int
  * (vars/2), the activation. */
 bool fl_lower_separable_conv2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   bool use_bias;
-  ir_op act;
+  fl_act act;
   int64_t filters, cm;
   if (!fl_one_input(m, l, n_in) || !fl_cfg_bool(m, l, "use_bias", true, &use_bias) ||
       !fl_cfg_int(m, l, "filters", INT64_MIN, 1, (int64_t)1 << 31, &filters) || !fl_activation(m, l, &act))
     return false;
-  ir_node *d = fl_depthwise_step(m, l, k, in[0], 0, "depthwise_kernel", fl_node_name(m, l, k, "depthwise"), &cm);
+  ir_node *d = depthwise_step(m, l, k, in[0], 0, "depthwise_kernel", fl_node_name(m, l, k, "depthwise"), -1, &cm);
   if (!d) return false;
   ir_type pt = {DT_F32, 4, {1, 1, cm, filters}};
   int64_t bytes;
@@ -311,23 +329,23 @@ bool fl_lower_separable_conv2d(fl_host *m, fl_layer *l, int k, ir_node **in, int
     const float *pd = fl_weight(m, l, 1, key, "pointwise_kernel", &pt, FL_INIT_GLOROT);
     if (!pd) return false;
     l->w[1] = fl_stamp(m, l, ir_build_const(m->g, key, &pt, key, pd, l->loc));
-    if (use_bias && !fl_conv_bias(m, l, 2, filters)) return false;
+    if (use_bias && !conv_bias(m, l, 2, filters)) return false;
     l->weights_done = true;
   } else if (!ir_type_eq(&l->w[1]->type, &pt)) {
     fl_error(m, l, NULL, FL_PLAIN, "a shared call with input %s, the first call's pointwise_kernel is %s",
                    fl_type_str(m, &in[0]->type), fl_type_str(m, &l->w[1]->type));
     return false;
   }
-  bool has_act = act != IR_OP_COUNT;
+  bool has_act = act != FL_LINEAR;
   ir_attr pa = {.acc = DT_F32, .strides = {2, {1, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {0}}};
   const char *pw = has_act || use_bias ? fl_node_name(m, l, k, "pointwise") : fl_node_name(m, l, k, NULL);
   ir_node *y = fl_stamp(m, l, ir_build_op(m->g, IR_OP_CONV2D, pw, (ir_node *[]){d, l->w[1]}, 2, &pa, l->loc));
   if (use_bias) /* the bias is vars/2: bias_act's l->w[1] is the pointwise kernel here */
     y = fl_stamp(m, l, ir_build_binary(m->g, IR_OP_ADD, has_act ? fl_node_name(m, l, k, "bias_add") : fl_node_name(m, l, k, NULL),
                                        y, l->w[2], l->loc));
-  if (has_act) y = fl_stamp(m, l, ir_build_unary(m->g, act, fl_node_name(m, l, k, NULL), y, l->loc));
+  if (has_act) y = fl_act_apply(m, l, y, act, fl_node_name(m, l, k, NULL));
   m->call->out = y;
   return true;
 }
 
-/* The layer table. Rows of the classes the other IR issues enable go at the end. */
+

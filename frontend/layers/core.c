@@ -21,25 +21,26 @@ bool fl_lower_dense(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   ir_node *x = in[0];
   ir_graph *g = m->g;
   const json_value *u = fl_cfg(l, "units"), *ub = fl_cfg(l, "use_bias");
-  ir_op act;
-  if (!u || u->kind != JSON_INT || u->i < 1 || u->i > ((int64_t)1 << 31)) {
-    fl_error(m, l, NULL, FL_PLAIN, "units must be a positive integer");
+  fl_act act;
+  if (!u || u->kind != JSON_INT || u->i < 1 || u->i > ((int64_t)1 << 40)) { /* the kernel's size is checked below */
+    fl_error(m, l, "units", FL_PLAIN, "units must be a positive integer");
     return false;
   }
   if (!fl_activation(m, l, &act)) return false;
   bool use_bias = !ub || (ub->kind == JSON_LIT && ub->lit == 't');
   if (x->type.rank < 2) { /* Keras's Dense contracts the last axis of any rank */
-    fl_error(m, l, NULL, FL_PLAIN, "needs an input with a feature axis, got %s", fl_type_str(m, &x->type));
+    fl_error(m, l, "input", FL_KIND, "needs an input of rank >= 2 [N, ..., features], got %s", fl_type_str(m, &x->type));
     return false;
   }
   ir_type kt = {DT_F32, 2, {x->type.dims[x->type.rank - 1], u->i}}, bt = {DT_F32, 1, {u->i}};
   int64_t bytes;
   if (!ir_type_bytes(&kt, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
-    fl_error(m, l, NULL, FL_PLAIN, "its kernel %s is larger than castor's tensor limit", fl_type_str(m, &kt));
+    fl_error(m, l, "units", FL_PLAIN, "units=%lld is too large: the kernel %s would take more than %lld bytes",
+             (long long)u->i, fl_type_str(m, &kt), (long long)IR_MAX_TENSOR_BYTES);
     return false;
   }
-  if (!fl_kernel_bias(m, l, x, &kt, &bt, use_bias)) return false;
-  bool has_act = act != IR_OP_COUNT;
+  if (!fl_kernel_bias(m, l, x, &kt, &bt, use_bias, true)) return false;
+  bool has_act = act != FL_LINEAR;
   const char *mm = has_act || use_bias ? fl_node_name(m, l, k, "matmul") : fl_node_name(m, l, k, NULL);
   const char *add = has_act ? fl_node_name(m, l, k, "bias_add") : fl_node_name(m, l, k, NULL);
   ir_node *y = fl_stamp(m, l, ir_build_matmul(g, mm, x, l->w[0], DT_F32, l->loc));
@@ -47,26 +48,8 @@ bool fl_lower_dense(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   return true;
 }
 
-bool fl_unary(fl_host *m, fl_layer *l, int k, ir_node *x, ir_op op) {
-  if (op == IR_OP_SOFTMAX && x->type.rank < 1) {
-    fl_error(m, l, NULL, FL_PLAIN, "softmax of a scalar");
-    return false;
-  }
-  m->call->out = op == IR_OP_COUNT ? x : fl_stamp(m, l, ir_build_unary(m->g, op, fl_node_name(m, l, k, NULL), x, l->loc));
-  return true;
-}
-
-bool fl_lower_activation(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
-  ir_op act;
-  return fl_one_input(m, l, n_in) && fl_activation(m, l, &act) && fl_unary(m, l, k, in[0], act);
-}
-
-bool fl_lower_relu(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
-  return fl_one_input(m, l, n_in) && fl_unary(m, l, k, in[0], IR_OP_RELU);
-}
-
-
-/* Add, Multiply: two or more inputs of one shape, folded left to right. */
+/* Add, Multiply, ...: two or more inputs, broadcast as numpy (and Keras)
+ * do ([N, H, W, C] * [N, 1, 1, C]), folded left to right. */
 bool fl_merge(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in, ir_op op) {
   if (n_in < 2) {
     fl_error(m, l, NULL, FL_PLAIN, "needs at least two inputs, its call has %d", n_in);
@@ -74,9 +57,10 @@ bool fl_merge(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in, ir_op op) 
   }
   ir_node *y = in[0];
   for (int i = 1; i < n_in; i++) {
-    if (!ir_type_eq(&y->type, &in[i]->type)) {
-      fl_error(m, l, NULL, FL_PLAIN, "input shapes differ: %s and %s (broadcasting merges are not supported "
-                     "yet)", fl_type_str(m, &y->type), fl_type_str(m, &in[i]->type));
+    ir_type t;
+    char err[512];
+    if (!ir_infer_type(op, (ir_node *[]){y, in[i]}, 2, &(ir_attr){0}, &t, err, sizeof err)) {
+      fl_error(m, l, NULL, FL_PLAIN, "%s", err);
       return false;
     }
     const char *nm = i == n_in - 1 ? fl_node_name(m, l, k, NULL)
@@ -114,12 +98,15 @@ bool fl_lower_minimum(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   return fl_merge(m, l, k, in, n_in, IR_OP_MINIMUM);
 }
 
-/* An int config value; absent or null gives `dflt` (INT64_MIN: required). */
+/* Concatenate(axis): the IR's concat takes up to IR_MAX_SRCS operands, so
+ * more are joined in a chain (%NAME.partK), which is the same along one
+ * axis. */
 bool fl_lower_concatenate(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   int64_t axis;
   if (!fl_cfg_int(m, l, "axis", -1, -IR_MAX_RANK, IR_MAX_RANK, &axis)) return false;
   if (n_in < 1) return fl_error(m, l, NULL, FL_PLAIN, "its call has no inputs"), false;
-  int a = fl_keras_axis(m, l, in[0], axis, "axis");
+  int rank = in[0]->type.rank;
+  int a = axis == 0 || axis == -rank ? 0 : fl_keras_axis(m, l, in[0], axis, "axis"); /* N: the IR's rule says why */
   if (a < 0) return false;
   ir_attr attr = {.axis = a};
   ir_node *acc = in[0];
@@ -143,7 +130,7 @@ bool fl_lower_flatten(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   ir_node *x = in[0];
   int64_t have = 1;
   if (!ir_type_is_batched(&x->type) || !ir_type_inner_numel(&x->type, &have)) {
-    fl_error(m, l, NULL, FL_PLAIN, "needs an input with the batch dimension N, got %s", fl_type_str(m, &x->type));
+    fl_error(m, l, NULL, FL_KIND, "needs an input with the batch dimension N, got %s", fl_type_str(m, &x->type));
     return false;
   }
   const json_value *df = fl_cfg(l, "data_format");
@@ -164,12 +151,12 @@ bool fl_lower_reshape(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   ir_node *x = in[0];
   const json_value *ts = fl_cfg(l, "target_shape");
   if (!ts || ts->kind != JSON_ARR || ts->n < 1 || ts->n > IR_MAX_RANK - 1) {
-    fl_error(m, l, NULL, FL_PLAIN, "target_shape must be a list of 1 to %d dimensions", IR_MAX_RANK - 1);
+    fl_error(m, l, "target_shape", FL_KIND, "target_shape must be a list of 1 to %d dimensions", IR_MAX_RANK - 1);
     return false;
   }
   int64_t have = 1, known = 1;
   if (!ir_type_is_batched(&x->type) || !ir_type_inner_numel(&x->type, &have)) {
-    fl_error(m, l, NULL, FL_PLAIN, "needs an input with the batch dimension N, got %s", fl_type_str(m, &x->type));
+    fl_error(m, l, NULL, FL_KIND, "needs an input with the batch dimension N, got %s", fl_type_str(m, &x->type));
     return false;
   }
   ir_attr attr = {.shape = {ts->n + 1, {IR_DIM_BATCH}}};
@@ -177,30 +164,32 @@ bool fl_lower_reshape(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   str_buf b;
   str_buf_init(&b);
   bool ok = true;
+  int64_t bad = 0; /* the first dimension that is neither positive nor the one -1 */
   for (int i = 0; i < ts->n; i++) {
     const json_value *d = &ts->items[i];
     int64_t v = d->kind == JSON_INT ? d->i : 0;
     if (d->kind == JSON_INT) str_buf_printf(&b, "%s%lld", i ? ", " : "[", (long long)v);
     if (v == -1 && unknown < 0) unknown = i;
-    else if (v < 1) ok = false;
+    else if (v < 1) bad = ok ? v : bad, ok = false;
     else if (known > 0 && !size_mul_ok(known, v, &known)) known = -1;
     attr.shape.dims[i + 1] = v;
   }
   str_buf_putc(&b, ']');
   if (!ok) {
-    fl_error(m, l, NULL, FL_PLAIN, "target_shape dimensions must be positive integers, with at most one -1");
+    fl_error(m, l, "target_shape", FL_KIND, "target_shape dimensions must be positive, with at most one -1, got %lld",
+             (long long)bad);
   } else if (unknown >= 0 && known > 0 && have % known == 0) {
     attr.shape.dims[unknown + 1] = have / known;
   } else if (known != have || unknown >= 0) {
     ok = false;
     if (known < 0)
-      fl_error(m, l, NULL, FL_PLAIN, "target_shape %s is too large for the input %s", str_buf_cstr(&b), fl_type_str(m, &x->type));
+      fl_error(m, l, "target_shape", FL_KIND, "target_shape %s is too large for the input %s", str_buf_cstr(&b), fl_type_str(m, &x->type));
     else if (unknown >= 0)
-      fl_error(m, l, NULL, FL_PLAIN, "target_shape %s does not fit the input %s: its other dimensions (%lld elements) do not "
+      fl_error(m, l, "target_shape", FL_KIND, "target_shape %s does not fit the input %s: its other dimensions (%lld elements) do not "
                      "divide the %lld elements of an example", str_buf_cstr(&b), fl_type_str(m, &x->type),
                      (long long)known, (long long)have);
     else
-      fl_error(m, l, NULL, FL_PLAIN, "target_shape %s (%lld elements) does not fit the input %s (%lld elements per example)",
+      fl_error(m, l, "target_shape", FL_KIND, "target_shape %s (%lld elements) does not fit the input %s (%lld elements per example)",
                      str_buf_cstr(&b), (long long)known, fl_type_str(m, &x->type), (long long)have);
   }
   str_buf_fini(&b);
@@ -221,7 +210,7 @@ bool fl_lower_permute(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
     if (ok) seen[d->i] = true, attr.perm.v[i + 1] = d->i;
   }
   if (!ok) {
-    fl_error(m, l, NULL, FL_PLAIN, "dims must be a permutation of 1..%d (1-based, the batch N excluded) for the input %s",
+    fl_error(m, l, "dims", FL_KIND, "dims must be a permutation of 1..%d (1-based, the batch N excluded) for the input %s",
                    xt->rank - 1, fl_type_str(m, xt));
     return false;
   }
@@ -242,7 +231,10 @@ bool fl_lower_softmax(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   }
   int rank = x->type.rank, a = fl_keras_axis(m, l, x, v ? v->i : -1, "axis");
   if (a < 0) return false;
-  if (a == rank - 1) return fl_unary(m, l, k, x, IR_OP_SOFTMAX);
+  if (a == rank - 1) {
+    m->call->out = fl_stamp(m, l, ir_build_unary(m->g, IR_OP_SOFTMAX, fl_node_name(m, l, k, NULL), x, l->loc));
+    return true;
+  }
   ir_attr swap = {.perm = {rank, {0}}};
   for (int r = 0; r < rank; r++) swap.perm.v[r] = r == a ? rank - 1 : r == rank - 1 ? a : r;
   ir_node *t, *sm;
@@ -258,11 +250,10 @@ bool fl_lower_softmax(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
 bool fl_lower_layer_norm(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   if (!fl_one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
-  const json_value *eps = fl_cfg(l, "epsilon"), *ax = fl_cfg(l, "axis");
-  if (!eps || (eps->kind != JSON_INT && eps->kind != JSON_FLOAT) || !(eps->num > 0) || eps->num > 1) {
-    fl_error(m, l, NULL, FL_PLAIN, "epsilon must be a number in (0, 1]");
-    return false;
-  }
+  const json_value *ax = fl_cfg(l, "axis");
+  double eps;
+  if (!fl_cfg_number(m, l, "epsilon", 1e-3, 0, 1, &eps)) return false;
+  if (!(eps > 0)) return fl_error(m, l, "epsilon", FL_PLAIN, "epsilon must be a number in (0, 1]"), false;
   int rank = x->type.rank, first = rank - 1, n_axes = !ax ? 0 : ax->kind == JSON_ARR ? ax->n : 1;
   bool seen[IR_MAX_RANK] = {0}, ok = rank >= 2 && (!ax || ax->kind == JSON_INT || (ax->kind == JSON_ARR && ax->n > 0));
   for (int i = 0; ok && i < n_axes; i++) {
@@ -273,7 +264,7 @@ bool fl_lower_layer_norm(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in)
   }
   for (int r = first; ok && n_axes && r < rank; r++) ok = seen[r];
   if (!ok) {
-    fl_unsupported(m, l, NULL, FL_PLAIN, "axis must name the last dimensions of "
+    fl_unsupported(m, l, "axis", FL_KIND, "axis must name the last dimensions of "
                     "%s (not N), e.g. -1 or [%d, %d]: castor normalizes trailing dimensions",
                     fl_type_str(m, &x->type), rank > 2 ? rank - 2 : 1, rank - 1);
     return false;
@@ -293,7 +284,7 @@ bool fl_lower_layer_norm(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in)
                    fl_type_str(m, &x->type), fl_type_str(m, &l->w[0]->type));
     return false;
   }
-  ir_attr attr = {.axis = first == rank - 1 ? -1 : first, .epsilon = eps->num};
+  ir_attr attr = {.axis = first == rank - 1 ? -1 : first, .epsilon = eps};
   m->call->out = fl_stamp(m, l, ir_build_op(m->g, IR_OP_LAYER_NORM, fl_node_name(m, l, k, NULL),
                                                (ir_node *[]){x, l->w[0], l->w[1]}, 3, &attr, l->loc));
   return true;
@@ -311,7 +302,7 @@ bool fl_lower_embedding(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) 
       !fl_cfg_int(m, l, "output_dim", INT64_MIN, 1, (int64_t)1 << 31, &odim))
     return false;
   if (x->type.dtype != DT_I32) {
-    fl_unsupported(m, l, NULL, FL_PLAIN, "its input %s is not int32 indices "
+    fl_unsupported(m, l, "input", FL_ITS, "its input %s is not int32 indices "
                     "(castor does not cast floats to indices: declare the model's Input with dtype=\"int32\")",
                     fl_type_str(m, &x->type));
     return false;
@@ -336,18 +327,75 @@ bool fl_lower_embedding(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) 
 /* Keras's padding along one dimension: 'valid' none; 'same' the total
  * that keeps ceil(in / stride) outputs, the odd one at the end (TF, and
  * JAX's "SAME"). */
-bool fl_lower_dropout(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+/* A noise_shape: null (per element), or one entry per dimension of x, null
+ * or x's size (the mask varies along it) or 1 (one draw for the whole
+ * dimension). SpatialDropout2D's is [N, 1, 1, C]. */
+static bool noise_shape(fl_host *m, fl_layer *l, const ir_node *x, bool spatial, bool *any, int64_t *dims) {
+  const json_value *v = fl_cfg(l, "noise_shape");
+  int rank = x->type.rank;
+  *any = spatial;
+  for (int r = 0; r < rank; r++) dims[r] = spatial && r > 0 && r < rank - 1 ? 1 : x->type.dims[r];
+  if (spatial || fl_is_null(v)) return true;
+  bool ok = v->kind == JSON_ARR && v->n == rank;
+  for (int r = 0; ok && r < rank; r++) {
+    const json_value *e = &v->items[r];
+    if (fl_is_null(e)) continue;
+    ok = e->kind == JSON_INT && (e->i == 1 || (r > 0 && e->i == x->type.dims[r]));
+    if (ok && e->i == 1 && x->type.dims[r] != 1) dims[r] = 1, *any = true;
+  }
+  if (!ok)
+    fl_error(m, l, "noise_shape", FL_PLAIN, "noise_shape must list, per dimension of %s, null, its size or 1",
+             fl_type_str(m, &x->type));
+  return ok;
+}
+
+/* Dropout(rate, seed, noise_shape), SpatialDropout2D(rate, seed): the IR's
+ * dropout (the identity at inference; in training a counter-based mask of
+ * (seed, dropout.step, element), see docs/training.md), the identity for
+ * rate 0. Keras's seed (null: the layer's index) is the op's seed; a
+ * shared layer's call k adds k << 32 so that each call draws its own mask,
+ * as Keras's seed generator does. With a noise_shape the mask is drawn at
+ * that shape and broadcast, Keras's formula: %NAME.noise (x's first
+ * element along each dimension of size 1 in the noise shape),
+ * %NAME.ones = select(1, 1, noise), %NAME.mask = dropout(ones),
+ * %NAME = x * mask (exactly x at inference). */
+static bool dropout(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in, bool spatial) {
   if (!fl_one_input(m, l, n_in)) return false;
   const json_value *r = fl_cfg(l, "rate");
   if (!r || (r->kind != JSON_INT && r->kind != JSON_FLOAT) || !(r->num >= 0) || !(r->num < 1)) {
-    fl_error(m, l, NULL, FL_PLAIN, "rate must be a number in [0, 1)");
+    fl_error(m, l, "rate", FL_PLAIN, "rate must be a number in [0, 1)");
     return false;
   }
   int64_t seed;
   if (!fl_cfg_int(m, l, "seed", l->index, 0, INT32_MAX, &seed)) return false;
-  if (r->num == 0) return m->call->out = in[0], true;
+  ir_node *x = in[0];
+  bool any;
+  int64_t dims[IR_MAX_RANK];
+  if (spatial && (x->type.rank != 4 || !ir_type_is_batched(&x->type)))
+    return fl_error(m, l, "input", FL_KIND, "needs an input [N, height, width, channels]"), false;
+  if (!noise_shape(m, l, x, spatial, &any, dims)) return false;
+  if (r->num == 0) return m->call->out = x, true;
   ir_attr a = {.rate = r->num, .seed = seed + ((int64_t)k << 32)};
-  return fl_layout_op(m, l, k, IR_OP_DROPOUT, NULL, in, 1, &a, &m->call->out);
+  if (!any) return fl_layout_op(m, l, k, IR_OP_DROPOUT, NULL, in, 1, &a, &m->call->out);
+  int rank = x->type.rank;
+  ir_attr sa = {.starts = {rank, {0}}, .ends = {rank, {0}}, .steps = {rank, {0}}};
+  for (int d = 0; d < rank; d++) sa.ends.v[d] = d ? dims[d] : 0, sa.steps.v[d] = 1;
+  ir_node *noise, *mask;
+  if (!fl_layout_op(m, l, k, IR_OP_STRIDED_SLICE, "noise", &x, 1, &sa, &noise)) return false;
+  ir_node *one = fl_literal(m, l, fl_node_name(m, l, k, "one"), 1.0);
+  ir_node *ones = fl_stamp(m, l, ir_build_op(m->g, IR_OP_SELECT, fl_node_name(m, l, k, "ones"),
+                                             (ir_node *[]){one, one, noise}, 3, &(ir_attr){0}, l->loc));
+  if (!fl_layout_op(m, l, k, IR_OP_DROPOUT, "mask", &ones, 1, &a, &mask)) return false;
+  m->call->out = fl_stamp(m, l, ir_build_binary(m->g, IR_OP_MUL, fl_node_name(m, l, k, NULL), x, mask, l->loc));
+  return true;
+}
+
+bool fl_lower_dropout(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+  return dropout(m, l, k, in, n_in, false);
+}
+
+bool fl_lower_spatial_dropout2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+  return dropout(m, l, k, in, n_in, true);
 }
 
 /* CNN: BatchNormalization(axis=-1, momentum, epsilon, center, scale):

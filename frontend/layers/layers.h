@@ -77,6 +77,8 @@ struct fl_host {
   /* Reports an error about l; `key` names the config key (or "input" for
    * the first input, NULL for the layer) it is about. */
   void (*error)(fl_host *h, fl_layer *l, const char *key, fl_style style, bool unsupported, const char *msg);
+  /* Optional: weight `index` of l is Keras's but not castor's (Normalization's count). */
+  void (*ignore_weight)(fl_host *h, fl_layer *l, int index);
   /* Marks a node with its layer (note, layer, policy). */
   ir_node *(*stamp)(fl_host *h, const fl_layer *l, ir_node *n);
   fl_call *call; /* the library's: the call being lowered */
