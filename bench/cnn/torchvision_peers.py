@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """castor against ONNX Runtime and PyTorch on real torchvision CNNs.
 
     pip install torch torchvision onnx onnxruntime numpy   # the peers, for benchmarks only

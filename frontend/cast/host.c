@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host.c: the .cast frontend as a host of the Keras layer library
  * (frontend/layers/). A layer call's keyword attributes (checked by

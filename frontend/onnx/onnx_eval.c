@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_eval.c: the constant evaluator's arithmetic (internal.h): element-wise
  * ops with numpy broadcasting, comparisons and logic, Where, Range, CumSum,

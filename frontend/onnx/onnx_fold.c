@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_fold.c: shape arithmetic evaluated at import (internal.h): nodes
  * whose inputs are all constants, and Shape of a run-time value.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_resize.c: ONNX Resize (internal.h), the upsampling of segmentation
  * and detection heads (PyTorch's F.interpolate, nn.Upsample), and Einsum

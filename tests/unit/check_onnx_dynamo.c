@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_onnx_dynamo.c: models as torch.onnx.export writes them today (the
  * dynamo exporter, opset 20): torchvision's ResNet-18, MobileNetV3-Small,

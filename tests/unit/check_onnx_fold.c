@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_onnx_fold.c: Check suite of the ONNX importer's compile-time
  * shapes (frontend/onnx): symbolic dimensions bound at load

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_builder.h: ONNX models built in a test with protobuf-c's generated
  * structures (formats/onnx.pb-c.h) and packed to bytes, so each test states
