@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hdf5.c: the HDF5 subset reader (formats/hdf5.h). Field layouts follow the
  * HDF5 File Format Specification version 3.0 (sections II.A superblock,

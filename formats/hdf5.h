@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hdf5.h: a reader of the subset of HDF5 that h5py writes for Keras
  * (model.weights.h5 inside a .keras archive), over bytes in memory.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx.h: ONNX files (onnx.proto, ModelProto and TensorProto) read into
  * plain C structures in an arena. The wire format is decoded by protobuf-c

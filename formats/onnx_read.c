@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_read.c: ONNX ModelProto and TensorProto files into the structures of
  * onnx.h. protobuf-c decodes the wire format (with an allocator capped at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * zip.c: the ZIP reader (formats/zip.h). The end-of-central-directory
  * record (EOCD) is looked for backwards from the end (it may be followed by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ir.c: op/dtype/policy tables, types, graph container and the builder with
  * type inference. Printing, parsing and verification live in their own files.

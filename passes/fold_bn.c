@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fold_bn.c: batch normalization folded into the contraction before it,
  * at inference.

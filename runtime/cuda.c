@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cuda.c: the CUDA device (cuda.h) over the CUDA Driver API.
  *

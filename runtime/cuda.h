@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cuda.h: the CUDA device. Runs a compiled program on an NVIDIA GPU through
  * the CUDA Driver API, loaded at run time with dlopen("libcuda.so.1")

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor-opt: text IR in, pipeline, text IR out (like LLVM's opt). Exists
  * so that every pass can be tested and debugged alone.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * atomic_file.c: write-to-temporary, fsync, rename (see atomic_file.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * atomic_file.h: replacing a file all at once. The new contents go to a
  * temporary file in the same directory (so rename(2) cannot cross a file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sys.c: memory limits, fallible arena allocations and opening files
  * beneath a folder (sys.h). Everything that reads a size or a path from an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sys.h: what castor asks of the operating system about untrusted input,
  * beside util.h: whether a size a file states fits the memory castor may

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * util.c: arena, heap helpers, string buffers, checked size arithmetic, the
  * seeded PRNG and the one hash map. See util.h for the contracts.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * util.h: the bottom layer of castor. Arenas, growable vectors, string
  * buffers, the always-on assert, a seeded PRNG, overflow-checked size

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_index_map.c: the index maps of the reindex ops (the op table's
  * IR_KERNEL_REINDEX class), written once for every target: where element

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_kit.c: the target-neutral part of kernel emission that every
  * target's emitters share: the emitter's types, counted loops, addressing

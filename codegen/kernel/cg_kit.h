@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_kit.h: the target-neutral kernel kit that every target's emitters
  * share (one folder per target beside this one): the LLVM emitter state, the state of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_train.h: what the training formulas of the kernel kit share (private
  * to codegen/kernel: cg_train.c's dispatch, cg_loss.c, cg_update.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_update.c: the kernel kit's update formulas and what decides an update,
  * for every target (cg_train.h says how a launch's rows map):

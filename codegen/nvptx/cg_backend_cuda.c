@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_backend_cuda.c: the CUDA backend: PTX from cg_nvptx.c, loaded and run
  * through the CUDA driver API (runtime/cuda.c, dlopen'ed: no GPU or no
@@ -88,6 +89,7 @@ const cg_backend cg_backend_cuda = {
     .compile = cuda_compile,
     .emit = cuda_emit,
     .run = cuda_run,
+    .profile = NULL, /* kernels are timed together (cuda_time), not one by one yet */
     .time = cuda_time,
     .state_read = cuda_state_read, /* a training program's state stays in device memory */
     .state_write = cuda_state_write,

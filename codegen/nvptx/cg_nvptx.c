@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_nvptx.c: the nvptx target: the plan's kernels as PTX for NVIDIA GPUs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_nvptx.h: what the NVPTX kernel emitters share (cg_nvptx.c: the module,
  * the kernel ABI of runtime/cuda.h, elementwise, pad/slice, row-wise and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_nvptx_rowwise.c: the nvptx target's row-wise ops, one warp per row,
  * one emitter for every kernel that computes one: the standalone row

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compile.c: a .keras file's compile_config as castor train's defaults
  * (fe_train_defaults): the loss, the optimizer with its hyperparameters

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keras.c: the Keras frontend's driver (keras.h). A .keras file is a ZIP
  * (formats/zip.h) of metadata.json (the Keras version), config.json (the

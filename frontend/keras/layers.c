@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * layers.c: the Keras layer classes castor lowers, one row per class in
  * `rows` (its config keys and its lowering function), so a class whose IR

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * save.c: writing a loaded .keras model back (keras.h, fe_keras_save), as
  * Keras 3's saving_lib writes one: a stored ZIP (formats/zip.h) of

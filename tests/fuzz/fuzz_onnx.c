@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_onnx.c: the ONNX frontend on arbitrary bytes: protobuf-c's decoding
  * with castor's capped allocator, the checks of formats/onnx_read.c and the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """make_seeds.py: writes the hand-made seeds of the binary fuzz targets
 (seeds/safetensors, seeds/npy, seeds/dataset, seeds/cli) and the dictionaries (dict/)
 with the standard library only.

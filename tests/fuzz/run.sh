@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # run.sh FUZZ_BUILD_DIR SECONDS [TARGET...]: runs the libFuzzer targets of a
 # -DCASTOR_FUZZ=ON build (tests/fuzz/README.md) one after the other, each for
 # SECONDS, with its dictionary, on a corpus FUZZ_BUILD_DIR/fuzz/corpus/TARGET

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_wire.h: a protobuf wire-format writer for the ONNX models the
  * robustness tests and benchmarks generate (tests/onnx/onnx_gen.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_alu.c: the emulator's scalar instructions, one lane at a time:
  * integer arithmetic, logic and bit fields; float arithmetic with PTX's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_cuda.c: libcastor_ptxemu.so, the CUDA Driver API calls castor's
  * runtime makes (runtime/cuda.c), answered by the PTX emulator.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_exec.c: runs decoded kernels (ptxemu_internal.h) grid by grid,
  * CTA by CTA, with the checks of ptxemu.h.

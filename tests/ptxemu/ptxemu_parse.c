@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_parse.c: PTX text to decoded kernels (ptxemu_internal.h).
  *

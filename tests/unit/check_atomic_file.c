@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_atomic_file.c: Check suite of util/atomic_file: a committed file
  * has the new contents and no temporary file is left beside it; after a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_codegen.c: kernel planning and the CPU JIT, seen from the program
  * they produce: how nodes fuse into launches, how scratch buffers share

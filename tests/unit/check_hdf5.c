@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_hdf5.c: Check suite of formats/hdf5 over the files h5py wrote
  * (tests/data/hdf5/make_files.py): the Keras layout read back with its

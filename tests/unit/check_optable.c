@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_optable.c: every op of ir/ir_ops.def through every stage.
  *

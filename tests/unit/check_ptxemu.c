@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_ptxemu.c: the PTX emulator's own tests (tests/ptxemu).
  *

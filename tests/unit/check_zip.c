@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_zip.c: Check suite of formats/zip: archives built here byte by byte
  * (stored and deflated members, a data descriptor, ZIP64 extra fields), read
