@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # scripts/dump-train-step.sh CASTOR OUTDIR: the CPU training step of the
 # three samples as optimized LLVM IR (castor dump --train --emit=llvm) and
 # x86 assembly (llc-19 -O2 of that IR), under 10 configurations each (the four
