@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * profile.c: castor run --profile. Runs a program with each kernel launch
  * timed by the runtime (rt_program_run_profile: the monotonic clock

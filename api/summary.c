@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * summary.c: castor summary MODEL (castor dump --summary), the model as
  * Keras's model.summary() shows it: each layer with its main op, its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # castor_python.cmake: the Python module (python/castor, docs/python.md), a
 # ctypes layer over libcastor.so (castor_shared). Included by the top-level
 # CMakeLists.txt after castor_aot.cmake.

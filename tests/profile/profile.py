@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """profile.py CASTOR SRCDIR TMPDIR: castor run --profile, --profile-json and
 the AOT executable's --benchmark on the CNN sample (samples/fashion_cnn.cast).
 

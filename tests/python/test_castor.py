@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """test_castor.py BUILD_DIR SRCDIR TMPDIR [CLASS...]: the Python module (python/castor)
 against the castor CLI, its oracle here: the same model, inputs and options
 give bit-identical outputs, the same dump and check texts, the same training
