@@ -189,6 +189,25 @@ static castor_status load(castor_context *ctx, const char *name, const char *tex
   fe_options fo;
   fe_options_init(&fo);
   if (opts) fo.seed = opts->seed, fo.weights_path = opts->weights_path;
+  if (opts && opts->batch < 0)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: batch must be >= 1 (0: the batch N stays "
+                "symbolic), got %lld", (long long)opts->batch);
+  if (opts && opts->n_dims > 0) {
+    if (!opts->dim_names || !opts->dim_values)
+      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: n_dims is %d but dim_names or dim_values is NULL", opts->n_dims);
+    for (int i = 0; i < opts->n_dims; i++) {
+      if (!opts->dim_names[i] || !*opts->dim_names[i])
+        return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: dimension %d has no name", i);
+      if (opts->dim_values[i] < 1 || opts->dim_values[i] > (INT64_C(1) << 40))
+        return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: dimension '%s' must be bound to 1..2^40, got %lld",
+                    opts->dim_names[i], (long long)opts->dim_values[i]);
+      for (int j = 0; j < i; j++)
+        if (!strcmp(opts->dim_names[i], opts->dim_names[j]))
+          return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: dimension '%s' is bound twice", opts->dim_names[i]);
+    }
+    fo.dim_names = opts->dim_names, fo.dim_values = opts->dim_values, fo.n_dims = opts->n_dims;
+  }
+  if (opts) fo.batch = opts->batch;
   fe_binding *binds = NULL;
   onnx_tensor *bound = NULL;
   if (opts && opts->n_binds > 0) {

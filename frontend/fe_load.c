@@ -76,6 +76,12 @@ static ir_graph *load_bytes(const char *name, const char *bytes, size_t len, con
   fe_format f = fe_sniff(bytes, len);
   size_t nl = strlen(name);
   if (f == FE_FORMAT_CAST && nl >= 5 && strcmp(name + nl - 5, ".onnx") == 0) f = FE_FORMAT_ONNX;
+  if (f != FE_FORMAT_ONNX && o->n_dims > 0) { /* never ignored silently */
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){name, 0, 0},
+                    "--dim %s: '%s' is not an ONNX model; only ONNX models have named dimensions "
+                    "(other models take --batch only)", o->dim_names[0], name);
+    return NULL;
+  }
   switch (f) {
   case FE_FORMAT_CAST: g = fe_cast_load(name, bytes, len, o, d, &td); break;
   case FE_FORMAT_KERAS:

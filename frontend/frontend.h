@@ -80,6 +80,12 @@ typedef struct fe_options {
   const char *dir;
   const fe_binding *bindings; /* ONNX: graph inputs bound to data (NULL: none) */
   int n_bindings;
+  /* ONNX: symbolic dimensions bound at import (castor_load_options): the
+   * batch (> 0) for a symbolic first dimension, and dim_param names */
+  int64_t batch;
+  const char *const *dim_names;
+  const int64_t *dim_values;
+  int n_dims;
   /* .keras: if not NULL, receives what writing the model back as a .keras
    * file needs (frontend/keras/keras.h, fe_keras_save; NULL for other
    * formats); the caller destroys it with fe_keras_source_destroy (below) */

@@ -109,6 +109,21 @@ typedef struct castor_load_options {
    * program and is a constant only where an op needs its value at compile
    * time (ONNX's node tests bind every input this way). */
   int bind_where_needed;
+  /* ONNX models: symbolic dimensions bound at load, so that the importer
+   * sees static shapes (docs/shapes.md). batch > 0 binds the first
+   * dimension of every graph input whose first dimension is symbolic (the
+   * same value as castor_compile_options.batch; the CLI's --batch sets
+   * both); 0 (default) keeps it castor's symbolic batch N. dim_names[i] =
+   * dim_values[i] (>= 1) binds the dim_param dim_names[i] (an ONNX
+   * symbolic dimension such as "sequence") wherever a graph input declares
+   * it; it takes precedence over batch. A name no graph input declares, a
+   * value < 1, or NULL arrays with n_dims > 0 are CASTOR_ERR_INVALID_ARGUMENT.
+   * Other model formats have no named dimensions: n_dims must be 0, and
+   * batch is bound by castor_compile. */
+  int64_t batch;
+  const char *const *dim_names;
+  const int64_t *dim_values;
+  int n_dims;
 } castor_load_options;
 
 CASTOR_API void castor_load_options_init(castor_load_options *o);

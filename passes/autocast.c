@@ -24,7 +24,11 @@
  *          compute in 16-bit only between 16-bit matmuls (a 16-bit operand
  *          upstream, a 16-bit matmul of the same dtype downstream through
  *          other standalone infer ops) and not downstream of a deny op, as
- *          TF's AMP pass does; otherwise f32;
+ *          TF's AMP pass does; otherwise f32; but a standalone op exact in
+ *          any float format (exact_ops below: relu) of a 16-bit operand
+ *          takes that operand's dtype whatever follows it, as clear ops
+ *          do (a conv's relu before a max pool, the stem of a CNN: no f32
+ *          round trip between two 16-bit convolutions);
  *   clear  pads and slices move data: they take their operand's dtype;
  *   fixed  casts already in the graph keep their dtype.
  * The class of each op is the op table's (ir_ops.def, autocast column).
@@ -134,6 +138,23 @@ static void find_layer_matmuls(ac_state *s, arena *scratch) {
   hmap_fini(&first);
 }
 
+/* Infer ops whose result is exact in any float format, so computing them
+ * in their operand's 16-bit dtype gives the bits f32 would, rounded to
+ * that dtype: the value they follow needs no cast for them. Unary only:
+ * a second operand (maximum's) may be an f32 constant that a cast would
+ * round. */
+static const ir_op exact_ops[] = {
+    IR_OP_RELU, /* max(x, 0): x or 0 */
+    IR_OP_NEG,  /* a sign flip */
+    IR_OP_ABS,  /* a sign cleared */
+};
+
+static bool is_exact(ir_op op) {
+  for (size_t i = 0; i < sizeof exact_ops / sizeof exact_ops[0]; i++)
+    if (exact_ops[i] == op) return true;
+  return false;
+}
+
 static bool is_standalone_infer(const ac_state *s, const ir_node *n) {
   return ir_op_autocast(n->op) == IR_AC_INFER && n->policy == IR_POLICY_NONE && !layer_matmul(s, n);
 }
@@ -208,6 +229,9 @@ static void decide_infer(ac_state *s) {
     } else if (up && up == down && (up & (up - 1)) == 0) {
       ir_dtype t = up == (1u << DT_F16) ? DT_F16 : DT_BF16;
       decide(s, n, t, arena_printf(s->g->arena, "between %s matmuls", dtype_name(t)));
+    } else if (is_exact(n->op) && n->n_srcs == 1 && up) { /* up: the operand's 16-bit dtype */
+      ir_dtype t = s->dt[n->srcs[0]->id];
+      decide(s, n, t, arena_printf(s->g->arena, "exact in %s: follows its operand", dtype_name(t)));
     } else {
       decide(s, n, DT_F32, "not between 16-bit matmuls");
     }

@@ -30,8 +30,9 @@ allowed() {
   runtime/aot) echo "util formats runtime" ;;
   train) echo "util formats runtime" ;;
   frontend) echo "util formats ir frontend/cast frontend/keras frontend/onnx" ;;
-  frontend/cast) echo "util formats ir frontend" ;;
-  frontend/keras) echo "util formats ir frontend" ;;
+  frontend/layers) echo "util formats ir frontend" ;;
+  frontend/cast) echo "util formats ir frontend frontend/layers" ;;
+  frontend/keras) echo "util formats ir frontend frontend/layers" ;;
   frontend/onnx) echo "util formats ir frontend" ;;
   passes) echo "util ir" ;;
   codegen) echo "util ir runtime" ;;
@@ -46,7 +47,7 @@ allowed() {
   esac
 }
 
-layers="include util formats ir runtime runtime/aot train frontend frontend/cast frontend/keras frontend/onnx passes codegen codegen/kernel
+layers="include util formats ir runtime runtime/aot train frontend frontend/layers frontend/cast frontend/keras frontend/onnx passes codegen codegen/kernel
         codegen/cpu codegen/cpu/gemm codegen/nvptx api api/check tools"
 
 for dir in $layers; do

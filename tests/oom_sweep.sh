@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # oom_sweep.sh BUILD_DIR SOURCE_DIR [--full] [--sanitized | --emulated]: castor under
 # memory limits (issue 41 item 6). Under each `ulimit -v` of the sweep,
 # `castor run` of the CNN samples (samples/*cnn*.cast: compile and run)

@@ -72,6 +72,8 @@ static const char common_help[] =
     "  --bind NAME=FILE    ONNX models: bind graph input NAME to the data in FILE (.npy,\n"
     "                      or an ONNX TensorProto .pb): a shape, axes or bounds an op\n"
     "                      needs at compile time; the input becomes a constant\n"
+    "  --dim NAME=VALUE    ONNX models: bind the symbolic dimension NAME (a dim_param,\n"
+    "                      e.g. sequence) to VALUE: the model compiles for that size\n"
     "  --policy P          dtype policy instead of the model's 'policy' line: float32,\n"
     "                      float16, bfloat16, mixed_float16 or mixed_bfloat16\n"
     "  --fp32-ops=LIST     force these ops to float32 (IR op names, e.g. gelu,add)\n"
@@ -491,7 +493,11 @@ static int cmd_run(const cli *c) {
   }
   if (c->repeat > 0) {
     double *ms = xcalloc((size_t)c->repeat, sizeof *ms);
-    if (castor_program_time(p, in, n_in, 3, c->repeat, ms) != CASTOR_OK) {
+    struct timespec r0, r1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &r0);
+    castor_status ts = castor_program_time(p, in, n_in, 3, c->repeat, ms);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &r1);
+    if (ts != CASTOR_OK) {
       cli_put_diags(castor_context_last_error(ctx));
       free(ms);
       goto done;
@@ -503,6 +509,11 @@ static int cmd_run(const cli *c) {
     printf("compile: %.1f ms (cpu %.1f ms)\n", compile_ms, compile_cpu_ms);
     printf("time: median %.4f ms, min %.4f ms, %.1f GFLOP/s (%d runs%s)\n", med, ms[0],
            (double)rs.flops / (med * 1e6), c->repeat, co.target != CASTOR_TARGET_CPU ? ", device time of the kernels" : "");
+    /* the process's CPU time over the 3 warm-up and the timed runs: with one
+     * thread, the run's work whatever else holds the cores (a loaded
+     * machine); with more, every thread's, a spinning wait included */
+    double cpu_ms = (double)(r1.tv_sec - r0.tv_sec) * 1e3 + (double)(r1.tv_nsec - r0.tv_nsec) / 1e6;
+    printf("cpu: mean %.4f ms a run (process CPU time, every thread)\n", cpu_ms / (c->repeat + 3));
     free(ms);
   }
   if (c->profile && !run_profile(c, ctx, p, in, n_in)) goto done;

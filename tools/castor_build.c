@@ -70,6 +70,7 @@ static int usage(FILE *f, int rc) {
           "  --features=LIST     target features, e.g. +avx2,+fma (default: this host's)\n"
           "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
           "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
+          "  --dim NAME=VALUE    ONNX models: bind the symbolic dimension NAME to VALUE\n"
           "  --policy P          dtype policy instead of the model's 'policy' line\n"
           "  --fp32-ops=LIST     force these ops to float32 (IR op names)\n"
           "  --fp32-layers=LIST  force these layers to float32 (layer names)\n"

@@ -60,7 +60,7 @@ static int usage_train(FILE *f, int rc) {
         "                        written back with them, for Keras 3)\n"
         "  --history FILE.csv    per-epoch metrics (and FILE.loss_scale.csv: the scale)\n"
         "  --plot FILE.svg       loss, accuracy and the loss scale, drawn as SVG\n"
-        "  --weights W, --weights-seed S, --policy P, --threads T, -O N: as castor run\n"
+        "  --weights W, --weights-seed S, --dim NAME=VALUE, --policy P, --threads T, -O N: as castor run\n"
         "  --target=cpu|cuda     where the step runs (cuda: weights, optimizer slots and\n"
         "                        the loss scale stay in GPU memory; --device N, --sm ARCH)\n",
         cli_train_options_help);

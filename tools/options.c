@@ -153,6 +153,22 @@ static cli_opt_result parse_load(cli_options *o, int argc, char **argv, int *i) 
     o->bind_name_buf[o->n_binds][eq - v] = 0;
     o->bind_names[o->n_binds] = o->bind_name_buf[o->n_binds];
     o->bind_files[o->n_binds++] = eq + 1;
+  } else if (OPT("--dim")) {
+    const char *eq = missing ? NULL : strchr(v, '=');
+    if (!eq || eq == v || !eq[1])
+      return error("--dim needs NAME=VALUE (an ONNX dim_param and its size), got '%s'", missing ? "" : v);
+    if (o->n_dims == CLI_MAX_DIMS) return error("--dim may be given at most %d times", CLI_MAX_DIMS);
+    if ((size_t)(eq - v) >= sizeof o->dim_name_buf[0])
+      return error("--dim: the dimension name in '%s' is longer than %zu bytes", v, sizeof o->dim_name_buf[0] - 1);
+    memcpy(o->dim_name_buf[o->n_dims], v, (size_t)(eq - v));
+    o->dim_name_buf[o->n_dims][eq - v] = 0;
+    for (int k = 0; k < o->n_dims; k++)
+      if (!strcmp(o->dim_names[k], o->dim_name_buf[o->n_dims])) return error("--dim %s is given twice", o->dim_names[k]);
+    if (!cli_parse_int("--dim", eq + 1, false, 1, INT64_C(1) << 40, "2^40", "NAME=VALUE with a positive integer VALUE",
+                       &n))
+      return CLI_OPT_ERROR;
+    o->dim_names[o->n_dims] = o->dim_name_buf[o->n_dims];
+    o->dim_values[o->n_dims++] = n;
   } else {
     return CLI_OPT_NONE;
   }
@@ -308,6 +324,8 @@ castor_status cli_load_model(castor_context *ctx, const char *path, const cli_op
   if (st == CASTOR_OK) {
     castor_load_options lo = o->load;
     lo.bind_names = o->bind_names, lo.bind_tensors = t, lo.n_binds = o->n_binds;
+    lo.dim_names = o->dim_names, lo.dim_values = o->dim_values, lo.n_dims = o->n_dims;
+    lo.batch = o->compile.batch;
     st = castor_model_load_file(ctx, path, &lo, out_model);
     cli_put_diags(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx));
   }

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench/compile/onnx.sh: how ONNX import grows with the graph (issue 41
 # item 5), side by side for one or more builds (from the repository root):
 #

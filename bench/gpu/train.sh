@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/train.sh: the training step on one NVIDIA GPU (issue 42, item 4):
 # castor train --target=cuda vs PyTorch AMP (autocast + GradScaler) and
 # Keras 3 on JAX, per policy, interleaved (castor torch keras castor ...).

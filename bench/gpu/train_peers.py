@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/gpu/train_peers.py: one training step's time in PyTorch AMP or
 Keras 3 on JAX, on the GPU, for bench/gpu/train.sh. Prints one line:
 `peer<TAB>model<TAB>policy<TAB>round<TAB>median_ms` (n/a and a reason on

@@ -35,6 +35,13 @@
  * KC_TARGET, at most two vectors of output channels; it sets the plan's vw
  * to LANES (the epilogue's vector), mr to R, and gemm_conv.direct.
  *
+ * Grouped convolutions (gemm_conv.groups = G > 1, choose_group_conv): the
+ * call's columns [col0, col1) are column blocks of NVEC x LANES channels,
+ * each inside one group g; a block's tiles sum the group's C/G channels
+ * of x (from channel g*C/G) against w's columns of the block ([KH, KW,
+ * C/G, O]), into the block's columns of a C tile that holds the whole
+ * call's row; the epilogue then takes the row's [col0, col1).
+ *
  * 16-bit operands (mixed_bfloat16, mixed_float16: x and w bf16 or f16) are
  * read at 2 bytes and widened to f32 in registers (bf16: a shift; f16:
  * vcvtph2ps), and the sums are the same f32 FMA chains: the product of two
@@ -62,10 +69,13 @@ typedef struct conv_ctx {
   const ir_node *x, *w;
   LLVMTypeRef vt;       /* <lanes x float> */
   int lanes, nvec, last_valid;
-  int64_t KH;
+  int64_t KH, Cg;       /* Cg: the channels a result sums (C, or C/G of a group_conv2d) */
   bool check_h;         /* some row of a window may fall in the padding */
   LLVMValueRef img, oh; /* x's element offset of the image; the output row */
   LLVMValueRef ctile;   /* the C tile: row ow at ow * ldc */
+  LLVMValueRef xch;     /* x's first channel of the group (0 ungrouped) */
+  LLVMValueRef wcol;    /* w's and the result's first column of the column block (0 ungrouped) */
+  LLVMValueRef tcol;    /* its column in the C tile (0 ungrouped) */
 } conv_ctx;
 
 static LLVMValueRef add(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(B, a, b, ""); }
@@ -84,15 +94,15 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t k
   for (int r = 0; r < R; r++) any |= col_in[r];
   if (!any) return;
   LLVMValueRef iw0 = add(e, mul(e, ow0, cv->sw), cg_i64(e, kw * cv->dw - cv->pl));
-  LLVMValueRef xpix = add(e, xrow, mul(e, iw0, cv->C));              /* x at (n, ih, iw0, 0) */
-  LLVMValueRef krow = mul(e, add(e, mul(e, kh, cv->KW), cg_i64(e, kw)), cv->C); /* k of (kh, kw, 0) */
+  LLVMValueRef xpix = add(e, xrow, add(e, mul(e, iw0, cv->C), t->xch)); /* x at (n, ih, iw0, group's 0) */
+  LLVMValueRef krow = mul(e, add(e, mul(e, kh, cv->KW), cg_i64(e, kw)), t->Cg); /* k of (kh, kw, 0) */
   cg_loop lc = {0};
   LLVMValueRef ch = cg_i64(e, 0);
-  if (cv->C > 1) {
-    lc = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, cv->C), 1, "conv.c");
+  if (t->Cg > 1) {
+    lc = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, t->Cg), 1, "conv.c");
     ch = lc.iv;
   }
-  LLVMValueRef wrow = mul(e, add(e, krow, ch), cv->O);
+  LLVMValueRef wrow = add(e, mul(e, add(e, krow, ch), cv->O), t->wcol);
   LLVMValueRef wv[CONV_MAX_NVEC];
   for (int v = 0; v < t->nvec; v++)
     wv[v] = cg_load_part(e, t->w->type.dtype, cg_elem_ptr(c, t->w, add(e, wrow, cg_i64(e, (int64_t)v * t->lanes))), t->lanes,
@@ -104,7 +114,7 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t k
     for (int v = 0; v < t->nvec; v++)
       LLVMBuildStore(B, cg_fmuladd(e, xs, wv[v], LLVMBuildLoad2(B, t->vt, acc[r][v], "")), acc[r][v]);
   }
-  if (cv->C > 1) cg_loop_end(c, &lc);
+  if (t->Cg > 1) cg_loop_end(c, &lc);
 }
 
 /* One tile: output pixels ow0 .. ow0+R of row t->oh, their sums into the
@@ -148,7 +158,7 @@ static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int64_t ow_at, int R) {
   cg_loop_end(c, &lh);
   for (int r = 0; r < R; r++)
     for (int v = 0; v < t->nvec; v++) {
-      LLVMValueRef off = add(e, mul(e, add(e, ow0, cg_i64(e, r)), t->g->ldc), cg_i64(e, (int64_t)v * t->lanes));
+      LLVMValueRef off = add(e, mul(e, add(e, ow0, cg_i64(e, r)), t->g->ldc), add(e, t->tcol, cg_i64(e, (int64_t)v * t->lanes)));
       cg_emit_store(e, DT_F32, LLVMBuildLoad2(B, t->vt, acc[r][v], ""), LLVMBuildGEP2(B, e->f32, t->ctile, &off, 1, ""),
                     t->lanes);
     }
@@ -158,12 +168,16 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
   cg_emitter *e = c->e;
   const cg_kernel *k = c->k;
   const gemm_conv *cv = &g->conv;
+  int64_t G = cv->groups > 1 ? cv->groups : 1;
   conv_ctx t = {.c = c, .g = g, .cv = cv, .x = k->ops[0]->srcs[0], .w = k->ops[0]->srcs[1], .lanes = g->vw,
-                .nvec = g->nv, .KH = g->K / (cv->KW * cv->C)};
+                .nvec = g->nv, .Cg = cv->C / G, .KH = g->K / (cv->KW * (cv->C / G))};
   CASTOR_ASSERT(cv->direct > 0 && cv->direct <= CONV_MAX_R && cg_conv_direct_dtype(t.x->type.dtype) &&
-                cg_conv_direct_dtype(t.w->type.dtype) && t.KH * cv->KW * cv->C == g->K);
+                cg_conv_direct_dtype(t.w->type.dtype) && t.KH * cv->KW * t.Cg == g->K);
+  /* groups: column blocks of nr whole vectors inside one group */
+  CASTOR_ASSERT(G == 1 || (cv->O % G == 0 && (cv->O / G) % g->nr == 0 && g->ldc >= cv->O));
   t.vt = LLVMVectorType(e->f32, (unsigned)t.lanes);
-  t.last_valid = (int)(cv->O - (int64_t)(t.nvec - 1) * t.lanes);
+  t.last_valid = G > 1 ? t.lanes : (int)(cv->O - (int64_t)(t.nvec - 1) * t.lanes);
+  t.xch = t.wcol = t.tcol = cg_i64(e, 0);
   /* rows of a window outside x: above the first, or below the last */
   t.check_h = cv->pt > 0 || (cv->OH - 1) * cv->sh - cv->pt + (t.KH - 1) * cv->dh >= cv->H;
   /* the row's tiles: [ow0, ow0 + R), the last one perhaps shorter; a run
@@ -177,6 +191,15 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
   t.img = mul(e, ln.iv, cv->H * cv->W * cv->C);
   cg_loop lo_h = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, cv->OH), 1, "conv.oh");
   t.oh = lo_h.iv;
+  cg_loop lb = {0};
+  if (G > 1) { /* the call's column blocks [col0, col1) of nr columns, each in group col / (O/G) */
+    int64_t nr = g->nr;
+    lb = cg_loop_begin(c, LLVMBuildSDiv(B, c->col0, cg_i64(e, nr), ""), LLVMBuildSDiv(B, c->col1, cg_i64(e, nr), ""), 1,
+                       "conv.block");
+    t.wcol = mul(e, lb.iv, nr);
+    t.xch = mul(e, LLVMBuildSDiv(B, t.wcol, cg_i64(e, cv->O / G), "conv.group"), t.Cg);
+    t.tcol = LLVMBuildSub(B, t.wcol, c->col0, "");
+  }
   for (int64_t ow0 = 0; ow0 < OW;) {
     int64_t n_run = 0; /* whole interior tiles from ow0 on */
     while (ow0 + (n_run + 1) * R <= OW && ow0 + n_run * R >= lo && ow0 + (n_run + 1) * R <= hi) n_run++;
@@ -191,9 +214,12 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
     emit_tile(&t, cg_i64(e, ow0), ow0 >= lo && ow0 + len <= hi ? -1 : ow0, (int)len);
     ow0 += len;
   }
-  /* the row's sums through the epilogue: GEMM rows (n, oh, 0 ..) */
+  if (G > 1) cg_loop_end(c, &lb);
+  /* the row's sums through the epilogue: GEMM rows (n, oh, 0 ..), the
+   * call's columns (all of them ungrouped) */
   LLVMValueRef row = mul(e, add(e, mul(e, ln.iv, cv->OH), lo_h.iv), cv->OW);
-  LLVMValueRef args[] = {c->bufs, t.ctile, row, cg_i64(e, cv->OW), cg_i64(e, 0), cg_i64(e, cv->O)};
+  LLVMValueRef col = G > 1 ? c->col0 : cg_i64(e, 0), ncols = G > 1 ? LLVMBuildSub(B, c->col1, c->col0, "") : cg_i64(e, cv->O);
+  LLVMValueRef args[] = {c->bufs, t.ctile, row, cg_i64(e, cv->OW), col, ncols};
   LLVMBuildCall2(B, LLVMGlobalGetValueType(epilogue), epilogue, args, 6, "");
   cg_loop_end(c, &lo_h);
   cg_loop_end(c, &ln);

@@ -279,7 +279,10 @@ static void emit_body(kctx *c, const cg_cpu_layout *layout, int ki) {
     cg_load_bases(c);
     switch (k->kind) { /* one emitter per kernel class (cg_plan.c) */
     case CG_KERNEL_CONTRACT: cg_gemm_emit(c, layout->gemm[ki]); break;
-    case CG_KERNEL_ELTWISE: emit_rows_lines(c, layout->launch[ki].rows_fixed, eltwise_body); break;
+    case CG_KERNEL_ELTWISE: /* a grouped convolution the CPU runs as the direct one (cg_gemm_plan.c) */
+      if (layout->gemm[ki]) cg_gemm_emit(c, layout->gemm[ki]);
+      else emit_rows_lines(c, layout->launch[ki].rows_fixed, eltwise_body);
+      break;
     case CG_KERNEL_ROWWISE: /* a line formula of cg_rowwise.c, else a row kernel of cg_train.c (the kit) */
       if (cg_rowwise_has_line_formula(k->ops[0]->op)) emit_rows_lines(c, layout->launch[ki].rows_fixed, rowwise_body);
       else cg_train_emit(c);

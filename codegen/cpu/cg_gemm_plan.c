@@ -252,6 +252,57 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   choose_conv_direct(caps, k, g);
 }
 
+/* convolutional networks: a grouped convolution. group_conv2d is a map of
+ * the kernel kit (an ELTWISE kernel of the shared plan: a chain it starts,
+ * its bias and activation fused), which every target can run one element
+ * at a time; the CPU gives a forward whose groups hold whole vectors of
+ * output channels (O/G a multiple of 4) the direct convolution instead
+ * (cg_conv.c), with the GEMM's epilogue function for the fused chain:
+ * per group a GEMM of K = KH*KW*C/G over its O/G columns, x read in place
+ * at the group's channels. Groups of real nets are narrow (RegNet: 8
+ * channels; ResNeXt-50 32x4d: 4 to 32) and K short (36 to 288): one
+ * packed panel of 32 columns would be mostly padding, and one K block
+ * holds the whole sum, the direct kernel's regime. Column blocks of nr =
+ * nvec x lanes channels (lanes the widest vector of the family that
+ * divides O/G, nvec 2 when two fit a group) lie inside one group; the
+ * launch splits images first, then column blocks (a batch of 1: groups
+ * over threads). Each output element is one FMA chain over (kh, kw, c) in
+ * order from 0 with the padding taps skipped: the kit's map's chain, so
+ * the same bits as before and for any split. Depthwise convolutions (one
+ * output channel a group) stay on the kit's vectorized map. */
+static bool choose_group_conv(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
+  if (k->kind != CG_KERNEL_ELTWISE || ir_op_type_rule(k->ops[0]->op) != IR_TYPE_GROUP_CONV2D) return false;
+  const ir_node *op = k->ops[0];
+  const ir_type *x = &op->srcs[0]->type, *w = &op->srcs[1]->type, *y = &op->type;
+  if (!cg_conv_direct_dtype(x->dtype) || !cg_conv_direct_dtype(w->dtype) || op->attr.acc != DT_F32) return false;
+  int64_t C = x->dims[3], Cg = w->dims[2], O = w->dims[3];
+  if (Cg <= 0 || C % Cg || C / Cg < 2) return false;
+  int64_t G = C / Cg, Og = O / G;
+  if (Og % 4 || Og * G != O) return false;
+  int vw = kernel_regs[caps->gemm_kernel].vw, regs = kernel_regs[caps->gemm_kernel].regs;
+  int lanes = vw;
+  while (lanes > 4 && Og % lanes) lanes /= 2;
+  int nvec = (Og / lanes) % 2 == 0 ? 2 : 1;
+  memset(g, 0, sizeof *g);
+  g->conv = (gemm_conv){.mode = GEMM_CONV_FWD, .rows_per_item = y->dims[1] * y->dims[2], .H = x->dims[1],
+                        .W = x->dims[2], .C = C, .KW = w->dims[1], .OH = y->dims[1], .OW = y->dims[2], .O = O,
+                        .sh = op->attr.strides.v[0], .sw = op->attr.strides.v[1], .dh = op->attr.dilations.v[0],
+                        .dw = op->attr.dilations.v[1], .pt = op->attr.pads.v[0], .pl = op->attr.pads.v[2], .groups = G};
+  int64_t rmax = (regs - 2 - nvec) / nvec; /* as choose_conv_direct */
+  if (rmax > 14) rmax = 14;
+  int64_t ow = g->conv.OW, tiles = ceil_div(ow, rmax);
+  g->conv.direct = ceil_div(ow, tiles);
+  g->K = w->dims[0] * w->dims[1] * Cg;
+  g->Nc = O;
+  g->vw = lanes, g->nv = nvec, g->nr = nvec * lanes, g->mr = (int)g->conv.direct;
+  g->n_full = O / g->nr;
+  g->b_src = GEMM_B_IN_PLACE;
+  g->kc = g->K, g->n_kblocks = 1, g->mc = g->mr, g->nc = g->nr;
+  g->ldc = O, g->c_off = 0, g->c_rows = ow; /* the C tile: one output row, every column of the call */
+  g->b_off = round_up(g->c_rows * g->ldc * 4, 64);
+  return true;
+}
+
 /* A contraction kernel whose B operand is [K, N] as stored (matmul's shape
  * rule), so a constant B may be stored pre-packed. */
 static bool plain_matmul(const cg_kernel *k) {
@@ -264,7 +315,14 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
   CASTOR_ASSERT(caps);
   for (int ki = 0; ki < plan->n_kernels; ki++) {
     const cg_kernel *k = &plan->kernels[ki];
-    if (!cg_is_gemm(k)) continue;
+    if (!cg_is_gemm(k)) {
+      cg_gemm *g = arena_alloc(layout->arena, sizeof *g);
+      if (!choose_group_conv(caps, k, g)) continue;
+      layout->gemm[ki] = g; /* convolutional networks: images first, then column blocks */
+      layout->launch[ki] = (cg_kernel_launch){.cols = g->Nc, .col_step = g->nr, .row_step = 1, .row_tile_min = 1,
+                                              .rows_fixed = layout->launch[ki].rows_fixed, .scratch_bytes = g->b_off};
+      continue;
+    }
     cg_gemm *g = arena_alloc(layout->arena, sizeof *g);
     choose(caps, k, g);
     layout->gemm[ki] = g;
@@ -331,7 +389,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
 
 /* Kernels share a body only if their GEMM layouts agree on every field:
  * a new field must join the key below. */
-_Static_assert(sizeof(struct cg_gemm) == 312 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
+_Static_assert(sizeof(struct cg_gemm) == 320 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
   str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_nvptx_train.c: the NVPTX kernels of a training step's ops, each the
  * kernel kit's formula (kernel/cg_kit.h) run by GPU threads, so the two

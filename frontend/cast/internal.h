@@ -8,7 +8,11 @@
  *              layer calls go to layers.c
  *   layers.c   a layer call -> fe_layer (attributes checked), layer names
  *   resolve.c  uses -> definitions, topological order, cycles
- *   lower.c    fe_model -> ir_graph (types, weights via weights.c)
+ *   lower.c    fe_model -> ir_graph (types, weights via weights.c); the
+ *              layers of the Keras layer library through host.c
+ *   host.c     the .cast frontend as a host of frontend/layers/: a call's
+ *              attributes as the layer's Keras config, its weights by
+ *              key, its errors at the attribute they are about
  *
  * Every stage reports user errors to the sink and keeps going where it can;
  * a layer with an error is marked broken and everything that depends on it
@@ -20,6 +24,7 @@
 #include "frontend/cast/cast.h"
 
 #include "formats/safetensors.h"
+#include "frontend/layers/layers.h"
 
 /* ---- lexer ---- */
 
@@ -175,6 +180,9 @@ struct fe_layer {
   int64_t sequence_length; /* position_embedding */
   bool mask_input, use_causal_mask; /* attention masks: attention_mask= is inputs[n_inputs - 1] */
   diag_loc num_heads_loc;
+  /* host.c: the call's arguments as written (the Keras config is built from them) */
+  const fe_arg *args;
+  int n_args;
   /* lowering */
   bool lowered;
   ir_node *value;
@@ -267,20 +275,21 @@ bool fe_weights_get(fe_weights *w, ir_graph *g, const char *key, const ir_type *
 /* Warns about tensors of the file that the model did not use. */
 void fe_weights_check_unused(fe_weights *w);
 
-/* ---- general tensors: the lowering state, shared by lower.c and
- * lower_attn.c (global_average_pooling1d, multi_head_attention) ---- */
+/* ---- the lowering state, shared by lower.c and host.c ---- */
 typedef struct lowering {
   fe_model *m;
   ir_graph *g;
   fe_weights w;
+  fl_host host; /* host.c */
 } lowering;
 /* lower.c: a node stamped with its layer (name, policy); a type as text */
 ir_node *fe_stamp(lowering *lw, fe_layer *l, ir_node *n);
 const char *fe_type_str(lowering *lw, const ir_type *t);
-/* lower_attn.c */
-bool fe_lower_global_average_pooling1d(lowering *lw, fe_layer *l, ir_node **in);
-bool fe_lower_multi_head_attention(lowering *lw, fe_layer *l, ir_node **in);
+/* lower.c */
 bool fe_lower_position_embedding(lowering *lw, fe_layer *l, ir_node **in);
+/* host.c: sets up lw->host; lowers a layer of the library (its Keras class) */
+void fe_host_init(lowering *lw);
+bool fe_lower_library(lowering *lw, fe_layer *l, const char *keras_class, ir_node **in);
 void fe_weights_fini(fe_weights *w);
 
 /* Largest total of weights the Glorot init generates (bytes). */

@@ -29,7 +29,7 @@ static const struct layer_spec {
   const char *positional;        /* the positional arguments, in words */
   const char *attrs[MAX_ATTRS];  /* keyword attributes it accepts */
 } specs[FE_LAYER_COUNT] = {
-#define LAYER(e, name, n_inputs, positional, lower, ...) \
+#define LAYER(e, name, n_inputs, positional, keras, lower, ...) \
   [FE_LAYER_##e] = {name, n_inputs, positional, {__VA_ARGS__}},
 #include "frontend/cast/layers.def"
 #undef LAYER
@@ -513,6 +513,10 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
                "activation needs a function, e.g. activation(x, relu)");
     return false;
   }
+  if (l->kind == FE_LAYER_MULTI_HEAD_ATTENTION && (!l->num_heads || !l->key_dim)) {
+    diag_error(m->d, c->callee_loc, "multi_head_attention needs num_heads= and key_dim=, as Keras's MultiHeadAttention");
+    return false;
+  }
   /* general tensors: layout layers */
   if (l->kind == FE_LAYER_EMBEDDING && (l->input_dim == 0 || l->output_dim == 0)) {
     diag_error(m->d, c->callee_loc, "embedding needs input_dim= (the vocabulary size) and output_dim=");
@@ -569,6 +573,7 @@ void fe_layer_add(fe_model *m, const fe_call *c) {
     l->broken = true;
     l->n_inputs = 0;
   }
+  l->args = c->args, l->n_args = c->n_args; /* host.c: the Keras config and where each key was written */
 }
 
 /* ---- names ---- */

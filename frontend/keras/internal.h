@@ -7,8 +7,8 @@
  *              model's layers and their calls (Sequential, Functional),
  *              their DTypePolicies, the compile_config; drives lowering
  *   compile.c  compile_config -> the training defaults
- *   layers.c   the table of Keras layer classes, one row per class and its
- *              lowering function; weights bound by Keras's paths
+ *   layers.c   the host of the layer library (frontend/layers/): a layer's
+ *              weights by Keras's paths, its errors, its stamp
  *   save.c     writing the model back as a .keras file (fe_keras_save)
  *
  * Errors name the file, the layer and its class; a layer with an error is
@@ -21,6 +21,7 @@
 
 #include "formats/hdf5.h"
 #include "formats/json.h"
+#include "frontend/layers/layers.h"
 
 enum { KR_MAX_LAYERS = 10000, KR_MAX_CALL_INPUTS = 64 };
 
@@ -51,11 +52,10 @@ struct kr_layer {
   const json_value *cfg; /* its config object */
   const char *vars;      /* its weights group in model.weights.h5: "/layers/dense_1/vars" */
   ir_policy policy;      /* its DTypePolicy */
-  int row;               /* its row in the layer table (layers.c), -1 if none */
+  int row;               /* its row in the layer library (fl_layer_row), -1 if none */
   kr_call *calls;
   int n_calls;
-  ir_node *w[8];         /* its weights as consts, built at its first call (shared layers) */
-  bool weights_done;
+  fl_layer fl;           /* the library's view: config, weights built at the first call */
 };
 
 /* A weight read by kr_weight: its data, its dataset, its layer and index. */
@@ -80,13 +80,12 @@ typedef struct kr_model {
   int n_inputs;
   /* each weight read (kr_weight): its data, its dataset, its layer and index, in reading order */
   VEC(struct kr_bound) bound;
+  fl_host host; /* the layer library's callbacks (layers.c) */
 } kr_model;
 
-/* layers.c */
-/* The row of the layer table for a Keras class name, or -1. */
-int kr_layer_row(const char *cls);
-/* "InputLayer, Dense, ..." */
-const char *kr_supported_list(void);
+/* layers.c: the layer library's host */
+/* Fills l->fl from l (after its row, config and policy are known). */
+void kr_layer_bind(kr_model *m, kr_layer *l);
 /* Checks a layer's config keys against its row (an unsupported value is an
  * error naming the key). */
 bool kr_layer_check(kr_model *m, kr_layer *l);

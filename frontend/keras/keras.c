@@ -269,6 +269,7 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
   hmap names;
   hmap_init(&names, HMAP_STRINGS);
   bool ok = true;
+  int refused = 0;
   for (int i = 0; i < ls->n && ok; i++) {
     const json_value *s = &ls->items[i];
     kr_layer *l = &m->layers[i];
@@ -300,13 +301,19 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
     int used = (*count)++;
     l->vars = used ? arena_printf(m->arena, "/layers/%s_%d/vars", sc, used)
                    : arena_printf(m->arena, "/layers/%s/vars", sc);
-    l->row = kr_layer_row(l->cls);
-    if (l->row < 0) {
-      kr_unsupported(m, "layer '%s': class '%s' is not supported; castor reads %s", l->name, l->cls,
-                  kr_supported_list());
-      ok = false;
-      break;
+    /* the functional API's op nodes (x + 3.0 is keras.src.ops.numpy's Add) are not the layers of the same name */
+    const json_value *mod = json_field(s, "module"), *reg = json_field(s, "registered_name");
+    const char *module = mod && mod->kind == JSON_STR ? mod->s : NULL;
+    const char *registered = !module && reg && reg->kind == JSON_STR ? reg->s : NULL; /* a custom class */
+    l->row = module && str_has_prefix(module, "keras.src.ops") ? -1 : fl_layer_row(l->cls);
+    if (l->row < 0) { /* every unknown class of the file, then the list once */
+      kr_unsupported(m, "layer '%s': class '%s'%s%s%s is not supported", l->name, l->cls,
+                     module ? " (module " : registered ? " (registered as " : "", module ? module : registered ? registered : "",
+                     module || registered ? ")" : "");
+      refused++;
+      continue;
     }
+    kr_layer_bind(m, l);
     if (strcmp(l->cls, "InputLayer") != 0) {
       const char *who = arena_printf(m->arena, "layer '%s' (%s)", l->name, l->cls);
       if (!policy_of(m, who, json_field(c, "dtype"), &l->policy)) ok = false;
@@ -322,7 +329,8 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
   }
   hmap_fini(&counters);
   hmap_fini(&names);
-  return ok;
+  if (refused) diag_note(m->d, kr_loc(m), "castor reads %s", fl_supported_list());
+  return ok && !refused;
 }
 
 /* The model's global policy: its own DTypePolicy, else the layers' most

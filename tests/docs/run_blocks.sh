@@ -6,7 +6,9 @@
 # Every ```sh block runs with `sh -e` in a scratch folder that looks like a
 # fresh clone after the README's build: build/ is BUILD_DIR, samples/,
 # include/, docs/, tests/ and scripts/ are the source's, and BUILD_DIR is on
-# PATH (docs write `castor ...` for the installed command). The blocks of
+# PATH (docs write `castor ...` for the installed command), then /usr/bin
+# (Debian's python3, with the python3-numpy scripts/install-deps.sh
+# installs, before a pyenv or venv python3 earlier on the PATH). The blocks of
 # one file share the folder, in order, so a block may use what an earlier
 # one wrote; each file starts afresh. Every ```c block is compiled with
 # -std=c11 -Wall -Wextra -Werror against include/castor.h and linked with
@@ -69,7 +71,7 @@ transcript() {
     # trailing blank lines separate commands in a transcript
     awk '{ l[NR] = $0 } END { e = NR; while (e > 0 && l[e] == "") e--; for (i = 1; i <= e; i++) print l[i] }' "$w" >"$w.t"
     echo "\$ $(cat "$c")"
-    (cd "$work" && PATH="$build:$PATH" timeout 300 sh -c "$(cat "$c")") >"$tmp/got" 2>"$tmp/err" ||
+    (cd "$work" && PATH="$build:/usr/bin:$PATH" timeout 300 sh -c "$(cat "$c")") >"$tmp/got" 2>"$tmp/err" ||
       { echo "exit status $?:"; cat "$tmp/err"; return 1; }
     if [ -s "$w.t" ] && ! matches "$w.t" "$tmp/got"; then
       echo "its output:"; head -n 40 "$tmp/got"; return 1
@@ -108,7 +110,7 @@ for md in "$@"; do
     log=$tmp/log
     st=0
     if [ $lang = sh ]; then
-      (cd "$work" && PATH="$build:$PATH" timeout 300 sh -e "$base.sh") >"$log" 2>&1 || st=$?
+      (cd "$work" && PATH="$build:/usr/bin:$PATH" timeout 300 sh -e "$base.sh") >"$log" 2>&1 || st=$?
     elif [ $lang = out ]; then
       transcript "$base.out" >"$log" 2>&1 || st=$?
     else

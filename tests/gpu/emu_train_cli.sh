@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # emu_train_cli.sh BUILD_DIR SOURCE_DIR: `castor train --target=cuda` through the
 # PTX emulator (CASTOR_CUDA_EMULATE=1).
 #   1. fashion_cnn under mixed_float16 (4 samples, batch 2) trains, logs the

@@ -4,7 +4,9 @@
  *
  * group_conv2d and its two gradients are maps of the kernel kit
  * (codegen/kernel/cg_index_map.c): each result element one f32 chain in a
- * fixed order. Shapes across the edges of those maps: stride 2, dilation
+ * fixed order; a forward whose groups hold whole vectors of outputs runs
+ * on the CPU's direct convolution (cg_conv.c, groups of column blocks),
+ * the same chain, alone and with a fused bias and relu. Shapes across the edges of those maps: stride 2, dilation
  * 2, 'same' with odd sizes (Keras's odd pixel at the end), 1x1 and 5x5
  * kernels, channels not a multiple of 8, depthwise (one channel a group,
  * depth multipliers 1 and 3) and groups of several channels; f32 and f16;
@@ -199,6 +201,16 @@ static const gconv_case cases[] = {
     {2, 9, 8, 37, 3, 3, 1, 37, 2, 2, 1, 1, true},  /* stride 2, 'same' on odd sizes */
     {1, 7, 9, 32, 3, 3, 1, 32, 1, 1, 2, 2, true},  /* dilation 2, 'same' */
     {2, 6, 5, 19, 5, 5, 1, 19, 1, 2, 1, 1, false}, /* 5x5 'valid', strides 1x2 */
+    /* convolutional networks: groups of whole vectors of outputs (O/G a
+     * multiple of 4) run on the CPU's direct convolution, column blocks of
+     * nr channels inside a group (cg_gemm_plan.c, choose_group_conv) */
+    {2, 7, 9, 24, 3, 3, 8, 24, 1, 1, 1, 1, true},  /* RegNet: 3 groups of 8 channels */
+    {1, 9, 11, 16, 3, 3, 4, 16, 2, 1, 1, 1, false}, /* 4 groups of 4, strides 2x1 valid */
+    {2, 6, 7, 32, 3, 3, 4, 32, 2, 2, 1, 1, true},  /* 8 groups of 4 (lanes 4), stride 2 'same' on odd sizes */
+    {1, 5, 8, 32, 3, 3, 16, 32, 1, 1, 2, 2, true}, /* 2 groups of 16 (lanes 16 or 8), dilation 2 */
+    {1, 4, 5, 6, 3, 3, 2, 36, 1, 1, 1, 1, false},  /* 3 groups of 12 outputs (lanes 4, 3 blocks) */
+    {1, 3, 6, 4, 3, 1, 2, 128, 1, 1, 1, 1, true},  /* 2 groups of 64 outputs: 2 blocks of 32 a group */
+    {1, 3, 37, 8, 1, 3, 2, 16, 1, 1, 1, 1, true},  /* 37 columns: interior tiles in a loop, edge tiles */
 };
 
 START_TEST(test_group_conv2d_shapes) {
@@ -209,6 +221,85 @@ END_TEST
 
 START_TEST(test_group_conv2d_gradients_fd) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_fd(&cases[i]);
+}
+END_TEST
+
+/* convolutional networks: relu(group_conv2d(x, w) + b), the bias and relu
+ * fused into the direct convolution's epilogue on the CPU (groups of
+ * whole vectors), a batch of 1 (threads split the groups' column blocks),
+ * 3 (images) and 3 static (the launch's rows are x's dimension 0): the
+ * reference's values within f32 rounding, the same bits on 1 and 3
+ * threads, and on the host and the AVX2 path (both FMA). */
+static void check_fused(const gconv_case *cc, bool static_batch) {
+  ir_graph *g = ir_graph_create("gconv_fused");
+  int64_t N = cc->batch, OH, OW;
+  ir_attr a = case_attr(cc, &OH, &OW);
+  int64_t nx = N * cc->H * cc->W * cc->C, nw = cc->KH * cc->KW * cc->Cg * cc->O, ny = N * OH * OW * cc->O;
+  float *hx = xmalloc((size_t)nx * 4), *hw = xmalloc((size_t)nw * 4), *hb = xmalloc((size_t)cc->O * 4);
+  rng r;
+  rng_init(&r, 31);
+  for (int64_t i = 0; i < nx; i++) hx[i] = rng_uniform_f32(&r, -1, 1);
+  for (int64_t i = 0; i < nw; i++) hw[i] = rng_uniform_f32(&r, -1, 1);
+  for (int64_t i = 0; i < cc->O; i++) hb[i] = rng_uniform_f32(&r, -1, 1);
+  int64_t n0 = static_batch ? N : IR_DIM_BATCH;
+  ir_type xt = {DT_F32, 4, {n0, cc->H, cc->W, cc->C}}, wt = {DT_F32, 4, {cc->KH, cc->KW, cc->Cg, cc->O}};
+  ir_type bt = {DT_F32, 1, {cc->O}};
+  ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
+  ir_node *w = ir_build_const(g, "w", &wt, "w", hw, no_loc), *b = ir_build_const(g, "b", &bt, "b", hb, no_loc);
+  ir_node *y = ir_build_op(g, IR_OP_GROUP_CONV2D, "y", (ir_node *[]){x, w}, 2, &a, no_loc);
+  y = ir_build_unary(g, IR_OP_RELU, "y.relu", ir_build_binary(g, IR_OP_ADD, "y.bias", y, b, no_loc), no_loc);
+  ir_graph_add_output(g, "y", y);
+  ir_graph_renumber(g);
+  double *rx = ref_from_f32(hx, nx), *want[1] = {NULL};
+  char err[256];
+  ck_assert_msg(ref_run(g, N, (const double *[]){rx}, want, err, sizeof err), "%s", err);
+  float *out[2] = {xmalloc((size_t)ny * 4), xmalloc((size_t)ny * 4)}, *first = xmalloc((size_t)ny * 4);
+  for (int ci = 0; ci < N_CPUS; ci++)
+    for (int t = 0; t < 2; t++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = t ? 3 : 1;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+      cg_exec *ex = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+      ck_assert_msg(ex, "compile: %s", diag_text(d));
+      void *outs[] = {out[t]};
+      ck_assert_msg(cg_backend_cpu.run(ex, N, (const void *[]){hx}, outs, d), "run: %s", diag_text(d));
+      unsetenv("CASTOR_PARALLEL_MIN_WORK");
+      double e = ref_normalized_error(out[t], want[0], ny);
+      double summed = (double)(cc->KH * cc->KW * cc->Cg);
+      ck_assert_msg(e <= 2e-6 * fmax(1, sqrt(summed / 600)),
+                    "relu(group_conv2d + b) of x [%lld,%lld,%lld,%lld] w [%lld,%lld,%lld,%lld]%s on %s, %d threads: "
+                    "normalized error %g",
+                    (long long)N, (long long)cc->H, (long long)cc->W, (long long)cc->C, (long long)cc->KH,
+                    (long long)cc->KW, (long long)cc->Cg, (long long)cc->O, static_batch ? " static" : "",
+                    cpus[ci].cpu ? cpus[ci].cpu : "the host", bo.threads, e);
+      if (t) ck_assert_msg(memcmp(out[0], out[1], (size_t)ny * 4) == 0, "fused group_conv2d: 1 and 3 threads differ");
+      /* the FMA paths' chains are the same: one order, one rounding each
+       * (x86-64's SSE2 has no FMA: a multiply and an add round twice) */
+      if (!t && ci == 0) memcpy(first, out[0], (size_t)ny * 4);
+      else if (!t && strstr(cpus[ci].features, "+fma")) ck_assert_msg(memcmp(first, out[0], (size_t)ny * 4) == 0, "fused group_conv2d: %s differs from the host",
+                                 cpus[ci].cpu);
+      cg_exec_destroy(ex);
+      diag_sink_destroy(d);
+    }
+  ref_outputs_free(want, 1);
+  free(rx), free(hx), free(hw), free(hb), free(out[0]), free(out[1]), free(first);
+  ir_graph_destroy(g);
+}
+
+START_TEST(test_group_conv2d_fused) {
+  static const gconv_case fused[] = {
+      /* N  H   W  C  KH KW Cg  O  sh sw dh dw same */
+      {1, 9, 16, 24, 3, 3, 8, 24, 1, 1, 1, 1, true},   /* RegNet's groups of 8, batch 1: groups over threads */
+      {3, 8, 9, 32, 3, 3, 4, 32, 2, 2, 1, 1, true},    /* ResNeXt's groups of 4, stride 2, 3 images */
+      {2, 5, 6, 64, 3, 3, 16, 128, 1, 1, 1, 1, false}, /* 4 groups of 16 in, 32 out */
+  };
+  for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
+    check_fused(&fused[i], false);
+    check_fused(&fused[i], true);
+  }
 }
 END_TEST
 
@@ -239,6 +330,7 @@ static Suite *gconv_suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_group_conv2d_shapes);
   tcase_add_test(tc, test_group_conv2d_gradients_fd);
+  tcase_add_test(tc, test_group_conv2d_fused);
   tcase_add_test(tc, test_group_conv2d_type_errors);
   suite_add_tcase(s, tc);
   return s;

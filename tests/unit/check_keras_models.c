@@ -147,6 +147,15 @@ END_TEST
 START_TEST(test_layer4_outputs) { check_outputs(DIR "/manifest-layers4.txt", 3); }
 END_TEST
 
+/* The layers keras.applications use (generate.py apps, issue 37): ReLU's
+ * max_value, negative_slope and threshold, Keras 3's activations (hard_silu,
+ * mish, selu, ...), Rescaling, Normalization (stored and given
+ * statistics), a squeeze-and-excitation block (broadcasting Multiply and
+ * Add), Dropout with a noise_shape, SpatialDropout2D, Cropping2D and
+ * LayerScale, under float32 and mixed_bfloat16 */
+START_TEST(test_apps_outputs) { check_outputs(DIR "/manifest-apps.txt", 4); }
+END_TEST
+
 /* DepthwiseConv2D and SeparableConv2D (generate.py dwconv): depth
  * multipliers, same/valid, strides, dilation, no bias, a 1-channel image,
  * under the five global policies and with per-layer overrides. */
@@ -524,17 +533,20 @@ static const bad_case bad[] = {
      "m.keras: error: written by Keras 2.15.0; castor reads files of Keras 3 (load the model in Keras 3 "
      "and save it again: model.save(\"model.keras\"))\n", CASTOR_ERR_UNSUPPORTED},
     {"unsupported layer", "\"class_name\": \"ReLU\"", "\"class_name\": \"Lambda\"", 0, NULL, NULL, 0,
-     "m.keras: error: layer 'rect': class 'Lambda' is not supported; castor reads InputLayer, Dense, "
-     "Activation, ReLU, Softmax, Add, Multiply, LayerNormalization, Subtract, Maximum, Minimum, Concatenate, "
-     "Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, AveragePooling2D, Dropout, BatchNormalization, "
-     "GlobalAveragePooling2D, GlobalMaxPooling2D, GlobalAveragePooling1D, ZeroPadding2D, MultiHeadAttention, "
-     "DepthwiseConv2D, SeparableConv2D\n",
+     "m.keras: error: layer 'rect': class 'Lambda' (module keras.layers) is not supported\n"
+     "m.keras: note: castor reads InputLayer, Dense, Activation, ReLU, Softmax, Add, Multiply, LayerNormalization, "
+     "Subtract, Maximum, Minimum, Concatenate, Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, "
+     "AveragePooling2D, Dropout, BatchNormalization, GlobalAveragePooling2D, GlobalMaxPooling2D, "
+     "GlobalAveragePooling1D, GlobalMaxPooling1D, ZeroPadding2D, MultiHeadAttention, DepthwiseConv2D, "
+     "SeparableConv2D, Rescaling, Normalization, LayerScale, Cropping2D, SpatialDropout2D\n",
      CASTOR_ERR_UNSUPPORTED},
     {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
      "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "
-     "[12, 6], the layer needs [12, 7]\n", CASTOR_ERR_PARSE},
-    {"unsupported key", "\"max_value\": null", "\"max_value\": 6.0", 0, NULL, NULL, 0,
-     "m.keras: error: layer 'rect' (ReLU): max_value other than null is not supported\n", CASTOR_ERR_UNSUPPORTED},
+     "[12, 6], the layer needs [12, 7]\n"
+     "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/1' (its bias) has shape [6], the layer "
+     "needs [7]\n", CASTOR_ERR_PARSE},
+    {"unsupported key", "\"max_value\": null", "\"max_value\": null, \"max_values\": 6.0", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'rect' (ReLU): config key 'max_values' is not supported\n", CASTOR_ERR_UNSUPPORTED},
     {"unsupported optimizer option", "\"loss_scale_factor\": null", "\"loss_scale_factor\": 2.0", 0, NULL, NULL, 0,
      "m.keras: error: compile_config: optimizer option 'loss_scale_factor' is not supported (castor implements no "
      "loss scale factor or gradient accumulation)\n", CASTOR_ERR_UNSUPPORTED},
@@ -734,6 +746,7 @@ static Suite *keras_models_suite(void) {
   tcase_add_test(tc, test_layer2_outputs);
   tcase_add_test(tc, test_layer3_outputs);
   tcase_add_test(tc, test_layer4_outputs); /* MultiHeadAttention */
+  tcase_add_test(tc, test_apps_outputs);   /* keras.applications' layers */
   tcase_add_test(tc, test_layer_placements);
   tcase_add_test(tc, test_dwconv_outputs);
   tcase_add_test(tc, test_dropout_train);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_train_cuda.c: training steps on the cuda target against the CPU's,
  * through the public API (castor_compile_train with CASTOR_TARGET_CUDA).

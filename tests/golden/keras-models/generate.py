@@ -116,6 +116,24 @@ def unsupported():
     keras.Model(x, y, name="with_lambda").save(os.path.join(HERE, "lambda.keras"))
 
 
+def refusals():
+    """refusals.keras: three things castor does not read in one file (a
+    custom layer class, an op node of the functional API, a Lambda): one load
+    reports all three (tests/golden/keras-errors/keras_refusals.cast)."""
+    keras.mixed_precision.set_global_policy("float32")
+
+    @keras.saving.register_keras_serializable(package="mine")
+    class Twice(layers.Layer):
+        def call(self, t):
+            return t * 2.0
+
+    x = keras.Input(shape=(4,), name="x")
+    h = Twice(name="twice")(layers.Dense(4, name="d")(x))
+    h = keras.ops.sin(h)
+    y = layers.Lambda(lambda t: t * 2.0, name="double")(h)
+    keras.Model(x, y, name="refusals").save(os.path.join(HERE, "refusals.keras"))
+
+
 # ---- layer classes (generate.py layers) ----
 
 LAYER_POLICIES = ["float32", "mixed_float16", "mixed_bfloat16"]
@@ -476,6 +494,75 @@ def placements_main(manifests=("manifest-layers.txt", "manifest-layers2.txt"), o
         f.write("\n".join(lines) + "\n")
 
 
+
+# ---- generate.py apps: the layers keras.applications use (issue 37) ----
+
+def apps_acts():
+    """ReLU's settings and Keras 3's activations, each on the same input."""
+    x = keras.Input((6, 5), name="x")
+    outs = [layers.ReLU(max_value=6.0, name="relu6")(x),
+            layers.ReLU(negative_slope=0.1, name="leaky")(x),
+            layers.ReLU(max_value=1.5, negative_slope=0.2, threshold=0.25, name="relu_all")(x),
+            layers.ReLU(threshold=0.5, name="relu_thr")(x)]
+    for act in ["hard_silu", "hard_swish", "hard_sigmoid", "relu6", "silu", "mish", "selu", "elu", "leaky_relu",
+                "softsign", "softplus", "exponential", "gelu", "log_softmax"]:
+        outs.append(layers.Activation(act, name="act_" + act)(x))
+    y = layers.Dense(7, activation="hard_silu", name="dense_hs")(x)
+    return keras.Model(x, [layers.Concatenate(name="all")(outs), y], name="apps_acts")
+
+
+def apps_prep():
+    """Rescaling, Normalization (stored statistics), a squeeze-and-excitation
+    block (broadcasting Multiply), broadcasting Add, Dropout with a
+    noise_shape, SpatialDropout2D, Cropping2D, LayerScale."""
+    from keras.src.applications.convnext import LayerScale
+    x = keras.Input((8, 7, 4), name="img")
+    h = layers.Rescaling(1.0 / 2.0, offset=-0.25, name="rescale")(x)
+    h = layers.Rescaling([0.5, 1.0, 2.0, 0.25], name="rescale_c")(h)
+    h = layers.Normalization(axis=-1, name="norm")(h)
+    h = layers.Conv2D(6, 3, padding="same", activation="swish", name="conv")(h)
+    se = layers.GlobalAveragePooling2D(keepdims=True, name="se_pool")(h)
+    se = layers.Conv2D(6, 1, activation="hard_sigmoid", name="se_conv")(se)
+    h = layers.Multiply(name="se_mul")([h, se])
+    h = layers.Add(name="bias_add")([h, se])
+    h = layers.Dropout(0.3, noise_shape=(None, 1, 1, 1), name="drop_path")(h)
+    h = layers.SpatialDropout2D(0.2, name="sdrop")(h)
+    h = layers.Cropping2D(((1, 2), (0, 1)), name="crop")(h)
+    h = LayerScale(1e-6, 6, name="ls")(h)
+    c = layers.Normalization(axis=-1, mean=[0.5, 1.0, -1.0, 0.0], variance=[4.0, 1.0, 0.25, 2.0], name="norm_c")(x)
+    return keras.Model(x, [h, c], name="apps_prep")
+
+
+def apps_main():
+    rng = np.random.default_rng(2037)
+    manifest = []
+    lowest = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
+    for policy in ["float32", "mixed_bfloat16"]:
+        keras.mixed_precision.set_global_policy(policy)
+        for name, build in [("apps_acts", apps_acts), ("apps_prep", apps_prep)]:
+            model = build()
+            for l in model.layers:  # the stored statistics of Normalization, as adapt() leaves them
+                if isinstance(l, layers.Normalization) and l.weights:
+                    l.set_weights([rng.uniform(-1, 1, (4,)).astype("float32"), rng.uniform(0.2, 3, (4,)).astype("float32"),
+                                   np.array(100, dtype="int64")])
+            weights = [w if ("norm" in v.path) else scaled(rng, w) for v, w in zip(model.weights, model.get_weights())]
+            model.set_weights(weights)
+            model.save(os.path.join(HERE, f"{name}-{policy}.keras"))
+            # the file as Keras loads it (Normalization takes set statistics at load, not at set_weights)
+            model = keras.models.load_model(os.path.join(HERE, f"{name}-{policy}.keras"))
+            xs = [rng.standard_normal((8,) + tuple(t.shape[1:])).astype(np.float32) for t in model.inputs]
+            ys = model.predict(xs[0], verbose=0)
+            ys = ys if isinstance(ys, (list, tuple)) else [ys]
+            np.save(os.path.join(HERE, f"{name}-{policy}.in0.npy"), xs[0])
+            for i, y in enumerate(ys):
+                np.save(os.path.join(HERE, f"{name}-{policy}.out{i}.npy"), np.asarray(y, dtype=np.float32))
+            manifest.append(f"{name}-{policy} {policy} 1 {len(ys)} {lowest[policy]}")
+    keras.mixed_precision.set_global_policy("float32")
+    with open(os.path.join(HERE, "manifest-apps.txt"), "w") as f:
+        f.write(f"# generated by generate.py apps with keras {keras.__version__} on "
+                f"{datetime.date.today()}\n# file policy n_inputs n_outputs lowest_precision\n")
+        f.write("\n".join(manifest) + "\n")
+
 def main():
     rng = np.random.default_rng(2026)
     manifest = []
@@ -508,6 +595,10 @@ def main():
 if __name__ == "__main__":
     if sys.argv[1:] == ["layers"]:
         layers_main()
+    elif sys.argv[1:] == ["refusals"]:
+        refusals()
+    elif sys.argv[1:] == ["apps"]:
+        apps_main()
     elif sys.argv[1:] == ["layers3"]:
         layers3_main()
     elif sys.argv[1:] == ["layers4"]:

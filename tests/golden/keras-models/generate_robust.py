@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bad .keras files for the robustness cases of ../keras-errors (issue 41).
 Run by hand, never by CI or the build (h5py for the weights files):
 

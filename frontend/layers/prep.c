@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * prep.c: the preprocessing and cropping layers keras.applications build
+ * into their models:
+ *
+ *   Rescaling(scale, offset)   %NAME.scale, %NAME.scaled = x * scale,
+ *                              %NAME = + %NAME.offset (none for offset 0);
+ *                              a number is a [] literal, a list a [C] const
+ *   Normalization(axis=-1)     %NAME.mean, %NAME.variance (vars/0, vars/1;
+ *                              vars/2 is Keras's count, read and unused), or
+ *                              the config's mean and variance; Keras's
+ *                              (x - mean) / max(sqrt(variance), 1e-7)
+ *                              (invert: mean + x * max(...))
+ *   Cropping2D(cropping)       %NAME = strided_slice of the rows and columns
+ *
+ * The statistics are constants of the graph, as Keras's are not trained.
+ */
+#include "frontend/layers/internal.h"
+
+#include <string.h>
+
+/* A number of the config (a [] literal) or a list of them (a [C] const named `name`), or NULL after an error. */
+static ir_node *number_or_list(fl_host *m, fl_layer *l, const json_value *v, const char *key, const char *name, int64_t C) {
+  if (v && (v->kind == JSON_INT || v->kind == JSON_FLOAT)) return fl_literal(m, l, name, v->num);
+  bool ok = v && v->kind == JSON_ARR && (v->n == C || v->n == 1);
+  for (int i = 0; ok && i < v->n; i++) ok = v->items[i].kind == JSON_INT || v->items[i].kind == JSON_FLOAT;
+  if (!ok) {
+    fl_error(m, l, key, FL_PLAIN, "%s must be a number or a list of %lld numbers (one per channel)", key, (long long)C);
+    return NULL;
+  }
+  if (v->n == 1) return fl_literal(m, l, name, v->items[0].num);
+  float *d = arena_alloc(m->g->arena, (size_t)C * sizeof *d);
+  for (int64_t i = 0; i < C; i++) d[i] = (float)v->items[i].num;
+  ir_type t = {DT_F32, 1, {C}};
+  return fl_stamp(m, l, ir_build_const(m->g, name, &t, name, d, l->loc));
+}
+
+static ir_node *bin(fl_host *m, fl_layer *l, ir_op op, const char *name, ir_node *a, ir_node *b) {
+  return fl_stamp(m, l, ir_build_binary(m->g, op, name, a, b, l->loc));
+}
+
+bool fl_lower_rescaling(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+  if (!fl_one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  if (x->type.rank < 2) return fl_error(m, l, "input", FL_KIND, "needs an input with a feature axis"), false;
+  int64_t C = x->type.dims[x->type.rank - 1];
+  const json_value *sv = fl_cfg(l, "scale"), *ov = fl_cfg(l, "offset");
+  bool has_offset = !fl_is_null(ov) && !((ov->kind == JSON_INT || ov->kind == JSON_FLOAT) && ov->num == 0);
+  ir_node *s = number_or_list(m, l, sv, "scale", fl_node_name(m, l, k, "scale"), C);
+  ir_node *o = s && has_offset ? number_or_list(m, l, ov, "offset", fl_node_name(m, l, k, "offset"), C) : NULL;
+  if (!s || (has_offset && !o)) return false;
+  ir_node *y = bin(m, l, IR_OP_MUL, fl_node_name(m, l, k, has_offset ? "scaled" : NULL), x, s);
+  m->call->out = has_offset ? bin(m, l, IR_OP_ADD, fl_node_name(m, l, k, NULL), y, o) : y;
+  return true;
+}
+
+bool fl_lower_normalization(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+  if (!fl_one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  const json_value *ax = fl_cfg(l, "axis"), *mv = fl_cfg(l, "mean"), *vv = fl_cfg(l, "variance");
+  if (ax && ax->kind == JSON_ARR && ax->n == 1) ax = &ax->items[0];
+  int rank = x->type.rank;
+  if (!ax || ax->kind != JSON_INT || (ax->i != -1 && ax->i != rank - 1) || rank < 2) {
+    fl_unsupported(m, l, "axis", FL_PLAIN, "axis other than -1 (the last, the channels) is not supported");
+    return false;
+  }
+  bool invert;
+  if (!fl_cfg_bool(m, l, "invert", false, &invert)) return false;
+  int64_t C = x->type.dims[rank - 1];
+  ir_node *mean, *var;
+  if (!fl_is_null(mv) || !fl_is_null(vv)) {
+    mean = number_or_list(m, l, mv, "mean", fl_node_name(m, l, k, "mean"), C);
+    var = mean ? number_or_list(m, l, vv, "variance", fl_node_name(m, l, k, "variance"), C) : NULL;
+    if (!mean || !var) return false;
+  } else {
+    if (!l->weights_done) {
+      ir_type ct = {DT_F32, 1, {C}};
+      const char *mk = arena_printf(m->arena, "%s.mean", l->ir_name), *vk = arena_printf(m->arena, "%s.variance", l->ir_name);
+      const float *md = fl_weight(m, l, 0, mk, "mean", &ct, FL_INIT_ZEROS);
+      const float *vd = md ? fl_weight(m, l, 1, vk, "variance", &ct, FL_INIT_ONES) : NULL;
+      if (!vd) return false;
+      if (m->ignore_weight) m->ignore_weight(m, l, 2); /* the count of adapt() */
+      l->w[0] = fl_stamp(m, l, ir_build_const(m->g, mk, &ct, mk, md, l->loc));
+      l->w[1] = fl_stamp(m, l, ir_build_const(m->g, vk, &ct, vk, vd, l->loc));
+      l->weights_done = true;
+    }
+    mean = l->w[0], var = l->w[1];
+  }
+  ir_node *sd = fl_stamp(m, l, ir_build_unary(m->g, IR_OP_SQRT, fl_node_name(m, l, k, "stddev"), var, l->loc));
+  sd = bin(m, l, IR_OP_MAXIMUM, fl_node_name(m, l, k, "stddev_eps"), sd,
+           fl_literal(m, l, fl_node_name(m, l, k, "epsilon"), 1e-7));
+  if (invert)
+    m->call->out = bin(m, l, IR_OP_ADD, fl_node_name(m, l, k, NULL), mean,
+                       bin(m, l, IR_OP_MUL, fl_node_name(m, l, k, "scaled"), x, sd));
+  else
+    m->call->out = bin(m, l, IR_OP_DIV, fl_node_name(m, l, k, NULL),
+                       bin(m, l, IR_OP_SUB, fl_node_name(m, l, k, "centered"), x, mean), sd);
+  return true;
+}
+
+/* Cropping2D(cropping): an int, [h, w] or [[top, bottom], [left, right]]. */
+bool fl_lower_cropping2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+  if (!fl_one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  if (!fl_image_input(m, l, x)) return false;
+  const json_value *v = fl_cfg(l, "cropping");
+  int64_t p[4];
+  bool ok = v && (v->kind == JSON_INT || (v->kind == JSON_ARR && v->n == 2));
+  for (int i = 0; ok && i < 2; i++) {
+    const json_value *e = v->kind == JSON_INT ? v : &v->items[i];
+    for (int j = 0; ok && j < 2; j++) {
+      const json_value *f = e->kind == JSON_ARR ? (e->n == 2 ? &e->items[j] : NULL) : e;
+      ok = f && f->kind == JSON_INT && f->i >= 0 && f->i <= ((int64_t)1 << 20);
+      if (ok) p[2 * i + j] = f->i;
+    }
+  }
+  if (!ok) {
+    fl_error(m, l, "cropping", FL_PLAIN, "cropping must be an integer, [h, w] or [[top, bottom], [left, right]] of "
+             "integers >= 0");
+    return false;
+  }
+  int64_t H = x->type.dims[1], W = x->type.dims[2];
+  if (p[0] + p[1] >= H || p[2] + p[3] >= W) {
+    fl_error(m, l, "cropping", FL_PLAIN, "cropping [[%lld, %lld], [%lld, %lld]] leaves nothing of %s",
+             (long long)p[0], (long long)p[1], (long long)p[2], (long long)p[3], fl_type_str(m, &x->type));
+    return false;
+  }
+  ir_attr a = {.starts = {4, {0, p[0], p[2], 0}}, .ends = {4, {0, H - p[1], W - p[3], x->type.dims[3]}},
+               .steps = {4, {1, 1, 1, 1}}};
+  return fl_layout_op(m, l, k, IR_OP_STRIDED_SLICE, NULL, &x, 1, &a, &m->call->out);
+}

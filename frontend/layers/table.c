@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * table.c: the layer library's table, one row per Keras class of
+ * layers.def (its config keys and its lowering function), the check of a
+ * layer's config keys against its row, and the dispatch of a call to its
+ * lowering. A class without a row is the host's to report (it names the
+ * class, the layer and fl_supported_list()).
+ */
+#include "frontend/layers/internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct key_spec {
+  const char *key;
+  key_rule rule;
+} key_spec;
+
+typedef bool (*fl_lower_fn)(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in);
+
+enum { MAX_KEYS = 24 };
+
+typedef struct layer_row {
+  const char *cls;
+  fl_lower_fn lower;
+  key_spec keys[MAX_KEYS];
+} layer_row;
+
+/* Keys every layer has. */
+static const key_spec common[] = {{"name", KEY_ANY}, {"trainable", KEY_TRUE}, {"dtype", KEY_ANY}};
+
+static const layer_row rows[] = {
+#define LAYER(cls, lower, ...) {#cls, lower, {__VA_ARGS__}},
+#include "frontend/layers/layers.def"
+#undef LAYER
+};
+enum { N_ROWS = sizeof rows / sizeof *rows };
+
+int fl_layer_row(const char *cls) {
+  for (int i = 0; i < N_ROWS; i++)
+    if (!strcmp(rows[i].cls, cls)) return i;
+  return -1;
+}
+
+int fl_layer_rows(void) { return N_ROWS; }
+const char *fl_row_class(int row) { return rows[row].cls; }
+bool fl_row_takes_indices(int row) { return rows[row].lower == fl_lower_embedding; }
+bool fl_row_is_input(int row) { return rows[row].lower == fl_lower_input; }
+
+const char *fl_supported_list(void) {
+  static char list[2048];
+  if (!list[0]) {
+    size_t o = 0;
+    for (int i = 0; i < N_ROWS; i++)
+      o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", rows[i].cls);
+  }
+  return list;
+}
+
+static bool rule_ok(const json_value *v, key_rule r) {
+  switch (r) {
+  case KEY_ANY: return true;
+  case KEY_NULL: return fl_is_null(v);
+  case KEY_TRUE: return v->kind == JSON_LIT && v->lit == 't';
+  case KEY_FALSE: return v->kind == JSON_LIT && v->lit == 'f';
+  case KEY_ZERO: return (v->kind == JSON_INT || v->kind == JSON_FLOAT) && v->num == 0;
+  case KEY_LAST_AXIS:
+    if (v->kind == JSON_ARR && v->n == 1) v = &v->items[0];
+    return v->kind == JSON_INT && v->i == -1;
+  case KEY_CHANNELS_LAST: return fl_is_null(v) || (v->kind == JSON_STR && !strcmp(v->s, "channels_last"));
+  case KEY_ONE: return v->kind == JSON_INT && v->i == 1;
+  }
+  return false;
+}
+
+static const char *rule_text(key_rule r) {
+  switch (r) {
+  case KEY_ANY: return "any";
+  case KEY_NULL: return "null";
+  case KEY_TRUE: return "true";
+  case KEY_FALSE: return "false";
+  case KEY_ZERO: return "0";
+  case KEY_LAST_AXIS: return "-1 (the last axis)";
+  case KEY_CHANNELS_LAST: return "channels_last (castor's images are [N, height, width, channels])";
+  case KEY_ONE: return "1";
+  }
+  return "?";
+}
+
+bool fl_layer_check(fl_host *m, fl_layer *l) {
+  const layer_row *row = &rows[l->row];
+  for (int i = 0; i < l->cfg->n; i++) {
+    const char *key = l->cfg->keys[i];
+    const json_value *v = &l->cfg->items[i];
+    const key_spec *spec = NULL;
+    for (size_t c = 0; c < sizeof common / sizeof *common && !spec; c++)
+      if (!strcmp(common[c].key, key)) spec = &common[c];
+    for (int c = 0; c < MAX_KEYS && row->keys[c].key && !spec; c++)
+      if (!strcmp(row->keys[c].key, key)) spec = &row->keys[c];
+    if (!spec) {
+      fl_unsupported(m, l, key, FL_PLAIN, "config key '%s' is not supported", key);
+      return false;
+    }
+    if (fl_row_is_input(l->row) && !strcmp(key, "dtype")) continue;
+    if (!rule_ok(v, spec->rule)) {
+      fl_unsupported(m, l, key, FL_PLAIN, "%s other than %s is not supported", key, rule_text(spec->rule));
+      return false;
+    }
+  }
+  return true;
+}
+
+bool fl_lower_input(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+  (void)k, (void)in, (void)n_in;
+  fl_error(m, l, NULL, FL_PLAIN, "an InputLayer called on a tensor");
+  return false;
+}
+
+bool fl_layer_lower(fl_host *m, fl_layer *l, fl_call *c) {
+  fl_call *saved = m->call;
+  m->call = c;
+  bool ok = rows[l->row].lower(m, l, c->k, c->in, c->n_in);
+  m->call = saved;
+  return ok;
+}
