@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * backends.c: the table of backends this build has, and the lookups over
  * it: by public target (castor_target_backend), by name (--target=), and

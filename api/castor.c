@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor.c: the public API (include/castor.h) over the layers: frontend ->
  * passes -> codegen -> runtime. Every entry point clears the context's
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "api/internal.h"
@@ -44,6 +46,7 @@ struct castor_model {
   ir_graph *graph; /* as lowered by the frontend; compile works on a copy */
   fe_train_defaults defaults; /* how the model says it trains (frontend.h) */
   fe_keras_source *keras;     /* a .keras model: what writing it back needs; else NULL */
+  str_buf dump;               /* castor_model_dump_text's last text (zeroed: empty) */
 };
 
 struct castor_program {
@@ -71,6 +74,7 @@ struct castor_tensor {
   int64_t numel;
   size_t nbytes;
   void *data;
+  bool borrowed; /* castor_tensor_wrap: data is the caller's, never freed here */
 };
 
 const char *castor_status_string(castor_status s) {
@@ -185,6 +189,25 @@ static castor_status load(castor_context *ctx, const char *name, const char *tex
   fe_options fo;
   fe_options_init(&fo);
   if (opts) fo.seed = opts->seed, fo.weights_path = opts->weights_path;
+  if (opts && opts->batch < 0)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: batch must be >= 1 (0: the batch N stays "
+                "symbolic), got %lld", (long long)opts->batch);
+  if (opts && opts->n_dims > 0) {
+    if (!opts->dim_names || !opts->dim_values)
+      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: n_dims is %d but dim_names or dim_values is NULL", opts->n_dims);
+    for (int i = 0; i < opts->n_dims; i++) {
+      if (!opts->dim_names[i] || !*opts->dim_names[i])
+        return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: dimension %d has no name", i);
+      if (opts->dim_values[i] < 1 || opts->dim_values[i] > (INT64_C(1) << 40))
+        return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: dimension '%s' must be bound to 1..2^40, got %lld",
+                    opts->dim_names[i], (long long)opts->dim_values[i]);
+      for (int j = 0; j < i; j++)
+        if (!strcmp(opts->dim_names[i], opts->dim_names[j]))
+          return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_load_options: dimension '%s' is bound twice", opts->dim_names[i]);
+    }
+    fo.dim_names = opts->dim_names, fo.dim_values = opts->dim_values, fo.n_dims = opts->n_dims;
+  }
+  if (opts) fo.batch = opts->batch;
   fe_binding *binds = NULL;
   onnx_tensor *bound = NULL;
   if (opts && opts->n_binds > 0) {
@@ -252,6 +275,7 @@ void castor_model_destroy(castor_model *m) {
   if (!m) return;
   ir_graph_destroy(m->graph);
   fe_keras_source_destroy(m->keras);
+  str_buf_fini(&m->dump);
   free(m);
 }
 
@@ -517,6 +541,7 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
 typedef struct dump_req {
   castor_emit what;
   str_buf *out;
+  const ir_graph *model; /* the frontend's graph (the summary's layers) */
 } dump_req;
 
 static castor_status dump_fn(const ir_graph *g, const cg_backend *be, const cg_backend_options *bo, void *arg,
@@ -526,6 +551,7 @@ static castor_status dump_fn(const ir_graph *g, const cg_backend *be, const cg_b
   case CASTOR_EMIT_IR: ir_print(g, r->out); return CASTOR_OK;
   case CASTOR_EMIT_CASTS: pass_cast_report(g, r->out); return CASTOR_OK;
   case CASTOR_EMIT_DOT: ir_print_dot(g, NULL, NULL, r->out); return CASTOR_OK;
+  case CASTOR_EMIT_SUMMARY: castor_summary_print(r->model, g, r->out); return CASTOR_OK;
   case CASTOR_EMIT_LLVM:
   case CASTOR_EMIT_PTX:
     if (!cg_backend_check(be, g, d) || !be->emit(g, bo, r->what == CASTOR_EMIT_PTX ? CG_EMIT_PTX : CG_EMIT_LLVM, r->out, d))
@@ -537,8 +563,30 @@ static castor_status dump_fn(const ir_graph *g, const cg_backend *be, const cg_b
 
 castor_status castor_model_dump(castor_model *m, const castor_compile_options *opts,
                                 const castor_driver_options *dopts, castor_emit what, str_buf *out) {
-  dump_req r = {what, out};
+  dump_req r = {what, out, m ? m->graph : NULL};
   return castor_compile_to(m, opts, dopts, dump_fn, &r);
+}
+
+castor_status castor_model_dump_text(castor_model *m, const castor_compile_options *opts, castor_dump_kind kind,
+                                     const char **out_text) {
+  static const castor_emit emits[] = {
+      [CASTOR_DUMP_IR] = CASTOR_EMIT_IR,     [CASTOR_DUMP_CASTS] = CASTOR_EMIT_CASTS,
+      [CASTOR_DUMP_LLVM] = CASTOR_EMIT_LLVM, [CASTOR_DUMP_PTX] = CASTOR_EMIT_PTX,
+      [CASTOR_DUMP_DOT] = CASTOR_EMIT_DOT,   [CASTOR_DUMP_SUMMARY] = CASTOR_EMIT_SUMMARY,
+  };
+  if (!m) return CASTOR_ERR_INVALID_ARGUMENT;
+  if (out_text) *out_text = NULL;
+  if (!out_text || (unsigned)kind >= sizeof emits / sizeof *emits) {
+    begin(m->ctx);
+    return fail(m->ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_model_dump_text: %s",
+                out_text ? "unknown castor_dump_kind" : "out_text is NULL");
+  }
+  str_buf_clear(&m->dump);
+  castor_compile_options o;
+  castor_compile_options_init(&o);
+  castor_status st = castor_model_dump(m, opts ? opts : &o, NULL, emits[kind], &m->dump);
+  if (st == CASTOR_OK) *out_text = str_buf_cstr(&m->dump);
+  return st;
 }
 
 void castor_tensor_summary(const castor_tensor *t, const char *name, str_buf *out) {
@@ -654,6 +702,34 @@ const char *castor_model_loss(const castor_model *m) {
 }
 
 bool castor_model_is_keras(const castor_model *m) { return m && m->keras; }
+
+castor_save_format castor_save_format_of(const char *path) {
+  const char *base = strrchr(path, '/'), *ext;
+  base = base ? base + 1 : path;
+  if (!(ext = strrchr(base, '.')) || ext == base) return CASTOR_SAVE_WEIGHTS;
+  if (!strcasecmp(ext, ".keras")) return CASTOR_SAVE_KERAS;
+  if (!strcasecmp(ext, ".safetensors")) return CASTOR_SAVE_WEIGHTS;
+  return CASTOR_SAVE_UNKNOWN;
+}
+
+castor_status castor_model_check_save(castor_model *m, const char *path) {
+  if (!m || !path) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(m->ctx);
+  castor_save_format f = castor_save_format_of(path);
+  diag_loc at = {path, 0, 0};
+  if (f == CASTOR_SAVE_UNKNOWN)
+    diag_error_kind(m->ctx->diag, DIAG_KIND_INVALID_ARGUMENT, at, "castor saves .safetensors (the weights) or .keras "
+                    "(a model loaded from a .keras file); the name's extension '%s' is neither (checked without "
+                    "regard to case)", strrchr(path, '.'));
+  else if (f == CASTOR_SAVE_KERAS && !m->keras)
+    diag_error_kind(m->ctx->diag, DIAG_KIND_UNSUPPORTED, at, "only a model loaded from a .keras file can be saved "
+                    "as one (castor writes back the file's config.json; a .cast or ONNX model has none): save the "
+                    "weights as .safetensors");
+  else if (f == CASTOR_SAVE_KERAS)
+    fe_keras_save_check(m->keras, path, m->ctx->diag);
+  return finish(m->ctx, diag_error_count(m->ctx->diag) ? castor_status_from_diag(m->ctx->diag, CASTOR_ERR_UNSUPPORTED)
+                                                       : CASTOR_OK);
+}
 
 /* Keras in and out: the trained model as a .keras file (frontend/keras/save.c) */
 castor_status castor_program_save_keras(castor_program *p, const castor_model *m, const castor_train_options *to,
@@ -794,34 +870,44 @@ castor_status castor_program_output_info(const castor_program *p, int i, castor_
 
 /* ---- tensors ---- */
 
-castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int rank,
-                                   const int64_t *dims, castor_tensor **out_tensor) {
+/* castor_tensor_create (ext NULL: its own memory) and castor_tensor_wrap
+ * (over ext), fn naming the caller in messages. */
+static castor_status tensor_new(castor_context *ctx, const char *fn, castor_dtype dtype, int rank, const int64_t *dims,
+                                void *ext, castor_tensor **out_tensor) {
   if (!ctx) return CASTOR_ERR_INVALID_ARGUMENT;
   begin(ctx);
-  if (!out_tensor) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: NULL out_tensor");
+  if (!out_tensor) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: NULL out_tensor", fn);
   *out_tensor = NULL;
   if ((unsigned)dtype >= DT_COUNT)
-    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: unknown dtype %d", (int)dtype);
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", fn, (int)dtype);
   if (rank < 0 || rank > RT_MAX_RANK || (rank > 0 && !dims))
-    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: rank must be 0-%d, got %d",
-                RT_MAX_RANK, rank);
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: rank must be 0-%d, got %d", fn, RT_MAX_RANK, rank);
   int64_t numel = 1, nbytes;
   for (int r = 0; r < rank; r++) {
     if (dims[r] < 0)
-      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: dimension %d is %lld; dimensions must be >= 0",
-                  r, (long long)dims[r]);
+      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: dimension %d is %lld; dimensions must be >= 0", fn, r,
+                  (long long)dims[r]);
     if (!size_mul_ok(numel, dims[r], &numel))
-      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: the element count overflows");
+      return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: the element count overflows", fn);
   }
   if (!size_mul_ok(numel, dtype_size((ir_dtype)dtype), &nbytes) || nbytes > IR_MAX_TENSOR_BYTES)
-    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_create: the tensor is too large");
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: the tensor is too large", fn);
+  if (ext && ((uintptr_t)ext & 63))
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "%s: the data at %p is not 64-byte aligned", fn, ext);
   castor_tensor *t = calloc(1, sizeof *t);
+  if (t && ext) {
+    t->ctx = ctx, t->dtype = dtype, t->rank = rank, t->numel = numel, t->nbytes = (size_t)nbytes, t->data = ext;
+    t->borrowed = true;
+    for (int r = 0; r < rank; r++) t->dims[r] = dims[r];
+    *out_tensor = t;
+    return finish(ctx, CASTOR_OK);
+  }
   /* an empty tensor (a dimension 0) still gets one aligned block: its data
    * pointer is never NULL, and no kernel reads or writes it */
   void *data = t ? aligned_alloc(64, nbytes ? ((size_t)nbytes + 63) & ~(size_t)63 : 64) : NULL;
   if (!data) {
     free(t);
-    return fail(ctx, CASTOR_ERR_NOMEM, "castor_tensor_create: cannot allocate %lld bytes", (long long)nbytes);
+    return fail(ctx, CASTOR_ERR_NOMEM, "%s: cannot allocate %lld bytes", fn, (long long)nbytes);
   }
   memset(data, 0, (size_t)nbytes);
   t->ctx = ctx, t->dtype = dtype, t->rank = rank, t->numel = numel, t->nbytes = (size_t)nbytes, t->data = data;
@@ -830,9 +916,24 @@ castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int 
   return finish(ctx, CASTOR_OK);
 }
 
+castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int rank, const int64_t *dims,
+                                   castor_tensor **out_tensor) {
+  return tensor_new(ctx, "castor_tensor_create", dtype, rank, dims, NULL, out_tensor);
+}
+
+castor_status castor_tensor_wrap(castor_context *ctx, castor_dtype dtype, int rank, const int64_t *dims, void *data,
+                                 castor_tensor **out_tensor) {
+  if (ctx && !data) {
+    begin(ctx);
+    if (out_tensor) *out_tensor = NULL;
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_tensor_wrap: data is NULL");
+  }
+  return tensor_new(ctx, "castor_tensor_wrap", dtype, rank, dims, data, out_tensor);
+}
+
 void castor_tensor_destroy(castor_tensor *t) {
   if (!t) return;
-  free(t->data);
+  if (!t->borrowed) free(t->data);
   free(t);
 }
 
@@ -999,6 +1100,54 @@ castor_status castor_program_time(castor_program *p, castor_tensor *const *input
   free(in);
   return finish(ctx, st);
 }
+
+castor_status castor_program_profile_runs(castor_program *p, castor_tensor *const *inputs, int n_inputs, int runs,
+                                         rt_profile *prof, double *out_ms, int64_t *out_batch) {
+  if (!p) return CASTOR_ERR_INVALID_ARGUMENT;
+  castor_context *ctx = p->ctx;
+  begin(ctx);
+  const rt_program *rt = p->rt;
+  if (n_inputs != rt->n_inputs || (n_inputs && !inputs) || runs < 1 || !prof || !out_ms || !out_batch)
+    return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "castor_program_profile: bad arguments");
+  if (!p->x->backend->profile)
+    return fail(ctx, CASTOR_ERR_UNSUPPORTED,
+                "the %s target does not time kernels one by one (--profile); --repeat times whole runs",
+                p->x->backend->name);
+  if (rt->n_states > 0)
+    return fail(ctx, CASTOR_ERR_UNSUPPORTED, "%s is a training program: profiles are of inference programs",
+                rt->name);
+  int64_t batch = -1;
+  for (int i = 0; i < n_inputs; i++)
+    if (!inputs[i] || !check_tensor(ctx, "input", &rt->inputs[i], inputs[i], &batch))
+      return finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
+  if (batch < 0) batch = 1;
+  const void **in = xcalloc((size_t)n_inputs + 1, sizeof *in);
+  void **out = xcalloc((size_t)rt->n_outputs + 1, sizeof *out);
+  castor_status st = CASTOR_OK;
+  for (int i = 0; i < n_inputs; i++) in[i] = inputs[i]->data;
+  for (int i = 0; i < rt->n_outputs && st == CASTOR_OK; i++) {
+    const rt_buffer *b = &rt->buffers[rt->outputs[i].buffer];
+    int64_t n;
+    if (!size_mul_ok(b->bytes_per_row, batch, &n) || !size_add_ok(n, b->bytes_fixed + 63, &n) ||
+        !(out[i] = aligned_alloc(64, ((size_t)n & ~(size_t)63) + 64)))
+      st = fail(ctx, CASTOR_ERR_NOMEM, "cannot allocate output '%s' for batch %lld", rt->outputs[i].name,
+                (long long)batch);
+  }
+  *out_ms = 0;
+  for (int r = 0; r < runs && st == CASTOR_OK; r++) {
+    int64_t t0 = rt_clock_ns();
+    if (!p->x->backend->profile(p->x, batch, in, out, prof, ctx->diag))
+      st = castor_status_from_diag(ctx->diag, CASTOR_ERR_DEVICE);
+    *out_ms += (double)(rt_clock_ns() - t0) / 1e6;
+  }
+  *out_batch = batch;
+  for (int i = 0; i < rt->n_outputs; i++) free(out[i]);
+  free(in), free(out);
+  return finish(ctx, st);
+}
+
+const rt_program *castor_program_desc(const castor_program *p) { return p ? p->rt : NULL; }
+int castor_program_threads(const castor_program *p) { return p ? p->x->threads : 0; }
 
 /* ---- for the other files of the API layer (api/internal.h) ---- */
 

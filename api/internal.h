@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * internal.h: entry points of the API layer for castor's own tools, not
  * part of the public castor.h (hidden in the shared library).
@@ -65,7 +66,14 @@ typedef enum castor_emit {
   CASTOR_EMIT_LLVM,  /* the target's optimized LLVM IR */
   CASTOR_EMIT_PTX,   /* PTX (the cuda target) */
   CASTOR_EMIT_DOT,   /* the final IR as Graphviz DOT (ir_print_dot) */
+  CASTOR_EMIT_SUMMARY, /* layers, output shapes, parameters, bytes (castor_summary_print) */
 } castor_emit;
+
+/* castor summary (api/summary.c): per layer of `model` (the frontend's
+ * graph) its main op, output shape, parameters and, from `compiled` (the
+ * final graph under the policy), its compute dtype and weight bytes; then
+ * the totals. */
+void castor_summary_print(const ir_graph *model, const ir_graph *compiled, str_buf *out);
 
 /* Compiles m like castor_compile (through castor_compile_to) and appends
  * `what` to out; dumps that dopts asks for go to their place first. */
@@ -97,6 +105,28 @@ castor_status castor_status_from_diag(const diag_sink *d, castor_status fallback
 castor_status castor_program_time(castor_program *p, castor_tensor *const *inputs, int n_inputs, int warmup,
                                   int iters, double *out_ms);
 
+/* ---- profiles (castor run --profile; api/profile.c) ---- */
+
+/* Runs p `runs` times on inputs with each kernel launch timed into prof
+ * (runtime.h's events, appended); *out_ms the wall time of the runs, as
+ * the API measures them around the backend's run, *out_batch their batch.
+ * CASTOR_ERR_UNSUPPORTED on a backend that cannot time launches one by
+ * one (cuda) and for a training program. */
+castor_status castor_program_profile_runs(castor_program *p, castor_tensor *const *inputs, int n_inputs, int runs,
+                                         rt_profile *prof, double *out_ms, int64_t *out_batch);
+/* p's runtime description (launch names, layers, flops, bytes) and the
+ * threads a run uses. */
+const rt_program *castor_program_desc(const castor_program *p);
+int castor_program_threads(const castor_program *p);
+/* Profiles p over `runs` runs (castor_program_profile_runs) and appends
+ * to table the per-kernel and per-layer table castor run --profile prints
+ * (each one's mean time a run, its share of the measured run time,
+ * GFLOP/s and bytes moved), and, if trace is not NULL, the runs as a
+ * Chrome trace (JSON: traceEvents of ph "X", ts and dur in microseconds),
+ * which Perfetto and chrome://tracing open. */
+castor_status castor_program_profile(castor_program *p, castor_tensor *const *inputs, int n_inputs, int runs,
+                                     str_buf *table, str_buf *trace);
+
 /* What one CPU run of p at `batch` costs (castor run --stats, --repeat). */
 typedef struct castor_run_stats {
   int64_t weight_bytes;    /* constant data as the program stores it (packed weights) */
@@ -116,6 +146,18 @@ castor_status castor_program_stats(const castor_program *p, int64_t batch, casto
  * keeps the sink's text as the last error, or as the warnings on success). */
 castor_context *castor_model_context(const castor_model *m);
 bool castor_model_is_keras(const castor_model *m); /* loaded from a .keras file: castor_program_save_keras can write it */
+
+/* The writer a save path names by its extension, case-insensitively:
+ * .keras a Keras 3 model (castor_program_save_keras), .safetensors or no
+ * extension the weights (castor_program_save_weights); any other (.h5,
+ * .npy, ...) none of castor's. */
+typedef enum castor_save_format { CASTOR_SAVE_WEIGHTS, CASTOR_SAVE_KERAS, CASTOR_SAVE_UNKNOWN } castor_save_format;
+castor_save_format castor_save_format_of(const char *path);
+/* Checks, before training, that m can be saved at path in the format its
+ * name says: a known extension, and for .keras a model loaded from a
+ * .keras file whose weights file castor can write back. The error is the
+ * context's last error (CASTOR_ERR_INVALID_ARGUMENT or _UNSUPPORTED). */
+castor_status castor_model_check_save(castor_model *m, const char *path);
 /* The loss the model says it trains with (a .cast compile statement, a
  * .keras file's compile config), or NULL: for messages about labels. */
 const char *castor_model_loss(const castor_model *m);

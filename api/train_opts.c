@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train_opts.c: the Keras optimizer arguments of castor_train_options
  * (beta_1, beta_2, epsilon, weight_decay, the dynamic loss scale's start

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # castor_aot.cmake: ahead-of-time compilation (`castor build`) and the
 # installation (`cmake --install`). Included by the top-level CMakeLists.txt
 # after the libraries and tools are defined.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_backend.c: what every backend shares: the options' defaults, the
  * support check before compiling (each backend's table of exceptions),

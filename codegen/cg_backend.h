@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_backend.h: the backend interface, in the spirit of ggml's backend
  * vtable. A target (the CPU JIT, the CUDA driver, later an emulated GPU)
@@ -64,6 +65,10 @@ struct cg_backend {
                diag_sink *d);
   /* Runs x on caller memory (inputs and outputs in the desc's layout). */
   bool (*run)(cg_exec *x, int64_t batch, const void *const *inputs, void *const *outputs, diag_sink *d);
+  /* Runs x as run does, timing each kernel launch into prof (runtime.h);
+   * NULL on a backend that cannot time its launches one by one (cuda). */
+  bool (*profile)(cg_exec *x, int64_t batch, const void *const *inputs, void *const *outputs, rt_profile *prof,
+                  diag_sink *d);
   /* `warmup` untimed runs, then out_ms[i] for `iters` timed ones: wall
    * time on the CPU, device time of the kernels on GPUs (no copies). */
   bool (*time)(cg_exec *x, int64_t batch, const void *const *inputs, int warmup, int iters,
@@ -73,7 +78,7 @@ struct cg_backend {
    * memory on a GPU), made and initialized by compile, kept between runs.
    * state_read copies state i out into dst (rt_state_bytes(desc, i) bytes
    * of host memory), state_write copies it in from src; false with a
-   * diagnostic. NULL on a backend that runs no training program (cuda). */
+   * diagnostic. NULL on a backend that runs no training program. */
   bool (*state_read)(cg_exec *x, int i, void *dst, diag_sink *d);
   bool (*state_write)(cg_exec *x, int i, const void *src, diag_sink *d);
   void (*destroy)(cg_exec *x); /* NULL-safe through cg_exec_destroy */

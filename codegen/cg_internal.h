@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_internal.h: codegen's target-neutral private interfaces: the
  * kernel/buffer plan (cg_plan.c) and the runtime's description of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_program.c: the runtime's view of a plan. Builds the rt_program that
  * describes a compiled graph (buffers, slots, launches, input and output
@@ -116,6 +117,43 @@ void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l) {
   if (k->kind == CG_KERNEL_ELTWISE && ir_op_kernel(k->ops[0]->op) == IR_KERNEL_REINDEX) l->work_per_row += 36 * inner;
 }
 
+/* The layer kernel k computes, for profiles: its contraction's, else its
+ * result's, else the first of its ops that has one (NULL: none). */
+static const char *kernel_layer(const cg_kernel *k) {
+  if (k->kind == CG_KERNEL_COPY) return k->copy_src->layer;
+  if (k->kind == CG_KERNEL_CONTRACT && k->ops[0]->layer) return k->ops[0]->layer;
+  if (k->ops[k->n_ops - 1]->layer) return k->ops[k->n_ops - 1]->layer;
+  for (int j = 0; j < k->n_ops; j++)
+    if (k->ops[j]->layer) return k->ops[j]->layer;
+  return NULL;
+}
+
+/* Buffer b (-1: none) into a kernel's byte count, once. */
+typedef struct byte_count {
+  int seen[64], n_seen;
+  int64_t per_row, fixed;
+} byte_count;
+
+static void count_buffer(const cg_plan *p, byte_count *c, int b) {
+  if (b < 0) return;
+  for (int s = 0; s < c->n_seen; s++)
+    if (c->seen[s] == b) return;
+  if (c->n_seen < 64) c->seen[c->n_seen++] = b;
+  c->per_row += p->buffers[b].bytes_per_row, c->fixed += p->buffers[b].bytes_fixed;
+}
+
+/* The bytes kernel k moves, for profiles: each buffer it reads (an
+ * operand computed outside the kernel) or writes, counted once, per batch
+ * row and fixed; what its fused ops pass in registers is not counted. */
+static void kernel_bytes(const cg_plan *p, const cg_kernel *k, int64_t *per_row, int64_t *fixed) {
+  byte_count c = {{0}, 0, 0, 0};
+  count_buffer(p, &c, k->out_buffer);
+  if (k->kind == CG_KERNEL_COPY) count_buffer(p, &c, p->buffer_of[k->copy_src->id]);
+  else
+    for (int j = 0; j < k->n_ops; j++)
+      for (int s = 0; s < k->ops[j]->n_srcs; s++) count_buffer(p, &c, p->buffer_of[k->ops[j]->srcs[s]->id]);
+  *per_row = c.per_row, *fixed = c.fixed;
+}
 
 /* The runtime's kind of a variable's state (the verifier has checked it is
  * set). */
@@ -166,6 +204,9 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sin
     const cg_kernel *k = &plan->kernels[i];
     rt_launch *l = &p->launches[i];
     l->name = arena_strdup(a, k->name);
+    const char *layer = kernel_layer(k);
+    l->layer = layer ? arena_strdup(a, layer) : NULL;
+    kernel_bytes(plan, k, &l->bytes_per_row, &l->bytes_fixed);
     const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : k->ops[k->n_ops - 1];
     l->batched = ir_type_is_batched(&res->type);
     l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_CONTRACT ? res->type.dims[0] : 1;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * codegen.h: from a final ir_graph to a runnable rt_program.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hdf5.c: the HDF5 subset reader (formats/hdf5.h). Field layouts follow the
  * HDF5 File Format Specification version 3.0 (sections II.A superblock,
@@ -545,18 +546,21 @@ done:
   f->objects = arena_alloc(f->arena, (r.objs.len + 1) * sizeof *f->objects);
   if (r.objs.len) memcpy(f->objects, r.objs.data, r.objs.len * sizeof *f->objects);
   vec_free(&r.objs);
+  hmap_init(&f->by_path, HMAP_STRINGS);
+  hmap_reserve(&f->by_path, (size_t)f->n_objects);
+  for (int i = 0; i < f->n_objects; i++)
+    hmap_put_str(&f->by_path, f->objects[i].path, strlen(f->objects[i].path), &f->objects[i]);
   return true;
 }
 
 void h5_fini(h5_file *f) {
+  hmap_fini(&f->by_path);
   arena_destroy(f->arena);
   *f = (h5_file){0};
 }
 
 const h5_object *h5_find(const h5_file *f, const char *path) {
-  for (int i = 0; i < f->n_objects; i++)
-    if (strcmp(f->objects[i].path, path) == 0) return &f->objects[i];
-  return NULL;
+  return f->n_objects ? hmap_get_str(&f->by_path, path, strlen(path)) : NULL;
 }
 
 const char *h5_attr_str(const h5_object *o, const char *name) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hdf5.h: a reader of the subset of HDF5 that h5py writes for Keras
  * (model.weights.h5 inside a .keras archive), over bytes in memory.
@@ -70,6 +71,7 @@ typedef struct h5_file {
   h5_object *objects; /* groups and datasets, parents before children, children by name */
   int n_objects;
   arena *arena;       /* paths, attributes */
+  hmap by_path;       /* path -> its object: h5_find in constant time */
 } h5_file;
 
 typedef struct h5_error {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hdf5_write.c: the HDF5 subset writer (formats/hdf5.h, h5_write): the
  * layout h5py gives a Keras weights file, and nothing outside what

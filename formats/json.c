@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * json.c: the strict JSON reader (json.h). A recursive-descent parser over
  * a byte buffer that never reads past len; numbers are classified (integer

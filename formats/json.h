@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * json.h: the project's one JSON reader, strict RFC 8259: no trailing
  * commas, no comments, duplicate keys rejected, strings UTF-8 with every

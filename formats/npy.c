@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * npy.c: NumPy .npy reader and writer (see npy.h for what is supported).
  *

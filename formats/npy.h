@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * npy.h: reading and writing NumPy .npy files, the tensor format of the AOT
  * executable and of the numeric tests.

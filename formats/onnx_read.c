@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_read.c: ONNX ModelProto and TensorProto files into the structures of
  * onnx.h. protobuf-c decodes the wire format (with an allocator capped at
@@ -172,61 +173,72 @@ static bool wire_varint(const unsigned char *p, size_t *i, size_t end, uint64_t 
   return false;
 }
 
-/* The nesting depth of a protobuf message, bounded before protobuf-c's
- * decoder (which recurses once per nested message) runs: an iterative walk
- * of the wire format with an explicit stack, typed by protobuf-c's own
- * descriptors so that only fields the schema declares as messages count
- * (bytes and strings are skipped whole). Returns the offset of the first
- * message nested deeper than max_depth levels (the outermost message is
- * level 1), with *what its type and *depth_out how deep it sits, or -1
- * when every message is within the limit. A malformed encoding also gives
- * -1: the walk stops, and protobuf-c's decoder reports it (malformed). */
-static int64_t wire_too_deep(const unsigned char *p, size_t len,
-                             const ProtobufCMessageDescriptor *top, int max_depth,
-                             const char **what) {
+/* What wire_scan found past a limit: the offset of the first message
+ * nested deeper than ONNX_MAX_NESTING levels (the outermost message is
+ * level 1) and its type, or of the first NodeProto past ONNX_MAX_NODES;
+ * -1 where none. */
+typedef struct wire_limits {
+  int64_t too_deep_at, too_many_at;
+  const char *too_deep_type;
+} wire_limits;
+
+/* Bounds a protobuf message before protobuf-c's decoder runs (it recurses
+ * once per nested message and allocates every node): an iterative walk of
+ * the wire format with an explicit stack, typed by protobuf-c's own
+ * descriptors so that only fields the schema declares as messages are
+ * entered (bytes and strings are skipped whole), counting NodeProtos in
+ * every graph. Stops at the first limit passed. A malformed encoding ends
+ * the walk quietly: protobuf-c's decoder then reports it (malformed). */
+static void wire_scan(const unsigned char *p, size_t len, const ProtobufCMessageDescriptor *top,
+                      wire_limits *out) {
   struct {
     const ProtobufCMessageDescriptor *desc;
     size_t end;
   } stack[ONNX_MAX_NESTING];
-  _Static_assert(ONNX_MAX_NESTING >= 1, "a message is one level deep");
-  CASTOR_ASSERT(max_depth >= 1 && max_depth <= ONNX_MAX_NESTING);
+  *out = (wire_limits){.too_deep_at = -1, .too_many_at = -1};
   int depth = 1;
+  int64_t nodes = 0;
   stack[0].desc = top, stack[0].end = len;
   size_t i = 0;
   while (depth > 0) {
     size_t end = stack[depth - 1].end;
     if (i >= end) {
-      if (i > end) return -1;
+      if (i > end) return;
       depth--;
       continue;
     }
     size_t start = i;
     uint64_t key, n;
-    if (!wire_varint(p, &i, end, &key)) return -1;
+    if (!wire_varint(p, &i, end, &key)) return;
     switch (key & 7) {
     case 0:
-      if (!wire_varint(p, &i, end, &n)) return -1;
+      if (!wire_varint(p, &i, end, &n)) return;
       break;
     case 1:
-      if (end - i < 8) return -1;
+      if (end - i < 8) return;
       i += 8;
       break;
     case 5:
-      if (end - i < 4) return -1;
+      if (end - i < 4) return;
       i += 4;
       break;
     case 2: {
-      if (!wire_varint(p, &i, end, &n) || n > end - i) return -1;
+      if (!wire_varint(p, &i, end, &n) || n > end - i) return;
       const ProtobufCFieldDescriptor *f =
           key >> 3 > UINT32_MAX ? NULL
                                 : protobuf_c_message_descriptor_get_field(stack[depth - 1].desc,
                                                                           (unsigned)(key >> 3));
       if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-        if (depth == max_depth) {
-          *what = ((const ProtobufCMessageDescriptor *)f->descriptor)->short_name;
-          return (int64_t)start;
+        const ProtobufCMessageDescriptor *sub = f->descriptor;
+        if (depth == ONNX_MAX_NESTING) {
+          out->too_deep_at = (int64_t)start, out->too_deep_type = sub->short_name;
+          return;
         }
-        stack[depth].desc = f->descriptor;
+        if (sub == &onnx__node_proto__descriptor && ++nodes > ONNX_MAX_NODES) {
+          out->too_many_at = (int64_t)start;
+          return;
+        }
+        stack[depth].desc = sub;
         stack[depth].end = i + (size_t)n;
         depth++;
       } else {
@@ -234,24 +246,34 @@ static int64_t wire_too_deep(const unsigned char *p, size_t len,
       }
       break;
     }
-    default: return -1;
+    default: return;
     }
   }
-  return -1;
 }
 
-/* Refuses bytes whose messages nest deeper than ONNX_MAX_NESTING, before
- * they reach protobuf-c; false with the error in d. */
-static bool nesting_ok(diag_sink *d, const char *name, const char *what, const void *bytes,
-                       size_t len, const ProtobufCMessageDescriptor *top) {
-  const char *inner = NULL;
-  int64_t at = wire_too_deep(bytes, len, top, ONNX_MAX_NESTING, &inner);
-  if (at < 0) return true;
-  diag_error(d, (diag_loc){name, 0, 0},
-             "'%s': this %s nests protobuf messages more than %d deep (a %s at byte %lld is "
-             "level %d; subgraphs of If, Loop and Scan nest 3 levels each); castor refuses it",
-             name, what, ONNX_MAX_NESTING, inner, (long long)at, ONNX_MAX_NESTING + 1);
-  return false;
+/* Refuses bytes whose messages nest deeper than ONNX_MAX_NESTING, or that
+ * hold more than ONNX_MAX_NODES nodes, before they reach protobuf-c; false
+ * with the error in d. */
+static bool limits_ok(diag_sink *d, const char *name, const char *what, const void *bytes,
+                      size_t len, const ProtobufCMessageDescriptor *top) {
+  wire_limits w;
+  wire_scan(bytes, len, top, &w);
+  if (w.too_deep_at >= 0) {
+    diag_error(d, (diag_loc){name, 0, 0},
+               "'%s': this %s nests protobuf messages more than %d deep (a %s at byte %lld is "
+               "level %d; subgraphs of If, Loop and Scan nest 3 levels each); castor refuses it",
+               name, what, ONNX_MAX_NESTING, w.too_deep_type, (long long)w.too_deep_at,
+               ONNX_MAX_NESTING + 1);
+    return false;
+  }
+  if (w.too_many_at >= 0) {
+    diag_error(d, (diag_loc){name, 0, 0},
+               "'%s': this %s has more than %d nodes (node %d starts at byte %lld); castor "
+               "imports at most %d (ONNX_MAX_NODES)", name, what, ONNX_MAX_NODES,
+               ONNX_MAX_NODES + 1, (long long)w.too_many_at, ONNX_MAX_NODES);
+    return false;
+  }
+  return true;
 }
 
 static void malformed(diag_sink *d, const char *name, const char *what, const void *bytes,
@@ -661,7 +683,7 @@ onnx_model *onnx_model_read(const char *name, const void *bytes, size_t len, con
                "their weights in external data files)", name, len);
     return NULL;
   }
-  if (!nesting_ok(d, name, "ONNX model", bytes, len, &onnx__model_proto__descriptor)) return NULL;
+  if (!limits_ok(d, name, "ONNX model", bytes, len, &onnx__model_proto__descriptor)) return NULL;
   capped c;
   capped_init(&c, ONNX_MAX_DECODE_BYTES);
   Onnx__ModelProto *p = onnx__model_proto__unpack(&c.base, len, bytes);
@@ -703,7 +725,7 @@ void onnx_model_free(onnx_model *m) {
 
 bool onnx_tensor_read(const char *name, const void *bytes, size_t len, arena *a, onnx_tensor *out,
                       diag_sink *d) {
-  if (!nesting_ok(d, name, "ONNX tensor", bytes, len, &onnx__tensor_proto__descriptor)) return false;
+  if (!limits_ok(d, name, "ONNX tensor", bytes, len, &onnx__tensor_proto__descriptor)) return false;
   capped c;
   capped_init(&c, ONNX_MAX_DECODE_BYTES);
   Onnx__TensorProto *p = onnx__tensor_proto__unpack(&c.base, len, bytes);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * safetensors.h: the safetensors weight format, read and written (one
  * format, one room). Depends on util/ only; tensors are described in the

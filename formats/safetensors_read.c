@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * safetensors_read.c: the strict safetensors reader (safetensors.h), used by
  * the frontend's weights binding when a model names a weights file.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * safetensors_write.c: the safetensors writer (see safetensors.h for
  * the layout). Validates every tensor first, then builds the header in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * zip.c: the ZIP reader (formats/zip.h). The end-of-central-directory
  * record (EOCD) is looked for backwards from the end (it may be followed by
@@ -275,7 +276,7 @@ bool zip_read(const zip_archive *z, const zip_member *m, uint64_t max_size, unsi
    * cannot claim gigabytes (a stored member's data lies in the file). */
   if (m->method != 0 && m->size > ZIP_MAX_RATIO * m->comp_size + ZIP_RATIO_SLACK)
     return fail(err, m->header_off, "member '%s' claims %llu bytes from %llu compressed bytes, "
-                "more than %d times as many (a corrupt archive or a deflate bomb)", m->name,
+                "more than %d times as many (the bound that stops deflate bombs)", m->name,
                 (unsigned long long)m->size, (unsigned long long)m->comp_size, ZIP_MAX_RATIO);
   unsigned char *buf = malloc((size_t)m->size + 1);
   if (!buf)

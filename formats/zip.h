@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * zip.h: a ZIP archive reader (PKWARE APPNOTE 6.3), for the containers
  * castor imports: a Keras 3 model (.keras) is a ZIP of config.json,

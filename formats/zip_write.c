@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * zip_write.c: the ZIP writer (formats/zip.h, zip_write): stored members,
  * as Keras writes a .keras archive (Python's zipfile, ZIP_STORED), each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * attention.h: Keras 3's MultiHeadAttention as IR ops, shared by the .cast
  * and Keras frontends (each checks its layer's arguments and shapes and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fe_attention.c: Keras 3's MultiHeadAttention lowered to existing ops (no
  * kernel of its own), for the .cast layer multi_head_attention and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fe_load.c: the frontend seam (frontend.h). Reads the model file once,
  * looks at its first bytes (fe_sniff) and hands the bytes to the frontend
@@ -33,8 +34,10 @@ void fe_options_init(fe_options *o) { *o = (fe_options){0}; }
 fe_format fe_sniff(const void *bytes, size_t len) {
   const unsigned char *b = bytes;
   static const unsigned char zip[] = {'P', 'K', 3, 4};
+  static const unsigned char empty_zip[] = {'P', 'K', 5, 6}; /* only an end record */
   static const unsigned char hdf5[] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
   if (len >= sizeof zip && memcmp(b, zip, sizeof zip) == 0) return FE_FORMAT_KERAS;
+  if (len >= sizeof empty_zip && memcmp(b, empty_zip, sizeof empty_zip) == 0) return FE_FORMAT_KERAS;
   if (len >= sizeof hdf5 && memcmp(b, hdf5, sizeof hdf5) == 0) return FE_FORMAT_KERAS;
   if (len >= 1 && b[0] == 0x08) return FE_FORMAT_ONNX;
   return FE_FORMAT_CAST;
@@ -73,6 +76,12 @@ static ir_graph *load_bytes(const char *name, const char *bytes, size_t len, con
   fe_format f = fe_sniff(bytes, len);
   size_t nl = strlen(name);
   if (f == FE_FORMAT_CAST && nl >= 5 && strcmp(name + nl - 5, ".onnx") == 0) f = FE_FORMAT_ONNX;
+  if (f != FE_FORMAT_ONNX && o->n_dims > 0) { /* never ignored silently */
+    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){name, 0, 0},
+                    "--dim %s: '%s' is not an ONNX model; only ONNX models have named dimensions "
+                    "(other models take --batch only)", o->dim_names[0], name);
+    return NULL;
+  }
   switch (f) {
   case FE_FORMAT_CAST: g = fe_cast_load(name, bytes, len, o, d, &td); break;
   case FE_FORMAT_KERAS:

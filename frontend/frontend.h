@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * frontend.h: the seam between model files and the rest of castor. fe_load
  * picks the frontend by the file's content (never its name), and every
@@ -79,6 +80,12 @@ typedef struct fe_options {
   const char *dir;
   const fe_binding *bindings; /* ONNX: graph inputs bound to data (NULL: none) */
   int n_bindings;
+  /* ONNX: symbolic dimensions bound at import (castor_load_options): the
+   * batch (> 0) for a symbolic first dimension, and dim_param names */
+  int64_t batch;
+  const char *const *dim_names;
+  const int64_t *dim_values;
+  int n_dims;
   /* .keras: if not NULL, receives what writing the model back as a .keras
    * file needs (frontend/keras/keras.h, fe_keras_save; NULL for other
    * formats); the caller destroys it with fe_keras_source_destroy (below) */
@@ -147,14 +154,20 @@ typedef struct fe_keras_state {
  * docs/keras.md, "Writing .keras files", has the layout. */
 bool fe_keras_save(const fe_keras_source *src, const char *path, const fe_keras_state *states, int n_states,
                    const char *optimizer, bool schedule, diag_sink *d);
+/* What fe_keras_save would refuse of the loaded file whatever the states
+ * (an attribute that is not a string, a string dataset), checked before
+ * training so that no training is lost at the save; errors at path. */
+bool fe_keras_save_check(const fe_keras_source *src, const char *path, diag_sink *d);
 
 /* Reads the optimizer's variables of the loaded file back into the states
  * they are (fe_keras_save's layout for `optimizer`, inverted): each state's
  * data (writable, its dtype and shape) and loaded[i] set for those read;
  * skip_lr leaves optimizer.learning_rate. A file without an optimizer
  * group, or with only its scalars (saved before Keras built the slots),
- * loads nothing; a count or shape that does not match is an error naming
- * the dataset. */
+ * loads nothing; a count or shape that does not match, a negative count
+ * (iterations), a learning rate or loss scale that is not positive, or a
+ * value that is not finite is an error naming the dataset and the
+ * variable. */
 bool fe_keras_load_optimizer(const fe_keras_source *src, const fe_keras_state *states, int n_states,
                              const char *optimizer, bool schedule, bool skip_lr, bool *loaded, int *n_loaded,
                              diag_sink *d);

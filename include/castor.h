@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor.h: the public C API of castor, a graph compiler for small neural
  * network models. This is the only installed header.
@@ -108,6 +109,21 @@ typedef struct castor_load_options {
    * program and is a constant only where an op needs its value at compile
    * time (ONNX's node tests bind every input this way). */
   int bind_where_needed;
+  /* ONNX models: symbolic dimensions bound at load, so that the importer
+   * sees static shapes (docs/shapes.md). batch > 0 binds the first
+   * dimension of every graph input whose first dimension is symbolic (the
+   * same value as castor_compile_options.batch; the CLI's --batch sets
+   * both); 0 (default) keeps it castor's symbolic batch N. dim_names[i] =
+   * dim_values[i] (>= 1) binds the dim_param dim_names[i] (an ONNX
+   * symbolic dimension such as "sequence") wherever a graph input declares
+   * it; it takes precedence over batch. A name no graph input declares, a
+   * value < 1, or NULL arrays with n_dims > 0 are CASTOR_ERR_INVALID_ARGUMENT.
+   * Other model formats have no named dimensions: n_dims must be 0, and
+   * batch is bound by castor_compile. */
+  int64_t batch;
+  const char *const *dim_names;
+  const int64_t *dim_values;
+  int n_dims;
 } castor_load_options;
 
 CASTOR_API void castor_load_options_init(castor_load_options *o);
@@ -121,7 +137,9 @@ CASTOR_API castor_status castor_model_load_file(castor_context *ctx, const char 
                                                 const castor_load_options *opts,
                                                 castor_model **out_model);
 /* Same from memory; `name` is used in diagnostics and anchors relative
- * weight paths. The text is copied. */
+ * weight paths. The text is copied. A model from memory has no folder: an
+ * ONNX model whose tensors keep their data in external files is an error
+ * (CASTOR_ERR_PARSE); load it from its file. */
 CASTOR_API castor_status castor_model_load_string(castor_context *ctx, const char *name,
                                                   const char *text, size_t len,
                                                   const castor_load_options *opts,
@@ -185,6 +203,27 @@ CASTOR_API castor_status castor_compile(castor_model *m, const castor_compile_op
                                         castor_program **out_program);
 CASTOR_API void castor_program_destroy(castor_program *p);
 
+/* What castor_model_dump_text returns: the texts castor dump prints. */
+typedef enum castor_dump_kind {
+  CASTOR_DUMP_IR = 0,  /* the final IR, text form (castor dump) */
+  CASTOR_DUMP_CASTS,   /* the cast report: per layer its compute dtype, why, its casts
+                        * and weight bytes (castor dump --casts) */
+  CASTOR_DUMP_LLVM,    /* the target's optimized LLVM IR (--emit=llvm) */
+  CASTOR_DUMP_PTX,     /* PTX (target CASTOR_TARGET_CUDA; needs no GPU) */
+  CASTOR_DUMP_DOT,     /* the final IR as a Graphviz DOT graph (--emit=dot) */
+  CASTOR_DUMP_SUMMARY  /* per layer its op, output shape, parameters, compute dtype and
+                        * weight bytes as float32 and as compiled (castor summary) */
+} castor_dump_kind;
+
+/* Runs castor_compile's pipeline on m under opts (NULL: defaults) and
+ * returns `kind` as text in *out_text: NUL-terminated, owned by m, valid
+ * until the next castor_model_dump_text on m or castor_model_destroy(m).
+ * Warnings (weights that overflow float16) go to the context's last
+ * warnings. Returns castor_compile's statuses, and
+ * CASTOR_ERR_INVALID_ARGUMENT for an unknown kind or a NULL out_text. */
+CASTOR_API castor_status castor_model_dump_text(castor_model *m, const castor_compile_options *opts,
+                                                castor_dump_kind kind, const char **out_text);
+
 /* Describes an input or output: name, dtype and shape; dims[0] is -1 when
  * it is the batch dimension. Pointers stay valid while p lives. */
 typedef struct castor_tensor_info {
@@ -209,6 +248,16 @@ CASTOR_API castor_status castor_program_output_info(const castor_program *p, int
 
 CASTOR_API castor_status castor_tensor_create(castor_context *ctx, castor_dtype dtype, int rank,
                                               const int64_t *dims, castor_tensor **out_tensor);
+/* A tensor over the caller's memory, without a copy (the Python module
+ * passes a NumPy array's buffer this way): data holds the tensor row-major,
+ * is 64-byte aligned (else CASTOR_ERR_INVALID_ARGUMENT: copy into a
+ * castor_tensor_create tensor instead) and must stay valid while the
+ * tensor lives; castor_tensor_destroy frees the tensor, never data. A run
+ * reads an input tensor's data and writes an output tensor's in place.
+ * Statuses as castor_tensor_create's, and CASTOR_ERR_INVALID_ARGUMENT for
+ * a NULL data. */
+CASTOR_API castor_status castor_tensor_wrap(castor_context *ctx, castor_dtype dtype, int rank, const int64_t *dims,
+                                            void *data, castor_tensor **out_tensor);
 CASTOR_API void castor_tensor_destroy(castor_tensor *t);
 CASTOR_API void *castor_tensor_data(castor_tensor *t);
 CASTOR_API castor_dtype castor_tensor_dtype(const castor_tensor *t);

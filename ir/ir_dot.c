@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ir_dot.c: a graph as Graphviz DOT (castor dump --emit=dot, castor check
  * --graph).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ir_layout.c: the shape rules of the layout ops (general tensors):
  * reshape, transpose, concat, strided_slice, pad_constant. ir_infer_type

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ir_parse.c: reads the text form that ir_print writes (grammar in
  * ir/README.md) back into a graph, for castor-opt and golden tests.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ir_print.c: the canonical text form of a graph (grammar in ir/README.md).
  *

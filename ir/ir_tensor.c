@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ir_tensor.c: the type rules of the general-tensor ops that are neither
  * element-wise arithmetic nor layout: dropout and dropout_train (and the

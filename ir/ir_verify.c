@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ir_verify.c: the structural and type invariants every graph satisfies
  * between passes. The pass manager runs it after each pass under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * autocast.c: Keras dtype policies, placed as TensorFlow's auto mixed
  * precision pass places them.

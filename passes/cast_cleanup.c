@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cast_cleanup.c: removes casts that cannot change a result.
  *

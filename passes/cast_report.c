@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cast_report.c: what autocast did, per layer (castor dump --casts).
  *

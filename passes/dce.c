@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dce.c: dead code elimination.
  * In: a verified graph. Out: only nodes whose value reaches a graph output,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fold_constants.c: casts of weights happen at compile time.
  *

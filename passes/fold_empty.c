@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fold_empty.c: empty tensors (a dimension 0, as NumPy's and ONNX's).
  *

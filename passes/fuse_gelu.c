@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuse_gelu.c: the exact GELU written out with erf, as exporters emit it
  * (PyTorch's nn.functional.gelu at ONNX opsets below 20: Div, Erf, Add,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * grad.c: the training step. Reverse-mode automatic differentiation of a
  * model graph plus a loss, followed by the optimizer's update: one graph,

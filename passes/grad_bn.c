@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * grad_bn.c: batch normalization's training form (grad_bn.h). For each
  * batch_norm(x, gamma, beta, moving_mean, moving_variance):

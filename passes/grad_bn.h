@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * grad_bn.h: batch normalization in a training step (grad.c's helper;
  * docs/training.md). Keras's BatchNormalization normalizes with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * grad_options.c: the grad pass's options (pass_train_options): their
  * defaults, the loss and optimizer names, and the key=value form that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pad8.c: pad 16-bit contractions to multiples of 8, as XLA does for tensor
  * cores. Which ops: those with IR_OPF_PAD8 in the op table (matmul), whose

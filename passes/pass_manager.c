@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pass_manager.c: runs a pipeline string ("verify,dce") over a graph.
  *

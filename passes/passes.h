@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * passes.h: the pass manager. A pipeline is a comma-separated string of pass
  * names from passes.def ("verify,dce"). The manager runs each pass with a

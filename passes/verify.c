@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * verify.c: the verify pass.
  * In: any graph. Out: the same graph, unchanged; fails with diagnostics if

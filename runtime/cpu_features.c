@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cpu_features.c: the features of the running CPU (cpu_features.h), from
  * CPUID leaves 1, 7 (subleaves 0 and 1) and 0x80000001, and the register

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cpu_features.h: what the CPU a compiled program runs on can execute,
  * asked of CPUID and of the operating system's saved register state

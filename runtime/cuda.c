@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cuda.c: the CUDA device (cuda.h) over the CUDA Driver API.
  *
@@ -255,6 +256,7 @@ struct rt_cuda_module {
   CUfunction *fns;
   CUdeviceptr *consts; /* per buffer: constants' device copies (0 for others) */
   CUdeviceptr *ins, *outs, ws;
+  CUdeviceptr *states; /* per state of a training program: resident between runs */
   int64_t cap_batch;   /* the batch the io and workspace allocations hold */
   CUdeviceptr *addr;   /* per buffer, for the current batch */
 };
@@ -311,9 +313,7 @@ static bool ensure_batch(rt_cuda_module *m, int64_t batch, diag_sink *d) {
     case RT_BUF_INPUT: m->addr[b] = m->ins[buf->index]; break;
     case RT_BUF_OUTPUT: m->addr[b] = m->outs[buf->index]; break;
     case RT_BUF_SCRATCH: m->addr[b] = m->ws + (CUdeviceptr)slot_offset(p, buf->index, batch); break;
-    case RT_BUF_STATE: /* the cuda target rejects training programs before they get here */
-      diag_error_kind(d, DIAG_KIND_UNSUPPORTED, (diag_loc){0}, "training programs do not run on the cuda device yet");
-      return false;
+    case RT_BUF_STATE: m->addr[b] = m->states[buf->index]; break;
     }
   }
   return true;
@@ -329,6 +329,7 @@ rt_cuda_module *rt_cuda_module_load(rt_cuda_device *dev, const rt_cuda_program *
   m->addr = xcalloc((size_t)desc->n_buffers + 1, sizeof *m->addr);
   m->ins = xcalloc((size_t)desc->n_inputs + 1, sizeof *m->ins);
   m->outs = xcalloc((size_t)desc->n_outputs + 1, sizeof *m->outs);
+  m->states = xcalloc((size_t)desc->n_states + 1, sizeof *m->states);
   char errlog[8192] = "", infolog[4096] = "";
   int opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_INFO_LOG_BUFFER,
                 CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
@@ -364,6 +365,17 @@ rt_cuda_module *rt_cuda_module_load(rt_cuda_device *dev, const rt_cuda_program *
         (buf->bytes_fixed > 0 && !CU(cuMemcpyHtoD(m->consts[b], buf->data, (size_t)buf->bytes_fixed), "cuMemcpyHtoD")))
       goto fail;
   }
+  /* a training program's states: device memory from here on, initialized
+   * as the CPU's (rt_state_init); only the state accessors copy them */
+  for (int i = 0; i < desc->n_states; i++) {
+    int64_t n = rt_state_bytes(desc, i);
+    void *init = xmalloc((size_t)n + 1);
+    rt_state_init(desc, i, init);
+    bool ok = alloc(&m->states[i], n, desc->states[i].t.name, d) &&
+              (n == 0 || CU(cuMemcpyHtoD(m->states[i], init, (size_t)n), "cuMemcpyHtoD"));
+    free(init);
+    if (!ok) goto fail;
+  }
   return m;
 fail:
   rt_cuda_module_unload(m);
@@ -376,8 +388,10 @@ void rt_cuda_module_unload(rt_cuda_module *m) {
   free_io(m);
   for (int b = 0; b < m->p->desc->n_buffers; b++)
     if (m->consts[b]) drv.cuMemFree(m->consts[b]);
+  for (int i = 0; i < m->p->desc->n_states; i++)
+    if (m->states[i]) drv.cuMemFree(m->states[i]);
   if (m->mod) drv.cuModuleUnload(m->mod);
-  free(m->fns), free(m->consts), free(m->addr), free(m->ins), free(m->outs);
+  free(m->fns), free(m->consts), free(m->addr), free(m->ins), free(m->outs), free(m->states);
   free(m);
 }
 
@@ -434,6 +448,27 @@ bool rt_cuda_run(rt_cuda_module *m, int64_t batch, const void *const *inputs, vo
   /* batch 0: the buffers of batch 1, the copies of 0 rows, no batched launch (launch_all) */
   return CU(cuCtxSetCurrent(m->dev->ctx), "cuCtxSetCurrent") && ensure_batch(m, batch < 1 ? 1 : batch, d) &&
          copy_in(m, batch, inputs, d) && launch_all(m, batch, d) && copy_out(m, batch, outputs, d);
+}
+
+static bool state_index_ok(const rt_cuda_module *m, int i, diag_sink *d) {
+  if (i >= 0 && i < m->p->desc->n_states) return true;
+  diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0}, "state index %d is outside 0..%d", i,
+                  m->p->desc->n_states - 1);
+  return false;
+}
+
+bool rt_cuda_state_read(rt_cuda_module *m, int i, void *dst, diag_sink *d) {
+  if (!state_index_ok(m, i, d)) return false;
+  int64_t n = rt_state_bytes(m->p->desc, i);
+  return CU(cuCtxSetCurrent(m->dev->ctx), "cuCtxSetCurrent") && CU(cuCtxSynchronize(), "cuCtxSynchronize") &&
+         (n == 0 || CU(cuMemcpyDtoH(dst, m->states[i], (size_t)n), "cuMemcpyDtoH"));
+}
+
+bool rt_cuda_state_write(rt_cuda_module *m, int i, const void *src, diag_sink *d) {
+  if (!state_index_ok(m, i, d)) return false;
+  int64_t n = rt_state_bytes(m->p->desc, i);
+  return CU(cuCtxSetCurrent(m->dev->ctx), "cuCtxSetCurrent") && CU(cuCtxSynchronize(), "cuCtxSynchronize") &&
+         (n == 0 || CU(cuMemcpyHtoD(m->states[i], src, (size_t)n), "cuMemcpyHtoD"));
 }
 
 bool rt_cuda_time(rt_cuda_module *m, int64_t batch, const void *const *inputs, void *const *outputs,

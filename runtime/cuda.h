@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cuda.h: the CUDA device. Runs a compiled program on an NVIDIA GPU through
  * the CUDA Driver API, loaded at run time with dlopen("libcuda.so.1")
@@ -89,6 +90,13 @@ void rt_cuda_module_unload(rt_cuda_module *m); /* NULL is a no-op */
  * calls and grown when the batch grows. */
 bool rt_cuda_run(rt_cuda_module *m, int64_t batch, const void *const *inputs, void *const *outputs,
                  diag_sink *d);
+
+/* A training program's state i (rt_program.states): kept in device memory
+ * from the load on (initialized by rt_state_init), read and updated in
+ * place by the kernels of every run; these copy it out to (rt_state_bytes
+ * of) host memory or in from it, after the work queued so far. */
+bool rt_cuda_state_read(rt_cuda_module *m, int i, void *dst, diag_sink *d);
+bool rt_cuda_state_write(rt_cuda_module *m, int i, const void *src, diag_sink *d);
 
 /* Times the kernels alone: copies the inputs once, then runs the launch
  * list `warmup` times and `iters` times, each timed with CUDA events;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lr_schedule.c: Keras's learning-rate schedules (lr_schedule.h), each the
  * formula of its __call__ in keras/src/optimizers/schedules/

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lr_schedule.h: Keras's learning-rate schedules (keras/src/optimizers/
  * schedules/learning_rate_schedule.py), evaluated on the host at the

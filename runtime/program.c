@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * program.c: runs a compiled program on the CPU: lays out the scratch
  * slots for the batch, fills the buffer table and runs each launch in
@@ -15,6 +16,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/runtime.h"
@@ -196,8 +198,33 @@ void rt_state_init(const rt_program *p, int i, void *dst) {
   for (int64_t e = 0; e < n; e++) dtype_store_double(s->t.dtype, dst, e, s->init);
 }
 
+int64_t rt_clock_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+void rt_profile_init(rt_profile *p) {
+  memset(p, 0, sizeof *p);
+  p->origin_ns = rt_clock_ns();
+}
+
+void rt_profile_fini(rt_profile *p) { vec_free(&p->events); }
+
+static void profile_add(rt_profile *prof, int launch, int64_t t0, int64_t t1) {
+  rt_profile_event e = {launch, t0 - prof->origin_ns, t1 - t0};
+  vec_push(&prof->events, e);
+}
+
 bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const void *const *inputs,
                           void *const *outputs, void *const *states, void *workspace, diag_sink *d) {
+  return rt_program_run_profile(p, threads, batch, inputs, outputs, states, workspace, NULL, d);
+}
+
+bool rt_program_run_profile(const rt_program *p, int threads, int64_t batch, const void *const *inputs,
+                            void *const *outputs, void *const *states, void *workspace, rt_profile *prof,
+                            diag_sink *d) {
+  int64_t run0 = prof ? rt_clock_ns() : 0;
   if (p->n_states > 0 && !states) {
     diag_error(d, (diag_loc){0}, "%s is a training program: it runs with its state", p->name);
     return false;
@@ -244,9 +271,18 @@ bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const
     case RT_BUF_STATE: bufs[b] = (char *)states[buf->index]; break;
     }
   }
-  for (int i = 0; i < p->n_launches; i++) run_launch(&p->launches[i], bufs, batch, threads);
+  for (int i = 0; i < p->n_launches; i++) {
+    if (!prof) {
+      run_launch(&p->launches[i], bufs, batch, threads);
+      continue;
+    }
+    int64_t t0 = rt_clock_ns();
+    run_launch(&p->launches[i], bufs, batch, threads);
+    profile_add(prof, i, t0, rt_clock_ns());
+  }
   free(bufs);
   free(slot_off);
   free(owned);
+  if (prof) profile_add(prof, -1, run0, rt_clock_ns());
   return true;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * runtime.h: executes compiled programs. The runtime never sees the IR: a
  * program is a list of kernel launches over a static buffer plan, built by
@@ -74,6 +75,11 @@ typedef struct rt_launch {
                           * which every column tile would redo); 0: columns first */
   const int *args;       /* n_args > 0: the buffers the kernel gets as its table (see above) */
   int n_args;
+  /* For profiles (castor run --profile), from codegen: the model layer the
+   * kernel computes (its main op's; NULL if none), and the bytes of the
+   * buffers it reads and writes, per batch row and fixed. */
+  const char *layer;
+  int64_t bytes_per_row, bytes_fixed;
 } rt_launch;
 
 enum { RT_MAX_RANK = TENSOR_MAX_RANK };
@@ -147,6 +153,29 @@ bool rt_program_run_threads(const rt_program *p, int threads, int64_t batch,
  * (rt_state_bytes), which the run reads and updates in place. */
 bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const void *const *inputs,
                           void *const *outputs, void *const *states, void *workspace, diag_sink *d);
+/* Kernel timing (castor run --profile). A run given a profile reads the
+ * monotonic clock around each launch and around the whole run and appends
+ * one event for each; a run without one (the default) reads no clock. The
+ * events of several runs accumulate. */
+typedef struct rt_profile_event {
+  int launch;       /* index into rt_program.launches; -1: the whole run */
+  int64_t start_ns; /* since rt_profile.origin_ns */
+  int64_t dur_ns;
+} rt_profile_event;
+
+typedef struct rt_profile {
+  VEC(rt_profile_event) events;
+  int64_t origin_ns; /* rt_clock_ns() at rt_profile_init */
+} rt_profile;
+
+void rt_profile_init(rt_profile *p);
+void rt_profile_fini(rt_profile *p);
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t rt_clock_ns(void);
+/* rt_program_run_state, timing each launch into prof (NULL: not timed). */
+bool rt_program_run_profile(const rt_program *p, int threads, int64_t batch, const void *const *inputs,
+                            void *const *outputs, void *const *states, void *workspace, rt_profile *prof,
+                            diag_sink *d);
 /* Bytes of state i; its initial contents into dst (that many bytes). */
 int64_t rt_state_bytes(const rt_program *p, int i);
 void rt_state_init(const rt_program *p, int i, void *dst);

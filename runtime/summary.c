@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * summary.c: the one-line description of an output tensor that `castor run`
  * and AOT executables print ("predictions: f32[4,10] min .. max .. mean ..

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * threadpool.c: the process-wide pool that program.c splits launches over.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * threadpool.h: the runtime's process-wide thread pool (threadpool.c),
  * private to runtime/. One pool serves every program: a run borrows it,

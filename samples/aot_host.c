@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * aot_host.c: run a model compiled ahead of time from C, with neither the
  * castor library nor LLVM: only the object file and header that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host.c: JIT-compile a model and run it from C through castor.h.
  *

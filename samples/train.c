@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train.c: train a model from C through castor.h (docs/training.md).
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # check-layering.sh [SOURCE_DIR]: checks the layering of docs/architecture.md
 # ("Layers and rooms") over the source tree and exits 1 with one line per
 # violation:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """ir_layer_fields.py FILE...: moves the layer a node's note names into the
 node's {layer=...} field (issue 21), in .cir files and in IR text held in C
 string literals, in place.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # snapshot.sh BUILD_DIR OUT_DIR: writes every result a "changes no result"
 # refactoring must keep identical into OUT_DIR: for both samples under all
 # five policies, the CPU JIT's outputs (.npy), the emulated cuda target's

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # dataset_stream.sh BINDIR: castor train reads its data files as streams:
 # a FIFO as --x (what `--x <(zcat x.gz)` gives a shell user), plain bytes
 # or gzip, works like a file; and a damaged gzip file is refused through

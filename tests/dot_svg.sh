@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # dot_svg.sh BINDIR SRCDIR: the DOT castor writes parses with Graphviz.
 #   - without dot on PATH, --emit=svg fails with the message saying how to
 #     install it, and scripts/install-deps.sh installs graphviz (always

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # dump_roundtrip.sh BINDIR MODEL...: `castor dump` output must parse back
 # through castor-opt and print identically, byte for byte; so must the
 # training step of each model under every policy (castor dump --train).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # tests/emulated-cpu.sh: the unit test suites on an emulated CPU that lacks
 # this machine's newer instructions (by default an AVX2-only AMD EPYC Milan,
 # Zen 3: AVX2, FMA, F16C, no AVX-512), under QEMU's user-mode emulator. From

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # layering.sh SOURCE_DIR: scripts/check-layering.sh passes on the tree, and
 # fails, naming file, line and rule, on a copy of the tree with a
 # deliberately wrong include (the runtime including the IR), a header

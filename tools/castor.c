@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor: the command-line driver.
  *
- *   castor run MODEL [--input FILE.npy]... [--output FILE.npy]... [--batch N]
+ *   castor run MODEL [--input FILE]... [--output FILE.npy]... [--batch N]
  *                    [--seed S] [--weights FILE] [--policy P] [-O N]
  *   castor dump MODEL [--dump-after=PASS|all] [--dump-dir=DIR] [--passes=LIST]
  *                     [--emit=ir|llvm|ptx|dot|svg|png] [--weights FILE] [--policy P]
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,8 @@ static int usage(FILE *f, int rc) {
         "  run MODEL       JIT-compile MODEL and run it on this CPU (or a GPU)\n"
         "  dump MODEL      print MODEL's IR after the compile pipeline, its LLVM IR,\n"
         "                  PTX, cast report or graph\n"
+        "  summary MODEL   MODEL's layers: op, output shape, parameters, compute dtype\n"
+        "                  and weight bytes under the policy (castor dump --summary)\n"
         "  build MODEL     compile MODEL ahead of time to an executable or an object\n"
         "                  file and C header\n"
         "  check MODEL     compare MODEL under its policy with float32, layer by layer,\n"
@@ -68,6 +72,8 @@ static const char common_help[] =
     "  --bind NAME=FILE    ONNX models: bind graph input NAME to the data in FILE (.npy,\n"
     "                      or an ONNX TensorProto .pb): a shape, axes or bounds an op\n"
     "                      needs at compile time; the input becomes a constant\n"
+    "  --dim NAME=VALUE    ONNX models: bind the symbolic dimension NAME (a dim_param,\n"
+    "                      e.g. sequence) to VALUE: the model compiles for that size\n"
     "  --policy P          dtype policy instead of the model's 'policy' line: float32,\n"
     "                      float16, bfloat16, mixed_float16 or mixed_bfloat16\n"
     "  --fp32-ops=LIST     force these ops to float32 (IR op names, e.g. gelu,add)\n"
@@ -91,14 +97,20 @@ static const char common_help[] =
 
 static int usage_run(FILE *f, int rc) {
   fprintf(f,
-          "usage: castor run MODEL [--input FILE.npy]... [--output FILE.npy]... [options]\n"
+          "usage: castor run MODEL [--input FILE]... [--output FILE.npy]... [options]\n"
           "\n"
           "JIT-compiles MODEL for this CPU (or --target=cuda) and runs it once; prints each\n"
           "output's name, dtype, shape and a summary (min, max, mean, argmax).\n"
           "\n"
           "options:\n"
-          "  --input FILE.npy    an input tensor, once per model input, in order (float64\n"
-          "                      and float16 arrays are converted to a float32 input).\n"
+          "  --input FILE        an input tensor, once per model input, in order: a .npy or\n"
+          "                      IDX (MNIST's format) file, gzipped or not, of any numeric\n"
+          "                      dtype, or a PNG image ([1, H, W] gray, else [1, H, W, C]),\n"
+          "                      converted to the input's dtype: to a float, rounded (uint8\n"
+          "                      and pixels are not scaled); to an integer, whole values\n"
+          "                      that fit (else an error naming the element); to bool,\n"
+          "                      nonzero is true. Samples of another shape with the same\n"
+          "                      values feed an input [N, k], and [n, H, W] feeds [N, H, W, 1].\n"
           "                      Without --input: seeded uniform random values in [-1, 1),\n"
           "                      said so on stderr\n"
           "  --output FILE.npy   write an output tensor, once per output, in order\n"
@@ -111,6 +123,11 @@ static int usage_run(FILE *f, int rc) {
           "                      and the compile time (wall, and CPU time of all threads)\n"
           "  --stats             print the memory of a run (weights, activations),\n"
           "                      and a note if the CPU's named GEMM family is not used\n"
+          "  --profile           time every kernel launch over --repeat runs (default 10)\n"
+          "                      and print a table per kernel and per layer: time a run,\n"
+          "                      share of the run, GFLOP/s, bytes moved (cpu target)\n"
+          "  --profile-json FILE also write those runs as a Chrome trace (Perfetto,\n"
+          "                      chrome://tracing)\n"
           "%s"
           "  -h, --help          show this help\n",
           common_help);
@@ -136,6 +153,7 @@ static int usage_dump(FILE *f, int rc) {
           "  -o FILE             write the output to FILE instead of stdout\n"
           "  --casts             print the cast report: per layer its compute dtype, the\n"
           "                      rule that decided it, its casts and weight bytes\n"
+          "  --summary           print the model summary (as castor summary MODEL)\n"
           "  --train             the training step instead (forward, loss, gradients,\n"
           "                      optimizer update), with the training options of\n"
           "                      castor train (--loss, --optimizer, ...: castor train --help)\n"
@@ -152,12 +170,13 @@ typedef struct cli {
   int64_t batch;
   uint64_t seed;
   const char *passes, *dump_after, *dump_dir, *emit, *out_path;
-  bool casts, train;
+  bool casts, train, summary;
   cli_train_options train_opts; /* with --train (tools/train_options.h) */
   const char *train_opt;        /* the first training option given */
   cli_options opts; /* the shared load and compile options (tools/options.h) */
   int repeat;
-  bool stats;
+  bool stats, profile;
+  const char *profile_json;
 } cli;
 
 /* The shared options run and dump take: all of them. */
@@ -181,7 +200,10 @@ static int parse_args(int argc, char **argv, cli *c) {
     int64_t n;
 #define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      cli_usage_fn u = !c->cmd ? usage : !strcmp(c->cmd, "run") ? usage_run : !strcmp(c->cmd, "dump") ? usage_dump : usage;
+      cli_usage_fn u = !c->cmd                      ? usage
+                       : !strcmp(c->cmd, "run")     ? usage_run
+                       : !strcmp(c->cmd, "dump") || !strcmp(c->cmd, "summary") ? usage_dump
+                                                    : usage;
       return u(stdout, 0), CLI_EXIT;
     }
     if (!strcmp(a, "--version")) {
@@ -211,6 +233,8 @@ static int parse_args(int argc, char **argv, cli *c) {
       c->seed = (uint64_t)n;
     } else if (!strcmp(a, "--casts")) {
       c->casts = true;
+    } else if (!strcmp(a, "--summary")) {
+      c->summary = true;
     } else if (!strcmp(a, "--train")) {
       c->train = true;
     } else if (OPT("--passes")) {
@@ -232,11 +256,18 @@ static int parse_args(int argc, char **argv, cli *c) {
       c->emit = v;
     } else if (!strcmp(a, "--stats")) {
       c->stats = true;
+    } else if (!strcmp(a, "--profile")) {
+      c->profile = true;
+    } else if (OPT("--profile-json")) {
+      if (missing) return cli_error("--profile-json needs a file");
+      c->profile_json = v;
+      c->profile = true;
     } else if (OPT("--repeat")) {
       if (!cli_parse_int("--repeat", v, missing, 1, 100000, "10^5", "a positive integer", &n)) return 1;
       c->repeat = (int)n;
     } else if (a[0] == '-' && a[1]) {
-      bool run = c->cmd && !strcmp(c->cmd, "run"), dump = c->cmd && !strcmp(c->cmd, "dump");
+      bool run = c->cmd && !strcmp(c->cmd, "run"),
+           dump = c->cmd && (!strcmp(c->cmd, "dump") || !strcmp(c->cmd, "summary"));
       return cli_unknown_option(a, run || dump ? c->cmd : "", run ? usage_run : dump ? usage_dump : usage);
     } else if (!c->cmd) {
       c->cmd = a;
@@ -248,14 +279,21 @@ static int parse_args(int argc, char **argv, cli *c) {
 #undef OPT
   }
   if (!c->cmd) return usage(stderr, 1);
-  if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump"))
-    return cli_error("unknown command '%s' (commands: run, dump, build, check, train, evaluate)", c->cmd);
+  if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump") && strcmp(c->cmd, "summary"))
+    return cli_error("unknown command '%s' (commands: run, dump, summary, build, check, train, evaluate)", c->cmd);
+  if (!strcmp(c->cmd, "summary")) c->summary = true;
+  if (c->summary && !strcmp(c->cmd, "run")) return cli_error("--summary is an option of castor dump");
+  if (c->summary && c->train)
+    return cli_error("--summary and --train exclude each other: the summary describes the model as compiled "
+                     "for inference (its layers are the ones training trains)");
+  if (c->profile && strcmp(c->cmd, "run")) return cli_error("--profile and --profile-json are options of castor run");
   if (!c->model) return cli_error("%s: no model file given (see castor %s --help)", c->cmd, c->cmd);
-  if (c->out_path && strcmp(c->cmd, "dump"))
+  if (c->out_path && !strcmp(c->cmd, "run"))
     return cli_error("-o is an option of castor dump; castor run writes outputs with --output FILE.npy");
   if (!strcmp(c->cmd, "dump") && c->emit && !c->casts && (!strcmp(c->emit, "svg") || !strcmp(c->emit, "png")) &&
       cli_stdout_is_tty(c->out_path))
-    return cli_error("--emit=%s writes an image, not text for a terminal: give -o FILE.%s (or redirect stdout)", c->emit, c->emit);
+    return cli_error("--emit=%s writes an image, not text for a terminal: give -o FILE.%s (or redirect stdout)",
+                     c->emit, c->emit);
   if (c->train_opt && (!c->train || strcmp(c->cmd, "dump")))
     return cli_error("%s is a training option: castor dump --train (or castor train) takes it", c->train_opt);
   if (c->train && !cli_train_options_check(&c->train_opts)) return 1;
@@ -280,7 +318,8 @@ static int cmd_dump(const cli *c) {
     bool ok = atomic_file_check(c->out_path, d);
     cli_put_diags(diag_text(d));
     diag_sink_destroy(d);
-    if (!ok) goto done;
+    const cli_file ins[] = {{"model file", c->model}, {"--weights file", c->opts.load.weights_path}};
+    if (!ok || !cli_outputs_distinct(ins, 2, &(cli_file){"-o", c->out_path}, 1)) goto done;
   }
   if (load_model(c, ctx, &m) == CASTOR_OK) {
     castor_compile_options co = c->opts.compile;
@@ -292,7 +331,8 @@ static int cmd_dump(const cli *c) {
     dopts.dump_out = &out;
     dopts.verify_each = true;
     if (c->train) dopts.train = &c->train_opts.to;
-    castor_emit what = c->casts ? CASTOR_EMIT_CASTS
+    castor_emit what = c->summary ? CASTOR_EMIT_SUMMARY
+                       : c->casts ? CASTOR_EMIT_CASTS
                        : !c->emit || !strcmp(c->emit, "ir") ? CASTOR_EMIT_IR
                        : !strcmp(c->emit, "llvm") ? CASTOR_EMIT_LLVM
                        : !strcmp(c->emit, "ptx")  ? CASTOR_EMIT_PTX
@@ -300,7 +340,7 @@ static int cmd_dump(const cli *c) {
     castor_status st = castor_model_dump(m, &co, &dopts, what, &out);
     cli_put_diags(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx));
     rc = st == CASTOR_OK ? 0 : 1;
-    if (st == CASTOR_OK && c->emit && !c->casts && (!strcmp(c->emit, "svg") || !strcmp(c->emit, "png"))) {
+    if (st == CASTOR_OK && c->emit && !c->casts && !c->summary && (!strcmp(c->emit, "svg") || !strcmp(c->emit, "png"))) {
       fflush(stdout);
       rc = castor_render_dot(str_buf_cstr(&out), c->emit, c->out_path); /* tools/castor_check.c */
     } else if (st == CASTOR_OK && c->out_path) {
@@ -349,12 +389,40 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* castor run --profile: the table on stdout, the trace into its file. */
+static bool run_profile(const cli *c, castor_context *ctx, castor_program *p, castor_tensor **in, int n_in) {
+  str_buf table, trace;
+  str_buf_init(&table), str_buf_init(&trace);
+  bool ok = castor_program_profile(p, in, n_in, c->repeat > 0 ? c->repeat : 10, &table,
+                                   c->profile_json ? &trace : NULL) == CASTOR_OK;
+  if (!ok) cli_put_diags(castor_context_last_error(ctx));
+  else fputs(str_buf_cstr(&table), stdout);
+  if (ok && c->profile_json) {
+    diag_sink *d = diag_sink_create();
+    ok = atomic_file_write_all(c->profile_json, str_buf_cstr(&trace), trace.len, d);
+    cli_put_diags(diag_text(d));
+    diag_sink_destroy(d);
+  }
+  str_buf_fini(&table), str_buf_fini(&trace);
+  return ok;
+}
+
 static int cmd_run(const cli *c) {
   castor_context *ctx = NULL;
   castor_model *m = NULL;
   castor_program *p = NULL;
   castor_tensor **in = NULL, **out = NULL;
   int n_in = 0, n_out = 0, rc = 1;
+  { /* --output onto the model, its weights, an --input or another --output: refused before the work */
+    size_t ni = c->inputs.len + 2;
+    cli_file *fi = xcalloc(ni, sizeof *fi), *fo = xcalloc(c->outputs.len + 1, sizeof *fo);
+    fi[0] = (cli_file){"model file", c->model}, fi[1] = (cli_file){"--weights file", c->opts.load.weights_path};
+    for (size_t i = 0; i < c->inputs.len; i++) fi[i + 2] = (cli_file){"--input file", c->inputs.data[i]};
+    for (size_t i = 0; i < c->outputs.len; i++) fo[i] = (cli_file){"--output", c->outputs.data[i]};
+    bool ok = cli_outputs_distinct(fi, (int)ni, fo, (int)c->outputs.len);
+    free(fi), free(fo);
+    if (!ok) return 1;
+  }
   castor_context_create(&ctx);
   castor_compile_options co = c->opts.compile;
   struct timespec t0, t1, c0, c1;
@@ -389,10 +457,7 @@ static int cmd_run(const cli *c) {
     castor_program_input_info(p, i, &info);
     int64_t dims[CASTOR_MAX_RANK];
     if (c->inputs.len) {
-      if (castor_tensor_load_npy_as(ctx, c->inputs.data[i], info.dtype == CASTOR_F32, &in[i]) != CASTOR_OK) {
-        cli_put_diags(castor_context_last_error(ctx));
-        goto done;
-      }
+      if (cli_load_input(ctx, c->inputs.data[i], info.dtype, &info, &in[i]) != CASTOR_OK) goto done;
       warn_nonfinite("input", info.name, in[i], c, c->inputs.data[i]);
       continue;
     }
@@ -451,6 +516,7 @@ static int cmd_run(const cli *c) {
     printf("cpu: mean %.4f ms a run (process CPU time, every thread)\n", cpu_ms / (c->repeat + 3));
     free(ms);
   }
+  if (c->profile && !run_profile(c, ctx, p, in, n_in)) goto done;
   if (c->stats && co.target == CASTOR_TARGET_CPU) {
     castor_run_stats rs = {0};
     castor_program_stats(p, c->batch, &rs);
@@ -479,13 +545,16 @@ done:
 
 int main(int argc, char **argv) {
   cli c;
+  static bool registered; /* once: tests/fuzz/fuzz_cli.c calls this main many times */
+  if (!registered) registered = true, atexit(cli_close_stdout); /* a write error on standard output is an error */
+  signal(SIGXFSZ, SIG_IGN); /* a file-size limit is a write error, not death */
   if (argc < 2) return usage(stderr, 1);
   if (!strcmp(argv[1], "build")) return castor_build_main(argc - 1, argv + 1); /* castor_build.c */
   if (!strcmp(argv[1], "check")) return castor_check_main(argc - 1, argv + 1); /* castor_check.c */
   if (!strcmp(argv[1], "train") || !strcmp(argv[1], "evaluate"))
     return castor_train_main(argc - 1, argv + 1); /* castor_train.c */
   int rc = parse_args(argc, argv, &c);
-  if (rc == 0) rc = !strcmp(c.cmd, "dump") ? cmd_dump(&c) : cmd_run(&c);
+  if (rc == 0) rc = strcmp(c.cmd, "run") ? cmd_dump(&c) : cmd_run(&c);
   vec_free(&c.inputs);
   vec_free(&c.outputs);
   return rc == CLI_EXIT ? 0 : rc;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor_build.c: `castor build`, ahead-of-time compilation.
  *
@@ -69,6 +70,7 @@ static int usage(FILE *f, int rc) {
           "  --features=LIST     target features, e.g. +avx2,+fma (default: this host's)\n"
           "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
           "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
+          "  --dim NAME=VALUE    ONNX models: bind the symbolic dimension NAME to VALUE\n"
           "  --policy P          dtype policy instead of the model's 'policy' line\n"
           "  --fp32-ops=LIST     force these ops to float32 (IR op names)\n"
           "  --fp32-layers=LIST  force these layers to float32 (layer names)\n"
@@ -86,6 +88,7 @@ typedef enum emit_kind { EMIT_EXE, EMIT_OBJ, EMIT_IR, EMIT_LLVM, EMIT_ASM, EMIT_
 
 typedef struct build {
   const char *model, *out, *prefix, *cpu, *features;
+  const char *weights; /* --weights, an input too */
   emit_kind emit;
   bool reported; /* an error was printed already */
   const char *sm; /* --target=cuda: the PTX architecture (NULL: sm_80) */
@@ -264,6 +267,9 @@ static bool prepare(build *b, const char *model_name) {
     if (!check_writable(b->header_path)) return false;
   }
   if (!check_writable(b->out)) return false;
+  const cli_file ins[] = {{"model file", b->model}, {"--weights file", b->weights}};
+  const cli_file outs[] = {{"-o", strcmp(b->out, "-") ? b->out : NULL}, {"the header", b->header_path}};
+  if (!cli_outputs_distinct(ins, 2, outs, 2)) return false;
   if (b->emit == EMIT_OBJ || b->emit == EMIT_EXE) {
     b->libdir = find_aot_libdir(b->emit == EMIT_EXE);
     if (!b->libdir && b->emit == EMIT_EXE) return false;
@@ -395,6 +401,7 @@ int castor_build_main(int argc, char **argv) {
 #undef OPT
   }
   if (!b.model) return cli_error("build: no model file given (see castor build --help)");
+  b.weights = opts.load.weights_path;
   if (b.out && !b.out[0]) return cli_error("-o needs an output file");
   if (b.prefix && !b.prefix[0]) return cli_error("--prefix needs a C identifier");
   bool cuda = co->target == CASTOR_TARGET_CUDA;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor_build.h: `castor build` (castor_build.c), called by the castor
  * CLI's main for `castor build ...`; argv[0] is "build".

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor_check.c: `castor check`, the numerics debugger, over castor.h's
  * castor_check (api/check/check.c does the work; this file parses options,
@@ -46,12 +47,14 @@ static int usage(FILE *f, int rc) {
         "\n"
         "options:\n"
         "  --policy P          the policy to check (default: the model's)\n"
-        "  --input FILE.npy    an input tensor, once per model input, in order\n"
+        "  --input FILE        an input tensor, once per model input, in order (.npy or\n"
+        "                      IDX, any numeric dtype, converted to float32: castor run --help)\n"
         "  --batch N           rows of the seeded random input, and the bound batch: N\n"
         "                      becomes N rows, static shapes (default 1, N symbolic)\n"
         "  --seed S            its seed (default 1, as castor run)\n"
         "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
         "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
+        "  --dim NAME=VALUE    ONNX models: bind the symbolic dimension NAME to VALUE\n"
         "  --tolerance T       normalized error allowed on the outputs (default: 8 ulps of\n"
         "                      the policy's compute dtype: f16 3.9e-3, bf16 3.1e-2)\n"
         "  --layers=LIST       report these layers only (comma-separated layer names)\n"
@@ -318,10 +321,7 @@ int castor_check_main(int argc, char **argv) {
     goto done;
   }
   for (size_t i = 0; i < c.inputs.len; i++)
-    if (castor_tensor_load_npy_as(ctx, c.inputs.data[i], true, &in[i]) != CASTOR_OK) {
-      cli_put_diags(castor_context_last_error(ctx));
-      goto done;
-    }
+    if (cli_load_input(ctx, c.inputs.data[i], CASTOR_F32, NULL, &in[i]) != CASTOR_OK) goto done;
   if (castor_check(m, &c.o, c.inputs.len ? in : NULL, (int)c.inputs.len, &r) != CASTOR_OK) {
     cli_put_diags(castor_context_last_error(ctx));
     goto done;

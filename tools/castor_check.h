@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor_check.h: `castor check` (castor_check.c), called by the castor
  * CLI's main for `castor check ...` (argv[0] is "check"), and the Graphviz

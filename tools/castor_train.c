@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * castor_train.c: `castor train` and `castor evaluate` (docs/training.md).
  *
@@ -59,7 +60,9 @@ static int usage_train(FILE *f, int rc) {
         "                        written back with them, for Keras 3)\n"
         "  --history FILE.csv    per-epoch metrics (and FILE.loss_scale.csv: the scale)\n"
         "  --plot FILE.svg       loss, accuracy and the loss scale, drawn as SVG\n"
-        "  --weights W, --weights-seed S, --policy P, --threads T, -O N: as castor run\n",
+        "  --weights W, --weights-seed S, --dim NAME=VALUE, --policy P, --threads T, -O N: as castor run\n"
+        "  --target=cpu|cuda     where the step runs (cuda: weights, optimizer slots and\n"
+        "                        the loss scale stay in GPU memory; --device N, --sm ARCH)\n",
         cli_train_options_help);
   return rc;
 }
@@ -95,7 +98,7 @@ typedef struct train_cli {
 } train_cli;
 
 /* The shared options train and evaluate take. */
-enum { TRAIN_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_OPT | CLI_OPT_THREADS };
+enum { TRAIN_OPTIONS = CLI_OPT_LOAD | CLI_OPT_POLICY | CLI_OPT_OPT | CLI_OPT_THREADS | CLI_OPT_TARGET };
 
 static bool parse_double(const char *s, double lo, double hi, double *out) {
   char *end;
@@ -428,6 +431,10 @@ int castor_train_main(int argc, char **argv) {
   if ((c.save && !writable("--save", c.save)) || (c.history && !writable("--history", c.history)) ||
       (c.plot && !writable("--plot", c.plot)))
     return 1;
+  const cli_file ins[] = {{"model file", c.model}, {"--x file", c.x}, {"--y file", c.y}, {"--x-val file", c.x_val},
+                          {"--y-val file", c.y_val}, {"--weights file", c.opts.load.weights_path}};
+  const cli_file outs[] = {{"--save", c.save}, {"--history", c.history}, {"--plot", c.plot}};
+  if (!cli_outputs_distinct(ins, 6, outs, 3)) return 1;
   session s = {0};
   castor_model *m = NULL;
   castor_program *step = NULL, *eval = NULL;
@@ -437,11 +444,15 @@ int castor_train_main(int argc, char **argv) {
   castor_context_create(&s.ctx);
   if (cli_load_model(s.ctx, c.model, &c.opts, &m) != CASTOR_OK) goto done;
   cli_put_diags(castor_context_last_warnings(s.ctx));
-  size_t sl = c.save ? strlen(c.save) : 0;
-  bool keras = sl >= 6 && !strcmp(c.save + sl - 6, ".keras"); /* the model as Keras 3 loads it */
+  /* the format --save's name says, and what its writer refuses of this model, before training */
+  bool keras = c.save && castor_save_format_of(c.save) == CASTOR_SAVE_KERAS; /* the model as Keras 3 loads it */
   if (keras && !castor_model_is_keras(m)) {
     fprintf(stderr, "%s: error: --save: only a model loaded from a .keras file can be saved as one (castor writes "
                     "back the file's config.json; %s has none): save the weights as .safetensors\n", c.save, c.model);
+    goto done;
+  }
+  if (c.save && castor_model_check_save(m, c.save) != CASTOR_OK) {
+    cli_put_diags(castor_context_last_error(s.ctx));
     goto done;
   }
   castor_train_options model_to; /* the model's training defaults, under the flags */

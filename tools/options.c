@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.c: the shared CLI option parser (options.h). One branch per
  * option, each with the error words every command printed before they
@@ -9,11 +10,14 @@
 
 #include "api/internal.h"
 #include "formats/onnx.h"
+#include "train/dataset.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void verror(const char *fmt, va_list ap) {
@@ -149,6 +153,22 @@ static cli_opt_result parse_load(cli_options *o, int argc, char **argv, int *i) 
     o->bind_name_buf[o->n_binds][eq - v] = 0;
     o->bind_names[o->n_binds] = o->bind_name_buf[o->n_binds];
     o->bind_files[o->n_binds++] = eq + 1;
+  } else if (OPT("--dim")) {
+    const char *eq = missing ? NULL : strchr(v, '=');
+    if (!eq || eq == v || !eq[1])
+      return error("--dim needs NAME=VALUE (an ONNX dim_param and its size), got '%s'", missing ? "" : v);
+    if (o->n_dims == CLI_MAX_DIMS) return error("--dim may be given at most %d times", CLI_MAX_DIMS);
+    if ((size_t)(eq - v) >= sizeof o->dim_name_buf[0])
+      return error("--dim: the dimension name in '%s' is longer than %zu bytes", v, sizeof o->dim_name_buf[0] - 1);
+    memcpy(o->dim_name_buf[o->n_dims], v, (size_t)(eq - v));
+    o->dim_name_buf[o->n_dims][eq - v] = 0;
+    for (int k = 0; k < o->n_dims; k++)
+      if (!strcmp(o->dim_names[k], o->dim_name_buf[o->n_dims])) return error("--dim %s is given twice", o->dim_names[k]);
+    if (!cli_parse_int("--dim", eq + 1, false, 1, INT64_C(1) << 40, "2^40", "NAME=VALUE with a positive integer VALUE",
+                       &n))
+      return CLI_OPT_ERROR;
+    o->dim_names[o->n_dims] = o->dim_name_buf[o->n_dims];
+    o->dim_values[o->n_dims++] = n;
   } else {
     return CLI_OPT_NONE;
   }
@@ -212,6 +232,43 @@ cli_opt_result cli_options_parse(cli_options *o, unsigned groups, int argc, char
   return parse_compile(&o->compile, groups, argc, argv, i);
 }
 
+/* The sample shape rule of cli_load_input: t reshaped to info's sample
+ * dims when its samples hold the same values in the same order. */
+static void fit_samples(rt_tensor_file *t, const castor_tensor_info *info) {
+  if (!info || t->rank < 1 || info->rank < 2 || info->rank > CASTOR_MAX_RANK) return;
+  int64_t want = 1, have = 1;
+  for (int k = 1; k < info->rank; k++) want *= info->dims[k] < 0 ? -1 : info->dims[k];
+  for (int k = 1; k < t->rank; k++) have *= t->dims[k];
+  bool same = t->rank == info->rank;
+  for (int k = 1; same && k < t->rank; k++) same = t->dims[k] == info->dims[k];
+  bool unit = t->rank + 1 == info->rank && info->dims[info->rank - 1] == 1;
+  for (int k = 1; unit && k < t->rank; k++) unit = t->dims[k] == info->dims[k];
+  if (same || want < 0 || have != want || !(info->rank == 2 || unit)) return;
+  for (int k = 1; k < info->rank; k++) t->dims[k] = info->dims[k];
+  t->rank = info->rank;
+}
+
+castor_status cli_load_input(castor_context *ctx, const char *path, castor_dtype to,
+                             const castor_tensor_info *info, castor_tensor **out) {
+  diag_sink *d = diag_sink_create();
+  rt_tensor_file t;
+  castor_status st = CASTOR_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (!rt_tensor_file_load(path, (dtype_id)to, &t, d)) {
+    cli_put_diags(diag_text(d));
+  } else if (fit_samples(&t, info), t.rank > CASTOR_MAX_RANK) {
+    cli_error("%s: an array of rank %d; castor's tensors have at most %d dimensions", path, t.rank,
+              CASTOR_MAX_RANK);
+  } else if ((st = castor_tensor_create(ctx, to, t.rank, t.dims, out)) == CASTOR_OK) {
+    if (t.numel) memcpy(castor_tensor_data(*out), t.data, (size_t)t.numel * castor_dtype_size(to));
+  } else {
+    cli_put_diags(castor_context_last_error(ctx));
+  }
+  free(t.data);
+  diag_sink_destroy(d);
+  return st;
+}
+
 /* A tensor from an ONNX TensorProto file (ONNX's test data stores inputs so). */
 static castor_status load_pb(castor_context *ctx, const char *path, castor_tensor **out) {
   char *bytes;
@@ -267,9 +324,75 @@ castor_status cli_load_model(castor_context *ctx, const char *path, const cli_op
   if (st == CASTOR_OK) {
     castor_load_options lo = o->load;
     lo.bind_names = o->bind_names, lo.bind_tensors = t, lo.n_binds = o->n_binds;
+    lo.dim_names = o->dim_names, lo.dim_values = o->dim_values, lo.n_dims = o->n_dims;
+    lo.batch = o->compile.batch;
     st = castor_model_load_file(ctx, path, &lo, out_model);
     cli_put_diags(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx));
   }
   for (int i = 0; i < o->n_binds; i++) castor_tensor_destroy(t[i]);
   return st;
+}
+
+/* Registered with atexit by main: standard output flushed and closed, and
+ * a write error (a full disk, /dev/full, a file-size limit) reported with
+ * exit status 1, so that output cut short never ends in status 0. A
+ * descriptor closed before the start (`>&-`) with nothing written is not
+ * an error. */
+void cli_close_stdout(void) {
+  int e = 0;
+  bool bad = ferror(stdout) != 0;
+  if (fflush(stdout) != 0) bad = true, e = errno;
+  if (fclose(stdout) != 0 && errno != EBADF && !bad) bad = true, e = errno;
+  if (!bad) return;
+  fprintf(stderr, "%s: error: cannot write standard output%s%s\n", "castor", e ? ": " : "", e ? strerror(e) : "");
+  _exit(1);
+}
+
+/* What a path names: a regular file's device and inode, or, for a name
+ * not yet created, its resolved directory and base name (malloc'ed in
+ * *name); false for a device, a FIFO or anything else that may repeat. */
+static bool file_identity(const char *path, struct stat *st, char **name) {
+  *name = NULL;
+  if (stat(path, st) == 0) return S_ISREG(st->st_mode);
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  char *real = dir ? realpath(dir, NULL) : NULL;
+  free(dir);
+  if (!real) return false; /* its writer reports the missing directory */
+  const char *base = slash ? slash + 1 : path;
+  size_t n = strlen(real) + strlen(base) + 2;
+  *name = malloc(n);
+  if (*name) snprintf(*name, n, "%s/%s", real, base);
+  free(real);
+  return *name != NULL;
+}
+
+bool cli_outputs_distinct(const cli_file *in, int n_in, const cli_file *out, int n_out) {
+  int n = n_in + n_out;
+  struct stat *st = calloc((size_t)n + 1, sizeof *st);
+  char **name = calloc((size_t)n + 1, sizeof *name);
+  bool *known = calloc((size_t)n + 1, 1), ok = st && name && known;
+  for (int i = 0; ok && i < n; i++) {
+    const cli_file *f = i < n_in ? &in[i] : &out[i - n_in];
+    known[i] = f->path && file_identity(f->path, &st[i], &name[i]);
+  }
+  for (int o = n_in; ok && o < n; o++) {
+    if (!known[o]) continue;
+    for (int j = 0; ok && j < o; j++) {
+      if (!known[j]) continue;
+      bool same = name[o] || name[j] ? name[o] && name[j] && !strcmp(name[o], name[j])
+                                     : st[o].st_dev == st[j].st_dev && st[o].st_ino == st[j].st_ino;
+      if (!same) continue;
+      const cli_file *a = &out[o - n_in], *b = j < n_in ? &in[j] : &out[j - n_in];
+      if (j < n_in)
+        fprintf(stderr, "%s: error: %s is the %s '%s' (the same file): castor does not write over its inputs\n",
+                a->path, a->what, b->what, b->path);
+      else
+        fprintf(stderr, "%s: error: %s and %s '%s' are the same file\n", a->path, a->what, b->what, b->path);
+      ok = false;
+    }
+  }
+  for (int i = 0; name && i < n; i++) free(name[i]);
+  free(st), free(name), free(known);
+  return ok;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train_options.c: the training options of castor train, evaluate and
  * dump --train (train_options.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train_options.h: the one parser of the training options (optimizer, loss,
  * loss scale, Keras's optimizer arguments, clipping, learning-rate

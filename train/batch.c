@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batch.c: what happens to a loaded dataset between the files and the
  * training step (see dataset.h): Keras's validation split, the seeded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset.c: loading and checking training data (see dataset.h): .npy and
  * IDX files, gzip-compressed or not, into float32 features and int32 class
@@ -14,6 +15,7 @@
  * order.
  */
 #include "train/dataset.h"
+#include "train/png.h"
 
 #include "formats/npy.h"
 #include "util/half.h"
@@ -856,6 +858,107 @@ static bool load_labels(src *s, const rt_dataset_options *o, rt_dataset *ds, dia
 #undef BAD
 
 /* ---- the dataset ---- */
+
+/* ---- one tensor (castor run --input) ---- */
+
+typedef struct tensor_ctx {
+  rt_tensor_file *t;
+  dtype_id to;
+  const char *path;
+  diag_sink *d;
+} tensor_ctx;
+
+static bool tensor_chunk(void *ctx, const raw_array *c, int64_t first) {
+  tensor_ctx *tc = ctx;
+  size_t el = dtype_size(tc->to);
+  unsigned char *dst = (unsigned char *)tc->t->data + (size_t)first * el;
+  for (int64_t i = 0; i < c->numel; i++) {
+    double v = elem_f64(c, i);
+    switch (tc->to) {
+    case DT_F32: ((float *)dst)[i] = (float)v; break;
+    case DT_F16: ((uint16_t *)dst)[i] = half_f32_to_f16((float)v); break;
+    case DT_BF16: ((uint16_t *)dst)[i] = half_f32_to_bf16((float)v); break;
+    case DT_I1: dst[i] = c->kind == 'f' ? v != 0 : load_bits(c, i) != 0; break;
+    case DT_I32:
+    case DT_I64: {
+      bool big = false, ok;
+      int64_t n = 0;
+      if (c->kind == 'f') {
+        ok = v == floor(v) && v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+        if (ok) n = (int64_t)v;
+      } else {
+        n = c->kind == 'b' ? (int64_t)load_bits(c, i) : elem_i64(c, i, &big);
+        ok = !big;
+      }
+      if (ok && tc->to == DT_I32) ok = n >= INT32_MIN && n <= INT32_MAX;
+      if (!ok) {
+        diag_error_kind(tc->d, DIAG_KIND_INVALID_ARGUMENT, at(tc->path),
+                        "element %lld is %.17g, which is not %s; the model's input is %s",
+                        (long long)(first + i), big ? (double)load_bits(c, i) : v,
+                        c->kind == 'f' && v != floor(v) ? "a whole number"
+                        : tc->to == DT_I32             ? "an int32 value"
+                                                       : "an int64 value",
+                        tc->to == DT_I32 ? "int32" : "int64");
+        return false;
+      }
+      if (tc->to == DT_I32) ((int32_t *)dst)[i] = (int32_t)n;
+      else ((int64_t *)dst)[i] = n;
+      break;
+    }
+    case DT_COUNT: CASTOR_UNREACHABLE();
+    }
+  }
+  return true;
+}
+
+static int64_t png_read(void *ctx, void *buf, int64_t n) { return src_read(ctx, buf, n); }
+
+/* A PNG image as a raw array: [1, height, width] (gray) or [1, height,
+ * width, channels], uint8 or big-endian uint16 samples. */
+static bool read_png(src *s, raw_array *a, diag_sink *d) {
+  rt_png img;
+  if (!rt_png_decode(png_read, s, s->path, RT_DATASET_MAX_BYTES, &img, d)) return false;
+  *a = (raw_array){.kind = 'u', .size = img.depth / 8, .big_endian = true, .format = "PNG"};
+  a->rank = img.channels == 1 ? 3 : 4;
+  a->dims[0] = 1, a->dims[1] = img.height, a->dims[2] = img.width, a->dims[3] = img.channels;
+  a->numel = img.height * img.width * img.channels;
+  a->data = img.data;
+  return true;
+}
+
+bool rt_tensor_file_load(const char *path, dtype_id to, rt_tensor_file *out, diag_sink *d) {
+  *out = (rt_tensor_file){0};
+  src *s = xmalloc(sizeof *s);
+  bool ok = src_open(path, s, d), png = false;
+  raw_array a = {0};
+  if (ok && !s->gzip && src_want(s, 8) >= 8 && !memcmp(s->in + s->in_pos, "\x89PNG\r\n\x1a\n", 8))
+    ok = png = read_png(s, &a, d);
+  else if (ok)
+    ok = read_header(s, &a, d) && check_fits(s, &a, d);
+  if (ok) {
+    out->rank = a.rank;
+    memcpy(out->dims, a.dims, sizeof out->dims);
+    out->numel = a.numel;
+    out->format = a.format;
+    snprintf(out->from, sizeof out->from, "%s", numpy_name(a.kind, a.size));
+    /* the data is at most RT_DATASET_MAX_BYTES in the file (read_header), and at most
+     * 8 bytes per element here */
+    out->data = malloc(a.numel ? (size_t)a.numel * dtype_size(to) : 1);
+    if (!out->data) {
+      diag_error(d, at(path), "out of memory for %lld elements", (long long)a.numel);
+      ok = false;
+    }
+  }
+  if (ok) {
+    tensor_ctx tc = {out, to, path, d};
+    ok = png ? tensor_chunk(&tc, &a, 0) : read_data(s, &a, tensor_chunk, &tc, d);
+  }
+  if (png) free(a.data);
+  src_close(s);
+  free(s);
+  if (!ok) free(out->data), *out = (rt_tensor_file){0};
+  return ok;
+}
 
 void rt_dataset_options_init(rt_dataset_options *o) { *o = (rt_dataset_options){0}; }
 

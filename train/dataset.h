@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset.h: the training data of `castor train` and `castor evaluate`:
  * features X and labels Y loaded from files, checked against the model,
@@ -170,5 +171,33 @@ void rt_batcher_start_epoch(rt_batcher *b, int64_t epoch);
  * b->x and b->y / b->y_dense; returns its number of rows. */
 int64_t rt_batcher_fill(rt_batcher *b, int64_t index);
 void rt_batcher_fini(rt_batcher *b); /* NULL is a no-op */
+
+/* ---- one tensor: castor run --input ----
+ *
+ * rt_tensor_file_load reads one array from a .npy or IDX file (gzipped or
+ * not, a stream like the datasets above) of any numeric dtype (bool, int8
+ * to int64, uint8 to uint64, float16, float32, float64), or a PNG image
+ * (libpng, train/png.h: [1, height, width] gray, [1, height, width,
+ * channels] otherwise, its 0-255 or 0-65535 samples), and converts it to
+ * `to`, the dtype of the model input it feeds:
+ *   to f32, f16, bf16  each value as float64 (exactly), rounded to float32,
+ *                      then for f16 and bf16 to nearest even (float16
+ *                      overflows to Inf); uint8 is NOT scaled (features
+ *                      above are): save what the model takes
+ *   to i32, i64        integers exactly, floats only if they are whole
+ *                      numbers; a value that does not fit (or is not
+ *                      whole, or NaN) is an error naming its index
+ *   to bool            0 is false, anything else true (NumPy's astype)
+ * The rank and dims are the file's. Errors are located at the file. */
+typedef struct rt_tensor_file {
+  int rank;
+  int64_t dims[RT_MAX_RANK];
+  int64_t numel;
+  void *data;            /* numel elements of `to`; free() */
+  char from[16];         /* the file's dtype as NumPy names it ("uint8") */
+  const char *format;    /* "npy", "IDX" or "PNG" */
+} rt_tensor_file;
+
+bool rt_tensor_file_load(const char *path, dtype_id to, rt_tensor_file *out, diag_sink *d);
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * history.c: the per-epoch metrics and the loss-scale trace of a training
  * run, and their CSV files (see history.h for the columns). The SVG plot of

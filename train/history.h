@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * history.h: the metrics of a training run, as `castor train --history
  * OUT.csv --plot OUT.svg` writes them: one record per epoch and a trace of

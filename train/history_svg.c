@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * history_svg.c: draws a training history as one SVG document (see
  * history.h for the panels). Written by hand, no plotting library: a panel

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * diag.c: the diagnostics sink. Renders each report at once into one text
  * buffer (clang style, with the source line and a caret when the file's text

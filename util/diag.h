@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * diag.h: the one diagnostics sink every stage reports user errors through.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dtype.c: the dtype table (dtypes.def) and element conversions.
  */

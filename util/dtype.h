@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dtype.h: the element types, one table for the whole project
  * (util/dtypes.def): the IR's (ir_dtype), the runtime's (rt_dtype) and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * half.c: float16 and bfloat16 conversions, bit-exact with NumPy and
  * ml_dtypes (round to nearest even, subnormals, infinities, quiet NaNs).

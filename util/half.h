@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * half.h: bit-exact float16 / bfloat16 <-> float32 conversions on the host.
  * Narrowing rounds to nearest, ties to even and produces subnormals and

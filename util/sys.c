@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sys.c: memory limits, fallible arena allocations and opening files
  * beneath a folder (sys.h). Everything that reads a size or a path from an
@@ -91,6 +92,14 @@ const char *mem_limit_text(void) {
   else
     snprintf(buf, sizeof buf, "more than castor may allocate (%s: %s)", why, str_bytes(lim));
   return buf;
+}
+
+_Noreturn void mem_out_of_memory(const char *what) {
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "castor: error: out of memory (%s); %s\n", what,
+                   mem_limit_text());
+  if (n > 0) (void)!write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+  _exit(1);
 }
 
 /* ---- opening beneath a folder ---- */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sys.h: what castor asks of the operating system about untrusted input,
  * beside util.h: whether a size a file states fits the memory castor may
@@ -27,6 +28,14 @@ const char *mem_limit_text(void);
 /* "1.0 TiB", "512 MiB", "17 bytes" (static storage, this thread's; two
  * buffers, so two calls may share one message). */
 const char *str_bytes(int64_t n);
+
+/* The end of a process that ran out of memory where no error can be
+ * returned (xmalloc, an arena, LLVM's allocation failure handlers): writes
+ * "castor: error: out of memory (WHAT); <mem_limit_text>" to stderr with
+ * no allocation and ends the process with status 1 (_exit: no exit
+ * handlers, which might allocate or find LLVM mid-compile). Never SIGABRT:
+ * running out of memory is the user's limit, not castor's bug. */
+_Noreturn void mem_out_of_memory(const char *what);
 
 /* arena_alloc_aligned, or NULL when the memory is not there (the arena
  * unchanged): for sizes a file states, which must be an error, not an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * util.c: arena, heap helpers, string buffers, checked size arithmetic, the
  * seeded PRNG and the one hash map. See util.h for the contracts.
@@ -20,10 +21,7 @@ void castor_assert_fail(const char *expr, const char *file, int line) {
 }
 
 static void *check_alloc(void *p) {
-  if (!p) {
-    fputs("castor: out of memory\n", stderr);
-    abort();
-  }
+  if (!p) mem_out_of_memory("malloc");
   return p;
 }
 

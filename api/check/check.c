@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check.c: castor_check, the numerics debugger (castor check; castor.h).
  *

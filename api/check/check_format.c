@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_format.c: a castor_check report as text (the table castor check
  * prints), as JSON (castor check --json) and as Graphviz DOT (the build

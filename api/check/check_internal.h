@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_internal.h: what api/check/check.c (the comparison) hands to
  * api/check/check_format.c (text, JSON and DOT of a report). Not installed.

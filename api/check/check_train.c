@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_train.c: castor_check_train (castor check --train; castor.h), the
  * gradients of one batch against float16's range, and its report as text

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compile_time.c: how long castor takes to compile one model for
  * inference and for training, through the public API (castor.h), so that

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench/compile/deep.sh: writes to stdout a .cast model of N chained dense
 # layers, UNITS wide (default 16), with a relu on every layer but the last
 # and a softmax at the end: the deep model of issue 14 item 2. With

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/compile/policies.py: the JIT compile time of samples/mnist_mlp.cast
 under every dtype policy, for one or more builds, interleaved run by run
 (from the repository root):

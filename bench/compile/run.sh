@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench/compile/run.sh: castor's JIT compile time, side by side for one or
 # more builds in one run (from the repository root):
 #

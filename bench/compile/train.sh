@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench/compile/train.sh: training and inference compile time side by side
 # over depth (issue 26 item 12), from the repository root:
 #

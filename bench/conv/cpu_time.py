@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Single conv2d layers on one thread, timed in thread CPU time, so that a
 loaded machine (other processes taking turns on the core) changes the
 numbers less than wall time: castor's ahead-of-time object of each layer

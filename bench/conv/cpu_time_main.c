@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cpu_time_main.c: the driver bench/conv/cpu_time.py links with a model
  * object from `castor build --emit=obj`: runs the model REPEAT times on

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Single conv2d layers, castor against PyTorch (channels_last, oneDNN), in
 interleaved rounds: castor, PyTorch, castor, PyTorch...
 

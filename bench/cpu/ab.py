@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/cpu/ab.py: interleave.py --vs-build: two castor builds, round by
 round (see interleave.py's docstring). Each round runs every measure on the
 new build (--build), then right after on the old one (--vs-build); the

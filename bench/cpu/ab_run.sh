@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Two castor builds on one `castor run`, alternately, round by round:
 #
 #   sh bench/cpu/ab_run.sh BUILD_A BUILD_B ROUNDS -- MODEL [castor run options]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/cpu/bf16.py: the AVX512-BF16 GEMM family (codegen/cpu/gemm/) against
 castor's own f32 GEMM and against PyTorch bf16, in interleaved rounds (from
 the repository root):

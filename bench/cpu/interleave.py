@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/cpu/interleave.py: castor against its peers round by round, for
 machines too noisy for bench/cpu/run.sh's one pass (from the repository root):
 

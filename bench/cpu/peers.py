@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/cpu/peers.py: the peers of bench/cpu/run.sh on the CPU.
 
 Times the seed MLP (784 -> 4096 -> 4096 -> 10, relu, softmax) forward pass

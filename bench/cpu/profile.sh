@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench/cpu/profile.sh: where castor's f32 GEMM spends its time, for
 # explaining a GEMM result of bench/cpu/run.sh (from the repository root):
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench/cpu/run.sh: castor on the CPU vs NumPy + OpenBLAS, PyTorch eager and
 # JAX/XLA, side by side from one run (from the repository root):
 #

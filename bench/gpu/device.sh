@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/device.sh DIR: everything castor checks on a real NVIDIA GPU, in
 # one call, on a machine that has the GPU's driver and python3 with NumPy
 # (and, for the peers, PyTorch and JAX) but no LLVM: DIR holds a castor built

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """peers.py: the seed MLP (784 -> 4096 -> 4096 -> 10, relu, softmax) at batch
 8192 and an 8192^3 GEMM in PyTorch eager and JAX/XLA, on the GPU castor
 runs on. Prints one line per measurement: `peer<TAB>case<TAB>dtype<TAB>median_ms`

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu/run.sh: castor's cuda target vs PyTorch eager and JAX/XLA on one
 # GPU, in one call (from the repository root, on a machine with an NVIDIA
 # GPU, its driver, and optionally python3 with torch and/or jax[cuda]):

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """castor against ONNX Runtime (CPU execution provider) on the exported ONNX
 models of tests/onnx/models, in interleaved rounds: castor, ORT, castor, ORT...
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The transformer's forward: castor against ONNX Runtime and PyTorch, in
 interleaved rounds (castor, ORT, PyTorch, castor, ...).
 

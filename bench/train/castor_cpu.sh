@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench/train/castor_cpu.sh: castor train's CPU time per training step,
 # which its --history does not report: the process's user+sys CPU of
 # `castor train` with --epochs E2 minus that with --epochs E1 (the same

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/train/common.py: what the training peers share (NumPy only).
 
 - Fashion-MNIST from Debian's dataset-fashion-mnist package (IDX files,

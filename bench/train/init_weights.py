@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/train/init_weights.py: the initial weights as safetensors, drawn
 once and loaded by every framework, so castor starts from the same point as
 torch_peer.py and keras_peer.py.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/train/keras_peer.py: the training benchmark in Keras 3 (JAX backend),
 the recipe castor's `castor train` follows: Model.fit with
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/train/report.py: tables from the JSON lines of bench/train/run.sh.
 
     report.py RAW.jsonl > train-DATE.md

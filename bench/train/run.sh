@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # bench/train/run.sh: the training benchmark of issue 10 (the seed
 # experiment) -- castor train vs PyTorch eager and Keras 3 (JAX backend),
 # same recipe, same data, same threads. From the repository root:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/train/subset.py: the first N training and M test images of
 Fashion-MNIST as uint8 .npy files for `castor train` / `castor evaluate`
 (which scale uint8 by 1/255, as the peers do), so that castor trains on the

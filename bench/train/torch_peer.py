@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/train/torch_peer.py: the training benchmark in PyTorch eager, with
 Keras's recipe written out by hand so the numbers are comparable.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_aot.c: the ahead-of-time CPU target (`castor build`).
  *
@@ -32,7 +33,7 @@
 #include "runtime/aot/aot.h"
 #include "codegen/cpu/cg_cpu.h"
 
-_Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 112 &&
+_Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 136 &&
                    sizeof(rt_tensor_desc) == 72 && sizeof(rt_program) == 120 &&
                    sizeof(rt_aot_entry) == 32 && sizeof(rt_buffer_kind) == 4 &&
                    sizeof(rt_dtype) == 4 && sizeof(bool) == 1,
@@ -310,8 +311,11 @@ static void emit_entry(aot *a, LLVMValueRef *kernels, const char *about, const c
         {offsetof(rt_launch, work_per_row), i64c(a, l->work_per_row)},
         {offsetof(rt_launch, work_per_row_per_batch), i64c(a, l->work_per_row_per_batch)},
         {offsetof(rt_launch, row_tile_min), i64c(a, l->row_tile_min)},
+        {offsetof(rt_launch, layer), l->layer ? cstr(a, l->layer) : nullp(a)},
+        {offsetof(rt_launch, bytes_per_row), i64c(a, l->bytes_per_row)},
+        {offsetof(rt_launch, bytes_fixed), i64c(a, l->bytes_fixed)},
     };
-    elems[i] = c_struct(a, sizeof(rt_launch), f, 12);
+    elems[i] = c_struct(a, sizeof(rt_launch), f, 15);
   }
   LLVMValueRef launches = c_array(a, elems, p->n_launches, "program.launches");
   free(elems);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_aot_header.c: the C header of an AOT object file (`castor build
  * --emit=obj`), in the spirit of tfcompile's generated header: the run

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_backend_cpu.c: the CPU backend: kernels JIT-compiled for this host
  * (cg_jit.c) and run on the thread pool (runtime/program.c). The exec keeps
@@ -80,11 +81,16 @@ static void *workspace(cpu_exec *x, int64_t batch, bool *ok) {
   return x->ws;
 }
 
-static bool cpu_run(cg_exec *base, int64_t batch, const void *const *in, void *const *out, diag_sink *d) {
+static bool cpu_profile(cg_exec *base, int64_t batch, const void *const *in, void *const *out, rt_profile *prof,
+                        diag_sink *d) {
   cpu_exec *x = (cpu_exec *)base;
   bool ok;
   void *ws = workspace(x, batch, &ok);
-  return rt_program_run_state(x->prog, base->threads, batch, in, out, x->state, ok ? ws : NULL, d);
+  return rt_program_run_profile(x->prog, base->threads, batch, in, out, x->state, ok ? ws : NULL, prof, d);
+}
+
+static bool cpu_run(cg_exec *base, int64_t batch, const void *const *in, void *const *out, diag_sink *d) {
+  return cpu_profile(base, batch, in, out, NULL, d);
 }
 
 static bool cpu_time(cg_exec *base, int64_t batch, const void *const *in, int warmup, int iters, double *out_ms,
@@ -145,6 +151,7 @@ const cg_backend cg_backend_cpu = {
     .compile = cpu_compile,
     .emit = cpu_emit,
     .run = cpu_run,
+    .profile = cpu_profile,
     .time = cpu_time,
     .state_read = cpu_state_read,
     .state_write = cpu_state_write,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_conv.c: convolutional networks: the direct convolution, for a conv2d
  * forward whose GEMM would be narrow and short (few output channels, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_cpu.c: LLVM IR for the CPU kernels of a plan.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_cpu.h: the CPU target's private interfaces: its layouts of a plan
  * (cg_cpu_layout.c), the driver (cg_cpu.c: the kernel ABI, elementwise,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_cpu_caps.c: the CPU target's capabilities from its LLVM feature
  * string, parsed once per target (cg_target_init) for the JIT and AOT

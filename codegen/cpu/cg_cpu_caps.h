@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_cpu_caps.h: what the CPU target may use, parsed once (cg_cpu_caps.c)
  * from the LLVM feature string the target machine gets ("+avx2,-avx512f,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_cpu_layout.c: the CPU target's own data about a plan, kept beside the
  * target-neutral plan rather than in it: which constants are stored

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_gemm.c: the CPU GEMM. A matmul kernel (matmul + its fused epilogue)
  * becomes a GotoBLAS-style loop nest over the tile [row0, row1) x [col0,

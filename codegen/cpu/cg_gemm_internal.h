@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_gemm_internal.h: what the GEMM's planner (cg_gemm_plan.c) and its
  * emitter (cg_gemm.c, whose header comment describes the kernel) share:

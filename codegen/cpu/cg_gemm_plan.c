@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_gemm_plan.c: the GEMM's planning: per contraction kernel, the
  * micro-kernel family and shape (from the CPU's caps), the cache blocks,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_jit.c: the CPU JIT. Plans the graph, emits and optimizes the kernels
  * for the host through cg_target.c (shared with the AOT target, so both

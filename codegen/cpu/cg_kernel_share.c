@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_kernel_share.c: which CPU kernels can share one compiled body.
  *

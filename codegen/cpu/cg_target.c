@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_target.c: the LLVM setup the JIT (cg_jit.c) and the ahead-of-time
  * target (cg_aot.c) share, so that both compile the very same optimized
@@ -27,6 +28,7 @@
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_llvm(void) {
+  cg_llvm_install_handlers();
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
 }

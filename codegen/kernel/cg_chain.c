@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_chain.c: the per-element formulas of the elementwise ops, applied as
  * one fused chain in registers (the kernel kit's cg_apply_chain).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_dropout.c: dropout_train's mask and scaling in the kernel kit, for
  * every target: the same integer arithmetic as ir/ir_tensor.c's

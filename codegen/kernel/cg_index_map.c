@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_index_map.c: the index maps of the reindex ops (the op table's
  * IR_KERNEL_REINDEX class), written once for every target: where element
@@ -277,7 +278,9 @@ static LLVMValueRef in_range(cg_emitter *e, LLVMValueRef v, int64_t n) {
 static LLVMValueRef group_conv_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   cg_emitter *e = c->e;
   ir_type_rule rule = ir_op_type_rule(op->op);
-  bool dx = rule == IR_TYPE_GROUP_CONV2D_INPUT_GRAD, dw = rule == IR_TYPE_GROUP_CONV2D_FILTER_GRAD;
+  /* conv2d's gradients are the one-group case (cg_contract_value) */
+  bool dx = rule == IR_TYPE_GROUP_CONV2D_INPUT_GRAD || rule == IR_TYPE_CONV2D_INPUT_GRAD;
+  bool dw = rule == IR_TYPE_GROUP_CONV2D_FILTER_GRAD || rule == IR_TYPE_CONV2D_FILTER_GRAD;
   const ir_node *xn = dx ? NULL : op->srcs[0], *wn = dw ? NULL : op->srcs[1];
   const ir_node *dyn = dx ? op->srcs[0] : dw ? op->srcs[1] : NULL;
   const ir_type *xt = dx ? &op->type : &xn->type, *wt = dw ? &op->type : &wn->type;
@@ -426,6 +429,99 @@ LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
     return group_conv_value(c, op, i); /* convolutional networks: grouped convolution */
   CASTOR_ASSERT(rule == IR_TYPE_PAD || rule == IR_TYPE_SLICE);
   return pad_slice_value(c, op, rule == IR_TYPE_PAD, i);
+}
+
+/* ---- the GEMM contractions as one element each (cg_kit.h) ---- */
+
+bool cg_has_contract_value(ir_op op) {
+  ir_type_rule rule = ir_op_type_rule(op);
+  return rule == IR_TYPE_MATMUL_NT || rule == IR_TYPE_MATMUL_TN || rule == IR_TYPE_CONV2D_INPUT_GRAD ||
+         rule == IR_TYPE_CONV2D_FILTER_GRAD || rule == IR_TYPE_BATCH_MATMUL;
+}
+
+/* matmul_nt y[r,k] = sum_j a[r,j] b[k,j] (r any row of a's); matmul_tn
+ * y[k,j] = sum_r a[r,k] b[r,j] over every row r of a and b in order */
+static LLVMValueRef matmul_t_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *a = op->srcs[0], *b = op->srcs[1];
+  bool tn = ir_op_type_rule(op->op) == IR_TYPE_MATMUL_TN;
+  int64_t cols = op->type.dims[op->type.rank - 1];
+  LLVMValueRef row = LLVMBuildUDiv(B, i, cg_i64(e, cols), ""), col = LLVMBuildURem(B, i, cg_i64(e, cols), "");
+  int64_t ka = a->type.dims[a->type.rank - 1], kb = b->type.dims[b->type.rank - 1];
+  LLVMValueRef n; /* terms */
+  if (tn) { /* every row of a: the batch (or dims[0]) times the dimensions between */
+    int64_t per = 1;
+    for (int r = 1; r < a->type.rank - 1; r++) per *= a->type.dims[r];
+    n = LLVMBuildMul(B, ir_type_is_batched(&a->type) ? c->batch : cg_i64(e, a->type.dims[0]), cg_i64(e, per), "rows");
+  } else {
+    n = cg_i64(e, ka);
+  }
+  LLVMValueRef acc = cg_entry_alloca(c, e->f32, "mm.acc");
+  LLVMBuildStore(B, cg_const(e, e->f32, 0.0), acc);
+  cg_loop l = cg_loop_begin(c, cg_i64(e, 0), n, 1, "mm.t");
+  LLVMValueRef ai, bi;
+  if (tn) { /* a[t, row] b[t, col] */
+    ai = LLVMBuildAdd(B, LLVMBuildMul(B, l.iv, cg_i64(e, ka), ""), row, "");
+    bi = LLVMBuildAdd(B, LLVMBuildMul(B, l.iv, cg_i64(e, kb), ""), col, "");
+  } else { /* a[row, t] b[col, t] */
+    ai = LLVMBuildAdd(B, LLVMBuildMul(B, row, cg_i64(e, ka), ""), l.iv, "");
+    bi = LLVMBuildAdd(B, LLVMBuildMul(B, col, cg_i64(e, kb), ""), l.iv, "");
+  }
+  LLVMValueRef av = cg_emit_load(e, a->type.dtype, cg_elem_ptr(c, a, ai), 1, a->name);
+  LLVMValueRef bv = cg_emit_load(e, b->type.dtype, cg_elem_ptr(c, b, bi), 1, b->name);
+  LLVMBuildStore(B, cg_fmuladd(e, av, bv, LLVMBuildLoad2(B, e->f32, acc, "")), acc);
+  cg_loop_end(c, &l);
+  return LLVMBuildLoad2(B, e->f32, acc, op->name);
+}
+
+/* general tensors: batch_matmul y[.., i, j] = sum_k A[.., i, k] B[.., k, j],
+ * k in order; an operand's leading dimension it lacks or has as 1 reads
+ * index 0 (numpy's broadcast) */
+static LLVMValueRef operand_base(cg_emitter *e, const ir_type *yt, const ir_type *t, const LLVMValueRef *yc) {
+  int64_t st = 1, stride[IR_MAX_RANK];
+  for (int d = t->rank - 1; d >= 0; d--) {
+    stride[d] = st;
+    if (d > 0) st *= t->dims[d];
+  }
+  LLVMValueRef base = cg_i64(e, 0);
+  for (int d = 0; d < t->rank - 2; d++) {
+    int yd = d + yt->rank - t->rank;
+    if (t->dims[d] != 1) base = LLVMBuildAdd(B, base, LLVMBuildMul(B, yc[yd], cg_i64(e, stride[d]), ""), "");
+  }
+  return base;
+}
+
+static LLVMValueRef batch_matmul_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *a = op->srcs[0], *b = op->srcs[1];
+  const ir_type *yt = &op->type, *at = &a->type, *bt = &b->type;
+  LLVMValueRef yc[IR_MAX_RANK];
+  unflatten(e, yt, i, yc);
+  LLVMValueRef row = yc[yt->rank - 2], col = yc[yt->rank - 1];
+  int64_t ar = at->dims[at->rank - 2], ac = at->dims[at->rank - 1], bc = bt->dims[bt->rank - 1];
+  int64_t K = op->attr.transpose_a ? ar : ac;
+  LLVMValueRef abase = operand_base(e, yt, at, yc), bbase = operand_base(e, yt, bt, yc);
+  LLVMValueRef acc = cg_entry_alloca(c, e->f32, "bmm.acc");
+  LLVMBuildStore(B, cg_const(e, e->f32, 0.0), acc);
+  cg_loop l = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, K), 1, "bmm.k");
+  /* A[row, k]: a[row, k], or a[k, row] transposed; B[k, col] likewise */
+  LLVMValueRef ai = op->attr.transpose_a ? LLVMBuildAdd(B, LLVMBuildMul(B, l.iv, cg_i64(e, ac), ""), row, "")
+                                         : LLVMBuildAdd(B, LLVMBuildMul(B, row, cg_i64(e, ac), ""), l.iv, "");
+  LLVMValueRef bi = op->attr.transpose_b ? LLVMBuildAdd(B, LLVMBuildMul(B, col, cg_i64(e, bc), ""), l.iv, "")
+                                         : LLVMBuildAdd(B, LLVMBuildMul(B, l.iv, cg_i64(e, bc), ""), col, "");
+  LLVMValueRef av = cg_emit_load(e, at->dtype, cg_elem_ptr(c, a, LLVMBuildAdd(B, abase, ai, "")), 1, a->name);
+  LLVMValueRef bv = cg_emit_load(e, bt->dtype, cg_elem_ptr(c, b, LLVMBuildAdd(B, bbase, bi, "")), 1, b->name);
+  LLVMBuildStore(B, cg_fmuladd(e, av, bv, LLVMBuildLoad2(B, e->f32, acc, "")), acc);
+  cg_loop_end(c, &l);
+  return LLVMBuildLoad2(B, e->f32, acc, op->name);
+}
+
+LLVMValueRef cg_contract_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  CASTOR_ASSERT(cg_has_contract_value(op->op));
+  ir_type_rule rule = ir_op_type_rule(op->op);
+  if (rule == IR_TYPE_MATMUL_NT || rule == IR_TYPE_MATMUL_TN) return matmul_t_value(c, op, i);
+  if (rule == IR_TYPE_BATCH_MATMUL) return batch_matmul_value(c, op, i);
+  return group_conv_value(c, op, i); /* conv2d's gradients: one group */
 }
 
 /* ---- general tensors: the pure layout maps a vector at a time ---- */

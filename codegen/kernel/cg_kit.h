@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_kit.h: the target-neutral kernel kit that every target's emitters
  * share (one folder per target beside this one): the LLVM emitter state, the state of
@@ -28,6 +29,8 @@ typedef struct cg_emitter {
   LLVMBuilderRef b;
   LLVMTypeRef f32, i32, i64, i1, ptr, half, bf16, void_;
   int vw; /* f32 lanes of the widest native vector */
+  bool no_libm; /* the target has no math library (NVPTX): log is the kit's cg_emit_log,
+                 * never an llvm.log that lowers to a call */
 } cg_emitter;
 
 /* Fills e's types for ctx; vw is the f32 lanes of the widest vector the
@@ -42,6 +45,15 @@ bool cg_llvm_error(diag_sink *d, LLVMErrorRef err, diag_kind kind, const char *w
 /* The same for an LLVM message string (LLVMTargetMachineEmitToMemoryBuffer
  * and the like): reports msg, if any, and disposes of it. */
 bool cg_llvm_message_error(diag_sink *d, char *msg, diag_kind kind, const char *what);
+
+/* Installs, once per process, LLVM's handlers for the errors it cannot
+ * return: a fatal error (report_fatal_error) and an allocation failure
+ * (report_bad_alloc_error, and operator new through LLVM's new-handler).
+ * Each writes castor's error and ends the process with status 1 where LLVM
+ * would abort: an out-of-memory compile under `ulimit -v` is castor's
+ * "out of memory" error, exit 1, never SIGABRT. Every target's LLVM setup
+ * calls it before LLVM runs. */
+void cg_llvm_install_handlers(void);
 
 /* ---- per-element math on f32 scalars or vectors (cg_math.c) ---- */
 
@@ -146,6 +158,14 @@ LLVMValueRef cg_emit_dropout(cg_kctx *c, const ir_node *op, LLVMValueRef x, LLVM
  * the op's index map sends i to, or the fill where the map reaches outside the
  * source (0 for a pad, {value} for a pad_constant). Not rounded to op's dtype: the caller's chain does. */
 LLVMValueRef cg_reindex_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
+/* The contractions a CPU runs as GEMMs (matmul_nt, matmul_tn,
+ * conv2d_input_grad, conv2d_filter_grad, batch_matmul) as one f32 element each: result
+ * flat index i sums its terms in the op's order (matmul_tn: the rows in
+ * order; the convolutions' as group_conv2d's with one group), in f32 by
+ * fused multiply-adds; not rounded to op's dtype. What a target without
+ * their GEMMs (NVPTX) runs: the same bits for any split of the elements. */
+bool cg_has_contract_value(ir_op op);
+LLVMValueRef cg_contract_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
 /* general tensors: the same for the reductions and broadcast_to (cg_reduce.c) */
 LLVMValueRef cg_tensor_value(cg_kctx *c, const ir_node *op, LLVMValueRef i);
 /* convolutional networks: a depthwise group_conv2d (one channel per group)

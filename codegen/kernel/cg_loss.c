@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_loss.c: the kernel kit's losses, their gradients and softmax's
  * gradient, for every target (cg_train.h says how a launch's rows map):

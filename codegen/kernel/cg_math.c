@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_math.c: math in LLVM IR on f32 scalars or f32 vectors, with no calls:
  * exp (Cephes-style range reduction and polynomial), sigmoid, tanh, exact

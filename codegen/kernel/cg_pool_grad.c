@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_pool_grad.c: convolutional networks: the index maps of pooling's
  * gradients (max_pool2d_grad, avg_pool2d_grad), `lanes` channels of one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_reduce.c: the index maps of the general-tensor reductions and of
  * broadcast_to, in the kernel kit for every target (cg_index_map.c's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_rowwise.c: the row-wise ops' line formulas in the kernel kit, one
  * emitter for every kernel that computes one: on the CPU the standalone

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_sum_to.c: the kernel kit's sums over rows in a fixed order, for every
  * target (cg_train.h says how a launch's rows map):

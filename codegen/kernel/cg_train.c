@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_train.c: the kernel kit's training formulas by op, for every target:
  * the kernels of a training step's ops of the reduce and update classes

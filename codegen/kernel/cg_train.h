@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_train.h: what the training formulas of the kernel kit share (private
  * to codegen/kernel: cg_train.c's dispatch, cg_loss.c, cg_update.c,
@@ -67,6 +68,7 @@ static inline LLVMValueRef hsum(cg_emitter *e, LLVMValueRef v, int lanes) {
 }
 
 static inline LLVMValueRef intrinsic1(cg_emitter *e, const char *name, LLVMValueRef x) {
+  if (e->no_libm && !strcmp(name, "llvm.log")) return cg_emit_log(e, x, ""); /* no libm to call */
   LLVMTypeRef ty = LLVMTypeOf(x);
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, id, &ty, 1);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_update.c: the kernel kit's update formulas and what decides an update,
  * for every target (cg_train.h says how a launch's rows map):
@@ -38,6 +39,7 @@ void cg_train_all_finite(cg_kctx *c) {
     LLVMValueRef v = load_f(c, x, lv.iv, vw);
     LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, acc, vec(e, vw)), LLVMBuildFMul(B, v, LLVMConstNull(vec(e, vw)), ""), ""), acc);
     cg_loop_end(c, &lv);
+    if (vw == 1) continue; /* one element a step (the GPU): no tail */
     cg_loop ls = cg_loop_begin(c, lv.iv, n, 1, "tail");
     LLVMValueRef t = load_f(c, x, ls.iv, 1);
     LLVMValueRef cur = get(c, acc, vec(e, vw));

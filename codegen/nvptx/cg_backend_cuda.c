@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_backend_cuda.c: the CUDA backend: PTX from cg_nvptx.c, loaded and run
  * through the CUDA driver API (runtime/cuda.c, dlopen'ed: no GPU or no
@@ -19,59 +20,12 @@ typedef struct cuda_exec {
 /* The cuda target's one table of exceptions: each op it has no kernel for,
  * with the reason (cg_backend_check prints "<op> (%name) is not supported
  * by the cuda target: <reason>"). Every other op is emitted by the NVPTX
- * emitter of its kernel class (cg_nvptx.c). */
-#define TRAINING "training runs on the CPU in this wave (castor dump --train shows the step program)"
+ * emitter of its kernel class (cg_nvptx.c), the training step's included
+ * (the kit's formulas: cg_nvptx_train.c). */
 static const char *const cuda_exceptions[IR_OP_COUNT] = {
-    [IR_OP_LAYER_NORM] = "the NVPTX target has no layer normalization kernel yet (run it on the cpu target)",
-    [IR_OP_VARIABLE] = TRAINING,
-    [IR_OP_MATMUL_NT] = TRAINING,
-    [IR_OP_MATMUL_TN] = TRAINING,
-    [IR_OP_SUM_ROWS] = TRAINING,
-    [IR_OP_RELU_GRAD] = TRAINING,
-    [IR_OP_SIGMOID_GRAD] = TRAINING,
-    [IR_OP_TANH_GRAD] = TRAINING,
-    [IR_OP_GELU_GRAD] = TRAINING,
-    [IR_OP_SILU_GRAD] = TRAINING,
-    [IR_OP_SOFTMAX_GRAD] = TRAINING,
-    [IR_OP_LAYER_NORM_GRAD] = TRAINING,
-    [IR_OP_LAYER_NORM_XHAT] = TRAINING,
-    [IR_OP_XENT] = TRAINING,
-    [IR_OP_XENT_GRAD] = TRAINING,
-    [IR_OP_XENT_LOGITS] = TRAINING,
-    [IR_OP_XENT_LOGITS_GRAD] = TRAINING,
-    [IR_OP_MSE] = TRAINING,
-    [IR_OP_MSE_GRAD] = TRAINING,
-    [IR_OP_ALL_FINITE] = TRAINING,
-    [IR_OP_SGD] = TRAINING,
-    [IR_OP_SGD_MOMENTUM] = TRAINING,
-    [IR_OP_RMSPROP] = TRAINING,
-    [IR_OP_RMSPROP_MOMENTUM] = TRAINING,
-    [IR_OP_RMSPROP_CENTERED] = TRAINING,
-    [IR_OP_RMSPROP_CENTERED_MOMENTUM] = TRAINING,
-    [IR_OP_ADAM] = TRAINING,
-    [IR_OP_COUNT_STEP] = TRAINING,
-    [IR_OP_LOSS_SCALE_UPDATE] = TRAINING,
-    [IR_OP_ADAMW] = TRAINING, /* training options */
-    [IR_OP_GRAD_NORM_SQ] = TRAINING,
-    [IR_OP_CLIP_SCALE] = TRAINING,
-    [IR_OP_CLIP_VALUE] = TRAINING,
-    /* general tensors */
-    [IR_OP_GATHER_GRAD] = TRAINING,
-    /* convolutional networks (conv2d itself: the implicit GEMM of cg_nvptx_gemm.c) */
-    [IR_OP_CONV2D_INPUT_GRAD] = TRAINING,
-    [IR_OP_CONV2D_FILTER_GRAD] = TRAINING,
-    /* general tensors */
-    [IR_OP_SUM_TO] = TRAINING,
-    /* CNN: batch normalization (inference, batch_norm, is an element-wise chain: both targets) */
-    [IR_OP_BN_MEAN] = TRAINING,
-    [IR_OP_MOVING_UPDATE] = TRAINING,
-    /* general tensors: dropout (dropout itself, the identity, runs on the chain) */
-    [IR_OP_DROPOUT_TRAIN] = TRAINING,
-    [IR_OP_LOG_SOFTMAX_GRAD] = TRAINING,
-    /* general tensors: batched matmul */
-    [IR_OP_BATCH_MATMUL] = "the NVPTX GEMM has no batch loop yet (one matrix product per launch row; run it on the cpu target)",
+    NULL, /* none today: batch_matmul, for which the NVPTX GEMM has no batch
+           * loop, is the kit's per-element contraction (cg_contract_value) */
 };
-#undef TRAINING
 
 static void cuda_destroy(cg_exec *base) {
   cuda_exec *x = (cuda_exec *)base;
@@ -115,6 +69,14 @@ static bool cuda_run(cg_exec *base, int64_t batch, const void *const *in, void *
   return rt_cuda_run(((cuda_exec *)base)->mod, batch, in, out, d);
 }
 
+static bool cuda_state_read(cg_exec *base, int i, void *dst, diag_sink *d) {
+  return rt_cuda_state_read(((cuda_exec *)base)->mod, i, dst, d);
+}
+
+static bool cuda_state_write(cg_exec *base, int i, const void *src, diag_sink *d) {
+  return rt_cuda_state_write(((cuda_exec *)base)->mod, i, src, d);
+}
+
 static bool cuda_time(cg_exec *base, int64_t batch, const void *const *in, int warmup, int iters, double *out_ms,
                       diag_sink *d) {
   return rt_cuda_time(((cuda_exec *)base)->mod, batch, in, NULL, warmup, iters, out_ms, d);
@@ -127,8 +89,9 @@ const cg_backend cg_backend_cuda = {
     .compile = cuda_compile,
     .emit = cuda_emit,
     .run = cuda_run,
+    .profile = NULL, /* kernels are timed together (cuda_time), not one by one yet */
     .time = cuda_time,
-    .state_read = NULL, /* it runs no training program (the TRAINING exceptions) */
-    .state_write = NULL,
+    .state_read = cuda_state_read, /* a training program's state stays in device memory */
+    .state_write = cuda_state_write,
     .destroy = cuda_destroy,
 };

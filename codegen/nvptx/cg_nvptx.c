@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_nvptx.c: the nvptx target: the plan's kernels as PTX for NVIDIA GPUs.
  *
@@ -286,7 +287,9 @@ static void emit_kernel(cg_emitter *e, const cg_plan *plan, int ki, LLVMValueRef
   }
   int n_in = l->n_args;
   add_arg(plan, l, k->out_buffer);
-  CASTOR_ASSERT(l->n_args == n_in + 1); /* kernels never read their own output buffer */
+  /* kernels never read their own output buffer, but an update, which
+   * writes its variables in place (the result is operand 0's buffer) */
+  CASTOR_ASSERT(l->n_args == n_in + 1 || k->kind == CG_KERNEL_UPDATE);
 
   LLVMTypeRef *params = xcalloc((size_t)l->n_args + 1, sizeof *params);
   params[0] = e->i64;
@@ -316,7 +319,9 @@ static void emit_kernel(cg_emitter *e, const cg_plan *plan, int ki, LLVMValueRef
         if (l->args[i] == plan->buffer_of[src->id]) base[src->id] = LLVMGetParam(g.c.fn, (unsigned)i + 1);
     }
   if (k->kind == CG_KERNEL_COPY) base[k->copy_src->id] = LLVMGetParam(g.c.fn, 1);
-  if (k->kind != CG_KERNEL_COPY) base[result(k)->id] = LLVMGetParam(g.c.fn, (unsigned)n_in + 1);
+  if (k->kind != CG_KERNEL_COPY)
+    for (int i = 0; i < l->n_args; i++)
+      if (l->args[i] == k->out_buffer) base[result(k)->id] = LLVMGetParam(g.c.fn, (unsigned)i + 1);
   const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : result(k);
   l->batched = ir_type_is_batched(&res->type);
   l->rows_fixed = l->batched ? 0 : k->kind == CG_KERNEL_CONTRACT ? res->type.dims[0] : 1;
@@ -324,19 +329,28 @@ static void emit_kernel(cg_emitter *e, const cg_plan *plan, int ki, LLVMValueRef
   switch (k->kind) { /* one emitter per kernel class */
   case CG_KERNEL_CONTRACT:
     l->flops_per_row = ir_node_flops(k->ops[0], 1) / (l->batched ? 1 : l->rows_fixed); /* op table */
-    cg_nv_gemm_emit(&g);
+    if (cg_has_contract_value(k->ops[0]->op)) cg_nv_emit_contract(&g); /* matmul_nt, conv2d_input_grad */
+    else cg_nv_gemm_emit(&g);
     break;
   case CG_KERNEL_ELTWISE: emit_eltwise(&g); break;
-  case CG_KERNEL_ROWWISE: emit_rowwise(&g); break;
+  case CG_KERNEL_ROWWISE: /* a warp formula, else the kit's line formula or row kernel (cg_nvptx_train.c) */
+    if (cg_nv_has_warp_formula(k->ops[0]->op)) emit_rowwise(&g);
+    else if (cg_rowwise_has_line_formula(k->ops[0]->op)) cg_nv_emit_line_rows(&g);
+    else cg_nv_emit_train_rows(&g);
+    break;
   case CG_KERNEL_COPY: emit_copy(&g); break;
-  case CG_KERNEL_REDUCE: /* every op of these classes is in the cuda target's exceptions */
-  case CG_KERNEL_UPDATE: CASTOR_UNREACHABLE();
+  case CG_KERNEL_REDUCE: /* matmul_tn and conv2d_filter_grad: per element; the rest the kit's rows */
+    if (cg_is_gemm(k)) cg_nv_emit_contract(&g);
+    else cg_nv_emit_train_rows(&g);
+    break;
+  case CG_KERNEL_UPDATE: cg_nv_emit_train_rows(&g); break;
   }
   LLVMBuildRetVoid(e->b);
 }
 
 static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
 static void nv_init(void) {
+  cg_llvm_install_handlers();
   LLVMInitializeNVPTXTargetInfo();
   LLVMInitializeNVPTXTarget();
   LLVMInitializeNVPTXTargetMC();
@@ -396,6 +410,7 @@ rt_cuda_program *cg_compile_cuda(const ir_graph *g, const char *sm, const cg_opt
   LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(g->name, ctx);
   cg_emitter e;
   cg_emitter_init(&e, ctx, mod, 1); /* one thread, one element: no host vectors */
+  e.no_libm = true;                  /* log and the like: the kit's own (cg_math.c) */
   LLVMValueRef *base = NULL;
   char *msg = NULL;
   LLVMTargetRef target;

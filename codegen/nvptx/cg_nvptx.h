@@ -1,8 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_nvptx.h: what the NVPTX kernel emitters share (cg_nvptx.c: the module,
  * the kernel ABI of runtime/cuda.h, elementwise, pad/slice, row-wise and
  * copy kernels, PTX emission; cg_nvptx_gemm.c: the GEMMs;
- * cg_nvptx_rowwise.c: the row-wise ops, one warp per row), on top of the
+ * cg_nvptx_rowwise.c: the row-wise ops, one warp per row;
+ * cg_nvptx_train.c: the training ops by the kit's formulas), on top of the
  * target-neutral kit (kernel/cg_kit.h); it never includes the CPU
  * target's headers. Private to codegen/nvptx.
  *
@@ -93,5 +95,20 @@ struct cg_nv_row {
  * in order, then the warp combines the lanes by butterfly shuffles; the
  * same numerics for every owner. */
 void cg_nv_emit_rowwise(cg_nv_kernel *g, const ir_node *op, cg_nv_row *row);
+
+/* Whether the warp-per-row emitter has a formula for the row-wise op. */
+bool cg_nv_has_warp_formula(ir_op op);
+
+/* ---- training ops: the kit's formulas on GPU threads (cg_nvptx_train.c) ---- */
+
+/* matmul_nt, matmul_tn, conv2d_input_grad, conv2d_filter_grad (and the
+ * chain fused after them): one thread per result element. */
+void cg_nv_emit_contract(cg_nv_kernel *g);
+/* A kernel of the kit's training table (cg_train_has_formula): one thread
+ * per launch row. */
+void cg_nv_emit_train_rows(cg_nv_kernel *g);
+/* A row-wise op with a kit line formula and no warp formula (layer_norm
+ * and its gradients): one thread per line. */
+void cg_nv_emit_line_rows(cg_nv_kernel *g);
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_nvptx_gemm.c: matmul kernels for the nvptx target (cg_nvptx.c).
  *

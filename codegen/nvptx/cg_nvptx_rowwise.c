@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_nvptx_rowwise.c: the nvptx target's row-wise ops, one warp per row,
  * one emitter for every kernel that computes one: the standalone row
@@ -111,6 +112,11 @@ static void (*const warp_formulas[IR_OP_COUNT])(nv_rw *s) = {
     [IR_OP_SOFTMAX] = emit_softmax,
     [IR_OP_LOG_SOFTMAX] = emit_log_softmax, /* general tensors */
 };
+
+bool cg_nv_has_warp_formula(ir_op op) {
+  CASTOR_ASSERT(op >= 0 && op < IR_OP_COUNT);
+  return warp_formulas[op] != NULL;
+}
 
 void cg_nv_emit_rowwise(cg_nv_kernel *g, const ir_node *op, cg_nv_row *row) {
   nv_rw s = {g, op, row, NULL, NULL};

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cast.h: the .cast frontend's entry point, called by the seam
  * (frontend/fe_load.c) once the content says the file is .cast text. The

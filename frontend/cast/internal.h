@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * internal.h: what the .cast frontend's files share and nobody else sees. The
  * frontend runs in stages, one file each:

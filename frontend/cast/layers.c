@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * layers.c: the layer vocabulary of the .cast language. Between parse.c
  * (which hands over each call as written) and resolve.c (which binds the

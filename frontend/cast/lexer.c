@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lexer.c: the first stage of the frontend. Turns the bytes of a .cast file
  * into tokens, pulled one at a time by the parser so that lexical and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lower.c: the last stage of the .cast frontend, and its entry point
  * (fe_cast_load, cast.h; the seam frontend/fe_load.c reads the file). Drives

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lower_attn.c: general tensors' sequence layers of the .cast frontend,
  * lowered to existing ops (no kernel of their own):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * parse.c: the second stage of the frontend. A recursive-descent parser
  * over the lexer's tokens, one statement per line (grammar in

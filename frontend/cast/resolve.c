@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * resolve.c: binds each use of a value name to the layer that defines it,
  * then orders the layers for lowering. Runs after layers.c has read the

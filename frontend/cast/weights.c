@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * weights.c: where the constants of a lowered model come from. Used by
  * lower.c once per weight (dense kernels and biases), in schedule order.

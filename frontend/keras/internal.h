@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * internal.h: what the Keras frontend's files share and nobody else sees.
  *

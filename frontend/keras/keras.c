@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keras.c: the Keras frontend's driver (keras.h). A .keras file is a ZIP
  * (formats/zip.h) of metadata.json (the Keras version), config.json (the
@@ -688,6 +689,10 @@ ir_graph *fe_keras_load(const char *file, const char *bytes, size_t len, const f
   }
   if (ok && !zip_open(&z, bytes, len, &ze)) {
     kr_error(&m, "not a valid .keras archive: at byte %llu: %s", (unsigned long long)ze.off, ze.msg);
+    ok = false;
+  } else if (ok && z.n_members == 0) {
+    kr_error(&m, "not a valid .keras archive: an empty ZIP archive (a .keras file holds config.json, "
+             "metadata.json and model.weights.h5)");
     ok = false;
   }
   const json_value *meta = NULL, *cfg = NULL;

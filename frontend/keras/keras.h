@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keras.h: the Keras frontend's entry point, called by the seam
  * (frontend/fe_load.c) when the content is a ZIP archive (a Keras 3 .keras

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * layers.c: the Keras layer classes castor lowers, one row per class in
  * `rows` (its config keys and its lowering function), so a class whose IR
@@ -330,6 +331,11 @@ static bool lower_flatten(kr_model *m, kr_layer *l, int k, ir_node **in, int n_i
     return false;
   }
   const json_value *df = kr_cfg(l, "data_format");
+  if (df && !(df->kind == JSON_LIT && df->lit == 'n') &&
+      (df->kind != JSON_STR || (strcmp(df->s, "channels_last") && strcmp(df->s, "channels_first")))) {
+    kr_layer_error(m, l, "data_format must be \"channels_last\", \"channels_first\" or null");
+    return false;
+  }
   int rank = x->type.rank;
   if (df && df->kind == JSON_STR && !strcmp(df->s, "channels_first") && rank > 2) {
     ir_attr perm = {.perm = {rank, {0}}};

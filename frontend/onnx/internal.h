@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * internal.h: what the files of the ONNX importer share (frontend/onnx):
  * onnx_import.c (values, attributes, the op table and the graph walk),
@@ -29,6 +30,7 @@ typedef struct imp_val {
   ir_node *alt;          /* cache: the value in plain layout (for CL, FLAT_CL) or channels last */
   const char *layer;     /* the producing node's layer and location (transposes added later) */
   diag_loc loc;
+  bool poison;           /* made by a node that failed: its users are skipped, not reported */
 } imp_val;
 
 typedef struct imp imp;
@@ -51,16 +53,30 @@ struct imp {
   const fe_options *o;
   int64_t opset;
   hmap vals; /* name -> imp_val */
+  hmap used; /* name -> how it is used (oi_outputs_unused_from), once used_built */
+  bool used_built;
   /* the node being lowered */
   const onnx_node *node;
   const char *layer;
   diag_loc loc;
-  bool failed;
+  bool failed; /* the node being lowered failed (or, before the nodes, the model) */
+  /* the nodes' errors, one per distinct message (onnx_import.c, oi_fail_kind) */
+  int n_errors;
+  hmap errors; /* message -> oi_node_error */
+  struct oi_node_error *first_error, *last_error; /* in the order reported */
 };
+
+/* A node error as reported: where, and how many more nodes had its message. */
+typedef struct oi_node_error {
+  diag_loc loc;
+  int more;
+  struct oi_node_error *next;
+} oi_node_error;
 
 #define DIM_N INT64_MIN /* castor's symbolic batch in a folded shape (onnx_fold.c) */
 
-/* Reports the node's first error (later ones would only echo it); false. */
+/* Reports the node's first error (later ones would only echo it), once per
+ * distinct message in the model (the others are counted in a note); false. */
 bool oi_fail_kind(imp *im, diag_kind kind, const char *fmt, ...) CASTOR_PRINTF(3, 4);
 #define FAIL(im, ...) oi_fail_kind((im), DIAG_KIND_INVALID_MODEL, __VA_ARGS__)
 #define UNSUPPORTED(im, ...) oi_fail_kind((im), DIAG_KIND_UNSUPPORTED, __VA_ARGS__)
@@ -75,6 +91,8 @@ bool oi_dims_of(imp *im, const onnx_tensor *t, ir_type *out);
 const float *oi_const_f32(imp *im, const onnx_tensor *t);
 ir_node *oi_operand(imp *im, imp_val *v);
 const onnx_tensor *oi_const_input(imp *im, int k, const char *what);
+const onnx_tensor *oi_host_const(imp *im, int k);
+ir_node *oi_scalar_const(imp *im, const char *what, double v);
 bool oi_define_output(imp *im, int k, ir_node *n);
 bool oi_outputs_unused_from(imp *im, int k, const char *why);
 ir_node *oi_build(imp *im, ir_op op, const char *suffix, ir_node *const *srcs, int n, const ir_attr *attr);
@@ -94,6 +112,46 @@ bool oi_lower_shape(imp *im, const onnx_node *n, const op_row *row);
 onnx_tensor *oi_host_reshaped(imp *im, const onnx_tensor *t, int rank, const int64_t *dims);
 bool oi_lower_constant_of_shape(imp *im, const onnx_node *n, const op_row *row);
 bool oi_try_fold(imp *im, const onnx_node *n, bool *folded);
+
+/* ---- the constant evaluator (onnx_fold.c: the table and the ops that
+ * move data; onnx_eval.c: arithmetic). A node whose inputs are all host
+ * constants and whose op has a row is evaluated at import. */
+typedef enum oi_ev {
+  OI_EV_NONE,
+  OI_EV_ADD, OI_EV_SUB, OI_EV_MUL, OI_EV_DIV, OI_EV_MOD, OI_EV_POW, OI_EV_MAX, OI_EV_MIN, OI_EV_MEAN,
+  OI_EV_EQ, OI_EV_LT, OI_EV_GT, OI_EV_LE, OI_EV_GE, /* comparisons: is_compare's range */
+  OI_EV_AND, OI_EV_OR, OI_EV_XOR, OI_EV_NOT,
+  OI_EV_NEG, OI_EV_ABS, OI_EV_SQRT, OI_EV_EXP, OI_EV_LOG, OI_EV_RECIP, OI_EV_FLOOR, OI_EV_CEIL, OI_EV_ROUND,
+  OI_EV_SIGN, OI_EV_RELU, OI_EV_SIGMOID, OI_EV_TANH, OI_EV_ERF, OI_EV_SIN, OI_EV_COS, OI_EV_ISNAN, OI_EV_ISINF,
+} oi_ev;
+
+typedef struct oi_fold_row oi_fold_row;
+/* in[i]: input i's host tensor (NULL: an omitted optional input) */
+typedef bool (*oi_eval_fn)(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+struct oi_fold_row {
+  const char *op;
+  int since;        /* the first opset of this form (older models: not folded) */
+  int min_inputs;   /* inputs that must be present */
+  oi_eval_fn eval;
+  oi_ev code;       /* for the shared evaluators */
+  const char *attrs; /* the attributes it reads (others: an error) */
+};
+
+#define OI_FOLD_MAX ((int64_t)1 << 24) /* elements of a value computed at import */
+
+bool oi_float_like(int dtype);
+void oi_elem_set_i64(onnx_tensor *t, int64_t i, int64_t v);
+void oi_elem_set_f64(onnx_tensor *t, int64_t i, double v);
+onnx_tensor *oi_fold_tensor(imp *im, int dtype, int rank, const int64_t *dims);
+bool oi_fold_define(imp *im, int k, const onnx_tensor *t);
+bool oi_bcast_dims(imp *im, const onnx_tensor *const *in, int n, int *rank, int64_t *dims);
+int64_t oi_bcast_index(const onnx_tensor *t, int rank, const int64_t *dims, int64_t i);
+bool oi_eval_elementwise(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+bool oi_eval_where(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+bool oi_eval_range(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+bool oi_eval_cumsum(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+bool oi_eval_trilu(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
+bool oi_eval_reduce(imp *im, const oi_fold_row *row, const onnx_tensor *const *in, int n);
 
 /* onnx_lower.c and onnx_fold.c: the lowerings of onnx_ops.def */
 bool oi_lower_identity(imp *im, const onnx_node *n, const op_row *row);
@@ -126,6 +184,8 @@ bool oi_lower_split(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_gelu(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_size(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_activation(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_resize(imp *im, const onnx_node *n, const op_row *row); /* onnx_resize.c */
+bool oi_lower_einsum(imp *im, const onnx_node *n, const op_row *row);  /* onnx_resize.c */
 
 /* onnx_layout.c: NCHW values held channels last; convolutions, pooling,
  * batch normalization */
@@ -139,6 +199,7 @@ bool oi_eltwise_operands(imp *im, imp_val **vals, int n, ir_node **out, oi_layou
 bool oi_flatten_cl(imp *im, imp_val *v, bool *done);
 const float *oi_rows_from_flat_cl(imp *im, const ir_type *cl, const float *w, int64_t K, int64_t P);
 bool oi_lower_conv(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_conv_transpose(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_pool(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_global_pool(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_reduce_mean(imp *im, const onnx_node *n, const op_row *row);

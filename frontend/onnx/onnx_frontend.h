@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_frontend.h: the ONNX frontend (docs/onnx.md). Reads a ModelProto
  * (formats/onnx.h) and lowers its graph, node by node through the table of

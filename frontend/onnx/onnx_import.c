@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_import.c: ONNX graphs into castor's IR (onnx_frontend.h).
  *
@@ -29,14 +30,38 @@
 
 static diag_loc model_loc(imp *im) { return (diag_loc){im->file, 0, 0}; }
 
-/* Reports the node's first error (later ones would only echo it); false. */
+/* Reports the node's first error (later ones would only echo it); false.
+ * The import goes on with the next node, so that one run shows every op
+ * and form castor lacks; a message already reported for another node is
+ * only counted (one note at the end says how many). */
 bool oi_fail_kind(imp *im, diag_kind kind, const char *fmt, ...) {
   if (im->failed) return false;
   im->failed = true;
   va_list ap;
   va_start(ap, fmt);
-  diag_verror_kind(im->d, kind, im->node ? im->loc : model_loc(im), fmt, ap);
+  if (!im->node) {
+    diag_verror_kind(im->d, kind, model_loc(im), fmt, ap);
+    va_end(ap);
+    return false;
+  }
+  str_buf b;
+  str_buf_init(&b);
+  str_buf_vprintf(&b, fmt, ap);
   va_end(ap);
+  const char *msg = str_buf_cstr(&b);
+  oi_node_error *e = hmap_get_str(&im->errors, msg, strlen(msg));
+  if (e) {
+    e->more++;
+  } else {
+    e = arena_alloc(im->g->arena, sizeof *e);
+    *e = (oi_node_error){.loc = im->loc};
+    if (im->last_error) im->last_error->next = e;
+    else im->first_error = e;
+    im->last_error = e;
+    hmap_put_str(&im->errors, arena_strdup(im->g->arena, msg), strlen(msg), e);
+    diag_error_kind(im->d, kind, im->loc, "%s", msg);
+  }
+  str_buf_fini(&b);
   return false;
 }
 #define FAIL(im, ...) oi_fail_kind((im), DIAG_KIND_INVALID_MODEL, __VA_ARGS__)
@@ -160,6 +185,14 @@ const onnx_tensor *oi_const_input(imp *im, int k, const char *what) {
   return v->k;
 }
 
+/* A host constant input k that is not also a run-time value (a float graph
+ * input bound where needed is both: the run-time lowerings take it), or
+ * NULL (absent, or a run-time value). */
+const onnx_tensor *oi_host_const(imp *im, int k) {
+  imp_val *v = oi_has_input(im, k) ? oi_val_find(im, im->node->inputs[k]) : NULL;
+  return v && v->k && (!v->node || v->node->op == IR_OP_CONST) ? v->k : NULL;
+}
+
 /* Defines output k of the current node as IR node n (named after it). */
 bool oi_define_output(imp *im, int k, ir_node *n) {
   if (!n) return false;
@@ -168,21 +201,30 @@ bool oi_define_output(imp *im, int k, ir_node *n) {
 }
 
 /* Outputs from k on must be absent or unused: the lowering computes only
- * the ones before. */
+ * the ones before. The names used (node inputs: 1, graph outputs: 2) are
+ * gathered once per import, so that a graph of many such nodes stays
+ * linear. */
 bool oi_outputs_unused_from(imp *im, int k, const char *why) {
-  for (int j = k; j < im->node->n_outputs; j++)
-    if (*im->node->outputs[j]) {
-      const char *o = im->node->outputs[j];
-      for (int a = 0; a < im->m->graph.n_nodes; a++)
-        for (int i = 0; i < im->m->graph.nodes[a].n_inputs; i++)
-          if (str_eq(im->m->graph.nodes[a].inputs[i], o))
-            return UNSUPPORTED(im, "%s's output %d ('%s') is used; castor computes only %s", im->node->op_type,
-                               j + 1, o, why);
-      for (int a = 0; a < im->m->graph.n_outputs; a++)
-        if (str_eq(im->m->graph.outputs[a].name, o))
-          return UNSUPPORTED(im, "%s's output %d ('%s') is a graph output; castor computes only %s",
-                             im->node->op_type, j + 1, o, why);
-    }
+  static int as_input = 1, as_output = 2;
+  const onnx_graph *g = &im->m->graph;
+  if (!im->used_built) {
+    im->used_built = true;
+    for (int a = 0; a < g->n_nodes; a++) /* first: a use as an input is the one named */
+      for (int i = 0; i < g->nodes[a].n_inputs; i++)
+        hmap_put_str(&im->used, g->nodes[a].inputs[i], strlen(g->nodes[a].inputs[i]), &as_input);
+    for (int a = 0; a < g->n_outputs; a++)
+      hmap_put_str(&im->used, g->outputs[a].name, strlen(g->outputs[a].name), &as_output);
+  }
+  for (int j = k; j < im->node->n_outputs; j++) {
+    const char *o = im->node->outputs[j];
+    const int *use = *o ? hmap_get_str(&im->used, o, strlen(o)) : NULL;
+    if (use == &as_input)
+      return UNSUPPORTED(im, "%s's output %d ('%s') is used; castor computes only %s", im->node->op_type,
+                         j + 1, o, why);
+    if (use == &as_output)
+      return UNSUPPORTED(im, "%s's output %d ('%s') is a graph output; castor computes only %s",
+                         im->node->op_type, j + 1, o, why);
+  }
   return true;
 }
 
@@ -318,9 +360,64 @@ static const fe_binding *binding(imp *im, const char *name) {
   return NULL;
 }
 
+/* The value a --dim binding gives dim_param `name`, or 0. */
+static int64_t dim_binding(imp *im, const char *name) {
+  for (int i = 0; name && i < im->o->n_dims; i++)
+    if (str_eq(im->o->dim_names[i], name)) return im->o->dim_values[i];
+  return 0;
+}
+
+/* Dimension r of graph input v as an IR dim: a fixed size, a bound
+ * dim_param (--dim), the batch given at load (--batch) or castor's
+ * symbolic batch N for a symbolic first dimension. */
+static bool input_dim(imp *im, const onnx_value_info *v, int r, int64_t *out) {
+  *out = v->dims[r];
+  if (v->dims[r] >= 0) return true;
+  const char *param = v->dim_params[r];
+  int64_t bound = dim_binding(im, param);
+  if (bound > 0) return *out = bound, true;
+  if (r == 0) return *out = im->o->batch > 0 ? im->o->batch : IR_DIM_BATCH, true;
+  if (param)
+    return UNSUPPORTED(im, "dimension %d of graph input '%s' is symbolic ('%s'); castor compiles one shape per "
+                           "model except the first (batch) dimension: bind it with --dim %s=VALUE",
+                       r, v->name, param, param);
+  return UNSUPPORTED(im, "dimension %d of graph input '%s' is unknown (no dim_value, no dim_param); castor "
+                         "compiles one shape per model except the first (batch) dimension: export the model "
+                         "with that dimension fixed", r, v->name);
+}
+
+/* Every --dim names a dim_param of the graph's inputs (a misspelt name is
+ * an error, never ignored). */
+static bool dims_all_declared(imp *im) {
+  const onnx_graph *g = &im->m->graph;
+  for (int i = 0; i < im->o->n_dims; i++) {
+    str_buf b;
+    str_buf_init(&b);
+    bool found = false;
+    for (int k = 0; k < g->n_inputs; k++)
+      for (int r = 0; r < g->inputs[k].rank; r++) {
+        const char *p = g->inputs[k].dim_params[r];
+        if (g->inputs[k].dims[r] >= 0 || !p) continue;
+        found |= str_eq(p, im->o->dim_names[i]);
+        const char *q = arena_printf(im->g->arena, "'%s'", p);
+        if (!strstr(str_buf_cstr(&b), q)) str_buf_printf(&b, "%s%s", b.len ? ", " : "", q);
+      }
+    if (!found) {
+      diag_error_kind(im->d, DIAG_KIND_INVALID_ARGUMENT, model_loc(im),
+                      "--dim %s: no graph input has a dimension named '%s' (the model's named dimensions: %s)",
+                      im->o->dim_names[i], im->o->dim_names[i], b.len ? str_buf_cstr(&b) : "none");
+      im->failed = true;
+    }
+    str_buf_fini(&b);
+    if (!found) return false;
+  }
+  return true;
+}
+
 static bool import_inputs(imp *im) {
   const onnx_graph *g = &im->m->graph;
   int index = 0;
+  if (!dims_all_declared(im)) return false;
   for (int i = 0; i < g->n_initializers; i++)
     if (!oi_val_define(im, g->initializers[i].name, NULL, &g->initializers[i])) return false;
   for (int i = 0; i < g->n_inputs; i++) {
@@ -347,18 +444,8 @@ static bool import_inputs(imp *im) {
       return UNSUPPORTED(im, "graph input '%s' has rank %d; castor's tensors have at most %d "
                              "dimensions", v->name, v->rank, IR_MAX_RANK);
     ir_type t = {.dtype = DT_F32, .rank = v->rank};
-    for (int r = 0; r < v->rank; r++) {
-      t.dims[r] = v->dims[r];
-      if (v->dims[r] >= 0) continue;
-      if (r == 0) {
-        t.dims[0] = IR_DIM_BATCH; /* the symbolic batch */
-        continue;
-      }
-      return UNSUPPORTED(im, "dimension %d of graph input '%s' is symbolic ('%s'); castor "
-                             "compiles one shape per model except the first (batch) "
-                             "dimension: export the model with that dimension fixed",
-                         r, v->name, v->dim_params[r] ? v->dim_params[r] : "unknown");
-    }
+    for (int r = 0; r < v->rank; r++)
+      if (!input_dim(im, v, r, &t.dims[r])) return false;
     int64_t bytes;
     if (!ir_type_bytes(&t, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES)
       return FAIL(im, "graph input '%s' declares more than %lld bytes per batch row (castor's tensor limit)",
@@ -369,33 +456,64 @@ static bool import_inputs(imp *im) {
   return true;
 }
 
+/* Lowers node n (folds it, or builds its IR); false with its error reported. */
+static bool import_node(imp *im, const onnx_node *n) {
+  if (!is_default_domain(n->domain))
+    return UNSUPPORTED(im, "op %s of domain '%s': castor supports the default ONNX domain only", n->op_type,
+                       n->domain);
+  if (n->n_outputs < 1) return FAIL(im, "%s has no outputs", n->op_type);
+  bool folded;
+  if (!oi_try_fold(im, n, &folded)) return false;
+  if (folded) return true;
+  const op_row *row = find_row(im, n);
+  if (!row || !oi_attrs_known(im, row)) return false;
+  if (!row->lower(im, n, row) && !im->failed)
+    FAIL(im, "%s could not be imported", n->op_type); /* a lowering that forgot to say why */
+  return !im->failed;
+}
+
+/* Outputs of a node that failed, or that uses a value of one: defined as
+ * poison, so that the nodes after it are skipped without an error each. */
+static void poison_outputs(imp *im, const onnx_node *n) {
+  for (int k = 0; k < n->n_outputs; k++) {
+    if (!*n->outputs[k] || oi_val_find(im, n->outputs[k])) continue;
+    imp_val *v = arena_alloc(im->g->arena, sizeof *v);
+    *v = (imp_val){.name = n->outputs[k], .poison = true};
+    hmap_put_str(&im->vals, n->outputs[k], strlen(n->outputs[k]), v);
+  }
+}
+
+/* Every node, in order; a node that fails does not stop the import, so a
+ * model castor cannot compile gets one error per distinct unsupported op
+ * or form in one run. */
 static bool import_nodes(imp *im) {
   const onnx_graph *g = &im->m->graph;
-  for (int i = 0; i < g->n_nodes && !im->failed; i++) {
+  hmap_init(&im->errors, HMAP_STRINGS);
+  for (int i = 0; i < g->n_nodes; i++) {
     const onnx_node *n = &g->nodes[i];
     im->node = n;
+    im->failed = false;
     const char *label = *n->name ? n->name : arena_printf(im->g->arena, "%s_%d", n->op_type, i);
     im->layer = oi_ir_name(im, label, "node");
     /* the location of an ONNX node: no lines, so "model.onnx: node 'x' (Op)" */
     im->loc = (diag_loc){arena_printf(im->g->arena, "%s: node '%s' (%s)", im->file, label, n->op_type), 0, 0};
-    if (!is_default_domain(n->domain)) {
-      UNSUPPORTED(im, "op %s of domain '%s': castor supports the default ONNX domain only",
-                  n->op_type, n->domain);
-      break;
+    bool skip = false;
+    for (int k = 0; k < n->n_inputs && !skip; k++) {
+      imp_val *v = *n->inputs[k] ? oi_val_find(im, n->inputs[k]) : NULL;
+      skip = v && v->poison;
     }
-    if (n->n_outputs < 1) {
-      FAIL(im, "%s has no outputs", n->op_type);
-      break;
-    }
-    bool folded;
-    if (!oi_try_fold(im, n, &folded)) break;
-    if (folded) continue;
-    const op_row *row = find_row(im, n);
-    if (!row || !oi_attrs_known(im, row)) break;
-    if (!row->lower(im, n, row) && !im->failed)
-      FAIL(im, "%s could not be imported", n->op_type); /* a lowering that forgot to say why */
+    if (!skip && import_node(im, n)) continue;
+    if (!skip) im->n_errors++;
+    poison_outputs(im, n);
   }
   im->node = NULL;
+  /* the messages several nodes had: one note each, at the first */
+  for (const oi_node_error *e = im->first_error; e; e = e->next)
+    if (e->more)
+      diag_report(im->d, DIAG_NOTE, e->loc, "%d more node%s of the model fail%s the same way", e->more,
+                  e->more == 1 ? "" : "s", e->more == 1 ? "s" : "");
+  hmap_fini(&im->errors);
+  im->failed = im->n_errors > 0;
   return !im->failed;
 }
 
@@ -441,6 +559,7 @@ ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe
   im.file = arena_strdup(im.g->arena, file);
   im.g->policy = IR_POLICY_FLOAT32;
   hmap_init(&im.vals, HMAP_STRINGS);
+  hmap_init(&im.used, HMAP_STRINGS);
   /* the model's strings live in its arena, freed below: the graph keeps copies */
   for (int i = 0; i < m->n_opsets && !im.failed; i++)
     if (!is_default_domain(m->opsets[i].domain)) {
@@ -459,6 +578,7 @@ ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe
                      "up to %d", (long long)im.opset, FE_ONNX_MAX_OPSET);
   bool ok = !im.failed && import_inputs(&im) && import_nodes(&im) && import_outputs(&im);
   hmap_fini(&im.vals);
+  hmap_fini(&im.used);
   if (ok && !ir_verify(im.g, d)) ok = false;
   if (!ok) {
     ir_graph_destroy(im.g);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_layout.c: NCHW graphs run in NHWC (internal.h), and the ops that
  * need it: Conv, MaxPool, AveragePool, the global pools, ReduceMean over
@@ -444,6 +445,95 @@ bool oi_lower_conv(imp *im, const onnx_node *n, const op_row *row) {
   return define_cl(im, &w, y);
 }
 
+/* ---- ConvTranspose ---- */
+
+/* ConvTranspose is the gradient of a convolution with respect to its input:
+ * conv2d_input_grad (group_conv2d_input_grad for group > 1) of x [N, H, W,
+ * Cin] (held channels last) by W [Cin, Cout/group, k..] made [KH, KW,
+ * Cout/group, Cin] at import (a run-time W: a transpose), into the output
+ * shape (in - 1) * stride - pads + dilation * (k - 1) + output_padding + 1.
+ * The forward convolution that shape describes (the op's type rule) keeps
+ * the end pads; output_padding only adds rows the kernel fills as usual. */
+bool oi_lower_conv_transpose(imp *im, const onnx_node *n, const op_row *row) {
+  (void)n, (void)row;
+  imp_val *vx = oi_input(im, 0), *vw = vx ? oi_input(im, 1) : NULL;
+  if (!vw) return false;
+  int64_t xd[ONNX_MAX_RANK], wd[ONNX_MAX_RANK], group, op[2];
+  win w;
+  if (!spatial_input(im, vx, &w, xd) || !oi_attr_int(im, "group", 1, &group)) return false;
+  int wr;
+  oi_onnx_dims(vw, &wr, wd);
+  if (group < 1 || xd[1] % group || wr != w.n + 2 || wd[0] != xd[1])
+    return FAIL(im, "ConvTranspose's weight must be [C, M/group, k..] of rank %d with C = the input's %lld channels "
+                "and group dividing C", w.n + 2, (long long)xd[1]);
+  for (int i = 0; i < w.n; i++) w.k[i] = wd[2 + i];
+  if (w.k[0] < 1) return FAIL(im, "ConvTranspose's weight has an empty kernel");
+  int64_t shape[2];
+  bool have_shape;
+  if (!window_attrs(im, &w) || !ints_attr(im, "output_padding", w.n, 0, op, NULL) ||
+      !ints_attr(im, "output_shape", w.n, 0, shape, &have_shape))
+    return false;
+  const onnx_attr *ap = oi_attr_find(im, "auto_pad");
+  bool same = ap && (str_eq(ap->s, "SAME_UPPER") || str_eq(ap->s, "SAME_LOWER"));
+  int64_t oh[2];
+  for (int i = 0; i < w.n; i++) {
+    if (op[i] < 0 || (op[i] >= w.s[i] && op[i] >= w.d[i]))
+      return FAIL(im, "ConvTranspose's output_padding %lld must be below its stride or dilation", (long long)op[i]);
+    if (have_shape || same || (ap && str_eq(ap->s, "VALID"))) {
+      /* the pads that give output_shape, or ConvTranspose's own SAME (out = in * stride), split as ONNX
+       * Runtime does: the odd one at the end for SAME_UPPER, at the start otherwise */
+      int64_t out = have_shape ? shape[i] : same ? w.in[i] * w.s[i] : (w.in[i] - 1) * w.s[i] + w.d[i] * (w.k[i] - 1) + 1 + op[i];
+      int64_t total = w.s[i] * (w.in[i] - 1) + op[i] + (w.k[i] - 1) * w.d[i] + 1 - out;
+      if (total < 0) return UNSUPPORTED(im, "ConvTranspose's output_shape %lld needs negative pads", (long long)out);
+      bool upper = ap && str_eq(ap->s, "SAME_UPPER");
+      w.lo[i] = upper ? total / 2 : total - total / 2;
+      w.hi[i] = total - w.lo[i];
+    }
+    oh[i] = (w.in[i] - 1) * w.s[i] - w.lo[i] - w.hi[i] + w.d[i] * (w.k[i] - 1) + op[i] + 1;
+    if (oh[i] < 1) return FAIL(im, "ConvTranspose's output would be empty (pads larger than the output)");
+  }
+  ir_node *x = cl_2d(im, vx, &w), *wt;
+  if (!x) return false;
+  int64_t C = wd[0], M = wd[1], KH = w.n == 2 ? wd[2] : 1, KW = wd[w.n + 1];
+  if (vw->k) { /* [C, M, KH, KW] to [KH, KW, M, C] at import */
+    const float *src = oi_const_f32(im, vw->k);
+    if (!src) return false;
+    float *dst = arena_alloc_aligned(im->g->arena, (size_t)(vw->k->numel ? vw->k->numel : 1) * sizeof *dst, 64);
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t m = 0; m < M; m++)
+        for (int64_t p = 0; p < KH; p++)
+          for (int64_t q = 0; q < KW; q++) dst[((p * KW + q) * M + m) * C + c] = src[((c * M + m) * KH + p) * KW + q];
+    ir_type t = {.dtype = DT_F32, .rank = 4, .dims = {KH, KW, M, C}};
+    wt = ir_build_const(im->g, oi_ir_name(im, im->layer, "hwoi"), &t, arena_printf(im->g->arena, "%s'", vw->k->name),
+                        dst, im->loc);
+    wt->layer = im->layer;
+  } else {
+    wt = oi_operand(im, vw);
+    if (wt && w.n == 1) {
+      ir_attr a = {.shape = {.rank = 4, .dims = {C, M, 1, KW}}};
+      wt = oi_build(im, IR_OP_RESHAPE, "w_h1", &wt, 1, &a);
+    }
+    if (wt && ir_type_is_batched(&wt->type)) return UNSUPPORTED(im, "ConvTranspose's weight has the batch N");
+    ir_attr a = {.perm = {.n = 4, .v = {2, 3, 1, 0}}};
+    wt = wt ? oi_build(im, IR_OP_TRANSPOSE, "hwoi", &wt, 1, &a) : NULL;
+  }
+  if (!wt) return false;
+  ir_attr a = {.acc = DT_F32};
+  window_ir(&w, &a);
+  a.shape = (ir_shape){.rank = 4, .dims = {x->type.dims[0], w.n == 2 ? oh[0] : 1, oh[w.n - 1], M * group}};
+  bool bias = oi_has_input(im, 2);
+  ir_node *y = oi_build(im, group > 1 ? IR_OP_GROUP_CONV2D_INPUT_GRAD : IR_OP_CONV2D_INPUT_GRAD, bias ? "deconv" : NULL,
+                        (ir_node *[]){x, wt}, 2, &a);
+  if (y && bias) {
+    ir_node *b = oi_operand(im, oi_input(im, 2));
+    if (!b) return false;
+    if (b->type.rank != 1 || b->type.dims[0] != M * group)
+      return FAIL(im, "ConvTranspose's bias must be [%lld] (one per output channel)", (long long)(M * group));
+    y = oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){y, b}, 2, NULL);
+  }
+  return define_cl(im, &w, y);
+}
+
 /* ---- pooling ---- */
 
 /* MaxPool and AveragePool, 1-D and 2-D. ceil_mode=1 adds padding at the
@@ -558,6 +648,31 @@ bool oi_lower_reduce_mean(imp *im, const onnx_node *n, const op_row *row) {
  * float32): a broadcasting mul and add over the channels of a
  * channels-last value (or of [N, C]). momentum only updates the running
  * statistics in training, which castor does not import. */
+/* BatchNormalization whose scale, B, mean or var is a run-time value:
+ * y = x * s + t with s = scale / sqrt(var + epsilon), t = B - mean * s,
+ * as IR ops over the channels (castor's last axis once x is channels last). */
+static bool batch_norm_runtime(imp *im, imp_val *vx, int rank, int64_t C, double eps) {
+  ir_node *p[4];
+  for (int i = 0; i < 4; i++) {
+    if (!(p[i] = oi_operand(im, oi_input(im, 1 + i)))) return false;
+    if (p[i]->type.rank != 1 || p[i]->type.dims[0] != C)
+      return FAIL(im, "BatchNormalization's %s must be [%lld] (one per channel)",
+                  (const char *[]){"scale", "B", "mean", "var"}[i], (long long)C);
+  }
+  ir_node *x;
+  oi_layout layout = OI_PLAIN;
+  if (rank == 2) x = oi_operand(im, vx);
+  else x = oi_channels_last(im, vx), layout = OI_CL;
+  ir_node *ve = oi_build(im, IR_OP_ADD, "var_eps", (ir_node *[]){p[3], oi_scalar_const(im, "epsilon", eps)}, 2, NULL);
+  ir_node *sd = ve ? oi_build(im, IR_OP_SQRT, "std", &ve, 1, NULL) : NULL;
+  ir_node *s = sd ? oi_build(im, IR_OP_DIV, "scale", (ir_node *[]){p[0], sd}, 2, NULL) : NULL;
+  ir_node *ms = s ? oi_build(im, IR_OP_MUL, "mean_scaled", (ir_node *[]){p[2], s}, 2, NULL) : NULL;
+  ir_node *t = ms ? oi_build(im, IR_OP_SUB, "shift", (ir_node *[]){p[1], ms}, 2, NULL) : NULL;
+  ir_node *y = t && x ? oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){x, s}, 2, NULL) : NULL;
+  y = y ? oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){y, t}, 2, NULL) : NULL;
+  return oi_define_output_as(im, 0, y, layout, NULL);
+}
+
 bool oi_lower_batch_norm(imp *im, const onnx_node *n, const op_row *row) {
   (void)row;
   double eps, momentum;
@@ -581,6 +696,9 @@ bool oi_lower_batch_norm(imp *im, const onnx_node *n, const op_row *row) {
   int64_t C = xd[1];
   const float *p[4];
   static const char *const names[] = {"scale", "B", "mean", "var"};
+  bool runtime = false;
+  for (int i = 0; i < 4; i++) runtime |= oi_has_input(im, 1 + i) && !oi_host_const(im, 1 + i);
+  if (runtime) return batch_norm_runtime(im, vx, rank, C, eps);
   for (int i = 0; i < 4; i++) {
     const onnx_tensor *t = oi_const_input(im, 1 + i, names[i]);
     if (!t) return false;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_lower.c: each ONNX op of onnx_ops.def lowered to castor's IR
  * (internal.h); the op table itself is in onnx_import.c.
@@ -163,9 +164,39 @@ bool oi_lower_matmul(imp *im, const onnx_node *n, const op_row *row) {
   return oi_define_output(im, 0, oi_build(im, row->ir, NULL, (ir_node *[]){a, b}, 2, &attr));
 }
 
+
+/* x^T of a matrix. */
+static ir_node *transpose2(imp *im, const char *suffix, ir_node *x) {
+  ir_attr a = {.perm = {.n = 2, .v = {1, 0}}};
+  return x && x->type.rank == 2 ? oi_build(im, IR_OP_TRANSPOSE, suffix, &x, 1, &a) : x;
+}
+
+/* Gemm with run-time operands (B or C a graph input, or transA): each
+ * operand as it is, transposes and scales as IR ops, C added with numpy
+ * broadcasting. */
+static bool gemm_runtime(imp *im, int64_t ta, int64_t tb, double alpha, double beta) {
+  ir_node *a = oi_operand(im, oi_input(im, 0)), *b = oi_operand(im, oi_input(im, 1));
+  if (!a || !b) return false;
+  if (a->type.rank != 2 || b->type.rank != 2)
+    return FAIL(im, "Gemm's A and B must be matrices, got ranks %d and %d", a->type.rank, b->type.rank);
+  if (ta) a = transpose2(im, "a_t", a);
+  if (tb) b = transpose2(im, "b_t", b);
+  ir_attr attr = {.acc = DT_F32};
+  bool more = alpha != 1.0 || oi_has_input(im, 2);
+  ir_node *y = oi_build(im, IR_OP_MATMUL, more ? "matmul" : NULL, (ir_node *[]){a, b}, 2, &attr);
+  if (y && alpha != 1.0)
+    y = oi_build(im, IR_OP_MUL, oi_has_input(im, 2) ? "alpha" : NULL, (ir_node *[]){y, oi_scalar_const(im, "alpha", alpha)}, 2, NULL);
+  if (!y || !oi_has_input(im, 2)) return oi_define_output(im, 0, y);
+  ir_node *c = oi_operand(im, oi_input(im, 2));
+  if (c && beta != 1.0) c = oi_build(im, IR_OP_MUL, "beta", (ir_node *[]){c, oi_scalar_const(im, "beta", beta)}, 2, NULL);
+  return oi_define_output(im, 0, c ? oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){y, c}, 2, NULL) : NULL);
+}
+
 /* Gemm: Y = alpha * A' B' + beta * C with A' = transA ? A^T : A, B' likewise.
- * B and C must be constants: B' is made at import (transposed, alpha folded
- * into it) and beta * C becomes the bias. */
+ * B a constant and C a constant bias over the columns (a Linear layer): B'
+ * is made at import (transposed, alpha folded into it) and beta * C becomes
+ * the bias; any other form (transA, run-time B or C, a matrix C) is
+ * gemm_runtime's. */
 bool oi_lower_gemm(imp *im, const onnx_node *n, const op_row *row) {
   (void)n;
   int64_t ta, tb;
@@ -173,7 +204,12 @@ bool oi_lower_gemm(imp *im, const onnx_node *n, const op_row *row) {
   if (!oi_attr_int(im, "transA", 0, &ta) || !oi_attr_int(im, "transB", 0, &tb) ||
       !oi_attr_float(im, "alpha", 1.0, &alpha) || !oi_attr_float(im, "beta", 1.0, &beta))
     return false;
-  if (ta) return UNSUPPORTED(im, "Gemm with transA=1 is not supported yet (A is a run-time value)");
+  const onnx_tensor *b_k = oi_host_const(im, 1), *c_k = oi_host_const(im, 2);
+  int64_t bp = b_k && b_k->rank == 2 ? b_k->dims[tb ? 0 : 1] : -1;
+  bool c_bias = !oi_has_input(im, 2) ||
+                (c_k && (c_k->numel == 1 || (c_k->rank == 1 && c_k->dims[0] == bp) ||
+                         (c_k->rank == 2 && c_k->dims[0] == 1 && c_k->dims[1] == bp)));
+  if (ta || !b_k || !c_bias) return gemm_runtime(im, ta, tb, alpha, beta);
   imp_val *va = oi_input(im, 0);
   oi_layout layout;
   ir_node *a = va ? oi_operand_as(im, va, &layout) : NULL;
@@ -269,8 +305,6 @@ bool oi_lower_softmax(imp *im, const onnx_node *n, const op_row *row) {
   return y && oi_define_output(im, 0, oi_build(im, move, NULL, &y, 1, &back));
 }
 
-static ir_node *scalar_const(imp *im, const char *what, double v);
-
 /* LayerNormalization's Mean and InvStdDev outputs (when a graph uses
  * them): reduce_mean over the axes from axis on, keeping them; InvStdDev
  * is rsqrt(mean((x - Mean)^2) + epsilon). Y stays one layer_norm. */
@@ -286,7 +320,7 @@ static bool layer_norm_stats(imp *im, const onnx_node *n, ir_node *x, int64_t ax
   ir_node *d = oi_build(im, IR_OP_SUB, "centered", (ir_node *[]){x, mean}, 2, NULL);
   if (d) d = oi_build(im, IR_OP_MUL, "squared", (ir_node *[]){d, d}, 2, NULL);
   if (d) d = oi_build(im, IR_OP_REDUCE_MEAN, "var", &d, 1, &ra);
-  if (d) d = oi_build(im, IR_OP_ADD, "var_eps", (ir_node *[]){d, scalar_const(im, "epsilon", eps)}, 2, NULL);
+  if (d) d = oi_build(im, IR_OP_ADD, "var_eps", (ir_node *[]){d, oi_scalar_const(im, "epsilon", eps)}, 2, NULL);
   return d && oi_define_output(im, 2, oi_build(im, IR_OP_RSQRT, "inv_std_dev", &d, 1, NULL));
 }
 
@@ -372,9 +406,13 @@ static bool reshape_target(imp *im, const ir_type *x, const int64_t *want, int r
   if (infer >= 0) {
     bool nb = false;
     for (int r = 0; r < rank; r++) nb |= out->dims[r] == IR_DIM_BATCH;
+    if (xb && !nb && infer == 0 && known == total) { /* [-1, C] of [N, C, 1, 1]: the -1 is N */
+      out->dims[0] = IR_DIM_BATCH;
+      return true;
+    }
     if (xb && !nb)
-      return UNSUPPORTED(im, "Reshape with -1 of an input with the batch N (the -1 would absorb N): "
-                             "only the batch is symbolic and it stays dimension 0; compile with --batch B");
+      return UNSUPPORTED(im, "Reshape with -1 of an input with the batch N (the -1 would absorb N and other "
+                             "dimensions): only the batch is symbolic and it stays dimension 0; compile with --batch B");
     if (known == 0 || total % known)
       return FAIL(im, "Reshape cannot infer -1: %lld elements per sample into %lld", (long long)total, (long long)known);
     out->dims[infer] = total / known;
@@ -520,10 +558,9 @@ bool oi_lower_concat(imp *im, const onnx_node *n, const op_row *row) {
   int64_t axis;
   if (!oi_attr_int(im, "axis", INT64_MIN, &axis)) return false;
   if (axis == INT64_MIN) return FAIL(im, "Concat needs its axis attribute");
-  if (n->n_inputs < 1 || n->n_inputs > IR_MAX_SRCS)
-    return UNSUPPORTED(im, "Concat of %d inputs: castor joins 1 to %d", n->n_inputs, IR_MAX_SRCS);
-  ir_node *srcs[IR_MAX_SRCS];
-  imp_val *vals[IR_MAX_SRCS];
+  if (n->n_inputs < 1) return FAIL(im, "Concat needs at least one input");
+  ir_node **srcs = arena_alloc(im->g->arena, (size_t)n->n_inputs * sizeof *srcs);
+  imp_val **vals = arena_alloc(im->g->arena, (size_t)n->n_inputs * sizeof *vals);
   for (int i = 0; i < n->n_inputs; i++)
     if (!(vals[i] = oi_input(im, i))) return false;
   oi_layout layout;
@@ -540,7 +577,21 @@ bool oi_lower_concat(imp *im, const onnx_node *n, const op_row *row) {
     axis = a == 0 ? 0 : a == 1 ? rank - 1 : a - 1;
   }
   ir_attr attr = {.axis = axis};
-  return oi_define_output_as(im, 0, oi_build(im, IR_OP_CONCAT, NULL, srcs, n->n_inputs, &attr),
+  /* more inputs than an IR node has sources (DenseNet joins up to 25):
+   * a tree of concats, IR_MAX_SRCS at a time, each level one more copy */
+  int m = n->n_inputs, level = 0;
+  while (m > IR_MAX_SRCS) {
+    int k = 0;
+    level++;
+    for (int i = 0; i < m; i += IR_MAX_SRCS, k++) {
+      int c = m - i < IR_MAX_SRCS ? m - i : IR_MAX_SRCS;
+      const char *suffix = arena_printf(im->g->arena, "part%d_%d", level, k);
+      srcs[k] = c == 1 ? srcs[i] : oi_build(im, IR_OP_CONCAT, suffix, &srcs[i], c, &attr);
+      if (!srcs[k]) return false;
+    }
+    m = k;
+  }
+  return oi_define_output_as(im, 0, oi_build(im, IR_OP_CONCAT, NULL, srcs, m, &attr),
                              layout == OI_CL ? OI_CL : OI_PLAIN, NULL);
 }
 
@@ -660,7 +711,7 @@ bool oi_lower_pad(imp *im, const onnx_node *n, const op_row *row) {
 /* ---- element-wise ops beyond the first slice ---- */
 
 /* A scalar float constant as an IR const node (broadcasts against anything). */
-static ir_node *scalar_const(imp *im, const char *what, double v) {
+ir_node *oi_scalar_const(imp *im, const char *what, double v) {
   float *f = arena_alloc_aligned(im->g->arena, 64, 64);
   f[0] = (float)v;
   ir_type t = {.dtype = DT_F32, .rank = 1, .dims = {1}};
@@ -687,7 +738,7 @@ bool oi_lower_variadic(imp *im, const onnx_node *n, const op_row *row) {
     acc = oi_build(im, row->ir, arena_printf(im->g->arena, "%d", i), (ir_node *[]){acc, srcs[i]}, 2, NULL);
   if (!acc) return false;
   if (str_eq(n->op_type, "Mean"))
-    acc = oi_build(im, IR_OP_DIV, NULL, (ir_node *[]){acc, scalar_const(im, "count", n->n_inputs)}, 2, NULL);
+    acc = oi_build(im, IR_OP_DIV, NULL, (ir_node *[]){acc, oi_scalar_const(im, "count", n->n_inputs)}, 2, NULL);
   return oi_define_output_as(im, 0, acc, layout, &cl);
 }
 
@@ -695,7 +746,7 @@ bool oi_lower_reciprocal(imp *im, const onnx_node *n, const op_row *row) {
   (void)n, (void)row;
   ir_node *x = oi_operand(im, oi_input(im, 0));
   if (!x) return false;
-  return oi_define_output(im, 0, oi_build(im, IR_OP_DIV, NULL, (ir_node *[]){scalar_const(im, "one", 1), x}, 2, NULL));
+  return oi_define_output(im, 0, oi_build(im, IR_OP_DIV, NULL, (ir_node *[]){oi_scalar_const(im, "one", 1), x}, 2, NULL));
 }
 
 bool oi_lower_alpha_unary(imp *im, const onnx_node *n, const op_row *row) {
@@ -718,9 +769,9 @@ bool oi_lower_hard_sigmoid(imp *im, const onnx_node *n, const op_row *row) {
   if (!oi_attr_float(im, "alpha", 0.2, &alpha) || !oi_attr_float(im, "beta", 0.5, &beta) ||
       !oi_eltwise_operands(im, &v, 1, &x, &layout, &cl))
     return false;
-  ir_node *y = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){x, scalar_const(im, "alpha", alpha)}, 2, NULL);
+  ir_node *y = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){x, oi_scalar_const(im, "alpha", alpha)}, 2, NULL);
   if (!y) return false;
-  y = oi_build(im, IR_OP_ADD, "shifted", (ir_node *[]){y, scalar_const(im, "beta", beta)}, 2, NULL);
+  y = oi_build(im, IR_OP_ADD, "shifted", (ir_node *[]){y, oi_scalar_const(im, "beta", beta)}, 2, NULL);
   ir_attr attr = {.min_value = 0, .max_value = 1};
   return y && oi_define_output_as(im, 0, oi_build(im, IR_OP_CLIP, NULL, &y, 1, &attr), layout, &cl);
 }
@@ -732,6 +783,21 @@ bool oi_lower_clip(imp *im, const onnx_node *n, const op_row *row) {
   double lo = -FLT_MAX, hi = FLT_MAX;
   if (im->opset < 11) {
     if (!oi_attr_float(im, "min", -FLT_MAX, &lo) || !oi_attr_float(im, "max", FLT_MAX, &hi)) return false;
+  } else if ((oi_has_input(im, 1) && !oi_host_const(im, 1)) || (oi_has_input(im, 2) && !oi_host_const(im, 2))) {
+    /* run-time bounds: maximum(x, min), then minimum(., max) */
+    imp_val *vals[3] = {oi_input(im, 0), oi_has_input(im, 1) ? oi_input(im, 1) : NULL,
+                        oi_has_input(im, 2) ? oi_input(im, 2) : NULL};
+    ir_node *y = oi_operand(im, vals[0]);
+    for (int k = 1; k <= 2 && y; k++) {
+      if (!oi_has_input(im, k)) continue;
+      ir_node *bound = oi_operand(im, vals[k]);
+      if (!bound) return false;
+      if (bound->type.rank > 1 || (bound->type.rank == 1 && bound->type.dims[0] != 1))
+        return FAIL(im, "Clip's %s must hold one element", k == 1 ? "min" : "max");
+      bool last = k == 2 || !oi_has_input(im, 2);
+      y = oi_build(im, k == 1 ? IR_OP_MAXIMUM : IR_OP_MINIMUM, last ? NULL : "min", (ir_node *[]){y, bound}, 2, NULL);
+    }
+    return oi_define_output(im, 0, y);
   } else {
     for (int k = 1; k <= 2; k++) {
       if (!oi_has_input(im, k)) continue;
@@ -755,7 +821,7 @@ bool oi_lower_prelu(imp *im, const onnx_node *n, const op_row *row) {
   if (!oi_eltwise_operands(im, vals, 2, xs, &layout, &cl)) return false;
   ir_node *x = xs[0], *slope = xs[1];
   ir_node *pos = oi_build(im, IR_OP_RELU, "pos", &x, 1, NULL);
-  ir_node *neg = oi_build(im, IR_OP_MINIMUM, "neg", (ir_node *[]){x, scalar_const(im, "zero", 0)}, 2, NULL);
+  ir_node *neg = oi_build(im, IR_OP_MINIMUM, "neg", (ir_node *[]){x, oi_scalar_const(im, "zero", 0)}, 2, NULL);
   ir_node *sn = neg ? oi_build(im, IR_OP_MUL, "neg_scaled", (ir_node *[]){neg, slope}, 2, NULL) : NULL;
   return pos && sn && oi_define_output_as(im, 0, oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){pos, sn}, 2, NULL), layout, &cl);
 }
@@ -775,7 +841,7 @@ bool oi_lower_prelu_channels(imp *im, const onnx_node *n, const op_row *row) {
   bool cl = rank >= 3 && vx->node;
   ir_node *x = cl ? oi_channels_last(im, vx) : oi_operand(im, vx);
   ir_node *pos = oi_build(im, IR_OP_RELU, "pos", &x, 1, NULL);
-  ir_node *neg = oi_build(im, IR_OP_MINIMUM, "neg", (ir_node *[]){x, scalar_const(im, "zero", 0)}, 2, NULL);
+  ir_node *neg = oi_build(im, IR_OP_MINIMUM, "neg", (ir_node *[]){x, oi_scalar_const(im, "zero", 0)}, 2, NULL);
   ir_node *sn = neg ? oi_build(im, IR_OP_MUL, "neg_scaled", (ir_node *[]){neg, slope}, 2, NULL) : NULL;
   return pos && sn &&
          oi_define_output_as(im, 0, oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){pos, sn}, 2, NULL), cl ? OI_CL : OI_PLAIN, NULL);
@@ -928,13 +994,13 @@ bool oi_lower_gelu(imp *im, const onnx_node *n, const op_row *row) {
   if (!oi_eltwise_operands(im, &v, 1, &x, &layout, &cl)) return false;
   ir_node *x3 = oi_build(im, IR_OP_MUL, "x2", (ir_node *[]){x, x}, 2, NULL);
   if (x3) x3 = oi_build(im, IR_OP_MUL, "x3", (ir_node *[]){x3, x}, 2, NULL);
-  if (x3) x3 = oi_build(im, IR_OP_MUL, "cubic", (ir_node *[]){x3, scalar_const(im, "c", 0.044715)}, 2, NULL);
+  if (x3) x3 = oi_build(im, IR_OP_MUL, "cubic", (ir_node *[]){x3, oi_scalar_const(im, "c", 0.044715)}, 2, NULL);
   ir_node *t = x3 ? oi_build(im, IR_OP_ADD, "inner", (ir_node *[]){x, x3}, 2, NULL) : NULL;
-  if (t) t = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){t, scalar_const(im, "k", 0.7978845608028654)}, 2, NULL);
+  if (t) t = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){t, oi_scalar_const(im, "k", 0.7978845608028654)}, 2, NULL);
   if (t) t = oi_build(im, IR_OP_TANH, "tanh", &t, 1, NULL);
-  if (t) t = oi_build(im, IR_OP_ADD, "one_plus", (ir_node *[]){t, scalar_const(im, "one", 1)}, 2, NULL);
+  if (t) t = oi_build(im, IR_OP_ADD, "one_plus", (ir_node *[]){t, oi_scalar_const(im, "one", 1)}, 2, NULL);
   if (t) t = oi_build(im, IR_OP_MUL, "half_x", (ir_node *[]){t, x}, 2, NULL);
-  return t && oi_define_output_as(im, 0, oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){t, scalar_const(im, "half", 0.5)}, 2, NULL),
+  return t && oi_define_output_as(im, 0, oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){t, oi_scalar_const(im, "half", 0.5)}, 2, NULL),
                                   layout, &cl);
 }
 
@@ -956,23 +1022,23 @@ bool oi_lower_activation(imp *im, const onnx_node *n, const op_row *row) {
       return false;
     ir_attr a = {.alpha = alpha};
     y = oi_build(im, IR_OP_ELU, "elu", &x, 1, &a);
-    if (y) y = oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){y, scalar_const(im, "gamma", gamma)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){y, oi_scalar_const(im, "gamma", gamma)}, 2, NULL);
   } else if (str_eq(n->op_type, "Celu")) {
     double alpha;
     if (!oi_attr_float(im, "alpha", 1.0, &alpha)) return false;
     if (alpha == 0) return FAIL(im, "Celu with alpha 0");
     ir_attr a = {.alpha = 1.0};
-    y = oi_build(im, IR_OP_DIV, "scaled", (ir_node *[]){x, scalar_const(im, "alpha", alpha)}, 2, NULL);
+    y = oi_build(im, IR_OP_DIV, "scaled", (ir_node *[]){x, oi_scalar_const(im, "alpha", alpha)}, 2, NULL);
     if (y) y = oi_build(im, IR_OP_ELU, "elu", &y, 1, &a);
-    if (y) y = oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){y, scalar_const(im, "alpha_out", alpha)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){y, oi_scalar_const(im, "alpha_out", alpha)}, 2, NULL);
   } else if (str_eq(n->op_type, "Softsign")) {
     y = oi_build(im, IR_OP_ABS, "abs", &x, 1, NULL);
-    if (y) y = oi_build(im, IR_OP_ADD, "one_plus", (ir_node *[]){y, scalar_const(im, "one", 1)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_ADD, "one_plus", (ir_node *[]){y, oi_scalar_const(im, "one", 1)}, 2, NULL);
     if (y) y = oi_build(im, IR_OP_DIV, NULL, (ir_node *[]){x, y}, 2, NULL);
   } else { /* HardSwish */
     ir_attr c = {.min_value = 0, .max_value = 1};
-    y = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){x, scalar_const(im, "sixth", 1.0 / 6)}, 2, NULL);
-    if (y) y = oi_build(im, IR_OP_ADD, "shifted", (ir_node *[]){y, scalar_const(im, "half", 0.5)}, 2, NULL);
+    y = oi_build(im, IR_OP_MUL, "scaled", (ir_node *[]){x, oi_scalar_const(im, "sixth", 1.0 / 6)}, 2, NULL);
+    if (y) y = oi_build(im, IR_OP_ADD, "shifted", (ir_node *[]){y, oi_scalar_const(im, "half", 0.5)}, 2, NULL);
     if (y) y = oi_build(im, IR_OP_CLIP, "gate", &y, 1, &c);
     if (y) y = oi_build(im, IR_OP_MUL, NULL, (ir_node *[]){x, y}, 2, NULL);
   }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * aot_main.c: main() of the executables `castor build` makes. Linked with
  * the model's object file (which defines castor_aot_entry, aot.h) and the
@@ -6,6 +7,10 @@
  * runtime's rt_program_run_threads, and prints and writes the outputs.
  *
  *   NAME [--input FILE.npy]... [--output FILE.npy]... [--batch N] [--seed S] [--threads T]
+ *        [--benchmark N]
+ *
+ * --benchmark N runs the model N more times after the run whose outputs it
+ * prints (a warm-up) and prints the min and median wall time of a run.
  *
  * Its output matches `castor run` on the same model, inputs and seed: the
  * same summary lines and, bit for bit, the same .npy files. Every error is
@@ -14,10 +19,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <time.h>
 
 #include "formats/npy.h"
 #include "runtime/aot/aot.h"
@@ -48,7 +57,9 @@ static void shape_str(str_buf *b, const char *dtype, int rank, const int64_t *di
 }
 
 static int usage(const rt_program *p, const char *about, FILE *f, int rc) {
-  fprintf(f, "usage: %s [--input FILE.npy]... [--output FILE.npy]... [--batch N] [--seed S] [--threads T]\n\n",
+  fprintf(f,
+          "usage: %s [--input FILE.npy]... [--output FILE.npy]... [--batch N] [--seed S] [--threads T]\n"
+          "          [--benchmark N]\n\n",
           prog_name);
   fprintf(f, "Runs the model '%s' on the CPU: a standalone executable made by `castor build`\n", p->name);
   if (about && about[0]) fprintf(f, "(%s).\n", about);
@@ -74,6 +85,8 @@ static int usage(const rt_program *p, const char *about, FILE *f, int rc) {
              "                      the files' batch, which N must then match\n"
              "  --seed S            seed of the random input (default 1)\n"
              "  --threads T         threads to run on (default: $CASTOR_NUM_THREADS or all CPUs)\n"
+             "  --benchmark N       after the run, time N more and print the min and median\n"
+             "                      milliseconds a run\n"
              "  -h, --help          show this help\n");
   return rc;
 }
@@ -82,7 +95,7 @@ static int usage(const rt_program *p, const char *about, FILE *f, int rc) {
 typedef struct args {
   VEC(const char *) inputs;
   VEC(const char *) outputs;
-  int64_t batch, threads;
+  int64_t batch, threads, benchmark;
   uint64_t seed;
   bool batch_given;
 } args;
@@ -118,6 +131,10 @@ static int parse_args(int argc, char **argv, const rt_aot_entry *en, args *c) {
       if (missing || !str_parse_i64(v, 1, 1024, &n))
         return error("--threads needs an integer from 1 to 1024, got '%s'", missing ? "" : v);
       c->threads = n;
+    } else if (OPT("--benchmark")) {
+      if (missing || !str_parse_i64(v, 1, 1000000, &n))
+        return error("--benchmark needs a number of runs from 1 to 1000000, got '%s'", missing ? "" : v);
+      c->benchmark = n;
     } else {
       return error("%s '%s' (see %s --help)", a[0] == '-' ? "unknown option" : "unexpected argument", a,
                    prog_name);
@@ -181,9 +198,58 @@ static void *alloc64(int64_t bytes) {
   return p;
 }
 
+/* Registered with atexit by main: standard output flushed and closed, and
+ * a write error (a full disk, /dev/full, a file-size limit) reported with
+ * exit status 1, so that output cut short never ends in status 0. A
+ * descriptor closed before the start (`>&-`) with nothing written is not
+ * an error. */
+static void close_stdout(void) {
+  int e = 0;
+  bool bad = ferror(stdout) != 0;
+  if (fflush(stdout) != 0) bad = true, e = errno;
+  if (fclose(stdout) != 0 && errno != EBADF && !bad) bad = true, e = errno;
+  if (!bad) return;
+  fprintf(stderr, "%s: error: cannot write standard output%s%s\n", prog_name, e ? ": " : "", e ? strerror(e) : "");
+  _exit(1);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* --benchmark: n more runs, each timed by the monotonic clock; prints the
+ * min and the median. The workspace is allocated once, as a server would. */
+static bool benchmark(const rt_program *p, const args *c, int64_t batch, void **in, void **out, diag_sink *d) {
+  int64_t ws_bytes = 0;
+  void *ws = NULL;
+  if (rt_program_workspace_bytes(p, batch, &ws_bytes) && ws_bytes > 0 && !(ws = alloc64(ws_bytes))) {
+    diag_error(d, (diag_loc){0}, "cannot allocate %" PRId64 " bytes of workspace", ws_bytes);
+    return false;
+  }
+  double *ms = xcalloc((size_t)c->benchmark, sizeof *ms);
+  bool ok = true;
+  for (int64_t i = 0; i < c->benchmark && ok; i++) {
+    int64_t t0 = rt_clock_ns();
+    ok = rt_program_run_threads(p, (int)c->threads, batch, (const void *const *)in, out, ws, d);
+    ms[i] = (double)(rt_clock_ns() - t0) / 1e6;
+  }
+  if (ok) {
+    qsort(ms, (size_t)c->benchmark, sizeof *ms, cmp_double);
+    int64_t n = c->benchmark;
+    double med = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+    printf("benchmark: %" PRId64 " runs at batch %" PRId64 ": min %.4f ms, median %.4f ms\n", n, batch, ms[0], med);
+  }
+  free(ms);
+  free(ws);
+  return ok;
+}
+
 int main(int argc, char **argv) {
   const char *slash = argv[0] ? strrchr(argv[0], '/') : NULL;
   prog_name = slash ? slash + 1 : argv[0] ? argv[0] : prog_name;
+  atexit(close_stdout);
+  signal(SIGXFSZ, SIG_IGN);
   const rt_aot_entry *en = &castor_aot_entry;
   if (en->abi_version != RT_AOT_ABI_VERSION)
     return error("this executable's model was compiled for AOT ABI %d, its runtime is ABI %d: rebuild it",
@@ -277,6 +343,10 @@ int main(int argc, char **argv) {
     summarize(t, dims, out[i]);
   }
   fflush(stdout);
+  if (c.benchmark > 0 && !benchmark(p, &c, batch, in, out, d)) {
+    fputs(diag_text(d), stderr);
+    goto done;
+  }
   for (size_t i = 0; i < c.outputs.len; i++) {
     const rt_tensor_desc *t = &p->outputs[i];
     for (int k = 0; k < t->rank; k++) dims[k] = t->dims[k] < 0 ? batch : t->dims[k];

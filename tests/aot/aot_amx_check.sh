@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # aot_amx_check.sh BUILD_DIR MODEL.cast
 #
 # An executable of the AMX-BF16 GEMM family (--cpu sapphirerapids-amx)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # aot_cpu_check.sh BUILD_DIR MODEL.cast
 #
 # An executable checks the CPU before its first kernel: compiled for the

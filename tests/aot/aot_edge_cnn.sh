@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # aot_edge_cnn.sh BUILD_DIR SOURCE_DIR
 #
 # samples/edge_cnn.cast as an edge-device executable (issue 23): trained

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # aot_exe.sh BUILD_DIR MODEL.cast full|quick
 #
 # `castor build` of MODEL into an executable: its outputs are bit-identical
@@ -146,7 +147,7 @@ if [ "$mode" = full ]; then
   expect_err "castor: error: cannot run the C compiler 'no-such-cc': No such file or directory (install one, or set \$CC)" \
     env CC=no-such-cc "$castor" build "$model" -o m2
   [ -e m2 ] && fail "a failed link left m2 behind"
-  expect_err "error: cannot read model file 'missing.cast': No such file or directory" "$castor" build missing.cast
+  expect_err "castor: error: cannot read model file 'missing.cast': No such file or directory" "$castor" build missing.cast
 fi
 
 # the temporary object is gone

@@ -1,11 +1,13 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # aot_install.sh BUILD_DIR SOURCE_DIR
 #
 # `cmake --install` into a temporary prefix, then: libcastor.so exports
 # only castor_* symbols; samples/host.c builds against the install through
 # pkg-config and through find_package(castor) and runs, bit-identical to
 # castor run; the installed castor builds an executable and an object with
-# the AOT runtime it finds next to itself.
+# the AOT runtime it finds next to itself; the Python module imports from
+# the prefix and runs the model.
 set -eu
 bin=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
@@ -62,4 +64,22 @@ ${CC:-cc} -I. -x c - -x none m.o $(pkg-config --libs castor-runtime) -o m_obj <<
 int main(void) { return mnist_mlp_small_scratch_bytes(1) <= 0; }
 C
 ./m_obj || fail "m_obj"
+
+# the Python module: installed beside the library, it finds the installed
+# libcastor.so through its _config.py (no CASTOR_LIB) and runs the model
+# bit-identically to castor run (Debian's python3-numpy; skipped without)
+pkg=$(find "$prefix" -path '*/castor/_config.py' | head -1)
+[ -n "$pkg" ] || fail "the Python package is not installed"
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+  site=$(dirname "$(dirname "$pkg")")
+  CASTOR_LIB= PYTHONPATH="$site" /usr/bin/python3 - "$model" "$prefix" <<'PY' || fail "the installed Python module"
+import sys, numpy as np, castor
+model, prefix = sys.argv[1], sys.argv[2]
+assert castor.LIBRARY_PATH.startswith(prefix), castor.LIBRARY_PATH
+y = castor.compile(model)(np.load("x.npy"))
+assert np.array_equal(y, np.load("ref.npy")), "output differs from castor run"
+PY
+else
+  echo "aot_install: python3-numpy not installed; the Python module's import is not checked"
+fi
 echo "aot_install: ok"

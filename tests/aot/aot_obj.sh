@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # aot_obj.sh BUILD_DIR SOURCE_DIR
 #
 # The object-file sample: `castor build --emit=obj`, samples/aot_host.c

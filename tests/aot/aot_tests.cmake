@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # aot_tests.cmake: tests of `castor build` and of the installation
 # (included by tests/CMakeLists.txt).
 add_executable(aot_make_npy ${CMAKE_CURRENT_SOURCE_DIR}/aot/make_npy.c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * make_npy.c: writes a seeded random .npy file for the AOT tests (no
  * Python needed): values uniform in [-1, 1) as castor run draws them.

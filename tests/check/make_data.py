@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the weights (.safetensors) and inputs (.npy) of the models built
 to fail in tests/check/ (standard library only; run by hand from this
 directory, the outputs are committed): python3 make_data.py"""

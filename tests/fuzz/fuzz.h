@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz.h: what the fuzz targets of tests/fuzz/ share. Each fuzz_<name>.c
  * defines LLVMFuzzerTestOneInput; built with clang's -fsanitize=fuzzer

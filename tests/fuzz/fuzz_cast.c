@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_cast.c: the .cast frontend (lexer, parser, resolution, lowering) on
  * arbitrary text. Invariants: an input either loads into a graph that

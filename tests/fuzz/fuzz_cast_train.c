@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_cast_train.c: .cast text (a `compile` statement included: the
  * model's loss and optimizer) through the frontend and the training

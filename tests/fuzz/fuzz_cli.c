@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_cli.c: the option parser of `castor run` / `castor dump`
  * (parse_args in tools/castor.c, included here with its main renamed) on

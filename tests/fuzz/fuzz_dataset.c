@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_dataset.c: the training-data reader (train/dataset.c) on arbitrary
  * bytes, plain and gzip-wrapped, then a batch of what it loaded.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_grad.c: text IR (training ops included: a dumped training step
  * parses like any graph) through the grad pass and the training pipelines,

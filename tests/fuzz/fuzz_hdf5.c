@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_hdf5.c: the HDF5 subset reader (formats/hdf5.c) on arbitrary bytes.
  * Invariants: success xor an error with a message; every dataset's data

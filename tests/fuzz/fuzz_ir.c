@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_ir.c: the text IR parser on arbitrary text, with the round trip the
  * IR promises (ir/README.md): whatever parses prints, and that text parses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_json.c: the one strict JSON reader (formats/json.c, which reads the
  * safetensors header today and Keras's config.json next) on arbitrary

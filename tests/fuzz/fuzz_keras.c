@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_keras.c: the Keras frontend (frontend/keras: config lowering, the
  * layer table, weight binding, policies, compile_config) on arbitrary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_npy.c: the .npy reader on arbitrary bytes (through fmemopen), then
  * the float32 conversion castor run applies to its inputs. Invariants:

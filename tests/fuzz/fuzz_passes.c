@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_passes.c: the pass pipelines on every input that parses and
  * verifies. Both pipelines the compiler runs (the default and the pad8 one)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_safetensors.c: the safetensors reader on arbitrary bytes (the file
  * in memory, safetensors_read_mem). Invariants: success or an error,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_train.c: .cast text on through code generation: castor_compile_train
  * (the model's `compile` statement gives the loss and optimizer), then two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_zip.c: the ZIP reader (formats/zip.c) on arbitrary bytes: zip_open,
  * then zip_read of every member (at most 1 MiB each, so a deflate bomb is

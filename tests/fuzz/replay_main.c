@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * replay_main.c: main() for a fuzz target built without libFuzzer (any
  * compiler): runs LLVMFuzzerTestOneInput once on each file named on the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # run_golden.sh KIND DIR BINDIR: runs every golden case in DIR.
 #
 # A case is a file (*.cast or *.cir) whose first lines carry directives:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # emu_cli.sh BUILD_DIR SOURCE_DIR: `castor run --target=cuda` through the PTX
 # emulator (CASTOR_CUDA_EMULATE=1: the build tree's libcastor_ptxemu.so in
 # place of libcuda.so.1). The small sample under every policy, as sm_80 and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # ptx_cli.sh BUILD_DIR SOURCE_DIR: `castor build --target=cuda --emit=ptx` on
 # the seed model writes PTX that uses the tensor cores and that ptxas
 # assembles for sm_90 (skipped, exit 77, without ptxas); `castor dump

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The libhdf5 oracle for castor's HDF5 writer (formats/hdf5_write.c):
 `castor train MODEL.keras --save OUT.keras` under each policy, then
 Debian's h5py (python3-h5py, libhdf5) reads OUT.keras's model.weights.h5

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # onnx_build.sh BUILD_DIR MODEL...: `castor build` of each exported ONNX
 # model (tests/onnx/models/NAME.T.onnx) into an executable, under float32
 # and mixed_bfloat16: the executable's outputs on NAME.x.npy are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_conformance.c: runs ONNX's own test data (Debian libonnx-testdata:
  * node tests and PyTorch-converted models) through castor and tallies the

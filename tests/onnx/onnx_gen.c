@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_gen.c: writes the generated ONNX models of the robustness tests and
  * of bench/compile's import benchmark (tests/onnx/onnx_wire.h), so that no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_wire.h: a protobuf wire-format writer for the ONNX models the
  * robustness tests and benchmarks generate (tests/onnx/onnx_gen.c,
@@ -30,7 +31,7 @@ enum {
   /* NodeProto */ W_NODE_INPUT = 1, W_NODE_OUTPUT = 2, W_NODE_NAME = 3, W_NODE_OP = 4,
   W_NODE_ATTR = 5,
   /* AttributeProto */ W_ATTR_NAME = 1, W_ATTR_G = 6, W_ATTR_TYPE = 20,
-  /* TensorProto */ W_TENSOR_DIMS = 1, W_TENSOR_DTYPE = 2, W_TENSOR_NAME = 8,
+  /* TensorProto */ W_TENSOR_DIMS = 1, W_TENSOR_DTYPE = 2, W_TENSOR_NAME = 8, W_TENSOR_RAW = 9,
   W_TENSOR_EXTERNAL = 13, W_TENSOR_LOCATION = 14,
   /* StringStringEntryProto */ W_ENTRY_KEY = 1, W_ENTRY_VALUE = 2,
   /* ValueInfoProto, TypeProto, TypeProto.Tensor, TensorShapeProto, Dimension */
@@ -189,6 +190,38 @@ static inline void wbuf_chain_model(wbuf *out, int64_t n) {
   wbuf_value_info(&g, W_GRAPH_OUTPUT, b, 1, &width);
   wbuf_model(out, &g, 17);
   wbuf_free(&g), wbuf_free(&node);
+}
+
+/* y = Relu(x) over x [batch, 4], and c = a + b of two int64 initializers
+ * a [n, 1] and b [1, n] (zeros): a constant folded at import to n * n
+ * elements from 16 n bytes of file. */
+static inline void wbuf_broadcast_model(wbuf *out, int64_t n) {
+  wbuf g = {0}, node = {0}, t = {0};
+  const int64_t width = 4;
+  void *zeros = calloc((size_t)n, 8);
+  wbuf_str(&g, W_GRAPH_NAME, "broadcast");
+  for (int k = 0; k < 2; k++) {
+    wbuf_int(&t, W_TENSOR_DIMS, k ? 1 : (uint64_t)n);
+    wbuf_int(&t, W_TENSOR_DIMS, k ? (uint64_t)n : 1);
+    wbuf_int(&t, W_TENSOR_DTYPE, 7); /* int64 */
+    wbuf_str(&t, W_TENSOR_NAME, k ? "b" : "a");
+    wbuf_bytes(&t, W_TENSOR_RAW, zeros, (size_t)n * 8);
+    wbuf_msg(&g, W_GRAPH_INIT, &t);
+  }
+  const char *nodes[2][4] = {{"a", "b", "c", "Add"}, {"x", NULL, "y", "Relu"}};
+  for (int k = 0; k < 2; k++) {
+    wbuf_str(&node, W_NODE_INPUT, nodes[k][0]);
+    if (nodes[k][1]) wbuf_str(&node, W_NODE_INPUT, nodes[k][1]);
+    wbuf_str(&node, W_NODE_OUTPUT, nodes[k][2]);
+    wbuf_str(&node, W_NODE_NAME, nodes[k][3]);
+    wbuf_str(&node, W_NODE_OP, nodes[k][3]);
+    wbuf_msg(&g, W_GRAPH_NODE, &node);
+  }
+  wbuf_value_info(&g, W_GRAPH_INPUT, "x", 1, &width);
+  wbuf_value_info(&g, W_GRAPH_OUTPUT, "y", 1, &width);
+  wbuf_model(out, &g, 17);
+  free(zeros);
+  wbuf_free(&g), wbuf_free(&node), wbuf_free(&t);
 }
 
 /* One Sum node "sum" of x [batch, 4] given n times. */

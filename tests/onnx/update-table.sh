@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # update-table.sh BUILD_DIR: reruns ONNX's test data through BUILD_DIR's
 # onnx_conformance and writes the per-op table into docs/onnx.md between its
 # markers (the onnx_conformance ctest compares the two). Run it after a

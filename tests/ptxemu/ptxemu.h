@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu.h: an emulator of the PTX that castor's nvptx target emits, for
  * testing GPU kernels on machines without a GPU. Test code: nothing in

@@ -1,9 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_alu.c: the emulator's scalar instructions, one lane at a time:
  * integer arithmetic, logic and bit fields; float arithmetic with PTX's
  * rounding, .ftz and .sat; the approximate functions; comparisons; cvt.
  *
  * Float semantics: f32 arithmetic is C's float arithmetic (IEEE binary32,
+ * and f64 C's double: the .rn forms only),
  * round to nearest even; the build passes -ffp-contract=off, so nothing
  * is fused that PTX did not fuse), fma.rn is fmaf; 16-bit arithmetic is
  * done exactly in double and rounded once. Approximate functions return
@@ -167,16 +169,17 @@ const char *pe_alu_float(const pe_insn *in, const uint64_t *x, uint64_t *out) {
     break;
   }
   case OP_DIV:
-    if (in->approx) r = approx((double)fa / (double)fb, 0, 2);
+    if (t == T_F64) r = a / b; /* div.rn.f64 (the parser takes only .rn for f64) */
+    else if (in->approx) r = approx((double)fa / (double)fb, 0, 2);
     else if (in->rnd == R_NONE) r = approx((double)fa / (double)fb, 0, 2); /* div.full: 2 ulp */
     else r = (double)(fa / fb);
     break;
   case OP_MIN: r = isnan(a) ? b : isnan(b) ? a : (a < b || (a == b && signbit(a))) ? a : b; break;
   case OP_MAX: r = isnan(a) ? b : isnan(b) ? a : (a > b || (a == b && !signbit(a))) ? a : b; break;
-  case OP_NEG: *out = x[1] ^ (t == T_F32 ? 0x80000000u : 0x8000u); return NULL;
-  case OP_ABS: *out = x[1] & (t == T_F32 ? 0x7fffffffu : 0x7fffu); return NULL;
-  case OP_RCP: r = in->approx ? approx(1.0 / a, 0, 1) : (double)(1.0f / fa); break;
-  case OP_SQRT: r = in->approx ? approx(sqrt(a), 0, 2) : (double)sqrtf(fa); break;
+  case OP_NEG: *out = x[1] ^ (t == T_F64 ? UINT64_C(0x8000000000000000) : t == T_F32 ? 0x80000000u : 0x8000u); return NULL;
+  case OP_ABS: *out = x[1] & (t == T_F64 ? UINT64_C(0x7fffffffffffffff) : t == T_F32 ? 0x7fffffffu : 0x7fffu); return NULL;
+  case OP_RCP: r = t == T_F64 ? 1.0 / a : in->approx ? approx(1.0 / a, 0, 1) : (double)(1.0f / fa); break;
+  case OP_SQRT: r = t == T_F64 ? sqrt(a) : in->approx ? approx(sqrt(a), 0, 2) : (double)sqrtf(fa); break;
   case OP_RSQRT: r = approx(1.0 / sqrt(a), 0, 2); break;
   case OP_EX2: r = approx(exp2(a), 0, 2); break;
   case OP_LG2: r = approx(log2(a), 0, 2); break;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_cuda.c: libcastor_ptxemu.so, the CUDA Driver API calls castor's
  * runtime makes (runtime/cuda.c), answered by the PTX emulator.
@@ -192,11 +193,22 @@ API CUresult cuFuncSetAttribute(emu_fn *f, int attr, int value) {
   return OK;
 }
 
+/* CASTOR_PTXEMU_FAIL_ALLOC=N: the N-th allocation (from 1) and every one
+ * after it fail as out of memory, as a GPU whose memory runs out part way
+ * (castor's handling of it is under test, not the emulator's memory) */
+static unsigned long long n_allocs;
+
 API CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t bytes) {
   last_msg[0] = 0;
   if (!mem) return ERR_NOT_INITIALIZED;
   if (bytes == 0) return ERR_INVALID_VALUE;
+  const char *fail_at = getenv("CASTOR_PTXEMU_FAIL_ALLOC");
   pthread_mutex_lock(&lock);
+  unsigned long long k = ++n_allocs;
+  if (fail_at && k >= strtoull(fail_at, NULL, 10)) {
+    pthread_mutex_unlock(&lock);
+    return ERR_OUT_OF_MEMORY;
+  }
   uint64_t a = pe_alloc(mem, bytes);
   pthread_mutex_unlock(&lock);
   if (!a) return ERR_OUT_OF_MEMORY;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_exec.c: runs decoded kernels (ptxemu_internal.h) grid by grid,
  * CTA by CTA, with the checks of ptxemu.h.
@@ -393,6 +394,21 @@ static bool exec_warp(cta *c, int w, uint32_t mask, const pe_insn *in) {
   }
   pe_op op = (pe_op)in->op;
   pe_ty t = (pe_ty)in->ty;
+  if (op == OP_MOV && (in->o[0].kind == K_VEC || in->o[1].kind == K_VEC)) { /* b64 <-> two b32 halves */
+    bool unpack = in->o[0].kind == K_VEC;
+    const pe_opnd *v = &in->o[unpack ? 0 : 1], *r = &in->o[unpack ? 1 : 0];
+    EACH(act) {
+      int l = LANE;
+      if (unpack) {
+        uint64_t x = REG(c, w, r->r[0], l);
+        REG(c, w, v->r[0], l) = x & 0xffffffffu, REG(c, w, v->r[1], l) = x >> 32;
+      } else {
+        REG(c, w, r->r[0], l) = (REG(c, w, v->r[0], l) & 0xffffffffu) | (REG(c, w, v->r[1], l) << 32);
+      }
+    }
+    EACH(mask) c->pc[base + LANE]++;
+    return true;
+  }
   uint64_t t1[32], t2[32], t3[32];
   const uint64_t *x1 = in->n_ops > 1 ? opv(c, w, &in->o[1], act, t1) : NULL;
   const uint64_t *x2 = in->n_ops > 2 && in->o[2].kind != K_MEM && in->o[2].kind != K_VEC ? opv(c, w, &in->o[2], act, t2) : NULL;

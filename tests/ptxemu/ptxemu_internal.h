@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_internal.h: the decoded form of a PTX module, shared by the
  * parser (ptxemu_parse.c) and the interpreter (ptxemu_exec.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_mem.c: the emulated GPU's global memory (ptxemu.h).
  *

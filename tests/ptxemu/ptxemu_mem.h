@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_mem.h: host-side access to the emulated global memory, for the
  * interpreter (ptxemu_exec.c).

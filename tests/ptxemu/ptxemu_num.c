@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_num.c: the emulator's 16-bit float formats, written from IEEE
  * 754 (binary16) and bfloat16's definition (the top half of a binary32),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ptxemu_parse.c: PTX text to decoded kernels (ptxemu_internal.h).
  *
@@ -27,7 +28,9 @@ typedef struct parser {
   bool failed;
   char smem_name[128]; /* the dynamic shared array */
   /* the current kernel's register classes */
-  struct regclass { char prefix[16]; int count, base; bool is_pred; } rc[32];
+  /* named: a scoped scratch register without '%' ({ .reg .b32 tmp; ... }, LLVM's
+   * way to take half of a b64), one register, reused by every block that names it */
+  struct regclass { char prefix[16]; int count, base; bool is_pred, named; } rc[32];
   int n_rc, n_regs;
   char **labels;
   int *label_at, n_labels, cap_labels;
@@ -229,8 +232,12 @@ static bool split_mods(parser *p, int line, const char *opc, char *base, mods *m
 /* ---- operands ---- */
 
 static int reg_index(parser *p, const char *name, int line) {
-  /* %<letters><digits> */
-  if (name[0] != '%') return fail(p, line, "expected a register, got '%s'", name), -1;
+  /* %<letters><digits>, or a scoped scratch register by its name */
+  if (name[0] != '%') {
+    for (int i = 0; i < p->n_rc; i++)
+      if (p->rc[i].named && !strcmp(p->rc[i].prefix, name)) return p->rc[i].base;
+    return fail(p, line, "expected a register, got '%s'", name), -1;
+  }
   size_t k = 1;
   while (isalpha((unsigned char)name[k])) k++;
   if (!isdigit((unsigned char)name[k])) return fail(p, line, "unknown register '%s'", name), -1;
@@ -390,6 +397,9 @@ static bool decode(parser *p, pe_kernel *k, pe_insn *in, char *opc, char *args, 
   if (!strcmp(base, "mov")) {
     in->op = OP_MOV, want = 2;
     if (!plain || m.n_ty != 1 || m.rnd || m.cmp >= 0 || m.space || m.mul || m.vec != 1 || m.ftz || m.sat) BAD();
+    /* mov.b64 {lo, hi}, %rd (unpack) or mov.b64 %rd, {lo, hi} (pack): 32-bit halves */
+    bool vd = n > 0 && in->o[0].kind == K_VEC, vs = n > 1 && in->o[1].kind == K_VEC;
+    if ((vd || vs) && (vd == vs || in->ty != T_B64 || in->o[vd ? 0 : 1].n != 2 || in->o[vd ? 1 : 0].kind != K_REG)) BAD();
   } else if (!strcmp(base, "ld") || !strcmp(base, "st")) {
     in->op = base[0] == 'l' ? OP_LD : OP_ST, want = 2;
     if (!plain || m.n_ty != 1 || m.rnd || m.cmp >= 0 || m.mul || m.ftz || m.sat || m.approx) BAD();
@@ -420,7 +430,10 @@ static bool decode(parser *p, pe_kernel *k, pe_insn *in, char *opc, char *args, 
     for (size_t i = 0; i < sizeof ar / sizeof ar[0]; i++)
       if (!strcmp(base, ar[i].n)) in->op = ar[i].op, want = ar[i].ops;
     if (!plain || m.n_ty != 1 || m.cmp >= 0 || m.space || m.vec != 1) BAD();
-    if (in->ty == T_PRED || in->ty == T_BF16 || in->ty == T_F64 || in->ty == T_B8 || in->ty == T_U8 || in->ty == T_S8) BAD();
+    if (in->ty == T_PRED || in->ty == T_BF16 || in->ty == T_B8 || in->ty == T_U8 || in->ty == T_S8) BAD();
+    /* f64: the training step's double sums (the losses' mean, bn_mean), round-to-nearest only */
+    if (in->ty == T_F64 && (m.rnd != R_RN || m.ftz || m.sat || m.approx || m.full) && in->op != OP_MIN && in->op != OP_MAX) BAD();
+    if (in->ty == T_F64 && (in->op == OP_MIN || in->op == OP_MAX) && (m.ftz || m.sat)) BAD();
     if (is_float(in->ty)) {
       if (m.mul) BAD();
       if (in->op == OP_REM) BAD();
@@ -451,7 +464,7 @@ static bool decode(parser *p, pe_kernel *k, pe_insn *in, char *opc, char *args, 
     } else if (in->op == OP_NOT) {
       if (m.rnd || m.approx || m.ftz || (!is_int(in->ty) && in->ty != T_PRED)) BAD();
     } else {
-      if (in->ty != T_F32) BAD();
+      if (in->ty != T_F32 && !(in->ty == T_F64 && (in->op == OP_RCP || in->op == OP_SQRT) && m.rnd == R_RN && !m.ftz)) BAD();
       bool exact_ok = in->op == OP_RCP || in->op == OP_SQRT;
       if (m.approx ? m.rnd != R_NONE : !(exact_ok && m.rnd >= R_RN && m.rnd <= R_RP)) BAD();
     }
@@ -590,6 +603,20 @@ static bool parse_reg_decl(parser *p, char *st, int line) {
   char *save = NULL;
   for (char *r = strtok_r(s, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
     r = trim(r);
+    if (r[0] != '%' && (isalpha((unsigned char)r[0]) || r[0] == '_')) { /* a scoped scratch register */
+      size_t len = strlen(r);
+      for (size_t q = 0; q < len; q++)
+        if (!isalnum((unsigned char)r[q]) && r[q] != '_') return fail(p, line, "malformed .reg '%s'", r);
+      if (len >= sizeof p->rc[0].prefix) return fail(p, line, "malformed .reg '%s'", r);
+      bool known = false;
+      for (int i = 0; i < p->n_rc; i++) known |= p->rc[i].named && !strcmp(p->rc[i].prefix, r);
+      if (known) continue;
+      if (p->n_rc == 32 || p->n_regs + 1 > 1 << 16) return fail(p, line, "malformed .reg '%s'", r);
+      struct regclass *c = &p->rc[p->n_rc++];
+      memcpy(c->prefix, r, len + 1);
+      c->count = 1, c->base = p->n_regs++, c->is_pred = ty == T_PRED, c->named = true;
+      continue;
+    }
     if (r[0] != '%') return fail(p, line, "malformed .reg '%s'", r);
     char *lt = strchr(r, '<');
     int count = 1;
@@ -607,7 +634,7 @@ static bool parse_reg_decl(parser *p, char *st, int line) {
     if (p->n_regs + count > 1 << 16) return fail(p, line, "more than 65536 registers in one kernel");
     struct regclass *c = &p->rc[p->n_rc++];
     memcpy(c->prefix, r + 1, plen), c->prefix[plen] = 0;
-    c->count = count, c->base = p->n_regs, c->is_pred = ty == T_PRED;
+    c->count = count, c->base = p->n_regs, c->is_pred = ty == T_PRED, c->named = false;
     p->n_regs += count;
   }
   return true;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ref.c: the float64 reference interpreter (contract in ref.h).
  *

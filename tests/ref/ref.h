@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ref.h: the float64 reference interpreter, the oracle of every numeric test.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ref_tensor.c: the float64 reference of the general-tensor ops that are
  * neither element-wise arithmetic nor layout: dropout (identity) and

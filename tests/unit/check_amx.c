@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_amx.c: the AMX-BF16 GEMM family (codegen/cpu/gemm/cg_gemm_amx.h)
  * on any x86-64 host: what can be checked without executing a tile

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_api.c: the public API (include/castor.h) as an embedder sees it:
  * statuses, last-error text, misuse of every entry point, tensor shapes and
@@ -438,6 +439,86 @@ START_TEST(test_npy_error_kinds) {
 }
 END_TEST
 
+/* castor_tensor_wrap: a run reads and writes the caller's memory in
+ * place; unaligned or NULL data is refused; destroy leaves the memory. */
+START_TEST(test_tensor_wrap) {
+  _Alignas(64) float xs[2][3] = {{1, 2, 3}, {4, 5, 6}}, ys[2][3] = {{0.5f, 0, -1}, {2, 2, 2}};
+  _Alignas(64) float d[2][2], s[2][3];
+  const int64_t dx[] = {2, 3}, dd[] = {2, 2};
+  castor_tensor *in[2] = {NULL, NULL}, *out[2] = {NULL, NULL};
+  ck_assert_int_eq(castor_tensor_wrap(ctx, CASTOR_F32, 2, dx, xs, &in[0]), CASTOR_OK);
+  ck_assert_int_eq(castor_tensor_wrap(ctx, CASTOR_F32, 2, dx, ys, &in[1]), CASTOR_OK);
+  ck_assert_int_eq(castor_tensor_wrap(ctx, CASTOR_F32, 2, dd, d, &out[0]), CASTOR_OK);
+  ck_assert_int_eq(castor_tensor_wrap(ctx, CASTOR_F32, 2, dx, s, &out[1]), CASTOR_OK);
+  ck_assert_ptr_eq(castor_tensor_data(in[0]), (void *)xs);
+  castor_status st = castor_program_run(prog, in, 2, out, 2);
+  ck_assert_msg(st == CASTOR_OK, "run: %s", castor_context_last_error(ctx));
+  for (int r = 0; r < 2; r++)
+    for (int j = 0; j < 3; j++) ck_assert_float_eq(s[r][j], xs[r][j] + ys[r][j]); /* the output, in place */
+  /* the same run on created tensors gives the same d */
+  castor_tensor *ci[2] = {tensor(CASTOR_F32, 2, dx), tensor(CASTOR_F32, 2, dx)}, *co[2] = {NULL, NULL};
+  memcpy(castor_tensor_data(ci[0]), xs, sizeof xs), memcpy(castor_tensor_data(ci[1]), ys, sizeof ys);
+  ck_assert_int_eq(castor_program_run(prog, ci, 2, co, 2), CASTOR_OK);
+  ck_assert_int_eq(memcmp(castor_tensor_data(co[0]), d, sizeof d), 0);
+  for (int i = 0; i < 2; i++) castor_tensor_destroy(in[i]), castor_tensor_destroy(out[i]);
+  for (int i = 0; i < 2; i++) castor_tensor_destroy(ci[i]), castor_tensor_destroy(co[i]);
+  ck_assert_float_eq(xs[1][2], 6); /* destroy left the caller's memory alone */
+  castor_tensor *t = (castor_tensor *)1;
+  ck_assert_int_eq(castor_tensor_wrap(ctx, CASTOR_F32, 2, dx, (char *)xs + 4, &t), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(t);
+  ck_assert_msg(strstr(castor_context_last_error(ctx), "castor_tensor_wrap: the data at ") &&
+                    strstr(castor_context_last_error(ctx), "is not 64-byte aligned"),
+                "%s", castor_context_last_error(ctx));
+  ck_assert_int_eq(castor_tensor_wrap(ctx, CASTOR_F32, 2, dx, NULL, &t), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(castor_context_last_error(ctx), "error: castor_tensor_wrap: data is NULL\n");
+  const int64_t bad[] = {2, -1};
+  ck_assert_int_eq(castor_tensor_wrap(ctx, CASTOR_F32, 2, bad, xs, &t), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(castor_tensor_wrap(NULL, CASTOR_F32, 2, dx, xs, &t), CASTOR_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* castor_model_dump_text: each kind is the text castor_model_dump makes
+ * (what castor dump prints), owned by the model; a bad kind is refused. */
+START_TEST(test_dump_text) {
+  const castor_emit emits[] = {CASTOR_EMIT_IR, CASTOR_EMIT_CASTS, CASTOR_EMIT_LLVM, CASTOR_EMIT_PTX,
+                               CASTOR_EMIT_DOT, CASTOR_EMIT_SUMMARY};
+  for (int k = CASTOR_DUMP_IR; k <= CASTOR_DUMP_SUMMARY; k++) {
+    if (k == CASTOR_DUMP_PTX) continue; /* the cpu target has no PTX: an error (below) */
+    const char *text = NULL;
+    castor_status st = castor_model_dump_text(model, NULL, (castor_dump_kind)k, &text);
+    ck_assert_msg(st == CASTOR_OK && text && text[0], "kind %d: %s", k, castor_context_last_error(ctx));
+    str_buf want;
+    str_buf_init(&want);
+    castor_compile_options o;
+    castor_compile_options_init(&o);
+    ck_assert_int_eq(castor_model_dump(model, &o, NULL, emits[k], &want), CASTOR_OK);
+    if (k != CASTOR_DUMP_LLVM) ck_assert_str_eq(text, str_buf_cstr(&want)); /* LLVM names its module per compile */
+    str_buf_fini(&want);
+  }
+  const char *text = NULL;
+  ck_assert_int_ne(castor_model_dump_text(model, NULL, CASTOR_DUMP_PTX, &text), CASTOR_OK);
+  ck_assert_ptr_null(text);
+  ck_assert_msg(castor_context_last_error(ctx)[0], "no message for PTX from the cpu target");
+  ck_assert_int_eq(castor_model_dump_text(model, NULL, CASTOR_DUMP_SUMMARY, &text), CASTOR_OK);
+  ck_assert_msg(strstr(text, "model two (policy float32)\n") == text, "%s", text);
+  ck_assert_msg(strstr(text, "\nd                        matmul         [N,2]                           8  f32") != NULL,
+                "%s", text);
+  ck_assert_msg(strstr(text, "total params: 8 (32 B as float32; 32 B as compiled under float32)\n") != NULL, "%s", text);
+  castor_compile_options o;
+  castor_compile_options_init(&o);
+  o.policy = "mixed_float16";
+  ck_assert_int_eq(castor_model_dump_text(model, &o, CASTOR_DUMP_SUMMARY, &text), CASTOR_OK);
+  ck_assert_msg(strstr(text, "16 B as compiled under mixed_float16") != NULL, "%s", text);
+  ck_assert_int_eq(castor_model_dump_text(model, NULL, (castor_dump_kind)99, &text), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(text);
+  ck_assert_int_eq(castor_model_dump_text(model, NULL, CASTOR_DUMP_IR, NULL), CASTOR_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(castor_model_dump_text(NULL, NULL, CASTOR_DUMP_IR, &text), CASTOR_ERR_INVALID_ARGUMENT);
+  o.policy = "float8";
+  ck_assert_int_ne(castor_model_dump_text(model, &o, CASTOR_DUMP_IR, &text), CASTOR_OK);
+  ck_assert_msg(strstr(castor_context_last_error(ctx), "float8") != NULL, "%s", castor_context_last_error(ctx));
+}
+END_TEST
+
 START_TEST(test_policies_and_autocast_options) {
   const char *text = "model m\npolicy mixed_float16\nx = input(shape=[3])\ny = dense(x, units=2, name=d)\noutput y\n";
   castor_model *m = NULL;
@@ -500,6 +581,8 @@ int main(void) {
   tcase_add_test(tc, test_npy_io);
   tcase_add_test(tc, test_npy_error_kinds);
   tcase_add_test(tc, test_policies_and_autocast_options);
+  tcase_add_test(tc, test_tensor_wrap);
+  tcase_add_test(tc, test_dump_text);
   suite_add_tcase(s, tc);
   return check_run(s);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_attention.c: the .cast layers multi_head_attention and
  * global_average_pooling1d against Keras 3 (tests/data/attention: made once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_autocast.c: autocast seen from whole models: placements compared
  * with real Keras layer by layer (tests/golden/keras/placements.txt, made by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_bn.c: batch normalization (Keras BatchNormalization) in training.
  *

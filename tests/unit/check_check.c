@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_check.c: castor_check (api/check/check.c), the numerics debugger.
  *

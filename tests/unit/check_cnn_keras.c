@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_cnn_keras.c: convolutional layers of the .cast frontend against
  * real Keras 3, over tests/golden/cnn-keras (made by its generate.py with

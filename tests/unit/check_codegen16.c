@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_codegen16.c: the CPU JIT's 16-bit conversions and 16-bit elementwise
  * math, bit for bit.

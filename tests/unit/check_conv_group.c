@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_conv_group.c: grouped and depthwise convolution on the CPU.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_cuda.c: the cuda target's numerics against the float64 reference
  * interpreter (tests/ref), on a GPU.

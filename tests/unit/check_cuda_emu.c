@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_cuda_emu.c: castor's CUDA kernels run through the PTX emulator
  * (tests/ptxemu), against the CPU backend and the float64 reference.

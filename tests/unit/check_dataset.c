@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_dataset.c: Check suite of train/dataset.c and train/batch.c.
  * The test writes its own small files: .npy of every dtype the loader

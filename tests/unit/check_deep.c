@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_deep.c: deep models (issue 14 item 2). Compile time must grow
  * linearly with depth, so a model of thousands of layers compiles and runs

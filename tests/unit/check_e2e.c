@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_e2e.c: end-to-end numerics. Models go through the real pipeline
  * (frontend -> passes -> codegen JIT -> runtime) and their outputs are

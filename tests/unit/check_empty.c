@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_empty.c: empty tensors (a dimension 0, as NumPy's and ONNX's) from
  * the IR to the CPU, against the float64 reference (tests/ref), which runs

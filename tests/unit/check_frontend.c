@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_frontend.c: Check suite of frontend/: the .cast language (the
  * DESIGN.md example, forward references, DAGs, Keras auto names, dtype

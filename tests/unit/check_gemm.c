@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_gemm.c: the CPU GEMM (codegen/cpu/cg_gemm.c) against the float64
  * reference interpreter, on shapes chosen to hit every edge of its

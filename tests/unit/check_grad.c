@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_grad.c: the training step's mathematics, in float64.
  *

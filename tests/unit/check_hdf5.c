@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_hdf5.c: Check suite of formats/hdf5 over the files h5py wrote
  * (tests/data/hdf5/make_files.py): the Keras layout read back with its
@@ -14,6 +15,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static char *load(const char *name, size_t *len) {
   char path[512];
@@ -179,6 +181,45 @@ START_TEST(test_corrupt) {
 }
 END_TEST
 
+/* 60,000 datasets under one group, each looked up by path, as the reader
+ * of a Keras optimizer's variables counts /optimizer/vars/0, 1, ...: by
+ * hash, so the whole count takes milliseconds (a scan of the objects per
+ * lookup took 13 s; issue 41). Bounded by CPU time, with a wide margin. */
+START_TEST(test_many_lookups) {
+  enum { N = 60000 };
+  h5w_object *objs = xcalloc(N + 2, sizeof *objs);
+  char (*paths)[32] = xcalloc(N, sizeof *paths);
+  static const float one = 1;
+  objs[0] = (h5w_object){.path = "/optimizer"};
+  objs[1] = (h5w_object){.path = "/optimizer/vars"};
+  for (int i = 0; i < N; i++) {
+    snprintf(paths[i], sizeof paths[i], "/optimizer/vars/%d", i);
+    objs[i + 2] = (h5w_object){.path = paths[i], .is_dataset = true, .type = {H5_CLASS_FLOAT, 4, false},
+                               .rank = 0, .data = &one};
+  }
+  unsigned char *bytes;
+  size_t len;
+  h5_error e;
+  ck_assert_msg(h5_write(objs, N + 2, &bytes, &len, &e), "h5_write: %s", e.msg);
+  h5_file f;
+  ck_assert_msg(h5_open(&f, bytes, len, &e), "%s", e.msg);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+  int have = 0;
+  char p[32];
+  for (;; have++) {
+    snprintf(p, sizeof p, "/optimizer/vars/%d", have);
+    if (!h5_find(&f, p)) break;
+  }
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  ck_assert_int_eq(have, N);
+  ck_assert_msg(secs < 1.0, "%d lookups took %.2f s of CPU time", N, secs);
+  h5_fini(&f);
+  free(bytes), free(paths), free(objs);
+}
+END_TEST
+
 static Suite *hdf5_suite(void) {
   Suite *s = suite_create("hdf5");
   TCase *tc = tcase_create("core");
@@ -186,6 +227,7 @@ static Suite *hdf5_suite(void) {
   tcase_add_test(tc, test_deep_btree);
   tcase_add_loop_test(tc, test_refused, 0, (int)(sizeof refused / sizeof refused[0]));
   tcase_add_test(tc, test_corrupt);
+  tcase_add_test(tc, test_many_lookups);
   suite_add_tcase(s, tc);
   return s;
 }

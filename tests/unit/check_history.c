@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_history.c: Check suite of train/history.c and history_svg.c: the
  * CSV files byte for byte (columns present or left out, NaN and Inf, the

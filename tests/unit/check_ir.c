@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_ir.c: the IR module: printer, text parser and verifier.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_json.c: Check suite of formats/json: the tree of valid documents
  * (kinds, offsets with a base, decoded strings, objects in document order),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_keras_bn.c: batch normalization against real Keras 3 (JAX), from
  * the goldens of tests/golden/train/bn/ (generate_bn.py, run once by hand;

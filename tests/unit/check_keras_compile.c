@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_keras_compile.c: a .keras file's compile_config as castor train's
  * defaults (frontend/keras/compile.c), on files real Keras 3 saved

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_keras_models.c: the Keras frontend against real Keras 3, over the
  * .keras files of tests/golden/keras-models (made by its generate.py; see

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_keras_resume.c: resuming training from the optimizer variables of
  * a .keras file (docs/keras.md, "Resuming training"), against real Keras 3.

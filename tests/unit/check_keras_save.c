@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_keras_save.c: writing .keras files back (frontend/keras/save.c)
  * and the writers under it (formats/hdf5_write.c, formats/zip_write.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_keras_train.c: castor's training steps against real Keras 3.
  *

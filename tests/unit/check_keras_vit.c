@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_keras_vit.c: the transformer sample (samples/fashion_vit.cast)
  * against real Keras 3 (JAX), from the goldens of tests/golden/train/vit/

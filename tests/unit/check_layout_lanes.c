@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_layout_lanes.c: the CPU's layout kernels a vector at a time and
  * its row-wise lines with a partial last vector (codegen/cpu/cg_cpu.c,

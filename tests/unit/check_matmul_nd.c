@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_matmul_nd.c: general tensors' contractions on the CPU GEMM
  * (codegen/cpu/cg_gemm.c) against the float64 reference (tests/ref):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_passes.c: the pass manager (pipeline strings, verify-each, dumps to
  * a buffer and to a directory) and the dce pass. Pass behaviour on text IR

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_ptx.c: the nvptx target's PTX, assembled by NVIDIA's ptxas.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_ptxemu.c: the PTX emulator's own tests (tests/ptxemu).
  *
@@ -325,6 +326,48 @@ START_TEST(test_cvt_ex2) {
 }
 END_TEST
 
+/* The training step's double sums (a loss's mean, bn_mean) and LLVM's
+ * way to take a b64's halves ({ .reg .b32 tmp; mov.b64 {tmp, %r}, %rd; }):
+ * per thread t, x = in[t] as f64, (x * 3 + 1) / 7 and its sqrt, back to
+ * f32; the high and low words of the bits of x, and the b64 packed again. */
+static const char *f64_ptx =
+    HEAD ".visible .entry f64(\n .param .u64 pi,\n .param .u64 po\n)\n{\n"
+    " .reg .b32 %r<8>;\n .reg .f32 %f<4>;\n .reg .f64 %fd<8>;\n .reg .b64 %rd<12>;\n"
+    " ld.param.u64 %rd1, [pi];\n ld.param.u64 %rd2, [po];\n mov.u32 %r1, %tid.x;\n"
+    " mul.wide.u32 %rd3, %r1, 4;\n add.s64 %rd4, %rd1, %rd3;\n ld.global.f32 %f1, [%rd4];\n"
+    " cvt.f64.f32 %fd1, %f1;\n mul.rn.f64 %fd2, %fd1, 0d4008000000000000;\n"
+    " add.rn.f64 %fd3, %fd2, 0d3FF0000000000000;\n div.rn.f64 %fd4, %fd3, 0d401C000000000000;\n"
+    " cvt.rn.f32.f64 %f2, %fd4;\n abs.f64 %fd5, %fd4;\n sqrt.rn.f64 %fd6, %fd5;\n neg.f64 %fd7, %fd6;\n"
+    " cvt.rn.f32.f64 %f3, %fd7;\n mov.b64 %rd5, %fd1;\n"
+    " { .reg .b32 tmp; mov.b64 {tmp, %r2}, %rd5; }\n { .reg .b32 tmp; mov.b64 {%r3, tmp}, %rd5; }\n"
+    " mov.b64 %rd6, {%r3, %r2};\n"
+    " mul.wide.u32 %rd7, %r1, 24;\n add.s64 %rd8, %rd2, %rd7;\n"
+    " st.global.f32 [%rd8], %f2;\n st.global.f32 [%rd8+4], %f3;\n st.global.b32 [%rd8+8], %r2;\n"
+    " st.global.b32 [%rd8+12], %r3;\n st.global.b64 [%rd8+16], %rd6;\n ret;\n}\n";
+
+START_TEST(test_f64_and_halves) {
+  emu e;
+  emu_load(&e, f64_ptx);
+  float in[4] = {2.5f, -1.0f / 3.0f, 1e30f, 0.1f};
+  uint64_t pi = emu_buf(&e, in, sizeof in), po = emu_buf(&e, NULL, 4 * 24), params[] = {pi, po};
+  ck_assert_msg(emu_run(&e, 1, 4, 0, params, 2, PE_ORDER_FORWARD, PE_LAND_LATE), "%s", e.err);
+  struct { float q, r; uint32_t hi, lo; uint64_t packed; } out[4];
+  ck_assert(pe_read(e.mem, out, po, sizeof out));
+  for (int i = 0; i < 4; i++) {
+    double x = in[i], q = (x * 3 + 1) / 7;
+    uint64_t bits;
+    memcpy(&bits, &x, 8);
+    ck_assert_msg(out[i].q == (float)q, "(%g * 3 + 1) / 7 in f64: %a, want %a", x, (double)out[i].q, (double)(float)q);
+    ck_assert_msg(out[i].r == (float)-sqrt(fabs(q)), "-sqrt|q| in f64: %a", (double)out[i].r);
+    ck_assert_uint_eq(out[i].hi, (uint32_t)(bits >> 32));
+    ck_assert_uint_eq(out[i].lo, (uint32_t)bits);
+    ck_assert_msg(out[i].packed == bits, "mov.b64 {lo, hi} packs %llx, want %llx", (unsigned long long)out[i].packed,
+                  (unsigned long long)bits);
+  }
+  emu_fini(&e);
+}
+END_TEST
+
 /* ---- 3. the checks fire ---- */
 
 /* 64 threads: warp 0 cp.asyncs 16 bytes per thread into shared; every
@@ -428,7 +471,8 @@ END_TEST
 START_TEST(test_refuses_unknown) {
   static const struct { const char *insn, *what; } cases[] = {
       {"atom.global.add.f32 %f1, [%rd1], %f1;", "atom.global.add.f32"},
-      {"add.rn.f64 %fd1, %fd1, %fd1;", "add.rn.f64"},
+      {"add.rz.f64 %fd1, %fd1, %fd1;", "add.rz.f64"}, /* f64: .rn only */
+      {"mov.b32 {%r1, %r1}, %rd1;", "mov.b32"},        /* halves: of a b64 only */
       {"mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1, %f1, %f1, %f1}, {%r1, %r1}, {%r1}, {%f1, %f1, %f1, %f1};",
        "m16n8k8"},
       {"ldmatrix.sync.aligned.m8n8.x4.shared.b8 {%r1, %r1, %r1, %r1}, [%rd1];", "ldmatrix"},
@@ -665,6 +709,7 @@ int main(void) {
   tcase_add_test(tc, test_ldmatrix_layout);
   tcase_add_test(tc, test_shfl_divergence);
   tcase_add_test(tc, test_cvt_ex2);
+  tcase_add_test(tc, test_f64_and_halves);
   suite_add_tcase(s, tc);
   tc = tcase_create("checks");
   tcase_add_test(tc, test_cp_async_checks);

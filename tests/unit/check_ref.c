@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_ref.c: Check suite of the float64 reference interpreter (tests/ref),
  * the oracle of the numeric tests: small graphs built with ir_build_* run on

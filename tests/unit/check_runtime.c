@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_runtime.c: Check suite of the runtime's host-side pieces: dtype
  * tables, the thread pool, and .npy reading and writing. The embedded .npy files were written

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_safetensors_write.c: Check suite of formats/safetensors_write: the
  * exact bytes of a small file (the layout of the reference implementation:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_train.c: training steps compiled for the CPU (castor_compile_train)
  * against the float64 reference interpreter running the same step graph

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_util.c: Check suite of util/: arena, vectors, string buffers, checked
  * size arithmetic, the seeded PRNG, diagnostics rendering, and bit-exact

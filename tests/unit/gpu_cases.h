@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_cases.h: the models the GPU suites compile (check_ptx.c validates
  * their PTX with ptxas; check_cuda.c runs them against the reference

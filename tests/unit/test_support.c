@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_support.c: the one main loop of the Check suites (test_support.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_support.h: what every Check suite shares (tests/unit/test_support.c,
  * linked into each check_* executable).

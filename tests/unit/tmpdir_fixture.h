@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tmpdir_fixture.h: a fresh temporary directory per Check test, for the
  * suites of the file writers and readers (check_atomic_file,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_gemm_amx.c: the AMX-BF16 micro-kernel family (cg_gemm_amx.h has the
  * tiles and layouts): the tile instructions as LLVM 19's intrinsics with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_gemm_amx.h: the AMX-BF16 GEMM micro-kernel family (tile registers,
  * tdpbf16ps), the leaves that codegen/cpu/cg_gemm.c calls when both

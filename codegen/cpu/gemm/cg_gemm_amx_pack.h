@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_gemm_amx_pack.h: the host-side (C) part of the AMX-BF16 family
  * (cg_gemm_amx.h): its tile configuration's bytes and the compile-time

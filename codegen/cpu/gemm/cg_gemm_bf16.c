@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_gemm_bf16.c: the AVX512-BF16 micro-kernel family (cg_gemm_bf16.h has
  * the K-pair layout): the vdpbf16ps k loop, the packing of A and B into

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_gemm_bf16.h: the AVX512-BF16 GEMM micro-kernel family (vdpbf16ps),
  * the leaves that codegen/cpu/cg_gemm.c calls when both operands of a

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Keras 3 goldens for castor's multi_head_attention and
 global_average_pooling1d (.cast layers): run by hand, never by CI or the
 build; the outputs are committed.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the HDF5 files tests/unit/check_hdf5.c reads, with h5py (pip install
 h5py numpy; run once, the files are committed). Each file is small; the
 expected values are stated in check_hdf5.c.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the data of these golden cases (stdlib only: the .npy format by
 hand). Run by hand; the files are committed. tiny_x.npy: features near
 1e-9, whose gradients flush to zero in float16 unscaled."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Golden forward passes of convolutional layers from real Keras 3, for castor.
 
 Run by hand, never by CI or the build (it needs Keras and JAX):

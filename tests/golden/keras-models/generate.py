@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Small .keras files made by real Keras 3, for castor's Keras frontend tests.
 
 Run by hand, never by CI or the build (it needs Keras, JAX and h5py):

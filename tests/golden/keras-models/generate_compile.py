@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """compile-*.keras: one tiny model per optimizer configuration, for castor's
 mapping of a .keras file's compile_config onto castor train's options
 (frontend/keras/compile.c; tests/unit/check_keras_compile.c and the golden

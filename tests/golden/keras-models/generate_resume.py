@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Resuming training from a .keras file's optimizer variables (castor's
 tests/unit/check_keras_resume.c). Run by hand, never by CI or the build:
 

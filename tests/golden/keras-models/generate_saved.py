@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Keras 3 loading the .keras files castor writes (castor train --save
 OUT.keras), recorded once in saved-by-castor.txt beside this script.
 

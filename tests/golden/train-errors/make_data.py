@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the small bad datasets of these golden cases (stdlib only: the
 .npy format by hand). Run by hand; the files are committed."""
 import math

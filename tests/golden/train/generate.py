@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Golden training trajectories from real Keras 3 (JAX backend), for castor's
 training tests (issue 10).
 

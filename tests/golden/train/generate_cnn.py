@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Golden training steps of the two CNN samples from real Keras 3 (JAX
 backend), for check_keras_train (issue 23).
 

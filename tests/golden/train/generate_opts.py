@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Golden training trajectories of Keras 3's optimizer options (issue 26),
 beside generate.py's and from the same model, initial weights and data.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Generates tests/onnx/models: small PyTorch models exported to ONNX
 with PyTorch's exporter, once at opset_version=17 (the newest that Debian's
 ONNX 1.12 test data covers) and once at the exporter's default opset, with
@@ -185,6 +186,123 @@ MODELS = {
 SEEDS = {"layout": 1, "vit": 2}
 
 
+# ---- models as torch.onnx.export writes them today: the dynamo exporter ----
+#
+# torchvision's own architectures, narrowed so that the files stay small
+# (the topology, ops and shape arithmetic are the real ones; only the
+# widths shrink), exported with the dynamo exporter's defaults (static
+# shapes, batch 1: NAME.dynamo.onnx) and with a dynamic batch
+# (NAME.dynbatch.onnx, run by ONNX Runtime at batch 4). tv.x.npy is a
+# batch of 4 at 64x64; the static model's reference is on its first row.
+
+
+def narrow_resnet18():
+    """torchvision's ResNet-18 (BasicBlock, [2, 2, 2, 2]) at widths 4-32 instead of 64-512."""
+    import torchvision.models.resnet as R
+
+    class NarrowResNet(R.ResNet):
+        def __init__(self, widths=(4, 8, 16, 32), num_classes=10):
+            nn.Module.__init__(self)
+            self._norm_layer = nn.BatchNorm2d
+            self.inplanes, self.dilation, self.groups, self.base_width = widths[0], 1, 1, 64
+            self.conv1 = nn.Conv2d(3, widths[0], kernel_size=7, stride=2, padding=3, bias=False)
+            self.bn1 = nn.BatchNorm2d(widths[0])
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+            self.layer1 = self._make_layer(R.BasicBlock, widths[0], 2)
+            self.layer2 = self._make_layer(R.BasicBlock, widths[1], 2, stride=2)
+            self.layer3 = self._make_layer(R.BasicBlock, widths[2], 2, stride=2)
+            self.layer4 = self._make_layer(R.BasicBlock, widths[3], 2, stride=2)
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(widths[3], num_classes)
+
+    return NarrowResNet()
+
+
+def narrow_mobilenet_v3_small():
+    from torchvision.models import mobilenet_v3_small
+    return mobilenet_v3_small(width_mult=0.25, num_classes=10)
+
+
+def narrow_efficientnet_b0():
+    from torchvision.models.efficientnet import EfficientNet, _efficientnet_conf
+    inverted, last = _efficientnet_conf("efficientnet_b0", width_mult=0.125, depth_mult=0.34)
+    return EfficientNet(inverted, 0.2, last_channel=last, num_classes=10)
+
+
+def narrow_densenet121():
+    """DenseNet-121's blocks (6, 12, 24, 16 layers: its third block joins 24 feature maps) at growth 2."""
+    from torchvision.models import DenseNet
+    return DenseNet(growth_rate=2, block_config=(6, 12, 24, 16), num_init_features=8, bn_size=2, num_classes=10)
+
+
+class SegHead(nn.Module):
+    """torchvision's FCN head (FCNHead: conv, batch norm, ReLU, dropout, 1x1 conv) on a stride-4 stem, upsampled
+    back to the input's size as torchvision's FCN does (F.interpolate, bilinear, align_corners=False), plus a
+    nearest-neighbour x4 upsampling of the same logits: ONNX Resize in its two common modes."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.segmentation.fcn import FCNHead
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, stride=4, padding=1), nn.ReLU())
+        self.head = FCNHead(8, 2)
+
+    def forward(self, x):
+        z = self.head(self.stem(x))
+        up = nn.functional.interpolate(z, size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return up + 0.5 * nn.functional.interpolate(z, scale_factor=4, mode="nearest")
+
+
+DYNAMO_MODELS = {
+    "tv_resnet18": narrow_resnet18,
+    "tv_mobilenet_v3_small": narrow_mobilenet_v3_small,
+    "tv_efficientnet_b0": narrow_efficientnet_b0,
+    "tv_densenet121": narrow_densenet121,
+    "tv_fcn_head": SegHead,
+}
+
+
+def randomize_norms(model):
+    """Batch norm statistics and affine terms that are not the identity."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 1.5)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+
+
+def export_dynamo(name, make, lines, seed):
+    torch.manual_seed(seed)
+    model = make().eval()
+    randomize_norms(model)
+    x = np.random.default_rng(0).standard_normal((4, 3, 64, 64)).astype(np.float32)
+    np.save(os.path.join(HERE, "tv.x.npy"), x)  # one input for all of them
+    for tag, dyn in (("dynamo", False), ("dynbatch", True)):
+        if not dyn and name != "tv_resnet18":  # the defaults' static form once: the files stay small
+            continue
+        path = os.path.join(HERE, f"{name}.{tag}.onnx")
+        xi = x if dyn else x[:1]
+        kw = {"dynamic_shapes": ({0: torch.export.Dim("batch")},)} if dyn else {}
+        prog = torch.onnx.export(model, (torch.from_numpy(xi),), dynamo=True, input_names=["x"],
+                                 output_names=["y"], **kw)
+        prog.save(path)
+        m = onnx.load(path)
+        # the exporter's per-node metadata (source stack traces: 90% of a narrow
+        # model's bytes) dropped; the graph, its value_info and weights unchanged
+        for n in m.graph.node:
+            del n.metadata_props[:]
+            n.doc_string = ""
+        del m.metadata_props[:]
+        onnx.save(m, path)
+        opset = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0]
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        np.save(os.path.join(HERE, f"{name}.{tag}.ort.npy"), sess.run(None, {"x": xi})[0])
+        ops = sorted({n.op_type for n in m.graph.node})
+        lines.append(f"{name}.{tag}.onnx: opset {opset}, ops {' '.join(ops)}")
+        print(lines[-1])
+
+
 def main():
     only = sys.argv[1:]  # model names to regenerate (default: all)
     rng = np.random.default_rng(0)
@@ -195,6 +313,8 @@ def main():
         "export: torch.onnx.export(model.eval(), x, f, input_names=['x'], output_names=['y' (, 'y1', .. for more outputs)], "
         "dynamic_axes={'x': {0: 'batch'}, 'y': {0: 'batch'}, ..}, dynamo=False, opset_version=17 | default)",
         "reference: onnxruntime.InferenceSession(f, providers=['CPUExecutionProvider']) on NAME.x.npy",
+        "tv_*: torch.onnx.export(model.eval(), (x,), dynamo=True, input_names=['x'], output_names=['y']) at batch 1 "
+        "(NAME.dynamo) and with dynamic_shapes=({0: Dim('batch')},) at batch 4 (NAME.dynbatch)",
     ]
     for name, (cls, shape) in MODELS.items():
         if only and name not in only:
@@ -228,12 +348,16 @@ def main():
             ops = sorted({n.op_type for n in m.graph.node})
             lines.append(f"{name}.{tag}.onnx: opset {opset}, ops {' '.join(ops)}")
             print(lines[-1])
+    for i, (name, make) in enumerate(DYNAMO_MODELS.items()):
+        if only and name not in only:
+            continue
+        export_dynamo(name, make, lines, 10 + i)
     path = os.path.join(HERE, "versions.txt")
     if only and os.path.exists(path):  # keep the lines of the models not regenerated
         with open(path) as f:
             old = [l.rstrip("\n") for l in f]
         kept = [l for l in old if ".onnx:" in l and l.split(".")[0] not in only]
-        lines = lines[:5] + kept + lines[5:]
+        lines = lines[:6] + kept + lines[6:]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

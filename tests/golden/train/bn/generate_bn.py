@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Batch normalization goldens from real Keras 3 (JAX backend), for
 tests/unit/check_keras_bn.c (issue 23).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Goldens of the transformer sample (samples/fashion_vit.cast) from real
 Keras 3 (JAX backend), for tests/unit/check_keras_vit.c (issue 22).
 Run by hand, never by CI or the build (it needs Keras and JAX):
