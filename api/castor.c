@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "api/internal.h"
@@ -649,7 +650,39 @@ castor_status castor_program_save_weights(castor_program *p, const char *path) {
   return ok ? CASTOR_OK : finish(p->ctx, castor_status_from_diag(p->ctx->diag, CASTOR_ERR_IO));
 }
 
+const char *castor_model_loss(const castor_model *m) {
+  return m && m->defaults.loss[0] ? m->defaults.loss : NULL;
+}
+
 bool castor_model_is_keras(const castor_model *m) { return m && m->keras; }
+
+castor_save_format castor_save_format_of(const char *path) {
+  const char *base = strrchr(path, '/'), *ext;
+  base = base ? base + 1 : path;
+  if (!(ext = strrchr(base, '.')) || ext == base) return CASTOR_SAVE_WEIGHTS;
+  if (!strcasecmp(ext, ".keras")) return CASTOR_SAVE_KERAS;
+  if (!strcasecmp(ext, ".safetensors")) return CASTOR_SAVE_WEIGHTS;
+  return CASTOR_SAVE_UNKNOWN;
+}
+
+castor_status castor_model_check_save(castor_model *m, const char *path) {
+  if (!m || !path) return CASTOR_ERR_INVALID_ARGUMENT;
+  begin(m->ctx);
+  castor_save_format f = castor_save_format_of(path);
+  diag_loc at = {path, 0, 0};
+  if (f == CASTOR_SAVE_UNKNOWN)
+    diag_error_kind(m->ctx->diag, DIAG_KIND_INVALID_ARGUMENT, at, "castor saves .safetensors (the weights) or .keras "
+                    "(a model loaded from a .keras file); the name's extension '%s' is neither (checked without "
+                    "regard to case)", strrchr(path, '.'));
+  else if (f == CASTOR_SAVE_KERAS && !m->keras)
+    diag_error_kind(m->ctx->diag, DIAG_KIND_UNSUPPORTED, at, "only a model loaded from a .keras file can be saved "
+                    "as one (castor writes back the file's config.json; a .cast or ONNX model has none): save the "
+                    "weights as .safetensors");
+  else if (f == CASTOR_SAVE_KERAS)
+    fe_keras_save_check(m->keras, path, m->ctx->diag);
+  return finish(m->ctx, diag_error_count(m->ctx->diag) ? castor_status_from_diag(m->ctx->diag, CASTOR_ERR_UNSUPPORTED)
+                                                       : CASTOR_OK);
+}
 
 /* Keras in and out: the trained model as a .keras file (frontend/keras/save.c) */
 castor_status castor_program_save_keras(castor_program *p, const castor_model *m, const castor_train_options *to,

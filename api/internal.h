@@ -116,6 +116,21 @@ castor_status castor_program_stats(const castor_program *p, int64_t batch, casto
  * keeps the sink's text as the last error, or as the warnings on success). */
 castor_context *castor_model_context(const castor_model *m);
 bool castor_model_is_keras(const castor_model *m); /* loaded from a .keras file: castor_program_save_keras can write it */
+
+/* The writer a save path names by its extension, case-insensitively:
+ * .keras a Keras 3 model (castor_program_save_keras), .safetensors or no
+ * extension the weights (castor_program_save_weights); any other (.h5,
+ * .npy, ...) none of castor's. */
+typedef enum castor_save_format { CASTOR_SAVE_WEIGHTS, CASTOR_SAVE_KERAS, CASTOR_SAVE_UNKNOWN } castor_save_format;
+castor_save_format castor_save_format_of(const char *path);
+/* Checks, before training, that m can be saved at path in the format its
+ * name says: a known extension, and for .keras a model loaded from a
+ * .keras file whose weights file castor can write back. The error is the
+ * context's last error (CASTOR_ERR_INVALID_ARGUMENT or _UNSUPPORTED). */
+castor_status castor_model_check_save(castor_model *m, const char *path);
+/* The loss the model says it trains with (a .cast compile statement, a
+ * .keras file's compile config), or NULL: for messages about labels. */
+const char *castor_model_loss(const castor_model *m);
 const ir_graph *castor_model_graph(const castor_model *m); /* the frontend's graph: name, policy */
 diag_sink *castor_context_diag(castor_context *ctx);
 void castor_context_begin(castor_context *ctx);

@@ -61,6 +61,13 @@ bool cg_has_own_launch(const cg_kernel *k);
  * split and scratch come from its GEMM layout instead. */
 void cg_train_launch(const ir_node *op, int64_t *rows_fixed, int64_t *row_step, int64_t *work_per_row,
                      int64_t *work_per_batch);
+/* The kernel kit's tables (codegen/kernel/), by op: whether the row-wise op
+ * has a line formula (cg_rowwise.c), and whether the op has a training
+ * formula (cg_train.c: the reduce and update classes' kernels but the
+ * GEMMs, and the row-wise ops without a line formula). Emitting an op
+ * without its row is an assertion, never another op's formula. */
+bool cg_rowwise_has_line_formula(ir_op op);
+bool cg_train_has_formula(ir_op op);
 /* convolutional networks: whether sum_to (or bn_mean) op sums exactly
  * x's leading dimensions into an unbatched result (a bias's gradient,
  * [N,H,W,C] -> [C]), so y's elements are x's contiguous trailing

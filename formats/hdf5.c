@@ -512,15 +512,22 @@ bool h5_open(h5_file *f, const void *data, size_t len, h5_error *err) {
     fail(&r, sb, "truncated superblock (%llu bytes, it needs %llu)", (unsigned long long)(len - sb), (unsigned long long)need);
     goto done;
   }
-  r.base = rdn(s + 24, r.so);
-  if (r.base > len) {
-    fail(&r, sb + 24, "base address %llu lies outside the file", (unsigned long long)r.base);
+  /* Addresses are relative to the base address, which is where the
+   * superblock is (after a user block: h5py's userblock_size). As libhdf5
+   * does, the superblock's own position wins over a stored base that
+   * differs (a user block prepended by hand), and the end-of-file address,
+   * absolute when the stored base is right, moves with it. */
+  uint64_t stored_base = rdn(s + 24, r.so), eof = rdn(s + 24 + 2 * r.so, r.so);
+  r.base = sb;
+  if (stored_base > eof) {
+    fail(&r, sb + 24, "base address %llu lies past the end-of-file address %llu",
+         (unsigned long long)stored_base, (unsigned long long)eof);
     goto done;
   }
-  uint64_t eof = rdn(s + 24 + 2 * r.so, r.so);
-  if (eof > UINT64_MAX - r.base || r.base + eof > len) {
+  eof = eof - stored_base;
+  if (eof > len - sb) {
     fail(&r, sb + 24 + 2 * r.so, "truncated: the superblock says the file has %llu bytes, it has "
-         "%llu", (unsigned long long)(r.base + eof), (unsigned long long)len);
+         "%llu", (unsigned long long)(sb + eof), (unsigned long long)len);
     goto done;
   }
   const unsigned char *root = s + 24 + 4 * r.so;
@@ -538,18 +545,21 @@ done:
   f->objects = arena_alloc(f->arena, (r.objs.len + 1) * sizeof *f->objects);
   if (r.objs.len) memcpy(f->objects, r.objs.data, r.objs.len * sizeof *f->objects);
   vec_free(&r.objs);
+  hmap_init(&f->by_path, HMAP_STRINGS);
+  hmap_reserve(&f->by_path, (size_t)f->n_objects);
+  for (int i = 0; i < f->n_objects; i++)
+    hmap_put_str(&f->by_path, f->objects[i].path, strlen(f->objects[i].path), &f->objects[i]);
   return true;
 }
 
 void h5_fini(h5_file *f) {
+  hmap_fini(&f->by_path);
   arena_destroy(f->arena);
   *f = (h5_file){0};
 }
 
 const h5_object *h5_find(const h5_file *f, const char *path) {
-  for (int i = 0; i < f->n_objects; i++)
-    if (strcmp(f->objects[i].path, path) == 0) return &f->objects[i];
-  return NULL;
+  return f->n_objects ? hmap_get_str(&f->by_path, path, strlen(path)) : NULL;
 }
 
 const char *h5_attr_str(const h5_object *o, const char *name) {

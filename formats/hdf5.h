@@ -70,6 +70,7 @@ typedef struct h5_file {
   h5_object *objects; /* groups and datasets, parents before children, children by name */
   int n_objects;
   arena *arena;       /* paths, attributes */
+  hmap by_path;       /* path -> its object: h5_find in constant time */
 } h5_file;
 
 typedef struct h5_error {

@@ -13,7 +13,13 @@
  * castor supports: dtypes, ops and opsets are the importer's business
  * (frontend/onnx).
  *
- * Limits: a model file of at most ONNX_MAX_FILE_BYTES; protobuf-c's
+ * Limits: a model file of at most ONNX_MAX_FILE_BYTES; messages nested at
+ * most ONNX_MAX_NESTING deep (protobuf C++'s default recursion limit),
+ * checked by an iterative walk of the wire format before protobuf-c's
+ * recursive decoder runs, so that no file can overflow the stack; at most
+ * ONNX_MAX_NODES nodes in all graphs together (castor's IR_MAX_NODES,
+ * counted by the same walk, so that a huge graph is refused before it is
+ * decoded); protobuf-c's
  * allocations during decoding capped (ONNX_MAX_DECODE_BYTES), so a small
  * file cannot make castor allocate gigabytes; tensors of at most
  * ONNX_MAX_RANK dimensions.
@@ -26,7 +32,7 @@
 
 #define ONNX_MAX_FILE_BYTES ((int64_t)2 << 30)   /* protobuf's own limit: 2 GiB */
 #define ONNX_MAX_DECODE_BYTES ((int64_t)4 << 30) /* protobuf-c's allocations, all together */
-enum { ONNX_MAX_RANK = 16 };
+enum { ONNX_MAX_RANK = 16, ONNX_MAX_NESTING = 100, ONNX_MAX_NODES = 100000 };
 
 /* TensorProto.DataType values (onnx.proto). */
 typedef enum onnx_dtype {

@@ -7,6 +7,7 @@
 #include "formats/onnx.h"
 
 #include "formats/onnx.pb-c.h"
+#include "util/sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -159,6 +160,121 @@ static int64_t wire_first_bad(const unsigned char *p, size_t len, const char **w
   return -1;
 }
 
+/* Reads the varint at p[*i..end); false if it runs past end or over 10 bytes. */
+static bool wire_varint(const unsigned char *p, size_t *i, size_t end, uint64_t *out) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 70; shift += 7) {
+    if (*i >= end) return false;
+    unsigned char b = p[(*i)++];
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return *out = v, true;
+  }
+  return false;
+}
+
+/* What wire_scan found past a limit: the offset of the first message
+ * nested deeper than ONNX_MAX_NESTING levels (the outermost message is
+ * level 1) and its type, or of the first NodeProto past ONNX_MAX_NODES;
+ * -1 where none. */
+typedef struct wire_limits {
+  int64_t too_deep_at, too_many_at;
+  const char *too_deep_type;
+} wire_limits;
+
+/* Bounds a protobuf message before protobuf-c's decoder runs (it recurses
+ * once per nested message and allocates every node): an iterative walk of
+ * the wire format with an explicit stack, typed by protobuf-c's own
+ * descriptors so that only fields the schema declares as messages are
+ * entered (bytes and strings are skipped whole), counting NodeProtos in
+ * every graph. Stops at the first limit passed. A malformed encoding ends
+ * the walk quietly: protobuf-c's decoder then reports it (malformed). */
+static void wire_scan(const unsigned char *p, size_t len, const ProtobufCMessageDescriptor *top,
+                      wire_limits *out) {
+  struct {
+    const ProtobufCMessageDescriptor *desc;
+    size_t end;
+  } stack[ONNX_MAX_NESTING];
+  *out = (wire_limits){.too_deep_at = -1, .too_many_at = -1};
+  int depth = 1;
+  int64_t nodes = 0;
+  stack[0].desc = top, stack[0].end = len;
+  size_t i = 0;
+  while (depth > 0) {
+    size_t end = stack[depth - 1].end;
+    if (i >= end) {
+      if (i > end) return;
+      depth--;
+      continue;
+    }
+    size_t start = i;
+    uint64_t key, n;
+    if (!wire_varint(p, &i, end, &key)) return;
+    switch (key & 7) {
+    case 0:
+      if (!wire_varint(p, &i, end, &n)) return;
+      break;
+    case 1:
+      if (end - i < 8) return;
+      i += 8;
+      break;
+    case 5:
+      if (end - i < 4) return;
+      i += 4;
+      break;
+    case 2: {
+      if (!wire_varint(p, &i, end, &n) || n > end - i) return;
+      const ProtobufCFieldDescriptor *f =
+          key >> 3 > UINT32_MAX ? NULL
+                                : protobuf_c_message_descriptor_get_field(stack[depth - 1].desc,
+                                                                          (unsigned)(key >> 3));
+      if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+        const ProtobufCMessageDescriptor *sub = f->descriptor;
+        if (depth == ONNX_MAX_NESTING) {
+          out->too_deep_at = (int64_t)start, out->too_deep_type = sub->short_name;
+          return;
+        }
+        if (sub == &onnx__node_proto__descriptor && ++nodes > ONNX_MAX_NODES) {
+          out->too_many_at = (int64_t)start;
+          return;
+        }
+        stack[depth].desc = sub;
+        stack[depth].end = i + (size_t)n;
+        depth++;
+      } else {
+        i += (size_t)n;
+      }
+      break;
+    }
+    default: return;
+    }
+  }
+}
+
+/* Refuses bytes whose messages nest deeper than ONNX_MAX_NESTING, or that
+ * hold more than ONNX_MAX_NODES nodes, before they reach protobuf-c; false
+ * with the error in d. */
+static bool limits_ok(diag_sink *d, const char *name, const char *what, const void *bytes,
+                      size_t len, const ProtobufCMessageDescriptor *top) {
+  wire_limits w;
+  wire_scan(bytes, len, top, &w);
+  if (w.too_deep_at >= 0) {
+    diag_error(d, (diag_loc){name, 0, 0},
+               "'%s': this %s nests protobuf messages more than %d deep (a %s at byte %lld is "
+               "level %d; subgraphs of If, Loop and Scan nest 3 levels each); castor refuses it",
+               name, what, ONNX_MAX_NESTING, w.too_deep_type, (long long)w.too_deep_at,
+               ONNX_MAX_NESTING + 1);
+    return false;
+  }
+  if (w.too_many_at >= 0) {
+    diag_error(d, (diag_loc){name, 0, 0},
+               "'%s': this %s has more than %d nodes (node %d starts at byte %lld); castor "
+               "imports at most %d (ONNX_MAX_NODES)", name, what, ONNX_MAX_NODES,
+               ONNX_MAX_NODES + 1, (long long)w.too_many_at, ONNX_MAX_NODES);
+    return false;
+  }
+  return true;
+}
+
 static void malformed(diag_sink *d, const char *name, const char *what, const void *bytes,
                       size_t len, const capped *c) {
   if (c->over) {
@@ -185,6 +301,7 @@ static void malformed(diag_sink *d, const char *name, const char *what, const vo
 typedef struct reader {
   const char *file; /* the model file, for messages */
   const char *dir;  /* external data's directory, or NULL */
+  int dirfd;        /* dir opened (O_PATH) at the first external tensor; -1 before */
   arena *a;
   diag_sink *d;
   bool ok;
@@ -206,41 +323,41 @@ static void fail(reader *r, const char *fmt, ...) {
 
 static const char *dup_str(reader *r, const char *s) { return arena_strdup(r->a, s ? s : ""); }
 
-/* Reads `nbytes` at `offset` of the external file `loc`, relative to the
- * model's directory, into dst; the path may not leave that directory. */
+/* Reads `nbytes` at `offset` of the external file `loc`, beneath the
+ * model's directory, into the arena (*out). */
 static bool read_external(reader *r, const char *tname, const char *loc, int64_t offset,
                           size_t nbytes, void **out) {
   if (!r->dir) {
     fail(r, "tensor '%s' keeps its data in the external file '%s', and this model was not "
-            "read from a file (no directory to find it in)", tname, loc);
+            "read from a regular file (a pipe, or memory): it has no folder to find it in",
+         tname, loc);
     return false;
   }
-  if (!*loc || loc[0] == '/' || strstr(loc, "..")) {
+  if (r->dirfd < 0 && (r->dirfd = open(r->dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+    fail(r, "tensor '%s': cannot open the model's directory '%s': %s", tname, r->dir,
+         strerror(errno));
+    return false;
+  }
+  int fd = file_open_beneath(r->dirfd, loc, true);
+  if (fd < 0 && errno == EXDEV) {
     fail(r, "tensor '%s': external data location '%s' must be a relative path inside the "
-            "model's directory (no '..', not absolute)", tname, loc);
+            "model's directory (no '..' component, not absolute)", tname, loc);
     return false;
   }
   char *path = arena_printf(r->a, "%s/%s", r->dir, loc);
-  char real_dir[PATH_MAX], real_path[PATH_MAX];
-  if (!realpath(r->dir, real_dir) || !realpath(path, real_path)) {
-    fail(r, "tensor '%s': cannot open its external data '%s': %s", tname, path, strerror(errno));
-    return false;
-  }
-  size_t dl = strlen(real_dir);
-  if (strncmp(real_path, real_dir, dl) != 0 || real_path[dl] != '/') {
-    fail(r, "tensor '%s': external data '%s' resolves to '%s', outside the model's directory "
-            "'%s'", tname, loc, real_path, real_dir);
-    return false;
-  }
-  int fd = open(real_path, O_RDONLY | O_CLOEXEC);
   struct stat st;
+  if (fd < 0 && errno == ELOOP) {
+    fail(r, "tensor '%s': external data '%s' is a symbolic link or lies behind one; castor "
+            "opens files beneath the model's directory without following links", tname, path);
+    return false;
+  }
   if (fd < 0 || fstat(fd, &st) != 0) {
     fail(r, "tensor '%s': cannot open its external data '%s': %s", tname, path, strerror(errno));
     if (fd >= 0) close(fd);
     return false;
   }
   if (!S_ISREG(st.st_mode)) {
-    fail(r, "tensor '%s': external data '%s' is a %s, not a regular file", tname, path,
+    fail(r, "tensor '%s': external data '%s' is %s, not a regular file", tname, path,
          str_file_kind(st.st_mode));
     close(fd);
     return false;
@@ -251,7 +368,15 @@ static bool read_external(reader *r, const char *tname, const char *loc, int64_t
     close(fd);
     return false;
   }
-  char *dst = arena_alloc_aligned(r->a, nbytes, 64); /* the file holds them: checked above */
+  /* the file holds them (checked above), but a sparse file may claim a
+   * terabyte in a few blocks: the memory limit decides before allocating */
+  char *dst = mem_fits((int64_t)nbytes) ? arena_try_alloc_aligned(r->a, nbytes, 64) : NULL;
+  if (!dst) {
+    fail(r, "tensor '%s': its external data '%s' is %s; %s", tname, path,
+         str_bytes((int64_t)nbytes), mem_limit_text());
+    close(fd);
+    return false;
+  }
   *out = dst;
   size_t got = 0;
   while (got < nbytes) {
@@ -557,6 +682,7 @@ onnx_model *onnx_model_read(const char *name, const void *bytes, size_t len, con
                "their weights in external data files)", name, len);
     return NULL;
   }
+  if (!limits_ok(d, name, "ONNX model", bytes, len, &onnx__model_proto__descriptor)) return NULL;
   capped c;
   capped_init(&c, ONNX_MAX_DECODE_BYTES);
   Onnx__ModelProto *p = onnx__model_proto__unpack(&c.base, len, bytes);
@@ -566,7 +692,7 @@ onnx_model *onnx_model_read(const char *name, const void *bytes, size_t len, con
   }
   onnx_model *m = xcalloc(1, sizeof *m);
   m->arena = arena_create();
-  reader r = {.file = name, .dir = dir, .a = m->arena, .d = d, .ok = true};
+  reader r = {.file = name, .dir = dir, .dirfd = -1, .a = m->arena, .d = d, .ok = true};
   m->ir_version = p->has_ir_version ? p->ir_version : 0;
   if (!p->graph) fail(&r, "the model has no graph (is it an ONNX model?)");
   if (r.ok && count_ok(&r, p->n_opset_import, "opset imports")) {
@@ -582,6 +708,7 @@ onnx_model *onnx_model_read(const char *name, const void *bytes, size_t len, con
     graph_from_pb(&r, p->graph, &m->graph);
   }
   onnx__model_proto__free_unpacked(p, &c.base);
+  if (r.dirfd >= 0) close(r.dirfd);
   if (!r.ok) {
     onnx_model_free(m);
     return NULL;
@@ -597,6 +724,7 @@ void onnx_model_free(onnx_model *m) {
 
 bool onnx_tensor_read(const char *name, const void *bytes, size_t len, arena *a, onnx_tensor *out,
                       diag_sink *d) {
+  if (!limits_ok(d, name, "ONNX tensor", bytes, len, &onnx__tensor_proto__descriptor)) return false;
   capped c;
   capped_init(&c, ONNX_MAX_DECODE_BYTES);
   Onnx__TensorProto *p = onnx__tensor_proto__unpack(&c.base, len, bytes);
@@ -604,7 +732,7 @@ bool onnx_tensor_read(const char *name, const void *bytes, size_t len, arena *a,
     malformed(d, name, "ONNX tensor", bytes, len, &c);
     return false;
   }
-  reader r = {.file = name, .dir = NULL, .a = a, .d = d, .ok = true};
+  reader r = {.file = name, .dir = NULL, .dirfd = -1, .a = a, .d = d, .ok = true};
   tensor_from_pb(&r, p, out);
   onnx__tensor_proto__free_unpacked(p, &c.base);
   return r.ok;

@@ -168,9 +168,19 @@ bool zip_open(zip_archive *z, const void *data, size_t len, zip_error *err) {
   const unsigned char *d = data;
   uint64_t cd_off = 0, cd_size = 0, n = 0, cd_end = 0;
   if (!read_eocd(d, len, &cd_off, &cd_size, &n, &cd_end, err)) return false;
+  /* Sizes from the file are checked against what the file holds before
+   * anything is allocated from them: each entry takes CENTRAL_LEN bytes of
+   * the directory, which lies inside the file. */
+  if (n > cd_size / CENTRAL_LEN)
+    return fail(err, cd_end, "the end record claims %llu members, more than a central directory "
+                "of %llu bytes holds (truncated or corrupt archive)", (unsigned long long)n,
+                (unsigned long long)cd_size);
   z->members = xcalloc(n + 1, sizeof *z->members);
   z->names = xmalloc(cd_size + 1);
   size_t names_used = 0;
+  hmap seen; /* name -> its member: the duplicate check in linear time */
+  hmap_init(&seen, HMAP_STRINGS);
+  hmap_reserve(&seen, (size_t)n);
   uint64_t p = cd_off, end = cd_off + cd_size;
   for (uint64_t i = 0; i < n; i++) {
     if (!inside(p, CENTRAL_LEN, end) || rd32(d + p) != SIG_CENTRAL) {
@@ -220,11 +230,10 @@ bool zip_open(zip_archive *z, const void *data, size_t len, zip_error *err) {
            "uncompressed)", m->name, (unsigned long long)m->comp_size, (unsigned long long)m->size);
       goto fail;
     }
-    for (uint64_t k = 0; k < i; k++)
-      if (strcmp(z->members[k].name, m->name) == 0) {
-        fail(err, p, "member '%s' appears twice in the central directory", m->name);
-        goto fail;
-      }
+    if (hmap_put_str(&seen, m->name, nlen, m)) {
+      fail(err, p, "member '%s' appears twice in the central directory", m->name);
+      goto fail;
+    }
     if (!read_local(d, cd_off, p, m, flags, err)) goto fail;
     z->n_members++;
     p += CENTRAL_LEN + (uint64_t)nlen + xlen + clen;
@@ -234,8 +243,10 @@ bool zip_open(zip_archive *z, const void *data, size_t len, zip_error *err) {
          (unsigned long long)(end - p), (unsigned long long)n);
     goto fail;
   }
+  hmap_fini(&seen);
   return true;
 fail:
+  hmap_fini(&seen);
   zip_fini(z);
   return false;
 }
@@ -259,7 +270,17 @@ bool zip_read(const zip_archive *z, const zip_member *m, uint64_t max_size, unsi
     return fail(err, m->header_off, "member '%s' is %llu bytes once extracted, more than the "
                 "%llu castor reads", m->name, (unsigned long long)m->size,
                 (unsigned long long)max_size);
-  unsigned char *buf = xmalloc((size_t)m->size + 1);
+  /* The size the directory claims is what gets allocated, and inflation
+   * stops there: bounded by the compressed size, so that a small archive
+   * cannot claim gigabytes (a stored member's data lies in the file). */
+  if (m->method != 0 && m->size > ZIP_MAX_RATIO * m->comp_size + ZIP_RATIO_SLACK)
+    return fail(err, m->header_off, "member '%s' claims %llu bytes from %llu compressed bytes, "
+                "more than %d times as many (the bound that stops deflate bombs)", m->name,
+                (unsigned long long)m->size, (unsigned long long)m->comp_size, ZIP_MAX_RATIO);
+  unsigned char *buf = malloc((size_t)m->size + 1);
+  if (!buf)
+    return fail(err, m->header_off, "member '%s': out of memory for its %llu bytes", m->name,
+                (unsigned long long)m->size);
   const unsigned char *src = z->data + m->data_off;
   if (m->method == 0) {
     memcpy(buf, src, (size_t)m->size);

@@ -14,7 +14,10 @@
  * its data inside the file and before the directory, the local header's
  * name equal to the directory's, its sizes and CRC equal to the directory's
  * unless it defers them to a data descriptor (flag bit 3), member names
- * unique. zip_read checks the uncompressed size and the CRC-32.
+ * unique (by hash: linear in the number of members). zip_read checks the
+ * uncompressed size against the caller's limit and the ratio bound below
+ * before allocating it (an allocation that fails is an error, not an
+ * abort), then the size inflated and the CRC-32.
  *
  * Errors come back as a zip_error (byte offset + message naming the member)
  * for the caller to word into a diagnostic, like formats/json.h.
@@ -25,8 +28,13 @@
 #include "util/diag.h"
 #include "util/util.h"
 
-/* Members an archive may hold (a .keras file has three). */
-enum { ZIP_MAX_MEMBERS = 65535 };
+/* Members an archive may hold (a .keras file has three). A deflated
+ * member may extract to at most ZIP_MAX_RATIO times its compressed size
+ * plus ZIP_RATIO_SLACK bytes: deflate reaches 1032:1 on runs of zeros, so
+ * without a bound a 2 MB archive could claim (and be given) 2 GiB; JSON
+ * and weights deflate by well under 100:1, and Keras stores its members
+ * uncompressed. */
+enum { ZIP_MAX_MEMBERS = 65535, ZIP_MAX_RATIO = 100, ZIP_RATIO_SLACK = 1 << 20 };
 
 typedef struct zip_member {
   const char *name;   /* NUL-terminated copy; no NUL inside */

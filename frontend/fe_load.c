@@ -19,18 +19,24 @@
 #include "frontend/onnx/onnx_frontend.h"
 #include "frontend/keras/keras.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void fe_options_init(fe_options *o) { *o = (fe_options){0}; }
 
 fe_format fe_sniff(const void *bytes, size_t len) {
   const unsigned char *b = bytes;
   static const unsigned char zip[] = {'P', 'K', 3, 4};
+  static const unsigned char empty_zip[] = {'P', 'K', 5, 6}; /* only an end record */
   static const unsigned char hdf5[] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
   if (len >= sizeof zip && memcmp(b, zip, sizeof zip) == 0) return FE_FORMAT_KERAS;
+  if (len >= sizeof empty_zip && memcmp(b, empty_zip, sizeof empty_zip) == 0) return FE_FORMAT_KERAS;
   if (len >= sizeof hdf5 && memcmp(b, hdf5, sizeof hdf5) == 0) return FE_FORMAT_KERAS;
   if (len >= 1 && b[0] == 0x08) return FE_FORMAT_ONNX;
   return FE_FORMAT_CAST;
@@ -88,32 +94,66 @@ ir_graph *fe_load_mem(const char *name, const char *bytes, size_t len, const fe_
   return load_bytes(name, bytes, len, o, d, out_defaults);
 }
 
+/* The folder of the regular file open at fd, where its external data lies:
+ * the directory of the path the kernel knows it by (/proc/self/fd), so that
+ * /dev/stdin redirected from a file, or a link to a model, gives the folder
+ * the file is in, not /dev or the link's; NULL if unknown (caller frees). */
+static char *folder_of_fd(int fd, const char *path) {
+  char link[64], buf[PATH_MAX];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, buf, sizeof buf - 1);
+  if (n > 0 && buf[0] == '/') buf[n] = 0;
+  else if (!realpath(path, buf)) return NULL;
+  char *slash = strrchr(buf, '/');
+  if (slash == buf) slash++; /* a file in / */
+  *slash = 0;
+  return xstrdup(buf);
+}
+
 ir_graph *fe_load(const char *path, const fe_options *o, diag_sink *d,
                   fe_train_defaults *out_defaults) {
   if (out_defaults) *out_defaults = (fe_train_defaults){0};
-  char *text;
+  fe_options opts;
+  if (o) opts = *o;
+  else fe_options_init(&opts);
+  char *text = NULL, *dir = NULL;
   size_t len;
   str_buf why;
   str_buf_init(&why);
   int64_t limit = FE_MAX_MODEL_BYTES;
   struct stat st;
-  FILE *f;
-  if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (f = fopen(path, "rb"))) {
+  /* O_NONBLOCK: opening a FIFO with no writer, or a device, must not hang;
+   * it is cleared again before a pipe is read */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  bool ok = fd >= 0 && fstat(fd, &st) == 0;
+  if (ok) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  }
+  if (ok && S_ISREG(st.st_mode)) {
     unsigned char head[8];
-    size_t n = fread(head, 1, sizeof head, f);
-    fclose(f);
-    fe_format fmt = fe_sniff(head, n);
+    ssize_t n = pread(fd, head, sizeof head, 0);
+    fe_format fmt = fe_sniff(head, n > 0 ? (size_t)n : 0);
     if (fmt == FE_FORMAT_KERAS) limit = FE_MAX_KERAS_BYTES;
     if (fmt == FE_FORMAT_ONNX) limit = ONNX_MAX_FILE_BYTES;
+    /* only a regular file has a folder: a model from a pipe has no external data */
+    opts.dir = dir = folder_of_fd(fd, path);
+  } else if (ok) {
+    opts.dir = NULL;
   }
-  if (!str_read_file_max(path, limit, &text, &len, &why)) {
+  if (!ok) str_buf_puts(&why, strerror(errno));
+  else ok = str_read_fd_max(fd, limit, &text, &len, &why);
+  if (fd >= 0) close(fd);
+  if (!ok) {
     diag_error_kind(d, DIAG_KIND_IO, (diag_loc){0}, "cannot read model file '%s': %s", path,
                     str_buf_cstr(&why));
     str_buf_fini(&why);
+    free(dir);
     return NULL;
   }
   str_buf_fini(&why);
-  ir_graph *g = load_bytes(path, text, len, o, d, out_defaults);
+  ir_graph *g = load_bytes(path, text, len, &opts, d, out_defaults);
   free(text);
+  free(dir);
   return g;
 }

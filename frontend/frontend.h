@@ -72,6 +72,11 @@ typedef struct fe_options {
   uint64_t seed;            /* seed of the Glorot init when there is no weights file */
   const char *weights_path; /* overrides the model's weights; NULL: use the model's */
   int64_t max_init_bytes;   /* cap of the Glorot init (0: 4 GiB; fuzzing lowers it) */
+  /* ONNX: the folder external data is read from (beneath it, no links
+   * followed). fe_load sets it to the folder of a model read from a regular
+   * file, and to NULL for one read from a pipe; for fe_load_mem it is the
+   * caller's (NULL, the default: external data is an error) */
+  const char *dir;
   const fe_binding *bindings; /* ONNX: graph inputs bound to data (NULL: none) */
   int n_bindings;
   /* .keras: if not NULL, receives what writing the model back as a .keras
@@ -142,14 +147,20 @@ typedef struct fe_keras_state {
  * docs/keras.md, "Writing .keras files", has the layout. */
 bool fe_keras_save(const fe_keras_source *src, const char *path, const fe_keras_state *states, int n_states,
                    const char *optimizer, bool schedule, diag_sink *d);
+/* What fe_keras_save would refuse of the loaded file whatever the states
+ * (an attribute that is not a string, a string dataset), checked before
+ * training so that no training is lost at the save; errors at path. */
+bool fe_keras_save_check(const fe_keras_source *src, const char *path, diag_sink *d);
 
 /* Reads the optimizer's variables of the loaded file back into the states
  * they are (fe_keras_save's layout for `optimizer`, inverted): each state's
  * data (writable, its dtype and shape) and loaded[i] set for those read;
  * skip_lr leaves optimizer.learning_rate. A file without an optimizer
  * group, or with only its scalars (saved before Keras built the slots),
- * loads nothing; a count or shape that does not match is an error naming
- * the dataset. */
+ * loads nothing; a count or shape that does not match, a negative count
+ * (iterations), a learning rate or loss scale that is not positive, or a
+ * value that is not finite is an error naming the dataset and the
+ * variable. */
 bool fe_keras_load_optimizer(const fe_keras_source *src, const fe_keras_state *states, int n_states,
                              const char *optimizer, bool schedule, bool skip_lr, bool *loaded, int *n_loaded,
                              diag_sink *d);

@@ -4,7 +4,7 @@
  *
  *   castor_context *ctx;  castor_model *m;  castor_program *p;
  *   castor_context_create(&ctx);
- *   castor_model_load_file(ctx, "mnist_mlp.cast", &m);
+ *   castor_model_load_file(ctx, "mnist_mlp.cast", NULL, &m);   (NULL: default load options)
  *   castor_compile_options o;  castor_compile_options_init(&o);
  *   castor_compile(m, &o, &p);
  *   ... castor_tensor_create, castor_program_run ...
@@ -27,7 +27,11 @@ extern "C" {
 #define CASTOR_VERSION_MAJOR 0
 #define CASTOR_VERSION_MINOR 1
 #define CASTOR_VERSION_PATCH 0
-#define CASTOR_VERSION_STRING "0.1.0"
+/* the version's one home: CMakeLists.txt reads the three numbers above */
+#define CASTOR_VERSION_STR_(a, b, c) #a "." #b "." #c
+#define CASTOR_VERSION_XSTR_(a, b, c) CASTOR_VERSION_STR_(a, b, c)
+#define CASTOR_VERSION_STRING \
+  CASTOR_VERSION_XSTR_(CASTOR_VERSION_MAJOR, CASTOR_VERSION_MINOR, CASTOR_VERSION_PATCH)
 
 /* The most dimensions a tensor has (a batch dimension included). */
 #define CASTOR_MAX_RANK 6
@@ -117,7 +121,9 @@ CASTOR_API castor_status castor_model_load_file(castor_context *ctx, const char 
                                                 const castor_load_options *opts,
                                                 castor_model **out_model);
 /* Same from memory; `name` is used in diagnostics and anchors relative
- * weight paths. The text is copied. */
+ * weight paths. The text is copied. A model from memory has no folder: an
+ * ONNX model whose tensors keep their data in external files is an error
+ * (CASTOR_ERR_PARSE); load it from its file. */
 CASTOR_API castor_status castor_model_load_string(castor_context *ctx, const char *name,
                                                   const char *text, size_t len,
                                                   const castor_load_options *opts,

@@ -211,6 +211,7 @@ ir_graph *ir_graph_create(const char *name) {
   g->arena = a;
   g->name = arena_strdup(a, name);
   g->policy = IR_POLICY_FLOAT32;
+  hmap_init(&g->names, HMAP_STRINGS);
   return g;
 }
 
@@ -218,7 +219,45 @@ void ir_graph_destroy(ir_graph *g) {
   if (!g) return;
   free(g->nodes);
   free(g->outputs);
+  hmap_fini(&g->names);
   arena_destroy(g->arena); /* g itself lives in the arena */
+}
+
+/* ---- the name index (g->names) ----
+ * One cell per name ever given: the node last inserted or renamed under it
+ * and the next suffix ir_graph_unique_name tries. Nodes leave the schedule
+ * (ir_graph_compact, a pass that rebuilds it) without telling the index, so
+ * a cell's node is believed only while it is in the schedule under that
+ * name; otherwise the lookup scans (exact, and rare: a name whose node was
+ * removed). A name absent from the index belongs to no node. */
+typedef struct name_cell {
+  const char *name; /* the key (arena) */
+  ir_node *node;
+  int next_k;       /* base.1 .. base.(next_k - 1) were taken when last asked */
+} name_cell;
+
+static name_cell *name_cell_get(const ir_graph *g, const char *name) {
+  return hmap_get_str(&g->names, name, strlen(name));
+}
+
+static void name_index(ir_graph *g, ir_node *n) {
+  name_cell *c = name_cell_get(g, n->name);
+  if (!c) {
+    c = arena_alloc(g->arena, sizeof *c);
+    c->name = arena_strdup(g->arena, n->name);
+    c->next_k = 1;
+    hmap_put_str(&g->names, c->name, strlen(c->name), c);
+  }
+  c->node = n;
+}
+
+static bool in_schedule(const ir_graph *g, const ir_node *n) {
+  return n->id >= 0 && n->id < g->n_nodes && g->nodes[n->id] == n;
+}
+
+void ir_graph_rename(ir_graph *g, ir_node *n, const char *name) {
+  n->name = arena_strdup(g->arena, name);
+  name_index(g, n);
 }
 
 void ir_graph_insert(ir_graph *g, int pos, ir_node *n) {
@@ -231,6 +270,7 @@ void ir_graph_insert(ir_graph *g, int pos, ir_node *n) {
   g->nodes[pos] = n;
   g->n_nodes++;
   for (int i = pos; i < g->n_nodes; i++) g->nodes[i]->id = i;
+  name_index(g, n);
 }
 
 void ir_graph_append(ir_graph *g, ir_node *n) { ir_graph_insert(g, g->n_nodes, n); }
@@ -263,17 +303,32 @@ void ir_graph_compact(ir_graph *g, const bool *keep) {
   ir_graph_renumber(g);
 }
 
-ir_node *ir_graph_find(const ir_graph *g, const char *name) {
+static ir_node *find_cell(const ir_graph *g, const name_cell *c, const char *name) {
+  if (!c) return NULL;
+  if (c->node && in_schedule(g, c->node) && strcmp(c->node->name, name) == 0) return c->node;
   for (int i = 0; i < g->n_nodes; i++)
     if (strcmp(g->nodes[i]->name, name) == 0) return g->nodes[i];
   return NULL;
 }
 
+ir_node *ir_graph_find(const ir_graph *g, const char *name) {
+  return find_cell(g, name_cell_get(g, name), name);
+}
+
 const char *ir_graph_unique_name(const ir_graph *g, const char *base) {
-  if (!ir_graph_find(g, base)) return arena_strdup(g->arena, base);
-  for (int k = 1;; k++) {
-    char *s = arena_printf(g->arena, "%s.%d", base, k);
-    if (!ir_graph_find(g, s)) return s;
+  name_cell *c = name_cell_get(g, base);
+  if (!find_cell(g, c, base)) return arena_strdup(g->arena, base);
+  str_buf b;
+  str_buf_init(&b);
+  for (int k = c->next_k;; k++) {
+    str_buf_clear(&b);
+    str_buf_printf(&b, "%s.%d", base, k);
+    if (!ir_graph_find(g, str_buf_cstr(&b))) {
+      c->next_k = k;
+      char *s = arena_strdup(g->arena, str_buf_cstr(&b));
+      str_buf_fini(&b);
+      return s;
+    }
   }
 }
 
@@ -420,6 +475,12 @@ static bool infer_pool2d(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir
   if (!ints_ok(&attr->pool, 2, 1, 1 << 20) || !ints_ok(&attr->strides, 2, 1, 1 << 20) ||
       !ints_ok(&attr->pads, 4, 0, 1 << 20))
     return FAIL("%s needs pool=[ph,pw] and strides=[sh,sw] >= 1 and pads=[top,bottom,left,right] >= 0", ir_op_name(op));
+  /* A window larger than x is refused whatever the padding: 'same' padding
+   * would make any window fit, and a window of 2^20 on a 4x4 image visits
+   * 2^40 positions per output for the same result as one covering x. */
+  if (attr->pool.v[0] > x->dims[1] || attr->pool.v[1] > x->dims[2])
+    return FAIL("%s window [%lld,%lld] does not fit in x %s", ir_op_name(op), (long long)attr->pool.v[0],
+                (long long)attr->pool.v[1], sa);
   for (int i = 0; i < 4; i++)
     if (attr->pads.v[i] >= attr->pool.v[i / 2])
       return FAIL("%s pad %lld is not smaller than its window %lld: a window would hold only padding", ir_op_name(op),

@@ -240,6 +240,11 @@ typedef struct ir_graph {
   int n_nodes, cap_nodes;
   ir_output *outputs;
   int n_outputs, cap_outputs;
+  /* name -> the last node inserted under it (and the next suffix to try
+   * for ir_graph_unique_name): ir_graph_find's index, kept by
+   * ir_graph_insert and ir_graph_rename; entries of removed nodes stay
+   * and are checked at lookup (ir.c) */
+  hmap names;
 } ir_graph;
 
 /* ---- tables ---- */
@@ -339,9 +344,15 @@ void ir_graph_renumber(ir_graph *g);
 void ir_graph_replace_uses(ir_graph *g, ir_node *from, ir_node *to);
 /* Removes the nodes for which keep[id] is false (ids must be current). */
 void ir_graph_compact(ir_graph *g, const bool *keep);
+/* The node named `name` in g's schedule, or NULL: O(1) expected through
+ * g->names (a name given to a node after it was inserted must go through
+ * ir_graph_rename). */
 ir_node *ir_graph_find(const ir_graph *g, const char *name);
-/* A name not yet used in g: base, or base.1, base.2, ... (arena-owned). */
+/* A name not yet used in g: base, or base.1, base.2, ... (arena-owned);
+ * amortized O(1): each base remembers the suffix it reached. */
 const char *ir_graph_unique_name(const ir_graph *g, const char *base);
+/* Renames n (in g's schedule) to name (copied into g's arena). */
+void ir_graph_rename(ir_graph *g, ir_node *n, const char *name);
 int ir_graph_num_inputs(const ir_graph *g);
 ir_node *ir_graph_input(const ir_graph *g, int index); /* NULL if none */
 /* Counts of uses per node id (sources + outputs); caller frees. */

@@ -95,10 +95,10 @@ static bool fold_one(ir_graph *g, ir_node *n, const int *uses, hmap *names) {
     mean->attr.data = NULL;
   }
   const char *layer = n->layer ? n->layer : n->name;
-  w->name = fresh(g, names, arena_printf(g->arena, "%s.bn_folded", w->name));
+  ir_graph_rename(g, w, fresh(g, names, arena_printf(g->arena, "%s.bn_folded", w->name)));
   w->note = arena_printf(g->arena, "%s, times %s's gamma / sqrt(moving_variance + epsilon)",
                          w->layer ? w->layer : w->attr.weight, layer);
-  mean->name = fresh(g, names, arena_printf(g->arena, "%s.bias", n->name));
+  ir_graph_rename(g, mean, fresh(g, names, arena_printf(g->arena, "%s.bias", n->name)));
   mean->attr.weight = arena_printf(g->arena, "%s.bias", layer);
   mean->layer = cv->layer, mean->policy = cv->policy;
   mean->note = arena_printf(g->arena, "%s folded: (bias - moving_mean) * gamma / sqrt(moving_variance + epsilon) + beta",

@@ -6,7 +6,8 @@
  * X: float32 features [n, ...]; Y: int32 class indices [n]. Without them
  * it makes a seeded toy task (the class is the argmax of a fixed random
  * projection of the features) so it runs anywhere. It compiles the
- * training step with Adam, runs 200 steps of 64 samples, prints the loss,
+ * training step with Adam, runs 200 steps of 64 samples (of all of them
+ * when there are fewer), prints the loss,
  * the loss scale and the skipped steps every 50 steps, and saves the
  * weights. Exits 1 if the loss did not go down.
  */
@@ -79,17 +80,22 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  enum { BATCH = 64, STEPS = 200 };
-  int64_t xd[] = {BATCH, features}, yd[] = {BATCH};
+  if (n < 1) {
+    fprintf(stderr, "train: X and Y hold no samples\n");
+    return 1;
+  }
+  enum { STEPS = 200 };
+  const int64_t batch = n < 64 ? n : 64; /* fewer samples than a batch: one batch of all of them */
+  int64_t xd[] = {batch, features}, yd[] = {batch};
   castor_tensor *x, *y, *outs[2] = {NULL, NULL};
   castor_tensor_create(ctx, CASTOR_F32, 2, xd, &x);
   castor_tensor_create(ctx, CASTOR_I32, 1, yd, &y);
   double first = 0, last = 0;
   for (int s = 0; s < STEPS; s++) {
-    int64_t start = (int64_t)s * BATCH % (n - BATCH + 1);
+    int64_t start = (int64_t)s * batch % (n - batch + 1);
     memcpy(castor_tensor_data(x), (float *)castor_tensor_data(x_all) + start * features,
-           (size_t)(BATCH * features) * sizeof(float));
-    memcpy(castor_tensor_data(y), (int32_t *)castor_tensor_data(y_all) + start, BATCH * sizeof(int32_t));
+           (size_t)(batch * features) * sizeof(float));
+    memcpy(castor_tensor_data(y), (int32_t *)castor_tensor_data(y_all) + start, (size_t)batch * sizeof(int32_t));
     castor_tensor *ins[] = {x, y};
     if (castor_program_run(step, ins, 2, outs, 2)) return fail(ctx, "a training step");
     double loss = *(float *)castor_tensor_data(outs[1]);

@@ -6,9 +6,12 @@
  *              [--dump-after=PASS|all] [--dump-dir=DIR] [-o OUT]
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "passes/passes.h"
 
@@ -53,7 +56,24 @@ static bool is_train_option(const char *a) {
   return false;
 }
 
+/* Registered with atexit by main: standard output flushed and closed, and
+ * a write error (a full disk, /dev/full, a file-size limit) reported with
+ * exit status 1, so that output cut short never ends in status 0. A
+ * descriptor closed before the start (`>&-`) with nothing written is not
+ * an error. */
+static void close_stdout(void) {
+  int e = 0;
+  bool bad = ferror(stdout) != 0;
+  if (fflush(stdout) != 0) bad = true, e = errno;
+  if (fclose(stdout) != 0 && errno != EBADF && !bad) bad = true, e = errno;
+  if (!bad) return;
+  fprintf(stderr, "%s: error: cannot write standard output%s%s\n", "castor-opt", e ? ": " : "", e ? strerror(e) : "");
+  _exit(1);
+}
+
 int main(int argc, char **argv) {
+  atexit(close_stdout);
+  signal(SIGXFSZ, SIG_IGN);
   const char *file = NULL, *passes = NULL, *out_path = NULL, *policy = NULL;
   pass_options po;
   pass_options_init(&po);

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,82 +32,117 @@
 #include "tools/castor_train.h"
 #include "tools/train_options.h"
 #include "tools/options.h"
+#include "util/atomic_file.h"
 
 static const char *prog_name = "castor";
 
+/* castor's own help: the commands; each command's --help lists its options. */
 static int usage(FILE *f, int rc) {
+  fputs("usage: castor COMMAND MODEL [options]\n"
+        "\n"
+        "castor compiles small neural-network models (.keras, .onnx and .cast files) to\n"
+        "native code.\n"
+        "\n"
+        "commands:\n"
+        "  run MODEL       JIT-compile MODEL and run it on this CPU (or a GPU)\n"
+        "  dump MODEL      print MODEL's IR after the compile pipeline, its LLVM IR,\n"
+        "                  PTX, cast report or graph\n"
+        "  build MODEL     compile MODEL ahead of time to an executable or an object\n"
+        "                  file and C header\n"
+        "  check MODEL     compare MODEL under its policy with float32, layer by layer,\n"
+        "                  and find the smallest --fp32-layers fix; with --train, its\n"
+        "                  gradients against float16's range\n"
+        "  train MODEL     train MODEL on data, Keras style\n"
+        "  evaluate MODEL  the loss and accuracy of MODEL on data\n"
+        "\n"
+        "castor COMMAND --help lists a command's options.\n"
+        "  -h, --help      show this help\n"
+        "  --version       show the version\n",
+        f);
+  return rc;
+}
+
+/* The load and compile options run and dump share. */
+static const char common_help[] =
+    "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
+    "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
+    "  --bind NAME=FILE    ONNX models: bind graph input NAME to the data in FILE (.npy,\n"
+    "                      or an ONNX TensorProto .pb): a shape, axes or bounds an op\n"
+    "                      needs at compile time; the input becomes a constant\n"
+    "  --policy P          dtype policy instead of the model's 'policy' line: float32,\n"
+    "                      float16, bfloat16, mixed_float16 or mixed_bfloat16\n"
+    "  --fp32-ops=LIST     force these ops to float32 (IR op names, e.g. gelu,add)\n"
+    "  --fp32-layers=LIST  force these layers to float32 (layer names)\n"
+    "  --keep-16bit-outputs  leave 16-bit model outputs 16-bit (default: float32)\n"
+    "  --pad8              pad 16-bit matmuls to multiples of 8 on the CPU too\n"
+    "                      (always on for --target=cuda)\n"
+    "  -O N                LLVM optimization level 0-3 (default 2)\n"
+    "  --target=cpu|cuda   run on this CPU (default) or an NVIDIA GPU (sm_80 or newer,\n"
+    "                      through the CUDA driver); cuda pads 16-bit matmuls (pad8)\n"
+    "  --device N          the CUDA device (default $CASTOR_DEVICE, else 0)\n"
+    "  --sm=sm_NN          PTX architecture (default: the device's; sm_80 without one)\n"
+    "  --threads T         CPU threads (default $CASTOR_NUM_THREADS, else all)\n"
+    "  --cpu=NAME          compile for this CPU instead of the host's (default\n"
+    "                      $CASTOR_CPU): x86-64, x86-64-v2, x86-64-v3 (AVX2),\n"
+    "                      x86-64-v4 (AVX-512), haswell, znver3, skylake-avx512,\n"
+    "                      znver4, cooperlake, sapphirerapids, sapphirerapids-amx\n"
+    "                      (AMX tiles; named only) or host; it must be one this\n"
+    "                      host can run\n"
+;
+
+static int usage_run(FILE *f, int rc) {
   fprintf(f,
-          "usage: castor COMMAND MODEL [options]\n"
+          "usage: castor run MODEL [--input FILE.npy]... [--output FILE.npy]... [options]\n"
           "\n"
-          "castor compiles small neural-network models (.cast and ONNX files) to native code.\n"
+          "JIT-compiles MODEL for this CPU (or --target=cuda) and runs it once; prints each\n"
+          "output's name, dtype, shape and a summary (min, max, mean, argmax).\n"
           "\n"
-          "commands:\n"
-          "  run MODEL     JIT-compile MODEL and run it on the CPU\n"
-          "  dump MODEL    print MODEL's IR after the compile pipeline\n"
-          "  build MODEL   compile MODEL ahead of time to an executable or an object\n"
-          "                file and C header (see castor build --help)\n"
-          "  check MODEL   compare MODEL under its policy with float32, layer by layer,\n"
-          "                and find the smallest --fp32-layers fix (see castor check --help);\n"
-          "                with --train, its gradients against float16's range\n"
-          "  train MODEL   train MODEL on data, Keras style (see castor train --help)\n"
-          "  evaluate MODEL  the loss and accuracy of MODEL on data\n"
-          "\n"
-          "run options:\n"
-          "  --input FILE.npy    an input tensor, once per model input, in order\n"
-          "                      (default: seeded uniform random values in [-1, 1))\n"
+          "options:\n"
+          "  --input FILE.npy    an input tensor, once per model input, in order (float64\n"
+          "                      and float16 arrays are converted to a float32 input).\n"
+          "                      Without --input: seeded uniform random values in [-1, 1),\n"
+          "                      said so on stderr\n"
           "  --output FILE.npy   write an output tensor, once per output, in order\n"
           "  --batch N           the batch: binds the symbolic batch N to N rows and compiles\n"
-          "                      with static shapes (run: also the random input's rows; default\n"
+          "                      with static shapes (also the random input's rows; default\n"
           "                      1, N symbolic)\n"
           "  --seed S            seed of the random input (default 1)\n"
+          "  --repeat N          also time N runs after a warm-up and print the median\n"
+          "                      (cuda: device time of the kernels, no copies), GFLOP/s\n"
+          "                      and the compile time (wall, and CPU time of all threads)\n"
+          "  --stats             print the memory of a run (weights, activations),\n"
+          "                      and a note if the CPU's named GEMM family is not used\n"
+          "%s"
+          "  -h, --help          show this help\n",
+          common_help);
+  return rc;
+}
+
+static int usage_dump(FILE *f, int rc) {
+  fprintf(f,
+          "usage: castor dump MODEL [options]\n"
           "\n"
-          "dump options:\n"
+          "Prints MODEL's IR after the compile pipeline (the one castor run compiles), or\n"
+          "what --emit or --casts asks for.\n"
+          "\n"
+          "options:\n"
           "  --passes=LIST       pipeline to run (default %s)\n"
           "  --dump-after=PASS   also print the IR after PASS, or after every pass ('all')\n"
           "  --dump-dir=DIR      write those dumps to DIR/NN.after-PASS.cir instead\n"
           "  --emit=ir|llvm|ptx  print the IR (default), the optimized LLVM IR, or the PTX\n"
           "                      (--target=cuda; no GPU needed)\n"
           "  --emit=dot|svg|png  the final IR as a Graphviz graph: DOT text, or SVG/PNG\n"
-          "                      rendered by Graphviz's dot (apt-get install graphviz)\n"
+          "                      rendered by Graphviz's dot (apt-get install graphviz);\n"
+          "                      svg and png need -o FILE when stdout is a terminal\n"
+          "  -o FILE             write the output to FILE instead of stdout\n"
           "  --casts             print the cast report: per layer its compute dtype, the\n"
           "                      rule that decided it, its casts and weight bytes\n"
           "  --train             the training step instead (forward, loss, gradients,\n"
           "                      optimizer update), with the training options of\n"
           "                      castor train (--loss, --optimizer, ...: castor train --help)\n"
-          "\n"
-          "common options:\n"
-          "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
-          "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
-          "  --bind NAME=FILE    ONNX models: bind graph input NAME to the data in FILE (.npy,\n"
-          "                      or an ONNX TensorProto .pb): a shape, axes or bounds an op\n"
-          "                      needs at compile time; the input becomes a constant\n"
-          "  --policy P          dtype policy instead of the model's 'policy' line: float32,\n"
-          "                      float16, bfloat16, mixed_float16 or mixed_bfloat16\n"
-          "  --fp32-ops=LIST     force these ops to float32 (IR op names, e.g. gelu,add)\n"
-          "  --fp32-layers=LIST  force these layers to float32 (layer names)\n"
-          "  --keep-16bit-outputs  leave 16-bit model outputs 16-bit (default: float32)\n"
-          "  --pad8              pad 16-bit matmuls to multiples of 8 on the CPU too\n"
-          "                      (always on for --target=cuda)\n"
-          "  -O N                LLVM optimization level 0-3 (default 2)\n"
-          "  --target=cpu|cuda   run on this CPU (default) or an NVIDIA GPU (sm_80 or newer,\n"
-          "                      through the CUDA driver); cuda pads 16-bit matmuls (pad8)\n"
-          "  --device N          the CUDA device (default $CASTOR_DEVICE, else 0)\n"
-          "  --sm=sm_NN          PTX architecture (default: the device's; sm_80 without one)\n"
-          "  --repeat N          run: also time N runs after a warm-up and print the median\n"
-          "                      (cuda: device time of the kernels, no copies), GFLOP/s\n"
-          "                      and the compile time (wall, and CPU time of all threads)\n"
-          "  --threads T         run: CPU threads (default $CASTOR_NUM_THREADS, else all)\n"
-          "  --cpu=NAME          compile for this CPU instead of the host's (default\n"
-          "                      $CASTOR_CPU): x86-64, x86-64-v2, x86-64-v3 (AVX2),\n"
-          "                      x86-64-v4 (AVX-512), haswell, znver3, skylake-avx512,\n"
-          "                      znver4, cooperlake, sapphirerapids, sapphirerapids-amx\n"
-          "                      (AMX tiles; named only) or host; it must be one this\n"
-          "                      host can run\n"
-          "  --stats             run: print the memory of a run (weights, activations),\n"
-          "                      and a note if the CPU's named GEMM family is not used\n"
-          "  -h, --help          show this help\n"
-          "  --version           show the version\n",
-          PASS_PIPELINE_DEFAULT);
+          "%s"
+          "  -h, --help          show this help\n",
+          PASS_PIPELINE_DEFAULT, common_help);
   return rc;
 }
 
@@ -116,7 +152,7 @@ typedef struct cli {
   VEC(const char *) outputs;
   int64_t batch;
   uint64_t seed;
-  const char *passes, *dump_after, *dump_dir, *emit;
+  const char *passes, *dump_after, *dump_dir, *emit, *out_path;
   bool casts, train;
   cli_train_options train_opts; /* with --train (tools/train_options.h) */
   const char *train_opt;        /* the first training option given */
@@ -145,7 +181,10 @@ static int parse_args(int argc, char **argv, cli *c) {
     bool missing = false;
     int64_t n;
 #define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0), CLI_EXIT;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      cli_usage_fn u = !c->cmd ? usage : !strcmp(c->cmd, "run") ? usage_run : !strcmp(c->cmd, "dump") ? usage_dump : usage;
+      return u(stdout, 0), CLI_EXIT;
+    }
     if (!strcmp(a, "--version")) {
       printf("castor %s\n", castor_version());
       return CLI_EXIT;
@@ -184,6 +223,9 @@ static int parse_args(int argc, char **argv, cli *c) {
     } else if (OPT("--dump-dir")) {
       if (missing) return cli_error("--dump-dir needs a directory");
       c->dump_dir = v;
+    } else if (OPT("-o")) {
+      if (missing || !*v) return cli_error("-o needs an output file");
+      c->out_path = v;
     } else if (OPT("--emit")) {
       if (missing || (strcmp(v, "ir") && strcmp(v, "llvm") && strcmp(v, "ptx") && strcmp(v, "dot") && strcmp(v, "svg") &&
                       strcmp(v, "png")))
@@ -195,7 +237,8 @@ static int parse_args(int argc, char **argv, cli *c) {
       if (!cli_parse_int("--repeat", v, missing, 1, 100000, "10^5", "a positive integer", &n)) return 1;
       c->repeat = (int)n;
     } else if (a[0] == '-' && a[1]) {
-      return cli_error("unknown option '%s' (see castor --help)", a);
+      bool run = c->cmd && !strcmp(c->cmd, "run"), dump = c->cmd && !strcmp(c->cmd, "dump");
+      return cli_unknown_option(a, run || dump ? c->cmd : "", run ? usage_run : dump ? usage_dump : usage);
     } else if (!c->cmd) {
       c->cmd = a;
     } else if (!c->model) {
@@ -208,7 +251,12 @@ static int parse_args(int argc, char **argv, cli *c) {
   if (!c->cmd) return usage(stderr, 1);
   if (strcmp(c->cmd, "run") && strcmp(c->cmd, "dump"))
     return cli_error("unknown command '%s' (commands: run, dump, build, check, train, evaluate)", c->cmd);
-  if (!c->model) return cli_error("%s: no model file given", c->cmd);
+  if (!c->model) return cli_error("%s: no model file given (see castor %s --help)", c->cmd, c->cmd);
+  if (c->out_path && strcmp(c->cmd, "dump"))
+    return cli_error("-o is an option of castor dump; castor run writes outputs with --output FILE.npy");
+  if (!strcmp(c->cmd, "dump") && c->emit && !c->casts && (!strcmp(c->emit, "svg") || !strcmp(c->emit, "png")) &&
+      cli_stdout_is_tty(c->out_path))
+    return cli_error("--emit=%s writes an image, not text for a terminal: give -o FILE.%s (or redirect stdout)", c->emit, c->emit);
   if (c->train_opt && (!c->train || strcmp(c->cmd, "dump")))
     return cli_error("%s is a training option: castor dump --train (or castor train) takes it", c->train_opt);
   if (c->train && !cli_train_options_check(&c->train_opts)) return 1;
@@ -228,6 +276,14 @@ static int cmd_dump(const cli *c) {
   str_buf out;
   str_buf_init(&out);
   int rc = 1;
+  if (c->out_path) { /* before the compile, not after */
+    diag_sink *d = diag_sink_create();
+    bool ok = atomic_file_check(c->out_path, d);
+    cli_put_diags(diag_text(d));
+    diag_sink_destroy(d);
+    const cli_file ins[] = {{"model file", c->model}, {"--weights file", c->opts.load.weights_path}};
+    if (!ok || !cli_outputs_distinct(ins, 2, &(cli_file){"-o", c->out_path}, 1)) goto done;
+  }
   if (load_model(c, ctx, &m) == CASTOR_OK) {
     castor_compile_options co = c->opts.compile;
     castor_driver_options dopts;
@@ -244,15 +300,21 @@ static int cmd_dump(const cli *c) {
                        : !strcmp(c->emit, "ptx")  ? CASTOR_EMIT_PTX
                                                   : CASTOR_EMIT_DOT;
     castor_status st = castor_model_dump(m, &co, &dopts, what, &out);
-    fputs(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx), stderr);
+    cli_put_diags(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx));
     rc = st == CASTOR_OK ? 0 : 1;
     if (st == CASTOR_OK && c->emit && !c->casts && (!strcmp(c->emit, "svg") || !strcmp(c->emit, "png"))) {
       fflush(stdout);
-      rc = castor_render_dot(str_buf_cstr(&out), c->emit, NULL); /* tools/castor_check.c */
+      rc = castor_render_dot(str_buf_cstr(&out), c->emit, c->out_path); /* tools/castor_check.c */
+    } else if (st == CASTOR_OK && c->out_path) {
+      diag_sink *d = diag_sink_create();
+      if (!atomic_file_write_all(c->out_path, str_buf_cstr(&out), out.len, d)) rc = 1;
+      cli_put_diags(diag_text(d));
+      diag_sink_destroy(d);
     } else {
       fputs(str_buf_cstr(&out), stdout);
     }
   }
+done:
   str_buf_fini(&out);
   castor_model_destroy(m);
   castor_context_destroy(ctx);
@@ -295,6 +357,16 @@ static int cmd_run(const cli *c) {
   castor_program *p = NULL;
   castor_tensor **in = NULL, **out = NULL;
   int n_in = 0, n_out = 0, rc = 1;
+  { /* --output onto the model, its weights, an --input or another --output: refused before the work */
+    size_t ni = c->inputs.len + 2;
+    cli_file *fi = xcalloc(ni, sizeof *fi), *fo = xcalloc(c->outputs.len + 1, sizeof *fo);
+    fi[0] = (cli_file){"model file", c->model}, fi[1] = (cli_file){"--weights file", c->opts.load.weights_path};
+    for (size_t i = 0; i < c->inputs.len; i++) fi[i + 2] = (cli_file){"--input file", c->inputs.data[i]};
+    for (size_t i = 0; i < c->outputs.len; i++) fo[i] = (cli_file){"--output", c->outputs.data[i]};
+    bool ok = cli_outputs_distinct(fi, (int)ni, fo, (int)c->outputs.len);
+    free(fi), free(fo);
+    if (!ok) return 1;
+  }
   castor_context_create(&ctx);
   castor_compile_options co = c->opts.compile;
   struct timespec t0, t1, c0, c1;
@@ -302,7 +374,7 @@ static int cmd_run(const cli *c) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
   if (castor_compile(m, &co, &p) != CASTOR_OK) {
-    fputs(castor_context_last_error(ctx), stderr);
+    cli_put_diags(castor_context_last_error(ctx));
     goto done;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -310,7 +382,7 @@ static int cmd_run(const cli *c) {
   double compile_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
   /* CPU time of every thread: the work, whatever else the machine is doing */
   double compile_cpu_ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
-  fputs(castor_context_last_warnings(ctx), stderr);
+  cli_put_diags(castor_context_last_warnings(ctx));
   n_in = castor_program_num_inputs(p), n_out = castor_program_num_outputs(p);
   if (c->inputs.len && (int)c->inputs.len != n_in) {
     cli_error("model '%s' has %d input(s), got %zu --input file(s)", c->model, n_in, c->inputs.len);
@@ -330,7 +402,7 @@ static int cmd_run(const cli *c) {
     int64_t dims[CASTOR_MAX_RANK];
     if (c->inputs.len) {
       if (castor_tensor_load_npy_as(ctx, c->inputs.data[i], info.dtype == CASTOR_F32, &in[i]) != CASTOR_OK) {
-        fputs(castor_context_last_error(ctx), stderr);
+        cli_put_diags(castor_context_last_error(ctx));
         goto done;
       }
       warn_nonfinite("input", info.name, in[i], c, c->inputs.data[i]);
@@ -343,14 +415,17 @@ static int cmd_run(const cli *c) {
       goto done;
     }
     if (castor_tensor_create(ctx, info.dtype, info.rank, dims, &in[i]) != CASTOR_OK) {
-      fputs(castor_context_last_error(ctx), stderr);
+      cli_put_diags(castor_context_last_error(ctx));
       goto done;
     }
     float *x = castor_tensor_data(in[i]);
     for (int64_t k = 0; k < castor_tensor_numel(in[i]); k++) x[k] = rng_uniform_f32(&r, -1.0f, 1.0f);
+    fprintf(stderr, "%s: no --input: input '%s' is %s[", prog_name, info.name, castor_dtype_name(info.dtype));
+    for (int k = 0; k < info.rank; k++) fprintf(stderr, "%s%lld", k ? "," : "", (long long)dims[k]);
+    fprintf(stderr, "] of seeded random values in [-1, 1) (--seed %llu)\n", (unsigned long long)c->seed);
   }
   if (castor_program_run(p, in, n_in, out, n_out) != CASTOR_OK) {
-    fputs(castor_context_last_error(ctx), stderr);
+    cli_put_diags(castor_context_last_error(ctx));
     goto done;
   }
   for (int i = 0; i < n_out; i++) {
@@ -366,7 +441,7 @@ static int cmd_run(const cli *c) {
   if (c->repeat > 0) {
     double *ms = xcalloc((size_t)c->repeat, sizeof *ms);
     if (castor_program_time(p, in, n_in, 3, c->repeat, ms) != CASTOR_OK) {
-      fputs(castor_context_last_error(ctx), stderr);
+      cli_put_diags(castor_context_last_error(ctx));
       free(ms);
       goto done;
     }
@@ -390,7 +465,7 @@ static int cmd_run(const cli *c) {
   }
   for (size_t i = 0; i < c->outputs.len; i++) {
     if (castor_tensor_save_npy(out[i], c->outputs.data[i]) != CASTOR_OK) {
-      fputs(castor_context_last_error(ctx), stderr);
+      cli_put_diags(castor_context_last_error(ctx));
       goto done;
     }
   }
@@ -407,6 +482,9 @@ done:
 
 int main(int argc, char **argv) {
   cli c;
+  static bool registered; /* once: tests/fuzz/fuzz_cli.c calls this main many times */
+  if (!registered) registered = true, atexit(cli_close_stdout); /* a write error on standard output is an error */
+  signal(SIGXFSZ, SIG_IGN); /* a file-size limit is a write error, not death */
   if (argc < 2) return usage(stderr, 1);
   if (!strcmp(argv[1], "build")) return castor_build_main(argc - 1, argv + 1); /* castor_build.c */
   if (!strcmp(argv[1], "check")) return castor_check_main(argc - 1, argv + 1); /* castor_check.c */

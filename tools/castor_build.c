@@ -52,8 +52,9 @@ static int usage(FILE *f, int rc) {
           "Compiles MODEL ahead of time: the kernels `castor run` JIT-compiles, with the\n"
           "weights, into an executable or an object file (same CPU, bit-identical results).\n"
           "\n"
-          "  -o NAME             output (default: the model's name for exe, NAME.o for obj,\n"
-          "                      stdout for ir, llvm and asm)\n"
+          "  -o NAME             output (default: the model file's name without its folder\n"
+          "                      and extension, in the current directory, for exe; that\n"
+          "                      name plus .o for obj; stdout for ir, llvm, asm and ptx)\n"
           "  --target=cpu|cuda   cuda: PTX for NVIDIA GPUs (with --emit=ptx; needs no GPU)\n"
           "  --sm=sm_NN          --target=cuda: the PTX architecture (default sm_80)\n"
           "  --emit=KIND         exe   a standalone executable (default); it links the castor\n"
@@ -85,6 +86,7 @@ typedef enum emit_kind { EMIT_EXE, EMIT_OBJ, EMIT_IR, EMIT_LLVM, EMIT_ASM, EMIT_
 
 typedef struct build {
   const char *model, *out, *prefix, *cpu, *features;
+  const char *weights; /* --weights, an input too */
   emit_kind emit;
   bool reported; /* an error was printed already */
   const char *sm; /* --target=cuda: the PTX architecture (NULL: sm_80) */
@@ -205,6 +207,20 @@ static bool check_writable(const char *path) {
   return ok;
 }
 
+/* The model file's name without its folder and extension
+ * ("samples/mnist_mlp.cast" -> "mnist_mlp"): a default output's name,
+ * written to the current directory. NULL when nothing is left. */
+static char *file_stem(const char *path) {
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  const char *dot = strrchr(base, '.');
+  size_t n = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+  if (!n) return NULL;
+  char *s = xmalloc(n + 1);
+  memcpy(s, base, n);
+  s[n] = 0;
+  return s;
+}
+
 /* Output names and checks, once the model's name is known; false after an
  * error message. Runs before the expensive part of the compilation. */
 static bool prepare(build *b, const char *model_name) {
@@ -221,13 +237,23 @@ static bool prepare(build *b, const char *model_name) {
   }
   str_buf_fini(&id);
   if (!ok) return false;
-  if (!b->out) {
-    if (b->emit == EMIT_EXE) b->out = b->prefix;
-    else if (b->emit == EMIT_OBJ) {
-      size_t n = strlen(b->prefix) + 3;
+  if (!b->out && (b->emit == EMIT_EXE || b->emit == EMIT_OBJ)) { /* named after the model's file */
+    char *stem = file_stem(b->model);
+    if (!stem) return cli_error("cannot name the output after '%s': give -o NAME", b->model), false;
+    if (b->emit == EMIT_EXE) {
+      b->out = b->out_owned = stem;
+    } else {
+      size_t n = strlen(stem) + 3;
       b->out = b->out_owned = xmalloc(n);
-      snprintf(b->out_owned, n, "%s.o", b->prefix);
-    } else b->out = "-";
+      snprintf(b->out_owned, n, "%s.o", stem);
+      free(stem);
+    }
+    struct stat in_st, out_st; /* `castor build model` in model's folder: never over the model */
+    if (stat(b->model, &in_st) == 0 && stat(b->out, &out_st) == 0 && in_st.st_dev == out_st.st_dev &&
+        in_st.st_ino == out_st.st_ino)
+      return cli_error("the output would be '%s', the model file itself: give -o NAME", b->out), false;
+  } else if (!b->out) {
+    b->out = "-";
   }
   if ((b->emit == EMIT_EXE || b->emit == EMIT_OBJ) && !strcmp(b->out, "-"))
     return cli_error("--emit=%s writes files: give -o NAME", b->emit == EMIT_EXE ? "exe" : "obj"), false;
@@ -239,6 +265,9 @@ static bool prepare(build *b, const char *model_name) {
     if (!check_writable(b->header_path)) return false;
   }
   if (!check_writable(b->out)) return false;
+  const cli_file ins[] = {{"model file", b->model}, {"--weights file", b->weights}};
+  const cli_file outs[] = {{"-o", strcmp(b->out, "-") ? b->out : NULL}, {"the header", b->header_path}};
+  if (!cli_outputs_distinct(ins, 2, outs, 2)) return false;
   if (b->emit == EMIT_OBJ || b->emit == EMIT_EXE) {
     b->libdir = find_aot_libdir(b->emit == EMIT_EXE);
     if (!b->libdir && b->emit == EMIT_EXE) return false;
@@ -360,7 +389,7 @@ int castor_build_main(int argc, char **argv) {
       NEED("a GPU architecture, e.g. sm_90");
       b.sm = co->sm = v;
     } else if (a[0] == '-' && a[1]) {
-      return cli_error("unknown option '%s' (see castor build --help)", a);
+      return cli_unknown_option(a, "build", usage);
     } else if (!b.model) {
       b.model = a;
     } else {
@@ -370,6 +399,7 @@ int castor_build_main(int argc, char **argv) {
 #undef OPT
   }
   if (!b.model) return cli_error("build: no model file given (see castor build --help)");
+  b.weights = opts.load.weights_path;
   if (b.out && !b.out[0]) return cli_error("-o needs an output file");
   if (b.prefix && !b.prefix[0]) return cli_error("--prefix needs a C identifier");
   bool cuda = co->target == CASTOR_TARGET_CUDA;
@@ -384,10 +414,10 @@ int castor_build_main(int argc, char **argv) {
   castor_context_create(&ctx);
   if (cli_load_model(ctx, b.model, &opts, &m) != CASTOR_OK) goto done;
   if (castor_compile_to(m, co, NULL, emit, &b) != CASTOR_OK) {
-    if (!b.reported) fputs(castor_context_last_error(ctx), stderr);
+    if (!b.reported) cli_put_diags(castor_context_last_error(ctx));
     goto done;
   }
-  fputs(castor_context_last_warnings(ctx), stderr);
+  cli_put_diags(castor_context_last_warnings(ctx));
   if (b.emit == EMIT_EXE && !link_executable(&b, b.tmp_obj)) goto done;
   rc = 0;
 done:

@@ -190,7 +190,7 @@ static int parse(int argc, char **argv, check_cli *c) {
     } else if (!strcmp(a, "--no-search")) {
       c->o.search = 0;
     } else if (a[0] == '-' && a[1]) {
-      return cli_error("unknown option '%s' (see castor check --help)", a);
+      return cli_unknown_option(a, "check", usage);
     } else if (!c->model) {
       c->model = a;
     } else {
@@ -240,7 +240,7 @@ static int check_train(check_cli *c, castor_context *ctx, castor_model *m) {
   co.policy = "float32";
   castor_program *eval = NULL;
   if (castor_compile_eval(m, &co, &c->to, &eval) != CASTOR_OK) {
-    fputs(castor_context_last_error(ctx), stderr);
+    cli_put_diags(castor_context_last_error(ctx));
     return 1;
   }
   castor_tensor_info in, out, tgt;
@@ -264,7 +264,7 @@ static int check_train(check_cli *c, castor_context *ctx, castor_model *m) {
   memcpy(o.sample_dims, xd + 1, (size_t)o.sample_rank * sizeof(int64_t));
   diag_sink *d = diag_sink_create();
   bool ok = rt_dataset_load(c->x, c->y, &o, &ds, d);
-  fputs(diag_text(d), stderr);
+  cli_put_diags(diag_text(d));
   diag_sink_destroy(d);
   if (!ok) return 1;
   int64_t batch = c->batch_size ? c->batch_size : 32;
@@ -276,14 +276,14 @@ static int check_train(check_cli *c, castor_context *ctx, castor_model *m) {
   int rc = 1;
   if (castor_tensor_create(ctx, CASTOR_F32, in_rank, xd, &x) != CASTOR_OK ||
       castor_tensor_create(ctx, sparse ? CASTOR_I32 : CASTOR_F32, sparse ? 1 : 2, yd, &y) != CASTOR_OK) {
-    fputs(castor_context_last_error(ctx), stderr);
+    cli_put_diags(castor_context_last_error(ctx));
     goto done;
   }
   memcpy(castor_tensor_data(x), ds.x, (size_t)(rows * features) * sizeof(float));
   memcpy(castor_tensor_data(y), sparse ? (void *)ds.y : (void *)ds.y_dense, (size_t)(rows * ds.y_width) * 4);
   castor_check_options opts = c->o;
   if (castor_check_train(m, &opts, &c->to, x, y, &r) != CASTOR_OK) {
-    fputs(castor_context_last_error(ctx), stderr);
+    cli_put_diags(castor_context_last_error(ctx));
     goto done;
   }
   fputs(castor_check_report_format(r, c->json ? CASTOR_CHECK_JSON : CASTOR_CHECK_TEXT), stdout);
@@ -319,16 +319,16 @@ int castor_check_main(int argc, char **argv) {
   }
   for (size_t i = 0; i < c.inputs.len; i++)
     if (castor_tensor_load_npy_as(ctx, c.inputs.data[i], true, &in[i]) != CASTOR_OK) {
-      fputs(castor_context_last_error(ctx), stderr);
+      cli_put_diags(castor_context_last_error(ctx));
       goto done;
     }
   if (castor_check(m, &c.o, c.inputs.len ? in : NULL, (int)c.inputs.len, &r) != CASTOR_OK) {
-    fputs(castor_context_last_error(ctx), stderr);
+    cli_put_diags(castor_context_last_error(ctx));
     goto done;
   }
   castor_check_summary s;
   castor_check_report_summary(r, &s);
-  fputs(s.warnings, stderr);
+  cli_put_diags(s.warnings);
   fputs(castor_check_report_format(r, c.json ? CASTOR_CHECK_JSON : CASTOR_CHECK_TEXT), stdout);
   fflush(stdout);
   if (c.graph && write_graph(r, c.graph)) goto done;

@@ -40,9 +40,8 @@
 #include "train/history.h"
 #include "util/atomic_file.h"
 
-static int usage(FILE *f, int rc) {
+static int usage_train(FILE *f, int rc) {
   fprintf(f, "usage: castor train MODEL --x X --y Y [options]\n"
-        "       castor evaluate MODEL --x X --y Y [options]\n"
         "\n"
         "Trains MODEL on features X and labels Y (.npy or IDX files, gzipped or not;\n"
         "uint8 features are scaled by 1/255), Keras style (docs/training.md).\n"
@@ -62,6 +61,24 @@ static int usage(FILE *f, int rc) {
         "  --plot FILE.svg       loss, accuracy and the loss scale, drawn as SVG\n"
         "  --weights W, --weights-seed S, --policy P, --threads T, -O N: as castor run\n",
         cli_train_options_help);
+  return rc;
+}
+
+static int usage_evaluate(FILE *f, int rc) {
+  fputs("usage: castor evaluate MODEL --x X --y Y [options]\n"
+        "\n"
+        "The loss (and accuracy, for a classifier) of MODEL on features X and labels Y\n"
+        "(.npy or IDX files, gzipped or not; uint8 features are scaled by 1/255), as\n"
+        "Keras's Model.evaluate: batch-weighted means over the data, no update.\n"
+        "\n"
+        "options:\n"
+        "  --batch-size B        samples per step (default 32)\n"
+        "  --loss L              the loss (default: the model's own, from a .cast compile\n"
+        "                        statement or a .keras file's compile config, else\n"
+        "                        sparse_categorical_crossentropy)\n"
+        "  --from-logits         the model's output is logits\n"
+        "  --weights W, --weights-seed S, --policy P, --threads T, -O N: as castor run\n",
+        f);
   return rc;
 }
 
@@ -103,7 +120,7 @@ static int parse(int argc, char **argv, train_cli *c) {
 #define OPT(name) ((v = str_opt_arg(argc, argv, &i, name, &missing)) != NULL || missing)
 #define NEED(what) \
   if (missing) return cli_error("%s needs %s", a, what)
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) exit(usage(stdout, 0));
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) exit((c->evaluate ? usage_evaluate : usage_train)(stdout, 0));
     cli_opt_result shared = cli_options_parse(&c->opts, TRAIN_OPTIONS, argc, argv, &i);
     if (shared == CLI_OPT_ERROR) return 1;
     if (shared == CLI_OPT_TAKEN) continue;
@@ -131,7 +148,7 @@ static int parse(int argc, char **argv, train_cli *c) {
       if (missing || !parse_double(v, 0, 0.999999, &d)) return cli_error("--validation-split needs a fraction in [0, 1), got '%s'", missing ? "" : v);
       c->validation_split = d;
     } else if (a[0] == '-' && a[1]) {
-      return cli_error("unknown option '%s' (see castor %s --help)", a, argv[0]);
+      return cli_unknown_option(a, argv[0], c->evaluate ? usage_evaluate : usage_train);
     } else if (!c->model) {
       c->model = a;
     } else {
@@ -185,6 +202,7 @@ typedef struct session {
   int in_rank;                   /* the model input's rank, the batch included */
   int64_t in_dims[RT_MAX_RANK];  /* its dimensions; in_dims[0] is a batch's rows */
   bool accuracy; /* classification: a loss over classes */
+  const char *loss; /* the loss's name: the option's, else the model's, else the default */
   castor_model *m; /* what the step was compiled from, for the overflow warning */
   const castor_compile_options *co;
   const castor_train_options *to;
@@ -271,7 +289,7 @@ static bool run_epoch(session *s, castor_program *p, const rt_dataset *ds, int64
   diag_sink *d = diag_sink_create();
   rt_batcher b;
   if (!rt_batcher_init(&b, ds, batch_size, shuffle, seed, d)) {
-    fputs(diag_text(d), stderr);
+    cli_put_diags(diag_text(d));
     diag_sink_destroy(d);
     return false;
   }
@@ -302,7 +320,7 @@ static bool run_epoch(session *s, castor_program *p, const rt_dataset *ds, int64
     }
     castor_tensor *ins[] = {x, y};
     if (castor_program_run(p, ins, 2, outs, 2) != CASTOR_OK) {
-      fputs(castor_context_last_error(s->ctx), stderr);
+      cli_put_diags(castor_context_last_error(s->ctx));
       ok = false;
     } else {
       double l = *(float *)castor_tensor_data(outs[1]);
@@ -353,8 +371,9 @@ static bool load_data(const char *x, const char *y, const session *s, bool spars
   memcpy(o.sample_dims, s->in_dims + 1, (size_t)o.sample_rank * sizeof(int64_t));
   o.n_classes = classes;
   o.labels = sparse ? RT_LABELS_SPARSE : RT_LABELS_DENSE;
+  o.loss = s->loss;
   bool ok = rt_dataset_load(x, y, &o, ds, d);
-  fputs(diag_text(d), stderr);
+  cli_put_diags(diag_text(d));
   diag_sink_destroy(d);
   if (ok) {
     str_buf b;
@@ -381,7 +400,7 @@ static bool writable(const char *opt, const char *path) {
   }
   diag_sink *d = diag_sink_create();
   bool ok = atomic_file_check(path, d);
-  fputs(diag_text(d), stderr);
+  cli_put_diags(diag_text(d));
   diag_sink_destroy(d);
   return ok;
 }
@@ -409,6 +428,10 @@ int castor_train_main(int argc, char **argv) {
   if ((c.save && !writable("--save", c.save)) || (c.history && !writable("--history", c.history)) ||
       (c.plot && !writable("--plot", c.plot)))
     return 1;
+  const cli_file ins[] = {{"model file", c.model}, {"--x file", c.x}, {"--y file", c.y}, {"--x-val file", c.x_val},
+                          {"--y-val file", c.y_val}, {"--weights file", c.opts.load.weights_path}};
+  const cli_file outs[] = {{"--save", c.save}, {"--history", c.history}, {"--plot", c.plot}};
+  if (!cli_outputs_distinct(ins, 6, outs, 3)) return 1;
   session s = {0};
   castor_model *m = NULL;
   castor_program *step = NULL, *eval = NULL;
@@ -417,12 +440,16 @@ int castor_train_main(int argc, char **argv) {
   rc = 1;
   castor_context_create(&s.ctx);
   if (cli_load_model(s.ctx, c.model, &c.opts, &m) != CASTOR_OK) goto done;
-  fputs(castor_context_last_warnings(s.ctx), stderr);
-  size_t sl = c.save ? strlen(c.save) : 0;
-  bool keras = sl >= 6 && !strcmp(c.save + sl - 6, ".keras"); /* the model as Keras 3 loads it */
+  cli_put_diags(castor_context_last_warnings(s.ctx));
+  /* the format --save's name says, and what its writer refuses of this model, before training */
+  bool keras = c.save && castor_save_format_of(c.save) == CASTOR_SAVE_KERAS; /* the model as Keras 3 loads it */
   if (keras && !castor_model_is_keras(m)) {
     fprintf(stderr, "%s: error: --save: only a model loaded from a .keras file can be saved as one (castor writes "
                     "back the file's config.json; %s has none): save the weights as .safetensors\n", c.save, c.model);
+    goto done;
+  }
+  if (c.save && castor_model_check_save(m, c.save) != CASTOR_OK) {
+    cli_put_diags(castor_context_last_error(s.ctx));
     goto done;
   }
   castor_train_options model_to; /* the model's training defaults, under the flags */
@@ -433,12 +460,12 @@ int castor_train_main(int argc, char **argv) {
   castor_compile_options co = c.opts.compile;
   s.m = m, s.co = &co, s.to = &c.train.to;
   if (!c.evaluate && castor_compile_train(m, &co, &c.train.to, &step) != CASTOR_OK) {
-    fputs(castor_context_last_error(s.ctx), stderr);
+    cli_put_diags(castor_context_last_error(s.ctx));
     goto done;
   }
-  fputs(castor_context_last_warnings(s.ctx), stderr); /* weights the loss does not reach */
+  cli_put_diags(castor_context_last_warnings(s.ctx)); /* weights the loss does not reach */
   if (castor_compile_eval(m, &co, &c.train.to, &eval) != CASTOR_OK) {
-    fputs(castor_context_last_error(s.ctx), stderr);
+    cli_put_diags(castor_context_last_error(s.ctx));
     goto done;
   }
   castor_tensor_info in, out, tgt;
@@ -450,6 +477,9 @@ int castor_train_main(int argc, char **argv) {
   s.in_rank = in.rank <= RT_MAX_RANK ? in.rank : RT_MAX_RANK;
   memcpy(s.in_dims, in.dims, (size_t)s.in_rank * sizeof(int64_t));
   s.classes = out.dims[1];
+  s.loss = c.train.to.loss                ? c.train.to.loss
+           : castor_model_loss(m) ? castor_model_loss(m)
+                                  : "sparse_categorical_crossentropy";
   bool sparse = tgt.dtype == CASTOR_I32;
   s.accuracy = !c.train.to.loss || (strcmp(c.train.to.loss, "mean_squared_error") != 0 && strcmp(c.train.to.loss, "mse") != 0);
   if (castor_program_num_inputs(eval) != 2) {
@@ -461,7 +491,7 @@ int castor_train_main(int argc, char **argv) {
   if (c.validation_split > 0) {
     diag_sink *d = diag_sink_create();
     bool ok = rt_dataset_split(&train, c.validation_split, &val, d);
-    fputs(diag_text(d), stderr);
+    cli_put_diags(diag_text(d));
     diag_sink_destroy(d);
     if (!ok) goto done;
   }
@@ -506,7 +536,7 @@ int castor_train_main(int argc, char **argv) {
       int64_t st = 0, sk = 0;
       if (castor_program_copy_weights(eval, step) != CASTOR_OK ||
           !run_epoch(&s, eval, &val, c.batch_size, false, 0, 0, &vloss, &vacc, NULL, &st, &sk, false)) {
-        fputs(castor_context_last_error(s.ctx), stderr);
+        cli_put_diags(castor_context_last_error(s.ctx));
         goto done;
       }
     }
@@ -533,7 +563,7 @@ int castor_train_main(int argc, char **argv) {
   bool ok = true;
   if (c.history) ok = rt_history_write_csv(&h, c.history, NULL, d);
   if (ok && c.plot) ok = rt_history_write_svg(&h, c.plot, c.model, d);
-  fputs(diag_text(d), stderr);
+  cli_put_diags(diag_text(d));
   diag_sink_destroy(d);
   if (!ok) goto done;
   if (!s.diverged) { /* the last update may have made them non-finite with a finite loss before it */
@@ -554,7 +584,7 @@ int castor_train_main(int argc, char **argv) {
   }
   if (c.save && (keras ? castor_program_save_keras(step, m, &c.train.to, c.save)
                        : castor_program_save_weights(step, c.save)) != CASTOR_OK) {
-    fputs(castor_context_last_error(s.ctx), stderr);
+    cli_put_diags(castor_context_last_error(s.ctx));
     goto done;
   }
   rc = 0;

@@ -10,10 +10,13 @@
 #include "api/internal.h"
 #include "formats/onnx.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void verror(const char *fmt, va_list ap) {
   fputs("castor: error: ", stderr);
@@ -26,6 +29,65 @@ int cli_error(const char *fmt, ...) {
   va_start(ap, fmt);
   verror(fmt, ap);
   va_end(ap);
+  return 1;
+}
+
+void cli_put_diags(const char *text) {
+  static const char *const sev[] = {"error: ", "warning: ", "note: "};
+  for (const char *p = text; *p;) {
+    const char *eol = strchr(p, '\n');
+    size_t n = eol ? (size_t)(eol - p) + 1 : strlen(p);
+    for (size_t k = 0; k < sizeof sev / sizeof *sev; k++)
+      if (!strncmp(p, sev[k], strlen(sev[k]))) {
+        fputs("castor: ", stderr);
+        break;
+      }
+    fwrite(p, 1, n, stderr);
+    p += n;
+  }
+}
+
+bool cli_stdout_is_tty(const char *path) {
+  return (!path || !strcmp(path, "-")) && isatty(STDOUT_FILENO);
+}
+
+/* The options a usage text lists: every word that starts with '-' after
+ * blanks or ", " at the start of a line's option column, cut at '=', ' '
+ * or ','. The nearest to `arg` (at most a third of its length away) is
+ * copied to best. */
+static bool nearest_option(const char *help, const char *arg, char *best, size_t cap) {
+  size_t na = strcspn(arg, "=");
+  int best_d = (int)(na / 3) + 1;
+  bool found = false;
+  for (const char *p = help; *p; p++) {
+    if (*p != '-' || (p > help && p[-1] != ' ' && p[-1] != '\n' && p[-1] != '[')) continue;
+    size_t n = strspn(p, "-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+    if (n < 2 || n >= cap || (p[1] != '-' && n != 2)) continue;
+    int d = str_edit_distance(arg, na, p, n);
+    if (d > 0 && d < best_d) {
+      best_d = d, found = true;
+      memcpy(best, p, n);
+      best[n] = 0;
+    }
+    p += n - 1;
+  }
+  return found;
+}
+
+int cli_unknown_option(const char *arg, const char *cmd, cli_usage_fn usage) {
+  char *help = NULL, best[64];
+  size_t len = 0;
+  FILE *f = open_memstream(&help, &len);
+  if (f) {
+    usage(f, 0);
+    fclose(f);
+  }
+  const char *sp = *cmd ? " " : "";
+  if (help && nearest_option(help, arg, best, sizeof best))
+    cli_error("unknown option '%s'; did you mean '%s'? (see castor%s%s --help)", arg, best, sp, cmd);
+  else
+    cli_error("unknown option '%s' (see castor%s%s --help)", arg, sp, cmd);
+  free(help);
   return 1;
 }
 
@@ -169,7 +231,7 @@ static castor_status load_pb(castor_context *ctx, const char *path, castor_tenso
   onnx_tensor t;
   castor_status st = CASTOR_ERR_PARSE;
   if (!onnx_tensor_read(path, bytes, len, a, &t, d)) {
-    fputs(diag_first_error(d), stderr);
+    cli_put_diags(diag_first_error(d));
   } else {
     int cd = t.dtype == ONNX_FLOAT ? CASTOR_F32 : t.dtype == ONNX_FLOAT16 ? CASTOR_F16
            : t.dtype == ONNX_BFLOAT16 ? CASTOR_BF16 : t.dtype == ONNX_INT32 ? CASTOR_I32
@@ -182,7 +244,7 @@ static castor_status load_pb(castor_context *ctx, const char *path, castor_tenso
     } else if ((st = castor_tensor_create(ctx, (castor_dtype)cd, t.rank, t.dims, out)) == CASTOR_OK) {
       if (t.nbytes) memcpy(castor_tensor_data(*out), t.data, t.nbytes);
     } else {
-      fputs(castor_context_last_error(ctx), stderr);
+      cli_put_diags(castor_context_last_error(ctx));
     }
   }
   diag_sink_destroy(d);
@@ -201,15 +263,79 @@ castor_status cli_load_model(castor_context *ctx, const char *path, const cli_op
     if (n > 3 && !strcmp(f + n - 3, ".pb")) {
       st = load_pb(ctx, f, &t[i]);
     } else if ((st = castor_tensor_load_npy(ctx, f, &t[i])) != CASTOR_OK) {
-      fputs(castor_context_last_error(ctx), stderr);
+      cli_put_diags(castor_context_last_error(ctx));
     }
   }
   if (st == CASTOR_OK) {
     castor_load_options lo = o->load;
     lo.bind_names = o->bind_names, lo.bind_tensors = t, lo.n_binds = o->n_binds;
     st = castor_model_load_file(ctx, path, &lo, out_model);
-    fputs(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx), stderr);
+    cli_put_diags(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx));
   }
   for (int i = 0; i < o->n_binds; i++) castor_tensor_destroy(t[i]);
   return st;
+}
+
+/* Registered with atexit by main: standard output flushed and closed, and
+ * a write error (a full disk, /dev/full, a file-size limit) reported with
+ * exit status 1, so that output cut short never ends in status 0. A
+ * descriptor closed before the start (`>&-`) with nothing written is not
+ * an error. */
+void cli_close_stdout(void) {
+  int e = 0;
+  bool bad = ferror(stdout) != 0;
+  if (fflush(stdout) != 0) bad = true, e = errno;
+  if (fclose(stdout) != 0 && errno != EBADF && !bad) bad = true, e = errno;
+  if (!bad) return;
+  fprintf(stderr, "%s: error: cannot write standard output%s%s\n", "castor", e ? ": " : "", e ? strerror(e) : "");
+  _exit(1);
+}
+
+/* What a path names: a regular file's device and inode, or, for a name
+ * not yet created, its resolved directory and base name (malloc'ed in
+ * *name); false for a device, a FIFO or anything else that may repeat. */
+static bool file_identity(const char *path, struct stat *st, char **name) {
+  *name = NULL;
+  if (stat(path, st) == 0) return S_ISREG(st->st_mode);
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  char *real = dir ? realpath(dir, NULL) : NULL;
+  free(dir);
+  if (!real) return false; /* its writer reports the missing directory */
+  const char *base = slash ? slash + 1 : path;
+  size_t n = strlen(real) + strlen(base) + 2;
+  *name = malloc(n);
+  if (*name) snprintf(*name, n, "%s/%s", real, base);
+  free(real);
+  return *name != NULL;
+}
+
+bool cli_outputs_distinct(const cli_file *in, int n_in, const cli_file *out, int n_out) {
+  int n = n_in + n_out;
+  struct stat *st = calloc((size_t)n + 1, sizeof *st);
+  char **name = calloc((size_t)n + 1, sizeof *name);
+  bool *known = calloc((size_t)n + 1, 1), ok = st && name && known;
+  for (int i = 0; ok && i < n; i++) {
+    const cli_file *f = i < n_in ? &in[i] : &out[i - n_in];
+    known[i] = f->path && file_identity(f->path, &st[i], &name[i]);
+  }
+  for (int o = n_in; ok && o < n; o++) {
+    if (!known[o]) continue;
+    for (int j = 0; ok && j < o; j++) {
+      if (!known[j]) continue;
+      bool same = name[o] || name[j] ? name[o] && name[j] && !strcmp(name[o], name[j])
+                                     : st[o].st_dev == st[j].st_dev && st[o].st_ino == st[j].st_ino;
+      if (!same) continue;
+      const cli_file *a = &out[o - n_in], *b = j < n_in ? &in[j] : &out[j - n_in];
+      if (j < n_in)
+        fprintf(stderr, "%s: error: %s is the %s '%s' (the same file): castor does not write over its inputs\n",
+                a->path, a->what, b->what, b->path);
+      else
+        fprintf(stderr, "%s: error: %s and %s '%s' are the same file\n", a->path, a->what, b->what, b->path);
+      ok = false;
+    }
+  }
+  for (int i = 0; name && i < n; i++) free(name[i]);
+  free(st), free(name), free(known);
+  return ok;
 }

@@ -17,6 +17,7 @@
 #include "castor.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "util/util.h"
 
@@ -53,6 +54,26 @@ void cli_options_init(cli_options *o);
  * form of a usage or setup error; returns 1, the exit status. */
 int cli_error(const char *fmt, ...) CASTOR_PRINTF(1, 2);
 
+/* Prints a diagnostic text (castor_context_last_error, _last_warnings,
+ * diag_text) to stderr in the CLI's one error form: a line that starts
+ * with its severity ("error: ...", which the library writes when there is
+ * no file to name) gets "castor: " before it, so every error reads either
+ * "FILE[:LINE:COL]: error: ..." or "castor: error: ...". */
+void cli_put_diags(const char *text);
+
+/* A command's usage printer (its --help). */
+typedef int (*cli_usage_fn)(FILE *f, int rc);
+
+/* "castor: error: unknown option 'ARG'; did you mean '--opt'? (see castor
+ * CMD --help)": the suggestion is the nearest option (edit distance) among
+ * those `usage` lists, when one is near; returns 1, the exit status. */
+int cli_unknown_option(const char *arg, const char *cmd, cli_usage_fn usage);
+
+/* The command line's argument names an output written to a terminal:
+ * binary data (an image, an object) there is an error that asks for -o.
+ * True when `path` is NULL or "-" (stdout) and stdout is a terminal. */
+bool cli_stdout_is_tty(const char *path);
+
 typedef enum cli_opt_result {
   CLI_OPT_NONE,  /* argv[*i] is none of the options in `groups`; *i unchanged */
   CLI_OPT_TAKEN, /* parsed; *i is at its last argument (its value, if separate) */
@@ -74,6 +95,26 @@ bool cli_parse_int(const char *opt, const char *v, bool missing, int64_t lo, int
  * first; prints the error (or the load's warnings) to stderr. */
 castor_status cli_load_model(castor_context *ctx, const char *path, const cli_options *o,
                              castor_model **out_model);
+
+/* A file a command reads or writes, named by the option that gave it
+ * ("the model", "--x", "--save"); path NULL: not given. */
+typedef struct cli_file {
+  const char *what;
+  const char *path;
+} cli_file;
+
+/* Checks, before any work, that no output is the same file as an input
+ * or as another output: regular files that exist compare by device and
+ * inode (so links and other spellings of a name are seen through), names
+ * not yet created by their resolved directory and base name. Devices and
+ * FIFOs (/dev/null, /dev/stdout) may repeat. False after printing
+ * "OUT: error: --plot is the model file 'm.keras' (the same file): castor
+ * does not write over its inputs". */
+bool cli_outputs_distinct(const cli_file *in, int n_in, const cli_file *out, int n_out);
+
+/* For atexit in main: flushes and closes standard output; a write error is
+ * "castor: error: cannot write standard output: ..." and exit status 1. */
+void cli_close_stdout(void);
 
 /* The target named by a backend's name (cpu, cuda); false if none is. */
 bool cli_target_from_name(const char *name, castor_target *out);

@@ -819,9 +819,15 @@ static bool load_labels(src *s, const rt_dataset_options *o, rt_dataset *ds, dia
     if (a.rank > 2)
       return BAD("dense labels have shape (n,) or (n, k), but the array has shape %s", shape),
              false;
+    if (o->n_classes > 0 && width != o->n_classes && o->loss && strstr(o->loss, "categorical_crossentropy"))
+      return BAD("loss %s expects one-hot labels (%lld values per sample, the model's output); the "
+                 "labels have %lld (shape %s): %s", o->loss, (long long)o->n_classes, (long long)width,
+                 shape, width == 1 ? "use --loss sparse_categorical_crossentropy for class indices, or "
+                                     "one-hot labels" : "give one-hot labels of the model's width"), false;
     if (o->n_classes > 0 && width != o->n_classes)
-      return BAD("labels have %lld value%s per sample (shape %s), but the model's output has %lld",
-                 (long long)width, width == 1 ? "" : "s", shape, (long long)o->n_classes), false;
+      return BAD("labels have %lld value%s per sample (shape %s), but the model's output has %lld%s%s%s",
+                 (long long)width, width == 1 ? "" : "s", shape, (long long)o->n_classes,
+                 o->loss ? " (loss " : "", o->loss ? o->loss : "", o->loss ? ")" : ""), false;
     if (width == 0)
       return BAD("each sample of Y holds no values (shape %s); a sample needs at least one",
                  shape), false;

@@ -69,6 +69,8 @@ typedef struct rt_dataset_options {
   int64_t n_classes;     /* SPARSE: labels lie in [0, n_classes); DENSE: y_width must
                             equal it; 0: not checked (SPARSE labels still >= 0) */
   rt_labels_kind labels; /* what the loss needs; AUTO: decided by the file */
+  const char *loss;      /* the loss's name, for a label-shape error that names it and
+                            the fix; NULL: unnamed */
   /* The model input's shape without the batch dimension; rank 0 or 1:
    * only n_features is checked (any sample shape of that many values);
    * rank >= 2: the sample shape rule above, n_features ignored. */

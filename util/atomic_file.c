@@ -15,9 +15,10 @@
  * /dev/stdout, a link to one) is written through, since renaming over it
  * would replace the node itself; any other kind of file is refused.
  *
- * Live temporary names are registered for SIGINT, SIGTERM and SIGHUP: a
- * handler (installed where the signal's action was the default) unlinks
- * them and re-raises the signal, so an interrupted run leaves none behind.
+ * Live temporary names are registered for every catchable signal that
+ * ends a process (cleanup_signals): a handler (installed where the
+ * signal's action was the default) unlinks them and re-raises the signal,
+ * so an interrupted run leaves none behind. SIGXFSZ is ignored instead.
  */
 #include "util/atomic_file.h"
 
@@ -39,7 +40,13 @@ static diag_loc at(const char *path) { return (diag_loc){path, 0, 0}; }
 enum { LIVE_MAX = 16 }; /* writers open at once; more go unregistered */
 static _Atomic(char *) live[LIVE_MAX];
 static atomic_flag handlers_installed = ATOMIC_FLAG_INIT;
-static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+/* Every signal whose default action ends the process and that a handler
+ * can catch (the crashes, SIGSEGV and the like, are a bug's, and left to
+ * the sanitizers' and debuggers' handlers). SIGXFSZ is not among them: it
+ * is ignored instead, so that a file-size limit (ulimit -f) makes write()
+ * fail with EFBIG, an error the commit reports. */
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP,    SIGQUIT,   SIGPIPE, SIGALRM,
+                                      SIGUSR1, SIGUSR2, SIGXCPU, SIGVTALRM, SIGPROF};
 
 /* Async-signal-safe: unlink and raise only. SA_RESETHAND restored the
  * default action, so the re-raised signal ends the process on return. */
@@ -55,6 +62,8 @@ static void on_fatal_signal(int sig) {
 
 static void install_handlers(void) {
   if (atomic_flag_test_and_set(&handlers_installed)) return;
+  struct sigaction xfsz;
+  if (sigaction(SIGXFSZ, NULL, &xfsz) == 0 && xfsz.sa_handler == SIG_DFL) signal(SIGXFSZ, SIG_IGN);
   for (size_t i = 0; i < sizeof cleanup_signals / sizeof *cleanup_signals; i++) {
     struct sigaction old;
     if (sigaction(cleanup_signals[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL) continue;

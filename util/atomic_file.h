@@ -20,8 +20,10 @@
  * FIFO or a character device (/dev/null) is written through, without the
  * all-at-once guarantee; /dev/stdout, /dev/stderr and /dev/fd/N write to
  * that descriptor where it stands (a file the shell opened to append to
- * keeps its contents); a directory, a block device or a socket is refused. A temporary file left by SIGINT, SIGTERM or
- * SIGHUP is removed before the process ends.
+ * keeps its contents); a directory, a block device or a socket is refused. A temporary file left by a signal that ends
+ * the process (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, ...)
+ * is removed before the process ends; SIGXFSZ is ignored from the first
+ * save on, so a file-size limit is a write error.
  *
  * Write errors are sticky: atomic_file_write remembers the first errno and
  * atomic_file_commit reports it, so callers need not check every write.

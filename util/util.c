@@ -3,6 +3,7 @@
  * seeded PRNG and the one hash map. See util.h for the contracts.
  */
 #include "util/util.h"
+#include "util/sys.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,10 +20,7 @@ void castor_assert_fail(const char *expr, const char *file, int line) {
 }
 
 static void *check_alloc(void *p) {
-  if (!p) {
-    fputs("castor: out of memory\n", stderr);
-    abort();
-  }
+  if (!p) mem_out_of_memory("malloc");
   return p;
 }
 
@@ -97,15 +95,18 @@ void arena_destroy(arena *a) {
   free(a);
 }
 
-void *arena_alloc_aligned(arena *a, size_t n, size_t align) {
+/* may_fail: NULL (the arena unchanged) instead of an abort when the
+ * memory is not there (arena_try_alloc_aligned, sys.h). */
+static void *arena_alloc_impl(arena *a, size_t n, size_t align, bool may_fail) {
   CASTOR_ASSERT(align && (align & (align - 1)) == 0 && align <= 4096);
   if (n == 0) n = 1;
-  a->total += n;
   if (n >= ARENA_MAPPED) {
     /* the header in the first page, the data from the next 2 MiB boundary */
+    if (n > SIZE_MAX / 2) return may_fail ? NULL : check_alloc(NULL);
     size_t len = n + ARENA_HUGE + sizeof(arena_mapping);
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) check_alloc(NULL);
+    if (m == MAP_FAILED) return may_fail ? NULL : check_alloc(NULL);
+    a->total += n;
     arena_mapping *h = m;
     h->len = len;
     h->next = a->mapped;
@@ -114,13 +115,16 @@ void *arena_alloc_aligned(arena *a, size_t n, size_t align) {
     return (void *)p; /* zero: fresh pages */
   }
   if (n + align > ARENA_BLOCK / 4) {
-    arena_block *b = xmalloc(sizeof(arena_block) + n + align);
+    arena_block *b = malloc(sizeof(arena_block) + n + align);
+    if (!b) return may_fail ? NULL : check_alloc(NULL);
+    a->total += n;
     b->next = a->big;
     a->big = b;
     uintptr_t p = ((uintptr_t)b->data + align - 1) & ~(uintptr_t)(align - 1);
     memset((void *)p, 0, n);
     return (void *)p;
   }
+  a->total += n;
   arena_block *b = a->head;
   if (b) {
     uintptr_t p = ((uintptr_t)b->data + b->used + align - 1) & ~(uintptr_t)(align - 1);
@@ -138,6 +142,14 @@ void *arena_alloc_aligned(arena *a, size_t n, size_t align) {
   b->used = p + n - (uintptr_t)b->data;
   memset((void *)p, 0, n);
   return (void *)p;
+}
+
+void *arena_alloc_aligned(arena *a, size_t n, size_t align) {
+  return arena_alloc_impl(a, n, align, false);
+}
+
+void *arena_try_alloc_aligned(arena *a, size_t n, size_t align) {
+  return arena_alloc_impl(a, n, align, true);
 }
 
 void *arena_alloc(arena *a, size_t n) { return arena_alloc_aligned(a, n, 16); }

@@ -27,9 +27,11 @@ void castor_assert_fail(const char *expr, const char *file, int line);
 #define CASTOR_PRINTF(f, a)
 #endif
 
-/* ---- heap helpers that abort on out-of-memory (the only sane reaction in
- * a compiler; the public API reports CASTOR_ERR_NOMEM only for tensor data,
- * whose size the user controls) ---- */
+/* ---- heap helpers that end the process on out-of-memory (the only sane
+ * reaction in a compiler: castor's error and status 1, never an abort;
+ * mem_out_of_memory, sys.h). The public API reports CASTOR_ERR_NOMEM for
+ * tensor data, whose size the user controls, and sizes read from files are
+ * checked against the memory limit before they are allocated. ---- */
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);

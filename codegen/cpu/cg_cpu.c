@@ -14,8 +14,8 @@
  *   the kit's chain (kernel/cg_chain.c), perhaps started by a reindex op
  *   through the kit's index map (kernel/cg_index_map.c).
  * rowwise: the row-wise op over each line, by cg_rowwise.c (the emitter
- *   the GEMM epilogue shares), or a row kernel of cg_train.c.
- * reduce, update: cg_train.c (matmul_tn: the GEMM).
+ *   the GEMM epilogue shares), or a row kernel of the kit's cg_train.c.
+ * reduce, update: the kit's cg_train.c (matmul_tn: the GEMM).
  * The kit (kernel/cg_kit.h) is target-neutral; this file is the CPU's
  * driver: the kernel ABI, shared bodies and their wrappers.
  */
@@ -279,7 +279,7 @@ static void emit_body(kctx *c, const cg_cpu_layout *layout, int ki) {
     switch (k->kind) { /* one emitter per kernel class (cg_plan.c) */
     case CG_KERNEL_CONTRACT: cg_gemm_emit(c, layout->gemm[ki]); break;
     case CG_KERNEL_ELTWISE: emit_rows_lines(c, layout->launch[ki].rows_fixed, eltwise_body); break;
-    case CG_KERNEL_ROWWISE: /* a line formula of cg_rowwise.c, else a row kernel of cg_train.c */
+    case CG_KERNEL_ROWWISE: /* a line formula of cg_rowwise.c, else a row kernel of cg_train.c (the kit) */
       if (cg_rowwise_has_line_formula(k->ops[0]->op)) emit_rows_lines(c, layout->launch[ki].rows_fixed, rowwise_body);
       else cg_train_emit(c);
       break;

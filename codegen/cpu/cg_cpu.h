@@ -2,10 +2,10 @@
  * cg_cpu.h: the CPU target's private interfaces: its layouts of a plan
  * (cg_cpu_layout.c), the driver (cg_cpu.c: the kernel ABI, elementwise,
  * row-wise and copy kernels), the GEMM (cg_gemm.c), the row-wise ops
- * (cg_rowwise.c), the training ops' own kernels (cg_train.c), kernels
- * that share a body (cg_kernel_share.c), the target machine (cg_target.c)
- * and the AOT header (cg_aot_header.c). The target-neutral kit they build
- * on is kernel/cg_kit.h. Private to codegen/cpu.
+ * (the kit's cg_rowwise.c with the CPU's rows), kernels that share a body
+ * (cg_kernel_share.c), the target machine (cg_target.c) and the AOT header
+ * (cg_aot_header.c). The target-neutral kit they build on, the row-wise and
+ * training formulas included, is kernel/cg_kit.h. Private to codegen/cpu.
  */
 #ifndef CASTOR_CG_CPU_H
 #define CASTOR_CG_CPU_H
@@ -128,64 +128,6 @@ void cg_gemm_key(const cg_gemm *g, str_buf *out);
 /* Emits the body of matmul kernel c->k with GEMM layout g (the entry block
  * is current). */
 void cg_gemm_emit(cg_kctx *c, const cg_gemm *g);
-
-/* ---- the training ops' own kernels (cg_train.c) ---- */
-
-/* Emits the body of c->k: an update kernel, a reduction other than a GEMM
- * (not cg_is_gemm), or a row-wise kernel with no line formula
- * (cg_rowwise_has_line_formula): softmax_grad, the losses' gradients. */
-void cg_train_emit(cg_kctx *c);
-
-/* ---- row-wise ops (cg_rowwise.c) ---- */
-
-/* One row of a row-wise op's input, as the kernel that owns it lays it
- * out: the standalone row kernel (cg_cpu.c) reads a line of its input
- * buffer; the GEMM epilogue (cg_gemm.c) computes the fused chain on its f32
- * tile. An owner embeds cg_row as the first member of its own state and
- * casts back in the callbacks.
- *
- * Elements are addressed by their offset j (i64) in the row, which is also
- * their flat index into per-row parameters of the op (layer norm's gamma
- * and beta: cg_elem_ptr(c, gamma, j)); c->base holds every source of the
- * kernel's ops. The emitter visits the n elements as vectors of `lanes`
- * f32 lanes at j = 0, lanes, ... while whole, then the n % lanes left:
- * with masked_tail as one more vector of which only the first `valid`
- * lanes are elements, else in scalar steps (lanes 1, nothing past the row
- * touched). */
-typedef struct cg_row cg_row;
-struct cg_row {
-  int64_t n;        /* elements in the row (static) */
-  int lanes;        /* f32 lanes of a whole vector */
-  bool masked_tail; /* the tail is one partial vector, else scalar steps */
-  /* The op's input at elements j .. j+lanes as f32 lanes; only the first
-   * `valid` need be right. */
-  LLVMValueRef (*load)(cg_row *row, LLVMValueRef j, int lanes, int valid);
-  /* Operand `src` of the op, of its input's type, at elements j .. as f32
-   * lanes (layer_norm_grad's dy); NULL where the owner has no such operand
-   * (a GEMM epilogue ends only with a softmax). */
-  LLVMValueRef (*load_operand)(cg_row *row, int src, LLVMValueRef j, int lanes, int valid);
-  /* Stores the first `valid` of the op's result lanes (already rounded to
-   * the op's dtype) at elements j .. */
-  void (*store)(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lanes, int valid);
-  /* An f32 row (ptr to element 0) the emitter may keep values in between
-   * passes, or NULL: it recomputes them. With masked_tail it is accessed
-   * in whole vectors, past n. Without, it may be the result row when that
-   * is f32: each result is stored after the last read of its element. */
-  LLVMValueRef scratch;
-  /* load is costly (it computes a fused chain): with a scratch row, the
-   * emitter loads each element once and keeps it there; else it loads in
-   * every pass that reads the input. */
-  bool costly_load;
-};
-
-/* Emits the row-wise op `op` (softmax, layer_norm and its gradient ops)
- * over one row at the builder's position in c->fn: its results, rounded to
- * op's dtype, go to row->store. The numerics are the op's whoever owns the row: reductions
- * run per lane in element order, then across the lanes in lane order; a
- * scalar tail has its own, combined after. */
-void cg_emit_rowwise(cg_kctx *c, const ir_node *op, cg_row *row);
-/* Whether cg_emit_rowwise has a formula for the row-wise op `op`. */
-bool cg_rowwise_has_line_formula(ir_op op);
 
 /* ---- kernels that share one body (cg_kernel_share.c) ---- */
 

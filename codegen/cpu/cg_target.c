@@ -27,6 +27,7 @@
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_llvm(void) {
+  cg_llvm_install_handlers();
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
 }

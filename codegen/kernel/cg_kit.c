@@ -11,10 +11,14 @@
  * from, so `castor dump --emit=llvm` reads beside the IR dump. Nothing
  * here depends on a target's features: widths come in as arguments.
  */
+#include <llvm-c/ErrorHandling.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "codegen/kernel/cg_kit.h"
+#include "util/sys.h"
 
 #define B (e->b)
 
@@ -51,6 +55,44 @@ bool cg_llvm_message_error(diag_sink *d, char *msg, diag_kind kind, const char *
   if (msg) LLVMDisposeMessage(msg);
   return true;
 }
+
+/* LLVM's C API has a hook for fatal errors (LLVMInstallFatalErrorHandler)
+ * but none for allocation failures: llvm::install_bad_alloc_error_handler
+ * and llvm::install_out_of_memory_new_handler are C++ only. castor is C,
+ * so it calls the two by their (Itanium ABI) names, which libLLVM-19.so
+ * and LLVM's static libraries export; their C++ types are plain function
+ * pointers and a bool, the same in C. Without them LLVM writes "LLVM ERROR:
+ * out of memory" and aborts, and a failed operator new terminates with
+ * std::bad_alloc (LLVM is built without exceptions). */
+typedef void (*cg_llvm_fatal_fn)(void *user_data, const char *reason, bool gen_crash_diag);
+extern void cg_llvm_install_bad_alloc(cg_llvm_fatal_fn handler, void *user_data) __asm__(
+    "_ZN4llvm31install_bad_alloc_error_handlerEPFvPvPKcbES0_");
+extern void cg_llvm_install_new_handler(void) __asm__("_ZN4llvm33install_out_of_memory_new_handlerEv");
+
+static void on_bad_alloc(void *user_data, const char *reason, bool gen_crash_diag) {
+  (void)user_data, (void)gen_crash_diag;
+  char what[160];
+  snprintf(what, sizeof what, "LLVM: %s", reason && *reason ? reason : "allocation failed");
+  mem_out_of_memory(what);
+}
+
+static void on_fatal(const char *reason) {
+  /* LLVM cannot go on (its state is undefined after a fatal error), and
+   * may have run out of memory on the way: castor's error, status 1 */
+  char buf[1024];
+  int n = snprintf(buf, sizeof buf, "castor: error: LLVM: %s\n", reason ? reason : "fatal error");
+  if (n > 0) (void)!write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+  _exit(1);
+}
+
+static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
+static void install_handlers(void) {
+  LLVMInstallFatalErrorHandler(on_fatal);
+  cg_llvm_install_bad_alloc(on_bad_alloc, NULL);
+  cg_llvm_install_new_handler();
+}
+
+void cg_llvm_install_handlers(void) { pthread_once(&handlers_once, install_handlers); }
 
 LLVMValueRef cg_i64(cg_emitter *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
 

@@ -3,8 +3,10 @@
  * share (one folder per target beside this one): the LLVM emitter state, the state of
  * the kernel being emitted, counted loops, addressing, partial loads and
  * stores, the fused per-element chain (cg_chain.c), the index maps of the
- * reindex ops (cg_index_map.c), the per-element math (cg_math.c) and the
- * one adapter from LLVM's errors to diagnostics (cg_kit.c).
+ * reindex ops (cg_index_map.c), the per-element math (cg_math.c), the
+ * row-wise ops' line formulas (cg_rowwise.c), the training formulas
+ * (cg_train.c) and the one adapter from LLVM's errors to diagnostics
+ * (cg_kit.c).
  *
  * Nothing here knows a target or its instruction set. A target passes
  * what it decides (vector width, the kernel's buffer table) through
@@ -40,6 +42,15 @@ bool cg_llvm_error(diag_sink *d, LLVMErrorRef err, diag_kind kind, const char *w
 /* The same for an LLVM message string (LLVMTargetMachineEmitToMemoryBuffer
  * and the like): reports msg, if any, and disposes of it. */
 bool cg_llvm_message_error(diag_sink *d, char *msg, diag_kind kind, const char *what);
+
+/* Installs, once per process, LLVM's handlers for the errors it cannot
+ * return: a fatal error (report_fatal_error) and an allocation failure
+ * (report_bad_alloc_error, and operator new through LLVM's new-handler).
+ * Each writes castor's error and ends the process with status 1 where LLVM
+ * would abort: an out-of-memory compile under `ulimit -v` is castor's
+ * "out of memory" error, exit 1, never SIGABRT. Every target's LLVM setup
+ * calls it before LLVM runs. */
+void cg_llvm_install_handlers(void);
 
 /* ---- per-element math on f32 scalars or vectors (cg_math.c) ---- */
 
@@ -162,5 +173,64 @@ LLVMValueRef cg_pool_grad_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, i
  * same bits as cg_reindex_value's lane by lane (cg_index_map.c) */
 bool cg_reindex_line_stride(const ir_node *op, int64_t *stride);
 LLVMValueRef cg_reindex_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes);
+
+/* ---- the training formulas (cg_train.c, cg_loss.c, cg_update.c, cg_sum_to.c) ---- */
+
+/* Emits the body of c->k over its rows [c->row0, c->row1): an update
+ * kernel, a reduction other than a GEMM (not cg_is_gemm), or a row-wise
+ * kernel with no line formula (cg_rowwise_has_line_formula): softmax_grad,
+ * the losses' gradients. The op must have a formula (cg_train_has_formula):
+ * a missing one is an assertion, never a default. */
+void cg_train_emit(cg_kctx *c);
+
+/* ---- row-wise ops' line formulas (cg_rowwise.c) ---- */
+
+/* One row of a row-wise op's input, as the kernel that owns it lays it
+ * out: the standalone row kernel (cg_cpu.c) reads a line of its input
+ * buffer; the GEMM epilogue (cg_gemm.c) computes the fused chain on its f32
+ * tile. An owner embeds cg_row as the first member of its own state and
+ * casts back in the callbacks.
+ *
+ * Elements are addressed by their offset j (i64) in the row, which is also
+ * their flat index into per-row parameters of the op (layer norm's gamma
+ * and beta: cg_elem_ptr(c, gamma, j)); c->base holds every source of the
+ * kernel's ops. The emitter visits the n elements as vectors of `lanes`
+ * f32 lanes at j = 0, lanes, ... while whole, then the n % lanes left:
+ * with masked_tail as one more vector of which only the first `valid`
+ * lanes are elements, else in scalar steps (lanes 1, nothing past the row
+ * touched). */
+typedef struct cg_row cg_row;
+struct cg_row {
+  int64_t n;        /* elements in the row (static) */
+  int lanes;        /* f32 lanes of a whole vector */
+  bool masked_tail; /* the tail is one partial vector, else scalar steps */
+  /* The op's input at elements j .. j+lanes as f32 lanes; only the first
+   * `valid` need be right. */
+  LLVMValueRef (*load)(cg_row *row, LLVMValueRef j, int lanes, int valid);
+  /* Operand `src` of the op, of its input's type, at elements j .. as f32
+   * lanes (layer_norm_grad's dy); NULL where the owner has no such operand
+   * (a GEMM epilogue ends only with a softmax). */
+  LLVMValueRef (*load_operand)(cg_row *row, int src, LLVMValueRef j, int lanes, int valid);
+  /* Stores the first `valid` of the op's result lanes (already rounded to
+   * the op's dtype) at elements j .. */
+  void (*store)(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lanes, int valid);
+  /* An f32 row (ptr to element 0) the emitter may keep values in between
+   * passes, or NULL: it recomputes them. With masked_tail it is accessed
+   * in whole vectors, past n. Without, it may be the result row when that
+   * is f32: each result is stored after the last read of its element. */
+  LLVMValueRef scratch;
+  /* load is costly (it computes a fused chain): with a scratch row, the
+   * emitter loads each element once and keeps it there; else it loads in
+   * every pass that reads the input. */
+  bool costly_load;
+};
+
+/* Emits the row-wise op `op` (softmax, layer_norm and its gradient ops)
+ * over one row at the builder's position in c->fn: its results, rounded to
+ * op's dtype, go to row->store. The numerics are the op's whoever owns the row: reductions
+ * run per lane in element order, then across the lanes in lane order; a
+ * scalar tail has its own, combined after. */
+void cg_emit_rowwise(cg_kctx *c, const ir_node *op, cg_row *row);
+/* (cg_rowwise_has_line_formula, cg_train_has_formula: cg_internal.h) */
 
 #endif

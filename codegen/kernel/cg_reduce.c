@@ -106,7 +106,26 @@ static void scan_group(cg_kctx *c, const ir_node *op, const ir_node *x, const re
   *out_at = LLVMBuildLoad2(B, e->i64, at, "");
 }
 
-static bool is_max_op(ir_op o) { return o == IR_OP_REDUCE_MAX || o == IR_OP_REDUCE_MAX_GRAD; }
+/* Each reduction's scan, one row per op of the reduce and reduce-grad
+ * type rules: a reduction without a row is an assertion, never a sum. */
+static const struct reduce_row {
+  bool known;
+  bool extreme; /* the first maximal or minimal element, else the sum */
+  bool is_max;
+  bool mean;    /* the sum over the group's size */
+} reduce_rows[IR_OP_COUNT] = {
+    [IR_OP_REDUCE_SUM] = {true, false, false, false},
+    [IR_OP_REDUCE_MEAN] = {true, false, false, true},
+    [IR_OP_REDUCE_MAX] = {true, true, true, false},
+    [IR_OP_REDUCE_MIN] = {true, true, false, false},
+    [IR_OP_REDUCE_MAX_GRAD] = {true, true, true, false},
+    [IR_OP_REDUCE_MIN_GRAD] = {true, true, false, false},
+};
+
+static const struct reduce_row *reduce_row_of(ir_op o) {
+  CASTOR_ASSERT(o >= 0 && o < IR_OP_COUNT && reduce_rows[o].known);
+  return &reduce_rows[o];
+}
 
 /* reduce_sum, reduce_mean, reduce_max, reduce_min: y's element i */
 static LLVMValueRef reduce_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
@@ -119,10 +138,10 @@ static LLVMValueRef reduce_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) 
   unflatten(e, yt, i, yc);
   for (int d = 0; d < xt->rank; d++)
     if (!rs.reduced[d]) base = LLVMBuildAdd(B, base, LLVMBuildMul(B, yc[rs.ydim[d]], cg_i64(e, rs.xst[d]), ""), "");
-  bool extreme = op->op == IR_OP_REDUCE_MAX || op->op == IR_OP_REDUCE_MIN;
+  const struct reduce_row *row = reduce_row_of(op->op);
   LLVMValueRef v, at;
-  scan_group(c, op, x, &rs, base, extreme, is_max_op(op->op), &v, &at);
-  if (op->op == IR_OP_REDUCE_MEAN) v = LLVMBuildFDiv(B, v, cg_const(e, e->f32, (double)rs.total), op->name);
+  scan_group(c, op, x, &rs, base, row->extreme, row->is_max, &v, &at);
+  if (row->mean) v = LLVMBuildFDiv(B, v, cg_const(e, e->f32, (double)rs.total), op->name);
   return v;
 }
 
@@ -144,7 +163,9 @@ static LLVMValueRef reduce_grad_value(cg_kctx *c, const ir_node *op, LLVMValueRe
     yi = LLVMBuildAdd(B, yi, LLVMBuildMul(B, xc[d], cg_i64(e, yst[rs.ydim[d]]), ""), "");
   }
   LLVMValueRef v, at;
-  scan_group(c, op, x, &rs, base, true, is_max_op(op->op), &v, &at);
+  const struct reduce_row *row = reduce_row_of(op->op);
+  CASTOR_ASSERT(row->extreme); /* the gradient routes to the extreme element */
+  scan_group(c, op, x, &rs, base, true, row->is_max, &v, &at);
   LLVMValueRef g = cg_emit_load(e, yt->dtype, cg_elem_ptr(c, dy, yi), 1, dy->name);
   return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, at, i, ""), g, cg_const(e, e->f32, 0.0), op->name);
 }

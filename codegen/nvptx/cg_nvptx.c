@@ -337,6 +337,7 @@ static void emit_kernel(cg_emitter *e, const cg_plan *plan, int ki, LLVMValueRef
 
 static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
 static void nv_init(void) {
+  cg_llvm_install_handlers();
   LLVMInitializeNVPTXTargetInfo();
   LLVMInitializeNVPTXTarget();
   LLVMInitializeNVPTXTargetMC();

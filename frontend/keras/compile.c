@@ -54,7 +54,7 @@ static bool read_schedule(kr_model *m, const json_value *v, fe_train_defaults *t
     bool ok = true;
     if (!strcmp(k, "name")) continue;
     if (!strcmp(k, "initial_learning_rate") && strcmp(kind, "piecewise_constant_decay") != 0)
-      ok = num(x, &d) && d > 0 && (td->learning_rate = d, true);
+      ok = num(x, &d) && d >= 1e-30 && d <= 1e30 && (td->learning_rate = d, true);
     else if (!strcmp(k, "decay_steps") && strcmp(kind, "piecewise_constant_decay") != 0)
       ok = whole(x, 1, INT64_C(1) << 53, &td->decay_steps);
     else if (!strcmp(k, "decay_rate") && !strcmp(kind, "exponential_decay"))
@@ -216,7 +216,9 @@ static bool read_optimizer(kr_model *m, const json_value *opt, fe_train_defaults
 #define IS(def) (x == (def) || (float)x == (float)(def))
     const char *range = NULL;
     if (!strcmp(k, "learning_rate")) {
-      if (!(x > 0)) range = "> 0";
+      /* --learning-rate's range (tools/train_options.c): a value past it (1e400 reads as inf) is
+       * this file's error, not the flag's */
+      if (!(x >= 1e-30 && x <= 1e30)) range = "[1e-30, 1e+30]";
       else td->learning_rate = x;
     } else if (!strcmp(k, "momentum") && !adam) {
       if (!(x >= 0 && x < 1)) range = "[0, 1)";

@@ -37,6 +37,8 @@
 #include "formats/zip.h"
 #include "util/half.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +80,8 @@ fe_keras_source *kr_source_new(kr_model *m, const char *keras_version, bool lso,
   s->config = *cfg, s->config_len = cfg_len, s->h5_bytes = *h5, s->h5 = m->h5;
   *cfg = NULL, *h5 = NULL;
   /* Keras's variable order: the config's layers, each layer's vars/i */
-  qsort(m->bound.data, m->bound.len, sizeof *m->bound.data, cmp_bound);
+  if (m->bound.len) /* a model without weights has no vector: qsort(NULL, 0) is undefined */
+    qsort(m->bound.data, m->bound.len, sizeof *m->bound.data, cmp_bound);
   s->weight_obj = xcalloc(m->bound.len + 1, sizeof *s->weight_obj);
   s->weight_key = xcalloc(m->bound.len + 1, sizeof *s->weight_key);
   hmap consts; /* data -> the weight key of the constant the lowering built from it */
@@ -135,14 +138,34 @@ static bool save_error(saver *s, const char *fmt, ...) {
   return false;
 }
 
-static bool copy_attrs(saver *s, const h5_object *o, h5w_object *w) {
-  h5w_attr *at = arena_alloc(s->a, ((size_t)o->n_attrs + 1) * sizeof *at);
-  for (int i = 0; i < o->n_attrs; i++) {
+/* What of the loaded file's object o the writer (formats/hdf5_write.c)
+ * cannot write back: checked by fe_keras_save_check before training and
+ * again by the save. */
+static bool writable_object(saver *s, const h5_object *o) {
+  for (int i = 0; i < o->n_attrs; i++)
     if (!o->attrs[i].str)
       return save_error(s, "cannot write the model back: attribute '%s' of '%s' in its model.weights.h5 is not "
                            "a string (castor writes string attributes)", o->attrs[i].name, o->path);
-    at[i] = (h5w_attr){o->attrs[i].name, o->attrs[i].str};
-  }
+  if (o->is_dataset && o->type.cls != H5_CLASS_FLOAT && o->type.cls != H5_CLASS_INT && o->type.cls != H5_CLASS_OPAQUE)
+    return save_error(s, "cannot write the model back: dataset '%s' of its model.weights.h5 is a string", o->path);
+  return true;
+}
+
+static bool is_optimizer(const h5_object *o) {
+  return !strcmp(o->path, "/optimizer") || str_has_prefix(o->path, "/optimizer/");
+}
+
+bool fe_keras_save_check(const fe_keras_source *src, const char *path, diag_sink *d) {
+  saver s = {.src = src, .path = path, .d = d};
+  for (int i = 0; i < src->h5.n_objects; i++)
+    if (!is_optimizer(&src->h5.objects[i]) && !writable_object(&s, &src->h5.objects[i])) return false;
+  return true;
+}
+
+static bool copy_attrs(saver *s, const h5_object *o, h5w_object *w) {
+  if (!writable_object(s, o)) return false;
+  h5w_attr *at = arena_alloc(s->a, ((size_t)o->n_attrs + 1) * sizeof *at);
+  for (int i = 0; i < o->n_attrs; i++) at[i] = (h5w_attr){o->attrs[i].name, o->attrs[i].str};
   w->attrs = at, w->n_attrs = o->n_attrs;
   return true;
 }
@@ -152,7 +175,7 @@ static bool model_objects(saver *s) {
   const h5_file *f = &s->src->h5;
   for (int i = 0; i < f->n_objects; i++) {
     const h5_object *o = &f->objects[i];
-    if (!strcmp(o->path, "/optimizer") || str_has_prefix(o->path, "/optimizer/")) {
+    if (is_optimizer(o)) {
       if (o->is_dataset && o->type.cls == H5_CLASS_INT && !strcmp(o->path, "/optimizer/vars/0"))
         s->int_size = (int)o->type.size;
       continue; /* rebuilt */
@@ -160,9 +183,6 @@ static bool model_objects(saver *s) {
     h5w_object w = {.path = o->path, .is_dataset = o->is_dataset};
     if (!copy_attrs(s, o, &w)) return false;
     if (o->is_dataset) {
-      if (o->type.cls != H5_CLASS_FLOAT && o->type.cls != H5_CLASS_INT && o->type.cls != H5_CLASS_OPAQUE)
-        return save_error(s, "cannot write the model back: dataset '%s' of its model.weights.h5 is a string",
-                          o->path);
       w.type = o->type, w.rank = o->rank, w.data = o->data;
       memcpy(w.dims, o->dims, sizeof w.dims);
       int k = s->weight_of[i];
@@ -383,6 +403,27 @@ static bool element(const h5_object *o, int64_t e, double *out) {
   return false;
 }
 
+/* A value of the optimizer's state read from the file, before training
+ * starts from it: counts (iterations, the loss scale's good steps) are
+ * whole numbers from 0 that fit the state, the learning rate and the loss
+ * scale are positive, and every float is finite; else an error naming the
+ * dataset, castor's variable and the element. */
+static bool state_value_ok(const fe_keras_source *src, const char *path, const char *name, dtype_id dt,
+                           int64_t n, int64_t e, double v, diag_sink *d) {
+  char at[48] = "";
+  if (n > 1) snprintf(at, sizeof at, " element %lld", (long long)e);
+  const char *why = NULL;
+  if ((dt == DT_I64 || dt == DT_I32) && v < 0) why = "a count cannot be negative";
+  else if (dt == DT_I32 && v > INT32_MAX) why = "more than its int32 variable holds";
+  else if (!isfinite(v)) why = "an optimizer's state must be finite";
+  else if ((!strcmp(name, "optimizer.learning_rate") || !strcmp(name, "optimizer.loss_scale")) && !(v > 0))
+    why = "it must be positive";
+  if (!why) return true;
+  diag_error_kind(d, DIAG_KIND_INVALID_MODEL, (diag_loc){src->file, 0, 0},
+                  "model.weights.h5: optimizer variable '%s' (castor's %s)%s is %.9g: %s", path, name, at, v, why);
+  return false;
+}
+
 static void shape_text(str_buf *b, int rank, const int64_t *dims) {
   str_buf_putc(b, '[');
   for (int r = 0; r < rank; r++) str_buf_printf(b, "%s%lld", r ? ", " : "", (long long)dims[r]);
@@ -462,6 +503,10 @@ bool fe_keras_load_optimizer(const fe_keras_source *src, const fe_keras_state *s
           diag_error_kind(d, DIAG_KIND_INVALID_MODEL, (diag_loc){src->file, 0, 0},
                           "model.weights.h5: optimizer variable '%s' is %s, castor's %s is %s", w->path, is_int ? "an integer" : "a float",
                           name, is_int ? "a float" : "an integer");
+          ok = false;
+          break;
+        }
+        if (!state_value_ok(src, w->path, name, st->dtype, n, e, v, d)) {
           ok = false;
           break;
         }

@@ -90,6 +90,15 @@ bool fl_lower_subtract(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   return fl_merge(m, l, k, in, n_in, IR_OP_SUB);
 }
 
+/* The functional API's divide (x / y, keras.ops.divide): two operands. */
+bool fl_lower_true_divide(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+  if (n_in != 2) {
+    fl_error(m, l, NULL, FL_PLAIN, "takes exactly two inputs, its call has %d", n_in);
+    return false;
+  }
+  return fl_merge(m, l, k, in, n_in, IR_OP_DIV);
+}
+
 bool fl_lower_maximum(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   return fl_merge(m, l, k, in, n_in, IR_OP_MAXIMUM);
 }
@@ -134,6 +143,11 @@ bool fl_lower_flatten(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
     return false;
   }
   const json_value *df = fl_cfg(l, "data_format");
+  if (df && !(df->kind == JSON_LIT && df->lit == 'n') &&
+      (df->kind != JSON_STR || (strcmp(df->s, "channels_last") && strcmp(df->s, "channels_first")))) {
+    fl_error(m, l, "data_format", FL_PLAIN, "data_format must be \"channels_last\", \"channels_first\" or null");
+    return false;
+  }
   int rank = x->type.rank;
   if (df && df->kind == JSON_STR && !strcmp(df->s, "channels_first") && rank > 2) {
     ir_attr perm = {.perm = {rank, {0}}};

@@ -51,6 +51,8 @@ struct imp {
   const fe_options *o;
   int64_t opset;
   hmap vals; /* name -> imp_val */
+  hmap used; /* name -> how it is used (oi_outputs_unused_from), once used_built */
+  bool used_built;
   /* the node being lowered */
   const onnx_node *node;
   const char *layer;

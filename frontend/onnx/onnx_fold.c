@@ -230,6 +230,17 @@ static bool fold_concat(imp *im) {
   return oi_val_define(im, im->node->outputs[0], NULL, o);
 }
 
+/* A folded constant's size before it is allocated: at most 2^28 elements
+ * (ConstantOfShape's cap), so that a Gather or a broadcast of two small
+ * constants cannot make the import allocate gigabytes. */
+static bool fold_size_ok(imp *im, int rank, const int64_t *dims) {
+  int64_t numel = 1;
+  for (int r = 0; r < rank; r++)
+    if (!size_mul_ok(numel, dims[r], &numel) || numel > ((int64_t)1 << 28))
+      return UNSUPPORTED(im, "%s folded to a constant of more than 2^28 elements", im->node->op_type);
+  return true;
+}
+
 static bool fold_gather(imp *im, const onnx_tensor *data, const onnx_tensor *idx) {
   int64_t axis;
   if (!oi_attr_int(im, "axis", 0, &axis)) return false;
@@ -243,6 +254,7 @@ static bool fold_gather(imp *im, const onnx_tensor *data, const onnx_tensor *idx
   for (int r = 0; r < a; r++) dims[k++] = data->dims[r];
   for (int r = 0; r < idx->rank; r++) dims[k++] = idx->dims[r];
   for (int r = a + 1; r < data->rank; r++) dims[k++] = data->dims[r];
+  if (!fold_size_ok(im, rank, dims)) return false;
   onnx_tensor *o = oi_host_tensor(im, data->dtype, rank, dims);
   size_t es = onnx_dtype_size(data->dtype);
   int64_t outer = 1, inner = 1, n = data->dims[a];
@@ -293,7 +305,7 @@ static bool bcast_dims(imp *im, const onnx_tensor *a, const onnx_tensor *b, int 
                   (long long)da, (long long)db);
     dims[r] = da == 1 ? db : da;
   }
-  return true;
+  return fold_size_ok(im, *rank, dims);
 }
 
 /* The flat index into t of result element i (t broadcast to rank/dims). */

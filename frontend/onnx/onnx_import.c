@@ -168,21 +168,30 @@ bool oi_define_output(imp *im, int k, ir_node *n) {
 }
 
 /* Outputs from k on must be absent or unused: the lowering computes only
- * the ones before. */
+ * the ones before. The names used (node inputs: 1, graph outputs: 2) are
+ * gathered once per import, so that a graph of many such nodes stays
+ * linear. */
 bool oi_outputs_unused_from(imp *im, int k, const char *why) {
-  for (int j = k; j < im->node->n_outputs; j++)
-    if (*im->node->outputs[j]) {
-      const char *o = im->node->outputs[j];
-      for (int a = 0; a < im->m->graph.n_nodes; a++)
-        for (int i = 0; i < im->m->graph.nodes[a].n_inputs; i++)
-          if (str_eq(im->m->graph.nodes[a].inputs[i], o))
-            return UNSUPPORTED(im, "%s's output %d ('%s') is used; castor computes only %s", im->node->op_type,
-                               j + 1, o, why);
-      for (int a = 0; a < im->m->graph.n_outputs; a++)
-        if (str_eq(im->m->graph.outputs[a].name, o))
-          return UNSUPPORTED(im, "%s's output %d ('%s') is a graph output; castor computes only %s",
-                             im->node->op_type, j + 1, o, why);
-    }
+  static int as_input = 1, as_output = 2;
+  const onnx_graph *g = &im->m->graph;
+  if (!im->used_built) {
+    im->used_built = true;
+    for (int a = 0; a < g->n_nodes; a++) /* first: a use as an input is the one named */
+      for (int i = 0; i < g->nodes[a].n_inputs; i++)
+        hmap_put_str(&im->used, g->nodes[a].inputs[i], strlen(g->nodes[a].inputs[i]), &as_input);
+    for (int a = 0; a < g->n_outputs; a++)
+      hmap_put_str(&im->used, g->outputs[a].name, strlen(g->outputs[a].name), &as_output);
+  }
+  for (int j = k; j < im->node->n_outputs; j++) {
+    const char *o = im->node->outputs[j];
+    const int *use = *o ? hmap_get_str(&im->used, o, strlen(o)) : NULL;
+    if (use == &as_input)
+      return UNSUPPORTED(im, "%s's output %d ('%s') is used; castor computes only %s", im->node->op_type,
+                         j + 1, o, why);
+    if (use == &as_output)
+      return UNSUPPORTED(im, "%s's output %d ('%s') is a graph output; castor computes only %s",
+                         im->node->op_type, j + 1, o, why);
+  }
   return true;
 }
 
@@ -428,26 +437,12 @@ static int64_t default_opset(imp *im) {
   return v;
 }
 
-/* The directory of `file` (external data is relative to it), or "." */
-static char *dir_of(const char *file) {
-  const char *slash = strrchr(file, '/');
-  if (!slash) return xstrdup(".");
-  if (slash == file) return xstrdup("/");
-  size_t n = (size_t)(slash - file);
-  char *d = xmalloc(n + 1);
-  memcpy(d, file, n);
-  d[n] = 0;
-  return d;
-}
-
 ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe_options *o,
                        diag_sink *d, fe_train_defaults *out_defaults) {
   if (out_defaults) *out_defaults = (fe_train_defaults){0};
   fe_options defaults;
   if (!o) fe_options_init(&defaults), o = &defaults;
-  char *dir = dir_of(file);
-  onnx_model *m = onnx_model_read(file, bytes, len, dir, d);
-  free(dir);
+  onnx_model *m = onnx_model_read(file, bytes, len, o->dir, d);
   if (!m) return NULL;
   imp im = {.m = m, .d = d, .o = o};
   im.g = ir_graph_create("onnx_model");
@@ -455,6 +450,7 @@ ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe
   im.file = arena_strdup(im.g->arena, file);
   im.g->policy = IR_POLICY_FLOAT32;
   hmap_init(&im.vals, HMAP_STRINGS);
+  hmap_init(&im.used, HMAP_STRINGS);
   /* the model's strings live in its arena, freed below: the graph keeps copies */
   for (int i = 0; i < m->n_opsets && !im.failed; i++)
     if (!is_default_domain(m->opsets[i].domain)) {
@@ -473,6 +469,7 @@ ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe
                      "up to %d", (long long)im.opset, FE_ONNX_MAX_OPSET);
   bool ok = !im.failed && import_inputs(&im) && import_nodes(&im) && import_outputs(&im);
   hmap_fini(&im.vals);
+  hmap_fini(&im.used);
   if (ok && !ir_verify(im.g, d)) ok = false;
   if (!ok) {
     ir_graph_destroy(im.g);

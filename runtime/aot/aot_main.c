@@ -14,10 +14,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "formats/npy.h"
 #include "runtime/aot/aot.h"
@@ -181,9 +184,26 @@ static void *alloc64(int64_t bytes) {
   return p;
 }
 
+/* Registered with atexit by main: standard output flushed and closed, and
+ * a write error (a full disk, /dev/full, a file-size limit) reported with
+ * exit status 1, so that output cut short never ends in status 0. A
+ * descriptor closed before the start (`>&-`) with nothing written is not
+ * an error. */
+static void close_stdout(void) {
+  int e = 0;
+  bool bad = ferror(stdout) != 0;
+  if (fflush(stdout) != 0) bad = true, e = errno;
+  if (fclose(stdout) != 0 && errno != EBADF && !bad) bad = true, e = errno;
+  if (!bad) return;
+  fprintf(stderr, "%s: error: cannot write standard output%s%s\n", prog_name, e ? ": " : "", e ? strerror(e) : "");
+  _exit(1);
+}
+
 int main(int argc, char **argv) {
   const char *slash = argv[0] ? strrchr(argv[0], '/') : NULL;
   prog_name = slash ? slash + 1 : argv[0] ? argv[0] : prog_name;
+  atexit(close_stdout);
+  signal(SIGXFSZ, SIG_IGN);
   const rt_aot_entry *en = &castor_aot_entry;
   if (en->abi_version != RT_AOT_ABI_VERSION)
     return error("this executable's model was compiled for AOT ABI %d, its runtime is ABI %d: rebuild it",

@@ -98,6 +98,14 @@ for i, (method, comment) in enumerate([(zipfile.ZIP_STORED, b""), (zipfile.ZIP_D
                         ("model.weights.h5", bytes(range(256)))]:
             z.writestr(zipfile.ZipInfo(n, date_time=(2026, 1, 1, 0, 0, 0)), data, method)
     write("zip", "keras%d.zip" % i, b.getvalue())
+# a large archive (past libFuzzer's default 4 KB inputs): 1,200 members, the
+# duplicate-name check and the member table at scale
+b = io.BytesIO()
+with zipfile.ZipFile(b, "w", zipfile.ZIP_STORED) as z:
+    for k in range(1200):
+        z.writestr(zipfile.ZipInfo("m%04d" % k, date_time=(2026, 1, 1, 0, 0, 0)),
+                   bytes([k % 251]) * 8)
+write("zip", "many_members.zip", b.getvalue())
 # hdf5: the small files of tests/data/hdf5 (written by h5py there)
 for name in ["weights.h5", "compact.h5", "chunked.h5", "latest.h5"]:
     with open(os.path.join(here, "..", "data", "hdf5", name), "rb") as f:
@@ -107,6 +115,12 @@ for name in ["weights.h5", "compact.h5", "chunked.h5", "latest.h5"]:
 # fuzz_keras.c splits its input (a 4-byte config length first)
 for name in ["dag-float32", "seq-mixed_float16", "overrides-mixed_bfloat16", "residual-bfloat16",
              "cnn-float32", "merge-mixed_float16", "embed-mixed_bfloat16"]:
+    with zipfile.ZipFile(os.path.join(here, "..", "golden", "keras-models", name + ".keras")) as z:
+        cfg, h5 = z.read("config.json"), z.read("model.weights.h5")
+    write("keras", name, struct.pack("<I", len(cfg)) + cfg + h5)
+# with an optimizer's saved state (the resume path) and the robustness
+# cases of issue 41: a non-string attribute, iterations -5, a NaN learning rate
+for name in ["resume-adam-float32", "robust_attr_int", "robust_iterations", "robust_lr_nan"]:
     with zipfile.ZipFile(os.path.join(here, "..", "golden", "keras-models", name + ".keras")) as z:
         cfg, h5 = z.read("config.json"), z.read("model.weights.h5")
     write("keras", name, struct.pack("<I", len(cfg)) + cfg + h5)

@@ -29,10 +29,14 @@ for t in $targets; do
     ir|passes|grad) for f in "$root"/tests/golden/*/*.cir; do cp "$f" "$seeds/$(basename "$(dirname "$f")")_$(basename "$f")"; done ;;
   esac
   for d in "$src/seeds/$t" "$src/regress/$t"; do [ -d "$d" ] && cp "$d"/* "$seeds"/ 2>/dev/null; done
+  # inputs as large as the largest seeds (libFuzzer's default is 4 KB): deep
+  # graphs and long chains (onnx), the size and recursion paths of the
+  # containers (keras, zip, hdf5) are past it
+  case $t in onnx) maxlen=262144 ;; keras|zip) maxlen=131072 ;; hdf5) maxlen=65536 ;; *) maxlen= ;; esac
   log=$out/$t.log
   t0=$(date +%s)
   "$bin" "$out/corpus/$t" "$seeds" -dict="$src/dict/$(case $t in passes) echo ir;; train) echo cast_train;; *) echo "$t";; esac).dict" \
-    -max_total_time="$secs" ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} -timeout=20 -rss_limit_mb=2560 -malloc_limit_mb=2048 -close_fd_mask=3 \
+    -max_total_time="$secs" ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} ${maxlen:+-max_len=$maxlen} -timeout=20 -rss_limit_mb=2560 -malloc_limit_mb=2048 -close_fd_mask=3 \
     -print_final_stats=1 -artifact_prefix="$out/artifacts/$t-" >"$log" 2>&1
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)

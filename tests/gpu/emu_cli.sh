@@ -34,7 +34,7 @@ done
 printf 'model pe\nx = input(shape=[4, 8])\np = position_embedding(x, sequence_length=4, name=pos)\nh = add(x, p)\noutput h\n' >"$tmp/pe.cast"
 for policy in float32 mixed_float16; do
   if CASTOR_CUDA_EMULATE=1 "$castor" run "$tmp/pe.cast" --target=cuda --policy $policy --batch 3 >"$tmp/gpu" 2>"$tmp/err"; then
-    "$castor" run "$tmp/pe.cast" --policy $policy --batch 3 >"$tmp/cpu" 2>&1
+    "$castor" run "$tmp/pe.cast" --policy $policy --batch 3 >"$tmp/cpu" 2>"$tmp/cpu_err"
     cmp -s "$tmp/gpu" "$tmp/cpu" || { echo "FAIL: position_embedding ($policy): cuda '$(cat "$tmp/gpu")' vs cpu '$(cat "$tmp/cpu")'"; fail=1; }
   else
     echo "FAIL: position_embedding on the cuda target ($policy):"; cat "$tmp/err"; fail=1

@@ -5,8 +5,8 @@
  * directory, an abort) the old file is byte-identical and no temporary file
  * is left either. A FIFO, /dev/null and a symbolic link are written
  * through, never replaced; a long legal name works; atomic_file_check
- * refuses what commit would; SIGINT before the commit leaves no temporary
- * file.
+ * refuses what commit would; every fatal signal before the commit leaves
+ * no temporary file, and a file-size limit is a write error, not SIGXFSZ.
  */
 #include "util/atomic_file.h"
 
@@ -228,25 +228,61 @@ START_TEST(test_long_name_and_check) {
 }
 END_TEST
 
-/* SIGINT between the temporary file's creation and the rename: the
- * temporary file is removed and the process still dies of SIGINT. */
-START_TEST(test_sigint_removes_tmp) {
+/* A fatal signal between the temporary file's creation and the rename:
+ * the temporary file is removed and the process still dies of the signal.
+ * Every signal whose default action ends the process and that can be
+ * caught (SIGQUIT, SIGPIPE, ... left temporary files; issue 41). */
+static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM,
+                                    SIGUSR1, SIGUSR2, SIGXCPU, SIGVTALRM, SIGPROF};
+
+START_TEST(test_signal_removes_tmp) {
+  int sig = fatal_signals[_i];
   char p[256];
   tmp_path("out.safetensors", p, sizeof p);
   pid_t pid = fork();
   ck_assert(pid >= 0);
   if (pid == 0) {
-    signal(SIGINT, SIG_DFL);
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core); /* SIGQUIT, SIGXCPU dump core */
+    signal(sig, SIG_DFL);
     diag_sink *d = diag_sink_create();
     atomic_file af;
     if (!atomic_file_begin(&af, p, d)) _exit(2);
     atomic_file_write(&af, "partial", 7);
-    raise(SIGINT);
+    raise(sig);
     _exit(3);
   }
   int status = 0;
   ck_assert(waitpid(pid, &status, 0) == pid);
-  ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT, "status %#x: not killed by SIGINT", status);
+  ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == sig, "status %#x: not killed by %s", status,
+                strsignal(sig));
+  ck_assert_msg(tmpdir_count() == 0, "%s: %d files left behind", strsignal(sig), tmpdir_count());
+}
+END_TEST
+
+/* A file-size limit (ulimit -f) under the save: SIGXFSZ, whose default
+ * action kills, is ignored once a save begins, so the write fails with
+ * EFBIG and the commit reports it; nothing is left behind. */
+START_TEST(test_file_size_limit) {
+  char p[256];
+  tmp_path("out.safetensors", p, sizeof p);
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_DFL);
+    struct rlimit small = {4096, 4096};
+    if (setrlimit(RLIMIT_FSIZE, &small) != 0) _exit(4);
+    diag_sink *d = diag_sink_create();
+    atomic_file af;
+    if (!atomic_file_begin(&af, p, d)) _exit(2);
+    static char big[65536];
+    atomic_file_write(&af, big, sizeof big);
+    if (atomic_file_commit(&af, d)) _exit(5);
+    _exit(strstr(diag_text(d), "File too large") ? 0 : 6);
+  }
+  int status = 0;
+  ck_assert(waitpid(pid, &status, 0) == pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x: killed or no EFBIG error", status);
   ck_assert_msg(tmpdir_count() == 0, "%d files left behind", tmpdir_count());
 }
 END_TEST
@@ -264,7 +300,8 @@ static Suite *atomic_file_suite(void) {
   tcase_add_test(tc, test_symlink_written_through);
   tcase_add_test(tc, test_own_descriptor_appends);
   tcase_add_test(tc, test_long_name_and_check);
-  tcase_add_test(tc, test_sigint_removes_tmp);
+  tcase_add_loop_test(tc, test_signal_removes_tmp, 0, (int)(sizeof fatal_signals / sizeof *fatal_signals));
+  tcase_add_test(tc, test_file_size_limit);
   suite_add_tcase(s, tc);
   return s;
 }

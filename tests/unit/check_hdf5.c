@@ -2,7 +2,7 @@
  * check_hdf5.c: Check suite of formats/hdf5 over the files h5py wrote
  * (tests/data/hdf5/make_files.py): the Keras layout read back with its
  * shapes, types, values and attributes (a variable-length string, the
- * bfloat16 opaque type); a group whose B-tree has more than one level; the
+ * bfloat16 opaque type), also after a user block; a group whose B-tree has more than one level; the
  * files outside the subset refused with a message naming the dataset and
  * the feature; and a valid file cut or overwritten in every place, which
  * must come back as an error, never a crash (the suite runs under ASan in
@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static char *load(const char *name, size_t *len) {
   char path[512];
@@ -29,9 +30,20 @@ static float f32_at(const h5_object *o, int64_t i) {
   return v;
 }
 
+/* The Keras layout three ways: weights.h5; userblock.h5 (the same content
+ * after h5py's 512-byte user block, whose superblock's base address is
+ * 512); weights.h5 after 1024 bytes added by hand (base address 0 in the
+ * superblock, found at 1024: libhdf5 reads addresses from where the
+ * superblock is, and so does castor). */
 START_TEST(test_keras_layout) {
   size_t len;
-  char *data = load("weights.h5", &len);
+  char *data = load(_i == 1 ? "userblock.h5" : "weights.h5", &len);
+  if (_i == 2) {
+    char *moved = xcalloc(len + 1024, 1);
+    memcpy(moved + 1024, data, len);
+    free(data);
+    data = moved, len += 1024;
+  }
   h5_file f;
   h5_error e;
   ck_assert_msg(h5_open(&f, data, len, &e), "at %llu: %s", (unsigned long long)e.off, e.msg);
@@ -168,13 +180,53 @@ START_TEST(test_corrupt) {
 }
 END_TEST
 
+/* 60,000 datasets under one group, each looked up by path, as the reader
+ * of a Keras optimizer's variables counts /optimizer/vars/0, 1, ...: by
+ * hash, so the whole count takes milliseconds (a scan of the objects per
+ * lookup took 13 s; issue 41). Bounded by CPU time, with a wide margin. */
+START_TEST(test_many_lookups) {
+  enum { N = 60000 };
+  h5w_object *objs = xcalloc(N + 2, sizeof *objs);
+  char (*paths)[32] = xcalloc(N, sizeof *paths);
+  static const float one = 1;
+  objs[0] = (h5w_object){.path = "/optimizer"};
+  objs[1] = (h5w_object){.path = "/optimizer/vars"};
+  for (int i = 0; i < N; i++) {
+    snprintf(paths[i], sizeof paths[i], "/optimizer/vars/%d", i);
+    objs[i + 2] = (h5w_object){.path = paths[i], .is_dataset = true, .type = {H5_CLASS_FLOAT, 4, false},
+                               .rank = 0, .data = &one};
+  }
+  unsigned char *bytes;
+  size_t len;
+  h5_error e;
+  ck_assert_msg(h5_write(objs, N + 2, &bytes, &len, &e), "h5_write: %s", e.msg);
+  h5_file f;
+  ck_assert_msg(h5_open(&f, bytes, len, &e), "%s", e.msg);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+  int have = 0;
+  char p[32];
+  for (;; have++) {
+    snprintf(p, sizeof p, "/optimizer/vars/%d", have);
+    if (!h5_find(&f, p)) break;
+  }
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  ck_assert_int_eq(have, N);
+  ck_assert_msg(secs < 1.0, "%d lookups took %.2f s of CPU time", N, secs);
+  h5_fini(&f);
+  free(bytes), free(paths), free(objs);
+}
+END_TEST
+
 static Suite *hdf5_suite(void) {
   Suite *s = suite_create("hdf5");
   TCase *tc = tcase_create("core");
-  tcase_add_test(tc, test_keras_layout);
+  tcase_add_loop_test(tc, test_keras_layout, 0, 3);
   tcase_add_test(tc, test_deep_btree);
   tcase_add_loop_test(tc, test_refused, 0, (int)(sizeof refused / sizeof refused[0]));
   tcase_add_test(tc, test_corrupt);
+  tcase_add_test(tc, test_many_lookups);
   suite_add_tcase(s, tc);
   return s;
 }

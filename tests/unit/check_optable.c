@@ -24,6 +24,7 @@
 
 #include "api/internal.h"
 #include "codegen/cg_backend.h"
+#include "codegen/cg_internal.h"
 #include "passes/passes.h"
 #include "tests/ref/ref.h"
 #include "util/half.h"
@@ -805,6 +806,31 @@ START_TEST(test_every_op_has_an_answer) {
 }
 END_TEST
 
+/* The kernel kit has exactly one formula for every op of the classes whose
+ * kernels it emits by op (every target's driver routes by class into the
+ * kit's tables, which assert on a missing row instead of defaulting): a
+ * row-wise op a line formula (cg_rowwise.c) or a row kernel (cg_train.c),
+ * never both; a reduction a GEMM (contraction flops) or a training formula;
+ * an update a training formula; no other class a training formula. */
+START_TEST(test_every_op_has_one_kit_formula) {
+  for (int i = 0; i < IR_OP_COUNT; i++) {
+    ir_op op = (ir_op)i;
+    const char *name = ir_op_name(op);
+    bool line = cg_rowwise_has_line_formula(op), train = cg_train_has_formula(op);
+    bool gemm = ir_op_flops(op) == IR_FLOPS_CONTRACT;
+    switch (ir_op_kernel(op)) {
+    case IR_KERNEL_ROWWISE: ck_assert_msg(line != train, "%s: line formula %d, row kernel %d", name, line, train); break;
+    case IR_KERNEL_REDUCE: ck_assert_msg(gemm != train && !line, "%s: GEMM %d, formula %d", name, gemm, train); break;
+    case IR_KERNEL_UPDATE: ck_assert_msg(train && !line, "%s: an update without a formula", name); break;
+    case IR_KERNEL_NONE:
+    case IR_KERNEL_CONTRACT:
+    case IR_KERNEL_ELTWISE:
+    case IR_KERNEL_REINDEX: ck_assert_msg(!train && !line, "%s: a kit formula outside its class", name); break;
+    }
+  }
+}
+END_TEST
+
 /* An op a backend lacks is a clear error at the node, not a wrong kernel. */
 START_TEST(test_unsupported_is_reported) {
   op_case c;
@@ -1155,6 +1181,7 @@ static Suite *optable_suite(void) {
   tcase_add_test(tc, test_every_op_text_and_verify);
   tcase_add_test(tc, test_every_op_through_the_passes);
   tcase_add_test(tc, test_every_op_has_an_answer);
+  tcase_add_test(tc, test_every_op_has_one_kit_formula);
   tcase_add_test(tc, test_every_op_on_every_backend);
   tcase_add_test(tc, test_layer_norm_shapes);
   tcase_add_test(tc, test_layer_norm_grad_shapes);

@@ -13,16 +13,28 @@ expected values are stated in check_hdf5.c.
   gzip.h5        one gzip-compressed dataset  (refused: chunked, filtered)
   compact.h5     one compact dataset          (refused: compact storage)
   latest.h5      libver='latest'              (refused: superblock version)
+  userblock.h5   weights.h5's content after a 512-byte user block (h5py's
+                 userblock_size; addresses relative to the superblock)
+
+Run with file names as arguments to write only those.
 """
+import sys
+
 import h5py
 import numpy as np
+
+only = set(sys.argv[1:])
+
+
+def wanted(name):
+    return not only or name in only
 
 
 def vals(n, dtype):
     return (np.arange(n, dtype=np.float64) * 0.25 - 1).astype(dtype)
 
 
-with h5py.File("weights.h5", "w") as f:
+def keras_layout(f):
     v = f.create_group("layers/dense/vars")
     v.attrs["name"] = "dense"
     v.create_dataset("0", data=vals(12, np.float32).reshape(4, 3))
@@ -35,20 +47,35 @@ with h5py.File("weights.h5", "w") as f:
     f.create_group("optimizer/vars").create_dataset("0", data=np.int64(7))
     f.create_group("vars").create_dataset("empty", shape=(0, 4), dtype=np.float32)
 
-with h5py.File("many.h5", "w") as f:
-    g = f.create_group("vars")
-    for i in range(300):
-        g.create_dataset(str(i), data=np.float32([i]))
 
-with h5py.File("chunked.h5", "w") as f:
-    f.create_dataset("w", data=vals(16, np.float32), chunks=(4,))
-with h5py.File("gzip.h5", "w") as f:
-    f.create_dataset("w", data=vals(16, np.float32), compression="gzip")
-with h5py.File("compact.h5", "w") as f:
-    sid = h5py.h5s.create_simple((4,))
-    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-    dcpl.set_layout(h5py.h5d.COMPACT)
-    dsid = h5py.h5d.create(f.id, b"w", h5py.h5t.NATIVE_FLOAT, sid, dcpl=dcpl)
-    dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, vals(4, np.float32))
-with h5py.File("latest.h5", "w", libver="latest") as f:
-    f.create_dataset("w", data=vals(4, np.float32))
+if wanted("weights.h5"):
+    with h5py.File("weights.h5", "w") as f:
+        keras_layout(f)
+if wanted("userblock.h5"):
+    with h5py.File("userblock.h5", "w", userblock_size=512) as f:
+        keras_layout(f)
+    with open("userblock.h5", "r+b") as f:
+        f.write(b"a user block: castor skips it\n")
+
+if wanted("many.h5"):
+    with h5py.File("many.h5", "w") as f:
+        g = f.create_group("vars")
+        for i in range(300):
+            g.create_dataset(str(i), data=np.float32([i]))
+
+if wanted("chunked.h5"):
+    with h5py.File("chunked.h5", "w") as f:
+        f.create_dataset("w", data=vals(16, np.float32), chunks=(4,))
+if wanted("gzip.h5"):
+    with h5py.File("gzip.h5", "w") as f:
+        f.create_dataset("w", data=vals(16, np.float32), compression="gzip")
+if wanted("compact.h5"):
+    with h5py.File("compact.h5", "w") as f:
+        sid = h5py.h5s.create_simple((4,))
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_layout(h5py.h5d.COMPACT)
+        dsid = h5py.h5d.create(f.id, b"w", h5py.h5t.NATIVE_FLOAT, sid, dcpl=dcpl)
+        dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, vals(4, np.float32))
+if wanted("latest.h5"):
+    with h5py.File("latest.h5", "w", libver="latest") as f:
+        f.create_dataset("w", data=vals(4, np.float32))

@@ -1,9 +1,10 @@
 /*
- * cg_rowwise.c: the CPU target's row-wise ops, one emitter for every kernel
- * that computes one: the standalone row kernel (cg_cpu.c: a line of its
- * input buffer) and the epilogue of a GEMM that a row-wise op ends
- * (cg_gemm.c: its f32 tile). The owner describes the row (cg_row in
- * cg_cpu.h: how to load the input, store the result, and an optional f32
+ * cg_rowwise.c: the row-wise ops' line formulas in the kernel kit, one
+ * emitter for every kernel that computes one: on the CPU the standalone
+ * row kernel (cg_cpu.c: a line of its input buffer) and the epilogue of a
+ * GEMM that a row-wise op ends (cg_gemm.c: its f32 tile); on NVPTX a row
+ * per thread (cg_nvptx.c). The owner describes the row (cg_row in
+ * cg_kit.h: how to load the input, store the result, and an optional f32
  * scratch row); the op is a few passes over it with reductions between:
  *
  *   softmax     max x; sum of exp(x - max); exp(x - max) * (1 / sum),
@@ -37,7 +38,7 @@
  */
 #include <string.h>
 
-#include "codegen/cpu/cg_cpu.h"
+#include "codegen/kernel/cg_kit.h"
 
 #define B (e->b)
 
@@ -337,7 +338,7 @@ static void emit_layer_norm_grad(rw *s) {
 /* The row-wise ops this emitter has a line formula for, by op: the
  * formulas of the row-wise class (a new row-wise op is a row here). The
  * other row-wise ops (softmax_grad and the losses' gradients) are row
- * kernels of cg_train.c. */
+ * kernels of cg_train.c's table. */
 static void (*const line_formulas[IR_OP_COUNT])(rw *s) = {
     [IR_OP_SOFTMAX] = emit_softmax,
     [IR_OP_LAYER_NORM] = emit_layer_norm,
