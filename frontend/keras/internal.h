@@ -23,7 +23,9 @@
 #include "formats/json.h"
 #include "frontend/layers/layers.h"
 
-enum { KR_MAX_LAYERS = 10000, KR_MAX_CALL_INPUTS = 64 };
+/* KR_MAX_NEST: models used as layers inside models, levels below the file's model
+ * (each level keys Keras's variable order with 16 bits: kr_layer.order) */
+enum { KR_MAX_LAYERS = 10000, KR_MAX_CALL_INPUTS = 64, KR_MAX_NEST = 3 };
 
 typedef struct kr_layer kr_layer;
 
@@ -52,9 +54,12 @@ struct kr_layer {
   const char *name;      /* config.name, as Keras has it */
   const char *ir_name;   /* name sanitized for the IR ([A-Za-z_][A-Za-z0-9_]*) */
   const json_value *cfg; /* its config object */
+  const json_value *spec; /* its entry of config.layers (a nested model's: class_name and config) */
   const char *vars;      /* its weights group in model.weights.h5: "/layers/dense_1/vars" */
   ir_policy policy;      /* its DTypePolicy */
   int row;               /* its row in the layer library (fl_layer_row), -1 if none */
+  bool nested;           /* a Sequential or Functional model used as a layer (row -1) */
+  uint64_t order;        /* Keras's variable order: 16 bits a level, the outer model's index first */
   bool op_node;          /* an op of the functional API (module keras.src.ops...): numbers may be operands */
   kr_call *calls;
   int n_calls;
@@ -64,7 +69,8 @@ struct kr_layer {
 /* A weight read by kr_weight: its data, its dataset, its layer and index. */
 struct kr_bound {
   const float *data;
-  int obj, layer, index;
+  int obj, index;
+  uint64_t order; /* its layer's kr_layer.order */
 };
 
 typedef struct kr_model {
@@ -84,6 +90,17 @@ typedef struct kr_model {
   /* each weight read (kr_weight): its data, its dataset, its layer and index, in reading order */
   VEC(struct kr_bound) bound;
   fl_host host; /* the layer library's callbacks (layers.c) */
+  /* a model used as a layer (nested_lower): its outer model, depth (1 below the file's model), the
+   * h5 group of its layers ("/layers/sequential"), its layers' IR name prefix, its call's inputs
+   * and, once lowered, its output; errors name its layers by their path of model names */
+  struct kr_model *parent;
+  int depth;
+  const char *h5_prefix, *ir_prefix;
+  const char *path; /* its layers' names in errors: "block/deep/" (NULL: the file's model) */
+  uint64_t order;
+  ir_node **given;
+  int n_given;
+  ir_node *result;
 } kr_model;
 
 /* layers.c: the layer library's host */

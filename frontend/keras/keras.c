@@ -50,7 +50,7 @@ void kr_unsupported(kr_model *m, const char *fmt, ...) {
 void kr_layer_error(kr_model *m, const kr_layer *l, const char *fmt, ...) {
   str_buf b;
   str_buf_init(&b);
-  str_buf_printf(&b, "layer '%s' (%s): ", l->name, l->cls);
+  str_buf_printf(&b, "layer '%s%s' (%s): ", m->path ? m->path : "", l->name, l->cls);
   va_list ap;
   va_start(ap, fmt);
   str_buf_vprintf(&b, fmt, ap);
@@ -62,7 +62,13 @@ void kr_layer_error(kr_model *m, const kr_layer *l, const char *fmt, ...) {
 const json_value *kr_cfg(const kr_layer *l, const char *key) { return json_field(l->cfg, key); }
 bool kr_is_null(const json_value *v) { return !v || (v->kind == JSON_LIT && v->lit == 'n'); }
 
+static kr_model *root_of(kr_model *m) {
+  while (m->parent) m = m->parent;
+  return m;
+}
+
 ir_node *kr_stamp(kr_model *m, const kr_layer *l, ir_node *n) {
+  m = root_of(m); /* the graph's policy is the file's model's */
   n->note = arena_strdup(m->g->arena, l->name);
   n->layer = arena_strdup(m->g->arena, l->ir_name);
   n->policy = l->policy == m->policy ? IR_POLICY_NONE : l->policy;
@@ -302,8 +308,9 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
       ok = false;
       break;
     }
-    l->cls = cls->s, l->name = nm->s, l->cfg = c;
-    l->ir_name = ir_name(m->arena, l->name);
+    l->cls = cls->s, l->name = nm->s, l->cfg = c, l->spec = s;
+    l->ir_name = ir_name(m->arena, m->ir_prefix ? arena_printf(m->arena, "%s__%s", m->ir_prefix, l->name) : l->name);
+    l->order = m->order | (uint64_t)(i + 1) << (16 * (KR_MAX_NEST - m->depth));
     kr_layer *prev = hmap_get_str(&names, l->ir_name, strlen(l->ir_name));
     if (prev) {
       kr_error(m, "config.json: layer names '%s' and '%s' are the same in castor's IR ('%s')",
@@ -317,22 +324,25 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
     int *count = hmap_get_str(&counters, sc, strlen(sc));
     if (!count) hmap_put_str(&counters, sc, strlen(sc), count = arena_alloc(m->arena, sizeof *count));
     int used = (*count)++;
-    l->vars = used ? arena_printf(m->arena, "/layers/%s_%d/vars", sc, used)
-                   : arena_printf(m->arena, "/layers/%s/vars", sc);
+    const char *pre = m->h5_prefix ? m->h5_prefix : "";
+    l->vars = used ? arena_printf(m->arena, "%s/layers/%s_%d/vars", pre, sc, used)
+                   : arena_printf(m->arena, "%s/layers/%s/vars", pre, sc);
     /* the functional API's op nodes (x + 3.0 is keras.src.ops.numpy's Add) are not the layers of the same name */
     const json_value *mod = json_field(s, "module"), *reg = json_field(s, "registered_name");
     const char *module = mod && mod->kind == JSON_STR ? mod->s : NULL;
     const char *registered = !module && reg && reg->kind == JSON_STR ? reg->s : NULL; /* a custom class */
     l->op_node = module && str_has_prefix(module, "keras.src.ops");
     l->row = l->op_node ? op_row(l->cls) : fl_layer_row(l->cls);
-    if (l->row < 0) { /* every unknown class of the file, then the list once */
+    l->nested = !l->op_node && (!strcmp(l->cls, "Sequential") || !strcmp(l->cls, "Functional") ||
+                                !strcmp(l->cls, "Model"));
+    if (l->row < 0 && !l->nested) { /* every unknown class of the file, then the list once */
       kr_unsupported(m, "layer '%s': class '%s'%s%s%s is not supported", l->name, l->cls,
                      module ? " (module " : registered ? " (registered as " : "", module ? module : registered ? registered : "",
                      module || registered ? ")" : "");
       refused++;
       continue;
     }
-    kr_layer_bind(m, l);
+    if (!l->nested) kr_layer_bind(m, l);
     if (strcmp(l->cls, "InputLayer") != 0) {
       const char *who = arena_printf(m->arena, "layer '%s' (%s)", l->name, l->cls);
       if (!policy_of(m, who, json_field(c, "dtype"), &l->policy)) ok = false;
@@ -445,7 +455,7 @@ static const float *weight_at(kr_model *m, kr_layer *l, const char *path, int i,
       else dst[k] = half_f16_to_f32(h);
     }
   }
-  vec_push(&m->bound, ((struct kr_bound){dst, (int)(o - m->h5.objects), l->index, i}));
+  vec_push(&root_of(m)->bound, ((struct kr_bound){dst, (int)(o - m->h5.objects), i, l->order}));
   return dst;
 }
 
@@ -503,11 +513,74 @@ static bool input_type(kr_model *m, kr_layer *l, ir_type *t) {
   return true;
 }
 
+static const char *type_str_of(kr_model *m, const ir_type *t) {
+  str_buf b;
+  str_buf_init(&b);
+  ir_type_print(t, &b);
+  const char *s = arena_strdup(m->arena, str_buf_cstr(&b));
+  str_buf_fini(&b);
+  return s;
+}
+
 static bool lower_input(kr_model *m, kr_layer *l) {
   ir_type t;
   if (!input_type(m, l, &t)) return false;
+  if (m->parent) { /* a model used as a layer: its call's input, of the type its InputLayer says */
+    int i = m->n_inputs++;
+    if (i >= m->n_given) {
+      kr_layer_error(m, l, "the model '%s' has more inputs than its call passes (%d)", m->cls, m->n_given);
+      return false;
+    }
+    ir_type have = m->given[i]->type;
+    bool same = have.dtype == t.dtype && have.rank == t.rank;
+    for (int k = 1; same && k < t.rank; k++) same = have.dims[k] == t.dims[k];
+    if (!same) {
+      kr_layer_error(m, l, "the call passes %s where its batch_shape says %s", type_str_of(m, &have),
+                     type_str_of(m, &t));
+      return false;
+    }
+    l->calls[0].out = m->given[i];
+    l->calls[0].done = true;
+    return true;
+  }
   l->calls[0].out = kr_stamp(m, l, ir_build_input(m->g, l->ir_name, &t, m->n_inputs++, kr_loc(m)));
   l->calls[0].done = true;
+  return true;
+}
+
+static bool build_model(kr_model *m, const json_value *top);
+
+/* A Sequential or Functional model used as a layer (keras.applications' ConvNeXt stem): its
+ * config is a model's, built as one with this call's inputs as its InputLayers' tensors; its
+ * layers' weights are under its group (/layers/sequential/layers/conv2d/vars), their IR names
+ * prefixed with its own. One call (a model shared by two calls is refused); KR_MAX_NEST levels. */
+static bool nested_lower(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
+  if (m->depth >= KR_MAX_NEST) {
+    kr_unsupported(m, "layer '%s%s' (%s): models nested more than %d deep are not supported",
+                   m->path ? m->path : "", l->name, l->cls, KR_MAX_NEST);
+    return false;
+  }
+  if (l->n_calls > 1) {
+    kr_unsupported(m, "layer '%s%s' (%s): a nested model called %d times is not supported (one call)",
+                   m->path ? m->path : "", l->name, l->cls, l->n_calls);
+    return false;
+  }
+  for (int i = 0; i < n_in; i++)
+    if (!in[i] || in[i]->op == IR_OP_LITERAL) return kr_layer_error(m, l, "input %d is not a tensor", i), false;
+  kr_model *sm = arena_alloc(m->arena, sizeof *sm);
+  *sm = (kr_model){.file = m->file, .d = m->d, .errors0 = m->errors0, .arena = m->arena, .g = m->g, .h5 = m->h5,
+                   .have_h5 = m->have_h5, .h5_used = m->h5_used, .parent = m, .depth = m->depth + 1,
+                   .h5_prefix = arena_printf(m->arena, "%.*s", (int)(strlen(l->vars) - strlen("/vars")), l->vars),
+                   .ir_prefix = l->ir_name, .path = arena_printf(m->arena, "%s%s/", m->path ? m->path : "", l->name),
+                   .order = l->order, .given = in, .n_given = n_in};
+  (void)k;
+  if (!build_model(sm, l->spec)) return false;
+  if (sm->n_inputs != n_in) {
+    kr_layer_error(m, l, "its call passes %d inputs, the model has %d", n_in, sm->n_inputs);
+    return false;
+  }
+  if (!sm->result) return kr_layer_error(m, l, "the model has no output"), false;
+  l->calls[0].out = sm->result;
   return true;
 }
 
@@ -543,7 +616,8 @@ static bool lower_calls(kr_model *m) {
             in[j]->attr.value = c->in[j].number;
             ir_graph_append(m->g, kr_stamp(m, l, in[j]));
           }
-        if (!kr_layer_lower(m, l, k, in, c->n_in)) c->broken = true;
+        if (!(l->nested ? nested_lower(m, l, k, in, c->n_in) : kr_layer_lower(m, l, k, in, c->n_in)))
+          c->broken = true;
         else c->done = true;
       }
     }
@@ -558,6 +632,15 @@ static bool lower_calls(kr_model *m) {
 static bool add_output(kr_model *m, kr_ref r, hmap *seen) {
   kr_call *c = &r.layer->calls[r.node];
   if (!c->done) return false;
+  if (m->parent) { /* a model used as a layer: its one output is its call's */
+    if (m->result) {
+      kr_error(m, "config.json: a nested model '%s' has more than one output (castor lowers models of "
+               "one output as layers)", m->ir_prefix);
+      return false;
+    }
+    m->result = c->out;
+    return true;
+  }
   const char *name = r.node ? arena_printf(m->arena, "%s_%d", r.layer->ir_name, r.node) : r.layer->ir_name;
   if (hmap_get_str(seen, name, strlen(name))) {
     kr_error(m, "config.json: output '%s' is listed twice", name);

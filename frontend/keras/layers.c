@@ -29,8 +29,8 @@ static void host_ignore_weight(fl_host *h, fl_layer *fl, int index) {
 static void host_error(fl_host *h, fl_layer *fl, const char *key, fl_style style, bool unsupported, const char *msg) {
   (void)key, (void)style;
   kr_model *m = h->fe;
-  diag_error_kind(m->d, unsupported ? DIAG_KIND_UNSUPPORTED : DIAG_KIND_UNSPECIFIED, kr_loc(m), "layer '%s' (%s): %s",
-                  fl->name, fl->cls, msg);
+  diag_error_kind(m->d, unsupported ? DIAG_KIND_UNSUPPORTED : DIAG_KIND_UNSPECIFIED, kr_loc(m),
+                  "layer '%s%s' (%s): %s", m->path ? m->path : "", fl->name, fl->cls, msg);
 }
 
 static ir_node *host_stamp(fl_host *h, const fl_layer *fl, ir_node *n) {

@@ -69,7 +69,7 @@ void fe_keras_source_destroy(fe_keras_source *s) {
 
 static int cmp_bound(const void *a, const void *b) {
   const struct kr_bound *x = a, *y = b;
-  return x->layer != y->layer ? x->layer - y->layer : x->index - y->index;
+  return x->order != y->order ? (x->order < y->order ? -1 : 1) : x->index - y->index;
 }
 
 fe_keras_source *kr_source_new(kr_model *m, const char *keras_version, bool lso, unsigned char **cfg,

@@ -157,6 +157,12 @@ END_TEST
 START_TEST(test_apps_outputs) { check_outputs(DIR "/manifest-apps.txt", 6); }
 END_TEST
 
+/* Models used as layers (generate.py nested, issue 37): a Functional holding a nested Sequential
+ * stem, a nested Functional that holds a Sequential (two levels) and a second Sequential; a
+ * Sequential holding a Sequential; float32 and mixed_bfloat16 */
+START_TEST(test_nested_outputs) { check_outputs(DIR "/manifest-nested.txt", 4); }
+END_TEST
+
 /* DepthwiseConv2D and SeparableConv2D (generate.py dwconv): depth
  * multipliers, same/valid, strides, dilation, no bias, a 1-channel image,
  * under the five global policies and with per-layer overrides. */
@@ -748,6 +754,7 @@ static Suite *keras_models_suite(void) {
   tcase_add_test(tc, test_layer3_outputs);
   tcase_add_test(tc, test_layer4_outputs); /* MultiHeadAttention */
   tcase_add_test(tc, test_apps_outputs);   /* keras.applications' layers */
+  tcase_add_test(tc, test_nested_outputs); /* models used as layers */
   tcase_add_test(tc, test_layer_placements);
   tcase_add_test(tc, test_dwconv_outputs);
   tcase_add_test(tc, test_dropout_train);
