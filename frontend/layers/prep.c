@@ -129,3 +129,47 @@ bool fl_lower_cropping2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in)
                .steps = {4, {1, 1, 1, 1}}};
   return fl_layout_op(m, l, k, IR_OP_STRIDED_SLICE, NULL, &x, 1, &a, &m->call->out);
 }
+
+/* UpSampling2D, nearest: each row repeated size[0] times, each column size[1] times, as
+ * broadcasts of the rows [N, H, 1, W*C] -> [N, H, sh, W*C] (%NAME.rows, %NAME.rows_up), then of
+ * the columns [N, H*sh, W, 1, C] -> [N, H*sh, W, sw, C] (%NAME.cols, %NAME.cols_up), reshaped back
+ * to [N, H*sh, W*sw, C]. Bilinear is refused by name. */
+bool fl_lower_up_sampling2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+  if (!fl_one_input(m, l, n_in)) return false;
+  ir_node *x = in[0];
+  if (!fl_image_input(m, l, x)) return false;
+  const json_value *it = fl_cfg(l, "interpolation");
+  if (!fl_is_null(it) && (it->kind != JSON_STR || strcmp(it->s, "nearest") != 0)) {
+    fl_unsupported(m, l, "interpolation", FL_PLAIN, "interpolation '%s' is not supported (nearest)",
+             it->kind == JSON_STR ? it->s : "?");
+    return false;
+  }
+  const json_value *v = fl_cfg(l, "size");
+  int64_t s[2];
+  bool ok = v && (v->kind == JSON_INT || (v->kind == JSON_ARR && v->n == 2));
+  for (int i = 0; ok && i < 2; i++) {
+    const json_value *e = v->kind == JSON_INT ? v : &v->items[i];
+    ok = e->kind == JSON_INT && e->i >= 1 && e->i <= 4096;
+    if (ok) s[i] = e->i;
+  }
+  if (!ok) {
+    fl_error(m, l, "size", FL_PLAIN, "size must be an integer or [rows, cols] of integers from 1 to 4096");
+    return false;
+  }
+  int64_t H = x->type.dims[1], W = x->type.dims[2], C = x->type.dims[3];
+  ir_type t = {x->type.dtype, 4, {IR_DIM_BATCH, H * s[0], W * s[1], C}};
+  int64_t bytes;
+  if (!ir_type_bytes(&t, 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES) {
+    fl_error(m, l, "size", FL_PLAIN, "size [%lld, %lld] makes %s larger than castor's tensor limit", (long long)s[0],
+             (long long)s[1], fl_type_str(m, &x->type));
+    return false;
+  }
+  ir_attr a1 = {.shape = {4, {IR_DIM_BATCH, H, 1, W * C}}}, a2 = {.shape = {4, {IR_DIM_BATCH, H, s[0], W * C}}},
+          a3 = {.shape = {5, {IR_DIM_BATCH, H * s[0], W, 1, C}}}, a4 = {.shape = {5, {IR_DIM_BATCH, H * s[0], W, s[1], C}}},
+          a5 = {.shape = {4, {IR_DIM_BATCH, H * s[0], W * s[1], C}}};
+  return fl_layout_op(m, l, k, IR_OP_RESHAPE, "rows", &x, 1, &a1, &x) &&
+         fl_layout_op(m, l, k, IR_OP_BROADCAST_TO, "rows_up", &x, 1, &a2, &x) &&
+         fl_layout_op(m, l, k, IR_OP_RESHAPE, "cols", &x, 1, &a3, &x) &&
+         fl_layout_op(m, l, k, IR_OP_BROADCAST_TO, "cols_up", &x, 1, &a4, &x) &&
+         fl_layout_op(m, l, k, IR_OP_RESHAPE, NULL, &x, 1, &a5, &m->call->out);
+}

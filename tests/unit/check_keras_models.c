@@ -163,6 +163,10 @@ END_TEST
 START_TEST(test_nested_outputs) { check_outputs(DIR "/manifest-nested.txt", 4); }
 END_TEST
 
+/* UpSampling2D, nearest (generate.py upsample): size (2, 3), 2 and (1, 2), float32 and mixed_bfloat16 */
+START_TEST(test_upsample_outputs) { check_outputs(DIR "/manifest-upsample.txt", 2); }
+END_TEST
+
 /* DepthwiseConv2D and SeparableConv2D (generate.py dwconv): depth
  * multipliers, same/valid, strides, dilation, no bias, a 1-channel image,
  * under the five global policies and with per-layer overrides. */
@@ -545,7 +549,7 @@ static const bad_case bad[] = {
      "Subtract, Maximum, Minimum, Concatenate, Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, "
      "AveragePooling2D, Dropout, BatchNormalization, GlobalAveragePooling2D, GlobalMaxPooling2D, "
      "GlobalAveragePooling1D, GlobalMaxPooling1D, ZeroPadding2D, MultiHeadAttention, DepthwiseConv2D, "
-     "SeparableConv2D, Rescaling, Normalization, LayerScale, Cropping2D, SpatialDropout2D, TrueDivide\n",
+     "SeparableConv2D, Rescaling, Normalization, LayerScale, Cropping2D, UpSampling2D, SpatialDropout2D, TrueDivide\n",
      CASTOR_ERR_UNSUPPORTED},
     {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
      "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "
@@ -755,6 +759,7 @@ static Suite *keras_models_suite(void) {
   tcase_add_test(tc, test_layer4_outputs); /* MultiHeadAttention */
   tcase_add_test(tc, test_apps_outputs);   /* keras.applications' layers */
   tcase_add_test(tc, test_nested_outputs); /* models used as layers */
+  tcase_add_test(tc, test_upsample_outputs);
   tcase_add_test(tc, test_layer_placements);
   tcase_add_test(tc, test_dwconv_outputs);
   tcase_add_test(tc, test_dropout_train);
