@@ -27,10 +27,12 @@ enum { KR_MAX_LAYERS = 10000, KR_MAX_CALL_INPUTS = 64 };
 
 typedef struct kr_layer kr_layer;
 
-/* A tensor of the config: output `tensor` of call `node` of a layer. */
+/* A tensor of the config: output `tensor` of call `node` of a layer; or,
+ * layer NULL, a number (an op node's operand: x + 3.0). */
 typedef struct kr_ref {
   kr_layer *layer;
   int node, tensor;
+  double number;
 } kr_ref;
 
 /* One call of a layer (a Functional inbound node; a Sequential layer has one). */
@@ -53,6 +55,7 @@ struct kr_layer {
   const char *vars;      /* its weights group in model.weights.h5: "/layers/dense_1/vars" */
   ir_policy policy;      /* its DTypePolicy */
   int row;               /* its row in the layer library (fl_layer_row), -1 if none */
+  bool op_node;          /* an op of the functional API (module keras.src.ops...): numbers may be operands */
   kr_call *calls;
   int n_calls;
   fl_layer fl;           /* the library's view: config, weights built at the first call */

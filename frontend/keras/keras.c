@@ -181,7 +181,7 @@ static bool read_ref(kr_model *m, const json_value *v, const char *where, kr_ref
           "call(s) of one output", where, (long long)t, (long long)node, l->name, l->n_calls);
     return false;
   }
-  *out = (kr_ref){l, (int)node, (int)t};
+  *out = (kr_ref){.layer = l, .node = (int)node, .tensor = (int)t};
   return true;
 }
 
@@ -191,6 +191,12 @@ static bool collect_tensors(kr_model *m, kr_layer *l, const json_value *v, kr_ca
   if (v->kind == JSON_ARR) {
     for (int i = 0; i < v->n; i++)
       if (!collect_tensors(m, l, &v->items[i], c, depth + 1)) return false;
+    return true;
+  }
+  if (l->op_node && (v->kind == JSON_INT || v->kind == JSON_FLOAT)) { /* x + 3.0 */
+    if (c->n_in == KR_MAX_CALL_INPUTS)
+      return kr_layer_error(m, l, "more than %d inputs", KR_MAX_CALL_INPUTS), false;
+    c->in[c->n_in++] = (kr_ref){.layer = NULL, .number = v->num};
     return true;
   }
   const json_value *cls = v->kind == JSON_OBJ ? json_field(v, "class_name") : NULL;
@@ -252,6 +258,18 @@ static bool read_calls(kr_model *m, kr_layer *l, const json_value *spec) {
   return true;
 }
 
+/* The op nodes of keras.src.ops.numpy castor lowers: elementwise arithmetic
+ * of tensors and numbers, broadcast as numpy's, as the merge layers of the
+ * library (Divide and TrueDivide its row TrueDivide). */
+static int op_row(const char *cls) {
+  static const char *const ops[][2] = {{"Add", "Add"}, {"Subtract", "Subtract"}, {"Multiply", "Multiply"},
+                                       {"Maximum", "Maximum"}, {"Minimum", "Minimum"}, {"Divide", "TrueDivide"},
+                                       {"TrueDivide", "TrueDivide"}};
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+    if (!strcmp(cls, ops[i][0])) return fl_layer_row(ops[i][1]);
+  return -1;
+}
+
 static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
   const json_value *ls = json_field(cfg, "layers");
   if (!ls || ls->kind != JSON_ARR) {
@@ -305,7 +323,8 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
     const json_value *mod = json_field(s, "module"), *reg = json_field(s, "registered_name");
     const char *module = mod && mod->kind == JSON_STR ? mod->s : NULL;
     const char *registered = !module && reg && reg->kind == JSON_STR ? reg->s : NULL; /* a custom class */
-    l->row = module && str_has_prefix(module, "keras.src.ops") ? -1 : fl_layer_row(l->cls);
+    l->op_node = module && str_has_prefix(module, "keras.src.ops");
+    l->row = l->op_node ? op_row(l->cls) : fl_layer_row(l->cls);
     if (l->row < 0) { /* every unknown class of the file, then the list once */
       kr_unsupported(m, "layer '%s': class '%s'%s%s%s is not supported", l->name, l->cls,
                      module ? " (module " : registered ? " (registered as " : "", module ? module : registered ? registered : "",
@@ -507,6 +526,7 @@ static bool lower_calls(kr_model *m) {
         bool ready = true, broken = false;
         ir_node *in[KR_MAX_CALL_INPUTS];
         for (int j = 0; j < c->n_in; j++) {
+          if (!c->in[j].layer) continue; /* a number, below */
           kr_call *src = &c->in[j].layer->calls[c->in[j].node];
           ready &= src->done;
           broken |= src->broken;
@@ -515,6 +535,14 @@ static bool lower_calls(kr_model *m) {
         if (broken) { c->broken = true; progress = true; continue; }
         if (!ready) { left++; continue; }
         progress = true;
+        for (int j = 0; j < c->n_in; j++)
+          if (!c->in[j].layer) { /* an op node's number: a [] literal */
+            const char *nm = k ? arena_printf(m->arena, "%s.call%d.operand%d", l->ir_name, k, j)
+                               : arena_printf(m->arena, "%s.operand%d", l->ir_name, j);
+            in[j] = ir_node_new(m->g, IR_OP_LITERAL, &(ir_type){DT_F32, 0, {0}}, NULL, 0, nm, kr_loc(m));
+            in[j]->attr.value = c->in[j].number;
+            ir_graph_append(m->g, kr_stamp(m, l, in[j]));
+          }
         if (!kr_layer_lower(m, l, k, in, c->n_in)) c->broken = true;
         else c->done = true;
       }
@@ -596,7 +624,7 @@ static bool build_model(kr_model *m, const json_value *top) {
               "keras.Input(shape) first, then save)");
         ok = false;
       } else {
-        l->calls[0].in[0] = (kr_ref){prev, 0, 0};
+        l->calls[0].in[0] = (kr_ref){.layer = prev};
         l->calls[0].n_in = 1;
       }
       prev = l;
@@ -605,7 +633,7 @@ static bool build_model(kr_model *m, const json_value *top) {
       kr_error(m, "config.json: the Sequential model has no layers");
       ok = false;
     }
-    ok = ok && lower_calls(m) && add_output(m, (kr_ref){&m->layers[m->n_layers - 1], 0, 0}, &seen);
+    ok = ok && lower_calls(m) && add_output(m, (kr_ref){.layer = &m->layers[m->n_layers - 1]}, &seen);
   } else {
     kr_ref ins[64], outs[64];
     int n_in = 0, n_out = 0;

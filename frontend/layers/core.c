@@ -91,6 +91,15 @@ bool fl_lower_subtract(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   return fl_merge(m, l, k, in, n_in, IR_OP_SUB);
 }
 
+/* The functional API's divide (x / y, keras.ops.divide): two operands. */
+bool fl_lower_true_divide(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+  if (n_in != 2) {
+    fl_error(m, l, NULL, FL_PLAIN, "takes exactly two inputs, its call has %d", n_in);
+    return false;
+  }
+  return fl_merge(m, l, k, in, n_in, IR_OP_DIV);
+}
+
 bool fl_lower_maximum(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   return fl_merge(m, l, k, in, n_in, IR_OP_MAXIMUM);
 }

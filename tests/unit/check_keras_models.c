@@ -152,8 +152,9 @@ END_TEST
  * mish, selu, ...), Rescaling, Normalization (stored and given
  * statistics), a squeeze-and-excitation block (broadcasting Multiply and
  * Add), Dropout with a noise_shape, SpatialDropout2D, Cropping2D and
- * LayerScale, under float32 and mixed_bfloat16 */
-START_TEST(test_apps_outputs) { check_outputs(DIR "/manifest-apps.txt", 4); }
+ * LayerScale, op nodes of the functional API with numbers (x + 3.0), under
+ * float32 and mixed_bfloat16 */
+START_TEST(test_apps_outputs) { check_outputs(DIR "/manifest-apps.txt", 6); }
 END_TEST
 
 /* DepthwiseConv2D and SeparableConv2D (generate.py dwconv): depth
@@ -538,7 +539,7 @@ static const bad_case bad[] = {
      "Subtract, Maximum, Minimum, Concatenate, Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, "
      "AveragePooling2D, Dropout, BatchNormalization, GlobalAveragePooling2D, GlobalMaxPooling2D, "
      "GlobalAveragePooling1D, GlobalMaxPooling1D, ZeroPadding2D, MultiHeadAttention, DepthwiseConv2D, "
-     "SeparableConv2D, Rescaling, Normalization, LayerScale, Cropping2D, SpatialDropout2D\n",
+     "SeparableConv2D, Rescaling, Normalization, LayerScale, Cropping2D, SpatialDropout2D, TrueDivide\n",
      CASTOR_ERR_UNSUPPORTED},
     {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
      "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "

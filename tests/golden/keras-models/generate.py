@@ -533,13 +533,22 @@ def apps_prep():
     return keras.Model(x, [h, c], name="apps_prep")
 
 
+def apps_ops():
+    """The functional API's op nodes with numbers and tensors (MobileNetV3's
+    hard_sigmoid is ReLU(6)(x + 3.0) * (1 / 6))."""
+    x = keras.Input((4, 4, 3), name="x")
+    y = layers.ReLU(6.0, name="r6")(x + 3.0) * (1.0 / 6.0)
+    z = 2.0 - y / (x * x + 1.0)
+    return keras.Model(x, [y, keras.ops.maximum(z, 1.5) - keras.ops.minimum(x, 0.5)], name="apps_ops")
+
+
 def apps_main():
     rng = np.random.default_rng(2037)
     manifest = []
     lowest = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
     for policy in ["float32", "mixed_bfloat16"]:
         keras.mixed_precision.set_global_policy(policy)
-        for name, build in [("apps_acts", apps_acts), ("apps_prep", apps_prep)]:
+        for name, build in [("apps_acts", apps_acts), ("apps_prep", apps_prep), ("apps_ops", apps_ops)]:
             model = build()
             for l in model.layers:  # the stored statistics of Normalization, as adapt() leaves them
                 if isinstance(l, layers.Normalization) and l.weights:
