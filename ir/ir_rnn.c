@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ir_rnn.c: the type rule of the recurrent ops (IR_TYPE_RNN): simple_rnn,
- * gru and lstm, scans over time whose input projection xp = x W + b is a
+ * gru and lstm, scans over time (the batch dimension N symbolic or static) whose input projection xp = x W + b is a
  * matmul before them (ir_ops.def documents each). The rule checks every
  * operand's shape against xp's [N,T,G*H] and r's [H,G*H], so that a state
  * of the wrong shape is the frontend's located error, never a kernel's
@@ -14,6 +14,13 @@
 #include <stdio.h>
 
 #include "ir/ir.h"
+
+/* A static dimension as text, for a message (one at a time). */
+static const char *dim_text(int64_t v) {
+  static _Thread_local char buf[24];
+  snprintf(buf, sizeof buf, "%lld", (long long)v);
+  return buf;
+}
 
 #define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), false)
 
@@ -48,7 +55,7 @@ bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *att
   const ir_type *xp = &srcs[0]->type, *r = &srcs[1]->type;
   shape_of(xp, sa, sizeof sa), shape_of(r, sb, sizeof sb);
   if (!dtype_is_float(xp->dtype)) return FAIL("%s input projection must be float, got %s", ir_op_name(op), sa);
-  if (xp->rank != 3 || !ir_type_is_batched(xp))
+  if (xp->rank != 3)
     return FAIL("%s input projection must be [N, T, %d*H] (batch, time, gates), got %s", ir_op_name(op), gates, sa);
   if (r->rank != 2 || ir_type_is_batched(r) || r->dims[1] != (int64_t)gates * r->dims[0] || r->dims[0] < 1)
     return FAIL("%s recurrent kernel must be [H, %d*H] without the batch dimension, got %s", ir_op_name(op), gates,
@@ -76,8 +83,9 @@ bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *att
   for (; k < n_srcs; k++) {
     const ir_type *st = &srcs[k]->type;
     shape_of(st, sb, sizeof sb);
-    if (st->rank != 2 || !ir_type_is_batched(st) || st->dims[1] != h)
-      return FAIL("%s initial state (operand %d) must be [N, %lld], got %s", ir_op_name(op), k + 1, (long long)h, sb);
+    if (st->rank != 2 || st->dims[0] != xp->dims[0] || st->dims[1] != h)
+      return FAIL("%s initial state (operand %d) must be [%s, %lld], got %s", ir_op_name(op), k + 1,
+                  ir_type_is_batched(xp) ? "N" : dim_text(xp->dims[0]), (long long)h, sb);
   }
   if ((attr->reverse != 0 && attr->reverse != 1) || (attr->reset_after != 0 && attr->reset_after != 1))
     return FAIL("%s reverse and reset_after must be 0 or 1", ir_op_name(op));

@@ -126,7 +126,10 @@ void cg_train_rnn(cg_kctx *c) {
   s.u = cg_entry_alloca(c, uty, "u");
   if (states == 2) s.cs = cg_entry_alloca(c, hty, "c");
   if (gates == 3 && !op->attr.reset_after) s.gs = cg_entry_alloca(c, hty, "gh");
-  cg_loop lr = cg_loop_begin(c, c->row0, c->row1, 1, "row");
+  /* the kernel's rows: the batch's (N symbolic), or of a static result
+   * one row that is every one of its dims[0] batch rows */
+  int64_t per = ir_type_is_batched(&op->type) ? 1 : op->type.dims[0];
+  cg_loop lr = cg_loop_begin(c, LLVMBuildMul(B, c->row0, i64c(per), ""), LLVMBuildMul(B, c->row1, i64c(per), ""), 1, "row");
   cg_loop l0 = cg_loop_begin(c, i64c(0), i64c(s.h), 1, "h0");
   LLVMValueRef si = LLVMBuildAdd(B, LLVMBuildMul(B, lr.iv, i64c(s.h), ""), l0.iv, "");
   st(&s, s.hs, l0.iv, load_f(c, op->srcs[first_state], si, 1));
