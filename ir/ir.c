@@ -476,11 +476,14 @@ static bool infer_pool2d(ir_op op, ir_node *const *srcs, const ir_attr *attr, ir
   if (!ints_ok(&attr->pool, 2, 1, 1 << 20) || !ints_ok(&attr->strides, 2, 1, 1 << 20) ||
       !ints_ok(&attr->pads, 4, 0, 1 << 20))
     return FAIL("%s needs pool=[ph,pw] and strides=[sh,sw] >= 1 and pads=[top,bottom,left,right] >= 0", ir_op_name(op));
-  /* A window larger than x is refused whatever the padding: 'same' padding
-   * would make any window fit, and a window of 2^20 on a 4x4 image visits
-   * 2^40 positions per output for the same result as one covering x. */
-  if (attr->pool.v[0] > x->dims[1] || attr->pool.v[1] > x->dims[2])
-    return FAIL("%s window [%lld,%lld] does not fit in x %s", ir_op_name(op), (long long)attr->pool.v[0],
+  /* 'same' padding makes any window fit, and Keras pools a 3x3 window over
+   * a 2x2 or 1x1 image that way (NASNet at small inputs); but a window more
+   * than twice x's size plus one covers all of x from every position, and
+   * one of 2^20 on a 4x4 image visited 2^40 positions per output (a hang):
+   * that is refused, a global pooling says it. */
+  if (attr->pool.v[0] > 2 * x->dims[1] + 1 || attr->pool.v[1] > 2 * x->dims[2] + 1)
+    return FAIL("%s window [%lld,%lld] is more than twice the size of x %s plus one: every window would "
+                "cover all of x (a global pooling computes that)", ir_op_name(op), (long long)attr->pool.v[0],
                 (long long)attr->pool.v[1], sa);
   for (int i = 0; i < 4; i++)
     if (attr->pads.v[i] >= attr->pool.v[i / 2])

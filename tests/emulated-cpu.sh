@@ -26,8 +26,10 @@
 # (whose castor and castor-opt are wrappers that run them through QEMU:
 # tests/CMakeLists.txt). Left out: the NAME@x86-64-v3 and NAME@x86-64
 # suites, whose named CPUs compile the same kernels on any host (the native
-# suite runs them); check_cuda_emu, a PTX emulator whose work does not
-# depend on the CPU path and which takes too long under emulation; and the
+# suite runs them); check_cuda_emu and check_train_cuda, the PTX emulator
+# (the latter against the CPU's step, which check_train runs here), whose
+# work does not depend on the CPU path and which take too long under
+# emulation; and the
 # few tests driven by other shell scripts (AOT builds, DOT, PTX), which run
 # natively. About 10x slower than native: on 2 cores the short form takes
 # 9.6 minutes (.ci/run on a clean clone, 2026-11-26), the long one some 18.
@@ -54,4 +56,4 @@ if ! command -v qemu-x86_64 >/dev/null 2>&1; then
 fi
 cmake -S . -B "$BUILD" -DCASTOR_WERROR=ON "-DCMAKE_CROSSCOMPILING_EMULATOR=qemu-x86_64;-cpu;$QCPU" >/dev/null
 cmake --build "$BUILD" -j2 >/dev/null
-ctest --test-dir "$BUILD" -j2 -R '^check_|^sample_train|^golden_' -E 'check_cuda_emu|@x86-64' $LABEL_EXCLUDE --timeout 3000 --output-on-failure
+ctest --test-dir "$BUILD" -j2 -R '^check_|^sample_train|^golden_' -E 'check_cuda_emu|check_train_cuda|@x86-64' $LABEL_EXCLUDE --timeout 3000 --output-on-failure

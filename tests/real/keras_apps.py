@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """keras_apps.py: every keras.applications architecture castor should read,
 rebuilt from PyPI's Keras 3 at a small input (weights=None: seeded random
 init; 10 classes, their logits where the architecture takes
