@@ -126,6 +126,9 @@ typedef enum ir_type_rule {
   /* general tensors: batched matmul */
   IR_TYPE_BATCH_MATMUL, /* [.., M, K] x [.., K, Nc] (each maybe transposed), one float dtype; the leading
                          * dims broadcast (numpy matmul), rank >= 3, N only leading; [.., M, Nc] */
+  /* recurrent layers (ir_rnn.c) */
+  IR_TYPE_RNN, /* xp [N,T,G*H], r [H,G*H] unbatched, (gru) rb [G*H], states [N,H], one float dtype;
+                * [N,T,H] (lstm: [N,T,2,H]), G the op's gates (ir_rnn_gates) */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -409,6 +412,12 @@ int ir_concat_axis(const ir_type *x, int64_t axis);
  * counted from the end, ends clamped); false with a message if invalid. */
 bool ir_strided_slice_bounds(const ir_type *x, const ir_attr *attr, int64_t *starts, int64_t *counts, char *err,
                              size_t errlen);
+/* recurrent layers (ir_rnn.c): the gates of a recurrent op (1 simple_rnn,
+ * 3 gru, 4 lstm), its states (1, lstm 2), and its result type. */
+int ir_rnn_gates(ir_op op);
+int ir_rnn_states(ir_op op);
+bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
+                  size_t errlen);
 /* general tensors: dropout, reductions (ir_tensor.c) */
 /* The result type of an op of type rule IR_TYPE_DROPOUT and after; false
  * with a message naming the shapes. */

@@ -653,6 +653,13 @@ static bool backward(grad_state *s, ir_node *n) {
                 ir_op_name(n->op), n->name);
   /* general tensors: batched matmul */
   case IR_OP_BATCH_MATMUL: return batch_matmul_backward(s, n, dy);
+  /* recurrent layers: no gradient yet (backpropagation through time is issue 39's item 4) */
+  case IR_OP_SIMPLE_RNN:
+  case IR_OP_GRU:
+  case IR_OP_LSTM:
+    return fail(s, DIAG_KIND_UNSUPPORTED, n->loc,
+                "%s (%%%s) has no gradient yet: castor does not train recurrent layers (backpropagation through "
+                "time is not built)", ir_op_name(n->op), n->name);
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

@@ -52,6 +52,10 @@ static const train_formula train_formulas[IR_OP_COUNT] = {
     [IR_OP_XENT_LOGITS_GRAD] = cg_train_loss_grad,
     [IR_OP_MSE_GRAD] = cg_train_loss_grad,
     [IR_OP_SOFTMAX_GRAD] = cg_train_softmax_grad,
+    /* recurrent layers: a scan over time per batch row (cg_rnn.c) */
+    [IR_OP_SIMPLE_RNN] = cg_train_rnn,
+    [IR_OP_GRU] = cg_train_rnn,
+    [IR_OP_LSTM] = cg_train_rnn,
 };
 
 bool cg_train_has_formula(ir_op op) {

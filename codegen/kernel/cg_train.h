@@ -126,5 +126,7 @@ void cg_train_clip_scale(cg_kctx *c);
 void cg_train_clip_value(cg_kctx *c);
 void cg_train_update(cg_kctx *c);
 void cg_train_scalar_update(cg_kctx *c);
+/* cg_rnn.c: recurrent layers, a scan over time */
+void cg_train_rnn(cg_kctx *c);
 
 #endif

@@ -181,6 +181,7 @@ bool oi_lower_prelu_channels(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_where(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_reduce(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_split(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_rnn(imp *im, const onnx_node *n, const op_row *row); /* recurrent layers: onnx_rnn.c */
 bool oi_lower_gelu(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_size(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_activation(imp *im, const onnx_node *n, const op_row *row);

@@ -388,15 +388,27 @@ def castor_executable():
     raise Error("cannot find the castor executable (for build): set CASTOR_CLI, or put castor on PATH")
 
 
-def model_source(path_or_text, weights=None, weights_seed=0):
+def model_source(path_or_text, weights=None, weights_seed=0, batch=None, dims=None):
     """What compile loads: a file path, or model text (a str with a newline,
-    or bytes), with the load options; the dict keeps their bytes alive."""
+    or bytes), with the load options (batch and dims: an ONNX model's batch
+    and named dimensions bound at import, as --batch and --dim); the dict
+    keeps their bytes alive."""
     lo = _lib.LoadOptions()
     _LIB.castor_load_options_init(ctypes.byref(lo))
     lo.seed = int(weights_seed)
     wb = _bytes(weights)
     lo.weights_path = wb
-    src = {"text": None, "path": None, "name": b"<string>", "load": lo, "keep": [wb]}
+    keep = [wb]
+    if batch is not None:
+        lo.batch = int(batch)
+    if dims:
+        if not isinstance(dims, dict):
+            raise InvalidArgumentError("dims: expected a dict of name: size, got %s" % type(dims).__name__)
+        names = (ctypes.c_char_p * len(dims))(*[_bytes(k) for k in dims])
+        values = (ctypes.c_int64 * len(dims))(*[int(v) for v in dims.values()])
+        lo.dim_names, lo.dim_values, lo.n_dims = names, values, len(dims)
+        keep += [names, values]
+    src = {"text": None, "path": None, "name": b"<string>", "load": lo, "keep": keep}
     if isinstance(path_or_text, bytes):
         src["text"] = path_or_text
     elif isinstance(path_or_text, str) and "\n" in path_or_text:
@@ -437,19 +449,21 @@ def compile_options(policy=None, target="cpu", batch=None, threads=None, cpu=Non
 
 def compile(path_or_text, policy=None, target="cpu", batch=None, threads=None, weights=None, weights_seed=0,
             cpu=None, fp32_ops=None, fp32_layers=None, keep_16bit_outputs=False, pad8=False, opt_level=2,
-            device=None, sm=None):
+            device=None, sm=None, dims=None):
     """Loads and compiles a model (.cast, .keras or .onnx file, or .cast
     text) as castor run does; returns a callable Model.
 
     policy: a Keras dtype policy overriding the model's ("mixed_float16",
     ...); target: "cpu" or "cuda"; batch: bind the batch (static shapes);
     threads: CPU threads a run uses (default all, or $CASTOR_NUM_THREADS);
-    weights: a .safetensors file instead of the model's weights line; the
-    rest as castor_compile_options in castor.h. Raises a castor.Error
+    weights: a .safetensors file instead of the model's weights line;
+    dims: an ONNX model's named dimensions bound at compile time
+    ({"sequence": 128}, as --dim); the rest as castor_compile_options in
+    castor.h. Raises a castor.Error
     subclass with castor's located message on failure."""
     o, keep = compile_options(policy, target, batch, threads, cpu, fp32_ops, fp32_layers, keep_16bit_outputs, pad8,
                               opt_level, device, sm)
-    src = model_source(path_or_text, weights, weights_seed)
+    src = model_source(path_or_text, weights, weights_seed, batch, dims)
     return Model(src, o, src["load"], keep + src["keep"])
 
 

@@ -51,6 +51,10 @@ class LoadOptions(ctypes.Structure):
         ("bind_tensors", ctypes.POINTER(ctypes.c_void_p)),
         ("n_binds", ctypes.c_int),
         ("bind_where_needed", ctypes.c_int),
+        ("batch", ctypes.c_int64),
+        ("dim_names", ctypes.POINTER(ctypes.c_char_p)),
+        ("dim_values", c_int64_p),
+        ("n_dims", ctypes.c_int),
     ]
 
 

@@ -8,6 +8,7 @@ as castor.Error subclasses with castor's located message, AOT builds, and
 exits 77 (skipped) without numpy. The module is found on PYTHONPATH
 (build/python from the build tree).
 """
+import ctypes
 import json
 import os
 import re
@@ -85,6 +86,37 @@ class Run(unittest.TestCase):
             text = f.read()
         x = rand((2, 784))
         self.assertTrue(np.array_equal(castor.compile(text)(x), castor.compile(SMALL)(x)))
+
+
+class Layout(unittest.TestCase):
+    def test_structs_match_castor_h(self):
+        """Every ctypes mirror of a castor.h options struct has the C
+        compiler's size and field offsets: a field added to castor.h and not
+        to python/castor/_lib.py made castor_load_options_init write past
+        the Python struct (a heap corruption, a crash at exit)."""
+        from castor import _lib
+        cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
+        if not cc:
+            self.skipTest("no C compiler")
+        structs = {"castor_compile_options": _lib.CompileOptions, "castor_load_options": _lib.LoadOptions,
+                   "castor_check_options": _lib.CheckOptions, "castor_train_options": _lib.TrainOptions,
+                   "castor_tensor_info": _lib.TensorInfo}
+        lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "castor.h"', "int main(void) {"]
+        for cname, py in structs.items():
+            lines.append('  printf("%s %%zu\\n", sizeof(%s));' % (cname, cname))
+            for f in py._fields_:
+                lines.append('  printf("%s.%s %%zu\\n", offsetof(%s, %s));' % (cname, f[0], cname, f[0]))
+        lines += ["  return 0;", "}"]
+        src, exe = tmp("layout.c"), tmp("layout")
+        with open(src, "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+        p = subprocess.run([cc, "-I", os.path.join(SRC, "include"), src, "-o", exe], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = dict(l.split() for l in subprocess.run([exe], capture_output=True, text=True, check=True).stdout.split("\n") if l)
+        for cname, py in structs.items():
+            self.assertEqual(int(got[cname]), ctypes.sizeof(py), "sizeof(%s)" % cname)
+            for f in py._fields_:
+                self.assertEqual(int(got["%s.%s" % (cname, f[0])]), getattr(py, f[0]).offset, "%s.%s" % (cname, f[0]))
 
 
 class NoCopy(unittest.TestCase):

@@ -673,6 +673,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       CASTOR_REF_TRAINING_OPS
       CASTOR_REF_LAYOUT_OPS
       CASTOR_REF_TENSOR_OPS
+      CASTOR_REF_RNN_OPS
       case IR_OP_COUNT: CASTOR_UNREACHABLE();
       }
     }
@@ -916,6 +917,8 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   }
   CASTOR_REF_TENSOR_OPS /* general tensors: dropout, reductions (ref_tensor.c) */
     return ref_eval_tensor(n, src, n_src, y, count, batch, err, errlen);
+  CASTOR_REF_RNN_OPS /* recurrent layers (ref_rnn.c) */
+    return ref_eval_rnn(n, src, n_src, y, count, batch, err, errlen);
   /* convolutional networks: grouped convolution, from its definition: every
    * product x[b,ih,iw,g*Cg+c] * w[p,q,c,o] of output o's group g = o/(O/G)
    * goes to y (forward), or dy times it to dx or dw (a scatter here) */

@@ -92,5 +92,9 @@ bool ref_eval_tensor(const ir_node *n, double *const *src, const int64_t *n_src,
   case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: \
   case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD: case IR_OP_BROADCAST_TO: \
   case IR_OP_LOG_SOFTMAX: case IR_OP_LOG_SOFTMAX_GRAD:
+/* recurrent layers (ref_rnn.c): simple_rnn, gru, lstm */
+bool ref_eval_rnn(const ir_node *n, double *const *src, const int64_t *n_src, double *y, int64_t count, int64_t batch,
+                  char *err, size_t errlen);
+#define CASTOR_REF_RNN_OPS case IR_OP_SIMPLE_RNN: case IR_OP_GRU: case IR_OP_LSTM:
 
 #endif

@@ -489,7 +489,9 @@ END_TEST
  * NAME.T.ort1.npy, ...). MODELS lists the models castor imports. */
 static const char *const MODELS[] = {"mlp.opset17",    "mlp.default",    "cnn.opset17",    "cnn.default",
                                      "resnet.opset17", "resnet.default", "layout.opset17", "layout.default",
-                                     "vit.opset17",    "vit.default"};
+                                     "vit.opset17",    "vit.default",
+                                     /* recurrent layers: nn.LSTM and nn.GRU, 2 layers, bidirectional (static shapes) */
+                                     "rnn_lstm.static", "rnn_gru.static"};
 
 static double norm_err(const float *got, const float *want, int64_t n) {
   double num = 0, den = 0;
@@ -720,6 +722,51 @@ START_TEST(test_conv_errors) {
 }
 END_TEST
 
+/* recurrent layers: an LSTM X [T=3, N=2, D=2] (layout 0, hidden 2) with
+ * initial_h and sequence_lens as given; its bad inputs are located errors. */
+static model *lstm_model(int64_t h0_batch, const int32_t *seq_lens, int x_rank) {
+  static const float w[4 * 2 * 2] = {0}, r[4 * 2 * 2] = {0}, h0[2 * 3 * 2] = {0};
+  model *mb = model_new(14);
+  mb->ins[mb->g.n_input++] = vi("x", ONNX_FLOAT, x_rank, (int64_t[]){3, 2, 2, 1}, NULL);
+  mb->outs[mb->g.n_output++] = vi("y", ONNX_FLOAT, 4, (int64_t[]){3, 1, 2, 2}, NULL);
+  mb->inits[mb->g.n_initializer++] = tensor("w", ONNX_FLOAT, 3, (int64_t[]){1, 8, 2}, w, sizeof w);
+  mb->inits[mb->g.n_initializer++] = tensor("r", ONNX_FLOAT, 3, (int64_t[]){1, 8, 2}, r, sizeof r);
+  mb->inits[mb->g.n_initializer++] = tensor("h0", ONNX_FLOAT, 3, (int64_t[]){1, h0_batch, 2}, h0,
+                                            (size_t)h0_batch * 2 * sizeof(float));
+  const char *ins[] = {"x", "w", "r", "", seq_lens ? "sl" : "", "h0"};
+  if (seq_lens)
+    mb->inits[mb->g.n_initializer++] = tensor("sl", ONNX_INT32, 1, (int64_t[]){2}, seq_lens, 2 * sizeof(int32_t));
+  mb->nodes[mb->g.n_node++] = node("LSTM", "/lstm", NULL, ins, 6, "y", attr_int("hidden_size", 2), NULL);
+  return mb;
+}
+
+START_TEST(test_rnn_errors) {
+  size_t len;
+  char *b = pack(lstm_model(2, (const int32_t[]){3, 3}, 3), &len);
+  castor_context *ctx;
+  castor_context_create(&ctx);
+  castor_model *m;
+  ck_assert_msg(load(ctx, "lstm.onnx", b, len, &m) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  castor_model_destroy(m);
+  castor_context_destroy(ctx);
+  b = pack(lstm_model(3, NULL, 3), &len);
+  expect_error("state.onnx", b, len, CASTOR_ERR_PARSE,
+               "state.onnx: node '/lstm' (LSTM): error: LSTM initial_h must be [1, 2, 2] (directions, batch_size, "
+               "hidden_size), got f32[1,3,2]\n");
+  b = pack(lstm_model(2, (const int32_t[]){3, 4}, 3), &len);
+  expect_error("seqlen.onnx", b, len, CASTOR_ERR_PARSE,
+               "seqlen.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens[1] is 4, beyond the sequence's 3 steps\n");
+  b = pack(lstm_model(2, (const int32_t[]){3, 2}, 3), &len);
+  expect_error("short.onnx", b, len, CASTOR_ERR_UNSUPPORTED,
+               "short.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens[1] is 2, shorter than the sequence's 3 "
+               "steps: castor scans whole sequences\n");
+  b = pack(lstm_model(2, NULL, 4), &len);
+  expect_error("rank.onnx", b, len, CASTOR_ERR_PARSE,
+               "rank.onnx: node '/lstm' (LSTM): error: LSTM input X must be rank 3 ([seq_length, batch_size, "
+               "input_size] or, with layout 1, batch first), got rank 4\n");
+}
+END_TEST
+
 static Suite *onnx_suite(void) {
   Suite *s = suite_create("onnx");
   TCase *tc = tcase_create("frontend");
@@ -734,6 +781,7 @@ static Suite *onnx_suite(void) {
   tcase_add_test(tc, test_layout_transposes);
   tcase_add_test(tc, test_matmul_by_weight);
   tcase_add_test(tc, test_conv_errors);
+  tcase_add_test(tc, test_rnn_errors); /* recurrent layers */
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ir_rnn.c: the type rule of the recurrent ops (IR_TYPE_RNN): simple_rnn,
+ * gru and lstm, scans over time (the batch dimension N symbolic or static) whose input projection xp = x W + b is a
+ * matmul before them (ir_ops.def documents each). The rule checks every
+ * operand's shape against xp's [N,T,G*H] and r's [H,G*H], so that a state
+ * of the wrong shape is the frontend's located error, never a kernel's
+ * out-of-bounds read.
+ *
+ * Operands, in order: xp, r, then (gru) the recurrent bias rb [G*H], then
+ * the initial states [N,H] (lstm: h0, c0). The result is every step's
+ * state: [N,T,H] (lstm [N,T,2,H]: h then c), in xp's dtype.
+ */
+#include <stdio.h>
+
+#include "ir/ir.h"
+
+/* A static dimension as text, for a message (one at a time). */
+static const char *dim_text(int64_t v) {
+  static _Thread_local char buf[24];
+  snprintf(buf, sizeof buf, "%lld", (long long)v);
+  return buf;
+}
+
+#define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), false)
+
+/* The gates and states of each recurrent op: a table, not a switch over
+ * every op (an op not listed is not recurrent: 0). */
+static const struct {
+  int gates, states;
+  bool has_rb; /* a recurrent bias operand after r */
+} rnn_ops[IR_OP_COUNT] = {
+    [IR_OP_SIMPLE_RNN] = {1, 1, false},
+    [IR_OP_GRU] = {3, 1, true},
+    [IR_OP_LSTM] = {4, 2, false},
+};
+
+int ir_rnn_gates(ir_op op) { return op >= 0 && op < IR_OP_COUNT ? rnn_ops[op].gates : 0; }
+
+int ir_rnn_states(ir_op op) { return op >= 0 && op < IR_OP_COUNT ? rnn_ops[op].states : 0; }
+
+static void shape_of(const ir_type *t, char *buf, size_t n) {
+  str_buf b;
+  str_buf_init(&b);
+  ir_type_print(t, &b);
+  snprintf(buf, n, "%s", str_buf_cstr(&b));
+  str_buf_fini(&b);
+}
+
+bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
+                  size_t errlen) {
+  char sa[96], sb[96];
+  int gates = ir_rnn_gates(op);
+  CASTOR_ASSERT(gates > 0);
+  const ir_type *xp = &srcs[0]->type, *r = &srcs[1]->type;
+  shape_of(xp, sa, sizeof sa), shape_of(r, sb, sizeof sb);
+  if (!dtype_is_float(xp->dtype)) return FAIL("%s input projection must be float, got %s", ir_op_name(op), sa);
+  if (xp->rank != 3)
+    return FAIL("%s input projection must be [N, T, %d*H] (batch, time, gates), got %s", ir_op_name(op), gates, sa);
+  if (r->rank != 2 || ir_type_is_batched(r) || r->dims[1] != (int64_t)gates * r->dims[0] || r->dims[0] < 1)
+    return FAIL("%s recurrent kernel must be [H, %d*H] without the batch dimension, got %s", ir_op_name(op), gates,
+                sb);
+  int64_t h = r->dims[0];
+  if (xp->dims[2] != gates * h)
+    return FAIL("%s input projection %s does not match the recurrent kernel %s: its last dimension must be %lld",
+                ir_op_name(op), sa, sb, (long long)(gates * h));
+  if (xp->dims[1] < 1) return FAIL("%s needs at least one time step, got %s", ir_op_name(op), sa);
+  int k = 2;
+  if (rnn_ops[op].has_rb) {
+    const ir_type *rb = &srcs[k++]->type;
+    shape_of(rb, sb, sizeof sb);
+    if (rb->rank != 1 || rb->dims[0] != gates * h)
+      return FAIL("%s recurrent bias must be [%lld], got %s", ir_op_name(op), (long long)(gates * h), sb);
+  }
+  if (n_srcs != k + rnn_ops[op].states)
+    return FAIL("%s takes %d operands, got %d", ir_op_name(op), k + rnn_ops[op].states, n_srcs);
+  for (int s = 0; s < n_srcs; s++)
+    if (srcs[s]->type.dtype != xp->dtype) {
+      shape_of(&srcs[s]->type, sb, sizeof sb);
+      return FAIL("%s operands must share one float dtype: operand %d is %s, the input projection %s", ir_op_name(op),
+                  s + 1, sb, sa);
+    }
+  for (; k < n_srcs; k++) {
+    const ir_type *st = &srcs[k]->type;
+    shape_of(st, sb, sizeof sb);
+    if (st->rank != 2 || st->dims[0] != xp->dims[0] || st->dims[1] != h)
+      return FAIL("%s initial state (operand %d) must be [%s, %lld], got %s", ir_op_name(op), k + 1,
+                  ir_type_is_batched(xp) ? "N" : dim_text(xp->dims[0]), (long long)h, sb);
+  }
+  if ((attr->reverse != 0 && attr->reverse != 1) || (attr->reset_after != 0 && attr->reset_after != 1))
+    return FAIL("%s reverse and reset_after must be 0 or 1", ir_op_name(op));
+  *out = *xp;
+  if (rnn_ops[op].states == 2) {
+    out->rank = 4;
+    out->dims[2] = 2;
+    out->dims[3] = h;
+  } else {
+    out->dims[2] = h;
+  }
+  return true;
+}
