@@ -33,17 +33,27 @@
 
 diag_loc kr_loc(const kr_model *m) { return (diag_loc){m->file, 0, 0}; }
 
+/* An error at the archive; in a nested model, its path first ("in nested model 'block/deep': ..."). */
+static void model_error(kr_model *m, diag_kind kind, const char *fmt, va_list ap) {
+  str_buf b;
+  str_buf_init(&b);
+  if (m->path) str_buf_printf(&b, "in nested model '%.*s': ", (int)strlen(m->path) - 1, m->path);
+  str_buf_vprintf(&b, fmt, ap);
+  diag_error_kind(m->d, kind, kr_loc(m), "%s", str_buf_cstr(&b));
+  str_buf_fini(&b);
+}
+
 void kr_error(kr_model *m, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  diag_verror_kind(m->d, DIAG_KIND_UNSPECIFIED, kr_loc(m), fmt, ap);
+  model_error(m, DIAG_KIND_UNSPECIFIED, fmt, ap);
   va_end(ap);
 }
 
 void kr_unsupported(kr_model *m, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  diag_verror_kind(m->d, DIAG_KIND_UNSUPPORTED, kr_loc(m), fmt, ap);
+  model_error(m, DIAG_KIND_UNSUPPORTED, fmt, ap);
   va_end(ap);
 }
 
@@ -309,7 +319,8 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
       break;
     }
     l->cls = cls->s, l->name = nm->s, l->cfg = c, l->spec = s;
-    l->ir_name = ir_name(m->arena, m->ir_prefix ? arena_printf(m->arena, "%s__%s", m->ir_prefix, l->name) : l->name);
+    const char *full = m->ir_prefix ? arena_printf(m->arena, "%s__%s", m->ir_prefix, l->name) : l->name;
+    l->ir_name = ir_name(m->arena, full);
     l->order = m->order | (uint64_t)(i + 1) << (16 * (KR_MAX_NEST - m->depth));
     kr_layer *prev = hmap_get_str(&names, l->ir_name, strlen(l->ir_name));
     if (prev) {
@@ -556,13 +567,15 @@ static bool build_model(kr_model *m, const json_value *top);
  * prefixed with its own. One call (a model shared by two calls is refused); KR_MAX_NEST levels. */
 static bool nested_lower(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
   if (m->depth >= KR_MAX_NEST) {
-    kr_unsupported(m, "layer '%s%s' (%s): models nested more than %d deep are not supported",
-                   m->path ? m->path : "", l->name, l->cls, KR_MAX_NEST);
+    diag_error_kind(m->d, DIAG_KIND_UNSUPPORTED, kr_loc(m),
+                    "layer '%s%s' (%s): models nested more than %d deep are not supported",
+                    m->path ? m->path : "", l->name, l->cls, KR_MAX_NEST);
     return false;
   }
   if (l->n_calls > 1) {
-    kr_unsupported(m, "layer '%s%s' (%s): a nested model called %d times is not supported (one call)",
-                   m->path ? m->path : "", l->name, l->cls, l->n_calls);
+    diag_error_kind(m->d, DIAG_KIND_UNSUPPORTED, kr_loc(m),
+                    "layer '%s%s' (%s): a nested model called %d times is not supported (one call)",
+                    m->path ? m->path : "", l->name, l->cls, l->n_calls);
     return false;
   }
   for (int i = 0; i < n_in; i++)

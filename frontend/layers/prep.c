@@ -165,7 +165,8 @@ bool fl_lower_up_sampling2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
     return false;
   }
   ir_attr a1 = {.shape = {4, {IR_DIM_BATCH, H, 1, W * C}}}, a2 = {.shape = {4, {IR_DIM_BATCH, H, s[0], W * C}}},
-          a3 = {.shape = {5, {IR_DIM_BATCH, H * s[0], W, 1, C}}}, a4 = {.shape = {5, {IR_DIM_BATCH, H * s[0], W, s[1], C}}},
+          a3 = {.shape = {5, {IR_DIM_BATCH, H * s[0], W, 1, C}}},
+          a4 = {.shape = {5, {IR_DIM_BATCH, H * s[0], W, s[1], C}}},
           a5 = {.shape = {4, {IR_DIM_BATCH, H * s[0], W * s[1], C}}};
   return fl_layout_op(m, l, k, IR_OP_RESHAPE, "rows", &x, 1, &a1, &x) &&
          fl_layout_op(m, l, k, IR_OP_BROADCAST_TO, "rows_up", &x, 1, &a2, &x) &&
