@@ -14,17 +14,17 @@
  *                         group (%NAME.mean, .centered, .variance, .inv,
  *                         .normalized), back to x's shape, times
  *                         %NAME.gamma, plus %NAME.beta (both [C])
- *   UpSampling2D bilinear the rows and the columns each a batch_matmul with
- *                         a constant [out, in] interpolation matrix
- *                         (%NAME.rows_map, %NAME.cols_map), Keras's
- *                         resize: half-pixel centres, edge samples clamped
+ *   UpSampling2D bilinear Keras's resize (half-pixel centres, edge samples
+ *                         clamped) by an integer factor: per output phase r
+ *                         two neighbours with [] literal weights
+ *                         (%NAME.rows_R.*, %NAME.cols_R.*), the phases
+ *                         interleaved by concat and reshape
  *
  * All channels last (NHWC), as the rest of the library.
  */
 #include "frontend/layers/internal.h"
 
 #include <math.h>
-#include <string.h>
 
 /* ---- Conv2DTranspose ---- */
 
@@ -201,49 +201,87 @@ bool fl_lower_group_norm(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in)
 
 /* ---- UpSampling2D, bilinear ---- */
 
-/* The [out, in] matrix of Keras's bilinear resize along one axis (jax.image.resize, which
- * Keras's JAX backend calls): output o samples the input at (o + 0.5) * in / out - 0.5, two
- * neighbours weighted by distance; a sample before the first or past the last centre takes that
- * edge element whole (jax renormalises the in-range weights to 1, which is the clamp). */
-static float *bilinear_matrix(fl_host *m, int64_t in, int64_t out) {
-  float *w = arena_alloc_aligned(m->g->arena, (size_t)(in * out) * sizeof *w, 64);
-  memset(w, 0, (size_t)(in * out) * sizeof *w);
-  double scale = (double)in / (double)out;
-  for (int64_t o = 0; o < out; o++) {
-    double s = ((double)o + 0.5) * scale - 0.5;
-    s = s < 0 ? 0 : s > (double)(in - 1) ? (double)(in - 1) : s;
-    int64_t i0 = (int64_t)floor(s), i1 = i0 + 1 < in ? i0 + 1 : in - 1;
-    double f = s - (double)i0;
-    w[o * in + i0] += (float)(1 - f);
-    w[o * in + i1] += (float)f;
-  }
-  return w;
+/* x's slice [lo, hi) along axis a (1 or 2). */
+static bool slice_axis(fl_host *m, fl_layer *l, int k, ir_node *x, int a, int64_t lo, int64_t hi, const char *sfx,
+                       ir_node **out) {
+  ir_attr sa = {.starts = {4, {0, 0, 0, 0}}, .ends = {4, {0, x->type.dims[1], x->type.dims[2], x->type.dims[3]}},
+                .steps = {4, {1, 1, 1, 1}}};
+  sa.starts.v[a] = lo;
+  sa.ends.v[a] = hi;
+  return fl_layout_op(m, l, k, IR_OP_STRIDED_SLICE, sfx, &x, 1, &sa, out);
 }
 
-/* x [N, H, W, C] resized to [N, H*sh, W*sw, C]: the rows as [N, H, W*C] (%NAME.rows_in) times the
- * [H*sh, H] map, the columns as the [W*sw, W] map times [N, H*sh, W, C] (batch_matmul broadcasts
- * the map over N and the rows). An axis of size 1 stays as it is. */
-bool fl_upsample_bilinear(fl_host *m, fl_layer *l, int k, ir_node *x, const int64_t *s) {
+/* x shifted by one along axis a, the edge element repeated: the previous
+ * neighbour (dir -1) or the next (dir +1) of every element. */
+static bool shifted(fl_host *m, fl_layer *l, int k, ir_node *x, int a, int dir, const char *ax, ir_node **out) {
+  int64_t len = x->type.dims[a];
+  if (len == 1) return *out = x, true;
+  ir_node *p[2];
+  const char *nm = arena_printf(m->arena, "%s_%s", ax, dir < 0 ? "prev" : "next");
+  if (!slice_axis(m, l, k, x, a, dir < 0 ? 0 : 1, dir < 0 ? 1 : len, arena_printf(m->arena, "%s.a", nm), &p[0]) ||
+      !slice_axis(m, l, k, x, a, dir < 0 ? 0 : len - 1, dir < 0 ? len - 1 : len, arena_printf(m->arena, "%s.b", nm),
+                  &p[1]))
+    return false;
+  return fl_layout_op(m, l, k, IR_OP_CONCAT, nm, p, 2, &(ir_attr){.axis = a}, out);
+}
+
+/* Axis a (1: rows, 2: columns) of x resized by the integer factor s as Keras's bilinear resize
+ * does (jax.image.resize: output o samples the input at (o + 0.5) / s - 0.5, its two neighbours
+ * weighted by distance, a sample outside the first or last centre taking that edge element
+ * whole). With an integer factor output i*s + r depends on r alone: at f = (r + 0.5) / s - 0.5,
+ * x*(1 - f) + next*f for f >= 0, prev*(-f) + x*(1 + f) for f < 0, the weights [] literals (no
+ * constant a training step could take for a weight). The s phases are interleaved by a concat
+ * along a new axis after a (a chain past IR_MAX_SRCS) and a reshape. */
+static bool bilinear_axis(fl_host *m, fl_layer *l, int k, ir_node *x, int a, int64_t s, bool last, ir_node **out) {
+  const char *ax = a == 1 ? "rows" : "cols";
+  ir_node *prev, *next;
+  if (!shifted(m, l, k, x, a, -1, ax, &prev) || !shifted(m, l, k, x, a, +1, ax, &next)) return false;
   int64_t N = x->type.dims[0], H = x->type.dims[1], W = x->type.dims[2], C = x->type.dims[3];
-  ir_attr mm = {.acc = DT_F32};
-  if (s[0] > 1) {
-    ir_type mt = {DT_F32, 2, {H * s[0], H}};
-    const char *mk = fl_node_name(m, l, k, "rows_map");
-    ir_node *map = fl_stamp(m, l, ir_build_const(m->g, mk, &mt, mk, bilinear_matrix(m, H, H * s[0]), l->loc));
-    ir_attr r1 = {.shape = {3, {N, H, W * C}}}, r2 = {.shape = {4, {N, H * s[0], W, C}}};
-    ir_node *rows;
-    if (!fl_layout_op(m, l, k, IR_OP_RESHAPE, "rows_in", &x, 1, &r1, &x) ||
-        !fl_op_styled(m, l, k, IR_OP_BATCH_MATMUL, "rows", (ir_node *[]){map, x}, 2, &mm, FL_NAME_RULE, &rows) ||
-        !fl_layout_op(m, l, k, IR_OP_RESHAPE, s[1] > 1 ? "rows_up" : NULL, &rows, 1, &r2, &x))
-      return false;
+  /* each phase as [N, H, 1, W*C] (rows) or [N, H, W, 1, C] (columns) */
+  ir_attr pa = a == 1 ? (ir_attr){.shape = {4, {N, H, 1, W * C}}} : (ir_attr){.shape = {5, {N, H, W, 1, C}}};
+  ir_node *acc = NULL, *ops[IR_MAX_SRCS];
+  int n = 0;
+  for (int64_t r = 0; r < s; r++) {
+    double f = ((double)r + 0.5) / (double)s - 0.5;
+    const char *ph = arena_printf(m->arena, "%s_%lld", ax, (long long)r);
+    ir_node *y = x;
+    if (f != 0) {
+      ir_node *nb = f > 0 ? next : prev;
+      double wn = fabs(f), wx = 1 - fabs(f);
+      ir_node *t0 = op2(m, l, IR_OP_MUL, fl_node_name(m, l, k, arena_printf(m->arena, "%s.self", ph)), x,
+                        fl_literal(m, l, fl_node_name(m, l, k, arena_printf(m->arena, "%s.w_self", ph)), wx));
+      ir_node *t1 = op2(m, l, IR_OP_MUL, fl_node_name(m, l, k, arena_printf(m->arena, "%s.near", ph)), nb,
+                        fl_literal(m, l, fl_node_name(m, l, k, arena_printf(m->arena, "%s.w_near", ph)), wn));
+      y = op2(m, l, IR_OP_ADD, fl_node_name(m, l, k, arena_printf(m->arena, "%s.sum", ph)), t0, t1);
+    }
+    if (!fl_layout_op(m, l, k, IR_OP_RESHAPE, ph, &y, 1, &pa, &y)) return false;
+    if (n == IR_MAX_SRCS) { /* join what is there, go on from it */
+      if (!fl_layout_op(m, l, k, IR_OP_CONCAT, arena_printf(m->arena, "%s_part%lld", ax, (long long)r), ops, n,
+                        &(ir_attr){.axis = a + 1}, &acc))
+        return false;
+      n = 0;
+      ops[n++] = acc;
+    }
+    ops[n++] = y;
   }
-  if (s[1] > 1) {
-    ir_type mt = {DT_F32, 2, {W * s[1], W}};
-    const char *mk = fl_node_name(m, l, k, "cols_map");
-    ir_node *map = fl_stamp(m, l, ir_build_const(m->g, mk, &mt, mk, bilinear_matrix(m, W, W * s[1]), l->loc));
-    if (!fl_op_styled(m, l, k, IR_OP_BATCH_MATMUL, NULL, (ir_node *[]){map, x}, 2, &mm, FL_NAME_RULE, &x))
-      return false;
+  ir_node *j = ops[0];
+  if (n > 1 && !fl_layout_op(m, l, k, IR_OP_CONCAT, arena_printf(m->arena, "%s_phases", ax), ops, n,
+                             &(ir_attr){.axis = a + 1}, &j))
+    return false;
+  ir_attr ba = {.shape = {4, {N, a == 1 ? H * s : H, a == 2 ? W * s : W, C}}};
+  return fl_layout_op(m, l, k, IR_OP_RESHAPE, last ? NULL : arena_printf(m->arena, "%s_up", ax), &j, 1, &ba, out);
+}
+
+/* x [N, H, W, C] resized to [N, H*sh, W*sw, C]: the rows, then the columns (a factor 1 leaves its
+ * axis as it is). Factors up to 64 (each phase is a few nodes). */
+bool fl_upsample_bilinear(fl_host *m, fl_layer *l, int k, ir_node *x, const int64_t *s) {
+  if (s[0] > 64 || s[1] > 64) {
+    fl_unsupported(m, l, "size", FL_PLAIN, "bilinear size [%lld, %lld] is not supported: castor interpolates "
+                   "factors up to 64", (long long)s[0], (long long)s[1]);
+    return false;
   }
+  if (s[0] > 1 && !bilinear_axis(m, l, k, x, 1, s[0], s[1] == 1, &x)) return false;
+  if (s[1] > 1 && !bilinear_axis(m, l, k, x, 2, s[1], true, &x)) return false;
   m->call->out = x;
   return true;
 }
