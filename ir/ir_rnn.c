@@ -87,8 +87,8 @@ bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *att
       return FAIL("%s initial state (operand %d) must be [%s, %lld], got %s", ir_op_name(op), k + 1,
                   ir_type_is_batched(xp) ? "N" : dim_text(xp->dims[0]), (long long)h, sb);
   }
-  if ((attr->reverse != 0 && attr->reverse != 1) || (attr->reset_after != 0 && attr->reset_after != 1))
-    return FAIL("%s reverse and reset_after must be 0 or 1", ir_op_name(op));
+  if (attr->reverse < 0 || attr->reverse > 2 || (attr->reset_after != 0 && attr->reset_after != 1))
+    return FAIL("%s reverse must be 0, 1 or 2 and reset_after 0 or 1", ir_op_name(op));
   *out = *xp;
   if (rnn_ops[op].states == 2) {
     out->rank = 4;

@@ -54,9 +54,10 @@ static void recurrent_product(rnn *s, LLVMValueRef src, int64_t j0, int64_t j1) 
 static LLVMValueRef sigm(cg_emitter *e, LLVMValueRef x) { return cg_emit_unary(e, IR_OP_SIGMOID, x, "sigmoid"); }
 static LLVMValueRef tanh_(cg_emitter *e, LLVMValueRef x) { return cg_emit_unary(e, IR_OP_TANH, x, "tanh"); }
 
-/* One step of batch row `row` at time t: the state in s->hs (and s->cs)
- * becomes the next one, stored to y. */
-static void step(rnn *s, LLVMValueRef row, LLVMValueRef t) {
+/* One step of batch row `row` reading time t: the state in s->hs (and
+ * s->cs) becomes the next one, stored to y at time yt (t, or the step's
+ * index with {reverse}=2). */
+static void step(rnn *s, LLVMValueRef row, LLVMValueRef t, LLVMValueRef yt) {
   cg_kctx *c = s->c;
   cg_emitter *e = c->e;
   const ir_node *op = s->op;
@@ -78,7 +79,7 @@ static void step(rnn *s, LLVMValueRef row, LLVMValueRef t) {
     cg_loop_end(c, &lg);
     recurrent_product(s, s->gs, 2 * h, 3 * h);
   }
-  LLVMValueRef ybase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), t, ""),
+  LLVMValueRef ybase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), yt, ""),
                                     i64c(s->cs ? 2 * h : h), "y.base");
   cg_loop lj = cg_loop_begin(c, i64c(0), i64c(h), 1, "gate");
   LLVMValueRef j = lj.iv, hn, cn = NULL;
@@ -137,7 +138,7 @@ void cg_train_rnn(cg_kctx *c) {
   cg_loop_end(c, &l0);
   cg_loop lt = cg_loop_begin(c, i64c(0), i64c(s.t), 1, "step");
   LLVMValueRef t = op->attr.reverse ? LLVMBuildSub(B, i64c(s.t - 1), lt.iv, "t") : lt.iv;
-  step(&s, lr.iv, t);
+  step(&s, lr.iv, t, op->attr.reverse == 2 ? lt.iv : t);
   cg_loop_end(c, &lt);
   cg_loop_end(c, &lr);
 }

@@ -5,7 +5,8 @@
  * batch row, every step in time order (or reversed with {reverse}), the
  * recurrent product summed over k in order, the gates, the new state
  * rounded to the op's dtype at every step (as the kernel keeps a 16-bit
- * layer's state: codegen/kernel/cg_rnn.c), y aligned with the input.
+ * layer's state: codegen/kernel/cg_rnn.c), y aligned with the input (or,
+ * {reverse}=2, in the order of the steps).
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,7 +48,7 @@ bool ref_eval_rnn(const ir_node *n, double *const *src, const int64_t *n_src, do
         for (int64_t k = 0; k < h; k++)
           for (int64_t j = 2 * h; j < 3 * h; j++) u[j] += g[k] * r[k * gh + j];
       }
-      double *yt = y + (b * t_len + t) * states * h;
+      double *yt = y + (b * t_len + (n->attr.reverse == 2 ? s : t)) * states * h;
       for (int64_t j = 0; j < h; j++) {
         double hn;
         if (states == 2) {
