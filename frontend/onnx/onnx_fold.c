@@ -536,7 +536,8 @@ static bool ev_expand_tile(imp *im, const oi_fold_row *row, const onnx_tensor *c
     rank = t->rank;
     for (int r = 0; r < rank; r++) {
       if (v[r] < 0) return FAIL(im, "Tile's repeats are negative");
-      dims[r] = t->dims[r] * v[r];
+      if (!size_mul_ok(t->dims[r], v[r], &dims[r]))
+        return FAIL(im, "Tile's repeats (%lld) overflow a dimension of %lld", (long long)v[r], (long long)t->dims[r]);
     }
   } else {
     onnx_tensor shape = {.rank = nv};
