@@ -104,7 +104,7 @@ typedef enum ir_type_rule {
   IR_TYPE_CONCAT,        /* operands of one type but along {axis}; that axis summed */
   IR_TYPE_STRIDED_SLICE, /* per dim ceil((end - start) / step) of {starts}, {ends}, {steps} */
   IR_TYPE_PAD_CONSTANT,  /* {shape}, x placed at {starts} by {steps} inside it */
-  IR_TYPE_GATHER,        /* a unbatched, b int32: a's dims before {axis}, b's, a's after */
+  IR_TYPE_GATHER,        /* a unbatched, b int32 or int64: a's dims before {axis}, b's, a's after */
   IR_TYPE_GATHER_GRAD,   /* {shape}, unbatched: a = dy of a gather of {shape} by b */
   /* convolutional networks */
   IR_TYPE_CONV2D,    /* x [N,H,W,C], w [KH,KW,C,O] unbatched, one float dtype; [N,OH,OW,O] (ir_conv2d_out) */
@@ -129,6 +129,10 @@ typedef enum ir_type_rule {
   /* recurrent layers (ir_rnn.c) */
   IR_TYPE_RNN, /* xp [N,T,G*H], r [H,G*H] unbatched, (gru) rb [G*H], states [N,H], one float dtype;
                 * [N,T,H] (lstm: [N,T,2,H]), G the op's gates (ir_rnn_gates) */
+  /* integers and booleans: i1 results, numpy-broadcast operands */
+  IR_TYPE_COMPARE, /* a, b of one dtype (float or integer); i1 of the broadcast shape */
+  IR_TYPE_LOGIC,   /* i1 operands; i1 of the broadcast shape */
+  IR_TYPE_IS_NAN,  /* a float operand; i1 of its shape */
   IR_TYPE_RNN_GRAD, /* the forward op's operands, then its result y and dy of y's type; [N,T,2*G*H+2*H] */
 } ir_type_rule;
 

@@ -553,6 +553,7 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_TANH: accumulate(s, a, unary_grad(s, IR_OP_TANH_GRAD, n, dy, n)); return true;
   case IR_OP_SOFTMAX: accumulate(s, a, unary_grad(s, IR_OP_SOFTMAX_GRAD, n, dy, n)); return true;
   case IR_OP_CAST: {
+    if (!dtype_is_float(a->type.dtype)) return true; /* integers and booleans have no gradient */
     ir_attr to = {.to = a->type.dtype};
     ir_node *d = op(s, IR_OP_CAST, n, a->name, &dy, 1, &to);
     const char *layer = n->layer ? n->layer : a->name;
@@ -720,6 +721,16 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_LSTM_GRAD:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
+  /* integers and booleans: piecewise constant, so no gradient flows to
+   * their operands (and none reaches them: their results are not float) */
+  case IR_OP_EQUAL:
+  case IR_OP_LESS:
+  case IR_OP_LESS_EQUAL:
+  case IR_OP_LOGICAL_AND:
+  case IR_OP_LOGICAL_OR:
+  case IR_OP_LOGICAL_XOR:
+  case IR_OP_LOGICAL_NOT:
+  case IR_OP_IS_NAN: return true;
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

@@ -214,6 +214,16 @@ static void build_case(ir_op op, op_case *c) {
     attr.acc = DT_F32;
     attr.shape = (ir_shape){2, {1, W}};
     break;
+  /* integers and booleans: x against a vector; logic of two such
+   * comparisons; is_nan of log(x), NaN where x < 0 */
+  case IR_TYPE_COMPARE: srcs[1] = konst(c, "b", 1, (int64_t[]){W}, 7); break;
+  case IR_TYPE_LOGIC: {
+    ir_node *b = konst(c, "b", 1, (int64_t[]){W}, 7), *k = konst(c, "c", 2, (int64_t[]){1, W}, 8);
+    srcs[0] = ir_build_op(c->g, IR_OP_LESS, "lt", (ir_node *[]){x, b}, 2, &(ir_attr){0}, no_loc);
+    if (n_srcs > 1) srcs[1] = ir_build_op(c->g, IR_OP_LESS_EQUAL, "le", (ir_node *[]){k, x}, 2, &(ir_attr){0}, no_loc);
+    break;
+  }
+  case IR_TYPE_IS_NAN: srcs[0] = ir_build_unary(c->g, IR_OP_LOG, "log", x, no_loc); break;
   case IR_TYPE_UNARY:
   case IR_TYPE_ROWWISE:
     /* general tensors: an alpha and clip bounds inside the input's range;
