@@ -820,6 +820,7 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_GROUP_CONV2D_FILTER_GRAD: return infer_conv2d_grad(op, srcs, attr, out, err, errlen);
   case IR_TYPE_BATCH_MATMUL: return infer_batch_matmul(op, srcs, attr, out, err, errlen);
   case IR_TYPE_RNN: return ir_infer_rnn(op, srcs, n_srcs, attr, out, err, errlen); /* recurrent layers */
+  case IR_TYPE_RNN_GRAD: return ir_infer_rnn_grad(op, srcs, n_srcs, attr, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;

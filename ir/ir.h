@@ -135,6 +135,7 @@ typedef enum ir_type_rule {
   IR_TYPE_COMPARE, /* a, b of one dtype (float or integer); i1 of the broadcast shape */
   IR_TYPE_LOGIC,   /* i1 operands; i1 of the broadcast shape */
   IR_TYPE_IS_NAN,  /* a float operand; i1 of its shape */
+  IR_TYPE_RNN_GRAD, /* the forward op's operands, then its result y and dy of y's type; [N,T,2*G*H+2*H] */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -422,6 +423,13 @@ bool ir_strided_slice_bounds(const ir_type *x, const ir_attr *attr, int64_t *sta
  * 3 gru, 4 lstm), its states (1, lstm 2), and its result type. */
 int ir_rnn_gates(ir_op op);
 int ir_rnn_states(ir_op op);
+/* The forward op of a recurrent gradient op (lstm of lstm_grad), or IR_OP_COUNT; the gates and
+ * states of a gradient op are its forward op's. */
+ir_op ir_rnn_forward(ir_op op);
+/* The width of a recurrent gradient op's result per step: dxp [G*H], du [G*H], p1 [H], p2 [H]. */
+int64_t ir_rnn_grad_width(ir_op op, int64_t h);
+bool ir_infer_rnn_grad(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
+                       size_t errlen);
 bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
                   size_t errlen);
 /* general tensors: dropout, reductions (ir_tensor.c) */

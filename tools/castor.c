@@ -163,6 +163,22 @@ static int usage_dump(FILE *f, int rc) {
   return rc;
 }
 
+static int usage_summary(FILE *f, int rc) {
+  fprintf(f,
+          "usage: castor summary MODEL [options]\n"
+          "\n"
+          "Prints MODEL's layers as compiled: per layer its op, output shape, parameter\n"
+          "count, compute dtype and weight bytes under the policy, then the totals (the\n"
+          "same table as castor dump --summary).\n"
+          "\n"
+          "options:\n"
+          "  -o FILE             write the summary to FILE instead of stdout\n"
+          "%s"
+          "  -h, --help          show this help\n",
+          common_help);
+  return rc;
+}
+
 typedef struct cli {
   const char *cmd, *model;
   VEC(const char *) inputs;
@@ -202,7 +218,8 @@ static int parse_args(int argc, char **argv, cli *c) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       cli_usage_fn u = !c->cmd                      ? usage
                        : !strcmp(c->cmd, "run")     ? usage_run
-                       : !strcmp(c->cmd, "dump") || !strcmp(c->cmd, "summary") ? usage_dump
+                       : !strcmp(c->cmd, "dump")    ? usage_dump
+                       : !strcmp(c->cmd, "summary") ? usage_summary
                                                     : usage;
       return u(stdout, 0), CLI_EXIT;
     }
@@ -268,7 +285,10 @@ static int parse_args(int argc, char **argv, cli *c) {
     } else if (a[0] == '-' && a[1]) {
       bool run = c->cmd && !strcmp(c->cmd, "run"),
            dump = c->cmd && (!strcmp(c->cmd, "dump") || !strcmp(c->cmd, "summary"));
-      return cli_unknown_option(a, run || dump ? c->cmd : "", run ? usage_run : dump ? usage_dump : usage);
+      return cli_unknown_option(a, run || dump ? c->cmd : "", run                         ? usage_run
+                                                              : !strcmp(c->cmd, "summary") ? usage_summary
+                                                              : dump                       ? usage_dump
+                                                                                           : usage);
     } else if (!c->cmd) {
       c->cmd = a;
     } else if (!c->model) {

@@ -572,3 +572,43 @@ LLVMValueRef cg_reindex_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int
   }
   return v;
 }
+
+/* ---- general tensors: concat a run at a time ---- */
+
+/* A concat whose lines (the result's last dimension) split into runs of
+ * one operand each, every run contiguous in its operand: along the last
+ * axis, each line is every operand's run in turn (off_s .. off_s + len_s);
+ * along an earlier axis, a whole line is one operand's. Not along a
+ * symbolic dimension (the batch). */
+bool cg_concat_runs(const ir_node *op) {
+  if (ir_op_type_rule(op->op) != IR_TYPE_CONCAT || op->type.rank < 1) return false;
+  int a = ir_concat_axis(&op->type, op->attr.axis);
+  for (int r = a; r < op->type.rank; r++)
+    if (op->type.dims[r] == IR_DIM_BATCH) return false;
+  return true;
+}
+
+LLVMValueRef cg_concat_run_start(cg_kctx *c, const ir_node *op, int s, LLVMValueRef base, LLVMValueRef *out_in) {
+  cg_emitter *e = c->e;
+  const ir_type *yt = &op->type;
+  int a = ir_concat_axis(yt, op->attr.axis), last = yt->rank - 1;
+  int64_t off = 0;
+  for (int t = 0; t < s; t++) off += op->srcs[t]->type.dims[a];
+  int64_t len = op->srcs[s]->type.dims[a];
+  if (a == last) { /* line l's run of operand s: its line l, from off_s on */
+    *out_in = LLVMConstInt(e->i1, 1, 0);
+    LLVMValueRef line = LLVMBuildUDiv(B, base, cg_i64(e, yt->dims[last]), "");
+    return LLVMBuildSub(B, LLVMBuildMul(B, line, cg_i64(e, len), ""), cg_i64(e, off), "");
+  }
+  /* base = (outer * D + ca) * inner + rest; operand s holds ca in [off, off + len) */
+  int64_t inner = 1;
+  for (int r = a + 1; r < yt->rank; r++) inner *= yt->dims[r];
+  int64_t span = yt->dims[a] * inner;
+  LLVMValueRef outer = LLVMBuildUDiv(B, base, cg_i64(e, span), ""), rem = LLVMBuildURem(B, base, cg_i64(e, span), "");
+  LLVMValueRef ca = LLVMBuildUDiv(B, rem, cg_i64(e, inner), ""), rest = LLVMBuildURem(B, rem, cg_i64(e, inner), "");
+  LLVMValueRef local = LLVMBuildSub(B, ca, cg_i64(e, off), "");
+  *out_in = LLVMBuildICmp(B, LLVMIntULT, local, cg_i64(e, len), "");
+  LLVMValueRef src = LLVMBuildMul(B, outer, cg_i64(e, len * inner), "");
+  src = LLVMBuildAdd(B, src, LLVMBuildMul(B, local, cg_i64(e, inner), ""), "");
+  return LLVMBuildAdd(B, src, rest, "");
+}

@@ -191,6 +191,16 @@ LLVMValueRef cg_pool_grad_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, i
  * same bits as cg_reindex_value's lane by lane (cg_index_map.c) */
 bool cg_reindex_line_stride(const ir_node *op, int64_t *stride);
 LLVMValueRef cg_reindex_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes);
+/* general tensors: whether concat `op`'s lines split into runs of one
+ * operand each, contiguous in it (not along the batch; cg_index_map.c).
+ * Then cg_concat_run_start gives, for the line at flat result index
+ * `base`, the flat index in operand s of the line's element 0 (its run is
+ * then elements j of the line at that index + j: along the last axis, j in
+ * [off_s, off_s + len_s); else the whole line), and in *out_in whether the
+ * line holds operand s's run at all. A run's elements are the same bits as
+ * cg_reindex_value's. */
+bool cg_concat_runs(const ir_node *op);
+LLVMValueRef cg_concat_run_start(cg_kctx *c, const ir_node *op, int s, LLVMValueRef base, LLVMValueRef *out_in);
 
 /* ---- the training formulas (cg_train.c, cg_loss.c, cg_update.c, cg_sum_to.c) ---- */
 
