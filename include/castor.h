@@ -105,9 +105,10 @@ typedef struct castor_load_options {
   castor_tensor *const *bind_tensors;
   int n_binds;
   /* 0 (default): a bound input is a constant everywhere and no longer an
-   * input of the program. 1: a bound float input stays an input of the
-   * program and is a constant only where an op needs its value at compile
-   * time (ONNX's node tests bind every input this way). */
+   * input of the program. 1: a bound float, int64, int32 or bool input
+   * stays an input of the program and is a constant only where an op needs
+   * its value at compile time (ONNX's node tests bind every input this
+   * way). */
   int bind_where_needed;
   /* ONNX models: symbolic dimensions bound at load, so that the importer
    * sees static shapes (docs/shapes.md). batch > 0 binds the first

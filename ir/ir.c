@@ -1058,8 +1058,10 @@ static bool broadcast_dtypes(ir_op op, ir_node *const *srcs, int n, ir_dtype *ou
   shape_str(&srcs[first]->type, sa, sizeof sa);
   if (rule == IR_TYPE_LOGIC && dt != DT_I1) return FAIL("%s needs i1 operands, got %s", ir_op_name(op), sa);
   if (rule == IR_TYPE_IS_NAN && !dtype_is_float(dt)) return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
-  if (rule == IR_TYPE_BINARY && op != IR_OP_SELECT && !dtype_is_float(dt))
-    return FAIL("%s operands must share one float dtype, got %s", ir_op_name(op), sa);
+  bool ints = (ir_op_flags(op) & IR_OPF_INTEGERS) && (dt == DT_I32 || dt == DT_I64);
+  if (rule == IR_TYPE_BINARY && op != IR_OP_SELECT && !dtype_is_float(dt) && !ints)
+    return FAIL("%s operands must share one float dtype%s, got %s", ir_op_name(op),
+                ir_op_flags(op) & IR_OPF_INTEGERS ? " or one of i32, i64" : "", sa);
   *out = rule == IR_TYPE_BINARY ? dt : DT_I1;
   return true;
 }

@@ -64,6 +64,8 @@ enum {
   IR_OPF_STATE = 1 << 3,      /* a variable: persistent state of a training program */
   IR_OPF_PAD8 = 1 << 4,       /* a contraction a [M,K] x b [K,Nc]: in 16-bit dtypes pad8 pads
                                * K and Nc to multiples of 8 (passes/pad8.c); conv2d: C and O */
+  IR_OPF_INTEGERS = 1 << 5,   /* an element-wise op that also computes on operands of one integer
+                               * dtype (i32, i64: in i64 lanes, wrapping; integers and booleans) */
 };
 /* Updates its first n operands (variables) in place: an effect, never dead. */
 #define IR_OPF_WRITES(n) ((unsigned)(n) << 8)

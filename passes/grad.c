@@ -553,7 +553,8 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_TANH: accumulate(s, a, unary_grad(s, IR_OP_TANH_GRAD, n, dy, n)); return true;
   case IR_OP_SOFTMAX: accumulate(s, a, unary_grad(s, IR_OP_SOFTMAX_GRAD, n, dy, n)); return true;
   case IR_OP_CAST: {
-    if (!dtype_is_float(a->type.dtype)) return true; /* integers and booleans have no gradient */
+    if (!dtype_is_float(a->type.dtype) || !dtype_is_float(n->type.dtype))
+      return true; /* integers and booleans have no gradient */
     ir_attr to = {.to = a->type.dtype};
     ir_node *d = op(s, IR_OP_CAST, n, a->name, &dy, 1, &to);
     const char *layer = n->layer ? n->layer : a->name;

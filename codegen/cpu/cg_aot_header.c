@@ -142,6 +142,12 @@ bool cg_aot_write_header(const rt_program *p, const cg_aot_options *ao, const cg
     }
     str_buf_printf(&h, "/* %s %d '%s': %s */\n", in ? "input" : "output", in ? i : i - p->n_inputs, td->name,
                    str_buf_cstr(&tmp));
+    if (in && td->index_limit > 0) /* integers and booleans: a gather's indices, unchecked by _run */
+      str_buf_printf(&h, "/* '%s' holds indices of gather '%s': values in [-%lld, %lld); _run clamps any other\n"
+                         " * into the table (the castor CLI, the C API and AOT executables check them) */\n"
+                         "#define %s_%s_INDEX_LIMIT %lld\n",
+                     td->name, td->index_user ? td->index_user : "?", (long long)td->index_limit,
+                     (long long)td->index_limit, PFX, N, (long long)td->index_limit);
     str_buf_printf(&h, "#define %s_%s_DTYPE %d /* %s */\n", PFX, N, (int)td->dtype, dtype_name(td->dtype));
     str_buf_printf(&h, "#define %s_%s_RANK %d\n#define %s_%s_DIMS {", PFX, N, td->rank, PFX, N);
     for (int r = 0; r < td->rank; r++) str_buf_printf(&h, "%s%lld", r ? ", " : "", (long long)td->dims[r]);

@@ -14,24 +14,26 @@
 
 #define B (e->b)
 
-/* ---- the formulas: in[] holds the op's operands as f32 lanes ---- */
-
-static LLVMValueRef f_add(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
-  return LLVMBuildFAdd(B, in[0], in[1], op->name);
-}
-
-static LLVMValueRef f_mul(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
-  return LLVMBuildFMul(B, in[0], in[1], op->name);
-}
-
-static LLVMValueRef f_unary(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
-  return cg_emit_unary(e, op->op, in[0], op->name);
-}
+/* ---- the formulas: in[] holds the op's operands as lanes (cg_lane_type:
+ * f32 for floats, i64 for integers and booleans) ---- */
 
 static bool is_int_lanes(LLVMValueRef v) {
   LLVMTypeRef t = LLVMTypeOf(v);
   if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) t = LLVMGetElementType(t);
   return LLVMGetTypeKind(t) == LLVMIntegerTypeKind;
+}
+
+/* integers (IR_OPF_INTEGERS): add, sub and mul wrap, as numpy's */
+static LLVMValueRef f_add(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return is_int_lanes(in[0]) ? LLVMBuildAdd(B, in[0], in[1], op->name) : LLVMBuildFAdd(B, in[0], in[1], op->name);
+}
+
+static LLVMValueRef f_mul(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return is_int_lanes(in[0]) ? LLVMBuildMul(B, in[0], in[1], op->name) : LLVMBuildFMul(B, in[0], in[1], op->name);
+}
+
+static LLVMValueRef f_unary(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return cg_emit_unary(e, op->op, in[0], op->name);
 }
 
 static LLVMTypeRef lanes_like_type(LLVMValueRef v, LLVMTypeRef elem) {
@@ -115,7 +117,7 @@ static LLVMValueRef f_silu_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *
 /* general tensors: the binary ops and the gradient helpers of broadcasting */
 
 static LLVMValueRef f_sub(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
-  return LLVMBuildFSub(B, in[0], in[1], op->name);
+  return is_int_lanes(in[0]) ? LLVMBuildSub(B, in[0], in[1], op->name) : LLVMBuildFSub(B, in[0], in[1], op->name);
 }
 
 static LLVMValueRef f_div(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
@@ -124,6 +126,9 @@ static LLVMValueRef f_div(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
 
 /* a (cmp) b ? a : b, NaN when either is NaN (a + b is then NaN) */
 static LLVMValueRef pick(cg_emitter *e, const ir_node *op, LLVMValueRef *in, LLVMRealPredicate cmp) {
+  if (is_int_lanes(in[0])) /* integers: signed */
+    return LLVMBuildSelect(B, LLVMBuildICmp(B, cmp == LLVMRealOGE ? LLVMIntSGE : LLVMIntSLE, in[0], in[1], ""), in[0],
+                           in[1], op->name);
   LLVMValueRef nan = LLVMBuildFCmp(B, LLVMRealUNO, in[0], in[1], "");
   LLVMValueRef v = LLVMBuildSelect(B, LLVMBuildFCmp(B, cmp, in[0], in[1], ""), in[0], in[1], "");
   return LLVMBuildSelect(B, nan, LLVMBuildFAdd(B, in[0], in[1], ""), v, op->name);

@@ -57,6 +57,7 @@ struct imp {
   bool used_built;
   /* the node being lowered */
   const onnx_node *node;
+  const struct op_row *row; /* its row of onnx_ops.def, once found */
   const char *layer;
   diag_loc loc;
   bool failed; /* the node being lowered failed (or, before the nodes, the model) */
@@ -192,6 +193,7 @@ bool oi_lower_einsum(imp *im, const onnx_node *n, const op_row *row);  /* onnx_r
 ir_node *oi_int_operand(imp *im, imp_val *v);
 bool oi_lower_cast_int(imp *im, int64_t to);
 bool oi_lower_where_rt(imp *im);
+bool oi_check_numeric(imp *im, ir_node *const *srcs, int n);
 bool oi_lower_compare(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_logic(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_is_nan(imp *im, const onnx_node *n, const op_row *row);

@@ -243,8 +243,13 @@ ir_node *oi_build(imp *im, ir_op op, const char *suffix, ir_node *const *srcs, i
       if (i) str_buf_puts(&b, ", ");
       ir_type_print(&srcs[i]->type, &b);
     }
-    oi_fail_kind(im, DIAG_KIND_INVALID_MODEL, "%s on (%s): %s", im->node ? im->node->op_type : ir_op_name(op), str_buf_cstr(&b),
-              err);
+    /* integers and booleans where castor's op computes on floats (a Gemm of
+     * int64 values): not what castor computes, rather than a bad model */
+    bool ints = false;
+    for (int i = 0; i < n; i++) ints |= !dtype_is_float(srcs[i]->type.dtype);
+    oi_fail_kind(im, ints ? DIAG_KIND_UNSUPPORTED : DIAG_KIND_INVALID_MODEL, "%s on (%s): %s%s",
+                 im->node ? im->node->op_type : ir_op_name(op), str_buf_cstr(&b), err,
+                 ints ? " (castor computes this op on float tensors)" : "");
     str_buf_fini(&b);
     return NULL;
   }
@@ -425,7 +430,9 @@ static bool import_inputs(imp *im) {
     imp_val *init = oi_val_find(im, v->name);
     const fe_binding *bind = binding(im, v->name);
     const onnx_tensor *bound = bind ? bind->tensor : NULL;
-    if (bound && (!bind->where_needed || bound->dtype != ONNX_FLOAT || init)) {
+    bool runtime_type = bound && (bound->dtype == ONNX_FLOAT || bound->dtype == ONNX_INT64 ||
+                                  bound->dtype == ONNX_INT32 || bound->dtype == ONNX_BOOL);
+    if (bound && (!bind->where_needed || !runtime_type || init)) {
       if (init) init->k = bound; /* a binding overrides an initializer's default */
       else if (!oi_val_define(im, v->name, NULL, bound)) return false;
       continue;
@@ -465,10 +472,12 @@ static bool import_node(imp *im, const onnx_node *n) {
     return UNSUPPORTED(im, "op %s of domain '%s': castor supports the default ONNX domain only", n->op_type,
                        n->domain);
   if (n->n_outputs < 1) return FAIL(im, "%s has no outputs", n->op_type);
+  im->row = NULL;
   bool folded;
   if (!oi_try_fold(im, n, &folded)) return false;
   if (folded) return true;
   const op_row *row = find_row(im, n);
+  im->row = row;
   if (!row || !oi_attrs_known(im, row)) return false;
   if (!row->lower(im, n, row) && !im->failed)
     FAIL(im, "%s could not be imported", n->op_type); /* a lowering that forgot to say why */

@@ -256,3 +256,25 @@ bool oi_lower_where_rt(imp *im) {
     return FAIL(im, "Where of %s and %s: ONNX's branches have one type", type_text(im, a), type_text(im, b));
   return oi_define_output(im, 0, oi_build(im, IR_OP_SELECT, NULL, (ir_node *[]){c, a, b}, 3, NULL));
 }
+
+/* The operands of the node's element-wise float op (oi_eltwise_operands'
+ * integer path): integers only where the op computes on them (Add, Sub,
+ * Mul, Max, Min: IR_OPF_INTEGERS) and all of one type; anything else is
+ * unsupported (castor computes that op on floats), not a model error. */
+bool oi_check_numeric(imp *im, ir_node *const *srcs, int n) {
+  const char *op = im->node->op_type;
+  bool same = true;
+  for (int i = 1; i < n; i++) same &= srcs[i]->type.dtype == srcs[0]->type.dtype;
+  ir_dtype dt = srcs[0]->type.dtype;
+  ir_op ir = im->row ? im->row->ir : IR_OP_COUNT;
+  if (same && (dt == DT_I32 || dt == DT_I64) && ir != IR_OP_COUNT && (ir_op_flags(ir) & IR_OPF_INTEGERS) &&
+      !str_eq(op, "Mean"))
+    return true;
+  str_buf b;
+  str_buf_init(&b);
+  for (int i = 0; i < n; i++) str_buf_printf(&b, "%s%s", i ? ", " : "", dtype_name(srcs[i]->type.dtype));
+  const char *types = arena_printf(im->g->arena, "%s", str_buf_cstr(&b));
+  str_buf_fini(&b);
+  return UNSUPPORTED(im, "%s of %s tensors at run time: castor computes it on float tensors (on int64 and int32: "
+                         "Add, Sub, Mul, Max, Min of one type)", op, types);
+}

@@ -204,8 +204,16 @@ bool oi_val_alias(imp *im, const char *name, const imp_val *v) {
 bool oi_eltwise_operands(imp *im, imp_val **vals, int n, ir_node **out, oi_layout *layout, ir_type *cl) {
   *layout = OI_PLAIN;
   if (cl) *cl = (ir_type){0};
-  for (int i = 0; i < n; i++)
+  bool ints = false;
+  for (int i = 0; i < n; i++) {
     if (!vals[i]) return false;
+    ints |= vals[i]->node && !dtype_is_float(vals[i]->node->type.dtype);
+  }
+  if (ints) { /* integers and booleans (onnx_int.c): plain, constants in their own dtype */
+    for (int i = 0; i < n; i++)
+      if (!(out[i] = oi_int_operand(im, vals[i]))) return false;
+    return oi_check_numeric(im, out, n);
+  }
   const imp_val *lead = NULL;
   for (int i = 0; i < n && !lead; i++)
     if (vals[i]->node && vals[i]->layout != OI_PLAIN) lead = vals[i];

@@ -183,8 +183,9 @@ static enum outcome run_test(castor_context *ctx, const char *dir, const onnx_mo
     if (t->nbytes) memcpy(castor_tensor_data(bt[n_bind]), t->data, t->nbytes);
     bn[n_bind++] = g->inputs[i].name;
   }
-  for (int i = 0; i < td.n_out; i++)
-    if (td.out[i].dtype != ONNX_FLOAT) {
+  for (int i = 0; i < td.n_out; i++) /* integers and booleans: compared exactly */
+    if (td.out[i].dtype != ONNX_FLOAT && td.out[i].dtype != ONNX_INT64 && td.out[i].dtype != ONNX_INT32 &&
+        td.out[i].dtype != ONNX_BOOL) {
       snprintf(why, whylen, "output %d is %s", i, onnx_dtype_name(td.out[i].dtype));
       res = UNSUP_DTYPE;
       /* still load: an unsupported op comes first */
@@ -208,12 +209,14 @@ static enum outcome run_test(castor_context *ctx, const char *dir, const onnx_mo
     snprintf(why, whylen, "%s", castor_context_last_error(ctx));
     goto done;
   }
-  /* the program's inputs: the float inputs in graph order, found by index */
+  /* the program's inputs: the float, integer and bool inputs in graph order, found by index */
   int np = castor_program_num_inputs(prog), used = 0;
-  for (int i = 0; i < n_bind && used < np; i++)
-    if (castor_tensor_dtype(bt[i]) == CASTOR_F32) ins[used++] = bt[i];
+  for (int i = 0; i < n_bind && used < np; i++) {
+    castor_dtype dt = castor_tensor_dtype(bt[i]);
+    if (dt == CASTOR_F32 || dt == CASTOR_I64 || dt == CASTOR_I32 || dt == CASTOR_BOOL) ins[used++] = bt[i];
+  }
   if (used != np) {
-    snprintf(why, whylen, "the program has %d inputs, the test gives %d float ones", np, used);
+    snprintf(why, whylen, "the program has %d inputs, the test gives %d", np, used);
     goto done;
   }
   int no = castor_program_num_outputs(prog);
@@ -230,6 +233,23 @@ static enum outcome run_test(castor_context *ctx, const char *dir, const onnx_mo
     if (castor_tensor_numel(outs[o]) != want->numel) {
       snprintf(why, whylen, "output %d has %lld elements, expected %lld", o,
                (long long)castor_tensor_numel(outs[o]), (long long)want->numel);
+      goto done;
+    }
+    if (want->dtype != ONNX_FLOAT) { /* integers and booleans: exactly, in the output's dtype */
+      int cd = castor_of(want->dtype);
+      if (castor_tensor_dtype(outs[o]) != (castor_dtype)cd) {
+        snprintf(why, whylen, "output %d is %s, expected %s", o, castor_dtype_name(castor_tensor_dtype(outs[o])),
+                 onnx_dtype_name(want->dtype));
+        goto done;
+      }
+      if (want->nbytes && memcmp(castor_tensor_data(outs[o]), want->data, want->nbytes) != 0) {
+        snprintf(why, whylen, "output %d (%s) differs from the expected values", o, onnx_dtype_name(want->dtype));
+        goto done;
+      }
+      continue;
+    }
+    if (castor_tensor_dtype(outs[o]) != CASTOR_F32) {
+      snprintf(why, whylen, "output %d is %s, expected float", o, castor_dtype_name(castor_tensor_dtype(outs[o])));
       goto done;
     }
     const float *gv = castor_tensor_data(outs[o]), *wv = want->data;

@@ -32,6 +32,15 @@ else
   fail "castor build: $(cat "$tmp/build.txt")"
 fi
 
+# the object file's header: the ids' type and their range (its _run does not check them)
+if "$castor" build "$m" --dim sequence=16 --batch 4 --emit obj -o "$tmp/bertobj" >"$tmp/obj.txt" 2>&1; then
+  grep -q "^int main_graph_run(const int64_t \*input_ids, const int64_t \*attention_mask," "$tmp/bertobj.h" ||
+    fail "the header does not declare int64_t inputs"
+  grep -q "^#define MAIN_GRAPH_INPUT_IDS_INDEX_LIMIT 1000$" "$tmp/bertobj.h" || fail "the header has no index limit"
+else
+  fail "castor build --emit obj: $(cat "$tmp/obj.txt")"
+fi
+
 # expect WHAT WANT CMD...: CMD fails with status 1 and exactly WANT on stderr
 expect() {
   what=$1 want=$2

@@ -459,8 +459,15 @@ START_TEST(test_bad_graphs) {
   mb->ins[0] = vi("x", ONNX_INT64, 2, (int64_t[]){0, 3}, "batch");
   b = pack(mb, &len);
   expect_error("int.onnx", b, len, CASTOR_ERR_UNSUPPORTED,
-               "int.onnx: error: graph input 'x' is of type int64; castor's ONNX import takes float "
-               "inputs (bind others to data with --bind NAME=FILE)\n");
+               "int.onnx: node '/fc1/Gemm' (Gemm): error: Gemm on (i64[N,3], f32[3,4]): matmul operands must share "
+               "one float dtype, got i64[N,3] and f32[3,4] (castor computes this op on float tensors)\n");
+  /* a graph input of a type castor does not compute in */
+  mb = mlp();
+  mb->ins[0] = vi("x", ONNX_DOUBLE, 2, (int64_t[]){0, 3}, "batch");
+  b = pack(mb, &len);
+  expect_error("double.onnx", b, len, CASTOR_ERR_UNSUPPORTED,
+               "double.onnx: error: graph input 'x' is of type double; castor's ONNX import takes float, int64, int32 "
+               "and bool inputs (bind others to data with --bind NAME=FILE)\n");
   /* raw data of the wrong size */
   mb = mlp();
   mb->inits[1]->raw_data.len = 12;
