@@ -199,9 +199,10 @@ static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
 }
 
 /* general tensors: a transpose alone in its kernel whose result's last
- * dimension (B of them: 2, 4 or 8) comes from a source dimension of
+ * dimension (B of them, 2 to 8) comes from a source dimension of
  * stride sb and whose dimension before it (A) from the source's last one
- * (stride 1): ShuffleNet's channel shuffle, [.., 2, A] to [.., A, 2]. Its
+ * (stride 1): ShuffleNet's channel shuffle, [.., 2, A] to [.., A, 2], and
+ * an NCHW image into NHWC, [N, 3, H, W] to [N, H, W, 3] (B = 3, A = W). Its
  * lines of B elements are too short for vectors; instead each block of
  * A * B result elements (a pixel's channels) is read as B contiguous
  * vectors of L source elements and interleaved into one vector of B * L
@@ -212,7 +213,7 @@ static bool transpose_interleaves(const cg_kernel *k, int64_t *out_b, int64_t *o
   const ir_type *yt = &op->type, *xt = &op->srcs[0]->type;
   int r = yt->rank;
   int64_t b = yt->dims[r - 1], sb = 1;
-  if ((b != 2 && b != 4 && b != 8) || op->attr.perm.v[r - 2] != xt->rank - 1) return false;
+  if (b < 2 || b > 8 || op->attr.perm.v[r - 2] != xt->rank - 1) return false;
   for (int d = xt->rank - 1; d > op->attr.perm.v[r - 1]; d--) sb *= xt->dims[d];
   *out_b = b, *out_sb = sb;
   return true;
@@ -231,18 +232,21 @@ static void transpose_interleave_kernel(kctx *c, int64_t rows_fixed, int64_t nb,
                                    i64c(e, A * nb), "block.base");
   LLVMValueRef src0 = cg_transpose_source_index(c, op, out0);
   int64_t done = 0;
-  for (int l = e->vw > 16 ? 16 : e->vw; l >= 4; l /= 2) { /* b * l <= 128 shuffle lanes */
+  for (int l = e->vw > 16 ? 16 : e->vw; l >= 4; l /= 2) { /* b2 * l <= 128 shuffle lanes */
     int64_t end = done + (A - done) / l * l;
     if (end <= done) continue;
     loop la = loop_begin(c, i64c(e, done), i64c(e, end), l, "a");
     LLVMValueRef v[8];
+    int b2 = 1; /* b rounded up to a power of 2: the tree's leaves past b are undef */
+    while (b2 < b) b2 *= 2;
+    for (int t = b; t < b2; t++) v[t] = LLVMGetUndef(LLVMVectorType(e->f32, (unsigned)l));
     for (int t = 0; t < b; t++)
       v[t] = cg_emit_load(e, x->type.dtype, elem_ptr(c, x, LLVMBuildAdd(B, src0, LLVMBuildAdd(B, la.iv, i64c(e, t * sb), ""), "")),
                           l, x->name);
     /* concatenate the b vectors (a tree of pairs), then lane a * b + t is v[t][a] */
-    for (int w = b; w > 1; w /= 2)
+    for (int w = b2; w > 1; w /= 2)
       for (int t = 0; t < w / 2; t++) {
-        int n = (b / w) * l * 2;
+        int n = (b2 / w) * l * 2;
         LLVMValueRef m[128];
         for (int k = 0; k < n; k++) m[k] = LLVMConstInt(e->i32, (unsigned)k, 0);
         v[t] = LLVMBuildShuffleVector(B, v[2 * t], v[2 * t + 1], LLVMConstVector(m, (unsigned)n), "");

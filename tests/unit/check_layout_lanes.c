@@ -141,8 +141,10 @@ static void run_policy(const char *policy) {
  * (read at the run's column), a literal and relu. Then ShuffleNetV2's
  * channel shuffle in ONNX's NCHW (which fold-layout makes one transpose
  * of the NHWC value and two slices) and the transposes that interleave
- * 8, 4 and 2 source rows (transpose_interleave_kernel: blocks of 10, 20
- * and 40 elements: 16-, 8- and 4-lane vectors and scalar tails). */
+ * 8, 4, 2, 3 and 5 source rows (transpose_interleave_kernel: blocks of
+ * 10, 20 and 40 elements: 16-, 8- and 4-lane vectors and scalar tails; 3
+ * and 5 rows: an NCHW image into NHWC, the shuffle's tree of pairs padded
+ * to 4 and 8). */
 static const char concat_text[] =
     "graph concat policy=%s\n"
     "%%x = f32[N,6,5,80] input() {index=0}\n"
@@ -177,6 +179,10 @@ static const char concat_text[] =
     "%%t4 = f32[N,6,5,20,4] transpose(%%i4) {perm=[0,2,3,4,1]}\n"
     "%%i2 = f32[N,6,2,5,40] reshape(%%x) {shape=[N,6,2,5,40]}\n"
     "%%u2 = f32[N,6,5,40,2] transpose(%%i2) {perm=[0,1,3,4,2]}\n"
+    "%%i3 = f32[N,3,20,40] reshape(%%x) {shape=[N,3,20,40]}\n"
+    "%%u3 = f32[N,20,40,3] transpose(%%i3) {perm=[0,2,3,1]}\n"
+    "%%i5 = f32[N,5,12,40] reshape(%%x) {shape=[N,5,12,40]}\n"
+    "%%u5 = f32[N,12,40,5] transpose(%%i5) {perm=[0,2,3,1]}\n"
     "output y = %%y\n"
     "output w = %%w\n"
     "output h = %%h\n"
@@ -186,13 +192,15 @@ static const char concat_text[] =
     "output sb = %%sb_nhwc\n"
     "output t8 = %%t8\n"
     "output t4 = %%t4\n"
-    "output t2 = %%u2\n";
+    "output t2 = %%u2\n"
+    "output t3 = %%u3\n"
+    "output t5 = %%u5\n";
 
 static void run_concat(const char *policy, double tol) {
   char text[4096];
   snprintf(text, sizeof text, concat_text, policy);
-  static const bool exact[] = {true, true, true, true, false, true, true, true, true, true};
-  run_graph(policy, text, 10, exact, 6 * 5 * 80, tol);
+  static const bool exact[] = {true, true, true, true, false, true, true, true, true, true, true, true};
+  run_graph(policy, text, 12, exact, 6 * 5 * 80, tol);
 }
 
 START_TEST(test_lanes_float32) { run_policy("float32"); }
