@@ -14,7 +14,9 @@
  *   attention.c  MultiHeadAttention (frontend/fe_attention.c builds it)
  *   activations.c  Keras's activations, the ReLU and LayerScale layers
  *   prep.c       the preprocessing and shape layers the applications use:
- *                Rescaling, Normalization, Cropping2D
+ *                Rescaling, Normalization, Cropping2D, UpSampling2D
+ *   image.c      Conv2DTranspose, GroupNormalization, bilinear UpSampling2D
+ *   rnn.c        the recurrent layers: LSTM, GRU, SimpleRNN, Bidirectional
  *
  * A lowering function of layers.def: `bool fl_lower_x(fl_host *m, fl_layer
  * *l, int k, ir_node **in, int n_in)` lowers call k with its inputs, sets
@@ -96,6 +98,9 @@ bool fl_op_styled(fl_host *m, fl_layer *l, int k, ir_op op, const char *suffix, 
 /* Keras's padding along one dimension ('same': TF's, the odd one at the end). */
 void fl_same_pads(bool same, int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t *p0, int64_t *p1);
 bool fl_image_input(fl_host *m, fl_layer *l, const ir_node *x);
+/* image.c: UpSampling2D's bilinear interpolation of x [N, H, W, C] by s[0] rows and s[1] columns
+ * (sets m->call->out). */
+bool fl_upsample_bilinear(fl_host *m, fl_layer *l, int k, ir_node *x, const int64_t *s);
 
 
 #endif

@@ -133,14 +133,16 @@ bool fl_lower_cropping2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in)
 /* UpSampling2D, nearest: each row repeated size[0] times, each column size[1] times, as
  * broadcasts of the rows [N, H, 1, W*C] -> [N, H, sh, W*C] (%NAME.rows, %NAME.rows_up), then of
  * the columns [N, H*sh, W, 1, C] -> [N, H*sh, W, sw, C] (%NAME.cols, %NAME.cols_up), reshaped back
- * to [N, H*sh, W*sw, C]. Bilinear is refused by name. */
+ * to [N, H*sh, W*sw, C]. Bilinear: image.c (fl_upsample_bilinear); the other interpolations are
+ * refused by name. */
 bool fl_lower_up_sampling2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   if (!fl_one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
   if (!fl_image_input(m, l, x)) return false;
   const json_value *it = fl_cfg(l, "interpolation");
-  if (!fl_is_null(it) && (it->kind != JSON_STR || strcmp(it->s, "nearest") != 0)) {
-    fl_unsupported(m, l, "interpolation", FL_PLAIN, "interpolation '%s' is not supported (nearest)",
+  bool bilinear = !fl_is_null(it) && it->kind == JSON_STR && strcmp(it->s, "bilinear") == 0;
+  if (!fl_is_null(it) && !bilinear && (it->kind != JSON_STR || strcmp(it->s, "nearest") != 0)) {
+    fl_unsupported(m, l, "interpolation", FL_PLAIN, "interpolation '%s' is not supported (nearest, bilinear)",
              it->kind == JSON_STR ? it->s : "?");
     return false;
   }
@@ -164,6 +166,7 @@ bool fl_lower_up_sampling2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
              (long long)s[1], fl_type_str(m, &x->type));
     return false;
   }
+  if (bilinear) return fl_upsample_bilinear(m, l, k, x, s);
   ir_attr a1 = {.shape = {4, {IR_DIM_BATCH, H, 1, W * C}}}, a2 = {.shape = {4, {IR_DIM_BATCH, H, s[0], W * C}}},
           a3 = {.shape = {5, {IR_DIM_BATCH, H * s[0], W, 1, C}}},
           a4 = {.shape = {5, {IR_DIM_BATCH, H * s[0], W, s[1], C}}},

@@ -87,7 +87,8 @@ static void check_outputs(const char *manifest_path, int expected) {
                   castor_context_last_error(ctx));
     castor_program *p;
     ck_assert_msg(castor_compile(m, NULL, &p) == CASTOR_OK, "%s: %s", e->file, castor_context_last_error(ctx));
-    castor_tensor *in[4] = {0}, *out[4] = {0};
+    castor_tensor *in[8] = {0}, *out[8] = {0};
+    ck_assert(e->n_in <= 8 && e->n_out <= 8);
     for (int k = 0; k < e->n_in; k++) {
       snprintf(path, sizeof path, "%s/%.63s.in%d.npy", DIR, e->file, k);
       ck_assert_int_eq(castor_tensor_load_npy(ctx, path, &in[k]), CASTOR_OK);
@@ -165,6 +166,13 @@ END_TEST
 
 /* UpSampling2D, nearest (generate.py upsample): size (2, 3), 2 and (1, 2), float32 and mixed_bfloat16 */
 START_TEST(test_upsample_outputs) { check_outputs(DIR "/manifest-upsample.txt", 2); }
+END_TEST
+
+/* The image layers of frontend/layers/image.c (generate_image.py, issue 37): Conv2D with groups
+ * (2, and one per channel as ConvNeXt's 7x7), Conv2DTranspose (valid, same with output_padding,
+ * dilated, no bias, unequal strides), GroupNormalization (groups 2, -1, without center or scale,
+ * on [N, C]), bilinear UpSampling2D, under float32 and mixed_bfloat16 */
+START_TEST(test_image_outputs) { check_outputs(DIR "/manifest-image.txt", 2); }
 END_TEST
 
 /* DepthwiseConv2D and SeparableConv2D (generate.py dwconv): depth
@@ -549,7 +557,8 @@ static const bad_case bad[] = {
      "Subtract, Maximum, Minimum, Concatenate, Flatten, Reshape, Permute, Embedding, Conv2D, MaxPooling2D, "
      "AveragePooling2D, Dropout, BatchNormalization, GlobalAveragePooling2D, GlobalMaxPooling2D, "
      "GlobalAveragePooling1D, GlobalMaxPooling1D, ZeroPadding2D, MultiHeadAttention, DepthwiseConv2D, "
-     "SeparableConv2D, Rescaling, Normalization, LayerScale, Cropping2D, UpSampling2D, SpatialDropout2D, TrueDivide\n",
+     "SeparableConv2D, Rescaling, Normalization, LayerScale, Cropping2D, UpSampling2D, SpatialDropout2D, "
+     "Conv2DTranspose, GroupNormalization, TrueDivide, LSTM, GRU, SimpleRNN, Bidirectional\n",
      CASTOR_ERR_UNSUPPORTED},
     {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
      "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "
@@ -599,7 +608,23 @@ static const layer_bad_case bad_layers[] = {
      "m.keras: error: layer 'conv2d' (Conv2D): data_format other than channels_last (castor's images are [N, "
      "height, width, channels]) is not supported\n", CASTOR_ERR_UNSUPPORTED}},
     {"cnn-float32", {"Conv2D groups", "\"groups\": 1", "\"groups\": 2", 0, NULL, NULL, 0,
-     "m.keras: error: layer 'conv2d' (Conv2D): groups other than 1 is not supported\n", CASTOR_ERR_UNSUPPORTED}},
+     "m.keras: error: layer 'conv2d' (Conv2D): groups=2 must divide the input's 3 channels and the 8 filters\n",
+     CASTOR_ERR_PARSE}},
+    {"image-float32", {"Conv2DTranspose output_padding at its stride", "\"output_padding\": [1, 1]",
+     "\"output_padding\": [2, 1]", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'up_same_op' (Conv2DTranspose): output_padding must be null, an integer or [rows, cols] "
+     "of integers >= 0, each below its stride (strides [2, 2])\n", CASTOR_ERR_PARSE}},
+    {"image-float32", {"GroupNormalization groups", "\"groups\": 2, \"axis\": -1", "\"groups\": 3, \"axis\": -1",
+     0, NULL, NULL, 0, "m.keras: error: layer 'gn2' (GroupNormalization): groups=3 must divide the input's 4 channels\n",
+     CASTOR_ERR_PARSE}},
+    {"image-float32", {"GroupNormalization axis", "\"groups\": 2, \"axis\": -1", "\"groups\": 2, \"axis\": 1",
+     0, NULL, NULL, 0, "m.keras: error: layer 'gn2' (GroupNormalization): normalizes groups of the last (channel) axis "
+     "of f32[N,13,11,4]: axis=-1 or axis=3 (channels last)\n", CASTOR_ERR_UNSUPPORTED}},
+    {"image-float32", {"UpSampling2D bicubic", "\"size\": [2, 3], \"data_format\": \"channels_last\", "
+     "\"interpolation\": \"bilinear\"", "\"size\": [2, 3], \"data_format\": \"channels_last\", "
+     "\"interpolation\": \"bicubic\"", 0, NULL, NULL, 0,
+     "m.keras: error: layer 'bilinear23' (UpSampling2D): interpolation 'bicubic' is not supported (nearest, "
+     "bilinear)\n", CASTOR_ERR_UNSUPPORTED}},
     {"cnn-float32", {"Conv2D padding", "\"padding\": \"same\"", "\"padding\": \"causal\"", 0, NULL, NULL, 0,
      "m.keras: error: layer 'conv2d' (Conv2D): padding 'causal' is not supported (valid, same)\n",
      CASTOR_ERR_UNSUPPORTED}},
@@ -656,8 +681,8 @@ static const layer_bad_case bad_layers[] = {
      CASTOR_ERR_UNSUPPORTED}},
     {"mha-float32", {"MultiHeadAttention scores used", "\"keras_history\": [\"self_attn\", 0, 0]",
      "\"keras_history\": [\"self_attn\", 0, 1]", 0, NULL, NULL, 0,
-     "m.keras: error: config.json: the keras_history of an input of layer 'res' refers to output 1 of call 0 of "
-     "layer 'self_attn', which has 1 call(s) of one output\n", CASTOR_ERR_PARSE}},
+     "m.keras: error: layer 'res' (Add): input 1 is output 1 of layer 'self_attn', which returns 1 tensor\n",
+     CASTOR_ERR_PARSE}},
     /* DepthwiseConv2D, SeparableConv2D */
     {"dwconv-float32", {"DepthwiseConv2D kernel of the wrong shape", "\"depth_multiplier\": 2, \"kernel_size\": [3, 3]",
      "\"depth_multiplier\": 3, \"kernel_size\": [3, 3]", 0, NULL, NULL, 0,
@@ -760,6 +785,7 @@ static Suite *keras_models_suite(void) {
   tcase_add_test(tc, test_apps_outputs);   /* keras.applications' layers */
   tcase_add_test(tc, test_nested_outputs); /* models used as layers */
   tcase_add_test(tc, test_upsample_outputs);
+  tcase_add_test(tc, test_image_outputs);
   tcase_add_test(tc, test_layer_placements);
   tcase_add_test(tc, test_dwconv_outputs);
   tcase_add_test(tc, test_dropout_train);
