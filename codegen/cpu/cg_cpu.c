@@ -198,6 +198,79 @@ static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
   emit_eltwise_segment(c, base, vec, last, 1);
 }
 
+/* general tensors: a transpose alone in its kernel whose result's last
+ * dimension (B of them, 2 to 8) comes from a source dimension of
+ * stride sb and whose dimension before it (A) from the source's last one
+ * (stride 1): ShuffleNet's channel shuffle, [.., 2, A] to [.., A, 2], and
+ * an NCHW image into NHWC, [N, 3, H, W] to [N, H, W, 3] (B = 3, A = W). Its
+ * lines of B elements are too short for vectors; instead each block of
+ * A * B result elements (a pixel's channels) is read as B contiguous
+ * vectors of L source elements and interleaved into one vector of B * L
+ * results. */
+static bool transpose_interleaves(const cg_kernel *k, int64_t *out_b, int64_t *out_sb) {
+  const ir_node *op = k->ops[0];
+  if (k->n_ops != 1 || op->op != IR_OP_TRANSPOSE || op->type.rank < 3) return false;
+  const ir_type *yt = &op->type, *xt = &op->srcs[0]->type;
+  int r = yt->rank;
+  int64_t b = yt->dims[r - 1], sb = 1;
+  if (b < 2 || b > 8 || op->attr.perm.v[r - 2] != xt->rank - 1) return false;
+  for (int d = xt->rank - 1; d > op->attr.perm.v[r - 1]; d--) sb *= xt->dims[d];
+  *out_b = b, *out_sb = sb;
+  return true;
+}
+
+static void transpose_interleave_kernel(kctx *c, int64_t rows_fixed, int64_t nb, int64_t sb) {
+  cg_emitter *e = c->e;
+  const ir_node *op = c->k->ops[0], *x = op->srcs[0];
+  int64_t lines, last, A = op->type.dims[op->type.rank - 2];
+  line_shape(op, rows_fixed, &lines, &last);
+  CASTOR_ASSERT(last == nb && lines % A == 0);
+  int b = (int)nb;
+  loop lr = loop_begin(c, c->row0, c->row1, 1, "row");
+  loop lp = loop_begin(c, i64c(e, 0), i64c(e, lines / A), 1, "block");
+  LLVMValueRef out0 = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, lr.iv, i64c(e, lines / A), ""), lp.iv, ""),
+                                   i64c(e, A * nb), "block.base");
+  LLVMValueRef src0 = cg_transpose_source_index(c, op, out0);
+  int64_t done = 0;
+  for (int l = e->vw > 16 ? 16 : e->vw; l >= 4; l /= 2) { /* b2 * l <= 128 shuffle lanes */
+    int64_t end = done + (A - done) / l * l;
+    if (end <= done) continue;
+    loop la = loop_begin(c, i64c(e, done), i64c(e, end), l, "a");
+    LLVMValueRef v[8];
+    int b2 = 1; /* b rounded up to a power of 2: the tree's leaves past b are undef */
+    while (b2 < b) b2 *= 2;
+    for (int t = b; t < b2; t++) v[t] = LLVMGetUndef(LLVMVectorType(e->f32, (unsigned)l));
+    for (int t = 0; t < b; t++)
+      v[t] = cg_emit_load(e, x->type.dtype, elem_ptr(c, x, LLVMBuildAdd(B, src0, LLVMBuildAdd(B, la.iv, i64c(e, t * sb), ""), "")),
+                          l, x->name);
+    /* concatenate the b vectors (a tree of pairs), then lane a * b + t is v[t][a] */
+    for (int w = b2; w > 1; w /= 2)
+      for (int t = 0; t < w / 2; t++) {
+        int n = (b2 / w) * l * 2;
+        LLVMValueRef m[128];
+        for (int k = 0; k < n; k++) m[k] = LLVMConstInt(e->i32, (unsigned)k, 0);
+        v[t] = LLVMBuildShuffleVector(B, v[2 * t], v[2 * t + 1], LLVMConstVector(m, (unsigned)n), "");
+      }
+    LLVMValueRef m[128];
+    for (int k = 0; k < b * l; k++) m[k] = LLVMConstInt(e->i32, (unsigned)((k % b) * l + k / b), 0);
+    LLVMValueRef val = LLVMBuildShuffleVector(B, v[0], LLVMGetUndef(LLVMTypeOf(v[0])), LLVMConstVector(m, (unsigned)(b * l)), op->name);
+    val = cg_emit_round_to(e, val, op->type.dtype, op->name);
+    LLVMValueRef idx = LLVMBuildAdd(B, out0, LLVMBuildMul(B, la.iv, i64c(e, nb), ""), "");
+    cg_emit_store(e, op->type.dtype, val, elem_ptr(c, op, idx), b * l);
+    loop_end(c, &la);
+    done = end;
+  }
+  if (done < A) { /* the tail, one element at a time through the map */
+    loop lj = loop_begin(c, i64c(e, done * nb), i64c(e, A * nb), 1, "j");
+    LLVMValueRef idx = LLVMBuildAdd(B, out0, lj.iv, "");
+    LLVMValueRef val = cg_emit_round_to(e, cg_reindex_value(c, op, idx), op->type.dtype, op->name);
+    cg_emit_store(e, op->type.dtype, val, elem_ptr(c, op, idx), 1);
+    loop_end(c, &lj);
+  }
+  loop_end(c, &lp);
+  loop_end(c, &lr);
+}
+
 /* A line of the row-wise op that is the kernel: its input and result
  * buffers from flat element index `base`. */
 typedef struct line_row {
@@ -334,8 +407,13 @@ static void emit_body(kctx *c, const cg_cpu_layout *layout, int ki) {
     switch (k->kind) { /* one emitter per kernel class (cg_plan.c) */
     case CG_KERNEL_CONTRACT: cg_gemm_emit(c, layout->gemm[ki]); break;
     case CG_KERNEL_ELTWISE: /* a grouped convolution the CPU runs as the direct one (cg_gemm_plan.c) */
-      if (layout->gemm[ki]) cg_gemm_emit(c, layout->gemm[ki]);
-      else emit_rows_lines(c, layout->launch[ki].rows_fixed, eltwise_body);
+      if (layout->gemm[ki]) {
+        cg_gemm_emit(c, layout->gemm[ki]);
+      } else {
+        int64_t nb, sb;
+        if (transpose_interleaves(k, &nb, &sb)) transpose_interleave_kernel(c, layout->launch[ki].rows_fixed, nb, sb);
+        else emit_rows_lines(c, layout->launch[ki].rows_fixed, eltwise_body);
+      }
       break;
     case CG_KERNEL_ROWWISE: /* a line formula of cg_rowwise.c, else a row kernel of cg_train.c (the kit) */
       if (cg_rowwise_has_line_formula(k->ops[0]->op)) emit_rows_lines(c, layout->launch[ki].rows_fixed, rowwise_body);

@@ -612,3 +612,8 @@ LLVMValueRef cg_concat_run_start(cg_kctx *c, const ir_node *op, int s, LLVMValue
   src = LLVMBuildAdd(B, src, LLVMBuildMul(B, local, cg_i64(e, inner), ""), "");
   return LLVMBuildAdd(B, src, rest, "");
 }
+
+LLVMValueRef cg_transpose_source_index(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  CASTOR_ASSERT(ir_op_type_rule(op->op) == IR_TYPE_TRANSPOSE);
+  return transpose_index(c, op, i);
+}

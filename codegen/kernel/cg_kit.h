@@ -200,6 +200,9 @@ LLVMValueRef cg_reindex_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int
  * line holds operand s's run at all. A run's elements are the same bits as
  * cg_reindex_value's. */
 bool cg_concat_runs(const ir_node *op);
+/* general tensors: the flat index in its operand of transpose op's result
+ * element at flat index i (cg_index_map.c's map). */
+LLVMValueRef cg_transpose_source_index(cg_kctx *c, const ir_node *op, LLVMValueRef i);
 LLVMValueRef cg_concat_run_start(cg_kctx *c, const ir_node *op, int s, LLVMValueRef base, LLVMValueRef *out_in);
 
 /* ---- the training formulas (cg_train.c, cg_loss.c, cg_update.c, cg_sum_to.c) ---- */
