@@ -344,6 +344,9 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
     const char *registered = !module && reg && reg->kind == JSON_STR ? reg->s : NULL; /* a custom class */
     l->op_node = module && str_has_prefix(module, "keras.src.ops");
     l->row = l->op_node ? op_row(l->cls) : fl_layer_row(l->cls);
+    /* a class keras.applications defines in its own module: that module's only */
+    if (!strcmp(l->cls, "CustomScaleLayer") && !(module && !strcmp(module, "keras.src.applications.inception_resnet_v2")))
+      l->row = -1;
     l->nested = !l->op_node && (!strcmp(l->cls, "Sequential") || !strcmp(l->cls, "Functional") ||
                                 !strcmp(l->cls, "Model"));
     if (l->row < 0 && !l->nested) { /* every unknown class of the file, then the list once */
