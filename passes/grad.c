@@ -852,8 +852,11 @@ static ir_node *dropout_to_train(grad_state *s) {
 static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   const pass_train_options *o = &ctx->opts->train;
   grad_state s = {g, ctx, o, g->n_nodes, NULL, NULL, names};
+  /* a model may hold nontrainable variables (Keras Normalization's stored statistics); a training
+   * program has trainable ones, slots and scalars */
   for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i]->op == IR_OP_VARIABLE || ir_op_writes(g->nodes[i]->op))
+    if ((g->nodes[i]->op == IR_OP_VARIABLE && g->nodes[i]->attr.kind != IR_STATE_NONTRAINABLE) ||
+        ir_op_writes(g->nodes[i]->op))
       return fail(&s, DIAG_KIND_INVALID_MODEL, g->nodes[i]->loc,
                   "grad: %s is a training program already (%%%s)", g->name, g->nodes[i]->name);
   if (o->optimizer != PASS_OPT_NONE && !o->loss_only) { /* Keras's optimizers take no other's options */

@@ -15,7 +15,8 @@
  *   CustomScaleLayer(scale)    InceptionResNetV2's residual: inputs[0] +
  *                              inputs[1] * scale (%NAME.scaled, %NAME)
  *
- * The statistics are constants of the graph, as Keras's are not trained.
+ * The stored statistics are nontrainable variables (Keras's are not
+ * trained); the config's are constants.
  */
 #include "frontend/layers/internal.h"
 
@@ -56,6 +57,17 @@ bool fl_lower_rescaling(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) 
   return true;
 }
 
+/* A stored statistic: a nontrainable variable, as Keras's (castor train
+ * never updates it, and --save writes it back as loaded). */
+static ir_node *statistic(fl_host *m, fl_layer *l, const char *key, const ir_type *t, const float *d) {
+  ir_node *v = ir_node_new(m->g, IR_OP_VARIABLE, t, NULL, 0, key, l->loc);
+  v->attr.weight = arena_strdup(m->g->arena, key);
+  v->attr.kind = IR_STATE_NONTRAINABLE;
+  v->attr.data = d;
+  ir_graph_append(m->g, v);
+  return fl_stamp(m, l, v);
+}
+
 bool fl_lower_normalization(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   if (!fl_one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
@@ -82,8 +94,8 @@ bool fl_lower_normalization(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
       const float *vd = md ? fl_weight(m, l, 1, vk, "variance", &ct, FL_INIT_ONES) : NULL;
       if (!vd) return false;
       if (m->ignore_weight) m->ignore_weight(m, l, 2); /* the count of adapt() */
-      l->w[0] = fl_stamp(m, l, ir_build_const(m->g, mk, &ct, mk, md, l->loc));
-      l->w[1] = fl_stamp(m, l, ir_build_const(m->g, vk, &ct, vk, vd, l->loc));
+      l->w[0] = statistic(m, l, mk, &ct, md);
+      l->w[1] = statistic(m, l, vk, &ct, vd);
       l->weights_done = true;
     }
     mean = l->w[0], var = l->w[1];

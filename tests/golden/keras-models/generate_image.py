@@ -22,6 +22,9 @@ GroupNormalization, bilinear UpSampling2D, a Dense head; SGD 0.1, sparse categor
 cross-entropy from logits), image_train.x.npy / .y.npy (32 samples) and, after Keras's
 model.fit of one epoch (batch 16, shuffle=False: two steps), each trainable weight as
 image_train.after.<layer>.<variable>.npy (castor's state name).
+
+`generate_image.py norm_train` writes norm_train.keras the same way: a Normalization adapted to
+the data (its mean and variance are Keras's nontrainable variables) before a Dense layer.
 """
 
 import datetime
@@ -115,6 +118,26 @@ def train():
             np.save(os.path.join(HERE, f"image_train.after.{layer.name}.{v.name}.npy"), np.asarray(v))
 
 
+def norm_train():
+    keras.mixed_precision.set_global_policy("float32")
+    rng = np.random.default_rng(3742)
+    xs = (rng.standard_normal((32, 4)) * 3 + 1).astype(np.float32)
+    ys = rng.integers(0, 3, 32).astype(np.int32)
+    norm = layers.Normalization(name="norm")
+    norm.adapt(xs)
+    x = keras.Input((4,), name="features")
+    model = keras.Model(x, layers.Dense(3, name="logits")(norm(x)), name="norm_train")
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.save(os.path.join(HERE, "norm_train.keras"))
+    np.save(os.path.join(HERE, "norm_train.x.npy"), xs)
+    np.save(os.path.join(HERE, "norm_train.y.npy"), ys)
+    model.fit(xs, ys, batch_size=16, epochs=1, shuffle=False, verbose=0)
+    for layer in model.layers:
+        for v in layer.weights[:2] if layer.name == "norm" else layer.trainable_weights:
+            np.save(os.path.join(HERE, f"norm_train.after.{layer.name}.{v.name}.npy"), np.asarray(v))
+
+
 if __name__ == "__main__":
     import sys
-    train() if sys.argv[1:] == ["train"] else main()
+    {"train": train, "norm_train": norm_train}.get(sys.argv[1] if sys.argv[1:] else "", main)()
