@@ -170,6 +170,39 @@ static rt_state_kind state_kind(ir_state_kind k) {
   return RT_STATE_SCALAR;
 }
 
+/* integers and booleans: the input a gather's (or gather_grad's) indices
+ * come from, through ops that move or widen them (layout ops, a cast from
+ * i32 to i64), or NULL; its elements must lie in [-D, D) for that table. */
+static const ir_node *index_source(const ir_node *b) {
+  for (;;) {
+    if (b->op == IR_OP_INPUT) return b;
+    ir_type_rule r = ir_op_type_rule(b->op);
+    bool moves = r == IR_TYPE_RESHAPE || r == IR_TYPE_TRANSPOSE || r == IR_TYPE_STRIDED_SLICE || r == IR_TYPE_BROADCAST_TO;
+    bool widens = r == IR_TYPE_CAST && !dtype_is_float(b->srcs[0]->type.dtype) && b->srcs[0]->type.dtype != DT_I1 &&
+                  dtype_size(b->type.dtype) >= dtype_size(b->srcs[0]->type.dtype) && !dtype_is_float(b->type.dtype);
+    if (!moves && !widens) return NULL;
+    b = b->srcs[0];
+  }
+}
+
+static void describe_index_limits(const ir_graph *g, const cg_plan *plan, rt_program *p, arena *a) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    ir_type_rule r = ir_op_type_rule(n->op);
+    if (r != IR_TYPE_GATHER && r != IR_TYPE_GATHER_GRAD) continue;
+    const ir_node *src = index_source(n->srcs[1]);
+    int b = src ? plan->buffer_of[src->id] : -1;
+    if (b < 0 || p->buffers[b].kind != RT_BUF_INPUT) continue;
+    const ir_type *table = r == IR_TYPE_GATHER ? &n->srcs[0]->type : &n->type;
+    int64_t D = table->dims[ir_concat_axis(table, n->attr.axis)];
+    rt_tensor_desc *t = &p->inputs[p->buffers[b].index];
+    if (t->index_limit == 0 || D < t->index_limit) {
+      t->index_limit = D > 0 ? D : 1;
+      t->index_user = arena_strdup(a, n->layer ? n->layer : n->name);
+    }
+  }
+}
+
 rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sink *d) {
   arena *a = arena_create();
   rt_program *p = arena_alloc(a, sizeof *p);
@@ -256,5 +289,6 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sin
     for (int r = 0; r < n->type.rank; r++) t->dims[r] = n->type.dims[r];
     t->buffer = b;
   }
+  describe_index_limits(g, plan, p, a);
   return p;
 }

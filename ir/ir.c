@@ -534,7 +534,8 @@ static bool empty_operand_ok(ir_type_rule rule) {
   static const ir_type_rule ok[] = {IR_TYPE_MATMUL, IR_TYPE_BATCH_MATMUL, IR_TYPE_BINARY, IR_TYPE_UNARY,
                                     IR_TYPE_ROWWISE, IR_TYPE_NORM, IR_TYPE_CAST, IR_TYPE_SAME, IR_TYPE_RESHAPE,
                                     IR_TYPE_TRANSPOSE, IR_TYPE_CONCAT, IR_TYPE_STRIDED_SLICE, IR_TYPE_PAD_CONSTANT,
-                                    IR_TYPE_REDUCE, IR_TYPE_BROADCAST_TO, IR_TYPE_PAD, IR_TYPE_SLICE};
+                                    IR_TYPE_REDUCE, IR_TYPE_BROADCAST_TO, IR_TYPE_PAD, IR_TYPE_SLICE,
+                                    IR_TYPE_COMPARE, IR_TYPE_LOGIC, IR_TYPE_IS_NAN};
   for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
     if (ok[i] == rule) return true;
   return false;
@@ -579,6 +580,10 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
     return true;
   }
   case IR_TYPE_BINARY: return check_eltwise_attrs(op, attr, err, errlen) && infer_broadcast(op, srcs, n_srcs, out, err, errlen);
+  /* integers and booleans */
+  case IR_TYPE_COMPARE:
+  case IR_TYPE_LOGIC:
+  case IR_TYPE_IS_NAN: return infer_broadcast(op, srcs, n_srcs, out, err, errlen);
   case IR_TYPE_UNARY:
   case IR_TYPE_ROWWISE:
     if (!check_eltwise_attrs(op, attr, err, errlen)) return false;
@@ -815,6 +820,7 @@ bool ir_infer_type(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *at
   case IR_TYPE_GROUP_CONV2D_FILTER_GRAD: return infer_conv2d_grad(op, srcs, attr, out, err, errlen);
   case IR_TYPE_BATCH_MATMUL: return infer_batch_matmul(op, srcs, attr, out, err, errlen);
   case IR_TYPE_RNN: return ir_infer_rnn(op, srcs, n_srcs, attr, out, err, errlen); /* recurrent layers */
+  case IR_TYPE_RNN_GRAD: return ir_infer_rnn_grad(op, srcs, n_srcs, attr, out, err, errlen);
   }
   CASTOR_UNREACHABLE();
   return false;
@@ -1036,14 +1042,37 @@ bool ir_graph_bind_batch(ir_graph *g, int64_t batch, char *err, size_t errlen) {
  * dimension counting as 1; each dimension equal, or 1 in all but one
  * operand. The batch N broadcasts only against N or 1 and must stay
  * dimension 0 of the result. */
+/* The operands' dtypes by the op's rule: one float dtype (binary ops);
+ * select's condition float or integer, its branches of one dtype; a
+ * comparison's operands of one dtype; logic's i1 (integers and booleans). */
+static bool broadcast_dtypes(ir_op op, ir_node *const *srcs, int n, ir_dtype *out, char *err, size_t errlen) {
+  char sa[96], sb[96];
+  ir_type_rule rule = ir_op_type_rule(op);
+  int first = op == IR_OP_SELECT ? 1 : 0; /* select: the condition any dtype */
+  for (int s = first + 1; s < n; s++) {
+    shape_str(&srcs[first]->type, sa, sizeof sa), shape_str(&srcs[s]->type, sb, sizeof sb);
+    if (srcs[s]->type.dtype != srcs[first]->type.dtype)
+      return FAIL("%s operands must share one dtype, got %s and %s", ir_op_name(op), sa, sb);
+  }
+  ir_dtype dt = srcs[first]->type.dtype;
+  shape_str(&srcs[first]->type, sa, sizeof sa);
+  if (rule == IR_TYPE_LOGIC && dt != DT_I1) return FAIL("%s needs i1 operands, got %s", ir_op_name(op), sa);
+  if (rule == IR_TYPE_IS_NAN && !dtype_is_float(dt)) return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
+  if (rule == IR_TYPE_BINARY && op != IR_OP_SELECT && !dtype_is_float(dt))
+    return FAIL("%s operands must share one float dtype, got %s", ir_op_name(op), sa);
+  *out = rule == IR_TYPE_BINARY ? dt : DT_I1;
+  return true;
+}
+
 static bool infer_broadcast(ir_op op, ir_node *const *srcs, int n, ir_type *out, char *err, size_t errlen) {
   char sa[96], sb[96];
+  ir_dtype dt;
+  if (!broadcast_dtypes(op, srcs, n, &dt, err, errlen)) return false;
   ir_type r = srcs[0]->type;
+  r.dtype = dt;
   for (int s = 1; s < n; s++) {
     const ir_type *t = &srcs[s]->type;
     shape_str(&r, sa, sizeof sa), shape_str(t, sb, sizeof sb);
-    if (t->dtype != r.dtype || !dtype_is_float(r.dtype))
-      return FAIL("%s operands must share one float dtype, got %s and %s", ir_op_name(op), sa, sb);
     int rank = r.rank > t->rank ? r.rank : t->rank;
     ir_type b = {r.dtype, rank, {0}};
     for (int d = 0; d < rank; d++) {

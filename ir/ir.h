@@ -104,7 +104,7 @@ typedef enum ir_type_rule {
   IR_TYPE_CONCAT,        /* operands of one type but along {axis}; that axis summed */
   IR_TYPE_STRIDED_SLICE, /* per dim ceil((end - start) / step) of {starts}, {ends}, {steps} */
   IR_TYPE_PAD_CONSTANT,  /* {shape}, x placed at {starts} by {steps} inside it */
-  IR_TYPE_GATHER,        /* a unbatched, b int32: a's dims before {axis}, b's, a's after */
+  IR_TYPE_GATHER,        /* a unbatched, b int32 or int64: a's dims before {axis}, b's, a's after */
   IR_TYPE_GATHER_GRAD,   /* {shape}, unbatched: a = dy of a gather of {shape} by b */
   /* convolutional networks */
   IR_TYPE_CONV2D,    /* x [N,H,W,C], w [KH,KW,C,O] unbatched, one float dtype; [N,OH,OW,O] (ir_conv2d_out) */
@@ -129,6 +129,11 @@ typedef enum ir_type_rule {
   /* recurrent layers (ir_rnn.c) */
   IR_TYPE_RNN, /* xp [N,T,G*H], r [H,G*H] unbatched, (gru) rb [G*H], states [N,H], one float dtype;
                 * [N,T,H] (lstm: [N,T,2,H]), G the op's gates (ir_rnn_gates) */
+  /* integers and booleans: i1 results, numpy-broadcast operands */
+  IR_TYPE_COMPARE, /* a, b of one dtype (float or integer); i1 of the broadcast shape */
+  IR_TYPE_LOGIC,   /* i1 operands; i1 of the broadcast shape */
+  IR_TYPE_IS_NAN,  /* a float operand; i1 of its shape */
+  IR_TYPE_RNN_GRAD, /* the forward op's operands, then its result y and dy of y's type; [N,T,2*G*H+2*H] */
 } ir_type_rule;
 
 /* The autocast pass's class of an op (passes/autocast.c). */
@@ -416,6 +421,13 @@ bool ir_strided_slice_bounds(const ir_type *x, const ir_attr *attr, int64_t *sta
  * 3 gru, 4 lstm), its states (1, lstm 2), and its result type. */
 int ir_rnn_gates(ir_op op);
 int ir_rnn_states(ir_op op);
+/* The forward op of a recurrent gradient op (lstm of lstm_grad), or IR_OP_COUNT; the gates and
+ * states of a gradient op are its forward op's. */
+ir_op ir_rnn_forward(ir_op op);
+/* The width of a recurrent gradient op's result per step: dxp [G*H], du [G*H], p1 [H], p2 [H]. */
+int64_t ir_rnn_grad_width(ir_op op, int64_t h);
+bool ir_infer_rnn_grad(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
+                       size_t errlen);
 bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
                   size_t errlen);
 /* general tensors: dropout, reductions (ir_tensor.c) */

@@ -193,7 +193,7 @@ bool ir_gather_type(const ir_type *a, const ir_type *b, int64_t axis, ir_type *o
   if (ax < 0) return FAIL("gather axis %lld is not a dimension of %s", (long long)axis, sa);
   if (ir_type_is_batched(a))
     return FAIL("gather from %s: the table must not have the batch dimension N; %s", sa, batch_hint);
-  if (b->dtype != DT_I32) return FAIL("gather from %s needs int32 indices, got %s", sa, sb);
+  if (b->dtype != DT_I32 && b->dtype != DT_I64) return FAIL("gather from %s needs int32 or int64 indices, got %s", sa, sb);
   if (ir_type_is_batched(b) && ax > 0)
     return FAIL("gather from %s along axis %d by %s would put the batch dimension N at dimension %d; %s", sa, ax, sb,
                 ax, batch_hint);
@@ -226,13 +226,13 @@ static bool infer_gather_grad(ir_node *const *srcs, const ir_attr *attr, ir_type
 bool ir_infer_layout(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
                      size_t errlen) {
   ir_type_rule rule = ir_op_type_rule(op);
-  bool gather = rule == IR_TYPE_GATHER || rule == IR_TYPE_GATHER_GRAD; /* operand 1: int32 indices */
-  for (int s = 0; s < (gather ? 1 : n_srcs); s++)
-    if (!dtype_is_float(srcs[s]->type.dtype)) { /* the kernels move f32, f16 and bf16 elements */
-      char sx[96];
-      type_str(&srcs[s]->type, sx, sizeof sx);
-      return FAIL("%s needs float operands, got %s", ir_op_name(op), sx);
-    }
+  /* the kernels move elements of every dtype (integers and booleans: ONNX's
+   * masks and ids); gather_grad sums, so its dy is float */
+  if (rule == IR_TYPE_GATHER_GRAD && !dtype_is_float(srcs[0]->type.dtype)) {
+    char sx[96];
+    type_str(&srcs[0]->type, sx, sizeof sx);
+    return FAIL("%s needs a float dy, got %s", ir_op_name(op), sx);
+  }
   if (rule == IR_TYPE_RESHAPE) return infer_reshape(&srcs[0]->type, &attr->shape, out, err, errlen);
   if (rule == IR_TYPE_TRANSPOSE) return infer_transpose(&srcs[0]->type, &attr->perm, out, err, errlen);
   if (rule == IR_TYPE_CONCAT) return infer_concat(srcs, n_srcs, attr->axis, out, err, errlen);

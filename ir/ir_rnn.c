@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ir_rnn.c: the type rule of the recurrent ops (IR_TYPE_RNN): simple_rnn,
+ * ir_rnn.c: the type rules of the recurrent ops (IR_TYPE_RNN): simple_rnn,
  * gru and lstm, scans over time (the batch dimension N symbolic or static) whose input projection xp = x W + b is a
  * matmul before them (ir_ops.def documents each). The rule checks every
  * operand's shape against xp's [N,T,G*H] and r's [H,G*H], so that a state
@@ -10,6 +10,10 @@
  * Operands, in order: xp, r, then (gru) the recurrent bias rb [G*H], then
  * the initial states [N,H] (lstm: h0, c0). The result is every step's
  * state: [N,T,H] (lstm [N,T,2,H]: h then c), in xp's dtype.
+ *
+ * Their gradient ops (IR_TYPE_RNN_GRAD: simple_rnn_grad, gru_grad,
+ * lstm_grad) take the forward op's operands, then its result y and dy of
+ * y's type; the result is [N,T,2*G*H + 2*H] (ir_ops.def's layout).
  */
 #include <stdio.h>
 
@@ -29,15 +33,25 @@ static const char *dim_text(int64_t v) {
 static const struct {
   int gates, states;
   bool has_rb; /* a recurrent bias operand after r */
+  ir_op fwd;   /* a gradient op's forward op (0 for a forward op) */
 } rnn_ops[IR_OP_COUNT] = {
-    [IR_OP_SIMPLE_RNN] = {1, 1, false},
-    [IR_OP_GRU] = {3, 1, true},
-    [IR_OP_LSTM] = {4, 2, false},
+    [IR_OP_SIMPLE_RNN] = {1, 1, false, 0},
+    [IR_OP_GRU] = {3, 1, true, 0},
+    [IR_OP_LSTM] = {4, 2, false, 0},
+    [IR_OP_SIMPLE_RNN_GRAD] = {1, 1, false, IR_OP_SIMPLE_RNN},
+    [IR_OP_GRU_GRAD] = {3, 1, true, IR_OP_GRU},
+    [IR_OP_LSTM_GRAD] = {4, 2, false, IR_OP_LSTM},
 };
 
 int ir_rnn_gates(ir_op op) { return op >= 0 && op < IR_OP_COUNT ? rnn_ops[op].gates : 0; }
 
 int ir_rnn_states(ir_op op) { return op >= 0 && op < IR_OP_COUNT ? rnn_ops[op].states : 0; }
+
+ir_op ir_rnn_forward(ir_op op) {
+  return op >= 0 && op < IR_OP_COUNT && rnn_ops[op].fwd ? rnn_ops[op].fwd : IR_OP_COUNT;
+}
+
+int64_t ir_rnn_grad_width(ir_op op, int64_t h) { return 2 * (int64_t)ir_rnn_gates(op) * h + 2 * h; }
 
 static void shape_of(const ir_type *t, char *buf, size_t n) {
   str_buf b;
@@ -87,8 +101,8 @@ bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *att
       return FAIL("%s initial state (operand %d) must be [%s, %lld], got %s", ir_op_name(op), k + 1,
                   ir_type_is_batched(xp) ? "N" : dim_text(xp->dims[0]), (long long)h, sb);
   }
-  if ((attr->reverse != 0 && attr->reverse != 1) || (attr->reset_after != 0 && attr->reset_after != 1))
-    return FAIL("%s reverse and reset_after must be 0 or 1", ir_op_name(op));
+  if (attr->reverse < 0 || attr->reverse > 2 || (attr->reset_after != 0 && attr->reset_after != 1))
+    return FAIL("%s reverse must be 0, 1 or 2 and reset_after 0 or 1", ir_op_name(op));
   *out = *xp;
   if (rnn_ops[op].states == 2) {
     out->rank = 4;
@@ -97,5 +111,31 @@ bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *att
   } else {
     out->dims[2] = h;
   }
+  return true;
+}
+
+/* The forward op's rule on the leading operands, then y and dy of its result's type. */
+bool ir_infer_rnn_grad(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
+                       size_t errlen) {
+  ir_op fwd = ir_rnn_forward(op);
+  CASTOR_ASSERT(fwd != IR_OP_COUNT);
+  int n_fwd = 2 + (rnn_ops[op].has_rb ? 1 : 0) + rnn_ops[op].states;
+  if (n_srcs != n_fwd + 2) return FAIL("%s takes %d operands, got %d", ir_op_name(op), n_fwd + 2, n_srcs);
+  ir_type y;
+  if (!ir_infer_rnn(fwd, srcs, n_fwd, attr, &y, err, errlen)) return false;
+  char sa[96], sb[96];
+  shape_of(&y, sa, sizeof sa);
+  for (int k = n_fwd; k < n_srcs; k++) {
+    const ir_type *t = &srcs[k]->type;
+    bool same = t->dtype == y.dtype && t->rank == y.rank;
+    for (int r = 0; same && r < y.rank; r++) same = t->dims[r] == y.dims[r];
+    if (!same) {
+      shape_of(t, sb, sizeof sb);
+      return FAIL("%s %s must be %s (%s's result), got %s", ir_op_name(op), k == n_fwd ? "y" : "dy", sa,
+                  ir_op_name(fwd), sb);
+    }
+  }
+  *out = srcs[0]->type;
+  out->dims[2] = ir_rnn_grad_width(op, srcs[1]->type.dims[0]);
   return true;
 }

@@ -134,7 +134,6 @@ bool ir_infer_tensor(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *
     ir_type y = {x->dtype, sh->rank, {0}};
     for (int r = 0; r < sh->rank; r++) y.dims[r] = sh->dims[r];
     type_str(&y, sb, sizeof sb);
-    if (!dtype_is_float(x->dtype)) return FAIL("%s needs a float operand, got %s", ir_op_name(op), sa);
     if (sh->rank < x->rank || sh->rank > IR_MAX_RANK)
       return FAIL("%s cannot broadcast %s to %s: fewer dimensions", ir_op_name(op), sa, sb);
     for (int r = 0; r < sh->rank; r++)

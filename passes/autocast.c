@@ -166,6 +166,10 @@ static void decide_fixed(ac_state *s) {
     ir_ac_class c = ir_op_autocast(n->op);
     ir_dtype cd = ir_policy_compute_dtype(node_policy(s, n));
     if (c == IR_AC_LEAF || c == IR_AC_CLEAR) continue; /* clear: decided in phase 2 */
+    if (!dtype_is_float(n->type.dtype) && c != IR_AC_FIXED) { /* integers and booleans: never retyped */
+      decide(s, n, n->type.dtype, "an integer or boolean result");
+      continue;
+    }
     if (c == IR_AC_FIXED) {
       decide(s, n, n->type.dtype, "explicit cast");
     } else if (list_has(s->o->fp32_layers, n->layer)) {
@@ -293,9 +297,12 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
     if (ir_op_autocast(x->op) == IR_AC_LEAF) continue;
     if (ir_op_autocast(x->op) == IR_AC_FIXED) continue; /* a cast reads any dtype */
     ir_dtype t = s.dt[i];
+    /* an integer or boolean result of float operands (a comparison, is_nan)
+     * reads them in f32: exact for every 16-bit value, one dtype for all */
+    ir_dtype ts = dtype_is_float(t) ? t : DT_F32;
     for (int k = 0; k < x->n_srcs; k++)
-      if (x->srcs[k]->type.dtype != t && dtype_is_float(x->srcs[k]->type.dtype)) /* not labels */
-        x->srcs[k] = cast_of(&s, x->srcs[k], t, x, x->rule);
+      if (x->srcs[k]->type.dtype != ts && dtype_is_float(x->srcs[k]->type.dtype)) /* not labels */
+        x->srcs[k] = cast_of(&s, x->srcs[k], ts, x, dtype_is_float(t) ? x->rule : "compares in f32");
     x->type.dtype = t;
     if (ir_op_attrs(x->op) & A(acc)) x->attr.acc = DT_F32; /* contractions accumulate in f32 */
   }

@@ -74,6 +74,11 @@
  *                  the first extreme element of each group
  *   broadcast_to   dx = sum_to(dy) to x's shape (as a broadcast operand)
  *   log_softmax    dx = log_softmax_grad(dy, y) = dy - exp(y) sum(dy), per row
+ *   lstm / gru / simple_rnn (recurrent layers: backpropagation through time)
+ *                  g = <op>_grad(operands, y, dy): dxp = its first G*H
+ *                  columns; dr = matmul_tn(h_{t-1}, du) over every row
+ *                  (gru with its reset gate before: (g h_{t-1}) for h's
+ *                  block); drb = sum_to(du); no gradient to initial states
  */
 #include <math.h>
 #include <stddef.h>
@@ -440,6 +445,59 @@ static bool batch_matmul_backward(grad_state *s, ir_node *n, ir_node *dy) {
   return true;
 }
 
+/* ---- recurrent layers: backpropagation through time ----
+ * g = <op>_grad(operands, y, dy) [N,T,2GH+2H] (ir_ops.def's layout); dxp its
+ * first G*H columns; dr = matmul_tn(p1, du) (gru with its reset gate before:
+ * p1 for the z and r blocks, p2 = g h for h's), summed over every row in
+ * order; drb = sum_to(du). The initial states get no gradient: a state that
+ * depends on a variable is refused. */
+static bool rnn_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  int gates = ir_rnn_gates(n->op), states = ir_rnn_states(n->op), k = gates == 3 ? 3 : 2;
+  for (int i = k; i < k + states; i++)
+    if (s->needs[n->srcs[i]->id])
+      return fail(s, DIAG_KIND_UNSUPPORTED, n->loc,
+                  "%%%s: its initial state %%%s depends on a weight; castor's backpropagation through time gives "
+                  "no gradient to initial states", n->name, n->srcs[i]->name);
+  static const ir_op grad_of[] = {[1] = IR_OP_SIMPLE_RNN_GRAD, [3] = IR_OP_GRU_GRAD, [4] = IR_OP_LSTM_GRAD};
+  ir_node *srcs[IR_MAX_SRCS];
+  int ns = 0;
+  for (int i = 0; i < n->n_srcs; i++) srcs[ns++] = n->srcs[i];
+  srcs[ns++] = n, srcs[ns++] = dy;
+  ir_node *g = op(s, grad_of[gates], n, n->name, srcs, ns, &n->attr);
+  int64_t h = n->srcs[1]->type.dims[0], gh = gates * h, nb = g->type.dims[0], t = g->type.dims[1];
+  const int64_t steps[3] = {1, 1, 1};
+#define COLS(base, c0, w) slice_of(s, n, base, g, (int64_t[]){0, 0, (c0)}, (int64_t[]){nb, t, (w)}, steps)
+  ir_node *xp = n->srcs[0], *r = n->srcs[1];
+  if (s->needs[xp->id]) accumulate(s, xp, COLS(xp->name, 0, gh));
+  bool before = gates == 3 && !n->attr.reset_after;
+  if (s->needs[r->id]) {
+    ir_attr acc = {.acc = DT_F32};
+    ir_node *p1 = COLS(arena_printf(s->g->arena, "%s.p1", n->name), 2 * gh, h), *dr;
+    if (before) {
+      ir_node *p2 = COLS(arena_printf(s->g->arena, "%s.p2", n->name), 2 * gh + h, h);
+      ir_node *du_zr = COLS(arena_printf(s->g->arena, "%s.du_zr", n->name), gh, 2 * h);
+      ir_node *du_h = COLS(arena_printf(s->g->arena, "%s.du_h", n->name), gh + 2 * h, h);
+      ir_node *parts[2] = {op(s, IR_OP_MATMUL_TN, n, arena_printf(s->g->arena, "%s.zr", r->name),
+                              (ir_node *[]){p1, du_zr}, 2, &acc),
+                           op(s, IR_OP_MATMUL_TN, n, arena_printf(s->g->arena, "%s.h", r->name),
+                              (ir_node *[]){p2, du_h}, 2, &acc)};
+      dr = op(s, IR_OP_CONCAT, n, r->name, parts, 2, &(ir_attr){.axis = 1});
+    } else {
+      ir_node *du = COLS(arena_printf(s->g->arena, "%s.du", n->name), gh, gh);
+      dr = op(s, IR_OP_MATMUL_TN, n, r->name, (ir_node *[]){p1, du}, 2, &acc);
+    }
+    accumulate(s, r, dr);
+  }
+  if (gates == 3 && s->needs[n->srcs[2]->id]) {
+    ir_node *rb = n->srcs[2];
+    ir_attr a = {.acc = DT_F32, .shape = {1, {gh}}};
+    ir_node *du = COLS(arena_printf(s->g->arena, "%s.du", rb->name), gh, gh);
+    accumulate(s, rb, op(s, IR_OP_SUM_TO, n, rb->name, &du, 1, &a));
+  }
+#undef COLS
+  return true;
+}
+
 /* Propagates node n's adjoint to its operands (the rules above). */
 /* ---- CNN: batch normalization ---- */
 
@@ -515,6 +573,7 @@ static bool backward(grad_state *s, ir_node *n) {
   case IR_OP_TANH: accumulate(s, a, unary_grad(s, IR_OP_TANH_GRAD, n, dy, n)); return true;
   case IR_OP_SOFTMAX: accumulate(s, a, unary_grad(s, IR_OP_SOFTMAX_GRAD, n, dy, n)); return true;
   case IR_OP_CAST: {
+    if (!dtype_is_float(a->type.dtype)) return true; /* integers and booleans have no gradient */
     ir_attr to = {.to = a->type.dtype};
     ir_node *d = op(s, IR_OP_CAST, n, a->name, &dy, 1, &to);
     const char *layer = n->layer ? n->layer : a->name;
@@ -674,13 +733,25 @@ static bool backward(grad_state *s, ir_node *n) {
                 ir_op_name(n->op), n->name);
   /* general tensors: batched matmul */
   case IR_OP_BATCH_MATMUL: return batch_matmul_backward(s, n, dy);
-  /* recurrent layers: no gradient yet (backpropagation through time is issue 39's item 4) */
+  /* recurrent layers: backpropagation through time */
   case IR_OP_SIMPLE_RNN:
   case IR_OP_GRU:
-  case IR_OP_LSTM:
-    return fail(s, DIAG_KIND_UNSUPPORTED, n->loc,
-                "%s (%%%s) has no gradient yet: castor does not train recurrent layers (backpropagation through "
-                "time is not built)", ir_op_name(n->op), n->name);
+  case IR_OP_LSTM: return rnn_backward(s, n, dy);
+  case IR_OP_SIMPLE_RNN_GRAD:
+  case IR_OP_GRU_GRAD:
+  case IR_OP_LSTM_GRAD:
+    return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
+                ir_op_name(n->op), n->name);
+  /* integers and booleans: piecewise constant, so no gradient flows to
+   * their operands (and none reaches them: their results are not float) */
+  case IR_OP_EQUAL:
+  case IR_OP_LESS:
+  case IR_OP_LESS_EQUAL:
+  case IR_OP_LOGICAL_AND:
+  case IR_OP_LOGICAL_OR:
+  case IR_OP_LOGICAL_XOR:
+  case IR_OP_LOGICAL_NOT:
+  case IR_OP_IS_NAN: return true;
   case IR_OP_COUNT: break;
   }
   CASTOR_UNREACHABLE();

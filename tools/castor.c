@@ -163,6 +163,22 @@ static int usage_dump(FILE *f, int rc) {
   return rc;
 }
 
+static int usage_summary(FILE *f, int rc) {
+  fprintf(f,
+          "usage: castor summary MODEL [options]\n"
+          "\n"
+          "Prints MODEL's layers as compiled: per layer its op, output shape, parameter\n"
+          "count, compute dtype and weight bytes under the policy, then the totals (the\n"
+          "same table as castor dump --summary).\n"
+          "\n"
+          "options:\n"
+          "  -o FILE             write the summary to FILE instead of stdout\n"
+          "%s"
+          "  -h, --help          show this help\n",
+          common_help);
+  return rc;
+}
+
 typedef struct cli {
   const char *cmd, *model;
   VEC(const char *) inputs;
@@ -202,7 +218,8 @@ static int parse_args(int argc, char **argv, cli *c) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       cli_usage_fn u = !c->cmd                      ? usage
                        : !strcmp(c->cmd, "run")     ? usage_run
-                       : !strcmp(c->cmd, "dump") || !strcmp(c->cmd, "summary") ? usage_dump
+                       : !strcmp(c->cmd, "dump")    ? usage_dump
+                       : !strcmp(c->cmd, "summary") ? usage_summary
                                                     : usage;
       return u(stdout, 0), CLI_EXIT;
     }
@@ -268,7 +285,10 @@ static int parse_args(int argc, char **argv, cli *c) {
     } else if (a[0] == '-' && a[1]) {
       bool run = c->cmd && !strcmp(c->cmd, "run"),
            dump = c->cmd && (!strcmp(c->cmd, "dump") || !strcmp(c->cmd, "summary"));
-      return cli_unknown_option(a, run || dump ? c->cmd : "", run ? usage_run : dump ? usage_dump : usage);
+      return cli_unknown_option(a, run || dump ? c->cmd : "", run                         ? usage_run
+                                                              : !strcmp(c->cmd, "summary") ? usage_summary
+                                                              : dump                       ? usage_dump
+                                                                                           : usage);
     } else if (!c->cmd) {
       c->cmd = a;
     } else if (!c->model) {
@@ -304,6 +324,34 @@ static int parse_args(int argc, char **argv, cli *c) {
 
 static castor_status load_model(const cli *c, castor_context *ctx, castor_model **m) {
   return cli_load_model(ctx, c->model, &c->opts, m);
+}
+
+/* castor run runs one batch: a model that does not load with a symbolic
+ * batch (an ONNX export that computes with it, as a transformer's attention
+ * mask does: the importer asks for --batch B), with no --batch given, is
+ * loaded again with the batch of the first --input file (a .npy), as
+ * --batch would bind it. If that fails too, the first load's errors are
+ * reported. */
+static castor_status load_model_for_inputs(const cli *c, castor_context *ctx, castor_compile_options *co,
+                                           castor_model **m) {
+  if (co->batch > 0 || !c->inputs.len) return load_model(c, ctx, m);
+  castor_status st = cli_load_model_batch(ctx, c->model, &c->opts, 0, true, m);
+  if (st == CASTOR_OK) return st;
+  char *first = strdup(castor_context_last_error(ctx));
+  castor_tensor *t = NULL;
+  int64_t batch = 0;
+  if (castor_tensor_load_npy(ctx, c->inputs.data[0], &t) == CASTOR_OK && castor_tensor_rank(t) >= 1)
+    batch = castor_tensor_dims(t)[0];
+  castor_tensor_destroy(t);
+  if (batch > 0 && cli_load_model_batch(ctx, c->model, &c->opts, batch, true, m) == CASTOR_OK) {
+    co->batch = batch;
+    cli_put_diags(castor_context_last_warnings(ctx));
+    st = CASTOR_OK;
+  } else {
+    cli_put_diags(first); /* the model's errors as given, without the binding */
+  }
+  free(first);
+  return st;
 }
 
 static int cmd_dump(const cli *c) {
@@ -426,7 +474,7 @@ static int cmd_run(const cli *c) {
   castor_context_create(&ctx);
   castor_compile_options co = c->opts.compile;
   struct timespec t0, t1, c0, c1;
-  if (load_model(c, ctx, &m) != CASTOR_OK) goto done;
+  if (load_model_for_inputs(c, ctx, &co, &m) != CASTOR_OK) goto done;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
   if (castor_compile(m, &co, &p) != CASTOR_OK) {

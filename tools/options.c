@@ -310,6 +310,11 @@ static castor_status load_pb(castor_context *ctx, const char *path, castor_tenso
 
 castor_status cli_load_model(castor_context *ctx, const char *path, const cli_options *o,
                              castor_model **out_model) {
+  return cli_load_model_batch(ctx, path, o, o->compile.batch, false, out_model);
+}
+
+castor_status cli_load_model_batch(castor_context *ctx, const char *path, const cli_options *o, int64_t batch,
+                                   bool quiet, castor_model **out_model) {
   castor_tensor *t[CLI_MAX_BINDS] = {0};
   castor_status st = CASTOR_OK;
   for (int i = 0; i < o->n_binds && st == CASTOR_OK; i++) {
@@ -325,9 +330,9 @@ castor_status cli_load_model(castor_context *ctx, const char *path, const cli_op
     castor_load_options lo = o->load;
     lo.bind_names = o->bind_names, lo.bind_tensors = t, lo.n_binds = o->n_binds;
     lo.dim_names = o->dim_names, lo.dim_values = o->dim_values, lo.n_dims = o->n_dims;
-    lo.batch = o->compile.batch;
+    lo.batch = batch;
     st = castor_model_load_file(ctx, path, &lo, out_model);
-    cli_put_diags(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx));
+    if (st == CASTOR_OK || !quiet) cli_put_diags(st == CASTOR_OK ? castor_context_last_warnings(ctx) : castor_context_last_error(ctx));
   }
   for (int i = 0; i < o->n_binds; i++) castor_tensor_destroy(t[i]);
   return st;

@@ -101,6 +101,10 @@ bool cli_parse_int(const char *opt, const char *v, bool missing, int64_t lo, int
 /* Loads the model at path with o's load options, reading --bind's files
  * first, with --dim's bindings and the batch of --batch (o->compile.batch:
  * an ONNX model's symbolic first dimensions are bound at import); prints the error (or the load's warnings) to stderr. */
+/* cli_load_model with the batch given (0: symbolic) instead of o's; quiet:
+ * a load error is left in ctx (castor_context_last_error), not printed */
+castor_status cli_load_model_batch(castor_context *ctx, const char *path, const cli_options *o, int64_t batch,
+                                   bool quiet, castor_model **out_model);
 castor_status cli_load_model(castor_context *ctx, const char *path, const cli_options *o,
                              castor_model **out_model);
 

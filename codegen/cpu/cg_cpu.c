@@ -81,10 +81,64 @@ static void emit_rows_lines(kctx *c, int64_t rows_fixed, void (*body)(kctx *, LL
   loop_end(c, &lr);
 }
 
+/* general tensors: elements [j0, j1) of the line at flat index `base`,
+ * read from operand x of the concat that starts the kernel at x's flat
+ * index start + j, vw at a time, then half and quarter vectors, then one
+ * at a time; the chain that follows the concat as everywhere else. */
+static void emit_concat_run(kctx *c, LLVMValueRef base, const ir_node *x, LLVMValueRef start, int64_t j0, int64_t j1) {
+  cg_emitter *e = c->e;
+  const ir_node *first = c->k->ops[0];
+  int64_t done = j0;
+  for (int lanes = e->vw; lanes >= 1; lanes = lanes > 4 ? lanes / 2 : lanes > 1 ? 1 : 0) {
+    int64_t end = lanes > 1 ? done + (j1 - done) / lanes * lanes : j1;
+    if (end <= done) continue;
+    loop lj = loop_begin(c, i64c(e, done), i64c(e, end), lanes, "j");
+    LLVMValueRef idx = LLVMBuildAdd(B, base, lj.iv, "");
+    LLVMValueRef val = cg_emit_load(e, x->type.dtype, elem_ptr(c, x, LLVMBuildAdd(B, start, lj.iv, "")), lanes, first->name);
+    val = cg_emit_round_to(e, val, first->type.dtype, first->name);
+    val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, lj.iv, lanes, lanes);
+    cg_emit_store(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
+    loop_end(c, &lj);
+    done = end;
+  }
+}
+
+/* general tensors: a concat as one vectorized copy per operand run (the
+ * kit's cg_concat_runs), instead of every element loading every operand
+ * and selecting one: along the last axis each line is the operands' runs
+ * in turn; along an earlier one, the one operand whose run the line is. */
+static void concat_body(kctx *c, LLVMValueRef base, int64_t last) {
+  cg_emitter *e = c->e;
+  const ir_node *op = c->k->ops[0];
+  int a = ir_concat_axis(&op->type, op->attr.axis);
+  int64_t off = 0;
+  for (int s = 0; s < op->n_srcs; s++) {
+    const ir_node *x = op->srcs[s];
+    int64_t len = x->type.dims[a];
+    LLVMValueRef in, start = cg_concat_run_start(c, op, s, base, &in);
+    if (a == op->type.rank - 1) {
+      emit_concat_run(c, base, x, start, off, off + len);
+    } else if (len > 0) {
+      LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(e->ctx, c->fn, x->name);
+      LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "concat.next");
+      LLVMBuildCondBr(B, in, run, next);
+      LLVMPositionBuilderAtEnd(B, run);
+      emit_concat_run(c, base, x, start, 0, last);
+      LLVMBuildBr(B, next);
+      LLVMPositionBuilderAtEnd(B, next);
+    }
+    off += len;
+  }
+}
+
 static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
   int vw = c->e->vw;
   const ir_node *first = c->k->ops[0];
   int64_t stride = 0;
+  if (cg_concat_runs(first)) {
+    concat_body(c, base, last);
+    return;
+  }
   if (ir_op_kernel(first->op) == IR_KERNEL_REINDEX && cg_reindex_line_stride(first, &stride)) {
     /* general tensors: reshape, transpose and strided_slice read each
      * vector of a line from strided source elements (one contiguous load

@@ -28,9 +28,60 @@ static LLVMValueRef f_unary(cg_emitter *e, const ir_node *op, LLVMValueRef *in) 
   return cg_emit_unary(e, op->op, in[0], op->name);
 }
 
+static bool is_int_lanes(LLVMValueRef v) {
+  LLVMTypeRef t = LLVMTypeOf(v);
+  if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) t = LLVMGetElementType(t);
+  return LLVMGetTypeKind(t) == LLVMIntegerTypeKind;
+}
+
+static LLVMTypeRef lanes_like_type(LLVMValueRef v, LLVMTypeRef elem) {
+  LLVMTypeRef t = LLVMTypeOf(v);
+  return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMVectorType(elem, LLVMGetVectorSize(t)) : elem;
+}
+
+static LLVMValueRef splat_const(LLVMValueRef c, unsigned n) {
+  LLVMValueRef lanes[64];
+  CASTOR_ASSERT(n <= 64);
+  for (unsigned i = 0; i < n; i++) lanes[i] = c;
+  return LLVMConstVector(lanes, n);
+}
+
+/* an i1 vector (or scalar) as i64 lanes of 0 and 1 */
+static LLVMValueRef bool_lanes(cg_emitter *e, LLVMValueRef c, const char *name) {
+  return LLVMBuildZExt(B, c, lanes_like_type(c, e->i64), name);
+}
+
+/* x != 0 of float or integer lanes (a float NaN counts as true) */
+static LLVMValueRef nonzero(cg_emitter *e, LLVMValueRef x) {
+  return is_int_lanes(x) ? LLVMBuildICmp(B, LLVMIntNE, x, LLVMConstNull(LLVMTypeOf(x)), "")
+                         : LLVMBuildFCmp(B, LLVMRealUNE, x, LLVMConstNull(LLVMTypeOf(x)), "");
+}
+
+/* Between float dtypes the rounding to op's dtype after every op is the
+ * cast. Integers and booleans: to i1 is x != 0 (NaN: true, as numpy); a
+ * float to an integer truncates toward zero, saturating at the integer
+ * type's range (NaN: 0; ONNX leaves out-of-range undefined, so never
+ * poison); an integer to a float rounds to nearest. */
 static LLVMValueRef f_cast(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
-  (void)e, (void)op;
-  return in[0]; /* the rounding to op's dtype after every op is the cast */
+  ir_dtype to = op->type.dtype;
+  bool from_int = is_int_lanes(in[0]);
+  if (to == DT_I1) return bool_lanes(e, nonzero(e, in[0]), op->name);
+  if (dtype_is_float(to)) return from_int ? LLVMBuildSIToFP(B, in[0], lanes_like_type(in[0], e->f32), op->name) : in[0];
+  if (from_int) return in[0];
+  LLVMTypeRef ft = LLVMTypeOf(in[0]);
+  double lo = to == DT_I32 ? -0x1p31 : -0x1p63, hi = to == DT_I32 ? 0x1p31 : 0x1p63;
+  LLVMValueRef x = in[0];
+  LLVMValueRef nan = LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
+  LLVMValueRef small = LLVMBuildFCmp(B, LLVMRealOLT, x, cg_const(e, ft, lo), "");
+  LLVMValueRef big = LLVMBuildFCmp(B, LLVMRealOGE, x, cg_const(e, ft, hi), "");
+  LLVMValueRef safe = LLVMBuildSelect(B, LLVMBuildOr(B, LLVMBuildOr(B, nan, small, ""), big, ""), cg_const(e, ft, 0.0), x, "");
+  LLVMTypeRef it = lanes_like_type(x, e->i64);
+  LLVMValueRef v = LLVMBuildFPToSI(B, safe, it, "");
+  v = LLVMBuildSelect(B, small, cg_const(e, it, lo), v, ""); /* -2^31 or -2^63: exact in a double */
+  int64_t top = to == DT_I32 ? INT32_MAX : INT64_MAX;
+  LLVMValueRef top_c = LLVMConstInt(e->i64, (unsigned long long)top, 1);
+  if (LLVMGetTypeKind(it) == LLVMVectorTypeKind) top_c = splat_const(top_c, LLVMGetVectorSize(it));
+  return LLVMBuildSelect(B, big, top_c, v, op->name);
 }
 
 static LLVMValueRef f_relu_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* b > 0 ? a : 0 */
@@ -123,7 +174,7 @@ static LLVMValueRef f_clip(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
 }
 
 static LLVMValueRef f_select(cg_emitter *e, const ir_node *op, LLVMValueRef *in) { /* a != 0 ? b : c */
-  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNE, in[0], K(0.0), ""), in[1], in[2], op->name);
+  return LLVMBuildSelect(B, nonzero(e, in[0]), in[1], in[2], op->name); /* a float, integer or i1 */
 }
 
 static LLVMValueRef f_abs_grad(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
@@ -169,6 +220,45 @@ static LLVMValueRef f_batch_norm(cg_emitter *e, const ir_node *op, LLVMValueRef 
 }
 
 #undef K
+
+/* integers and booleans: comparisons (ordered: NaN compares false; signed
+ * integers), logic on 0/1 lanes, the NaN test; results i1 as 0/1 lanes */
+static LLVMValueRef compare(cg_emitter *e, const ir_node *op, LLVMValueRef *in, LLVMRealPredicate fp, LLVMIntPredicate ip) {
+  LLVMValueRef c = is_int_lanes(in[0]) ? LLVMBuildICmp(B, ip, in[0], in[1], "") : LLVMBuildFCmp(B, fp, in[0], in[1], "");
+  return bool_lanes(e, c, op->name);
+}
+
+static LLVMValueRef f_equal(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return compare(e, op, in, LLVMRealOEQ, LLVMIntEQ);
+}
+
+static LLVMValueRef f_less(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return compare(e, op, in, LLVMRealOLT, LLVMIntSLT);
+}
+
+static LLVMValueRef f_less_equal(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return compare(e, op, in, LLVMRealOLE, LLVMIntSLE);
+}
+
+static LLVMValueRef f_logical_and(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return LLVMBuildAnd(B, in[0], in[1], op->name);
+}
+
+static LLVMValueRef f_logical_or(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return LLVMBuildOr(B, in[0], in[1], op->name);
+}
+
+static LLVMValueRef f_logical_xor(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return LLVMBuildXor(B, in[0], in[1], op->name);
+}
+
+static LLVMValueRef f_logical_not(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return LLVMBuildXor(B, in[0], cg_const(e, LLVMTypeOf(in[0]), 1), op->name);
+}
+
+static LLVMValueRef f_is_nan(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
+  return bool_lanes(e, LLVMBuildFCmp(B, LLVMRealUNO, in[0], in[0], ""), op->name);
+}
 
 /* Every elementwise op's formula, by op: a new elementwise op (the op
  * table's IR_KERNEL_ELTWISE) is one row here (check_optable runs every op
@@ -219,6 +309,15 @@ static LLVMValueRef (*const chain_formulas[IR_OP_COUNT])(cg_emitter *e, const ir
     [IR_OP_BATCH_NORM] = f_batch_norm,
     /* general tensors: dropout (dropout_train: cg_apply_chain, it reads the element's index) */
     [IR_OP_DROPOUT] = f_cast,
+    /* integers and booleans */
+    [IR_OP_EQUAL] = f_equal,
+    [IR_OP_LESS] = f_less,
+    [IR_OP_LESS_EQUAL] = f_less_equal,
+    [IR_OP_LOGICAL_AND] = f_logical_and,
+    [IR_OP_LOGICAL_OR] = f_logical_or,
+    [IR_OP_LOGICAL_XOR] = f_logical_xor,
+    [IR_OP_LOGICAL_NOT] = f_logical_not,
+    [IR_OP_IS_NAN] = f_is_nan,
 };
 
 /* numpy broadcasting: the flat index in src, an operand broadcast to the

@@ -159,27 +159,30 @@ static LLVMValueRef pad_constant_value(cg_kctx *c, const ir_node *op, LLVMValueR
     coord[r] = LLVMBuildSelect(B, ok, q, cg_i64(e, 0), "");
   }
   LLVMValueRef v = load_src(c, x, flatten_coords(e, &x->type, coord), x->name);
-  return LLVMBuildSelect(B, inb, v, cg_const(e, e->f32, op->attr.value), op->name);
+  return LLVMBuildSelect(B, inb, v, cg_lane_const(e, x->type.dtype, 1, op->attr.value), op->name);
 }
 
-/* gather: the index at y's coordinates of b, then a's element there; an
- * index outside a's dimension reads a's element 0 and gives 0. */
+/* gather: the index at y's coordinates of b (int32 or int64), then a's
+ * element there; a negative index counts from the end (ONNX Gather), and
+ * one still outside a's dimension D is clamped into [0, D): a is never read
+ * outside itself (program inputs that feed b are checked before a run). */
 static LLVMValueRef gather_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   cg_emitter *e = c->e;
   const ir_node *a = op->srcs[0], *b = op->srcs[1];
   int ax = ir_concat_axis(&a->type, op->attr.axis), br = b->type.rank;
+  int64_t D = a->type.dims[ax];
   LLVMValueRef coord[IR_MAX_RANK], ac[IR_MAX_RANK], bi = cg_i64(e, 0);
   if (op->type.rank > 0) unflatten(e, &op->type, i, coord);
   if (br > 0) bi = flatten_coords(e, &b->type, coord + ax);
-  LLVMValueRef v = LLVMBuildLoad2(B, e->i32, cg_elem_ptr(c, b, bi), b->name);
-  v = LLVMBuildSExt(B, v, e->i64, "");
-  LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, v, cg_i64(e, 0), ""),
-                                 LLVMBuildICmp(B, LLVMIntSLT, v, cg_i64(e, a->type.dims[ax]), ""), "");
+  LLVMValueRef v = cg_emit_load(e, b->type.dtype, cg_elem_ptr(c, b, bi), 1, b->name);
+  LLVMValueRef neg = LLVMBuildICmp(B, LLVMIntSLT, v, cg_i64(e, 0), "");
+  v = LLVMBuildSelect(B, neg, LLVMBuildAdd(B, v, cg_i64(e, D), ""), v, "");
+  v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v, cg_i64(e, 0), ""), cg_i64(e, 0), v, "");
+  v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGE, v, cg_i64(e, D), ""), cg_i64(e, D - 1), v, "");
   for (int r = 0; r < ax; r++) ac[r] = coord[r];
-  ac[ax] = LLVMBuildSelect(B, in, v, cg_i64(e, 0), "");
+  ac[ax] = v;
   for (int r = ax + 1; r < a->type.rank; r++) ac[r] = coord[r - 1 + br];
-  LLVMValueRef x = load_src(c, a, flatten_coords(e, &a->type, ac), a->name);
-  return LLVMBuildSelect(B, in, x, cg_const(e, e->f32, 0.0), op->name);
+  return load_src(c, a, flatten_coords(e, &a->type, ac), op->name);
 }
 
 /* convolutional networks: pooling. Output element (n, oh, ow, ch) reduces
@@ -562,10 +565,50 @@ LLVMValueRef cg_reindex_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int
                      : rule == IR_TYPE_TRANSPOSE ? transpose_index(c, op, i)
                                                  : strided_slice_index(c, op, i);
   if (stride == 1) return cg_emit_load(e, x->type.dtype, cg_elem_ptr(c, x, src), lanes, op->name);
-  LLVMValueRef v = LLVMGetUndef(LLVMVectorType(e->f32, (unsigned)lanes));
+  LLVMValueRef v = LLVMGetUndef(LLVMVectorType(cg_lane_type(e, x->type.dtype), (unsigned)lanes));
   for (int l = 0; l < lanes; l++) {
     LLVMValueRef at = LLVMBuildAdd(B, src, cg_i64(e, l * stride), "");
     v = LLVMBuildInsertElement(B, v, load_src(c, x, at, x->name), cg_i64(e, l), op->name);
   }
   return v;
+}
+
+/* ---- general tensors: concat a run at a time ---- */
+
+/* A concat whose lines (the result's last dimension) split into runs of
+ * one operand each, every run contiguous in its operand: along the last
+ * axis, each line is every operand's run in turn (off_s .. off_s + len_s);
+ * along an earlier axis, a whole line is one operand's. Not along a
+ * symbolic dimension (the batch). */
+bool cg_concat_runs(const ir_node *op) {
+  if (ir_op_type_rule(op->op) != IR_TYPE_CONCAT || op->type.rank < 1) return false;
+  int a = ir_concat_axis(&op->type, op->attr.axis);
+  for (int r = a; r < op->type.rank; r++)
+    if (op->type.dims[r] == IR_DIM_BATCH) return false;
+  return true;
+}
+
+LLVMValueRef cg_concat_run_start(cg_kctx *c, const ir_node *op, int s, LLVMValueRef base, LLVMValueRef *out_in) {
+  cg_emitter *e = c->e;
+  const ir_type *yt = &op->type;
+  int a = ir_concat_axis(yt, op->attr.axis), last = yt->rank - 1;
+  int64_t off = 0;
+  for (int t = 0; t < s; t++) off += op->srcs[t]->type.dims[a];
+  int64_t len = op->srcs[s]->type.dims[a];
+  if (a == last) { /* line l's run of operand s: its line l, from off_s on */
+    *out_in = LLVMConstInt(e->i1, 1, 0);
+    LLVMValueRef line = LLVMBuildUDiv(B, base, cg_i64(e, yt->dims[last]), "");
+    return LLVMBuildSub(B, LLVMBuildMul(B, line, cg_i64(e, len), ""), cg_i64(e, off), "");
+  }
+  /* base = (outer * D + ca) * inner + rest; operand s holds ca in [off, off + len) */
+  int64_t inner = 1;
+  for (int r = a + 1; r < yt->rank; r++) inner *= yt->dims[r];
+  int64_t span = yt->dims[a] * inner;
+  LLVMValueRef outer = LLVMBuildUDiv(B, base, cg_i64(e, span), ""), rem = LLVMBuildURem(B, base, cg_i64(e, span), "");
+  LLVMValueRef ca = LLVMBuildUDiv(B, rem, cg_i64(e, inner), ""), rest = LLVMBuildURem(B, rem, cg_i64(e, inner), "");
+  LLVMValueRef local = LLVMBuildSub(B, ca, cg_i64(e, off), "");
+  *out_in = LLVMBuildICmp(B, LLVMIntULT, local, cg_i64(e, len), "");
+  LLVMValueRef src = LLVMBuildMul(B, outer, cg_i64(e, len * inner), "");
+  src = LLVMBuildAdd(B, src, LLVMBuildMul(B, local, cg_i64(e, inner), ""), "");
+  return LLVMBuildAdd(B, src, rest, "");
 }

@@ -185,7 +185,7 @@ bool cg_is_bias(const ir_node *o) { return o->type.rank == 1 && !ir_type_is_batc
 
 LLVMValueRef cg_load_part(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, int valid, const char *name) {
   if (valid >= lanes) return cg_emit_load(e, dt, ptr, lanes, name);
-  LLVMValueRef v = LLVMConstNull(LLVMVectorType(e->f32, (unsigned)lanes));
+  LLVMValueRef v = LLVMConstNull(LLVMVectorType(cg_lane_type(e, dt), (unsigned)lanes));
   LLVMTypeRef st = cg_llvm_dtype(e, dt);
   for (int i = 0; i < valid; i++) {
     LLVMValueRef p = LLVMBuildGEP2(B, st, ptr, (LLVMValueRef[]){cg_i64(e, i)}, 1, "");

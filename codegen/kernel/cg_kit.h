@@ -71,11 +71,18 @@ LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *
 bool cg_has_unary_formula(ir_op op);
 /* dy * gelu'(x) on f32 scalars or vectors. */
 LLVMValueRef cg_emit_gelu_grad(cg_emitter *e, LLVMValueRef dy, LLVMValueRef x, const char *name);
-/* Rounds x (f32 lanes) to dtype and back, modelling a cast in registers. */
+/* Values in registers ("lanes"): a float dtype's as f32, an integer or
+ * boolean dtype's (i32, i64, i1) as i64, i1 as 0 or 1 (integers and
+ * booleans: issue 36). cg_lane_type is the scalar lane type of dt;
+ * cg_lane_const a constant of it, `lanes` wide (1: scalar). */
+LLVMTypeRef cg_lane_type(cg_emitter *e, ir_dtype dt);
+LLVMValueRef cg_lane_const(cg_emitter *e, ir_dtype dt, int lanes, double v);
+/* Rounds x (lanes) to dtype and back, modelling a cast in registers
+ * (integers: i32 wraps, i1 is x != 0). */
 LLVMValueRef cg_emit_round_to(cg_emitter *e, LLVMValueRef x, ir_dtype to, const char *name);
-/* Loads `lanes` elements of dtype at ptr (lanes == 1: scalar) as f32 lanes. */
+/* Loads `lanes` elements of dtype at ptr (lanes == 1: scalar) as lanes of cg_lane_type. */
 LLVMValueRef cg_emit_load(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, const char *name);
-/* Stores f32 lanes to dtype at ptr. */
+/* Stores lanes (cg_lane_type of dt) to dtype at ptr. */
 void cg_emit_store(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes);
 LLVMTypeRef cg_llvm_dtype(cg_emitter *e, ir_dtype dt);
 
@@ -184,6 +191,16 @@ LLVMValueRef cg_pool_grad_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, i
  * same bits as cg_reindex_value's lane by lane (cg_index_map.c) */
 bool cg_reindex_line_stride(const ir_node *op, int64_t *stride);
 LLVMValueRef cg_reindex_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef i, int lanes);
+/* general tensors: whether concat `op`'s lines split into runs of one
+ * operand each, contiguous in it (not along the batch; cg_index_map.c).
+ * Then cg_concat_run_start gives, for the line at flat result index
+ * `base`, the flat index in operand s of the line's element 0 (its run is
+ * then elements j of the line at that index + j: along the last axis, j in
+ * [off_s, off_s + len_s); else the whole line), and in *out_in whether the
+ * line holds operand s's run at all. A run's elements are the same bits as
+ * cg_reindex_value's. */
+bool cg_concat_runs(const ir_node *op);
+LLVMValueRef cg_concat_run_start(cg_kctx *c, const ir_node *op, int s, LLVMValueRef base, LLVMValueRef *out_in);
 
 /* ---- the training formulas (cg_train.c, cg_loss.c, cg_update.c, cg_sum_to.c) ---- */
 

@@ -279,14 +279,26 @@ LLVMValueRef cg_emit_load(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lane
     LLVMValueRef w = LLVMBuildShl(B, LLVMBuildZExt(B, v, it, ""), cg_const(e, it, 16), "");
     return LLVMBuildBitCast(B, w, ft, name);
   }
-  case DT_I32:
+  /* integers and booleans: i64 lanes (an i1 byte other than 0 is true) */
+  case DT_I32: return LLVMBuildSExt(B, v, lanes_of(e->i64, lanes), name);
   case DT_I64:
-  case DT_I1:
+    LLVMSetValueName2(v, name, strlen(name));
+    return v;
+  case DT_I1: {
+    LLVMValueRef nz = LLVMBuildICmp(B, LLVMIntNE, v, LLVMConstNull(st), "");
+    return LLVMBuildZExt(B, nz, lanes_of(e->i64, lanes), name);
+  }
   case DT_COUNT:
     break;
   }
   CASTOR_UNREACHABLE();
   return NULL;
+}
+
+LLVMTypeRef cg_lane_type(cg_emitter *e, ir_dtype dt) { return dtype_is_float(dt) ? e->f32 : e->i64; }
+
+LLVMValueRef cg_lane_const(cg_emitter *e, ir_dtype dt, int lanes, double v) {
+  return cg_const(e, lanes_of(cg_lane_type(e, dt), lanes), v);
 }
 
 /* f32 lanes -> bf16 bits, round to nearest even, NaN canonical (bit-exact
@@ -310,9 +322,10 @@ void cg_emit_store(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef pt
   case DT_F32: break;
   case DT_F16: v = LLVMBuildFPTrunc(B, val, lanes_of(e->half, lanes), ""); break;
   case DT_BF16: v = f32_to_bf16_bits(e, val, lanes); break;
-  case DT_I32:
-  case DT_I64:
-  case DT_I1:
+  /* integers and booleans: from i64 lanes (i1: 0 or 1 already, cg_emit_round_to) */
+  case DT_I32: v = LLVMBuildTrunc(B, val, lanes_of(e->i32, lanes), ""); break;
+  case DT_I64: break;
+  case DT_I1: v = LLVMBuildTrunc(B, val, lanes_of(LLVMInt8TypeInContext(e->ctx), lanes), ""); break;
   case DT_COUNT: CASTOR_UNREACHABLE();
   }
   LLVMValueRef st = LLVMBuildStore(B, v, ptr);
@@ -332,9 +345,10 @@ LLVMValueRef cg_emit_round_to(cg_emitter *e, LLVMValueRef x, ir_dtype to, const 
     LLVMValueRef w = LLVMBuildZExt(B, f32_to_bf16_bits(e, x, lanes), it, "");
     return LLVMBuildBitCast(B, LLVMBuildShl(B, w, cg_const(e, it, 16), ""), ty, name);
   }
-  case DT_I32:
-  case DT_I64:
-  case DT_I1:
+  /* integers and booleans, in i64 lanes: i32 wraps, i1 is x != 0 */
+  case DT_I32: return LLVMBuildSExt(B, LLVMBuildTrunc(B, x, lanes_of(e->i32, lanes), ""), ty, name);
+  case DT_I64: return x;
+  case DT_I1: return LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntNE, x, LLVMConstNull(ty), ""), ty, name);
   case DT_COUNT:
     break;
   }

@@ -54,9 +54,10 @@ static void recurrent_product(rnn *s, LLVMValueRef src, int64_t j0, int64_t j1) 
 static LLVMValueRef sigm(cg_emitter *e, LLVMValueRef x) { return cg_emit_unary(e, IR_OP_SIGMOID, x, "sigmoid"); }
 static LLVMValueRef tanh_(cg_emitter *e, LLVMValueRef x) { return cg_emit_unary(e, IR_OP_TANH, x, "tanh"); }
 
-/* One step of batch row `row` at time t: the state in s->hs (and s->cs)
- * becomes the next one, stored to y. */
-static void step(rnn *s, LLVMValueRef row, LLVMValueRef t) {
+/* One step of batch row `row` reading time t: the state in s->hs (and
+ * s->cs) becomes the next one, stored to y at time yt (t, or the step's
+ * index with {reverse}=2). */
+static void step(rnn *s, LLVMValueRef row, LLVMValueRef t, LLVMValueRef yt) {
   cg_kctx *c = s->c;
   cg_emitter *e = c->e;
   const ir_node *op = s->op;
@@ -78,7 +79,7 @@ static void step(rnn *s, LLVMValueRef row, LLVMValueRef t) {
     cg_loop_end(c, &lg);
     recurrent_product(s, s->gs, 2 * h, 3 * h);
   }
-  LLVMValueRef ybase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), t, ""),
+  LLVMValueRef ybase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), yt, ""),
                                     i64c(s->cs ? 2 * h : h), "y.base");
   cg_loop lj = cg_loop_begin(c, i64c(0), i64c(h), 1, "gate");
   LLVMValueRef j = lj.iv, hn, cn = NULL;
@@ -137,7 +138,203 @@ void cg_train_rnn(cg_kctx *c) {
   cg_loop_end(c, &l0);
   cg_loop lt = cg_loop_begin(c, i64c(0), i64c(s.t), 1, "step");
   LLVMValueRef t = op->attr.reverse ? LLVMBuildSub(B, i64c(s.t - 1), lt.iv, "t") : lt.iv;
-  step(&s, lr.iv, t);
+  step(&s, lr.iv, t, op->attr.reverse == 2 ? lt.iv : t);
+  cg_loop_end(c, &lt);
+  cg_loop_end(c, &lr);
+}
+
+/* ---- backpropagation through time: simple_rnn_grad, gru_grad, lstm_grad
+ * (ir_ops.def gives the result's layout). Per batch row the steps run in
+ * the reverse of the forward's order; each reloads the state before it
+ * (y's at the previous step, or the initial state), recomputes its gates
+ * as step() does, and carries dh (and dc) back in f32 scratch. ---- */
+
+typedef struct rnn_bwd {
+  rnn f;                  /* the forward's view: xp, r, rb, sizes, scratch hs (h_{t-1}), cs (c_{t-1}), u, gs */
+  const ir_node *y, *dy, *h0, *c0;
+  int64_t w;              /* the result's width per step */
+  LLVMValueRef dh, dc, du, dn; /* f32 scratch: dh [H], dc [H], du [G*H], the next dh [H] */
+} rnn_bwd;
+
+/* y[row, yt, which, j] (which: 0 h, 1 c; lstm's y is [N,T,2,H]) */
+static LLVMValueRef y_at(rnn_bwd *b, const ir_node *y, LLVMValueRef row, LLVMValueRef yt, int which, LLVMValueRef j) {
+  cg_kctx *c = b->f.c;
+  cg_emitter *e = c->e;
+  int64_t per = b->f.cs ? 2 * b->f.h : b->f.h;
+  LLVMValueRef base = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(b->f.t), ""), yt, ""), i64c(per), "");
+  return load_f(c, y, LLVMBuildAdd(B, base, LLVMBuildAdd(B, j, i64c(which * b->f.h), ""), ""), 1);
+}
+
+static LLVMValueRef one_minus_sq(cg_emitter *e, LLVMValueRef v) {
+  return LLVMBuildFSub(B, F(1.0), LLVMBuildFMul(B, v, v, ""), "");
+}
+
+static LLVMValueRef dsigm(cg_emitter *e, LLVMValueRef s) { /* s (1 - s) */
+  return LLVMBuildFMul(B, s, LLVMBuildFSub(B, F(1.0), s, ""), "");
+}
+
+/* dn[k] += sum_j du[j] r[k, j] over j in [j0, j1): the gradient through h r */
+static void transposed_product(rnn_bwd *b, LLVMValueRef dst, int64_t j0, int64_t j1) {
+  rnn *s = &b->f;
+  cg_kctx *c = s->c;
+  cg_emitter *e = c->e;
+  cg_loop lk = cg_loop_begin(c, i64c(0), i64c(s->h), 1, "k");
+  LLVMValueRef rrow = LLVMBuildMul(B, lk.iv, i64c(s->gh), "r.row");
+  LLVMValueRef acc = cg_entry_alloca(c, e->f32, "dot");
+  LLVMBuildStore(B, ld(s, dst, lk.iv), acc);
+  cg_loop lj = cg_loop_begin(c, i64c(j0), i64c(j1), 1, "j");
+  LLVMValueRef rv = load_f(c, s->r, LLVMBuildAdd(B, rrow, lj.iv, ""), 1);
+  LLVMBuildStore(B, cg_fmuladd(e, ld(s, b->du, lj.iv), rv, LLVMBuildLoad2(B, e->f32, acc, "")), acc);
+  cg_loop_end(c, &lj);
+  st(s, dst, lk.iv, LLVMBuildLoad2(B, e->f32, acc, ""));
+  cg_loop_end(c, &lk);
+}
+
+static void bwd_step(rnn_bwd *b, LLVMValueRef row, LLVMValueRef step) {
+  rnn *s = &b->f;
+  cg_kctx *c = s->c;
+  cg_emitter *e = c->e;
+  const ir_node *op = s->op;
+  int reverse = (int)op->attr.reverse;
+  int64_t h = s->h, tl = s->t;
+  LLVMValueRef t = reverse ? LLVMBuildSub(B, i64c(tl - 1), step, "t") : step;
+  LLVMValueRef yt = reverse == 2 ? step : t;
+  LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, step, i64c(0), "first");
+  LLVMValueRef ob = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(tl), ""), t, ""), i64c(b->w), "out.base");
+  /* the state before the step: y at the previous step (clamped in range), or the initial one */
+  LLVMValueRef yp = reverse == 2 ? LLVMBuildSub(B, step, i64c(1), "") : reverse ? LLVMBuildAdd(B, t, i64c(1), "")
+                                                                                : LLVMBuildSub(B, t, i64c(1), "");
+  yp = LLVMBuildSelect(B, first, i64c(0), yp, "y.prev");
+  cg_loop lp = cg_loop_begin(c, i64c(0), i64c(h), 1, "prev");
+  LLVMValueRef si = LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(h), ""), lp.iv, "");
+  st(s, s->hs, lp.iv, LLVMBuildSelect(B, first, load_f(c, b->h0, si, 1), y_at(b, b->y, row, yp, 0, lp.iv), ""));
+  if (s->cs) st(s, s->cs, lp.iv, LLVMBuildSelect(B, first, load_f(c, b->c0, si, 1), y_at(b, b->y, row, yp, 1, lp.iv), ""));
+  st(s, b->dn, lp.iv, F(0.0));
+  cg_loop_end(c, &lp);
+  /* the forward's u (and g * h with gru's reset gate before) */
+  LLVMValueRef xbase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(tl), ""), t, ""), i64c(s->gh), "xp.base");
+  bool gru = s->rb != NULL, gru_before = gru && !op->attr.reset_after;
+  cg_loop l0 = cg_loop_begin(c, i64c(0), i64c(s->gh), 1, "u0");
+  st(s, s->u, l0.iv, gru ? load_f(c, s->rb, l0.iv, 1) : load_f(c, s->xp, LLVMBuildAdd(B, xbase, l0.iv, ""), 1));
+  cg_loop_end(c, &l0);
+  recurrent_product(s, s->hs, 0, gru_before ? 2 * h : s->gh);
+#define U(g) ld(s, s->u, LLVMBuildAdd(B, j, i64c((g) * h), ""))
+#define XP(g) load_f(c, s->xp, LLVMBuildAdd(B, xbase, LLVMBuildAdd(B, j, i64c((g) * h), ""), ""), 1)
+#define SETDU(g, v) st(s, b->du, LLVMBuildAdd(B, j, i64c((g) * h), ""), (v))
+  if (gru_before) {
+    cg_loop lg = cg_loop_begin(c, i64c(0), i64c(h), 1, "gh");
+    LLVMValueRef j = lg.iv;
+    st(s, s->gs, j, LLVMBuildFMul(B, sigm(e, LLVMBuildFAdd(B, XP(1), U(1), "")), ld(s, s->hs, j), ""));
+    cg_loop_end(c, &lg);
+    recurrent_product(s, s->gs, 2 * h, 3 * h);
+  }
+  /* per unit: the gates' gradients into du, the direct part of the next dh into dn */
+  cg_loop lj = cg_loop_begin(c, i64c(0), i64c(h), 1, "gate");
+  LLVMValueRef j = lj.iv;
+  LLVMValueRef dht = LLVMBuildFAdd(B, ld(s, b->dh, j), y_at(b, b->dy, row, yt, 0, j), "dh.t");
+  if (s->cs) { /* lstm: i, f, c, o */
+    LLVMValueRef ig = sigm(e, U(0)), fg = sigm(e, U(1)), cc = tanh_(e, U(2)), og = sigm(e, U(3));
+    LLVMValueRef tc = tanh_(e, y_at(b, b->y, row, yt, 1, j));
+    LLVMValueRef dct = LLVMBuildFAdd(B, LLVMBuildFAdd(B, ld(s, b->dc, j), y_at(b, b->dy, row, yt, 1, j), ""),
+                                     LLVMBuildFMul(B, LLVMBuildFMul(B, dht, og, ""), one_minus_sq(e, tc), ""), "dc.t");
+    SETDU(0, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, cc, ""), dsigm(e, ig), ""));
+    SETDU(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, ld(s, s->cs, j), ""), dsigm(e, fg), ""));
+    SETDU(2, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, ig, ""), one_minus_sq(e, cc), ""));
+    SETDU(3, LLVMBuildFMul(B, LLVMBuildFMul(B, dht, tc, ""), dsigm(e, og), ""));
+    st(s, b->dc, j, LLVMBuildFMul(B, dct, fg, ""));
+  } else if (gru) { /* z, r, h */
+    LLVMValueRef z = sigm(e, LLVMBuildFAdd(B, XP(0), U(0), ""));
+    LLVMValueRef g = sigm(e, LLVMBuildFAdd(B, XP(1), U(1), ""));
+    LLVMValueRef pre = gru_before ? U(2) : LLVMBuildFMul(B, g, U(2), "");
+    LLVMValueRef cand = tanh_(e, LLVMBuildFAdd(B, XP(2), pre, ""));
+    LLVMValueRef hp = ld(s, s->hs, j);
+    SETDU(0, LLVMBuildFMul(B, LLVMBuildFMul(B, dht, LLVMBuildFSub(B, hp, cand, ""), ""), dsigm(e, z), ""));
+    LLVMValueRef dpre = LLVMBuildFMul(B, LLVMBuildFMul(B, dht, LLVMBuildFSub(B, F(1.0), z, ""), ""),
+                                      one_minus_sq(e, cand), "dpre");
+    /* reset after: xp_h's gradient dpre, u_h's dpre g, g's dpre u_h; before: both dpre, g's below */
+    store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, j, i64c(2 * h), ""), ""), dpre, 1);
+    SETDU(2, gru_before ? dpre : LLVMBuildFMul(B, dpre, g, ""));
+    if (!gru_before) SETDU(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dpre, U(2), ""), dsigm(e, g), ""));
+    st(s, b->dn, j, LLVMBuildFMul(B, dht, z, ""));
+  } else {
+    SETDU(0, LLVMBuildFMul(B, dht, one_minus_sq(e, tanh_(e, U(0))), ""));
+  }
+  cg_loop_end(c, &lj);
+  if (gru_before) { /* d(g h) = du_h r_h^T: g's gradient and h_{t-1}'s through g h */
+    LLVMValueRef dgh = s->gs; /* g h is stored to the result below first */
+    cg_loop lq = cg_loop_begin(c, i64c(0), i64c(h), 1, "p2");
+    store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, lq.iv, i64c(2 * s->gh + h), ""), ""), ld(s, s->gs, lq.iv), 1);
+    st(s, dgh, lq.iv, F(0.0));
+    cg_loop_end(c, &lq);
+    transposed_product(b, dgh, 2 * h, 3 * h); /* (k over r's rows: dgh[k] = sum_j du_h[j] r[k, 2H + j]) */
+    cg_loop lg = cg_loop_begin(c, i64c(0), i64c(h), 1, "dg");
+    j = lg.iv;
+    LLVMValueRef g = sigm(e, LLVMBuildFAdd(B, XP(1), U(1), ""));
+    LLVMValueRef d = ld(s, dgh, j);
+    SETDU(1, LLVMBuildFMul(B, LLVMBuildFMul(B, d, ld(s, s->hs, j), ""), dsigm(e, g), ""));
+    st(s, b->dn, j, LLVMBuildFAdd(B, ld(s, b->dn, j), LLVMBuildFMul(B, d, g, ""), ""));
+    cg_loop_end(c, &lg);
+  }
+#undef U
+#undef XP
+#undef SETDU
+  /* the result at t: dxp, du, p1, p2; then dh_{t-1} = dn + du r^T (gru before: over z and r) */
+  cg_loop lo = cg_loop_begin(c, i64c(0), i64c(s->gh), 1, "out");
+  LLVMValueRef v = ld(s, b->du, lo.iv);
+  if (!gru) store_f(c, op, LLVMBuildAdd(B, ob, lo.iv, ""), v, 1);
+  store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, lo.iv, i64c(s->gh), ""), ""), v, 1);
+  cg_loop_end(c, &lo);
+  if (gru) { /* dxp: z and r as du; h was stored above */
+    cg_loop lz = cg_loop_begin(c, i64c(0), i64c(2 * h), 1, "out.zr");
+    store_f(c, op, LLVMBuildAdd(B, ob, lz.iv, ""), ld(s, b->du, lz.iv), 1);
+    cg_loop_end(c, &lz);
+  }
+  cg_loop lq = cg_loop_begin(c, i64c(0), i64c(h), 1, "p");
+  store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, lq.iv, i64c(2 * s->gh), ""), ""), ld(s, s->hs, lq.iv), 1);
+  if (!gru_before)
+    store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, lq.iv, i64c(2 * s->gh + h), ""), ""), ld(s, s->hs, lq.iv), 1);
+  cg_loop_end(c, &lq);
+  transposed_product(b, b->dn, 0, gru_before ? 2 * h : s->gh);
+  cg_loop ld_ = cg_loop_begin(c, i64c(0), i64c(h), 1, "dh.next");
+  st(s, b->dh, ld_.iv, ld(s, b->dn, ld_.iv));
+  cg_loop_end(c, &ld_);
+}
+
+void cg_train_rnn_grad(cg_kctx *c) {
+  cg_emitter *e = c->e;
+  const ir_node *op = op_of(c);
+  int gates = ir_rnn_gates(op->op), states = ir_rnn_states(op->op);
+  CASTOR_ASSERT(ir_rnn_forward(op->op) != IR_OP_COUNT);
+  rnn_bwd b = {{c, op, op->srcs[0], op->srcs[1], NULL, 0, 0, 0, NULL, NULL, NULL, NULL}, NULL, NULL, NULL, NULL, 0,
+               NULL, NULL, NULL, NULL};
+  rnn *s = &b.f;
+  s->h = s->r->type.dims[0];
+  s->gh = s->r->type.dims[1];
+  s->t = s->xp->type.dims[1];
+  int k = 2;
+  if (gates == 3) s->rb = op->srcs[k++];
+  b.h0 = op->srcs[k++];
+  if (states == 2) b.c0 = op->srcs[k++];
+  b.y = op->srcs[k++];
+  b.dy = op->srcs[k++];
+  b.w = ir_rnn_grad_width(op->op, s->h);
+  LLVMTypeRef hty = LLVMArrayType2(e->f32, (uint64_t)s->h), uty = LLVMArrayType2(e->f32, (uint64_t)s->gh);
+  s->hs = cg_entry_alloca(c, hty, "h.prev");
+  s->u = cg_entry_alloca(c, uty, "u");
+  s->gs = cg_entry_alloca(c, hty, "gh");
+  if (states == 2) s->cs = cg_entry_alloca(c, hty, "c.prev");
+  b.dh = cg_entry_alloca(c, hty, "dh");
+  b.dc = cg_entry_alloca(c, hty, "dc");
+  b.du = cg_entry_alloca(c, uty, "du");
+  b.dn = cg_entry_alloca(c, hty, "dh.next");
+  int64_t per = ir_type_is_batched(&op->type) ? 1 : op->type.dims[0];
+  cg_loop lr = cg_loop_begin(c, LLVMBuildMul(B, c->row0, i64c(per), ""), LLVMBuildMul(B, c->row1, i64c(per), ""), 1, "row");
+  cg_loop l0 = cg_loop_begin(c, i64c(0), i64c(s->h), 1, "dh0");
+  st(s, b.dh, l0.iv, F(0.0));
+  st(s, b.dc, l0.iv, F(0.0));
+  cg_loop_end(c, &l0);
+  cg_loop lt = cg_loop_begin(c, i64c(0), i64c(s->t), 1, "back");
+  bwd_step(&b, lr.iv, LLVMBuildSub(B, i64c(s->t - 1), lt.iv, "step"));
   cg_loop_end(c, &lt);
   cg_loop_end(c, &lr);
 }

@@ -281,7 +281,12 @@ void cg_train_gather_grad(cg_kctx *c) {
   store_f(c, op, yi, F(0), 1);
   cg_loop_end(c, &lp);
   cg_loop lq = cg_loop_begin(c, i64c(0), Q, 1, "q");
-  LLVMBasicBlockRef join = begin_if(c, LLVMBuildICmp(B, LLVMIntEQ, load_int(c, b, lq.iv), lv.iv, ""), "hit");
+  /* the row the gather read: a negative index from the end, then clamped into [0, V) */
+  LLVMValueRef k = load_int(c, b, lq.iv);
+  k = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, k, i64c(0), ""), LLVMBuildAdd(B, k, i64c(V), ""), k, "");
+  k = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, k, i64c(0), ""), i64c(0), k, "");
+  k = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGE, k, i64c(V), ""), i64c(V - 1), k, "");
+  LLVMBasicBlockRef join = begin_if(c, LLVMBuildICmp(B, LLVMIntEQ, k, lv.iv, ""), "hit");
   cg_loop la = cg_loop_begin(c, i64c(0), i64c(P * S), 1, "add");
   p = LLVMBuildSDiv(B, la.iv, i64c(S), ""), sidx = LLVMBuildSRem(B, la.iv, i64c(S), "");
   yi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, p, i64c(V), ""), lv.iv, ""), i64c(S), ""), sidx, "");

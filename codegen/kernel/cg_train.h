@@ -128,5 +128,6 @@ void cg_train_update(cg_kctx *c);
 void cg_train_scalar_update(cg_kctx *c);
 /* cg_rnn.c: recurrent layers, a scan over time */
 void cg_train_rnn(cg_kctx *c);
+void cg_train_rnn_grad(cg_kctx *c); /* backpropagation through time */
 
 #endif

@@ -4,7 +4,7 @@
  * (frontend/layers/). A layer call's keyword attributes (checked by
  * layers.c against the .cast syntax) become its Keras config object, key
  * for key (the .cast attributes are Keras's config keys): an identifier
- * true/false a JSON literal, another identifier or a string a JSON
+ * true/false/null a JSON literal, another identifier or a string a JSON
  * string, numbers and lists as they are; activation(x, f)'s function is
  * the key "activation". name, dtype, attention_mask and use_causal_mask
  * are not config (the layer's name, its policy, an input, a call
@@ -26,7 +26,7 @@ static json_value to_json(arena *a, const fe_value *v) {
   json_value j = {0};
   switch (v->kind) {
   case FE_VAL_IDENT:
-    if (str_eq(v->str, "true") || str_eq(v->str, "false")) {
+    if (str_eq(v->str, "true") || str_eq(v->str, "false") || str_eq(v->str, "null")) {
       j.kind = JSON_LIT, j.lit = v->str[0];
       break;
     }
@@ -141,6 +141,14 @@ bool fe_lower_library(lowering *lw, fe_layer *l, const char *keras_class, ir_nod
   fl_call c = {.in = in, .n_in = l->n_inputs, .mask_at = l->mask_input ? l->n_inputs : 0,
                .causal = l->use_causal_mask};
   if (!fl_layer_lower(&lw->host, &fl, &c)) return false;
+  if (c.n_outs > 1) { /* a recurrent layer's return_state, Bidirectional's merge_mode=null */
+    bool state = fl_cfg(&fl, "return_state") && fl_cfg(&fl, "return_state")->kind == JSON_LIT &&
+                 fl_cfg(&fl, "return_state")->lit == 't';
+    diag_error(lw->m->d, loc_of(l, state ? "return_state" : "merge_mode"),
+               "%s gives %d values here; a .cast assignment names one (a .keras model can use them all)",
+               state ? "return_state=true" : "merge_mode=null", c.n_outs);
+    return false;
+  }
   l->value = c.out;
   return true;
 }

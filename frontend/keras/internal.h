@@ -41,7 +41,9 @@ typedef struct kr_ref {
 typedef struct kr_call {
   kr_ref in[KR_MAX_CALL_INPUTS];
   int n_in;
-  ir_node *out; /* once lowered */
+  ir_node *out; /* once lowered: output 0 */
+  ir_node *outs[FL_MAX_OUTS]; /* a library layer's outputs (return_state), n_outs of them; 0: out alone */
+  int n_outs;
   bool done, broken;
   /* MultiHeadAttention's call arguments: in[key_at - 1] and in[mask_at - 1] (0: not given), use_causal_mask */
   int key_at, mask_at;

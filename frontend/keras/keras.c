@@ -192,9 +192,10 @@ static bool read_ref(kr_model *m, const json_value *v, const char *where, kr_ref
     return false;
   }
   int64_t node = v->items[1].i, t = v->items[2].i;
-  if (node < 0 || node >= (l->n_calls ? l->n_calls : 1) || t != 0) {
+  /* a tensor past output 0 exists only for a layer with several (return_state): checked when lowered */
+  if (node < 0 || node >= (l->n_calls ? l->n_calls : 1) || t < 0 || t >= FL_MAX_OUTS) {
     kr_error(m, "config.json: %s refers to output %lld of call %lld of layer '%s', which has %d "
-          "call(s) of one output", where, (long long)t, (long long)node, l->name, l->n_calls);
+          "call(s) of at most %d outputs", where, (long long)t, (long long)node, l->name, l->n_calls, FL_MAX_OUTS);
     return false;
   }
   *out = (kr_ref){.layer = l, .node = (int)node, .tensor = (int)t};
@@ -249,6 +250,8 @@ static bool read_calls(kr_model *m, kr_layer *l, const json_value *spec) {
     for (int i = 0; i < args->n; i++)
       if (!collect_tensors(m, l, &args->items[i], &l->calls[k], 0)) return false;
     bool mha = !strcmp(l->cls, "MultiHeadAttention");
+    int row = fl_layer_row(l->cls);
+    bool rnn = row >= 0 && fl_row_takes_initial_state(row);
     for (int i = 0; kw && kw->kind == JSON_OBJ && i < kw->n; i++) {
       const json_value *v = &kw->items[i];
       const char *key = kw->keys[i];
@@ -265,6 +268,11 @@ static bool read_calls(kr_model *m, kr_layer *l, const json_value *spec) {
         continue;
       }
       if (mha && !strcmp(key, "return_attention_scores") && v->kind == JSON_LIT) continue;
+      /* a recurrent layer's initial_state: its inputs after the sequence */
+      if (rnn && !harmless && !strcmp(key, "initial_state")) {
+        if (!collect_tensors(m, l, v, &l->calls[k], 0)) return false;
+        continue;
+      }
       if (!harmless) {
         kr_unsupported(m, "layer '%s' (%s): call argument '%s' is not supported", l->name, l->cls, key);
         return false;
@@ -600,6 +608,18 @@ static bool nested_lower(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in
   return true;
 }
 
+/* Output r.tensor of a lowered call (input j of layer l's call, for the error), or NULL after one. */
+static ir_node *call_output(kr_model *m, const kr_layer *l, int j, kr_ref r) {
+  kr_call *src = &r.layer->calls[r.node];
+  int n = src->n_outs ? src->n_outs : 1;
+  if (r.tensor >= n) {
+    kr_layer_error(m, l, "input %d is output %d of layer '%s', which returns %d tensor%s", j, r.tensor,
+                   r.layer->name, n, n == 1 ? "" : "s");
+    return NULL;
+  }
+  return r.tensor ? src->outs[r.tensor] : src->out;
+}
+
 /* Lowers the calls whose inputs are ready, in config order, until none is
  * left or none progresses (a cycle, or an input of a broken layer). */
 static bool lower_calls(kr_model *m) {
@@ -625,6 +645,9 @@ static bool lower_calls(kr_model *m) {
         if (!ready) { left++; continue; }
         progress = true;
         for (int j = 0; j < c->n_in; j++)
+          if (c->in[j].layer && !(in[j] = call_output(m, l, j, c->in[j]))) broken = true;
+        if (broken) { c->broken = true; continue; }
+        for (int j = 0; j < c->n_in; j++)
           if (!c->in[j].layer) { /* an op node's number: a [] literal */
             const char *nm = k ? arena_printf(m->arena, "%s.call%d.operand%d", l->ir_name, k, j)
                                : arena_printf(m->arena, "%s.operand%d", l->ir_name, j);
@@ -648,22 +671,29 @@ static bool lower_calls(kr_model *m) {
 static bool add_output(kr_model *m, kr_ref r, hmap *seen) {
   kr_call *c = &r.layer->calls[r.node];
   if (!c->done) return false;
+  int n_outs = c->n_outs ? c->n_outs : 1;
+  if (r.tensor >= n_outs) {
+    kr_error(m, "config.json: output_layers names output %d of layer '%s', which returns %d tensor%s", r.tensor,
+             r.layer->name, n_outs, n_outs == 1 ? "" : "s");
+    return false;
+  }
   if (m->parent) { /* a model used as a layer: its one output is its call's */
     if (m->result) {
       kr_error(m, "config.json: a nested model '%s' has more than one output (castor lowers models of "
                "one output as layers)", m->ir_prefix);
       return false;
     }
-    m->result = c->out;
+    m->result = r.tensor ? c->outs[r.tensor] : c->out;
     return true;
   }
   const char *name = r.node ? arena_printf(m->arena, "%s_%d", r.layer->ir_name, r.node) : r.layer->ir_name;
+  if (r.tensor) name = arena_printf(m->arena, "%s_out%d", name, r.tensor);
   if (hmap_get_str(seen, name, strlen(name))) {
     kr_error(m, "config.json: output '%s' is listed twice", name);
     return false;
   }
   hmap_put_str(seen, name, strlen(name), (void *)1);
-  ir_graph_add_output(m->g, name, c->out);
+  ir_graph_add_output(m->g, name, r.tensor ? c->outs[r.tensor] : c->out);
   return true;
 }
 

@@ -66,6 +66,13 @@ bool kr_layer_lower(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
   kr_call *c = &l->calls[k];
   fl_call fc = {.k = k, .in = in, .n_in = n_in, .key_at = c->key_at, .mask_at = c->mask_at, .causal = c->causal};
   if (!fl_layer_lower(&m->host, &l->fl, &fc)) return false;
+  if (fc.n_outs > 1 && !strcmp(m->cls, "Sequential")) {
+    kr_layer_error(m, l, "returns %d tensors (return_state or merge_mode null); a Sequential model passes one "
+                   "tensor from layer to layer (use a Functional model)", fc.n_outs);
+    return false;
+  }
   c->out = fc.out;
+  c->n_outs = fc.n_outs;
+  for (int i = 0; i < fc.n_outs; i++) c->outs[i] = fc.outs[i];
   return true;
 }

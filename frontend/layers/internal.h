@@ -16,6 +16,7 @@
  *   prep.c       the preprocessing and shape layers the applications use:
  *                Rescaling, Normalization, Cropping2D, UpSampling2D
  *   image.c      Conv2DTranspose, GroupNormalization, bilinear UpSampling2D
+ *   rnn.c        the recurrent layers: LSTM, GRU, SimpleRNN, Bidirectional
  *
  * A lowering function of layers.def: `bool fl_lower_x(fl_host *m, fl_layer
  * *l, int k, ir_node **in, int n_in)` lowers call k with its inputs, sets

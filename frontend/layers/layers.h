@@ -52,16 +52,23 @@ typedef struct fl_layer {
   bool weights_done;
 } fl_layer;
 
+/* A call's outputs: a recurrent layer with return_state (at most a Bidirectional LSTM with merge_mode
+ * null: both directions' outputs, then h and c of each). */
+enum { FL_MAX_OUTS = 6 };
+
 /* One call of a layer: its inputs and, for MultiHeadAttention, which of
  * them are key= and attention_mask= (1-based; 0 absent) and
- * use_causal_mask. */
+ * use_causal_mask. A recurrent layer's inputs after the first are its
+ * initial states (Keras's initial_state). */
 typedef struct fl_call {
   int k;
   ir_node **in;
   int n_in;
   int key_at, mask_at;
   bool causal;
-  ir_node *out; /* set by fl_layer_lower */
+  ir_node *out;                  /* set by fl_layer_lower: outs[0] */
+  ir_node *outs[FL_MAX_OUTS];    /* every output, n_outs of them (1 but for return_state) */
+  int n_outs;
 } fl_call;
 
 typedef struct fl_host fl_host;
@@ -94,6 +101,8 @@ const char *fl_row_cast_name(int row); /* NULL: not spelled in .cast */
 /* Whether the row lowers int32 values (Embedding), and whether it is an input (no lowering). */
 bool fl_row_takes_indices(int row);
 bool fl_row_is_input(int row);
+/* Whether the row's calls may pass initial states (Keras's initial_state: the recurrent layers). */
+bool fl_row_takes_initial_state(int row);
 /* "InputLayer, Dense, ..." */
 const char *fl_supported_list(void);
 /* Checks l's config keys against its row: a key castor does not know, or

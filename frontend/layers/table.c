@@ -119,7 +119,9 @@ bool fl_lower_input(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
 bool fl_layer_lower(fl_host *m, fl_layer *l, fl_call *c) {
   fl_call *saved = m->call;
   m->call = c;
+  c->n_outs = 0;
   bool ok = rows[l->row].lower(m, l, c->k, c->in, c->n_in);
+  if (ok && c->n_outs == 0) c->outs[0] = c->out, c->n_outs = 1;
   m->call = saved;
   return ok;
 }

@@ -188,6 +188,16 @@ bool oi_lower_activation(imp *im, const onnx_node *n, const op_row *row);
 bool oi_lower_resize(imp *im, const onnx_node *n, const op_row *row); /* onnx_resize.c */
 bool oi_lower_einsum(imp *im, const onnx_node *n, const op_row *row);  /* onnx_resize.c */
 
+/* onnx_int.c: integers and booleans at run time */
+ir_node *oi_int_operand(imp *im, imp_val *v);
+bool oi_lower_cast_int(imp *im, int64_t to);
+bool oi_lower_where_rt(imp *im);
+bool oi_lower_compare(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_logic(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_is_nan(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_gather(imp *im, const onnx_node *n, const op_row *row);
+bool oi_lower_gather_nd(imp *im, const onnx_node *n, const op_row *row);
+
 /* onnx_layout.c: NCHW values held channels last; convolutions, pooling,
  * batch normalization */
 void oi_onnx_dims(const imp_val *v, int *rank, int64_t *dims);

@@ -378,7 +378,7 @@ bool oi_eval_trilu(imp *im, const oi_fold_row *row, const onnx_tensor *const *in
   if (!o) return false;
   int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
   size_t es = onnx_dtype_size(x->dtype);
-  memset((void *)o->data, 0, o->nbytes);
+  if (o->nbytes) memset((void *)o->data, 0, o->nbytes); /* an empty tensor has no data */
   for (int64_t e = 0; e < x->numel; e++) {
     int64_t j = e % cols, i = (e / cols) % rows;
     bool keep = upper ? j - i >= k : j - i <= k;

@@ -333,7 +333,7 @@ static bool ev_gather(imp *im, const oi_fold_row *row, const onnx_tensor *const 
     for (int64_t j = 0; j < idx->numel; j++) {
       int64_t i = 0;
       if (!index_in(im, oi_elem_i64(idx, j), d, "Gather", &i)) return false;
-      memcpy(dst, (const char *)data->data + (size_t)((q * d + i) * inner) * es, (size_t)inner * es);
+      if (inner) memcpy(dst, (const char *)data->data + (size_t)((q * d + i) * inner) * es, (size_t)inner * es);
       dst += (size_t)inner * es;
     }
   return oi_fold_define(im, 0, o);
@@ -430,6 +430,7 @@ static bool ev_nd(imp *im, const oi_fold_row *row, const onnx_tensor *const *in,
       if (!index_in(im, oi_elem_i64(idx, t * k + j), data->dims[j], row->op, &i)) return false;
       off = off * data->dims[j] + i;
     }
+    if (!chunk) continue; /* empty slices: no data to move (and no buffers) */
     if (scatter) memcpy((char *)o->data + (size_t)off * chunk, (const char *)upd->data + (size_t)t * chunk, chunk);
     else memcpy((char *)o->data + (size_t)t * chunk, (const char *)data->data + (size_t)off * chunk, chunk);
   }

@@ -434,16 +434,19 @@ static bool import_inputs(imp *im) {
     if (!v->is_tensor)
       return UNSUPPORTED(im, "graph input '%s' is not a tensor (a sequence, map or optional)",
                          v->name);
-    if (v->elem_type != ONNX_FLOAT)
-      return UNSUPPORTED(im, "graph input '%s' is of type %s; castor's ONNX import takes float "
-                             "inputs (bind others to data with --bind NAME=FILE)",
+    /* integers and booleans: token ids, attention masks */
+    ir_dtype dt = v->elem_type == ONNX_INT64 ? DT_I64 : v->elem_type == ONNX_INT32 ? DT_I32
+                : v->elem_type == ONNX_BOOL ? DT_I1 : DT_F32;
+    if (v->elem_type != ONNX_FLOAT && dt == DT_F32)
+      return UNSUPPORTED(im, "graph input '%s' is of type %s; castor's ONNX import takes float, int64, int32 "
+                             "and bool inputs (bind others to data with --bind NAME=FILE)",
                          v->name, onnx_dtype_name(v->elem_type));
     if (v->rank < 0)
       return FAIL(im, "graph input '%s' declares no shape; castor compiles fixed shapes", v->name);
     if (v->rank > IR_MAX_RANK)
       return UNSUPPORTED(im, "graph input '%s' has rank %d; castor's tensors have at most %d "
                              "dimensions", v->name, v->rank, IR_MAX_RANK);
-    ir_type t = {.dtype = DT_F32, .rank = v->rank};
+    ir_type t = {.dtype = dt, .rank = v->rank};
     for (int r = 0; r < v->rank; r++)
       if (!input_dim(im, v, r, &t.dims[r])) return false;
     int64_t bytes;

@@ -360,13 +360,15 @@ bool oi_lower_cast(imp *im, const onnx_node *n, const op_row *row) {
   if (!v) return false;
   /* castor's graphs are float32 until the policy retypes them; a cast to
    * float32 of a float32 value is the identity */
-  if (to == ONNX_FLOAT && v->node) {
+  if (to == ONNX_FLOAT && v->node && v->node->type.dtype == DT_F32) {
     imp_val r = *v;
     r.k = NULL;
     return oi_val_alias(im, n->outputs[0], &r);
   }
   if (to == ONNX_FLOAT && v->k && v->k->dtype == ONNX_FLOAT)
     return oi_val_define(im, n->outputs[0], NULL, v->k);
+  if (to == ONNX_INT64 || to == ONNX_INT32 || to == ONNX_BOOL || (to == ONNX_FLOAT && v->node))
+    return oi_lower_cast_int(im, to); /* integers and booleans (onnx_int.c) */
   return UNSUPPORTED(im, "Cast to %s: castor's ONNX import keeps tensors in float32 and "
                          "chooses 16-bit types by its policy (--policy)",
                      onnx_dtype_name((int)to));
@@ -852,8 +854,13 @@ bool oi_lower_where(imp *im, const onnx_node *n, const op_row *row) {
   (void)n, (void)row;
   imp_val *vc = oi_input(im, 0);
   if (!vc) return false;
-  if (!vc->k)
-    return UNSUPPORTED(im, "Where with a run-time condition: castor computes no bool tensors");
+  if (!vc->k || vc->node) return oi_lower_where_rt(im); /* a run-time condition (onnx_int.c) */
+  for (int k = 1; k < 3; k++) {
+    imp_val *vb = oi_input(im, k);
+    if (!vb) return false;
+    if (vb->k && !vb->node && oi_int_like(vb->k->dtype)) return oi_lower_where_rt(im); /* integer branches */
+    if (vb->node && !dtype_is_float(vb->node->type.dtype)) return oi_lower_where_rt(im);
+  }
   onnx_tensor *f = oi_host_tensor(im, ONNX_FLOAT, vc->k->rank, vc->k->dims);
   for (int64_t i = 0; i < f->numel; i++) ((float *)f->data)[i] = oi_elem_f64(vc->k, i) != 0;
   f->name = arena_printf(im->g->arena, "%s.cond", im->layer);

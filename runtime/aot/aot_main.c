@@ -283,7 +283,8 @@ int main(int argc, char **argv) {
     const char *batch_from = NULL;
     for (int i = 0; i < p->n_inputs; i++) {
       npy_array a;
-      if (!read_input(&p->inputs[i], c.inputs.data[i], &a, &batch, batch_from, d)) {
+      if (!read_input(&p->inputs[i], c.inputs.data[i], &a, &batch, batch_from, d) ||
+          !rt_check_indices(&p->inputs[i], a.dims, a.data, d)) { /* a gather's indices */
         npy_fini(&a);
         fputs(diag_text(d), stderr);
         goto done;

@@ -82,7 +82,7 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   case DT_I32:
   case DT_I64: {
     double lim = to == DT_I32 ? 0x1p31 : 0x1p63;
-    double r = nearbyint(x);
+    double r = trunc(x); /* toward zero, as numpy's astype and ONNX's Cast */
     if (!(r >= -lim && r < lim))
       return FAIL("cast %%%s: %g does not fit %s", n->name, x, dtype_name(to));
     *out = r;
@@ -93,6 +93,11 @@ static bool cast_value(const ir_node *n, double x, double *out, char *err, size_
   }
   return FAIL("cast %%%s: invalid target dtype", n->name);
 }
+
+/* integers and booleans: comparisons, logic, is_nan (eval_broadcast) */
+#define CASTOR_REF_BOOL_OPS \
+  case IR_OP_EQUAL: case IR_OP_LESS: case IR_OP_LESS_EQUAL: case IR_OP_LOGICAL_AND: case IR_OP_LOGICAL_OR: \
+  case IR_OP_LOGICAL_XOR: case IR_OP_LOGICAL_NOT: case IR_OP_IS_NAN:
 
 /* The training ops, for the inner switch over the unary ops. */
 #define CASTOR_REF_TRAINING_OPS \
@@ -262,17 +267,19 @@ static bool eval_layout(const ir_node *n, double *const *src, const int64_t *n_s
     if (n->op == IR_OP_GATHER) {
       for (int64_t p = 0; p < P; p++)
         for (int64_t q = 0; q < Q; q++) {
-          double v = src[1][q];
-          bool in = v >= 0 && v < (double)V;
-          for (int64_t s = 0; s < S; s++) y[(p * Q + q) * S + s] = in ? src[0][(p * V + (int64_t)v) * S + s] : 0.0;
+          double v = src[1][q]; /* negative: from the end; then clamped into [0, V) */
+          v = v < 0 ? v + (double)V : v;
+          int64_t k = v < 0 ? 0 : v >= (double)V ? V - 1 : (int64_t)v;
+          for (int64_t s = 0; s < S; s++) y[(p * Q + q) * S + s] = src[0][(p * V + k) * S + s];
         }
     } else {
       for (int64_t e = 0; e < count; e++) y[e] = 0;
       for (int64_t q = 0; q < Q; q++) {
-        double v = src[1][q];
-        if (!(v >= 0 && v < (double)V)) continue;
+        double v = src[1][q]; /* the row the gather read */
+        v = v < 0 ? v + (double)V : v;
+        int64_t k = v < 0 ? 0 : v >= (double)V ? V - 1 : (int64_t)v;
         for (int64_t p = 0; p < P; p++)
-          for (int64_t s = 0; s < S; s++) y[(p * V + (int64_t)v) * S + s] += src[0][(p * Q + q) * S + s];
+          for (int64_t s = 0; s < S; s++) y[(p * V + k) * S + s] += src[0][(p * Q + q) * S + s];
       }
     }
     return true;
@@ -380,6 +387,15 @@ static bool eval_broadcast(const ir_node *n, double *const *src, const int64_t *
     else if (o == IR_OP_ELU_GRAD) r = b > 0 ? a : a * n->attr.alpha * exp(b);
     else if (o == IR_OP_HARD_SIGMOID_GRAD) r = b > -3 && b < 3 ? a / 6 : 0.0;
     else if (o == IR_OP_CLIP_GRAD) r = b < n->attr.min_value || b > n->attr.max_value ? 0.0 : a;
+    /* integers and booleans (C's comparisons are false for NaN) */
+    else if (o == IR_OP_EQUAL) r = a == b;
+    else if (o == IR_OP_LESS) r = a < b;
+    else if (o == IR_OP_LESS_EQUAL) r = a <= b;
+    else if (o == IR_OP_LOGICAL_AND) r = a != 0 && b != 0;
+    else if (o == IR_OP_LOGICAL_OR) r = a != 0 || b != 0;
+    else if (o == IR_OP_LOGICAL_XOR) r = (a != 0) != (b != 0);
+    else if (o == IR_OP_LOGICAL_NOT) r = a == 0;
+    else if (o == IR_OP_IS_NAN) r = isnan(a);
     else return FAIL("%s %%%s: not a broadcast op", ir_op_name(n->op), n->name);
     y[i] = r;
   }
@@ -571,6 +587,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
   case IR_OP_ELU_GRAD:
   case IR_OP_HARD_SIGMOID_GRAD:
   case IR_OP_CLIP_GRAD:
+  CASTOR_REF_BOOL_OPS
     return eval_broadcast(n, src, n_src, y, count, batch, err, errlen);
   case IR_OP_BATCH_MATMUL: { /* general tensors: the definition, leading dimensions broadcast */
     const ir_type *ta = &n->srcs[0]->type, *tb = &n->srcs[1]->type;
@@ -674,6 +691,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       CASTOR_REF_LAYOUT_OPS
       CASTOR_REF_TENSOR_OPS
       CASTOR_REF_RNN_OPS
+      CASTOR_REF_BOOL_OPS
       case IR_OP_COUNT: CASTOR_UNREACHABLE();
       }
     }

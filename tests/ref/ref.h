@@ -95,6 +95,8 @@ bool ref_eval_tensor(const ir_node *n, double *const *src, const int64_t *n_src,
 /* recurrent layers (ref_rnn.c): simple_rnn, gru, lstm */
 bool ref_eval_rnn(const ir_node *n, double *const *src, const int64_t *n_src, double *y, int64_t count, int64_t batch,
                   char *err, size_t errlen);
-#define CASTOR_REF_RNN_OPS case IR_OP_SIMPLE_RNN: case IR_OP_GRU: case IR_OP_LSTM:
+#define CASTOR_REF_RNN_OPS                                                                                          \
+  case IR_OP_SIMPLE_RNN: case IR_OP_GRU: case IR_OP_LSTM: case IR_OP_SIMPLE_RNN_GRAD: case IR_OP_GRU_GRAD:          \
+  case IR_OP_LSTM_GRAD:
 
 #endif

@@ -651,7 +651,8 @@ static const bad_case bad[] = {
      "AveragePooling2D, Dropout, BatchNormalization, GlobalAveragePooling2D, GlobalMaxPooling2D, "
      "GlobalAveragePooling1D, GlobalMaxPooling1D, ZeroPadding2D, MultiHeadAttention, DepthwiseConv2D, "
      "SeparableConv2D, Rescaling, Normalization, LayerScale, Cropping2D, UpSampling2D, SpatialDropout2D, "
-     "CustomScaleLayer, Conv2DTranspose, GroupNormalization, TrueDivide\n",
+     "CustomScaleLayer, Conv2DTranspose, GroupNormalization, TrueDivide, LSTM, GRU, SimpleRNN, "
+     "Bidirectional\n",
      CASTOR_ERR_UNSUPPORTED},
     {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
      "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "
@@ -774,8 +775,8 @@ static const layer_bad_case bad_layers[] = {
      CASTOR_ERR_UNSUPPORTED}},
     {"mha-float32", {"MultiHeadAttention scores used", "\"keras_history\": [\"self_attn\", 0, 0]",
      "\"keras_history\": [\"self_attn\", 0, 1]", 0, NULL, NULL, 0,
-     "m.keras: error: config.json: the keras_history of an input of layer 'res' refers to output 1 of call 0 of "
-     "layer 'self_attn', which has 1 call(s) of one output\n", CASTOR_ERR_PARSE}},
+     "m.keras: error: layer 'res' (Add): input 1 is output 1 of layer 'self_attn', which returns 1 tensor\n",
+     CASTOR_ERR_PARSE}},
     /* DepthwiseConv2D, SeparableConv2D */
     {"dwconv-float32", {"DepthwiseConv2D kernel of the wrong shape", "\"depth_multiplier\": 2, \"kernel_size\": [3, 3]",
      "\"depth_multiplier\": 3, \"kernel_size\": [3, 3]", 0, NULL, NULL, 0,

@@ -2,7 +2,8 @@
 /*
  * check_layout_lanes.c: the CPU's layout kernels a vector at a time and
  * its row-wise lines with a partial last vector (codegen/cpu/cg_cpu.c,
- * cg_reindex_lanes in codegen/kernel/cg_index_map.c), at the attention's
+ * cg_reindex_lanes in codegen/kernel/cg_index_map.c) and its concatenations a
+ * run at a time (concat_body), at the attention's
  * shapes, against the float64 reference on every CPU code path this host
  * runs (its own, AVX2 and SSE2: vectors of 16, 8 and 4 lanes).
  *
@@ -50,14 +51,14 @@ static const char graph_text[] =
     "output l = %%l\n";
 
 enum { N_OUT = 7 };
-static const bool rowwise[N_OUT] = {false, false, false, false, true, true, true};
 
 static const struct { const char *cpu, *features; } cpus[] = {
     {NULL, NULL}, {"haswell", "+sse2,+sse4.2,+avx,+avx2,+fma,+f16c"}, {"x86-64", "+sse2"}};
 
-static void run_policy(const char *policy) {
-  char text[4096];
-  snprintf(text, sizeof text, graph_text, policy);
+/* Compiles graph text (one input, N_IN elements a batch row) for every
+ * CPU of cpus[] and compares each output with the reference: exactly
+ * where exact[o], else by normalized error within tol. */
+static void run_graph(const char *policy, const char *text, int n_out, const bool *exact, int64_t row_in, double tol) {
   diag_sink *d = diag_sink_create();
   ir_graph *g = ir_parse("lanes.cir", text, strlen(text), d);
   ck_assert_msg(g, "%s", diag_text(d));
@@ -65,12 +66,14 @@ static void run_policy(const char *policy) {
   pass_options_init(&po);
   po.verify_each = true;
   ck_assert_msg(pass_run_pipeline(g, PASS_PIPELINE_DEFAULT, &po, d), "%s", diag_text(d));
-  enum { BATCH = 3, N_IN = BATCH * 28 * 192 };
-  float *in = xcalloc(N_IN, sizeof *in);
+  enum { BATCH = 3 };
+  const int64_t N_IN = BATCH * row_in;
+  float *in = xcalloc((size_t)N_IN, sizeof *in);
   rng r;
   rng_init(&r, 7);
   for (int i = 0; i < N_IN; i++) in[i] = rng_uniform_f32(&r, -4.0f, 4.0f);
-  double *xin = ref_from_f32(in, N_IN), *want[N_OUT] = {NULL};
+  double *xin = ref_from_f32(in, N_IN), *want[16] = {NULL};
+  ck_assert_int_le(n_out, 16);
   const double *rin[] = {xin};
   char err[256];
   ck_assert_msg(ref_run(g, BATCH, rin, want, err, sizeof err), "reference: %s", err);
@@ -82,10 +85,10 @@ static void run_policy(const char *policy) {
     const char *cpu = cpus[ci].cpu ? cpus[ci].cpu : "the host";
     cg_exec *ex = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
     ck_assert_msg(ex, "%s: %s", cpu, diag_text(d));
-    ck_assert_int_eq(ex->desc->n_outputs, N_OUT);
-    void *raw[N_OUT];
-    int64_t n[N_OUT];
-    for (int o = 0; o < N_OUT; o++) {
+    ck_assert_int_eq(ex->desc->n_outputs, n_out);
+    void *raw[16];
+    int64_t n[16];
+    for (int o = 0; o < n_out; o++) {
       const rt_tensor_desc *od = &ex->desc->outputs[o];
       n[o] = 1;
       for (int k = 0; k < od->rank; k++) n[o] *= od->dims[k] < 0 ? BATCH : od->dims[k];
@@ -93,13 +96,13 @@ static void run_policy(const char *policy) {
     }
     const void *ins[] = {in};
     ck_assert_msg(ex->backend->run(ex, BATCH, ins, raw, d), "%s: run: %s", cpu, diag_text(d));
-    for (int o = 0; o < N_OUT; o++) {
+    for (int o = 0; o < n_out; o++) {
       const rt_tensor_desc *od = &ex->desc->outputs[o];
       ck_assert_int_eq(od->dtype, DT_F32); /* model outputs are f32 under every policy */
       const float *got = raw[o];
-      if (rowwise[o]) {
+      if (!exact[o]) {
         double e = ref_normalized_error(got, want[o], n[o]);
-        ck_assert_msg(e <= 1e-6, "%s, %s: output %s: normalized error %g", policy, cpu, g->outputs[o].name, e);
+        ck_assert_msg(e <= tol, "%s, %s: output %s: normalized error %g", policy, cpu, g->outputs[o].name, e);
       } else {
         for (int64_t i = 0; i < n[o]; i++)
           ck_assert_msg((double)got[i] == want[o][i], "%s, %s: output %s element %lld: %.9g, the reference %.9g",
@@ -109,11 +112,60 @@ static void run_policy(const char *policy) {
     }
     cg_exec_destroy(ex);
   }
-  ref_outputs_free(want, N_OUT);
+  ref_outputs_free(want, n_out);
   free(xin);
   free(in);
   ir_graph_destroy(g);
   diag_sink_destroy(d);
+}
+
+static void run_policy(const char *policy) {
+  char text[4096];
+  snprintf(text, sizeof text, graph_text, policy);
+  static const bool exact[N_OUT] = {true, true, true, true, false, false, false}; /* the row-wise ones: 1e-6 */
+  run_graph(policy, text, N_OUT, exact, 28 * 192, 1e-6);
+}
+
+/* Concatenations a run at a time (cg_cpu.c's concat_body): along the
+ * channels (the last axis) with runs of 32 (two 16-lane vectors), 3
+ * (scalars after a 16-lane kernel's run) and 45 (16 + 16 + 8 + 4 + 1
+ * lanes), each starting at an offset that is no multiple of the vector;
+ * along an earlier axis (whole lines, one operand each: rows and
+ * columns); an operand that is the model's input itself; and a concat
+ * that starts a chain (DenseNet's concat, batch norm and relu): an
+ * operand of the result's shape, one broadcast along rows and columns
+ * (read at the run's column), a literal and relu. */
+static const char concat_text[] =
+    "graph concat policy=%s\n"
+    "%%x = f32[N,6,5,80] input() {index=0}\n"
+    "%%a = f32[N,6,5,3] strided_slice(%%x) {starts=[0,0,0,0], ends=[0,6,5,3], steps=[1,1,1,1]}\n"
+    "%%b = f32[N,6,5,32] strided_slice(%%x) {starts=[0,0,0,3], ends=[0,6,5,35], steps=[1,1,1,1]}\n"
+    "%%c = f32[N,6,5,45] strided_slice(%%x) {starts=[0,0,0,35], ends=[0,6,5,80], steps=[1,1,1,1]}\n"
+    "%%y = f32[N,6,5,80] concat(%%b, %%a, %%c) {axis=3}\n"
+    "%%w = f32[N,6,5,160] concat(%%c, %%x, %%b, %%a) {axis=-1}\n"
+    "%%r0 = f32[N,2,5,80] strided_slice(%%x) {starts=[0,0,0,0], ends=[0,2,5,80], steps=[1,1,1,1]}\n"
+    "%%r1 = f32[N,3,5,80] strided_slice(%%x) {starts=[0,3,0,0], ends=[0,6,5,80], steps=[1,1,1,1]}\n"
+    "%%h = f32[N,11,5,80] concat(%%r0, %%x, %%r1) {axis=1}\n"
+    "%%q0 = f32[N,6,1,80] strided_slice(%%x) {starts=[0,0,4,0], ends=[0,6,5,80], steps=[1,1,1,1]}\n"
+    "%%v = f32[N,6,7,80] concat(%%q0, %%x, %%q0) {axis=2}\n"
+    "%%y2 = f32[N,6,5,80] concat(%%c, %%b, %%a) {axis=3}\n"
+    "%%p = f32[N,1,1,80] strided_slice(%%x) {starts=[0,2,1,0], ends=[0,3,2,80], steps=[1,1,1,1]}\n"
+    "%%t0 = f32[N,6,5,80] add(%%y2, %%x)\n"
+    "%%t1 = f32[N,6,5,80] mul(%%t0, %%p)\n"
+    "%%half = f32[] literal() {value=0.5}\n"
+    "%%t2 = f32[N,6,5,80] add(%%t1, %%half)\n"
+    "%%t3 = f32[N,6,5,80] relu(%%t2)\n"
+    "output y = %%y\n"
+    "output w = %%w\n"
+    "output h = %%h\n"
+    "output v = %%v\n"
+    "output t = %%t3\n";
+
+static void run_concat(const char *policy, double tol) {
+  char text[4096];
+  snprintf(text, sizeof text, concat_text, policy);
+  static const bool exact[] = {true, true, true, true, false};
+  run_graph(policy, text, 5, exact, 6 * 5 * 80, tol);
 }
 
 START_TEST(test_lanes_float32) { run_policy("float32"); }
@@ -124,12 +176,22 @@ END_TEST
 START_TEST(test_lanes_float16) { run_policy("float16"); }
 END_TEST
 
+START_TEST(test_concat_float32) { run_concat("float32", 1e-6); }
+END_TEST
+
+/* every value f16: the runs load and store 16-bit lanes; the chain's
+ * three rounded ops within f16's precision */
+START_TEST(test_concat_float16) { run_concat("float16", 2e-3); }
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("layout_lanes");
   TCase *tc = tcase_create("lanes");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_lanes_float32);
   tcase_add_test(tc, test_lanes_float16);
+  tcase_add_test(tc, test_concat_float32);
+  tcase_add_test(tc, test_concat_float16);
   suite_add_tcase(s, tc);
   return check_run(s);
 }

@@ -214,6 +214,16 @@ static void build_case(ir_op op, op_case *c) {
     attr.acc = DT_F32;
     attr.shape = (ir_shape){2, {1, W}};
     break;
+  /* integers and booleans: x against a vector; logic of two such
+   * comparisons; is_nan of log(x), NaN where x < 0 */
+  case IR_TYPE_COMPARE: srcs[1] = konst(c, "b", 1, (int64_t[]){W}, 7); break;
+  case IR_TYPE_LOGIC: {
+    ir_node *b = konst(c, "b", 1, (int64_t[]){W}, 7), *k = konst(c, "c", 2, (int64_t[]){1, W}, 8);
+    srcs[0] = ir_build_op(c->g, IR_OP_LESS, "lt", (ir_node *[]){x, b}, 2, &(ir_attr){0}, no_loc);
+    if (n_srcs > 1) srcs[1] = ir_build_op(c->g, IR_OP_LESS_EQUAL, "le", (ir_node *[]){k, x}, 2, &(ir_attr){0}, no_loc);
+    break;
+  }
+  case IR_TYPE_IS_NAN: srcs[0] = ir_build_unary(c->g, IR_OP_LOG, "log", x, no_loc); break;
   case IR_TYPE_UNARY:
   case IR_TYPE_ROWWISE:
     /* general tensors: an alpha and clip bounds inside the input's range;
@@ -327,22 +337,29 @@ static void build_case(ir_op op, op_case *c) {
     break;
   /* recurrent layers: x as 4 steps of 4 features, projected to xp [N,4,G*3]; the
    * initial states tanh(x w) [N,3]; lstm backwards, gru with its reset gate before */
-  case IR_TYPE_RNN: {
+  case IR_TYPE_RNN:
+  case IR_TYPE_RNN_GRAD: { /* the gradient ops: the forward op's operands, its y, dy = tanh(y) */
     int64_t h = 3, gh = ir_rnn_gates(op) * h;
     ir_node *x3 = ir_build_op(c->g, IR_OP_RESHAPE, "x3", &x, 1, &(ir_attr){.shape = {3, {IR_DIM_BATCH, 4, 4}}}, no_loc);
     srcs[0] = ir_build_op(c->g, IR_OP_MATMUL, "xp", (ir_node *[]){x3, konst(c, "w", 2, (int64_t[]){4, gh}, 7)}, 2,
                           &(ir_attr){.acc = DT_F32}, no_loc);
     srcs[1] = konst(c, "r", 2, (int64_t[]){h, gh}, 8);
     int k = 2;
-    if (op == IR_OP_GRU) srcs[k++] = konst(c, "rb", 1, (int64_t[]){gh}, 9);
+    if (ir_rnn_gates(op) == 3) srcs[k++] = konst(c, "rb", 1, (int64_t[]){gh}, 9);
     for (int st = 0; st < ir_rnn_states(op); st++) {
       ir_node *m = ir_build_op(c->g, IR_OP_MATMUL, st ? "c0.pre" : "h0.pre",
                                (ir_node *[]){x, konst(c, st ? "wc" : "wh", 2, (int64_t[]){W, h}, 10 + (uint64_t)st)}, 2,
                                &(ir_attr){.acc = DT_F32}, no_loc);
       srcs[k++] = ir_build_unary(c->g, IR_OP_TANH, st ? "c0" : "h0", m, no_loc);
     }
-    attr.reverse = op == IR_OP_LSTM;
+    attr.reverse = op == IR_OP_LSTM || op == IR_OP_LSTM_GRAD;
     attr.reset_after = 0;
+    ir_op fwd = ir_rnn_forward(op);
+    if (fwd != IR_OP_COUNT) {
+      ir_node *y = ir_build_op(c->g, fwd, "fwd", srcs, k, &attr, no_loc);
+      srcs[k++] = y;
+      srcs[k++] = ir_build_unary(c->g, IR_OP_TANH, "dy", y, no_loc);
+    }
     break;
   }
   }

@@ -6,7 +6,13 @@
  * whole vectors, batch 1 and 7, f32 and bf16 (the state rounded per step as
  * the reference does), 1 and 3 threads bit for bit; the emitted code does
  * not grow with the sequence length (the scan is a loop); and the type
- * rule's exact messages for operands of the wrong shape.
+ * rule's exact messages for operands of the wrong shape. Backpropagation
+ * through time (simple_rnn_grad, gru_grad, lstm_grad): the reference's
+ * gradients of xp, r and rb against central finite differences of its
+ * forward op (every cell, reverse 0/1/2, gru's reset gate both ways; a 1%
+ * change of one gate's derivative fails it), and the kernel against the
+ * reference (f32, T=28 H=16 batch 3 and T=6 H=13 batch 1, <= 1e-5
+ * normalized, 1 and 3 threads bit for bit).
  */
 #include <check.h>
 
@@ -26,7 +32,8 @@ static const diag_loc no_loc = {0};
 typedef struct rnn_case {
   ir_op op;
   int64_t t, d, h; /* steps, input features, units */
-  bool reverse, reset_after;
+  int reverse; /* 0, 1, or 2 (Keras go_backwards's order) */
+  bool reset_after;
   ir_dtype dt;
   int64_t static_n; /* > 0: a static batch of this many rows (ONNX's static shapes), else N */
 } rnn_case;
@@ -137,7 +144,7 @@ static void check_case(const rnn_case *rc, int64_t batch) {
   double bound = rc->dt == DT_F32 ? 1e-5 : 2e-2;
   ck_assert_msg(e <= bound, "%s %s T=%lld H=%lld batch %lld%s: normalized error %g vs the reference (%s)", what,
                 dtype_name(rc->dt), (long long)rc->t, (long long)rc->h, (long long)batch,
-                rc->reverse ? " reverse" : "", e, ref_cmp_str(&worst, msg, sizeof msg));
+                rc->reverse == 2 ? " reverse=2" : rc->reverse ? " reverse" : "", e, ref_cmp_str(&worst, msg, sizeof msg));
   ref_outputs_free(want, 1);
   for (int i = 0; i < 3; i++) free(in[i]), free(rin_d[i]);
   free(got[0]), free(got[1]);
@@ -149,11 +156,12 @@ START_TEST(test_cells_against_reference) {
   static const ir_op ops[] = {IR_OP_SIMPLE_RNN, IR_OP_GRU, IR_OP_LSTM};
   static const int64_t hs[] = {16, 13};
   for (size_t o = 0; o < 3; o++)
-    for (int rev = 0; rev < 2; rev++)
+    for (int rev = 0; rev < 3; rev++)
       for (int ra = 0; ra < (ops[o] == IR_OP_GRU ? 2 : 1); ra++)
         for (size_t hi = 0; hi < 2; hi++)
           for (int dt = 0; dt < 2; dt++) {
             rnn_case rc = {ops[o], 28, 12, hs[hi], rev, ra, dt ? DT_BF16 : DT_F32, 0};
+            if (rev == 2 && (hi || dt)) continue; /* reverse=2 moves only y's index */
             check_case(&rc, hi == 0 ? 7 : 1);
             rc.static_n = 5; /* the static batch: one launch row of 5 batch rows */
             if (dt == 0) check_case(&rc, 5);
@@ -167,7 +175,7 @@ START_TEST(test_compile_independent_of_length) {
   size_t len[2];
   int64_t ts[2] = {16, 4096};
   for (int i = 0; i < 2; i++) {
-    rnn_case rc = {IR_OP_LSTM, ts[i], 8, 16, false, false, DT_F32, 0};
+    rnn_case rc = {IR_OP_LSTM, ts[i], 8, 16, 0, false, DT_F32, 0};
     built b;
     build(&rc, &b);
     diag_sink *d = diag_sink_create();
@@ -223,6 +231,219 @@ START_TEST(test_bad_shapes) {
 }
 END_TEST
 
+/* ---- backpropagation through time ---- */
+
+/* inputs xp [N,T,G*H], h0 (c0), dy (y's shape); r (rb) constants; outputs y and g = <op>_grad(.., y, dy) */
+typedef struct grad_graph {
+  ir_graph *g;
+  float *r, *rb;
+  int64_t gh, ny, nw, n_in[4];
+} grad_graph;
+
+static void build_grad(const rnn_case *rc, grad_graph *b) {
+  memset(b, 0, sizeof *b);
+  b->g = ir_graph_create("rnn_grad");
+  int gates = ir_rnn_gates(rc->op), states = ir_rnn_states(rc->op);
+  b->gh = gates * rc->h;
+  ir_type xt = {DT_F32, 3, {IR_DIM_BATCH, rc->t, b->gh}}, st = {DT_F32, 2, {IR_DIM_BATCH, rc->h}};
+  ir_type yt = states == 2 ? (ir_type){DT_F32, 4, {IR_DIM_BATCH, rc->t, 2, rc->h}}
+                           : (ir_type){DT_F32, 3, {IR_DIM_BATCH, rc->t, rc->h}};
+  ir_node *srcs[IR_MAX_SRCS];
+  int k = 0, in = 0;
+  srcs[k++] = ir_build_input(b->g, "xp", &xt, in++, no_loc);
+  ir_type rt = {DT_F32, 2, {rc->h, b->gh}}, rbt = {DT_F32, 1, {b->gh}};
+  rng r;
+  rng_init(&r, 41);
+  b->r = xmalloc((size_t)(rc->h * b->gh) * sizeof(float));
+  for (int64_t i = 0; i < rc->h * b->gh; i++) b->r[i] = rng_uniform_f32(&r, -1.5f, 1.5f) / (float)rc->h;
+  srcs[k++] = ir_build_const(b->g, "r", &rt, "r", b->r, no_loc);
+  if (gates == 3) {
+    b->rb = xmalloc((size_t)b->gh * sizeof(float));
+    for (int64_t i = 0; i < b->gh; i++) b->rb[i] = rng_uniform_f32(&r, -0.5f, 0.5f);
+    srcs[k++] = ir_build_const(b->g, "rb", &rbt, "rb", b->rb, no_loc);
+  }
+  for (int s = 0; s < states; s++) srcs[k++] = ir_build_input(b->g, s ? "c0" : "h0", &st, in++, no_loc);
+  ir_attr a = {.reverse = rc->reverse, .reset_after = rc->reset_after};
+  ir_node *y = ir_build_op(b->g, rc->op, "y", srcs, k, &a, no_loc);
+  ck_assert(y);
+  srcs[k++] = y;
+  srcs[k++] = ir_build_input(b->g, "dy", &yt, in++, no_loc);
+  static const ir_op grads[] = {[1] = IR_OP_SIMPLE_RNN_GRAD, [3] = IR_OP_GRU_GRAD, [4] = IR_OP_LSTM_GRAD};
+  ir_node *gr = ir_build_op(b->g, grads[gates], "g", srcs, k, &a, no_loc);
+  ck_assert_msg(gr, "%s: build", ir_op_name(grads[gates]));
+  ir_graph_add_output(b->g, "y", y);
+  ir_graph_add_output(b->g, "g", gr);
+  b->ny = rc->t * states * rc->h;
+  b->nw = rc->t * ir_rnn_grad_width(grads[gates], rc->h);
+  b->n_in[0] = rc->t * b->gh, b->n_in[1] = b->n_in[2] = rc->h, b->n_in[1 + states] = b->ny;
+}
+
+static void unbuild_grad(grad_graph *b) {
+  ir_graph_destroy(b->g);
+  free(b->r), free(b->rb);
+}
+
+static const char *case_name(const rnn_case *rc) {
+  static char buf[64];
+  snprintf(buf, sizeof buf, "%s%s reverse=%d", ir_op_name(rc->op),
+           rc->op == IR_OP_GRU ? (rc->reset_after ? "(reset_after)" : "(reset before)") : "", rc->reverse);
+  return buf;
+}
+
+/* The reference's gradient op against central finite differences of its
+ * forward op: L = sum(y * dy); dL/dxp is g's dxp, dL/dr[k,j] = sum over the
+ * rows and steps of p[k] du[j] (p2 for gru's h block with its reset gate
+ * before), dL/drb[j] = sum of du[j]. The forward rounds its state to f32
+ * each step, so differences of step 1e-2 are good to about 1e-4. */
+static void check_fd(const rnn_case *rc) {
+  grad_graph b;
+  build_grad(rc, &b);
+  int64_t batch = 2, h = rc->h, gh = b.gh, w = b.nw / rc->t;
+  int states = ir_rnn_states(rc->op), n_in = states + 2;
+  double *in[4];
+  rng r;
+  rng_init(&r, 43);
+  for (int i = 0; i < n_in; i++) {
+    in[i] = xmalloc((size_t)(batch * b.n_in[i]) * sizeof(double));
+    for (int64_t j = 0; j < batch * b.n_in[i]; j++) in[i][j] = rng_uniform_f32(&r, -1.0f, 1.0f);
+  }
+  double *out[2];
+  char err[256];
+  ck_assert_msg(ref_run(b.g, batch, (const double *const *)in, out, err, sizeof err), "%s", err);
+  double *gg = out[1];
+  double *dy = in[n_in - 1];
+  bool before = rc->op == IR_OP_GRU && !rc->reset_after;
+  /* the analytic gradients of r and rb from g's columns */
+  double *dr = xcalloc((size_t)(h * gh), sizeof(double)), *drb = xcalloc((size_t)gh, sizeof(double));
+  for (int64_t row = 0; row < batch * rc->t; row++) {
+    const double *p = gg + row * w;
+    for (int64_t j = 0; j < gh; j++) {
+      drb[j] += p[gh + j];
+      for (int64_t k = 0; k < h; k++) dr[k * gh + j] += p[2 * gh + (before && j >= 2 * h ? h : 0) + k] * p[gh + j];
+    }
+  }
+  double scale = 0;
+  for (int64_t i = 0; i < batch * rc->t; i++)
+    for (int64_t j = 0; j < gh; j++) scale = fmax(scale, fabs(gg[i * w + j]));
+  for (int64_t i = 0; i < h * gh; i++) scale = fmax(scale, fabs(dr[i]));
+  /* L at a perturbed point */
+#define LOSS(l)                                                                                                      \
+  do {                                                                                                               \
+    double *o[2];                                                                                                    \
+    ck_assert_msg(ref_run(b.g, batch, (const double *const *)in, o, err, sizeof err), "%s", err);                    \
+    l = 0;                                                                                                           \
+    for (int64_t q = 0; q < batch * b.ny; q++) l += o[0][q] * dy[q];                                                 \
+    ref_outputs_free(o, 2);                                                                                          \
+  } while (0)
+  const double step = 1e-2, tol = 2e-3 * fmax(scale, 1e-3);
+  for (int64_t i = 0; i < batch * b.n_in[0]; i += 7) { /* xp */
+    double keep = in[0][i], lp, lm;
+    in[0][i] = keep + step;
+    LOSS(lp);
+    in[0][i] = keep - step;
+    LOSS(lm);
+    in[0][i] = keep;
+    int64_t row = i / gh, j = i % gh;
+    double fd = (lp - lm) / (2 * step), an = gg[row * w + j];
+    ck_assert_msg(fabs(fd - an) <= tol, "%s: dxp[%lld] = %.8g, finite differences %.8g", case_name(rc), (long long)i,
+                  an, fd);
+  }
+  for (int64_t i = 0; i < h * gh + (b.rb ? gh : 0); i += 3) { /* r, rb: f32 constants, the step as stored */
+    float *v = i < h * gh ? &b.r[i] : &b.rb[i - h * gh];
+    float keep = *v;
+    double lp, lm;
+    *v = keep + (float)step;
+    double up = (double)*v - keep;
+    LOSS(lp);
+    *v = keep - (float)step;
+    double down = keep - (double)*v;
+    LOSS(lm);
+    *v = keep;
+    double fd = (lp - lm) / (up + down), an = i < h * gh ? dr[i] : drb[i - h * gh];
+    ck_assert_msg(fabs(fd - an) <= tol, "%s: d%s[%lld] = %.8g, finite differences %.8g", case_name(rc),
+                  i < h * gh ? "r" : "rb", (long long)(i < h * gh ? i : i - h * gh), an, fd);
+  }
+#undef LOSS
+  ref_outputs_free(out, 2);
+  for (int i = 0; i < n_in; i++) free(in[i]);
+  free(dr), free(drb);
+  unbuild_grad(&b);
+}
+
+/* The kernel's gradient op against the reference's (f32), on 1 and 3 threads (the same bits). */
+static void check_grad_kernel(const rnn_case *rc, int64_t batch) {
+  grad_graph b;
+  build_grad(rc, &b);
+  int states = ir_rnn_states(rc->op), n_in = states + 2;
+  diag_sink *d = diag_sink_create();
+  pass_options po;
+  pass_options_init(&po);
+  po.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(b.g, PASS_PIPELINE_DEFAULT, &po, d), "passes: %s", diag_text(d));
+  float *in[4];
+  double *rin[4];
+  rng r;
+  rng_init(&r, 47);
+  for (int i = 0; i < n_in; i++) {
+    in[i] = xmalloc((size_t)(batch * b.n_in[i]) * sizeof(float));
+    for (int64_t j = 0; j < batch * b.n_in[i]; j++) in[i][j] = rng_uniform_f32(&r, -1.0f, 1.0f);
+    rin[i] = ref_from_f32(in[i], batch * b.n_in[i]);
+  }
+  double *want[2];
+  char err[256];
+  ck_assert_msg(ref_run(b.g, batch, (const double *const *)rin, want, err, sizeof err), "reference: %s", err);
+  float *got[2][2];
+  for (int th = 0; th < 2; th++) {
+    cg_backend_options bo;
+    cg_backend_options_init(&bo);
+    bo.threads = th ? 3 : 1;
+    cg_exec *x = cg_backend_compile(&cg_backend_cpu, b.g, &bo, d);
+    ck_assert_msg(x, "compile: %s", diag_text(d));
+    got[th][0] = xcalloc((size_t)(batch * b.ny), sizeof(float));
+    got[th][1] = xcalloc((size_t)(batch * b.nw), sizeof(float));
+    const void *ins[] = {in[0], in[1], in[2], in[3]};
+    void *outs[] = {got[th][0], got[th][1]};
+    ck_assert_msg(cg_backend_cpu.run(x, batch, ins, outs, d), "run: %s", diag_text(d));
+    cg_exec_destroy(x);
+  }
+  ck_assert_msg(!memcmp(got[0][1], got[1][1], (size_t)(batch * b.nw) * sizeof(float)), "%s: 1 and 3 threads differ",
+                case_name(rc));
+  char msg[256];
+  double e = ref_normalized_error(got[0][1], want[1], batch * b.nw);
+  ref_cmp worst = ref_compare_normalized(got[0][1], want[1], batch * b.nw);
+  ck_assert_msg(e <= 1e-5, "%s T=%lld H=%lld: gradient's normalized error %g vs the reference (%s)", case_name(rc),
+                (long long)rc->t, (long long)rc->h, e, ref_cmp_str(&worst, msg, sizeof msg));
+  ref_outputs_free(want, 2);
+  for (int i = 0; i < n_in; i++) free(in[i]), free(rin[i]);
+  for (int th = 0; th < 2; th++) free(got[th][0]), free(got[th][1]);
+  diag_sink_destroy(d);
+  unbuild_grad(&b);
+}
+
+static void for_each_cell(void (*fn)(const rnn_case *rc, int64_t batch), int64_t t, int64_t h, int64_t batch) {
+  static const ir_op ops[] = {IR_OP_SIMPLE_RNN, IR_OP_GRU, IR_OP_LSTM};
+  for (size_t o = 0; o < 3; o++)
+    for (int rev = 0; rev < 3; rev++)
+      for (int ra = 0; ra < (ops[o] == IR_OP_GRU ? 2 : 1); ra++) {
+        rnn_case rc = {ops[o], t, 0, h, rev, ra, DT_F32, 0};
+        fn(&rc, batch);
+      }
+}
+
+static void fd_case(const rnn_case *rc, int64_t batch) {
+  (void)batch;
+  check_fd(rc);
+}
+
+START_TEST(test_grad_finite_differences) { for_each_cell(fd_case, 5, 3, 2); }
+END_TEST
+
+START_TEST(test_grad_kernel_against_reference) {
+  for_each_cell(check_grad_kernel, 28, 16, 3);
+  for_each_cell(check_grad_kernel, 6, 13, 1);
+}
+END_TEST
+
 static Suite *rnn_suite(void) {
   Suite *s = suite_create("rnn");
   TCase *tc = tcase_create("rnn");
@@ -230,6 +451,8 @@ static Suite *rnn_suite(void) {
   tcase_add_test(tc, test_cells_against_reference);
   tcase_add_test(tc, test_compile_independent_of_length);
   tcase_add_test(tc, test_bad_shapes);
+  tcase_add_test(tc, test_grad_finite_differences);
+  tcase_add_test(tc, test_grad_kernel_against_reference);
   suite_add_tcase(s, tc);
   return s;
 }
