@@ -535,6 +535,26 @@ static bool batch_norm_backward(grad_state *s, ir_node *n, ir_node *dy) {
   return true;
 }
 
+/* A transposed convolution y = conv2d_input_grad(a, w) (group_ for
+ * groups) as a model op: y sums a's elements through w into the shape of
+ * the convolution's input, so its gradient for a is that convolution of dy
+ * (conv2d / group_conv2d with the same strides, dilations and pads: a
+ * gather, no scatter), and for w the filter gradient of that convolution
+ * with dy as its input and a as its output gradient. */
+static bool conv_transpose_backward(grad_state *s, ir_node *n, ir_node *dy) {
+  ir_node *a = n->srcs[0], *w = n->srcs[1];
+  bool grouped = n->op == IR_OP_GROUP_CONV2D_INPUT_GRAD;
+  ir_attr ca = {.acc = DT_F32, .strides = n->attr.strides, .dilations = n->attr.dilations, .pads = n->attr.pads};
+  if (s->needs[a->id])
+    accumulate(s, a, op(s, grouped ? IR_OP_GROUP_CONV2D : IR_OP_CONV2D, n, a->name, (ir_node *[]){dy, w}, 2, &ca));
+  ca.shape.rank = w->type.rank;
+  for (int r = 0; r < w->type.rank; r++) ca.shape.dims[r] = w->type.dims[r];
+  if (s->needs[w->id])
+    accumulate(s, w, op(s, grouped ? IR_OP_GROUP_CONV2D_FILTER_GRAD : IR_OP_CONV2D_FILTER_GRAD, n, w->name,
+                        (ir_node *[]){dy, a}, 2, &ca));
+  return true;
+}
+
 static bool backward(grad_state *s, ir_node *n) {
   ir_node *dy = s->adjoint[n->id];
   ir_node *a = n->n_srcs > 0 ? n->srcs[0] : NULL, *b = n->n_srcs > 1 ? n->srcs[1] : NULL;
@@ -639,9 +659,11 @@ static bool backward(grad_state *s, ir_node *n) {
     accumulate(s, a, op(s, g, n, a->name, (ir_node *[]){dy, a}, 2, &pa));
     return true;
   }
+  case IR_OP_CONV2D_INPUT_GRAD: /* a model's transposed convolution (Keras Conv2DTranspose, ONNX ConvTranspose) */
+  case IR_OP_GROUP_CONV2D_INPUT_GRAD:
+    return conv_transpose_backward(s, n, dy);
   case IR_OP_MAX_POOL2D_GRAD:
   case IR_OP_AVG_POOL2D_GRAD:
-  case IR_OP_CONV2D_INPUT_GRAD:
   case IR_OP_CONV2D_FILTER_GRAD:
   /* general tensors: gradient helpers */
   case IR_OP_SELECT_GE:
@@ -707,7 +729,6 @@ static bool backward(grad_state *s, ir_node *n) {
     if (s->needs[b->id]) accumulate(s, b, op(s, IR_OP_GROUP_CONV2D_FILTER_GRAD, n, b->name, (ir_node *[]){a, dy}, 2, &ga));
     return true;
   }
-  case IR_OP_GROUP_CONV2D_INPUT_GRAD:
   case IR_OP_GROUP_CONV2D_FILTER_GRAD:
     return fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
@@ -903,8 +924,11 @@ static ir_node *dropout_to_train(grad_state *s) {
 static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   const pass_train_options *o = &ctx->opts->train;
   grad_state s = {g, ctx, o, g->n_nodes, NULL, NULL, names};
+  /* a model may hold nontrainable variables (Keras Normalization's stored statistics); a training
+   * program has trainable ones, slots and scalars */
   for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i]->op == IR_OP_VARIABLE || ir_op_writes(g->nodes[i]->op))
+    if ((g->nodes[i]->op == IR_OP_VARIABLE && g->nodes[i]->attr.kind != IR_STATE_NONTRAINABLE) ||
+        ir_op_writes(g->nodes[i]->op))
       return fail(&s, DIAG_KIND_INVALID_MODEL, g->nodes[i]->loc,
                   "grad: %s is a training program already (%%%s)", g->name, g->nodes[i]->name);
   if (o->optimizer != PASS_OPT_NONE && !o->loss_only) { /* Keras's optimizers take no other's options */

@@ -352,6 +352,9 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
     const char *registered = !module && reg && reg->kind == JSON_STR ? reg->s : NULL; /* a custom class */
     l->op_node = module && str_has_prefix(module, "keras.src.ops");
     l->row = l->op_node ? op_row(l->cls) : fl_layer_row(l->cls);
+    /* a class keras.applications defines in its own module: that module's only */
+    if (!strcmp(l->cls, "CustomScaleLayer") && !(module && !strcmp(module, "keras.src.applications.inception_resnet_v2")))
+      l->row = -1;
     l->nested = !l->op_node && (!strcmp(l->cls, "Sequential") || !strcmp(l->cls, "Functional") ||
                                 !strcmp(l->cls, "Model"));
     if (l->row < 0 && !l->nested) { /* every unknown class of the file, then the list once */
@@ -496,7 +499,10 @@ static bool input_type(kr_model *m, kr_layer *l, ir_type *t) {
   if (!s) s = kr_cfg(l, "batch_input_shape");
   const json_value *dt = kr_cfg(l, "dtype");
   bool int32 = dt && dt->kind == JSON_STR && !strcmp(dt->s, "int32"); /* indices for an Embedding */
-  if (dt && dt->kind == JSON_STR && strcmp(dt->s, "float32") != 0 && !int32) {
+  /* a nested model built under a 16-bit policy has a 16-bit InputLayer (ConvNeXt's stem under
+   * mixed_bfloat16): it takes the outer model's tensor, which its layers cast as their policy says */
+  bool half = m->depth > 0 && dt && dt->kind == JSON_STR && (!strcmp(dt->s, "bfloat16") || !strcmp(dt->s, "float16"));
+  if (dt && dt->kind == JSON_STR && strcmp(dt->s, "float32") != 0 && !int32 && !half) {
     kr_unsupported(m, "layer '%s' (InputLayer): input dtype '%s' is not supported (float32; int32 for an "
                    "Embedding's indices)", l->name, dt->s);
     return false;

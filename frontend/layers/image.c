@@ -11,9 +11,11 @@
  *                         and the activation as Conv2D's
  *   GroupNormalization    %NAME.groups [N, .., G, C/G] (a reshape), the
  *                         moments over every axis but the batch and the
- *                         group (%NAME.mean, .centered, .variance, .inv,
- *                         .normalized), back to x's shape, times
- *                         %NAME.gamma, plus %NAME.beta (both [C])
+ *                         group (%NAME.mean, .centered, .variance), then
+ *                         Keras's x * inv + (beta - mean * inv) with inv =
+ *                         rsqrt(variance + epsilon) * gamma (%NAME.gamma,
+ *                         %NAME.beta [C], used as [G, C/G]), back to x's
+ *                         shape
  *   UpSampling2D bilinear Keras's resize (half-pixel centres, edge samples
  *                         clamped) by an integer factor: per output phase r
  *                         two neighbours with [] literal weights
@@ -123,10 +125,11 @@ static ir_node *op2(fl_host *m, fl_layer *l, ir_op op, const char *name, ir_node
 }
 
 /* GroupNormalization(groups, axis=-1, epsilon, center, scale): Keras's
- * formula (group_normalization.py) in float32: x as [N, .., G, C/G], the
- * mean and the (biased) variance over every axis but N and G, (x - mean) *
- * rsqrt(variance + epsilon), then gamma and beta per channel (vars/0
- * gamma when scale, then beta when center). groups -1: one per channel. */
+ * formula (group_normalization.py) in float32, in its order: x as [N, ..,
+ * G, C/G], the mean and the (biased) variance over every axis but N and G,
+ * inv = rsqrt(variance + epsilon) * gamma, x * inv + (beta - mean * inv)
+ * (vars/0 gamma when scale, then beta when center). groups -1: one per
+ * channel. */
 bool fl_lower_group_norm(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   if (!fl_one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
@@ -190,11 +193,20 @@ bool fl_lower_group_norm(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in)
   ir_node *ve = op2(m, l, IR_OP_ADD, fl_node_name(m, l, k, "variance_eps"), var,
                     fl_literal(m, l, fl_node_name(m, l, k, "epsilon"), eps));
   ir_node *inv = fl_stamp(m, l, ir_build_unary(m->g, IR_OP_RSQRT, fl_node_name(m, l, k, "inv"), ve, l->loc));
-  ir_node *y = op2(m, l, IR_OP_MUL, fl_node_name(m, l, k, "normalized"), d, inv);
-  bool last = !scale && !center;
-  if (!fl_layout_op(m, l, k, IR_OP_RESHAPE, last ? NULL : "ungrouped", &y, 1, &back, &y)) return false;
-  if (scale) y = op2(m, l, IR_OP_MUL, fl_node_name(m, l, k, center ? "scaled" : NULL), y, l->w[0]);
-  if (center) y = op2(m, l, IR_OP_ADD, fl_node_name(m, l, k, NULL), y, l->w[1]);
+  /* Keras's order: inv = rsqrt(var + eps) * gamma, res = -mean * inv + beta, y = x * inv + res (gamma
+   * and beta as [G, C/G], broadcast against the groups) */
+  ir_attr pa = {.shape = {2, {groups, C / groups}}};
+  ir_node *gb[2] = {NULL, NULL};
+  for (int i = 0; i < 2; i++)
+    if (l->w[i] && !fl_layout_op(m, l, k, IR_OP_RESHAPE, i ? "beta_groups" : "gamma_groups", &l->w[i], 1, &pa, &gb[i]))
+      return false;
+  if (gb[0]) inv = op2(m, l, IR_OP_MUL, fl_node_name(m, l, k, "inv_gamma"), inv, gb[0]);
+  ir_node *mi = op2(m, l, IR_OP_MUL, fl_node_name(m, l, k, "mean_inv"), mean, inv);
+  ir_node *res = gb[1] ? op2(m, l, IR_OP_SUB, fl_node_name(m, l, k, "shift"), gb[1], mi)
+                       : fl_stamp(m, l, ir_build_unary(m->g, IR_OP_NEG, fl_node_name(m, l, k, "shift"), mi, l->loc));
+  ir_node *y = op2(m, l, IR_OP_ADD, fl_node_name(m, l, k, "normalized"),
+                   op2(m, l, IR_OP_MUL, fl_node_name(m, l, k, "scaled"), g, inv), res);
+  if (!fl_layout_op(m, l, k, IR_OP_RESHAPE, NULL, &y, 1, &back, &y)) return false;
   m->call->out = y;
   return true;
 }

@@ -12,8 +12,11 @@
  *                              (x - mean) / max(sqrt(variance), 1e-7)
  *                              (invert: mean + x * max(...))
  *   Cropping2D(cropping)       %NAME = strided_slice of the rows and columns
+ *   CustomScaleLayer(scale)    InceptionResNetV2's residual: inputs[0] +
+ *                              inputs[1] * scale (%NAME.scaled, %NAME)
  *
- * The statistics are constants of the graph, as Keras's are not trained.
+ * The stored statistics are nontrainable variables (Keras's are not
+ * trained); the config's are constants.
  */
 #include "frontend/layers/internal.h"
 
@@ -54,6 +57,17 @@ bool fl_lower_rescaling(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) 
   return true;
 }
 
+/* A stored statistic: a nontrainable variable, as Keras's (castor train
+ * never updates it, and --save writes it back as loaded). */
+static ir_node *statistic(fl_host *m, fl_layer *l, const char *key, const ir_type *t, const float *d) {
+  ir_node *v = ir_node_new(m->g, IR_OP_VARIABLE, t, NULL, 0, key, l->loc);
+  v->attr.weight = arena_strdup(m->g->arena, key);
+  v->attr.kind = IR_STATE_NONTRAINABLE;
+  v->attr.data = d;
+  ir_graph_append(m->g, v);
+  return fl_stamp(m, l, v);
+}
+
 bool fl_lower_normalization(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   if (!fl_one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
@@ -80,8 +94,8 @@ bool fl_lower_normalization(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
       const float *vd = md ? fl_weight(m, l, 1, vk, "variance", &ct, FL_INIT_ONES) : NULL;
       if (!vd) return false;
       if (m->ignore_weight) m->ignore_weight(m, l, 2); /* the count of adapt() */
-      l->w[0] = fl_stamp(m, l, ir_build_const(m->g, mk, &ct, mk, md, l->loc));
-      l->w[1] = fl_stamp(m, l, ir_build_const(m->g, vk, &ct, vk, vd, l->loc));
+      l->w[0] = statistic(m, l, mk, &ct, md);
+      l->w[1] = statistic(m, l, vk, &ct, vd);
       l->weights_done = true;
     }
     mean = l->w[0], var = l->w[1];
@@ -176,4 +190,21 @@ bool fl_lower_up_sampling2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
          fl_layout_op(m, l, k, IR_OP_RESHAPE, "cols", &x, 1, &a3, &x) &&
          fl_layout_op(m, l, k, IR_OP_BROADCAST_TO, "cols_up", &x, 1, &a4, &x) &&
          fl_layout_op(m, l, k, IR_OP_RESHAPE, NULL, &x, 1, &a5, &m->call->out);
+}
+
+/* CustomScaleLayer (keras.src.applications.inception_resnet_v2; the host
+ * takes the class from that module only): inputs[0] + inputs[1] * scale,
+ * broadcast as numpy's, scale a [] literal (%NAME.scale). */
+bool fl_lower_custom_scale(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
+  double scale;
+  if (fl_is_null(fl_cfg(l, "scale"))) return fl_error(m, l, "scale", FL_PLAIN, "scale is required"), false;
+  if (!fl_cfg_number(m, l, "scale", 0, -1e30, 1e30, &scale)) return false;
+  if (n_in != 2) {
+    fl_error(m, l, NULL, FL_PLAIN, "takes exactly two inputs (the shortcut and the residual), its call has %d", n_in);
+    return false;
+  }
+  ir_node *r = bin(m, l, IR_OP_MUL, fl_node_name(m, l, k, "scaled"), in[1],
+                   fl_literal(m, l, fl_node_name(m, l, k, "scale"), scale));
+  ir_node *srcs[2] = {in[0], r};
+  return fl_op_styled(m, l, k, IR_OP_ADD, NULL, srcs, 2, &(ir_attr){0}, FL_NAME_RULE, &m->call->out);
 }

@@ -7,14 +7,24 @@ Run by hand, never by CI or the build (it needs Keras, JAX and h5py):
 
 Writes beside this script, under float32 and mixed_bfloat16:
 
-  image-<policy>.keras   a Functional model of one input [6, 5, 4] and five outputs:
+  image-<policy>.keras   a Functional model of one input [6, 5, 4] and seven outputs:
                          Conv2D with groups=2 and with groups = channels (ConvNeXt's depthwise
                          7x7), Conv2DTranspose (valid, stride 2; same, stride 2, output_padding
                          1; dilation 2; no bias), GroupNormalization (groups 2, groups -1 without
                          center, on a [N, features] Dense output too), UpSampling2D bilinear
-                         ((2, 3), 2) and a Conv2D after it
+                         ((2, 3), 2) and a Conv2D after it, InceptionResNetV2's
+                         CustomScaleLayer (x + 0.17 * conv(x))
   image-<policy>.in0.npy, .out<i>.npy   the input (batch 8, seeded) and model.predict's outputs
   manifest-image.txt     the files, as check_keras_models reads them
+
+`generate_image.py train` writes image_train.keras (float32: grouped Conv2Ds, Conv2DTranspose,
+GroupNormalization, bilinear UpSampling2D, a Dense head; SGD 0.1, sparse categorical
+cross-entropy from logits), image_train.x.npy / .y.npy (32 samples) and, after Keras's
+model.fit of one epoch (batch 16, shuffle=False: two steps), each trainable weight as
+image_train.after.<layer>.<variable>.npy (castor's state name).
+
+`generate_image.py norm_train` writes norm_train.keras the same way: a Normalization adapted to
+the data (its mean and variance are Keras's nontrainable variables) before a Dense layer.
 """
 
 import datetime
@@ -48,12 +58,15 @@ def image():
     t4 = layers.Conv2DTranspose(3, (2, 3), strides=(3, 2), padding="same", name="up_same")(g)
     n = layers.GroupNormalization(groups=2, epsilon=1e-3, name="gn2")(t)
     n2 = layers.GroupNormalization(groups=-1, center=False, name="gn_inst")(t4)
-    d = layers.Dense(6, name="dense")(layers.Flatten(name="flat")(x))
-    n3 = layers.GroupNormalization(groups=3, scale=False, name="gn_dense")(d)
+    d = layers.Dense(8, name="dense")(layers.Flatten(name="flat")(x))
+    n3 = layers.GroupNormalization(groups=2, scale=False, name="gn_dense")(d)
     u = layers.UpSampling2D((2, 3), interpolation="bilinear", name="bilinear23")(x)
     u = layers.Conv2D(3, 3, name="after_up")(u)
     u2 = layers.UpSampling2D(2, interpolation="bilinear", name="bilinear2")(u)
-    return keras.Model(x, [g, n, t3, n2, n3, u2], name="image")
+    from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
+    r = layers.Conv2D(4, 1, name="residual")(x)
+    sc = CustomScaleLayer(0.17, name="custom_scale")([x, r])                   # InceptionResNetV2's
+    return keras.Model(x, [g, n, t3, n2, n3, u2, sc], name="image")
 
 
 def main():
@@ -79,5 +92,52 @@ def main():
         f.write("\n".join(manifest) + "\n")
 
 
+def train():
+    keras.mixed_precision.set_global_policy("float32")
+    rng = np.random.default_rng(3741)
+    x = keras.Input((6, 5, 4), name="img")
+    h = layers.Conv2D(6, 3, padding="same", groups=2, activation="relu", name="grouped")(x)
+    h = layers.Conv2D(6, 3, padding="same", groups=6, name="depthwise")(h)
+    h = layers.Conv2DTranspose(4, 3, strides=2, padding="same", name="up_conv")(h)
+    h = layers.GroupNormalization(groups=2, name="gn")(h)
+    h = layers.UpSampling2D(2, interpolation="bilinear", name="bilinear")(h)
+    h = layers.Conv2D(3, 3, strides=2, activation="tanh", name="down")(h)
+    h = layers.GlobalAveragePooling2D(name="gap")(h)
+    model = keras.Model(x, layers.Dense(3, name="logits")(h), name="image_train")
+    model.set_weights([scaled(rng, w) for w in model.get_weights()])
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.save(os.path.join(HERE, "image_train.keras"))
+    xs = rng.standard_normal((32, 6, 5, 4)).astype(np.float32)
+    ys = rng.integers(0, 3, 32).astype(np.int32)
+    np.save(os.path.join(HERE, "image_train.x.npy"), xs)
+    np.save(os.path.join(HERE, "image_train.y.npy"), ys)
+    model.fit(xs, ys, batch_size=16, epochs=1, shuffle=False, verbose=0)
+    for layer in model.layers:
+        for v in layer.trainable_weights:
+            np.save(os.path.join(HERE, f"image_train.after.{layer.name}.{v.name}.npy"), np.asarray(v))
+
+
+def norm_train():
+    keras.mixed_precision.set_global_policy("float32")
+    rng = np.random.default_rng(3742)
+    xs = (rng.standard_normal((32, 4)) * 3 + 1).astype(np.float32)
+    ys = rng.integers(0, 3, 32).astype(np.int32)
+    norm = layers.Normalization(name="norm")
+    norm.adapt(xs)
+    x = keras.Input((4,), name="features")
+    model = keras.Model(x, layers.Dense(3, name="logits")(norm(x)), name="norm_train")
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.save(os.path.join(HERE, "norm_train.keras"))
+    np.save(os.path.join(HERE, "norm_train.x.npy"), xs)
+    np.save(os.path.join(HERE, "norm_train.y.npy"), ys)
+    model.fit(xs, ys, batch_size=16, epochs=1, shuffle=False, verbose=0)
+    for layer in model.layers:
+        for v in layer.weights[:2] if layer.name == "norm" else layer.trainable_weights:
+            np.save(os.path.join(HERE, f"norm_train.after.{layer.name}.{v.name}.npy"), np.asarray(v))
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+    {"train": train, "norm_train": norm_train}.get(sys.argv[1] if sys.argv[1:] else "", main)()
