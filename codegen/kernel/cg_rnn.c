@@ -37,14 +37,52 @@ static LLVMValueRef ld(rnn *s, LLVMValueRef a, LLVMValueRef j) {
 
 static void st(rnn *s, LLVMValueRef a, LLVMValueRef j, LLVMValueRef v) { LLVMBuildStore(s->c->e->b, v, at(s, a, j)); }
 
-/* u[j0 .. j1) += sum_k src[k] * r[k, j] over k in order (src: h or g*h). */
+/* u[j0 .. j1) += sum_k src[k] * r[k, j] over k in order (src: h or g*h).
+ * r is row-major [H, G*H], so a run of columns is a contiguous load: the
+ * columns go in blocks of RNN_NV vectors of vw lanes, each block's sums
+ * held in registers over the whole k loop (one load of u and one store per
+ * block and step, not per k), then a scalar tail. Each output element is
+ * still u[j] then one fmuladd per k in k order: the same bits as the
+ * scalar loop's, on any lanes or split of the rows. */
+enum { RNN_NV = 4 };
+
 static void recurrent_product(rnn *s, LLVMValueRef src, int64_t j0, int64_t j1) {
   cg_kctx *c = s->c;
   cg_emitter *e = c->e;
+  int vw = e->vw > 0 ? e->vw : 1;
+  int64_t bw = (int64_t)RNN_NV * vw, nb = (j1 - j0) / bw;
+  if (nb > 0) {
+    LLVMTypeRef vt = vec(e, vw);
+    LLVMValueRef acc[RNN_NV];
+    for (int v = 0; v < RNN_NV; v++) acc[v] = cg_entry_alloca(c, vt, "u.acc");
+    cg_loop lb = cg_loop_begin(c, i64c(0), i64c(nb), 1, "jb");
+    LLVMValueRef jb = LLVMBuildAdd(B, LLVMBuildMul(B, lb.iv, i64c(bw), ""), i64c(j0), "jb.col");
+    for (int v = 0; v < RNN_NV; v++) {
+      LLVMValueRef p = LLVMBuildGEP2(B, e->f32, s->u, (LLVMValueRef[]){LLVMBuildAdd(B, jb, i64c(v * vw), "")}, 1, "");
+      LLVMValueRef l = LLVMBuildLoad2(B, vt, p, "");
+      LLVMSetAlignment(l, 4); /* u is an f32 array: no vector alignment */
+      LLVMBuildStore(B, l, acc[v]);
+    }
+    cg_loop lk = cg_loop_begin(c, i64c(0), i64c(s->h), 1, "k");
+    LLVMValueRef hk = cg_splat(e, ld(s, src, lk.iv), vw);
+    LLVMValueRef rrow = LLVMBuildAdd(B, LLVMBuildMul(B, lk.iv, i64c(s->gh), ""), jb, "r.at");
+    for (int v = 0; v < RNN_NV; v++) {
+      LLVMValueRef rv = load_f(c, s->r, LLVMBuildAdd(B, rrow, i64c(v * vw), ""), vw);
+      LLVMBuildStore(B, cg_fmuladd(e, hk, rv, get(c, acc[v], vt)), acc[v]);
+    }
+    cg_loop_end(c, &lk);
+    for (int v = 0; v < RNN_NV; v++) {
+      LLVMValueRef p = LLVMBuildGEP2(B, e->f32, s->u, (LLVMValueRef[]){LLVMBuildAdd(B, jb, i64c(v * vw), "")}, 1, "");
+      LLVMSetAlignment(LLVMBuildStore(B, get(c, acc[v], vt), p), 4);
+    }
+    cg_loop_end(c, &lb);
+  }
+  int64_t jt = j0 + nb * bw;
+  if (jt == j1) return;
   cg_loop lk = cg_loop_begin(c, i64c(0), i64c(s->h), 1, "k");
   LLVMValueRef hk = ld(s, src, lk.iv);
   LLVMValueRef rrow = LLVMBuildMul(B, lk.iv, i64c(s->gh), "r.row");
-  cg_loop lj = cg_loop_begin(c, i64c(j0), i64c(j1), 1, "j");
+  cg_loop lj = cg_loop_begin(c, i64c(jt), i64c(j1), 1, "j");
   LLVMValueRef rv = load_f(c, s->r, LLVMBuildAdd(B, rrow, lj.iv, ""), 1);
   st(s, s->u, lj.iv, cg_fmuladd(e, hk, rv, ld(s, s->u, lj.iv)));
   cg_loop_end(c, &lj);

@@ -169,6 +169,19 @@ START_TEST(test_cells_against_reference) {
 }
 END_TEST
 
+/* Units whose G*H columns make several whole vector blocks of the
+ * recurrent product and a tail, at an offset for gru's reset-before
+ * product (H = 40: lstm's 160 columns, gru's 120 as 80 + 40). */
+START_TEST(test_cells_blocked_columns) {
+  static const ir_op ops[] = {IR_OP_SIMPLE_RNN, IR_OP_GRU, IR_OP_LSTM};
+  for (size_t o = 0; o < 3; o++)
+    for (int ra = 0; ra < (ops[o] == IR_OP_GRU ? 2 : 1); ra++) {
+      rnn_case rc = {ops[o], 12, 12, 40, 0, ra, DT_F32, 0};
+      check_case(&rc, 3);
+    }
+}
+END_TEST
+
 /* The optimized LLVM IR of a 16-step and a 4096-step lstm differs only in
  * the constant of the time loop: the same length, give or take the digits. */
 START_TEST(test_compile_independent_of_length) {
@@ -449,6 +462,7 @@ static Suite *rnn_suite(void) {
   TCase *tc = tcase_create("rnn");
   tcase_set_timeout(tc, 300); /* JIT compiles: dozens of graphs */
   tcase_add_test(tc, test_cells_against_reference);
+  tcase_add_test(tc, test_cells_blocked_columns);
   tcase_add_test(tc, test_compile_independent_of_length);
   tcase_add_test(tc, test_bad_shapes);
   tcase_add_test(tc, test_grad_finite_differences);
