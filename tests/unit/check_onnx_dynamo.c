@@ -20,36 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static double rel_max_err(const float *got, const float *want, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    num = fmax(num, fabs((double)got[i] - want[i]));
-    den = fmax(den, fabs((double)want[i]));
-  }
-  return num / (den > 0 ? den : 1);
-}
-
-static castor_tensor *load_npy(castor_context *ctx, const char *name) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/tests/onnx/models/%s", CASTOR_SOURCE_DIR, name);
-  castor_tensor *t;
-  ck_assert_msg(castor_tensor_load_npy(ctx, path, &t) == CASTOR_OK, "%s: %s", path, castor_context_last_error(ctx));
-  return t;
-}
-
-/* The first `rows` rows of x, a new tensor. */
-static castor_tensor *first_rows(castor_context *ctx, const castor_tensor *x, int64_t rows) {
-  int64_t dims[8];
-  int rank = castor_tensor_rank(x);
-  memcpy(dims, castor_tensor_dims(x), (size_t)rank * sizeof *dims);
-  size_t row_bytes = castor_tensor_nbytes(x) / (size_t)dims[0];
-  dims[0] = rows;
-  castor_tensor *t;
-  ck_assert_int_eq(castor_tensor_create(ctx, castor_tensor_dtype(x), rank, dims, &t), CASTOR_OK);
-  memcpy(castor_tensor_data(t), castor_tensor_data((castor_tensor *)x), row_bytes * (size_t)rows);
-  return t;
-}
-
 /* Loads model (batch bound at load if > 0), compiles it under policy, runs
  * x and checks the output against the first rows of want. */
 static void check_model(const char *model, int64_t load_batch, const char *policy, double bound, castor_tensor *x,
@@ -76,7 +46,7 @@ static void check_model(const char *model, int64_t load_batch, const char *polic
   ck_assert_int_eq(castor_tensor_rank(y), castor_tensor_rank(want));
   for (int r = 1; r < castor_tensor_rank(y); r++) ck_assert_int_eq(castor_tensor_dims(y)[r], castor_tensor_dims(want)[r]);
   int64_t n = castor_tensor_numel(y); /* want's first rows */
-  double e = rel_max_err(castor_tensor_data(y), castor_tensor_data(want), n);
+  double e = test_rel_max_err(castor_tensor_data(y), castor_tensor_data(want), n);
   ck_assert_msg(e <= bound, "%s under %s, batch %lld (bound at load: %lld): max error / max |ref| %.3g > %.3g", model,
                 policy, (long long)rows, (long long)load_batch, e, bound);
   castor_tensor_destroy(y);
@@ -91,10 +61,10 @@ static const char *const DYNBATCH[] = {"tv_resnet18", "tv_mobilenet_v3_small", "
 START_TEST(test_dynamo_dynamic_batch) {
   castor_context *ctx;
   castor_context_create(&ctx);
-  castor_tensor *x4 = load_npy(ctx, "tv.x.npy"), *x1 = first_rows(ctx, x4, 1);
+  castor_tensor *x4 = test_load_onnx_npy(ctx, "tv.x.npy"), *x1 = test_first_rows(ctx, x4, 1);
   char name[128];
   snprintf(name, sizeof name, "%s.dynbatch.ort.npy", DYNBATCH[_i]);
-  castor_tensor *want = load_npy(ctx, name);
+  castor_tensor *want = test_load_onnx_npy(ctx, name);
   snprintf(name, sizeof name, "%s.dynbatch", DYNBATCH[_i]);
   check_model(name, 0, "float32", 1e-5, x4, want);
   check_model(name, 0, "float32", 1e-5, x1, want);
@@ -112,8 +82,8 @@ END_TEST
 START_TEST(test_dynamo_defaults) {
   castor_context *ctx;
   castor_context_create(&ctx);
-  castor_tensor *x4 = load_npy(ctx, "tv.x.npy"), *x1 = first_rows(ctx, x4, 1);
-  castor_tensor *want = load_npy(ctx, "tv_resnet18.dynamo.ort.npy");
+  castor_tensor *x4 = test_load_onnx_npy(ctx, "tv.x.npy"), *x1 = test_first_rows(ctx, x4, 1);
+  castor_tensor *want = test_load_onnx_npy(ctx, "tv_resnet18.dynamo.ort.npy");
   check_model("tv_resnet18.dynamo", 0, "float32", 1e-5, x1, want);
   check_model("tv_resnet18.dynamo", 0, "mixed_bfloat16", 2e-2, x1, want);
   castor_tensor_destroy(want);

@@ -20,36 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static double rel_max_err(const float *got, const float *want, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    num = fmax(num, fabs((double)got[i] - want[i]));
-    den = fmax(den, fabs((double)want[i]));
-  }
-  return num / (den > 0 ? den : 1);
-}
-
-static castor_tensor *load_npy(castor_context *ctx, const char *name) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/tests/onnx/models/%s", CASTOR_SOURCE_DIR, name);
-  castor_tensor *t;
-  ck_assert_msg(castor_tensor_load_npy(ctx, path, &t) == CASTOR_OK, "%s: %s", path, castor_context_last_error(ctx));
-  return t;
-}
-
-/* The first `rows` rows of x, a new tensor. */
-static castor_tensor *first_rows(castor_context *ctx, const castor_tensor *x, int64_t rows) {
-  int64_t dims[8];
-  int rank = castor_tensor_rank(x);
-  memcpy(dims, castor_tensor_dims(x), (size_t)rank * sizeof *dims);
-  size_t row_bytes = castor_tensor_nbytes(x) / (size_t)dims[0];
-  dims[0] = rows;
-  castor_tensor *t;
-  ck_assert_int_eq(castor_tensor_create(ctx, castor_tensor_dtype(x), rank, dims, &t), CASTOR_OK);
-  memcpy(castor_tensor_data(t), castor_tensor_data((castor_tensor *)x), row_bytes * (size_t)rows);
-  return t;
-}
-
 /* model compiled under policy for `batch` rows and sequence 16 (bound at load) */
 static castor_program *compile(castor_context *ctx, const char *model, int64_t batch, const char *policy) {
   char path[512];
@@ -83,20 +53,20 @@ START_TEST(test_transformers_match_ort) {
   for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
     castor_context *ctx;
     castor_context_create(&ctx);
-    castor_tensor *ids4 = load_npy(ctx, "tf.ids.npy"), *mask4 = load_npy(ctx, "tf.mask.npy");
-    castor_tensor *in[2] = {first_rows(ctx, ids4, runs[r].batch), first_rows(ctx, mask4, runs[r].batch)};
+    castor_tensor *ids4 = test_load_onnx_npy(ctx, "tf.ids.npy"), *mask4 = test_load_onnx_npy(ctx, "tf.mask.npy");
+    castor_tensor *in[2] = {test_first_rows(ctx, ids4, runs[r].batch), test_first_rows(ctx, mask4, runs[r].batch)};
     castor_program *p = compile(ctx, model, runs[r].batch, runs[r].policy);
     castor_tensor *y[2] = {NULL, NULL};
     ck_assert_msg(castor_program_run(p, in, 2, y, no) == CASTOR_OK, "%s: %s", model, castor_context_last_error(ctx));
     for (int k = 0; k < no; k++) {
       char name[64];
       snprintf(name, sizeof name, "%s.ort%s.npy", model, k ? "1" : "");
-      castor_tensor *want = load_npy(ctx, name);
+      castor_tensor *want = test_load_onnx_npy(ctx, name);
       ck_assert_int_eq(castor_tensor_rank(y[k]), castor_tensor_rank(want));
       ck_assert_int_eq(castor_tensor_dims(y[k])[0], runs[r].batch);
       for (int d = 1; d < castor_tensor_rank(y[k]); d++)
         ck_assert_int_eq(castor_tensor_dims(y[k])[d], castor_tensor_dims(want)[d]);
-      double e = rel_max_err(castor_tensor_data(y[k]), castor_tensor_data(want), castor_tensor_numel(y[k]));
+      double e = test_rel_max_err(castor_tensor_data(y[k]), castor_tensor_data(want), castor_tensor_numel(y[k]));
       ck_assert_msg(e <= runs[r].bound, "%s output %d under %s, batch %lld: max error / max |ref| %.3g > %.3g", model,
                     k, runs[r].policy, (long long)runs[r].batch, e, runs[r].bound);
       castor_tensor_destroy(want);
@@ -114,7 +84,7 @@ END_TEST
 START_TEST(test_transformers_bad_inputs) {
   castor_context *ctx;
   castor_context_create(&ctx);
-  castor_tensor *ids = load_npy(ctx, "tf.ids.npy"), *mask = load_npy(ctx, "tf.mask.npy");
+  castor_tensor *ids = test_load_onnx_npy(ctx, "tf.ids.npy"), *mask = test_load_onnx_npy(ctx, "tf.mask.npy");
   castor_program *p = compile(ctx, "bert", 4, "float32");
   castor_tensor *y[2] = {NULL, NULL};
   /* an id outside the vocabulary [-1000, 1000) */

@@ -11,6 +11,7 @@
 
 #include "codegen/cpu/cg_cpu_caps.h"
 #include "codegen/codegen.h"
+#include <math.h>
 
 static int run(Suite *s, bool fork) {
   SRunner *sr = srunner_create(s);
@@ -56,4 +57,33 @@ void check_cpu_path(const char *suite) {
   fprintf(stderr, "%s: CPU path %s\n", suite, str_buf_cstr(&line));
   str_buf_fini(&line);
   diag_sink_destroy(d);
+}
+
+double test_rel_max_err(const float *got, const float *want, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    num = fmax(num, fabs((double)got[i] - want[i]));
+    den = fmax(den, fabs((double)want[i]));
+  }
+  return num / (den > 0 ? den : 1);
+}
+
+castor_tensor *test_load_onnx_npy(castor_context *ctx, const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/tests/onnx/models/%s", CASTOR_SOURCE_DIR, name);
+  castor_tensor *t;
+  ck_assert_msg(castor_tensor_load_npy(ctx, path, &t) == CASTOR_OK, "%s: %s", path, castor_context_last_error(ctx));
+  return t;
+}
+
+castor_tensor *test_first_rows(castor_context *ctx, const castor_tensor *x, int64_t rows) {
+  int64_t dims[8];
+  int rank = castor_tensor_rank(x);
+  memcpy(dims, castor_tensor_dims(x), (size_t)rank * sizeof *dims);
+  size_t row_bytes = castor_tensor_nbytes(x) / (size_t)dims[0];
+  dims[0] = rows;
+  castor_tensor *t;
+  ck_assert_int_eq(castor_tensor_create(ctx, castor_tensor_dtype(x), rank, dims, &t), CASTOR_OK);
+  memcpy(castor_tensor_data(t), castor_tensor_data((castor_tensor *)x), row_bytes * (size_t)rows);
+  return t;
 }

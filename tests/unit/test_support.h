@@ -7,6 +7,9 @@
 #define CASTOR_TEST_SUPPORT_H
 
 #include <check.h>
+#include <stdint.h>
+
+#include "castor.h"
 
 /* Runs every test of s (forking per test, CK_NORMAL output ending with
  * Check's summary line) and returns the process exit status: 0 when all
@@ -19,5 +22,13 @@ int check_run_nofork(Suite *s);
  * the JIT compiles for on stderr, "SUITE: CPU path x86-64-v3 (...)", and
  * exits 77 (ctest: skipped) with the reason when this host cannot run it. */
 void check_cpu_path(const char *suite);
+
+/* max |got - want| over max |want| (1 when want is all zeros), the
+ * imported-model suites' error measure. */
+double test_rel_max_err(const float *got, const float *want, int64_t n);
+/* tests/onnx/models/NAME (.npy) as a tensor; fails the test if it cannot. */
+castor_tensor *test_load_onnx_npy(castor_context *ctx, const char *name);
+/* The first rows rows of x, a new tensor. */
+castor_tensor *test_first_rows(castor_context *ctx, const castor_tensor *x, int64_t rows);
 
 #endif
