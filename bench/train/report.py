@@ -29,7 +29,8 @@ import statistics
 import sys
 
 
-MODELS = {"small": "mlp", "seed": "mlp", "cnn": "fashion_cnn", "vit": "fashion_vit"}
+MODELS = {"small": "mlp", "seed": "mlp", "cnn": "fashion_cnn", "vit": "fashion_vit",
+          "lstm": "fashion_lstm", "lstm_own": "fashion_lstm/own-init"}
 
 
 def castor_lines(a):
