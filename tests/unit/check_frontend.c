@@ -492,6 +492,13 @@ START_TEST(test_recurrent_init) {
   unload(&a);
   unload(&b);
   unload(&c);
+  /* past the QR's cost bound: Glorot-uniform, and a warning that says so */
+  loaded big = load_opts("big.cast", "model m\nx = input(shape=[2, 3])\nh = lstm(x, units=900, name=l)\noutput h\n", &o);
+  ck_assert_msg(big.g, "%s", diag_text(big.d));
+  ck_assert_msg(strstr(diag_text(big.d), "big.cast:3:5: warning: layer 'l': 'l.recurrent_kernel' [900,3600] starts "
+                                         "Glorot-uniform, not orthogonal as in Keras"),
+                "%s", diag_text(big.d));
+  unload(&big);
 }
 END_TEST
 
