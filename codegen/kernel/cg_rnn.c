@@ -120,6 +120,15 @@ static void recurrent_product(rnn *s, LLVMValueRef src, int nr, int64_t j0, int6
 static LLVMValueRef sigm(cg_emitter *e, LLVMValueRef x) { return cg_emit_unary(e, IR_OP_SIGMOID, x, "sigmoid"); }
 static LLVMValueRef tanh_(cg_emitter *e, LLVMValueRef x) { return cg_emit_unary(e, IR_OP_TANH, x, "tanh"); }
 
+/* Batch rows per launch row: the batch's (N symbolic) one; a static
+ * result's split by its dimension 0 (the CPU's: one batch row each, so
+ * the thread pool splits the batch), else one launch row holding all. */
+static int64_t launch_rows(const cg_kctx *c, const ir_node *op) {
+  if (ir_type_is_batched(&op->type)) return 1;
+  CASTOR_ASSERT(c->rows_fixed <= 0 || op->type.dims[0] % c->rows_fixed == 0);
+  return c->rows_fixed > 0 ? op->type.dims[0] / c->rows_fixed : op->type.dims[0];
+}
+
 /* Row b of a block as a one-row view: its part of the block's scratch. */
 static rnn row_view(rnn *s, LLVMValueRef b) {
   rnn v = *s;
@@ -272,9 +281,7 @@ void cg_train_rnn(cg_kctx *c) {
   s.u = cg_entry_alloca(c, uty, "u");
   if (states == 2) s.cs = cg_entry_alloca(c, hty, "c");
   if (gates_n == 3 && !op->attr.reset_after) s.gs = cg_entry_alloca(c, hty, "gh");
-  /* the kernel's rows: the batch's (N symbolic), or of a static result
-   * one row that is every one of its dims[0] batch rows */
-  int64_t per = ir_type_is_batched(&op->type) ? 1 : op->type.dims[0];
+  int64_t per = launch_rows(c, op);
   LLVMValueRef lo = LLVMBuildMul(B, c->row0, i64c(per), ""), hi = LLVMBuildMul(B, c->row1, i64c(per), "");
   if (nr > 1) lo = scan_rows(&s, lo, hi, nr, first_state);
   scan_rows(&s, lo, hi, 1, first_state);
@@ -464,7 +471,7 @@ void cg_train_rnn_grad(cg_kctx *c) {
   b.dc = cg_entry_alloca(c, hty, "dc");
   b.du = cg_entry_alloca(c, uty, "du");
   b.dn = cg_entry_alloca(c, hty, "dh.next");
-  int64_t per = ir_type_is_batched(&op->type) ? 1 : op->type.dims[0];
+  int64_t per = launch_rows(c, op);
   cg_loop lr = cg_loop_begin(c, LLVMBuildMul(B, c->row0, i64c(per), ""), LLVMBuildMul(B, c->row1, i64c(per), ""), 1, "row");
   cg_loop l0 = cg_loop_begin(c, i64c(0), i64c(s->h), 1, "dh0");
   st(s, b.dh, l0.iv, F(0.0));
