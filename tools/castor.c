@@ -285,10 +285,11 @@ static int parse_args(int argc, char **argv, cli *c) {
     } else if (a[0] == '-' && a[1]) {
       bool run = c->cmd && !strcmp(c->cmd, "run"),
            dump = c->cmd && (!strcmp(c->cmd, "dump") || !strcmp(c->cmd, "summary"));
-      return cli_unknown_option(a, run || dump ? c->cmd : "", run                         ? usage_run
-                                                              : !strcmp(c->cmd, "summary") ? usage_summary
-                                                              : dump                       ? usage_dump
-                                                                                           : usage);
+      bool summary = c->cmd && !strcmp(c->cmd, "summary");
+      return cli_unknown_option(a, run || dump ? c->cmd : "", run       ? usage_run
+                                                              : summary ? usage_summary
+                                                              : dump    ? usage_dump
+                                                                        : usage);
     } else if (!c->cmd) {
       c->cmd = a;
     } else if (!c->model) {
