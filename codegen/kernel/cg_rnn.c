@@ -317,21 +317,66 @@ static LLVMValueRef dsigm(cg_emitter *e, LLVMValueRef s) { /* s (1 - s) */
   return LLVMBuildFMul(B, s, LLVMBuildFSub(B, F(1.0), s, ""), "");
 }
 
-/* dn[k] += sum_j du[j] r[k, j] over j in [j0, j1): the gradient through h r */
+/* dst[k] += sum_j du[j] r[k, j] over j in [j0, j1): the gradient through
+ * h r. r's row k is contiguous in j, so j goes in vectors of vw lanes:
+ * per k a vector of lane sums over the j blocks in order, its lanes summed
+ * in lane order, then the scalar tail of j in order, then added to dst[k];
+ * RNN_KB rows of r per pass, so each load of du serves RNN_KB sums. The
+ * order depends on the host's lanes only, never on the split of the rows. */
+enum { RNN_KB = 4 };
+
+static void transposed_rows(rnn_bwd *b, LLVMValueRef dst, LLVMValueRef k0, int kb, int64_t j0, int64_t j1) {
+  rnn *s = &b->f;
+  cg_kctx *c = s->c;
+  cg_emitter *e = c->e;
+  int vw = e->vw > 0 ? e->vw : 1;
+  int64_t nb = (j1 - j0) / vw, jt = j0 + nb * vw;
+  LLVMTypeRef vt = vec(e, vw);
+  LLVMValueRef acc[RNN_KB], rrow[RNN_KB], sum[RNN_KB];
+  for (int q = 0; q < kb; q++) {
+    rrow[q] = LLVMBuildMul(B, LLVMBuildAdd(B, k0, i64c(q), ""), i64c(s->gh), "r.row");
+    acc[q] = cg_entry_alloca(c, vt, "dot.v");
+    LLVMBuildStore(B, cg_const(e, vt, 0.0), acc[q]);
+  }
+  if (nb > 0) {
+    cg_loop lj = cg_loop_begin(c, i64c(j0), i64c(jt), vw, "jv");
+    LLVMValueRef dv = ldv(s, b->du, lj.iv, vw);
+    for (int q = 0; q < kb; q++) {
+      LLVMValueRef rv = load_f(c, s->r, LLVMBuildAdd(B, rrow[q], lj.iv, ""), vw);
+      LLVMBuildStore(B, cg_fmuladd(e, dv, rv, get(c, acc[q], vt)), acc[q]);
+    }
+    cg_loop_end(c, &lj);
+  }
+  for (int q = 0; q < kb; q++) {
+    sum[q] = cg_entry_alloca(c, e->f32, "dot");
+    LLVMBuildStore(B, hsum(e, get(c, acc[q], vt), vw), sum[q]);
+  }
+  if (jt < j1) {
+    cg_loop lj = cg_loop_begin(c, i64c(jt), i64c(j1), 1, "j");
+    LLVMValueRef dj = ld(s, b->du, lj.iv);
+    for (int q = 0; q < kb; q++) {
+      LLVMValueRef rv = load_f(c, s->r, LLVMBuildAdd(B, rrow[q], lj.iv, ""), 1);
+      LLVMBuildStore(B, cg_fmuladd(e, dj, rv, get(c, sum[q], e->f32)), sum[q]);
+    }
+    cg_loop_end(c, &lj);
+  }
+  for (int q = 0; q < kb; q++) {
+    LLVMValueRef k = LLVMBuildAdd(B, k0, i64c(q), "");
+    st(s, dst, k, LLVMBuildFAdd(B, ld(s, dst, k), get(c, sum[q], e->f32), ""));
+  }
+}
+
 static void transposed_product(rnn_bwd *b, LLVMValueRef dst, int64_t j0, int64_t j1) {
   rnn *s = &b->f;
   cg_kctx *c = s->c;
   cg_emitter *e = c->e;
-  cg_loop lk = cg_loop_begin(c, i64c(0), i64c(s->h), 1, "k");
-  LLVMValueRef rrow = LLVMBuildMul(B, lk.iv, i64c(s->gh), "r.row");
-  LLVMValueRef acc = cg_entry_alloca(c, e->f32, "dot");
-  LLVMBuildStore(B, ld(s, dst, lk.iv), acc);
-  cg_loop lj = cg_loop_begin(c, i64c(j0), i64c(j1), 1, "j");
-  LLVMValueRef rv = load_f(c, s->r, LLVMBuildAdd(B, rrow, lj.iv, ""), 1);
-  LLVMBuildStore(B, cg_fmuladd(e, ld(s, b->du, lj.iv), rv, LLVMBuildLoad2(B, e->f32, acc, "")), acc);
-  cg_loop_end(c, &lj);
-  st(s, dst, lk.iv, LLVMBuildLoad2(B, e->f32, acc, ""));
-  cg_loop_end(c, &lk);
+  int64_t kv = s->h / RNN_KB * RNN_KB;
+  if (kv > 0) {
+    cg_loop lk = cg_loop_begin(c, i64c(0), i64c(kv), RNN_KB, "k");
+    transposed_rows(b, dst, lk.iv, RNN_KB, j0, j1);
+    cg_loop_end(c, &lk);
+  }
+  for (int64_t k = kv; k < s->h; k++) transposed_rows(b, dst, i64c(k), 1, j0, j1);
 }
 
 static void bwd_step(rnn_bwd *b, LLVMValueRef row, LLVMValueRef step) {
