@@ -60,17 +60,32 @@ static LLVMValueRef ld(rnn *s, LLVMValueRef a, LLVMValueRef j) {
 
 static void st(rnn *s, LLVMValueRef a, LLVMValueRef j, LLVMValueRef v) { LLVMBuildStore(s->c->e->b, v, at(s, a, j)); }
 
-/* u[b, j0 .. j1) += sum_k src[b, k] * r[k, j] over k in order, for the
- * block's rows b < nr (src: h or g*h). r is row-major [H, G*H], so a run of
+/* xp[row, t, 0] */
+static LLVMValueRef xp_base(rnn *s, LLVMValueRef row, LLVMValueRef t) {
+  cg_emitter *e = s->c->e;
+  return LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), t, ""), i64c(s->gh), "xp.base");
+}
+
+/* What u[row, j] starts from: gru's recurrent bias rb[j], else the input
+ * projection xp[row, t, j] (lanes of them). */
+static LLVMValueRef u_init(rnn *s, LLVMValueRef row, LLVMValueRef t, LLVMValueRef j, int lanes) {
+  cg_emitter *e = s->c->e;
+  if (s->rb) return load_f(s->c, s->rb, j, lanes);
+  return load_f(s->c, s->xp, LLVMBuildAdd(B, xp_base(s, row, t), j, ""), lanes);
+}
+
+/* u[b, j0 .. j1) = u_init + sum_k src[b, k] * r[k, j] over k in order, for
+ * the block's rows b < nr from row0 at time t (src: h or g*h). r is row-major [H, G*H], so a run of
  * columns is a contiguous load: the columns go in blocks of RNN_NV vectors
  * of vw lanes, each block's nr x RNN_NV sums held in registers over the
- * whole k loop (one load of u and one store per block and step, not per k;
- * one load of r per k for all nr rows), then a scalar tail. Each output
+ * whole k loop (started from u_init's vectors, stored to u once per block
+ * and step; one load of r per k for all nr rows), then a scalar tail. Each output
  * element is still u[b, j] then one fmuladd per k in k order: the same
  * bits as the scalar loop's, on any lanes, block or split of the rows. */
 enum { RNN_NV = 4 };
 
-static void recurrent_product(rnn *s, LLVMValueRef src, int nr, int64_t j0, int64_t j1) {
+static void recurrent_product(rnn *s, LLVMValueRef src, int nr, LLVMValueRef row0, LLVMValueRef t, int64_t j0,
+                              int64_t j1) {
   cg_kctx *c = s->c;
   cg_emitter *e = c->e;
   int vw = e->vw > 0 ? e->vw : 1;
@@ -83,13 +98,13 @@ static void recurrent_product(rnn *s, LLVMValueRef src, int nr, int64_t j0, int6
       for (int v = 0; v < RNN_NV; v++) acc[b][v] = cg_entry_alloca(c, vt, "u.acc");
     cg_loop lb = cg_loop_begin(c, i64c(0), i64c(nb), 1, "jb");
     LLVMValueRef jb = LLVMBuildAdd(B, LLVMBuildMul(B, lb.iv, i64c(bw), ""), i64c(j0), "jb.col");
-    for (int b = 0; b < nr; b++)
+    for (int b = 0; b < nr; b++) {
+      LLVMValueRef row = LLVMBuildAdd(B, row0, i64c(b), "row");
       for (int v = 0; v < RNN_NV; v++) {
         up[b][v] = at(s, s->u, LLVMBuildAdd(B, jb, i64c(b * s->gh + v * vw), ""));
-        LLVMValueRef l = LLVMBuildLoad2(B, vt, up[b][v], "");
-        LLVMSetAlignment(l, 4); /* u is an f32 array: no vector alignment */
-        LLVMBuildStore(B, l, acc[b][v]);
+        LLVMBuildStore(B, u_init(s, row, t, LLVMBuildAdd(B, jb, i64c(v * vw), ""), vw), acc[b][v]);
       }
+    }
     cg_loop lk = cg_loop_begin(c, i64c(0), i64c(s->h), 1, "k");
     LLVMValueRef rrow = LLVMBuildAdd(B, LLVMBuildMul(B, lk.iv, i64c(s->gh), ""), jb, "r.at"), rv[RNN_NV];
     for (int v = 0; v < RNN_NV; v++) rv[v] = load_f(c, s->r, LLVMBuildAdd(B, rrow, i64c(v * vw), ""), vw);
@@ -105,6 +120,9 @@ static void recurrent_product(rnn *s, LLVMValueRef src, int nr, int64_t j0, int6
   int64_t jt = j0 + nb * bw;
   if (jt == j1) return;
   for (int b = 0; b < nr; b++) {
+    cg_loop l0 = cg_loop_begin(c, i64c(jt), i64c(j1), 1, "u0");
+    st(s, s->u, LLVMBuildAdd(B, l0.iv, i64c(b * s->gh), ""), u_init(s, LLVMBuildAdd(B, row0, i64c(b), "row"), t, l0.iv, 1));
+    cg_loop_end(c, &l0);
     cg_loop lk = cg_loop_begin(c, i64c(0), i64c(s->h), 1, "k");
     LLVMValueRef hk = ld(s, src, LLVMBuildAdd(B, lk.iv, i64c(b * s->h), ""));
     LLVMValueRef rrow = LLVMBuildMul(B, lk.iv, i64c(s->gh), "r.row");
@@ -137,12 +155,6 @@ static rnn row_view(rnn *s, LLVMValueRef b) {
   if (s->cs) v.cs = row_of(s, s->cs, b, s->h);
   if (s->gs) v.gs = row_of(s, s->gs, b, s->h);
   return v;
-}
-
-/* xp[row, t, 0] */
-static LLVMValueRef xp_base(rnn *s, LLVMValueRef row, LLVMValueRef t) {
-  cg_emitter *e = s->c->e;
-  return LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), t, ""), i64c(s->gh), "xp.base");
 }
 
 /* lanes floats of scratch a from j (alignment 4: f32 arrays) */
@@ -211,17 +223,7 @@ static void step(rnn *s, LLVMValueRef row0, int nr, LLVMValueRef t, LLVMValueRef
   int64_t h = s->h;
   bool gru = s->rb != NULL, gru_before = gru && !s->op->attr.reset_after;
   /* u = (gru: rb; else xp[row, t]) + h r, over the gates whose product is of h */
-  cg_loop lb = cg_loop_begin(c, i64c(0), i64c(nr), 1, "blk.u0");
-  {
-    rnn v = row_view(s, lb.iv);
-    LLVMValueRef xbase = xp_base(s, LLVMBuildAdd(B, row0, lb.iv, "row"), t);
-    cg_loop l0 = cg_loop_begin(c, i64c(0), i64c(s->gh), 1, "u0");
-    LLVMValueRef init = gru ? load_f(c, s->rb, l0.iv, 1) : load_f(c, s->xp, LLVMBuildAdd(B, xbase, l0.iv, ""), 1);
-    st(&v, v.u, l0.iv, init);
-    cg_loop_end(c, &l0);
-  }
-  cg_loop_end(c, &lb);
-  recurrent_product(s, s->hs, nr, 0, gru_before ? 2 * h : s->gh);
+  recurrent_product(s, s->hs, nr, row0, t, 0, gru_before ? 2 * h : s->gh);
   if (gru_before) { /* (g * h) r_h, g the reset gate */
     cg_loop lg0 = cg_loop_begin(c, i64c(0), i64c(nr), 1, "blk.gh");
     rnn v = row_view(s, lg0.iv);
@@ -232,7 +234,7 @@ static void step(rnn *s, LLVMValueRef row0, int nr, LLVMValueRef t, LLVMValueRef
     st(&v, v.gs, lg.iv, LLVMBuildFMul(B, g, ld(&v, v.hs, lg.iv), ""));
     cg_loop_end(c, &lg);
     cg_loop_end(c, &lg0);
-    recurrent_product(s, s->gs, nr, 2 * h, 3 * h);
+    recurrent_product(s, s->gs, nr, row0, t, 2 * h, 3 * h);
   }
   cg_loop lg = cg_loop_begin(c, i64c(0), i64c(nr), 1, "blk.gate");
   rnn v = row_view(s, lg.iv);
@@ -403,10 +405,7 @@ static void bwd_step(rnn_bwd *b, LLVMValueRef row, LLVMValueRef step) {
   /* the forward's u (and g * h with gru's reset gate before) */
   LLVMValueRef xbase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(tl), ""), t, ""), i64c(s->gh), "xp.base");
   bool gru = s->rb != NULL, gru_before = gru && !op->attr.reset_after;
-  cg_loop l0 = cg_loop_begin(c, i64c(0), i64c(s->gh), 1, "u0");
-  st(s, s->u, l0.iv, gru ? load_f(c, s->rb, l0.iv, 1) : load_f(c, s->xp, LLVMBuildAdd(B, xbase, l0.iv, ""), 1));
-  cg_loop_end(c, &l0);
-  recurrent_product(s, s->hs, 1, 0, gru_before ? 2 * h : s->gh);
+  recurrent_product(s, s->hs, 1, row, t, 0, gru_before ? 2 * h : s->gh);
 #define U(g) ld(s, s->u, LLVMBuildAdd(B, j, i64c((g) * h), ""))
 #define XP(g) load_f(c, s->xp, LLVMBuildAdd(B, xbase, LLVMBuildAdd(B, j, i64c((g) * h), ""), ""), 1)
 #define SETDU(g, v) st(s, b->du, LLVMBuildAdd(B, j, i64c((g) * h), ""), (v))
@@ -415,7 +414,7 @@ static void bwd_step(rnn_bwd *b, LLVMValueRef row, LLVMValueRef step) {
     LLVMValueRef j = lg.iv;
     st(s, s->gs, j, LLVMBuildFMul(B, sigm(e, LLVMBuildFAdd(B, XP(1), U(1), "")), ld(s, s->hs, j), ""));
     cg_loop_end(c, &lg);
-    recurrent_product(s, s->gs, 1, 2 * h, 3 * h);
+    recurrent_product(s, s->gs, 1, row, t, 2 * h, 3 * h);
   }
   /* per unit: the gates' gradients into du, the direct part of the next dh into dn */
   cg_loop lj = cg_loop_begin(c, i64c(0), i64c(h), 1, "gate");
