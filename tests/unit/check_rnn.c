@@ -13,7 +13,8 @@
  * gradients of xp, r and rb against central finite differences of its
  * forward op (every cell, reverse 0/1/2, gru's reset gate both ways; a 1%
  * change of one gate's derivative fails it), and the kernel against the
- * reference (f32, T=28 H=16 batch 3 and T=6 H=13 batch 1, <= 1e-5
+ * reference (f32, T=28 H=16 batch 3, T=6 H=13 batch 1, T=7 H=40 batch 11
+ * in row blocks, <= 1e-5
  * normalized, 1 and 3 threads bit for bit).
  */
 #include <check.h>
@@ -438,6 +439,7 @@ static void check_grad_kernel(const rnn_case *rc, int64_t batch) {
     cg_backend_options bo;
     cg_backend_options_init(&bo);
     bo.threads = th ? 3 : 1;
+    bo.cg.cpu = case_cpu;
     cg_exec *x = cg_backend_compile(&cg_backend_cpu, b.g, &bo, d);
     ck_assert_msg(x, "compile: %s", diag_text(d));
     got[th][0] = xcalloc((size_t)(batch * b.ny), sizeof(float));
@@ -482,6 +484,16 @@ END_TEST
 START_TEST(test_grad_kernel_against_reference) {
   for_each_cell(check_grad_kernel, 28, 16, 3);
   for_each_cell(check_grad_kernel, 6, 13, 1);
+  /* rows in blocks (cg_rnn.c) and the rows left over, H = 40 off whole
+   * blocks of columns; on x86-64-v3 (AVX2's blocks of 2) where it runs */
+  for_each_cell(check_grad_kernel, 7, 40, 11);
+  if (__builtin_cpu_supports("avx2")) {
+    case_cpu = "x86-64-v3";
+    rnn_case lstm = {IR_OP_LSTM, 7, 0, 40, 1, 0, DT_F32, 0}, gru = {IR_OP_GRU, 7, 0, 40, 0, 0, DT_F32, 0};
+    check_grad_kernel(&lstm, 11);
+    check_grad_kernel(&gru, 11);
+    case_cpu = NULL;
+  }
 }
 END_TEST
 
