@@ -338,12 +338,26 @@ static LLVMValueRef dsigm(cg_emitter *e, LLVMValueRef s) { /* s (1 - s) */
 /* dst[b, k] += sum_j du[b, j] r[k, j] over j in [j0, j1), for the block's
  * rows b < nr: the gradient through h r. r's row k is contiguous in j, so
  * j goes in vectors of vw lanes: per row and k a vector of lane sums over
- * the j blocks in order, its lanes summed in lane order, then the scalar
- * tail of j in order, then added to dst[b, k]; RNN_KB rows of r per pass
+ * the j blocks in order, its lanes summed pairwise (lane i with lane
+ * i + lanes/2, halving to one: 4 adds of 16 lanes, not 15 in a chain),
+ * then the scalar tail of j in order, then added to dst[b, k]; RNN_KB rows of r per pass
  * and the block's nr rows, so each load of r serves nr sums and each load
  * of du RNN_KB. The order depends on the host's lanes only, never on the
  * block or the split of the rows. */
 enum { RNN_KB = 4 };
+
+/* v's lanes summed pairwise: the low half plus the high half until one. */
+static LLVMValueRef hsum_pairwise(cg_emitter *e, LLVMValueRef v, int lanes) {
+  for (int n = lanes / 2; n >= 1; n /= 2) {
+    LLVMValueRef lo[32], hi[32];
+    for (int i = 0; i < n; i++)
+      lo[i] = LLVMConstInt(e->i32, (unsigned long long)i, 0), hi[i] = LLVMConstInt(e->i32, (unsigned long long)(i + n), 0);
+    LLVMValueRef a = LLVMBuildShuffleVector(B, v, v, LLVMConstVector(lo, (unsigned)n), "");
+    LLVMValueRef b = LLVMBuildShuffleVector(B, v, v, LLVMConstVector(hi, (unsigned)n), "");
+    v = LLVMBuildFAdd(B, a, b, "");
+  }
+  return lanes > 1 ? LLVMBuildExtractElement(B, v, i64c(0), "") : v;
+}
 
 static void transposed_rows(rnn_bwd *b, LLVMValueRef dst, int nr, LLVMValueRef k0, int kb, int64_t j0, int64_t j1) {
   rnn *s = &b->f;
@@ -373,7 +387,7 @@ static void transposed_rows(rnn_bwd *b, LLVMValueRef dst, int nr, LLVMValueRef k
   for (int q = 0; q < kb; q++)
     for (int r = 0; r < nr; r++) {
       sum[q][r] = cg_entry_alloca(c, e->f32, "dot");
-      LLVMBuildStore(B, hsum(e, get(c, acc[q][r], vt), vw), sum[q][r]);
+      LLVMBuildStore(B, hsum_pairwise(e, get(c, acc[q][r], vt), vw), sum[q][r]);
     }
   if (jt < j1) {
     cg_loop lj = cg_loop_begin(c, i64c(jt), i64c(j1), 1, "j");
