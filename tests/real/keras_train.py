@@ -129,6 +129,9 @@ def grads(args, name, size):
         want = np.asarray(nv)
         rows.append((float(np.abs(w1[k] - want).max() / max(np.abs(want).max(), 1e-30)), k + " (updated)",
                      f"max {np.abs(want).max():.3e}"))
+    if args.order:  # the model's order: where the differences start, from the output back
+        for err, k, note in rows:
+            print(f"    {err:.2e}  {k}  {note}")
     rows.sort(reverse=True)
     # a variable whose gradient is rounding noise (a beta before a training-mode
     # batch norm, whose mean subtraction cancels it) is not a finding: the
@@ -181,6 +184,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--grads", action="store_true")
     ap.add_argument("--top", type=int, default=15, help="--grads: variables printed")
+    ap.add_argument("--order", action="store_true", help="--grads: also every variable in the model's order")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
