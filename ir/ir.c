@@ -174,6 +174,15 @@ bool ir_type_eq(const ir_type *a, const ir_type *b) {
   return true;
 }
 
+bool ir_result_type_ok(ir_op op, const ir_attr *attr, const ir_type *inferred, const ir_type *declared) {
+  if (ir_type_eq(inferred, declared)) return true;
+  if (!(ir_op_attrs(op) & A(acc)) || ir_op_autocast(op) != IR_AC_ALLOW) return false;
+  if (inferred->dtype != DT_F16 && inferred->dtype != DT_BF16) return false;
+  ir_type t = *inferred;
+  t.dtype = attr->acc;
+  return declared->dtype == DT_F32 && ir_type_eq(&t, declared);
+}
+
 bool ir_type_is_batched(const ir_type *t) { return t->rank > 0 && t->dims[0] == IR_DIM_BATCH; }
 
 bool ir_type_inner_numel(const ir_type *t, int64_t *out) {

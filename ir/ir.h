@@ -313,6 +313,11 @@ bool ir_policy_from_name(const char *s, size_t n, ir_policy *out);
 int64_t ir_conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad0, int64_t pad1);
 
 bool ir_type_eq(const ir_type *a, const ir_type *b);
+/* Does a node of op `op` with attributes attr declare an acceptable result
+ * type, given the inferred one? Equal, or a contraction of 16-bit operands
+ * whose result keeps its f32 sums: dtype {acc}, the same shape (autocast
+ * gives one so when only a batch norm reads it). */
+bool ir_result_type_ok(ir_op op, const ir_attr *attr, const ir_type *inferred, const ir_type *declared);
 bool ir_type_is_batched(const ir_type *t);
 /* A dimension of t is 0: t holds no element (in any batch). */
 bool ir_type_is_empty(const ir_type *t); /* first dim is N */

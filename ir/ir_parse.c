@@ -526,7 +526,7 @@ static bool parse_node(parser *ps) {
     char err[256];
     if (!ir_infer_type(op, srcs, n_srcs, &node->attr, &inferred, err, sizeof err))
       return fail_at(ps, op_name, "%s", err);
-    if (!ir_type_eq(&inferred, &declared)) {
+    if (!ir_result_type_ok(op, &node->attr, &inferred, &declared)) {
       char d[96], i[96];
       type_str(&declared, d, sizeof d);
       type_str(&inferred, i, sizeof i);

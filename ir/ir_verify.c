@@ -153,7 +153,7 @@ static void check_sources(verifier *v, const ir_node *n, int pos, bool type_ok) 
   if (!ir_infer_type(n->op, (ir_node *const *)n->srcs, n->n_srcs, &n->attr, &want, why,
                      sizeof why)) {
     err(v, n, "%s", why);
-  } else if (!ir_type_eq(&want, &n->type)) {
+  } else if (!ir_result_type_ok(n->op, &n->attr, &want, &n->type)) {
     char have[96], inferred[96];
     type_str(&n->type, have, sizeof have);
     type_str(&want, inferred, sizeof inferred);

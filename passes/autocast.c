@@ -59,6 +59,10 @@ static bool forceable(ir_op op) {
   return c == IR_AC_ALLOW || c == IR_AC_INFER || c == IR_AC_DENY;
 }
 
+bool pass_autocast_forces_f32(const pass_autocast_options *o, const ir_node *n) {
+  return list_has(o->fp32_layers, n->layer) || list_has(o->fp32_ops, ir_op_name(n->op));
+}
+
 bool pass_autocast_options_check(const pass_autocast_options *o, diag_sink *d) {
   const char *lists[2] = {o->fp32_ops, o->fp32_layers}, *what[2] = {"--fp32-ops", "--fp32-layers"};
   for (int l = 0; l < 2; l++) {
@@ -171,7 +175,7 @@ static void decide_fixed(ac_state *s) {
       continue;
     }
     if (c == IR_AC_FIXED) {
-      decide(s, n, n->type.dtype, "explicit cast");
+      decide(s, n, n->type.dtype, n->rule ? n->rule : "explicit cast");
     } else if (list_has(s->o->fp32_layers, n->layer)) {
       decide(s, n, DT_F32, "--fp32-layers");
     } else if (list_has(s->o->fp32_ops, ir_op_name(n->op))) {
@@ -242,6 +246,129 @@ static void decide_infer(ac_state *s) {
   }
 }
 
+/* Deny ops whose Keras layer casts its f32 result back to the layer's
+ * compute dtype, so that what follows reads it as Keras's next layer does:
+ * BatchNormalization upcasts its input, normalizes in float32 and returns
+ * ops.cast(outputs, self.compute_dtype)
+ * (keras/src/layers/normalization/batch_normalization.py). Without the
+ * rounding every op after a batch norm computes in f32 up to the next
+ * matmul (the deny taint): MobileNetV2's residual adds, which Keras rounds
+ * to bfloat16, put castor 2.6e-2 from Keras's mixed_bfloat16 (docs/keras.md).
+ * Other deny ops keep TF AMP's placement (their users stay f32). */
+static const ir_op rounded_deny_ops[] = {
+    IR_OP_BATCH_NORM,
+};
+
+static bool is_rounded_deny(ir_op op) {
+  for (size_t i = 0; i < sizeof rounded_deny_ops / sizeof rounded_deny_ops[0]; i++)
+    if (rounded_deny_ops[i] == op) return true;
+  return false;
+}
+
+/* Before the decisions: each rounded deny op of a layer that computes in 16
+ * bits (not forced to f32) gets an explicit cast to that dtype right after
+ * it, read by all its users (and outputs) in its place. One walk over the
+ * graph; ids current afterwards. */
+static void round_deny_outputs(ir_graph *g, const pass_autocast_options *o, arena *scratch) {
+  ir_graph_renumber(g);
+  int n = g->n_nodes, n_new = 0;
+  ir_node **cast = arena_alloc(scratch, (size_t)(n + 1) * sizeof *cast);
+  for (int i = 0; i < n; i++) {
+    ir_node *x = g->nodes[i];
+    cast[i] = NULL;
+    if (!is_rounded_deny(x->op) || x->type.dtype != DT_F32 || pass_autocast_forces_f32(o, x)) continue;
+    ir_dtype t = ir_policy_compute_dtype(x->policy != IR_POLICY_NONE ? x->policy : g->policy);
+    if (!is_16(t)) continue;
+    char base[512];
+    snprintf(base, sizeof base, "%s.%s", x->name, dtype_name(t));
+    ir_type ty = x->type;
+    ty.dtype = t;
+    ir_node *c = ir_node_new(g, IR_OP_CAST, &ty, &x, 1, ir_graph_unique_name(g, base), x->loc);
+    c->attr.to = t;
+    c->layer = x->layer;
+    c->policy = x->policy;
+    c->rule = arena_printf(g->arena, "%s's f32 result in %s, as Keras's layer returns it", ir_op_name(x->op),
+                           dtype_name(t));
+    c->note = arena_printf(g->arena, "autocast: %s returns %s (%s)", x->layer ? x->layer : x->name, dtype_name(t),
+                           ir_policy_name(x->policy != IR_POLICY_NONE ? x->policy : g->policy));
+    cast[i] = c;
+    n_new++;
+  }
+  if (!n_new) return;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < g->nodes[i]->n_srcs; k++) {
+      ir_node *src = g->nodes[i]->srcs[k];
+      if (src->id >= 0 && src->id < n && g->nodes[src->id] == src && cast[src->id]) g->nodes[i]->srcs[k] = cast[src->id];
+    }
+  for (int k = 0; k < g->n_outputs; k++) {
+    ir_node *v = g->outputs[k].value;
+    if (cast[v->id]) g->outputs[k].value = cast[v->id];
+  }
+  ir_node **old = arena_alloc(scratch, (size_t)(n + 1) * sizeof *old);
+  memcpy(old, g->nodes, (size_t)n * sizeof *old);
+  g->n_nodes = 0;
+  for (int i = 0; i < n; i++) {
+    ir_graph_append(g, old[i]);
+    if (cast[i]) ir_graph_append(g, cast[i]);
+  }
+  ir_graph_renumber(g);
+}
+
+/* Ops that read a contraction's f32 sums unrounded: a 16-bit contraction
+ * (conv2d, group_conv2d, matmul) whose every use is one of these, as x, has
+ * an f32 result (its {acc}) instead of its operands' dtype. Keras on JAX
+ * computes Conv2D -> BatchNormalization so: XLA keeps the convolution's
+ * f32 sums for the batch norm's f32 arithmetic (the bf16 rounding between
+ * them is "excess precision" it removes), so a Conv2D's output is never
+ * rounded before its batch norm. The fused kernel does the same: the
+ * contraction's epilogue applies the batch norm to the f32 sums. */
+static const ir_op unrounded_readers[] = {
+    IR_OP_BATCH_NORM,
+};
+
+static bool reads_unrounded(const ir_node *user, int k) {
+  for (size_t i = 0; i < sizeof unrounded_readers / sizeof unrounded_readers[0]; i++)
+    if (unrounded_readers[i] == user->op) return k == 0;
+  return false;
+}
+
+/* widen[i]: 1 for a 16-bit contraction that only unrounded readers use,
+ * either directly or through its layer's bias add (an add of a leaf, whose
+ * uses are all unrounded readers: XLA adds the bias to the f32 sums too);
+ * 2 for that bias add, which then computes in f32. */
+static unsigned char *find_widened(const ac_state *s, arena *scratch) {
+  ir_graph *g = s->g;
+  int n = s->n_orig;
+  unsigned char *widen = arena_alloc(scratch, (size_t)n + 1);
+  bool *only = arena_alloc(scratch, (size_t)n + 1); /* used, and only by unrounded readers */
+  int *uses = arena_alloc(scratch, (size_t)(n + 1) * sizeof *uses);
+  ir_node **user = arena_alloc(scratch, (size_t)(n + 1) * sizeof *user);
+  for (int i = 0; i < n; i++) widen[i] = 0, only[i] = true, uses[i] = 0, user[i] = NULL;
+  for (int j = 0; j < n; j++)
+    for (int k = 0; k < g->nodes[j]->n_srcs; k++) {
+      int src = g->nodes[j]->srcs[k]->id;
+      uses[src]++;
+      user[src] = g->nodes[j];
+      if (!reads_unrounded(g->nodes[j], k)) only[src] = false;
+    }
+  for (int k = 0; k < g->n_outputs; k++) only[g->outputs[k].value->id] = false, uses[g->outputs[k].value->id]++;
+  for (int i = 0; i < n; i++) {
+    const ir_node *c = g->nodes[i];
+    if (ir_op_autocast(c->op) != IR_AC_ALLOW || !(ir_op_attrs(c->op) & A(acc)) || !is_16(s->dt[i]) || !uses[i]) continue;
+    if (only[i]) {
+      widen[i] = 1;
+      continue;
+    }
+    ir_node *a = user[i]; /* the bias add */
+    if (uses[i] != 1 || !a || a->op != IR_OP_ADD || a->srcs[0] != c || !a->layer || !c->layer || strcmp(a->layer, c->layer) ||
+        ir_op_autocast(a->srcs[1]->op) != IR_AC_LEAF || !only[a->id] || !uses[a->id])
+      continue;
+    widen[i] = 1;
+    widen[a->id] = 2;
+  }
+  return widen;
+}
+
 /* The cast of `v` to `t`, created on first use; `user` is the layer it
  * serves and `why` the rule, for the note. */
 static ir_node *cast_of(ac_state *s, ir_node *v, ir_dtype t, const ir_node *user, const char *why) {
@@ -278,6 +405,7 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
     }
     p = e ? e + 1 : p + len;
   }
+  round_deny_outputs(g, o, ctx->scratch);
   ir_graph_renumber(g);
   int n = g->n_nodes;
   ac_state s = {g, ctx, o, NULL, NULL, NULL, NULL, NULL, NULL, n};
@@ -291,12 +419,15 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
   decide_fixed(&s);
   decide_infer(&s);
 
+  unsigned char *widen = find_widened(&s, ctx->scratch);
+
   /* retype and cast operands */
   for (int i = 0; i < n; i++) {
     ir_node *x = g->nodes[i];
     if (ir_op_autocast(x->op) == IR_AC_LEAF) continue;
     if (ir_op_autocast(x->op) == IR_AC_FIXED) continue; /* a cast reads any dtype */
-    ir_dtype t = s.dt[i];
+    ir_dtype t = widen[i] == 2 ? DT_F32 : s.dt[i];
+    if (widen[i] == 2) x->rule = arena_printf(g->arena, "%s's bias on its f32 sums, for its batch norm", x->layer);
     /* an integer or boolean result of float operands (a comparison, is_nan)
      * reads them in f32: exact for every 16-bit value, one dtype for all */
     ir_dtype ts = dtype_is_float(t) ? t : DT_F32;
@@ -305,6 +436,10 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
         x->srcs[k] = cast_of(&s, x->srcs[k], ts, x, dtype_is_float(t) ? x->rule : "compares in f32");
     x->type.dtype = t;
     if (ir_op_attrs(x->op) & A(acc)) x->attr.acc = DT_F32; /* contractions accumulate in f32 */
+    if (widen[i] == 1) {
+      x->type.dtype = DT_F32;
+      x->rule = arena_printf(g->arena, "%s; its f32 sums go unrounded to its batch norm", x->rule);
+    }
   }
   /* model outputs are f32 */
   for (int k = 0; k < g->n_outputs && !o->keep_16bit_outputs; k++) {

@@ -25,6 +25,16 @@
  *      gives it the contraction's dtype as the contraction's own bias add. What no longer has a use is left for
  *      dce. Constants without data (text IR) fold into constants without
  *      data, as fold-constants does.
+ * A contraction that will compute in float16 or bfloat16 (its policy's
+ * compute dtype, unless --fp32-layers or --fp32-ops force it to f32) keeps
+ * its batch norm, as Keras does: Keras rounds the kernel to 16 bits and
+ * normalizes the convolution's sums in float32
+ * (keras/src/layers/normalization/batch_normalization.py upcasts its input),
+ * so a kernel scaled before its rounding gives other bits (MobileNetV2 under
+ * mixed_bfloat16: 3.1e-2 from Keras folded, 0 unfolded at batch 1;
+ * docs/keras.md). autocast then gives the contraction f32 sums for the
+ * batch norm and rounds the batch norm's result to 16 bits; the batch norm
+ * joins the contraction's kernel as its epilogue (cg_plan.c).
  * A training step keeps its batch norms (the training pipelines do not run
  * this pass: their statistics are the batch's).
  */
@@ -54,8 +64,16 @@ static const char *fresh(ir_graph *g, hmap *names, const char *base) {
   return name;
 }
 
+/* Will the contraction compute in a 16-bit dtype (what autocast decides for
+ * an allow op)? */
+static bool computes_16bit(const ir_graph *g, const pass_context *ctx, const ir_node *cv) {
+  ir_dtype t = ir_policy_compute_dtype(cv->policy != IR_POLICY_NONE ? cv->policy : g->policy);
+  if (t != DT_F16 && t != DT_BF16) return false;
+  return !ctx->opts || !pass_autocast_forces_f32(&ctx->opts->autocast, cv);
+}
+
 /* Folds batch_norm n; false (nothing changed) when the pattern does not hold. */
-static bool fold_one(ir_graph *g, ir_node *n, const int *uses, hmap *names) {
+static bool fold_one(ir_graph *g, pass_context *ctx, ir_node *n, const int *uses, hmap *names) {
   ir_node *x = n->srcs[0], *gamma = n->srcs[1], *beta = n->srcs[2], *mean = n->srcs[3], *var = n->srcs[4];
   ir_node *bias = NULL, *add = NULL, *cv = x;
   if (x->op == IR_OP_ADD && uses[x->id] == 1) {
@@ -65,6 +83,7 @@ static bool fold_one(ir_graph *g, ir_node *n, const int *uses, hmap *names) {
   }
   if ((cv->op != IR_OP_CONV2D && cv->op != IR_OP_MATMUL) || uses[cv->id] != 1 || cv->type.dtype != DT_F32)
     return false;
+  if (computes_16bit(g, ctx, cv)) return false;
   ir_node *w = cv->srcs[1];
   if (w->op != IR_OP_CONST || uses[w->id] != 1 || w->type.dtype != DT_F32) return false;
   int64_t c = w->type.dims[w->type.rank - 1], numel = 1;
@@ -117,7 +136,6 @@ static bool fold_one(ir_graph *g, ir_node *n, const int *uses, hmap *names) {
 }
 
 bool pass_fold_bn_run(ir_graph *g, pass_context *ctx) {
-  (void)ctx;
   bool any = false;
   for (int i = 0; i < g->n_nodes && !any; i++) any = g->nodes[i]->op == IR_OP_BATCH_NORM;
   if (!any) return true;
@@ -129,7 +147,7 @@ bool pass_fold_bn_run(ir_graph *g, pass_context *ctx) {
   for (int i = 0; i < g->n_nodes; i++) hmap_put_str(&names, g->nodes[i]->name, strlen(g->nodes[i]->name), g->nodes[i]);
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *n = g->nodes[i];
-    if (n->op != IR_OP_BATCH_NORM || !fold_one(g, n, uses, &names)) continue;
+    if (n->op != IR_OP_BATCH_NORM || !fold_one(g, ctx, n, uses, &names)) continue;
     /* uses change only for nodes no other batch_norm's pattern reads: the
      * contraction keeps 1, the old add and the other statistics lose theirs */
   }

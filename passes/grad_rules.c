@@ -383,6 +383,16 @@ bool grad_backward(grad_state *s, ir_node *n) {
   ir_node *dy = s->adjoint[n->id];
   ir_node *a = n->n_srcs > 0 ? n->srcs[0] : NULL, *b = n->n_srcs > 1 ? n->srcs[1] : NULL;
   ir_attr acc = {.acc = DT_F32};
+  if ((ir_op_attrs(n->op) & A(acc)) && ir_op_autocast(n->op) == IR_AC_ALLOW && a && dy &&
+      n->type.dtype != a->type.dtype && dy->type.dtype != a->type.dtype) {
+    /* a 16-bit contraction with f32 sums for its batch norm (autocast.c):
+     * its gradient rules take dy in the operands' dtype, as the rounded
+     * result's would be */
+    ir_attr to = {.to = a->type.dtype};
+    dy = grad_op(s, IR_OP_CAST, n, n->name, &dy, 1, &to);
+    dy->layer = n->layer;
+    dy->rule = n->rule;
+  }
   switch (n->op) {
   case IR_OP_MATMUL:
     if (s->needs[a->id]) grad_accumulate(s, a, grad_op(s, IR_OP_MATMUL_NT, n, a->name, (ir_node *[]){dy, b}, 2, &acc));

@@ -296,7 +296,8 @@ bool pass_pad8_run(ir_graph *g, pass_context *ctx) {
   ir_graph_renumber(g);
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *m = g->nodes[i];
-    if ((ir_op_flags(m->op) & IR_OPF_PAD8) && is_16(m->type.dtype) && (m->type.rank == 2 || m->type.rank == 4)) {
+    /* the operands' dtype: a contraction may have an f32 result (autocast.c) */
+    if ((ir_op_flags(m->op) & IR_OPF_PAD8) && is_16(m->srcs[0]->type.dtype) && (m->type.rank == 2 || m->type.rank == 4)) {
       pad_matmul(g, m);
       i = m->id; /* nodes were inserted before m */
     } else if (ir_rnn_gates(m->op) > 0 && ir_rnn_forward(m->op) == IR_OP_COUNT && is_16(m->type.dtype)) {

@@ -101,6 +101,8 @@ const char *pass_list(void);
 /* Checks the autocast options (unknown op names, empty list items) before a
  * pipeline runs; layer names are checked against the graph by the pass. */
 bool pass_autocast_options_check(const pass_autocast_options *o, diag_sink *d);
+/* Does --fp32-layers or --fp32-ops force node n to f32 (whatever its policy)? */
+bool pass_autocast_forces_f32(const pass_autocast_options *o, const ir_node *n);
 
 /* The cast report of a compiled graph (castor dump --casts): per layer its
  * compute dtype, the rule that decided it, the casts it needs at run time
