@@ -21,7 +21,7 @@
 
 typedef struct rnn {
   cg_kctx *c;
-  const ir_node *op, *xp, *r, *rb;
+  const ir_node *op, *xp, *r, *rb, *mask; /* mask: i1 [N,T] or NULL (ir_rnn_mask) */
   int64_t h, gh, t;
   LLVMValueRef hs, cs, u, gs; /* f32 scratch: h [H], c [H], u [G*H], g*h [H] */
 } rnn;
@@ -89,12 +89,27 @@ static void recurrent_product(rnn *s, LLVMValueRef src, int64_t j0, int64_t j1) 
   cg_loop_end(c, &lk);
 }
 
+/* Whether step t of batch row `row` is taken (the mask true there), or NULL without a mask. */
+static LLVMValueRef taken(rnn *s, LLVMValueRef row, LLVMValueRef t) {
+  if (!s->mask) return NULL;
+  cg_kctx *c = s->c;
+  cg_emitter *e = c->e;
+  LLVMValueRef i = LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), t, "mask.at");
+  return LLVMBuildICmp(B, LLVMIntNE, load_int(c, s->mask, i), i64c(0), "taken");
+}
+
+/* v where the step is taken, else `skip` (the state carried over, or a zero gradient) */
+static LLVMValueRef or_skip(cg_emitter *e, LLVMValueRef keep, LLVMValueRef v, LLVMValueRef skip) {
+  return keep ? LLVMBuildSelect(B, keep, v, skip, "masked") : v;
+}
+
 static LLVMValueRef sigm(cg_emitter *e, LLVMValueRef x) { return cg_emit_unary(e, IR_OP_SIGMOID, x, "sigmoid"); }
 static LLVMValueRef tanh_(cg_emitter *e, LLVMValueRef x) { return cg_emit_unary(e, IR_OP_TANH, x, "tanh"); }
 
 /* One step of batch row `row` reading time t: the state in s->hs (and
  * s->cs) becomes the next one, stored to y at time yt (t, or the step's
- * index with {reverse}=2). */
+ * index with {reverse}=2); where the mask skips the step, the state stays
+ * (a select at the update) and y gets it. */
 static void step(rnn *s, LLVMValueRef row, LLVMValueRef t, LLVMValueRef yt) {
   cg_kctx *c = s->c;
   cg_emitter *e = c->e;
@@ -119,6 +134,7 @@ static void step(rnn *s, LLVMValueRef row, LLVMValueRef t, LLVMValueRef yt) {
   }
   LLVMValueRef ybase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), yt, ""),
                                     i64c(s->cs ? 2 * h : h), "y.base");
+  LLVMValueRef keep = taken(s, row, t);
   cg_loop lj = cg_loop_begin(c, i64c(0), i64c(h), 1, "gate");
   LLVMValueRef j = lj.iv, hn, cn = NULL;
 #define U(g) ld(s, s->u, LLVMBuildAdd(B, j, i64c((g) * h), ""))
@@ -139,7 +155,8 @@ static void step(rnn *s, LLVMValueRef row, LLVMValueRef t, LLVMValueRef yt) {
   }
 #undef U
 #undef XP
-  hn = cg_emit_round_to(e, hn, dt, "h");
+  hn = or_skip(e, keep, cg_emit_round_to(e, hn, dt, "h"), ld(s, s->hs, j));
+  if (cn) cn = or_skip(e, keep, cn, ld(s, s->cs, j));
   st(s, s->hs, j, hn);
   store_f(c, op, LLVMBuildAdd(B, ybase, j, ""), hn, 1);
   if (cn) {
@@ -154,7 +171,7 @@ void cg_train_rnn(cg_kctx *c) {
   const ir_node *op = op_of(c);
   int gates = ir_rnn_gates(op->op), states = ir_rnn_states(op->op);
   CASTOR_ASSERT(gates > 0);
-  rnn s = {c, op, op->srcs[0], op->srcs[1], NULL, 0, 0, 0, NULL, NULL, NULL, NULL};
+  rnn s = {c, op, op->srcs[0], op->srcs[1], NULL, ir_rnn_mask(op), 0, 0, 0, NULL, NULL, NULL, NULL};
   s.h = s.r->type.dims[0];
   s.gh = s.r->type.dims[1];
   s.t = s.xp->type.dims[1];
@@ -258,7 +275,7 @@ static void bwd_step(rnn_bwd *b, LLVMValueRef row, LLVMValueRef step) {
   recurrent_product(s, s->hs, 0, gru_before ? 2 * h : s->gh);
 #define U(g) ld(s, s->u, LLVMBuildAdd(B, j, i64c((g) * h), ""))
 #define XP(g) load_f(c, s->xp, LLVMBuildAdd(B, xbase, LLVMBuildAdd(B, j, i64c((g) * h), ""), ""), 1)
-#define SETDU(g, v) st(s, b->du, LLVMBuildAdd(B, j, i64c((g) * h), ""), (v))
+#define SETDU(g, v) st(s, b->du, LLVMBuildAdd(B, j, i64c((g) * h), ""), or_skip(e, keep, (v), zero))
   if (gru_before) {
     cg_loop lg = cg_loop_begin(c, i64c(0), i64c(h), 1, "gh");
     LLVMValueRef j = lg.iv;
@@ -266,7 +283,9 @@ static void bwd_step(rnn_bwd *b, LLVMValueRef row, LLVMValueRef step) {
     cg_loop_end(c, &lg);
     recurrent_product(s, s->gs, 2 * h, 3 * h);
   }
-  /* per unit: the gates' gradients into du, the direct part of the next dh into dn */
+  /* per unit: the gates' gradients into du, the direct part of the next dh into dn; a step the
+   * mask skips passes dh (and dc) on whole and gives xp and the product no gradient */
+  LLVMValueRef keep = taken(s, row, t), zero = F(0.0);
   cg_loop lj = cg_loop_begin(c, i64c(0), i64c(h), 1, "gate");
   LLVMValueRef j = lj.iv;
   LLVMValueRef dht = LLVMBuildFAdd(B, ld(s, b->dh, j), y_at(b, b->dy, row, yt, 0, j), "dh.t");
@@ -279,7 +298,8 @@ static void bwd_step(rnn_bwd *b, LLVMValueRef row, LLVMValueRef step) {
     SETDU(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, ld(s, s->cs, j), ""), dsigm(e, fg), ""));
     SETDU(2, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, ig, ""), one_minus_sq(e, cc), ""));
     SETDU(3, LLVMBuildFMul(B, LLVMBuildFMul(B, dht, tc, ""), dsigm(e, og), ""));
-    st(s, b->dc, j, LLVMBuildFMul(B, dct, fg, ""));
+    LLVMValueRef dc_skip = keep ? LLVMBuildFAdd(B, ld(s, b->dc, j), y_at(b, b->dy, row, yt, 1, j), "") : NULL;
+    st(s, b->dc, j, or_skip(e, keep, LLVMBuildFMul(B, dct, fg, ""), dc_skip));
   } else if (gru) { /* z, r, h */
     LLVMValueRef z = sigm(e, LLVMBuildFAdd(B, XP(0), U(0), ""));
     LLVMValueRef g = sigm(e, LLVMBuildFAdd(B, XP(1), U(1), ""));
@@ -290,13 +310,14 @@ static void bwd_step(rnn_bwd *b, LLVMValueRef row, LLVMValueRef step) {
     LLVMValueRef dpre = LLVMBuildFMul(B, LLVMBuildFMul(B, dht, LLVMBuildFSub(B, F(1.0), z, ""), ""),
                                       one_minus_sq(e, cand), "dpre");
     /* reset after: xp_h's gradient dpre, u_h's dpre g, g's dpre u_h; before: both dpre, g's below */
-    store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, j, i64c(2 * h), ""), ""), dpre, 1);
+    store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, j, i64c(2 * h), ""), ""), or_skip(e, keep, dpre, zero), 1);
     SETDU(2, gru_before ? dpre : LLVMBuildFMul(B, dpre, g, ""));
     if (!gru_before) SETDU(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dpre, U(2), ""), dsigm(e, g), ""));
-    st(s, b->dn, j, LLVMBuildFMul(B, dht, z, ""));
+    st(s, b->dn, j, or_skip(e, keep, LLVMBuildFMul(B, dht, z, ""), dht));
   } else {
     SETDU(0, LLVMBuildFMul(B, dht, one_minus_sq(e, tanh_(e, U(0))), ""));
   }
+  if (keep && !gru) st(s, b->dn, j, or_skip(e, keep, zero, dht)); /* du r^T adds 0 where skipped */
   cg_loop_end(c, &lj);
   if (gru_before) { /* d(g h) = du_h r_h^T: g's gradient and h_{t-1}'s through g h */
     LLVMValueRef dgh = s->gs; /* g h is stored to the result below first */
@@ -343,7 +364,8 @@ void cg_train_rnn_grad(cg_kctx *c) {
   const ir_node *op = op_of(c);
   int gates = ir_rnn_gates(op->op), states = ir_rnn_states(op->op);
   CASTOR_ASSERT(ir_rnn_forward(op->op) != IR_OP_COUNT);
-  rnn_bwd b = {{c, op, op->srcs[0], op->srcs[1], NULL, 0, 0, 0, NULL, NULL, NULL, NULL}, NULL, NULL, NULL, NULL, 0,
+  rnn_bwd b = {{c, op, op->srcs[0], op->srcs[1], NULL, ir_rnn_mask(op), 0, 0, 0, NULL, NULL, NULL, NULL}, NULL, NULL,
+               NULL, NULL, 0,
                NULL, NULL, NULL, NULL};
   rnn *s = &b.f;
   s->h = s->r->type.dims[0];
