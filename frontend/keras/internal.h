@@ -45,9 +45,13 @@ typedef struct kr_call {
   ir_node *outs[FL_MAX_OUTS]; /* a library layer's outputs (return_state), n_outs of them; 0: out alone */
   int n_outs;
   bool done, broken;
-  /* MultiHeadAttention's call arguments: in[key_at - 1] and in[mask_at - 1] (0: not given), use_causal_mask */
+  /* MultiHeadAttention's call arguments: in[key_at - 1] and in[mask_at - 1] (0: not given), use_causal_mask;
+   * a recurrent layer's mask argument is in[mask_at - 1] too */
   int key_at, mask_at;
   bool causal;
+  /* a Sequential model's mask after this call (Keras carries it at run time), and the layer that made it */
+  ir_node *mask;
+  const char *mask_from;
 } kr_call;
 
 struct kr_layer {
