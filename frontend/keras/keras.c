@@ -710,6 +710,7 @@ static bool add_output(kr_model *m, kr_ref r, hmap *seen) {
   }
   const char *name = r.node ? arena_printf(m->arena, "%s_%d", r.layer->ir_name, r.node) : r.layer->ir_name;
   if (r.tensor) name = arena_printf(m->arena, "%s_out%d", name, r.tensor);
+  if (c->mask && r.tensor < c->n_mask_outs && !m->masked_output) m->masked_output = name, m->masked_from = c->mask_from;
   if (hmap_get_str(seen, name, strlen(name))) {
     kr_error(m, "config.json: output '%s' is listed twice", name);
     return false;
@@ -902,6 +903,9 @@ ir_graph *fe_keras_load(const char *file, const char *bytes, size_t len, const f
   name = name && name->kind == JSON_OBJ ? json_field(name, "name") : NULL;
   m.g = ir_graph_create(name && name->kind == JSON_STR ? ir_name(m.arena, name->s) : "model");
   ok = ok && build_model(&m, cfg) && kr_read_compile(&m, json_field(cfg, "compile_config"), out_defaults);
+  if (ok && m.masked_output)
+    snprintf(out_defaults->masked_output, sizeof out_defaults->masked_output, "output '%s' carries the mask of "
+             "layer '%s'", m.masked_output, m.masked_from);
   if (ok) {
     m.g->policy = m.policy;
     report_unused(&m);

@@ -66,14 +66,16 @@ bool kr_layer_lower(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
                      type_str(m, &in[i]->type));
       return false;
     }
-  /* a Sequential model: the mask the layer before carries, as Keras 3 passes it at run time */
-  bool seq = !strcmp(m->cls, "Sequential");
-  kr_call *pc = seq && c->n_in == 1 && c->in[0].layer ? &c->in[0].layer->calls[c->in[0].node] : NULL;
-  ir_node *pm = pc ? pc->mask : NULL, *ins[KR_MAX_CALL_INPUTS + 1];
-  fl_mask_rule rule = fl_row_mask(l->row);
+  /* the mask its first input carries, as Keras 3 passes it at run time (a Functional config names it
+   * as the call's mask argument too; op nodes are not layers: their results carry none) */
+  const kr_ref *r0 = c->n_in >= 1 && c->in[0].layer ? &c->in[0] : NULL;
+  kr_call *pc = r0 ? &r0->layer->calls[r0->node] : NULL;
+  ir_node *pm = pc && r0->tensor < pc->n_mask_outs ? pc->mask : NULL, *ins[KR_MAX_CALL_INPUTS + 1];
+  fl_mask_rule rule = l->op_node ? FL_MASK_DROPS : fl_row_mask(l->row);
+  if (l->op_node) pm = NULL;
   int mask_at = c->mask_at;
   memcpy(ins, in, (size_t)n_in * sizeof *in);
-  if (pm && rule == FL_MASK_TAKES) ins[n_in++] = pm, mask_at = n_in;
+  if (pm && rule == FL_MASK_TAKES && !mask_at) ins[n_in++] = pm, mask_at = n_in;
   if (pm && rule == FL_MASK_REFUSES) {
     diag_error_kind(m->d, DIAG_KIND_UNSUPPORTED, kr_loc(m),
                     "layer '%s' (%s): its input carries the mask of layer '%s', and castor does not compute %s "
@@ -86,10 +88,9 @@ bool kr_layer_lower(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
                  "destroys it", l->name, l->cls, pc->mask_from);
   fl_call fc = {.k = k, .in = ins, .n_in = n_in, .key_at = c->key_at, .mask_at = mask_at, .causal = c->causal};
   if (!fl_layer_lower(&m->host, &l->fl, &fc)) return false;
-  if (seq) {
-    c->mask = rule == FL_MASK_PASSES ? pm : rule == FL_MASK_DROPS || rule == FL_MASK_REFUSES ? NULL : fc.out_mask;
-    c->mask_from = !c->mask ? NULL : rule == FL_MASK_MAKES ? l->name : pc->mask_from;
-  }
+  c->mask = rule == FL_MASK_PASSES ? pm : rule == FL_MASK_DROPS || rule == FL_MASK_REFUSES ? NULL : fc.out_mask;
+  c->n_mask_outs = !c->mask ? 0 : rule == FL_MASK_PASSES || !fc.n_out_masks ? 1 : fc.n_out_masks;
+  c->mask_from = !c->mask ? NULL : rule == FL_MASK_MAKES || !pc || !pc->mask_from ? l->name : pc->mask_from;
   if (fc.n_outs > 1 && !strcmp(m->cls, "Sequential")) {
     kr_layer_error(m, l, "returns %d tensors (return_state or merge_mode null); a Sequential model passes one "
                    "tensor from layer to layer (use a Functional model)", fc.n_outs);

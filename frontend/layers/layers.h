@@ -69,6 +69,7 @@ typedef struct fl_call {
   bool causal;
   ir_node *out;                  /* set by fl_layer_lower: outs[0] */
   ir_node *out_mask;             /* the mask the call makes (Masking, Embedding with mask_zero), or NULL */
+  int n_out_masks;               /* outputs 0 .. n_out_masks - 1 carry out_mask (0: 1) */
   ir_node *outs[FL_MAX_OUTS];    /* every output, n_outs of them (1 but for return_state) */
   int n_outs;
 } fl_call;

@@ -384,6 +384,7 @@ bool fl_lower_bidirectional(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
   if (!zero_outputs(m, l, k, &sf, mask, 0, "forward.", &y[0]) || !zero_outputs(m, l, k, &zb, mask, 0, "backward.", &y[1]))
     return false;
   m->call->out_mask = sf.return_sequences ? mask : NULL;
+  m->call->n_out_masks = mode < 0 ? 2 : 1; /* merge_mode null: both sequences carry it */
   fl_call *c = m->call;
   if (mode < 0) {
     c->outs[0] = y[0], c->outs[1] = y[1], c->n_outs = 2;
