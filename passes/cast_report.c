@@ -8,6 +8,13 @@
  * op), the rule that decided it, the casts executed at
  * run time on its behalf (weight casts were folded away) and its weight
  * bytes per dtype; then one total line. Not a pass: it changes nothing.
+ *
+ * After pad8 (a tensor-core target, or --pad8), one more line per layer
+ * that pad8 touched, from the final graph's structure: the padded width of
+ * its main op (a matmul's units, a convolution's channels, a recurrent
+ * layer's units per gate) and what it is sliced back to, or that the
+ * padding flows zero-filled into the next layer; the weights stored
+ * padded; the pads and slices left to run.
  */
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +24,10 @@
 typedef struct layer_row {
   const char *name;
   const ir_node *main;
+  const ir_node *scan;  /* its first recurrent op, if any */
+  const ir_node *slice; /* pad8's first slice back in this layer */
+  int n_pads, n_slices, n_padded_weights;
+  char padded_weights[160];
   int n_casts;
   char casts[160];
   int64_t weight_bytes[DT_COUNT];
@@ -43,6 +54,44 @@ static void add_cast_dir(layer_row *r, const ir_node *c) {
 
 static bool is_contraction(const ir_node *n) { return ir_op_kernel(n->op) == IR_KERNEL_CONTRACT; }
 
+static bool is_scan(const ir_node *n) { return ir_rnn_gates(n->op) > 0 && ir_rnn_forward(n->op) == IR_OP_COUNT; }
+
+static bool is_pad8(const ir_node *n) { return n->rule && !strncmp(n->rule, "pad8", 4); }
+
+/* "lstm.kernel [16,256]" into the layer's list of weights stored padded */
+static void add_padded_weight(layer_row *r, const ir_node *n) {
+  str_buf t;
+  str_buf_init(&t);
+  ir_type_print(&n->type, &t);
+  const char *key = n->attr.weight ? n->attr.weight : n->name;
+  size_t len = strlen(r->padded_weights);
+  if (r->n_padded_weights++ < 4)
+    snprintf(r->padded_weights + len, sizeof r->padded_weights - len, "%s%s %s", len ? ", " : "", key,
+             strchr(str_buf_cstr(&t), '['));
+  else if (r->n_padded_weights == 5)
+    snprintf(r->padded_weights + len, sizeof r->padded_weights - len, ", ...");
+  str_buf_fini(&t);
+}
+
+/* "pad8 lstm: units 60 -> 64 (each of its 4 gates), sliced back; weights stored padded: ...;
+ * at run time 3 pads, 1 slice" */
+static void pad8_line(const layer_row *r, str_buf *out) {
+  const ir_node *m = r->scan ? r->scan : r->main;
+  int gates = ir_rnn_gates(m->op);
+  /* the padded width: a scan's units are its recurrent kernel's rows; a contraction's its last dimension */
+  int64_t wide = r->scan ? m->srcs[1]->type.dims[0] : m->type.dims[m->type.rank - 1];
+  int64_t back = r->slice ? r->slice->type.dims[r->slice->type.rank - 1] : wide;
+  const char *what = r->scan || m->type.rank < 4 ? "units" : "channels";
+  str_buf_printf(out, "pad8 %s: ", r->name);
+  if (back != wide) str_buf_printf(out, "%s %lld -> %lld", what, (long long)back, (long long)wide);
+  else str_buf_printf(out, "%s %lld wide", what, (long long)wide);
+  if (gates > 1) str_buf_printf(out, " (each of its %d gates)", gates);
+  str_buf_puts(out, back != wide ? ", sliced back" : ", not sliced back");
+  if (r->n_padded_weights) str_buf_printf(out, "; weights stored padded: %s", r->padded_weights);
+  str_buf_printf(out, "; at run time %d pad%s, %d slice%s\n", r->n_pads, r->n_pads == 1 ? "" : "s", r->n_slices,
+                 r->n_slices == 1 ? "" : "s");
+}
+
 /* "33.6 MB", "12.5 kB", "144 B" */
 static const char *human_bytes(int64_t b, char *buf) {
   if (b >= 1000000) snprintf(buf, 32, "%.1f MB", (double)b / 1e6);
@@ -64,7 +113,13 @@ void pass_cast_report(const ir_graph *g, str_buf *out) {
       int64_t b = 0;
       if (ir_type_bytes(&n->type, 1, &b)) total_bytes[n->type.dtype] += b;
       if (n->layer) row_for(rows, &n_rows, n->layer)->weight_bytes[n->type.dtype] += b;
+      if (n->layer && is_pad8(n)) add_padded_weight(row_for(rows, &n_rows, n->layer), n);
       continue;
+    }
+    if (n->layer && is_pad8(n) && (n->op == IR_OP_PAD || n->op == IR_OP_SLICE)) {
+      layer_row *r = row_for(rows, &n_rows, n->layer);
+      if (n->op == IR_OP_PAD) r->n_pads++;
+      else if (r->n_slices++ == 0) r->slice = n;
     }
     if (n->op == IR_OP_INPUT || n->op == IR_OP_VARIABLE) continue; /* slots and training scalars */
     if (n->op == IR_OP_CAST) {
@@ -77,6 +132,7 @@ void pass_cast_report(const ir_graph *g, str_buf *out) {
     if (!n->layer) continue;
     layer_row *r = row_for(rows, &n_rows, n->layer);
     if (!r->main || (is_contraction(n) && !is_contraction(r->main))) r->main = n;
+    if (!r->scan && is_scan(n)) r->scan = n;
   }
   str_buf_printf(out, "cast report for %s (policy %s)\n", g->name, ir_policy_name(g->policy));
   str_buf_printf(out, "%-16s %-7s %-28s %-22s %s\n", "layer", "compute", "rule", "casts at run time", "weights");
@@ -110,5 +166,7 @@ void pass_cast_report(const ir_graph *g, str_buf *out) {
       any = true;
     }
   str_buf_printf(out, "%s%s f32\n", any ? " + " : "", human_bytes(total_bytes[DT_F32], (char[32]){0}));
+  for (int i = 0; i < n_rows; i++)
+    if (rows[i].main && (rows[i].n_padded_weights || rows[i].n_pads || rows[i].n_slices)) pad8_line(&rows[i], out);
   free(rows);
 }

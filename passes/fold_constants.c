@@ -15,7 +15,14 @@
  *      same, into constants without data. Pads of constants (pad8) fold
  *      into zero-extended constants the same way, and reshapes of
  *      constants (a depthwise kernel [KH,KW,C,M] read as [KH,KW,1,C*M])
- *      into constants of the new shape holding the same data.
+ *      into constants of the new shape holding the same data. Layout ops
+ *      whose operands are all constants (transpose, strided_slice, concat:
+ *      an ONNX LSTM's gate reordering and transposes of its weights) and
+ *      f32 adds of two constants of one shape (its two biases) become
+ *      constants holding their results, named after themselves (constants
+ *      of the compiler's, as fold-empty's): computed once here, never per
+ *      run. Training graphs' trainable weights are variables by now, never
+ *      folded.
  */
 #include <math.h>
 #include <pthread.h>
@@ -129,9 +136,85 @@ static void fold_pad(ir_graph *g, ir_node *p) {
   p->attr.data = out;
 }
 
+/* ---- layout ops and adds of constants ---- */
+
+static bool all_const(const ir_node *n) {
+  for (int s = 0; s < n->n_srcs; s++)
+    if (n->srcs[s]->op != IR_OP_CONST) return false;
+  return n->n_srcs > 0;
+}
+
+static bool foldable(const ir_node *n) {
+  if (!all_const(n) || ir_type_is_batched(&n->type)) return false;
+  if (n->op == IR_OP_TRANSPOSE || n->op == IR_OP_STRIDED_SLICE || n->op == IR_OP_CONCAT) return true;
+  return n->op == IR_OP_ADD && n->type.dtype == DT_F32 && ir_type_eq(&n->srcs[0]->type, &n->type) &&
+         ir_type_eq(&n->srcs[1]->type, &n->type);
+}
+
+static void strides_of(const ir_type *t, int64_t *st) {
+  int64_t m = 1;
+  for (int d = t->rank - 1; d >= 0; d--) st[d] = m, m *= t->dims[d];
+}
+
+/* n's elements, in row-major order, from its constant operands' data:
+ * element o (coordinates idx) of a transpose is x at idx[d] along
+ * perm[d]; of a strided_slice x at starts[d] + idx[d] * steps[d]; of a
+ * concat the operand that holds idx[axis]. */
+static void *fold_data(ir_graph *g, const ir_node *n) {
+  int64_t numel = 0, bytes = 0, esize = dtype_size(n->type.dtype);
+  CASTOR_ASSERT(ir_type_numel(&n->type, 1, &numel) && ir_type_bytes(&n->type, 1, &bytes));
+  char *out = arena_alloc_aligned(g->arena, (size_t)(bytes ? bytes : 1), 64);
+  if (n->op == IR_OP_ADD) {
+    const float *a = n->srcs[0]->attr.data, *b = n->srcs[1]->attr.data;
+    for (int64_t e = 0; e < numel; e++) ((float *)out)[e] = a[e] + b[e]; /* the kernel's one f32 add */
+    return out;
+  }
+  int rank = n->type.rank, axis = n->op == IR_OP_CONCAT ? ir_concat_axis(&n->type, n->attr.axis) : 0;
+  int64_t idx[IR_MAX_RANK] = {0}, xs[IR_MAX_SRCS][IR_MAX_RANK], first[IR_MAX_RANK] = {0}, cnt[IR_MAX_RANK];
+  for (int s = 0; s < n->n_srcs; s++) strides_of(&n->srcs[s]->type, xs[s]);
+  if (n->op == IR_OP_STRIDED_SLICE) {
+    char err[256];
+    CASTOR_ASSERT(ir_strided_slice_bounds(&n->srcs[0]->type, &n->attr, first, cnt, err, sizeof err));
+  }
+  for (int64_t o = 0; o < numel; o++) {
+    int src = 0;
+    int64_t at = 0;
+    if (n->op == IR_OP_TRANSPOSE) {
+      for (int d = 0; d < rank; d++) at += idx[d] * xs[0][n->attr.perm.v[d]];
+    } else if (n->op == IR_OP_STRIDED_SLICE) {
+      for (int d = 0; d < rank; d++) at += (first[d] + idx[d] * n->attr.steps.v[d]) * xs[0][d];
+    } else { /* concat */
+      int64_t along = idx[axis];
+      while (along >= n->srcs[src]->type.dims[axis]) along -= n->srcs[src++]->type.dims[axis];
+      for (int d = 0; d < rank; d++) at += (d == axis ? along : idx[d]) * xs[src][d];
+    }
+    memcpy(out + o * esize, (const char *)n->srcs[src]->attr.data + at * esize, (size_t)esize);
+    for (int d = rank - 1; d >= 0 && ++idx[d] == n->type.dims[d]; d--) idx[d] = 0;
+  }
+  return out;
+}
+
+static void fold_layout(ir_graph *g, ir_node *n) {
+  bool data = true;
+  for (int s = 0; s < n->n_srcs; s++) data = data && n->srcs[s]->attr.data;
+  void *out = data ? fold_data(g, n) : NULL;
+  const char *rule = n->srcs[0]->rule;
+  n->op = IR_OP_CONST;
+  for (int s = 0; s < n->n_srcs; s++) n->srcs[s] = NULL;
+  n->n_srcs = 0;
+  memset(&n->attr, 0, sizeof n->attr);
+  n->attr.weight = n->name; /* a constant of the compiler's, named after its value */
+  n->attr.data = out;
+  n->rule = rule;
+}
+
 bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *c = g->nodes[i];
+    if (foldable(c)) {
+      fold_layout(g, c);
+      continue;
+    }
     if (c->op == IR_OP_PAD && c->srcs[0]->op == IR_OP_CONST) {
       fold_pad(g, c);
       continue;

@@ -68,7 +68,7 @@ static int usage(FILE *f, int rc) {
 /* The load and compile options run and dump share. */
 static const char common_help[] =
     "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
-    "  --weights-seed S    seed of the Glorot init when there is no weights file (0)\n"
+    "  --weights-seed S    seed of the init (Keras's initializers) without a weights file (0)\n"
     "  --bind NAME=FILE    ONNX models: bind graph input NAME to the data in FILE (.npy,\n"
     "                      or an ONNX TensorProto .pb): a shape, axes or bounds an op\n"
     "                      needs at compile time; the input becomes a constant\n"
@@ -285,10 +285,11 @@ static int parse_args(int argc, char **argv, cli *c) {
     } else if (a[0] == '-' && a[1]) {
       bool run = c->cmd && !strcmp(c->cmd, "run"),
            dump = c->cmd && (!strcmp(c->cmd, "dump") || !strcmp(c->cmd, "summary"));
-      return cli_unknown_option(a, run || dump ? c->cmd : "", run                         ? usage_run
-                                                              : !strcmp(c->cmd, "summary") ? usage_summary
-                                                              : dump                       ? usage_dump
-                                                                                           : usage);
+      bool summary = c->cmd && !strcmp(c->cmd, "summary");
+      return cli_unknown_option(a, run || dump ? c->cmd : "", run       ? usage_run
+                                                              : summary ? usage_summary
+                                                              : dump    ? usage_dump
+                                                                        : usage);
     } else if (!c->cmd) {
       c->cmd = a;
     } else if (!c->model) {

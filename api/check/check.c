@@ -122,6 +122,11 @@ static castor_status observe_fn(const ir_graph *g, const cg_backend *be, const c
       CASTOR_ASSERT(node->id == i);
       chk_value *v = &b->v[i];
       value_init(q->r->arena, v, node, q->batch);
+      if (node->op == IR_OP_LITERAL) { /* a leaf, not an output: its value (a recurrent layer's zero state) */
+        for (int64_t e = 0; e < v->numel; e++) v->v[e] = (float)node->attr.value;
+        continue;
+      }
+      CASTOR_ASSERT(node->op == IR_OP_INPUT || node->op == IR_OP_CONST || !(ir_op_flags(node->op) & IR_OPF_LEAF));
       const void *data = node->op == IR_OP_INPUT  ? castor_tensor_data(q->in[node->attr.index])
                          : node->op == IR_OP_CONST ? node->attr.data
                                                    : out[k++];

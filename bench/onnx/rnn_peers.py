@@ -23,9 +23,22 @@ lstm/gru scans) and ORT runs. Each round times
 and prints the per-round ratios castor/ORT and castor/PyTorch and their
 medians (below 1: castor is faster). The three outputs are compared first
 (castor's through `castor run --input`), so a wrong model is never timed.
+
+With --train, a training step instead (issue 39: one SGD step, batch 64,
+of the LSTM(128) over 28 steps of 28 features and its Dense(10) head,
+sparse categorical cross-entropy from logits, learning rate 0.01):
+
+  castor   `castor train` of the same layers in .cast (lstm, dense) on
+           --repeat batches of random data, --epochs 3 without shuffling:
+           the median over epochs 2-3 of its us/sample times the batch
+           (the whole step: batching, forward, loss, backward, update);
+  PyTorch  nn.LSTM + nn.Linear, CrossEntropyLoss, torch.optim.SGD: the
+           median of --repeat steps (zero_grad, forward, loss, backward,
+           step) on the same data.
 """
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -71,6 +84,57 @@ def castor_output(build, model, x, tmp):
     return np.load(yout)
 
 
+CAST_TRAIN = """model rnn_train
+x = input(shape=[28, 28])
+h = {cell}(x, units=128, name=rnn)
+y = dense(h, units=10, name=head)
+output y
+"""
+
+
+def castor_train_ms(build, tmp, cell, batch, steps, threads):
+    model, xs, ys = (os.path.join(tmp, n) for n in (f"{cell}_train.cast", "tx.npy", "ty.npy"))
+    with open(model, "w") as f:
+        f.write(CAST_TRAIN.format(cell=cell))
+    out = subprocess.run([os.path.join(build, "castor"), "train", model, "--x", xs, "--y", ys, "--batch-size", str(batch),
+                          "--optimizer", "sgd", "--learning-rate", "0.01", "--from-logits", "--no-shuffle",
+                          "--epochs", "3", "--threads", str(threads)], capture_output=True, text=True, check=True)
+    per_sample = [float(u) for u in re.findall(r"Epoch [0-9]+/3 - [0-9.]+s ([0-9.]+)us/sample", out.stdout + out.stderr)]
+    if len(per_sample) != 3:
+        sys.exit(f"rnn_peers: castor train printed no epoch times:\n{out.stdout}{out.stderr}")
+    return statistics.median(per_sample[1:]) * batch / 1e3
+
+
+def train(args):
+    batch, steps = 64, args.repeat
+    rng = np.random.default_rng(39)
+    x = rng.standard_normal((batch * steps, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, batch * steps).astype(np.int64)
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(os.path.join(tmp, "tx.npy"), x), np.save(os.path.join(tmp, "ty.npy"), y)
+        for cell in args.cells.split(","):
+            torch.manual_seed(39)
+            net = Seq(cell)
+            opt = torch.optim.SGD(net.parameters(), lr=0.01)
+            loss_fn = torch.nn.CrossEntropyLoss()
+            xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+            at = [0]
+
+            def step():
+                i = at[0] % steps
+                at[0] += 1
+                opt.zero_grad()
+                loss_fn(net(xt[i * batch:(i + 1) * batch]), yt[i * batch:(i + 1) * batch]).backward()
+                opt.step()
+            cs, ts, r = [], [], []
+            for _ in range(args.rounds):
+                c = castor_train_ms(args.build, tmp, cell, batch, steps, args.threads)
+                t = median_ms(step, steps)
+                cs.append(c), ts.append(t), r.append(c / t)
+            print(f"{cell} train step batch {batch} castor {statistics.median(cs):8.3f} ms | PyTorch {statistics.median(ts):8.3f} ms"
+                  f" | castor/PyTorch {' '.join(f'{v:.2f}' for v in r)} median {statistics.median(r):.2f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -79,10 +143,13 @@ def main():
     ap.add_argument("--repeat", type=int, default=100)
     ap.add_argument("--batches", default="1,64")
     ap.add_argument("--cells", default="lstm,gru")
+    ap.add_argument("--train", action="store_true", help="a training step (SGD, batch 64) against PyTorch's")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, onnxruntime {ort.__version__}, threads {args.threads}, "
           f"{args.rounds} rounds of {args.repeat} runs, sequence 28 x 28 features, 128 units, float32")
+    if args.train:
+        return train(args)
     with tempfile.TemporaryDirectory() as tmp:
         for cell in args.cells.split(","):
             torch.manual_seed(39)

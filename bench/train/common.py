@@ -87,6 +87,18 @@ def glorot_uniform_shape(rng, shape):
     return rng.uniform(-lim, lim, shape).astype(np.float32)
 
 
+def orthogonal(rng, shape):
+    """Keras's Orthogonal initializer (gain 1) with NumPy's generator: QR of a
+    standard-normal [max, min] matrix, Q's columns signed by R's diagonal,
+    transposed when the tensor has fewer rows than columns (an LSTM's
+    [units, 4 units] recurrent kernel: orthonormal rows)."""
+    rows, cols = shape
+    a = rng.standard_normal((max(rows, cols), min(rows, cols)))
+    q, r = np.linalg.qr(a)
+    q *= np.sign(np.diag(r))
+    return (q.T if rows < cols else q).astype(np.float32)
+
+
 def write_safetensors(path, tensors):
     header, blobs, off = {}, [], 0
     for k, v in tensors.items():
@@ -166,11 +178,12 @@ def add_args(p):
                    choices=["float32", "mixed_float16", "mixed_bfloat16"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--model", default="mlp", choices=["mlp", "fashion_cnn", "fashion_vit"],
-                   help="mlp: samples/mnist_mlp*.cast (RMSprop); fashion_cnn, fashion_vit: "
-                        "samples/fashion_*.cast (Adam, weights from --init)")
+    p.add_argument("--model", default="mlp", choices=["mlp", "fashion_cnn", "fashion_vit", "fashion_lstm"],
+                   help="mlp: samples/mnist_mlp*.cast (RMSprop); fashion_cnn, fashion_vit, "
+                        "fashion_lstm: samples/fashion_*.cast (Adam, weights from --init)")
     p.add_argument("--init", help="initial weights (init_weights.py's safetensors); "
-                                  "required for fashion_cnn and fashion_vit")
+                                  "required for fashion_cnn and fashion_vit; fashion_lstm "
+                                  "without it starts from Keras's own seeded initializers")
     p.add_argument("--train-samples", type=int, default=0,
                    help="use the first N training images (0: all 60000); the validation "
                         "split is taken from them")

@@ -7,6 +7,7 @@ torch_peer.py and keras_peer.py.
     init_weights.py --units U --seed S --out FILE.safetensors          # the MLP
     init_weights.py --model fashion_cnn --seed S --out FILE.safetensors
     init_weights.py --model fashion_vit --seed S --out FILE.safetensors
+    init_weights.py --model fashion_lstm --seed S --out FILE.safetensors
 
 The MLP: Glorot-uniform kernels drawn by common.glorot_uniform from
 np.random.default_rng(seed) in layer order, zero biases, the keys of
@@ -21,6 +22,13 @@ kernel and MultiHeadAttention's [D, heads, key_dim] kernels count their
 leading dimensions in both fans), in the order below, from
 np.random.default_rng(seed); biases and LayerNormalization's beta zero,
 gamma one (Keras's defaults). The peers load this file with --init.
+
+fashion_lstm: Keras's LSTM initializers, the ones castor's own init draws
+too (with its own generator): the input kernel Glorot-uniform, the
+recurrent kernel orthogonal (common.orthogonal), the bias
+unit_forget_bias (ones for the forget gate's units, zeros elsewhere; the
+gates in Keras's order i, f, c, o); the classifier Glorot-uniform with a
+zero bias.
 """
 import argparse
 import os
@@ -35,7 +43,8 @@ write_safetensors = common.write_safetensors  # kept for callers of the old name
 
 
 def spec(model):
-    """[(key, shape, init)] in draw order; init is glorot, zeros or ones."""
+    """[(key, shape, init)] in draw order; init is glorot, orthogonal,
+    unit_forget_bias, zeros or ones."""
     if model == "fashion_cnn":
         return [("conv2d.kernel", (3, 3, 1, 32), "glorot"), ("conv2d.bias", (32,), "zeros"),
                 ("conv2d_1.kernel", (3, 3, 32, 64), "glorot"), ("conv2d_1.bias", (64,), "zeros"),
@@ -57,6 +66,10 @@ def spec(model):
         s += [("final_norm.gamma", (d,), "ones"), ("final_norm.beta", (d,), "zeros"),
               ("classifier.kernel", (d, 10), "glorot"), ("classifier.bias", (10,), "zeros")]
         return s
+    if model == "fashion_lstm":
+        return [("lstm.kernel", (28, 256), "glorot"), ("lstm.recurrent_kernel", (64, 256), "orthogonal"),
+                ("lstm.bias", (256,), "unit_forget_bias"),
+                ("classifier.kernel", (64, 10), "glorot"), ("classifier.bias", (10,), "zeros")]
     raise ValueError(model)
 
 
@@ -72,6 +85,11 @@ def draw(model, seed, units=None):
     for key, shape, init in spec(model):
         if init == "glorot":
             t[key] = common.glorot_uniform_shape(rng, shape)
+        elif init == "orthogonal":
+            t[key] = common.orthogonal(rng, shape)
+        elif init == "unit_forget_bias":  # [i, f, c, o] gates of shape[0] // 4 units
+            u = shape[0] // 4
+            t[key] = np.concatenate([np.zeros(u), np.ones(u), np.zeros(2 * u)]).astype(np.float32)
         else:
             t[key] = (np.ones if init == "ones" else np.zeros)(shape, np.float32)
     return t
@@ -79,7 +97,7 @@ def draw(model, seed, units=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="mlp", choices=["mlp", "fashion_cnn", "fashion_vit"])
+    ap.add_argument("--model", default="mlp", choices=["mlp", "fashion_cnn", "fashion_vit", "fashion_lstm"])
     ap.add_argument("--units", type=int, help="the MLP's hidden width (required for mlp)")
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--out", required=True)

@@ -9,7 +9,9 @@ built from Keras layers with the sample's layer names, every weight loaded
 from --init (init_weights.py's file, the one castor loads), compile(Adam(),
 ...), the rest as below. KerasHub's PositionEmbedding is written out (a
 learned [28, 64] weight broadcast to the input) so that KerasHub is not
-needed. For --model mlp (the seed experiment):
+needed. --model fashion_lstm (samples/fashion_lstm.cast) the same way; without
+--init it starts from Keras's own initializers, seeded by --seed. For --model
+mlp (the seed experiment):
 
 - 784 -> Dense(units, relu) -> Dense(units, relu) -> Dense(10) ->
   Activation(softmax, dtype="float32"), the layer names of
@@ -132,13 +134,27 @@ def build_vit():
     return keras.Model(inp, out)
 
 
+def build_lstm():
+    """samples/fashion_lstm.cast: LSTM(64) over the 28 rows of 28 pixels (Keras's
+    defaults: tanh, sigmoid gates, Glorot-uniform kernel, orthogonal recurrent
+    kernel, unit_forget_bias), its last state to Dense(10) and a float32
+    softmax."""
+    inp = keras.Input(shape=(28, 28), name="rows")
+    h = layers.LSTM(64, name="lstm")(inp)
+    x = layers.Dense(10, name="classifier")(h)
+    out = layers.Activation("softmax", dtype="float32", name="probs")(x)
+    return keras.Model(inp, out)
+
+
 def load_init(model, path):
     """Assign every weight of init_weights.py's file: Keras's variable path
-    'layer/sublayer/name' is castor's key 'layer.sublayer.name'."""
+    'layer/sublayer/name' is castor's key 'layer.sublayer.name', except that
+    a recurrent layer's cell ('lstm/lstm_cell/kernel') is not in castor's
+    key ('lstm.kernel')."""
     init = common.read_safetensors(path)
     used = set()
     for v in model.trainable_weights:
-        key = v.path.replace("/", ".")
+        key = ".".join(p for p in v.path.split("/") if not p.endswith("_cell"))
         if key not in init:
             sys.exit(f"{path}: no weight {key} for Keras's {v.path}")
         if tuple(init[key].shape) != tuple(v.shape):
@@ -165,12 +181,15 @@ def main():
         n = int(a.max_steps * a.batch_size / (1 - a.validation_split)) + 1
         xtr, ytr = xtr[:n], ytr[:n]
     if a.model != "mlp":
-        if not a.init:
+        if not a.init and a.model != "fashion_lstm":
             sys.exit(f"--model {a.model} needs --init (bench/train/init_weights.py)")
         shape = (28, 28, 1) if a.model == "fashion_cnn" else (28, 28)
         xtr, xte = xtr.reshape((-1,) + shape), xte.reshape((-1,) + shape)
-        model = build_cnn() if a.model == "fashion_cnn" else build_vit()
-        load_init(model, a.init)
+        model = {"fashion_cnn": build_cnn, "fashion_vit": build_vit, "fashion_lstm": build_lstm}[a.model]()
+        if a.init:
+            load_init(model, a.init)
+        else:  # its own initializers, seeded: run.sh's variant lstm_own
+            a.model += "/own-init"
         model.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy",
                       metrics=["accuracy"])
         a.units = 0

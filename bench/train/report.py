@@ -17,7 +17,9 @@ line into a "test" line (the first number after "accuracy"). castor's
 after the validation split) the time per step is seconds_per_sample x N /
 ceil(N / batch), the peers' definition (the last step may be short).
 
-The tables: per run, test accuracy and time per step; per epoch; and, for
+The tables: per run, test accuracy and time per step; castor's test
+accuracy against each peer's, seed by seed, with the gap of the means in
+percentage points; per epoch; and, for
 runs with ROUNDS (castor and the peers interleaved), each round's step
 times side by side with castor's ratio to each peer.
 """
@@ -29,7 +31,8 @@ import statistics
 import sys
 
 
-MODELS = {"small": "mlp", "seed": "mlp", "cnn": "fashion_cnn", "vit": "fashion_vit"}
+MODELS = {"small": "mlp", "seed": "mlp", "cnn": "fashion_cnn", "vit": "fashion_vit",
+          "lstm": "fashion_lstm", "lstm_own": "fashion_lstm/own-init"}
 
 
 def castor_lines(a):
@@ -122,6 +125,7 @@ def report(path):
     for s in skipped:
         print(f"| {s.get('model', '')} | {s.get('units', '')} | {s.get('batch_size', '')} | {s['policy']} | "
               f"{s['peer']} | {s.get('seed', '')} | skipped: {s['reason']} | | | |")
+    gaps(rows)
     rounds(rows)
     print()
     print("## Per epoch")
@@ -145,6 +149,38 @@ def report(path):
               f"{fmt(r.get('accuracy'), '.4f')} | {fmt(r.get('val_loss'), '.4f')} | "
               f"{fmt(r.get('val_accuracy'), '.4f')} | {fmt(r.get('step_ms'), '.2f')} | "
               f"{fmt(r.get('loss_scale'), 'g')} | {r.get('skipped', '')} |")
+
+
+def gaps(rows):
+    """castor's test accuracy against each peer's, seed by seed, and the
+    difference of the means in percentage points (the first run of each)."""
+    acc = {}
+    for t in rows:
+        if t["kind"] == "test" and "test_accuracy" in t:
+            acc.setdefault((t.get("model", "mlp"), t["policy"]), {}).setdefault(t["peer"], {}).setdefault(
+                t["seed"], t["test_accuracy"])
+    lines = []
+    for (model, policy), by_peer in sorted(acc.items()):
+        c = by_peer.get("castor", {})
+        for peer in sorted(p for p in by_peer if p != "castor"):
+            seeds = sorted(set(c) & set(by_peer[peer]))
+            if not seeds:
+                continue
+            for s in seeds:
+                lines.append(f"| {model} | {policy} | {peer} | {s} | {100 * c[s]:.2f}% | "
+                             f"{100 * by_peer[peer][s]:.2f}% | {100 * (c[s] - by_peer[peer][s]):+.2f} |")
+            mc = statistics.mean(c[s] for s in seeds)
+            mp = statistics.mean(by_peer[peer][s] for s in seeds)
+            lines.append(f"| {model} | {policy} | {peer} | mean of {len(seeds)} | **{100 * mc:.2f}%** | "
+                         f"**{100 * mp:.2f}%** | **{100 * (mc - mp):+.2f}** |")
+    if not lines:
+        return
+    print()
+    print("## Test accuracy: castor against each peer, seed by seed")
+    print()
+    print("| model | policy | peer | seed | castor | peer | castor - peer (pp) |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(lines))
 
 
 def rounds(rows):

@@ -13,7 +13,11 @@
 #   VARIANTS  "small" (784-64-64-10, batch 128), "seed"
 #             (784-4096-4096-10, batch 8192), "cnn" (samples/fashion_cnn.cast,
 #             Adam, batch 128) and/or "vit" (samples/fashion_vit.cast, Adam,
-#             batch 128) ["small seed"]
+#             batch 128), "lstm" (samples/fashion_lstm.cast, Adam, batch
+#             128, every framework from init_weights.py's draw of Keras's
+#             LSTM initializers) and/or "lstm_own" (the same, each framework
+#             from its own seeded initializers: castor's --weights-seed, Keras's
+#             set_random_seed) ["small seed"]
 #   POLICIES  ["float32 mixed_float16 mixed_bfloat16"]
 #   SEEDS     ["0 1 2"]
 #   PEERS     ["castor torch keras"]
@@ -170,6 +174,8 @@ run_castor() { # VARIANT UNITS BATCH POLICY SEED ROUND
     seed) model=samples/mnist_mlp.cast ;;
     cnn) model=samples/fashion_cnn.cast optimizer=adam init_args="--model fashion_cnn" ;;
     vit) model=samples/fashion_vit.cast optimizer=adam init_args="--model fashion_vit" ;;
+    lstm) model=samples/fashion_lstm.cast optimizer=adam init_args="--model fashion_lstm" ;;
+    lstm_own) model=samples/fashion_lstm.cast optimizer=adam init_args="" ;;
   esac
   if ! castor_has_train; then
     echo "bench/train: skipping castor: '$CASTOR train' is not available yet (issue 10)" >&2
@@ -182,10 +188,15 @@ run_castor() { # VARIANT UNITS BATCH POLICY SEED ROUND
   plot=""
   [ "$5" = "${SEEDS%% *}" ] && [ "$6" = 1 ] && plot="--plot bench/results/$NAME-$1-$4.svg"
   # the peers' initial weights (their seeded NumPy Glorot draw), so that
-  # castor and the peers differ only in the order of the batches
-  "$TORCH_PY" bench/train/init_weights.py $init_args --seed "$5" --out "$TMP/init.safetensors" ||
-    { echo "bench/train: init_weights.py failed" >&2; return; }
-  timed nice -n "$NICE" $PIN "$CASTOR" train "$model" --weights "$TMP/init.safetensors" \
+  # castor and the peers differ only in the order of the batches;
+  # lstm_own: castor's own seeded init
+  weights="--weights-seed $5"
+  if [ -n "$init_args" ]; then
+    "$TORCH_PY" bench/train/init_weights.py $init_args --seed "$5" --out "$TMP/init.safetensors" ||
+      { echo "bench/train: init_weights.py failed" >&2; return; }
+    weights="--weights $TMP/init.safetensors"
+  fi
+  timed nice -n "$NICE" $PIN "$CASTOR" train "$model" $weights \
     --x "$XTR" --y "$YTR" \
     --policy "$4" --epochs "$EPOCHS" --batch-size "$3" --optimizer "$optimizer" \
     --validation-split 0.2 --seed "$5" --threads "$THREADS" \
@@ -208,12 +219,14 @@ n_all=60000
 "$TORCH_PY" -c "import math; print(int(math.floor($n_all * (1 - 0.2))))" >"$TMP/count"
 
 for v in $VARIANTS; do
-  model_args=""
+  model_args="" own=""
   case $v in
     small) units=64 batch=128 ;;
     seed) units=4096 batch=8192 ;;
     cnn) units=0 batch=128 model_args="--model fashion_cnn" ;;
     vit) units=0 batch=128 model_args="--model fashion_vit" ;;
+    lstm) units=0 batch=128 model_args="--model fashion_lstm" ;;
+    lstm_own) units=0 batch=128 model_args="" own="--model fashion_lstm" ;;
     *) echo "unknown variant $v" >&2; exit 1 ;;
   esac
   for s in $SEEDS; do
@@ -228,7 +241,7 @@ for v in $VARIANTS; do
         for peer in $PEERS; do
           echo "bench/train: $v $p seed $s round $r $peer ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))" >&2
           args="--units $units --batch-size $batch --epochs $EPOCHS --policy $p --seed $s --threads $THREADS"
-          args="$args --train-samples $TRAIN_SAMPLES --test-samples $TEST_SAMPLES $model_args"
+          args="$args --train-samples $TRAIN_SAMPLES --test-samples $TEST_SAMPLES $model_args $own"
           case $peer in
             castor) run_castor "$v" "$units" "$batch" "$p" "$s" "$r" ;;
             torch) timed nice -n "$NICE" $PIN "$TORCH_PY" bench/train/torch_peer.py $args >>"$RAW" 2>"$TMP/err" ||

@@ -399,6 +399,7 @@ static void begin_function(kctx *c, LLVMTypeRef fty, const char *name, LLVMLinka
 /* The code of kernel c->k into c->fn, from its entry block. */
 static void emit_body(kctx *c, const cg_cpu_layout *layout, int ki) {
   const cg_kernel *k = c->k;
+  c->rows_fixed = layout->launch[ki].rows_fixed;
   if (k->kind == CG_KERNEL_COPY) {
     cg_load_base(c, k->copy_src);
     emit_copy(c);
@@ -460,6 +461,7 @@ static int64_t static_rows(const cg_kernel *k) {
   const ir_node *n = result(k);
   if (ir_type_is_batched(&n->type) || n->type.rank < 2 || n->type.dims[0] < 2) return 0;
   if (k->kind == CG_KERNEL_ELTWISE) return n->type.dims[0];
+  if (k->kind == CG_KERNEL_ROWWISE && ir_rnn_gates(k->ops[0]->op) > 0) return n->type.dims[0]; /* a scan per batch row */
   if (k->kind != CG_KERNEL_ROWWISE || !cg_rowwise_has_line_formula(k->ops[0]->op)) return 0;
   if (ir_op_attrs(n->op) & A(axis)) return ir_norm_first_dim(&n->type, n->attr.axis) >= 1 ? n->type.dims[0] : 0;
   return n->type.dims[0];

@@ -99,6 +99,8 @@ typedef struct cg_kctx {
   LLVMValueRef *spare_base; /* another such array, all NULL, for a helper function (the GEMM
                              * epilogue), which leaves it all NULL again (cg_clear_bases) */
   const int *slot;    /* per buffer: its index in bufs; NULL: bufs is the program's own table */
+  int64_t rows_fixed; /* a static result split into this many launch rows by its dimension 0
+                       * (the CPU's static_rows); 0: batched, or one launch row */
 } cg_kctx;
 
 /* for (iv = start; iv + step <= end; iv += step): the body runs only for

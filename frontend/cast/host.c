@@ -122,6 +122,10 @@ static const float *host_weight(fl_host *h, fl_layer *fl, const char *sub, int i
     float scale = (float)(0.05 / sqrt(6.0 / ((double)t->dims[0] + (double)t->dims[1])));
     for (int64_t i = 0; i < n; i++) ((float *)data)[i] *= scale;
   }
+  if (!lw->w.from_file && init == FL_INIT_ORTHOGONAL)
+    fe_weights_orthogonal(&lw->w, key, t, (float *)data, l->name, l->loc);
+  if (!lw->w.from_file && init == FL_INIT_UNIT_FORGET_BIAS && t->rank == 1) /* gates i, f, c, o */
+    for (int64_t i = n / 4; i < n / 2; i++) ((float *)data)[i] = 1.0f;
   return data;
 }
 

@@ -272,6 +272,12 @@ void fe_weights_open(fe_weights *w, const char *path, diag_loc loc, uint64_t see
  * discarded). */
 bool fe_weights_get(fe_weights *w, ir_graph *g, const char *key, const ir_type *t, bool ones,
                     const char *layer, diag_loc layer_loc, const float **out);
+/* Without a file: overwrites a [rows, cols] kernel's data (from
+ * fe_weights_get) with Keras's Orthogonal draw, seeded by the key; a
+ * warning leaves it Glorot-uniform where the QR would take more than a few
+ * seconds. */
+void fe_weights_orthogonal(fe_weights *w, const char *key, const ir_type *t, float *data, const char *layer,
+                           diag_loc layer_loc);
 /* Warns about tensors of the file that the model did not use. */
 void fe_weights_check_unused(fe_weights *w);
 

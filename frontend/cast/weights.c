@@ -11,7 +11,8 @@
  * Without one, kernels get Keras' default Glorot-uniform init,
  * U(-limit, limit) with limit = sqrt(6 / (fan_in + fan_out)), from a PRNG
  * seeded with (seed ^ str_hash(key)), so each tensor is reproducible on its
- * own whatever the rest of the model is; biases are zeros. The init stops at
+ * own whatever the rest of the model is; biases are zeros. A recurrent
+ * kernel is Keras's Orthogonal instead (fe_weights_orthogonal). The init stops at
  * FE_MAX_INIT_BYTES in total, so a typo like units=40960000 gives an error,
  * not an out-of-memory abort.
  *
@@ -168,4 +169,50 @@ void fe_weights_check_unused(fe_weights *w) {
     if (!w->used[i])
       diag_warning(w->d, w->loc, "weights file '%s' has tensor '%s', which the model does not use",
                    w->path, w->st.tensors[i].name);
+}
+
+/* Keras's Orthogonal (gain 1): a standard-normal [max, min] matrix (Box-Muller
+ * over the key's own stream), its QR's Q with the columns signed by R's
+ * diagonal -- which Gram-Schmidt gives directly, R's diagonal being the
+ * norms -- transposed when the tensor is wider than tall (an LSTM's
+ * [units, 4 units]: orthonormal rows). Classical Gram-Schmidt twice per
+ * column in double keeps Q orthonormal to rounding. */
+#define FE_MAX_ORTHOGONAL_FLOPS 1e10 /* 2 passes * 2 m n^2: units=1024 of an LSTM */
+
+void fe_weights_orthogonal(fe_weights *w, const char *key, const ir_type *t, float *data, const char *layer,
+                           diag_loc layer_loc) {
+  if (w->from_file || t->rank != 2) return;
+  int64_t rows = t->dims[0], cols = t->dims[1];
+  int64_t m = rows > cols ? rows : cols, n = rows > cols ? cols : rows;
+  if (4.0 * (double)m * (double)n * (double)n > FE_MAX_ORTHOGONAL_FLOPS) {
+    diag_warning(w->d, layer_loc,
+                 "layer '%s': '%s' [%lld,%lld] starts Glorot-uniform, not orthogonal as in Keras: its QR "
+                 "is too costly to draw without a weights file",
+                 layer, key, (long long)rows, (long long)cols);
+    return;
+  }
+  double *q = xmalloc((size_t)(m * n) * sizeof *q); /* column j at q + j*m */
+  rng r;
+  rng_init(&r, w->seed ^ str_hash(key) ^ 0x6f7274686fULL); /* "ortho": not the Glorot stream */
+  for (int64_t i = 0; i < m * n; i++) {
+    double u1 = 1.0 - rng_uniform(&r), u2 = rng_uniform(&r);
+    q[i] = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+  }
+  for (int64_t j = 0; j < n; j++) {
+    double *v = q + j * m;
+    for (int pass = 0; pass < 2; pass++)
+      for (int64_t k = 0; k < j; k++) {
+        const double *u = q + k * m;
+        double dot = 0;
+        for (int64_t i = 0; i < m; i++) dot += u[i] * v[i];
+        for (int64_t i = 0; i < m; i++) v[i] -= dot * u[i];
+      }
+    double norm = 0;
+    for (int64_t i = 0; i < m; i++) norm += v[i] * v[i];
+    norm = sqrt(norm);
+    for (int64_t i = 0; i < m; i++) v[i] = norm > 0 ? v[i] / norm : 0;
+  }
+  for (int64_t a = 0; a < rows; a++)
+    for (int64_t b = 0; b < cols; b++) data[a * cols + b] = (float)(rows >= cols ? q[b * m + a] : q[a * m + b]);
+  free(q);
 }

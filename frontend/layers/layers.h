@@ -28,7 +28,9 @@ typedef enum fl_init {
   FL_INIT_GLOROT, /* kernels: Glorot-uniform (zeros for rank 1) */
   FL_INIT_ZEROS,  /* biases, beta, moving mean */
   FL_INIT_ONES,   /* gamma, moving variance */
-  FL_INIT_UNIFORM /* embeddings: U(-0.05, 0.05) */
+  FL_INIT_UNIFORM, /* embeddings: U(-0.05, 0.05) */
+  FL_INIT_ORTHOGONAL, /* recurrent kernels: Keras's Orthogonal */
+  FL_INIT_UNIT_FORGET_BIAS /* an LSTM's bias: ones for the forget gate's units, zeros elsewhere */
 } fl_init;
 
 /* How a .cast host words an error (a Keras host writes "layer 'NAME'

@@ -129,7 +129,9 @@ static bool read_weights(fl_host *m, fl_layer *l, const rnn_spec *s, int64_t fea
   ir_type ts[3] = {{DT_F32, 2, {features, gh}}, {DT_F32, 2, {s->units, gh}},
                    two_biases ? (ir_type){DT_F32, 2, {2, gh}} : (ir_type){DT_F32, 1, {gh}}};
   static const char *const names[3] = {"kernel", "recurrent_kernel", "bias"};
-  static const fl_init inits[3] = {FL_INIT_GLOROT, FL_INIT_GLOROT, FL_INIT_ZEROS};
+  /* Keras's initializers: glorot_uniform, orthogonal, zeros (unit_forget_bias for LSTM) */
+  const fl_init inits[3] = {FL_INIT_GLOROT, FL_INIT_ORTHOGONAL,
+                            s->op == IR_OP_LSTM ? FL_INIT_UNIT_FORGET_BIAS : FL_INIT_ZEROS};
   int64_t bytes;
   if (!ir_type_bytes(&ts[0], 1, &bytes) || bytes > IR_MAX_TENSOR_BYTES || !ir_type_bytes(&ts[1], 1, &bytes) ||
       bytes > IR_MAX_TENSOR_BYTES) {

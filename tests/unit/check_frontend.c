@@ -452,6 +452,56 @@ START_TEST(test_glorot) {
 }
 END_TEST
 
+/* Keras's LSTM/GRU initializers without a weights file: the input kernel
+ * Glorot-uniform, the recurrent kernel orthogonal ([units, G units]:
+ * orthonormal rows; [H, H] of a SimpleRNN: orthogonal), an LSTM's bias
+ * ones for the forget gate's units only, a GRU's zeros. */
+static void expect_orthonormal_rows(const float *w, int rows, int cols, const char *what) {
+  for (int a = 0; a < rows; a++)
+    for (int b = a; b < rows; b++) {
+      double dot = 0;
+      for (int j = 0; j < cols; j++) dot += (double)w[a * cols + j] * w[b * cols + j];
+      ck_assert_msg(fabs(dot - (a == b)) < 1e-5, "%s: rows %d and %d: dot %g", what, a, b, dot);
+    }
+}
+
+START_TEST(test_recurrent_init) {
+  const char *text = "model m\nx = input(shape=[5, 3])\nh = lstm(x, units=6, name=l)\n"
+                     "g = gru(x, units=4, name=g)\ns = simple_rnn(x, units=5, name=s)\noutput h, g, s\n";
+  fe_options o;
+  fe_options_init(&o);
+  o.seed = 7;
+  loaded a = load_opts("a.cast", text, &o), b = load_opts("b.cast", text, &o);
+  o.seed = 8;
+  loaded c = load_opts("c.cast", text, &o);
+  ck_assert_msg(a.g && b.g && c.g, "%s%s%s", diag_text(a.d), diag_text(b.d), diag_text(c.d));
+  const float *rk = const_data(a.g, "l.recurrent_kernel"), *bias = const_data(a.g, "l.bias");
+  expect_orthonormal_rows(rk, 6, 24, "lstm [6,24]");
+  expect_orthonormal_rows(const_data(a.g, "g.recurrent_kernel"), 4, 12, "gru [4,12]");
+  expect_orthonormal_rows(const_data(a.g, "s.recurrent_kernel"), 5, 5, "simple_rnn [5,5]");
+  ck_assert_msg(memcmp(rk, const_data(b.g, "l.recurrent_kernel"), 6 * 24 * sizeof(float)) == 0, "not reproducible");
+  ck_assert_msg(memcmp(rk, const_data(c.g, "l.recurrent_kernel"), 6 * 24 * sizeof(float)) != 0, "seed ignored");
+  for (int i = 0; i < 24; i++)
+    ck_assert_msg(bias[i] == (i >= 6 && i < 12 ? 1.0f : 0.0f), "lstm bias[%d] = %g (gates i, f, c, o)", i, bias[i]);
+  const float *gb = const_data(a.g, "g.bias");
+  for (int i = 0; i < 2 * 12; i++) ck_assert_msg(gb[i] == 0.0f, "gru bias[%d] = %g", i, gb[i]);
+  /* the input kernel stays Glorot-uniform: within its limit, not orthonormal */
+  const float *k = const_data(a.g, "l.kernel");
+  double limit = sqrt(6.0 / (3 + 24));
+  for (int i = 0; i < 3 * 24; i++) ck_assert_msg(fabsf(k[i]) <= limit, "kernel[%d] = %g", i, k[i]);
+  unload(&a);
+  unload(&b);
+  unload(&c);
+  /* past the QR's cost bound: Glorot-uniform, and a warning that says so */
+  loaded big = load_opts("big.cast", "model m\nx = input(shape=[2, 3])\nh = lstm(x, units=900, name=l)\noutput h\n", &o);
+  ck_assert_msg(big.g, "%s", diag_text(big.d));
+  ck_assert_msg(strstr(diag_text(big.d), "big.cast:3:5: warning: layer 'l': 'l.recurrent_kernel' [900,3600] starts "
+                                         "Glorot-uniform, not orthogonal as in Keras"),
+                "%s", diag_text(big.d));
+  unload(&big);
+}
+END_TEST
+
 /* ---- safetensors ---- */
 
 static char tmpdir[256];
@@ -997,6 +1047,7 @@ static Suite *frontend_suite(void) {
   suite_add_tcase(s, lang);
   TCase *w = tcase_create("weights");
   tcase_add_test(w, test_glorot);
+  tcase_add_test(w, test_recurrent_init);
   tcase_add_test(w, test_safetensors_dtypes);
   tcase_add_test(w, test_safetensors_extra_and_override);
   tcase_add_test(w, test_safetensors_errors);

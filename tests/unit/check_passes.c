@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_passes.c: the pass manager (pipeline strings, verify-each, dumps to
- * a buffer and to a directory) and the dce pass. Pass behaviour on text IR
+ * a buffer and to a directory), the dce pass, and fold-constants' layout
+ * ops and adds of constants (their data, element by element, and that a
+ * variable's or an input's never folds). Pass behaviour on text IR
  * is also covered by the golden tests in tests/golden/dce.
  */
 #include <check.h>
@@ -149,6 +151,72 @@ START_TEST(test_dump_to_buffer_and_dir) {
 }
 END_TEST
 
+/* fold-constants: a transpose, a strided_slice with steps, a concat along
+ * the last axis and an f32 add of constants with data become constants
+ * holding their results (what an ONNX LSTM's gate reordering lowers to,
+ * computed once at compile time); an op of an input or a variable stays. */
+START_TEST(test_fold_layout_of_constants) {
+  ir_graph *g = parse("graph m policy=float32\n"
+                      "%x = f32[N,3] input() {index=0}\n"
+                      "%a = f32[2,3] const() {weight=\"a\"}\n"
+                      "%b = f32[4,5] const() {weight=\"b\"}\n"
+                      "%v = f32[3,2] variable() {weight=\"v\", init=0, kind=weight}\n"
+                      "%at = f32[3,2] transpose(%a) {perm=[1,0]}\n"
+                      "%bs = f32[2,2] strided_slice(%b) {starts=[1,1], ends=[4,5], steps=[2,3]}\n"
+                      "%cat = f32[3,4] concat(%at, %at) {axis=-1}\n"
+                      "%sum = f32[3,2] add(%at, %at)\n"
+                      "%vt = f32[2,3] transpose(%v) {perm=[1,0]}\n"
+                      "%y = f32[N,2] matmul(%x, %at) {acc=f32}\n"
+                      "%y2 = f32[N,2] matmul(%x, %sum) {acc=f32}\n"
+                      "%y3 = f32[N,4] matmul(%x, %cat) {acc=f32}\n"
+                      "%y4 = f32[N,3] matmul(%y, %vt) {acc=f32}\n"
+                      "%bsb = f32[2,2] add(%bs, %bs)\n"
+                      "output y = %y\noutput y2 = %y2\noutput y3 = %y3\noutput y4 = %y4\noutput b = %bsb\n");
+  static const float a[6] = {1, 2, 3, 4, 5, 6};
+  float b[20];
+  for (int i = 0; i < 20; i++) b[i] = (float)(10 + i);
+  ir_graph_find(g, "a")->attr.data = a;
+  ir_graph_find(g, "b")->attr.data = b;
+  diag_sink *d = diag_sink_create();
+  pass_options o;
+  pass_options_init(&o);
+  o.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(g, "verify,fold-constants", &o, d), "%s", diag_text(d)); /* no dce: %bs stays */
+  static const struct {
+    const char *name;
+    int n;
+    float want[12];
+  } cases[] = {
+      {"at", 6, {1, 4, 2, 5, 3, 6}},
+      {"bs", 4, {16, 19, 26, 29}}, /* b[1,1], b[1,4], b[3,1], b[3,4] */
+      {"cat", 12, {1, 4, 1, 4, 2, 5, 2, 5, 3, 6, 3, 6}},
+      {"sum", 6, {2, 8, 4, 10, 6, 12}},
+      {"bsb", 4, {32, 38, 52, 58}},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const ir_node *n = ir_graph_find(g, cases[c].name);
+    ck_assert_msg(n && n->op == IR_OP_CONST && n->attr.data, "%%%s is not a constant with data", cases[c].name);
+    ck_assert_str_eq(n->attr.weight, cases[c].name);
+    for (int i = 0; i < cases[c].n; i++)
+      ck_assert_msg(((const float *)n->attr.data)[i] == cases[c].want[i], "%%%s[%d] = %g, want %g", cases[c].name, i,
+                    (double)((const float *)n->attr.data)[i], (double)cases[c].want[i]);
+  }
+  ck_assert_msg(ir_graph_find(g, "vt")->op == IR_OP_TRANSPOSE, "a variable's transpose was folded");
+  /* constants read from text have no data: the fold keeps the shape, without data */
+  ir_graph_destroy(g);
+  g = parse("graph m policy=float32\n%x = f32[N,2] input() {index=0}\n%a = f32[3,2] const() {weight=\"a\"}\n"
+            "%at = f32[2,3] transpose(%a) {perm=[1,0]}\n%y = f32[N,3] matmul(%x, %at) {acc=f32}\noutput y = %y\n");
+  ck_assert_msg(pass_run_pipeline(g, "verify,fold-constants,dce", &o, d), "%s", diag_text(d));
+  char *text = print(g);
+  ck_assert_str_eq(text, "graph m policy=float32\n%x = f32[N,2] input() {index=0}\n"
+                         "%at = f32[2,3] const() {weight=\"at\"}\n%y = f32[N,3] matmul(%x, %at) {acc=f32}\n"
+                         "output y = %y\n");
+  free(text);
+  diag_sink_destroy(d);
+  ir_graph_destroy(g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("passes");
   TCase *tc = tcase_create("manager");
@@ -156,6 +224,7 @@ int main(void) {
   tcase_add_test(tc, test_dce);
   tcase_add_test(tc, test_verify_each_names_the_pass);
   tcase_add_test(tc, test_dump_to_buffer_and_dir);
+  tcase_add_test(tc, test_fold_layout_of_constants);
   suite_add_tcase(s, tc);
   return check_run(s);
 }

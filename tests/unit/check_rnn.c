@@ -3,7 +3,9 @@
  * check_rnn.c: the recurrent ops (simple_rnn, gru, lstm; ir_ops.def) on the
  * CPU against the float64 reference (tests/ref/ref_rnn.c): every cell, both
  * directions, gru's reset gate before and after, hidden sizes on and off
- * whole vectors, batch 1 and 7, f32 and bf16 (the state rounded per step as
+ * whole vectors, batch 1, 7 and 11 (rows in blocks that share each load of
+ * the recurrent kernel, and the rows left over; AVX-512 and AVX2 blocks),
+ * f32 and bf16 (the state rounded per step as
  * the reference does), 1 and 3 threads bit for bit; the emitted code does
  * not grow with the sequence length (the scan is a loop); and the type
  * rule's exact messages for operands of the wrong shape. Backpropagation
@@ -11,11 +13,12 @@
  * gradients of xp, r and rb against central finite differences of its
  * forward op (every cell, reverse 0/1/2, gru's reset gate both ways; a 1%
  * change of one gate's derivative fails it), and the kernel against the
- * reference (f32, T=28 H=16 batch 3 and T=6 H=13 batch 1, <= 1e-5
- * normalized, 1 and 3 threads bit for bit). The mask operand (Keras's
- * masking): every cell and direction forward (f32 and bf16; a skipped
- * step's y is the state before it, bit for bit), by finite differences
- * and kernel against reference backward.
+ * reference (f32, T=28 H=16 batch 3, T=6 H=13 batch 1, T=7 H=40 batch 11
+ * in row blocks, <= 1e-5 normalized, 1 and 3 threads bit for bit). The
+ * mask operand (Keras's masking): every cell and direction forward (f32
+ * and bf16; a skipped step's y is the state before it, bit for bit), by
+ * finite differences and kernel against reference backward (row blocks
+ * included).
  */
 #include <check.h>
 
@@ -112,6 +115,10 @@ static void unbuild(built *b) {
   for (int i = 0; i < b->n_data; i++) free(b->data[i]);
 }
 
+/* The CPU check_case compiles for (NULL: the host; "x86-64-v3": AVX2's
+ * 8 lanes, whose blocks are 2 rows, AVX-512's 4). */
+static const char *case_cpu;
+
 static void check_case(const rnn_case *rc, int64_t batch) {
   built b;
   build(rc, &b);
@@ -146,6 +153,7 @@ static void check_case(const rnn_case *rc, int64_t batch) {
     cg_backend_options bo;
     cg_backend_options_init(&bo);
     bo.threads = th ? 3 : 1;
+    bo.cg.cpu = case_cpu;
     cg_exec *x = cg_backend_compile(&cg_backend_cpu, b.g, &bo, d);
     ck_assert_msg(x, "compile: %s", diag_text(d));
     got[th] = xcalloc((size_t)ny, sizeof(float));
@@ -217,6 +225,29 @@ START_TEST(test_cells_blocked_columns) {
       rnn_case rc = {ops[o], 12, 12, 40, 0, ra, DT_F32, 0, false};
       check_case(&rc, 3);
     }
+}
+END_TEST
+
+/* Batch rows in blocks that share each load of r (cg_rnn.c: 4 rows with
+ * AVX-512's 16 lanes, 2 with AVX2's 8) and the rows left over: 11 rows on
+ * 1 thread (blocks and a remainder) and 3 (tiles of 3-4 rows), the units'
+ * gates in whole vectors and a scalar tail (H = 40), on the host and on
+ * x86-64-v3 where the host runs it. */
+START_TEST(test_cells_row_blocks) {
+  static const ir_op ops[] = {IR_OP_SIMPLE_RNN, IR_OP_GRU, IR_OP_LSTM};
+  static const char *cpus[] = {NULL, "x86-64-v3"};
+  for (size_t ci = 0; ci < 2; ci++) {
+    if (cpus[ci] && !__builtin_cpu_supports("avx2")) continue;
+    case_cpu = cpus[ci];
+    for (size_t o = 0; o < 3; o++)
+      for (int ra = 0; ra < (ops[o] == IR_OP_GRU ? 2 : 1); ra++) {
+        rnn_case rc = {ops[o], 9, 12, 40, ra ? 1 : 0, ra, DT_F32, 0, false};
+        check_case(&rc, 11);
+        rc.masked = true;
+        check_case(&rc, 11);
+      }
+  }
+  case_cpu = NULL;
 }
 END_TEST
 
@@ -494,6 +525,7 @@ static void check_grad_kernel(const rnn_case *rc, int64_t batch) {
     cg_backend_options bo;
     cg_backend_options_init(&bo);
     bo.threads = th ? 3 : 1;
+    bo.cg.cpu = case_cpu;
     cg_exec *x = cg_backend_compile(&cg_backend_cpu, b.g, &bo, d);
     ck_assert_msg(x, "compile: %s", diag_text(d));
     got[th][0] = xcalloc((size_t)(batch * b.ny), sizeof(float));
@@ -542,6 +574,16 @@ END_TEST
 START_TEST(test_grad_kernel_against_reference) {
   for_each_cell(check_grad_kernel, 28, 16, 3, 2);
   for_each_cell(check_grad_kernel, 6, 13, 1, 1);
+  /* rows in blocks (cg_rnn.c) and the rows left over, H = 40 off whole
+   * blocks of columns; on x86-64-v3 (AVX2's blocks of 2) where it runs */
+  for_each_cell(check_grad_kernel, 7, 40, 11, 1);
+  if (__builtin_cpu_supports("avx2")) {
+    case_cpu = "x86-64-v3";
+    rnn_case lstm = {IR_OP_LSTM, 7, 0, 40, 1, 0, DT_F32, 0, true}, gru = {IR_OP_GRU, 7, 0, 40, 0, 0, DT_F32, 0, true};
+    check_grad_kernel(&lstm, 11);
+    check_grad_kernel(&gru, 11);
+    case_cpu = NULL;
+  }
 }
 END_TEST
 
@@ -551,6 +593,7 @@ static Suite *rnn_suite(void) {
   tcase_set_timeout(tc, 300); /* JIT compiles: dozens of graphs */
   tcase_add_test(tc, test_cells_against_reference);
   tcase_add_test(tc, test_cells_blocked_columns);
+  tcase_add_test(tc, test_cells_row_blocks);
   tcase_add_test(tc, test_compile_independent_of_length);
   tcase_add_test(tc, test_bad_shapes);
   tcase_add_test(tc, test_bad_mask);
