@@ -20,6 +20,12 @@
  * trainable weight after it (normalized error) within
  *   float32 1e-5 (measured 4.6e-7), mixed_float16 5e-3 (1.6e-3),
  *   mixed_bfloat16 1e-2 (7.1e-4).
+ * Keras's masks (generate_rnn.py mask / masktrain): padded batches through
+ * Masking, Embedding(mask_zero), Bidirectional, a Sequential model's
+ * carried mask and a Functional call without its mask argument, within
+ * the same bounds (measured 2.0e-7 float32, 1.0e-2 mixed_bfloat16), and
+ * three training steps on a padded batch (9.3e-7 float32; 3.0e-4 weights,
+ * 4.6e-4 loss under mixed_bfloat16 with SGD).
  */
 #include "api/internal.h"
 
