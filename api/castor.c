@@ -481,6 +481,12 @@ static castor_status compile(castor_model *m, const castor_compile_options *opts
   po.dump_dir = dopts->dump_dir;
   po.dump_out = dopts->dump_out;
   castor_train_options topts; /* the caller's, over the model's training defaults */
+  if (dopts->train && m->defaults.masked_output[0]) {
+    ir_graph_destroy(g);
+    return fail(ctx, CASTOR_ERR_UNSUPPORTED, "%s: training it is not supported (Keras weights the loss by the "
+                "mask; castor's loss does not: end the model with return_sequences=false, or a layer that "
+                "drops the mask)", m->defaults.masked_output);
+  }
   if (dopts->train) {
     topts = *dopts->train;
     if (!topts.loss && m->defaults.loss[0]) topts.loss = m->defaults.loss;

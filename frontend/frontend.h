@@ -56,6 +56,9 @@ typedef struct fe_train_defaults {
   int n_boundaries;
   double values[65];
   int n_values;
+  /* a .keras model output that carries Keras's mask, in words ("" if none): Keras weights the
+   * loss by it, castor's training does not, so it refuses to train such a model */
+  char masked_output[192];
 } fe_train_defaults;
 
 struct onnx_tensor; /* formats/onnx.h */

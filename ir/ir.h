@@ -433,6 +433,11 @@ int ir_rnn_states(ir_op op);
 ir_op ir_rnn_forward(ir_op op);
 /* The width of a recurrent gradient op's result per step: dxp [G*H], du [G*H], p1 [H], p2 [H]. */
 int64_t ir_rnn_grad_width(ir_op op, int64_t h);
+/* The operands of a recurrent op (forward or gradient) before its optional
+ * mask; its mask (i1 [N,T], the last operand: Keras's mask, step t of row n
+ * taken where true, the state carried over where false), or NULL. */
+int ir_rnn_n_operands(ir_op op);
+const ir_node *ir_rnn_mask(const ir_node *n);
 bool ir_infer_rnn_grad(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
                        size_t errlen);
 bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,

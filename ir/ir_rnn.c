@@ -8,12 +8,14 @@
  * out-of-bounds read.
  *
  * Operands, in order: xp, r, then (gru) the recurrent bias rb [G*H], then
- * the initial states [N,H] (lstm: h0, c0). The result is every step's
+ * the initial states [N,H] (lstm: h0, c0), then optionally the mask i1
+ * [N,T] (Keras's: false skips the step). The result is every step's
  * state: [N,T,H] (lstm [N,T,2,H]: h then c), in xp's dtype.
  *
  * Their gradient ops (IR_TYPE_RNN_GRAD: simple_rnn_grad, gru_grad,
- * lstm_grad) take the forward op's operands, then its result y and dy of
- * y's type; the result is [N,T,2*G*H + 2*H] (ir_ops.def's layout).
+ * lstm_grad) take the forward op's operands but its mask, then its result
+ * y and dy of y's type, then the forward's mask if it has one; the result
+ * is [N,T,2*G*H + 2*H] (ir_ops.def's layout).
  */
 #include <stdio.h>
 
@@ -53,6 +55,16 @@ ir_op ir_rnn_forward(ir_op op) {
 
 int64_t ir_rnn_grad_width(ir_op op, int64_t h) { return 2 * (int64_t)ir_rnn_gates(op) * h + 2 * h; }
 
+int ir_rnn_n_operands(ir_op op) {
+  if (!ir_rnn_gates(op)) return 0;
+  return 2 + (rnn_ops[op].has_rb ? 1 : 0) + rnn_ops[op].states + (rnn_ops[op].fwd ? 2 : 0);
+}
+
+const ir_node *ir_rnn_mask(const ir_node *n) {
+  int k = ir_rnn_n_operands(n->op);
+  return k && n->n_srcs == k + 1 ? n->srcs[k] : NULL;
+}
+
 static void shape_of(const ir_type *t, char *buf, size_t n) {
   str_buf b;
   str_buf_init(&b);
@@ -61,11 +73,30 @@ static void shape_of(const ir_type *t, char *buf, size_t n) {
   str_buf_fini(&b);
 }
 
+/* The mask operand, if n_srcs has one more than `base`: i1 [N,T] of xp's N and T. */
+static bool check_mask(ir_op op, ir_node *const *srcs, int n_srcs, int base, char *err, size_t errlen) {
+  if (n_srcs != base && n_srcs != base + 1)
+    return FAIL("%s takes %d operands (%d with a mask), got %d", ir_op_name(op), base, base + 1, n_srcs);
+  if (n_srcs == base) return true;
+  const ir_type *m = &srcs[base]->type, *xp = &srcs[0]->type;
+  if (m->dtype != DT_I1 || m->rank != 2 || m->dims[0] != xp->dims[0] || m->dims[1] != xp->dims[1]) {
+    char sa[96], sb[96];
+    shape_of(m, sa, sizeof sa), shape_of(xp, sb, sizeof sb);
+    return FAIL("%s mask (operand %d) must be i1 [%s, %lld] (batch, time) for the input projection %s, got %s",
+                ir_op_name(op), base + 1, ir_type_is_batched(xp) ? "N" : dim_text(xp->dims[0]),
+                (long long)xp->dims[1], sb, sa);
+  }
+  return true;
+}
+
 bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *attr, ir_type *out, char *err,
                   size_t errlen) {
   char sa[96], sb[96];
   int gates = ir_rnn_gates(op);
   CASTOR_ASSERT(gates > 0);
+  int base = 2 + (rnn_ops[op].has_rb ? 1 : 0) + rnn_ops[op].states;
+  if (n_srcs != base && n_srcs != base + 1)
+    return FAIL("%s takes %d operands (%d with a mask), got %d", ir_op_name(op), base, base + 1, n_srcs);
   const ir_type *xp = &srcs[0]->type, *r = &srcs[1]->type;
   shape_of(xp, sa, sizeof sa), shape_of(r, sb, sizeof sb);
   if (!dtype_is_float(xp->dtype)) return FAIL("%s input projection must be float, got %s", ir_op_name(op), sa);
@@ -86,8 +117,8 @@ bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *att
     if (rb->rank != 1 || rb->dims[0] != gates * h)
       return FAIL("%s recurrent bias must be [%lld], got %s", ir_op_name(op), (long long)(gates * h), sb);
   }
-  if (n_srcs != k + rnn_ops[op].states)
-    return FAIL("%s takes %d operands, got %d", ir_op_name(op), k + rnn_ops[op].states, n_srcs);
+  if (!check_mask(op, srcs, n_srcs, base, err, errlen)) return false;
+  n_srcs = base;
   for (int s = 0; s < n_srcs; s++)
     if (srcs[s]->type.dtype != xp->dtype) {
       shape_of(&srcs[s]->type, sb, sizeof sb);
@@ -120,12 +151,14 @@ bool ir_infer_rnn_grad(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr
   ir_op fwd = ir_rnn_forward(op);
   CASTOR_ASSERT(fwd != IR_OP_COUNT);
   int n_fwd = 2 + (rnn_ops[op].has_rb ? 1 : 0) + rnn_ops[op].states;
-  if (n_srcs != n_fwd + 2) return FAIL("%s takes %d operands, got %d", ir_op_name(op), n_fwd + 2, n_srcs);
+  if (n_srcs != n_fwd + 2 && n_srcs != n_fwd + 3)
+    return FAIL("%s takes %d operands (%d with a mask), got %d", ir_op_name(op), n_fwd + 2, n_fwd + 3, n_srcs);
   ir_type y;
   if (!ir_infer_rnn(fwd, srcs, n_fwd, attr, &y, err, errlen)) return false;
   char sa[96], sb[96];
   shape_of(&y, sa, sizeof sa);
-  for (int k = n_fwd; k < n_srcs; k++) {
+  if (!check_mask(op, srcs, n_srcs, n_fwd + 2, err, errlen)) return false;
+  for (int k = n_fwd; k < n_fwd + 2; k++) {
     const ir_type *t = &srcs[k]->type;
     bool same = t->dtype == y.dtype && t->rank == y.rank;
     for (int r = 0; same && r < y.rank; r++) same = t->dims[r] == y.dims[r];

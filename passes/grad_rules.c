@@ -274,7 +274,8 @@ static bool batch_matmul_backward(grad_state *s, ir_node *n, ir_node *dy) {
  * first G*H columns; dr = matmul_tn(p1, du) (gru with its reset gate before:
  * p1 for the z and r blocks, p2 = g h for h's), summed over every row in
  * order; drb = sum_to(du). The initial states get no gradient: a state that
- * depends on a variable is refused. */
+ * depends on a variable is refused. A mask goes to the gradient op as its
+ * last operand (ir_ops.def). */
 static bool rnn_backward(grad_state *s, ir_node *n, ir_node *dy) {
   int gates = ir_rnn_gates(n->op), states = ir_rnn_states(n->op), k = gates == 3 ? 3 : 2;
   for (int i = k; i < k + states; i++)
@@ -284,9 +285,10 @@ static bool rnn_backward(grad_state *s, ir_node *n, ir_node *dy) {
                   "no gradient to initial states", n->name, n->srcs[i]->name);
   static const ir_op grad_of[] = {[1] = IR_OP_SIMPLE_RNN_GRAD, [3] = IR_OP_GRU_GRAD, [4] = IR_OP_LSTM_GRAD};
   ir_node *srcs[IR_MAX_SRCS];
-  int ns = 0;
-  for (int i = 0; i < n->n_srcs; i++) srcs[ns++] = n->srcs[i];
+  int ns = 0, n_fwd = ir_rnn_n_operands(n->op);
+  for (int i = 0; i < n_fwd; i++) srcs[ns++] = n->srcs[i];
   srcs[ns++] = n, srcs[ns++] = dy;
+  if (ir_rnn_mask(n)) srcs[ns++] = n->srcs[n_fwd]; /* the mask last: no gradient, steps it skips pass dh */
   ir_node *g = grad_op(s, grad_of[gates], n, n->name, srcs, ns, &n->attr);
   int64_t h = n->srcs[1]->type.dims[0], gh = gates * h, nb = g->type.dims[0], t = g->type.dims[1];
   const int64_t steps[3] = {1, 1, 1};

@@ -23,7 +23,7 @@
 
 typedef struct rnn {
   cg_kctx *c;
-  const ir_node *op, *xp, *r, *rb;
+  const ir_node *op, *xp, *r, *rb, *mask; /* mask: i1 [N,T] or NULL (ir_rnn_mask) */
   int64_t h, gh, t;
   /* f32 scratch, per row of a block: h [H], c [H], u [G*H], g*h [H]
    * (row b's at b H, b G*H) */
@@ -163,6 +163,20 @@ static int64_t launch_rows(const cg_kctx *c, const ir_node *op) {
   return c->rows_fixed > 0 ? op->type.dims[0] / c->rows_fixed : op->type.dims[0];
 }
 
+/* Whether step t of batch row `row` is taken (the mask true there), or NULL without a mask. */
+static LLVMValueRef taken(rnn *s, LLVMValueRef row, LLVMValueRef t) {
+  if (!s->mask) return NULL;
+  cg_kctx *c = s->c;
+  cg_emitter *e = c->e;
+  LLVMValueRef i = LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), t, "mask.at");
+  return LLVMBuildICmp(B, LLVMIntNE, load_int(c, s->mask, i), i64c(0), "taken");
+}
+
+/* v where the step is taken, else `skip` (the state carried over, or a zero gradient) */
+static LLVMValueRef or_skip(cg_emitter *e, LLVMValueRef keep, LLVMValueRef v, LLVMValueRef skip) {
+  return keep ? LLVMBuildSelect(B, keep, v, skip, "masked") : v;
+}
+
 /* Row b of a block as a one-row view: its part of the block's scratch. */
 static rnn row_view(rnn *s, LLVMValueRef b) {
   rnn v = *s;
@@ -187,8 +201,9 @@ static void stv(rnn *s, LLVMValueRef a, LLVMValueRef j, LLVMValueRef v) {
 
 /* The gates of one row (s a row view) once u holds its products, units
  * [j0, j1) in vectors of `lanes`: the state in s->hs (and s->cs) becomes
- * the next one, stored to y at time yt. Element-wise, so any lanes give
- * the same bits. */
+ * the next one, stored to y at time yt; where the mask skips the step the
+ * state stays (a select at the update) and y gets it. Element-wise, so
+ * any lanes give the same bits. */
 static void gates(rnn *s, LLVMValueRef row, LLVMValueRef t, LLVMValueRef yt, int64_t j0, int64_t j1, int lanes) {
   cg_kctx *c = s->c;
   cg_emitter *e = c->e;
@@ -200,6 +215,7 @@ static void gates(rnn *s, LLVMValueRef row, LLVMValueRef t, LLVMValueRef yt, int
   bool gru = s->rb != NULL, gru_before = gru && !op->attr.reset_after;
   LLVMValueRef ybase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), yt, ""),
                                     i64c(s->cs ? 2 * h : h), "y.base");
+  LLVMValueRef keep = taken(s, row, t);
   cg_loop lj = cg_loop_begin(c, i64c(j0), i64c(j1), lanes, "gate");
   LLVMValueRef j = lj.iv, hn, cn = NULL;
 #define U(g) ldv(s, s->u, LLVMBuildAdd(B, j, i64c((g) * h), ""), lanes)
@@ -220,7 +236,8 @@ static void gates(rnn *s, LLVMValueRef row, LLVMValueRef t, LLVMValueRef yt, int
   }
 #undef U
 #undef XP
-  hn = cg_emit_round_to(e, hn, dt, "h");
+  hn = or_skip(e, keep, cg_emit_round_to(e, hn, dt, "h"), ldv(s, s->hs, j, lanes));
+  if (cn) cn = or_skip(e, keep, cn, ldv(s, s->cs, j, lanes));
   stv(s, s->hs, j, hn);
   store_f(c, op, LLVMBuildAdd(B, ybase, j, ""), hn, lanes);
   if (cn) {
@@ -287,7 +304,7 @@ void cg_train_rnn(cg_kctx *c) {
   const ir_node *op = op_of(c);
   int gates_n = ir_rnn_gates(op->op), states = ir_rnn_states(op->op);
   CASTOR_ASSERT(gates_n > 0);
-  rnn s = {c, op, op->srcs[0], op->srcs[1], NULL, 0, 0, 0, NULL, NULL, NULL, NULL};
+  rnn s = {c, op, op->srcs[0], op->srcs[1], NULL, ir_rnn_mask(op), 0, 0, 0, NULL, NULL, NULL, NULL};
   s.h = s.r->type.dims[0];
   s.gh = s.r->type.dims[1];
   s.t = s.xp->type.dims[1];
@@ -472,7 +489,7 @@ static void bwd_prev(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
 
 #define U(g) ld(s, s->u, LLVMBuildAdd(B, j, i64c((g) * h), ""))
 #define XP(g) load_f(c, s->xp, LLVMBuildAdd(B, xbase, LLVMBuildAdd(B, j, i64c((g) * h), ""), ""), 1)
-#define SETDU(g, v) st(s, b->du, LLVMBuildAdd(B, j, i64c((g) * h), ""), (v))
+#define SETDU(g, v) st(s, b->du, LLVMBuildAdd(B, j, i64c((g) * h), ""), or_skip(e, keep, (v), zero))
 
 /* gru with the reset gate before: g * h (b a row view, u's z and r parts done) */
 static void bwd_reset_h(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
@@ -499,7 +516,9 @@ static void bwd_gates(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
   LLVMValueRef ob = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), t, ""), i64c(b->w), "out.base");
   LLVMValueRef xbase = xp_base(s, row, t);
   bool gru = s->rb != NULL, gru_before = gru && !op->attr.reset_after;
-  /* per unit: the gates' gradients into du, the direct part of the next dh into dn */
+  /* per unit: the gates' gradients into du, the direct part of the next dh into dn; a step the
+   * mask skips passes dh (and dc) on whole and gives xp and the product no gradient */
+  LLVMValueRef keep = taken(s, row, t), zero = F(0.0);
   cg_loop lj = cg_loop_begin(c, i64c(0), i64c(h), 1, "gate");
   LLVMValueRef j = lj.iv;
   LLVMValueRef dht = LLVMBuildFAdd(B, ld(s, b->dh, j), y_at(b, b->dy, row, yt, 0, j), "dh.t");
@@ -512,7 +531,8 @@ static void bwd_gates(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
     SETDU(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, ld(s, s->cs, j), ""), dsigm(e, fg), ""));
     SETDU(2, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, ig, ""), one_minus_sq(e, cc), ""));
     SETDU(3, LLVMBuildFMul(B, LLVMBuildFMul(B, dht, tc, ""), dsigm(e, og), ""));
-    st(s, b->dc, j, LLVMBuildFMul(B, dct, fg, ""));
+    LLVMValueRef dc_skip = keep ? LLVMBuildFAdd(B, ld(s, b->dc, j), y_at(b, b->dy, row, yt, 1, j), "") : NULL;
+    st(s, b->dc, j, or_skip(e, keep, LLVMBuildFMul(B, dct, fg, ""), dc_skip));
   } else if (gru) { /* z, r, h */
     LLVMValueRef z = sigm(e, LLVMBuildFAdd(B, XP(0), U(0), ""));
     LLVMValueRef g = sigm(e, LLVMBuildFAdd(B, XP(1), U(1), ""));
@@ -523,13 +543,14 @@ static void bwd_gates(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
     LLVMValueRef dpre = LLVMBuildFMul(B, LLVMBuildFMul(B, dht, LLVMBuildFSub(B, F(1.0), z, ""), ""),
                                       one_minus_sq(e, cand), "dpre");
     /* reset after: xp_h's gradient dpre, u_h's dpre g, g's dpre u_h; before: both dpre, g's below */
-    store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, j, i64c(2 * h), ""), ""), dpre, 1);
+    store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, j, i64c(2 * h), ""), ""), or_skip(e, keep, dpre, zero), 1);
     SETDU(2, gru_before ? dpre : LLVMBuildFMul(B, dpre, g, ""));
     if (!gru_before) SETDU(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dpre, U(2), ""), dsigm(e, g), ""));
-    st(s, b->dn, j, LLVMBuildFMul(B, dht, z, ""));
+    st(s, b->dn, j, or_skip(e, keep, LLVMBuildFMul(B, dht, z, ""), dht));
   } else {
     SETDU(0, LLVMBuildFMul(B, dht, one_minus_sq(e, tanh_(e, U(0))), ""));
   }
+  if (keep && !gru) st(s, b->dn, j, or_skip(e, keep, zero, dht)); /* du r^T adds 0 where skipped */
   cg_loop_end(c, &lj);
   if (gru_before) { /* d(g h) = du_h r_h^T: g's gradient and h_{t-1}'s through g h */
     LLVMValueRef dgh = s->gs; /* g h is stored to the result below first */
@@ -622,8 +643,8 @@ void cg_train_rnn_grad(cg_kctx *c) {
   const ir_node *op = op_of(c);
   int gates = ir_rnn_gates(op->op), states = ir_rnn_states(op->op);
   CASTOR_ASSERT(ir_rnn_forward(op->op) != IR_OP_COUNT);
-  rnn_bwd b = {{c, op, op->srcs[0], op->srcs[1], NULL, 0, 0, 0, NULL, NULL, NULL, NULL}, NULL, NULL, NULL, NULL, 0,
-               NULL, NULL, NULL, NULL};
+  rnn_bwd b = {{c, op, op->srcs[0], op->srcs[1], NULL, ir_rnn_mask(op), 0, 0, 0, NULL, NULL, NULL, NULL}, NULL, NULL,
+               NULL, NULL, 0, NULL, NULL, NULL, NULL};
   rnn *s = &b.f;
   s->h = s->r->type.dims[0];
   s->gh = s->r->type.dims[1];

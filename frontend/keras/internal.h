@@ -45,9 +45,15 @@ typedef struct kr_call {
   ir_node *outs[FL_MAX_OUTS]; /* a library layer's outputs (return_state), n_outs of them; 0: out alone */
   int n_outs;
   bool done, broken;
-  /* MultiHeadAttention's call arguments: in[key_at - 1] and in[mask_at - 1] (0: not given), use_causal_mask */
+  /* MultiHeadAttention's call arguments: in[key_at - 1] and in[mask_at - 1] (0: not given), use_causal_mask;
+   * a recurrent layer's mask argument is in[mask_at - 1] too */
   int key_at, mask_at;
   bool causal;
+  /* the mask outputs 0 .. n_mask_outs - 1 carry after this call (Keras 3 carries it at run time), and
+   * the layer that made it */
+  ir_node *mask;
+  const char *mask_from;
+  int n_mask_outs;
 } kr_call;
 
 struct kr_layer {
@@ -103,6 +109,8 @@ typedef struct kr_model {
   ir_node **given;
   int n_given;
   ir_node *result;
+  /* the first model output that carries a Keras mask (Keras weights its loss by it), and its maker */
+  const char *masked_output, *masked_from;
 } kr_model;
 
 /* layers.c: the layer library's host */

@@ -273,6 +273,24 @@ static bool read_calls(kr_model *m, kr_layer *l, const json_value *spec) {
         if (!collect_tensors(m, l, v, &l->calls[k], 0)) return false;
         continue;
       }
+      /* ...and its mask (Keras writes the traced compute_mask: Masking's, Embedding's mask_zero) */
+      if (rnn && !harmless && !strcmp(key, "mask")) {
+        int before = l->calls[k].n_in;
+        if (!collect_tensors(m, l, v, &l->calls[k], 0)) return false;
+        if (l->calls[k].n_in != before + 1) {
+          kr_layer_error(m, l, "its call's mask is %d tensors; a recurrent layer takes one [N, steps]",
+                         l->calls[k].n_in - before);
+          return false;
+        }
+        l->calls[k].mask_at = l->calls[k].n_in;
+        continue;
+      }
+      if (!harmless && !strcmp(key, "mask")) { /* Keras passes a mask only to a layer that uses it */
+        kr_unsupported(m, "layer '%s' (%s): call argument 'mask' is not supported: castor computes %s without "
+                       "Keras's mask (from Masking or Embedding mask_zero), and its result depends on it",
+                       l->name, l->cls, l->cls);
+        return false;
+      }
       if (!harmless) {
         kr_unsupported(m, "layer '%s' (%s): call argument '%s' is not supported", l->name, l->cls, key);
         return false;
@@ -288,7 +306,8 @@ static bool read_calls(kr_model *m, kr_layer *l, const json_value *spec) {
 static int op_row(const char *cls) {
   static const char *const ops[][2] = {{"Add", "Add"}, {"Subtract", "Subtract"}, {"Multiply", "Multiply"},
                                        {"Maximum", "Maximum"}, {"Minimum", "Minimum"}, {"Divide", "TrueDivide"},
-                                       {"TrueDivide", "TrueDivide"}};
+                                       {"TrueDivide", "TrueDivide"}, {"NotEqual", "NotEqual"}, {"Any", "Any"},
+                                       {"Cast", "Cast"}};
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(cls, ops[i][0])) return fl_layer_row(ops[i][1]);
   return -1;
@@ -365,7 +384,7 @@ static bool read_layers(kr_model *m, const json_value *cfg, bool functional) {
       continue;
     }
     if (!l->nested) kr_layer_bind(m, l);
-    if (strcmp(l->cls, "InputLayer") != 0) {
+    if (strcmp(l->cls, "InputLayer") != 0 && !(l->op_node && !strcmp(l->cls, "Cast"))) { /* Cast's is its target */
       const char *who = arena_printf(m->arena, "layer '%s' (%s)", l->name, l->cls);
       if (!policy_of(m, who, json_field(c, "dtype"), &l->policy)) ok = false;
     }
@@ -691,6 +710,7 @@ static bool add_output(kr_model *m, kr_ref r, hmap *seen) {
   }
   const char *name = r.node ? arena_printf(m->arena, "%s_%d", r.layer->ir_name, r.node) : r.layer->ir_name;
   if (r.tensor) name = arena_printf(m->arena, "%s_out%d", name, r.tensor);
+  if (c->mask && r.tensor < c->n_mask_outs && !m->masked_output) m->masked_output = name, m->masked_from = c->mask_from;
   if (hmap_get_str(seen, name, strlen(name))) {
     kr_error(m, "config.json: output '%s' is listed twice", name);
     return false;
@@ -883,6 +903,9 @@ ir_graph *fe_keras_load(const char *file, const char *bytes, size_t len, const f
   name = name && name->kind == JSON_OBJ ? json_field(name, "name") : NULL;
   m.g = ir_graph_create(name && name->kind == JSON_STR ? ir_name(m.arena, name->s) : "model");
   ok = ok && build_model(&m, cfg) && kr_read_compile(&m, json_field(cfg, "compile_config"), out_defaults);
+  if (ok && m.masked_output)
+    snprintf(out_defaults->masked_output, sizeof out_defaults->masked_output, "output '%s' carries the mask of "
+             "layer '%s'", m.masked_output, m.masked_from);
   if (ok) {
     m.g->policy = m.policy;
     report_unused(&m);

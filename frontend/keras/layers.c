@@ -5,7 +5,9 @@
  * weights are Keras's variables in model.weights.h5 (vars/INDEX of its
  * group, or of a sublayer's); its errors read "layer 'NAME' (CLASS): ..."
  * at the archive; its nodes carry its name and its policy where it
- * differs from the model's.
+ * differs from the model's. A Sequential model carries Keras's mask from
+ * layer to layer (fl_row_mask's rule per layer); a Functional config
+ * passes it to the layers that take it as their call's mask argument.
  */
 #include "frontend/keras/internal.h"
 
@@ -57,15 +59,38 @@ bool kr_layer_check(kr_model *m, kr_layer *l) { return fl_layer_check(&m->host, 
 
 bool kr_layer_lower(kr_model *m, kr_layer *l, int k, ir_node **in, int n_in) {
   /* int32 values (an Input with dtype="int32") are indices: only an Embedding takes them */
+  kr_call *c = &l->calls[k];
   for (int i = 0; i < n_in && !fl_row_takes_indices(l->row); i++)
-    if (!dtype_is_float(in[i]->type.dtype)) {
+    if (!dtype_is_float(in[i]->type.dtype) && i != c->mask_at - 1) {
       kr_layer_error(m, l, "input %d is %s: int32 values are indices, which only an Embedding takes", i,
                      type_str(m, &in[i]->type));
       return false;
     }
-  kr_call *c = &l->calls[k];
-  fl_call fc = {.k = k, .in = in, .n_in = n_in, .key_at = c->key_at, .mask_at = c->mask_at, .causal = c->causal};
+  /* the mask its first input carries, as Keras 3 passes it at run time (a Functional config names it
+   * as the call's mask argument too; op nodes are not layers: their results carry none) */
+  const kr_ref *r0 = c->n_in >= 1 && c->in[0].layer ? &c->in[0] : NULL;
+  kr_call *pc = r0 ? &r0->layer->calls[r0->node] : NULL;
+  ir_node *pm = pc && r0->tensor < pc->n_mask_outs ? pc->mask : NULL, *ins[KR_MAX_CALL_INPUTS + 1];
+  fl_mask_rule rule = l->op_node ? FL_MASK_DROPS : fl_row_mask(l->row);
+  if (l->op_node) pm = NULL;
+  int mask_at = c->mask_at;
+  memcpy(ins, in, (size_t)n_in * sizeof *in);
+  if (pm && rule == FL_MASK_TAKES && !mask_at) ins[n_in++] = pm, mask_at = n_in;
+  if (pm && rule == FL_MASK_REFUSES) {
+    diag_error_kind(m->d, DIAG_KIND_UNSUPPORTED, kr_loc(m),
+                    "layer '%s' (%s): its input carries the mask of layer '%s', and castor does not compute %s "
+                    "with a mask (Keras's result depends on it)", l->name, l->cls, pc->mask_from, l->cls);
+    return false;
+  }
+  if (pm && rule == FL_MASK_DROPS)
+    diag_warning(m->d, kr_loc(m),
+                 "layer '%s' (%s) does not support masking: the mask of layer '%s' stops here, as Keras 3 "
+                 "destroys it", l->name, l->cls, pc->mask_from);
+  fl_call fc = {.k = k, .in = ins, .n_in = n_in, .key_at = c->key_at, .mask_at = mask_at, .causal = c->causal};
   if (!fl_layer_lower(&m->host, &l->fl, &fc)) return false;
+  c->mask = rule == FL_MASK_PASSES ? pm : rule == FL_MASK_DROPS || rule == FL_MASK_REFUSES ? NULL : fc.out_mask;
+  c->n_mask_outs = !c->mask ? 0 : rule == FL_MASK_PASSES || !fc.n_out_masks ? 1 : fc.n_out_masks;
+  c->mask_from = !c->mask ? NULL : rule == FL_MASK_MAKES || !pc || !pc->mask_from ? l->name : pc->mask_from;
   if (fc.n_outs > 1 && !strcmp(m->cls, "Sequential")) {
     kr_layer_error(m, l, "returns %d tensors (return_state or merge_mode null); a Sequential model passes one "
                    "tensor from layer to layer (use a Functional model)", fc.n_outs);

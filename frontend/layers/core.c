@@ -336,7 +336,8 @@ bool fl_lower_embedding(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) 
     l->weights_done = true;
   }
   ir_attr attr = {.axis = 0};
-  return fl_layout_op(m, l, k, IR_OP_GATHER, NULL, (ir_node *[]){l->w[0], x}, 2, &attr, &m->call->out);
+  return fl_layout_op(m, l, k, IR_OP_GATHER, NULL, (ir_node *[]){l->w[0], x}, 2, &attr, &m->call->out) &&
+         fl_embedding_mask(m, l, k, x);
 }
 
 /* Keras's padding along one dimension: 'valid' none; 'same' the total

@@ -17,6 +17,8 @@
  *                Rescaling, Normalization, Cropping2D, UpSampling2D
  *   image.c      Conv2DTranspose, GroupNormalization, bilinear UpSampling2D
  *   rnn.c        the recurrent layers: LSTM, GRU, SimpleRNN, Bidirectional
+ *   mask.c       Keras's masks: Masking, the NotEqual and Any op nodes,
+ *                what each layer does with a mask
  *
  * A lowering function of layers.def: `bool fl_lower_x(fl_host *m, fl_layer
  * *l, int k, ir_node **in, int n_in)` lowers call k with its inputs, sets
@@ -98,6 +100,11 @@ bool fl_op_styled(fl_host *m, fl_layer *l, int k, ir_op op, const char *suffix, 
 /* Keras's padding along one dimension ('same': TF's, the odd one at the end). */
 void fl_same_pads(bool same, int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t *p0, int64_t *p1);
 bool fl_image_input(fl_host *m, fl_layer *l, const ir_node *x);
+/* mask.c: a recurrent call's mask (fl_call.mask_at), taken out of in[] (NULL if none); false after
+ * reporting one that is not i1 [N, steps] of the sequence x = in[0]. */
+bool fl_call_mask(fl_host *m, fl_layer *l, ir_node **in, int *n_in, ir_node **out);
+/* Embedding's mask with mask_zero (fl_call.out_mask: ids != 0). */
+bool fl_embedding_mask(fl_host *m, fl_layer *l, int k, ir_node *ids);
 /* image.c: UpSampling2D's bilinear interpolation of x [N, H, W, C] by s[0] rows and s[1] columns
  * (sets m->call->out). */
 bool fl_upsample_bilinear(fl_host *m, fl_layer *l, int k, ir_node *x, const int64_t *s);

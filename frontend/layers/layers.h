@@ -61,7 +61,8 @@ enum { FL_MAX_OUTS = 6 };
 /* One call of a layer: its inputs and, for MultiHeadAttention, which of
  * them are key= and attention_mask= (1-based; 0 absent) and
  * use_causal_mask. A recurrent layer's inputs after the first are its
- * initial states (Keras's initial_state). */
+ * initial states (Keras's initial_state) and its mask (mask_at: Keras's
+ * mask argument, i1 [N, steps]). */
 typedef struct fl_call {
   int k;
   ir_node **in;
@@ -69,6 +70,8 @@ typedef struct fl_call {
   int key_at, mask_at;
   bool causal;
   ir_node *out;                  /* set by fl_layer_lower: outs[0] */
+  ir_node *out_mask;             /* the mask the call makes (Masking, Embedding with mask_zero), or NULL */
+  int n_out_masks;               /* outputs 0 .. n_out_masks - 1 carry out_mask (0: 1) */
   ir_node *outs[FL_MAX_OUTS];    /* every output, n_outs of them (1 but for return_state) */
   int n_outs;
 } fl_call;
@@ -100,11 +103,18 @@ int fl_layer_row_cast(const char *cast_name);
 int fl_layer_rows(void);
 const char *fl_row_class(int row);
 const char *fl_row_cast_name(int row); /* NULL: not spelled in .cast */
-/* Whether the row lowers int32 values (Embedding), and whether it is an input (no lowering). */
+/* Whether the row lowers int32 or bool values (Embedding; the op nodes NotEqual and Any of a mask),
+ * and whether it is an input (no lowering). */
 bool fl_row_takes_indices(int row);
 bool fl_row_is_input(int row);
 /* Whether the row's calls may pass initial states (Keras's initial_state: the recurrent layers). */
 bool fl_row_takes_initial_state(int row);
+/* What a row does with a Keras mask (frontend/layers/mask.c): makes one
+ * (fl_call.out_mask), takes it (the recurrent layers: fl_call.mask_at, passed
+ * on with return_sequences), passes it on unchanged, refuses it (its result
+ * would depend on it), or drops it (Keras destroys it too). */
+typedef enum fl_mask_rule { FL_MASK_MAKES, FL_MASK_TAKES, FL_MASK_PASSES, FL_MASK_REFUSES, FL_MASK_DROPS } fl_mask_rule;
+fl_mask_rule fl_row_mask(int row);
 /* "InputLayer, Dense, ..." */
 const char *fl_supported_list(void);
 /* Checks l's config keys against its row: a key castor does not know, or

@@ -24,10 +24,17 @@
  * compute dtype: the state is carried in it as Keras carries it (its
  * initial states are zeros of the compute dtype).
  *
+ * A mask (the call's mask argument, or a Sequential model's carried mask:
+ * mask.c) is the scan's last operand: a masked step keeps the state and
+ * its output is the state (Keras's zero_output_for_mask false); with
+ * zero_output_for_mask (forced on for Bidirectional's sequences, as Keras
+ * does) the outputs at masked steps are zeros, a select after the scan.
+ * With return_sequences the mask goes on to the next layer (out_mask).
+ *
  * Refused by name: activations other than Keras's defaults (tanh, and
  * sigmoid for the gates: the ops' formulas), stateful, dropout (castor
- * trains without it), masks (no call argument castor reads carries one),
- * a Bidirectional over a layer that itself goes backwards.
+ * trains without it), a Bidirectional over a layer that itself goes
+ * backwards, zero_output_for_mask with go_backwards and return_sequences.
  */
 #include "frontend/layers/internal.h"
 
@@ -38,7 +45,7 @@ typedef struct rnn_spec {
   ir_op op;
   int gates, states;
   int64_t units;
-  bool use_bias, reset_after, go_backwards, return_sequences, return_state;
+  bool use_bias, reset_after, go_backwards, return_sequences, return_state, zero_output;
 } rnn_spec;
 
 static ir_op op_of_class(const char *cls) {
@@ -75,7 +82,8 @@ static bool read_spec(fl_host *m, fl_layer *l, rnn_spec *s) {
          fl_cfg_bool(m, l, "reset_after", true, &s->reset_after) &&
          fl_cfg_bool(m, l, "go_backwards", false, &s->go_backwards) &&
          fl_cfg_bool(m, l, "return_sequences", false, &s->return_sequences) &&
-         fl_cfg_bool(m, l, "return_state", false, &s->return_state);
+         fl_cfg_bool(m, l, "return_state", false, &s->return_state) &&
+         fl_cfg_bool(m, l, "zero_output_for_mask", false, &s->zero_output);
 }
 
 static ir_node *op_at(fl_host *m, fl_layer *l, int k, ir_op op, const char *suffix, ir_node **in, int n,
@@ -144,10 +152,22 @@ static bool read_weights(fl_host *m, fl_layer *l, const rnn_spec *s, int64_t fea
   return ok;
 }
 
+/* v where the mask is true at step `col` (or every step: col < 0, v [N,T,H]), else zeros */
+static ir_node *zero_masked(fl_host *m, fl_layer *l, int k, ir_node *v, ir_node *mask, int64_t col, const char *p) {
+  int64_t n = mask->type.dims[0], t_len = mask->type.dims[1];
+  ir_node *mk = col < 0 ? reshape(m, l, k, mask, 3, (int64_t[]){n, t_len, 1}, arena_printf(m->arena, "%smask.3", p))
+                        : slice(m, l, k, mask, 1, col, col + 1, arena_printf(m->arena, "%smask.last", p));
+  ir_node *z = fl_literal(m, l, fl_node_name(m, l, k, arena_printf(m->arena, "%smasked.zero", p)), 0.0);
+  return mk ? op_at(m, l, k, IR_OP_SELECT, arena_printf(m->arena, "%smasked", p), (ir_node *[]){mk, v, z}, 3,
+                    &(ir_attr){0})
+            : NULL;
+}
+
 /* One direction's scan of x with reverse r (0, 1 or 2: ir_attrs.def) from
- * the states init (NULL: zeros); its sequence [N,T,H], final h and c. */
-static bool scan(fl_host *m, fl_layer *l, int k, const rnn_spec *s, ir_node *x, ir_node *const *init, int slot,
-                 const char *pfx, int reverse, ir_node **seq, ir_node **hT, ir_node **cT) {
+ * the states init (NULL: zeros), under mask (NULL: none); its sequence
+ * [N,T,H], final h and c. */
+static bool scan(fl_host *m, fl_layer *l, int k, const rnn_spec *s, ir_node *x, ir_node *const *init, ir_node *mask,
+                 int slot, const char *pfx, int reverse, ir_node **seq, ir_node **hT, ir_node **cT) {
   int64_t n = x->type.dims[0], t_len = x->type.dims[1], h = s->units, gh = (int64_t)s->gates * h;
   const char *p = pfx ? arena_printf(m->arena, "%s.", pfx) : "";
   ir_node *xp = fl_stamp(m, l, ir_build_matmul(m->g, fl_node_name(m, l, k, arena_printf(m->arena, "%sxp", p)), x,
@@ -171,6 +191,7 @@ static bool scan(fl_host *m, fl_layer *l, int k, const rnn_spec *s, ir_node *x, 
     srcs[ns++] = init && init[i]
                      ? init[i]
                      : zeros(m, l, k, 2, (int64_t[]){n, h}, arena_printf(m->arena, "%s%s0", p, i ? "c" : "h"));
+  if (mask) srcs[ns++] = mask;
   for (int i = 0; i < ns; i++)
     if (!srcs[i]) return false;
   ir_attr a = {.reverse = reverse, .reset_after = s->op == IR_OP_GRU && s->reset_after};
@@ -227,9 +248,25 @@ static void set_outputs(fl_host *m, const rnn_spec *s, ir_node *main_out, ir_nod
     for (int i = 0; i < n_states; i++) c->outs[c->n_outs++] = states[i];
 }
 
+/* Keras's zero_output_for_mask: the sequence (or, without return_sequences, the last output:
+ * Keras's outputs[-1], the step last taken, col) zero where masked */
+static bool zero_outputs(fl_host *m, fl_layer *l, int k, const rnn_spec *s, ir_node *mask, int64_t col,
+                         const char *p, ir_node **y) {
+  if (!mask || !s->zero_output) return true;
+  if (s->return_sequences && s->go_backwards) {
+    fl_unsupported(m, l, "zero_output_for_mask", FL_PLAIN,
+                   "zero_output_for_mask with go_backwards and return_sequences is not supported");
+    return false;
+  }
+  return (*y = zero_masked(m, l, k, *y, mask, s->return_sequences ? -1 : col, p)) != NULL;
+}
+
 bool fl_lower_rnn(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   rnn_spec s;
-  if (!read_spec(m, l, &s) || !check_inputs(m, l, in, n_in, s.states, s.units)) return false;
+  ir_node *mask;
+  if (!read_spec(m, l, &s) || !fl_call_mask(m, l, in, &n_in, &mask) ||
+      !check_inputs(m, l, in, n_in, s.states, s.units))
+    return false;
   if (!l->weights_done) {
     if (!read_weights(m, l, &s, in[0]->type.dims[2], "cell", 0, l->ir_name, 0)) return false;
     l->weights_done = true;
@@ -240,9 +277,13 @@ bool fl_lower_rnn(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
     return false;
   }
   ir_node *seq, *st[2];
-  if (!scan(m, l, k, &s, in[0], n_in > 1 ? in + 1 : NULL, 0, NULL, s.go_backwards ? 2 : 0, &seq, &st[0], &st[1]))
+  if (!scan(m, l, k, &s, in[0], n_in > 1 ? in + 1 : NULL, mask, 0, NULL, s.go_backwards ? 2 : 0, &seq, &st[0],
+            &st[1]))
     return false;
-  set_outputs(m, &s, s.return_sequences ? seq : st[0], st, s.states);
+  ir_node *y = s.return_sequences ? seq : st[0];
+  if (!zero_outputs(m, l, k, &s, mask, s.go_backwards ? 0 : in[0]->type.dims[1] - 1, "", &y)) return false;
+  set_outputs(m, &s, y, st, s.states);
+  m->call->out_mask = s.return_sequences ? mask : NULL;
   return true;
 }
 
@@ -316,7 +357,10 @@ bool fl_lower_bidirectional(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
       return false;
     }
   }
-  if (!check_inputs(m, l, in, n_in, 2 * sf.states, sf.units)) return false;
+  ir_node *mask;
+  if (!fl_call_mask(m, l, in, &n_in, &mask) || !check_inputs(m, l, in, n_in, 2 * sf.states, sf.units)) return false;
+  /* Keras sets each direction's zero_output_for_mask to return_sequences */
+  sf.zero_output = sb.zero_output = sf.return_sequences;
   if (!l->weights_done) {
     const char *fk = arena_printf(m->arena, "%s.forward", l->ir_name);
     const char *bk = arena_printf(m->arena, "%s.backward", l->ir_name);
@@ -331,11 +375,18 @@ bool fl_lower_bidirectional(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
     return false;
   }
   ir_node *seq[2], *st[2][2];
-  if (!scan(m, l, k, &sf, in[0], n_in > 1 ? in + 1 : NULL, 0, "forward", 0, &seq[0], &st[0][0], &st[0][1]) ||
-      !scan(m, l, k, &sb, in[0], n_in > 1 ? in + 1 + sf.states : NULL, 3, "backward", 1, &seq[1], &st[1][0],
+  if (!scan(m, l, k, &sf, in[0], n_in > 1 ? in + 1 : NULL, mask, 0, "forward", 0, &seq[0], &st[0][0], &st[0][1]) ||
+      !scan(m, l, k, &sb, in[0], n_in > 1 ? in + 1 + sf.states : NULL, mask, 3, "backward", 1, &seq[1], &st[1][0],
             &st[1][1]))
     return false;
   ir_node *y[2] = {sf.return_sequences ? seq[0] : st[0][0], sf.return_sequences ? seq[1] : st[1][0]}, *out;
+  /* the backward sequence is aligned with the input (reverse 1), so is the mask */
+  rnn_spec zb = sb;
+  zb.go_backwards = false;
+  if (!zero_outputs(m, l, k, &sf, mask, 0, "forward.", &y[0]) || !zero_outputs(m, l, k, &zb, mask, 0, "backward.", &y[1]))
+    return false;
+  m->call->out_mask = sf.return_sequences ? mask : NULL;
+  m->call->n_out_masks = mode < 0 ? 2 : 1; /* merge_mode null: both sequences carry it */
   fl_call *c = m->call;
   if (mode < 0) {
     c->outs[0] = y[0], c->outs[1] = y[1], c->n_outs = 2;

@@ -44,7 +44,10 @@ int fl_layer_row(const char *cls) {
 
 int fl_layer_rows(void) { return N_ROWS; }
 const char *fl_row_class(int row) { return rows[row].cls; }
-bool fl_row_takes_indices(int row) { return rows[row].lower == fl_lower_embedding; }
+bool fl_row_takes_indices(int row) {
+  return rows[row].lower == fl_lower_embedding || rows[row].lower == fl_lower_not_equal ||
+         rows[row].lower == fl_lower_any || rows[row].lower == fl_lower_cast_op;
+}
 bool fl_row_is_input(int row) { return rows[row].lower == fl_lower_input; }
 
 const char *fl_supported_list(void) {

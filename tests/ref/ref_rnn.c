@@ -6,7 +6,9 @@
  * recurrent product summed over k in order, the gates, the new state
  * rounded to the op's dtype at every step (as the kernel keeps a 16-bit
  * layer's state: codegen/kernel/cg_rnn.c), y aligned with the input (or,
- * {reverse}=2, in the order of the steps).
+ * {reverse}=2, in the order of the steps). A mask operand (0/1 per batch
+ * row and time, aligned with xp) skips a step where 0: the state stays and
+ * y gets it; backward, dh and dc pass such a step whole, dxp and du are 0.
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +35,7 @@ bool ref_eval_rnn(const ir_node *n, double *const *src, const int64_t *n_src, do
       n_src[first_state] != batch * h || (states == 2 && n_src[first_state + 1] != batch * h))
     return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
   const double *xp = src[0], *r = src[1], *rb = gru ? src[2] : NULL;
+  const double *mask = ir_rnn_mask(n) ? src[first_state + states] : NULL;
   double *hs = calloc((size_t)h, sizeof *hs), *cs = calloc((size_t)h, sizeof *cs);
   double *u = calloc((size_t)gh, sizeof *u), *g = calloc((size_t)h, sizeof *g);
   for (int64_t b = 0; b < batch; b++) {
@@ -53,8 +56,14 @@ bool ref_eval_rnn(const ir_node *n, double *const *src, const int64_t *n_src, do
           for (int64_t j = 2 * h; j < 3 * h; j++) u[j] += g[k] * r[k * gh + j];
       }
       double *yt = y + (b * t_len + (n->attr.reverse == 2 ? s : t)) * states * h;
+      bool skip = mask && mask[b * t_len + t] == 0;
       for (int64_t j = 0; j < h; j++) {
         double hn;
+        if (skip) {
+          yt[j] = hs[j];
+          if (states == 2) yt[h + j] = cs[j];
+          continue;
+        }
         if (states == 2) {
           double c = sigmoid(u[h + j]) * cs[j] + sigmoid(u[j]) * tanh(u[2 * h + j]);
           cs[j] = ref_round(c, dt);
@@ -92,6 +101,7 @@ static bool eval_grad(const ir_node *n, double *const *src, const int64_t *n_src
       n_src[idy] != n_src[iy])
     return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
   const double *xp = src[0], *r = src[1], *rb = gru ? src[2] : NULL, *fy = src[iy], *dy = src[idy];
+  const double *mask = ir_rnn_mask(n) ? src[idy + 1] : NULL;
   double *hp = calloc((size_t)h, sizeof *hp), *cp = calloc((size_t)h, sizeof *cp), *dh = calloc((size_t)h, sizeof *dh);
   double *dc = calloc((size_t)h, sizeof *dc), *dn = calloc((size_t)h, sizeof *dn), *gg = calloc((size_t)h, sizeof *gg);
   double *u = calloc((size_t)gh, sizeof *u), *du = calloc((size_t)gh, sizeof *du), *dx = calloc((size_t)gh, sizeof *dx);
@@ -115,6 +125,17 @@ static bool eval_grad(const ir_node *n, double *const *src, const int64_t *n_src
           for (int64_t j = 2 * h; j < 3 * h; j++) u[j] += gg[k] * r[k * gh + j];
       }
       const double *dyt = dy + (b * tl + yt) * states * h, *yv = fy + (b * tl + yt) * states * h;
+      if (mask && mask[b * tl + t] == 0) { /* skipped: h_t = h_{t-1}, c_t = c_{t-1} */
+        double *out = y + (b * tl + t) * w;
+        for (int64_t j = 0; j < 2 * gh; j++) out[j] = 0;
+        for (int64_t j = 0; j < h; j++) {
+          dh[j] += dyt[j];
+          if (states == 2) dc[j] += dyt[h + j];
+          out[2 * gh + j] = hp[j];
+          out[2 * gh + h + j] = before ? ref_round(gg[j], n->type.dtype) : hp[j];
+        }
+        continue;
+      }
       for (int64_t j = 0; j < h; j++) {
         double dht = dh[j] + dyt[j];
         dn[j] = 0;

@@ -673,7 +673,7 @@ static const bad_case bad[] = {
      "GlobalAveragePooling1D, GlobalMaxPooling1D, ZeroPadding2D, MultiHeadAttention, DepthwiseConv2D, "
      "SeparableConv2D, Rescaling, Normalization, LayerScale, Cropping2D, UpSampling2D, SpatialDropout2D, "
      "CustomScaleLayer, Conv2DTranspose, GroupNormalization, TrueDivide, LSTM, GRU, SimpleRNN, "
-     "Bidirectional\n",
+     "Bidirectional, Masking, NotEqual, Any, Cast\n",
      CASTOR_ERR_UNSUPPORTED},
     {"weight of the wrong shape", "\"units\": 6", "\"units\": 7", 0, NULL, NULL, 0,
      "m.keras: error: layer 'head' (Dense): weight '/layers/dense_2/vars/0' (its kernel) has shape "
@@ -749,9 +749,6 @@ static const layer_bad_case bad_layers[] = {
     {"cnn-float32", {"pooling window past the input", "\"pool_size\": [2, 2]", "\"pool_size\": [20, 2]", 0, NULL, NULL, 0,
      "m.keras: error: layer 'max_pooling2d' (MaxPooling2D): max_pool2d window [20,2] does not fit in x "
      "f32[N,16,16,8]\n", CASTOR_ERR_PARSE}},
-    {"embed-float32", {"Embedding mask_zero", "\"mask_zero\": false", "\"mask_zero\": true", 0, NULL, NULL, 0,
-     "m.keras: error: layer 'emb' (Embedding): mask_zero other than false is not supported\n",
-     CASTOR_ERR_UNSUPPORTED}},
     {"embed-float32", {"Embedding of floats", "\"dtype\": \"int32\"", "\"dtype\": \"float32\"", 0, NULL, NULL, 0,
      "m.keras: error: layer 'emb' (Embedding): its input f32[N,7] is not int32 indices (castor does not cast "
      "floats to indices: declare the model's Input with dtype=\"int32\")\n", CASTOR_ERR_UNSUPPORTED}},

@@ -14,8 +14,11 @@
  * forward op (every cell, reverse 0/1/2, gru's reset gate both ways; a 1%
  * change of one gate's derivative fails it), and the kernel against the
  * reference (f32, T=28 H=16 batch 3, T=6 H=13 batch 1, T=7 H=40 batch 11
- * in row blocks, <= 1e-5
- * normalized, 1 and 3 threads bit for bit).
+ * in row blocks, <= 1e-5 normalized, 1 and 3 threads bit for bit). The
+ * mask operand (Keras's masking): every cell and direction forward (f32
+ * and bf16; a skipped step's y is the state before it, bit for bit), by
+ * finite differences and kernel against reference backward (row blocks
+ * included).
  */
 #include <check.h>
 
@@ -39,7 +42,22 @@ typedef struct rnn_case {
   bool reset_after;
   ir_dtype dt;
   int64_t static_n; /* > 0: a static batch of this many rows (ONNX's static shapes), else N */
+  bool masked;      /* a mask operand i1 [N,T], an input after the states (fill_mask) */
 } rnn_case;
+
+/* A mask of about one step in three skipped, rows different, the first and
+ * last steps among the skipped ones in some rows (the carry from the
+ * initial state, and a final state from a skipped step). */
+static void fill_mask(uint8_t *m, double *md, int64_t batch, int64_t t) {
+  rng r;
+  rng_init(&r, 53);
+  for (int64_t i = 0; i < batch * t; i++) {
+    m[i] = rng_uniform_f32(&r, 0.0f, 1.0f) >= 0.35f;
+    if (i % t == 0 && (i / t) % 2) m[i] = 0;
+    if (i % t == t - 1 && (i / t) % 3 == 1) m[i] = 0;
+    if (md) md[i] = m[i];
+  }
+}
 
 typedef struct built {
   ir_graph *g;
@@ -85,6 +103,7 @@ static void build(const rnn_case *rc, built *b) {
   if (gates == 3) srcs[k++] = cast_to(b, konst(b, "rb", 1, (int64_t[]){gh}, 14, 0.5f), rc->dt, "rb.c");
   for (int s = 0; s < states; s++)
     srcs[k++] = cast_to(b, ir_build_input(b->g, s ? "c0" : "h0", &st, 1 + s, no_loc), rc->dt, s ? "c0.c" : "h0.c");
+  if (rc->masked) srcs[k++] = ir_build_input(b->g, "mask", &(ir_type){DT_I1, 2, {n0, rc->t}}, 1 + states, no_loc);
   ir_attr a = {.reverse = rc->reverse, .reset_after = rc->reset_after};
   ir_node *y = ir_build_op(b->g, rc->op, "y", srcs, k, &a, no_loc);
   ck_assert_msg(y, "%s: build", ir_op_name(rc->op));
@@ -120,7 +139,12 @@ static void check_case(const rnn_case *rc, int64_t batch) {
   }
   double *rin_d[3];
   for (int i = 0; i < 3; i++) rin_d[i] = ref_from_f32(in[i], sizes[i]);
-  const double *rin[] = {rin_d[0], rin_d[1], rin_d[2]};
+  uint8_t *mask = xmalloc((size_t)(batch * rc->t));
+  double *mask_d = xmalloc((size_t)(batch * rc->t) * sizeof(double));
+  fill_mask(mask, mask_d, batch, rc->t);
+  const double *rin[] = {rin_d[0], rin_d[1], rin_d[2], NULL};
+  const void *ins[] = {in[0], in[1], in[2], NULL};
+  rin[1 + states] = mask_d, ins[1 + states] = mask;
   double *want[1] = {NULL};
   char err[256];
   ck_assert_msg(ref_run(b.g, batch, rin, want, err, sizeof err), "reference: %s", err);
@@ -133,7 +157,6 @@ static void check_case(const rnn_case *rc, int64_t batch) {
     cg_exec *x = cg_backend_compile(&cg_backend_cpu, b.g, &bo, d);
     ck_assert_msg(x, "compile: %s", diag_text(d));
     got[th] = xcalloc((size_t)ny, sizeof(float));
-    const void *ins[] = {in[0], in[1], in[2]};
     void *outs[] = {got[th]};
     ck_assert_msg(cg_backend_cpu.run(x, batch, ins, outs, d), "run: %s", diag_text(d));
     cg_exec_destroy(x);
@@ -150,9 +173,22 @@ static void check_case(const rnn_case *rc, int64_t batch) {
    * 8 bits every step, where one ulp of difference in a gate can flip a
    * rounding, so a few bf16 ulp */
   double bound = rc->dt == DT_F32 ? 1e-5 : 2e-2;
-  ck_assert_msg(e <= bound, "%s %s T=%lld H=%lld batch %lld%s: normalized error %g vs the reference (%s)", what,
+  ck_assert_msg(e <= bound, "%s %s T=%lld H=%lld batch %lld%s%s: normalized error %g vs the reference (%s)", what,
                 dtype_name(rc->dt), (long long)rc->t, (long long)rc->h, (long long)batch,
-                rc->reverse == 2 ? " reverse=2" : rc->reverse ? " reverse" : "", e, ref_cmp_str(&worst, msg, sizeof msg));
+                rc->reverse == 2 ? " reverse=2" : rc->reverse ? " reverse" : "", rc->masked ? " masked" : "", e,
+                ref_cmp_str(&worst, msg, sizeof msg));
+  if (rc->masked) /* a skipped step's y is the state before it, bit for bit */
+    for (int64_t b0 = 0; b0 < batch; b0++)
+      for (int64_t s = 1; s < rc->t; s++) {
+        int64_t t = rc->reverse ? rc->t - 1 - s : s, tp = rc->reverse ? t + 1 : t - 1;
+        int64_t yt = rc->reverse == 2 ? s : t, yp = rc->reverse == 2 ? s - 1 : tp, row = states * rc->h;
+        if (mask[b0 * rc->t + t]) continue;
+        ck_assert_msg(!memcmp(got[0] + (b0 * rc->t + yt) * row, got[0] + (b0 * rc->t + yp) * row,
+                              (size_t)row * sizeof(float)),
+                      "%s: row %lld step %lld is masked but its y is not the state before it", what, (long long)b0,
+                      (long long)s);
+      }
+  free(mask), free(mask_d);
   ref_outputs_free(want, 1);
   for (int i = 0; i < 3; i++) free(in[i]), free(rin_d[i]);
   free(got[0]), free(got[1]);
@@ -168,11 +204,13 @@ START_TEST(test_cells_against_reference) {
       for (int ra = 0; ra < (ops[o] == IR_OP_GRU ? 2 : 1); ra++)
         for (size_t hi = 0; hi < 2; hi++)
           for (int dt = 0; dt < 2; dt++) {
-            rnn_case rc = {ops[o], 28, 12, hs[hi], rev, ra, dt ? DT_BF16 : DT_F32, 0};
+            rnn_case rc = {ops[o], 28, 12, hs[hi], rev, ra, dt ? DT_BF16 : DT_F32, 0, false};
             if (rev == 2 && (hi || dt)) continue; /* reverse=2 moves only y's index */
             check_case(&rc, hi == 0 ? 7 : 1);
             rc.static_n = 5; /* the static batch: one launch row of 5 batch rows */
             if (dt == 0) check_case(&rc, 5);
+            rc.static_n = 0, rc.masked = true; /* the mask: every cell, direction and dtype */
+            if (hi == 0) check_case(&rc, 7);
           }
 }
 END_TEST
@@ -184,7 +222,7 @@ START_TEST(test_cells_blocked_columns) {
   static const ir_op ops[] = {IR_OP_SIMPLE_RNN, IR_OP_GRU, IR_OP_LSTM};
   for (size_t o = 0; o < 3; o++)
     for (int ra = 0; ra < (ops[o] == IR_OP_GRU ? 2 : 1); ra++) {
-      rnn_case rc = {ops[o], 12, 12, 40, 0, ra, DT_F32, 0};
+      rnn_case rc = {ops[o], 12, 12, 40, 0, ra, DT_F32, 0, false};
       check_case(&rc, 3);
     }
 }
@@ -203,7 +241,9 @@ START_TEST(test_cells_row_blocks) {
     case_cpu = cpus[ci];
     for (size_t o = 0; o < 3; o++)
       for (int ra = 0; ra < (ops[o] == IR_OP_GRU ? 2 : 1); ra++) {
-        rnn_case rc = {ops[o], 9, 12, 40, ra ? 1 : 0, ra, DT_F32, 0};
+        rnn_case rc = {ops[o], 9, 12, 40, ra ? 1 : 0, ra, DT_F32, 0, false};
+        check_case(&rc, 11);
+        rc.masked = true;
         check_case(&rc, 11);
       }
   }
@@ -217,7 +257,7 @@ START_TEST(test_compile_independent_of_length) {
   size_t len[2];
   int64_t ts[2] = {16, 4096};
   for (int i = 0; i < 2; i++) {
-    rnn_case rc = {IR_OP_LSTM, ts[i], 8, 16, 0, false, DT_F32, 0};
+    rnn_case rc = {IR_OP_LSTM, ts[i], 8, 16, 0, false, DT_F32, 0, false};
     built b;
     build(&rc, &b);
     diag_sink *d = diag_sink_create();
@@ -273,6 +313,39 @@ START_TEST(test_bad_shapes) {
 }
 END_TEST
 
+/* A mask that does not fit xp's batch and time, or is not i1: the type rule's message, exactly. */
+START_TEST(test_bad_mask) {
+  static const struct {
+    ir_type mask;
+    const char *want;
+  } cases[] = {
+      {{DT_I1, 2, {IR_DIM_BATCH, 6}}, "gru mask (operand 5) must be i1 [N, 5] (batch, time) for the input projection "
+                                      "f32[N,5,24], got i1[N,6]"},
+      {{DT_F32, 2, {IR_DIM_BATCH, 5}}, "gru mask (operand 5) must be i1 [N, 5] (batch, time) for the input "
+                                       "projection f32[N,5,24], got f32[N,5]"},
+      {{DT_I1, 3, {IR_DIM_BATCH, 5, 1}}, "gru mask (operand 5) must be i1 [N, 5] (batch, time) for the input "
+                                         "projection f32[N,5,24], got i1[N,5,1]"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    ir_graph *g = ir_graph_create("bad");
+    ir_node *srcs[6] = {ir_build_input(g, "xp", &(ir_type){DT_F32, 3, {IR_DIM_BATCH, 5, 24}}, 0, no_loc),
+                        ir_build_input(g, "r", &(ir_type){DT_F32, 2, {8, 24}}, 1, no_loc),
+                        ir_build_input(g, "rb", &(ir_type){DT_F32, 1, {24}}, 2, no_loc),
+                        ir_build_input(g, "h0", &(ir_type){DT_F32, 2, {IR_DIM_BATCH, 8}}, 3, no_loc),
+                        ir_build_input(g, "mask", &cases[i].mask, 4, no_loc), NULL};
+    ir_type out;
+    char err[256] = "";
+    ck_assert_msg(ir_infer_type(IR_OP_GRU, srcs, 4, &(ir_attr){0}, &out, err, sizeof err), "no mask: %s", err);
+    ck_assert_msg(!ir_infer_type(IR_OP_GRU, srcs, 5, &(ir_attr){0}, &out, err, sizeof err), "case %zu: accepted", i);
+    ck_assert_str_eq(err, cases[i].want);
+    srcs[5] = srcs[3];
+    ck_assert(!ir_infer_type(IR_OP_GRU, srcs, 6, &(ir_attr){0}, &out, err, sizeof err));
+    ck_assert_str_eq(err, "gru takes 4 operands (5 with a mask), got 6");
+    ir_graph_destroy(g);
+  }
+}
+END_TEST
+
 /* ---- backpropagation through time ---- */
 
 /* inputs xp [N,T,G*H], h0 (c0), dy (y's shape); r (rb) constants; outputs y and g = <op>_grad(.., y, dy) */
@@ -306,10 +379,16 @@ static void build_grad(const rnn_case *rc, grad_graph *b) {
   }
   for (int s = 0; s < states; s++) srcs[k++] = ir_build_input(b->g, s ? "c0" : "h0", &st, in++, no_loc);
   ir_attr a = {.reverse = rc->reverse, .reset_after = rc->reset_after};
+  ir_node *mask = rc->masked ? ir_build_input(b->g, "mask", &(ir_type){DT_I1, 2, {IR_DIM_BATCH, rc->t}}, 2 + states,
+                                              no_loc)
+                             : NULL;
+  if (mask) srcs[k++] = mask;
   ir_node *y = ir_build_op(b->g, rc->op, "y", srcs, k, &a, no_loc);
   ck_assert(y);
+  if (mask) k--;
   srcs[k++] = y;
   srcs[k++] = ir_build_input(b->g, "dy", &yt, in++, no_loc);
+  if (mask) srcs[k++] = mask;
   static const ir_op grads[] = {[1] = IR_OP_SIMPLE_RNN_GRAD, [3] = IR_OP_GRU_GRAD, [4] = IR_OP_LSTM_GRAD};
   ir_node *gr = ir_build_op(b->g, grads[gates], "g", srcs, k, &a, no_loc);
   ck_assert_msg(gr, "%s: build", ir_op_name(grads[gates]));
@@ -327,8 +406,9 @@ static void unbuild_grad(grad_graph *b) {
 
 static const char *case_name(const rnn_case *rc) {
   static char buf[64];
-  snprintf(buf, sizeof buf, "%s%s reverse=%d", ir_op_name(rc->op),
-           rc->op == IR_OP_GRU ? (rc->reset_after ? "(reset_after)" : "(reset before)") : "", rc->reverse);
+  snprintf(buf, sizeof buf, "%s%s reverse=%d%s", ir_op_name(rc->op),
+           rc->op == IR_OP_GRU ? (rc->reset_after ? "(reset_after)" : "(reset before)") : "", rc->reverse,
+           rc->masked ? " masked" : "");
   return buf;
 }
 
@@ -342,13 +422,16 @@ static void check_fd(const rnn_case *rc) {
   build_grad(rc, &b);
   int64_t batch = 2, h = rc->h, gh = b.gh, w = b.nw / rc->t;
   int states = ir_rnn_states(rc->op), n_in = states + 2;
-  double *in[4];
+  double *in[5] = {NULL};
   rng r;
   rng_init(&r, 43);
   for (int i = 0; i < n_in; i++) {
     in[i] = xmalloc((size_t)(batch * b.n_in[i]) * sizeof(double));
     for (int64_t j = 0; j < batch * b.n_in[i]; j++) in[i][j] = rng_uniform_f32(&r, -1.0f, 1.0f);
   }
+  uint8_t *mask = xmalloc((size_t)(batch * rc->t));
+  in[n_in] = xmalloc((size_t)(batch * rc->t) * sizeof(double));
+  fill_mask(mask, in[n_in], batch, rc->t);
   double *out[2];
   char err[256];
   ck_assert_msg(ref_run(b.g, batch, (const double *const *)in, out, err, sizeof err), "%s", err);
@@ -407,8 +490,8 @@ static void check_fd(const rnn_case *rc) {
   }
 #undef LOSS
   ref_outputs_free(out, 2);
-  for (int i = 0; i < n_in; i++) free(in[i]);
-  free(dr), free(drb);
+  for (int i = 0; i <= n_in; i++) free(in[i]);
+  free(mask), free(dr), free(drb);
   unbuild_grad(&b);
 }
 
@@ -423,7 +506,7 @@ static void check_grad_kernel(const rnn_case *rc, int64_t batch) {
   po.verify_each = true;
   ck_assert_msg(pass_run_pipeline(b.g, PASS_PIPELINE_DEFAULT, &po, d), "passes: %s", diag_text(d));
   float *in[4];
-  double *rin[4];
+  double *rin[5] = {NULL};
   rng r;
   rng_init(&r, 47);
   for (int i = 0; i < n_in; i++) {
@@ -431,6 +514,9 @@ static void check_grad_kernel(const rnn_case *rc, int64_t batch) {
     for (int64_t j = 0; j < batch * b.n_in[i]; j++) in[i][j] = rng_uniform_f32(&r, -1.0f, 1.0f);
     rin[i] = ref_from_f32(in[i], batch * b.n_in[i]);
   }
+  uint8_t *mask = xmalloc((size_t)(batch * rc->t));
+  rin[n_in] = xmalloc((size_t)(batch * rc->t) * sizeof(double));
+  fill_mask(mask, rin[n_in], batch, rc->t);
   double *want[2];
   char err[256];
   ck_assert_msg(ref_run(b.g, batch, (const double *const *)rin, want, err, sizeof err), "reference: %s", err);
@@ -444,7 +530,8 @@ static void check_grad_kernel(const rnn_case *rc, int64_t batch) {
     ck_assert_msg(x, "compile: %s", diag_text(d));
     got[th][0] = xcalloc((size_t)(batch * b.ny), sizeof(float));
     got[th][1] = xcalloc((size_t)(batch * b.nw), sizeof(float));
-    const void *ins[] = {in[0], in[1], in[2], in[3]};
+    const void *ins[] = {in[0], in[1], in[2], in[3], NULL};
+    ins[n_in] = mask;
     void *outs[] = {got[th][0], got[th][1]};
     ck_assert_msg(cg_backend_cpu.run(x, batch, ins, outs, d), "run: %s", diag_text(d));
     cg_exec_destroy(x);
@@ -458,19 +545,22 @@ static void check_grad_kernel(const rnn_case *rc, int64_t batch) {
                 (long long)rc->t, (long long)rc->h, e, ref_cmp_str(&worst, msg, sizeof msg));
   ref_outputs_free(want, 2);
   for (int i = 0; i < n_in; i++) free(in[i]), free(rin[i]);
+  free(rin[n_in]), free(mask);
   for (int th = 0; th < 2; th++) free(got[th][0]), free(got[th][1]);
   diag_sink_destroy(d);
   unbuild_grad(&b);
 }
 
-static void for_each_cell(void (*fn)(const rnn_case *rc, int64_t batch), int64_t t, int64_t h, int64_t batch) {
+static void for_each_cell(void (*fn)(const rnn_case *rc, int64_t batch), int64_t t, int64_t h, int64_t batch,
+                          int masks) {
   static const ir_op ops[] = {IR_OP_SIMPLE_RNN, IR_OP_GRU, IR_OP_LSTM};
   for (size_t o = 0; o < 3; o++)
     for (int rev = 0; rev < 3; rev++)
-      for (int ra = 0; ra < (ops[o] == IR_OP_GRU ? 2 : 1); ra++) {
-        rnn_case rc = {ops[o], t, 0, h, rev, ra, DT_F32, 0};
-        fn(&rc, batch);
-      }
+      for (int ra = 0; ra < (ops[o] == IR_OP_GRU ? 2 : 1); ra++)
+        for (int mk = 0; mk < masks; mk++) {
+          rnn_case rc = {ops[o], t, 0, h, rev, ra, DT_F32, 0, mk};
+          fn(&rc, batch);
+        }
 }
 
 static void fd_case(const rnn_case *rc, int64_t batch) {
@@ -478,18 +568,18 @@ static void fd_case(const rnn_case *rc, int64_t batch) {
   check_fd(rc);
 }
 
-START_TEST(test_grad_finite_differences) { for_each_cell(fd_case, 5, 3, 2); }
+START_TEST(test_grad_finite_differences) { for_each_cell(fd_case, 5, 3, 2, 2); }
 END_TEST
 
 START_TEST(test_grad_kernel_against_reference) {
-  for_each_cell(check_grad_kernel, 28, 16, 3);
-  for_each_cell(check_grad_kernel, 6, 13, 1);
+  for_each_cell(check_grad_kernel, 28, 16, 3, 2);
+  for_each_cell(check_grad_kernel, 6, 13, 1, 1);
   /* rows in blocks (cg_rnn.c) and the rows left over, H = 40 off whole
    * blocks of columns; on x86-64-v3 (AVX2's blocks of 2) where it runs */
-  for_each_cell(check_grad_kernel, 7, 40, 11);
+  for_each_cell(check_grad_kernel, 7, 40, 11, 1);
   if (__builtin_cpu_supports("avx2")) {
     case_cpu = "x86-64-v3";
-    rnn_case lstm = {IR_OP_LSTM, 7, 0, 40, 1, 0, DT_F32, 0}, gru = {IR_OP_GRU, 7, 0, 40, 0, 0, DT_F32, 0};
+    rnn_case lstm = {IR_OP_LSTM, 7, 0, 40, 1, 0, DT_F32, 0, true}, gru = {IR_OP_GRU, 7, 0, 40, 0, 0, DT_F32, 0, true};
     check_grad_kernel(&lstm, 11);
     check_grad_kernel(&gru, 11);
     case_cpu = NULL;
@@ -506,6 +596,7 @@ static Suite *rnn_suite(void) {
   tcase_add_test(tc, test_cells_row_blocks);
   tcase_add_test(tc, test_compile_independent_of_length);
   tcase_add_test(tc, test_bad_shapes);
+  tcase_add_test(tc, test_bad_mask);
   tcase_add_test(tc, test_grad_finite_differences);
   tcase_add_test(tc, test_grad_kernel_against_reference);
   suite_add_tcase(s, tc);

@@ -315,7 +315,7 @@ void optable_build_case(ir_op op, op_case *c) {
     attr.acc = DT_F32;
     break;
   /* recurrent layers: x as 4 steps of 4 features, projected to xp [N,4,G*3]; the
-   * initial states tanh(x w) [N,3]; lstm backwards, gru with its reset gate before */
+   * initial states tanh(x w) [N,3]; lstm backwards, gru with its reset gate before and a mask */
   case IR_TYPE_RNN:
   case IR_TYPE_RNN_GRAD: { /* the gradient ops: the forward op's operands, its y, dy = tanh(y) */
     int64_t h = 3, gh = ir_rnn_gates(op) * h;
@@ -334,11 +334,22 @@ void optable_build_case(ir_op op, op_case *c) {
     attr.reverse = op == IR_OP_LSTM || op == IR_OP_LSTM_GRAD;
     attr.reset_after = 0;
     ir_op fwd = ir_rnn_forward(op);
+    ir_node *mask = NULL; /* gru's: a mask, x3[:, :, 0] < 0.25 (the last operand) */
+    if (ir_rnn_gates(op) == 3) {
+      ir_attr sl = {.starts = {3, {0, 0, 0}}, .ends = {3, {0, 4, 1}}, .steps = {3, {1, 1, 1}}};
+      ir_node *x0 = ir_build_op(c->g, IR_OP_STRIDED_SLICE, "x0", &x3, 1, &sl, no_loc);
+      x0 = ir_build_op(c->g, IR_OP_RESHAPE, "x0.r", &x0, 1, &(ir_attr){.shape = {2, {IR_DIM_BATCH, 4}}}, no_loc);
+      mask = ir_build_op(c->g, IR_OP_LESS, "mask", (ir_node *[]){x0, literal(c, "quarter", DT_F32, 0.25)}, 2,
+                         &(ir_attr){0}, no_loc);
+    }
     if (fwd != IR_OP_COUNT) {
-      ir_node *y = ir_build_op(c->g, fwd, "fwd", srcs, k, &attr, no_loc);
+      if (mask) srcs[k] = mask;
+      ir_node *y = ir_build_op(c->g, fwd, "fwd", srcs, k + (mask ? 1 : 0), &attr, no_loc);
       srcs[k++] = y;
       srcs[k++] = ir_build_unary(c->g, IR_OP_TANH, "dy", y, no_loc);
     }
+    if (mask) srcs[k++] = mask;
+    n_srcs = k;
     break;
   }
   }
