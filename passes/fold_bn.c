@@ -25,8 +25,9 @@
  *      gives it the contraction's dtype as the contraction's own bias add. What no longer has a use is left for
  *      dce. Constants without data (text IR) fold into constants without
  *      data, as fold-constants does.
- * A contraction that will compute in float16 or bfloat16 (its policy's
- * compute dtype, unless --fp32-layers or --fp32-ops force it to f32) keeps
+ * A contraction that will compute in float16 or bfloat16 under a mixed
+ * policy (its compute dtype, unless --fp32-layers or --fp32-ops force it to
+ * f32; under float16 and bfloat16, all-16-bit, the fold stays) keeps
  * its batch norm, as Keras does: Keras rounds the kernel to 16 bits and
  * normalizes the convolution's sums in float32
  * (keras/src/layers/normalization/batch_normalization.py upcasts its input),
@@ -65,10 +66,15 @@ static const char *fresh(ir_graph *g, hmap *names, const char *base) {
 }
 
 /* Will the contraction compute in a 16-bit dtype (what autocast decides for
- * an allow op)? */
-static bool computes_16bit(const ir_graph *g, const pass_context *ctx, const ir_node *cv) {
-  ir_dtype t = ir_policy_compute_dtype(cv->policy != IR_POLICY_NONE ? cv->policy : g->policy);
-  if (t != DT_F16 && t != DT_BF16) return false;
+ * an allow op) under a mixed policy, whose variables stay float32? Under the
+ * all-16-bit policies (float16, bfloat16) the fold stays: every weight is
+ * 16-bit there, as the user asked (an edge build's weights are half of
+ * float32's: tests/aot/aot_edge_cnn.sh), and Keras keeps the batch norm's
+ * own variables in 16 bits too. */
+static bool computes_16bit_mixed(const ir_graph *g, const pass_context *ctx, const ir_node *cv) {
+  ir_policy p = cv->policy != IR_POLICY_NONE ? cv->policy : g->policy;
+  ir_dtype t = ir_policy_compute_dtype(p);
+  if ((t != DT_F16 && t != DT_BF16) || ir_policy_variable_dtype(p) != DT_F32) return false;
   return !ctx->opts || !pass_autocast_forces_f32(&ctx->opts->autocast, cv);
 }
 
@@ -83,7 +89,7 @@ static bool fold_one(ir_graph *g, pass_context *ctx, ir_node *n, const int *uses
   }
   if ((cv->op != IR_OP_CONV2D && cv->op != IR_OP_MATMUL) || uses[cv->id] != 1 || cv->type.dtype != DT_F32)
     return false;
-  if (computes_16bit(g, ctx, cv)) return false;
+  if (computes_16bit_mixed(g, ctx, cv)) return false;
   ir_node *w = cv->srcs[1];
   if (w->op != IR_OP_CONST || uses[w->id] != 1 || w->type.dtype != DT_F32) return false;
   int64_t c = w->type.dims[w->type.rank - 1], numel = 1;
