@@ -10,7 +10,9 @@
 # The short form (the default, which .ci/run runs) leaves out the suites
 # tests/CMakeLists.txt labels `emulated-long` (whole samples, frontends,
 # diagnostics, the cuda target: each named there with the reason its work
-# is covered in the short form); --long runs them too.
+# is covered in the short form), and runs one in two cases of the long
+# shape sweeps of check_conv, check_optable and check_rnn (every case runs
+# natively, on every CPU path the host has); --long runs them all.
 #
 # Why: the JIT targets the host CPU, so a suite run on an AVX-512 machine
 # exercises the AVX-512 host path (and, through CASTOR_CPU / NAME@x86-64-v3
@@ -31,15 +33,22 @@
 # work does not depend on the CPU path and which take too long under
 # emulation; and the
 # few tests driven by other shell scripts (AOT builds, DOT, PTX), which run
-# natively. About 10x slower than native: on 2 cores the short form takes
-# 9.6 minutes (.ci/run on a clean clone, 2026-11-26), the long one some 18.
+# natively. About 10-20x slower than native: on 2 cores the short form took
+# 9.6 minutes (.ci/run on a clean clone, 2026-11-26) and 21 once the
+# recurrent suites came (2026-11-29), before the sweeps were halved; the
+# long form takes some 35.
 # Installs qemu-user when run as root.
 set -eu
 LABEL_EXCLUDE="-LE emulated-long"
+# the short form runs one in 2 cases of the long shape sweeps of check_conv,
+# check_optable and check_rnn (test_case_runs, tests/unit/test_support.h)
+CASTOR_TEST_STRIDE=2
 if [ "${1:-}" = --long ]; then
   LABEL_EXCLUDE=
+  CASTOR_TEST_STRIDE=1
   shift
 fi
+export CASTOR_TEST_STRIDE
 CPU=${1:-EPYC-Milan}
 BUILD=${2:-build-emu-$CPU}
 QCPU=$CPU

@@ -7,6 +7,8 @@
 #define CASTOR_TEST_SUPPORT_H
 
 #include <check.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "castor.h"
@@ -22,6 +24,15 @@ int check_run_nofork(Suite *s);
  * the JIT compiles for on stderr, "SUITE: CPU path x86-64-v3 (...)", and
  * exits 77 (ctest: skipped) with the reason when this host cannot run it. */
 void check_cpu_path(const char *suite);
+
+/* The emulated CPU's short form (tests/emulated-cpu.sh sets
+ * CASTOR_TEST_STRIDE=N; QEMU runs a suite about 20x slower) runs one in N
+ * of the cases of the long sweeps that ask: case k (a counter over the
+ * sweep, cases and dtypes together) runs when k % N == (k / N) % N: one in
+ * N, the offset turning so that every inner loop's values get their turn
+ * (N = 2: 0, 3, 4, 7, 8, ...). Unset (every
+ * native run, and the emulated long form): every case runs. */
+bool test_case_runs(size_t k);
 
 /* max |got - want| over max |want| (1 when want is all zeros), the
  * imported-model suites' error measure. */
