@@ -57,8 +57,9 @@ void cg_cpu_caps_parse(const char *features, cg_cpu_caps *out_caps) {
   if (c->avx512f) {
     /* vdpbf16ps against f32 FMA, measured: on Zen 4 (no AMX) a bf16 GEMM
      * runs ~2x faster on it (bench/results/cpu-bf16-*.md); on Sapphire
-     * Rapids (AMX) it is slower than the f32 FMAs (the issue that brought
-     * the family), so a CPU with AMX-BF16 keeps the FMA family */
+     * Rapids (AMX) it is no faster than the f32 FMAs, so a CPU with
+     * AMX-BF16 gets the tiles instead (cg_target.c: the host's detection
+     * and the named sapphirerapids-amx), else the FMA family */
     c->vector_f32_lanes = 16;
     c->gemm_kernel = c->avx512bf16 && c->avx512bw && !c->amx_bf16 ? CG_GEMM_KERNEL_AVX512_BF16 : CG_GEMM_KERNEL_AVX512;
   } else if (c->avx || c->avx2) {
@@ -101,13 +102,13 @@ static const cg_cpu_named named_cpus[] = {
     {"znver4", "znver4", X86_64_V4 ",+avx512bf16", "AVX-512 + BF16", false},
     {"cooperlake", "cooperlake", X86_64_V4 ",+avx512bf16", "AVX-512 + BF16", false},
     {"sapphirerapids", "sapphirerapids", X86_64_V4 ",+avx512bf16,+avx512fp16,+amx-tile,+amx-bf16",
-     "AVX-512 + BF16 + FP16 + AMX (the FMA family: vdpbf16ps is slower there)", false},
-    /* the AMX-BF16 GEMM family, by name only until it has run on an AMX
-     * host (docs/numerics.md); without AVX512-FP16 (castor widens f16
+     "AVX-512 + BF16 + FP16 + AMX (the FMA family: vdpbf16ps is no faster there; the host's detection gives AMX)", false},
+    /* the AMX-BF16 GEMM family, which an AMX host also gets by detection
+     * (cg_target.c; docs/numerics.md); without AVX512-FP16 (castor widens f16
      * either way), so that the fallback to the FMA family where AMX is
      * absent or refused runs on any AVX-512 + BF16 CPU */
     {"sapphirerapids-amx", "sapphirerapids", X86_64_V4 ",+avx512bf16,-avx512fp16,+amx-tile,+amx-bf16",
-     "AVX-512 + BF16 + AMX-BF16 (the AMX family, named only: not yet run on an AMX host)", true},
+     "AVX-512 + BF16 + AMX-BF16 (the AMX family)", true},
 };
 
 const cg_cpu_named *cg_cpu_named_lookup(const char *name) {

@@ -5,11 +5,10 @@
  * operands of a contraction are bf16 and the CPU's family is
  * CG_GEMM_KERNEL_AMX_BF16. Private to codegen/cpu/.
  *
- * NOT YET RUN ON AN AMX HOST: the family is emitted, verified and compiled
- * to machine code by the tests (check_codegen16), its packing is checked
- * against a scalar reference (check_gemm), but no execution of it has been
- * observed; it is chosen only when named ($CASTOR_CPU / --cpu
- * sapphirerapids-amx; docs/numerics.md).
+ * Run on a Sapphire Rapids guest (2026-11-29: the suites against the
+ * float64 reference pass), where the host's detection chooses it
+ * (cg_target.c); $CASTOR_CPU / --cpu sapphirerapids-amx names it anywhere
+ * (docs/numerics.md).
  *
  * Tiles (one configuration per kernel call, palette 1, every tile 16 rows
  * x 64 bytes): C in tmm0..tmm3 (rows 0-15 and 16-31 of the micro-tile x
