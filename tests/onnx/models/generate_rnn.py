@@ -26,7 +26,8 @@ bidirectional, built with onnx.helper at opset 14, sequence_lens a graph
 input (int32 [5]); X [6, 5, 4] (layout 0: ONNX Runtime has no other),
 hidden 3, biases, the LSTM with initial_h and initial_c. Files:
 NAME.onnx, NAME.x.npy, NAME.sl.npy (lengths 1, 6, 3, 0, 4: one step,
-the whole sequence, none), NAME.ort.npy (Y), NAME.ort1.npy (Y_h) and,
+the whole sequence, none), rnn_seqlens.sl_over.npy and .sl_neg.npy (a
+length of 7 and one of -1: onnx_seqlens_cli.sh), NAME.ort.npy (Y), NAME.ort1.npy (Y_h) and,
 for the LSTM, NAME.ort2.npy (Y_c); the versions to rnn_seqlens_versions.txt.
 """
 import os
@@ -106,6 +107,13 @@ def seqlens():
         for k, y in enumerate(sess.run(None, {"x": x, "sl": sl})):
             np.save(os.path.join(HERE, f"{name}.ort{k if k else ''}.npy"), y)
         lines.append(f"{name}.onnx: {op} {attrs}")
+        if op == "LSTM":  # bad lengths for onnx_seqlens_cli.sh: one beyond the sequence, one below 0
+            bad = sl.copy()
+            bad[1] = t_len + 1
+            np.save(os.path.join(HERE, "rnn_seqlens.sl_over.npy"), bad)
+            bad = sl.copy()
+            bad[3] = -1
+            np.save(os.path.join(HERE, "rnn_seqlens.sl_neg.npy"), bad)
         print(lines[-1])
     with open(os.path.join(HERE, "rnn_seqlens_versions.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
