@@ -5,7 +5,9 @@
 Run by hand, never by CI or the build (it needs Keras and JAX):
 
     python3 -m venv /tmp/kvenv && /tmp/kvenv/bin/pip install keras jax jaxlib
-    KERAS_BACKEND=jax /tmp/kvenv/bin/python tests/golden/cnn-keras/generate.py
+    KERAS_BACKEND=jax /tmp/kvenv/bin/python tests/golden/cnn-keras/generate.py [MODEL...]
+
+(MODEL...: those models only, e.g. masking; manifest.txt keeps the others.)
 
 Each model of MODELS below is built in Keras and, from the same table, written
 as a .cast file with the same layer names. Its weights (Keras's seeded initial
@@ -66,6 +68,18 @@ MODELS = {
         ("AveragePooling1D", "average_pooling1d", "average_pooling1d", dict(pool_size=2, padding="same")),
         ("GlobalMaxPooling1D", "global_max_pooling1d", "global_max_pooling1d", dict()),
     ]),
+    # masks (issue 39): Masking's mask reaches both scans (LSTM's return_sequences passes it on); the
+    # input's steps of ZERO_STEPS are all mask_value, so the mask counts
+    "masking": ([7, 4], [
+        ("Masking", "masking", "masking", dict(mask_value=0.0)),
+        ("LSTM", "lstm", "lstm", dict(units=5, return_sequences=True)),
+        ("GRU", "gru", "gru", dict(units=3)),
+    ]),
+}
+
+# model: (batch row, step) pairs set to 0 in its input: trailing padding, a gap, a row of none
+ZERO_STEPS = {
+    "masking": [(0, 5), (0, 6), (1, 2), (2, 0), (3, 0), (3, 1), (3, 2), (3, 3), (3, 4), (3, 5), (3, 6), (4, 6)],
 }
 
 
@@ -117,7 +131,13 @@ def write_safetensors(path, tensors, metadata):
 def main():
     stamp = f"Keras {keras.__version__}, JAX {jax.__version__}, {datetime.date.today()}"
     manifest = [f"# {stamp}", "# model policy"]
+    only = sys.argv[1:]  # model names: regenerate those only (the manifest keeps the others' lines)
+    if only:
+        with open(os.path.join(HERE, "manifest.txt")) as f:
+            manifest = [ln.rstrip("\n") for ln in f if ln.startswith("#") or ln.split()[0] not in only]
     for mi, (model, (shape, chain)) in enumerate(MODELS.items()):
+        if only and model not in only:
+            continue
         keras.config.set_dtype_policy("float32")
         keras.utils.set_random_seed(100 + mi)
         ref = build(shape, chain)
@@ -132,6 +152,8 @@ def main():
                 weights[f"{layer.name}.{v.name}"] = val
         write_safetensors(os.path.join(HERE, f"{model}.safetensors"), weights, {"generator": stamp})
         x = rng.uniform(-1, 1, [BATCH] + shape).astype(np.float32)
+        for row, step in ZERO_STEPS.get(model, []):
+            x[row, step] = 0
         np.save(os.path.join(HERE, f"{model}.in0.npy"), x)
         with open(os.path.join(HERE, f"{model}.cast"), "w") as f:
             f.write(cast_text(model, shape, chain))
