@@ -778,10 +778,13 @@ END_TEST
 /* ONNX's LSTM, GRU and RNN with sequence_lens a graph input (bidirectional;
  * lengths 1, T, 3, 0, 4: tests/onnx/models/generate_rnn.py seqlens) against
  * ONNX Runtime: Y 0 past a row's length, Y_h (Y_c) its last valid step's
- * state (0 for length 0), the reverse direction from step len-1. Then a
+ * state (0 for length 0), the reverse direction from step len-1; the RNN
+ * also with layout 1 over a symbolic batch (ORT's layout-0 outputs
+ * transposed: ORT computes layout 0 only). Then a
  * run with a length beyond the sequence or below 0: a located error. */
 START_TEST(test_rnn_sequence_lens) {
-  static const char *const names[] = {"rnn_seqlens_lstm", "rnn_seqlens_gru", "rnn_seqlens_rnn"};
+  static const char *const names[] = {"rnn_seqlens_lstm", "rnn_seqlens_gru", "rnn_seqlens_rnn",
+                                      "rnn_seqlens_rnn1"}; /* rnn1: layout 1, the batch symbolic */
   static const struct { const char *policy; double bound; } policies[] = {
       {"float32", 1e-5}, {"mixed_float16", 2e-3}, {"mixed_bfloat16", 2e-2}};
   castor_context *ctx;

@@ -28,7 +28,9 @@ hidden 3, biases, the LSTM with initial_h and initial_c. Files:
 NAME.onnx, NAME.x.npy, NAME.sl.npy (lengths 1, 6, 3, 0, 4: one step,
 the whole sequence, none), rnn_seqlens.sl_over.npy and .sl_neg.npy (a
 length of 7 and one of -1: onnx_seqlens_cli.sh), NAME.ort.npy (Y), NAME.ort1.npy (Y_h) and,
-for the LSTM, NAME.ort2.npy (Y_c); the versions to rnn_seqlens_versions.txt.
+for the LSTM, NAME.ort2.npy (Y_c); rnn_seqlens_rnn1.*: the RNN with layout 1
+over a symbolic batch (ONNX Runtime has layout 0 only: its outputs
+transposed are the reference); the versions to rnn_seqlens_versions.txt.
 """
 import os
 import sys
@@ -107,6 +109,22 @@ def seqlens():
         for k, y in enumerate(sess.run(None, {"x": x, "sl": sl})):
             np.save(os.path.join(HERE, f"{name}.ort{k if k else ''}.npy"), y)
         lines.append(f"{name}.onnx: {op} {attrs}")
+        if op == "RNN":  # layout 1 over a symbolic batch: ONNX Runtime's layout-0 outputs, transposed
+            node.attribute.append(helper.make_attribute("layout", 1))
+            graph.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", t_len, d]))
+            graph.input[1].CopyFrom(helper.make_tensor_value_info("sl", TensorProto.INT32, ["batch"]))
+            graph.node[0].CopyFrom(node)
+            model1 = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+            onnx.checker.check_model(model1)
+            onnx.save(model1, os.path.join(HERE, "rnn_seqlens_rnn1.onnx"))
+            np.save(os.path.join(HERE, "rnn_seqlens_rnn1.x.npy"), np.ascontiguousarray(x.transpose(1, 0, 2)))
+            np.save(os.path.join(HERE, "rnn_seqlens_rnn1.sl.npy"), sl)
+            y, y_h = sess.run(None, {"x": x, "sl": sl})
+            np.save(os.path.join(HERE, "rnn_seqlens_rnn1.ort.npy"), np.ascontiguousarray(y.transpose(2, 0, 1, 3)))
+            np.save(os.path.join(HERE, "rnn_seqlens_rnn1.ort1.npy"), np.ascontiguousarray(y_h.transpose(1, 0, 2)))
+            lines.append("rnn_seqlens_rnn1.onnx: the RNN with layout 1, X [batch, 6, 4] and sequence_lens [batch] "
+                         "symbolic; its reference ONNX Runtime's layout-0 outputs transposed (ORT computes layout 0 "
+                         "only)")
         if op == "LSTM":  # bad lengths for onnx_seqlens_cli.sh: one beyond the sequence, one below 0
             bad = sl.copy()
             bad[1] = t_len + 1
