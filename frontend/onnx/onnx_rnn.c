@@ -125,7 +125,7 @@ static bool sequence_mask(rnn_lower *s, int64_t nb, int64_t t_len, ir_node **mas
                     (long long)l, (long long)t_len);
       whole = whole && l == t_len;
     }
-    if (whole) return true; /* every row whole: the plain scan */
+    if (whole && (nb == IR_DIM_BATCH || v->k->numel == nb)) return true; /* every row whole: the plain scan */
   }
   ir_node *lens = oi_int_operand(im, v);
   if (!lens) return false;

@@ -731,7 +731,7 @@ END_TEST
 
 /* recurrent layers: an LSTM X [T=3, N=2, D=2] (layout 0, hidden 2) with
  * initial_h and sequence_lens as given; its bad inputs are located errors. */
-static model *lstm_model(int64_t h0_batch, const int32_t *seq_lens, int x_rank) {
+static model *lstm_model(int64_t h0_batch, const int32_t *seq_lens, int n_seq, int x_rank) {
   static const float w[4 * 2 * 2] = {0}, r[4 * 2 * 2] = {0}, h0[2 * 3 * 2] = {0};
   model *mb = model_new(14);
   mb->ins[mb->g.n_input++] = vi("x", ONNX_FLOAT, x_rank, (int64_t[]){3, 2, 2, 1}, NULL);
@@ -742,33 +742,42 @@ static model *lstm_model(int64_t h0_batch, const int32_t *seq_lens, int x_rank) 
                                             (size_t)h0_batch * 2 * sizeof(float));
   const char *ins[] = {"x", "w", "r", "", seq_lens ? "sl" : "", "h0"};
   if (seq_lens)
-    mb->inits[mb->g.n_initializer++] = tensor("sl", ONNX_INT32, 1, (int64_t[]){2}, seq_lens, 2 * sizeof(int32_t));
+    mb->inits[mb->g.n_initializer++] = tensor("sl", ONNX_INT32, 1, (int64_t[]){n_seq}, seq_lens,
+                                              (size_t)n_seq * sizeof(int32_t));
   mb->nodes[mb->g.n_node++] = node("LSTM", "/lstm", NULL, ins, 6, "y", attr_int("hidden_size", 2), NULL);
   return mb;
 }
 
 START_TEST(test_rnn_errors) {
   size_t len;
-  char *b = pack(lstm_model(2, (const int32_t[]){3, 3}, 3), &len);
+  char *b = pack(lstm_model(2, (const int32_t[]){3, 3}, 2, 3), &len);
   castor_context *ctx;
   castor_context_create(&ctx);
   castor_model *m;
   ck_assert_msg(load(ctx, "lstm.onnx", b, len, &m) == CASTOR_OK, "%s", castor_context_last_error(ctx));
   castor_model_destroy(m);
   castor_context_destroy(ctx);
-  b = pack(lstm_model(3, NULL, 3), &len);
+  b = pack(lstm_model(3, NULL, 0, 3), &len);
   expect_error("state.onnx", b, len, CASTOR_ERR_PARSE,
                "state.onnx: node '/lstm' (LSTM): error: LSTM initial_h must be [1, 2, 2] (directions, batch_size, "
                "hidden_size), got f32[1,3,2]\n");
-  b = pack(lstm_model(2, (const int32_t[]){3, 4}, 3), &len);
+  b = pack(lstm_model(2, (const int32_t[]){3, 4}, 2, 3), &len);
   expect_error("seqlen.onnx", b, len, CASTOR_ERR_PARSE,
                "seqlen.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens[1] is 4, outside the sequence's [0, 3] "
                "steps\n");
-  b = pack(lstm_model(2, (const int32_t[]){-1, 3}, 3), &len);
+  b = pack(lstm_model(2, (const int32_t[]){-1, 3}, 2, 3), &len);
   expect_error("negative.onnx", b, len, CASTOR_ERR_PARSE,
                "negative.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens[0] is -1, outside the sequence's [0, 3] "
                "steps\n");
-  b = pack(lstm_model(2, NULL, 4), &len);
+  b = pack(lstm_model(2, (const int32_t[]){3, 3, 3}, 3, 3), &len);
+  expect_error("count.onnx", b, len, CASTOR_ERR_PARSE,
+               "count.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens must be int32 [2] (batch_size), got "
+               "i32[3]\n");
+  b = pack(lstm_model(2, (const int32_t[]){3, 2, 1}, 3, 3), &len);
+  expect_error("count2.onnx", b, len, CASTOR_ERR_PARSE,
+               "count2.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens must be int32 [2] (batch_size), got "
+               "i32[3]\n");
+  b = pack(lstm_model(2, NULL, 0, 4), &len);
   expect_error("rank.onnx", b, len, CASTOR_ERR_PARSE,
                "rank.onnx: node '/lstm' (LSTM): error: LSTM input X must be rank 3 ([seq_length, batch_size, "
                "input_size] or, with layout 1, batch first), got rank 4\n");
