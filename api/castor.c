@@ -1039,7 +1039,7 @@ castor_status castor_program_run(castor_program *p, castor_tensor *const *inputs
   for (int i = 0; i < n_inputs; i++) {
     if (!inputs[i]) return fail(ctx, CASTOR_ERR_INVALID_ARGUMENT, "input %d ('%s') is NULL", i, rt->inputs[i].name);
     if (!check_tensor(ctx, "input", &rt->inputs[i], inputs[i], &batch)) return finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
-    if (!rt_check_indices(&rt->inputs[i], inputs[i]->dims, inputs[i]->data, ctx->diag)) /* a gather's indices */
+    if (!rt_check_indices(&rt->inputs[i], inputs[i]->dims, inputs[i]->data, ctx->diag)) /* a gather's indices, sequence lengths */
       return finish(ctx, CASTOR_ERR_INVALID_ARGUMENT);
   }
   if (batch < 0) batch = 1;

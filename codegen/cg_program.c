@@ -203,6 +203,28 @@ static void describe_index_limits(const ir_graph *g, const cg_plan *plan, rt_pro
   }
 }
 
+/* integers: the input a recurrent op's mask compares with the step numbers
+ * as sequence lengths (the mask less(steps, lengths): ONNX sequence_lens,
+ * onnx_rnn.c), through the ops index_source follows; its elements must lie
+ * in [0, T]. */
+static void describe_length_limits(const ir_graph *g, const cg_plan *plan, rt_program *p, arena *a) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (ir_op_type_rule(n->op) != IR_TYPE_RNN) continue;
+    const ir_node *m = ir_rnn_mask(n);
+    if (!m || m->op != IR_OP_LESS || m->srcs[0]->op != IR_OP_CONST) continue;
+    const ir_node *src = index_source(m->srcs[1]);
+    int b = src ? plan->buffer_of[src->id] : -1;
+    if (b < 0 || p->buffers[b].kind != RT_BUF_INPUT) continue;
+    int64_t T = m->type.dims[1];
+    rt_tensor_desc *t = &p->inputs[p->buffers[b].index];
+    if (t->length_limit == 0 || T < t->length_limit) {
+      t->length_limit = T > 0 ? T : 1;
+      t->length_user = arena_strdup(a, n->layer ? n->layer : n->name);
+    }
+  }
+}
+
 rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sink *d) {
   arena *a = arena_create();
   rt_program *p = arena_alloc(a, sizeof *p);
@@ -290,5 +312,6 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sin
     t->buffer = b;
   }
   describe_index_limits(g, plan, p, a);
+  describe_length_limits(g, plan, p, a);
   return p;
 }

@@ -96,6 +96,12 @@ typedef struct rt_tensor_desc {
    * (rt_check_indices); index_user names that gather for the error */
   int64_t index_limit;
   const char *index_user;
+  /* integers: an input that a recurrent op's mask reads as sequence
+   * lengths (ONNX sequence_lens: the mask t < length) holds values in
+   * [0, length_limit] (> 0, the steps; 0: no limit), checked before a run
+   * (rt_check_indices); length_user names that op for the error */
+  int64_t length_limit;
+  const char *length_user;
 } rt_tensor_desc;
 
 /* What a state is (the IR's kind= of its variable, ir_state_kind): the
@@ -207,9 +213,10 @@ int64_t rt_program_scratch_bytes(const rt_program *p);
  * argmax of the first rows, then the NaN and Inf counts if there are any. */
 void rt_tensor_summary(str_buf *out, const char *name, rt_dtype dtype, int rank, const int64_t *dims,
                        const void *data);
-/* Checks an input's integer elements against its index_limit (data of
- * t's dtype, dims with the batch filled in): false with an error naming
- * the input, the first element outside and the gather that reads it. */
+/* Checks an input's integer elements against its index_limit and
+ * length_limit (data of t's dtype, dims with the batch filled in): false
+ * with an error naming the input, the first element outside and the
+ * gather or recurrent op that reads it. */
 bool rt_check_indices(const rt_tensor_desc *t, const int64_t *dims, const void *data, diag_sink *d);
 /* Counts NaN, +Inf and -Inf (out[0..2]) of a float tensor; true if any.
  * Integer tensors have none. */

@@ -103,22 +103,29 @@ void rt_tensor_summary(str_buf *out, const char *name, rt_dtype dtype, int rank,
 }
 
 bool rt_check_indices(const rt_tensor_desc *t, const int64_t *dims, const void *data, diag_sink *d) {
-  if (t->index_limit <= 0 || dtype_is_float(t->dtype) || t->dtype == DT_I1) return true;
+  if ((t->index_limit <= 0 && t->length_limit <= 0) || dtype_is_float(t->dtype) || t->dtype == DT_I1) return true;
   int64_t n = 1;
   for (int r = 0; r < t->rank; r++) n *= dims[r];
-  int64_t lim = t->index_limit;
+  int64_t lim = t->index_limit, len = t->length_limit;
   for (int64_t i = 0; i < n; i++) {
     int64_t v = t->dtype == DT_I64 ? ((const int64_t *)data)[i] : ((const int32_t *)data)[i];
-    if (v >= -lim && v < lim) continue;
+    bool index_ok = lim <= 0 || (v >= -lim && v < lim), length_ok = len <= 0 || (v >= 0 && v <= len);
+    if (index_ok && length_ok) continue;
     str_buf at;
     str_buf_init(&at);
     int64_t c[RT_MAX_RANK], q = i;
     for (int r = t->rank - 1; r >= 0; r--) c[r] = dims[r] ? q % dims[r] : 0, q = dims[r] ? q / dims[r] : 0;
     for (int r = 0; r < t->rank; r++) str_buf_printf(&at, "%s%lld", r ? ", " : "", (long long)c[r]);
-    diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
-                    "input '%s' [%s] = %lld is outside [-%lld, %lld), the rows of the table that gather '%s' reads "
-                    "(a negative index counts from the end)", t->name, str_buf_cstr(&at), (long long)v,
-                    (long long)lim, (long long)lim, t->index_user ? t->index_user : "?");
+    if (!index_ok)
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
+                      "input '%s' [%s] = %lld is outside [-%lld, %lld), the rows of the table that gather '%s' reads "
+                      "(a negative index counts from the end)", t->name, str_buf_cstr(&at), (long long)v,
+                      (long long)lim, (long long)lim, t->index_user ? t->index_user : "?");
+    else
+      diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
+                      "input '%s' [%s] = %lld is outside [0, %lld], the sequence lengths of the %lld steps that '%s' "
+                      "scans", t->name, str_buf_cstr(&at), (long long)v, (long long)len, (long long)len,
+                      t->length_user ? t->length_user : "?");
     str_buf_fini(&at);
     return false;
   }

@@ -345,8 +345,7 @@ static castor_status load_model_for_inputs(const cli *c, castor_context *ctx, ca
     batch = castor_tensor_dims(t)[0];
   castor_tensor_destroy(t);
   if (batch > 0 && cli_load_model_batch(ctx, c->model, &c->opts, batch, true, m) == CASTOR_OK) {
-    co->batch = batch;
-    cli_put_diags(castor_context_last_warnings(ctx));
+    co->batch = batch; /* its warnings printed by cli_load_model_batch (quiet keeps only errors back) */
     st = CASTOR_OK;
   } else {
     cli_put_diags(first); /* the model's errors as given, without the binding */

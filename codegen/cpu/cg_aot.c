@@ -34,7 +34,7 @@
 #include "codegen/cpu/cg_cpu.h"
 
 _Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 136 &&
-                   sizeof(rt_tensor_desc) == 88 && sizeof(rt_program) == 120 &&
+                   sizeof(rt_tensor_desc) == 104 && sizeof(rt_program) == 120 &&
                    sizeof(rt_aot_entry) == 32 && sizeof(rt_buffer_kind) == 4 &&
                    sizeof(rt_dtype) == 4 && sizeof(bool) == 1,
                "runtime.h changed: update the static rt_program emission in cg_aot.c "
@@ -256,7 +256,7 @@ static void emit_run_fn(aot *a, const char *prefix, LLVMValueRef *kernels) {
 static LLVMValueRef emit_tensors(aot *a, const rt_tensor_desc *t, int n, const char *name) {
   LLVMValueRef *elems = xcalloc((size_t)n + 1, sizeof *elems);
   for (int i = 0; i < n; i++) {
-    cfield f[6 + RT_MAX_RANK];
+    cfield f[8 + RT_MAX_RANK];
     int nf = 0;
     f[nf++] = (cfield){offsetof(rt_tensor_desc, name), cstr(a, t[i].name)};
     f[nf++] = (cfield){offsetof(rt_tensor_desc, dtype), i32c(a, t[i].dtype)};
@@ -266,6 +266,8 @@ static LLVMValueRef emit_tensors(aot *a, const rt_tensor_desc *t, int n, const c
     f[nf++] = (cfield){offsetof(rt_tensor_desc, buffer), i32c(a, t[i].buffer)};
     f[nf++] = (cfield){offsetof(rt_tensor_desc, index_limit), i64c(a, t[i].index_limit)};
     if (t[i].index_user) f[nf++] = (cfield){offsetof(rt_tensor_desc, index_user), cstr(a, t[i].index_user)};
+    f[nf++] = (cfield){offsetof(rt_tensor_desc, length_limit), i64c(a, t[i].length_limit)};
+    if (t[i].length_user) f[nf++] = (cfield){offsetof(rt_tensor_desc, length_user), cstr(a, t[i].length_user)};
     elems[i] = c_struct(a, sizeof(rt_tensor_desc), f, nf);
   }
   LLVMValueRef g = c_array(a, elems, n, name);

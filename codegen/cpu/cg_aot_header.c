@@ -148,6 +148,12 @@ bool cg_aot_write_header(const rt_program *p, const cg_aot_options *ao, const cg
                          "#define %s_%s_INDEX_LIMIT %lld\n",
                      td->name, td->index_user ? td->index_user : "?", (long long)td->index_limit,
                      (long long)td->index_limit, PFX, N, (long long)td->index_limit);
+    if (in && td->length_limit > 0) /* a recurrent op's sequence lengths, unchecked by _run */
+      str_buf_printf(&h, "/* '%s' holds the sequence lengths of '%s': values in [0, %lld]; _run reads any other as\n"
+                         " * 0 or %lld (the castor CLI, the C API and AOT executables check them) */\n"
+                         "#define %s_%s_LENGTH_LIMIT %lld\n",
+                     td->name, td->length_user ? td->length_user : "?", (long long)td->length_limit,
+                     (long long)td->length_limit, PFX, N, (long long)td->length_limit);
     str_buf_printf(&h, "#define %s_%s_DTYPE %d /* %s */\n", PFX, N, (int)td->dtype, dtype_name(td->dtype));
     str_buf_printf(&h, "#define %s_%s_RANK %d\n#define %s_%s_DIMS {", PFX, N, td->rank, PFX, N);
     for (int r = 0; r < td->rank; r++) str_buf_printf(&h, "%s%lld", r ? ", " : "", (long long)td->dims[r]);

@@ -142,9 +142,26 @@ bool fe_lower_library(lowering *lw, fe_layer *l, const char *keras_class, ir_nod
   fl_layer fl = {.row = fl_layer_row(keras_class), .cls = keras_class, .name = l->name, .ir_name = l->name,
                  .cfg = config_of(lw->m->arena, l), .index = l->index, .loc = l->loc, .fe = l};
   CASTOR_ASSERT(fl.row >= 0);
-  fl_call c = {.in = in, .n_in = l->n_inputs, .mask_at = l->mask_input ? l->n_inputs : 0,
-               .causal = l->use_causal_mask};
+  /* the mask its first input carries, as Keras passes it from layer to layer (fl_row_mask's rule) */
+  const fe_layer *pl = l->n_inputs ? l->inputs[0].def : NULL;
+  ir_node *pm = pl ? pl->mask : NULL, *ins[IR_MAX_SRCS + 1];
+  fl_mask_rule rule = fl_row_mask(fl.row);
+  int n_in = l->n_inputs, mask_at = l->mask_input ? l->n_inputs : 0;
+  memcpy(ins, in, (size_t)n_in * sizeof *in);
+  if (pm && rule == FL_MASK_TAKES) ins[n_in++] = pm, mask_at = n_in;
+  if (pm && rule == FL_MASK_REFUSES) {
+    diag_error_kind(lw->m->d, DIAG_KIND_UNSUPPORTED, l->inputs[0].loc,
+                    "%s: '%s' carries the mask of layer '%s', and castor does not compute %s with a mask (Keras's "
+                    "result depends on it)", fe_layer_kind_name(l->kind), l->inputs[0].var, pl->mask_from, keras_class);
+    return false;
+  }
+  if (pm && rule == FL_MASK_DROPS)
+    diag_warning(lw->m->d, l->loc, "%s does not support masking: the mask of layer '%s' stops here, as Keras 3 "
+                 "destroys it", fe_layer_kind_name(l->kind), pl->mask_from);
+  fl_call c = {.in = ins, .n_in = n_in, .mask_at = mask_at, .causal = l->use_causal_mask};
   if (!fl_layer_lower(&lw->host, &fl, &c)) return false;
+  l->mask = rule == FL_MASK_PASSES ? pm : rule == FL_MASK_MAKES || rule == FL_MASK_TAKES ? c.out_mask : NULL;
+  l->mask_from = !l->mask ? NULL : rule == FL_MASK_MAKES ? l->name : pl->mask_from;
   if (c.n_outs > 1) { /* a recurrent layer's return_state, Bidirectional's merge_mode=null */
     bool state = fl_cfg(&fl, "return_state") && fl_cfg(&fl, "return_state")->kind == JSON_LIT &&
                  fl_cfg(&fl, "return_state")->lit == 't';

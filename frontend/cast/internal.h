@@ -186,6 +186,8 @@ struct fe_layer {
   /* lowering */
   bool lowered;
   ir_node *value;
+  ir_node *mask;         /* the Keras mask the value carries (i1 [N, T]), or NULL */
+  const char *mask_from; /* the layer that made it */
 };
 
 typedef struct fe_output {

@@ -386,12 +386,12 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
     diag_error(m->d, v->loc, "use_causal_mask must be true or false, got %s", value_desc(m, v));
     return false;
   }
-  /* recurrent layers: Keras config keys the library reads and checks (frontend/layers/rnn.c; its
-   * errors point at the value) */
+  /* recurrent layers and masks: Keras config keys the library reads and checks (frontend/layers/rnn.c,
+   * mask.c, core.c; its errors point at the value) */
   if (str_eq(a->key, "recurrent_activation") || str_eq(a->key, "return_sequences") ||
       str_eq(a->key, "go_backwards") || str_eq(a->key, "reset_after") || str_eq(a->key, "layer") ||
       str_eq(a->key, "return_state") ||
-      str_eq(a->key, "merge_mode"))
+      str_eq(a->key, "merge_mode") || str_eq(a->key, "mask_value") || str_eq(a->key, "mask_zero"))
     return true;
   if (str_eq(a->key, "name")) {
     const char *s = name_of(v);

@@ -325,8 +325,15 @@ static void lower_layer(lowering *lw, fe_layer *l) {
       return;
     }
   }
-  l->lowered = keras_classes[l->kind] ? fe_lower_library(lw, l, keras_classes[l->kind], in)
-                                      : lowerers[l->kind](lw, l, in);
+  if (keras_classes[l->kind]) {
+    l->lowered = fe_lower_library(lw, l, keras_classes[l->kind], in);
+    return;
+  }
+  const fe_layer *pl = l->n_inputs ? l->inputs[0].def : NULL;
+  if (pl && pl->mask) /* a layer of .cast's own: none takes a mask */
+    diag_warning(lw->m->d, l->loc, "%s does not support masking: the mask of layer '%s' stops here, as Keras 3 "
+                 "destroys it", fe_layer_kind_name(l->kind), pl->mask_from);
+  l->lowered = lowerers[l->kind](lw, l, in);
 }
 
 /* The weights file: the option wins; a model's path is relative to the

@@ -11,14 +11,19 @@
  *   r         R_d^T [H, G*H], reordered the same way
  *   rb        (GRU) Rb_d: linear_before_reset 1 is gru's reset_after
  *   states    initial_h[d] (initial_c[d]) [N,H], or zeros
+ *   mask      with sequence_lens: t < sequence_lens[n], i1 [N,T], the
+ *             scans' last operand (a masked step carries the state, so the
+ *             reverse scan starts at step len-1 as ONNX's does); Y is 0
+ *             past a row's length, Y_h (Y_c) the state at its last valid
+ *             step, 0 for a row of length 0 (ONNX Runtime's outputs)
  *   y         the scan, {reverse} for the reverse direction; its result is
  *             aligned with the input, so Y is the directions stacked and Y_h
  *             (Y_c) the state at the last step read (t = T-1, reverse t = 0).
  *
  * What castor does not compute is a located error: activations other than
  * the defaults (any activations attribute), clip, input_forget, LSTM's
- * peepholes P, and sequence_lens below the sequence's length (a
- * sequence_lens beyond it is the model's error).
+ * peepholes P. A sequence_lens entry outside [0, T] is the model's error
+ * (a constant) or the run's (a graph input, checked before each run).
  */
 #include <string.h>
 
@@ -90,6 +95,67 @@ static ir_node *optional(imp *im, int k, bool *ok) {
   return n;
 }
 
+/* where(cond, x, 0), cond i1 broadcast against x */
+static ir_node *zero_unless(rnn_lower *s, ir_node *cond, ir_node *x, const char *what) {
+  if (!x) return NULL;
+  ir_node *zero = oi_scalar_const(s->im, what, 0.0);
+  return oi_build(s->im, IR_OP_SELECT, what, (ir_node *[]){cond, x, zero}, 3, NULL);
+}
+
+/* sequence_lens (input 4) as the scans' mask: mask i1 [N,T] (also [N,T,1,1]
+ * for Y) = t < sequence_lens[n], valid i1 [N,1,1] = sequence_lens[n] > 0
+ * (its step 0 is data; ONNX Runtime's Y_h and Y_c are 0 for a row of
+ * none). Both NULL without sequence_lens or with a constant one that is
+ * the sequence's length everywhere. A constant entry outside [0, T] is the
+ * model's error; a run-time one is checked before each run (the program's
+ * input limits: cg_program.c). */
+static bool sequence_mask(rnn_lower *s, int64_t nb, int64_t t_len, ir_node **mask, ir_node **valid) {
+  imp *im = s->im;
+  const char *op = im->node->op_type;
+  *mask = *valid = NULL;
+  if (!oi_has_input(im, 4)) return true;
+  imp_val *v = oi_input(im, 4);
+  if (!v) return false;
+  if (v->k) {
+    bool whole = true;
+    for (int64_t i = 0; i < v->k->numel; i++) {
+      int64_t l = oi_elem_i64(v->k, i);
+      if (l < 0 || l > t_len)
+        return FAIL(im, "%s sequence_lens[%lld] is %lld, outside the sequence's [0, %lld] steps", op, (long long)i,
+                    (long long)l, (long long)t_len);
+      whole = whole && l == t_len;
+    }
+    if (whole && (nb == IR_DIM_BATCH || v->k->numel == nb)) return true; /* every row whole: the plain scan */
+  }
+  ir_node *lens = oi_int_operand(im, v);
+  if (!lens) return false;
+  if ((lens->type.dtype != DT_I32 && lens->type.dtype != DT_I64) || lens->type.rank != 1 || lens->type.dims[0] != nb) {
+    str_buf sb;
+    str_buf_init(&sb);
+    ir_type_print(&lens->type, &sb);
+    bool bad = FAIL(im, "%s sequence_lens must be int32 [%s] (batch_size), got %s", op,
+                    nb == IR_DIM_BATCH ? "N" : arena_printf(im->g->arena, "%lld", (long long)nb), str_buf_cstr(&sb));
+    str_buf_fini(&sb);
+    return bad;
+  }
+  /* the step numbers 0..T-1 as a [1, T] constant of the lengths' dtype */
+  ir_type st = {.dtype = lens->type.dtype, .rank = 2, .dims = {1, t_len}};
+  void *data = arena_alloc_aligned(im->g->arena, (size_t)t_len * 8, 64);
+  for (int64_t t = 0; t < t_len; t++) {
+    if (st.dtype == DT_I64) ((int64_t *)data)[t] = t;
+    else ((int32_t *)data)[t] = (int32_t)t;
+  }
+  const char *name = arena_printf(im->g->arena, "%s.steps", im->layer);
+  ir_node *steps = ir_build_const(im->g, oi_ir_name(im, name, "const"), &st, name, data, im->loc);
+  steps->layer = im->layer;
+  ir_node *col = reshape(s, lens, 2, (int64_t[]){nb, 1}, "sequence_lens");
+  ir_node *m = col ? oi_build(im, IR_OP_LESS, "mask", (ir_node *[]){steps, col}, 2, NULL) : NULL;
+  ir_node *first = m ? slice(s, m, 1, 0, 1, "valid") : NULL;
+  *valid = reshape(s, first, 3, (int64_t[]){nb, 1, 1}, "valid");
+  *mask = m;
+  return *valid != NULL;
+}
+
 bool oi_lower_rnn(imp *im, const onnx_node *n, const op_row *row) {
   (void)row;
   static const int lstm_order[] = {0, 2, 3, 1}, same_order[] = {0, 1, 2};
@@ -140,20 +206,10 @@ bool oi_lower_rnn(imp *im, const onnx_node *n, const op_row *row) {
   if (layout == 0) x = transpose(&s, x, 3, (const int[]){1, 0, 2}, "x");
   if (!x) return false;
   int64_t nb = x->type.dims[0], t_len = x->type.dims[1];
-  /* sequence_lens: every entry the sequence's length (castor scans whole sequences) */
-  if (oi_has_input(im, 4)) {
-    const onnx_tensor *sl = oi_const_input(im, 4, "sequence_lens");
-    if (!sl) return false;
-    for (int64_t i = 0; i < sl->numel; i++) {
-      int64_t v = oi_elem_i64(sl, i);
-      if (v < 0 || v > t_len)
-        return FAIL(im, "%s sequence_lens[%lld] is %lld, beyond the sequence's %lld steps", n->op_type, (long long)i,
-                    (long long)v, (long long)t_len);
-      if (v != t_len)
-        return UNSUPPORTED(im, "%s sequence_lens[%lld] is %lld, shorter than the sequence's %lld steps: castor "
-                           "scans whole sequences", n->op_type, (long long)i, (long long)v, (long long)t_len);
-    }
-  }
+  ir_node *mask = NULL, *valid = NULL;
+  if (!sequence_mask(&s, nb, t_len, &mask, &valid)) return false;
+  ir_node *mask4 = mask ? reshape(&s, mask, 4, (int64_t[]){nb, t_len, 1, 1}, "mask.y") : NULL;
+  if (mask && !mask4) return false;
   ir_node *init[2];
   for (int k = 0; k < 2; k++) {
     init[k] = k == 0 || s.op == IR_OP_LSTM ? optional(im, 5 + k, &ok) : NULL;
@@ -176,7 +232,7 @@ bool oi_lower_rnn(imp *im, const onnx_node *n, const op_row *row) {
     ir_node *wd = transpose(&s, direction_gates(&s, w, d, hidden, s.gates, "w"), 2, (const int[]){1, 0}, "w.t");
     ir_node *rd = transpose(&s, direction_gates(&s, r, d, hidden, s.gates, "r"), 2, (const int[]){1, 0}, "r.t");
     ir_node *xp = wd ? oi_build(im, IR_OP_MATMUL, "xp", (ir_node *[]){x, wd}, 2, &(ir_attr){.acc = DT_F32}) : NULL;
-    ir_node *srcs[5] = {NULL, rd};
+    ir_node *srcs[6] = {NULL, rd};
     int k = 2;
     if (b) {
       ir_node *bd = reshape(&s, direction_gates(&s, reshape(&s, b, 3, (int64_t[]){s.dirs, 2 * gh, 1}, "b"), d, hidden,
@@ -203,6 +259,7 @@ bool oi_lower_rnn(imp *im, const onnx_node *n, const op_row *row) {
       }
       srcs[k++] = v;
     }
+    if (mask) srcs[k++] = mask;
     for (int i = 0; i < k; i++)
       if (!srcs[i]) return false;
     ir_attr a = {.reverse = reverse, .reset_after = s.op == IR_OP_GRU && lbr != 0};
@@ -220,6 +277,11 @@ bool oi_lower_rnn(imp *im, const onnx_node *n, const op_row *row) {
     }
     yh[d] = reshape(&s, ys[d] ? slice(&s, ys[d], 1, last, last + 1, "h.last") : NULL, 3, (int64_t[]){nb, 1, hidden},
                     "y_h");
+    if (mask) { /* Y 0 past a row's length; Y_h (Y_c) 0 for a row of none */
+      ys[d] = zero_unless(&s, mask4, ys[d], "y.masked");
+      yh[d] = zero_unless(&s, valid, yh[d], "y_h.masked");
+      if (states == 2) yc[d] = zero_unless(&s, valid, yc[d], "y_c.masked");
+    }
   }
   /* Y [N,T,dirs,H] (layout 1) or [T,dirs,N,H]; Y_h, Y_c [N,dirs,H] or [dirs,N,H] */
   ir_node *outs[3] = {concat(&s, ys, s.dirs, 2, "Y"), concat(&s, yh, s.dirs, 1, "Y_h"),

@@ -731,7 +731,7 @@ END_TEST
 
 /* recurrent layers: an LSTM X [T=3, N=2, D=2] (layout 0, hidden 2) with
  * initial_h and sequence_lens as given; its bad inputs are located errors. */
-static model *lstm_model(int64_t h0_batch, const int32_t *seq_lens, int x_rank) {
+static model *lstm_model(int64_t h0_batch, const int32_t *seq_lens, int n_seq, int x_rank) {
   static const float w[4 * 2 * 2] = {0}, r[4 * 2 * 2] = {0}, h0[2 * 3 * 2] = {0};
   model *mb = model_new(14);
   mb->ins[mb->g.n_input++] = vi("x", ONNX_FLOAT, x_rank, (int64_t[]){3, 2, 2, 1}, NULL);
@@ -742,35 +742,124 @@ static model *lstm_model(int64_t h0_batch, const int32_t *seq_lens, int x_rank) 
                                             (size_t)h0_batch * 2 * sizeof(float));
   const char *ins[] = {"x", "w", "r", "", seq_lens ? "sl" : "", "h0"};
   if (seq_lens)
-    mb->inits[mb->g.n_initializer++] = tensor("sl", ONNX_INT32, 1, (int64_t[]){2}, seq_lens, 2 * sizeof(int32_t));
+    mb->inits[mb->g.n_initializer++] = tensor("sl", ONNX_INT32, 1, (int64_t[]){n_seq}, seq_lens,
+                                              (size_t)n_seq * sizeof(int32_t));
   mb->nodes[mb->g.n_node++] = node("LSTM", "/lstm", NULL, ins, 6, "y", attr_int("hidden_size", 2), NULL);
   return mb;
 }
 
 START_TEST(test_rnn_errors) {
   size_t len;
-  char *b = pack(lstm_model(2, (const int32_t[]){3, 3}, 3), &len);
+  char *b = pack(lstm_model(2, (const int32_t[]){3, 3}, 2, 3), &len);
   castor_context *ctx;
   castor_context_create(&ctx);
   castor_model *m;
   ck_assert_msg(load(ctx, "lstm.onnx", b, len, &m) == CASTOR_OK, "%s", castor_context_last_error(ctx));
   castor_model_destroy(m);
   castor_context_destroy(ctx);
-  b = pack(lstm_model(3, NULL, 3), &len);
+  b = pack(lstm_model(3, NULL, 0, 3), &len);
   expect_error("state.onnx", b, len, CASTOR_ERR_PARSE,
                "state.onnx: node '/lstm' (LSTM): error: LSTM initial_h must be [1, 2, 2] (directions, batch_size, "
                "hidden_size), got f32[1,3,2]\n");
-  b = pack(lstm_model(2, (const int32_t[]){3, 4}, 3), &len);
+  b = pack(lstm_model(2, (const int32_t[]){3, 4}, 2, 3), &len);
   expect_error("seqlen.onnx", b, len, CASTOR_ERR_PARSE,
-               "seqlen.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens[1] is 4, beyond the sequence's 3 steps\n");
-  b = pack(lstm_model(2, (const int32_t[]){3, 2}, 3), &len);
-  expect_error("short.onnx", b, len, CASTOR_ERR_UNSUPPORTED,
-               "short.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens[1] is 2, shorter than the sequence's 3 "
-               "steps: castor scans whole sequences\n");
-  b = pack(lstm_model(2, NULL, 4), &len);
+               "seqlen.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens[1] is 4, outside the sequence's [0, 3] "
+               "steps\n");
+  b = pack(lstm_model(2, (const int32_t[]){-1, 3}, 2, 3), &len);
+  expect_error("negative.onnx", b, len, CASTOR_ERR_PARSE,
+               "negative.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens[0] is -1, outside the sequence's [0, 3] "
+               "steps\n");
+  b = pack(lstm_model(2, (const int32_t[]){3, 3, 3}, 3, 3), &len);
+  expect_error("count.onnx", b, len, CASTOR_ERR_PARSE,
+               "count.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens must be int32 [2] (batch_size), got "
+               "i32[3]\n");
+  b = pack(lstm_model(2, (const int32_t[]){3, 2, 1}, 3, 3), &len);
+  expect_error("count2.onnx", b, len, CASTOR_ERR_PARSE,
+               "count2.onnx: node '/lstm' (LSTM): error: LSTM sequence_lens must be int32 [2] (batch_size), got "
+               "i32[3]\n");
+  b = pack(lstm_model(2, NULL, 0, 4), &len);
   expect_error("rank.onnx", b, len, CASTOR_ERR_PARSE,
                "rank.onnx: node '/lstm' (LSTM): error: LSTM input X must be rank 3 ([seq_length, batch_size, "
                "input_size] or, with layout 1, batch first), got rank 4\n");
+}
+END_TEST
+
+/* ONNX's LSTM, GRU and RNN with sequence_lens a graph input (bidirectional;
+ * lengths 1, T, 3, 0, 4: tests/onnx/models/generate_rnn.py seqlens) against
+ * ONNX Runtime: Y 0 past a row's length, Y_h (Y_c) its last valid step's
+ * state (0 for length 0), the reverse direction from step len-1; the RNN
+ * also with layout 1 over a symbolic batch (ORT's layout-0 outputs
+ * transposed: ORT computes layout 0 only). Then a
+ * run with a length beyond the sequence or below 0: a located error. */
+START_TEST(test_rnn_sequence_lens) {
+  static const char *const names[] = {"rnn_seqlens_lstm", "rnn_seqlens_gru", "rnn_seqlens_rnn",
+                                      "rnn_seqlens_rnn1"}; /* rnn1: layout 1, the batch symbolic */
+  static const struct { const char *policy; double bound; } policies[] = {
+      {"float32", 1e-5}, {"mixed_float16", 2e-3}, {"mixed_bfloat16", 2e-2}};
+  castor_context *ctx;
+  castor_context_create(&ctx);
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char path[512];
+    castor_model *m;
+    castor_tensor *in[2], *want[3] = {0};
+    int n_out = 0;
+    snprintf(path, sizeof path, "%s/tests/onnx/models/%s.onnx", CASTOR_SOURCE_DIR, names[i]);
+    ck_assert_msg(castor_model_load_file(ctx, path, NULL, &m) == CASTOR_OK, "%s: %s", path, castor_context_last_error(ctx));
+    snprintf(path, sizeof path, "%s/tests/onnx/models/%s.x.npy", CASTOR_SOURCE_DIR, names[i]);
+    ck_assert_int_eq(castor_tensor_load_npy(ctx, path, &in[0]), CASTOR_OK);
+    snprintf(path, sizeof path, "%s/tests/onnx/models/%s.sl.npy", CASTOR_SOURCE_DIR, names[i]);
+    ck_assert_int_eq(castor_tensor_load_npy(ctx, path, &in[1]), CASTOR_OK);
+    for (; n_out < 3; n_out++) {
+      if (n_out) snprintf(path, sizeof path, "%s/tests/onnx/models/%s.ort%d.npy", CASTOR_SOURCE_DIR, names[i], n_out);
+      else snprintf(path, sizeof path, "%s/tests/onnx/models/%s.ort.npy", CASTOR_SOURCE_DIR, names[i]);
+      if (access(path, R_OK) != 0) break;
+      ck_assert_int_eq(castor_tensor_load_npy(ctx, path, &want[n_out]), CASTOR_OK);
+    }
+    ck_assert_int_ge(n_out, 2);
+    for (size_t p = 0; p < sizeof policies / sizeof *policies; p++) {
+      castor_compile_options o;
+      castor_compile_options_init(&o);
+      o.policy = policies[p].policy;
+      castor_program *prog;
+      ck_assert_msg(castor_compile(m, &o, &prog) == CASTOR_OK, "%s %s: %s", names[i], o.policy,
+                    castor_context_last_error(ctx));
+      ck_assert_int_eq(castor_program_num_outputs(prog), n_out);
+      castor_tensor *y[3] = {0};
+      ck_assert_msg(castor_program_run(prog, in, 2, y, n_out) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+      for (int k = 0; k < n_out; k++) {
+        ck_assert_int_eq(castor_tensor_numel(y[k]), castor_tensor_numel(want[k]));
+        const float *got = castor_tensor_data(y[k]), *ref = castor_tensor_data(want[k]);
+        double e = norm_err(got, ref, castor_tensor_numel(y[k]));
+        ck_assert_msg(e <= policies[p].bound, "%s output %d under %s: normalized error %.3g > %.3g", names[i], k,
+                      o.policy, e, policies[p].bound);
+        for (int64_t j = 0; j < castor_tensor_numel(y[k]); j++) /* ORT's zeros are castor's zeros */
+          ck_assert_msg((ref[j] == 0) == (got[j] == 0), "%s output %d [%lld]: %g, ONNX Runtime %g", names[i], k,
+                        (long long)j, got[j], ref[j]);
+        castor_tensor_destroy(y[k]);
+        y[k] = NULL;
+      }
+      if (p == 0) { /* lengths outside [0, T]: the run's error, the outputs untouched */
+        int32_t *sl = castor_tensor_data(in[1]);
+        static const int32_t bad[][2] = {{1, 7}, {2, -1}};
+        for (int c = 0; c < 2; c++) {
+          int32_t keep = sl[bad[c][0]];
+          sl[bad[c][0]] = bad[c][1];
+          ck_assert_int_eq(castor_program_run(prog, in, 2, y, n_out), CASTOR_ERR_INVALID_ARGUMENT);
+          char want_msg[256];
+          snprintf(want_msg, sizeof want_msg, "input 'sl' [%d] = %d is outside [0, 6], the sequence lengths of the 6 "
+                   "steps that '%s' scans", bad[c][0], bad[c][1], i == 0 ? "lstm" : i == 1 ? "gru" : "rnn");
+          ck_assert_msg(strstr(castor_context_last_error(ctx), want_msg), "%s", castor_context_last_error(ctx));
+          for (int k = 0; k < n_out; k++) ck_assert_ptr_null(y[k]); /* nothing made */
+          sl[bad[c][0]] = keep;
+        }
+      }
+      castor_program_destroy(prog);
+    }
+    for (int k = 0; k < 2; k++) castor_tensor_destroy(in[k]);
+    for (int k = 0; k < n_out; k++) castor_tensor_destroy(want[k]);
+    castor_model_destroy(m);
+  }
+  castor_context_destroy(ctx);
 }
 END_TEST
 
@@ -789,6 +878,7 @@ static Suite *onnx_suite(void) {
   tcase_add_test(tc, test_matmul_by_weight);
   tcase_add_test(tc, test_conv_errors);
   tcase_add_test(tc, test_rnn_errors); /* recurrent layers */
+  tcase_add_test(tc, test_rnn_sequence_lens);
   suite_add_tcase(s, tc);
   return s;
 }
