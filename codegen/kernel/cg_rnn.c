@@ -335,7 +335,7 @@ typedef struct rnn_bwd {
   LLVMValueRef dh, dc, du, dn; /* f32 scratch: dh [H], dc [H], du [G*H], the next dh [H] */
 } rnn_bwd;
 
-/* y[row, yt, which, j] (which: 0 h, 1 c; lstm's y is [N,T,2,H]) */
+/* y[row, yt, which, j ..] (which: 0 h, 1 c; lstm's y is [N,T,2,H]), `lanes` of them */
 static LLVMValueRef y_lanes(rnn_bwd *b, const ir_node *y, LLVMValueRef row, LLVMValueRef yt, int which, LLVMValueRef j,
                             int lanes) {
   cg_kctx *c = b->f.c;
@@ -343,10 +343,6 @@ static LLVMValueRef y_lanes(rnn_bwd *b, const ir_node *y, LLVMValueRef row, LLVM
   int64_t per = b->f.cs ? 2 * b->f.h : b->f.h;
   LLVMValueRef base = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(b->f.t), ""), yt, ""), i64c(per), "");
   return load_f(c, y, LLVMBuildAdd(B, base, LLVMBuildAdd(B, j, i64c(which * b->f.h), ""), ""), lanes);
-}
-
-static LLVMValueRef y_at(rnn_bwd *b, const ir_node *y, LLVMValueRef row, LLVMValueRef yt, int which, LLVMValueRef j) {
-  return y_lanes(b, y, row, yt, which, j, 1);
 }
 
 static LLVMValueRef one_minus_sq(cg_emitter *e, LLVMValueRef v) {
@@ -484,12 +480,22 @@ static void bwd_prev(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
   cg_emitter *e = c->e;
   int64_t h = s->h;
   LLVMValueRef first = w->first, yp = w->yp;
-  cg_loop lp = cg_loop_begin(c, i64c(0), i64c(h), 1, "prev");
-  LLVMValueRef si = LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(h), ""), lp.iv, "");
-  st(s, s->hs, lp.iv, LLVMBuildSelect(B, first, load_f(c, b->h0, si, 1), y_at(b, b->y, row, yp, 0, lp.iv), ""));
-  if (s->cs) st(s, s->cs, lp.iv, LLVMBuildSelect(B, first, load_f(c, b->c0, si, 1), y_at(b, b->y, row, yp, 1, lp.iv), ""));
-  st(s, b->dn, lp.iv, F(0.0));
-  cg_loop_end(c, &lp);
+  int vw = e->vw > 0 ? e->vw : 1;
+  int64_t hv = h / vw * vw;
+  for (int pass = 0; pass < 2; pass++) { /* vectors of the host's lanes, then one at a time */
+    int lanes = pass == 0 ? vw : 1;
+    int64_t lo = pass == 0 ? 0 : hv, hi = pass == 0 ? hv : h;
+    if (hi <= lo || (pass == 0 && vw == 1)) continue;
+    cg_loop lp = cg_loop_begin(c, i64c(lo), i64c(hi), lanes, "prev");
+    LLVMValueRef si = LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(h), ""), lp.iv, "");
+    stv(s, s->hs, lp.iv,
+        LLVMBuildSelect(B, first, load_f(c, b->h0, si, lanes), y_lanes(b, b->y, row, yp, 0, lp.iv, lanes), ""));
+    if (s->cs)
+      stv(s, s->cs, lp.iv,
+          LLVMBuildSelect(B, first, load_f(c, b->c0, si, lanes), y_lanes(b, b->y, row, yp, 1, lp.iv, lanes), ""));
+    stv(s, b->dn, lp.iv, cg_const(e, vec(e, lanes), 0.0));
+    cg_loop_end(c, &lp);
+  }
 }
 
 #define U(g) ld(s, s->u, LLVMBuildAdd(B, j, i64c((g) * h), ""))
@@ -654,9 +660,16 @@ static void bwd_step(rnn_bwd *b, LLVMValueRef row0, int nr, LLVMValueRef step) {
   bwd_gates(&v3, LLVMBuildAdd(B, row0, l3.iv, "row"), &w);
   cg_loop_end(c, &l3);
   transposed_product(b, b->dn, nr, 0, gru_before ? 2 * h : s->gh);
-  cg_loop ld_ = cg_loop_begin(c, i64c(0), i64c(nr * h), 1, "dh.next");
-  st(s, b->dh, ld_.iv, ld(s, b->dn, ld_.iv));
-  cg_loop_end(c, &ld_);
+  int vw = e->vw > 0 ? e->vw : 1;
+  int64_t n = nr * h, nv = n / vw * vw;
+  for (int pass = 0; pass < 2; pass++) { /* dh = dn: vectors, then one at a time */
+    int lanes = pass == 0 ? vw : 1;
+    int64_t lo = pass == 0 ? 0 : nv, hi = pass == 0 ? nv : n;
+    if (hi <= lo || (pass == 0 && vw == 1)) continue;
+    cg_loop ld_ = cg_loop_begin(c, i64c(lo), i64c(hi), lanes, "dh.next");
+    stv(s, b->dh, ld_.iv, ldv(s, b->dn, ld_.iv, lanes));
+    cg_loop_end(c, &ld_);
+  }
 }
 
 /* Rows [lo, hi) in blocks of nr (while nr remain), every step backwards;
