@@ -294,7 +294,10 @@ static bool rnn_backward(grad_state *s, ir_node *n, ir_node *dy) {
   const int64_t steps[3] = {1, 1, 1};
 #define COLS(base, c0, w) slice_of(s, n, base, g, (int64_t[]){0, 0, (c0)}, (int64_t[]){nb, t, (w)}, steps)
   ir_node *xp = n->srcs[0], *r = n->srcs[1];
-  if (s->needs[xp->id]) grad_accumulate(s, xp, COLS(xp->name, 0, gh));
+  /* lstm and simple_rnn: dxp is du (the result's first two blocks are equal), so one slice serves
+   * xp, r and nothing else copies it again */
+  ir_node *dxp = s->needs[xp->id] || (gates != 3 && s->needs[r->id]) ? COLS(xp->name, 0, gh) : NULL;
+  if (s->needs[xp->id]) grad_accumulate(s, xp, dxp);
   bool before = gates == 3 && !n->attr.reset_after;
   if (s->needs[r->id]) {
     ir_attr acc = {.acc = DT_F32};
@@ -309,7 +312,7 @@ static bool rnn_backward(grad_state *s, ir_node *n, ir_node *dy) {
                               (ir_node *[]){p2, du_h}, 2, &acc)};
       dr = grad_op(s, IR_OP_CONCAT, n, r->name, parts, 2, &(ir_attr){.axis = 1});
     } else {
-      ir_node *du = COLS(arena_printf(s->g->arena, "%s.du", n->name), gh, gh);
+      ir_node *du = gates == 3 ? COLS(arena_printf(s->g->arena, "%s.du", n->name), gh, gh) : dxp;
       dr = grad_op(s, IR_OP_MATMUL_TN, n, r->name, (ir_node *[]){p1, du}, 2, &acc);
     }
     grad_accumulate(s, r, dr);

@@ -131,12 +131,64 @@ static void concat_body(kctx *c, LLVMValueRef base, int64_t last) {
   }
 }
 
+/* general tensors: elements [j0, j1) of the line at flat index `base`
+ * all the pad_constant's {value} that starts the kernel, vw at a time,
+ * then half and quarter vectors, then one at a time; then the chain. */
+static void emit_fill_run(kctx *c, LLVMValueRef base, int64_t j0, int64_t j1) {
+  cg_emitter *e = c->e;
+  const ir_node *first = c->k->ops[0];
+  int64_t done = j0;
+  for (int lanes = e->vw; lanes >= 1; lanes = lanes > 4 ? lanes / 2 : lanes > 1 ? 1 : 0) {
+    int64_t end = lanes > 1 ? done + (j1 - done) / lanes * lanes : j1;
+    if (end <= done) continue;
+    loop lj = loop_begin(c, i64c(e, done), i64c(e, end), lanes, "fill");
+    LLVMValueRef idx = LLVMBuildAdd(B, base, lj.iv, "");
+    LLVMValueRef val = cg_lane_const(e, first->srcs[0]->type.dtype, lanes, first->attr.value);
+    val = cg_emit_round_to(e, val, first->type.dtype, first->name);
+    val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, lj.iv, lanes, lanes);
+    cg_emit_store(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
+    loop_end(c, &lj);
+    done = end;
+  }
+}
+
+/* general tensors: a pad_constant line as runs (the kit's
+ * cg_pad_constant_runs): {value} before and after the source's run, the
+ * run a vectorized copy where the line is inside the source, else
+ * {value} too; not an index map per element. */
+static void pad_constant_body(kctx *c, LLVMValueRef base, int64_t last) {
+  cg_emitter *e = c->e;
+  const ir_node *op = c->k->ops[0], *x = op->srcs[0];
+  int64_t st = op->attr.starts.v[op->type.rank - 1], len = x->type.dims[x->type.rank - 1];
+  int64_t r0 = st < last ? st : last, r1 = st + len < last ? st + len : last;
+  LLVMValueRef in, start = cg_pad_constant_run_start(c, op, base, &in);
+  emit_fill_run(c, base, 0, r0);
+  if (r1 > r0) {
+    LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pad.run");
+    LLVMBasicBlockRef fill = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pad.fill");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pad.next");
+    LLVMBuildCondBr(B, in, run, fill);
+    LLVMPositionBuilderAtEnd(B, run);
+    emit_concat_run(c, base, x, LLVMBuildSub(B, start, i64c(e, st), ""), r0, r1);
+    LLVMBuildBr(B, next);
+    LLVMPositionBuilderAtEnd(B, fill);
+    emit_fill_run(c, base, r0, r1);
+    LLVMBuildBr(B, next);
+    LLVMPositionBuilderAtEnd(B, next);
+  }
+  emit_fill_run(c, base, r1 > r0 ? r1 : r0, last);
+}
+
 static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
   int vw = c->e->vw;
   const ir_node *first = c->k->ops[0];
   int64_t stride = 0;
   if (cg_concat_runs(first)) {
     concat_body(c, base, last);
+    return;
+  }
+  if (cg_pad_constant_runs(first)) {
+    pad_constant_body(c, base, last);
     return;
   }
   if (ir_op_kernel(first->op) == IR_KERNEL_REINDEX && cg_reindex_line_stride(first, &stride)) {

@@ -613,6 +613,42 @@ LLVMValueRef cg_concat_run_start(cg_kctx *c, const ir_node *op, int s, LLVMValue
   return LLVMBuildAdd(B, src, rest, "");
 }
 
+/* ---- general tensors: pad_constant a run at a time ---- */
+
+/* A pad_constant with step 1 along its (static) last dimension: each line
+ * of the result is {value}, then the source line's run of len elements
+ * from start on (where the line's other coordinates are in the source),
+ * then {value}. */
+bool cg_pad_constant_runs(const ir_node *op) {
+  if (ir_op_type_rule(op->op) != IR_TYPE_PAD_CONSTANT || op->type.rank < 1) return false;
+  int last = op->type.rank - 1;
+  const ir_type *xt = &op->srcs[0]->type;
+  return op->type.dims[last] != IR_DIM_BATCH && xt->dims[last] != IR_DIM_BATCH && op->attr.steps.v[last] == 1;
+}
+
+LLVMValueRef cg_pad_constant_run_start(cg_kctx *c, const ir_node *op, LLVMValueRef base, LLVMValueRef *out_in) {
+  cg_emitter *e = c->e;
+  const ir_node *x = op->srcs[0];
+  int last = op->type.rank - 1;
+  LLVMValueRef coord[IR_MAX_RANK], inb = LLVMConstInt(e->i1, 1, 0);
+  unflatten(e, &op->type, base, coord);
+  for (int r = 0; r < last; r++) { /* pad_constant_value's test, the line's coordinates but the last */
+    if (x->type.dims[r] == IR_DIM_BATCH) continue;
+    int64_t st = op->attr.starts.v[r], step = op->attr.steps.v[r];
+    LLVMValueRef rel = LLVMBuildSub(B, coord[r], cg_i64(e, st), "");
+    LLVMValueRef q = LLVMBuildSDiv(B, rel, cg_i64(e, step), "");
+    LLVMValueRef ok = LLVMBuildICmp(B, LLVMIntSGE, rel, cg_i64(e, 0), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSLT, q, cg_i64(e, x->type.dims[r]), ""), "");
+    if (step > 1)
+      ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildSRem(B, rel, cg_i64(e, step), ""), cg_i64(e, 0), ""), "");
+    inb = LLVMBuildAnd(B, inb, ok, "");
+    coord[r] = LLVMBuildSelect(B, ok, q, cg_i64(e, 0), "");
+  }
+  coord[last] = cg_i64(e, 0);
+  *out_in = inb;
+  return flatten_coords(e, &x->type, coord);
+}
+
 LLVMValueRef cg_transpose_source_index(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
   CASTOR_ASSERT(ir_op_type_rule(op->op) == IR_TYPE_TRANSPOSE);
   return transpose_index(c, op, i);

@@ -206,6 +206,15 @@ bool cg_concat_runs(const ir_node *op);
  * element at flat index i (cg_index_map.c's map). */
 LLVMValueRef cg_transpose_source_index(cg_kctx *c, const ir_node *op, LLVMValueRef i);
 LLVMValueRef cg_concat_run_start(cg_kctx *c, const ir_node *op, int s, LLVMValueRef base, LLVMValueRef *out_in);
+/* general tensors: whether pad_constant `op` has step 1 along its static
+ * last dimension; then each result line is {value} but for the source's
+ * run at [starts[last], starts[last] + len), and cg_pad_constant_run_start
+ * gives, for the line at flat result index `base`, the flat source index
+ * of the run's first element, and in *out_in whether the line holds the
+ * run at all (its other coordinates inside the source). A run's elements
+ * are the same bits as cg_reindex_value's (cg_index_map.c). */
+bool cg_pad_constant_runs(const ir_node *op);
+LLVMValueRef cg_pad_constant_run_start(cg_kctx *c, const ir_node *op, LLVMValueRef base, LLVMValueRef *out_in);
 
 /* ---- the training formulas (cg_train.c, cg_loss.c, cg_update.c, cg_sum_to.c) ---- */
 

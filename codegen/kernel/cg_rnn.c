@@ -335,21 +335,22 @@ typedef struct rnn_bwd {
   LLVMValueRef dh, dc, du, dn; /* f32 scratch: dh [H], dc [H], du [G*H], the next dh [H] */
 } rnn_bwd;
 
-/* y[row, yt, which, j] (which: 0 h, 1 c; lstm's y is [N,T,2,H]) */
-static LLVMValueRef y_at(rnn_bwd *b, const ir_node *y, LLVMValueRef row, LLVMValueRef yt, int which, LLVMValueRef j) {
+/* y[row, yt, which, j ..] (which: 0 h, 1 c; lstm's y is [N,T,2,H]), `lanes` of them */
+static LLVMValueRef y_lanes(rnn_bwd *b, const ir_node *y, LLVMValueRef row, LLVMValueRef yt, int which, LLVMValueRef j,
+                            int lanes) {
   cg_kctx *c = b->f.c;
   cg_emitter *e = c->e;
   int64_t per = b->f.cs ? 2 * b->f.h : b->f.h;
   LLVMValueRef base = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(b->f.t), ""), yt, ""), i64c(per), "");
-  return load_f(c, y, LLVMBuildAdd(B, base, LLVMBuildAdd(B, j, i64c(which * b->f.h), ""), ""), 1);
+  return load_f(c, y, LLVMBuildAdd(B, base, LLVMBuildAdd(B, j, i64c(which * b->f.h), ""), ""), lanes);
 }
 
 static LLVMValueRef one_minus_sq(cg_emitter *e, LLVMValueRef v) {
-  return LLVMBuildFSub(B, F(1.0), LLVMBuildFMul(B, v, v, ""), "");
+  return LLVMBuildFSub(B, cg_const(e, LLVMTypeOf(v), 1.0), LLVMBuildFMul(B, v, v, ""), "");
 }
 
 static LLVMValueRef dsigm(cg_emitter *e, LLVMValueRef s) { /* s (1 - s) */
-  return LLVMBuildFMul(B, s, LLVMBuildFSub(B, F(1.0), s, ""), "");
+  return LLVMBuildFMul(B, s, LLVMBuildFSub(B, cg_const(e, LLVMTypeOf(s), 1.0), s, ""), "");
 }
 
 /* dst[b, k] += sum_j du[b, j] r[k, j] over j in [j0, j1), for the block's
@@ -479,12 +480,22 @@ static void bwd_prev(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
   cg_emitter *e = c->e;
   int64_t h = s->h;
   LLVMValueRef first = w->first, yp = w->yp;
-  cg_loop lp = cg_loop_begin(c, i64c(0), i64c(h), 1, "prev");
-  LLVMValueRef si = LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(h), ""), lp.iv, "");
-  st(s, s->hs, lp.iv, LLVMBuildSelect(B, first, load_f(c, b->h0, si, 1), y_at(b, b->y, row, yp, 0, lp.iv), ""));
-  if (s->cs) st(s, s->cs, lp.iv, LLVMBuildSelect(B, first, load_f(c, b->c0, si, 1), y_at(b, b->y, row, yp, 1, lp.iv), ""));
-  st(s, b->dn, lp.iv, F(0.0));
-  cg_loop_end(c, &lp);
+  int vw = e->vw > 0 ? e->vw : 1;
+  int64_t hv = h / vw * vw;
+  for (int pass = 0; pass < 2; pass++) { /* vectors of the host's lanes, then one at a time */
+    int lanes = pass == 0 ? vw : 1;
+    int64_t lo = pass == 0 ? 0 : hv, hi = pass == 0 ? hv : h;
+    if (hi <= lo || (pass == 0 && vw == 1)) continue;
+    cg_loop lp = cg_loop_begin(c, i64c(lo), i64c(hi), lanes, "prev");
+    LLVMValueRef si = LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(h), ""), lp.iv, "");
+    stv(s, s->hs, lp.iv,
+        LLVMBuildSelect(B, first, load_f(c, b->h0, si, lanes), y_lanes(b, b->y, row, yp, 0, lp.iv, lanes), ""));
+    if (s->cs)
+      stv(s, s->cs, lp.iv,
+          LLVMBuildSelect(B, first, load_f(c, b->c0, si, lanes), y_lanes(b, b->y, row, yp, 1, lp.iv, lanes), ""));
+    stv(s, b->dn, lp.iv, cg_const(e, vec(e, lanes), 0.0));
+    cg_loop_end(c, &lp);
+  }
 }
 
 #define U(g) ld(s, s->u, LLVMBuildAdd(B, j, i64c((g) * h), ""))
@@ -504,6 +515,80 @@ static void bwd_reset_h(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
   cg_loop_end(c, &lg);
 }
 
+/* Units [j0, j1) of one row's gradients at the step, in vectors of `lanes`
+ * (b a row view, u holding the forward's products): the gates' gradients
+ * into du, the direct part of the next dh into dn, dc; gru's dxp_h into
+ * the result. Element-wise, so any lanes give the same bits. */
+static void bwd_units(rnn_bwd *b, LLVMValueRef row, const bwd_time *w, LLVMValueRef ob, int64_t j0, int64_t j1,
+                      int lanes) {
+  rnn *s = &b->f;
+  cg_kctx *c = s->c;
+  cg_emitter *e = c->e;
+  const ir_node *op = s->op;
+  int64_t h = s->h;
+  if (j1 <= j0) return;
+  LLVMValueRef t = w->t, yt = w->yt;
+  LLVMValueRef xbase = xp_base(s, row, t);
+  bool gru = s->rb != NULL, gru_before = gru && !op->attr.reset_after;
+  /* a step the mask skips passes dh (and dc) on whole and gives xp and the product no gradient */
+  LLVMValueRef keep = taken(s, row, t), zero = cg_const(e, vec(e, lanes), 0.0), one = cg_const(e, vec(e, lanes), 1.0);
+  cg_loop lj = cg_loop_begin(c, i64c(j0), i64c(j1), lanes, "gate");
+  LLVMValueRef j = lj.iv;
+#define UV(g) ldv(s, s->u, LLVMBuildAdd(B, j, i64c((g) * h), ""), lanes)
+#define XPV(g) load_f(c, s->xp, LLVMBuildAdd(B, xbase, LLVMBuildAdd(B, j, i64c((g) * h), ""), ""), lanes)
+#define SETDUV(g, v) stv(s, b->du, LLVMBuildAdd(B, j, i64c((g) * h), ""), or_skip(e, keep, (v), zero))
+  LLVMValueRef dht = LLVMBuildFAdd(B, ldv(s, b->dh, j, lanes), y_lanes(b, b->dy, row, yt, 0, j, lanes), "dh.t");
+  if (s->cs) { /* lstm: i, f, c, o */
+    LLVMValueRef ig = sigm(e, UV(0)), fg = sigm(e, UV(1)), cc = tanh_(e, UV(2)), og = sigm(e, UV(3));
+    LLVMValueRef tc = tanh_(e, y_lanes(b, b->y, row, yt, 1, j, lanes));
+    LLVMValueRef dcy = LLVMBuildFAdd(B, ldv(s, b->dc, j, lanes), y_lanes(b, b->dy, row, yt, 1, j, lanes), "");
+    LLVMValueRef dct = LLVMBuildFAdd(B, dcy, LLVMBuildFMul(B, LLVMBuildFMul(B, dht, og, ""), one_minus_sq(e, tc), ""), "dc.t");
+    SETDUV(0, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, cc, ""), dsigm(e, ig), ""));
+    SETDUV(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, ldv(s, s->cs, j, lanes), ""), dsigm(e, fg), ""));
+    SETDUV(2, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, ig, ""), one_minus_sq(e, cc), ""));
+    SETDUV(3, LLVMBuildFMul(B, LLVMBuildFMul(B, dht, tc, ""), dsigm(e, og), ""));
+    stv(s, b->dc, j, or_skip(e, keep, LLVMBuildFMul(B, dct, fg, ""), dcy));
+  } else if (gru) { /* z, r, h */
+    LLVMValueRef z = sigm(e, LLVMBuildFAdd(B, XPV(0), UV(0), ""));
+    LLVMValueRef g = sigm(e, LLVMBuildFAdd(B, XPV(1), UV(1), ""));
+    LLVMValueRef pre = gru_before ? UV(2) : LLVMBuildFMul(B, g, UV(2), "");
+    LLVMValueRef cand = tanh_(e, LLVMBuildFAdd(B, XPV(2), pre, ""));
+    LLVMValueRef hp = ldv(s, s->hs, j, lanes);
+    SETDUV(0, LLVMBuildFMul(B, LLVMBuildFMul(B, dht, LLVMBuildFSub(B, hp, cand, ""), ""), dsigm(e, z), ""));
+    LLVMValueRef dpre = LLVMBuildFMul(B, LLVMBuildFMul(B, dht, LLVMBuildFSub(B, one, z, ""), ""),
+                                      one_minus_sq(e, cand), "dpre");
+    /* reset after: xp_h's gradient dpre, u_h's dpre g, g's dpre u_h; before: both dpre, g's below */
+    store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, j, i64c(2 * h), ""), ""), or_skip(e, keep, dpre, zero), lanes);
+    SETDUV(2, gru_before ? dpre : LLVMBuildFMul(B, dpre, g, ""));
+    if (!gru_before) SETDUV(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dpre, UV(2), ""), dsigm(e, g), ""));
+    stv(s, b->dn, j, or_skip(e, keep, LLVMBuildFMul(B, dht, z, ""), dht));
+  } else {
+    SETDUV(0, LLVMBuildFMul(B, dht, one_minus_sq(e, tanh_(e, UV(0))), ""));
+  }
+  if (keep && !gru) stv(s, b->dn, j, or_skip(e, keep, zero, dht)); /* du r^T adds 0 where skipped */
+#undef UV
+#undef XPV
+#undef SETDUV
+  cg_loop_end(c, &lj);
+}
+
+/* dst[off + j] = src[j] for j in [0, n) (src f32 scratch; dst the result
+ * at row base ob), in vectors of the host's lanes, then one at a time. */
+static void bwd_copy_out(rnn_bwd *b, LLVMValueRef ob, int64_t off, LLVMValueRef src, int64_t n) {
+  cg_kctx *c = b->f.c;
+  cg_emitter *e = c->e;
+  int vw = e->vw > 0 ? e->vw : 1;
+  int64_t nv = n / vw * vw;
+  for (int pass = 0; pass < 2; pass++) {
+    int lanes = pass == 0 ? vw : 1;
+    int64_t lo = pass == 0 ? 0 : nv, hi = pass == 0 ? nv : n;
+    if (hi <= lo || (pass == 0 && vw == 1)) continue;
+    cg_loop l = cg_loop_begin(c, i64c(lo), i64c(hi), lanes, "out");
+    store_f(c, b->f.op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, l.iv, i64c(off), ""), ""), ldv(&b->f, src, l.iv, lanes), lanes);
+    cg_loop_end(c, &l);
+  }
+}
+
 /* One row's gradients at the step once u holds the forward's products (b a
  * row view): du, dn's direct part, dc, the result's row at t. */
 static void bwd_gates(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
@@ -512,47 +597,17 @@ static void bwd_gates(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
   cg_emitter *e = c->e;
   const ir_node *op = s->op;
   int64_t h = s->h;
-  LLVMValueRef t = w->t, yt = w->yt;
+  LLVMValueRef t = w->t;
   LLVMValueRef ob = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), t, ""), i64c(b->w), "out.base");
   LLVMValueRef xbase = xp_base(s, row, t);
   bool gru = s->rb != NULL, gru_before = gru && !op->attr.reset_after;
-  /* per unit: the gates' gradients into du, the direct part of the next dh into dn; a step the
-   * mask skips passes dh (and dc) on whole and gives xp and the product no gradient */
-  LLVMValueRef keep = taken(s, row, t), zero = F(0.0);
-  cg_loop lj = cg_loop_begin(c, i64c(0), i64c(h), 1, "gate");
-  LLVMValueRef j = lj.iv;
-  LLVMValueRef dht = LLVMBuildFAdd(B, ld(s, b->dh, j), y_at(b, b->dy, row, yt, 0, j), "dh.t");
-  if (s->cs) { /* lstm: i, f, c, o */
-    LLVMValueRef ig = sigm(e, U(0)), fg = sigm(e, U(1)), cc = tanh_(e, U(2)), og = sigm(e, U(3));
-    LLVMValueRef tc = tanh_(e, y_at(b, b->y, row, yt, 1, j));
-    LLVMValueRef dct = LLVMBuildFAdd(B, LLVMBuildFAdd(B, ld(s, b->dc, j), y_at(b, b->dy, row, yt, 1, j), ""),
-                                     LLVMBuildFMul(B, LLVMBuildFMul(B, dht, og, ""), one_minus_sq(e, tc), ""), "dc.t");
-    SETDU(0, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, cc, ""), dsigm(e, ig), ""));
-    SETDU(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, ld(s, s->cs, j), ""), dsigm(e, fg), ""));
-    SETDU(2, LLVMBuildFMul(B, LLVMBuildFMul(B, dct, ig, ""), one_minus_sq(e, cc), ""));
-    SETDU(3, LLVMBuildFMul(B, LLVMBuildFMul(B, dht, tc, ""), dsigm(e, og), ""));
-    LLVMValueRef dc_skip = keep ? LLVMBuildFAdd(B, ld(s, b->dc, j), y_at(b, b->dy, row, yt, 1, j), "") : NULL;
-    st(s, b->dc, j, or_skip(e, keep, LLVMBuildFMul(B, dct, fg, ""), dc_skip));
-  } else if (gru) { /* z, r, h */
-    LLVMValueRef z = sigm(e, LLVMBuildFAdd(B, XP(0), U(0), ""));
-    LLVMValueRef g = sigm(e, LLVMBuildFAdd(B, XP(1), U(1), ""));
-    LLVMValueRef pre = gru_before ? U(2) : LLVMBuildFMul(B, g, U(2), "");
-    LLVMValueRef cand = tanh_(e, LLVMBuildFAdd(B, XP(2), pre, ""));
-    LLVMValueRef hp = ld(s, s->hs, j);
-    SETDU(0, LLVMBuildFMul(B, LLVMBuildFMul(B, dht, LLVMBuildFSub(B, hp, cand, ""), ""), dsigm(e, z), ""));
-    LLVMValueRef dpre = LLVMBuildFMul(B, LLVMBuildFMul(B, dht, LLVMBuildFSub(B, F(1.0), z, ""), ""),
-                                      one_minus_sq(e, cand), "dpre");
-    /* reset after: xp_h's gradient dpre, u_h's dpre g, g's dpre u_h; before: both dpre, g's below */
-    store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, j, i64c(2 * h), ""), ""), or_skip(e, keep, dpre, zero), 1);
-    SETDU(2, gru_before ? dpre : LLVMBuildFMul(B, dpre, g, ""));
-    if (!gru_before) SETDU(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dpre, U(2), ""), dsigm(e, g), ""));
-    st(s, b->dn, j, or_skip(e, keep, LLVMBuildFMul(B, dht, z, ""), dht));
-  } else {
-    SETDU(0, LLVMBuildFMul(B, dht, one_minus_sq(e, tanh_(e, U(0))), ""));
-  }
-  if (keep && !gru) st(s, b->dn, j, or_skip(e, keep, zero, dht)); /* du r^T adds 0 where skipped */
-  cg_loop_end(c, &lj);
+  /* per unit: the gates' gradients into du, the direct part of the next dh into dn */
+  int vw = e->vw > 0 ? e->vw : 1;
+  int64_t hv = h / vw * vw;
+  bwd_units(b, row, w, ob, 0, hv, vw);
+  bwd_units(b, row, w, ob, hv, h, 1);
   if (gru_before) { /* d(g h) = du_h r_h^T: g's gradient and h_{t-1}'s through g h */
+    LLVMValueRef keep = taken(s, row, t), zero = F(0.0), j;
     LLVMValueRef dgh = s->gs; /* g h is stored to the result below first */
     cg_loop lq = cg_loop_begin(c, i64c(0), i64c(h), 1, "p2");
     store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, lq.iv, i64c(2 * s->gh + h), ""), ""), ld(s, s->gs, lq.iv), 1);
@@ -567,22 +622,12 @@ static void bwd_gates(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
     st(s, b->dn, j, LLVMBuildFAdd(B, ld(s, b->dn, j), LLVMBuildFMul(B, d, g, ""), ""));
     cg_loop_end(c, &lg);
   }
-  /* the result at t: dxp, du, p1, p2; then dh_{t-1} = dn + du r^T (gru before: over z and r) */
-  cg_loop lo = cg_loop_begin(c, i64c(0), i64c(s->gh), 1, "out");
-  LLVMValueRef v = ld(s, b->du, lo.iv);
-  if (!gru) store_f(c, op, LLVMBuildAdd(B, ob, lo.iv, ""), v, 1);
-  store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, lo.iv, i64c(s->gh), ""), ""), v, 1);
-  cg_loop_end(c, &lo);
-  if (gru) { /* dxp: z and r as du; h was stored above */
-    cg_loop lz = cg_loop_begin(c, i64c(0), i64c(2 * h), 1, "out.zr");
-    store_f(c, op, LLVMBuildAdd(B, ob, lz.iv, ""), ld(s, b->du, lz.iv), 1);
-    cg_loop_end(c, &lz);
-  }
-  cg_loop lq = cg_loop_begin(c, i64c(0), i64c(h), 1, "p");
-  store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, lq.iv, i64c(2 * s->gh), ""), ""), ld(s, s->hs, lq.iv), 1);
-  if (!gru_before)
-    store_f(c, op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, lq.iv, i64c(2 * s->gh + h), ""), ""), ld(s, s->hs, lq.iv), 1);
-  cg_loop_end(c, &lq);
+  /* the result at t: dxp (gru: z and r as du; h was stored above), du, p1, p2; then
+   * dh_{t-1} = dn + du r^T (gru before: over z and r) */
+  bwd_copy_out(b, ob, 0, b->du, gru ? 2 * h : s->gh);
+  bwd_copy_out(b, ob, s->gh, b->du, s->gh);
+  bwd_copy_out(b, ob, 2 * s->gh, s->hs, h);
+  if (!gru_before) bwd_copy_out(b, ob, 2 * s->gh + h, s->hs, h);
 }
 #undef U
 #undef XP
@@ -615,9 +660,16 @@ static void bwd_step(rnn_bwd *b, LLVMValueRef row0, int nr, LLVMValueRef step) {
   bwd_gates(&v3, LLVMBuildAdd(B, row0, l3.iv, "row"), &w);
   cg_loop_end(c, &l3);
   transposed_product(b, b->dn, nr, 0, gru_before ? 2 * h : s->gh);
-  cg_loop ld_ = cg_loop_begin(c, i64c(0), i64c(nr * h), 1, "dh.next");
-  st(s, b->dh, ld_.iv, ld(s, b->dn, ld_.iv));
-  cg_loop_end(c, &ld_);
+  int vw = e->vw > 0 ? e->vw : 1;
+  int64_t n = nr * h, nv = n / vw * vw;
+  for (int pass = 0; pass < 2; pass++) { /* dh = dn: vectors, then one at a time */
+    int lanes = pass == 0 ? vw : 1;
+    int64_t lo = pass == 0 ? 0 : nv, hi = pass == 0 ? nv : n;
+    if (hi <= lo || (pass == 0 && vw == 1)) continue;
+    cg_loop ld_ = cg_loop_begin(c, i64c(lo), i64c(hi), lanes, "dh.next");
+    stv(s, b->dh, ld_.iv, ldv(s, b->dn, ld_.iv, lanes));
+    cg_loop_end(c, &ld_);
+  }
 }
 
 /* Rows [lo, hi) in blocks of nr (while nr remain), every step backwards;
