@@ -41,7 +41,9 @@
  * 6 x 2 x 8 with AVX or AVX2, 6 x 2 x 4 with SSE (16 registers). Per k it
  * loads NV vectors of B and broadcasts one A value per row into FMAs. Row
  * tails use 4-row tiles, then 1-row tiles over four panels at once, so a
- * batch-1 GEMV still has eight independent FMA chains. A contraction of
+ * batch-1 GEMV still has eight independent FMA chains (a conv2d first
+ * gives the rows an image leaves over, more than 4, one tile: 7 of a 7x7
+ * map's 49). A contraction of
  * two bf16 operands may instead run on K pairs: vdpbf16ps
  * (gemm/cg_gemm_bf16.h) or, on the AMX family, 32 x 32 micro-tiles of tile
  * registers (gemm/cg_gemm_amx.h) that store their sums into the same C
