@@ -12,6 +12,10 @@
  *           acc = first K block ? 0 : C tile;  acc += A x B  (K block)
  *           last K block ? epilogue -> output : acc -> C tile
  *
+ * (a conv2d forward on the FMA families, g->panel_outer: the micro-tiles
+ * of a K block run panels outer, row tiles inner, each panel of B read
+ * from memory once per row block: emit_panels_outer)
+ *
  * B: a constant B [K, Nc] whose only uses are such GEMMs is pre-packed at
  * compile time (cg_cpu_layout_const_data), K block by K block, into panels
  * of NR columns, each KC x NR row-major, the last panel zero-padded to whole
@@ -37,7 +41,9 @@
  * 6 x 2 x 8 with AVX or AVX2, 6 x 2 x 4 with SSE (16 registers). Per k it
  * loads NV vectors of B and broadcasts one A value per row into FMAs. Row
  * tails use 4-row tiles, then 1-row tiles over four panels at once, so a
- * batch-1 GEMV still has eight independent FMA chains. A contraction of
+ * batch-1 GEMV still has eight independent FMA chains (a conv2d first
+ * gives the rows an image leaves over, more than 4, one tile: 7 of a 7x7
+ * map's 49). A contraction of
  * two bf16 operands may instead run on K pairs: vdpbf16ps
  * (gemm/cg_gemm_bf16.h) or, on the AMX family, 32 x 32 micro-tiles of tile
  * registers (gemm/cg_gemm_amx.h) that store their sums into the same C
@@ -855,6 +861,48 @@ static LLVMValueRef emit_variant(gemm_ctx *x, LLVMValueRef ir0, LLVMValueRef m, 
   return li.iv;
 }
 
+/* Panel-outer order (g->panel_outer): each panel of the column block,
+ * one at a time, under every row tile of the row block, variant by
+ * variant (each one panel wide), so a panel of B (KC x NR) is read from
+ * L3 once per row block and from L2 by the block's other row tiles. */
+static void emit_panels_outer(gemm_ctx *x, LLVMValueRef m, LLVMValueRef p0, LLVMValueRef p1) {
+  cg_kctx *c = x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  char nm[32];
+  for (int tail = 0; tail < 2; tail++) {
+    if (tail && !g->tail_nv) break;
+    if (!tail && g->n_full == 0) continue;
+    cg_loop lp = {0};
+    LLVMBasicBlockRef after = NULL;
+    LLVMValueRef p;
+    if (!tail) {
+      lp = cg_loop_begin(c, p0, min_(e, p1, cg_i64(e, g->n_full)), 1, "po.panel");
+      p = lp.iv;
+    } else { /* the partial last panel, if this block reaches it */
+      LLVMBasicBlockRef tb = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "po.tail");
+      after = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "po.tail.done");
+      LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSGT, p1, cg_i64(e, g->n_full), ""), tb, after);
+      LLVMPositionBuilderAtEnd(B, tb);
+      p = cg_i64(e, g->n_full);
+    }
+    LLVMValueRef ir = cg_i64(e, 0);
+    for (int v = 0; v < g->n_var; v++) {
+      snprintf(nm, sizeof nm, "po.i%d", g->var[v].mr);
+      cg_loop li = cg_loop_begin(c, ir, m, g->var[v].mr, nm);
+      emit_micro(x, li.iv, p, g->var[v].mr, tail ? 0 : 1);
+      cg_loop_end(c, &li);
+      ir = li.iv;
+    }
+    if (!tail) {
+      cg_loop_end(c, &lp);
+    } else {
+      LLVMBuildBr(B, after);
+      LLVMPositionBuilderAtEnd(B, after);
+    }
+  }
+}
+
 /* The GEMM of rows [x->row0, x->row1) (every column block, K block and
  * row block of the call). */
 static void emit_gemm_rows(gemm_ctx *xp) {
@@ -931,8 +979,12 @@ static void emit_gemm_rows(gemm_ctx *xp) {
   }
   LLVMValueRef m = min_(e, cg_i64(e, g->mc), LLVMBuildSub(B, x.row1, x.ic, ""));
   emit_pack_a(&x, m);
-  LLVMValueRef ir = cg_i64(e, 0);
-  for (int v = 0; v < g->n_var; v++) ir = emit_variant(&x, ir, m, g->var[v], x.jc_panel, jc_end);
+  if (g->panel_outer) {
+    emit_panels_outer(&x, m, x.jc_panel, jc_end);
+  } else {
+    LLVMValueRef ir = cg_i64(e, 0);
+    for (int v = 0; v < g->n_var; v++) ir = emit_variant(&x, ir, m, g->var[v], x.jc_panel, jc_end);
+  }
   cg_loop_end(c, &l2);
   cg_loop_end(c, &l1);
   cg_loop_end(c, &lj);

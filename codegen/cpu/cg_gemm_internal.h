@@ -96,6 +96,7 @@ struct cg_gemm {
   int64_t b_off;        /* byte offset of B packed at run time in scratch */
   bool softmax;         /* ops[n_ops-1] is a row softmax done in the epilogue */
   bool prefetch_b;      /* the k loop prefetches the next micro-tile's B into L2 */
+  bool panel_outer;     /* panels outer, row tiles inner (cg_gemm_plan.c: choose_panel_outer) */
   gemm_variant var[4];
   int n_var;
   gemm_conv conv;       /* convolutional networks: the A gather of a conv2d */

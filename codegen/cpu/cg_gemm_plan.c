@@ -128,6 +128,23 @@ static void choose_conv_kblocks(cg_gemm *g) {
   g->n_kblocks = ceil_div(g->K, g->kc);
 }
 
+/* convolutional networks: panel-outer order (cg_gemm.c,
+ * emit_panels_outer) for a conv2d forward on the FMA families: each KC x
+ * NR panel of B under every row tile of the row block, so the panel comes
+ * from memory or L3 once per row block and from L2 for the block's other
+ * tiles, and the k loop prefetches (prefetcht1) the same k row of the
+ * next panel, which the row tiles after the first then cover. The
+ * row-tile-outer order streamed the whole K block of B (KC x NC: 2 MB at
+ * ResNet's 512 channels) per row tile. ResNet-18 at batch 1, one thread,
+ * CPU time: its 3x3 convs at 7x7 3.5 -> 2.4 ms each, at 14x14 1.95 -> 1.75
+ * ms, 56x56 and 28x28 unchanged (bench/results/cnn-profile-resnet18-2026-11-29.md).
+ * Not for matmuls (their blocks were measured in the other order) nor the
+ * K-pair and AMX families (their micro-kernels cover several panels). */
+static void choose_panel_outer(cg_gemm *g) {
+  g->panel_outer = g->conv.mode == GEMM_CONV_FWD && !g->conv.direct && !g->bf16 && !g->softmax && g->K > 0;
+  if (g->panel_outer) g->prefetch_b = true;
+}
+
 static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0], *a = mm->srcs[0];
   g->vw = kernel_regs[caps->gemm_kernel].vw;
@@ -243,6 +260,10 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   /* row variants: the main tile, then 4 and 1 rows over several panels */
   g->n_var = 0;
   g->var[g->n_var++] = (gemm_variant){g->mr, 1};
+  /* convolutional networks: an image's rows that whole tiles leave over
+   * (OH*OW = 49 at 7x7: 3 x 14 + 7) as one tile of their own, not 4 + 1 + 1 + 1 */
+  int64_t left = g->conv.mode == GEMM_CONV_FWD ? g->conv.rows_per_item % g->mr : 0;
+  if (left > 4 && g->bf16 != GEMM_AMX) g->var[g->n_var++] = (gemm_variant){(int)left, 1};
   for (int mr = 4; mr >= 1 && g->bf16 != GEMM_AMX; mr -= 3) { /* AMX: partial 32-row tiles instead */
     if (mr >= g->mr) continue;
     int np = 1; /* a lone row gets several panels: independent FMA chains */
@@ -250,6 +271,7 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
     g->var[g->n_var++] = (gemm_variant){mr, np};
   }
   choose_conv_direct(caps, k, g);
+  choose_panel_outer(g);
 }
 
 /* convolutional networks: a grouped convolution. group_conv2d is a map of
@@ -392,11 +414,11 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
 _Static_assert(sizeof(struct cg_gemm) == 320 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
-  str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d:", g->vw,
+  str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d,%d:", g->vw,
                  g->nv, g->nr, g->mr, (long long)g->K, (long long)g->Nc, g->a_trans, g->b_src, g->bf16, (long long)g->n_full,
                  g->tail_nv, g->tail_valid, (long long)g->kc, (long long)g->mc, (long long)g->nc,
                  (long long)g->n_kblocks, (long long)g->lda, (long long)g->ldc, (long long)g->c_off,
-                 (long long)g->c_rows, (long long)g->b_off, g->softmax, g->prefetch_b);
+                 (long long)g->c_rows, (long long)g->b_off, g->softmax, g->prefetch_b, g->panel_outer);
   for (int v = 0; v < g->n_var; v++) str_buf_printf(out, "%dx%d,", g->var[v].mr, g->var[v].np);
   const int64_t *cv = &g->conv.mode; /* convolutional networks: every field of gemm_conv */
   str_buf_puts(out, "conv");

@@ -272,6 +272,8 @@ START_TEST(test_conv2d_shapes) {
       {1, 20, 20, 4, 3, 3, 600, 1, 1, 1, 1, true, true},  /* 400 pixels (rows > a row block), O > a column block */
       {4, 3, 3, 2, 3, 3, 1, 1, 1, 1, 1, false, false},    /* one output pixel, one output channel */
       {2, 8, 7, 300, 2, 3, 4, 3, 2, 1, 2, true, true},    /* C > K block: a tap over several blocks */
+      {2, 7, 7, 24, 3, 3, 72, 1, 1, 1, 1, true, true},    /* ResNet's 7x7: 49 rows an image, tiles of 14, 14, 14, 7; panels outer, a tail panel */
+      {2, 6, 5, 40, 1, 1, 37, 1, 1, 1, 1, false, true},   /* 1x1 on the GEMM: panels outer, a tail panel */
   };
   size_t k = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
