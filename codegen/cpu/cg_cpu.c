@@ -207,9 +207,18 @@ static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
  * A * B result elements (a pixel's channels) is read as B contiguous
  * vectors of L source elements and interleaved into one vector of B * L
  * results. */
+static bool is_float_dtype(ir_dtype dt) { return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16; }
+
 static bool transpose_interleaves(const cg_kernel *k, int64_t *out_b, int64_t *out_sb) {
   const ir_node *op = k->ops[0];
-  if (k->n_ops != 1 || op->op != IR_OP_TRANSPOSE || op->type.rank < 3) return false;
+  if (op->op != IR_OP_TRANSPOSE || op->type.rank < 3 || !is_float_dtype(op->type.dtype)) return false;
+  /* the transpose alone, or followed by casts between float formats (the
+   * NCHW image into NHWC, then to the 16-bit compute dtype of a mixed
+   * policy's first convolution): each a rounding of the vector */
+  for (int i = 1; i < k->n_ops; i++)
+    if (k->ops[i]->op != IR_OP_CAST || k->ops[i]->n_srcs != 1 || k->ops[i]->srcs[0] != k->ops[i - 1] ||
+        !is_float_dtype(k->ops[i]->type.dtype))
+      return false;
   const ir_type *yt = &op->type, *xt = &op->srcs[0]->type;
   int r = yt->rank;
   int64_t b = yt->dims[r - 1], sb = 1;
@@ -219,9 +228,16 @@ static bool transpose_interleaves(const cg_kernel *k, int64_t *out_b, int64_t *o
   return true;
 }
 
+/* The transpose's value rounded to its dtype, then to each cast's */
+static LLVMValueRef round_chain(kctx *c, LLVMValueRef val) {
+  for (int i = 0; i < c->k->n_ops; i++)
+    val = cg_emit_round_to(c->e, val, c->k->ops[i]->type.dtype, c->k->ops[i]->name);
+  return val;
+}
+
 static void transpose_interleave_kernel(kctx *c, int64_t rows_fixed, int64_t nb, int64_t sb) {
   cg_emitter *e = c->e;
-  const ir_node *op = c->k->ops[0], *x = op->srcs[0];
+  const ir_node *op = c->k->ops[0], *x = op->srcs[0], *res = c->k->ops[c->k->n_ops - 1];
   int64_t lines, last, A = op->type.dims[op->type.rank - 2];
   line_shape(op, rows_fixed, &lines, &last);
   CASTOR_ASSERT(last == nb && lines % A == 0);
@@ -254,17 +270,17 @@ static void transpose_interleave_kernel(kctx *c, int64_t rows_fixed, int64_t nb,
     LLVMValueRef m[128];
     for (int k = 0; k < b * l; k++) m[k] = LLVMConstInt(e->i32, (unsigned)((k % b) * l + k / b), 0);
     LLVMValueRef val = LLVMBuildShuffleVector(B, v[0], LLVMGetUndef(LLVMTypeOf(v[0])), LLVMConstVector(m, (unsigned)(b * l)), op->name);
-    val = cg_emit_round_to(e, val, op->type.dtype, op->name);
+    val = round_chain(c, val);
     LLVMValueRef idx = LLVMBuildAdd(B, out0, LLVMBuildMul(B, la.iv, i64c(e, nb), ""), "");
-    cg_emit_store(e, op->type.dtype, val, elem_ptr(c, op, idx), b * l);
+    cg_emit_store(e, res->type.dtype, val, elem_ptr(c, res, idx), b * l);
     loop_end(c, &la);
     done = end;
   }
   if (done < A) { /* the tail, one element at a time through the map */
     loop lj = loop_begin(c, i64c(e, done * nb), i64c(e, A * nb), 1, "j");
     LLVMValueRef idx = LLVMBuildAdd(B, out0, lj.iv, "");
-    LLVMValueRef val = cg_emit_round_to(e, cg_reindex_value(c, op, idx), op->type.dtype, op->name);
-    cg_emit_store(e, op->type.dtype, val, elem_ptr(c, op, idx), 1);
+    LLVMValueRef val = round_chain(c, cg_reindex_value(c, op, idx));
+    cg_emit_store(e, res->type.dtype, val, elem_ptr(c, res, idx), 1);
     loop_end(c, &lj);
   }
   loop_end(c, &lp);

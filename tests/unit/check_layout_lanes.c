@@ -144,7 +144,8 @@ static void run_policy(const char *policy) {
  * 8, 4, 2, 3 and 5 source rows (transpose_interleave_kernel: blocks of
  * 10, 20 and 40 elements: 16-, 8- and 4-lane vectors and scalar tails; 3
  * and 5 rows: an NCHW image into NHWC, the shuffle's tree of pairs padded
- * to 4 and 8). */
+ * to 4 and 8), also followed in the kernel by casts to bf16 and f16 (a
+ * mixed policy's image into its first convolution: each vector rounded). */
 static const char concat_text[] =
     "graph concat policy=%s\n"
     "%%x = f32[N,6,5,80] input() {index=0}\n"
@@ -183,6 +184,14 @@ static const char concat_text[] =
     "%%u3 = f32[N,20,40,3] transpose(%%i3) {perm=[0,2,3,1]}\n"
     "%%i5 = f32[N,5,12,40] reshape(%%x) {shape=[N,5,12,40]}\n"
     "%%u5 = f32[N,12,40,5] transpose(%%i5) {perm=[0,2,3,1]}\n"
+    "%%j3 = f32[N,3,40,20] reshape(%%x) {shape=[N,3,40,20]}\n"
+    "%%v3 = f32[N,40,20,3] transpose(%%j3) {perm=[0,2,3,1]}\n"
+    "%%v3h = bf16[N,40,20,3] cast(%%v3) {to=bf16}\n"
+    "%%v3f = f32[N,40,20,3] cast(%%v3h) {to=f32}\n"
+    "%%j5 = f32[N,5,24,20] reshape(%%x) {shape=[N,5,24,20]}\n"
+    "%%v5 = f32[N,24,20,5] transpose(%%j5) {perm=[0,2,3,1]}\n"
+    "%%v5h = f16[N,24,20,5] cast(%%v5) {to=f16}\n"
+    "%%v5f = f32[N,24,20,5] cast(%%v5h) {to=f32}\n"
     "output y = %%y\n"
     "output w = %%w\n"
     "output h = %%h\n"
@@ -194,13 +203,15 @@ static const char concat_text[] =
     "output t4 = %%t4\n"
     "output t2 = %%u2\n"
     "output t3 = %%u3\n"
-    "output t5 = %%u5\n";
+    "output t5 = %%u5\n"
+    "output t3b = %%v3f\n"
+    "output t5h = %%v5f\n";
 
 static void run_concat(const char *policy, double tol) {
   char text[4096];
   snprintf(text, sizeof text, concat_text, policy);
-  static const bool exact[] = {true, true, true, true, false, true, true, true, true, true, true, true};
-  run_graph(policy, text, 12, exact, 6 * 5 * 80, tol);
+  static const bool exact[] = {true, true, true, true, false, true, true, true, true, true, true, true, true, true};
+  run_graph(policy, text, 14, exact, 6 * 5 * 80, tol);
 }
 
 START_TEST(test_lanes_float32) { run_policy("float32"); }
