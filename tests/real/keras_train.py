@@ -13,6 +13,10 @@ cross-entropy from logits, batch 32, no shuffling. Prints the per-epoch
 losses of both and their relative difference, then has Keras load the file
 `castor train --save` wrote and resume `fit` from it for one epoch.
 
+--f64: also Keras's `fit` from the same weights under the float64 policy
+(JAX_ENABLE_X64, in a child process), the referee of the two float32 runs:
+prints each one's distance from it. --size S: the input size (default 32).
+
 --grads: instead, one step over one batch of 32: castor's SGD step with
 learning rate 1 gives each trainable variable's gradient (w0 - w1, from the
 saved safetensors) and the BN moving statistics it updates; Keras's come
@@ -37,9 +41,22 @@ def build(name, size):
     keras.utils.set_random_seed(37)
     fn = getattr(keras.applications, name)
     try:
-        return fn(weights=None, input_shape=(size, size, 3), classes=10, classifier_activation=None)
+        model = fn(weights=None, input_shape=(size, size, 3), classes=10, classifier_activation=None)
     except TypeError:
-        return fn(weights=None, input_shape=(size, size, 3), classes=10)
+        model = fn(weights=None, input_shape=(size, size, 3), classes=10)
+    # Dropout in training draws its masks from each one's own generator
+    # (EfficientNet's top dropout and stochastic depth): castor's and Keras's
+    # draws differ, so the two runs compare with rate 0 (the file says so)
+    if not any(isinstance(l, keras.layers.Dropout) and l.rate > 0 for l in model.layers):
+        return model
+    cfg = model.get_config()
+    for l in cfg["layers"]:
+        if l["class_name"] in ("Dropout", "SpatialDropout2D") and "rate" in l["config"]:
+            l["config"]["rate"] = 0.0
+    wts = model.get_weights()
+    model = keras.Model.from_config(cfg)
+    model.set_weights(wts)
+    return model
 
 
 def data(size, n):
@@ -144,10 +161,28 @@ def grads(args, name, size):
     return rows
 
 
+def fit64(name, size, epochs):
+    """Keras's fit from the float32 model's weights under the float64 policy
+    (the caller sets JAX_ENABLE_X64): the per-epoch losses, as JSON."""
+    import keras
+    wts = build(name, size).get_weights()
+    keras.config.set_dtype_policy("float64")
+    model = build(name, size)
+    model.set_weights([w.astype(np.float64) for w in wts])
+    x, y = data(size, 64)
+    compile_keras(model, 0.01)
+    h = model.fit(x.astype(np.float64), y, batch_size=32, epochs=epochs, shuffle=False, verbose=0)
+    print(json.dumps(h.history["loss"]))
+
+
 def fit(args, name, size):
     import keras
     model = build(name, size)
     path = os.path.join(args.out, f"{name}.keras")
+    # compiled before it is saved: the file's compile_config (SGD 0.01, the
+    # loss) is what castor writes back and what Keras's load_model compiles
+    # the resumed model with, the optimizer's variables from castor's file
+    compile_keras(model, 0.01)
     model.save(path)
     x, y = data(size, 64)
     xp, yp = os.path.join(args.out, f"{name}.x.npy"), os.path.join(args.out, f"{name}.y.npy")
@@ -155,12 +190,27 @@ def fit(args, name, size):
     np.save(yp, y)
     save = os.path.join(args.out, f"{name}.trained.keras")
     ours = castor_train(args, path, xp, yp, args.epochs, 32, 0.01, save, os.path.join(args.out, f"{name}.csv"))
-    compile_keras(model, 0.01)
     h = model.fit(x, y, batch_size=32, epochs=args.epochs, shuffle=False, verbose=0)
     theirs = h.history["loss"]
-    resumed = keras.saving.load_model(save)  # castor's file: Keras loads it and resumes
+    # Keras's own next epoch, and the same from castor's file: Keras loads it,
+    # with the optimizer's state castor wrote (its iterations: the steps taken)
+    nxt = model.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0).history["loss"][0]
+    resumed = keras.saving.load_model(save)
+    steps = int(resumed.optimizer.iterations)
     r = resumed.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0).history["loss"][0]
-    return {"name": name, "size": size, "castor": ours, "keras": theirs, "resumed": r}
+    print(f"  {name}: Keras resumes castor's file at step {steps}: next epoch's loss {r:.4f} (Keras's own {nxt:.4f})",
+          flush=True)
+    row = {"name": name, "size": size, "castor": ours, "keras": theirs, "resumed": r, "steps": steps}
+    if args.f64:
+        env = dict(os.environ, JAX_ENABLE_X64="1")
+        cmd = [sys.executable, os.path.abspath(__file__), "--castor", args.castor, "--fit64", "--size", str(size),
+               "--epochs", str(args.epochs), name]
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout, check=True).stdout
+        row["f64"] = json.loads(out.strip().splitlines()[-1])
+        for who in ("castor", "keras"):
+            print(f"  {name}: {who} float32 against Keras float64: " +
+                  ", ".join(f"{abs(c - k) / abs(k) * 100:.2f}%" for c, k in zip(row[who], row["f64"])))
+    return row
 
 
 def table(rows, epochs):
@@ -173,7 +223,12 @@ def table(rows, epochs):
             continue
         cells = "".join(f" {c:.4f} / {k:.4f} ({abs(c - k) / abs(k) * 100:.2f}%) |"
                         for c, k in zip(r["castor"], r["keras"]))
-        out.append(f"| {r['name']} | {r['size']} |{cells} yes ({r['resumed']:.4f}) |")
+        ref = ""
+        if "f64" in r:  # the float64 referee: castor's and Keras's float32 distances from it
+            ref = " float64 " + " / ".join(f"{k:.4f}" for k in r["f64"]) + ": castor " + ", ".join(
+                f"{abs(c - k) / abs(k) * 100:.2f}%" for c, k in zip(r["castor"], r["f64"])) + "; Keras " + ", ".join(
+                f"{abs(c - k) / abs(k) * 100:.2f}%" for c, k in zip(r["keras"], r["f64"])) + " |"
+        out.append(f"| {r['name']} | {r['size']} |{cells} yes, at step {r['steps']} ({r['resumed']:.4f}) |{ref}")
     return "\n".join(out)
 
 
@@ -186,13 +241,19 @@ def main():
     ap.add_argument("--top", type=int, default=15, help="--grads: variables printed")
     ap.add_argument("--order", action="store_true", help="--grads: also every variable in the model's order")
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--f64", action="store_true", help="also Keras's fit under float64, the referee")
+    ap.add_argument("--fit64", action="store_true", help=argparse.SUPPRESS)  # the --f64 child
+    ap.add_argument("--size", type=int, default=0, help="input size (default: 32)")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     names = args.names or ["MobileNetV2", "EfficientNetB0"]
     rows = []
     for name in names:
-        size = ARCHS.get(name, 32)
+        size = args.size or ARCHS.get(name, 32)
+        if args.fit64:
+            fit64(name, size, args.epochs)
+            continue
         if args.grads:
             grads(args, name, size)
             continue

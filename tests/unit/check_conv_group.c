@@ -8,7 +8,8 @@
  * on the CPU's direct convolution (cg_conv.c, groups of column blocks),
  * the same chain, alone and with a fused bias and relu. Shapes across the edges of those maps: stride 2, dilation
  * 2, 'same' with odd sizes (Keras's odd pixel at the end), 1x1 and 5x5
- * kernels, channels not a multiple of 8, depthwise (one channel a group,
+ * kernels, 1x1, 2x2 and 3x3 images under 3x3 kernels (most taps in the
+ * padding), channels not a multiple of 8, depthwise (one channel a group,
  * depth multipliers 1 and 3) and groups of several channels; f32 and f16;
  * on every CPU path, on 1 and 3 threads (bit-identical), against the
  * float64 reference; the reference's gradients against finite differences
@@ -211,6 +212,17 @@ static const gconv_case cases[] = {
     {1, 4, 5, 6, 3, 3, 2, 36, 1, 1, 1, 1, false},  /* 3 groups of 12 outputs (lanes 4, 3 blocks) */
     {1, 3, 6, 4, 3, 1, 2, 128, 1, 1, 1, 1, true},  /* 2 groups of 64 outputs: 2 blocks of 32 a group */
     {1, 3, 37, 8, 1, 3, 2, 16, 1, 1, 1, 1, true},  /* 37 columns: interior tiles in a loop, edge tiles */
+    /* MobileNetV2 at 32x32 pixels: its last blocks' depthwise 3x3 run at
+     * 2x2 and 1x1 pixels, most taps in the padding (block_13 pads 2x2 to
+     * 3x3 and convolves with stride 2: 'same' stride 2 at 2x2, pads 0 and 1) */
+    {2, 1, 1, 8, 3, 3, 1, 8, 1, 1, 1, 1, true},    /* 1x1 'same': the centre tap only */
+    {2, 1, 1, 37, 3, 3, 1, 37, 2, 2, 1, 1, true},  /* 1x1 'same' stride 2 */
+    {2, 2, 2, 37, 3, 3, 1, 37, 1, 1, 1, 1, true},  /* 2x2 'same' */
+    {2, 2, 2, 8, 3, 3, 1, 8, 2, 2, 1, 1, true},    /* 2x2 'same' stride 2 */
+    {2, 3, 3, 8, 3, 3, 1, 8, 1, 1, 1, 1, true},    /* 3x3 'same' */
+    {2, 3, 3, 37, 3, 3, 1, 37, 2, 2, 1, 1, true},  /* 3x3 'same' stride 2 */
+    {2, 3, 3, 8, 3, 3, 1, 8, 1, 1, 1, 1, false},   /* 3x3 'valid': one output */
+    {2, 3, 3, 37, 3, 3, 1, 37, 2, 2, 1, 1, false}, /* 3x3 'valid' stride 2 */
 };
 
 START_TEST(test_group_conv2d_shapes) {
