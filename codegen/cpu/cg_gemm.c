@@ -326,6 +326,7 @@ static void emit_pack_a_conv(gemm_ctx *x, LLVMValueRef m) {
   else emit_conv_gather(x, x->a, add(e, x->ic, lr.iv), x->pc, x->kk, dst);
   if (g->bf16) /* the K-pair family: a 0 after the kk values (an odd kk's last pair) */
     LLVMBuildStore(B, LLVMConstInt(LLVMInt16TypeInContext(e->ctx), 0, 0), gep(e, LLVMInt16TypeInContext(e->ctx), dst, x->kk));
+  if (g->bf16 == GEMM_AMX) cg_gemm_amx_pad_row(c, dst, x->kk); /* and zero pairs up to the tile step */
   cg_loop_end(c, &lr);
 }
 

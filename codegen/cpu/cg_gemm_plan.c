@@ -77,12 +77,15 @@ static void choose_bmm(const ir_node *mm, cg_gemm *g) {
  * input channels: with 8 or 16 (K = 72, 144) vdpbf16ps's GEMM, two
  * products an instruction, is faster than the direct kernel's f32 FMAs;
  * with 1 to 4 its packing of short rows costs more than the multiplies
- * (bench/results/conv-bf16-2026-11-27-s5.md). */
+ * (bench/results/conv-bf16-2026-11-27-s5.md). The AMX family's likewise:
+ * its tiles would pad K = 9 or 27 to 32 and 8 filters to 16 columns
+ * (tests/onnx/models/cnn's first layer: 0.149 ms on the tiles, 0.020 ms
+ * float32's direct kernel, batch 16). */
 enum { CONV_DIRECT_BF16_C = 4 };
 static void choose_conv_direct(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0];
   int vw = kernel_regs[caps->gemm_kernel].vw, regs = kernel_regs[caps->gemm_kernel].regs;
-  if (g->conv.mode != GEMM_CONV_FWD || g->bf16 == GEMM_AMX || g->softmax || !cg_conv_direct_dtype(mm->srcs[0]->type.dtype) ||
+  if (g->conv.mode != GEMM_CONV_FWD || g->softmax || !cg_conv_direct_dtype(mm->srcs[0]->type.dtype) ||
       !cg_conv_direct_dtype(mm->srcs[1]->type.dtype) || g->K > KC_TARGET || g->Nc > 2 * vw ||
       (g->bf16 && g->conv.C > CONV_DIRECT_BF16_C))
     return;
@@ -204,7 +207,7 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
    * softmax wider than one 32-column panel (more C tiles than the family
    * has) goes to vdpbf16ps, which the AMX CPUs have too */
   if (caps->gemm_kernel == CG_GEMM_KERNEL_AMX_BF16 && a->type.dtype == DT_BF16 && mm->srcs[1]->type.dtype == DT_BF16 &&
-      !g->conv.mode && !g->bmm.on) {
+      (!g->conv.mode || g->conv.mode == GEMM_CONV_FWD) && !g->bmm.on) { /* a conv2d's packed rows are row-major pairs */
     bool softmax = k->n_ops > 1 && ir_op_kernel(k->ops[k->n_ops - 1]->op) == IR_KERNEL_ROWWISE;
     g->bf16 = !softmax || g->Nc <= 2 * g->vw ? GEMM_AMX : caps->avx512bf16 && caps->avx512bw ? 1 : 0;
   }

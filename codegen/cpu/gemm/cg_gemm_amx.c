@@ -101,6 +101,12 @@ static void zero_pairs(cg_kctx *c, LLVMValueRef p, int64_t stride, LLVMValueRef 
 
 /* ---- packing at run time ---- */
 
+void cg_gemm_amx_pad_row(cg_kctx *c, LLVMValueRef row, LLVMValueRef kk) {
+  cg_emitter *e = c->e;
+  LLVMValueRef kp = LLVMBuildLShr(B, add(e, kk, cg_i64(e, 1)), cg_i64(e, 1), "kp");
+  zero_pairs(c, row, 1, kp, cg_amx_pairs(e, kk));
+}
+
 void cg_gemm_amx_pack_a(cg_kctx *c, LLVMValueRef src, int64_t ld, bool a_trans, LLVMValueRef m,
                         LLVMValueRef k0, LLVMValueRef kk, LLVMValueRef dst, int64_t lda) {
   cg_emitter *e = c->e;

@@ -65,6 +65,11 @@ LLVMValueRef cg_amx_pairs(cg_emitter *e, LLVMValueRef kk);
 void cg_gemm_amx_pack_a(cg_kctx *c, LLVMValueRef src, int64_t ld, bool a_trans, LLVMValueRef m,
                         LLVMValueRef k0, LLVMValueRef kk, LLVMValueRef dst, int64_t lda);
 
+/* Zeros pairs [ceil(kk / 2), cg_amx_pairs(kk)) of a packed A row (i32
+ * pairs at row): what a conv2d's gathered row (cg_gemm.c, row-major
+ * values) needs to be a row of the tile layout. */
+void cg_gemm_amx_pad_row(cg_kctx *c, LLVMValueRef row, LLVMValueRef kk);
+
 /* Packs panels [p0, p1) (each nr columns; columns past Nc are 0) of rows
  * [k0, k0 + kk) of a bf16 B into dst, panel after panel, each padded to
  * cg_amx_pairs(kk) pair rows of zeros. src_nk: B is stored [Nc, K]. */
