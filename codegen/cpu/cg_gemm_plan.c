@@ -206,8 +206,13 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   /* AMX tiles (gemm/cg_gemm_amx.h): the same contractions; a fused row
    * softmax wider than one 32-column panel (more C tiles than the family
    * has) goes to vdpbf16ps, which the AMX CPUs have too */
+  /* (a static row count under one tile's 16 rows, a batch-1 GEMV, stays
+   * on the FMA family: the tiles would pad it to 32 rows; mnist_mlp at
+   * batch 1 took 1.2x the FMA family's time on them) */
+  int64_t static_rows = mm->type.dims[0] >= 0 ? mm->type.dims[0] * (g->conv.rows_per_item > 0 ? g->conv.rows_per_item : 1) : -1;
   if (caps->gemm_kernel == CG_GEMM_KERNEL_AMX_BF16 && a->type.dtype == DT_BF16 && mm->srcs[1]->type.dtype == DT_BF16 &&
-      (!g->conv.mode || g->conv.mode == GEMM_CONV_FWD) && !g->bmm.on) { /* a conv2d's packed rows are row-major pairs */
+      (!g->conv.mode || g->conv.mode == GEMM_CONV_FWD) && !g->bmm.on && /* a conv2d's packed rows are row-major pairs */
+      (static_rows < 0 || static_rows >= CG_AMX_ROWS)) {
     bool softmax = k->n_ops > 1 && ir_op_kernel(k->ops[k->n_ops - 1]->op) == IR_KERNEL_ROWWISE;
     g->bf16 = !softmax || g->Nc <= 2 * g->vw ? GEMM_AMX : caps->avx512bf16 && caps->avx512bw ? 1 : 0;
   }
