@@ -82,19 +82,21 @@ static void emit_rows_lines(kctx *c, int64_t rows_fixed, void (*body)(kctx *, LL
 }
 
 /* general tensors: elements [j0, j1) of the line at flat index `base`,
- * read from operand x of the concat that starts the kernel at x's flat
- * index start + j, vw at a time, then half and quarter vectors, then one
- * at a time; the chain that follows the concat as everywhere else. */
-static void emit_concat_run(kctx *c, LLVMValueRef base, const ir_node *x, LLVMValueRef start, int64_t j0, int64_t j1) {
+ * read from operand x of the concat or pad that starts the kernel at x's
+ * flat index start + j, or (x NULL) all the pad_constant's {value}; vw at
+ * a time, then half and quarter vectors, then one at a time; the chain
+ * that follows as everywhere else. */
+static void emit_run(kctx *c, LLVMValueRef base, const ir_node *x, LLVMValueRef start, int64_t j0, int64_t j1) {
   cg_emitter *e = c->e;
   const ir_node *first = c->k->ops[0];
   int64_t done = j0;
   for (int lanes = e->vw; lanes >= 1; lanes = lanes > 4 ? lanes / 2 : lanes > 1 ? 1 : 0) {
     int64_t end = lanes > 1 ? done + (j1 - done) / lanes * lanes : j1;
     if (end <= done) continue;
-    loop lj = loop_begin(c, i64c(e, done), i64c(e, end), lanes, "j");
+    loop lj = loop_begin(c, i64c(e, done), i64c(e, end), lanes, x ? "j" : "fill");
     LLVMValueRef idx = LLVMBuildAdd(B, base, lj.iv, "");
-    LLVMValueRef val = cg_emit_load(e, x->type.dtype, elem_ptr(c, x, LLVMBuildAdd(B, start, lj.iv, "")), lanes, first->name);
+    LLVMValueRef val = x ? cg_emit_load(e, x->type.dtype, elem_ptr(c, x, LLVMBuildAdd(B, start, lj.iv, "")), lanes, first->name)
+                         : cg_lane_const(e, first->srcs[0]->type.dtype, lanes, first->attr.value);
     val = cg_emit_round_to(e, val, first->type.dtype, first->name);
     val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, lj.iv, lanes, lanes);
     cg_emit_store(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
@@ -117,38 +119,17 @@ static void concat_body(kctx *c, LLVMValueRef base, int64_t last) {
     int64_t len = x->type.dims[a];
     LLVMValueRef in, start = cg_concat_run_start(c, op, s, base, &in);
     if (a == op->type.rank - 1) {
-      emit_concat_run(c, base, x, start, off, off + len);
+      emit_run(c, base, x, start, off, off + len);
     } else if (len > 0) {
       LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(e->ctx, c->fn, x->name);
       LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "concat.next");
       LLVMBuildCondBr(B, in, run, next);
       LLVMPositionBuilderAtEnd(B, run);
-      emit_concat_run(c, base, x, start, 0, last);
+      emit_run(c, base, x, start, 0, last);
       LLVMBuildBr(B, next);
       LLVMPositionBuilderAtEnd(B, next);
     }
     off += len;
-  }
-}
-
-/* general tensors: elements [j0, j1) of the line at flat index `base`
- * all the pad_constant's {value} that starts the kernel, vw at a time,
- * then half and quarter vectors, then one at a time; then the chain. */
-static void emit_fill_run(kctx *c, LLVMValueRef base, int64_t j0, int64_t j1) {
-  cg_emitter *e = c->e;
-  const ir_node *first = c->k->ops[0];
-  int64_t done = j0;
-  for (int lanes = e->vw; lanes >= 1; lanes = lanes > 4 ? lanes / 2 : lanes > 1 ? 1 : 0) {
-    int64_t end = lanes > 1 ? done + (j1 - done) / lanes * lanes : j1;
-    if (end <= done) continue;
-    loop lj = loop_begin(c, i64c(e, done), i64c(e, end), lanes, "fill");
-    LLVMValueRef idx = LLVMBuildAdd(B, base, lj.iv, "");
-    LLVMValueRef val = cg_lane_const(e, first->srcs[0]->type.dtype, lanes, first->attr.value);
-    val = cg_emit_round_to(e, val, first->type.dtype, first->name);
-    val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, lj.iv, lanes, lanes);
-    cg_emit_store(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
-    loop_end(c, &lj);
-    done = end;
   }
 }
 
@@ -162,21 +143,21 @@ static void pad_constant_body(kctx *c, LLVMValueRef base, int64_t last) {
   int64_t st = op->attr.starts.v[op->type.rank - 1], len = x->type.dims[x->type.rank - 1];
   int64_t r0 = st < last ? st : last, r1 = st + len < last ? st + len : last;
   LLVMValueRef in, start = cg_pad_constant_run_start(c, op, base, &in);
-  emit_fill_run(c, base, 0, r0);
+  emit_run(c, base, NULL, NULL, 0, r0);
   if (r1 > r0) {
     LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pad.run");
     LLVMBasicBlockRef fill = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pad.fill");
     LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "pad.next");
     LLVMBuildCondBr(B, in, run, fill);
     LLVMPositionBuilderAtEnd(B, run);
-    emit_concat_run(c, base, x, LLVMBuildSub(B, start, i64c(e, st), ""), r0, r1);
+    emit_run(c, base, x, LLVMBuildSub(B, start, i64c(e, st), ""), r0, r1);
     LLVMBuildBr(B, next);
     LLVMPositionBuilderAtEnd(B, fill);
-    emit_fill_run(c, base, r0, r1);
+    emit_run(c, base, NULL, NULL, r0, r1);
     LLVMBuildBr(B, next);
     LLVMPositionBuilderAtEnd(B, next);
   }
-  emit_fill_run(c, base, r1 > r0 ? r1 : r0, last);
+  emit_run(c, base, NULL, NULL, r1 > r0 ? r1 : r0, last);
 }
 
 static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {

@@ -138,16 +138,14 @@ static LLVMValueRef strided_slice_value(cg_kctx *c, const ir_node *op, LLVMValue
   return load_src(c, op->srcs[0], strided_slice_index(c, op, i), op->name);
 }
 
-/* pad_constant: where (c - start) is a multiple of step below the source's
- * extent, the source element; elsewhere {value}. */
-static LLVMValueRef pad_constant_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
-  cg_emitter *e = c->e;
+/* pad_constant: result coordinates [0, n) of coord to the source's, in
+ * place (0 where outside it); returns whether all n are inside (a
+ * dimension the batch is has starts 0, steps 1) */
+static LLVMValueRef pad_source_coords(cg_emitter *e, const ir_node *op, LLVMValueRef *coord, int n) {
   const ir_node *x = op->srcs[0];
-  LLVMValueRef coord[IR_MAX_RANK], inb = LLVMConstInt(e->i1, 1, 0);
-  if (op->type.rank == 0) return load_src(c, x, i, op->name);
-  unflatten(e, &op->type, i, coord);
-  for (int r = 0; r < op->type.rank; r++) {
-    if (x->type.dims[r] == IR_DIM_BATCH) continue; /* starts 0, steps 1 */
+  LLVMValueRef inb = LLVMConstInt(e->i1, 1, 0);
+  for (int r = 0; r < n; r++) {
+    if (x->type.dims[r] == IR_DIM_BATCH) continue;
     int64_t st = op->attr.starts.v[r], step = op->attr.steps.v[r];
     LLVMValueRef rel = LLVMBuildSub(B, coord[r], cg_i64(e, st), "");
     LLVMValueRef q = LLVMBuildSDiv(B, rel, cg_i64(e, step), "");
@@ -158,6 +156,18 @@ static LLVMValueRef pad_constant_value(cg_kctx *c, const ir_node *op, LLVMValueR
     inb = LLVMBuildAnd(B, inb, ok, "");
     coord[r] = LLVMBuildSelect(B, ok, q, cg_i64(e, 0), "");
   }
+  return inb;
+}
+
+/* pad_constant: where (c - start) is a multiple of step below the source's
+ * extent, the source element; elsewhere {value}. */
+static LLVMValueRef pad_constant_value(cg_kctx *c, const ir_node *op, LLVMValueRef i) {
+  cg_emitter *e = c->e;
+  const ir_node *x = op->srcs[0];
+  LLVMValueRef coord[IR_MAX_RANK];
+  if (op->type.rank == 0) return load_src(c, x, i, op->name);
+  unflatten(e, &op->type, i, coord);
+  LLVMValueRef inb = pad_source_coords(e, op, coord, op->type.rank);
   LLVMValueRef v = load_src(c, x, flatten_coords(e, &x->type, coord), x->name);
   return LLVMBuildSelect(B, inb, v, cg_lane_const(e, x->type.dtype, 1, op->attr.value), op->name);
 }
@@ -630,22 +640,10 @@ LLVMValueRef cg_pad_constant_run_start(cg_kctx *c, const ir_node *op, LLVMValueR
   cg_emitter *e = c->e;
   const ir_node *x = op->srcs[0];
   int last = op->type.rank - 1;
-  LLVMValueRef coord[IR_MAX_RANK], inb = LLVMConstInt(e->i1, 1, 0);
+  LLVMValueRef coord[IR_MAX_RANK];
   unflatten(e, &op->type, base, coord);
-  for (int r = 0; r < last; r++) { /* pad_constant_value's test, the line's coordinates but the last */
-    if (x->type.dims[r] == IR_DIM_BATCH) continue;
-    int64_t st = op->attr.starts.v[r], step = op->attr.steps.v[r];
-    LLVMValueRef rel = LLVMBuildSub(B, coord[r], cg_i64(e, st), "");
-    LLVMValueRef q = LLVMBuildSDiv(B, rel, cg_i64(e, step), "");
-    LLVMValueRef ok = LLVMBuildICmp(B, LLVMIntSGE, rel, cg_i64(e, 0), "");
-    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSLT, q, cg_i64(e, x->type.dims[r]), ""), "");
-    if (step > 1)
-      ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildSRem(B, rel, cg_i64(e, step), ""), cg_i64(e, 0), ""), "");
-    inb = LLVMBuildAnd(B, inb, ok, "");
-    coord[r] = LLVMBuildSelect(B, ok, q, cg_i64(e, 0), "");
-  }
+  *out_in = pad_source_coords(e, op, coord, last); /* the line's coordinates but the last */
   coord[last] = cg_i64(e, 0);
-  *out_in = inb;
   return flatten_coords(e, &x->type, coord);
 }
 
