@@ -18,7 +18,8 @@
  * mask operand (Keras's masking): every cell and direction forward (f32
  * and bf16; a skipped step's y is the state before it, bit for bit), by
  * finite differences and kernel against reference backward (row blocks
- * included).
+ * included). lstm_train and lstm_grad reading its gates: y's h and c and
+ * the gradient the same bits as lstm's and lstm_grad's recomputing them.
  */
 #include <check.h>
 
@@ -357,6 +358,9 @@ typedef struct grad_graph {
   int64_t gh, ny, nw, n_in[4];
 } grad_graph;
 
+/* build_grad's lstm is lstm_train when set (y then holds the gates lstm_grad reads) */
+static bool grad_reserve;
+
 static void build_grad(const rnn_case *rc, grad_graph *b) {
   memset(b, 0, sizeof *b);
   b->g = ir_graph_create("rnn_grad");
@@ -385,7 +389,8 @@ static void build_grad(const rnn_case *rc, grad_graph *b) {
                                               no_loc)
                              : NULL;
   if (mask) srcs[k++] = mask;
-  ir_node *y = ir_build_op(b->g, rc->op, "y", srcs, k, &a, no_loc);
+  bool reserve = grad_reserve && rc->op == IR_OP_LSTM;
+  ir_node *y = ir_build_op(b->g, reserve ? IR_OP_LSTM_TRAIN : rc->op, "y", srcs, k, &a, no_loc);
   ck_assert(y);
   if (mask) k--;
   srcs[k++] = y;
@@ -396,9 +401,9 @@ static void build_grad(const rnn_case *rc, grad_graph *b) {
   ck_assert_msg(gr, "%s: build", ir_op_name(grads[gates]));
   ir_graph_add_output(b->g, "y", y);
   ir_graph_add_output(b->g, "g", gr);
-  b->ny = rc->t * states * rc->h;
+  b->ny = rc->t * (states + (reserve ? gates : 0)) * rc->h;
   b->nw = rc->t * ir_rnn_grad_width(grads[gates], rc->h);
-  b->n_in[0] = rc->t * b->gh, b->n_in[1] = b->n_in[2] = rc->h, b->n_in[1 + states] = b->ny;
+  b->n_in[0] = rc->t * b->gh, b->n_in[1] = b->n_in[2] = rc->h, b->n_in[1 + states] = rc->t * states * rc->h;
 }
 
 static void unbuild_grad(grad_graph *b) {
@@ -497,8 +502,9 @@ static void check_fd(const rnn_case *rc) {
   unbuild_grad(&b);
 }
 
-/* The kernel's gradient op against the reference's (f32), on 1 and 3 threads (the same bits). */
-static void check_grad_kernel(const rnn_case *rc, int64_t batch) {
+/* The kernel's gradient op against the reference's (f32), on 1 and 3 threads (the same bits);
+ * the kernel's y and gradient to *y_out and *g_out if given (the caller frees them). */
+static void grad_kernel_run(const rnn_case *rc, int64_t batch, float **y_out, float **g_out) {
   grad_graph b;
   build_grad(rc, &b);
   int states = ir_rnn_states(rc->op), n_in = states + 2;
@@ -545,12 +551,41 @@ static void check_grad_kernel(const rnn_case *rc, int64_t batch) {
   ref_cmp worst = ref_compare_normalized(got[0][1], want[1], batch * b.nw);
   ck_assert_msg(e <= 1e-5, "%s T=%lld H=%lld: gradient's normalized error %g vs the reference (%s)", case_name(rc),
                 (long long)rc->t, (long long)rc->h, e, ref_cmp_str(&worst, msg, sizeof msg));
+  double ey = ref_normalized_error(got[0][0], want[0], batch * b.ny);
+  ck_assert_msg(ey <= 1e-5, "%s: y's normalized error %g vs the reference", case_name(rc), ey);
   ref_outputs_free(want, 2);
   for (int i = 0; i < n_in; i++) free(in[i]), free(rin[i]);
   free(rin[n_in]), free(mask);
+  if (y_out) *y_out = got[0][0], got[0][0] = NULL;
+  if (g_out) *g_out = got[0][1], got[0][1] = NULL;
   for (int th = 0; th < 2; th++) free(got[th][0]), free(got[th][1]);
   diag_sink_destroy(d);
   unbuild_grad(&b);
+}
+
+static void check_grad_kernel(const rnn_case *rc, int64_t batch) { grad_kernel_run(rc, batch, NULL, NULL); }
+
+/* lstm_train (the training step's forward: y holds the gates too) and
+ * lstm_grad reading them: h, c and the gradient the same bits as lstm's
+ * and lstm_grad's recomputing them; y's gates and the gradient against
+ * the reference (grad_kernel_run). */
+static void check_reserve(const rnn_case *rc, int64_t batch) {
+  if (rc->op != IR_OP_LSTM) return;
+  float *y[2], *g[2];
+  for (int k = 0; k < 2; k++) {
+    grad_reserve = k == 1;
+    grad_kernel_run(rc, batch, &y[k], &g[k]);
+  }
+  grad_reserve = false;
+  int64_t h = rc->h, w = ir_rnn_grad_width(IR_OP_LSTM_GRAD, h);
+  for (int64_t i = 0; i < batch * rc->t; i++)
+    ck_assert_msg(!memcmp(y[0] + i * 2 * h, y[1] + i * 6 * h, (size_t)(2 * h) * sizeof(float)),
+                  "%s T=%lld H=%lld: lstm_train's h and c differ from lstm's at row*t %lld", case_name(rc),
+                  (long long)rc->t, (long long)h, (long long)i);
+  ck_assert_msg(!memcmp(g[0], g[1], (size_t)(batch * rc->t * w) * sizeof(float)),
+                "%s T=%lld H=%lld: lstm_grad of lstm_train's y differs from lstm_grad recomputing the gates",
+                case_name(rc), (long long)rc->t, (long long)h);
+  for (int k = 0; k < 2; k++) free(y[k]), free(g[k]);
 }
 
 static void for_each_cell(void (*fn)(const rnn_case *rc, int64_t batch), int64_t t, int64_t h, int64_t batch,
@@ -591,6 +626,12 @@ START_TEST(test_grad_kernel_against_reference) {
 }
 END_TEST
 
+START_TEST(test_grad_reserve_same_bits) {
+  for_each_cell(check_reserve, 28, 16, 3, 2);
+  for_each_cell(check_reserve, 7, 40, 11, 1); /* rows in blocks, H off whole blocks of columns */
+}
+END_TEST
+
 static Suite *rnn_suite(void) {
   Suite *s = suite_create("rnn");
   TCase *tc = tcase_create("rnn");
@@ -603,6 +644,7 @@ static Suite *rnn_suite(void) {
   tcase_add_test(tc, test_bad_mask);
   tcase_add_test(tc, test_grad_finite_differences);
   tcase_add_test(tc, test_grad_kernel_against_reference);
+  tcase_add_test(tc, test_grad_reserve_same_bits);
   suite_add_tcase(s, tc);
   return s;
 }
