@@ -32,14 +32,20 @@ typedef struct rnn {
   bool reserve; /* y holds each step's activated gates (lstm_train: its forward writes them, lstm_grad reads them) */
 } rnn;
 
-/* The batch rows one pass of r serves: the block's nr x 4 vector sums
+/* The batch rows one pass of r serves: the block's nr x nv vector sums
  * stay in registers over the k loop (4 x 4 of AVX-512's 32 registers, 2 x 4
  * of AVX2's 16), the block's scratch at most RNN_BLOCK_BYTES; one row
- * where vectors are scalars (the GPU's one row per thread). */
-enum { RNN_MAX_ROWS = 4, RNN_BLOCK_BYTES = 64 << 10 };
+ * where vectors are scalars (the GPU's one row per thread). The forward
+ * first takes wide blocks, 12 rows x 2 vectors on AVX-512 (24 sums): each
+ * vector of r loaded from L2 serves 12 rows, not 4, which at batch 64 made
+ * the scan bound by r's L2 traffic (16 bytes of r per FMA at 4 rows, 5.3 at
+ * 12; MLAS's SGEMM kernel, ORT's LSTM's, takes 12 rows too); then blocks of
+ * 4, then single rows. The backward keeps 4 (its transposed product holds
+ * RNN_KB x nr sums). */
+enum { RNN_MAX_ROWS = 12, RNN_WIDE_ROWS = 12, RNN_BLOCK_BYTES = 64 << 10 };
 
-static int rnn_block_rows(const cg_emitter *e, int64_t gh) {
-  int nr = e->vw >= 16 ? 4 : e->vw >= 8 ? 2 : 1;
+static int rnn_block_rows(const cg_emitter *e, int64_t gh, bool wide) {
+  int nr = e->vw >= 16 ? (wide ? RNN_WIDE_ROWS : 4) : e->vw >= 8 ? 2 : 1;
   while (nr > 1 && (int64_t)nr * gh * 4 > RNN_BLOCK_BYTES) nr /= 2;
   return nr;
 }
@@ -128,8 +134,9 @@ static void recurrent_product(rnn *s, LLVMValueRef src, int nr, LLVMValueRef row
   int vw = e->vw > 0 ? e->vw : 1;
   CASTOR_ASSERT(nr >= 1 && nr <= RNN_MAX_ROWS);
   /* (8 vectors a block for one row, 8 independent sums, measured no faster
-   * at batch 1: r's 256 KiB per step from L2 bound it, not the latency) */
-  int nv = RNN_NV;
+   * at batch 1: r's 256 KiB per step from L2 bound it, not the latency);
+   * wide blocks of rows take 2 vectors (nr x nv sums in registers) */
+  int nv = nr > 4 ? 2 : RNN_NV;
   int64_t nb = (j1 - j0) / (nv * vw);
   if (nb > 0) product_blocks(s, src, nr, row0, t, j0, nb, nv);
   j0 += nb * nv * vw;
@@ -318,7 +325,7 @@ void cg_train_rnn(cg_kctx *c) {
   s.yw = (states == 2 ? 2 * s.h : s.h) + (s.reserve ? s.gh : 0);
   int first_state = 2;
   if (gates_n == 3) s.rb = op->srcs[first_state++];
-  int nr = rnn_block_rows(e, s.gh);
+  int nr = rnn_block_rows(e, s.gh, true), nr4 = rnn_block_rows(e, s.gh, false);
   LLVMTypeRef hty = LLVMArrayType2(e->f32, (uint64_t)(nr * s.h)), uty = LLVMArrayType2(e->f32, (uint64_t)(nr * s.gh));
   s.hs = cg_entry_alloca(c, hty, "h");
   s.u = cg_entry_alloca(c, uty, "u");
@@ -326,7 +333,8 @@ void cg_train_rnn(cg_kctx *c) {
   if (gates_n == 3 && !op->attr.reset_after) s.gs = cg_entry_alloca(c, hty, "gh");
   int64_t per = launch_rows(c, op);
   LLVMValueRef lo = LLVMBuildMul(B, c->row0, i64c(per), ""), hi = LLVMBuildMul(B, c->row1, i64c(per), "");
-  if (nr > 1) lo = scan_rows(&s, lo, hi, nr, first_state);
+  if (nr > nr4) lo = scan_rows(&s, lo, hi, nr, first_state);
+  if (nr4 > 1) lo = scan_rows(&s, lo, hi, nr4, first_state);
   scan_rows(&s, lo, hi, 1, first_state);
 }
 
@@ -728,7 +736,7 @@ void cg_train_rnn_grad(cg_kctx *c) {
   s->yw = b.y->type.rank == 4 ? b.y->type.dims[2] * s->h : s->h;
   s->reserve = states == 2 && b.y->type.dims[2] == 2 + gates;
   b.w = ir_rnn_grad_width(op->op, s->h);
-  int nr = rnn_block_rows(e, 2 * s->gh);
+  int nr = rnn_block_rows(e, 2 * s->gh, false);
   LLVMTypeRef hty = LLVMArrayType2(e->f32, (uint64_t)(nr * s->h)), uty = LLVMArrayType2(e->f32, (uint64_t)(nr * s->gh));
   s->hs = cg_entry_alloca(c, hty, "h.prev");
   s->u = cg_entry_alloca(c, uty, "u");

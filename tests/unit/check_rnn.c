@@ -235,7 +235,9 @@ END_TEST
  * AVX-512's 16 lanes, 2 with AVX2's 8) and the rows left over: 11 rows on
  * 1 thread (blocks and a remainder) and 3 (tiles of 3-4 rows), the units'
  * gates in whole vectors and a scalar tail (H = 40), on the host and on
- * x86-64-v3 where the host runs it. */
+ * x86-64-v3 where the host runs it; 29 rows on the host (AVX-512: the
+ * forward's wide blocks of 12 rows, then 4, then 1; on 3 threads no wide
+ * block: the same bits). */
 START_TEST(test_cells_row_blocks) {
   static const ir_op ops[] = {IR_OP_SIMPLE_RNN, IR_OP_GRU, IR_OP_LSTM};
   static const char *cpus[] = {NULL, "x86-64-v3"};
@@ -246,8 +248,10 @@ START_TEST(test_cells_row_blocks) {
       for (int ra = 0; ra < (ops[o] == IR_OP_GRU ? 2 : 1); ra++) {
         rnn_case rc = {ops[o], 9, 12, 40, ra ? 1 : 0, ra, DT_F32, 0, false};
         check_case(&rc, 11);
+        if (!cpus[ci]) check_case(&rc, 29);
         rc.masked = true;
         check_case(&rc, 11);
+        if (!cpus[ci]) check_case(&rc, 29);
       }
   }
   case_cpu = NULL;
