@@ -320,6 +320,48 @@ START_TEST(test_bad_shapes) {
 }
 END_TEST
 
+/* lstm_train's result [N,T,6,H]; lstm_grad takes lstm's or lstm_train's y,
+ * and refuses any other width of y, and a dy of lstm_train's width (dy is
+ * always of lstm's result type): the type rule's messages, exactly. */
+START_TEST(test_reserve_types) {
+  ir_graph *g = ir_graph_create("reserve");
+  ir_type xt = {DT_F32, 3, {IR_DIM_BATCH, 5, 32}}, rt = {DT_F32, 2, {8, 32}}, ht = {DT_F32, 2, {IR_DIM_BATCH, 8}};
+  ir_node *srcs[6] = {ir_build_input(g, "xp", &xt, 0, no_loc), ir_build_input(g, "r", &rt, 1, no_loc),
+                      ir_build_input(g, "h0", &ht, 2, no_loc), ir_build_input(g, "c0", &ht, 3, no_loc)};
+  ir_type out;
+  char err[256] = "";
+  ck_assert_msg(ir_infer_type(IR_OP_LSTM_TRAIN, srcs, 4, &(ir_attr){0}, &out, err, sizeof err), "%s", err);
+  ck_assert(out.rank == 4 && out.dims[0] == IR_DIM_BATCH && out.dims[1] == 5 && out.dims[2] == 6 && out.dims[3] == 8);
+  static const struct {
+    int64_t y2, dy2;
+    const char *want; /* NULL: accepted */
+  } cases[] = {
+      {2, 2, NULL},
+      {6, 2, NULL},
+      {3, 2, "lstm_grad y must be f32[N,5,2,8] (lstm's result), got f32[N,5,3,8]"},
+      {6, 6, "lstm_grad dy must be f32[N,5,2,8] (lstm's result), got f32[N,5,6,8]"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    ir_type yt = {DT_F32, 4, {IR_DIM_BATCH, 5, cases[i].y2, 8}}, dyt = {DT_F32, 4, {IR_DIM_BATCH, 5, cases[i].dy2, 8}};
+    char yn[16], dyn[16];
+    snprintf(yn, sizeof yn, "y%zu", i), snprintf(dyn, sizeof dyn, "dy%zu", i);
+    srcs[4] = ir_build_input(g, yn, &yt, 4 + 2 * (int)i, no_loc);
+    srcs[5] = ir_build_input(g, dyn, &dyt, 5 + 2 * (int)i, no_loc);
+    ck_assert(srcs[4] && srcs[5]);
+    err[0] = 0;
+    bool ok = ir_infer_type(IR_OP_LSTM_GRAD, srcs, 6, &(ir_attr){0}, &out, err, sizeof err);
+    if (!cases[i].want) {
+      ck_assert_msg(ok, "case %zu: %s", i, err);
+      ck_assert(out.rank == 3 && out.dims[2] == ir_rnn_grad_width(IR_OP_LSTM_GRAD, 8));
+    } else {
+      ck_assert_msg(!ok, "case %zu: accepted", i);
+      ck_assert_str_eq(err, cases[i].want);
+    }
+  }
+  ir_graph_destroy(g);
+}
+END_TEST
+
 /* A mask that does not fit xp's batch and time, or is not i1: the type rule's message, exactly. */
 START_TEST(test_bad_mask) {
   static const struct {
@@ -646,6 +688,7 @@ static Suite *rnn_suite(void) {
   tcase_add_test(tc, test_compile_independent_of_length);
   tcase_add_test(tc, test_bad_shapes);
   tcase_add_test(tc, test_bad_mask);
+  tcase_add_test(tc, test_reserve_types);
   tcase_add_test(tc, test_grad_finite_differences);
   tcase_add_test(tc, test_grad_kernel_against_reference);
   tcase_add_test(tc, test_grad_reserve_same_bits);
