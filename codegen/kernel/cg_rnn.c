@@ -29,7 +29,8 @@ typedef struct rnn {
    * (row b's at b H, b G*H) */
   LLVMValueRef hs, cs, u, gs;
   int64_t yw;   /* y's floats per step: H, lstm 2H, lstm_train 6H (h, c, then the gates) */
-  bool reserve; /* y holds each step's activated gates (lstm_train: its forward writes them, lstm_grad reads them) */
+  bool reserve; /* y holds each step's activated gates (lstm_train: its forward writes them, lstm_grad reads them;
+                 * an f32 simple_rnn's y is its tanh(u)) */
 } rnn;
 
 /* The batch rows one pass of r serves: the block's nr x nv vector sums
@@ -342,8 +343,9 @@ void cg_train_rnn(cg_kctx *c) {
  * (ir_ops.def gives the result's layout). Per batch row the steps run in
  * the reverse of the forward's order; each reloads the state before it
  * (y's at the previous step, or the initial state), recomputes its gates
- * as step() does (lstm_grad of lstm_train's y: reads them from y, with no
- * recurrent product), and carries dh (and dc) back in f32 scratch. ---- */
+ * as step() does (lstm_grad of lstm_train's y, and an f32 simple_rnn_grad,
+ * whose y's h_t is tanh(u): reads them from y, with no recurrent product),
+ * and carries dh (and dc) back in f32 scratch. ---- */
 
 typedef struct rnn_bwd {
   rnn f;                  /* the forward's view: xp, r, rb, sizes, scratch hs (h_{t-1}), cs (c_{t-1}), u, gs */
@@ -588,7 +590,9 @@ static void bwd_units(rnn_bwd *b, LLVMValueRef row, const bwd_time *w, LLVMValue
     if (!gru_before) SETDUV(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dpre, UV(2), ""), dsigm(e, g), ""));
     stv(s, b->dn, j, or_skip(e, keep, LLVMBuildFMul(B, dht, z, ""), dht));
   } else {
-    SETDUV(0, LLVMBuildFMul(B, dht, one_minus_sq(e, tanh_(e, UV(0))), ""));
+    /* f32: y's h_t is tanh(u) itself (a masked step's du is 0 whatever it holds) */
+    LLVMValueRef ht = s->reserve ? y_lanes(b, b->y, row, yt, 0, j, lanes) : tanh_(e, UV(0));
+    SETDUV(0, LLVMBuildFMul(B, dht, one_minus_sq(e, ht), ""));
   }
   if (keep && !gru) stv(s, b->dn, j, or_skip(e, keep, zero, dht)); /* du r^T adds 0 where skipped */
 #undef UV
@@ -735,6 +739,9 @@ void cg_train_rnn_grad(cg_kctx *c) {
   /* lstm_grad of lstm_train's y: the gates after h and c, no recurrent product of the forward again */
   s->yw = b.y->type.rank == 4 ? b.y->type.dims[2] * s->h : s->h;
   s->reserve = states == 2 && b.y->type.dims[2] == 2 + gates;
+  /* simple_rnn in f32: y's h_t is the step's tanh(u) bit for bit (no rounding), so it serves as lstm_train's
+   * gates do; a 16-bit y is rounded, and its gradient recomputes tanh(u) in f32 */
+  if (gates == 1 && op->type.dtype == DT_F32 && b.y->type.dtype == DT_F32) s->reserve = true;
   b.w = ir_rnn_grad_width(op->op, s->h);
   int nr = rnn_block_rows(e, 2 * s->gh, false);
   LLVMTypeRef hty = LLVMArrayType2(e->f32, (uint64_t)(nr * s->h)), uty = LLVMArrayType2(e->f32, (uint64_t)(nr * s->gh));
