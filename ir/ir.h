@@ -431,6 +431,8 @@ int ir_rnn_states(ir_op op);
 /* The forward op of a recurrent gradient op (lstm of lstm_grad), or IR_OP_COUNT; the gates and
  * states of a gradient op are its forward op's. */
 ir_op ir_rnn_forward(ir_op op);
+/* Whether a recurrent op's result holds each step's activated gates after its states (lstm_train). */
+bool ir_rnn_reserve(ir_op op);
 /* The width of a recurrent gradient op's result per step: dxp [G*H], du [G*H], p1 [H], p2 [H]. */
 int64_t ir_rnn_grad_width(ir_op op, int64_t h);
 /* The operands of a recurrent op (forward or gradient) before its optional

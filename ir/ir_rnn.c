@@ -12,10 +12,14 @@
  * [N,T] (Keras's: false skips the step). The result is every step's
  * state: [N,T,H] (lstm [N,T,2,H]: h then c), in xp's dtype.
  *
+ * lstm_train, lstm with a reserve, is lstm's rule with [N,T,6,H]: h, c,
+ * then the step's four activated gates.
+ *
  * Their gradient ops (IR_TYPE_RNN_GRAD: simple_rnn_grad, gru_grad,
  * lstm_grad) take the forward op's operands but its mask, then its result
- * y and dy of y's type, then the forward's mask if it has one; the result
- * is [N,T,2*G*H + 2*H] (ir_ops.def's layout).
+ * y (lstm_grad: lstm's or lstm_train's) and dy of lstm's result type, then
+ * the forward's mask if it has one; the result is [N,T,2*G*H + 2*H]
+ * (ir_ops.def's layout).
  */
 #include <stdio.h>
 
@@ -34,8 +38,9 @@ static const char *dim_text(int64_t v) {
  * every op (an op not listed is not recurrent: 0). */
 static const struct {
   int gates, states;
-  bool has_rb; /* a recurrent bias operand after r */
-  ir_op fwd;   /* a gradient op's forward op (0 for a forward op) */
+  bool has_rb;  /* a recurrent bias operand after r */
+  ir_op fwd;    /* a gradient op's forward op (0 for a forward op) */
+  bool reserve; /* the result also holds each step's activated gates (lstm_train) */
 } rnn_ops[IR_OP_COUNT] = {
     [IR_OP_SIMPLE_RNN] = {1, 1, false, 0},
     [IR_OP_GRU] = {3, 1, true, 0},
@@ -43,6 +48,7 @@ static const struct {
     [IR_OP_SIMPLE_RNN_GRAD] = {1, 1, false, IR_OP_SIMPLE_RNN},
     [IR_OP_GRU_GRAD] = {3, 1, true, IR_OP_GRU},
     [IR_OP_LSTM_GRAD] = {4, 2, false, IR_OP_LSTM},
+    [IR_OP_LSTM_TRAIN] = {4, 2, false, 0, true},
 };
 
 int ir_rnn_gates(ir_op op) { return op >= 0 && op < IR_OP_COUNT ? rnn_ops[op].gates : 0; }
@@ -52,6 +58,8 @@ int ir_rnn_states(ir_op op) { return op >= 0 && op < IR_OP_COUNT ? rnn_ops[op].s
 ir_op ir_rnn_forward(ir_op op) {
   return op >= 0 && op < IR_OP_COUNT && rnn_ops[op].fwd ? rnn_ops[op].fwd : IR_OP_COUNT;
 }
+
+bool ir_rnn_reserve(ir_op op) { return op >= 0 && op < IR_OP_COUNT && rnn_ops[op].reserve; }
 
 int64_t ir_rnn_grad_width(ir_op op, int64_t h) { return 2 * (int64_t)ir_rnn_gates(op) * h + 2 * h; }
 
@@ -137,7 +145,7 @@ bool ir_infer_rnn(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr *att
   *out = *xp;
   if (rnn_ops[op].states == 2) {
     out->rank = 4;
-    out->dims[2] = 2;
+    out->dims[2] = 2 + (rnn_ops[op].reserve ? gates : 0);
     out->dims[3] = h;
   } else {
     out->dims[2] = h;
@@ -158,10 +166,13 @@ bool ir_infer_rnn_grad(ir_op op, ir_node *const *srcs, int n_srcs, const ir_attr
   char sa[96], sb[96];
   shape_of(&y, sa, sizeof sa);
   if (!check_mask(op, srcs, n_srcs, n_fwd + 2, err, errlen)) return false;
+  /* y may be the training forward's (lstm_train: the gates after h and c) */
+  ir_type yr = y;
+  if (fwd == IR_OP_LSTM) yr.dims[2] += ir_rnn_gates(fwd);
   for (int k = n_fwd; k < n_fwd + 2; k++) {
     const ir_type *t = &srcs[k]->type;
-    bool same = t->dtype == y.dtype && t->rank == y.rank;
-    for (int r = 0; same && r < y.rank; r++) same = t->dims[r] == y.dims[r];
+    bool same = t->dtype == y.dtype && t->rank == y.rank, reserve = k == n_fwd && fwd == IR_OP_LSTM;
+    for (int r = 0; same && r < y.rank; r++) same = t->dims[r] == y.dims[r] || (reserve && t->dims[r] == yr.dims[r]);
     if (!same) {
       shape_of(t, sb, sizeof sb);
       return FAIL("%s %s must be %s (%s's result), got %s", ir_op_name(op), k == n_fwd ? "y" : "dy", sa,

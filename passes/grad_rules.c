@@ -275,7 +275,43 @@ static bool batch_matmul_backward(grad_state *s, ir_node *n, ir_node *dy) {
  * p1 for the z and r blocks, p2 = g h for h's), summed over every row in
  * order; drb = sum_to(du). The initial states get no gradient: a state that
  * depends on a variable is refused. A mask goes to the gradient op as its
- * last operand (ir_ops.def). */
+ * last operand (ir_ops.def). An f32 lstm becomes lstm_train where it can
+ * (lstm_reserve, below). */
+/* Whether lstm's result n feeds only slices of its h and c (dimension 2 in
+ * [0, 2), counted from the start) and is no output: then widening it to
+ * lstm_train's [N,T,6,H] changes no user's value or type. */
+static bool lstm_only_sliced(const ir_graph *g, const ir_node *n) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].value == n) return false;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *u = g->nodes[i];
+    for (int k = 0; k < u->n_srcs; k++) {
+      if (u->srcs[k] != n) continue;
+      const ir_attr *a = &u->attr;
+      if (u->op != IR_OP_STRIDED_SLICE || a->starts.n != 4 || a->ends.n != 4 || a->starts.v[2] < 0 ||
+          a->ends.v[2] < 1 || a->ends.v[2] > 2)
+        return false;
+    }
+  }
+  return true;
+}
+
+/* An f32 lstm whose result only its slices of h and c read becomes
+ * lstm_train: the forward also writes each step's activated gates, and
+ * lstm_grad reads them instead of recomputing h_{t-1} r (the same values,
+ * so the same gradients bit for bit). Its users' gradients (pads of dy to
+ * lstm's [N,T,2,H]) are built already: this rule runs after theirs. A 16-bit
+ * lstm keeps recomputing them in f32 (its y is 16-bit). */
+static void lstm_reserve(grad_state *s, ir_node *n) {
+  if (n->op != IR_OP_LSTM || n->type.dtype != DT_F32 || !lstm_only_sliced(s->g, n)) return;
+  ir_type t;
+  char err[256];
+  bool ok = ir_infer_type(IR_OP_LSTM_TRAIN, n->srcs, n->n_srcs, &n->attr, &t, err, sizeof err);
+  CASTOR_ASSERT(ok);
+  n->op = IR_OP_LSTM_TRAIN;
+  n->type = t;
+}
+
 static bool rnn_backward(grad_state *s, ir_node *n, ir_node *dy) {
   int gates = ir_rnn_gates(n->op), states = ir_rnn_states(n->op), k = gates == 3 ? 3 : 2;
   for (int i = k; i < k + states; i++)
@@ -284,6 +320,7 @@ static bool rnn_backward(grad_state *s, ir_node *n, ir_node *dy) {
                   "%%%s: its initial state %%%s depends on a weight; castor's backpropagation through time gives "
                   "no gradient to initial states", n->name, n->srcs[i]->name);
   static const ir_op grad_of[] = {[1] = IR_OP_SIMPLE_RNN_GRAD, [3] = IR_OP_GRU_GRAD, [4] = IR_OP_LSTM_GRAD};
+  lstm_reserve(s, n);
   ir_node *srcs[IR_MAX_SRCS];
   int ns = 0, n_fwd = ir_rnn_n_operands(n->op);
   for (int i = 0; i < n_fwd; i++) srcs[ns++] = n->srcs[i];
@@ -580,6 +617,7 @@ bool grad_backward(grad_state *s, ir_node *n) {
   case IR_OP_SIMPLE_RNN_GRAD:
   case IR_OP_GRU_GRAD:
   case IR_OP_LSTM_GRAD:
+  case IR_OP_LSTM_TRAIN:
     return grad_fail(s, DIAG_KIND_INVALID_MODEL, n->loc, "%s (%%%s) is part of a training program already: grad runs on a model",
                 ir_op_name(n->op), n->name);
   /* integers and booleans: piecewise constant, so no gradient flows to

@@ -28,16 +28,25 @@ typedef struct rnn {
   /* f32 scratch, per row of a block: h [H], c [H], u [G*H], g*h [H]
    * (row b's at b H, b G*H) */
   LLVMValueRef hs, cs, u, gs;
+  int64_t yw;   /* y's floats per step: H, lstm 2H, lstm_train 6H (h, c, then the gates) */
+  bool reserve; /* y holds each step's activated gates (lstm_train: its forward writes them, lstm_grad reads them;
+                 * an f32 simple_rnn's y is its tanh(u)) */
 } rnn;
 
-/* The batch rows one pass of r serves: the block's nr x 4 vector sums
+/* The batch rows one pass of r serves: the block's nr x nv vector sums
  * stay in registers over the k loop (4 x 4 of AVX-512's 32 registers, 2 x 4
  * of AVX2's 16), the block's scratch at most RNN_BLOCK_BYTES; one row
- * where vectors are scalars (the GPU's one row per thread). */
-enum { RNN_MAX_ROWS = 4, RNN_BLOCK_BYTES = 64 << 10 };
+ * where vectors are scalars (the GPU's one row per thread). The forward
+ * first takes wide blocks, 12 rows x 2 vectors on AVX-512 (24 sums): each
+ * vector of r loaded from L2 serves 12 rows, not 4, which at batch 64 made
+ * the scan bound by r's L2 traffic (16 bytes of r per FMA at 4 rows, 5.3 at
+ * 12; MLAS's SGEMM kernel, ORT's LSTM's, takes 12 rows too); then blocks of
+ * 4, then single rows. The backward keeps 4 (its transposed product holds
+ * RNN_KB x nr sums). */
+enum { RNN_MAX_ROWS = 12, RNN_WIDE_ROWS = 12, RNN_BLOCK_BYTES = 64 << 10 };
 
-static int rnn_block_rows(const cg_emitter *e, int64_t gh) {
-  int nr = e->vw >= 16 ? 4 : e->vw >= 8 ? 2 : 1;
+static int rnn_block_rows(const cg_emitter *e, int64_t gh, bool wide) {
+  int nr = e->vw >= 16 ? (wide ? RNN_WIDE_ROWS : 4) : e->vw >= 8 ? 2 : 1;
   while (nr > 1 && (int64_t)nr * gh * 4 > RNN_BLOCK_BYTES) nr /= 2;
   return nr;
 }
@@ -126,8 +135,9 @@ static void recurrent_product(rnn *s, LLVMValueRef src, int nr, LLVMValueRef row
   int vw = e->vw > 0 ? e->vw : 1;
   CASTOR_ASSERT(nr >= 1 && nr <= RNN_MAX_ROWS);
   /* (8 vectors a block for one row, 8 independent sums, measured no faster
-   * at batch 1: r's 256 KiB per step from L2 bound it, not the latency) */
-  int nv = RNN_NV;
+   * at batch 1: r's 256 KiB per step from L2 bound it, not the latency);
+   * wide blocks of rows take 2 vectors (nr x nv sums in registers) */
+  int nv = nr > 4 ? 2 : RNN_NV;
   int64_t nb = (j1 - j0) / (nv * vw);
   if (nb > 0) product_blocks(s, src, nr, row0, t, j0, nb, nv);
   j0 += nb * nv * vw;
@@ -214,7 +224,7 @@ static void gates(rnn *s, LLVMValueRef row, LLVMValueRef t, LLVMValueRef yt, int
   LLVMValueRef xbase = xp_base(s, row, t), one = cg_const(e, vec(e, lanes), 1.0);
   bool gru = s->rb != NULL, gru_before = gru && !op->attr.reset_after;
   LLVMValueRef ybase = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(s->t), ""), yt, ""),
-                                    i64c(s->cs ? 2 * h : h), "y.base");
+                                    i64c(s->yw), "y.base");
   LLVMValueRef keep = taken(s, row, t);
   cg_loop lj = cg_loop_begin(c, i64c(j0), i64c(j1), lanes, "gate");
   LLVMValueRef j = lj.iv, hn, cn = NULL;
@@ -225,6 +235,10 @@ static void gates(rnn *s, LLVMValueRef row, LLVMValueRef t, LLVMValueRef yt, int
     cn = cg_emit_round_to(
         e, LLVMBuildFAdd(B, LLVMBuildFMul(B, fg, ldv(s, s->cs, j, lanes), ""), LLVMBuildFMul(B, ig, cc, ""), ""), dt, "c");
     hn = LLVMBuildFMul(B, og, tanh_(e, cn), "");
+    if (s->reserve) { /* lstm_train: the gates after h and c, for lstm_grad */
+      LLVMValueRef gv[4] = {ig, fg, cc, og};
+      for (int g = 0; g < 4; g++) store_f(c, op, LLVMBuildAdd(B, ybase, LLVMBuildAdd(B, j, i64c((2 + g) * h), ""), ""), gv[g], lanes);
+    }
   } else if (gru) { /* z, r, h */
     LLVMValueRef z = sigm(e, LLVMBuildFAdd(B, XP(0), U(0), ""));
     LLVMValueRef pre = gru_before ? U(2) : LLVMBuildFMul(B, sigm(e, LLVMBuildFAdd(B, XP(1), U(1), "")), U(2), "");
@@ -304,13 +318,15 @@ void cg_train_rnn(cg_kctx *c) {
   const ir_node *op = op_of(c);
   int gates_n = ir_rnn_gates(op->op), states = ir_rnn_states(op->op);
   CASTOR_ASSERT(gates_n > 0);
-  rnn s = {c, op, op->srcs[0], op->srcs[1], NULL, ir_rnn_mask(op), 0, 0, 0, NULL, NULL, NULL, NULL};
+  rnn s = {c, op, op->srcs[0], op->srcs[1], NULL, ir_rnn_mask(op), 0, 0, 0, NULL, NULL, NULL, NULL, 0, false};
   s.h = s.r->type.dims[0];
   s.gh = s.r->type.dims[1];
   s.t = s.xp->type.dims[1];
+  s.reserve = ir_rnn_reserve(op->op);
+  s.yw = (states == 2 ? 2 * s.h : s.h) + (s.reserve ? s.gh : 0);
   int first_state = 2;
   if (gates_n == 3) s.rb = op->srcs[first_state++];
-  int nr = rnn_block_rows(e, s.gh);
+  int nr = rnn_block_rows(e, s.gh, true), nr4 = rnn_block_rows(e, s.gh, false);
   LLVMTypeRef hty = LLVMArrayType2(e->f32, (uint64_t)(nr * s.h)), uty = LLVMArrayType2(e->f32, (uint64_t)(nr * s.gh));
   s.hs = cg_entry_alloca(c, hty, "h");
   s.u = cg_entry_alloca(c, uty, "u");
@@ -318,7 +334,8 @@ void cg_train_rnn(cg_kctx *c) {
   if (gates_n == 3 && !op->attr.reset_after) s.gs = cg_entry_alloca(c, hty, "gh");
   int64_t per = launch_rows(c, op);
   LLVMValueRef lo = LLVMBuildMul(B, c->row0, i64c(per), ""), hi = LLVMBuildMul(B, c->row1, i64c(per), "");
-  if (nr > 1) lo = scan_rows(&s, lo, hi, nr, first_state);
+  if (nr > nr4) lo = scan_rows(&s, lo, hi, nr, first_state);
+  if (nr4 > 1) lo = scan_rows(&s, lo, hi, nr4, first_state);
   scan_rows(&s, lo, hi, 1, first_state);
 }
 
@@ -326,7 +343,9 @@ void cg_train_rnn(cg_kctx *c) {
  * (ir_ops.def gives the result's layout). Per batch row the steps run in
  * the reverse of the forward's order; each reloads the state before it
  * (y's at the previous step, or the initial state), recomputes its gates
- * as step() does, and carries dh (and dc) back in f32 scratch. ---- */
+ * as step() does (lstm_grad of lstm_train's y, and an f32 simple_rnn_grad,
+ * whose y's h_t is tanh(u): reads them from y, with no recurrent product),
+ * and carries dh (and dc) back in f32 scratch. ---- */
 
 typedef struct rnn_bwd {
   rnn f;                  /* the forward's view: xp, r, rb, sizes, scratch hs (h_{t-1}), cs (c_{t-1}), u, gs */
@@ -335,12 +354,13 @@ typedef struct rnn_bwd {
   LLVMValueRef dh, dc, du, dn; /* f32 scratch: dh [H], dc [H], du [G*H], the next dh [H] */
 } rnn_bwd;
 
-/* y[row, yt, which, j ..] (which: 0 h, 1 c; lstm's y is [N,T,2,H]), `lanes` of them */
+/* y[row, yt, which, j ..] (which: 0 h, 1 c, lstm_train's 2 + g the gate g; lstm's y is [N,T,2,H],
+ * lstm_train's [N,T,6,H]), `lanes` of them */
 static LLVMValueRef y_lanes(rnn_bwd *b, const ir_node *y, LLVMValueRef row, LLVMValueRef yt, int which, LLVMValueRef j,
                             int lanes) {
   cg_kctx *c = b->f.c;
   cg_emitter *e = c->e;
-  int64_t per = b->f.cs ? 2 * b->f.h : b->f.h;
+  int64_t per = y->type.rank == 4 ? y->type.dims[2] * b->f.h : b->f.h; /* dy: lstm's width, y: maybe lstm_train's */
   LLVMValueRef base = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(b->f.t), ""), yt, ""), i64c(per), "");
   return load_f(c, y, LLVMBuildAdd(B, base, LLVMBuildAdd(B, j, i64c(which * b->f.h), ""), ""), lanes);
 }
@@ -539,7 +559,14 @@ static void bwd_units(rnn_bwd *b, LLVMValueRef row, const bwd_time *w, LLVMValue
 #define SETDUV(g, v) stv(s, b->du, LLVMBuildAdd(B, j, i64c((g) * h), ""), or_skip(e, keep, (v), zero))
   LLVMValueRef dht = LLVMBuildFAdd(B, ldv(s, b->dh, j, lanes), y_lanes(b, b->dy, row, yt, 0, j, lanes), "dh.t");
   if (s->cs) { /* lstm: i, f, c, o */
-    LLVMValueRef ig = sigm(e, UV(0)), fg = sigm(e, UV(1)), cc = tanh_(e, UV(2)), og = sigm(e, UV(3));
+    /* the forward's gates: lstm_train's y holds them, else from u as step() computes them (the same bits) */
+    LLVMValueRef ig, fg, cc, og;
+    if (s->reserve) {
+      ig = y_lanes(b, b->y, row, yt, 2, j, lanes), fg = y_lanes(b, b->y, row, yt, 3, j, lanes);
+      cc = y_lanes(b, b->y, row, yt, 4, j, lanes), og = y_lanes(b, b->y, row, yt, 5, j, lanes);
+    } else {
+      ig = sigm(e, UV(0)), fg = sigm(e, UV(1)), cc = tanh_(e, UV(2)), og = sigm(e, UV(3));
+    }
     LLVMValueRef tc = tanh_(e, y_lanes(b, b->y, row, yt, 1, j, lanes));
     LLVMValueRef dcy = LLVMBuildFAdd(B, ldv(s, b->dc, j, lanes), y_lanes(b, b->dy, row, yt, 1, j, lanes), "");
     LLVMValueRef dct = LLVMBuildFAdd(B, dcy, LLVMBuildFMul(B, LLVMBuildFMul(B, dht, og, ""), one_minus_sq(e, tc), ""), "dc.t");
@@ -563,7 +590,9 @@ static void bwd_units(rnn_bwd *b, LLVMValueRef row, const bwd_time *w, LLVMValue
     if (!gru_before) SETDUV(1, LLVMBuildFMul(B, LLVMBuildFMul(B, dpre, UV(2), ""), dsigm(e, g), ""));
     stv(s, b->dn, j, or_skip(e, keep, LLVMBuildFMul(B, dht, z, ""), dht));
   } else {
-    SETDUV(0, LLVMBuildFMul(B, dht, one_minus_sq(e, tanh_(e, UV(0))), ""));
+    /* f32: y's h_t is tanh(u) itself (a masked step's du is 0 whatever it holds) */
+    LLVMValueRef ht = s->reserve ? y_lanes(b, b->y, row, yt, 0, j, lanes) : tanh_(e, UV(0));
+    SETDUV(0, LLVMBuildFMul(B, dht, one_minus_sq(e, ht), ""));
   }
   if (keep && !gru) stv(s, b->dn, j, or_skip(e, keep, zero, dht)); /* du r^T adds 0 where skipped */
 #undef UV
@@ -647,7 +676,7 @@ static void bwd_step(rnn_bwd *b, LLVMValueRef row0, int nr, LLVMValueRef step) {
   rnn_bwd v1 = bwd_view(b, l1.iv);
   bwd_prev(&v1, LLVMBuildAdd(B, row0, l1.iv, "row"), &w);
   cg_loop_end(c, &l1);
-  recurrent_product(s, s->hs, nr, row0, w.t, 0, gru_before ? 2 * h : s->gh);
+  if (!s->reserve) recurrent_product(s, s->hs, nr, row0, w.t, 0, gru_before ? 2 * h : s->gh);
   if (gru_before) {
     cg_loop l2 = cg_loop_begin(c, i64c(0), i64c(nr), 1, "blk.gh");
     rnn_bwd v2 = bwd_view(b, l2.iv);
@@ -695,7 +724,7 @@ void cg_train_rnn_grad(cg_kctx *c) {
   const ir_node *op = op_of(c);
   int gates = ir_rnn_gates(op->op), states = ir_rnn_states(op->op);
   CASTOR_ASSERT(ir_rnn_forward(op->op) != IR_OP_COUNT);
-  rnn_bwd b = {{c, op, op->srcs[0], op->srcs[1], NULL, ir_rnn_mask(op), 0, 0, 0, NULL, NULL, NULL, NULL}, NULL, NULL,
+  rnn_bwd b = {{c, op, op->srcs[0], op->srcs[1], NULL, ir_rnn_mask(op), 0, 0, 0, NULL, NULL, NULL, NULL, 0, false}, NULL, NULL,
                NULL, NULL, 0, NULL, NULL, NULL, NULL};
   rnn *s = &b.f;
   s->h = s->r->type.dims[0];
@@ -707,8 +736,14 @@ void cg_train_rnn_grad(cg_kctx *c) {
   if (states == 2) b.c0 = op->srcs[k++];
   b.y = op->srcs[k++];
   b.dy = op->srcs[k++];
+  /* lstm_grad of lstm_train's y: the gates after h and c, no recurrent product of the forward again */
+  s->yw = b.y->type.rank == 4 ? b.y->type.dims[2] * s->h : s->h;
+  s->reserve = states == 2 && b.y->type.dims[2] == 2 + gates;
+  /* simple_rnn in f32: y's h_t is the step's tanh(u) bit for bit (no rounding), so it serves as lstm_train's
+   * gates do; a 16-bit y is rounded, and its gradient recomputes tanh(u) in f32 */
+  if (gates == 1 && op->type.dtype == DT_F32 && b.y->type.dtype == DT_F32) s->reserve = true;
   b.w = ir_rnn_grad_width(op->op, s->h);
-  int nr = rnn_block_rows(e, 2 * s->gh);
+  int nr = rnn_block_rows(e, 2 * s->gh, false);
   LLVMTypeRef hty = LLVMArrayType2(e->f32, (uint64_t)(nr * s->h)), uty = LLVMArrayType2(e->f32, (uint64_t)(nr * s->gh));
   s->hs = cg_entry_alloca(c, hty, "h.prev");
   s->u = cg_entry_alloca(c, uty, "u");

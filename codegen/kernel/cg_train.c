@@ -56,6 +56,7 @@ static const train_formula train_formulas[IR_OP_COUNT] = {
     [IR_OP_SIMPLE_RNN] = cg_train_rnn,
     [IR_OP_GRU] = cg_train_rnn,
     [IR_OP_LSTM] = cg_train_rnn,
+    [IR_OP_LSTM_TRAIN] = cg_train_rnn,
     [IR_OP_SIMPLE_RNN_GRAD] = cg_train_rnn_grad,
     [IR_OP_GRU_GRAD] = cg_train_rnn_grad,
     [IR_OP_LSTM_GRAD] = cg_train_rnn_grad,

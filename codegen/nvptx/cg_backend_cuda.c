@@ -34,6 +34,7 @@ static const char *const cuda_exceptions[IR_OP_COUNT] = {
     [IR_OP_SIMPLE_RNN_GRAD] = "the recurrent scan has no checked NVPTX kernel yet (issue 39)",
     [IR_OP_GRU_GRAD] = "the recurrent scan has no checked NVPTX kernel yet (issue 39)",
     [IR_OP_LSTM_GRAD] = "the recurrent scan has no checked NVPTX kernel yet (issue 39)",
+    [IR_OP_LSTM_TRAIN] = "the recurrent scan has no checked NVPTX kernel yet (issue 39)",
 };
 
 static void cuda_destroy(cg_exec *base) {

@@ -97,6 +97,6 @@ bool ref_eval_rnn(const ir_node *n, double *const *src, const int64_t *n_src, do
                   char *err, size_t errlen);
 #define CASTOR_REF_RNN_OPS                                                                                          \
   case IR_OP_SIMPLE_RNN: case IR_OP_GRU: case IR_OP_LSTM: case IR_OP_SIMPLE_RNN_GRAD: case IR_OP_GRU_GRAD:          \
-  case IR_OP_LSTM_GRAD:
+  case IR_OP_LSTM_GRAD: case IR_OP_LSTM_TRAIN:
 
 #endif

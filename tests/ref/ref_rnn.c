@@ -31,7 +31,8 @@ bool ref_eval_rnn(const ir_node *n, double *const *src, const int64_t *n_src, do
   ir_dtype dt = n->type.dtype;
   bool gru = gates == 3;
   int first_state = gru ? 3 : 2;
-  if (n_src[0] != batch * t_len * gh || n_src[1] != h * gh || count != batch * t_len * states * h ||
+  int64_t yw = (states + (ir_rnn_reserve(n->op) ? gates : 0)) * h; /* lstm_train: h, c, then the 4 gates */
+  if (n_src[0] != batch * t_len * gh || n_src[1] != h * gh || count != batch * t_len * yw ||
       n_src[first_state] != batch * h || (states == 2 && n_src[first_state + 1] != batch * h))
     return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
   const double *xp = src[0], *r = src[1], *rb = gru ? src[2] : NULL;
@@ -55,10 +56,14 @@ bool ref_eval_rnn(const ir_node *n, double *const *src, const int64_t *n_src, do
         for (int64_t k = 0; k < h; k++)
           for (int64_t j = 2 * h; j < 3 * h; j++) u[j] += g[k] * r[k * gh + j];
       }
-      double *yt = y + (b * t_len + (n->attr.reverse == 2 ? s : t)) * states * h;
+      double *yt = y + (b * t_len + (n->attr.reverse == 2 ? s : t)) * yw;
       bool skip = mask && mask[b * t_len + t] == 0;
       for (int64_t j = 0; j < h; j++) {
         double hn;
+        if (yw > states * h) { /* lstm_train: the step's activated gates, masked or not */
+          yt[2 * h + j] = sigmoid(u[j]), yt[3 * h + j] = sigmoid(u[h + j]);
+          yt[4 * h + j] = tanh(u[2 * h + j]), yt[5 * h + j] = sigmoid(u[3 * h + j]);
+        }
         if (skip) {
           yt[j] = hs[j];
           if (states == 2) yt[h + j] = cs[j];
@@ -97,8 +102,10 @@ static bool eval_grad(const ir_node *n, double *const *src, const int64_t *n_src
   int64_t w = ir_rnn_grad_width(n->op, h);
   bool gru = gates == 3, before = gru && !n->attr.reset_after;
   int first_state = gru ? 3 : 2, iy = first_state + states, idy = iy + 1;
-  if (n_src[0] != batch * tl * gh || count != batch * tl * w || n_src[iy] != batch * tl * states * h ||
-      n_src[idy] != n_src[iy])
+  /* y's floats per step: lstm_train's y has the gates after h and c (recomputed here all the same) */
+  int64_t yw = n->srcs[iy]->type.rank == 4 ? n->srcs[iy]->type.dims[2] * h : h;
+  if (n_src[0] != batch * tl * gh || count != batch * tl * w || n_src[iy] != batch * tl * yw ||
+      n_src[idy] != batch * tl * states * h)
     return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
   const double *xp = src[0], *r = src[1], *rb = gru ? src[2] : NULL, *fy = src[iy], *dy = src[idy];
   const double *mask = ir_rnn_mask(n) ? src[idy + 1] : NULL;
@@ -112,8 +119,8 @@ static bool eval_grad(const ir_node *n, double *const *src, const int64_t *n_src
       int64_t t = rev ? tl - 1 - s : s, yt = rev == 2 ? s : t;
       int64_t yp = rev == 2 ? s - 1 : rev ? t + 1 : t - 1;
       for (int64_t j = 0; j < h; j++) {
-        hp[j] = s ? fy[((b * tl + yp) * states) * h + j] : src[first_state][b * h + j];
-        if (states == 2) cp[j] = s ? fy[((b * tl + yp) * states + 1) * h + j] : src[first_state + 1][b * h + j];
+        hp[j] = s ? fy[(b * tl + yp) * yw + j] : src[first_state][b * h + j];
+        if (states == 2) cp[j] = s ? fy[(b * tl + yp) * yw + h + j] : src[first_state + 1][b * h + j];
       }
       const double *x = xp + (b * tl + t) * gh;
       for (int64_t j = 0; j < gh; j++) u[j] = gru ? rb[j] : x[j];
@@ -124,7 +131,7 @@ static bool eval_grad(const ir_node *n, double *const *src, const int64_t *n_src
         for (int64_t k = 0; k < h; k++)
           for (int64_t j = 2 * h; j < 3 * h; j++) u[j] += gg[k] * r[k * gh + j];
       }
-      const double *dyt = dy + (b * tl + yt) * states * h, *yv = fy + (b * tl + yt) * states * h;
+      const double *dyt = dy + (b * tl + yt) * states * h, *yv = fy + (b * tl + yt) * yw;
       if (mask && mask[b * tl + t] == 0) { /* skipped: h_t = h_{t-1}, c_t = c_{t-1} */
         double *out = y + (b * tl + t) * w;
         for (int64_t j = 0; j < 2 * gh; j++) out[j] = 0;

@@ -18,7 +18,8 @@
  * mask operand (Keras's masking): every cell and direction forward (f32
  * and bf16; a skipped step's y is the state before it, bit for bit), by
  * finite differences and kernel against reference backward (row blocks
- * included).
+ * included). lstm_train and lstm_grad reading its gates: y's h and c and
+ * the gradient the same bits as lstm's and lstm_grad's recomputing them.
  */
 #include <check.h>
 
@@ -234,7 +235,9 @@ END_TEST
  * AVX-512's 16 lanes, 2 with AVX2's 8) and the rows left over: 11 rows on
  * 1 thread (blocks and a remainder) and 3 (tiles of 3-4 rows), the units'
  * gates in whole vectors and a scalar tail (H = 40), on the host and on
- * x86-64-v3 where the host runs it. */
+ * x86-64-v3 where the host runs it; 29 rows on the host (AVX-512: the
+ * forward's wide blocks of 12 rows, then 4, then 1; on 3 threads no wide
+ * block: the same bits). */
 START_TEST(test_cells_row_blocks) {
   static const ir_op ops[] = {IR_OP_SIMPLE_RNN, IR_OP_GRU, IR_OP_LSTM};
   static const char *cpus[] = {NULL, "x86-64-v3"};
@@ -245,8 +248,10 @@ START_TEST(test_cells_row_blocks) {
       for (int ra = 0; ra < (ops[o] == IR_OP_GRU ? 2 : 1); ra++) {
         rnn_case rc = {ops[o], 9, 12, 40, ra ? 1 : 0, ra, DT_F32, 0, false};
         check_case(&rc, 11);
+        if (!cpus[ci]) check_case(&rc, 29);
         rc.masked = true;
         check_case(&rc, 11);
+        if (!cpus[ci]) check_case(&rc, 29);
       }
   }
   case_cpu = NULL;
@@ -315,6 +320,48 @@ START_TEST(test_bad_shapes) {
 }
 END_TEST
 
+/* lstm_train's result [N,T,6,H]; lstm_grad takes lstm's or lstm_train's y,
+ * and refuses any other width of y, and a dy of lstm_train's width (dy is
+ * always of lstm's result type): the type rule's messages, exactly. */
+START_TEST(test_reserve_types) {
+  ir_graph *g = ir_graph_create("reserve");
+  ir_type xt = {DT_F32, 3, {IR_DIM_BATCH, 5, 32}}, rt = {DT_F32, 2, {8, 32}}, ht = {DT_F32, 2, {IR_DIM_BATCH, 8}};
+  ir_node *srcs[6] = {ir_build_input(g, "xp", &xt, 0, no_loc), ir_build_input(g, "r", &rt, 1, no_loc),
+                      ir_build_input(g, "h0", &ht, 2, no_loc), ir_build_input(g, "c0", &ht, 3, no_loc)};
+  ir_type out;
+  char err[256] = "";
+  ck_assert_msg(ir_infer_type(IR_OP_LSTM_TRAIN, srcs, 4, &(ir_attr){0}, &out, err, sizeof err), "%s", err);
+  ck_assert(out.rank == 4 && out.dims[0] == IR_DIM_BATCH && out.dims[1] == 5 && out.dims[2] == 6 && out.dims[3] == 8);
+  static const struct {
+    int64_t y2, dy2;
+    const char *want; /* NULL: accepted */
+  } cases[] = {
+      {2, 2, NULL},
+      {6, 2, NULL},
+      {3, 2, "lstm_grad y must be f32[N,5,2,8] (lstm's result), got f32[N,5,3,8]"},
+      {6, 6, "lstm_grad dy must be f32[N,5,2,8] (lstm's result), got f32[N,5,6,8]"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    ir_type yt = {DT_F32, 4, {IR_DIM_BATCH, 5, cases[i].y2, 8}}, dyt = {DT_F32, 4, {IR_DIM_BATCH, 5, cases[i].dy2, 8}};
+    char yn[16], dyn[16];
+    snprintf(yn, sizeof yn, "y%zu", i), snprintf(dyn, sizeof dyn, "dy%zu", i);
+    srcs[4] = ir_build_input(g, yn, &yt, 4 + 2 * (int)i, no_loc);
+    srcs[5] = ir_build_input(g, dyn, &dyt, 5 + 2 * (int)i, no_loc);
+    ck_assert(srcs[4] && srcs[5]);
+    err[0] = 0;
+    bool ok = ir_infer_type(IR_OP_LSTM_GRAD, srcs, 6, &(ir_attr){0}, &out, err, sizeof err);
+    if (!cases[i].want) {
+      ck_assert_msg(ok, "case %zu: %s", i, err);
+      ck_assert(out.rank == 3 && out.dims[2] == ir_rnn_grad_width(IR_OP_LSTM_GRAD, 8));
+    } else {
+      ck_assert_msg(!ok, "case %zu: accepted", i);
+      ck_assert_str_eq(err, cases[i].want);
+    }
+  }
+  ir_graph_destroy(g);
+}
+END_TEST
+
 /* A mask that does not fit xp's batch and time, or is not i1: the type rule's message, exactly. */
 START_TEST(test_bad_mask) {
   static const struct {
@@ -357,6 +404,9 @@ typedef struct grad_graph {
   int64_t gh, ny, nw, n_in[4];
 } grad_graph;
 
+/* build_grad's lstm is lstm_train when set (y then holds the gates lstm_grad reads) */
+static bool grad_reserve;
+
 static void build_grad(const rnn_case *rc, grad_graph *b) {
   memset(b, 0, sizeof *b);
   b->g = ir_graph_create("rnn_grad");
@@ -385,7 +435,8 @@ static void build_grad(const rnn_case *rc, grad_graph *b) {
                                               no_loc)
                              : NULL;
   if (mask) srcs[k++] = mask;
-  ir_node *y = ir_build_op(b->g, rc->op, "y", srcs, k, &a, no_loc);
+  bool reserve = grad_reserve && rc->op == IR_OP_LSTM;
+  ir_node *y = ir_build_op(b->g, reserve ? IR_OP_LSTM_TRAIN : rc->op, "y", srcs, k, &a, no_loc);
   ck_assert(y);
   if (mask) k--;
   srcs[k++] = y;
@@ -396,9 +447,9 @@ static void build_grad(const rnn_case *rc, grad_graph *b) {
   ck_assert_msg(gr, "%s: build", ir_op_name(grads[gates]));
   ir_graph_add_output(b->g, "y", y);
   ir_graph_add_output(b->g, "g", gr);
-  b->ny = rc->t * states * rc->h;
+  b->ny = rc->t * (states + (reserve ? gates : 0)) * rc->h;
   b->nw = rc->t * ir_rnn_grad_width(grads[gates], rc->h);
-  b->n_in[0] = rc->t * b->gh, b->n_in[1] = b->n_in[2] = rc->h, b->n_in[1 + states] = b->ny;
+  b->n_in[0] = rc->t * b->gh, b->n_in[1] = b->n_in[2] = rc->h, b->n_in[1 + states] = rc->t * states * rc->h;
 }
 
 static void unbuild_grad(grad_graph *b) {
@@ -497,8 +548,9 @@ static void check_fd(const rnn_case *rc) {
   unbuild_grad(&b);
 }
 
-/* The kernel's gradient op against the reference's (f32), on 1 and 3 threads (the same bits). */
-static void check_grad_kernel(const rnn_case *rc, int64_t batch) {
+/* The kernel's gradient op against the reference's (f32), on 1 and 3 threads (the same bits);
+ * the kernel's y and gradient to *y_out and *g_out if given (the caller frees them). */
+static void grad_kernel_run(const rnn_case *rc, int64_t batch, float **y_out, float **g_out) {
   grad_graph b;
   build_grad(rc, &b);
   int states = ir_rnn_states(rc->op), n_in = states + 2;
@@ -545,12 +597,41 @@ static void check_grad_kernel(const rnn_case *rc, int64_t batch) {
   ref_cmp worst = ref_compare_normalized(got[0][1], want[1], batch * b.nw);
   ck_assert_msg(e <= 1e-5, "%s T=%lld H=%lld: gradient's normalized error %g vs the reference (%s)", case_name(rc),
                 (long long)rc->t, (long long)rc->h, e, ref_cmp_str(&worst, msg, sizeof msg));
+  double ey = ref_normalized_error(got[0][0], want[0], batch * b.ny);
+  ck_assert_msg(ey <= 1e-5, "%s: y's normalized error %g vs the reference", case_name(rc), ey);
   ref_outputs_free(want, 2);
   for (int i = 0; i < n_in; i++) free(in[i]), free(rin[i]);
   free(rin[n_in]), free(mask);
+  if (y_out) *y_out = got[0][0], got[0][0] = NULL;
+  if (g_out) *g_out = got[0][1], got[0][1] = NULL;
   for (int th = 0; th < 2; th++) free(got[th][0]), free(got[th][1]);
   diag_sink_destroy(d);
   unbuild_grad(&b);
+}
+
+static void check_grad_kernel(const rnn_case *rc, int64_t batch) { grad_kernel_run(rc, batch, NULL, NULL); }
+
+/* lstm_train (the training step's forward: y holds the gates too) and
+ * lstm_grad reading them: h, c and the gradient the same bits as lstm's
+ * and lstm_grad's recomputing them; y's gates and the gradient against
+ * the reference (grad_kernel_run). */
+static void check_reserve(const rnn_case *rc, int64_t batch) {
+  if (rc->op != IR_OP_LSTM) return;
+  float *y[2], *g[2];
+  for (int k = 0; k < 2; k++) {
+    grad_reserve = k == 1;
+    grad_kernel_run(rc, batch, &y[k], &g[k]);
+  }
+  grad_reserve = false;
+  int64_t h = rc->h, w = ir_rnn_grad_width(IR_OP_LSTM_GRAD, h);
+  for (int64_t i = 0; i < batch * rc->t; i++)
+    ck_assert_msg(!memcmp(y[0] + i * 2 * h, y[1] + i * 6 * h, (size_t)(2 * h) * sizeof(float)),
+                  "%s T=%lld H=%lld: lstm_train's h and c differ from lstm's at row*t %lld", case_name(rc),
+                  (long long)rc->t, (long long)h, (long long)i);
+  ck_assert_msg(!memcmp(g[0], g[1], (size_t)(batch * rc->t * w) * sizeof(float)),
+                "%s T=%lld H=%lld: lstm_grad of lstm_train's y differs from lstm_grad recomputing the gates",
+                case_name(rc), (long long)rc->t, (long long)h);
+  for (int k = 0; k < 2; k++) free(y[k]), free(g[k]);
 }
 
 static void for_each_cell(void (*fn)(const rnn_case *rc, int64_t batch), int64_t t, int64_t h, int64_t batch,
@@ -591,6 +672,12 @@ START_TEST(test_grad_kernel_against_reference) {
 }
 END_TEST
 
+START_TEST(test_grad_reserve_same_bits) {
+  for_each_cell(check_reserve, 28, 16, 3, 2);
+  for_each_cell(check_reserve, 7, 40, 11, 1); /* rows in blocks, H off whole blocks of columns */
+}
+END_TEST
+
 static Suite *rnn_suite(void) {
   Suite *s = suite_create("rnn");
   TCase *tc = tcase_create("rnn");
@@ -601,8 +688,10 @@ static Suite *rnn_suite(void) {
   tcase_add_test(tc, test_compile_independent_of_length);
   tcase_add_test(tc, test_bad_shapes);
   tcase_add_test(tc, test_bad_mask);
+  tcase_add_test(tc, test_reserve_types);
   tcase_add_test(tc, test_grad_finite_differences);
   tcase_add_test(tc, test_grad_kernel_against_reference);
+  tcase_add_test(tc, test_grad_reserve_same_bits);
   suite_add_tcase(s, tc);
   return s;
 }
