@@ -64,7 +64,7 @@ static void emit_eltwise_segment(kctx *c, LLVMValueRef line_base, int64_t j0, in
   LLVMValueRef idx = LLVMBuildAdd(B, line_base, lj.iv, "");
   LLVMValueRef val = cg_apply_chain(c, 0, c->k->n_ops, NULL, idx, lj.iv, lanes, lanes);
   const ir_node *out = result(c->k);
-  cg_emit_store(e, out->type.dtype, val, elem_ptr(c, out, idx), lanes);
+  cg_emit_store_rounded(e, out->type.dtype, val, elem_ptr(c, out, idx), lanes);
   loop_end(c, &lj);
 }
 
@@ -99,7 +99,7 @@ static void emit_run(kctx *c, LLVMValueRef base, const ir_node *x, LLVMValueRef 
                          : cg_lane_const(e, first->srcs[0]->type.dtype, lanes, first->attr.value);
     val = cg_emit_round_to(e, val, first->type.dtype, first->name);
     val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, lj.iv, lanes, lanes);
-    cg_emit_store(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
+    cg_emit_store_rounded(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
     loop_end(c, &lj);
     done = end;
   }
@@ -187,7 +187,7 @@ static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
       LLVMValueRef val = lanes > 1 ? cg_reindex_lanes(c, first, idx, lanes) : cg_reindex_value(c, first, idx);
       val = cg_emit_round_to(e, val, first->type.dtype, first->name);
       val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, lj.iv, lanes, lanes);
-      cg_emit_store(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
+      cg_emit_store_rounded(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
       loop_end(c, &lj);
       done = end;
     }
@@ -207,7 +207,7 @@ static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
       LLVMValueRef val = cg_emit_round_to(e, lanes > 1 ? cg_group_conv_vector(c, first, idx, lanes) : cg_reindex_value(c, first, idx),
                                          first->type.dtype, first->name);
       val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, lj.iv, lanes, lanes);
-      cg_emit_store(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
+      cg_emit_store_rounded(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), lanes);
       loop_end(c, &lj);
       done = end;
     }
@@ -222,7 +222,7 @@ static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last) {
     LLVMValueRef idx = LLVMBuildAdd(B, base, lj.iv, "");
     LLVMValueRef val = cg_emit_round_to(e, cg_reindex_value(c, first, idx), first->type.dtype, first->name);
     val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, lj.iv, 1, 1);
-    cg_emit_store(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), 1);
+    cg_emit_store_rounded(e, result(c->k)->type.dtype, val, elem_ptr(c, result(c->k), idx), 1);
     loop_end(c, &lj);
     return;
   }
@@ -305,7 +305,7 @@ static void transpose_interleave_kernel(kctx *c, int64_t rows_fixed, int64_t nb,
     LLVMValueRef val = LLVMBuildShuffleVector(B, v[0], LLVMGetUndef(LLVMTypeOf(v[0])), LLVMConstVector(m, (unsigned)(b * l)), op->name);
     val = round_chain(c, val);
     LLVMValueRef idx = LLVMBuildAdd(B, out0, LLVMBuildMul(B, la.iv, i64c(e, nb), ""), "");
-    cg_emit_store(e, res->type.dtype, val, elem_ptr(c, res, idx), b * l);
+    cg_emit_store_rounded(e, res->type.dtype, val, elem_ptr(c, res, idx), b * l);
     loop_end(c, &la);
     done = end;
   }
@@ -313,7 +313,7 @@ static void transpose_interleave_kernel(kctx *c, int64_t rows_fixed, int64_t nb,
     loop lj = loop_begin(c, i64c(e, done * nb), i64c(e, A * nb), 1, "j");
     LLVMValueRef idx = LLVMBuildAdd(B, out0, lj.iv, "");
     LLVMValueRef val = round_chain(c, cg_reindex_value(c, op, idx));
-    cg_emit_store(e, res->type.dtype, val, elem_ptr(c, res, idx), 1);
+    cg_emit_store_rounded(e, res->type.dtype, val, elem_ptr(c, res, idx), 1);
     loop_end(c, &lj);
   }
   loop_end(c, &lp);

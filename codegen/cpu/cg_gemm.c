@@ -528,7 +528,7 @@ static void epi_store(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid) {
   const ir_node *out = c->k->ops[c->k->n_ops - 1];
   LLVMValueRef idx;
   LLVMValueRef v = epi_value(x, r, mul(c->e, j, x->g->vw), valid, &idx);
-  cg_store_part(c->e, out->type.dtype, v, cg_elem_ptr(c, out, idx), x->g->vw, valid);
+  cg_store_part_rounded(c->e, out->type.dtype, v, cg_elem_ptr(c, out, idx), x->g->vw, valid);
 }
 
 /* Tile row r as the row of the row-wise op that ends the kernel
@@ -555,7 +555,7 @@ static void epi_row_store(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lan
   cg_emitter *e = c->e;
   const ir_node *res = c->k->ops[c->k->n_ops - 1];
   LLVMValueRef idx = add(e, mul(e, add(e, x->row, er->r), x->g->Nc), add(e, x->col, j));
-  cg_store_part(e, res->type.dtype, val, cg_elem_ptr(c, res, idx), lanes, valid);
+  cg_store_part_rounded(e, res->type.dtype, val, cg_elem_ptr(c, res, idx), lanes, valid);
 }
 
 static LLVMValueRef emit_epilogue_fn(cg_kctx *kc, const cg_gemm *g) {

@@ -11,6 +11,7 @@
  * chain_formulas here.
  */
 #include "codegen/kernel/cg_kit.h"
+#include "util/half.h"
 
 #define B (e->b)
 
@@ -366,15 +367,28 @@ static LLVMValueRef load_operand(cg_kctx *c, const ir_node *op, const ir_node *s
   return cg_splat(e, cg_load_part(e, st->dtype, cg_elem_ptr(c, src, base), 1, 1, src->name), lanes);
 }
 
+/* v as an f32 constant (the chain's K) is a value of dt */
+static bool exact_in(double v, ir_dtype dt) {
+  float f = (float)v;
+  if (f != f) return false;
+  if (dt == DT_BF16) return half_bf16_to_f32(half_f32_to_bf16(f)) == f;
+  if (dt == DT_F16) return half_f16_to_f32(half_f32_to_f16(f)) == f;
+  return dt == DT_F32;
+}
+
 /* convolutional networks: relu, neg and abs of the previous op's value,
  * which is already rounded to their dtype (cg_apply_chain's contract),
  * give a value of that dtype (the operand, 0, or the operand with another
  * sign; a rounded NaN is the canonical one, whose sign alone changes), so
  * rounding it again is the identity and is left out: a bf16 conv2d's or
- * matmul's relu costs no third rounding in the epilogue. */
+ * matmul's relu costs no third rounding in the epilogue. So does a clip
+ * whose bounds are values of the dtype (the operand, a NaN included, or a
+ * bound): MobileNet's relu6, clip(0, 6), after each bf16 convolution. */
 static bool keeps_rounded(const ir_node *op, const ir_node *prev) {
-  return prev && op->n_srcs == 1 && op->srcs[0] == prev && prev->type.dtype == op->type.dtype &&
-         (op->op == IR_OP_RELU || op->op == IR_OP_NEG || op->op == IR_OP_ABS);
+  if (!prev || op->n_srcs != 1 || op->srcs[0] != prev || prev->type.dtype != op->type.dtype) return false;
+  if (op->op == IR_OP_CLIP)
+    return exact_in(op->attr.min_value, op->type.dtype) && exact_in(op->attr.max_value, op->type.dtype);
+  return op->op == IR_OP_RELU || op->op == IR_OP_NEG || op->op == IR_OP_ABS;
 }
 
 LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,

@@ -194,16 +194,25 @@ LLVMValueRef cg_load_part(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lane
   return v;
 }
 
-void cg_store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid) {
+static void store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid,
+                       void (*store)(cg_emitter *, ir_dtype, LLVMValueRef, LLVMValueRef, int)) {
   if (valid >= lanes) {
-    cg_emit_store(e, dt, val, ptr, lanes);
+    store(e, dt, val, ptr, lanes);
     return;
   }
   LLVMTypeRef st = cg_llvm_dtype(e, dt);
   for (int i = 0; i < valid; i++) {
     LLVMValueRef p = LLVMBuildGEP2(B, st, ptr, (LLVMValueRef[]){cg_i64(e, i)}, 1, "");
-    cg_emit_store(e, dt, LLVMBuildExtractElement(B, val, cg_i64(e, i), ""), p, 1);
+    store(e, dt, LLVMBuildExtractElement(B, val, cg_i64(e, i), ""), p, 1);
   }
+}
+
+void cg_store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid) {
+  store_part(e, dt, val, ptr, lanes, valid, cg_emit_store);
+}
+
+void cg_store_part_rounded(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid) {
+  store_part(e, dt, val, ptr, lanes, valid, cg_emit_store_rounded);
 }
 
 /* ---- the kernel's buffers ---- */

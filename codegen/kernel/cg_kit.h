@@ -84,6 +84,10 @@ LLVMValueRef cg_emit_round_to(cg_emitter *e, LLVMValueRef x, ir_dtype to, const 
 LLVMValueRef cg_emit_load(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, const char *name);
 /* Stores lanes (cg_lane_type of dt) to dtype at ptr. */
 void cg_emit_store(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes);
+/* cg_emit_store of lanes that hold values of dt already: cg_emit_round_to's
+ * value to dt, or cg_apply_chain's (each op's value rounded to its dtype);
+ * the same bits, without rounding again. */
+void cg_emit_store_rounded(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes);
 LLVMTypeRef cg_llvm_dtype(cg_emitter *e, ir_dtype dt);
 
 /* ---- the kernel being emitted (cg_kit.c) ---- */
@@ -142,6 +146,8 @@ bool cg_is_bias(const ir_node *n);
  * as cg_emit_load/cg_emit_store); missing lanes load as 0. */
 LLVMValueRef cg_load_part(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lanes, int valid, const char *name);
 void cg_store_part(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid);
+/* cg_store_part of values of dt already (cg_emit_store_rounded) */
+void cg_store_part_rounded(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes, int valid);
 
 /* ---- the fused per-element chain (cg_chain.c) ---- */
 

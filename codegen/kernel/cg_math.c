@@ -301,19 +301,30 @@ LLVMValueRef cg_lane_const(cg_emitter *e, ir_dtype dt, int lanes, double v) {
   return cg_const(e, lanes_of(cg_lane_type(e, dt), lanes), v);
 }
 
-/* f32 lanes -> bf16 bits, round to nearest even, NaN canonical (bit-exact
- * with ml_dtypes and util/half.c); done with integer ops, so no __truncsfbf2 call. */
-static LLVMValueRef f32_to_bf16_bits(cg_emitter *e, LLVMValueRef v, int lanes) {
-  LLVMTypeRef it = lanes_of(e->i32, lanes), ht = lanes_of(LLVMInt16TypeInContext(e->ctx), lanes);
+/* f32 lanes -> f32 lanes rounded to bf16 (as i32 bits, the low 16 zero),
+ * round to nearest even, NaN canonical (bit-exact with ml_dtypes and
+ * util/half.c); done with integer ops, so no __truncsfbf2 call. The
+ * rounded value is formed in place (the carry of u + 0x7fff + lsb, then
+ * the low half cleared), not shifted down and back up: a bf16 epilogue
+ * rounds each op's value, and two vector ops of about ten per rounding
+ * were that shift pair. */
+static LLVMValueRef bf16_round_bits(cg_emitter *e, LLVMValueRef v, int lanes) {
+  LLVMTypeRef it = lanes_of(e->i32, lanes);
   LLVMValueRef u = LLVMBuildBitCast(B, v, it, "");
   LLVMValueRef lsb = LLVMBuildAnd(B, LLVMBuildLShr(B, u, cg_const(e, it, 16), ""), cg_const(e, it, 1), "");
   LLVMValueRef r = LLVMBuildAdd(B, u, LLVMBuildAdd(B, lsb, cg_const(e, it, 0x7fff), ""), "");
-  r = LLVMBuildLShr(B, r, cg_const(e, it, 16), "");
+  r = LLVMBuildAnd(B, r, cg_const(e, it, (double)0xffff0000u), "");
   /* NaN: the canonical quiet NaN with x's sign, as ml_dtypes produces */
-  LLVMValueRef q = LLVMBuildOr(B, LLVMBuildAnd(B, LLVMBuildLShr(B, u, cg_const(e, it, 16), ""), cg_const(e, it, 0x8000), ""),
-                               cg_const(e, it, 0x7fc0), "");
+  LLVMValueRef q = LLVMBuildOr(B, LLVMBuildAnd(B, u, cg_const(e, it, (double)0x80000000u), ""),
+                               cg_const(e, it, (double)0x7fc00000u), "");
   LLVMValueRef isnan = LLVMBuildFCmp(B, LLVMRealUNO, v, v, "");
-  return LLVMBuildTrunc(B, LLVMBuildSelect(B, isnan, q, r, ""), ht, "");
+  return LLVMBuildSelect(B, isnan, q, r, "");
+}
+
+/* f32 lanes -> bf16 bits */
+static LLVMValueRef f32_to_bf16_bits(cg_emitter *e, LLVMValueRef v, int lanes) {
+  LLVMTypeRef it = lanes_of(e->i32, lanes), ht = lanes_of(LLVMInt16TypeInContext(e->ctx), lanes);
+  return LLVMBuildTrunc(B, LLVMBuildLShr(B, bf16_round_bits(e, v, lanes), cg_const(e, it, 16), ""), ht, "");
 }
 
 void cg_emit_store(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes) {
@@ -332,6 +343,20 @@ void cg_emit_store(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef pt
   LLVMSetAlignment(st, (unsigned)dtype_size(dt));
 }
 
+/* bf16 lanes of a rounded value are the upper halves of their f32 bits
+ * (a canonical NaN's too), so the store is a shift and a truncation, not
+ * f32_to_bf16_bits again: a bf16 epilogue's or pooling's store took a
+ * third of its vector ops re-rounding. */
+void cg_emit_store_rounded(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes) {
+  if (dt != DT_BF16) {
+    cg_emit_store(e, dt, val, ptr, lanes);
+    return;
+  }
+  LLVMTypeRef it = lanes_of(e->i32, lanes), ht = lanes_of(LLVMInt16TypeInContext(e->ctx), lanes);
+  LLVMValueRef hi = LLVMBuildLShr(B, LLVMBuildBitCast(B, val, it, ""), cg_const(e, it, 16), "");
+  LLVMSetAlignment(LLVMBuildStore(B, LLVMBuildTrunc(B, hi, ht, ""), ptr), 2);
+}
+
 LLVMValueRef cg_emit_round_to(cg_emitter *e, LLVMValueRef x, ir_dtype to, const char *name) {
   LLVMTypeRef ty = LLVMTypeOf(x);
   int lanes = LLVMGetTypeKind(ty) == LLVMVectorTypeKind ? (int)LLVMGetVectorSize(ty) : 1;
@@ -340,11 +365,8 @@ LLVMValueRef cg_emit_round_to(cg_emitter *e, LLVMValueRef x, ir_dtype to, const 
     return x;
   case DT_F16:
     return LLVMBuildFPExt(B, LLVMBuildFPTrunc(B, x, lanes_of(e->half, lanes), ""), ty, name);
-  case DT_BF16: {
-    LLVMTypeRef it = lanes_of(e->i32, lanes);
-    LLVMValueRef w = LLVMBuildZExt(B, f32_to_bf16_bits(e, x, lanes), it, "");
-    return LLVMBuildBitCast(B, LLVMBuildShl(B, w, cg_const(e, it, 16), ""), ty, name);
-  }
+  case DT_BF16:
+    return LLVMBuildBitCast(B, bf16_round_bits(e, x, lanes), ty, name);
   /* integers and booleans, in i64 lanes: i32 wraps, i1 is x != 0 */
   case DT_I32: return LLVMBuildSExt(B, LLVMBuildTrunc(B, x, lanes_of(e->i32, lanes), ""), ty, name);
   case DT_I64: return x;

@@ -373,10 +373,15 @@ END_TEST
  * (Figueroa, "When is double rounding innocuous?", 1995), with f32 sums in
  * the subnormal range exact. So bf16 add/mul are double-rounding-free here
  * too; the tests check it on random operands over the whole bf16 exponent
- * range, subnormals and overflow included. */
+ * range, subnormals and overflow included. A clip of a rounded value (a
+ * sum it is fused with) is not rounded again when its bounds are values of
+ * the type (k: relu6, cg_chain.c's keeps_rounded); q's bounds are not (-1 - 2^-8 - 2^-9 in
+ * bf16, 1 + 2^-11 + 2^-12 in f16), so a clip that skipped its rounding
+ * there would give the bound itself, not the 16-bit value ref_run rounds
+ * it to. */
 
 static const char *eltwise_ir(const char *dt) {
-  static char buf[1536];
+  static char buf[2560];
   snprintf(buf, sizeof buf,
            "graph e policy=float32\n"
            "%%x = f32[N," COLS_S "] input() {index=0}\n"
@@ -388,19 +393,27 @@ static const char *eltwise_ir(const char *dt) {
            "%%a = %s[N," COLS_S "] add(%%hx, %%hy)\n"
            "%%m = %s[N," COLS_S "] mul(%%hx, %%hy)\n"
            "%%c = %s[N," COLS_S "] mul(%%a, %%hx)\n"
+           "%%ak = %s[N," COLS_S "] add(%%hx, %%hy)\n"
+           "%%k = %s[N," COLS_S "] clip(%%ak) {min_value=0, max_value=6}\n"
+           "%%aq = %s[N," COLS_S "] add(%%hx, %%hy)\n"
+           "%%q = %s[N," COLS_S "] clip(%%aq) {min_value=-1.005859375, max_value=1.000732421875}\n"
            "%%s.f32 = f32[N," COLS_S "] cast(%%s) {to=f32}\n"
            "%%a.f32 = f32[N," COLS_S "] cast(%%a) {to=f32}\n"
            "%%m.f32 = f32[N," COLS_S "] cast(%%m) {to=f32}\n"
            "%%c.f32 = f32[N," COLS_S "] cast(%%c) {to=f32}\n"
+           "%%k.f32 = f32[N," COLS_S "] cast(%%k) {to=f32}\n"
+           "%%q.f32 = f32[N," COLS_S "] cast(%%q) {to=f32}\n"
            "output s = %%s.f32\n"
            "output a = %%a.f32\n"
            "output m = %%m.f32\n"
-           "output c = %%c.f32\n",
-           dt, dt, dt, dt, dt, dt, dt, dt, dt);
+           "output c = %%c.f32\n"
+           "output k = %%k.f32\n"
+           "output q = %%q.f32\n",
+           dt, dt, dt, dt, dt, dt, dt, dt, dt, dt, dt, dt, dt);
   return buf;
 }
 
-enum { EW_ROWS = 2048, EW = EW_ROWS * COLS, EW_OUTS = 4 };
+enum { EW_ROWS = 2048, EW = EW_ROWS * COLS, EW_OUTS = 6 };
 
 /* A random f32 whose 16-bit rounding spans the type: exponents from below
  * the smallest subnormal to past the largest finite value, either sign,
@@ -417,7 +430,7 @@ static float random_operand(bool bf16) {
 static void check_eltwise(const char *dt) {
   bool bf16 = !strcmp(dt, "bf16");
   static float x[EW], y[EW], out[EW_OUTS][EW];
-  static const char *names[EW_OUTS] = {"s", "a", "m", "c"};
+  static const char *names[EW_OUTS] = {"s", "a", "m", "c", "k", "q"};
   rng_state = bf16 ? 0xbf16 : 0xf16;
   for (int64_t i = 0; i < EW; i++) x[i] = random_operand(bf16), y[i] = random_operand(bf16);
   /* near-ties for the sum: x = 1, y = one ulp of the 16-bit type / 2 (+-) */
@@ -429,7 +442,7 @@ static void check_eltwise(const char *dt) {
   ir_graph *g = parse(eltwise_ir(dt));
   rt_program *p = compile(g, NULL);
   for (int k = 0; k < EW_OUTS; k++) check_output_name(p, k, names[k]);
-  run(p, EW_ROWS, (const void *[]){x, y}, (void *[]){out[0], out[1], out[2], out[3]});
+  run(p, EW_ROWS, (const void *[]){x, y}, (void *[]){out[0], out[1], out[2], out[3], out[4], out[5]});
   double *dx = ref_from_f32(x, EW), *dy = ref_from_f32(y, EW), *want[EW_OUTS];
   char err[256];
   ck_assert_msg(ref_run(g, EW_ROWS, (const double *const[]){dx, dy}, want, err, sizeof err), "ref_run: %s", err);
