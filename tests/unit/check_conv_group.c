@@ -202,6 +202,14 @@ static const gconv_case cases[] = {
     {2, 9, 8, 37, 3, 3, 1, 37, 2, 2, 1, 1, true},  /* stride 2, 'same' on odd sizes */
     {1, 7, 9, 32, 3, 3, 1, 32, 1, 1, 2, 2, true},  /* dilation 2, 'same' */
     {2, 6, 5, 19, 5, 5, 1, 19, 1, 2, 1, 1, false}, /* 5x5 'valid', strides 1x2 */
+    /* convolutional networks: rows wide enough for the CPU's register
+     * tiles of 8 interior pixels (cg_dwconv.c): tiles, single interior
+     * pixels and edge pixels in one row; channel tails; stride 2 and 5x5
+     * (EfficientNet), dilation 2 */
+    {2, 4, 23, 37, 3, 3, 1, 37, 1, 1, 1, 1, true},  /* 21 interior: 2 tiles and 5 single */
+    {1, 7, 40, 24, 5, 5, 1, 24, 2, 2, 1, 1, true},  /* 5x5 stride 2 'same': 20 columns, an edge each side */
+    {1, 5, 30, 16, 3, 3, 1, 16, 1, 1, 2, 2, true},  /* dilation 2: 2 edge columns each side */
+    {2, 5, 20, 8, 3, 3, 1, 8, 1, 1, 1, 1, false},   /* 'valid': every column interior */
     /* convolutional networks: groups of whole vectors of outputs (O/G a
      * multiple of 4) run on the CPU's direct convolution, column blocks of
      * nr channels inside a group (cg_gemm_plan.c, choose_group_conv) */
@@ -318,6 +326,7 @@ START_TEST(test_group_conv2d_fused) {
        * launch rows are N x OH, so a batch of 1 is split over threads too */
       {1, 9, 10, 37, 3, 3, 1, 37, 1, 1, 1, 1, true},   /* 37 channels: vectors and a tail */
       {2, 8, 9, 32, 3, 3, 1, 32, 2, 2, 1, 1, true},    /* stride 2 'same' on odd sizes */
+      {1, 6, 21, 37, 3, 3, 1, 37, 1, 1, 1, 1, true},   /* register tiles (cg_dwconv.c) and their edges */
   };
   for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
     check_fused(&fused[i], false);
