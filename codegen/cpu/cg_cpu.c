@@ -45,7 +45,7 @@ static const ir_node *result(const cg_kernel *k) { return k->ops[k->n_ops - 1]; 
 static void line_shape(const ir_node *n, int64_t rows_fixed, int64_t *lines_per_row, int64_t *last) {
   int64_t inner = 1;
   CASTOR_ASSERT(ir_type_inner_numel(&n->type, &inner));
-  if (rows_fixed > 0) inner /= rows_fixed; /* a static result split by its dimension 0 (static_rows) */
+  if (rows_fixed > 0) inner /= rows_fixed; /* a static result split by its leading dimensions (static_rows) */
   bool scalar_rows = n->type.rank == 0 || (n->type.rank == 1 && ir_type_is_batched(&n->type));
   *last = scalar_rows ? 1 : n->type.dims[n->type.rank - 1];
   if (ir_op_kernel(n->op) == IR_KERNEL_ROWWISE && (ir_op_attrs(n->op) & A(axis))) { /* a normalization's line */
@@ -462,6 +462,7 @@ static void emit_body(kctx *c, const cg_cpu_layout *layout, int ki) {
       } else {
         int64_t nb, sb;
         if (transpose_interleaves(k, &nb, &sb)) transpose_interleave_kernel(c, layout->launch[ki].rows_fixed, nb, sb);
+        else if (cg_dwconv_tiles(k)) cg_dwconv_emit(c, eltwise_body); /* a depthwise convolution (cg_dwconv.c) */
         else emit_rows_lines(c, layout->launch[ki].rows_fixed, eltwise_body);
       }
       break;
@@ -516,12 +517,31 @@ static int64_t static_rows(const cg_kernel *k) {
   return n->type.dims[0];
 }
 
+/* convolutional networks: the launch rows of a static elementwise result
+ * of rank 3 or more that the CPU runs line by line (not as the direct
+ * grouped convolution, whose rows are images): every dimension but the
+ * last two, so that an NHWC image's rows (N x H) are split over threads,
+ * not its images alone (a batch-1 depthwise convolution or pooling ran on
+ * one thread); else static_rows'. Each result element is computed alone
+ * (its own chain), so any split gives the same bits. */
+static int64_t static_line_rows(const cg_kernel *k) {
+  if (k->kind != CG_KERNEL_ELTWISE) return static_rows(k); /* (a copy has no ops) */
+  const ir_node *n = result(k);
+  if (ir_type_is_batched(&n->type) || n->type.rank < 3) return static_rows(k);
+  int64_t rows = 1;
+  for (int r = 0; r < n->type.rank - 2; r++) rows *= n->type.dims[r];
+  return rows >= 2 ? rows : 0;
+}
+
 void cg_cpu_plan_layout(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout) {
   /* non-GEMM kernels: split by rows only, no scratch */
   for (int ki = 0; ki < plan->n_kernels; ki++)
     if (!cg_is_gemm(&plan->kernels[ki]))
       layout->launch[ki] = (cg_kernel_launch){.row_step = 1, .rows_fixed = static_rows(&plan->kernels[ki])};
   cg_gemm_plan(caps, plan, layout);
+  for (int ki = 0; ki < plan->n_kernels; ki++) /* line by line (not the direct grouped convolution) */
+    if (!cg_is_gemm(&plan->kernels[ki]) && !layout->gemm[ki])
+      layout->launch[ki].rows_fixed = static_line_rows(&plan->kernels[ki]);
   int nk = plan->n_kernels;
   int *count = xcalloc((size_t)nk + 1, sizeof *count);
   int *table = xcalloc((size_t)plan->n_buffers + 1, sizeof *table);

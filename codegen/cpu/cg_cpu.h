@@ -117,6 +117,16 @@ rt_program *cg_cpu_program_describe(const ir_graph *g, const cg_plan *plan, cons
 bool cg_aot_write_header(const rt_program *desc, const cg_aot_options *ao, const cg_target *t,
                          const ir_graph *g, diag_sink *d);
 
+/* ---- convolutional networks: depthwise convolution (cg_dwconv.c) ---- */
+
+/* Kernel k starts with a depthwise group_conv2d (cg_group_conv_vectorizes)
+ * whose output rows have interior pixels: cg_dwconv_emit emits it. */
+bool cg_dwconv_tiles(const cg_kernel *k);
+/* The body of such a kernel over launch rows [row0, row1) (c->rows_fixed
+ * as the CPU's layout has it): interior pixels as register tiles, each
+ * edge pixel's line through `line` (the driver's element-wise line body). */
+void cg_dwconv_emit(cg_kctx *c, void (*line)(cg_kctx *, LLVMValueRef base, int64_t last));
+
 /* ---- the GEMM (cg_gemm.c) ---- */
 
 /* Chooses the GEMM layout of every matmul kernel for caps into layout:

@@ -202,6 +202,14 @@ static const gconv_case cases[] = {
     {2, 9, 8, 37, 3, 3, 1, 37, 2, 2, 1, 1, true},  /* stride 2, 'same' on odd sizes */
     {1, 7, 9, 32, 3, 3, 1, 32, 1, 1, 2, 2, true},  /* dilation 2, 'same' */
     {2, 6, 5, 19, 5, 5, 1, 19, 1, 2, 1, 1, false}, /* 5x5 'valid', strides 1x2 */
+    /* convolutional networks: rows wide enough for the CPU's register
+     * tiles of 8 interior pixels (cg_dwconv.c): tiles, single interior
+     * pixels and edge pixels in one row; channel tails; stride 2 and 5x5
+     * (EfficientNet), dilation 2 */
+    {2, 4, 23, 37, 3, 3, 1, 37, 1, 1, 1, 1, true},  /* 21 interior: 2 tiles and 5 single */
+    {1, 7, 40, 24, 5, 5, 1, 24, 2, 2, 1, 1, true},  /* 5x5 stride 2 'same': 20 columns, an edge each side */
+    {1, 5, 30, 16, 3, 3, 1, 16, 1, 1, 2, 2, true},  /* dilation 2: 2 edge columns each side */
+    {2, 5, 20, 8, 3, 3, 1, 8, 1, 1, 1, 1, false},   /* 'valid': every column interior */
     /* convolutional networks: groups of whole vectors of outputs (O/G a
      * multiple of 4) run on the CPU's direct convolution, column blocks of
      * nr channels inside a group (cg_gemm_plan.c, choose_group_conv) */
@@ -239,7 +247,8 @@ END_TEST
 /* convolutional networks: relu(group_conv2d(x, w) + b), the bias and relu
  * fused into the direct convolution's epilogue on the CPU (groups of
  * whole vectors), a batch of 1 (threads split the groups' column blocks),
- * 3 (images) and 3 static (the launch's rows are x's dimension 0): the
+ * 3 (images) and 3 static (the launch's rows are x's dimension 0), or
+ * into a depthwise line kernel's chain (static: rows N x OH): the
  * reference's values within f32 rounding, the same bits on 1 and 3
  * threads, and on the host and the AVX2 path (both FMA). */
 static void check_fused(const gconv_case *cc, bool static_batch) {
@@ -279,6 +288,12 @@ static void check_fused(const gconv_case *cc, bool static_batch) {
       void *outs[] = {out[t]};
       ck_assert_msg(cg_backend_cpu.run(ex, N, (const void *[]){hx}, outs, d), "run: %s", diag_text(d));
       unsetenv("CASTOR_PARALLEL_MIN_WORK");
+      if (static_batch) { /* the launch's rows: images on the direct convolution (it has columns), else N x OH */
+        const rt_launch *l = &ex->desc->launches[ex->desc->n_launches - 1];
+        int64_t rows = l->cols ? N : N * OH;
+        ck_assert_msg(l->rows_fixed == (rows >= 2 ? rows : 1), "%s: %lld launch rows, want %lld", l->name,
+                      (long long)l->rows_fixed, (long long)rows);
+      }
       double e = ref_normalized_error(out[t], want[0], ny);
       double summed = (double)(cc->KH * cc->KW * cc->Cg);
       ck_assert_msg(e <= 2e-6 * fmax(1, sqrt(summed / 600)),
@@ -307,6 +322,11 @@ START_TEST(test_group_conv2d_fused) {
       {1, 9, 16, 24, 3, 3, 8, 24, 1, 1, 1, 1, true},   /* RegNet's groups of 8, batch 1: groups over threads */
       {3, 8, 9, 32, 3, 3, 4, 32, 2, 2, 1, 1, true},    /* ResNeXt's groups of 4, stride 2, 3 images */
       {2, 5, 6, 64, 3, 3, 16, 128, 1, 1, 1, 1, false}, /* 4 groups of 16 in, 32 out */
+      /* depthwise (a line kernel, not the direct convolution): static, its
+       * launch rows are N x OH, so a batch of 1 is split over threads too */
+      {1, 9, 10, 37, 3, 3, 1, 37, 1, 1, 1, 1, true},   /* 37 channels: vectors and a tail */
+      {2, 8, 9, 32, 3, 3, 1, 32, 2, 2, 1, 1, true},    /* stride 2 'same' on odd sizes */
+      {1, 6, 21, 37, 3, 3, 1, 37, 1, 1, 1, 1, true},   /* register tiles (cg_dwconv.c) and their edges */
   };
   for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
     check_fused(&fused[i], false);

@@ -42,7 +42,7 @@ START_TEST(test_pipeline_errors) {
   static const struct {
     const char *pipeline, *want;
   } cases[] = {
-      {"verify,bogus", "error: unknown pass 'bogus' in pipeline 'verify,bogus' (passes: verify,autocast,cast-cleanup,pad8,fold-constants,grad,dce,fold-bn,fold-empty,fuse-gelu,fold-layout)\n"},
+      {"verify,bogus", "error: unknown pass 'bogus' in pipeline 'verify,bogus' (passes: verify,autocast,cast-cleanup,pad8,fold-constants,grad,dce,fold-bn,fold-empty,fuse-gelu,fuse-silu,fold-layout)\n"},
       {"verify,,dce", "error: empty pass name in pipeline 'verify,,dce'\n"},
       {",", "error: empty pass name in pipeline ','\n"},
       {"dce,", "error: empty pass name in pipeline 'dce,'\n"},

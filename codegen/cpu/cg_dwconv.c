@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cg_dwconv.c: convolutional networks: the CPU's line kernel of a
+ * depthwise convolution (group_conv2d with one input and one output
+ * channel a group, the first op of an elementwise kernel: MobileNet's and
+ * EfficientNet's 3x3 and 5x5 depthwise layers with their bias and ReLU6).
+ *
+ * The kit's form (cg_group_conv_vector, cg_index_map.c) computes one
+ * vector of channels of one pixel at a time: it recovers the pixel's
+ * coordinates from the flat index, tests every tap against the image's
+ * edges and loads every tap's weights again. Here each output row (n, i)
+ * runs its interior pixels (every tap of the row inside x along W) as
+ * tiles of TILE pixels by a vector of channels: one test per row of taps
+ * (p), each tap's weights loaded once for the tile, the TILE accumulators
+ * in registers. The row's edge pixels (a tap in the padding) take the
+ * kit's form, a line each.
+ *
+ * Every result element is the kit's chain: taps p, then q, in order, a
+ * tap outside x skipped (not 0 * w), one fmuladd each from 0; then the
+ * kernel's element-wise chain. So tiles, edges and the kit's scalar form
+ * give the same bits, on any split of the rows over threads.
+ */
+#include "codegen/cpu/cg_cpu.h"
+
+#define B (e->b)
+
+enum { TILE = 8 }; /* pixels a tile: 8 accumulators, one weight and one x vector in 16 registers */
+
+typedef struct dw_shape {
+  int64_t H, W, C, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw;
+  int64_t jlo, jhi; /* interior output columns: every tap q of j inside x */
+} dw_shape;
+
+static const ir_node *result(const cg_kernel *k) { return k->ops[k->n_ops - 1]; }
+
+static void shape_of(const ir_node *op, dw_shape *s) {
+  const ir_type *xt = &op->srcs[0]->type, *wt = &op->srcs[1]->type;
+  const int64_t *st = op->attr.strides.v, *dl = op->attr.dilations.v, *pd = op->attr.pads.v;
+  *s = (dw_shape){.H = xt->dims[1], .W = xt->dims[2], .C = xt->dims[3], .OH = op->type.dims[1],
+                  .OW = op->type.dims[2], .KH = wt->dims[0], .KW = wt->dims[1], .sh = st[0], .sw = st[1],
+                  .dh = dl[0], .dw = dl[1], .ph = pd[0], .pw = pd[2]};
+  /* j * sw - pw >= 0 and j * sw - pw + (KW - 1) * dw <= W - 1 */
+  s->jlo = (s->pw + s->sw - 1) / s->sw;
+  int64_t last = s->W - 1 + s->pw - (s->KW - 1) * s->dw;
+  s->jhi = last < 0 ? 0 : last / s->sw + 1;
+  if (s->jhi > s->OW) s->jhi = s->OW;
+  if (s->jlo > s->jhi) s->jlo = s->jhi;
+}
+
+bool cg_dwconv_tiles(const cg_kernel *k) {
+  if (k->kind != CG_KERNEL_ELTWISE) return false;
+  const ir_node *op = k->ops[0], *res = result(k);
+  if (ir_op_type_rule(op->op) != IR_TYPE_GROUP_CONV2D || !cg_group_conv_vectorizes(op)) return false;
+  if (res->type.rank != 4 || op->type.rank != 4) return false;
+  for (int d = 1; d < 4; d++)
+    if (res->type.dims[d] != op->type.dims[d]) return false;
+  dw_shape s;
+  shape_of(op, &s);
+  return s.jhi > s.jlo; /* an interior to tile */
+}
+
+/* Result pixels [pix, pix + T) (output row (n, i), columns j..j+T-1, all
+ * interior), channels [ch, ch + lanes): the taps, then the chain, stored. */
+static void emit_tile(cg_kctx *c, const dw_shape *s, LLVMValueRef n, LLVMValueRef i, LLVMValueRef j,
+                      LLVMValueRef pix, LLVMValueRef ch, int T, int lanes) {
+  cg_emitter *e = c->e;
+  const ir_node *op = c->k->ops[0], *xn = op->srcs[0], *wn = op->srcs[1], *res = result(c->k);
+  LLVMTypeRef vt = lanes > 1 ? LLVMVectorType(e->f32, (unsigned)lanes) : e->f32;
+  LLVMValueRef acc[TILE];
+  for (int t = 0; t < T; t++) {
+    acc[t] = cg_entry_alloca(c, vt, "dwtile.acc");
+    LLVMBuildStore(B, LLVMConstNull(vt), acc[t]);
+  }
+  /* x's column of pixel t, tap q: j * sw - pw + t * sw + q * dw */
+  LLVMValueRef col0 = LLVMBuildSub(B, LLVMBuildMul(B, j, cg_i64(e, s->sw), ""), cg_i64(e, s->pw), "dwtile.col");
+  for (int64_t p = 0; p < s->KH; p++) {
+    LLVMValueRef ih = LLVMBuildAdd(B, LLVMBuildMul(B, i, cg_i64(e, s->sh), ""), cg_i64(e, p * s->dh - s->ph), "");
+    LLVMBasicBlockRef tap = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "dwtile.tap");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "dwtile.next");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntULT, ih, cg_i64(e, s->H), "inside"), tap, next);
+    LLVMPositionBuilderAtEnd(B, tap);
+    LLVMValueRef xrow = cg_nhwc_index(e, &xn->type, n, ih, col0, ch);
+    LLVMValueRef v[TILE];
+    for (int t = 0; t < T; t++) v[t] = LLVMBuildLoad2(B, vt, acc[t], "");
+    for (int64_t q = 0; q < s->KW; q++) {
+      LLVMValueRef wi = LLVMBuildAdd(B, ch, cg_i64(e, (p * s->KW + q) * s->C), "");
+      LLVMValueRef wv = cg_emit_load(e, wn->type.dtype, cg_elem_ptr(c, wn, wi), lanes, wn->name);
+      for (int t = 0; t < T; t++) {
+        LLVMValueRef xi = LLVMBuildAdd(B, xrow, cg_i64(e, ((int64_t)t * s->sw + q * s->dw) * s->C), "");
+        LLVMValueRef xv = cg_emit_load(e, xn->type.dtype, cg_elem_ptr(c, xn, xi), lanes, xn->name);
+        v[t] = cg_fmuladd(e, xv, wv, v[t]);
+      }
+    }
+    for (int t = 0; t < T; t++) LLVMBuildStore(B, v[t], acc[t]);
+    LLVMBuildBr(B, next);
+    LLVMPositionBuilderAtEnd(B, next);
+  }
+  for (int t = 0; t < T; t++) {
+    LLVMValueRef idx = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, pix, cg_i64(e, t), ""), cg_i64(e, s->C), ""), ch, "");
+    LLVMValueRef val = cg_emit_round_to(e, LLVMBuildLoad2(B, vt, acc[t], op->name), op->type.dtype, op->name);
+    val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, ch, lanes, lanes);
+    cg_emit_store(e, res->type.dtype, val, cg_elem_ptr(c, res, idx), lanes);
+  }
+}
+
+/* Interior pixels [j0, j1) of a row as tiles of T, each over every
+ * channel: vw at a time, then half and quarter vectors, then one. */
+static int64_t emit_tiles(cg_kctx *c, const dw_shape *s, LLVMValueRef n, LLVMValueRef i, LLVMValueRef rowpix,
+                          int64_t j0, int64_t j1, int T) {
+  cg_emitter *e = c->e;
+  int64_t end = j0 + (j1 - j0) / T * T;
+  if (end <= j0) return j0;
+  cg_loop lj = cg_loop_begin(c, cg_i64(e, j0), cg_i64(e, end), T, "dwtile.j");
+  LLVMValueRef pix = LLVMBuildAdd(B, rowpix, lj.iv, "dwtile.pixel");
+  int64_t done = 0;
+  for (int lanes = e->vw; lanes >= 1; lanes = lanes > 4 ? lanes / 2 : lanes > 1 ? 1 : 0) {
+    int64_t cend = lanes > 1 ? done + (s->C - done) / lanes * lanes : s->C;
+    if (cend <= done) continue;
+    cg_loop lc = cg_loop_begin(c, cg_i64(e, done), cg_i64(e, cend), lanes, "dwtile.c");
+    emit_tile(c, s, n, i, lj.iv, pix, lc.iv, T, lanes);
+    cg_loop_end(c, &lc);
+    done = cend;
+  }
+  cg_loop_end(c, &lj);
+  return end;
+}
+
+void cg_dwconv_emit(cg_kctx *c, void (*line)(cg_kctx *, LLVMValueRef base, int64_t last)) {
+  cg_emitter *e = c->e;
+  const ir_node *op = c->k->ops[0], *res = result(c->k);
+  dw_shape s;
+  shape_of(op, &s);
+  int64_t inner = 1;
+  CASTOR_ASSERT(ir_type_inner_numel(&res->type, &inner));
+  if (c->rows_fixed > 0) inner /= c->rows_fixed; /* the launch rows: N x OH (cg_cpu.c), else images */
+  CASTOR_ASSERT(inner % (s.OW * s.C) == 0);
+  int64_t out_rows = inner / (s.OW * s.C); /* output rows (n, i) a launch row */
+  cg_loop lr = cg_loop_begin(c, c->row0, c->row1, 1, "row");
+  cg_loop li = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, out_rows), 1, "dwconv.row");
+  LLVMValueRef g = LLVMBuildAdd(B, LLVMBuildMul(B, lr.iv, cg_i64(e, out_rows), ""), li.iv, "dwconv.nrow");
+  LLVMValueRef n = LLVMBuildUDiv(B, g, cg_i64(e, s.OH), "n"), i = LLVMBuildURem(B, g, cg_i64(e, s.OH), "i");
+  LLVMValueRef rowpix = LLVMBuildMul(B, g, cg_i64(e, s.OW), "dwconv.rowpixel");
+  /* the edges: a line each through the kit's form */
+  int64_t edge[2][2] = {{0, s.jlo}, {s.jhi, s.OW}};
+  for (int k = 0; k < 2; k++) {
+    if (edge[k][1] <= edge[k][0]) continue;
+    cg_loop lj = cg_loop_begin(c, cg_i64(e, edge[k][0]), cg_i64(e, edge[k][1]), 1, "dwconv.edge");
+    line(c, LLVMBuildMul(B, LLVMBuildAdd(B, rowpix, lj.iv, ""), cg_i64(e, s.C), "line.base"), s.C);
+    cg_loop_end(c, &lj);
+  }
+  int64_t j = emit_tiles(c, &s, n, i, rowpix, s.jlo, s.jhi, TILE);
+  emit_tiles(c, &s, n, i, rowpix, j, s.jhi, 1);
+  cg_loop_end(c, &li);
+  cg_loop_end(c, &lr);
+}
