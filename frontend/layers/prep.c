@@ -5,7 +5,9 @@
  *
  *   Rescaling(scale, offset)   %NAME.scale, %NAME.scaled = x * scale,
  *                              %NAME = + %NAME.offset (none for offset 0);
- *                              a number is a [] literal, a list a [C] const
+ *                              a number is a [] literal, a list a [C] const;
+ *                              both ops {compute=policy}: in the layer's
+ *                              compute dtype, as Keras's call casts
  *   Normalization(axis=-1)     %NAME.mean, %NAME.variance (vars/0, vars/1;
  *                              vars/2 is Keras's count, read and unused), or
  *                              the config's mean and variance; Keras's
@@ -52,8 +54,13 @@ bool fl_lower_rescaling(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) 
   ir_node *s = number_or_list(m, l, sv, "scale", fl_node_name(m, l, k, "scale"), C);
   ir_node *o = s && has_offset ? number_or_list(m, l, ov, "offset", fl_node_name(m, l, k, "offset"), C) : NULL;
   if (!s || (has_offset && !o)) return false;
+  /* Keras's call: cast(x, compute) * cast(scale, compute) + cast(offset, compute), each op in
+   * the compute dtype: under mixed_bfloat16 the input and 1/255 are rounded to bfloat16 (2^-8),
+   * which TF-AMP's infer rule (f32 before the first convolution) would not do. */
   ir_node *y = bin(m, l, IR_OP_MUL, fl_node_name(m, l, k, has_offset ? "scaled" : NULL), x, s);
-  m->call->out = has_offset ? bin(m, l, IR_OP_ADD, fl_node_name(m, l, k, NULL), y, o) : y;
+  y->in_policy = true;
+  if (has_offset) (y = bin(m, l, IR_OP_ADD, fl_node_name(m, l, k, NULL), y, o))->in_policy = true;
+  m->call->out = y;
   return true;
 }
 
