@@ -12,7 +12,8 @@
  *                              vars/2 is Keras's count, read and unused), or
  *                              the config's mean and variance; Keras's
  *                              (x - mean) / max(sqrt(variance), 1e-7)
- *                              (invert: mean + x * max(...))
+ *                              (invert: mean + x * max(...)), each op
+ *                              {compute=policy}, as Keras's call converts
  *   Cropping2D(cropping)       %NAME = strided_slice of the rows and columns
  *   CustomScaleLayer(scale)    InceptionResNetV2's residual: inputs[0] +
  *                              inputs[1] * scale (%NAME.scaled, %NAME)
@@ -107,15 +108,21 @@ bool fl_lower_normalization(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
     }
     mean = l->w[0], var = l->w[1];
   }
+  /* Each op in the layer's compute dtype ({compute=policy}), as Keras's call converts the input,
+   * the mean and the variance to it (under mixed_bfloat16 ImageNet's mean and variance round to
+   * bfloat16: EfficientNetV2's first layers). */
   ir_node *sd = fl_stamp(m, l, ir_build_unary(m->g, IR_OP_SQRT, fl_node_name(m, l, k, "stddev"), var, l->loc));
+  sd->in_policy = true;
   sd = bin(m, l, IR_OP_MAXIMUM, fl_node_name(m, l, k, "stddev_eps"), sd,
            fl_literal(m, l, fl_node_name(m, l, k, "epsilon"), 1e-7));
-  if (invert)
-    m->call->out = bin(m, l, IR_OP_ADD, fl_node_name(m, l, k, NULL), mean,
-                       bin(m, l, IR_OP_MUL, fl_node_name(m, l, k, "scaled"), x, sd));
-  else
-    m->call->out = bin(m, l, IR_OP_DIV, fl_node_name(m, l, k, NULL),
-                       bin(m, l, IR_OP_SUB, fl_node_name(m, l, k, "centered"), x, mean), sd);
+  sd->in_policy = true;
+  ir_node *y = bin(m, l, invert ? IR_OP_MUL : IR_OP_SUB, fl_node_name(m, l, k, invert ? "scaled" : "centered"), x,
+                   invert ? sd : mean);
+  y->in_policy = true;
+  y = invert ? bin(m, l, IR_OP_ADD, fl_node_name(m, l, k, NULL), mean, y)
+             : bin(m, l, IR_OP_DIV, fl_node_name(m, l, k, NULL), y, sd);
+  y->in_policy = true;
+  m->call->out = y;
   return true;
 }
 

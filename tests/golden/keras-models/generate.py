@@ -582,11 +582,16 @@ def rescaling_main():
     EfficientNetB0's first layer. Output 0 is Rescaling(1/255) alone (castor
     must give Keras's bits: one rounded product of two bfloat16 values);
     output 1 Rescaling(1/127.5, offset=-1), MobileNetV3's: the product and
-    the add each rounded (Keras's bits too, measured on 2026-11-29)."""
+    the add each rounded (Keras's bits too, measured on 2026-11-29); output 2
+    EfficientNetV2's Normalization with ImageNet's mean and variance after
+    output 0: its call converts them to bfloat16 too."""
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     x = keras.Input((6, 5, 3), name="pixels")
-    model = keras.Model(x, [layers.Rescaling(1.0 / 255, name="to_unit")(x),
-                            layers.Rescaling(1.0 / 127.5, offset=-1.0, name="to_pm1")(x)], name="rescale_bf16")
+    unit = layers.Rescaling(1.0 / 255, name="to_unit")(x)
+    norm = layers.Normalization(mean=[0.485, 0.456, 0.406], variance=[0.229**2, 0.224**2, 0.225**2],
+                                name="imagenet")(unit)
+    model = keras.Model(x, [unit, layers.Rescaling(1.0 / 127.5, offset=-1.0, name="to_pm1")(x), norm],
+                        name="rescale_bf16")
     keras.mixed_precision.set_global_policy("float32")
     name = "rescale_bf16-mixed_bfloat16"
     model.save(os.path.join(HERE, name + ".keras"))
