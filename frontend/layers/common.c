@@ -8,6 +8,7 @@
  */
 #include "frontend/layers/internal.h"
 
+#include <float.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -189,7 +190,10 @@ bool fl_cfg_number(fl_host *m, fl_layer *l, const char *key, double dflt, double
   const json_value *v = fl_cfg(l, key);
   if (fl_is_null(v)) return *out = dflt, true;
   if ((v->kind != JSON_INT && v->kind != JSON_FLOAT) || !(v->num >= lo) || !(v->num <= hi)) {
-    fl_error(m, l, key, FL_PLAIN, "%s must be a number in [%g, %g]", key, lo, hi);
+    if (lo == -FLT_MAX && hi == FLT_MAX)
+      fl_error(m, l, key, FL_PLAIN, "%s must be a finite number that float32 holds (magnitude at most %g)", key, hi);
+    else
+      fl_error(m, l, key, FL_PLAIN, "%s must be a number in [%g, %g]", key, lo, hi);
     return false;
   }
   *out = v->num;

@@ -24,6 +24,7 @@
  */
 #include "frontend/layers/internal.h"
 
+#include <float.h>
 #include <string.h>
 
 /* Keras 3's classes that set supports_masking and leave the mask as it is
@@ -88,7 +89,7 @@ static ir_node *any_of(fl_host *m, fl_layer *l, int k, ir_node *b, int axis, boo
 
 bool fl_lower_masking(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) {
   double v;
-  if (!fl_one_input(m, l, n_in) || !fl_cfg_number(m, l, "mask_value", 0.0, -1e300, 1e300, &v)) return false;
+  if (!fl_one_input(m, l, n_in) || !fl_cfg_number(m, l, "mask_value", 0.0, -FLT_MAX, FLT_MAX, &v)) return false;
   ir_node *x = in[0];
   if (x->type.rank < 3 || !ir_type_is_batched(&x->type)) {
     fl_error(m, l, "input", FL_KIND,
