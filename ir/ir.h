@@ -226,6 +226,10 @@ typedef struct ir_node {
   struct ir_node *srcs[IR_MAX_SRCS];
   ir_attr attr;
   ir_policy policy; /* per-layer dtype= override, IR_POLICY_NONE if none */
+  bool in_policy;   /* computes in its (layer's or global) policy's compute dtype, as an allow
+                     * op, not by autocast's infer rule: a Keras layer whose call casts its
+                     * input and constants to its compute dtype (Rescaling). Text field
+                     * {compute=policy} */
   const char *name; /* value name without '%'; unique in the graph */
   const char *note; /* free text for people, printed as a trailing comment; may be NULL.
                      * Nothing is read back out of it */

@@ -393,17 +393,27 @@ static bool parse_layer(parser *ps, const char **out) {
 }
 
 /* The fields any node may carry in its dictionary, after the op's keys. */
-enum { FIELD_POLICY = 1, FIELD_LAYER = 2, FIELD_RULE = 4 };
+enum { FIELD_POLICY = 1, FIELD_LAYER = 2, FIELD_RULE = 4, FIELD_COMPUTE = 8 };
 
 static int node_field(const char *key, size_t len) {
-  return word_is(key, len, "policy") ? FIELD_POLICY
-       : word_is(key, len, "layer")  ? FIELD_LAYER
-       : word_is(key, len, "rule")   ? FIELD_RULE
-                                     : 0;
+  return word_is(key, len, "policy")  ? FIELD_POLICY
+       : word_is(key, len, "layer")   ? FIELD_LAYER
+       : word_is(key, len, "rule")    ? FIELD_RULE
+       : word_is(key, len, "compute") ? FIELD_COMPUTE
+                                      : 0;
+}
+
+/* compute=policy: the only value (ir_node.in_policy). */
+static bool parse_compute(parser *ps, bool *out) {
+  const char *s;
+  size_t n;
+  if (!lex_word(ps, false, &s, &n)) return expected(ps, "'policy'");
+  if (!word_is(s, n, "policy")) return fail_at(ps, s, "unknown compute '%.*s' (only 'policy')", (int)n, s);
+  return *out = true, true;
 }
 
 /* '{' ENTRY {',' ENTRY} '}' (the '{' already consumed), an ENTRY being an
- * op key (ir_ops.def) or a node field (policy, layer, rule) '=' VALUE.
+ * op key (ir_ops.def) or a node field (policy, compute, layer, rule) '=' VALUE.
  * *out_seen gets the op's keys that were given. */
 static bool parse_attrs(parser *ps, ir_node *n, ir_attr_set *out_seen) {
   ir_attr_set keys = ir_op_attrs(n->op);
@@ -419,10 +429,10 @@ static bool parse_attrs(parser *ps, ir_node *n, ir_attr_set *out_seen) {
       str_buf b;
       str_buf_init(&b);
       if (keys)
-        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes %s, policy, layer and rule)", (int)len, key,
+        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes %s, policy, compute, layer and rule)", (int)len, key,
                 ir_op_name(n->op), keys_str(n->op, &b));
       else
-        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes only policy, layer and rule)", (int)len, key,
+        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes only policy, compute, layer and rule)", (int)len, key,
                 ir_op_name(n->op));
       str_buf_fini(&b);
       return false;
@@ -434,6 +444,7 @@ static bool parse_attrs(parser *ps, ir_node *n, ir_attr_set *out_seen) {
     bool ok = field == FIELD_POLICY ? parse_policy(ps, &n->policy)
             : field == FIELD_LAYER  ? parse_layer(ps, &n->layer)
             : field == FIELD_RULE   ? parse_string(ps, &n->rule)
+            : field == FIELD_COMPUTE ? parse_compute(ps, &n->in_policy)
                                     : (*out_seen |= (ir_attr_set)1 << k, parse_attr_value(ps, &n->attr, k));
     if (!ok) return false;
   } while (accept_char(ps, ','));

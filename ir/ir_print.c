@@ -170,6 +170,10 @@ void ir_print_node(const ir_node *n, str_buf *out) {
     str_buf_printf(&attrs, "policy=%s", ir_policy_name(n->policy));
     any = true;
   }
+  if (n->in_policy) {
+    str_buf_puts(&attrs, any ? ", compute=policy" : "compute=policy");
+    any = true;
+  }
   if (n->layer) {
     str_buf_puts(&attrs, any ? ", layer=" : "layer=");
     print_name(n->layer, &attrs);

@@ -29,6 +29,9 @@
  *          takes that operand's dtype whatever follows it, as clear ops
  *          do (a conv's relu before a max pool, the stem of a CNN: no f32
  *          round trip between two 16-bit convolutions);
+ *          A node marked in_policy ({compute=policy}: Keras's Rescaling,
+ *          whose call casts its input, scale and offset to its compute
+ *          dtype) computes in its policy's compute dtype as allow ops do;
  *   clear  pads and slices move data: they take their operand's dtype;
  *   fixed  casts already in the graph keep their dtype.
  * The class of each op is the op table's (ir_ops.def, autocast column).
@@ -160,7 +163,8 @@ static bool is_exact(ir_op op) {
 }
 
 static bool is_standalone_infer(const ac_state *s, const ir_node *n) {
-  return ir_op_autocast(n->op) == IR_AC_INFER && n->policy == IR_POLICY_NONE && !layer_matmul(s, n);
+  return ir_op_autocast(n->op) == IR_AC_INFER && n->policy == IR_POLICY_NONE && !n->in_policy &&
+         !layer_matmul(s, n);
 }
 
 /* Phase 1: forced f32, deny, allow, overrides and dense-layer members. */
@@ -185,6 +189,8 @@ static void decide_fixed(ac_state *s) {
       s->deny_taint[i] = true;
     } else if (c == IR_AC_ALLOW || n->policy != IR_POLICY_NONE) {
       decide(s, n, cd, policy_rule(s, n));
+    } else if (n->in_policy) { /* a Keras layer that casts to its compute dtype (Rescaling) */
+      decide(s, n, cd, arena_printf(s->g->arena, "%s, as Keras's layer casts", policy_rule(s, n)));
     }
   }
   /* dense-layer members follow their matmul */

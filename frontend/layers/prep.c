@@ -5,12 +5,15 @@
  *
  *   Rescaling(scale, offset)   %NAME.scale, %NAME.scaled = x * scale,
  *                              %NAME = + %NAME.offset (none for offset 0);
- *                              a number is a [] literal, a list a [C] const
+ *                              a number is a [] literal, a list a [C] const;
+ *                              both ops {compute=policy}: in the layer's
+ *                              compute dtype, as Keras's call casts
  *   Normalization(axis=-1)     %NAME.mean, %NAME.variance (vars/0, vars/1;
  *                              vars/2 is Keras's count, read and unused), or
  *                              the config's mean and variance; Keras's
  *                              (x - mean) / max(sqrt(variance), 1e-7)
- *                              (invert: mean + x * max(...))
+ *                              (invert: mean + x * max(...)), each op
+ *                              {compute=policy}, as Keras's call converts
  *   Cropping2D(cropping)       %NAME = strided_slice of the rows and columns
  *   CustomScaleLayer(scale)    InceptionResNetV2's residual: inputs[0] +
  *                              inputs[1] * scale (%NAME.scaled, %NAME)
@@ -52,8 +55,13 @@ bool fl_lower_rescaling(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in) 
   ir_node *s = number_or_list(m, l, sv, "scale", fl_node_name(m, l, k, "scale"), C);
   ir_node *o = s && has_offset ? number_or_list(m, l, ov, "offset", fl_node_name(m, l, k, "offset"), C) : NULL;
   if (!s || (has_offset && !o)) return false;
+  /* Keras's call: cast(x, compute) * cast(scale, compute) + cast(offset, compute), each op in
+   * the compute dtype: under mixed_bfloat16 the input and 1/255 are rounded to bfloat16 (2^-8),
+   * which TF-AMP's infer rule (f32 before the first convolution) would not do. */
   ir_node *y = bin(m, l, IR_OP_MUL, fl_node_name(m, l, k, has_offset ? "scaled" : NULL), x, s);
-  m->call->out = has_offset ? bin(m, l, IR_OP_ADD, fl_node_name(m, l, k, NULL), y, o) : y;
+  y->in_policy = true;
+  if (has_offset) (y = bin(m, l, IR_OP_ADD, fl_node_name(m, l, k, NULL), y, o))->in_policy = true;
+  m->call->out = y;
   return true;
 }
 
@@ -100,15 +108,21 @@ bool fl_lower_normalization(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
     }
     mean = l->w[0], var = l->w[1];
   }
+  /* Each op in the layer's compute dtype ({compute=policy}), as Keras's call converts the input,
+   * the mean and the variance to it (under mixed_bfloat16 ImageNet's mean and variance round to
+   * bfloat16: EfficientNetV2's first layers). */
   ir_node *sd = fl_stamp(m, l, ir_build_unary(m->g, IR_OP_SQRT, fl_node_name(m, l, k, "stddev"), var, l->loc));
+  sd->in_policy = true;
   sd = bin(m, l, IR_OP_MAXIMUM, fl_node_name(m, l, k, "stddev_eps"), sd,
            fl_literal(m, l, fl_node_name(m, l, k, "epsilon"), 1e-7));
-  if (invert)
-    m->call->out = bin(m, l, IR_OP_ADD, fl_node_name(m, l, k, NULL), mean,
-                       bin(m, l, IR_OP_MUL, fl_node_name(m, l, k, "scaled"), x, sd));
-  else
-    m->call->out = bin(m, l, IR_OP_DIV, fl_node_name(m, l, k, NULL),
-                       bin(m, l, IR_OP_SUB, fl_node_name(m, l, k, "centered"), x, mean), sd);
+  sd->in_policy = true;
+  ir_node *y = bin(m, l, invert ? IR_OP_MUL : IR_OP_SUB, fl_node_name(m, l, k, invert ? "scaled" : "centered"), x,
+                   invert ? sd : mean);
+  y->in_policy = true;
+  y = invert ? bin(m, l, IR_OP_ADD, fl_node_name(m, l, k, NULL), mean, y)
+             : bin(m, l, IR_OP_DIV, fl_node_name(m, l, k, NULL), y, sd);
+  y->in_policy = true;
+  m->call->out = y;
   return true;
 }
 

@@ -6,11 +6,22 @@ init; 10 classes, their logits where the architecture takes
 classifier_activation=None), saved as .keras, run by Keras's predict and by `castor run` at batch
 1 and 4, and compared (normalized max error: max|castor - keras| / max|keras|).
 Writes a Markdown table (architecture, input, policy, loads, error at batch
-1 and 4, castor run's wall time: load + compile + run) to stdout and, with
---doc, into docs/keras.md between the markers.
+1 and 4, castor run's wall time: load + compile + run) to stdout.
 
-  KERAS_BACKEND=jax /tmp/kvenv/bin/python tests/real/keras_apps.py \
-      --castor build/castor --out /tmp/apps [--policy float32|mixed_bfloat16] [NAME ...]
+  /tmp/kvenv/bin/python tests/real/keras_apps.py --castor build/castor --out /tmp/apps \
+      [--policy float32|mixed_bfloat16] [--seed S] [--f64] [NAME ...]
+  /tmp/tvenv/bin/python tests/real/keras_apps.py --castor build/castor --out /tmp/apps \
+      --backend torch --load [--policy ...] [NAME ...]
+
+--backend sets KERAS_BACKEND (jax by default). Keras's random init differs
+between backends, so --load reads the .keras files an earlier run wrote into
+--out instead of rebuilding them: both backends then predict from the same
+weights and inputs. Each run keeps Keras's predictions in --out
+(NAME-POLICY-sSEED-BACKEND.y{1,4}.npy); where the other backend's are there,
+the table adds how far the two Keras references are from each other.
+--f64 (JAX only) also predicts with the same weights under Keras's float64
+policy (JAX_ENABLE_X64=1) and gives how far castor's and Keras's results
+are from it: the referee where float32 itself is ill-conditioned.
 
 Not part of ctest: it needs Keras from PyPI and minutes per architecture.
 """
@@ -38,33 +49,52 @@ ARCHS = [("MobileNet", 32), ("MobileNetV2", 32), ("MobileNetV3Small", 32), ("Mob
 BOUND = {"float32": 1e-5, "mixed_bfloat16": 2e-2}
 
 
+OTHER = {"jax": "torch", "torch": "jax"}
+
+
+def build_as(keras, build, size, policy, weights_from):
+    """The architecture under POLICY with WEIGHTS_FROM's weights; the global policy is restored."""
+    keep = keras.mixed_precision.global_policy().name
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        m = build(weights=None, input_shape=(size, size, 3), classes=10, classifier_activation=None)
+    except TypeError:
+        m = build(weights=None, input_shape=(size, size, 3), classes=10)
+    m.set_weights(weights_from.get_weights())
+    keras.mixed_precision.set_global_policy(keep)
+    return m
+
+
 def run(args, name, size):
     import keras
     keras.mixed_precision.set_global_policy(args.policy)
-    keras.utils.set_random_seed(37)
-    path = os.path.join(args.out, f"{name}-{args.policy}.keras")
+    keras.utils.set_random_seed(args.seed)
+    stem = f"{name}-{args.policy}" + (f"-s{args.seed}" if args.seed != 37 else "")
+    path = os.path.join(args.out, f"{stem}.keras")
     build = getattr(keras.applications, name)
-    try:  # the logits: a softmax of random-init logits is often one-hot, which would hide errors
-        model = build(weights=None, input_shape=(size, size, 3), classes=10, classifier_activation=None)
-    except TypeError:
-        model = build(weights=None, input_shape=(size, size, 3), classes=10)
-    model.save(path)
-    row = {"name": name, "size": size}
-    ref = None
-    if args.policy != "float32":  # the same weights under float32: how far each 16-bit result is from it
-        keras.mixed_precision.set_global_policy("float32")
-        try:
-            ref = build(weights=None, input_shape=(size, size, 3), classes=10, classifier_activation=None)
+    if args.load:
+        model = keras.saving.load_model(path)
+    else:
+        try:  # the logits: a softmax of random-init logits is often one-hot, which would hide errors
+            model = build(weights=None, input_shape=(size, size, 3), classes=10, classifier_activation=None)
         except TypeError:
-            ref = build(weights=None, input_shape=(size, size, 3), classes=10)
-        ref.set_weights(model.get_weights())
-        keras.mixed_precision.set_global_policy(args.policy)
-    rng = np.random.default_rng(37)
+            model = build(weights=None, input_shape=(size, size, 3), classes=10)
+        model.save(path)
+    row = {"name": name, "size": size}
+    # the same weights under float32: how far each 16-bit result is from it
+    ref = build_as(keras, build, size, "float32", model) if args.policy != "float32" else None
+    f64 = build_as(keras, build, size, "float64", model) if args.f64 else None
+    rng = np.random.default_rng(args.seed)
     for batch in (1, 4):
         x = rng.uniform(0, 255, (batch, size, size, 3)).astype(np.float32)
-        xp, yp = os.path.join(args.out, f"{name}.x{batch}.npy"), os.path.join(args.out, f"{name}.y{batch}.npy")
+        xp, yp = os.path.join(args.out, f"{stem}.x{batch}.npy"), os.path.join(args.out, f"{stem}.y{batch}.npy")
         np.save(xp, x)
         want = np.asarray(model.predict(x, verbose=0), dtype=np.float32)
+        np.save(os.path.join(args.out, f"{stem}-{args.backend}.y{batch}.npy"), want)
+        other = os.path.join(args.out, f"{stem}-{OTHER[args.backend]}.y{batch}.npy")
+        if os.path.exists(other):  # the other backend's Keras, same file and input
+            o = np.load(other)
+            row[f"backends{batch}"] = float(np.abs(want - o).max() / max(np.abs(o).max(), 1e-30))
         t0 = time.time()
         try:
             r = subprocess.run([args.castor, "run", path, "--input", xp, "--output", yp], capture_output=True,
@@ -83,27 +113,45 @@ def run(args, name, size):
             scale = max(np.abs(exact).max(), 1e-30)
             row[f"castor_f32_{batch}"] = float(np.abs(got - exact).max() / scale)
             row[f"keras_f32_{batch}"] = float(np.abs(want - exact).max() / scale)
+        if f64 is not None:
+            exact = np.asarray(f64.predict(x.astype(np.float64), verbose=0), dtype=np.float64)
+            scale = max(np.abs(exact).max(), 1e-300)
+            row[f"castor_f64_{batch}"] = float(np.abs(got - exact).max() / scale)
+            row[f"keras_f64_{batch}"] = float(np.abs(want - exact).max() / scale)
+            row[f"maxlogit{batch}"] = float(np.abs(exact).max())
     return row
 
 
-def table(rows, policy):
-    """float32: error against Keras's predict. A 16-bit policy adds, per batch, how far castor's and
-    Keras's own 16-bit results are from Keras's float32 predict with the same weights (castor / Keras)."""
-    mixed = policy != "float32"
-    head = "| architecture | input | policy | loads | error batch 1 | error batch 4 |"
+def table(rows, args):
+    """Error against Keras's predict (on --backend). A 16-bit policy adds, per batch, how far castor's
+    and Keras's own 16-bit results are from Keras's float32 predict with the same weights (castor /
+    Keras); where the other backend's predictions were there, how far the two Keras references are
+    apart; with --f64, castor's and Keras's distance from Keras's float64 predict and its max |logit|."""
+    policy, mixed = args.policy, args.policy != "float32"
+    both = any("backends1" in r for r in rows)
+    f64 = any("castor_f64_1" in r for r in rows)
+    head = "| architecture | input | policy | Keras | loads | error batch 1 | error batch 4 |"
     head += " from float32, castor / Keras, batch 1 | batch 4 |" if mixed else ""
-    out = [head + " castor run (s) |", "|---|---|---|---|---|---|" + ("---|---|" if mixed else "") + "---|"]
+    head += f" Keras {args.backend} from {OTHER[args.backend]}, batch 1 / 4 |" if both else ""
+    head += " from float64, castor / Keras, batch 1 | batch 4 | max abs logit (float64) |" if f64 else ""
+    n = head.count("|") - 1
+    out = [head + " castor run (s) |", "|---" * (n + 1) + "|"]
     for r in rows:
+        lead = f"| {r['name']} | {r['size']} | {policy} | {args.backend} |"
         if "error" in r:
-            out.append(f"| {r['name']} | {r['size']} | {policy} | no: {r['error'].replace('|', '/')} | | |"
-                       + (" | |" if mixed else "") + " |")
+            out.append(lead + f" no: {r['error'].replace('|', '/')} |" + " |" * (n - 4))
             continue
         ok = "yes" if max(r["err1"], r["err4"]) <= BOUND[policy] else "yes, error above the bound"
         if mixed and ok != "yes" and all(r[f"castor_f32_{b}"] <= r[f"keras_f32_{b}"] for b in (1, 4)):
             ok = "yes, above the bound; castor nearer float32 than Keras"
-        line = f"| {r['name']} | {r['size']} | {policy} | {ok} | {r['err1']:.1e} | {r['err4']:.1e} |"
+        line = lead + f" {ok} | {r['err1']:.1e} | {r['err4']:.1e} |"
         if mixed:
             line += "".join(f" {r[f'castor_f32_{b}']:.1e} / {r[f'keras_f32_{b}']:.1e} |" for b in (1, 4))
+        if both:
+            line += (f" {r['backends1']:.1e} / {r['backends4']:.1e} |" if "backends1" in r else " |")
+        if f64:
+            line += "".join(f" {r[f'castor_f64_{b}']:.1e} / {r[f'keras_f64_{b}']:.1e} |" for b in (1, 4))
+            line += f" {r['maxlogit1']:.1e} / {r['maxlogit4']:.1e} |"
         out.append(line + f" {r['time1']:.0f} |")
     return "\n".join(out)
 
@@ -114,8 +162,19 @@ def main():
     ap.add_argument("--out", default="/tmp/keras_apps")
     ap.add_argument("--policy", default="float32", choices=sorted(BOUND))
     ap.add_argument("--timeout", type=float, default=900, help="seconds one castor run may take")
+    ap.add_argument("--backend", default="jax", choices=sorted(OTHER), help="Keras's backend")
+    ap.add_argument("--load", action="store_true", help="read the .keras files in --out, do not rebuild")
+    ap.add_argument("--seed", type=int, default=37, help="the weights' and inputs' seed")
+    ap.add_argument("--f64", action="store_true", help="also Keras's float64 predict (JAX only)")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
+    if "keras" in sys.modules:
+        sys.exit("keras_apps.py: keras was imported before --backend could choose its backend")
+    os.environ["KERAS_BACKEND"] = args.backend
+    if args.f64:
+        if args.backend != "jax":
+            sys.exit("keras_apps.py: --f64 needs the JAX backend (JAX_ENABLE_X64)")
+        os.environ["JAX_ENABLE_X64"] = "1"
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for name, size in ARCHS:
@@ -125,8 +184,8 @@ def main():
             rows.append(run(args, name, size))
         except Exception as e:  # Keras itself refusing the input size, ...
             rows.append({"name": name, "size": size, "error": f"Keras: {type(e).__name__}: {str(e)[:200]}"})
-        print(table(rows[-1:], args.policy).splitlines()[-1], flush=True)
-    print(table(rows, args.policy))
+        print(table(rows[-1:], args).splitlines()[-1], flush=True)
+    print(table(rows, args))
 
 
 if __name__ == "__main__":

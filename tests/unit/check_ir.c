@@ -379,10 +379,10 @@ static const struct {
      "t.cir:2:12: error: a dimension (an integer >= 0 or N) 99999999999999999999 is too "
      "large\n%x = f32[N,99999999999999999999] input() {index=0}\n           ^\n"},
     {HDR X "%y = f32[N,4] relu(%x) {acc=f32}\n" OUT,
-     "t.cir:3:25: error: unknown attribute 'acc' for relu (it takes only policy, layer and rule)\n"
+     "t.cir:3:25: error: unknown attribute 'acc' for relu (it takes only policy, compute, layer and rule)\n"
      "%y = f32[N,4] relu(%x) {acc=f32}\n                        ^\n"},
     {HDR X "%y = f16[N,4] cast(%x) {too=f16}\n" OUT,
-     "t.cir:3:25: error: unknown attribute 'too' for cast (it takes to, policy, layer and rule)\n"
+     "t.cir:3:25: error: unknown attribute 'too' for cast (it takes to, policy, compute, layer and rule)\n"
      "%y = f16[N,4] cast(%x) {too=f16}\n                        ^\n"},
     {HDR X "%y = f16[N,4] cast(%x) {policy=float32}\n" OUT,
      "t.cir:3:15: error: cast needs the attribute 'to'\n"

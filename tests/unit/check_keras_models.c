@@ -158,6 +158,48 @@ END_TEST
 START_TEST(test_apps_outputs) { check_outputs(DIR "/manifest-apps.txt", 6); }
 END_TEST
 
+/* Rescaling and Normalization under mixed_bfloat16 (generate.py rescaling):
+ * Keras's calls cast the pixels, the scale, ImageNet's mean and variance to
+ * bfloat16 (1/255 becomes 2^-8) and round each op's result, and so must
+ * castor, bit for bit: computed in f32 by the infer rule it was 6.8e-3
+ * (normalized) from Keras's 1/255, 1.4e-2 from its 1/127.5 - 1 and 1.4e-2
+ * from its Normalization. */
+START_TEST(test_rescaling_bf16_bits) {
+  castor_context *ctx;
+  ck_assert_int_eq(castor_context_create(&ctx), CASTOR_OK);
+  const char *stem = DIR "/rescale_bf16-mixed_bfloat16";
+  char path[8192];
+  snprintf(path, sizeof path, "%s.keras", stem);
+  castor_model *m;
+  ck_assert_msg(castor_model_load_file(ctx, path, NULL, &m) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  castor_program *p;
+  ck_assert_msg(castor_compile(m, NULL, &p) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  castor_tensor *in, *out[3] = {0};
+  snprintf(path, sizeof path, "%s.in0.npy", stem);
+  ck_assert_int_eq(castor_tensor_load_npy(ctx, path, &in), CASTOR_OK);
+  ck_assert_msg(castor_program_run(p, &in, 1, out, 3) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  for (int k = 0; k < 3; k++) {
+    castor_tensor *want;
+    snprintf(path, sizeof path, "%s.out%d.npy", stem, k);
+    ck_assert_int_eq(castor_tensor_load_npy(ctx, path, &want), CASTOR_OK);
+    ck_assert_int_eq(castor_tensor_numel(want), castor_tensor_numel(out[k]));
+    const float *a = castor_tensor_data(out[k]), *b = castor_tensor_data(want);
+    int64_t differ = 0, first = -1;
+    for (int64_t j = 0; j < castor_tensor_numel(want); j++)
+      if (a[j] != b[j] && differ++ == 0) first = j;
+    ck_assert_msg(differ == 0, "output %d: %lld of %lld values differ from Keras's, first [%lld] %.9g != %.9g", k,
+                  (long long)differ, (long long)castor_tensor_numel(want), (long long)first,
+                  first >= 0 ? a[first] : 0.0, first >= 0 ? b[first] : 0.0);
+    castor_tensor_destroy(want);
+    castor_tensor_destroy(out[k]);
+  }
+  castor_tensor_destroy(in);
+  castor_program_destroy(p);
+  castor_model_destroy(m);
+  castor_context_destroy(ctx);
+}
+END_TEST
+
 /* One epoch of two SGD steps (batch 16, in order) on BASE.keras with BASE.x.npy / BASE.y.npy
  * (generate_image.py): every state BASE.after.<state>.npy names must be as Keras's model.fit
  * left it, within 1e-5 normalized; a trainable one must have moved by more than 1e-4, a
@@ -895,6 +937,7 @@ static Suite *keras_models_suite(void) {
   tcase_add_test(tc, test_layer3_outputs);
   tcase_add_test(tc, test_layer4_outputs); /* MultiHeadAttention */
   tcase_add_test(tc, test_apps_outputs);   /* keras.applications' layers */
+  tcase_add_test(tc, test_rescaling_bf16_bits); /* Rescaling, Normalization in bf16 */
   tcase_add_test(tc, test_nested_outputs); /* models used as layers */
   tcase_add_test(tc, test_upsample_outputs);
   tcase_add_test(tc, test_image_outputs);

@@ -572,6 +572,37 @@ def apps_main():
                 f"{datetime.date.today()}\n# file policy n_inputs n_outputs lowest_precision\n")
         f.write("\n".join(manifest) + "\n")
 
+# ---- generate.py rescaling: Rescaling computes in its compute dtype (issue 37) ----
+
+def rescaling_main():
+    """Rescaling under mixed_bfloat16 on pixel values, as EfficientNet and
+    MobileNetV3 begin: Keras's call casts the input and the scale to
+    bfloat16 (1/255 becomes 2^-8) and rounds the product, which castor's
+    TF-AMP infer rule (f32 before the first convolution) did not: 6.8e-3 of
+    EfficientNetB0's first layer. Output 0 is Rescaling(1/255) alone (castor
+    must give Keras's bits: one rounded product of two bfloat16 values);
+    output 1 Rescaling(1/127.5, offset=-1), MobileNetV3's: the product and
+    the add each rounded (Keras's bits too, measured on 2026-11-29); output 2
+    EfficientNetV2's Normalization with ImageNet's mean and variance after
+    output 0: its call converts them to bfloat16 too."""
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    x = keras.Input((6, 5, 3), name="pixels")
+    unit = layers.Rescaling(1.0 / 255, name="to_unit")(x)
+    norm = layers.Normalization(mean=[0.485, 0.456, 0.406], variance=[0.229**2, 0.224**2, 0.225**2],
+                                name="imagenet")(unit)
+    model = keras.Model(x, [unit, layers.Rescaling(1.0 / 127.5, offset=-1.0, name="to_pm1")(x), norm],
+                        name="rescale_bf16")
+    keras.mixed_precision.set_global_policy("float32")
+    name = "rescale_bf16-mixed_bfloat16"
+    model.save(os.path.join(HERE, name + ".keras"))
+    rng = np.random.default_rng(2038)
+    xs = rng.uniform(0, 255, (4, 6, 5, 3)).astype(np.float32)
+    ys = keras.models.load_model(os.path.join(HERE, name + ".keras")).predict(xs, verbose=0)
+    np.save(os.path.join(HERE, name + ".in0.npy"), xs)
+    for i, y in enumerate(ys):
+        np.save(os.path.join(HERE, f"{name}.out{i}.npy"), np.asarray(y, dtype=np.float32))
+
+
 # ---- generate.py nested: models used as layers (issue 37; ConvNeXt's stem is a nested Sequential) ----
 
 def nested_fn():
@@ -720,6 +751,8 @@ if __name__ == "__main__":
         refusals()
     elif sys.argv[1:] == ["apps"]:
         apps_main()
+    elif sys.argv[1:] == ["rescaling"]:
+        rescaling_main()
     elif sys.argv[1:] == ["nested"]:
         nested_main()
     elif sys.argv[1:] == ["nested_bad"]:
