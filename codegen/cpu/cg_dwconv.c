@@ -99,7 +99,7 @@ static void emit_tile(cg_kctx *c, const dw_shape *s, LLVMValueRef n, LLVMValueRe
     LLVMValueRef idx = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, pix, cg_i64(e, t), ""), cg_i64(e, s->C), ""), ch, "");
     LLVMValueRef val = cg_emit_round_to(e, LLVMBuildLoad2(B, vt, acc[t], op->name), op->type.dtype, op->name);
     val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, ch, lanes, lanes);
-    cg_emit_store(e, res->type.dtype, val, cg_elem_ptr(c, res, idx), lanes);
+    cg_emit_store_rounded(e, res->type.dtype, val, cg_elem_ptr(c, res, idx), lanes);
   }
 }
 
