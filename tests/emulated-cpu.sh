@@ -41,7 +41,8 @@
 set -eu
 LABEL_EXCLUDE="-LE emulated-long"
 # the short form runs one in 2 cases of the long shape sweeps of check_conv,
-# check_optable and check_rnn (test_case_runs, tests/unit/test_support.h)
+# check_conv_group (one in 2 of its case and CPU path pairs), check_optable
+# and check_rnn (test_case_runs, tests/unit/test_support.h)
 CASTOR_TEST_STRIDE=2
 if [ "${1:-}" = --long ]; then
   LABEL_EXCLUDE=
