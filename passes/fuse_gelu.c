@@ -26,7 +26,6 @@
  * it is (the training pipelines do not run this pass).
  */
 #include <math.h>
-#include <string.h>
 
 #include "passes/passes.h"
 
@@ -88,34 +87,18 @@ static bool gelu_factors(ir_node *const f[3], const int *uses, const bool *outpu
   return false;
 }
 
+/* n = mul(m, c) with m = mul(a, b) single-use: the factors a, b, c */
+static ir_node *gelu_of(ir_node *n, const int *uses, const bool *output) {
+  for (int s = 0; s < 2; s++) {
+    ir_node *m = n->srcs[s], *x = NULL;
+    if (m->op != IR_OP_MUL || uses[m->id] != 1 || output[m->id] || !ir_type_eq(&m->type, &n->type)) continue;
+    ir_node *f[3] = {m->srcs[0], m->srcs[1], n->srcs[1 - s]};
+    if (gelu_factors(f, uses, output, &x) && ir_type_eq(&x->type, &n->type)) return x;
+  }
+  return NULL;
+}
+
 bool pass_fuse_gelu_run(ir_graph *g, pass_context *ctx) {
   (void)ctx;
-  bool any = false;
-  for (int i = 0; i < g->n_nodes && !any; i++) any = g->nodes[i]->op == IR_OP_ERF;
-  if (!any) return true;
-  ir_graph_renumber(g);
-  int *uses = ir_graph_use_counts(g);
-  bool *output = xcalloc((size_t)g->n_nodes + 1, sizeof *output);
-  for (int o = 0; o < g->n_outputs; o++) output[g->outputs[o].value->id] = true;
-  for (int i = 0; i < g->n_nodes; i++) {
-    ir_node *n = g->nodes[i], *x = NULL;
-    if (n->op != IR_OP_MUL || n->type.dtype != DT_F32) continue;
-    /* n = mul(m, c) with m = mul(a, b) single-use: the factors a, b, c */
-    for (int s = 0; s < 2 && !x; s++) {
-      ir_node *m = n->srcs[s];
-      if (m->op != IR_OP_MUL || uses[m->id] != 1 || output[m->id] || !ir_type_eq(&m->type, &n->type)) continue;
-      ir_node *f[3] = {m->srcs[0], m->srcs[1], n->srcs[1 - s]};
-      if (!gelu_factors(f, uses, output, &x) || !ir_type_eq(&x->type, &n->type)) x = NULL;
-    }
-    if (!x) continue;
-    n->op = IR_OP_GELU;
-    n->n_srcs = 1;
-    n->srcs[0] = x;
-    for (int s = 1; s < IR_MAX_SRCS; s++) n->srcs[s] = NULL;
-    memset(&n->attr, 0, sizeof n->attr);
-    n->note = "x * (1 + erf(x / sqrt(2))) / 2 as one gelu (fuse-gelu)";
-  }
-  free(output);
-  free(uses);
-  return true;
+  return pass_fuse_unary(g, IR_OP_ERF, IR_OP_GELU, "x * (1 + erf(x / sqrt(2))) / 2 as one gelu (fuse-gelu)", gelu_of);
 }

@@ -22,40 +22,21 @@
  * training step is left as it is (the training pipelines do not run this
  * pass).
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "passes/passes.h"
+
+/* mul(x, sigmoid(x)), either order, the sigmoid of no other use */
+static ir_node *silu_of(ir_node *n, const int *uses, const bool *output) {
+  for (int s = 0; s < 2; s++) {
+    ir_node *sg = n->srcs[s], *x = n->srcs[1 - s];
+    if (sg->op != IR_OP_SIGMOID || sg->srcs[0] != x) continue;
+    if (uses[sg->id] != 1 || output[sg->id] || !ir_type_eq(&sg->type, &n->type) || !ir_type_eq(&x->type, &n->type))
+      continue;
+    return x;
+  }
+  return NULL;
+}
 
 bool pass_fuse_silu_run(ir_graph *g, pass_context *ctx) {
   (void)ctx;
-  bool any = false;
-  for (int i = 0; i < g->n_nodes && !any; i++) any = g->nodes[i]->op == IR_OP_SIGMOID;
-  if (!any) return true;
-  ir_graph_renumber(g);
-  int *uses = ir_graph_use_counts(g);
-  bool *output = xcalloc((size_t)g->n_nodes + 1, sizeof *output);
-  for (int o = 0; o < g->n_outputs; o++) output[g->outputs[o].value->id] = true;
-  for (int i = 0; i < g->n_nodes; i++) {
-    ir_node *n = g->nodes[i], *x = NULL;
-    if (n->op != IR_OP_MUL || n->type.dtype != DT_F32) continue;
-    for (int s = 0; s < 2 && !x; s++) {
-      ir_node *sg = n->srcs[s];
-      if (sg->op != IR_OP_SIGMOID || sg->srcs[0] != n->srcs[1 - s]) continue;
-      if (uses[sg->id] != 1 || output[sg->id] || !ir_type_eq(&sg->type, &n->type) ||
-          !ir_type_eq(&n->srcs[1 - s]->type, &n->type))
-        continue;
-      x = n->srcs[1 - s];
-    }
-    if (!x) continue;
-    n->op = IR_OP_SILU;
-    n->n_srcs = 1;
-    n->srcs[0] = x;
-    for (int s = 1; s < IR_MAX_SRCS; s++) n->srcs[s] = NULL;
-    memset(&n->attr, 0, sizeof n->attr);
-    n->note = "x * sigmoid(x) as one silu (fuse-silu)";
-  }
-  free(output);
-  free(uses);
-  return true;
+  return pass_fuse_unary(g, IR_OP_SIGMOID, IR_OP_SILU, "x * sigmoid(x) as one silu (fuse-silu)", silu_of);
 }

@@ -82,6 +82,14 @@ typedef bool (*pass_fn)(ir_graph *g, pass_context *ctx);
 #include "passes/passes.def"
 #undef PASS
 
+/* The fuse passes' driver (fuse-gelu, fuse-silu; passes/fuse_unary.c): in
+ * a graph with a `trigger` op, each f32 mul that `match` reads as a function
+ * of one x (it returns x, or NULL) becomes the unary `op` of x in place, with
+ * `note`. match gets each node's use count and whether it is a graph output,
+ * both indexed by id. */
+typedef ir_node *(*pass_fuse_match)(ir_node *mul, const int *uses, const bool *output);
+bool pass_fuse_unary(ir_graph *g, ir_op trigger, ir_op op, const char *note, pass_fuse_match match);
+
 /* Looks up a pass by name; NULL if unknown. */
 pass_fn pass_lookup(const char *name, size_t len);
 /* Names of all passes, comma-separated (for --help). */
