@@ -189,13 +189,16 @@ static bool do_ldst(cta *c, int w, int l, const pe_insn *in) {
   if (addr % (uint64_t)(n > 16 ? 16 : n))
     return efail(c, in, thread, "misaligned %d-byte access at %#llx", n, (unsigned long long)addr);
   uint8_t *p = NULL;
-  if (in->space == S_PARAM) {
+  int space = in->space;
+  if (space == S_NONE) /* generic: local where the local window is, else global */
+    space = addr >= PE_LOCAL_BASE && addr - PE_LOCAL_BASE < PE_LOCAL_MAX ? S_LOCAL : S_GLOBAL;
+  if (space == S_PARAM) {
     if (addr + (uint64_t)n > (uint64_t)c->k->param_bytes) return efail(c, in, thread, "parameter read out of range");
     p = (uint8_t *)(uintptr_t)(c->params + addr);
-  } else if (in->space == S_SHARED) {
+  } else if (space == S_SHARED) {
     if (!smem_check(c, in, thread, addr, n, in->op == OP_ST)) return false;
     p = c->smem + addr;
-  } else if (in->space == S_LOCAL) {
+  } else if (space == S_LOCAL) {
     uint64_t lb = (uint64_t)c->k->local_bytes, off = addr - PE_LOCAL_BASE;
     if (addr < PE_LOCAL_BASE || off + (uint64_t)n > lb || off + (uint64_t)n < off)
       return efail(c, in, thread, "local %s of %d bytes at %#llx is outside the thread's %llu bytes of local memory at %#llx",

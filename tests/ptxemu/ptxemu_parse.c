@@ -441,12 +441,18 @@ static bool decode(parser *p, pe_kernel *k, pe_insn *in, char *opc, char *args, 
   } else if (!strcmp(base, "ld") || !strcmp(base, "st")) {
     in->op = base[0] == 'l' ? OP_LD : OP_ST, want = 2;
     if (!plain || m.n_ty != 1 || m.rnd || m.cmp >= 0 || m.mul || m.ftz || m.sat || m.approx) BAD();
-    if (m.space != S_GLOBAL && m.space != S_SHARED && m.space != S_LOCAL && !(m.space == S_PARAM && in->op == OP_LD))
+    /* no space: a generic address (global, or local through cvta.local) */
+    if (m.space != S_NONE && m.space != S_GLOBAL && m.space != S_SHARED && m.space != S_LOCAL &&
+        !(m.space == S_PARAM && in->op == OP_LD))
       BAD();
     if (m.vec > 1 && in->o[in->op == OP_LD ? 0 : 1].kind != K_VEC) return fail(p, line, "%s needs a vector operand", opc);
   } else if (!strcmp(base, "cvta")) {
     in->op = OP_CVTA, want = 2;
-    if (m.n_other || m.num != -1 || m.space != S_GLOBAL || m.n_ty != 1 || in->ty != T_U64) BAD();
+    /* cvta.to.global, and local <-> generic (cvta.local, cvta.to.local): the generic address is the
+     * global or local one itself (their windows do not overlap); shared has no generic window here */
+    if (m.n_other || (m.num != -1 && m.num != 0) || (m.space != S_GLOBAL && m.space != S_LOCAL) || m.n_ty != 1 ||
+        in->ty != T_U64 || (m.space == S_GLOBAL && m.num != -1))
+      BAD();
   } else if (!strcmp(base, "cvt")) {
     in->op = OP_CVT, want = 2;
     if (!plain || m.n_ty != 2 || m.cmp >= 0 || m.space || m.mul || m.vec != 1 || m.approx) BAD();

@@ -370,7 +370,9 @@ END_TEST
 
 /* Local memory as LLVM emits a stack frame (castor's recurrent scans keep
  * a row's state there): each thread writes its id and id + 100 to its own
- * frame through %SPL and through the depot's name, the threads meet at a
+ * frame through %SPL and through the depot's name (and reads one back
+ * through its generic address, cvta.local's %SP, stored with a generic
+ * st to global memory), the threads meet at a
  * barrier (so a shared frame would show), and each reads its values
  * back, plus one word it never wrote (the poison); a b32 split into its
  * 16-bit halves and packed again swapped. */
@@ -378,14 +380,14 @@ static const char *local_ptx =
     HEAD ".visible .entry loc(\n .param .u64 po\n)\n{\n"
     " .local .align 4 .b8 __local_depot0[16];\n .reg .b64 %SP;\n .reg .b64 %SPL;\n"
     " .reg .b16 %rs<2>;\n .reg .b32 %r<10>;\n .reg .b64 %rd<8>;\n"
-    " mov.u64 %SPL, __local_depot0;\n ld.param.u64 %rd1, [po];\n mov.u32 %r1, %tid.x;\n"
+    " mov.u64 %SPL, __local_depot0;\n cvta.local.u64 %SP, %SPL;\n ld.param.u64 %rd1, [po];\n mov.u32 %r1, %tid.x;\n"
     " add.u64 %rd2, %SPL, 4;\n st.local.u32 [%rd2+-4], %r1;\n add.s32 %r2, %r1, 100;\n"
     " st.local.u32 [__local_depot0+8], %r2;\n" BAR "\n"
-    " ld.local.u32 %r3, [%SPL];\n ld.local.u32 %r4, [%rd2+4];\n ld.local.u32 %r5, [__local_depot0+12];\n"
+    " ld.local.u32 %r3, [%SPL];\n ld.u32 %r4, [%SP+8];\n ld.local.u32 %r5, [__local_depot0+12];\n"
     " add.s32 %r6, %r1, 65536;\n { .reg .b16 tmp; mov.b32 {%rs1, tmp}, %r6; }\n"
     " { .reg .b16 tmp; mov.b32 {tmp, %rs0}, %r6; }\n mov.b32 %r7, {%rs0, %rs1};\n"
     " mul.wide.u32 %rd3, %r1, 16;\n add.s64 %rd4, %rd1, %rd3;\n st.global.u32 [%rd4], %r3;\n"
-    " st.global.u32 [%rd4+4], %r4;\n st.global.u32 [%rd4+8], %r5;\n st.global.u32 [%rd4+12], %r7;\n ret;\n}\n";
+    " st.u32 [%rd4+4], %r4;\n st.global.u32 [%rd4+8], %r5;\n st.global.u32 [%rd4+12], %r7;\n ret;\n}\n";
 
 START_TEST(test_local_memory) {
   emu e;
@@ -539,7 +541,7 @@ START_TEST(test_refuses_unknown) {
       {"add.rz.f64 %fd1, %fd1, %fd1;", "add.rz.f64"}, /* f64: .rn only */
       {"mov.b32 {%r1, %r1}, %rd1;", "mov.b32"},        /* halves: of the declared widths */
       {"mov.b32 {%rs1, %rs1}, %rd1;", "mov.b32"},
-      {"cvta.local.u64 %rd1, %rd1;", "cvta.local"},     /* generic addressing of local memory */
+      {"cvta.shared.u64 %rd1, %rd1;", "cvta.shared"},   /* shared memory has no generic window here */
       {"ld.local.u32 %r1, [nowhere];", "unknown address 'nowhere'"},
       {".local .align 4 .b8 d[];", "only NAME[N] arrays"},
       {".local .align 4 .b8 d[600000];", "more than 524288 bytes of local memory"},
