@@ -654,7 +654,9 @@ static bool parse_reg_decl(parser *p, char *st, int line) {
         if (!isalnum((unsigned char)r[q]) && r[q] != '_') return fail(p, line, "malformed .reg '%s'", r);
       if (len >= sizeof p->rc[0].prefix) return fail(p, line, "malformed .reg '%s'", r);
       bool known = false;
-      for (int i = 0; i < p->n_rc; i++) known |= p->rc[i].named && !strcmp(p->rc[i].prefix, r);
+      for (int i = 0; i < p->n_rc; i++)
+        if (p->rc[i].named && !strcmp(p->rc[i].prefix, r)) /* the block in scope now: its width */
+          known = true, p->rc[i].bytes = pe_ty_bytes(ty), p->rc[i].is_pred = ty == T_PRED;
       if (known) continue;
       if (p->n_rc == 32 || p->n_regs + 1 > 1 << 16) return fail(p, line, "malformed .reg '%s'", r);
       struct regclass *c = &p->rc[p->n_rc++];

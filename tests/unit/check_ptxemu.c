@@ -375,7 +375,8 @@ END_TEST
  * st to global memory), the threads meet at a
  * barrier (so a shared frame would show), and each reads its values
  * back, plus one word it never wrote (the poison); a b32 split into its
- * 16-bit halves and packed again swapped. */
+ * 16-bit halves and packed again swapped (the scratch register `tmp`
+ * declared b32 in one block and b16 in the next, as LLVM writes them). */
 static const char *local_ptx =
     HEAD ".visible .entry loc(\n .param .u64 po\n)\n{\n"
     " .local .align 4 .b8 __local_depot0[16];\n .reg .b64 %SP;\n .reg .b64 %SPL;\n"
@@ -384,6 +385,7 @@ static const char *local_ptx =
     " add.u64 %rd2, %SPL, 4;\n st.local.u32 [%rd2+-4], %r1;\n add.s32 %r2, %r1, 100;\n"
     " st.local.u32 [__local_depot0+8], %r2;\n" BAR "\n"
     " ld.local.u32 %r3, [%SPL];\n ld.u32 %r4, [%SP+8];\n ld.local.u32 %r5, [__local_depot0+12];\n"
+    " { .reg .b32 tmp; mov.b64 {tmp, %r8}, %rd1; }\n"
     " add.s32 %r6, %r1, 65536;\n { .reg .b16 tmp; mov.b32 {%rs1, tmp}, %r6; }\n"
     " { .reg .b16 tmp; mov.b32 {tmp, %rs0}, %r6; }\n mov.b32 %r7, {%rs0, %rs1};\n"
     " mul.wide.u32 %rd3, %r1, 16;\n add.s64 %rd4, %rd1, %rd3;\n st.global.u32 [%rd4], %r3;\n"
