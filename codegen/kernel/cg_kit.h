@@ -67,6 +67,9 @@ LLVMValueRef cg_emit_pow(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, const ch
 /* The activation or elementwise unary op `op` on x (f32 or <n x f32>):
  * its row of cg_math.c's table of unary formulas. */
 LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name);
+/* The same for an op of dtype dt: a 16-bit sigmoid, silu or hard_sigmoid
+ * rounds where XLA's decomposition does (Keras on JAX; cg_math.c). */
+LLVMValueRef cg_emit_unary_in(cg_emitter *e, ir_op op, LLVMValueRef x, ir_dtype dt, const char *name);
 /* Whether op has a unary formula (cg_emit_unary). */
 bool cg_has_unary_formula(ir_op op);
 /* dy * gelu'(x) on f32 scalars or vectors. */

@@ -246,6 +246,35 @@ LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *
   return unary_formulas[op](e, x, name);
 }
 
+/* A 16-bit sigmoid, silu or hard_sigmoid as XLA computes it on 16-bit
+ * values (Keras on JAX: each HLO op of the activation's decomposition is
+ * computed in f32 and rounded to the dtype):
+ *   sigmoid(x)      = r(1 / r(1 + r(exp(-x))))          (lax.logistic)
+ *   silu(x)         = x * sigmoid(x), the product rounded where the op ends
+ *   hard_sigmoid(x) = relu6(r(x + 3)) / 6               (jax.nn.hard_sigmoid)
+ * with r() rounding to dt. Rounded once instead, Keras's mixed_bfloat16
+ * EfficientNet and MobileNetV3 differed from castor in every activation by
+ * a bf16 ulp or two, compounding to 2e-2 to 3e-2 of the logits (issue 37;
+ * tests/real/keras_apps.py). Other ops and f32 have one formula. */
+LLVMValueRef cg_emit_unary_in(cg_emitter *e, ir_op op, LLVMValueRef x, ir_dtype dt, const char *name) {
+  if (dt != DT_BF16 && dt != DT_F16) return cg_emit_unary(e, op, x, name);
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  if (op == IR_OP_SIGMOID || op == IR_OP_SILU) {
+    LLVMValueRef ex = cg_emit_round_to(e, cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), ""), dt, "");
+    LLVMValueRef d = cg_emit_round_to(e, LLVMBuildFAdd(B, C(1.0), ex, ""), dt, "");
+    LLVMValueRef sg = LLVMBuildFDiv(B, C(1.0), d, op == IR_OP_SIGMOID ? name : "");
+    return op == IR_OP_SIGMOID ? sg : LLVMBuildFMul(B, x, cg_emit_round_to(e, sg, dt, ""), name);
+  }
+  if (op == IR_OP_HARD_SIGMOID) {
+    LLVMValueRef y = cg_emit_round_to(e, LLVMBuildFAdd(B, x, C(3.0), ""), dt, "");
+    y = sel_lt(e, y, C(0.0), C(0.0), y, "");
+    y = sel_lt(e, C(6.0), y, C(6.0), y, "");
+    y = LLVMBuildFDiv(B, y, C(6.0), "");
+    return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
+  }
+  return cg_emit_unary(e, op, x, name);
+}
+
 LLVMTypeRef cg_llvm_dtype(cg_emitter *e, ir_dtype dt) {
   switch (dt) {
   case DT_F32: return e->f32;
