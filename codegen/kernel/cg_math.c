@@ -145,17 +145,17 @@ static LLVMValueRef emit_sigmoid(cg_emitter *e, LLVMValueRef x, const char *name
 }
 
 /* ---- the recurrent scans' gate activations (cg_rnn.c) ----
- * The same formulas as emit_sigmoid and emit_tanh (Cephes exp, its
- * polynomials, the division, tanh's odd polynomial below 0.625) with the
- * work an LSTM step repeats 5 times per unit cut: the polynomials' steps
- * fused (llvm.fmuladd), n = roundeven(x log2 e) in one instruction, and
- * one clamp of the argument into exp's normal range instead of exp's
- * under/overflow selects (tanh's 1 - 2/(e + 1) is already +-1 to f32
- * there, sigmoid's 1/(1 + e) 1, or 2^-126 where it is smaller: below f32's
- * normal range, as the old formula's 0 past -88.7 is). Within a few ulps of emit_sigmoid's
- * and emit_tanh's results, not their bits (tests/unit/check_rnn.c:
- * against the float64 reference); NaN stays NaN. At batch 64 these were
- * a third of the LSTM scan's CPU time (bench/results/rnn-lstm-b64-2026-11-29-s12.md). */
+ * An LSTM step computes 5 of these per unit; at batch 64 emit_sigmoid's
+ * and emit_tanh's were a third of the scan's CPU time. The sigmoid is
+ * emit_sigmoid's formula (Cephes exp, the division) with the polynomial's
+ * steps fused (llvm.fmuladd), n = roundeven(x log2 e) in one instruction,
+ * and one clamp of the argument into exp's normal range instead of exp's
+ * under/overflow selects (1/(1 + e) is then 1, or 2^-126 where the true
+ * value is below f32's normal range, as the old formula's 0 past -88.7
+ * is). The tanh is Eigen's rational fit (generic_fast_tanh_float: one
+ * division, no exp), x itself below 4e-4 and +-1 past 9. Both within 4
+ * ulps of float64 (check_rnn_gates: 2.0 and 2.4 at worst), not
+ * emit_sigmoid's and emit_tanh's bits; NaN stays NaN, tanh(-0) = -0. */
 
 static LLVMValueRef intrinsic1(cg_emitter *e, const char *id_name, LLVMValueRef x) {
   LLVMTypeRef ty = LLVMTypeOf(x);
@@ -195,16 +195,19 @@ LLVMValueRef cg_emit_gate_sigmoid(cg_emitter *e, LLVMValueRef x, const char *nam
 
 LLVMValueRef cg_emit_gate_tanh(cg_emitter *e, LLVMValueRef x, const char *name) {
   LLVMTypeRef ty = LLVMTypeOf(x);
+  /* Eigen's rational fit (generic_fast_tanh_float): odd p(x) of degree 13 over even q(x) of degree 6 on
+   * [-7.905, 7.905]; +-1 past 9 (tanh's f32 value there) */
+  LLVMValueRef xc = clamp_(e, x, -7.90531110763549805, 7.90531110763549805);
+  LLVMValueRef x2 = LLVMBuildFMul(B, xc, xc, "");
+  static const double a[] = {-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
+                             1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03};
+  static const double b[] = {1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03};
+  LLVMValueRef p = C(a[0]), q = C(b[0]);
+  for (int i = 1; i < 7; i++) p = cg_fmuladd(e, p, x2, C(a[i]));
+  for (int i = 1; i < 4; i++) q = cg_fmuladd(e, q, x2, C(b[i]));
+  LLVMValueRef y = LLVMBuildFDiv(B, LLVMBuildFMul(B, p, xc, ""), q, "");
   LLVMValueRef ax = fabs_(e, x);
-  LLVMValueRef ex = exp_in_range(e, clamp_(e, LLVMBuildFMul(B, ax, C(2.0), ""), -87.33654475, 87.33654475));
-  LLVMValueRef big = LLVMBuildFSub(B, C(1.0), LLVMBuildFDiv(B, C(2.0), LLVMBuildFAdd(B, ex, C(1.0), ""), ""), "");
-  static const double c[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
-                             1.33314422036E-1, -3.33332819422E-1};
-  LLVMValueRef z = LLVMBuildFMul(B, x, x, ""), pz = C(c[0]);
-  for (int i = 1; i < 5; i++) pz = cg_fmuladd(e, pz, z, C(c[i]));
-  LLVMValueRef small = cg_fmuladd(e, LLVMBuildFMul(B, pz, z, ""), ax, ax);
-  /* |tanh x| either way, then x's sign: tanh(-0) = -0 */
-  LLVMValueRef y = copysign_(e, sel_lt(e, ax, C(0.625), small, big, ""), x);
+  y = sel_lt(e, C(9.0), ax, copysign_(e, C(1.0), x), sel_lt(e, ax, C(0.0004), x, y, ""), "");
   return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
 }
 
