@@ -148,7 +148,7 @@ static LLVMValueRef emit_sigmoid(cg_emitter *e, LLVMValueRef x, const char *name
  * An LSTM step computes 5 of these per unit; at batch 64 emit_sigmoid's
  * and emit_tanh's were a third of the scan's CPU time. The sigmoid is
  * emit_sigmoid's formula (Cephes exp, the division) with the polynomial's
- * steps fused (llvm.fmuladd), n = roundeven(x log2 e) in one instruction,
+ * steps fused (llvm.fmuladd), n = x log2 e rounded by adding 1.5 * 2^23,
  * and one clamp of the argument into exp's normal range instead of exp's
  * under/overflow selects (1/(1 + e) is then 1, or 2^-126 where the true
  * value is below f32's normal range, as the old formula's 0 past -88.7
@@ -157,17 +157,13 @@ static LLVMValueRef emit_sigmoid(cg_emitter *e, LLVMValueRef x, const char *name
  * ulps of float64 (check_rnn_gates: 2.0 and 2.4 at worst), not
  * emit_sigmoid's and emit_tanh's bits; NaN stays NaN, tanh(-0) = -0. */
 
-static LLVMValueRef intrinsic1(cg_emitter *e, const char *id_name, LLVMValueRef x) {
-  LLVMTypeRef ty = LLVMTypeOf(x);
-  unsigned id = LLVMLookupIntrinsicID(id_name, strlen(id_name));
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, id, &ty, 1);
-  return LLVMBuildCall2(B, LLVMGlobalGetValueType(f), f, &x, 1, "");
-}
-
 /* exp(x) for x in [-87.3365, 87.3365] = ln 2^[-126, 126] (a normal float) */
 static LLVMValueRef exp_in_range(cg_emitter *e, LLVMValueRef x) {
   LLVMTypeRef ty = LLVMTypeOf(x), ity = lanes_like(e, ty, e->i32);
-  LLVMValueRef n = intrinsic1(e, "llvm.roundeven", LLVMBuildFMul(B, x, C(1.44269504088896341), ""));
+  /* n = x log2 e rounded to the nearest (even): adding and taking away 1.5 * 2^23 (|x log2 e| < 2^22),
+   * plain arithmetic on every target (llvm.roundeven is a libm call on x86-64 without SSE4.1) */
+  LLVMValueRef n = LLVMBuildFAdd(B, LLVMBuildFMul(B, x, C(1.44269504088896341), ""), C(12582912.0), "");
+  n = LLVMBuildFSub(B, n, C(12582912.0), "");
   LLVMValueRef r = cg_fmuladd(e, n, C(-0.693359375), x);
   r = cg_fmuladd(e, n, C(2.12194440e-4), r);
   static const double p[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
