@@ -15,6 +15,10 @@
  * - the 16 lanes and the scalar give the same bits (a scan's vector body
  *   and its tail agree); and the old formulas (cg_emit_unary's sigmoid and
  *   tanh) meet the same bound, so the gates did not trade accuracy.
+ *
+ * Compiled for $CASTOR_CPU's LLVM CPU and features where it is set (the
+ * ctest entries check_rnn_gates@x86-64-v3 and @x86-64: without FMA the
+ * fmuladds are a multiply and an add), else for the host.
  */
 #include <check.h>
 #include <llvm-c/Analysis.h>
@@ -26,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/cpu/cg_cpu_caps.h"
 #include "codegen/kernel/cg_kit.h"
 #include "tests/unit/test_support.h"
 
@@ -121,7 +126,18 @@ START_TEST(test_gate_formulas) {
   LLVMDisposeMessage(msg);
   cg_emitter_fini(&e);
   LLVMOrcLLJITRef jit;
-  ck_assert(!LLVMOrcCreateLLJIT(&jit, LLVMOrcCreateLLJITBuilder()));
+  LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
+  const cg_cpu_named *named = cg_cpu_named_lookup(getenv("CASTOR_CPU"));
+  if (named) { /* the named CPU path's code (check_cpu_path skipped it where this host cannot run it) */
+    char *triple = LLVMGetDefaultTargetTriple(), *terr = NULL;
+    LLVMTargetRef target;
+    ck_assert_msg(!LLVMGetTargetFromTriple(triple, &target, &terr), "%s", terr);
+    LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, named->llvm_cpu, named->features,
+                                                      LLVMCodeGenLevelDefault, LLVMRelocDefault, LLVMCodeModelJITDefault);
+    LLVMDisposeMessage(triple);
+    LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm));
+  }
+  ck_assert(!LLVMOrcCreateLLJIT(&jit, builder));
   ck_assert(!LLVMOrcLLJITAddLLVMIRModule(jit, LLVMOrcLLJITGetMainJITDylib(jit), LLVMOrcCreateNewThreadSafeModule(mod, tsc)));
 
   int64_t n;
@@ -168,6 +184,7 @@ START_TEST(test_gate_formulas) {
 END_TEST
 
 int main(void) {
+  check_cpu_path("check_rnn_gates");
   Suite *s = suite_create("rnn_gates");
   TCase *tc = tcase_create("rnn_gates");
   tcase_set_timeout(tc, 60);
