@@ -60,6 +60,10 @@ void cg_llvm_install_handlers(void);
 /* Constant of type ty (float or <n x float>) with every lane = v. */
 LLVMValueRef cg_const(cg_emitter *e, LLVMTypeRef ty, double v);
 LLVMValueRef cg_emit_exp(cg_emitter *e, LLVMValueRef x, const char *name);
+/* sigmoid and tanh as the recurrent scans' gates compute them (cheaper
+ * than cg_emit_unary's, within 4 ulps of float64: cg_math.c) */
+LLVMValueRef cg_emit_gate_sigmoid(cg_emitter *e, LLVMValueRef x, const char *name);
+LLVMValueRef cg_emit_gate_tanh(cg_emitter *e, LLVMValueRef x, const char *name);
 /* general tensors: log(x) and pow(a, b) on f32 scalars or vectors, no calls
  * (cg_math.c states their accuracy and special cases) */
 LLVMValueRef cg_emit_log(cg_emitter *e, LLVMValueRef x, const char *name);
