@@ -501,11 +501,11 @@ static void bwd_prev(rnn_bwd *b, LLVMValueRef row, const bwd_time *w) {
   int64_t h = s->h;
   LLVMValueRef first = w->first, yp = w->yp;
   int vw = e->vw > 0 ? e->vw : 1;
-  int64_t hv = h / vw * vw;
+  int64_t hv = vw > 1 ? h / vw * vw : 0; /* scalar targets (NVPTX: vw 1) take the one-at-a-time pass for all */
   for (int pass = 0; pass < 2; pass++) { /* vectors of the host's lanes, then one at a time */
     int lanes = pass == 0 ? vw : 1;
     int64_t lo = pass == 0 ? 0 : hv, hi = pass == 0 ? hv : h;
-    if (hi <= lo || (pass == 0 && vw == 1)) continue;
+    if (hi <= lo) continue;
     cg_loop lp = cg_loop_begin(c, i64c(lo), i64c(hi), lanes, "prev");
     LLVMValueRef si = LLVMBuildAdd(B, LLVMBuildMul(B, row, i64c(h), ""), lp.iv, "");
     stv(s, s->hs, lp.iv,
@@ -607,11 +607,11 @@ static void bwd_copy_out(rnn_bwd *b, LLVMValueRef ob, int64_t off, LLVMValueRef 
   cg_kctx *c = b->f.c;
   cg_emitter *e = c->e;
   int vw = e->vw > 0 ? e->vw : 1;
-  int64_t nv = n / vw * vw;
+  int64_t nv = vw > 1 ? n / vw * vw : 0;
   for (int pass = 0; pass < 2; pass++) {
     int lanes = pass == 0 ? vw : 1;
     int64_t lo = pass == 0 ? 0 : nv, hi = pass == 0 ? nv : n;
-    if (hi <= lo || (pass == 0 && vw == 1)) continue;
+    if (hi <= lo) continue;
     cg_loop l = cg_loop_begin(c, i64c(lo), i64c(hi), lanes, "out");
     store_f(c, b->f.op, LLVMBuildAdd(B, ob, LLVMBuildAdd(B, l.iv, i64c(off), ""), ""), ldv(&b->f, src, l.iv, lanes), lanes);
     cg_loop_end(c, &l);
@@ -690,11 +690,11 @@ static void bwd_step(rnn_bwd *b, LLVMValueRef row0, int nr, LLVMValueRef step) {
   cg_loop_end(c, &l3);
   transposed_product(b, b->dn, nr, 0, gru_before ? 2 * h : s->gh);
   int vw = e->vw > 0 ? e->vw : 1;
-  int64_t n = nr * h, nv = n / vw * vw;
+  int64_t n = nr * h, nv = vw > 1 ? n / vw * vw : 0;
   for (int pass = 0; pass < 2; pass++) { /* dh = dn: vectors, then one at a time */
     int lanes = pass == 0 ? vw : 1;
     int64_t lo = pass == 0 ? 0 : nv, hi = pass == 0 ? nv : n;
-    if (hi <= lo || (pass == 0 && vw == 1)) continue;
+    if (hi <= lo) continue;
     cg_loop ld_ = cg_loop_begin(c, i64c(lo), i64c(hi), lanes, "dh.next");
     stv(s, b->dh, ld_.iv, ldv(s, b->dn, ld_.iv, lanes));
     cg_loop_end(c, &ld_);

@@ -25,16 +25,10 @@ typedef struct cuda_exec {
 static const char *const cuda_exceptions[IR_OP_COUNT] = {
     /* batch_matmul, for which the NVPTX GEMM has no batch loop, is the kit's
      * per-element contraction (cg_contract_value) */
-    /* recurrent layers: the kit's scan (cg_rnn.c) keeps a batch row's state
-     * in stack scratch, PTX local memory, which the PTX emulator does not
-     * run, so no NVPTX kernel of it has been checked against the reference */
-    [IR_OP_SIMPLE_RNN] = "the recurrent scan has no checked NVPTX kernel yet (issue 39)",
-    [IR_OP_GRU] = "the recurrent scan has no checked NVPTX kernel yet (issue 39)",
-    [IR_OP_LSTM] = "the recurrent scan has no checked NVPTX kernel yet (issue 39)",
-    [IR_OP_SIMPLE_RNN_GRAD] = "the recurrent scan has no checked NVPTX kernel yet (issue 39)",
-    [IR_OP_GRU_GRAD] = "the recurrent scan has no checked NVPTX kernel yet (issue 39)",
-    [IR_OP_LSTM_GRAD] = "the recurrent scan has no checked NVPTX kernel yet (issue 39)",
-    [IR_OP_LSTM_TRAIN] = "the recurrent scan has no checked NVPTX kernel yet (issue 39)",
+    /* recurrent layers (simple_rnn, gru, lstm, their _grad and lstm_train) are
+     * the kit's scan (cg_rnn.c): one batch row per thread, its state in local
+     * memory; checked on the PTX emulator only (check_rnn_cuda), no GPU yet */
+    NULL,
 };
 
 static void cuda_destroy(cg_exec *base) {

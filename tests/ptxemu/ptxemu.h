@@ -8,8 +8,9 @@
  * Semantics come from NVIDIA's PTX ISA (not from castor's code generator):
  * integer and IEEE float arithmetic with the rounding each instruction
  * names, conversions (cvt.rn.f16.f32, cvt.rn.bf16.f32, cvt.rzi.s32.f32
- * saturating, ...), predicates and divergent branches, ld/st global and
- * shared, cp.async with commit and wait groups, bar.sync, shfl.sync,
+ * saturating, ...), predicates and divergent branches, ld/st global,
+ * shared and local (each thread's .local frame: LLVM's __local_depot
+ * through %SPL), cp.async with commit and wait groups, bar.sync, shfl.sync,
  * ldmatrix (x1/x2/x4, .trans), mma.sync m16n8k16 (f16/bf16 in, f32
  * accumulate) and the approximate functions (ex2.approx, rcp.approx, ...)
  * answered with the worst error the ISA allows. Any other instruction,
@@ -25,7 +26,8 @@
  * Checks, each a launch failure with the instruction, its line, the
  * thread and the address:
  *   - global accesses outside every allocation, shared accesses outside
- *     the launch's dynamic shared size;
+ *     the launch's dynamic shared size, local accesses outside the
+ *     thread's frame (the kernel's .local arrays);
  *   - shared-memory hazards between warps inside one barrier interval:
  *     a read of bytes another warp wrote, a write over bytes another warp
  *     read or wrote (RAW, WAR, WAW);
@@ -34,8 +36,8 @@
  *     early (at issue) or late (at the wait);
  *   - warp-collective instructions reached by part of a warp, barriers
  *     in divergent code, runaway loops (a step limit).
- * Fresh global allocations and each CTA's shared memory are filled with
- * 0xff bytes: NaN as f32, f16 and bf16, so a read of unwritten memory
+ * Fresh global allocations, each CTA's shared memory and each thread's
+ * local memory are filled with 0xff bytes: NaN as f32, f16 and bf16, so a read of unwritten memory
  * shows in the results.
  */
 #ifndef CASTOR_TESTS_PTXEMU_H
@@ -47,6 +49,14 @@
 
 typedef struct pe_module pe_module;
 typedef struct pe_memory pe_memory;
+
+/* Local memory (.local arrays, LLVM's __local_depot stack frame): each
+ * thread's own window of the kernel's local_bytes, at addresses from
+ * PE_LOCAL_BASE (not 0, so a null or stray pointer used as a local
+ * address is outside the window and reported). A .local symbol's value
+ * is PE_LOCAL_BASE plus its offset in the frame; ld.local/st.local take
+ * such addresses. PE_LOCAL_MAX is a thread's limit on a GPU (512 KiB). */
+enum { PE_LOCAL_BASE = 1 << 24, PE_LOCAL_MAX = 512 << 10 };
 
 /* How a launch runs, to shake out ordering bugs. */
 typedef enum pe_order {

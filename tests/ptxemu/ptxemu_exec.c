@@ -19,6 +19,11 @@
  * warp at the epoch of the wait that completes it; until then any access
  * to its bytes is an error.
  *
+ * Local memory: each thread's window of the kernel's .local frame
+ * (k->local_bytes at PE_LOCAL_BASE), filled with 0xff bytes when its CTA
+ * starts, as shared memory is, so a read before a write shows as NaN; an
+ * access outside the window is an error.
+ *
  * Scalar instructions are ptxemu_alu.c's. mma.sync sums its 16 products
  * and the accumulator in double and rounds once to f32 (the products of
  * 16-bit values are exact; the ISA leaves the accumulation order open).
@@ -67,6 +72,7 @@ typedef struct cta {
   uint8_t *smem;
   shadow *sh;
   unsigned smem_bytes;
+  uint8_t *local; /* [thread][k->local_bytes] */
   uint32_t epoch;
   cp_op **cp;   /* per thread: its copies in flight */
   int *n_cp, *cap_cp;
@@ -183,12 +189,22 @@ static bool do_ldst(cta *c, int w, int l, const pe_insn *in) {
   if (addr % (uint64_t)(n > 16 ? 16 : n))
     return efail(c, in, thread, "misaligned %d-byte access at %#llx", n, (unsigned long long)addr);
   uint8_t *p = NULL;
-  if (in->space == S_PARAM) {
+  int space = in->space;
+  if (space == S_NONE) /* generic: local where the local window is, else global */
+    space = addr >= PE_LOCAL_BASE && addr - PE_LOCAL_BASE < PE_LOCAL_MAX ? S_LOCAL : S_GLOBAL;
+  if (space == S_PARAM) {
     if (addr + (uint64_t)n > (uint64_t)c->k->param_bytes) return efail(c, in, thread, "parameter read out of range");
     p = (uint8_t *)(uintptr_t)(c->params + addr);
-  } else if (in->space == S_SHARED) {
+  } else if (space == S_SHARED) {
     if (!smem_check(c, in, thread, addr, n, in->op == OP_ST)) return false;
     p = c->smem + addr;
+  } else if (space == S_LOCAL) {
+    uint64_t lb = (uint64_t)c->k->local_bytes, off = addr - PE_LOCAL_BASE;
+    if (addr < PE_LOCAL_BASE || off + (uint64_t)n > lb || off + (uint64_t)n < off)
+      return efail(c, in, thread, "local %s of %d bytes at %#llx is outside the thread's %llu bytes of local memory at %#llx",
+                   in->op == OP_LD ? "read" : "write", n, (unsigned long long)addr, (unsigned long long)lb,
+                   (unsigned long long)PE_LOCAL_BASE);
+    p = c->local + (size_t)thread * lb + off;
   } else {
     p = pe_memory_at(c->mem, addr, (size_t)n);
     if (!p) {
@@ -394,16 +410,18 @@ static bool exec_warp(cta *c, int w, uint32_t mask, const pe_insn *in) {
   }
   pe_op op = (pe_op)in->op;
   pe_ty t = (pe_ty)in->ty;
-  if (op == OP_MOV && (in->o[0].kind == K_VEC || in->o[1].kind == K_VEC)) { /* b64 <-> two b32 halves */
+  if (op == OP_MOV && (in->o[0].kind == K_VEC || in->o[1].kind == K_VEC)) { /* b64 (b32) <-> two b32 (b16) halves */
     bool unpack = in->o[0].kind == K_VEC;
     const pe_opnd *v = &in->o[unpack ? 0 : 1], *r = &in->o[unpack ? 1 : 0];
+    int hb = pe_ty_bytes(t) * 4; /* bits of a half */
+    uint64_t hm = mask_of(hb / 8);
     EACH(act) {
       int l = LANE;
       if (unpack) {
         uint64_t x = REG(c, w, r->r[0], l);
-        REG(c, w, v->r[0], l) = x & 0xffffffffu, REG(c, w, v->r[1], l) = x >> 32;
+        REG(c, w, v->r[0], l) = x & hm, REG(c, w, v->r[1], l) = (x >> hb) & hm;
       } else {
-        REG(c, w, r->r[0], l) = (REG(c, w, v->r[0], l) & 0xffffffffu) | (REG(c, w, v->r[1], l) << 32);
+        REG(c, w, r->r[0], l) = (REG(c, w, v->r[0], l) & hm) | ((REG(c, w, v->r[1], l) & hm) << hb);
       }
     }
     EACH(mask) c->pc[base + LANE]++;
@@ -680,6 +698,8 @@ bool pe_launch(pe_memory *mem, const pe_module *m, int kernel, const unsigned gr
   c.smem_bytes = shared_bytes;
   c.smem = malloc((size_t)shared_bytes + 16);
   c.sh = malloc(((size_t)shared_bytes + 16) * sizeof *c.sh);
+  size_t local_total = (size_t)c.nthreads * (size_t)k->local_bytes;
+  c.local = malloc(local_total + 1);
   bool ok = true;
   uint64_t n_cta = (uint64_t)grid[0] * grid[1] * grid[2];
   for (uint64_t b = 0; ok && b < n_cta; b++) {
@@ -693,12 +713,13 @@ bool pe_launch(pe_memory *mem, const pe_module *m, int kernel, const unsigned gr
     memset(c.groups, 0, (size_t)c.nthreads * sizeof *c.groups);
     memset(c.smem, 0xff, (size_t)shared_bytes + 16);
     memset(c.sh, 0, ((size_t)shared_bytes + 16) * sizeof *c.sh);
+    memset(c.local, 0xff, local_total);
     c.epoch = 1;
     memset(c.n_cp, 0, (size_t)c.nthreads * sizeof *c.n_cp);
     ok = run_cta(&c);
   }
   for (int t = 0; t < c.nthreads; t++) free(c.cp[t]);
-  free(c.regs), free(c.pc), free(c.state), free(c.groups), free(c.smem), free(c.sh), free(c.cp), free(c.n_cp),
+  free(c.regs), free(c.pc), free(c.state), free(c.groups), free(c.smem), free(c.sh), free(c.local), free(c.cp), free(c.n_cp),
       free(c.cap_cp), free(pbuf);
   return ok;
 }

@@ -31,7 +31,8 @@ typedef enum pe_cmp {
   C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE, C_LO, C_LS, C_HI, C_HS, C_EQU, C_NEU, C_LTU, C_LEU, C_GTU,
   C_GEU, C_NUM, C_NAN
 } pe_cmp;
-typedef enum pe_space { S_NONE, S_GLOBAL, S_SHARED, S_PARAM } pe_space;
+typedef enum pe_space { S_NONE, S_GLOBAL, S_SHARED, S_PARAM, S_LOCAL } pe_space;
+
 typedef enum pe_mulmode { M_NONE, M_LO, M_HI, M_WIDE } pe_mulmode;
 typedef enum pe_shfl { SH_BFLY, SH_UP, SH_DOWN, SH_IDX } pe_shfl;
 
@@ -73,6 +74,7 @@ typedef struct pe_kernel {
   int n_regs;
   pe_insn *insns;
   int n_insns;
+  int local_bytes; /* each thread's local memory: the kernel's .local arrays, laid out in order */
 } pe_kernel;
 
 struct pe_module {

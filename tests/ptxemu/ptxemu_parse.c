@@ -5,8 +5,10 @@
  * Accepts the subset of PTX that castor's kernels use (the module
  * directives .version/.target/.address_size, the dynamic shared array
  * `.extern .shared .align N .b8 NAME[]`, `.entry` kernels with .param
- * .u64/.u32/... parameters, .reg declarations, labels, and the
- * instructions of pe_op) and refuses everything else with its line:
+ * .u64/.u32/... parameters, .reg declarations (ranges %r<N> and single
+ * registers such as LLVM's stack pointers %SP, %SPL), a kernel's .local
+ * arrays (LLVM's `__local_depotN` frame, see PE_LOCAL_BASE), labels, and
+ * the instructions of pe_op) and refuses everything else with its line:
  * an emulator that skipped an instruction it does not know would prove
  * nothing. Every modifier of an instruction is checked against the ones
  * that instruction may take.
@@ -27,10 +29,13 @@ typedef struct parser {
   size_t errlen;
   bool failed;
   char smem_name[128]; /* the dynamic shared array */
+  /* the current kernel's .local arrays: their offsets in its local frame */
+  struct localsym { char name[128]; int offset; } locals[16];
+  int n_locals;
   /* the current kernel's register classes */
   /* named: a scoped scratch register without '%' ({ .reg .b32 tmp; ... }, LLVM's
    * way to take half of a b64), one register, reused by every block that names it */
-  struct regclass { char prefix[16]; int count, base; bool is_pred, named; } rc[32];
+  struct regclass { char prefix[16]; int count, base, bytes; bool is_pred, named; } rc[32];
   int n_rc, n_regs;
   char **labels;
   int *label_at, n_labels, cap_labels;
@@ -211,6 +216,7 @@ static bool split_mods(parser *p, int line, const char *opc, char *base, mods *m
     else if (!strcmp(w, "global")) m->space = m->space == S_NONE ? S_GLOBAL : -1;
     else if (!strcmp(w, "shared")) m->space = m->space == S_NONE ? S_SHARED : -1;
     else if (!strcmp(w, "param")) m->space = m->space == S_NONE ? S_PARAM : -1;
+    else if (!strcmp(w, "local")) m->space = m->space == S_NONE ? S_LOCAL : -1;
     else if (!strcmp(w, "to")) m->num = -1; /* cvta.to */
     else if (!strcmp(w, "v2")) m->vec = 2;
     else if (!strcmp(w, "v4")) m->vec = 4;
@@ -232,12 +238,11 @@ static bool split_mods(parser *p, int line, const char *opc, char *base, mods *m
 /* ---- operands ---- */
 
 static int reg_index(parser *p, const char *name, int line) {
-  /* %<letters><digits>, or a scoped scratch register by its name */
-  if (name[0] != '%') {
-    for (int i = 0; i < p->n_rc; i++)
-      if (p->rc[i].named && !strcmp(p->rc[i].prefix, name)) return p->rc[i].base;
-    return fail(p, line, "expected a register, got '%s'", name), -1;
-  }
+  /* %<letters><digits>, or a register declared alone (%SP, or a scoped
+   * scratch register without '%') by its name */
+  for (int i = 0; i < p->n_rc; i++)
+    if (p->rc[i].named && !strcmp(p->rc[i].prefix, name)) return p->rc[i].base;
+  if (name[0] != '%') return fail(p, line, "expected a register, got '%s'", name), -1;
   size_t k = 1;
   while (isalpha((unsigned char)name[k])) k++;
   if (!isdigit((unsigned char)name[k])) return fail(p, line, "unknown register '%s'", name), -1;
@@ -282,6 +287,20 @@ static const char *const sreg_names[] = {"%tid.x",   "%tid.y",   "%tid.z",    "%
                                          "%ntid.z",  "%ctaid.x", "%ctaid.y",  "%ctaid.z",  "%nctaid.x",
                                          "%nctaid.y", "%nctaid.z", "%laneid", "%warpid"};
 
+/* The declared width in bytes of register r (an index of reg_index). */
+static int reg_bytes(const parser *p, int r) {
+  for (int i = 0; i < p->n_rc; i++)
+    if (r >= p->rc[i].base && r < p->rc[i].base + p->rc[i].count) return p->rc[i].bytes;
+  return 0;
+}
+
+/* The offset of the current kernel's .local array `name` in its frame, or -1. */
+static int local_offset(const parser *p, const char *name) {
+  for (int i = 0; i < p->n_locals; i++)
+    if (!strcmp(p->locals[i].name, name)) return p->locals[i].offset;
+  return -1;
+}
+
 static bool parse_opnd(parser *p, const pe_kernel *k, char *s, int line, pe_opnd *o) {
   s = trim(s);
   memset(o, 0, sizeof *o);
@@ -323,6 +342,11 @@ static bool parse_opnd(parser *p, const pe_kernel *k, char *s, int line, pe_opnd
         return true;
       }
     if (p->smem_name[0] && !strcmp(a, p->smem_name)) return true; /* offset 0 of shared */
+    int lo = local_offset(p, a);
+    if (lo >= 0) {
+      o->imm += PE_LOCAL_BASE + lo;
+      return true;
+    }
     return fail(p, line, "unknown address '%s'", a);
   }
   if (s[0] == '%') {
@@ -339,6 +363,11 @@ static bool parse_opnd(parser *p, const pe_kernel *k, char *s, int line, pe_opnd
   if (s[0] == '$' || isalpha((unsigned char)s[0]) || s[0] == '_') {
     if (p->smem_name[0] && !strcmp(s, p->smem_name)) {
       o->kind = K_SYM, o->imm = 0;
+      return true;
+    }
+    int lo = local_offset(p, s);
+    if (lo >= 0) { /* mov.u64 %SPL, __local_depot0: the frame's local address */
+      o->kind = K_SYM, o->imm = PE_LOCAL_BASE + lo;
       return true;
     }
     o->kind = K_LABEL, o->imm = -1;
@@ -397,17 +426,33 @@ static bool decode(parser *p, pe_kernel *k, pe_insn *in, char *opc, char *args, 
   if (!strcmp(base, "mov")) {
     in->op = OP_MOV, want = 2;
     if (!plain || m.n_ty != 1 || m.rnd || m.cmp >= 0 || m.space || m.mul || m.vec != 1 || m.ftz || m.sat) BAD();
-    /* mov.b64 {lo, hi}, %rd (unpack) or mov.b64 %rd, {lo, hi} (pack): 32-bit halves */
+    /* mov.b64 {lo, hi}, %rd (unpack) or mov.b64 %rd, {lo, hi} (pack): 32-bit halves; mov.b32 the
+     * same with 16-bit halves (LLVM's { .reg .b16 tmp; mov.b32 {tmp, %rs8}, %r103; }) */
     bool vd = n > 0 && in->o[0].kind == K_VEC, vs = n > 1 && in->o[1].kind == K_VEC;
-    if ((vd || vs) && (vd == vs || in->ty != T_B64 || in->o[vd ? 0 : 1].n != 2 || in->o[vd ? 1 : 0].kind != K_REG)) BAD();
+    if ((vd || vs) && (vd == vs || (in->ty != T_B64 && in->ty != T_B32) || in->o[vd ? 0 : 1].n != 2 ||
+                       in->o[vd ? 1 : 0].kind != K_REG))
+      BAD();
+    if (vd || vs) { /* the whole register and the halves of their declared widths */
+      const pe_opnd *v = &in->o[vd ? 0 : 1];
+      int wb = pe_ty_bytes(in->ty);
+      if (reg_bytes(p, in->o[vd ? 1 : 0].r[0]) != wb || reg_bytes(p, v->r[0]) != wb / 2 || reg_bytes(p, v->r[1]) != wb / 2)
+        BAD();
+    }
   } else if (!strcmp(base, "ld") || !strcmp(base, "st")) {
     in->op = base[0] == 'l' ? OP_LD : OP_ST, want = 2;
     if (!plain || m.n_ty != 1 || m.rnd || m.cmp >= 0 || m.mul || m.ftz || m.sat || m.approx) BAD();
-    if (m.space != S_GLOBAL && m.space != S_SHARED && !(m.space == S_PARAM && in->op == OP_LD)) BAD();
+    /* no space: a generic address (global, or local through cvta.local) */
+    if (m.space != S_NONE && m.space != S_GLOBAL && m.space != S_SHARED && m.space != S_LOCAL &&
+        !(m.space == S_PARAM && in->op == OP_LD))
+      BAD();
     if (m.vec > 1 && in->o[in->op == OP_LD ? 0 : 1].kind != K_VEC) return fail(p, line, "%s needs a vector operand", opc);
   } else if (!strcmp(base, "cvta")) {
     in->op = OP_CVTA, want = 2;
-    if (m.n_other || m.num != -1 || m.space != S_GLOBAL || m.n_ty != 1 || in->ty != T_U64) BAD();
+    /* cvta.to.global, and local <-> generic (cvta.local, cvta.to.local): the generic address is the
+     * global or local one itself (their windows do not overlap); shared has no generic window here */
+    if (m.n_other || (m.num != -1 && m.num != 0) || (m.space != S_GLOBAL && m.space != S_LOCAL) || m.n_ty != 1 ||
+        in->ty != T_U64 || (m.space == S_GLOBAL && m.num != -1))
+      BAD();
   } else if (!strcmp(base, "cvt")) {
     in->op = OP_CVT, want = 2;
     if (!plain || m.n_ty != 2 || m.cmp >= 0 || m.space || m.mul || m.vec != 1 || m.approx) BAD();
@@ -609,12 +654,14 @@ static bool parse_reg_decl(parser *p, char *st, int line) {
         if (!isalnum((unsigned char)r[q]) && r[q] != '_') return fail(p, line, "malformed .reg '%s'", r);
       if (len >= sizeof p->rc[0].prefix) return fail(p, line, "malformed .reg '%s'", r);
       bool known = false;
-      for (int i = 0; i < p->n_rc; i++) known |= p->rc[i].named && !strcmp(p->rc[i].prefix, r);
+      for (int i = 0; i < p->n_rc; i++)
+        if (p->rc[i].named && !strcmp(p->rc[i].prefix, r)) /* the block in scope now: its width */
+          known = true, p->rc[i].bytes = pe_ty_bytes(ty), p->rc[i].is_pred = ty == T_PRED;
       if (known) continue;
       if (p->n_rc == 32 || p->n_regs + 1 > 1 << 16) return fail(p, line, "malformed .reg '%s'", r);
       struct regclass *c = &p->rc[p->n_rc++];
       memcpy(c->prefix, r, len + 1);
-      c->count = 1, c->base = p->n_regs++, c->is_pred = ty == T_PRED, c->named = true;
+      c->count = 1, c->base = p->n_regs++, c->is_pred = ty == T_PRED, c->named = true, c->bytes = pe_ty_bytes(ty);
       continue;
     }
     if (r[0] != '%') return fail(p, line, "malformed .reg '%s'", r);
@@ -624,19 +671,63 @@ static bool parse_reg_decl(parser *p, char *st, int line) {
     if (lt) {
       count = atoi(lt + 1);
       plen = (size_t)(lt - r - 1);
-    } else {
-      /* a single register %name: a class of its own, indexed as name0 is not
-       * how PTX names work; castor's PTX declares ranges only */
-      return fail(p, line, "unsupported .reg form '%s' (only %%name<N> ranges)", r);
+    } else { /* a single register %name (LLVM's %SP, %SPL): a class of one, found by its name */
+      size_t len = strlen(r);
+      for (size_t q = 1; q < len; q++)
+        if (!isalnum((unsigned char)r[q]) && r[q] != '_') return fail(p, line, "malformed .reg '%s'", r);
+      if (len < 2 || len >= sizeof p->rc[0].prefix || p->n_rc == 32 || p->n_regs + 1 > 1 << 16)
+        return fail(p, line, "malformed .reg '%s'", r);
+      for (int i = 0; i < p->n_rc; i++)
+        if (p->rc[i].named && !strcmp(p->rc[i].prefix, r)) return fail(p, line, "register '%s' declared twice", r);
+      struct regclass *c = &p->rc[p->n_rc++];
+      memcpy(c->prefix, r, len + 1);
+      c->count = 1, c->base = p->n_regs++, c->is_pred = ty == T_PRED, c->named = true, c->bytes = pe_ty_bytes(ty);
+      continue;
     }
     if (count <= 0 || count > 1 << 16 || plen == 0 || plen >= sizeof p->rc[0].prefix || p->n_rc == 32)
       return fail(p, line, "malformed .reg '%s'", r);
     if (p->n_regs + count > 1 << 16) return fail(p, line, "more than 65536 registers in one kernel");
     struct regclass *c = &p->rc[p->n_rc++];
     memcpy(c->prefix, r + 1, plen), c->prefix[plen] = 0;
-    c->count = count, c->base = p->n_regs, c->is_pred = ty == T_PRED, c->named = false;
+    c->count = count, c->base = p->n_regs, c->is_pred = ty == T_PRED, c->named = false, c->bytes = pe_ty_bytes(ty);
     p->n_regs += count;
   }
+  return true;
+}
+
+/* `.local [.align A] .TYPE NAME[N]` inside a kernel: an array of the
+ * kernel's local frame, placed after the ones before it at its alignment. */
+static bool parse_local_decl(parser *p, pe_kernel *k, char *st, int line) {
+  char *s = trim(st + 6), w[64];
+  int align = 1;
+  if (!strncmp(s, ".align", 6) && isspace((unsigned char)s[6])) {
+    char *end;
+    long a = strtol(s + 6, &end, 10);
+    if (end == s + 6 || a <= 0 || a > 256 || (a & (a - 1))) return fail(p, line, "malformed .local alignment in '.local %s'", s);
+    align = (int)a;
+    s = trim(end);
+  }
+  size_t n = 0;
+  while (s[n] && !isspace((unsigned char)s[n]) && n + 1 < sizeof w) w[n] = s[n], n++;
+  w[n] = 0;
+  pe_ty ty = w[0] == '.' ? type_of(w + 1) : T_NONE;
+  if (ty == T_NONE || ty == T_PRED) return fail(p, line, "unsupported .local type '%s'", w);
+  s = trim(s + n);
+  char name[128];
+  long count = 0;
+  int used = 0;
+  if (sscanf(s, "%127[A-Za-z0-9_$][%ld]%n", name, &count, &used) != 2 || s[used] || count <= 0)
+    return fail(p, line, "unsupported .local declaration '%s' (only NAME[N] arrays)", s);
+  if (local_offset(p, name) >= 0) return fail(p, line, ".local '%s' declared twice", name);
+  if (p->n_locals == (int)(sizeof p->locals / sizeof p->locals[0])) return fail(p, line, "too many .local arrays");
+  int es = pe_ty_bytes(ty);
+  if (align < es) align = es;
+  int64_t off = ((int64_t)k->local_bytes + align - 1) / align * align;
+  if (count > PE_LOCAL_MAX || off + (int64_t)count * es > PE_LOCAL_MAX)
+    return fail(p, line, ".local '%s': more than %d bytes of local memory per thread", name, PE_LOCAL_MAX);
+  snprintf(p->locals[p->n_locals].name, sizeof p->locals[0].name, "%s", name);
+  p->locals[p->n_locals++].offset = (int)off;
+  k->local_bytes = (int)(off + count * es);
   return true;
 }
 
@@ -657,7 +748,7 @@ static bool parse_kernel(parser *p, pe_module *mod) {
     return fail(p, p->line, "unsupported kernel directive '%s'", w);
   }
   if (!expect(p, '{')) return false;
-  p->n_rc = 0, p->n_regs = 0, p->n_labels = 0, p->n_pending = 0;
+  p->n_rc = 0, p->n_regs = 0, p->n_labels = 0, p->n_pending = 0, p->n_locals = 0;
   int cap = 0, depth = 0;
   for (;;) {
     skip_ws(p);
@@ -689,6 +780,12 @@ static bool parse_kernel(parser *p, pe_module *mod) {
     char *s = trim(st);
     if (!strncmp(s, ".reg", 4) && isspace((unsigned char)s[4])) {
       bool ok = parse_reg_decl(p, s, line);
+      free(st);
+      if (!ok) return false;
+      continue;
+    }
+    if (!strncmp(s, ".local", 6) && isspace((unsigned char)s[6])) {
+      bool ok = parse_local_decl(p, k, s, line);
       free(st);
       if (!ok) return false;
       continue;

@@ -368,6 +368,47 @@ START_TEST(test_f64_and_halves) {
 }
 END_TEST
 
+/* Local memory as LLVM emits a stack frame (castor's recurrent scans keep
+ * a row's state there): each thread writes its id and id + 100 to its own
+ * frame through %SPL and through the depot's name (and reads one back
+ * through its generic address, cvta.local's %SP, stored with a generic
+ * st to global memory), the threads meet at a
+ * barrier (so a shared frame would show), and each reads its values
+ * back, plus one word it never wrote (the poison); a b32 split into its
+ * 16-bit halves and packed again swapped (the scratch register `tmp`
+ * declared b32 in one block and b16 in the next, as LLVM writes them). */
+static const char *local_ptx =
+    HEAD ".visible .entry loc(\n .param .u64 po\n)\n{\n"
+    " .local .align 4 .b8 __local_depot0[16];\n .reg .b64 %SP;\n .reg .b64 %SPL;\n"
+    " .reg .b16 %rs<2>;\n .reg .b32 %r<10>;\n .reg .b64 %rd<8>;\n"
+    " mov.u64 %SPL, __local_depot0;\n cvta.local.u64 %SP, %SPL;\n ld.param.u64 %rd1, [po];\n mov.u32 %r1, %tid.x;\n"
+    " add.u64 %rd2, %SPL, 4;\n st.local.u32 [%rd2+-4], %r1;\n add.s32 %r2, %r1, 100;\n"
+    " st.local.u32 [__local_depot0+8], %r2;\n" BAR "\n"
+    " ld.local.u32 %r3, [%SPL];\n ld.u32 %r4, [%SP+8];\n ld.local.u32 %r5, [__local_depot0+12];\n"
+    " { .reg .b32 tmp; mov.b64 {tmp, %r8}, %rd1; }\n"
+    " add.s32 %r6, %r1, 65536;\n { .reg .b16 tmp; mov.b32 {%rs1, tmp}, %r6; }\n"
+    " { .reg .b16 tmp; mov.b32 {tmp, %rs0}, %r6; }\n mov.b32 %r7, {%rs0, %rs1};\n"
+    " mul.wide.u32 %rd3, %r1, 16;\n add.s64 %rd4, %rd1, %rd3;\n st.global.u32 [%rd4], %r3;\n"
+    " st.u32 [%rd4+4], %r4;\n st.global.u32 [%rd4+8], %r5;\n st.global.u32 [%rd4+12], %r7;\n ret;\n}\n";
+
+START_TEST(test_local_memory) {
+  emu e;
+  emu_load(&e, local_ptx);
+  uint64_t po = emu_buf(&e, NULL, 40 * 16), params[] = {po};
+  for (int order = 0; order < 3; order++) {
+    ck_assert_msg(emu_run(&e, 1, 40, 0, params, 1, (pe_order)order, PE_LAND_LATE), "%s", e.err);
+    uint32_t out[40][4];
+    ck_assert(pe_read(e.mem, out, po, sizeof out));
+    for (uint32_t t = 0; t < 40; t++) {
+      ck_assert_msg(out[t][0] == t && out[t][1] == t + 100, "thread %u reads %u, %u from its frame", t, out[t][0], out[t][1]);
+      ck_assert_msg(out[t][2] == 0xffffffffu, "thread %u: an unwritten local word reads %#x, not the poison", t, out[t][2]);
+      ck_assert_msg(out[t][3] == (t << 16 | 1u), "thread %u: mov.b32 halves swapped give %#x", t, out[t][3]);
+    }
+  }
+  emu_fini(&e);
+}
+END_TEST
+
 /* ---- 3. the checks fire ---- */
 
 /* 64 threads: warp 0 cp.asyncs 16 bytes per thread into shared; every
@@ -450,6 +491,34 @@ START_TEST(test_bounds) {
 }
 END_TEST
 
+/* A local access at the frame's address plus `off` bytes (a parameter): past
+ * the end of the 16-byte frame, before it, or a global address. */
+static const char *local_oob_ptx =
+    HEAD ".visible .entry loob(\n .param .u64 off\n)\n{\n"
+    " .local .align 8 .b8 __local_depot0[16];\n .reg .b64 %SPL;\n .reg .b32 %r<4>;\n .reg .b64 %rd<8>;\n"
+    " mov.u64 %SPL, __local_depot0;\n ld.param.u64 %rd1, [off];\n add.s64 %rd2, %SPL, %rd1;\n"
+    " mov.u32 %r1, 7;\n st.local.u32 [%rd2], %r1;\n ld.local.u32 %r2, [%rd2+4];\n ret;\n}\n";
+
+START_TEST(test_local_bounds) {
+  emu e;
+  emu_load(&e, local_oob_ptx);
+  uint64_t ok[] = {8}, past[] = {16}, read_past[] = {12}, before[] = {(uint64_t)-4}, glob[] = {0};
+  glob[0] = emu_buf(&e, NULL, 64) - PE_LOCAL_BASE;
+  ck_assert_msg(emu_run(&e, 1, 3, 0, ok, 1, PE_ORDER_FORWARD, PE_LAND_LATE), "%s", e.err);
+  ck_assert(!emu_run(&e, 1, 3, 0, past, 1, PE_ORDER_FORWARD, PE_LAND_LATE));
+  ck_assert_msg(strstr(e.err, "local write of 4 bytes") && strstr(e.err, "outside the thread's 16 bytes of local memory") &&
+                    strstr(e.err, "line 16") && strstr(e.err, "thread 0"),
+                "%s", e.err);
+  ck_assert(!emu_run(&e, 1, 3, 0, read_past, 1, PE_ORDER_FORWARD, PE_LAND_LATE));
+  ck_assert_msg(strstr(e.err, "local read of 4 bytes") && strstr(e.err, "line 17"), "%s", e.err);
+  ck_assert(!emu_run(&e, 1, 3, 0, before, 1, PE_ORDER_FORWARD, PE_LAND_LATE));
+  ck_assert_msg(strstr(e.err, "outside the thread's 16 bytes of local memory") && strstr(e.err, "line 16"), "%s", e.err);
+  ck_assert(!emu_run(&e, 1, 3, 0, glob, 1, PE_ORDER_FORWARD, PE_LAND_LATE)); /* a global address in ld/st.local */
+  ck_assert_msg(strstr(e.err, "outside the thread's 16 bytes of local memory"), "%s", e.err);
+  emu_fini(&e);
+}
+END_TEST
+
 static const char *divergent_ptx =
     HEAD ".visible .entry div(\n .param .u64 po\n)\n{\n"
     " .reg .pred %p<4>;\n .reg .b32 %r<16>;\n .reg .b64 %rd<8>;\n"
@@ -472,7 +541,13 @@ START_TEST(test_refuses_unknown) {
   static const struct { const char *insn, *what; } cases[] = {
       {"atom.global.add.f32 %f1, [%rd1], %f1;", "atom.global.add.f32"},
       {"add.rz.f64 %fd1, %fd1, %fd1;", "add.rz.f64"}, /* f64: .rn only */
-      {"mov.b32 {%r1, %r1}, %rd1;", "mov.b32"},        /* halves: of a b64 only */
+      {"mov.b32 {%r1, %r1}, %rd1;", "mov.b32"},        /* halves: of the declared widths */
+      {"mov.b32 {%rs1, %rs1}, %rd1;", "mov.b32"},
+      {"cvta.shared.u64 %rd1, %rd1;", "cvta.shared"},   /* shared memory has no generic window here */
+      {"ld.local.u32 %r1, [nowhere];", "unknown address 'nowhere'"},
+      {".local .align 4 .b8 d[];", "only NAME[N] arrays"},
+      {".local .align 4 .b8 d[600000];", "more than 524288 bytes of local memory"},
+      {".local .align 3 .b8 d[4];", "alignment"},
       {"mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1, %f1, %f1, %f1}, {%r1, %r1}, {%r1}, {%f1, %f1, %f1, %f1};",
        "m16n8k8"},
       {"ldmatrix.sync.aligned.m8n8.x4.shared.b8 {%r1, %r1, %r1, %r1}, [%rd1];", "ldmatrix"},
@@ -493,6 +568,8 @@ START_TEST(test_refuses_unknown) {
   char err[512];
   ck_assert(!pe_module_load(HEAD ".global .f32 g;\n", err, sizeof err));
   ck_assert_msg(strstr(err, "line 4: unsupported directive '.global'"), "%s", err);
+  ck_assert(!pe_module_load(HEAD ".local .align 4 .b8 d[4];\n", err, sizeof err)); /* a module's local: not emitted */
+  ck_assert_msg(strstr(err, "line 4: unsupported directive '.local'"), "%s", err);
 }
 END_TEST
 
@@ -710,10 +787,12 @@ int main(void) {
   tcase_add_test(tc, test_shfl_divergence);
   tcase_add_test(tc, test_cvt_ex2);
   tcase_add_test(tc, test_f64_and_halves);
+  tcase_add_test(tc, test_local_memory);
   suite_add_tcase(s, tc);
   tc = tcase_create("checks");
   tcase_add_test(tc, test_cp_async_checks);
   tcase_add_test(tc, test_bounds);
+  tcase_add_test(tc, test_local_bounds);
   tcase_add_test(tc, test_divergent_shfl);
   tcase_add_test(tc, test_refuses_unknown);
   tcase_add_test(tc, test_runaway);
