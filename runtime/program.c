@@ -114,7 +114,19 @@ typedef struct tiling {
   const rt_launch *l;
   char *const *bufs;
   int64_t batch, rows, cols, rstep, cstep, row_units, col_units, n_row, n_col;
+  /* profiling only (else NULL): each tile's CPU time and the thread that ran it */
+  int64_t *tile_cpu;
+  const void **tile_thread;
 } tiling;
+
+/* A per-thread address: which thread ran a tile, for profiles. */
+static _Thread_local char thread_mark;
+
+static int64_t thread_cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -130,24 +142,55 @@ static void run_tile(void *arg, int64_t t, void *scratch) {
   int64_t r1 = edge(i + 1, g->n_row, g->row_units, g->rstep, g->rows);
   int64_t c0 = g->cols ? edge(j, g->n_col, g->col_units, g->cstep, g->cols) : 0;
   int64_t c1 = g->cols ? edge(j + 1, g->n_col, g->col_units, g->cstep, g->cols) : 0;
-  if (r1 > r0 && (c1 > c0 || !g->cols)) g->l->fn(g->bufs, g->batch, r0, r1, c0, c1, scratch);
+  if (!(r1 > r0 && (c1 > c0 || !g->cols))) return;
+  if (!g->tile_cpu) {
+    g->l->fn(g->bufs, g->batch, r0, r1, c0, c1, scratch);
+    return;
+  }
+  int64_t t0 = thread_cpu_ns();
+  g->l->fn(g->bufs, g->batch, r0, r1, c0, c1, scratch);
+  g->tile_cpu[t] = thread_cpu_ns() - t0;
+  g->tile_thread[t] = &thread_mark;
 }
 
-static void run_tiles(tiling *g, int threads);
+static void run_tiles(tiling *g, int threads, rt_profile_event *ev);
 
-static void run_launch(const rt_launch *l, char *const *bufs, int64_t batch, int threads) {
+/* ev: the launch's profile event to fill with its split and CPU times, or NULL. */
+static void run_launch(const rt_launch *l, char *const *bufs, int64_t batch, int threads, rt_profile_event *ev) {
   char *own[16], **table = NULL; /* a launch's own buffer table (n_args > 0) */
   if (l->n_args > 0) {
     table = l->n_args <= 16 ? own : xcalloc((size_t)l->n_args, sizeof *table);
     for (int i = 0; i < l->n_args; i++) table[i] = bufs[l->args[i]];
     bufs = table;
   }
-  tiling g = {l, bufs, batch, l->batched ? batch : l->rows_fixed, l->cols > 0 ? l->cols : 0, 1, 0, 1, 1, 1, 1};
-  if (g.rows > 0) run_tiles(&g, threads);
+  tiling g = {l, bufs, batch, l->batched ? batch : l->rows_fixed, l->cols > 0 ? l->cols : 0, 1, 0, 1, 1, 1, 1, NULL, NULL};
+  if (g.rows > 0) run_tiles(&g, threads, ev);
   if (table != own) free(table);
 }
 
-static void run_tiles(tiling *gp, int threads) {
+/* The split's profile: per thread, the CPU time of the tiles it ran. */
+static void profile_split(const tiling *g, rt_profile_event *ev) {
+  int64_t n = g->n_row * g->n_col;
+  const void *seen[64];
+  int64_t busy[64];
+  int n_seen = 0;
+  ev->n_row = g->n_row, ev->n_col = g->n_col, ev->cpu_ns = 0, ev->cpu_max_ns = 0;
+  for (int64_t t = 0; t < n; t++) {
+    if (!g->tile_thread[t]) continue; /* an empty tile */
+    ev->cpu_ns += g->tile_cpu[t];
+    int i = 0;
+    while (i < n_seen && seen[i] != g->tile_thread[t]) i++;
+    if (i == n_seen) {
+      if (n_seen == 64) continue; /* more threads than a profile tells apart: in the sum only */
+      seen[n_seen] = g->tile_thread[t], busy[n_seen++] = 0;
+    }
+    busy[i] += g->tile_cpu[t];
+  }
+  ev->n_threads = n_seen;
+  for (int i = 0; i < n_seen; i++) ev->cpu_max_ns = busy[i] > ev->cpu_max_ns ? busy[i] : ev->cpu_max_ns;
+}
+
+static void run_tiles(tiling *gp, int threads, rt_profile_event *ev) {
   tiling g = *gp;
   const rt_launch *l = g.l;
   g.rstep = l->row_step > 0 ? l->row_step : 1;
@@ -169,7 +212,16 @@ static void run_tiles(tiling *gp, int threads) {
       g.n_row = min64(g.row_units, (want + g.n_col - 1) / g.n_col);
     }
   }
+  if (!ev) {
+    rt_pool_run(threads, g.n_row * g.n_col, l->scratch_bytes, run_tile, &g);
+    return;
+  }
+  g.tile_cpu = xcalloc((size_t)(g.n_row * g.n_col), sizeof *g.tile_cpu);
+  g.tile_thread = xcalloc((size_t)(g.n_row * g.n_col), sizeof *g.tile_thread);
   rt_pool_run(threads, g.n_row * g.n_col, l->scratch_bytes, run_tile, &g);
+  profile_split(&g, ev);
+  free(g.tile_cpu);
+  free(g.tile_thread);
 }
 
 bool rt_program_run(const rt_program *p, int64_t batch, const void *const *inputs,
@@ -211,8 +263,9 @@ void rt_profile_init(rt_profile *p) {
 
 void rt_profile_fini(rt_profile *p) { vec_free(&p->events); }
 
-static void profile_add(rt_profile *prof, int launch, int64_t t0, int64_t t1) {
-  rt_profile_event e = {launch, t0 - prof->origin_ns, t1 - t0};
+static void profile_add(rt_profile *prof, int launch, int64_t t0, int64_t t1, const rt_profile_event *split) {
+  rt_profile_event e = split ? *split : (rt_profile_event){0};
+  e.launch = launch, e.start_ns = t0 - prof->origin_ns, e.dur_ns = t1 - t0;
   vec_push(&prof->events, e);
 }
 
@@ -273,16 +326,17 @@ bool rt_program_run_profile(const rt_program *p, int threads, int64_t batch, con
   }
   for (int i = 0; i < p->n_launches; i++) {
     if (!prof) {
-      run_launch(&p->launches[i], bufs, batch, threads);
+      run_launch(&p->launches[i], bufs, batch, threads, NULL);
       continue;
     }
+    rt_profile_event split = {0};
     int64_t t0 = rt_clock_ns();
-    run_launch(&p->launches[i], bufs, batch, threads);
-    profile_add(prof, i, t0, rt_clock_ns());
+    run_launch(&p->launches[i], bufs, batch, threads, &split);
+    profile_add(prof, i, t0, rt_clock_ns(), &split);
   }
   free(bufs);
   free(slot_off);
   free(owned);
-  if (prof) profile_add(prof, -1, run0, rt_clock_ns());
+  if (prof) profile_add(prof, -1, run0, rt_clock_ns(), NULL);
   return true;
 }

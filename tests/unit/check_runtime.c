@@ -918,6 +918,42 @@ START_TEST(test_launch_split) {
 }
 END_TEST
 
+/* A kernel that burns about 1 ms of CPU per tile, so its tiles' thread
+ * CPU times are well above the clock's resolution. */
+static void busy_tile(char *const *bufs, int64_t batch, int64_t row0, int64_t row1, int64_t col0, int64_t col1,
+                      void *scratch) {
+  (void)bufs, (void)batch, (void)scratch;
+  volatile double x = 0;
+  for (int64_t i = 0; i < (row1 - row0) * (col1 - col0) * 4000; i++) x += 1e-9;
+}
+
+/* castor run --profile's split table: a profiled run records each launch's
+ * tiles and the CPU time of its tiles, all threads' and the busiest's. */
+START_TEST(test_launch_split_profile) {
+  rt_launch l = {.fn = busy_tile, .name = "busy", .batched = true, .cols = 256, .col_step = 32, .row_step = 1,
+                 .work_per_row = 1 << 20};
+  rt_program p = {.name = "busy", .launches = &l, .n_launches = 1};
+  diag_sink *d = diag_sink_create();
+  for (int threads = 1; threads <= 2; threads++) {
+    rt_profile prof;
+    rt_profile_init(&prof);
+    ck_assert(rt_program_run_profile(&p, threads, 1, NULL, NULL, NULL, NULL, &prof, d));
+    ck_assert_int_eq((int)prof.events.len, 2); /* the launch, then the run */
+    const rt_profile_event *ev = &prof.events.data[0];
+    ck_assert_int_eq(ev->launch, 0);
+    ck_assert_msg(ev->n_row == 1 && ev->n_col == (threads == 1 ? 1 : 8), "%d threads: %lldx%lld tiles", threads,
+                  (long long)ev->n_row, (long long)ev->n_col);
+    ck_assert_msg(ev->n_threads >= 1 && ev->n_threads <= threads, "%d threads: %d ran tiles", threads, ev->n_threads);
+    ck_assert_msg(ev->cpu_ns > 0 && ev->cpu_max_ns > 0 && ev->cpu_max_ns <= ev->cpu_ns, "cpu %lld, busiest %lld",
+                  (long long)ev->cpu_ns, (long long)ev->cpu_max_ns);
+    ck_assert_int_eq(prof.events.data[1].launch, -1);
+    ck_assert_int_eq(prof.events.data[1].cpu_ns, 0);
+    rt_profile_fini(&prof);
+  }
+  diag_sink_destroy(d);
+}
+END_TEST
+
 static Suite *runtime_suite(void) {
   Suite *s = suite_create("runtime");
   TCase *tc = tcase_create("dtype");
@@ -930,6 +966,7 @@ static Suite *runtime_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_thread_pool);
   tcase_add_test(tc, test_launch_split);
+  tcase_add_test(tc, test_launch_split_profile);
   suite_add_tcase(s, tc);
   tc = tcase_create("npy");
   tcase_add_checked_fixture(tc, setup, teardown);
