@@ -8,7 +8,9 @@
  * first, so threads read disjoint weight panels (what matters at small
  * batch), then into row tiles; others into row tiles. A launch with
  * row_tile_min (a conv2d, whose A gather each column tile would redo) is
- * cut into row tiles of at least that many rows first, then columns. Tile edges are
+ * cut into row tiles of at least that many rows first, then columns; one
+ * with tile costs (a conv2d over its pixels) into the tiles whose busiest
+ * thread has the least work, the tiles' own costs counted. Tile edges are
  * multiples of the launch's col_step / row_step, and a launch whose work is
  * below PARALLEL_MIN_WORK runs on the calling thread alone. The kernels
  * compute every element the same way whatever the tile, so the split never
@@ -168,8 +170,9 @@ static void run_launch(const rt_launch *l, char *const *bufs, int64_t batch, int
   if (table != own) free(table);
 }
 
-/* The split's profile: per thread, the CPU time of the tiles it ran. */
-static void profile_split(const tiling *g, rt_profile_event *ev) {
+/* The split's profile: per thread, the CPU time of the tiles it ran; the
+ * span on `threads` free threads. */
+static void profile_split(const tiling *g, int threads, rt_profile_event *ev) {
   int64_t n = g->n_row * g->n_col;
   const void *seen[64];
   int64_t busy[64];
@@ -188,6 +191,38 @@ static void profile_split(const tiling *g, rt_profile_event *ev) {
   }
   ev->n_threads = n_seen;
   for (int i = 0; i < n_seen; i++) ev->cpu_max_ns = busy[i] > ev->cpu_max_ns ? busy[i] : ev->cpu_max_ns;
+  int64_t *free_at = xcalloc((size_t)threads, sizeof *free_at);
+  for (int64_t t = 0; t < n; t++) {
+    int first = 0;
+    for (int i = 1; i < threads; i++) first = free_at[i] < free_at[first] ? i : first;
+    free_at[first] += g->tile_cpu[t];
+    ev->span_ns = free_at[first] > ev->span_ns ? free_at[first] : ev->span_ns;
+  }
+  free(free_at);
+}
+
+/* convolutional networks: the tiles of a launch with tile costs
+ * (rt_launch.tile_row_cost, tile_col_cost: a conv2d's GEMM over its
+ * pixels): of every n_row x n_col with at most `want` tiles, the one whose
+ * busiest thread has the least work, counting the tiles it runs (tiles
+ * handed out in turn: ceil(tiles / threads) of the largest) and each
+ * tile's own cost, rows x columns plus the costs per row and column: a row
+ * split reads B again per row tile, a column split gathers A again per
+ * column tile. Ties go to fewer tiles. */
+static void cost_split(tiling *g, int threads, int64_t want) {
+  const rt_launch *l = g->l;
+  double best = -1;
+  for (int64_t nr = 1; nr <= min64(g->row_units, want); nr++)
+    for (int64_t nc = 1; nc <= min64(g->col_units, want / nr); nc++) {
+      double rows = (double)min64((g->row_units + nr - 1) / nr * g->rstep, g->rows);
+      double cols = (double)min64((g->col_units + nc - 1) / nc * g->cstep, g->cols);
+      double turns = (double)((nr * nc + threads - 1) / threads);
+      double cost = turns * (rows * cols + (double)l->tile_row_cost * rows + (double)l->tile_col_cost * cols);
+      if (best < 0 || cost < best || (cost == best && nr * nc < g->n_row * g->n_col)) {
+        best = cost;
+        g->n_row = nr, g->n_col = nc;
+      }
+    }
 }
 
 static void run_tiles(tiling *gp, int threads, rt_profile_event *ev) {
@@ -203,7 +238,9 @@ static void run_tiles(tiling *gp, int threads, rt_profile_event *ev) {
     row_work = INT64_MAX;
   if (threads > 1 && (row_work == INT64_MAX || !size_mul_ok(g.rows, row_work, &work) || work >= parallel_min_work())) {
     int64_t want = (int64_t)threads * TILES_PER_THREAD;
-    if (l->row_tile_min > 0 && g.cols) { /* rows first, each tile at least row_tile_min rows */
+    if ((l->tile_row_cost > 0 || l->tile_col_cost > 0) && g.cols) {
+      cost_split(&g, threads, want);
+    } else if (l->row_tile_min > 0 && g.cols) { /* rows first, each tile at least row_tile_min rows */
       int64_t fit = g.rows / l->row_tile_min;
       g.n_row = min64(g.row_units, min64(want, fit > 1 ? fit : 1));
       g.n_col = min64(g.col_units, (want + g.n_row - 1) / g.n_row);
@@ -219,7 +256,7 @@ static void run_tiles(tiling *gp, int threads, rt_profile_event *ev) {
   g.tile_cpu = xcalloc((size_t)(g.n_row * g.n_col), sizeof *g.tile_cpu);
   g.tile_thread = xcalloc((size_t)(g.n_row * g.n_col), sizeof *g.tile_thread);
   rt_pool_run(threads, g.n_row * g.n_col, l->scratch_bytes, run_tile, &g);
-  profile_split(&g, ev);
+  profile_split(&g, threads, ev);
   free(g.tile_cpu);
   free(g.tile_thread);
 }
