@@ -19,12 +19,19 @@
  * tap outside x skipped (not 0 * w), one fmuladd each from 0; then the
  * kernel's element-wise chain. So tiles, edges and the kit's scalar form
  * give the same bits, on any split of the rows over threads.
+ *
+ * bf16 x and w on 16-lane vectors: a tile takes 32 channels as their even
+ * and odd halves (emit_tile_pairs): a 32-bit load of two bf16 channels
+ * widens into both with one integer op each, where a vector in channel
+ * order takes a zero-extension and a shift; in a 5x5 tile the widening
+ * was half the vector ops beside the FMAs. Same FMAs, so the same bits.
  */
 #include "codegen/cpu/cg_cpu.h"
 
 #define B (e->b)
 
 enum { TILE = 8 }; /* pixels a tile: 8 accumulators, one weight and one x vector in 16 registers */
+enum { MAX_EDGE = 4 }; /* edge columns a side emitted as one-pixel tiles, each with its own taps */
 
 typedef struct dw_shape {
   int64_t H, W, C, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw;
@@ -59,12 +66,32 @@ bool cg_dwconv_tiles(const cg_kernel *k) {
   return s.jhi > s.jlo; /* an interior to tile */
 }
 
+/* Tap column q of output column jfix lies inside x; every tap of an
+ * interior tile does (jfix < 0: a tile of interior columns). */
+static bool tap_inside(const dw_shape *s, int64_t jfix, int64_t q) {
+  if (jfix < 0) return true;
+  int64_t col = jfix * s->sw - s->pw + q * s->dw;
+  return col >= 0 && col < s->W;
+}
+
+/* Tile pixel t's conv value over channels [ch, ch + lanes): rounded to the
+ * conv's dtype, then the kernel's chain, stored. */
+static void finish(cg_kctx *c, const dw_shape *s, LLVMValueRef pix, int t, LLVMValueRef ch, LLVMValueRef acc,
+                   int lanes) {
+  cg_emitter *e = c->e;
+  const ir_node *op = c->k->ops[0], *res = result(c->k);
+  LLVMValueRef idx = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, pix, cg_i64(e, t), ""), cg_i64(e, s->C), ""), ch, "");
+  LLVMValueRef val = cg_emit_round_to(e, acc, op->type.dtype, op->name);
+  val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, ch, lanes, lanes);
+  cg_emit_store_rounded(e, res->type.dtype, val, cg_elem_ptr(c, res, idx), lanes);
+}
+
 /* Result pixels [pix, pix + T) (output row (n, i), columns j..j+T-1, all
  * interior), channels [ch, ch + lanes): the taps, then the chain, stored. */
 static void emit_tile(cg_kctx *c, const dw_shape *s, LLVMValueRef n, LLVMValueRef i, LLVMValueRef j,
-                      LLVMValueRef pix, LLVMValueRef ch, int T, int lanes) {
+                      LLVMValueRef pix, LLVMValueRef ch, int T, int lanes, int64_t jfix) {
   cg_emitter *e = c->e;
-  const ir_node *op = c->k->ops[0], *xn = op->srcs[0], *wn = op->srcs[1], *res = result(c->k);
+  const ir_node *op = c->k->ops[0], *xn = op->srcs[0], *wn = op->srcs[1];
   LLVMTypeRef vt = lanes > 1 ? LLVMVectorType(e->f32, (unsigned)lanes) : e->f32;
   LLVMValueRef acc[TILE];
   for (int t = 0; t < T; t++) {
@@ -83,6 +110,7 @@ static void emit_tile(cg_kctx *c, const dw_shape *s, LLVMValueRef n, LLVMValueRe
     LLVMValueRef v[TILE];
     for (int t = 0; t < T; t++) v[t] = LLVMBuildLoad2(B, vt, acc[t], "");
     for (int64_t q = 0; q < s->KW; q++) {
+      if (!tap_inside(s, jfix, q)) continue;
       LLVMValueRef wi = LLVMBuildAdd(B, ch, cg_i64(e, (p * s->KW + q) * s->C), "");
       LLVMValueRef wv = cg_emit_load(e, wn->type.dtype, cg_elem_ptr(c, wn, wi), lanes, wn->name);
       for (int t = 0; t < T; t++) {
@@ -95,29 +123,105 @@ static void emit_tile(cg_kctx *c, const dw_shape *s, LLVMValueRef n, LLVMValueRe
     LLVMBuildBr(B, next);
     LLVMPositionBuilderAtEnd(B, next);
   }
-  for (int t = 0; t < T; t++) {
-    LLVMValueRef idx = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, pix, cg_i64(e, t), ""), cg_i64(e, s->C), ""), ch, "");
-    LLVMValueRef val = cg_emit_round_to(e, LLVMBuildLoad2(B, vt, acc[t], op->name), op->type.dtype, op->name);
-    val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, ch, lanes, lanes);
-    cg_emit_store_rounded(e, res->type.dtype, val, cg_elem_ptr(c, res, idx), lanes);
+  for (int t = 0; t < T; t++) finish(c, s, pix, t, ch, LLVMBuildLoad2(B, vt, acc[t], op->name), lanes);
+}
+
+/* bf16 lanes of x or w at p as f32 in two vectors of `lanes`: the even
+ * channels (the low half of each 32-bit pair, shifted up) and the odd ones
+ * (the high half, the low half cleared): one integer op a vector, where
+ * widening a vector in channel order takes two (zero-extend, shift). */
+static void load_pairs(cg_emitter *e, LLVMValueRef p, int lanes, LLVMValueRef out[2]) {
+  LLVMTypeRef it = LLVMVectorType(e->i32, (unsigned)lanes), ft = LLVMVectorType(e->f32, (unsigned)lanes);
+  LLVMValueRef d = LLVMBuildLoad2(B, it, p, "");
+  LLVMSetAlignment(d, 2);
+  out[0] = LLVMBuildBitCast(B, LLVMBuildShl(B, d, cg_const(e, it, 16), ""), ft, "even");
+  out[1] = LLVMBuildBitCast(B, LLVMBuildAnd(B, d, cg_const(e, it, (double)0xffff0000u), ""), ft, "odd");
+}
+
+/* emit_tile over 2 * lanes channels of bf16 x and w, computed as their even
+ * and odd channels (load_pairs): the same fmuladd chain for every channel,
+ * so the same bits as emit_tile; the two accumulators of a pixel are
+ * interleaved back into channel order (a shuffle each) before the chain. */
+static void emit_tile_pairs(cg_kctx *c, const dw_shape *s, LLVMValueRef n, LLVMValueRef i, LLVMValueRef j,
+                            LLVMValueRef pix, LLVMValueRef ch, int T, int lanes, int64_t jfix) {
+  cg_emitter *e = c->e;
+  const ir_node *op = c->k->ops[0], *xn = op->srcs[0], *wn = op->srcs[1];
+  LLVMTypeRef vt = LLVMVectorType(e->f32, (unsigned)lanes);
+  LLVMValueRef acc[TILE][2];
+  for (int t = 0; t < T; t++)
+    for (int h = 0; h < 2; h++) {
+      acc[t][h] = cg_entry_alloca(c, vt, "dwpair.acc");
+      LLVMBuildStore(B, LLVMConstNull(vt), acc[t][h]);
+    }
+  LLVMValueRef col0 = LLVMBuildSub(B, LLVMBuildMul(B, j, cg_i64(e, s->sw), ""), cg_i64(e, s->pw), "dwpair.col");
+  for (int64_t p = 0; p < s->KH; p++) {
+    LLVMValueRef ih = LLVMBuildAdd(B, LLVMBuildMul(B, i, cg_i64(e, s->sh), ""), cg_i64(e, p * s->dh - s->ph), "");
+    LLVMBasicBlockRef tap = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "dwpair.tap");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "dwpair.next");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntULT, ih, cg_i64(e, s->H), "inside"), tap, next);
+    LLVMPositionBuilderAtEnd(B, tap);
+    LLVMValueRef xrow = cg_nhwc_index(e, &xn->type, n, ih, col0, ch);
+    LLVMValueRef v[TILE][2];
+    for (int t = 0; t < T; t++)
+      for (int h = 0; h < 2; h++) v[t][h] = LLVMBuildLoad2(B, vt, acc[t][h], "");
+    for (int64_t q = 0; q < s->KW; q++) {
+      if (!tap_inside(s, jfix, q)) continue;
+      LLVMValueRef wv[2], xv[2];
+      load_pairs(e, cg_elem_ptr(c, wn, LLVMBuildAdd(B, ch, cg_i64(e, (p * s->KW + q) * s->C), "")), lanes, wv);
+      for (int t = 0; t < T; t++) {
+        LLVMValueRef xi = LLVMBuildAdd(B, xrow, cg_i64(e, ((int64_t)t * s->sw + q * s->dw) * s->C), "");
+        load_pairs(e, cg_elem_ptr(c, xn, xi), lanes, xv);
+        for (int h = 0; h < 2; h++) v[t][h] = cg_fmuladd(e, xv[h], wv[h], v[t][h]);
+      }
+    }
+    for (int t = 0; t < T; t++)
+      for (int h = 0; h < 2; h++) LLVMBuildStore(B, v[t][h], acc[t][h]);
+    LLVMBuildBr(B, next);
+    LLVMPositionBuilderAtEnd(B, next);
   }
+  /* channel ch + m is lane m / 2 of the even (m even) or odd accumulator */
+  LLVMValueRef mask[2][64];
+  CASTOR_ASSERT(2 * lanes <= 64);
+  for (int m = 0; m < 2 * lanes; m++)
+    mask[m / lanes][m % lanes] = LLVMConstInt(e->i32, (unsigned long long)((m % 2) * lanes + m / 2), 0);
+  for (int t = 0; t < T; t++) {
+    LLVMValueRef ev = LLVMBuildLoad2(B, vt, acc[t][0], ""), od = LLVMBuildLoad2(B, vt, acc[t][1], "");
+    for (int h = 0; h < 2; h++) {
+      LLVMValueRef val = LLVMBuildShuffleVector(B, ev, od, LLVMConstVector(mask[h], (unsigned)lanes), op->name);
+      finish(c, s, pix, t, LLVMBuildAdd(B, ch, cg_i64(e, (int64_t)h * lanes), ""), val, lanes);
+    }
+  }
+}
+
+/* x and w in bf16 on 16-lane vectors: emit_tile_pairs takes 32 channels at
+ * a time. Not on narrower vectors: its 2 * TILE accumulators would spill
+ * the 16 registers of AVX2. */
+static bool use_pairs(const cg_kctx *c) {
+  const ir_node *op = c->k->ops[0];
+  return c->e->vw >= 16 && op->srcs[0]->type.dtype == DT_BF16 && op->srcs[1]->type.dtype == DT_BF16;
 }
 
 /* Interior pixels [j0, j1) of a row as tiles of T, each over every
  * channel: vw at a time, then half and quarter vectors, then one. */
 static int64_t emit_tiles(cg_kctx *c, const dw_shape *s, LLVMValueRef n, LLVMValueRef i, LLVMValueRef rowpix,
-                          int64_t j0, int64_t j1, int T) {
+                          int64_t j0, int64_t j1, int T, int64_t jfix) {
   cg_emitter *e = c->e;
   int64_t end = j0 + (j1 - j0) / T * T;
   if (end <= j0) return j0;
   cg_loop lj = cg_loop_begin(c, cg_i64(e, j0), cg_i64(e, end), T, "dwtile.j");
   LLVMValueRef pix = LLVMBuildAdd(B, rowpix, lj.iv, "dwtile.pixel");
   int64_t done = 0;
+  if (use_pairs(c) && s->C >= 2 * e->vw) {
+    done = s->C / (2 * e->vw) * (2 * e->vw);
+    cg_loop lc = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, done), 2 * e->vw, "dwpair.c");
+    emit_tile_pairs(c, s, n, i, lj.iv, pix, lc.iv, T, e->vw, jfix);
+    cg_loop_end(c, &lc);
+  }
   for (int lanes = e->vw; lanes >= 1; lanes = lanes > 4 ? lanes / 2 : lanes > 1 ? 1 : 0) {
     int64_t cend = lanes > 1 ? done + (s->C - done) / lanes * lanes : s->C;
     if (cend <= done) continue;
     cg_loop lc = cg_loop_begin(c, cg_i64(e, done), cg_i64(e, cend), lanes, "dwtile.c");
-    emit_tile(c, s, n, i, lj.iv, pix, lc.iv, T, lanes);
+    emit_tile(c, s, n, i, lj.iv, pix, lc.iv, T, lanes, jfix);
     cg_loop_end(c, &lc);
     done = cend;
   }
@@ -140,16 +244,21 @@ void cg_dwconv_emit(cg_kctx *c, void (*line)(cg_kctx *, LLVMValueRef base, int64
   LLVMValueRef g = LLVMBuildAdd(B, LLVMBuildMul(B, lr.iv, cg_i64(e, out_rows), ""), li.iv, "dwconv.nrow");
   LLVMValueRef n = LLVMBuildUDiv(B, g, cg_i64(e, s.OH), "n"), i = LLVMBuildURem(B, g, cg_i64(e, s.OH), "i");
   LLVMValueRef rowpix = LLVMBuildMul(B, g, cg_i64(e, s.OW), "dwconv.rowpixel");
-  /* the edges: a line each through the kit's form */
+  /* the edges: a one-pixel tile each over the taps inside x (known here)
+   * when there are few, else a line each through the kit's form */
   int64_t edge[2][2] = {{0, s.jlo}, {s.jhi, s.OW}};
   for (int k = 0; k < 2; k++) {
     if (edge[k][1] <= edge[k][0]) continue;
+    if (edge[k][1] - edge[k][0] <= MAX_EDGE) {
+      for (int64_t jc = edge[k][0]; jc < edge[k][1]; jc++) emit_tiles(c, &s, n, i, rowpix, jc, jc + 1, 1, jc);
+      continue;
+    }
     cg_loop lj = cg_loop_begin(c, cg_i64(e, edge[k][0]), cg_i64(e, edge[k][1]), 1, "dwconv.edge");
     line(c, LLVMBuildMul(B, LLVMBuildAdd(B, rowpix, lj.iv, ""), cg_i64(e, s.C), "line.base"), s.C);
     cg_loop_end(c, &lj);
   }
-  int64_t j = emit_tiles(c, &s, n, i, rowpix, s.jlo, s.jhi, TILE);
-  emit_tiles(c, &s, n, i, rowpix, j, s.jhi, 1);
+  int64_t j = emit_tiles(c, &s, n, i, rowpix, s.jlo, s.jhi, TILE, -1);
+  if (s.jhi > j) emit_tiles(c, &s, n, i, rowpix, j, s.jhi, (int)(s.jhi - j), -1); /* the rest: one tile */
   cg_loop_end(c, &li);
   cg_loop_end(c, &lr);
 }
