@@ -351,8 +351,8 @@ END_TEST
  * add on x86-64's SSE2), the sum rounded to bf16, the bias added and
  * rounded, relu. On AVX-512 hosts 32 channels at a time run as their even
  * and odd halves (cg_dwconv.c, emit_tile_pairs), the rest as vectors in
- * channel order; edge columns as one-pixel tiles of their own taps, or the
- * kit's line form where a side has more than 4. */
+ * channel order; edge columns as one-pixel tiles whose taps test x's
+ * column (a tap in the padding: the sum kept by a select). */
 static void check_bf16_depthwise(const gconv_case *cc) {
   ir_graph *g = ir_graph_create("dw_bf16");
   int64_t N = cc->batch, OH, OW, C = cc->C;
@@ -436,7 +436,7 @@ START_TEST(test_group_conv2d_bf16_bits) {
       {1, 6, 21, 72, 3, 3, 1, 72, 1, 1, 1, 1, true},  /* MobileNet's 72: 2 x 32 in pairs, 8 in order; 2 tiles and a rest of 3 */
       {2, 7, 14, 48, 5, 5, 1, 48, 1, 1, 1, 1, true},  /* 5x5 'same' at 14: 2 edge columns a side, a tile, a rest of 2 */
       {1, 9, 17, 64, 3, 3, 1, 64, 2, 2, 1, 1, true},  /* stride 2 on odd sizes: pairs only */
-      {1, 5, 30, 40, 3, 3, 1, 40, 1, 1, 5, 5, true},  /* dilation 5: 5 edge columns a side (the kit's lines) */
+      {1, 5, 30, 40, 3, 3, 1, 40, 1, 1, 5, 5, true},  /* dilation 5: 5 edge columns a side */
       {2, 4, 12, 37, 3, 3, 1, 37, 1, 1, 1, 1, false}, /* 'valid': no edges; 37 channels */
   };
   for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) check_bf16_depthwise(&dw[i]);
