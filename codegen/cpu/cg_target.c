@@ -232,22 +232,25 @@ void cg_target_fini(cg_target *t) {
 
 /* The kernels' pipeline at -O2 (the default). The emitters hand LLVM loop
  * nests that are vectorized and register-blocked by construction (vector
- * types, FMA intrinsics, accumulators in allocas, one per register): what
- * they need from the optimizer is SROA (accumulators to registers),
- * redundancy elimination (address arithmetic, loads of the buffer table),
- * combining, CFG clean-up and hoisting of loop invariants. default<O2>,
- * with its loop passes, IPO and SCEV-driven canonicalization (indvars,
- * loop rotation, deletion, idioms), spent ~55% of resnet50's LLVM time
- * (~0.5 s of CPU) for no measured run-time gain; the backend (instruction
- * selection, strength reduction, register allocation) still runs at
- * CodeGenOpt::Default. No pass here or there may reassociate or contract
- * floating point (no fast-math flags are emitted; FMAs are explicit), so the
- * choice changes speed, never a result bit
- * (bench/results/compile-resnet50-2026-11-29-s12.md). -O3 keeps LLVM's
- * default<O3>, -O1 default<O1>. */
-static const char kernel_pipeline[] = /* (no-verify-fixpoint: as default<O2> runs it) */
-    "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm),gvn,"
-    "instcombine<no-verify-fixpoint>,simplifycfg)";
+ * types, FMA and tile intrinsics, accumulators in allocas, one per
+ * register): what they need from the optimizer is SROA (accumulators to
+ * registers), redundancy elimination (address arithmetic, loads of the
+ * buffer table), combining, CFG clean-up, hoisting of loop invariants, and
+ * rotation and deletion of loops (the AMX and bf16 kernels' short k-step
+ * loops: without them their run time was 4% longer). default<O2>'s IPO,
+ * SCEV canonicalization (indvars), unswitching, idioms and the rest took
+ * about a third of torchvision resnet50's compile CPU for no measured run
+ * time; the backend still runs at CodeGenOpt::Default. No pass here or
+ * there may reassociate or contract floating point (no fast-math flags are
+ * emitted; FMAs are explicit), so the choice changes speed, never a result
+ * bit (bench/results/compile-resnet50-2026-11-29-s12.md). -O1 and -O3 keep
+ * LLVM's default<O1> and default<O3>. (instcombine without
+ * verify-fixpoint, as default<O2> runs it: LLVM 19's textual instcombine
+ * otherwise fails a kernel whose fixpoint takes two rounds.) */
+static const char kernel_pipeline[] =
+    "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm,loop-rotate,licm),"
+    "simplifycfg,instcombine<no-verify-fixpoint>,loop(loop-deletion),gvn,instcombine<no-verify-fixpoint>,"
+    "simplifycfg)";
 
 bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, diag_sink *d) {
   if (o->opt_level > 0) {
