@@ -236,20 +236,22 @@ void cg_target_fini(cg_target *t) {
  * register): what they need from the optimizer is SROA (accumulators to
  * registers), redundancy elimination (address arithmetic, loads of the
  * buffer table), combining, CFG clean-up, hoisting of loop invariants, and
- * rotation and deletion of loops (the AMX and bf16 kernels' short k-step
- * loops: without them their run time was 4% longer). default<O2>'s IPO,
- * SCEV canonicalization (indvars), unswitching, idioms and the rest took
- * about a third of torchvision resnet50's compile CPU for no measured run
- * time; the backend still runs at CodeGenOpt::Default. No pass here or
- * there may reassociate or contract floating point (no fast-math flags are
- * emitted; FMAs are explicit), so the choice changes speed, never a result
- * bit (bench/results/compile-resnet50-2026-11-29-s12.md). -O1 and -O3 keep
- * LLVM's default<O1> and default<O3>. (instcombine without
+ * the loop canonicalization the backend's strength reduction builds on:
+ * rotation, induction variables, deletion of dead loops (without rotation
+ * and deletion the AMX kernels' short k-step loops ran resnet50 4% slower
+ * under mixed_bfloat16; without indvars the implicit-GEMM packing of small
+ * convolutions 12-15% slower). default<O2>'s IPO, unswitching, idioms,
+ * second SROA/GVN rounds and the rest took about a fifth of torchvision
+ * resnet50's compile CPU; the backend still runs at CodeGenOpt::Default.
+ * No pass here or there may reassociate or contract floating point (no
+ * fast-math flags are emitted; FMAs are explicit), so the choice changes
+ * speed, never a result bit (bench/results/compile-resnet50-2026-11-29-s12.md).
+ * -O1 and -O3 keep LLVM's default<O1> and default<O3>. (instcombine without
  * verify-fixpoint, as default<O2> runs it: LLVM 19's textual instcombine
  * otherwise fails a kernel whose fixpoint takes two rounds.) */
 static const char kernel_pipeline[] =
     "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm,loop-rotate,licm),"
-    "simplifycfg,instcombine<no-verify-fixpoint>,loop(loop-deletion),gvn,instcombine<no-verify-fixpoint>,"
+    "simplifycfg,instcombine<no-verify-fixpoint>,loop(indvars,loop-deletion),gvn,instcombine<no-verify-fixpoint>,"
     "simplifycfg)";
 
 bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, diag_sink *d) {
