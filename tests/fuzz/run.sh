@@ -45,7 +45,15 @@ for t in $targets; do
     echo "fuzz $t: ${execs:-?} executions in $(($(date +%s) - t0)) s, no finding"
   else
     echo "fuzz $t: FINDING after ${execs:-?} executions (exit $rc); log $log:"
-    grep -E "ERROR|SUMMARY|invariant|Test unit written" "$log" | head -n 10
+    grep -E "ERROR|SUMMARY|invariant|internal error|runtime error|Test unit written" "$log" | head -n 10
+    # the stack of the first report, and the input itself (base64, when small): a
+    # CI log is then enough to replay the finding on another machine
+    grep -E "^ +#[0-9]+ " "$log" | head -n 16
+    art=$(sed -n 's/.*Test unit written to //p' "$log" | head -n 1)
+    if [ -n "$art" ] && [ -f "$art" ] && [ "$(wc -c <"$art")" -le 8192 ]; then
+      echo "fuzz $t: the input, base64 (base64 -d > input; $bin input):"
+      base64 "$art"
+    fi
     status=1
   fi
 done
