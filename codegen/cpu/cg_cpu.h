@@ -102,7 +102,7 @@ void cg_target_fini(cg_target *t);
 LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
                                     const cg_plan *plan, const cg_options *o, bool optimize, cg_emitter *e,
                                     cg_cpu_layout *layout, const bool *only, diag_sink *d);
-/* Runs default<O{o->opt_level}> over mod (none at 0) and dumps the result
+/* Runs the kernels' pipeline (-O2) or default<O{o->opt_level}> over mod (none at 0) and dumps the result
  * to o->dump_llvm if set. False with a diagnostic if LLVM fails. */
 bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, diag_sink *d);
 
