@@ -26,6 +26,9 @@ typedef struct prof_row {
   const char *name, *layer;
   int n_kernels;
   int64_t ns, flops, bytes; /* over all runs */
+  int64_t cpu_ns, cpu_max_ns, span_ns; /* kernels: their tiles' CPU time, all threads' and the busiest's, and their
+                                        * span on free threads (rt_profile_event), over all runs */
+  int64_t n_row, n_col;       /* kernels: the split of the last run */
 } prof_row;
 
 static const char *layer_name(const rt_launch *l) { return l->layer ? l->layer : "(none)"; }
@@ -66,6 +69,30 @@ static void print_rows(str_buf *out, const char *what, const prof_row *rows, int
       str_buf_printf(out, "%-*s %7d  %9.4f %6.1f%% %9s %10s\n", width, r->name, r->n_kernels, ms,
                      run_ms > 0 ? 100 * ms / run_ms : 0.0, gf, moved);
   }
+}
+
+/* The split table: how each launch was cut over the threads and the CPU
+ * time of its tiles (rt_profile_event), which load changes much less than
+ * its wall time. balance = CPU time of all threads / (threads x the
+ * busiest thread's): 100% when every thread worked as long as the busiest. */
+static void print_split(str_buf *out, const prof_row *rows, int n, int runs, int threads, int width) {
+  str_buf_printf(out, "\nsplit: each launch's tiles (rows x columns) and their CPU time a run (thread CPU clock "
+                      "around each tile)\n");
+  str_buf_printf(out, "%-*s %11s %9s %9s %8s %9s\n", width, "kernel", "tiles", "cpu ms", "busiest", "balance", "span");
+  int64_t cpu = 0, busiest = 0, span = 0;
+  for (int i = 0; i < n; i++) {
+    const prof_row *r = &rows[i];
+    char tiles[40];
+    snprintf(tiles, sizeof tiles, "%lldx%lld", (long long)r->n_row, (long long)r->n_col);
+    double bal = r->cpu_max_ns > 0 ? 100.0 * (double)r->cpu_ns / ((double)threads * (double)r->cpu_max_ns) : 0.0;
+    str_buf_printf(out, "%-*s %11s %9.4f %9.4f %7.1f%% %9.4f\n", width, r->name, tiles, (double)r->cpu_ns / 1e6 / runs,
+                   (double)r->cpu_max_ns / 1e6 / runs, bal, (double)r->span_ns / 1e6 / runs);
+    cpu += r->cpu_ns, busiest += r->cpu_max_ns, span += r->span_ns;
+  }
+  str_buf_printf(out, "%-*s %11s %9.4f %9.4f %7.1f%% %9.4f\n", width, "(all)", "", (double)cpu / 1e6 / runs,
+                 (double)busiest / 1e6 / runs,
+                 busiest > 0 ? 100.0 * (double)cpu / ((double)threads * (double)busiest) : 0.0,
+                 (double)span / 1e6 / runs);
 }
 
 static void write_trace(str_buf *out, const rt_program *rt, const rt_profile *prof, int64_t batch, int threads) {
@@ -140,6 +167,8 @@ castor_status castor_program_profile(castor_program *p, castor_tensor *const *in
     k->flops += l->flops_per_row * (l->batched ? batch : l->rows_fixed);
     k->bytes += l->bytes_per_row * batch + l->bytes_fixed;
     kernel_ns += ev->dur_ns;
+    k->cpu_ns += ev->cpu_ns, k->cpu_max_ns += ev->cpu_max_ns, k->span_ns += ev->span_ns;
+    k->n_row = ev->n_row, k->n_col = ev->n_col;
   }
   /* layers in the order their first kernel runs */
   int width = 6;
@@ -171,6 +200,7 @@ castor_status castor_program_profile(castor_program *p, castor_tensor *const *in
   str_buf_printf(table, "\noutside the kernels: %.4f ms a run (%.1f%%): %.4f ms in the runtime (buffer table, "
                  "workspace), the rest in the API's checks\n",
                  run_ms - kernels_ms, run_ms > 0 ? 100 * (run_ms - kernels_ms) / run_ms : 0.0, runtime_ms);
+  print_split(table, kernels, n, runs, threads, width);
   if (trace) write_trace(trace, rt, &prof, batch, threads);
   free(kernels), free(layers);
   rt_profile_fini(&prof);

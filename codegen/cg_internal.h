@@ -86,6 +86,7 @@ void cg_plan_fini(cg_plan *p);
 typedef struct cg_kernel_launch {
   int64_t cols, col_step, row_step, scratch_bytes, row_tile_min;
   int64_t rows_fixed; /* a static result's launch rows when not 1 (0: as cg_program_describe has it) */
+  int64_t tile_row_cost, tile_col_cost;
 } cg_kernel_launch;
 
 /* Fills launch l of kernel ki from the plan alone: its work estimate, the

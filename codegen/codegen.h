@@ -6,7 +6,7 @@
  * and cast epilogue; a row-wise softmax; a chain of elementwise ops), assigns
  * buffers by liveness into scratch slots, and emits one LLVM function per
  * kernel (explicit vector types, no calls per element). The CPU target
- * optimizes the module with default<O2> and JIT-compiles it with ORC LLJIT
+ * optimizes the module with its kernel pipeline (cg_target.c) and JIT-compiles it with ORC LLJIT
  * for the host CPU and its features. After compilation the program refers
  * to no IR: weight data is copied into the program.
  */
@@ -18,7 +18,7 @@
 #include "runtime/runtime.h"
 
 typedef struct cg_options {
-  int opt_level;      /* 0-3; 2 runs default<O2> */
+  int opt_level;      /* 0-3; 2 runs the kernels' pipeline (cg_target.c), 1 and 3 default<O1|3> */
   const char *cpu;    /* NULL: the host CPU */
   const char *features; /* NULL: the host features */
   str_buf *dump_llvm; /* if set, receives the optimized LLVM IR */

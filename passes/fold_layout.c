@@ -32,6 +32,12 @@
  *      six copies of the activation. After this pass it is one transpose
  *      of the NHWC concat (the shuffle itself) and the two slices. The ops
  *      only move elements, so the values are the same bits.
+ * Then each strided_slice, and each gather of one constant index, whose
+ * operand reaches a strided_slice through reshapes and transposes that
+ * only insert, drop or move dimensions of 1 is one strided_slice of that
+ * slice's operand, then a reshape to its type (static shapes; below,
+ * "slices through unit views"): ONNX's LSTM read at its last step copies
+ * [N, H], not the whole h sequence three times. The same bits.
  * Runs after fold-bn and fuse-gelu, before autocast; dce after it removes
  * the nodes left without a use.
  */
@@ -39,6 +45,7 @@
 #include <string.h>
 
 #include "passes/passes.h"
+#include "util/dtype.h"
 
 typedef struct memo_entry {
   const ir_node *v;
@@ -259,6 +266,160 @@ static ir_node *push(fold_ctx *f, ir_node *v, const int64_t *p) {
   return out;
 }
 
+/* ---- slices through unit views ----
+ * A reshape or transpose that only inserts, drops or moves dimensions of
+ * size 1 (a unit view: the other dimensions keep their sizes and order)
+ * moves no element, so a slice of it is a slice of its operand; a slice
+ * of a strided_slice is one strided_slice (positive steps compose: start
+ * s1 + st1 s2, step st1 st2); a gather of one constant index is the slice
+ * [i, i + 1] of its axis (the index normalized and clamped as gather
+ * does). A strided_slice or such a gather whose chain of unit views
+ * reaches a strided_slice becomes one strided_slice of that slice's
+ * operand (then a reshape to its type): the intermediate copies lose
+ * their use (dce). ONNX's LSTM output read at its last step (Y sliced out
+ * of the scan's h and c, squeezed, transposed to batch first, Gather -1)
+ * was three copies of the whole h sequence; it is one of [N, H]. Static
+ * shapes only (gather's table is unbatched; a batched chain is left). */
+
+/* x's dimensions other than 1, in order; false if one is 0 or N */
+static bool non_unit_dims(const ir_type *t, int64_t *dims, int *out_n) {
+  int n = 0;
+  for (int r = 0; r < t->rank; r++) {
+    if (t->dims[r] == 0 || t->dims[r] == IR_DIM_BATCH) return false;
+    if (t->dims[r] != 1) dims[n++] = t->dims[r];
+  }
+  *out_n = n;
+  return true;
+}
+
+static bool is_unit_view(const ir_node *v) {
+  if (v->op != IR_OP_RESHAPE && v->op != IR_OP_TRANSPOSE) return false;
+  const ir_type *x = &v->srcs[0]->type;
+  int64_t a[IR_MAX_RANK], b[IR_MAX_RANK];
+  int na, nb;
+  if (!non_unit_dims(x, a, &na) || !non_unit_dims(&v->type, b, &nb) || na != nb || memcmp(a, b, (size_t)na * sizeof *a))
+    return false;
+  if (v->op == IR_OP_TRANSPOSE) { /* the dimensions other than 1 in x's order */
+    int64_t last = -1;
+    for (int r = 0; r < v->type.rank; r++) {
+      int64_t src = v->attr.perm.v[r];
+      if (x->dims[src] == 1) continue;
+      if (src < last) return false;
+      last = src;
+    }
+  }
+  return true;
+}
+
+/* A slice of a value: per dimension the first coordinate, the step and the count. */
+typedef struct slice_of {
+  ir_node *x;
+  int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], count[IR_MAX_RANK];
+} slice_of;
+
+/* s as a slice of its operand, if it is a strided_slice or a gather of one constant index */
+static bool as_slice(const ir_node *s, slice_of *out) {
+  char err[256];
+  const ir_type *x = &s->srcs[0]->type;
+  int64_t dims[IR_MAX_RANK];
+  int n;
+  if (!non_unit_dims(x, dims, &n) || !non_unit_dims(&s->type, dims, &n)) return false;
+  out->x = s->srcs[0];
+  if (s->op == IR_OP_STRIDED_SLICE) {
+    if (!ir_strided_slice_bounds(x, &s->attr, out->start, out->count, err, sizeof err)) return false;
+    for (int r = 0; r < x->rank; r++) out->step[r] = s->attr.steps.v[r];
+    return true;
+  }
+  const ir_node *b = s->n_srcs == 2 ? s->srcs[1] : NULL;
+  int64_t numel = 0;
+  if (s->op != IR_OP_GATHER || b->op != IR_OP_CONST || !b->attr.data || !ir_type_numel(&b->type, 1, &numel) ||
+      numel != 1 || (b->type.dtype != DT_I32 && b->type.dtype != DT_I64))
+    return false;
+  int64_t axis = s->attr.axis < 0 ? s->attr.axis + x->rank : s->attr.axis, d = x->dims[axis];
+  int64_t i = (int64_t)dtype_load_double(b->type.dtype, b->attr.data, 0);
+  i = i < 0 ? i + d : i;
+  i = i < 0 ? 0 : i >= d ? d - 1 : i; /* clamped to the nearest row, as gather reads it */
+  for (int r = 0; r < x->rank; r++) out->start[r] = 0, out->step[r] = 1, out->count[r] = x->dims[r];
+  out->start[axis] = i, out->count[axis] = 1;
+  return true;
+}
+
+/* sl moved up through the unit views above sl->x and into the strided_slice
+ * they reach; false (sl as it was) if they reach none. */
+static bool lift(slice_of *sl) {
+  ir_node *v = sl->x;
+  while (is_unit_view(v)) v = v->srcs[0];
+  slice_of top;
+  if (v->op != IR_OP_STRIDED_SLICE || !as_slice(v, &top)) return false;
+  /* sl's dimensions other than 1 are v's, in order; on v's dimensions of 1 sl takes [0, 1) */
+  int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], count[IR_MAX_RANK];
+  int k = 0;
+  for (int r = 0; r < v->type.rank; r++) {
+    start[r] = 0, step[r] = 1, count[r] = 1;
+    if (v->type.dims[r] == 1) continue;
+    while (sl->x->type.dims[k] == 1) {
+      if (sl->count[k] != 1) return false; /* an empty slice of a dimension of 1: left as it is */
+      k++;
+    }
+    start[r] = sl->start[k], step[r] = sl->step[k], count[r] = sl->count[k], k++;
+  }
+  for (; k < sl->x->type.rank; k++)
+    if (sl->count[k] != 1) return false;
+  for (int r = 0; r < v->type.rank; r++) { /* into v's own slice of its operand */
+    sl->start[r] = top.start[r] + top.step[r] * start[r];
+    sl->step[r] = top.step[r] * step[r];
+    sl->count[r] = count[r];
+  }
+  sl->x = top.x;
+  return true;
+}
+
+static void fold_slices(ir_graph *g) {
+  char err[256];
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *s = g->nodes[i];
+    slice_of sl;
+    if ((s->op != IR_OP_STRIDED_SLICE && s->op != IR_OP_GATHER) || !as_slice(s, &sl) || !lift(&sl)) continue;
+    while (lift(&sl)) {
+    }
+    ir_attr a = {0};
+    int rank = sl.x->type.rank;
+    a.starts.n = a.ends.n = a.steps.n = rank;
+    for (int r = 0; r < rank; r++) {
+      a.starts.v[r] = sl.start[r], a.steps.v[r] = sl.step[r];
+      a.ends.v[r] = sl.start[r] + (sl.count[r] - 1) * sl.step[r] + 1;
+    }
+    ir_type t;
+    CASTOR_ASSERT(ir_infer_type(IR_OP_STRIDED_SLICE, &sl.x, 1, &a, &t, err, sizeof err));
+    const char *note = "fold-layout: a slice of slices and unit views taken at once";
+    if (ir_type_eq(&t, &s->type)) {
+      s->op = IR_OP_STRIDED_SLICE;
+      s->srcs[0] = sl.x;
+      s->n_srcs = 1;
+      s->attr = a;
+      s->note = note;
+      continue;
+    }
+    char base[512];
+    snprintf(base, sizeof base, "%s.slice", s->name);
+    ir_node *n = ir_node_new(g, IR_OP_STRIDED_SLICE, &t, &sl.x, 1, ir_graph_unique_name(g, base), s->loc);
+    n->attr = a;
+    n->layer = s->layer;
+    n->rule = s->rule;
+    n->note = note;
+    ir_graph_insert(g, i, n);
+    s->op = IR_OP_RESHAPE;
+    s->srcs[0] = n;
+    s->srcs[1] = NULL;
+    s->n_srcs = 1;
+    memset(&s->attr, 0, sizeof s->attr);
+    s->attr.shape.rank = s->type.rank;
+    for (int r = 0; r < s->type.rank; r++) s->attr.shape.dims[r] = s->type.dims[r];
+    s->note = note;
+    i++; /* s's position now */
+  }
+}
+
 bool pass_fold_layout_run(ir_graph *g, pass_context *ctx) {
   (void)ctx;
   fold_ctx f = {.g = g};
@@ -284,6 +445,8 @@ bool pass_fold_layout_run(ir_graph *g, pass_context *ctx) {
     }
   }
   free(f.memo);
+  ir_graph_renumber(g);
+  fold_slices(g);
   ir_graph_renumber(g);
   return true;
 }

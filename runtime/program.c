@@ -8,7 +8,9 @@
  * first, so threads read disjoint weight panels (what matters at small
  * batch), then into row tiles; others into row tiles. A launch with
  * row_tile_min (a conv2d, whose A gather each column tile would redo) is
- * cut into row tiles of at least that many rows first, then columns. Tile edges are
+ * cut into row tiles of at least that many rows first, then columns; one
+ * with tile costs (a conv2d over its pixels) into the tiles whose busiest
+ * thread has the least work, the tiles' own costs counted. Tile edges are
  * multiples of the launch's col_step / row_step, and a launch whose work is
  * below PARALLEL_MIN_WORK runs on the calling thread alone. The kernels
  * compute every element the same way whatever the tile, so the split never
@@ -114,7 +116,19 @@ typedef struct tiling {
   const rt_launch *l;
   char *const *bufs;
   int64_t batch, rows, cols, rstep, cstep, row_units, col_units, n_row, n_col;
+  /* profiling only (else NULL): each tile's CPU time and the thread that ran it */
+  int64_t *tile_cpu;
+  const void **tile_thread;
 } tiling;
+
+/* A per-thread address: which thread ran a tile, for profiles. */
+static _Thread_local char thread_mark;
+
+static int64_t thread_cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -130,24 +144,88 @@ static void run_tile(void *arg, int64_t t, void *scratch) {
   int64_t r1 = edge(i + 1, g->n_row, g->row_units, g->rstep, g->rows);
   int64_t c0 = g->cols ? edge(j, g->n_col, g->col_units, g->cstep, g->cols) : 0;
   int64_t c1 = g->cols ? edge(j + 1, g->n_col, g->col_units, g->cstep, g->cols) : 0;
-  if (r1 > r0 && (c1 > c0 || !g->cols)) g->l->fn(g->bufs, g->batch, r0, r1, c0, c1, scratch);
+  if (!(r1 > r0 && (c1 > c0 || !g->cols))) return;
+  if (!g->tile_cpu) {
+    g->l->fn(g->bufs, g->batch, r0, r1, c0, c1, scratch);
+    return;
+  }
+  int64_t t0 = thread_cpu_ns();
+  g->l->fn(g->bufs, g->batch, r0, r1, c0, c1, scratch);
+  g->tile_cpu[t] = thread_cpu_ns() - t0;
+  g->tile_thread[t] = &thread_mark;
 }
 
-static void run_tiles(tiling *g, int threads);
+static void run_tiles(tiling *g, int threads, rt_profile_event *ev);
 
-static void run_launch(const rt_launch *l, char *const *bufs, int64_t batch, int threads) {
+/* ev: the launch's profile event to fill with its split and CPU times, or NULL. */
+static void run_launch(const rt_launch *l, char *const *bufs, int64_t batch, int threads, rt_profile_event *ev) {
   char *own[16], **table = NULL; /* a launch's own buffer table (n_args > 0) */
   if (l->n_args > 0) {
     table = l->n_args <= 16 ? own : xcalloc((size_t)l->n_args, sizeof *table);
     for (int i = 0; i < l->n_args; i++) table[i] = bufs[l->args[i]];
     bufs = table;
   }
-  tiling g = {l, bufs, batch, l->batched ? batch : l->rows_fixed, l->cols > 0 ? l->cols : 0, 1, 0, 1, 1, 1, 1};
-  if (g.rows > 0) run_tiles(&g, threads);
+  tiling g = {l, bufs, batch, l->batched ? batch : l->rows_fixed, l->cols > 0 ? l->cols : 0, 1, 0, 1, 1, 1, 1, NULL, NULL};
+  if (g.rows > 0) run_tiles(&g, threads, ev);
   if (table != own) free(table);
 }
 
-static void run_tiles(tiling *gp, int threads) {
+/* The split's profile: per thread, the CPU time of the tiles it ran; the
+ * span on `threads` free threads. */
+static void profile_split(const tiling *g, int threads, rt_profile_event *ev) {
+  int64_t n = g->n_row * g->n_col;
+  const void *seen[64];
+  int64_t busy[64];
+  int n_seen = 0;
+  ev->n_row = g->n_row, ev->n_col = g->n_col, ev->cpu_ns = 0, ev->cpu_max_ns = 0;
+  for (int64_t t = 0; t < n; t++) {
+    if (!g->tile_thread[t]) continue; /* an empty tile */
+    ev->cpu_ns += g->tile_cpu[t];
+    int i = 0;
+    while (i < n_seen && seen[i] != g->tile_thread[t]) i++;
+    if (i == n_seen) {
+      if (n_seen == 64) continue; /* more threads than a profile tells apart: in the sum only */
+      seen[n_seen] = g->tile_thread[t], busy[n_seen++] = 0;
+    }
+    busy[i] += g->tile_cpu[t];
+  }
+  ev->n_threads = n_seen;
+  for (int i = 0; i < n_seen; i++) ev->cpu_max_ns = busy[i] > ev->cpu_max_ns ? busy[i] : ev->cpu_max_ns;
+  int64_t *free_at = xcalloc((size_t)threads, sizeof *free_at);
+  for (int64_t t = 0; t < n; t++) {
+    int first = 0;
+    for (int i = 1; i < threads; i++) first = free_at[i] < free_at[first] ? i : first;
+    free_at[first] += g->tile_cpu[t];
+    ev->span_ns = free_at[first] > ev->span_ns ? free_at[first] : ev->span_ns;
+  }
+  free(free_at);
+}
+
+/* convolutional networks: the tiles of a launch with tile costs
+ * (rt_launch.tile_row_cost, tile_col_cost: a conv2d's GEMM over its
+ * pixels): of every n_row x n_col with at most `want` tiles, the one whose
+ * busiest thread has the least work, counting the tiles it runs (tiles
+ * handed out in turn: ceil(tiles / threads) of the largest) and each
+ * tile's own cost, rows x columns plus the costs per row and column: a row
+ * split reads B again per row tile, a column split gathers A again per
+ * column tile. Ties go to fewer tiles. */
+static void cost_split(tiling *g, int threads, int64_t want) {
+  const rt_launch *l = g->l;
+  double best = -1;
+  for (int64_t nr = 1; nr <= min64(g->row_units, want); nr++)
+    for (int64_t nc = 1; nc <= min64(g->col_units, want / nr); nc++) {
+      double rows = (double)min64((g->row_units + nr - 1) / nr * g->rstep, g->rows);
+      double cols = (double)min64((g->col_units + nc - 1) / nc * g->cstep, g->cols);
+      double turns = (double)((nr * nc + threads - 1) / threads);
+      double cost = turns * (rows * cols + (double)l->tile_row_cost * rows + (double)l->tile_col_cost * cols);
+      if (best < 0 || cost < best || (cost == best && nr * nc < g->n_row * g->n_col)) {
+        best = cost;
+        g->n_row = nr, g->n_col = nc;
+      }
+    }
+}
+
+static void run_tiles(tiling *gp, int threads, rt_profile_event *ev) {
   tiling g = *gp;
   const rt_launch *l = g.l;
   g.rstep = l->row_step > 0 ? l->row_step : 1;
@@ -160,7 +238,9 @@ static void run_tiles(tiling *gp, int threads) {
     row_work = INT64_MAX;
   if (threads > 1 && (row_work == INT64_MAX || !size_mul_ok(g.rows, row_work, &work) || work >= parallel_min_work())) {
     int64_t want = (int64_t)threads * TILES_PER_THREAD;
-    if (l->row_tile_min > 0 && g.cols) { /* rows first, each tile at least row_tile_min rows */
+    if ((l->tile_row_cost > 0 || l->tile_col_cost > 0) && g.cols) {
+      cost_split(&g, threads, want);
+    } else if (l->row_tile_min > 0 && g.cols) { /* rows first, each tile at least row_tile_min rows */
       int64_t fit = g.rows / l->row_tile_min;
       g.n_row = min64(g.row_units, min64(want, fit > 1 ? fit : 1));
       g.n_col = min64(g.col_units, (want + g.n_row - 1) / g.n_row);
@@ -169,7 +249,16 @@ static void run_tiles(tiling *gp, int threads) {
       g.n_row = min64(g.row_units, (want + g.n_col - 1) / g.n_col);
     }
   }
+  if (!ev) {
+    rt_pool_run(threads, g.n_row * g.n_col, l->scratch_bytes, run_tile, &g);
+    return;
+  }
+  g.tile_cpu = xcalloc((size_t)(g.n_row * g.n_col), sizeof *g.tile_cpu);
+  g.tile_thread = xcalloc((size_t)(g.n_row * g.n_col), sizeof *g.tile_thread);
   rt_pool_run(threads, g.n_row * g.n_col, l->scratch_bytes, run_tile, &g);
+  profile_split(&g, threads, ev);
+  free(g.tile_cpu);
+  free(g.tile_thread);
 }
 
 bool rt_program_run(const rt_program *p, int64_t batch, const void *const *inputs,
@@ -211,8 +300,9 @@ void rt_profile_init(rt_profile *p) {
 
 void rt_profile_fini(rt_profile *p) { vec_free(&p->events); }
 
-static void profile_add(rt_profile *prof, int launch, int64_t t0, int64_t t1) {
-  rt_profile_event e = {launch, t0 - prof->origin_ns, t1 - t0};
+static void profile_add(rt_profile *prof, int launch, int64_t t0, int64_t t1, const rt_profile_event *split) {
+  rt_profile_event e = split ? *split : (rt_profile_event){0};
+  e.launch = launch, e.start_ns = t0 - prof->origin_ns, e.dur_ns = t1 - t0;
   vec_push(&prof->events, e);
 }
 
@@ -273,16 +363,17 @@ bool rt_program_run_profile(const rt_program *p, int threads, int64_t batch, con
   }
   for (int i = 0; i < p->n_launches; i++) {
     if (!prof) {
-      run_launch(&p->launches[i], bufs, batch, threads);
+      run_launch(&p->launches[i], bufs, batch, threads, NULL);
       continue;
     }
+    rt_profile_event split = {0};
     int64_t t0 = rt_clock_ns();
-    run_launch(&p->launches[i], bufs, batch, threads);
-    profile_add(prof, i, t0, rt_clock_ns());
+    run_launch(&p->launches[i], bufs, batch, threads, &split);
+    profile_add(prof, i, t0, rt_clock_ns(), &split);
   }
   free(bufs);
   free(slot_off);
   free(owned);
-  if (prof) profile_add(prof, -1, run0, rt_clock_ns());
+  if (prof) profile_add(prof, -1, run0, rt_clock_ns(), NULL);
   return true;
 }

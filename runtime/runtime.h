@@ -80,6 +80,13 @@ typedef struct rt_launch {
    * buffers it reads and writes, per batch row and fixed. */
   const char *layer;
   int64_t bytes_per_row, bytes_fixed;
+  /* convolutional networks: either > 0: the runtime chooses the launch's
+   * tiles by their cost (program.c, cost_split) instead of row_tile_min's
+   * rule: a tile costs its rows x columns, plus tile_row_cost per row it has
+   * (a conv2d's A, gathered again by every column tile) and tile_col_cost
+   * per column (its B, read again by every row tile), in units of one row
+   * by one column of the tile's own work */
+  int64_t tile_row_cost, tile_col_cost;
 } rt_launch;
 
 enum { RT_MAX_RANK = TENSOR_MAX_RANK };
@@ -168,11 +175,23 @@ bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const
 /* Kernel timing (castor run --profile). A run given a profile reads the
  * monotonic clock around each launch and around the whole run and appends
  * one event for each; a run without one (the default) reads no clock. The
- * events of several runs accumulate. */
+ * events of several runs accumulate. A launch's event also says how it was
+ * split (n_row x n_col tiles over n_threads threads) and the CPU time of
+ * its tiles (CLOCK_THREAD_CPUTIME_ID around each tile): cpu_ns summed over
+ * every thread, cpu_max_ns the busiest thread's. They change far less with
+ * the machine's load than the wall time: cpu_ns over the same launch's on
+ * one thread is the work a split adds (a conv's A gathered once per column
+ * tile), and cpu_ns / (threads x cpu_max_ns) the balance of the split.
+ * span_ns is the launch's time on its threads had they all been free to
+ * start at once (a quiet machine): its tiles' CPU times handed out in
+ * order, each to the thread that is free first, as the pool does. */
 typedef struct rt_profile_event {
   int launch;       /* index into rt_program.launches; -1: the whole run */
   int64_t start_ns; /* since rt_profile.origin_ns */
   int64_t dur_ns;
+  int64_t n_row, n_col; /* the tiles of the launch's split */
+  int n_threads;        /* threads that ran at least one tile */
+  int64_t cpu_ns, cpu_max_ns, span_ns;
 } rt_profile_event;
 
 typedef struct rt_profile {

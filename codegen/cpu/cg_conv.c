@@ -27,7 +27,8 @@
  *
  * Numerics: each output element is one FMA chain over k = (kh, kw, c) in
  * order from 0, as in the GEMM with one K block, so the results do not
- * depend on the tile or the number of threads (the launch splits images).
+ * depend on the tile or the number of threads (the launch splits images,
+ * or, with a static batch, output rows: gemm_conv.flat_rows).
  * Against the GEMM path, a skipped padding tap differs only where the GEMM
  * would add 0 * w: the sign of a zero sum, or a weight that is inf or NaN.
  *
@@ -187,10 +188,20 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
   int64_t lo, hi, R = cv->direct, OW = cv->OW;
   gemm_conv_interior(cv, &lo, &hi);
   t.ctile = LLVMBuildGEP2(B, LLVMInt8TypeInContext(e->ctx), c->scratch, (LLVMValueRef[]){cg_i64(e, g->c_off)}, 1, "ctile");
-  cg_loop ln = cg_loop_begin(c, c->row0, c->row1, 1, "conv.n");
-  t.img = mul(e, ln.iv, cv->H * cv->W * cv->C);
-  cg_loop lo_h = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, cv->OH), 1, "conv.oh");
-  t.oh = lo_h.iv;
+  /* the launch rows: images, or (flat_rows, a static batch) output rows n x OH + oh */
+  cg_loop ln = {0}, lo_h;
+  LLVMValueRef n;
+  if (cv->flat_rows) {
+    lo_h = cg_loop_begin(c, c->row0, c->row1, 1, "conv.row");
+    n = LLVMBuildSDiv(B, lo_h.iv, cg_i64(e, cv->OH), "conv.n");
+    t.oh = LLVMBuildSRem(B, lo_h.iv, cg_i64(e, cv->OH), "conv.oh");
+  } else {
+    ln = cg_loop_begin(c, c->row0, c->row1, 1, "conv.n");
+    n = ln.iv;
+    lo_h = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, cv->OH), 1, "conv.oh");
+    t.oh = lo_h.iv;
+  }
+  t.img = mul(e, n, cv->H * cv->W * cv->C);
   cg_loop lb = {0};
   if (G > 1) { /* the call's column blocks [col0, col1) of nr columns, each in group col / (O/G) */
     int64_t nr = g->nr;
@@ -217,10 +228,10 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
   if (G > 1) cg_loop_end(c, &lb);
   /* the row's sums through the epilogue: GEMM rows (n, oh, 0 ..), the
    * call's columns (all of them ungrouped) */
-  LLVMValueRef row = mul(e, add(e, mul(e, ln.iv, cv->OH), lo_h.iv), cv->OW);
+  LLVMValueRef row = mul(e, add(e, mul(e, n, cv->OH), t.oh), cv->OW);
   LLVMValueRef col = G > 1 ? c->col0 : cg_i64(e, 0), ncols = G > 1 ? LLVMBuildSub(B, c->col1, c->col0, "") : cg_i64(e, cv->O);
   LLVMValueRef args[] = {c->bufs, t.ctile, row, cg_i64(e, cv->OW), col, ncols};
   LLVMBuildCall2(B, LLVMGlobalGetValueType(epilogue), epilogue, args, 6, "");
   cg_loop_end(c, &lo_h);
-  cg_loop_end(c, &ln);
+  if (!cv->flat_rows) cg_loop_end(c, &ln);
 }

@@ -462,7 +462,7 @@ static void emit_body(kctx *c, const cg_cpu_layout *layout, int ki) {
       } else {
         int64_t nb, sb;
         if (transpose_interleaves(k, &nb, &sb)) transpose_interleave_kernel(c, layout->launch[ki].rows_fixed, nb, sb);
-        else if (cg_dwconv_tiles(k)) cg_dwconv_emit(c, eltwise_body); /* a depthwise convolution (cg_dwconv.c) */
+        else if (cg_dwconv_tiles(k)) cg_dwconv_emit(c); /* a depthwise convolution (cg_dwconv.c) */
         else emit_rows_lines(c, layout->launch[ki].rows_fixed, eltwise_body);
       }
       break;

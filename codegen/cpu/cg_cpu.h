@@ -102,7 +102,7 @@ void cg_target_fini(cg_target *t);
 LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
                                     const cg_plan *plan, const cg_options *o, bool optimize, cg_emitter *e,
                                     cg_cpu_layout *layout, const bool *only, diag_sink *d);
-/* Runs default<O{o->opt_level}> over mod (none at 0) and dumps the result
+/* Runs the kernels' pipeline (-O2) or default<O{o->opt_level}> over mod (none at 0) and dumps the result
  * to o->dump_llvm if set. False with a diagnostic if LLVM fails. */
 bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, diag_sink *d);
 
@@ -123,9 +123,9 @@ bool cg_aot_write_header(const rt_program *desc, const cg_aot_options *ao, const
  * whose output rows have interior pixels: cg_dwconv_emit emits it. */
 bool cg_dwconv_tiles(const cg_kernel *k);
 /* The body of such a kernel over launch rows [row0, row1) (c->rows_fixed
- * as the CPU's layout has it): interior pixels as register tiles, each
- * edge pixel's line through `line` (the driver's element-wise line body). */
-void cg_dwconv_emit(cg_kctx *c, void (*line)(cg_kctx *, LLVMValueRef base, int64_t last));
+ * as the CPU's layout has it): interior pixels as register tiles, edge
+ * pixels as one-pixel tiles whose taps test x's column. */
+void cg_dwconv_emit(cg_kctx *c);
 
 /* ---- the GEMM (cg_gemm.c) ---- */
 

@@ -97,14 +97,19 @@ rt_program *cg_cpu_program_describe(const ir_graph *g, const cg_plan *plan, cons
     l->col_step = split->col_step;
     l->scratch_bytes = split->scratch_bytes;
     l->row_tile_min = split->row_tile_min;
+    l->tile_row_cost = split->tile_row_cost;
+    l->tile_col_cost = split->tile_col_cost;
     /* a kernel with a launch of its own keeps its row step
      * (cg_plan_launch_fill); every other kernel, a GEMM's included, takes
      * the layout's */
     if (!cg_has_own_launch(k) || cg_is_gemm(k)) l->row_step = split->row_step;
-    if (split->rows_fixed > 0) { /* a static result split by its dimension 0 (cg_cpu.c) */
-      CASTOR_ASSERT(!l->batched && l->rows_fixed == 1);
+    if (split->rows_fixed > 0) { /* a static result split by its dimension 0 (cg_cpu.c), or a */
+      /* conv2d's GEMM by its pixels (cg_gemm_plan.c): rows_fixed rows for the former's */
+      CASTOR_ASSERT(!l->batched && l->rows_fixed > 0 && split->rows_fixed % l->rows_fixed == 0);
+      int64_t per = split->rows_fixed / l->rows_fixed;
       l->rows_fixed = split->rows_fixed;
-      l->work_per_row /= split->rows_fixed;
+      l->work_per_row /= per;
+      l->flops_per_row /= per;
     }
     if (layout->n_args[ki]) { /* a shared body's table (cg_kernel_share.c) */
       int *args = arena_alloc(p->arena, (size_t)layout->n_args[ki] * sizeof *args);

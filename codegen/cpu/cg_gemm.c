@@ -1037,8 +1037,9 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
     emit_bmm_items(&x);
     return;
   }
-  x.row0 = g->conv.rows_per_item > 1 ? mul(e, c->row0, g->conv.rows_per_item) : c->row0;
-  x.row1 = g->conv.rows_per_item > 1 ? mul(e, c->row1, g->conv.rows_per_item) : c->row1;
+  bool per_item = g->conv.rows_per_item > 1 && !g->conv.flat_rows; /* launch rows: images (or items) */
+  x.row0 = per_item ? mul(e, c->row0, g->conv.rows_per_item) : c->row0;
+  x.row1 = per_item ? mul(e, c->row1, g->conv.rows_per_item) : c->row1;
   if (g->bf16 == GEMM_AMX) cg_amx_config(e); /* the tile shapes, once per call */
   emit_gemm_rows(&x);
   if (g->bf16 == GEMM_AMX) cg_amx_release(e);

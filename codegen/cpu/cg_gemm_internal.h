@@ -62,6 +62,7 @@ typedef struct gemm_conv {
   int64_t H, W, C, KW, OH, OW, O, sh, sw, dh, dw, pt, pl; /* x [N,H,W,C], w [KH,KW,C,O], dy [N,OH,OW,O] */
   int64_t direct;        /* fwd: > 0, the direct convolution (cg_conv.c) with tiles of this many pixels */
   int64_t groups;        /* direct: a group_conv2d's groups G (> 1; C/G channels summed, O/G outputs each), else 0 */
+  int64_t flat_rows;     /* fwd GEMM of a static batch: 1 when the launch's rows are GEMM rows (pixels), not images */
 } gemm_conv;
 
 /* general tensors: a batch_matmul is one GEMM per matrix product (item):

@@ -341,6 +341,49 @@ static bool plain_matmul(const cg_kernel *k) {
   return r == IR_TYPE_MATMUL || r == IR_TYPE_CONV2D;
 }
 
+/* convolutional networks: how a conv2d forward's GEMM launch splits over
+ * threads. A conv2d's A is gathered block by block, and a tile of fewer
+ * columns than the row's gathers the same A blocks for fewer panels (a
+ * one-panel tile: the gather per 32 columns instead of per Nc). With a
+ * batch the launch rows are images: threads get row tiles first, each at
+ * least a row block (mc GEMM rows, in whole images), columns only when
+ * the images run out. With a static batch the launch rows are the GEMM's
+ * own (pixels, in steps of whole micro-tiles), and the runtime weighs a
+ * row split (each row tile reads all of B) against a column split (each
+ * column tile gathers all of A) by their cost (rt_launch.tile_row_cost,
+ * tile_col_cost): at batch 1 the images had run out at once, so every
+ * conv split over columns, and ResNet-18's 56x56 to 14x14 convs took
+ * 1.15-1.30x their one-thread CPU time on 2 threads, their A gathered once
+ * per column tile (bench/results/cnn-b1-threads-2026-11-29-s12.md). The
+ * costs, per row and column of a tile, in units of a row-column of its
+ * multiply-adds: gathering a row of A (K values, stored once into the
+ * packed block) about as much as TILE_ROW_COST columns' FMAs of it;
+ * reading a column of B (K values, most from L3 or memory) as much as
+ * TILE_COL_COST rows' FMAs. Every output element is the same FMA chain
+ * over k whatever the tile, so the split never changes a bit. The direct
+ * convolution (few output channels: one column tile) of a static batch
+ * splits its output rows (N x OH), not its images: at batch 1 it ran on one
+ * thread (7 of MobileNetV2's convs, 0.9 of its 6.6 ms). */
+enum { TILE_ROW_COST = 4, TILE_COL_COST = 8 };
+static void conv_launch(const cg_kernel *k, cg_gemm *g, cg_kernel_launch *l) {
+  int64_t images = k->ops[0]->type.dims[0];
+  if (g->conv.direct) { /* the direct convolution (cg_conv.c): output rows, for a static batch */
+    if (images <= 0) return;
+    g->conv.flat_rows = 1;
+    l->rows_fixed = images * g->conv.OH;
+    return;
+  }
+  if (images <= 0) { /* a batch: images */
+    l->row_tile_min = ceil_div(g->mc, g->conv.rows_per_item);
+    return;
+  }
+  g->conv.flat_rows = 1;
+  l->rows_fixed = images * g->conv.rows_per_item;
+  l->row_step = g->mr;
+  l->tile_row_cost = TILE_ROW_COST;
+  l->tile_col_cost = TILE_COL_COST;
+}
+
 void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *layout) {
   CASTOR_ASSERT(caps);
   for (int ki = 0; ki < plan->n_kernels; ki++) {
@@ -369,14 +412,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
                                             .col_step = g->softmax ? g->Nc : g->nr,
                                             .row_step = g->conv.rows_per_item > 1 || g->bmm.on ? 1 : g->mr, /* a conv: images */
                                             .scratch_bytes = b_bytes ? g->b_off + b_bytes : g->b_off};
-    /* convolutional networks: a conv2d's A is gathered block by block, and
-     * a tile of fewer columns than the row's gathers the same A blocks for
-     * fewer panels (a one-panel tile: the gather per 32 columns instead of
-     * per Nc). Threads get row tiles first, each at least a row block (mc
-     * GEMM rows, in whole images), columns only when the images run out
-     * (a batch of 1). */
-    if (g->conv.mode == GEMM_CONV_FWD && !g->conv.direct)
-      layout->launch[ki].row_tile_min = ceil_div(g->mc, g->conv.rows_per_item);
+    if (g->conv.mode == GEMM_CONV_FWD) conv_launch(k, g, &layout->launch[ki]);
   }
   /* pre-pack a constant B when every use of it is as the B of GEMMs that
    * agree on the layout: one walk over the kernels records, per buffer, the
@@ -419,7 +455,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
 
 /* Kernels share a body only if their GEMM layouts agree on every field:
  * a new field must join the key below. */
-_Static_assert(sizeof(struct cg_gemm) == 320 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
+_Static_assert(sizeof(struct cg_gemm) == 328 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
   str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d,%d:", g->vw,

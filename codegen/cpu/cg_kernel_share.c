@@ -27,7 +27,7 @@
 
 #include "codegen/cpu/cg_cpu.h"
 
-_Static_assert(sizeof(cg_kernel_launch) == 48 && sizeof(cg_packing) == 24,
+_Static_assert(sizeof(cg_kernel_launch) == 64 && sizeof(cg_packing) == 24,
                "a new field of cg_kernel_launch or cg_packing must join kernel_key");
 
 /* Appends buffer b to the kernel's table if it is not there yet. */
@@ -138,8 +138,9 @@ static void kernel_key(const cg_plan *plan, const cg_cpu_layout *layout, int ki,
   str_buf_puts(s, "->");
   put_buffer(s, plan, layout, table, n, k->out_buffer);
   const cg_kernel_launch *l = &layout->launch[ki];
-  str_buf_printf(s, "/%lld,%lld,%lld,%lld,%lld,%lld/", (long long)l->cols, (long long)l->col_step, (long long)l->row_step,
-                 (long long)l->scratch_bytes, (long long)l->row_tile_min, (long long)l->rows_fixed);
+  str_buf_printf(s, "/%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld/", (long long)l->cols, (long long)l->col_step,
+                 (long long)l->row_step, (long long)l->scratch_bytes, (long long)l->row_tile_min, (long long)l->rows_fixed,
+                 (long long)l->tile_row_cost, (long long)l->tile_col_cost);
   if (layout->gemm[ki]) cg_gemm_key(layout->gemm[ki], s);
 }
 

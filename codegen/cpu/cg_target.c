@@ -4,7 +4,7 @@
  * target (cg_aot.c) share, so that both compile the very same optimized
  * kernels: the target machine for the host (or the requested) CPU and
  * features, and a module holding the plan's kernels, verified and run
- * through default<O{n}>.
+ * through the kernels' pipeline (-O2, the default) or default<O{n}>.
  *
  * The JIT and AOT differ only after this point: the JIT hands the module
  * to ORC; AOT adds its data (weights, descriptors, a run function) around
@@ -230,10 +230,35 @@ void cg_target_fini(cg_target *t) {
   memset(t, 0, sizeof *t);
 }
 
+/* The kernels' pipeline at -O2 (the default). The emitters hand LLVM loop
+ * nests that are vectorized and register-blocked by construction (vector
+ * types, FMA and tile intrinsics, accumulators in allocas, one per
+ * register): what they need from the optimizer is SROA (accumulators to
+ * registers), redundancy elimination (address arithmetic, loads of the
+ * buffer table), combining, CFG clean-up, hoisting of loop invariants, and
+ * the loop canonicalization the backend's strength reduction builds on:
+ * rotation, induction variables, deletion of dead loops (without rotation
+ * and deletion the AMX kernels' short k-step loops ran resnet50 4% slower
+ * under mixed_bfloat16; without indvars the implicit-GEMM packing of small
+ * convolutions 12-15% slower). default<O2>'s IPO, unswitching, idioms,
+ * second SROA/GVN rounds and the rest took about a fifth of torchvision
+ * resnet50's compile CPU; the backend still runs at CodeGenOpt::Default.
+ * No pass here or there may reassociate or contract floating point (no
+ * fast-math flags are emitted; FMAs are explicit), so the choice changes
+ * speed, never a result bit (bench/results/compile-resnet50-2026-11-29-s12.md).
+ * -O1 and -O3 keep LLVM's default<O1> and default<O3>. (instcombine without
+ * verify-fixpoint, as default<O2> runs it: LLVM 19's textual instcombine
+ * otherwise fails a kernel whose fixpoint takes two rounds.) */
+static const char kernel_pipeline[] =
+    "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm,loop-rotate,licm),"
+    "simplifycfg,instcombine<no-verify-fixpoint>,loop(indvars,loop-deletion),gvn,instcombine<no-verify-fixpoint>,"
+    "simplifycfg)";
+
 bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, diag_sink *d) {
   if (o->opt_level > 0) {
-    char pipeline[32];
-    snprintf(pipeline, sizeof pipeline, "default<O%d>", o->opt_level > 3 ? 3 : o->opt_level);
+    char pipeline[sizeof kernel_pipeline];
+    if (o->opt_level == 2) memcpy(pipeline, kernel_pipeline, sizeof kernel_pipeline);
+    else snprintf(pipeline, sizeof pipeline, "default<O%d>", o->opt_level > 3 ? 3 : o->opt_level);
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
     /* the kernels are vectorized by construction (cg_cpu.c, cg_gemm.c): the
      * auto-vectorizers and unrolling would only cost compile time */

@@ -34,7 +34,7 @@ static LLVMValueRef f_mul(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
 }
 
 static LLVMValueRef f_unary(cg_emitter *e, const ir_node *op, LLVMValueRef *in) {
-  return cg_emit_unary(e, op->op, in[0], op->name);
+  return cg_emit_unary_in(e, op->op, in[0], op->type.dtype, op->name);
 }
 
 static LLVMTypeRef lanes_like_type(LLVMValueRef v, LLVMTypeRef elem) {

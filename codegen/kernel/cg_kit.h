@@ -60,6 +60,10 @@ void cg_llvm_install_handlers(void);
 /* Constant of type ty (float or <n x float>) with every lane = v. */
 LLVMValueRef cg_const(cg_emitter *e, LLVMTypeRef ty, double v);
 LLVMValueRef cg_emit_exp(cg_emitter *e, LLVMValueRef x, const char *name);
+/* sigmoid and tanh as the recurrent scans' gates compute them (cheaper
+ * than cg_emit_unary's, within 4 ulps of float64: cg_math.c) */
+LLVMValueRef cg_emit_gate_sigmoid(cg_emitter *e, LLVMValueRef x, const char *name);
+LLVMValueRef cg_emit_gate_tanh(cg_emitter *e, LLVMValueRef x, const char *name);
 /* general tensors: log(x) and pow(a, b) on f32 scalars or vectors, no calls
  * (cg_math.c states their accuracy and special cases) */
 LLVMValueRef cg_emit_log(cg_emitter *e, LLVMValueRef x, const char *name);
@@ -67,6 +71,9 @@ LLVMValueRef cg_emit_pow(cg_emitter *e, LLVMValueRef a, LLVMValueRef b, const ch
 /* The activation or elementwise unary op `op` on x (f32 or <n x f32>):
  * its row of cg_math.c's table of unary formulas. */
 LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name);
+/* The same for an op of dtype dt: a 16-bit sigmoid, silu or hard_sigmoid
+ * rounds where XLA's decomposition does (Keras on JAX; cg_math.c). */
+LLVMValueRef cg_emit_unary_in(cg_emitter *e, ir_op op, LLVMValueRef x, ir_dtype dt, const char *name);
 /* Whether op has a unary formula (cg_emit_unary). */
 bool cg_has_unary_formula(ir_op op);
 /* dy * gelu'(x) on f32 scalars or vectors. */

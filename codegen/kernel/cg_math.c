@@ -144,6 +144,69 @@ static LLVMValueRef emit_sigmoid(cg_emitter *e, LLVMValueRef x, const char *name
   return LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), ex, ""), name);
 }
 
+/* ---- the recurrent scans' gate activations (cg_rnn.c) ----
+ * An LSTM step computes 5 of these per unit; at batch 64 emit_sigmoid's
+ * and emit_tanh's were a third of the scan's CPU time. The sigmoid is
+ * emit_sigmoid's formula (Cephes exp, the division) with the polynomial's
+ * steps fused (llvm.fmuladd), n = x log2 e rounded by adding 1.5 * 2^23,
+ * and one clamp of the argument into exp's normal range instead of exp's
+ * under/overflow selects (1/(1 + e) is then 1, or 2^-126 where the true
+ * value is below f32's normal range, as the old formula's 0 past -88.7
+ * is). The tanh is Eigen's rational fit (generic_fast_tanh_float: one
+ * division, no exp), x itself below 4e-4 and +-1 past 9. Both within 4
+ * ulps of float64 (check_rnn_gates: 2.0 and 2.4 at worst), not
+ * emit_sigmoid's and emit_tanh's bits; NaN stays NaN, tanh(-0) = -0. */
+
+/* exp(x) for x in [-87.3365, 87.3365] = ln 2^[-126, 126] (a normal float) */
+static LLVMValueRef exp_in_range(cg_emitter *e, LLVMValueRef x) {
+  LLVMTypeRef ty = LLVMTypeOf(x), ity = lanes_like(e, ty, e->i32);
+  /* n = x log2 e rounded to the nearest (even): adding and taking away 1.5 * 2^23 (|x log2 e| < 2^22),
+   * plain arithmetic on every target (llvm.roundeven is a libm call on x86-64 without SSE4.1) */
+  LLVMValueRef n = LLVMBuildFAdd(B, LLVMBuildFMul(B, x, C(1.44269504088896341), ""), C(12582912.0), "");
+  n = LLVMBuildFSub(B, n, C(12582912.0), "");
+  LLVMValueRef r = cg_fmuladd(e, n, C(-0.693359375), x);
+  r = cg_fmuladd(e, n, C(2.12194440e-4), r);
+  static const double p[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                             4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+  LLVMValueRef y = C(p[0]);
+  for (int i = 1; i < 6; i++) y = cg_fmuladd(e, y, r, C(p[i]));
+  y = LLVMBuildFAdd(B, cg_fmuladd(e, y, LLVMBuildFMul(B, r, r, ""), r), C(1.0), "");
+  LLVMValueRef ni = LLVMBuildFPToSI(B, n, ity, "");
+  LLVMValueRef bits = LLVMBuildShl(B, LLVMBuildAdd(B, ni, cg_const(e, ity, 127), ""), cg_const(e, ity, 23), "");
+  return LLVMBuildFMul(B, y, LLVMBuildBitCast(B, bits, ty, ""), "");
+}
+
+static LLVMValueRef clamp_(cg_emitter *e, LLVMValueRef x, double lo, double hi) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  x = sel_lt(e, x, C(lo), C(lo), x, "");
+  return sel_lt(e, C(hi), x, C(hi), x, "");
+}
+
+LLVMValueRef cg_emit_gate_sigmoid(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  LLVMValueRef ex = exp_in_range(e, clamp_(e, LLVMBuildFNeg(B, x, ""), -87.33654475, 87.33654475));
+  LLVMValueRef y = LLVMBuildFDiv(B, C(1.0), LLVMBuildFAdd(B, C(1.0), ex, ""), "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
+}
+
+LLVMValueRef cg_emit_gate_tanh(cg_emitter *e, LLVMValueRef x, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  /* Eigen's rational fit (generic_fast_tanh_float): odd p(x) of degree 13 over even q(x) of degree 6 on
+   * [-7.905, 7.905]; +-1 past 9 (tanh's f32 value there) */
+  LLVMValueRef xc = clamp_(e, x, -7.90531110763549805, 7.90531110763549805);
+  LLVMValueRef x2 = LLVMBuildFMul(B, xc, xc, "");
+  static const double a[] = {-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
+                             1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03};
+  static const double b[] = {1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03};
+  LLVMValueRef p = C(a[0]), q = C(b[0]);
+  for (int i = 1; i < 7; i++) p = cg_fmuladd(e, p, x2, C(a[i]));
+  for (int i = 1; i < 4; i++) q = cg_fmuladd(e, q, x2, C(b[i]));
+  LLVMValueRef y = LLVMBuildFDiv(B, LLVMBuildFMul(B, p, xc, ""), q, "");
+  LLVMValueRef ax = fabs_(e, x);
+  y = sel_lt(e, C(9.0), ax, copysign_(e, C(1.0), x), sel_lt(e, ax, C(0.0004), x, y, ""), "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
+}
+
 static LLVMValueRef emit_silu(cg_emitter *e, LLVMValueRef x, const char *name) {
   LLVMTypeRef ty = LLVMTypeOf(x);
   /* x * sigmoid(x), as Keras computes it */
@@ -244,6 +307,35 @@ bool cg_has_unary_formula(ir_op op) { return op >= 0 && op < IR_OP_COUNT && unar
 LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *name) {
   CASTOR_ASSERT(cg_has_unary_formula(op));
   return unary_formulas[op](e, x, name);
+}
+
+/* A 16-bit sigmoid, silu or hard_sigmoid as XLA computes it on 16-bit
+ * values (Keras on JAX: each HLO op of the activation's decomposition is
+ * computed in f32 and rounded to the dtype):
+ *   sigmoid(x)      = r(1 / r(1 + r(exp(-x))))          (lax.logistic)
+ *   silu(x)         = x * sigmoid(x), the product rounded where the op ends
+ *   hard_sigmoid(x) = relu6(r(x + 3)) / 6               (jax.nn.hard_sigmoid)
+ * with r() rounding to dt. Rounded once instead, Keras's mixed_bfloat16
+ * EfficientNet and MobileNetV3 differed from castor in every activation by
+ * a bf16 ulp or two, compounding to 2e-2 to 3e-2 of the logits (issue 37;
+ * tests/real/keras_apps.py). Other ops and f32 have one formula. */
+LLVMValueRef cg_emit_unary_in(cg_emitter *e, ir_op op, LLVMValueRef x, ir_dtype dt, const char *name) {
+  if (dt != DT_BF16 && dt != DT_F16) return cg_emit_unary(e, op, x, name);
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  if (op == IR_OP_SIGMOID || op == IR_OP_SILU) {
+    LLVMValueRef ex = cg_emit_round_to(e, cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), ""), dt, "");
+    LLVMValueRef d = cg_emit_round_to(e, LLVMBuildFAdd(B, C(1.0), ex, ""), dt, "");
+    LLVMValueRef sg = LLVMBuildFDiv(B, C(1.0), d, op == IR_OP_SIGMOID ? name : "");
+    return op == IR_OP_SIGMOID ? sg : LLVMBuildFMul(B, x, cg_emit_round_to(e, sg, dt, ""), name);
+  }
+  if (op == IR_OP_HARD_SIGMOID) {
+    LLVMValueRef y = cg_emit_round_to(e, LLVMBuildFAdd(B, x, C(3.0), ""), dt, "");
+    y = sel_lt(e, y, C(0.0), C(0.0), y, "");
+    y = sel_lt(e, C(6.0), y, C(6.0), y, "");
+    y = LLVMBuildFDiv(B, y, C(6.0), "");
+    return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
+  }
+  return cg_emit_unary(e, op, x, name);
 }
 
 LLVMTypeRef cg_llvm_dtype(cg_emitter *e, ir_dtype dt) {

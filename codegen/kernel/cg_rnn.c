@@ -161,8 +161,8 @@ static void recurrent_product(rnn *s, LLVMValueRef src, int nr, LLVMValueRef row
   }
 }
 
-static LLVMValueRef sigm(cg_emitter *e, LLVMValueRef x) { return cg_emit_unary(e, IR_OP_SIGMOID, x, "sigmoid"); }
-static LLVMValueRef tanh_(cg_emitter *e, LLVMValueRef x) { return cg_emit_unary(e, IR_OP_TANH, x, "tanh"); }
+static LLVMValueRef sigm(cg_emitter *e, LLVMValueRef x) { return cg_emit_gate_sigmoid(e, x, "sigmoid"); }
+static LLVMValueRef tanh_(cg_emitter *e, LLVMValueRef x) { return cg_emit_gate_tanh(e, x, "tanh"); }
 
 /* Batch rows per launch row: the batch's (N symbolic) one; a static
  * result's split by its dimension 0 (the CPU's: one batch row each, so

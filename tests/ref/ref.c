@@ -53,6 +53,15 @@ static double store(double x, ir_dtype dtype) {
   return dtype == DT_F16 || dtype == DT_BF16 ? ref_round(x, dtype) : x;
 }
 
+static bool is16(ir_dtype dtype) { return dtype == DT_F16 || dtype == DT_BF16; }
+
+/* sigmoid of an op of dtype: in 16 bits 1 / (1 + exp(-x)) with exp(-x) and
+ * its sum rounded, as XLA's decomposition (cg_math.c, cg_emit_unary_in) */
+static double sigmoid_in(double x, ir_dtype dtype) {
+  if (!is16(dtype)) return 1.0 / (1.0 + exp(-x));
+  return 1.0 / store(1.0 + store(exp(-x), dtype), dtype);
+}
+
 #define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), false)
 
 static bool const_values(const ir_node *n, double *y, int64_t count, char *err, size_t errlen) {
@@ -378,6 +387,8 @@ static bool eval_broadcast(const ir_node *n, double *const *src, const int64_t *
     else if (o == IR_OP_LEAKY_RELU) r = a >= 0 || isnan(a) ? a : n->attr.alpha * a;
     else if (o == IR_OP_ELU) r = a > 0 || isnan(a) ? a : n->attr.alpha * expm1(a);
     else if (o == IR_OP_SOFTPLUS) r = isnan(a) ? a : fmax(a, 0) + log1p(exp(-fabs(a)));
+    else if (o == IR_OP_HARD_SIGMOID && is16(n->type.dtype)) /* relu6(x + 3) / 6, x + 3 rounded (XLA's, cg_math.c) */
+      r = isnan(a) ? a : fmin(6.0, fmax(0.0, store(a + 3, n->type.dtype))) / 6;
     else if (o == IR_OP_HARD_SIGMOID) r = isnan(a) ? a : fmin(1.0, fmax(0.0, a / 6 + 0.5));
     else if (o == IR_OP_CLIP) r = isnan(a) ? a : fmin(fmax(a, n->attr.min_value), n->attr.max_value);
     else if (o == IR_OP_SELECT) r = a != 0 ? b : c;
@@ -643,10 +654,10 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       double x = src[0][i];
       switch (n->op) {
       case IR_OP_RELU: y[i] = x > 0 || isnan(x) ? x : 0.0; break;
-      case IR_OP_SIGMOID: y[i] = 1.0 / (1.0 + exp(-x)); break;
+      case IR_OP_SIGMOID: y[i] = sigmoid_in(x, n->type.dtype); break;
       case IR_OP_TANH: y[i] = tanh(x); break;
       case IR_OP_GELU: y[i] = gelu(x); break;
-      case IR_OP_SILU: y[i] = x / (1.0 + exp(-x)); break;
+      case IR_OP_SILU: y[i] = is16(n->type.dtype) ? x * store(sigmoid_in(x, n->type.dtype), n->type.dtype) : x / (1.0 + exp(-x)); break;
       case IR_OP_CAST:
         if (!cast_value(n, x, &y[i], err, errlen)) return false;
         break;

@@ -8,6 +8,7 @@
 #include <check.h>
 
 #include "tests/unit/test_support.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -562,6 +563,73 @@ START_TEST(test_policies_and_autocast_options) {
 }
 END_TEST
 
+/* The optimization level picks LLVM's pipeline (-O2: the kernels' own,
+ * codegen/cpu/cg_target.c; -O1/-O3: LLVM's default<O1>/<O3>; -O0: none): a
+ * choice of speed, never of results. A CNN with every kind of kernel a real
+ * net has (a convolution's implicit GEMM with its epilogue, depthwise and
+ * pooling loops, a shared body, layer norm, a GELU dense and a softmax),
+ * under float32 and mixed_bfloat16, gives the unoptimized code's bits at
+ * every level: a pass that reassociated or contracted floating point, or
+ * flags that allowed it, would fail here. */
+START_TEST(test_opt_levels_same_bits) {
+  static const char *cnn =
+      "model cnn\nx = input(shape=[12, 12, 8])\n"
+      "c = conv2d(x, filters=16, kernel_size=3, padding=same, activation=relu, name=c1)\n"
+      "c = conv2d(c, filters=16, kernel_size=3, padding=same, activation=relu, name=c2)\n"
+      "c = conv2d(c, filters=16, kernel_size=3, padding=same, activation=relu, name=c3)\n"
+      "d = depthwise_conv2d(c, kernel_size=3, name=dw)\n"
+      "p = max_pooling2d(d, pool_size=2, name=pool)\n"
+      "f = flatten(p, name=flat)\n"
+      "h = dense(f, units=24, activation=gelu, name=d1)\n"
+      "h = layer_normalization(h, name=ln)\n"
+      "l = dense(h, units=10, name=d2)\n"
+      "y = activation(l, softmax, dtype=float32, name=probs)\noutput y\n";
+  castor_model *m = NULL;
+  castor_status st = castor_model_load_string(ctx, "cnn.cast", cnn, strlen(cnn), NULL, &m);
+  ck_assert_msg(st == CASTOR_OK, "load: %s", castor_context_last_error(ctx));
+  enum { BATCH = 3, IN = 12 * 12 * 8, OUT = 10 };
+  castor_tensor *in = tensor(CASTOR_F32, 4, (int64_t[]){BATCH, 12, 12, 8});
+  float *x = castor_tensor_data(in);
+  uint32_t seed = 12345;
+  for (int i = 0; i < BATCH * IN; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    x[i] = (float)(seed >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+  }
+  const char *policies[] = {"float32", "mixed_bfloat16"};
+  for (int pi = 0; pi < 2; pi++) {
+    float want[BATCH * OUT];
+    for (int level = 0; level <= 3; level++) {
+      castor_compile_options o;
+      castor_compile_options_init(&o);
+      o.policy = policies[pi];
+      o.opt_level = level;
+      castor_program *p = NULL;
+      st = castor_compile(m, &o, &p);
+      ck_assert_msg(st == CASTOR_OK, "%s -O%d: %s", policies[pi], level, castor_context_last_error(ctx));
+      castor_tensor *out = NULL;
+      st = castor_program_run(p, &in, 1, &out, 1);
+      ck_assert_msg(st == CASTOR_OK, "%s -O%d: %s", policies[pi], level, castor_context_last_error(ctx));
+      ck_assert_int_eq(castor_tensor_numel(out), BATCH * OUT);
+      const float *y = castor_tensor_data(out);
+      if (level == 0) {
+        memcpy(want, y, sizeof want);
+        double sum = 0;
+        for (int i = 0; i < BATCH * OUT; i++) sum += want[i];
+        ck_assert_msg(fabs(sum - BATCH) < 1e-3, "%s: softmax rows sum to %g, not %d", policies[pi], sum, BATCH);
+      } else {
+        for (int i = 0; i < BATCH * OUT; i++)
+          ck_assert_msg(memcmp(&y[i], &want[i], sizeof *y) == 0, "%s: -O%d gives %.9g at %d, -O0 %.9g",
+                        policies[pi], level, (double)y[i], i, (double)want[i]);
+      }
+      castor_tensor_destroy(out);
+      castor_program_destroy(p);
+    }
+  }
+  castor_tensor_destroy(in);
+  castor_model_destroy(m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("api");
   TCase *tc = tcase_create("api");
@@ -583,6 +651,7 @@ int main(void) {
   tcase_add_test(tc, test_policies_and_autocast_options);
   tcase_add_test(tc, test_tensor_wrap);
   tcase_add_test(tc, test_dump_text);
+  tcase_add_test(tc, test_opt_levels_same_bits);
   suite_add_tcase(s, tc);
   return check_run(s);
 }

@@ -344,6 +344,105 @@ START_TEST(test_group_conv2d_fused) {
 }
 END_TEST
 
+/* convolutional networks: relu(depthwise(x, w) + b) in bf16, as
+ * mixed_bfloat16 runs MobileNet's depthwise layers, against its exact bits
+ * computed here: per element the taps p, then q, in order (a tap in the
+ * padding skipped), one fused multiply-add each from 0 (a multiply and an
+ * add on x86-64's SSE2), the sum rounded to bf16, the bias added and
+ * rounded, relu. On AVX-512 hosts 32 channels at a time run as their even
+ * and odd halves (cg_dwconv.c, emit_tile_pairs), the rest as vectors in
+ * channel order; edge columns as one-pixel tiles whose taps test x's
+ * column (a tap in the padding: the sum kept by a select). */
+static void check_bf16_depthwise(const gconv_case *cc) {
+  ir_graph *g = ir_graph_create("dw_bf16");
+  int64_t N = cc->batch, OH, OW, C = cc->C;
+  ir_attr a = case_attr(cc, &OH, &OW);
+  int64_t nx = N * cc->H * cc->W * C, nw = cc->KH * cc->KW * C, ny = N * OH * OW * C;
+  uint16_t *bx = xmalloc((size_t)nx * 2), *bw = xmalloc((size_t)nw * 2), *bb = xmalloc((size_t)C * 2);
+  rng r;
+  rng_init(&r, 37);
+  for (int64_t i = 0; i < nx; i++) bx[i] = half_f32_to_bf16(rng_uniform_f32(&r, -1, 1));
+  for (int64_t i = 0; i < nw; i++) bw[i] = half_f32_to_bf16(rng_uniform_f32(&r, -1, 1));
+  for (int64_t i = 0; i < C; i++) bb[i] = half_f32_to_bf16(rng_uniform_f32(&r, -1, 1));
+  ir_type xt = {DT_BF16, 4, {IR_DIM_BATCH, cc->H, cc->W, C}}, wt = {DT_BF16, 4, {cc->KH, cc->KW, 1, C}};
+  ir_type bt = {DT_BF16, 1, {C}};
+  ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
+  ir_node *w = ir_build_const(g, "w", &wt, "w", bw, no_loc), *b = ir_build_const(g, "b", &bt, "b", bb, no_loc);
+  ir_node *y = ir_build_op(g, IR_OP_GROUP_CONV2D, "y", (ir_node *[]){x, w}, 2, &a, no_loc);
+  y = ir_build_unary(g, IR_OP_RELU, "y.relu", ir_build_binary(g, IR_OP_ADD, "y.bias", y, b, no_loc), no_loc);
+  ir_graph_add_output(g, "y32", ir_build_cast(g, "y32", y, DT_F32, no_loc));
+  ir_graph_renumber(g);
+  float *want[2] = {xmalloc((size_t)ny * 4), xmalloc((size_t)ny * 4)}; /* [fused] */
+  for (int fused = 0; fused < 2; fused++)
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++)
+          for (int64_t ch = 0; ch < C; ch++) {
+            volatile float acc = 0;
+            for (int64_t p = 0; p < cc->KH; p++) {
+              int64_t ih = i * cc->sh - a.pads.v[0] + p * cc->dh;
+              if (ih < 0 || ih >= cc->H) continue;
+              for (int64_t q = 0; q < cc->KW; q++) {
+                int64_t iw = j * cc->sw - a.pads.v[2] + q * cc->dw;
+                if (iw < 0 || iw >= cc->W) continue;
+                float xv = half_bf16_to_f32(bx[((n * cc->H + ih) * cc->W + iw) * C + ch]);
+                float wv = half_bf16_to_f32(bw[(p * cc->KW + q) * C + ch]);
+                if (fused) {
+                  acc = fmaf(xv, wv, acc);
+                } else {
+                  volatile float prod = xv * wv;
+                  acc = prod + acc;
+                }
+              }
+            }
+            float v = half_bf16_to_f32(half_f32_to_bf16(acc));
+            v = half_bf16_to_f32(half_f32_to_bf16(v + half_bf16_to_f32(bb[ch])));
+            want[fused][((n * OH + i) * OW + j) * C + ch] = v > 0 ? v : 0;
+          }
+  float *out = xmalloc((size_t)ny * 4);
+  for (int ci = 0; ci < N_CPUS; ci++)
+    for (int t = 0; t < 2 && test_case_runs(sweep_k + (size_t)ci); t++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = t ? 3 : 1;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+      cg_exec *ex = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+      ck_assert_msg(ex, "compile: %s", diag_text(d));
+      void *outs[] = {out};
+      ck_assert_msg(cg_backend_cpu.run(ex, N, (const void *[]){bx}, outs, d), "run: %s", diag_text(d));
+      unsetenv("CASTOR_PARALLEL_MIN_WORK");
+      const float *ref = want[!cpus[ci].features || strstr(cpus[ci].features, "+fma")];
+      for (int64_t k = 0; k < ny; k++)
+        ck_assert_msg(memcmp(&out[k], &ref[k], 4) == 0,
+                      "bf16 relu(depthwise + b) of x [%lld,%lld,%lld,%lld] %lldx%lld s %lldx%lld d %lldx%lld %s on %s, "
+                      "%d threads: element %lld (channel %lld) is %.9g, want %.9g",
+                      (long long)N, (long long)cc->H, (long long)cc->W, (long long)C, (long long)cc->KH,
+                      (long long)cc->KW, (long long)cc->sh, (long long)cc->sw, (long long)cc->dh, (long long)cc->dw,
+                      cc->same ? "same" : "valid", cpus[ci].cpu ? cpus[ci].cpu : "the host", bo.threads, (long long)k,
+                      (long long)(k % C), (double)out[k], (double)ref[k]);
+      cg_exec_destroy(ex);
+      diag_sink_destroy(d);
+    }
+  sweep_k += N_CPUS;
+  free(bx), free(bw), free(bb), free(want[0]), free(want[1]), free(out);
+  ir_graph_destroy(g);
+}
+
+START_TEST(test_group_conv2d_bf16_bits) {
+  static const gconv_case dw[] = {
+      /* N  H   W  C  KH KW Cg  O  sh sw dh dw same */
+      {1, 6, 21, 72, 3, 3, 1, 72, 1, 1, 1, 1, true},  /* MobileNet's 72: 2 x 32 in pairs, 8 in order; 2 tiles and a rest of 3 */
+      {2, 7, 14, 48, 5, 5, 1, 48, 1, 1, 1, 1, true},  /* 5x5 'same' at 14: 2 edge columns a side, a tile, a rest of 2 */
+      {1, 9, 17, 64, 3, 3, 1, 64, 2, 2, 1, 1, true},  /* stride 2 on odd sizes: pairs only */
+      {1, 5, 30, 40, 3, 3, 1, 40, 1, 1, 5, 5, true},  /* dilation 5: 5 edge columns a side */
+      {2, 4, 12, 37, 3, 3, 1, 37, 1, 1, 1, 1, false}, /* 'valid': no edges; 37 channels */
+  };
+  for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) check_bf16_depthwise(&dw[i]);
+}
+END_TEST
+
 START_TEST(test_group_conv2d_type_errors) {
   ir_graph *g = ir_graph_create("gconv");
   ir_type xt = {DT_F32, 4, {IR_DIM_BATCH, 5, 5, 6}};
@@ -372,6 +471,7 @@ static Suite *gconv_suite(void) {
   tcase_add_test(tc, test_group_conv2d_shapes);
   tcase_add_test(tc, test_group_conv2d_gradients_fd);
   tcase_add_test(tc, test_group_conv2d_fused);
+  tcase_add_test(tc, test_group_conv2d_bf16_bits);
   tcase_add_test(tc, test_group_conv2d_type_errors);
   suite_add_tcase(s, tc);
   return s;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "passes/passes.h"
+#include "tests/ref/ref.h"
 
 static ir_graph *parse(const char *text) {
   diag_sink *d = diag_sink_create();
@@ -217,6 +218,61 @@ START_TEST(test_fold_layout_of_constants) {
 }
 END_TEST
 
+/* fold-layout's slices through unit views with a gather of a constant
+ * index (text IR's constants have no data: tests/golden/fold-layout/slices
+ * has the rest): ONNX's LSTM last step (Gather -1) and an index past the
+ * end (clamped to the last row, as gather reads it) become one slice of
+ * the scan-like input and a reshape, with the reference's same values. */
+START_TEST(test_fold_layout_gather_slice) {
+  const char *text = "graph m policy=float32\n"
+                     "%y = f32[3,4,2,5] input() {index=0}\n"
+                     "%h = f32[3,4,1,5] strided_slice(%y) {starts=[0,0,0,0], ends=[3,4,1,5], steps=[1,1,1,1]}\n"
+                     "%t = f32[1,3,4,5] transpose(%h) {perm=[2,0,1,3]}\n"
+                     "%s = f32[3,4,5] reshape(%t) {shape=[3,4,5]}\n"
+                     "%i = i64[1] const() {weight=\"i\"}\n"
+                     "%j = i32[] const() {weight=\"j\"}\n"
+                     "%g = f32[3,1,5] gather(%s, %i) {axis=1}\n"
+                     "%c = f32[3,5] gather(%s, %j) {axis=-2}\n"
+                     "output g = %g\noutput c = %c\n";
+  static const int64_t i_last = -1;
+  static const int32_t j_past = 9;
+  double x[3 * 4 * 2 * 5], *want[2], *got[2];
+  for (int k = 0; k < 3 * 4 * 2 * 5; k++) x[k] = k;
+  const double *in[1] = {x};
+  char err[256];
+  ir_graph *g = parse(text);
+  ir_graph_find(g, "i")->attr.data = &i_last;
+  ir_graph_find(g, "j")->attr.data = &j_past;
+  ck_assert_msg(ref_run(g, 1, in, want, err, sizeof err), "%s", err);
+  diag_sink *d = diag_sink_create();
+  pass_options o;
+  pass_options_init(&o);
+  o.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(g, "verify,fold-layout,dce", &o, d), "%s", diag_text(d));
+  for (int k = 0; k < 2; k++) {
+    const ir_node *n = ir_graph_find(g, k ? "c" : "g");
+    ck_assert_msg(n->op == IR_OP_RESHAPE && n->srcs[0]->op == IR_OP_STRIDED_SLICE && !strcmp(n->srcs[0]->srcs[0]->name, "y"),
+                  "%%%s is not a reshape of a slice of %%y", n->name);
+    const ir_attr *a = &n->srcs[0]->attr;
+    static const int64_t starts[4] = {0, 3, 0, 0}, ends[4] = {3, 4, 1, 5};
+    for (int r = 0; r < 4; r++)
+      ck_assert_msg(a->starts.v[r] == starts[r] && a->ends.v[r] == ends[r] && a->steps.v[r] == 1,
+                    "%%%s's slice at %d: %lld:%lld:%lld", n->name, r, (long long)a->starts.v[r], (long long)a->ends.v[r],
+                    (long long)a->steps.v[r]);
+  }
+  ck_assert_msg(!ir_graph_find(g, "h") && !ir_graph_find(g, "t"), "the copies of h are still there");
+  ck_assert_msg(ref_run(g, 1, in, got, err, sizeof err), "%s", err);
+  for (int k = 0; k < 15; k++) {
+    ck_assert_msg(got[0][k] == want[0][k] && got[1][k] == want[1][k], "output %d: %g %g, want %g %g", k, got[0][k],
+                  got[1][k], want[0][k], want[1][k]);
+    ck_assert_msg(want[0][k] == want[1][k], "the last row and the clamped one differ at %d", k);
+  }
+  ref_outputs_free(want, 2), ref_outputs_free(got, 2);
+  diag_sink_destroy(d);
+  ir_graph_destroy(g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("passes");
   TCase *tc = tcase_create("manager");
@@ -225,6 +281,7 @@ int main(void) {
   tcase_add_test(tc, test_verify_each_names_the_pass);
   tcase_add_test(tc, test_dump_to_buffer_and_dir);
   tcase_add_test(tc, test_fold_layout_of_constants);
+  tcase_add_test(tc, test_fold_layout_gather_slice);
   suite_add_tcase(s, tc);
   return check_run(s);
 }

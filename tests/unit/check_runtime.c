@@ -881,25 +881,41 @@ static void record_tile(char *const *bufs, int64_t batch, int64_t row0, int64_t 
   tiles.r0[i] = row0, tiles.r1[i] = row1, tiles.c0[i] = col0, tiles.c1[i] = col1;
 }
 
-/* Runs a 256-column launch of `batch` rows on 2 threads; returns the tiles
- * seen, and checks that they cover rows x columns exactly once. */
-static int run_split(int64_t batch, int64_t row_tile_min) {
-  rt_launch l = {.fn = record_tile, .name = "tiles", .batched = true, .cols = 256, .col_step = 32, .row_step = 1,
-                 .work_per_row = 1 << 20, .row_tile_min = row_tile_min};
-  rt_program p = {.name = "tiles", .launches = &l, .n_launches = 1};
+/* Runs launch l (record_tile, rows_fixed rows when not batched) on
+ * `threads` threads; returns the tiles seen, and checks that they cover
+ * rows x columns exactly once, on column steps. */
+static int run_launch_tiles(rt_launch *l, int threads, int64_t batch) {
+  l->fn = record_tile, l->name = "tiles";
+  rt_program p = {.name = "tiles", .launches = l, .n_launches = 1};
   atomic_store(&tiles.n, 0);
   diag_sink *d = diag_sink_create();
-  ck_assert(rt_program_run_threads(&p, 2, batch, NULL, NULL, NULL, d));
+  ck_assert(rt_program_run_threads(&p, threads, batch, NULL, NULL, NULL, d));
   diag_sink_destroy(d);
   int n = atomic_load(&tiles.n);
   int64_t area = 0;
   for (int i = 0; i < n; i++) {
     ck_assert(tiles.r1[i] > tiles.r0[i] && tiles.c1[i] > tiles.c0[i]);
-    ck_assert(tiles.c0[i] % 32 == 0);
+    ck_assert(tiles.c0[i] % l->col_step == 0);
     area += (tiles.r1[i] - tiles.r0[i]) * (tiles.c1[i] - tiles.c0[i]);
   }
-  ck_assert_int_eq(area, batch * 256);
+  ck_assert_int_eq(area, (l->batched ? batch : l->rows_fixed) * l->cols);
   return n;
+}
+
+/* A 256-column launch of `batch` rows on 2 threads. */
+static int run_split(int64_t batch, int64_t row_tile_min) {
+  rt_launch l = {.batched = true, .cols = 256, .col_step = 32, .row_step = 1, .work_per_row = 1 << 20,
+                 .row_tile_min = row_tile_min};
+  return run_launch_tiles(&l, 2, batch);
+}
+
+/* A launch with tile costs (a conv2d's GEMM over its pixels, cg_gemm_plan.c's
+ * costs: 4 a row, 8 a column) of `rows` rows in steps of 14 and `cols`
+ * columns in steps of 32 on `threads` threads. */
+static int run_cost_split(int64_t rows, int64_t cols, int threads) {
+  rt_launch l = {.batched = false, .rows_fixed = rows, .cols = cols, .col_step = 32, .row_step = 14,
+                 .work_per_row = 1 << 20, .tile_row_cost = 4, .tile_col_cost = 8};
+  return run_launch_tiles(&l, threads, 1);
 }
 
 START_TEST(test_launch_split) {
@@ -918,6 +934,72 @@ START_TEST(test_launch_split) {
 }
 END_TEST
 
+/* convolutional networks: a launch with tile costs is cut where its
+ * busiest thread has the least work, tile costs counted: ResNet's convs at
+ * batch 1. A 56x56 map of 64 channels (3136 rows, 2 panels) splits rows
+ * only (a column tile would gather A again); a 7x7 map of 512 channels
+ * (49 rows, 16 panels) columns only (a row tile would read B again), two
+ * tiles of 8 panels for 2 threads, three tiles for 3 (16 panels: 6, 5, 5
+ * of them) rather than a row split; 28x28 of 128 channels rows again, in
+ * whole steps of 14. */
+START_TEST(test_launch_split_cost) {
+  int n = run_cost_split(3136, 64, 2);
+  ck_assert_int_ge(n, 2);
+  for (int i = 0; i < n; i++) ck_assert(tiles.c0[i] == 0 && tiles.c1[i] == 64);
+  n = run_cost_split(49, 512, 2);
+  ck_assert_int_eq(n, 2);
+  for (int i = 0; i < n; i++) ck_assert(tiles.r0[i] == 0 && tiles.r1[i] == 49 && tiles.c1[i] - tiles.c0[i] == 256);
+  n = run_cost_split(49, 512, 3);
+  ck_assert_int_eq(n, 3);
+  for (int i = 0; i < n; i++) ck_assert(tiles.r0[i] == 0 && tiles.r1[i] == 49);
+  n = run_cost_split(784, 128, 2);
+  ck_assert_int_ge(n, 2);
+  for (int i = 0; i < n; i++)
+    ck_assert(tiles.c0[i] == 0 && tiles.c1[i] == 128 && (tiles.r0[i] % 14 == 0) && (tiles.r1[i] % 14 == 0 || tiles.r1[i] == 784));
+  /* one thread: one tile */
+  ck_assert_int_eq(run_cost_split(3136, 64, 1), 1);
+}
+END_TEST
+
+/* A kernel that burns about 1 ms of CPU per tile, so its tiles' thread
+ * CPU times are well above the clock's resolution. */
+static void busy_tile(char *const *bufs, int64_t batch, int64_t row0, int64_t row1, int64_t col0, int64_t col1,
+                      void *scratch) {
+  (void)bufs, (void)batch, (void)scratch;
+  volatile double x = 0;
+  for (int64_t i = 0; i < (row1 - row0) * (col1 - col0) * 4000; i++) x += 1e-9;
+}
+
+/* castor run --profile's split table: a profiled run records each launch's
+ * tiles and the CPU time of its tiles, all threads' and the busiest's. */
+START_TEST(test_launch_split_profile) {
+  rt_launch l = {.fn = busy_tile, .name = "busy", .batched = true, .cols = 256, .col_step = 32, .row_step = 1,
+                 .work_per_row = 1 << 20};
+  rt_program p = {.name = "busy", .launches = &l, .n_launches = 1};
+  diag_sink *d = diag_sink_create();
+  for (int threads = 1; threads <= 2; threads++) {
+    rt_profile prof;
+    rt_profile_init(&prof);
+    ck_assert(rt_program_run_profile(&p, threads, 1, NULL, NULL, NULL, NULL, &prof, d));
+    ck_assert_int_eq((int)prof.events.len, 2); /* the launch, then the run */
+    const rt_profile_event *ev = &prof.events.data[0];
+    ck_assert_int_eq(ev->launch, 0);
+    ck_assert_msg(ev->n_row == 1 && ev->n_col == (threads == 1 ? 1 : 8), "%d threads: %lldx%lld tiles", threads,
+                  (long long)ev->n_row, (long long)ev->n_col);
+    ck_assert_msg(ev->n_threads >= 1 && ev->n_threads <= threads, "%d threads: %d ran tiles", threads, ev->n_threads);
+    ck_assert_msg(ev->cpu_ns > 0 && ev->cpu_max_ns > 0 && ev->cpu_max_ns <= ev->cpu_ns, "cpu %lld, busiest %lld",
+                  (long long)ev->cpu_ns, (long long)ev->cpu_max_ns);
+    /* the span on free threads: at least an even share of the work, at most all of it */
+    ck_assert_msg(ev->span_ns <= ev->cpu_ns && ev->span_ns * threads >= ev->cpu_ns && (threads > 1 || ev->span_ns == ev->cpu_ns),
+                  "%d threads: span %lld of cpu %lld", threads, (long long)ev->span_ns, (long long)ev->cpu_ns);
+    ck_assert_int_eq(prof.events.data[1].launch, -1);
+    ck_assert_int_eq(prof.events.data[1].cpu_ns, 0);
+    rt_profile_fini(&prof);
+  }
+  diag_sink_destroy(d);
+}
+END_TEST
+
 static Suite *runtime_suite(void) {
   Suite *s = suite_create("runtime");
   TCase *tc = tcase_create("dtype");
@@ -930,6 +1012,8 @@ static Suite *runtime_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_thread_pool);
   tcase_add_test(tc, test_launch_split);
+  tcase_add_test(tc, test_launch_split_profile);
+  tcase_add_test(tc, test_launch_split_cost);
   suite_add_tcase(s, tc);
   tc = tcase_create("npy");
   tcase_add_checked_fixture(tc, setup, teardown);

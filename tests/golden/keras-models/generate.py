@@ -603,6 +603,40 @@ def rescaling_main():
         np.save(os.path.join(HERE, f"{name}.out{i}.npy"), np.asarray(y, dtype=np.float32))
 
 
+# ---- generate.py acts16: 16-bit activations as Keras on JAX rounds them (issue 37) ----
+
+def acts16_main():
+    """Activation layers under mixed_bfloat16 on values of magnitude up to
+    ~16. XLA computes sigmoid as 1 / (1 + exp(-x)) and rounds each op to
+    bfloat16 (exp, the sum, the quotient; silu's product too) and
+    hard_sigmoid as relu6(x + 3) / 6 with x + 3 rounded: castor must give
+    Keras's bits (rounding once, 37% of swish's values differed by an ulp;
+    EfficientNet's 2e-2 to 3e-2 from Keras compounded from it)."""
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    x = keras.Input((16, 16), name="x")
+    # each activation between two Dense layers of identity kernels (exact in any order of summation), as
+    # activations sit between convolutions: castor's infer rule keeps an elementwise op with float32
+    # neighbours in float32 (TF's AMP lists; docs/keras.md)
+    outs, eyes = [], []
+    for a in ["swish", "silu", "sigmoid", "hard_sigmoid", "hard_swish"]:
+        d_in = layers.Dense(16, use_bias=False, name="in_" + a)
+        d_out = layers.Dense(16, use_bias=False, name="out_" + a)
+        outs.append(d_out(layers.Activation(a, name="act_" + a)(d_in(x))))
+        eyes += [d_in, d_out]
+    model = keras.Model(x, outs, name="acts16")
+    for d in eyes:
+        d.set_weights([np.eye(16, dtype=np.float32)])
+    keras.mixed_precision.set_global_policy("float32")
+    name = "acts16-mixed_bfloat16"
+    model.save(os.path.join(HERE, name + ".keras"))
+    rng = np.random.default_rng(2039)
+    xs = (rng.standard_normal((4, 16, 16)) * 4).astype(np.float32)
+    ys = keras.models.load_model(os.path.join(HERE, name + ".keras")).predict(xs, verbose=0)
+    np.save(os.path.join(HERE, name + ".in0.npy"), xs)
+    for i, y in enumerate(ys):
+        np.save(os.path.join(HERE, f"{name}.out{i}.npy"), np.asarray(y, dtype=np.float32))
+
+
 # ---- generate.py nested: models used as layers (issue 37; ConvNeXt's stem is a nested Sequential) ----
 
 def nested_fn():
@@ -753,6 +787,8 @@ if __name__ == "__main__":
         apps_main()
     elif sys.argv[1:] == ["rescaling"]:
         rescaling_main()
+    elif sys.argv[1:] == ["acts16"]:
+        acts16_main()
     elif sys.argv[1:] == ["nested"]:
         nested_main()
     elif sys.argv[1:] == ["nested_bad"]:
