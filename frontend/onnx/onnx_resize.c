@@ -150,7 +150,11 @@ bool oi_lower_resize(imp *im, const onnx_node *n, const op_row *row) {
     } else {
       scale = oi_elem_f64(st, a);
       if (!(scale > 0)) return FAIL(im, "Resize's scale %g for dimension %d is not positive", scale, a);
-      out = in == IR_DIM_BATCH ? in : (int64_t)floor((double)in * scale);
+      double o = in == IR_DIM_BATCH ? (double)in : floor((double)in * scale);
+      if (!(o < 0x1p62)) /* an inf scale, or a product no int64 holds (fuzz_onnx, 2026-11-29) */
+        return UNSUPPORTED(im, "Resize of dimension %d by a scale of %g: castor resizes with an [in, out] map of at "
+                               "most 2^26 elements", a, scale);
+      out = (int64_t)o;
     }
     if (in == IR_DIM_BATCH) {
       if (out != in || scale != 1)
@@ -159,10 +163,10 @@ bool oi_lower_resize(imp *im, const onnx_node *n, const op_row *row) {
     }
     if (out == in && scale == 1) continue;
     if (out < 0) return FAIL(im, "Resize to a negative size %lld", (long long)out);
-    if (in * out > ((int64_t)1 << 26))
+    if (in == 0) return UNSUPPORTED(im, "Resize of an empty dimension");
+    if (out > ((int64_t)1 << 26) / in)
       return UNSUPPORTED(im, "Resize of dimension %d from %lld to %lld: castor resizes with an [in, out] map of at "
                              "most 2^26 elements", a, (long long)in, (long long)out);
-    if (in == 0) return UNSUPPORTED(im, "Resize of an empty dimension");
     y = resize_axis(im, y, a, axis_matrix(im, mode == 1, (coord_mode)cm, (nearest_mode)nm, in, out, scale, have_sizes), in,
                     out);
   }
