@@ -50,6 +50,7 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "tests/ref/ref.h"
+#include "tests/unit/exec_run.h"
 #include "util/half.h"
 
 static const char *const policies[] = {"float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16"};
@@ -116,42 +117,6 @@ static float rng_f32(void) { /* splitmix64 -> [-1, 1) */
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
   z ^= z >> 31;
   return (float)((double)(z >> 40) / (double)(1 << 23) - 1.0);
-}
-
-static int64_t numel(const rt_tensor_desc *t, int64_t batch) {
-  int64_t n = 1;
-  for (int r = 0; r < t->rank; r++) n *= t->dims[r] < 0 ? batch : t->dims[r];
-  return n;
-}
-
-static float *as_f32(const rt_tensor_desc *t, const void *data, int64_t n) {
-  float *f = malloc((size_t)n * sizeof *f + 1);
-  for (int64_t i = 0; i < n; i++) {
-    if (t->dtype == DT_F32) f[i] = ((const float *)data)[i];
-    else if (t->dtype == DT_F16) f[i] = half_f16_to_f32(((const uint16_t *)data)[i]);
-    else f[i] = half_bf16_to_f32(((const uint16_t *)data)[i]);
-  }
-  return f;
-}
-
-typedef struct outs {
-  void **p;
-  int n;
-} outs;
-
-static outs run(cg_exec *x, int64_t batch, float **in, diag_sink *d, const char *what) {
-  const rt_program *desc = x->desc;
-  outs o = {calloc((size_t)desc->n_outputs + 1, sizeof(void *)), desc->n_outputs};
-  for (int k = 0; k < desc->n_outputs; k++)
-    o.p[k] = malloc((size_t)(numel(&desc->outputs[k], batch) * dtype_size(desc->outputs[k].dtype)) + 1);
-  ck_assert_msg(x->backend->run(x, batch, (const void *const *)in, o.p, d), "%s batch %lld (%s): %s", what,
-                (long long)batch, x->backend->name, diag_text(d));
-  return o;
-}
-
-static void outs_free(outs *o) {
-  for (int k = 0; k < o->n; k++) free(o->p[k]);
-  free(o->p);
 }
 
 /* Each output of the cuda run (og) against the float64 reference (want)
