@@ -110,15 +110,6 @@ static ir_graph *graph(int u, const char *policy, diag_sink *d) {
   return g;
 }
 
-static uint64_t rng_state;
-static float rng_f32(void) { /* splitmix64 -> [-1, 1) */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  z ^= z >> 31;
-  return (float)((double)(z >> 40) / (double)(1 << 23) - 1.0);
-}
-
 /* Each output of the cuda run (og) against the float64 reference (want)
  * and the CPU's run (oc), within the policy's bounds; the worst errors so
  * far in *worst_ref and *worst_cpu. */

@@ -93,15 +93,6 @@ static char *model_text(const char *cell, int h, int t) {
   return s;
 }
 
-static uint64_t rng_state;
-static float rng_f32(void) { /* splitmix64 -> [-1, 1) */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  z ^= z >> 31;
-  return (float)((double)(z >> 40) / (double)(1 << 23) - 1.0);
-}
-
 /* Seeded values for the model's weights (constants with a weight name;
  * the masking value and the zero states stay): the recurrent kernels in
  * +-0.75/sqrt(H) (a contraction, as the orthogonal initializer's), the

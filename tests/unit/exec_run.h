@@ -2,7 +2,7 @@
 /*
  * exec_run.h: running a compiled program (cg_exec) of any backend on f32
  * inputs and reading its outputs back as f32, for the suites that compare
- * backends (check_cuda_emu, check_rnn_cuda). Static functions: a suite
+ * backends (check_cuda_emu, check_rnn_cuda), and their seeded values. Static functions: a suite
  * includes it once.
  */
 #ifndef CASTOR_TESTS_EXEC_RUN_H
@@ -15,6 +15,16 @@
 #include "codegen/cg_backend.h"
 #include "util/half.h"
 #include "util/util.h"
+
+/* Seeded test values: splitmix64 mapped to [-1, 1), from rng_state. */
+static uint64_t rng_state;
+static float rng_f32(void) { /* splitmix64 -> [-1, 1) */
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  z ^= z >> 31;
+  return (float)((double)(z >> 40) / (double)(1 << 23) - 1.0);
+}
 
 /* The elements of t with the batch dimension at `batch`. */
 static int64_t numel(const rt_tensor_desc *t, int64_t batch) {
