@@ -319,22 +319,35 @@ LLVMValueRef cg_emit_unary(cg_emitter *e, ir_op op, LLVMValueRef x, const char *
  * EfficientNet and MobileNetV3 differed from castor in every activation by
  * a bf16 ulp or two, compounding to 2e-2 to 3e-2 of the logits (issue 37;
  * tests/real/keras_apps.py). Other ops and f32 have one formula. */
-LLVMValueRef cg_emit_unary_in(cg_emitter *e, ir_op op, LLVMValueRef x, ir_dtype dt, const char *name) {
-  if (dt != DT_BF16 && dt != DT_F16) return cg_emit_unary(e, op, x, name);
+static LLVMValueRef sigmoid16(cg_emitter *e, LLVMValueRef x, ir_dtype dt, const char *name) {
   LLVMTypeRef ty = LLVMTypeOf(x);
-  if (op == IR_OP_SIGMOID || op == IR_OP_SILU) {
-    LLVMValueRef ex = cg_emit_round_to(e, cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), ""), dt, "");
-    LLVMValueRef d = cg_emit_round_to(e, LLVMBuildFAdd(B, C(1.0), ex, ""), dt, "");
-    LLVMValueRef sg = LLVMBuildFDiv(B, C(1.0), d, op == IR_OP_SIGMOID ? name : "");
-    return op == IR_OP_SIGMOID ? sg : LLVMBuildFMul(B, x, cg_emit_round_to(e, sg, dt, ""), name);
-  }
-  if (op == IR_OP_HARD_SIGMOID) {
-    LLVMValueRef y = cg_emit_round_to(e, LLVMBuildFAdd(B, x, C(3.0), ""), dt, "");
-    y = sel_lt(e, y, C(0.0), C(0.0), y, "");
-    y = sel_lt(e, C(6.0), y, C(6.0), y, "");
-    y = LLVMBuildFDiv(B, y, C(6.0), "");
-    return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
-  }
+  LLVMValueRef ex = cg_emit_round_to(e, cg_emit_exp(e, LLVMBuildFNeg(B, x, ""), ""), dt, "");
+  LLVMValueRef d = cg_emit_round_to(e, LLVMBuildFAdd(B, C(1.0), ex, ""), dt, "");
+  return LLVMBuildFDiv(B, C(1.0), d, name);
+}
+
+static LLVMValueRef silu16(cg_emitter *e, LLVMValueRef x, ir_dtype dt, const char *name) {
+  return LLVMBuildFMul(B, x, cg_emit_round_to(e, sigmoid16(e, x, dt, ""), dt, ""), name);
+}
+
+static LLVMValueRef hard_sigmoid16(cg_emitter *e, LLVMValueRef x, ir_dtype dt, const char *name) {
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  LLVMValueRef y = cg_emit_round_to(e, LLVMBuildFAdd(B, x, C(3.0), ""), dt, "");
+  y = sel_lt(e, y, C(0.0), C(0.0), y, "");
+  y = sel_lt(e, C(6.0), y, C(6.0), y, "");
+  y = LLVMBuildFDiv(B, y, C(6.0), "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, name);
+}
+
+/* The unary formulas whose 16-bit form rounds inside (a row per op). */
+static LLVMValueRef (*const unary16_formulas[IR_OP_COUNT])(cg_emitter *e, LLVMValueRef x, ir_dtype dt,
+                                                             const char *name) = {
+    [IR_OP_SIGMOID] = sigmoid16, [IR_OP_SILU] = silu16, [IR_OP_HARD_SIGMOID] = hard_sigmoid16,
+};
+
+LLVMValueRef cg_emit_unary_in(cg_emitter *e, ir_op op, LLVMValueRef x, ir_dtype dt, const char *name) {
+  if ((dt == DT_BF16 || dt == DT_F16) && op >= 0 && op < IR_OP_COUNT && unary16_formulas[op])
+    return unary16_formulas[op](e, x, dt, name);
   return cg_emit_unary(e, op, x, name);
 }
 
