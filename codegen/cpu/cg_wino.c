@@ -362,8 +362,14 @@ void cg_wino_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
  * Measured on ResNet-18 and the torchvision set:
  * bench/results/cnn-winograd-2026-11-30.md. */
 enum { WINO_MIN_TILES = 25, WINO_MIN_CHANNELS = 32 };
-/* V and M of a block within half a 2 MB L2 */
-enum { WINO_BLOCK_BYTES = 1 << 20 };
+/* V and M of a block within half a 2 MB L2; or, where U is larger than
+ * that (128 channels and more), within the whole of it: each block reads
+ * all of U, so fewer, larger blocks save more of its traffic than the L2
+ * misses of V and M cost. ResNet-18's 28x28 convs (U 2.4 MB), one thread:
+ * 0.85 ms with 1 MB blocks (two an image), 0.65-0.72 with one 2 MB block;
+ * its 56x56 ones (U 0.6 MB) 0.60 ms with 1 MB blocks, 0.62-0.69 with 2 MB
+ * (a loaded machine). */
+enum { WINO_BLOCK_BYTES = 1 << 20, WINO_BLOCK_BYTES_BIG_U = 2 << 20 };
 /* a block's input transform (about 300 vector operations per tile and
  * vector of channels) against one output channel of its 36 GEMMs (36 FMAs
  * per tile and vector of channels): the cost of a column tile per row */
@@ -393,7 +399,8 @@ bool cg_wino_choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g, cg_
   cg_wino_geom w;
   cg_wino_geom_of(g, &w);
   int64_t per_row = 36 * w.tw * (w.cp + w.op) * 4; /* V and M bytes of one tile row */
-  int64_t trmax = WINO_BLOCK_BYTES / per_row;
+  int64_t u_bytes = 36 * cv->C * w.op * 4;
+  int64_t trmax = (u_bytes > WINO_BLOCK_BYTES ? WINO_BLOCK_BYTES_BIG_U : WINO_BLOCK_BYTES) / per_row;
   if (trmax < 1) trmax = 1;
   if (trmax > w.th) trmax = w.th;
   int64_t nblk = (w.th + trmax - 1) / trmax;
