@@ -57,6 +57,35 @@ const char *fe_layer_kind_name(fe_layer_kind k) {
   return k < FE_LAYER_COUNT ? kind_names[k] : "layer";
 }
 
+/* Whether a library row has a row in layers.def (its Keras class is that row's). */
+static const char *const keras_classes[FE_LAYER_COUNT] = {
+#define LAYER(e, name, n_inputs, positional, keras, ...) [FE_LAYER_##e] = keras,
+#include "frontend/cast/layers.def"
+#undef LAYER
+};
+
+static bool has_cast_row(int row) {
+  for (int k = 0; k < FE_LAYER_COUNT; k++)
+    if (keras_classes[k] && !strcmp(keras_classes[k], fl_row_class(row))) return true;
+  return fl_row_is_input(row); /* input */
+}
+
+/* The library row a call names that has no row in layers.def, or -1. */
+static int library_row(const char *callee) {
+  int row = fl_layer_row_cast(callee);
+  return row >= 0 && !has_cast_row(row) ? row : -1;
+}
+
+/* The names of every layer a call may name: layers.def's rows in order, then the library's others. */
+static int all_layer_names(fe_model *m, const char **names) {
+  int n = 0;
+  for (int k = 0; k < FE_LAYER_COUNT; k++) names[n++] = kind_names[k];
+  char buf[FL_CAST_NAME_MAX];
+  for (int row = 0; row < fl_layer_rows(); row++)
+    if (!has_cast_row(row) && fl_row_cast_name(row, buf)) names[n++] = arena_strdup(m->arena, buf);
+  return n;
+}
+
 /* ---- suggestions ---- */
 
 
@@ -537,6 +566,81 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
   return true;
 }
 
+/* A layer of the library without a row in layers.def (FE_LAYER_LIBRARY): spelled as its library row
+ * says (fl_row_cast_name), its positional arguments its inputs (fl_row_n_inputs), its keywords its
+ * row's config keys (fl_row_cast_key), name and dtype. The library checks their values when it
+ * lowers the call (its errors point at the value), so a layer added there is a .cast layer too. */
+static const char *const library_common[] = {"name", "dtype"};
+enum { N_LIBRARY_COMMON = 2, MAX_LIBRARY_KEYS = 32 };
+
+static int library_keys(int row, const char **keys) {
+  int n = 0;
+  for (const char *k; n < MAX_LIBRARY_KEYS - N_LIBRARY_COMMON && (k = fl_row_cast_key(row, n));) keys[n++] = k;
+  for (int i = 0; i < N_LIBRARY_COMMON; i++) keys[n++] = library_common[i];
+  return n;
+}
+
+static bool check_library_call(fe_model *m, fe_layer *l, const fe_call *c) {
+  const char *name = l->kind_name;
+  int want = fl_row_n_inputs(l->lib_row), least = want < 0 ? -want : want, n_pos = 0, total = 0;
+  for (int i = 0; i < c->n_args; i++) total += c->args[i].key == NULL;
+  for (int i = 0; i < c->n_args; i++) {
+    const fe_value *v = &c->args[i].value;
+    if (c->args[i].key) continue;
+    if (want >= 0 && n_pos == want) {
+      diag_error(m->d, v->loc, "%s takes %d positional argument%s (%s), got %d", name, want, want == 1 ? "" : "s",
+                 want == 1 ? "its input" : "its inputs", total);
+      return false;
+    }
+    if (n_pos == IR_MAX_SRCS) {
+      diag_error(m->d, v->loc, "%s takes at most %d inputs", name, IR_MAX_SRCS);
+      return false;
+    }
+    if (v->kind != FE_VAL_IDENT) {
+      diag_error(m->d, v->loc, "expected the name of a value as input of %s, got %s", name, value_desc(m, v));
+      return false;
+    }
+    l->inputs[n_pos++] = (fe_use){.var = v->str, .loc = v->loc};
+  }
+  if (n_pos < least) {
+    diag_error(m->d, c->callee_loc, "%s needs %d%s input%s, got %d", name, least, want < 0 ? " or more" : "",
+               least == 1 && want >= 0 ? "" : "s", n_pos);
+    return false;
+  }
+  l->n_inputs = n_pos;
+
+  const char *keys[MAX_LIBRARY_KEYS];
+  int n_keys = library_keys(l->lib_row, keys);
+  const fe_arg *seen[MAX_LIBRARY_KEYS] = {NULL};
+  for (int i = 0; i < c->n_args; i++) {
+    const fe_arg *a = &c->args[i];
+    if (!a->key) continue;
+    int k = 0;
+    while (k < n_keys && !str_eq(keys[k], a->key)) k++;
+    if (k == n_keys) {
+      const char *near = fe_closest(a->key, keys, n_keys);
+      if (near) {
+        diag_error(m->d, a->key_loc, "%s has no attribute '%s'; did you mean '%s'?", name, a->key, near);
+      } else {
+        str_buf list;
+        str_buf_init(&list);
+        for (int j = 0; j < n_keys; j++) str_buf_printf(&list, "%s%s", j == 0 ? "" : j + 1 == n_keys ? " or " : ", ", keys[j]);
+        diag_error(m->d, a->key_loc, "%s has no attribute '%s'; it takes %s", name, a->key, str_buf_cstr(&list));
+        str_buf_fini(&list);
+      }
+      return false;
+    }
+    if (seen[k]) {
+      diag_error(m->d, a->key_loc, "%s given twice", a->key);
+      diag_note(m->d, seen[k]->key_loc, "first given here");
+      return false;
+    }
+    seen[k] = a;
+    if ((str_eq(a->key, "name") || str_eq(a->key, "dtype")) && !parse_attr(m, l, a)) return false;
+  }
+  return true;
+}
+
 static fe_layer *new_layer(fe_model *m, const fe_call *c) {
   fe_layer *l = arena_alloc(m->arena, sizeof *l);
   *l = (fe_layer){.kind = FE_LAYER_COUNT, .seq = c->seq, .index = (int)m->layers.len,
@@ -555,16 +659,19 @@ void fe_layer_add_broken(fe_model *m, const fe_call *c) { new_layer(m, c)->broke
 void fe_layer_add(fe_model *m, const fe_call *c) {
   fe_layer *l = new_layer(m, c);
   for (int k = 0; k < FE_LAYER_COUNT; k++)
-    if (str_eq(c->callee, kind_names[k])) l->kind = (fe_layer_kind)k;
+    if (str_eq(c->callee, kind_names[k])) l->kind = (fe_layer_kind)k, l->kind_name = kind_names[k];
+  if (l->kind == FE_LAYER_COUNT && (l->lib_row = library_row(c->callee)) >= 0)
+    l->kind = FE_LAYER_LIBRARY, l->kind_name = arena_strdup(m->arena, c->callee);
   if (l->kind == FE_LAYER_COUNT) {
-    const char *near = fe_closest(c->callee, kind_names, FE_LAYER_COUNT);
+    const char **names = arena_alloc(m->arena, ((size_t)FE_LAYER_COUNT + (size_t)fl_layer_rows()) * sizeof *names);
+    int n = all_layer_names(m, names); /* every layer of layers.def, in its order, then the library's others */
+    const char *near = fe_closest(c->callee, names, n);
     if (near)
       diag_error(m->d, c->callee_loc, "unknown layer '%s'; did you mean '%s'?", c->callee, near);
     else {
-      str_buf list; /* every layer of layers.def, in its order */
+      str_buf list;
       str_buf_init(&list);
-      for (int k = 0; k < FE_LAYER_COUNT; k++)
-        str_buf_printf(&list, "%s%s", k == 0 ? "" : k + 1 == FE_LAYER_COUNT ? " or " : ", ", kind_names[k]);
+      for (int k = 0; k < n; k++) str_buf_printf(&list, "%s%s", k == 0 ? "" : k + 1 == n ? " or " : ", ", names[k]);
       diag_error(m->d, c->callee_loc, "unknown layer '%s'; expected %s", c->callee, str_buf_cstr(&list));
       str_buf_fini(&list);
     }
@@ -576,7 +683,7 @@ void fe_layer_add(fe_model *m, const fe_call *c) {
     l->name_loc = l->var_loc;
     l->explicit_name = true;
   }
-  if (!check_call(m, l, c)) {
+  if (!(l->kind == FE_LAYER_LIBRARY ? check_library_call(m, l, c) : check_call(m, l, c))) {
     l->broken = true;
     l->n_inputs = 0;
   }
@@ -605,12 +712,14 @@ void fe_layers_name(fe_model *m) {
   }
   /* Keras-style automatic names, skipping the ones the user took. */
   int counter[FE_LAYER_COUNT] = {0};
+  int *lib_counter = arena_alloc(m->arena, (size_t)fl_layer_rows() * sizeof *lib_counter); /* FE_LAYER_LIBRARY's */
   for (size_t i = 0; i < m->layers.len; i++) {
     fe_layer *l = m->layers.data[i];
     if (l->explicit_name || l->kind == FE_LAYER_COUNT) continue;
-    const char *kind = kind_names[l->kind];
+    const char *kind = l->kind_name;
+    int *count = l->kind == FE_LAYER_LIBRARY ? &lib_counter[l->lib_row] : &counter[l->kind];
     for (;;) {
-      int k = counter[l->kind]++;
+      int k = (*count)++;
       const char *cand = k == 0 ? kind : arena_printf(m->arena, "%s_%d", kind, k);
       if (!hmap_get_str(&taken, cand, strlen(cand))) {
         l->name = cand;
