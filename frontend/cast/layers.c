@@ -76,6 +76,24 @@ static int library_row(const char *callee) {
   return row >= 0 && !has_cast_row(row) ? row : -1;
 }
 
+/* The keywords a call of a library row may give: `first` (a layers.def row's own attributes), then
+ * its row's config keys (fl_row_cast_key) without repeats; without `first`, then name and dtype. */
+enum { MAX_LIBRARY_KEYS = MAX_ATTRS + 32 };
+
+static int library_keys(int row, const char *const *first, int n_first, const char **keys) {
+  int n = 0;
+  for (int i = 0; i < n_first; i++) keys[n++] = first[i];
+  for (int i = 0; row >= 0 && n < MAX_LIBRARY_KEYS - 2; i++) {
+    const char *k = fl_row_cast_key(row, i);
+    if (!k) break;
+    bool dup = str_eq(k, "name") || str_eq(k, "dtype");
+    for (int j = 0; j < n && !dup; j++) dup = str_eq(keys[j], k);
+    if (!dup) keys[n++] = k;
+  }
+  if (!n_first) keys[n++] = "name", keys[n++] = "dtype"; /* a layers.def row lists its own */
+  return n;
+}
+
 /* The names of every layer a call may name: layers.def's rows in order, then the library's others. */
 static int all_layer_names(fe_model *m, const char **names) {
   int n = 0;
@@ -433,8 +451,7 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
     l->explicit_name = true;
     return true;
   }
-  CASTOR_UNREACHABLE();
-  return false;
+  return true; /* a config key of its library row that .cast does not read: the library checks it */
 }
 
 /* Matches the arguments of a call of a known kind; false after reporting. */
@@ -481,17 +498,22 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
   }
   l->n_inputs = sp->n_inputs == FE_INPUTS_2_OR_MORE ? n_pos : sp->n_inputs;
 
-  bool seen[MAX_ATTRS] = {false};
-  diag_loc seen_loc[MAX_ATTRS];
+  /* its attributes, then (a layer of the library) the other config keys of its library row, which
+   * the library reads and checks */
+  const char *attrs[MAX_LIBRARY_KEYS];
+  int n_attrs = 0;
+  while (n_attrs < MAX_ATTRS && sp->attrs[n_attrs]) n_attrs++;
+  n_attrs = library_keys(keras_classes[l->kind] ? fl_layer_row(keras_classes[l->kind]) : -1, sp->attrs, n_attrs,
+                         attrs);
+  bool seen[MAX_LIBRARY_KEYS] = {false};
+  diag_loc seen_loc[MAX_LIBRARY_KEYS];
   for (int i = 0; i < c->n_args; i++) {
     const fe_arg *a = &c->args[i];
     if (!a->key) continue;
     int k = 0;
-    while (k < MAX_ATTRS && sp->attrs[k] && !str_eq(sp->attrs[k], a->key)) k++;
-    if (k == MAX_ATTRS || !sp->attrs[k]) {
-      int n = 0;
-      while (n < MAX_ATTRS && sp->attrs[n]) n++;
-      const char *near = fe_closest(a->key, sp->attrs, n);
+    while (k < n_attrs && !str_eq(attrs[k], a->key)) k++;
+    if (k == n_attrs) {
+      const char *near = fe_closest(a->key, attrs, n_attrs);
       if (near)
         diag_error(m->d, a->key_loc, "%s has no attribute '%s'; did you mean '%s'?", sp->name,
                    a->key, near);
@@ -570,16 +592,6 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
  * says (fl_row_cast_name), its positional arguments its inputs (fl_row_n_inputs), its keywords its
  * row's config keys (fl_row_cast_key), name and dtype. The library checks their values when it
  * lowers the call (its errors point at the value), so a layer added there is a .cast layer too. */
-static const char *const library_common[] = {"name", "dtype"};
-enum { N_LIBRARY_COMMON = 2, MAX_LIBRARY_KEYS = 32 };
-
-static int library_keys(int row, const char **keys) {
-  int n = 0;
-  for (const char *k; n < MAX_LIBRARY_KEYS - N_LIBRARY_COMMON && (k = fl_row_cast_key(row, n));) keys[n++] = k;
-  for (int i = 0; i < N_LIBRARY_COMMON; i++) keys[n++] = library_common[i];
-  return n;
-}
-
 static bool check_library_call(fe_model *m, fe_layer *l, const fe_call *c) {
   const char *name = l->kind_name;
   int want = fl_row_n_inputs(l->lib_row), least = want < 0 ? -want : want, n_pos = 0, total = 0;
@@ -610,7 +622,7 @@ static bool check_library_call(fe_model *m, fe_layer *l, const fe_call *c) {
   l->n_inputs = n_pos;
 
   const char *keys[MAX_LIBRARY_KEYS];
-  int n_keys = library_keys(l->lib_row, keys);
+  int n_keys = library_keys(l->lib_row, NULL, 0, keys);
   const fe_arg *seen[MAX_LIBRARY_KEYS] = {NULL};
   for (int i = 0; i < c->n_args; i++) {
     const fe_arg *a = &c->args[i];
@@ -660,6 +672,10 @@ void fe_layer_add(fe_model *m, const fe_call *c) {
   fe_layer *l = new_layer(m, c);
   for (int k = 0; k < FE_LAYER_COUNT; k++)
     if (str_eq(c->callee, kind_names[k])) l->kind = (fe_layer_kind)k, l->kind_name = kind_names[k];
+  if (l->kind < FE_LAYER_COUNT && keras_classes[l->kind]) { /* a row of layers.def spells its class as the library does */
+    char spelled[FL_CAST_NAME_MAX];
+    CASTOR_ASSERT(fl_row_cast_name(fl_layer_row(keras_classes[l->kind]), spelled) && str_eq(spelled, l->kind_name));
+  }
   if (l->kind == FE_LAYER_COUNT && (l->lib_row = library_row(c->callee)) >= 0)
     l->kind = FE_LAYER_LIBRARY, l->kind_name = arena_strdup(m->arena, c->callee);
   if (l->kind == FE_LAYER_COUNT) {

@@ -87,11 +87,15 @@ int fl_layer_row_cast(const char *cast_name) {
 }
 
 /* A key a .cast call may give: not a regularizer's or constraint's (KEY_NULL:
- * a .cast model has none) and not an initializer (a .cast model without a
- * weights file starts each weight as Keras's default initializer does). */
+ * a .cast model has none), not one that chooses an initializer (a .cast
+ * model without a weights file starts each weight as Keras's default
+ * initializer does, which such a key would not change) and not
+ * Bidirectional's backward_layer (a layer's config object; .cast's
+ * bidirectional names its layer with layer= and its keys beside it). */
 static bool cast_key(const key_spec *k) {
   size_t n = strlen(k->key), s = sizeof "_initializer" - 1;
-  return k->rule != KEY_NULL && !(n > s && !strcmp(k->key + n - s, "_initializer"));
+  return k->rule != KEY_NULL && !(n > s && !strcmp(k->key + n - s, "_initializer")) &&
+         strcmp(k->key, "unit_forget_bias") != 0 && strcmp(k->key, "backward_layer") != 0;
 }
 
 const char *fl_row_cast_key(int row, int i) {

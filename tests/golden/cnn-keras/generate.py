@@ -113,6 +113,16 @@ MODELS.update({
         ("CustomScaleLayer", "custom_scale_layer", "custom_scale_layer", dict(scale=0.17), ["x", "conv2d"]),
         ("ReLU", "re_lu", "re_lu", dict(negative_slope=0.2), ["custom_scale_layer"]),
     ]),
+    # keys .cast takes from a layers.def row's library row (its Keras config keys beyond the row's own):
+    # LayerNormalization's epsilon, Dropout's noise_shape (the identity at inference), the keepdims of
+    # GlobalAveragePooling1D; and a merge that broadcasts ([N, 7, 4] * [N, 1, 4])
+    "keys": ([7, 4], [
+        ("LayerNormalization", "layer_normalization", "layer_normalization", dict(epsilon=0.5), ["x"]),
+        ("Dropout", "dropout", "dropout", dict(rate=0.5, noise_shape=(None, 1, 4)), ["layer_normalization"]),
+        ("GlobalAveragePooling1D", "global_average_pooling1d", "global_average_pooling1d", dict(keepdims=True),
+         ["x"]),
+        ("Multiply", "multiply", "multiply", dict(), ["dropout", "global_average_pooling1d"]),
+    ]),
 })
 
 # classes keras.layers does not export: the applications' own
@@ -149,6 +159,8 @@ ZERO_STEPS = {
 
 
 def cast_value(v):
+    if v is None:
+        return "null"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (tuple, list)):
