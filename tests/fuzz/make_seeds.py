@@ -147,8 +147,8 @@ for row in rows:
     q = q[3:] if q[2:3] and q[2][:1].isupper() else q[2:]  # after the Keras class, when there is one
     cast_keys += [k + "=" for k in q if k + "=" not in cast_keys]
 # and the layers .cast spells from the layer library's table (frontend/layers/layers.def; layers.c's
-# FE_LAYER_LIBRARY): Keras's to_snake_case of each class without a row above, but the op nodes, with
-# its config keys but regularizers, constraints and initializers (table.c's fl_row_cast_key)
+# FE_LAYER_LIBRARY): Keras's to_snake_case of each class without a row above, but the op nodes; and
+# every library row's config keys that .cast takes (table.c's fl_row_cast_key)
 with open(os.path.join(here, "..", "..", "frontend", "cast", "layers.def")) as f:
     cast_classes = set(re.findall(r'^LAYER\(\w+,\s*"\w+",[^,]+,\s*"[^"]*",\s*"(\w+)"', f.read(), re.M))
 with open(os.path.join(here, "..", "..", "frontend", "layers", "layers.def")) as f:
@@ -156,11 +156,13 @@ with open(os.path.join(here, "..", "..", "frontend", "layers", "layers.def")) as
                           re.M | re.S)
 OP_NODES = {"fl_lower_true_divide", "fl_lower_not_equal", "fl_lower_any", "fl_lower_cast_op", "fl_lower_input"}
 for cls, lower, keys in lib_rows:
-    if cls in cast_classes or lower in OP_NODES:
+    if lower in OP_NODES:
         continue
-    cast_layers.append(re.sub(r"([a-z])([A-Z])", r"\1_\2", re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", cls)).lower())
+    if cls not in cast_classes:
+        cast_layers.append(re.sub(r"([a-z])([A-Z])", r"\1_\2", re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", cls)).lower())
     cast_keys += [k + "=" for k, rule in re.findall(r'\{"(\w+)",\s*(\w+)\}', keys)
-                  if rule != "KEY_NULL" and not k.endswith("_initializer") and k + "=" not in cast_keys]
+                  if rule != "KEY_NULL" and not k.endswith("_initializer") and k + "=" not in cast_keys
+                  and k not in ("unit_forget_bias", "backward_layer")]
 
 # fuzz_cast's own seeds (the golden .cast files are the others): every layer .cast spells from the
 # library's table, without a weights file (Keras's initializers, LayerScale's init_values), and the
