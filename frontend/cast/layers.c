@@ -57,13 +57,14 @@ const char *fe_layer_kind_name(fe_layer_kind k) {
   return k < FE_LAYER_COUNT ? kind_names[k] : "layer";
 }
 
-/* Whether a library row has a row in layers.def (its Keras class is that row's). */
+/* The Keras class of each row of layers.def (its library row), or NULL for a layer of .cast's own. */
 static const char *const keras_classes[FE_LAYER_COUNT] = {
 #define LAYER(e, name, n_inputs, positional, keras, ...) [FE_LAYER_##e] = keras,
 #include "frontend/cast/layers.def"
 #undef LAYER
 };
 
+/* Whether a library row has a row in layers.def. */
 static bool has_cast_row(int row) {
   for (int k = 0; k < FE_LAYER_COUNT; k++)
     if (keras_classes[k] && !strcmp(keras_classes[k], fl_row_class(row))) return true;
@@ -674,7 +675,8 @@ void fe_layer_add(fe_model *m, const fe_call *c) {
     if (str_eq(c->callee, kind_names[k])) l->kind = (fe_layer_kind)k, l->kind_name = kind_names[k];
   if (l->kind < FE_LAYER_COUNT && keras_classes[l->kind]) { /* a row of layers.def spells its class as the library does */
     char spelled[FL_CAST_NAME_MAX];
-    CASTOR_ASSERT(fl_row_cast_name(fl_layer_row(keras_classes[l->kind]), spelled) && str_eq(spelled, l->kind_name));
+    int row = fl_layer_row(keras_classes[l->kind]);
+    CASTOR_ASSERT(row >= 0 && fl_row_cast_name(row, spelled) && str_eq(spelled, l->kind_name));
   }
   if (l->kind == FE_LAYER_COUNT && (l->lib_row = library_row(c->callee)) >= 0)
     l->kind = FE_LAYER_LIBRARY, l->kind_name = arena_strdup(m->arena, c->callee);
