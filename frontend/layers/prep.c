@@ -174,8 +174,10 @@ bool fl_lower_up_sampling2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
   const json_value *it = fl_cfg(l, "interpolation");
   bool bilinear = !fl_is_null(it) && it->kind == JSON_STR && strcmp(it->s, "bilinear") == 0;
   if (!fl_is_null(it) && !bilinear && (it->kind != JSON_STR || strcmp(it->s, "nearest") != 0)) {
-    fl_unsupported(m, l, "interpolation", FL_PLAIN, "interpolation '%s' is not supported (nearest, bilinear)",
-             it->kind == JSON_STR ? it->s : "?");
+    if (it->kind == JSON_STR)
+      fl_unsupported(m, l, "interpolation", FL_PLAIN, "interpolation '%s' is not supported (nearest, bilinear)", it->s);
+    else
+      fl_error(m, l, "interpolation", FL_PLAIN, "interpolation must be a name: nearest or bilinear");
     return false;
   }
   const json_value *v = fl_cfg(l, "size");
