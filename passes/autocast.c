@@ -23,7 +23,8 @@
  *          (activation/add/multiply layers under the global policy) they
  *          compute in 16-bit only between 16-bit matmuls (a 16-bit operand
  *          upstream, a 16-bit matmul of the same dtype downstream through
- *          other standalone infer ops) and not downstream of a deny op, as
+ *          other standalone infer ops and clear ops: an activation, a
+ *          ZeroPadding2D, a convolution) and not downstream of a deny op, as
  *          TF's AMP pass does; otherwise f32; but a standalone op exact in
  *          any float format (exact_ops below: relu) of a 16-bit operand
  *          takes that operand's dtype whatever follows it, as clear ops
@@ -202,19 +203,30 @@ static void decide_fixed(ac_state *s) {
   }
 }
 
+/* Which undecided nodes "a 16-bit matmul downstream" reaches back through:
+ * standalone infer ops and clear ops (pads, slices, reshapes, pools: data
+ * movement, as TF's AMP pass paints its clear list from both sides). An
+ * activation before a ZeroPadding2D and a convolution (EfficientNet's
+ * strided blocks: block2a_expand_activation) is between two 16-bit
+ * matmuls, as Keras computes it in its compute dtype: without the clear
+ * ops it computed in f32, 7.4e-3 from Keras-on-JAX at that layer. */
+static bool passes_down16(const ac_state *s, const ir_node *n) {
+  return is_standalone_infer(s, n) || ir_op_autocast(n->op) == IR_AC_CLEAR;
+}
+
 /* Phase 2: standalone infer ops, TF-AMP style. down16 is computed in reverse
- * schedule order through standalone infer users; the upstream condition in
- * schedule order from already decided sources. */
+ * schedule order through standalone infer and clear users; the upstream
+ * condition in schedule order from already decided sources. */
 static void decide_infer(ac_state *s) {
   for (int i = s->n_orig; i-- > 0;) {
     ir_node *u = s->g->nodes[i];
     unsigned mask = 0;
     if (ir_op_autocast(u->op) == IR_AC_ALLOW && is_16(s->dt[i])) mask = 1u << s->dt[i];
-    else if (!s->decided[i] && is_standalone_infer(s, u)) mask = s->down16[i];
+    else if (!s->decided[i] && passes_down16(s, u)) mask = s->down16[i];
     else continue;
     for (int k = 0; k < u->n_srcs; k++) {
       ir_node *src = u->srcs[k];
-      if (!s->decided[src->id] && is_standalone_infer(s, src)) s->down16[src->id] |= mask;
+      if (!s->decided[src->id] && passes_down16(s, src)) s->down16[src->id] |= mask;
     }
   }
   for (int i = 0; i < s->n_orig; i++) {

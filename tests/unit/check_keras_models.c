@@ -576,7 +576,13 @@ START_TEST(test_layer_placements) {
   ck_assert_int_ge(checked, 200);
   ck_assert_int_eq(by_class[0], 18); /* dw1, dw2, dw_gray in the six files */
   ck_assert_int_eq(by_class[1], 18);
-  for (int r = 0; r < 5; r++) ck_assert_msg(by_rule[r] > 0, "rule %d explains no difference", r);
+  for (int r = 0; r < 5; r++)
+    if (r != 2) ck_assert_msg(by_rule[r] > 0, "rule %d explains no difference", r);
+  /* (c) places no layer of these files apart from Keras: each standalone
+   * Activation, Add or Multiply of them is between 16-bit matmuls, some
+   * through layout layers (a pool, a reshape), which autocast sees through
+   * as TF's AMP does its clear list */
+  ck_assert_int_eq(by_rule[2], 0);
   ir_graph_destroy(g);
   diag_sink_destroy(d);
 }
