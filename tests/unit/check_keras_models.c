@@ -220,6 +220,13 @@ END_TEST
 START_TEST(test_gap16_bits) { check_bits(DIR "/gap16-mixed_bfloat16", 2); }
 END_TEST
 
+/* AveragePooling2D under mixed_bfloat16 (generate.py avgpool16: 3x3 'same'
+ * stride 1, NASNet's, and 2x2 'valid'): Keras on JAX sums the window in
+ * bf16, the running sum rounded after each tap; castor must give its bits
+ * (with the sum in f32, 1858 of the 3x3 pool's 4096 values differed). */
+START_TEST(test_avgpool16_bits) { check_bits(DIR "/avgpool16-mixed_bfloat16", 2); }
+END_TEST
+
 /* One epoch of two SGD steps (batch 16, in order) on BASE.keras with BASE.x.npy / BASE.y.npy
  * (generate_image.py): every state BASE.after.<state>.npy names must be as Keras's model.fit
  * left it, within 1e-5 normalized; a trainable one must have moved by more than 1e-4, a
@@ -966,6 +973,7 @@ static Suite *keras_models_suite(void) {
   tcase_add_test(tc, test_rescaling_bf16_bits); /* Rescaling, Normalization in bf16 */
   tcase_add_test(tc, test_acts16_bits);         /* swish, sigmoid, hard_sigmoid in bf16 */
   tcase_add_test(tc, test_gap16_bits);          /* the mean of a bf16 swish, unrounded */
+  tcase_add_test(tc, test_avgpool16_bits);      /* a bf16 window sum, rounded per tap */
   tcase_add_test(tc, test_nested_outputs); /* models used as layers */
   tcase_add_test(tc, test_upsample_outputs);
   tcase_add_test(tc, test_image_outputs);
