@@ -38,7 +38,7 @@ typedef struct cg_cpu_caps {
    * what the string says of that very feature, the last mention winning;
    * LLVM's implications (avx2 implies avx, ...) are not applied */
   bool sse2, sse4_1, avx, avx2, fma, f16c;
-  bool avx512f, avx512bw, avx512vl, avx512bf16, avx512fp16;
+  bool avx512f, avx512bw, avx512dq, avx512vl, avx512bf16, avx512fp16;
   bool amx_tile, amx_bf16;
   /* derived */
   int vector_f32_lanes;       /* widest native f32 vector: 16 with avx512f, 8 with avx

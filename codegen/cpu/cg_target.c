@@ -295,6 +295,29 @@ bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, di
   return true;
 }
 
+/* cg_emitter.bf16_native on x86 AVX512-BF16 (+ DQ for vfpclassps, + VL
+ * for 8 lanes): vcvtneps2bf16, round to nearest even, but with subnormal
+ * inputs taken as zero and a NaN's payload kept (checked over all 2^32
+ * inputs: bench/results/cnn-bf16-2026-11-29-s12.md), so vfpclassps flags
+ * the lanes that are a quiet NaN (0x01), a signalling NaN (0x80) or
+ * subnormal (0x20). A normal input rounds to a normal or infinite bf16 (the
+ * two share f32's exponent range), so the output's flush never applies. */
+static LLVMValueRef x86_bf16_native(cg_emitter *e, LLVMValueRef v, int lanes, LLVMValueRef *out_odd) {
+  const char *cvt = lanes == 16 ? "llvm.x86.avx512bf16.cvtneps2bf16.512"
+                    : lanes == 8 ? "llvm.x86.avx512bf16.cvtneps2bf16.256" : NULL;
+  const char *cls = lanes == 16 ? "llvm.x86.avx512.fpclass.ps.512" : "llvm.x86.avx512.fpclass.ps.256";
+  if (!cvt) return NULL;
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, LLVMLookupIntrinsicID(cls, strlen(cls)), NULL, 0);
+  LLVMValueRef args[] = {v, LLVMConstInt(e->i32, 0x01 | 0x80 | 0x20, 0)};
+  LLVMValueRef odd = LLVMBuildCall2(e->b, LLVMGlobalGetValueType(f), f, args, 2, "");
+  LLVMTypeRef mask = LLVMIntTypeInContext(e->ctx, (unsigned)lanes);
+  odd = LLVMBuildBitCast(e->b, odd, mask, "");
+  *out_odd = LLVMBuildICmp(e->b, LLVMIntNE, odd, LLVMConstNull(mask), "bf16.odd");
+  f = LLVMGetIntrinsicDeclaration(e->mod, LLVMLookupIntrinsicID(cvt, strlen(cvt)), NULL, 0);
+  LLVMValueRef h = LLVMBuildCall2(e->b, LLVMGlobalGetValueType(f), f, &v, 1, "");
+  return LLVMBuildBitCast(e->b, h, LLVMVectorType(LLVMInt16TypeInContext(e->ctx), (unsigned)lanes), "");
+}
+
 LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
                                     const cg_plan *plan, const cg_options *o, bool optimize, cg_emitter *e,
                                     cg_cpu_layout *layout, const bool *only, diag_sink *d) {
@@ -304,6 +327,8 @@ LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char
   LLVMSetModuleDataLayout(mod, dl);
   LLVMDisposeTargetData(dl);
   cg_emitter_init(e, ctx, mod, t->caps.vector_f32_lanes);
+  const cg_cpu_caps *cap = &t->caps;
+  if (cap->avx512bf16 && cap->avx512f && cap->avx512dq && cap->avx512vl) e->bf16_native = x86_bf16_native;
   if (!layout->planned) layout->share_none = o->no_kernel_sharing;
   char *msg = NULL;
   if (!cg_cpu_emit_kernels(e, &t->caps, plan, layout, only, d)) goto fail;
