@@ -46,6 +46,24 @@ static bool has_host_feature(const char *all, const char *feature) {
   return false;
 }
 
+/* convolutional networks: $CASTOR_CONV_ALGO (auto, direct, winograd; unset
+ * or empty: auto), which the CLI's --conv-algo sets */
+static bool resolve_conv_algo(cg_target *t, diag_sink *d) {
+  static const char *const names[] = {[CG_CONV_ALGO_AUTO] = "auto", [CG_CONV_ALGO_DIRECT] = "direct",
+                                      [CG_CONV_ALGO_WINOGRAD] = "winograd"};
+  const char *env = getenv("CASTOR_CONV_ALGO");
+  t->caps.conv_algo = CG_CONV_ALGO_AUTO;
+  if (!env || !*env) return true;
+  for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+    if (strcmp(env, names[i]) == 0) {
+      t->caps.conv_algo = i;
+      return true;
+    }
+  diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
+                  "unknown convolution algorithm '%s' in CASTOR_CONV_ALGO (known: auto, direct, winograd)", env);
+  return false;
+}
+
 static bool resolve_cpu(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
   const char *cpu = o->cpu, *features = o->features, *from = "";
   bool amx = false, amx_fallback = false;
@@ -127,7 +145,7 @@ static bool resolve_cpu(cg_target *t, const cg_options *o, bool jit, diag_sink *
   cg_cpu_caps_parse(t->features, &t->caps);
   if (amx) t->caps.gemm_kernel = CG_GEMM_KERNEL_AMX_BF16;
   if (amx_fallback) t->caps.gemm_kernel = CG_GEMM_KERNEL_AVX512; /* vdpbf16ps is slower there (issue) */
-  return true;
+  return resolve_conv_algo(t, d);
 }
 
 bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d) {

@@ -207,6 +207,7 @@ typedef struct pool_ctx {
   LLVMValueRef n, ch, h0, w0, acc, cnt;
   int lanes;
   bool mx, inside;
+  ir_dtype sum_dt; /* the average's running sum rounded to it after each tap (f32: never) */
 } pool_ctx;
 
 static void pool_tap(pool_ctx *t, LLVMValueRef p, LLVMValueRef q) {
@@ -231,7 +232,7 @@ static void pool_tap(pool_ctx *t, LLVMValueRef p, LLVMValueRef q) {
     LLVMValueRef wins = LLVMBuildOr(B, LLVMBuildFCmp(B, LLVMRealOGT, v, a, ""), LLVMBuildFCmp(B, LLVMRealUNO, v, v, ""), "");
     next = LLVMBuildSelect(B, in, LLVMBuildSelect(B, wins, v, a, ""), a, "");
   } else {
-    next = LLVMBuildSelect(B, in, LLVMBuildFAdd(B, a, v, ""), a, "");
+    next = LLVMBuildSelect(B, in, cg_emit_round_to(e, LLVMBuildFAdd(B, a, v, ""), t->sum_dt, ""), a, "");
     LLVMValueRef n = LLVMBuildLoad2(B, e->f32, t->cnt, "");
     LLVMBuildStore(B, LLVMBuildSelect(B, in, LLVMBuildFAdd(B, n, cg_const(e, e->f32, 1.0), ""), n, ""), t->cnt);
   }
@@ -252,6 +253,16 @@ static LLVMValueRef pool_value_lanes(cg_kctx *c, const ir_node *op, LLVMValueRef
   /* no padding and every window inside x (the usual 'valid' pooling): no test per tap */
   t.inside = !pd[0] && !pd[1] && !pd[2] && !pd[3] && (yt->dims[1] - 1) * st[0] + pl[0] <= xt->dims[1] &&
              (yt->dims[2] - 1) * st[1] + pl[1] <= xt->dims[2];
+  /* A bf16 average sums in bf16, the sum rounded after each tap, as Keras's
+   * AveragePooling2D on JAX (lax.reduce_window in the input dtype: XLA
+   * widens each add and rounds it back; rounding once at the end, castor
+   * differed in 1858 of 4096 values of a 3x3 'same' pool, NASNet's; golden
+   * avgpool16-mixed_bfloat16), except a window over the whole image, a
+   * GlobalAveragePooling2D as the frontends lower it: ops.mean sums in f32.
+   * f16 keeps the f32 sum: XLA's f16 window sum is neither (generate.py
+   * avgpool16). */
+  bool global = !pd[0] && !pd[1] && !pd[2] && !pd[3] && pl[0] == xt->dims[1] && pl[1] == xt->dims[2];
+  t.sum_dt = !t.mx && !global && yt->dtype == DT_BF16 ? DT_BF16 : DT_F32;
   t.h0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[1], cg_i64(e, st[0]), ""), cg_i64(e, pd[0]), "");
   t.w0 = LLVMBuildSub(B, LLVMBuildMul(B, coord[2], cg_i64(e, st[1]), ""), cg_i64(e, pd[2]), "");
   t.acc = cg_entry_alloca(c, t.vt, "pool.acc"), t.cnt = cg_entry_alloca(c, e->f32, "pool.count");

@@ -23,6 +23,10 @@ the table adds how far the two Keras references are from each other.
 policy (JAX_ENABLE_X64=1) and gives how far castor's and Keras's results
 are from it: the referee where float32 itself is ill-conditioned.
 
+--castor-only runs castor alone on the .keras files, inputs and Keras
+predictions (NAME-POLICY-BACKEND.y{1,4}.npy) an earlier run left in --out:
+the error columns in seconds per architecture, without the float32 ones.
+
 Not part of ctest: it needs Keras from PyPI and minutes per architecture.
 """
 import argparse
@@ -65,7 +69,38 @@ def build_as(keras, build, size, policy, weights_from):
     return m
 
 
+def run_castor_only(args, name, size):
+    """--castor-only: castor run on the .keras file, inputs and Keras predictions an earlier run left
+    in --out (Keras is not run: no float32 columns)."""
+    stem = f"{name}-{args.policy}" + (f"-s{args.seed}" if args.seed != 37 else "")
+    path = os.path.join(args.out, f"{stem}.keras")
+    row = {"name": name, "size": size}
+    for batch in (1, 4):
+        xp, yp = os.path.join(args.out, f"{stem}.x{batch}.npy"), os.path.join(args.out, f"{stem}.y{batch}.npy")
+        wp = os.path.join(args.out, f"{stem}-{args.backend}.y{batch}.npy")
+        if not all(os.path.exists(f) for f in (path, xp, wp)):
+            row["error"] = f"--castor-only: no {stem} files of an earlier run in {args.out}"
+            return row
+        want = np.load(wp)
+        t0 = time.time()
+        try:
+            r = subprocess.run([args.castor, "run", path, "--input", xp, "--output", yp], capture_output=True,
+                               text=True, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            row["error"] = f"castor run took more than {args.timeout} s (not a refusal: the run was stopped)"
+            return row
+        row[f"time{batch}"] = time.time() - t0
+        if r.returncode != 0:
+            row["error"] = (r.stderr.strip().splitlines() or ["?"])[0][:300]
+            return row
+        got = np.load(yp)
+        row[f"err{batch}"] = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+    return row
+
+
 def run(args, name, size):
+    if args.castor_only:
+        return run_castor_only(args, name, size)
     import keras
     keras.mixed_precision.set_global_policy(args.policy)
     keras.utils.set_random_seed(args.seed)
@@ -127,7 +162,7 @@ def table(rows, args):
     and Keras's own 16-bit results are from Keras's float32 predict with the same weights (castor /
     Keras); where the other backend's predictions were there, how far the two Keras references are
     apart; with --f64, castor's and Keras's distance from Keras's float64 predict and its max |logit|."""
-    policy, mixed = args.policy, args.policy != "float32"
+    policy, mixed = args.policy, args.policy != "float32" and not args.castor_only
     both = any("backends1" in r for r in rows)
     f64 = any("castor_f64_1" in r for r in rows)
     head = "| architecture | input | policy | Keras | loads | error batch 1 | error batch 4 |"
@@ -166,6 +201,8 @@ def main():
     ap.add_argument("--load", action="store_true", help="read the .keras files in --out, do not rebuild")
     ap.add_argument("--seed", type=int, default=37, help="the weights' and inputs' seed")
     ap.add_argument("--f64", action="store_true", help="also Keras's float64 predict (JAX only)")
+    ap.add_argument("--castor-only", action="store_true",
+                    help="run castor only, on the files and Keras predictions an earlier run left in --out")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     if "keras" in sys.modules:

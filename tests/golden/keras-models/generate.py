@@ -637,6 +637,101 @@ def acts16_main():
         np.save(os.path.join(HERE, f"{name}.out{i}.npy"), np.asarray(y, dtype=np.float32))
 
 
+# ---- generate.py gap16: the mean of a 16-bit swish as Keras on JAX computes it (issue 37) ----
+
+def gap16_main():
+    """A squeeze-and-excitation block under mixed_bfloat16, as EfficientNet's: swish, its
+    GlobalAveragePooling2D and the excite Multiply. ops.mean widens its bfloat16 input to
+    float32 and XLA drops the rounding of the swish's product before that widening
+    ("excess precision"): the mean sums x * sigmoid(x) unrounded (exact in float32 for two
+    bfloat16 factors), then rounds sum / 64 to bfloat16; the excite multiply reads the
+    rounded swish. Identity 1x1 kernels keep every other op exact, so the outputs are the
+    mean's and the excite's bits; rounding the product first changes some of the means
+    (generate.py prints how many of them)."""
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    x = keras.Input((8, 8, 16), name="x")
+    c_in = layers.Conv2D(16, 1, use_bias=False, name="c_in")
+    a = layers.Activation("swish", name="act")(c_in(x))
+    m = layers.GlobalAveragePooling2D(name="squeeze")(a)
+    d = layers.Dense(16, use_bias=False, name="d")
+    g = d(m)
+    e = layers.Multiply(name="excite")([a, layers.Reshape((1, 1, 16), name="gate")(g)])
+    c_out = layers.Conv2D(16, 1, use_bias=False, name="c_out")
+    model = keras.Model(x, [g, c_out(e)], name="gap16")
+    eye = np.eye(16, dtype=np.float32)
+    c_in.set_weights([eye.reshape(1, 1, 16, 16)])
+    c_out.set_weights([eye.reshape(1, 1, 16, 16)])
+    d.set_weights([eye])
+    keras.mixed_precision.set_global_policy("float32")
+    name = "gap16-mixed_bfloat16"
+    model.save(os.path.join(HERE, name + ".keras"))
+    rng = np.random.default_rng(3716)
+    xs = (rng.standard_normal((4, 8, 8, 16)) * 4).astype(np.float32)
+    ys = keras.models.load_model(os.path.join(HERE, name + ".keras")).predict(xs, verbose=0)
+    np.save(os.path.join(HERE, name + ".in0.npy"), xs)
+    for i, y in enumerate(ys):
+        np.save(os.path.join(HERE, f"{name}.out{i}.npy"), np.asarray(y, dtype=np.float32))
+    import ml_dtypes  # JAX's own dependency: the bfloat16 rounding, to show what the golden tells apart
+    r = lambda v: v.astype(ml_dtypes.bfloat16).astype(np.float32)  # noqa: E731
+    xb = r(xs)
+    sig = r(np.float32(1) / r(np.float32(1) + r(np.exp(-xb).astype(np.float32))))
+    for label, p in (("unrounded", (xb * sig).astype(np.float32)), ("rounded", r((xb * sig).astype(np.float32)))):
+        mean = r((p.sum(axis=(1, 2), dtype=np.float32) * np.float32(1 / 64)).astype(np.float32))
+        print(f"gap16: the mean of the {label} product differs from Keras's in {int((mean != ys[0]).sum())} of "
+              f"{mean.size} values")
+
+
+# ---- generate.py avgpool16: AveragePooling2D in 16 bits as Keras on JAX sums (issue 37) ----
+
+def avgpool16_main():
+    """AveragePooling2D (3x3 'same' stride 1, NASNet's; 2x2 'valid') under mixed_bfloat16,
+    between identity 1x1 convolutions: Keras on JAX sums the window with lax.reduce_window in
+    bfloat16, so XLA rounds the running sum to it after each tap (row-major), then divides by
+    the taps inside; a sum kept in float32 and rounded once differs in 1858 of the 4096 values
+    (generate.py prints both counts). Under mixed_float16 neither model gives Keras's bits
+    (1329 and 2384 of 4096 differed, 2026-11-30: XLA's float16 reduce_window is not that), so
+    castor's float16 average keeps its float32 sum and there is no float16 file."""
+    import ml_dtypes  # JAX's own dependency: the 16-bit roundings, to show what the golden tells apart
+    for policy, dt in (("mixed_bfloat16", ml_dtypes.bfloat16),):
+        keras.mixed_precision.set_global_policy(policy)
+        x = keras.Input((8, 8, 16), name="x")
+        c_in = layers.Conv2D(16, 1, use_bias=False, name="c_in")
+        h = c_in(x)
+        p1 = layers.AveragePooling2D(3, strides=1, padding="same", name="pool_same")(h)
+        p2 = layers.AveragePooling2D(2, name="pool_valid")(h)
+        c1 = layers.Conv2D(16, 1, use_bias=False, name="c1")
+        c2 = layers.Conv2D(16, 1, use_bias=False, name="c2")
+        model = keras.Model(x, [c1(p1), c2(p2)], name="avgpool16")
+        eye = np.eye(16, dtype=np.float32).reshape(1, 1, 16, 16)
+        for c in (c_in, c1, c2):
+            c.set_weights([eye])
+        keras.mixed_precision.set_global_policy("float32")
+        name = f"avgpool16-{policy}"
+        model.save(os.path.join(HERE, name + ".keras"))
+        rng = np.random.default_rng(3717)
+        xs = (rng.standard_normal((4, 8, 8, 16)) * 4).astype(np.float32)
+        ys = keras.models.load_model(os.path.join(HERE, name + ".keras")).predict(xs, verbose=0)
+        np.save(os.path.join(HERE, name + ".in0.npy"), xs)
+        for i, y in enumerate(ys):
+            np.save(os.path.join(HERE, f"{name}.out{i}.npy"), np.asarray(y, dtype=np.float32))
+        r = lambda v: np.asarray(v, dtype=np.float32).astype(dt).astype(np.float32)  # noqa: E731
+        xb = r(xs)
+        pad = np.zeros((4, 10, 10, 16), np.float32)
+        pad[:, 1:-1, 1:-1] = xb
+        inside = np.zeros((10, 10), np.float32)
+        inside[1:-1, 1:-1] = 1
+        for label, step in (("each tap", r), ("once", lambda v: v)):
+            acc = np.zeros((4, 8, 8, 16), np.float32)
+            cnt = np.zeros((8, 8), np.float32)
+            for di in range(3):
+                for dj in range(3):
+                    acc = step(acc + pad[:, di:di + 8, dj:dj + 8])
+                    cnt += inside[di:di + 8, dj:dj + 8]
+            mean = r(r(acc) / cnt[None, :, :, None])
+            print(f"avgpool16 {policy}: the 3x3 sum rounded {label} differs from Keras's in "
+                  f"{int((mean != ys[0]).sum())} of {mean.size} values")
+
+
 # ---- generate.py nested: models used as layers (issue 37; ConvNeXt's stem is a nested Sequential) ----
 
 def nested_fn():
@@ -789,6 +884,10 @@ if __name__ == "__main__":
         rescaling_main()
     elif sys.argv[1:] == ["acts16"]:
         acts16_main()
+    elif sys.argv[1:] == ["gap16"]:
+        gap16_main()
+    elif sys.argv[1:] == ["avgpool16"]:
+        avgpool16_main()
     elif sys.argv[1:] == ["nested"]:
         nested_main()
     elif sys.argv[1:] == ["nested_bad"]:
