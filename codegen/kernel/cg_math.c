@@ -497,9 +497,42 @@ void cg_emit_store(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef pt
  * (a canonical NaN's too), so the store is a shift and a truncation, not
  * f32_to_bf16_bits again: a bf16 epilogue's or pooling's store took a
  * third of its vector ops re-rounding. */
+/* The bf16 bits (i16 lanes) whose widening val is, bitcast(shl(zext(h),
+ * 16)) as cg_emit_round_to on the instruction and cg_emit_load build it, or
+ * a select between such a widening and +0 (relu's, cg_math.c), as i16
+ * lanes; else NULL. LLVM folds the store's shift and truncation of a plain
+ * widening itself, but not through relu's select: a bf16 conv epilogue
+ * ending in relu spent vpsrld + vpmovdw re-extracting the bits it had. */
+static LLVMValueRef bf16_bits_of(cg_emitter *e, LLVMValueRef val) {
+  if (LLVMIsASelectInst(val) && LLVMIsNull(LLVMGetOperand(val, 2))) {
+    LLVMValueRef h = bf16_bits_of(e, LLVMGetOperand(val, 1));
+    return h ? LLVMBuildSelect(B, LLVMGetOperand(val, 0), h, LLVMConstNull(LLVMTypeOf(h)), "") : NULL;
+  }
+  if (!LLVMIsABitCastInst(val)) return NULL;
+  LLVMValueRef s = LLVMGetOperand(val, 0);
+  if (!LLVMIsAInstruction(s) || LLVMGetInstructionOpcode(s) != LLVMShl) return NULL;
+  LLVMValueRef z = LLVMGetOperand(s, 0), k = LLVMGetOperand(s, 1);
+  if (!LLVMIsAZExtInst(z) || !LLVMIsConstant(k)) return NULL;
+  LLVMValueRef h = LLVMGetOperand(z, 0);
+  LLVMTypeRef ht = LLVMTypeOf(h);
+  if (LLVMGetTypeKind(ht) == LLVMVectorTypeKind) {
+    ht = LLVMGetElementType(ht);
+    k = LLVMGetAggregateElement(k, 0);
+  }
+  if (!k || !LLVMIsAConstantInt(k) || LLVMConstIntGetZExtValue(k) != 16 || LLVMGetTypeKind(ht) != LLVMIntegerTypeKind ||
+      LLVMGetIntTypeWidth(ht) != 16)
+    return NULL;
+  return h;
+}
+
 void cg_emit_store_rounded(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMValueRef ptr, int lanes) {
   if (dt != DT_BF16) {
     cg_emit_store(e, dt, val, ptr, lanes);
+    return;
+  }
+  LLVMValueRef bits = bf16_bits_of(e, val);
+  if (bits) {
+    LLVMSetAlignment(LLVMBuildStore(B, bits, ptr), 2);
     return;
   }
   LLVMTypeRef it = lanes_of(e->i32, lanes), ht = lanes_of(LLVMInt16TypeInContext(e->ctx), lanes);
