@@ -148,9 +148,11 @@ castor_status castor_program_profile(castor_program *p, castor_tensor *const *in
   int n = rt->n_launches;
   prof_row *kernels = xcalloc((size_t)n + 1, sizeof *kernels), *layers = xcalloc((size_t)n + 1, sizeof *layers);
   int n_layers = 0;
+  arena *names = arena_create();
   for (int i = 0; i < n; i++) {
     const rt_launch *l = &rt->launches[i];
-    kernels[i].name = l->name;
+    /* the algorithm where the kernel took a special one: "k3 [winograd]" */
+    kernels[i].name = l->algo ? arena_printf(names, "%s [%s]", l->name, l->algo) : l->name;
     kernels[i].layer = layer_name(l);
     kernels[i].n_kernels = 1;
   }
@@ -203,6 +205,7 @@ castor_status castor_program_profile(castor_program *p, castor_tensor *const *in
   print_split(table, kernels, n, runs, threads, width);
   if (trace) write_trace(trace, rt, &prof, batch, threads);
   free(kernels), free(layers);
+  arena_destroy(names);
   rt_profile_fini(&prof);
   return CASTOR_OK;
 }

@@ -87,6 +87,9 @@ typedef struct rt_launch {
    * per column (its B, read again by every row tile), in units of one row
    * by one column of the tile's own work */
   int64_t tile_row_cost, tile_col_cost;
+  /* For profiles and tests: the algorithm a kernel took where there is a
+   * choice ("winograd": a conv2d by Winograd F(4x4, 3x3)); NULL: the usual */
+  const char *algo;
 } rt_launch;
 
 enum { RT_MAX_RANK = TENSOR_MAX_RANK };

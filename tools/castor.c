@@ -94,6 +94,10 @@ static const char common_help[] =
     "                      znver4, cooperlake, sapphirerapids, sapphirerapids-amx\n"
     "                      (AMX tiles; named only) or host; it must be one this\n"
     "                      host can run\n"
+    "  --conv-algo=ALGO    3x3 stride-1 float32 convolutions: auto (default\n"
+    "                      $CASTOR_CONV_ALGO, else auto: Winograd F(4x4,3x3) where\n"
+    "                      it pays), direct (never Winograd: the usual bits) or\n"
+    "                      winograd (wherever it applies); sets $CASTOR_CONV_ALGO\n"
 ;
 
 static int usage_run(FILE *f, int rc) {

@@ -211,6 +211,12 @@ static cli_opt_result parse_compile(castor_compile_options *co, unsigned groups,
   } else if ((groups & CLI_OPT_CPU) && OPT("--cpu")) {
     if (missing) return error("--cpu needs a CPU name, e.g. x86-64-v3");
     co->cpu = v;
+  } else if ((groups & CLI_OPT_CPU) && OPT("--conv-algo")) {
+    /* convolutional networks: the CPU backend reads it from the environment
+     * (codegen/cpu/cg_target.c), as the API's callers set it */
+    if (missing || (strcmp(v, "auto") && strcmp(v, "direct") && strcmp(v, "winograd")))
+      return error("--conv-algo takes auto, direct or winograd, got '%s'", missing ? "" : v);
+    setenv("CASTOR_CONV_ALGO", v, 1);
   } else if ((groups & CLI_OPT_THREADS) && OPT("--threads")) {
     if (!cli_parse_int("--threads", v, missing, 1, 1024, "1024", "a positive integer", &n)) return CLI_OPT_ERROR;
     co->threads = (int)n;

@@ -7,7 +7,8 @@
 # (the process's CPU time over the runs, every thread: at one thread the
 # number a loaded machine disturbs least), and the ratios mixed_bfloat16 /
 # float32 of the same round.
-# Results: bench/results/cnn-bf16-amx-2026-11-29.md, cnn-bf16-2026-11-29-s12.md.
+# Results: bench/results/cnn-bf16-amx-2026-11-29.md, cnn-bf16-2026-11-29-s12.md,
+# cnn-bf16-2026-11-30.md.
 set -eu
 C=${1:-build-rel}/castor
 D=${2:-/tmp/castor-cnn}

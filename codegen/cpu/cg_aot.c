@@ -33,7 +33,7 @@
 #include "runtime/aot/aot.h"
 #include "codegen/cpu/cg_cpu.h"
 
-_Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 152 &&
+_Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 160 &&
                    sizeof(rt_tensor_desc) == 104 && sizeof(rt_program) == 120 &&
                    sizeof(rt_aot_entry) == 32 && sizeof(rt_buffer_kind) == 4 &&
                    sizeof(rt_dtype) == 4 && sizeof(bool) == 1,
@@ -320,8 +320,9 @@ static void emit_entry(aot *a, LLVMValueRef *kernels, const char *about, const c
         {offsetof(rt_launch, bytes_fixed), i64c(a, l->bytes_fixed)},
         {offsetof(rt_launch, tile_row_cost), i64c(a, l->tile_row_cost)},
         {offsetof(rt_launch, tile_col_cost), i64c(a, l->tile_col_cost)},
+        {offsetof(rt_launch, algo), l->algo ? cstr(a, l->algo) : nullp(a)},
     };
-    elems[i] = c_struct(a, sizeof(rt_launch), f, 17);
+    elems[i] = c_struct(a, sizeof(rt_launch), f, 18);
   }
   LLVMValueRef launches = c_array(a, elems, p->n_launches, "program.launches");
   free(elems);

@@ -27,6 +27,7 @@ typedef struct cg_packing {
   int64_t kc; /* rows of K per block (the last block may have fewer) */
   int pairs;  /* 1: the K-pair layout of the AVX512-BF16 family (codegen/cpu/gemm/cg_gemm_bf16.h);
                * 2: the AMX family's, K padded to 32 (codegen/cpu/gemm/cg_gemm_amx.h); 0: neither */
+  int wino;   /* 1: a 3x3 conv2d's kernel as Winograd's U (cg_wino.c), panels of `panel` columns */
 } cg_packing;
 
 typedef struct cg_gemm cg_gemm; /* a matmul kernel's GEMM layout (cg_gemm.c) */

@@ -27,6 +27,7 @@
   X("f16c", f16c)                                                                                  \
   X("avx512f", avx512f)                                                                            \
   X("avx512bw", avx512bw)                                                                          \
+  X("avx512dq", avx512dq)                                                                          \
   X("avx512vl", avx512vl)                                                                          \
   X("avx512bf16", avx512bf16)                                                                      \
   X("avx512fp16", avx512fp16)                                                                      \

@@ -38,13 +38,20 @@ typedef struct cg_cpu_caps {
    * what the string says of that very feature, the last mention winning;
    * LLVM's implications (avx2 implies avx, ...) are not applied */
   bool sse2, sse4_1, avx, avx2, fma, f16c;
-  bool avx512f, avx512bw, avx512vl, avx512bf16, avx512fp16;
+  bool avx512f, avx512bw, avx512dq, avx512vl, avx512bf16, avx512fp16;
   bool amx_tile, amx_bf16;
   /* derived */
   int vector_f32_lanes;       /* widest native f32 vector: 16 with avx512f, 8 with avx
                                * or avx2, else 4 (SSE2 is x86-64's baseline) */
   cg_gemm_kernel gemm_kernel; /* the family of that width */
+  /* convolutional networks: which algorithm a 3x3 stride-1 f32 conv2d may
+   * take ($CASTOR_CONV_ALGO, read by cg_target_init): CG_CONV_ALGO_AUTO,
+   * Winograd where the planner's cost model says it pays (cg_wino.c);
+   * _DIRECT, never; _WINOGRAD, wherever it applies (tests) */
+  int conv_algo;
 } cg_cpu_caps;
+
+enum { CG_CONV_ALGO_AUTO, CG_CONV_ALGO_DIRECT, CG_CONV_ALGO_WINOGRAD };
 
 /* Parses an LLVM feature string, a comma-separated list of +name / -name
  * tokens (NULL or "": none), into *out_caps. Tokens are compared whole, so

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "codegen/cpu/cg_cpu.h"
+#include "codegen/cpu/cg_gemm_internal.h"
 #include "codegen/cpu/gemm/cg_gemm_amx.h"
 #include "codegen/cpu/gemm/cg_gemm_bf16.h"
 
@@ -52,6 +53,11 @@ const void *cg_cpu_layout_const_data(const cg_cpu_layout *l, const cg_plan *p, i
   /* [K, Nc], or a conv2d's kernel [KH, KW, C, O]: the matrix [KH*KW*C, O] */
   int64_t Nc = n->type.dims[n->type.rank - 1], K = 1, np = pk->panel, kc = pk->kc;
   for (int r = 0; r < n->type.rank - 1; r++) K *= n->type.dims[r];
+  if (pk->wino) { /* convolutional networks: Winograd's U (cg_wino.c) */
+    float *pd = arena_alloc_aligned(a, (size_t)l->const_bytes[b], 64);
+    cg_wino_pack_const(pd, (const float *)src, n->type.dims[2], Nc, pk->panel);
+    return pd;
+  }
   if (pk->pairs == 2) { /* the AMX family */
     void *pd = arena_alloc_aligned(a, (size_t)l->const_bytes[b], 64);
     cg_gemm_amx_pack_const(pd, (const uint16_t *)src, K, Nc, pk->panel, pk->tail, kc);
@@ -99,6 +105,7 @@ rt_program *cg_cpu_program_describe(const ir_graph *g, const cg_plan *plan, cons
     l->row_tile_min = split->row_tile_min;
     l->tile_row_cost = split->tile_row_cost;
     l->tile_col_cost = split->tile_col_cost;
+    if (layout->gemm[ki] && layout->gemm[ki]->conv.wino) l->algo = "winograd"; /* a literal: static storage */
     /* a kernel with a launch of its own keeps its row step
      * (cg_plan_launch_fill); every other kernel, a GEMM's included, takes
      * the layout's */

@@ -1030,6 +1030,10 @@ void cg_gemm_emit(cg_kctx *c, const cg_gemm *g) {
     cg_conv_direct_emit(c, g, x.epilogue);
     return;
   }
+  if (g->conv.wino) { /* convolutional networks: Winograd F(4x4, 3x3) (cg_wino.c) */
+    cg_wino_emit(c, g, x.epilogue);
+    return;
+  }
   x.apack = c->scratch;
   x.ctile = gep(e, LLVMInt8TypeInContext(e->ctx), c->scratch, cg_i64(e, g->c_off));
   x.abase = c->base[x.a->id], x.bbase = c->base[x.b->id];

@@ -63,6 +63,7 @@ typedef struct gemm_conv {
   int64_t direct;        /* fwd: > 0, the direct convolution (cg_conv.c) with tiles of this many pixels */
   int64_t groups;        /* direct: a group_conv2d's groups G (> 1; C/G channels summed, O/G outputs each), else 0 */
   int64_t flat_rows;     /* fwd GEMM of a static batch: 1 when the launch's rows are GEMM rows (pixels), not images */
+  int64_t wino;          /* fwd: > 0, Winograd F(4x4, 3x3) (cg_wino.c) in blocks of this many rows of 4x4 tiles */
 } gemm_conv;
 
 /* general tensors: a batch_matmul is one GEMM per matrix product (item):
@@ -121,6 +122,26 @@ static inline void gemm_conv_interior(const gemm_conv *cv, int64_t *lo, int64_t 
 void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue);
 /* The operand dtypes it reads: f32, and bf16 and f16 widened to f32. */
 static inline bool cg_conv_direct_dtype(ir_dtype dt) { return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16; }
+
+/* convolutional networks: Winograd F(4x4, 3x3) (cg_wino.c). A block's
+ * geometry: tiles per row and column, tile rows per block, blocks per
+ * image, tiles per block, C and O padded (to vw, to nr), and the scratch
+ * offsets (bytes) of V [36][t][cp], M [36][t][op] and the C tile
+ * [4*tr*OW][op], and its size. */
+typedef struct cg_wino_geom {
+  int64_t tw, th, tr, nblk, t, cp, op;
+  int64_t v_off, m_off, c_off, bytes;
+} cg_wino_geom;
+void cg_wino_geom_of(const cg_gemm *g, cg_wino_geom *w);
+/* Makes g (the GEMM layout of conv2d kernel k, its kernel a constant read
+ * by this kernel only) the Winograd kernel's, with its launch l, where the
+ * shape allows and caps->conv_algo and the cost model say so. */
+bool cg_wino_choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g, cg_kernel_launch *l);
+/* U = G g G^T of an HWIO kernel [3, 3, C, O] (f32) into dst: [36][O'/nr][C][nr]
+ * (O' = O rounded up to nr, the padding 0), in double, rounded once. */
+void cg_wino_pack_const(float *dst, const float *src, int64_t C, int64_t O, int nr);
+/* The body of a kernel whose plan has conv.wino; epilogue: the GEMM's. */
+void cg_wino_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue);
 
 /* cg_gemm.bf16 of the AMX-BF16 family (1: vdpbf16ps) */
 enum { GEMM_AMX = 2 };

@@ -419,6 +419,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
    * first GEMM reading it as B and whether any other use rules packing out
    * (linear in the plan, however many kernels share a weight) */
   int *b_of = xcalloc((size_t)plan->n_buffers + 1, sizeof *b_of); /* kernel + 1; -1: cannot pack */
+  int *uses = xcalloc((size_t)plan->n_buffers + 1, sizeof *uses); /* kernels reading it as B */
   for (int kj = 0; kj < plan->n_kernels; kj++) {
     const cg_kernel *o = &plan->kernels[kj];
     if (o->kind == CG_KERNEL_COPY) {
@@ -431,6 +432,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
         int b = plan->buffer_of[o->ops[t]->srcs[s]->id];
         if (b < 0 || b_of[b] < 0) continue;
         bool as_b = plain_matmul(o) && !layout->gemm[kj]->conv.direct && t == 0 && s == 1; /* direct: w in place */
+        if (as_b) uses[b]++;
         if (!as_b) b_of[b] = -1;
         else if (!b_of[b]) b_of[b] = kj + 1;
         else if (!same_layout(layout->gemm[kj], layout->gemm[b_of[b] - 1])) b_of[b] = -1;
@@ -443,19 +445,29 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
     int b = plan->buffer_of[bn->id];
     if (bn->op != IR_OP_CONST || b < 0 || b_of[b] < 0) continue;
     cg_gemm *g = layout->gemm[ki];
+    /* convolutional networks: a 3x3 conv2d's own kernel may be stored as
+     * Winograd's U instead (cg_wino.c) */
+    if (uses[b] == 1 && cg_wino_choose(caps, k, g, &layout->launch[ki])) {
+      cg_wino_geom w;
+      cg_wino_geom_of(g, &w);
+      layout->packing[b] = (cg_packing){.panel = g->nr, .kc = g->K, .wino = 1};
+      layout->const_bytes[b] = 36 * g->conv.C * w.op * 4;
+      continue;
+    }
     g->b_src = GEMM_B_PREPACKED;
     layout->launch[ki].scratch_bytes = g->b_off; /* no B packed at run time after all */
-    layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw, g->kc, g->bf16};
+    layout->packing[b] = (cg_packing){g->nr, g->tail_nv * g->vw, g->kc, g->bf16, 0};
     layout->const_bytes[b] = g->bf16 == GEMM_AMX ? cg_gemm_amx_const_bytes(g->K, g->Nc, g->nr, g->tail_nv * g->vw)
                              : g->bf16 ? cg_gemm_bf16_const_bytes(g->K, g->Nc, g->nr, g->tail_nv * g->vw)
                                      : g->K * (g->n_full * g->nr + g->tail_nv * g->vw) * dtype_size(bn->type.dtype);
   }
   free(b_of);
+  free(uses);
 }
 
 /* Kernels share a body only if their GEMM layouts agree on every field:
  * a new field must join the key below. */
-_Static_assert(sizeof(struct cg_gemm) == 328 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
+_Static_assert(sizeof(struct cg_gemm) == 336 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
   str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d,%d:", g->vw,

@@ -97,9 +97,9 @@ static void put_type(str_buf *s, const ir_type *t) {
 static void put_buffer(str_buf *s, const cg_plan *plan, const cg_cpu_layout *layout, const int *table, int n,
                        int b) {
   const rt_buffer *buf = &plan->buffers[b];
-  str_buf_printf(s, "b%d:%d:%lld:%lld:%d:%d:%lld:%d", slot_of(table, n, b), (int)buf->kind, (long long)buf->bytes_per_row,
+  str_buf_printf(s, "b%d:%d:%lld:%lld:%d:%d:%lld:%d:%d", slot_of(table, n, b), (int)buf->kind, (long long)buf->bytes_per_row,
                  (long long)buf->bytes_fixed, layout->packing[b].panel, layout->packing[b].tail,
-                 (long long)layout->packing[b].kc, layout->packing[b].pairs);
+                 (long long)layout->packing[b].kc, layout->packing[b].pairs, layout->packing[b].wino);
 }
 
 /* The key of kernel ki (see the file comment). */

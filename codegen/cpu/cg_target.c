@@ -46,6 +46,24 @@ static bool has_host_feature(const char *all, const char *feature) {
   return false;
 }
 
+/* convolutional networks: $CASTOR_CONV_ALGO (auto, direct, winograd; unset
+ * or empty: auto), which the CLI's --conv-algo sets */
+static bool resolve_conv_algo(cg_target *t, diag_sink *d) {
+  static const char *const names[] = {[CG_CONV_ALGO_AUTO] = "auto", [CG_CONV_ALGO_DIRECT] = "direct",
+                                      [CG_CONV_ALGO_WINOGRAD] = "winograd"};
+  const char *env = getenv("CASTOR_CONV_ALGO");
+  t->caps.conv_algo = CG_CONV_ALGO_AUTO;
+  if (!env || !*env) return true;
+  for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+    if (strcmp(env, names[i]) == 0) {
+      t->caps.conv_algo = i;
+      return true;
+    }
+  diag_error_kind(d, DIAG_KIND_INVALID_ARGUMENT, (diag_loc){0},
+                  "unknown convolution algorithm '%s' in CASTOR_CONV_ALGO (known: auto, direct, winograd)", env);
+  return false;
+}
+
 static bool resolve_cpu(cg_target *t, const cg_options *o, bool jit, diag_sink *d) {
   const char *cpu = o->cpu, *features = o->features, *from = "";
   bool amx = false, amx_fallback = false;
@@ -127,7 +145,7 @@ static bool resolve_cpu(cg_target *t, const cg_options *o, bool jit, diag_sink *
   cg_cpu_caps_parse(t->features, &t->caps);
   if (amx) t->caps.gemm_kernel = CG_GEMM_KERNEL_AMX_BF16;
   if (amx_fallback) t->caps.gemm_kernel = CG_GEMM_KERNEL_AVX512; /* vdpbf16ps is slower there (issue) */
-  return true;
+  return resolve_conv_algo(t, d);
 }
 
 bool cg_cpu_describe(const cg_options *o, str_buf *out, diag_sink *d) {
@@ -277,6 +295,29 @@ bool cg_target_optimize(cg_target *t, LLVMModuleRef mod, const cg_options *o, di
   return true;
 }
 
+/* cg_emitter.bf16_native on x86 AVX512-BF16 (+ DQ for vfpclassps, + VL
+ * for 8 lanes): vcvtneps2bf16, round to nearest even, but with subnormal
+ * inputs taken as zero and a NaN's payload kept (checked over all 2^32
+ * inputs: bench/results/cnn-bf16-2026-11-29-s12.md), so vfpclassps flags
+ * the lanes that are a quiet NaN (0x01), a signalling NaN (0x80) or
+ * subnormal (0x20). A normal input rounds to a normal or infinite bf16 (the
+ * two share f32's exponent range), so the output's flush never applies. */
+static LLVMValueRef x86_bf16_native(cg_emitter *e, LLVMValueRef v, int lanes, LLVMValueRef *out_odd) {
+  const char *cvt = lanes == 16 ? "llvm.x86.avx512bf16.cvtneps2bf16.512"
+                    : lanes == 8 ? "llvm.x86.avx512bf16.cvtneps2bf16.256" : NULL;
+  const char *cls = lanes == 16 ? "llvm.x86.avx512.fpclass.ps.512" : "llvm.x86.avx512.fpclass.ps.256";
+  if (!cvt) return NULL;
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->mod, LLVMLookupIntrinsicID(cls, strlen(cls)), NULL, 0);
+  LLVMValueRef args[] = {v, LLVMConstInt(e->i32, 0x01 | 0x80 | 0x20, 0)};
+  LLVMValueRef odd = LLVMBuildCall2(e->b, LLVMGlobalGetValueType(f), f, args, 2, "");
+  LLVMTypeRef mask = LLVMIntTypeInContext(e->ctx, (unsigned)lanes);
+  odd = LLVMBuildBitCast(e->b, odd, mask, "");
+  *out_odd = LLVMBuildICmp(e->b, LLVMIntNE, odd, LLVMConstNull(mask), "bf16.odd");
+  f = LLVMGetIntrinsicDeclaration(e->mod, LLVMLookupIntrinsicID(cvt, strlen(cvt)), NULL, 0);
+  LLVMValueRef h = LLVMBuildCall2(e->b, LLVMGlobalGetValueType(f), f, &v, 1, "");
+  return LLVMBuildBitCast(e->b, h, LLVMVectorType(LLVMInt16TypeInContext(e->ctx), (unsigned)lanes), "");
+}
+
 LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char *name,
                                     const cg_plan *plan, const cg_options *o, bool optimize, cg_emitter *e,
                                     cg_cpu_layout *layout, const bool *only, diag_sink *d) {
@@ -286,6 +327,8 @@ LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char
   LLVMSetModuleDataLayout(mod, dl);
   LLVMDisposeTargetData(dl);
   cg_emitter_init(e, ctx, mod, t->caps.vector_f32_lanes);
+  const cg_cpu_caps *cap = &t->caps;
+  if (cap->avx512bf16 && cap->avx512f && cap->avx512dq && cap->avx512vl) e->bf16_native = x86_bf16_native;
   if (!layout->planned) layout->share_none = o->no_kernel_sharing;
   char *msg = NULL;
   if (!cg_cpu_emit_kernels(e, &t->caps, plan, layout, only, d)) goto fail;

@@ -31,6 +31,15 @@ typedef struct cg_emitter {
   int vw; /* f32 lanes of the widest native vector */
   bool no_libm; /* the target has no math library (NVPTX): log is the kit's cg_emit_log,
                  * never an llvm.log that lowers to a call */
+  /* The target's f32 -> bf16 instruction (x86 AVX512-BF16: cg_target.c), or
+   * NULL. For f32 lanes v it returns their bf16 bits (i16 lanes) as the
+   * instruction rounds them, which must be castor's round-to-nearest-even
+   * bits for every lane that is neither NaN nor subnormal, and sets *out_odd
+   * to an i1 that is true when some lane is NaN or subnormal (the instruction
+   * may flush or keep a payload there); NULL where it has no form for that
+   * many lanes. cg_math.c takes its integer rounding on a branch for those
+   * vectors, so every bit stays the one of the integer rounding. */
+  LLVMValueRef (*bf16_native)(struct cg_emitter *e, LLVMValueRef v, int lanes, LLVMValueRef *out_odd);
 } cg_emitter;
 
 /* Fills e's types for ctx; vw is the f32 lanes of the widest vector the

@@ -88,7 +88,7 @@ static void host_error(fl_host *h, fl_layer *fl, const char *key, fl_style style
   (void)unsupported; /* .cast reports every layer error as an error of the model text */
   lowering *lw = h->fe;
   fe_layer *l = fl->fe;
-  const char *kind = fe_layer_kind_name(l->kind);
+  const char *kind = l->kind_name;
   diag_loc loc = loc_of(l, key);
   diag_sink *d = lw->m->d;
   switch (style) {
@@ -126,6 +126,8 @@ static const float *host_weight(fl_host *h, fl_layer *fl, const char *sub, int i
     fe_weights_orthogonal(&lw->w, key, t, (float *)data, l->name, l->loc);
   if (!lw->w.from_file && init == FL_INIT_UNIT_FORGET_BIAS && t->rank == 1) /* gates i, f, c, o */
     for (int64_t i = n / 4; i < n / 2; i++) ((float *)data)[i] = 1.0f;
+  if (!lw->w.from_file && init == FL_INIT_CONSTANT)
+    for (int64_t i = 0; i < n; i++) ((float *)data)[i] = (float)h->init_constant;
   return data;
 }
 
@@ -142,6 +144,7 @@ bool fe_lower_library(lowering *lw, fe_layer *l, const char *keras_class, ir_nod
   fl_layer fl = {.row = fl_layer_row(keras_class), .cls = keras_class, .name = l->name, .ir_name = l->name,
                  .cfg = config_of(lw->m->arena, l), .index = l->index, .loc = l->loc, .fe = l};
   CASTOR_ASSERT(fl.row >= 0);
+  if (!fl_layer_check(&lw->host, &fl)) return false; /* a value its row's rule refuses (data_format=channels_first) */
   /* the mask its first input carries, as Keras passes it from layer to layer (fl_row_mask's rule) */
   const fe_layer *pl = l->n_inputs ? l->inputs[0].def : NULL;
   ir_node *pm = pl ? pl->mask : NULL, *ins[IR_MAX_SRCS + 1];
@@ -152,12 +155,12 @@ bool fe_lower_library(lowering *lw, fe_layer *l, const char *keras_class, ir_nod
   if (pm && rule == FL_MASK_REFUSES) {
     diag_error_kind(lw->m->d, DIAG_KIND_UNSUPPORTED, l->inputs[0].loc,
                     "%s: '%s' carries the mask of layer '%s', and castor does not compute %s with a mask (Keras's "
-                    "result depends on it)", fe_layer_kind_name(l->kind), l->inputs[0].var, pl->mask_from, keras_class);
+                    "result depends on it)", l->kind_name, l->inputs[0].var, pl->mask_from, keras_class);
     return false;
   }
   if (pm && rule == FL_MASK_DROPS)
     diag_warning(lw->m->d, l->loc, "%s does not support masking: the mask of layer '%s' stops here, as Keras 3 "
-                 "destroys it", fe_layer_kind_name(l->kind), pl->mask_from);
+                 "destroys it", l->kind_name, pl->mask_from);
   fl_call c = {.in = ins, .n_in = n_in, .mask_at = mask_at, .causal = l->use_causal_mask};
   if (!fl_layer_lower(&lw->host, &fl, &c)) return false;
   l->mask = rule == FL_MASK_PASSES ? pm : rule == FL_MASK_MAKES || rule == FL_MASK_TAKES ? c.out_mask : NULL;

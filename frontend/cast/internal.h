@@ -76,7 +76,9 @@ typedef enum fe_layer_kind {
 #define LAYER(e, ...) FE_LAYER_##e,
 #include "frontend/cast/layers.def"
 #undef LAYER
-  FE_LAYER_COUNT
+  FE_LAYER_COUNT, /* also: a call of no known layer (broken) */
+  FE_LAYER_LIBRARY /* a layer of the library without a row in layers.def (fe_layer.lib_row): its .cast
+                    * spelling, inputs and keywords come from its library row (layers.c) */
 } fe_layer_kind;
 
 enum { FE_LAYER_MAX_ATTRS = 10 };
@@ -123,6 +125,8 @@ typedef struct fe_use {
 
 struct fe_layer {
   fe_layer_kind kind;
+  const char *kind_name; /* what the call calls it (dense, re_lu); NULL for an unknown layer */
+  int lib_row;           /* FE_LAYER_LIBRARY: its row of the layer library */
   int seq;   /* statement number: orders definitions and uses */
   int index; /* position among the layers, in file order */
   const char *var;

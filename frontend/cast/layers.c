@@ -57,6 +57,54 @@ const char *fe_layer_kind_name(fe_layer_kind k) {
   return k < FE_LAYER_COUNT ? kind_names[k] : "layer";
 }
 
+/* The Keras class of each row of layers.def (its library row), or NULL for a layer of .cast's own. */
+static const char *const keras_classes[FE_LAYER_COUNT] = {
+#define LAYER(e, name, n_inputs, positional, keras, ...) [FE_LAYER_##e] = keras,
+#include "frontend/cast/layers.def"
+#undef LAYER
+};
+
+/* Whether a library row has a row in layers.def. */
+static bool has_cast_row(int row) {
+  for (int k = 0; k < FE_LAYER_COUNT; k++)
+    if (keras_classes[k] && !strcmp(keras_classes[k], fl_row_class(row))) return true;
+  return fl_row_is_input(row); /* input */
+}
+
+/* The library row a call names that has no row in layers.def, or -1. */
+static int library_row(const char *callee) {
+  int row = fl_layer_row_cast(callee);
+  return row >= 0 && !has_cast_row(row) ? row : -1;
+}
+
+/* The keywords a call of a library row may give: `first` (a layers.def row's own attributes), then
+ * its row's config keys (fl_row_cast_key) without repeats; without `first`, then name and dtype. */
+enum { MAX_LIBRARY_KEYS = MAX_ATTRS + 32 };
+
+static int library_keys(int row, const char *const *first, int n_first, const char **keys) {
+  int n = 0;
+  for (int i = 0; i < n_first; i++) keys[n++] = first[i];
+  for (int i = 0; row >= 0 && n < MAX_LIBRARY_KEYS - 2; i++) {
+    const char *k = fl_row_cast_key(row, i);
+    if (!k) break;
+    bool dup = str_eq(k, "name") || str_eq(k, "dtype");
+    for (int j = 0; j < n && !dup; j++) dup = str_eq(keys[j], k);
+    if (!dup) keys[n++] = k;
+  }
+  if (!n_first) keys[n++] = "name", keys[n++] = "dtype"; /* a layers.def row lists its own */
+  return n;
+}
+
+/* The names of every layer a call may name: layers.def's rows in order, then the library's others. */
+static int all_layer_names(fe_model *m, const char **names) {
+  int n = 0;
+  for (int k = 0; k < FE_LAYER_COUNT; k++) names[n++] = kind_names[k];
+  char buf[FL_CAST_NAME_MAX];
+  for (int row = 0; row < fl_layer_rows(); row++)
+    if (!has_cast_row(row) && fl_row_cast_name(row, buf)) names[n++] = arena_strdup(m->arena, buf);
+  return n;
+}
+
 /* ---- suggestions ---- */
 
 
@@ -404,8 +452,7 @@ static bool parse_attr(fe_model *m, fe_layer *l, const fe_arg *a) {
     l->explicit_name = true;
     return true;
   }
-  CASTOR_UNREACHABLE();
-  return false;
+  return true; /* a config key of its library row that .cast does not read: the library checks it */
 }
 
 /* Matches the arguments of a call of a known kind; false after reporting. */
@@ -452,17 +499,22 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
   }
   l->n_inputs = sp->n_inputs == FE_INPUTS_2_OR_MORE ? n_pos : sp->n_inputs;
 
-  bool seen[MAX_ATTRS] = {false};
-  diag_loc seen_loc[MAX_ATTRS];
+  /* its attributes, then (a layer of the library) the other config keys of its library row, which
+   * the library reads and checks */
+  const char *attrs[MAX_LIBRARY_KEYS];
+  int n_attrs = 0;
+  while (n_attrs < MAX_ATTRS && sp->attrs[n_attrs]) n_attrs++;
+  n_attrs = library_keys(keras_classes[l->kind] ? fl_layer_row(keras_classes[l->kind]) : -1, sp->attrs, n_attrs,
+                         attrs);
+  bool seen[MAX_LIBRARY_KEYS] = {false};
+  diag_loc seen_loc[MAX_LIBRARY_KEYS];
   for (int i = 0; i < c->n_args; i++) {
     const fe_arg *a = &c->args[i];
     if (!a->key) continue;
     int k = 0;
-    while (k < MAX_ATTRS && sp->attrs[k] && !str_eq(sp->attrs[k], a->key)) k++;
-    if (k == MAX_ATTRS || !sp->attrs[k]) {
-      int n = 0;
-      while (n < MAX_ATTRS && sp->attrs[n]) n++;
-      const char *near = fe_closest(a->key, sp->attrs, n);
+    while (k < n_attrs && !str_eq(attrs[k], a->key)) k++;
+    if (k == n_attrs) {
+      const char *near = fe_closest(a->key, attrs, n_attrs);
       if (near)
         diag_error(m->d, a->key_loc, "%s has no attribute '%s'; did you mean '%s'?", sp->name,
                    a->key, near);
@@ -537,6 +589,71 @@ static bool check_call(fe_model *m, fe_layer *l, const fe_call *c) {
   return true;
 }
 
+/* A layer of the library without a row in layers.def (FE_LAYER_LIBRARY): spelled as its library row
+ * says (fl_row_cast_name), its positional arguments its inputs (fl_row_n_inputs), its keywords its
+ * row's config keys (fl_row_cast_key), name and dtype. The library checks their values when it
+ * lowers the call (its errors point at the value), so a layer added there is a .cast layer too. */
+static bool check_library_call(fe_model *m, fe_layer *l, const fe_call *c) {
+  const char *name = l->kind_name;
+  int want = fl_row_n_inputs(l->lib_row), least = want < 0 ? -want : want, n_pos = 0, total = 0;
+  for (int i = 0; i < c->n_args; i++) total += c->args[i].key == NULL;
+  for (int i = 0; i < c->n_args; i++) {
+    const fe_value *v = &c->args[i].value;
+    if (c->args[i].key) continue;
+    if (want >= 0 && n_pos == want) {
+      diag_error(m->d, v->loc, "%s takes %d positional argument%s (%s), got %d", name, want, want == 1 ? "" : "s",
+                 want == 1 ? "its input" : "its inputs", total);
+      return false;
+    }
+    if (n_pos == IR_MAX_SRCS) {
+      diag_error(m->d, v->loc, "%s takes at most %d inputs", name, IR_MAX_SRCS);
+      return false;
+    }
+    if (v->kind != FE_VAL_IDENT) {
+      diag_error(m->d, v->loc, "expected the name of a value as input of %s, got %s", name, value_desc(m, v));
+      return false;
+    }
+    l->inputs[n_pos++] = (fe_use){.var = v->str, .loc = v->loc};
+  }
+  if (n_pos < least) {
+    diag_error(m->d, c->callee_loc, "%s needs %d%s input%s, got %d", name, least, want < 0 ? " or more" : "",
+               least == 1 && want >= 0 ? "" : "s", n_pos);
+    return false;
+  }
+  l->n_inputs = n_pos;
+
+  const char *keys[MAX_LIBRARY_KEYS];
+  int n_keys = library_keys(l->lib_row, NULL, 0, keys);
+  const fe_arg *seen[MAX_LIBRARY_KEYS] = {NULL};
+  for (int i = 0; i < c->n_args; i++) {
+    const fe_arg *a = &c->args[i];
+    if (!a->key) continue;
+    int k = 0;
+    while (k < n_keys && !str_eq(keys[k], a->key)) k++;
+    if (k == n_keys) {
+      const char *near = fe_closest(a->key, keys, n_keys);
+      if (near) {
+        diag_error(m->d, a->key_loc, "%s has no attribute '%s'; did you mean '%s'?", name, a->key, near);
+      } else {
+        str_buf list;
+        str_buf_init(&list);
+        for (int j = 0; j < n_keys; j++) str_buf_printf(&list, "%s%s", j == 0 ? "" : j + 1 == n_keys ? " or " : ", ", keys[j]);
+        diag_error(m->d, a->key_loc, "%s has no attribute '%s'; it takes %s", name, a->key, str_buf_cstr(&list));
+        str_buf_fini(&list);
+      }
+      return false;
+    }
+    if (seen[k]) {
+      diag_error(m->d, a->key_loc, "%s given twice", a->key);
+      diag_note(m->d, seen[k]->key_loc, "first given here");
+      return false;
+    }
+    seen[k] = a;
+    if ((str_eq(a->key, "name") || str_eq(a->key, "dtype")) && !parse_attr(m, l, a)) return false;
+  }
+  return true;
+}
+
 static fe_layer *new_layer(fe_model *m, const fe_call *c) {
   fe_layer *l = arena_alloc(m->arena, sizeof *l);
   *l = (fe_layer){.kind = FE_LAYER_COUNT, .seq = c->seq, .index = (int)m->layers.len,
@@ -555,16 +672,24 @@ void fe_layer_add_broken(fe_model *m, const fe_call *c) { new_layer(m, c)->broke
 void fe_layer_add(fe_model *m, const fe_call *c) {
   fe_layer *l = new_layer(m, c);
   for (int k = 0; k < FE_LAYER_COUNT; k++)
-    if (str_eq(c->callee, kind_names[k])) l->kind = (fe_layer_kind)k;
+    if (str_eq(c->callee, kind_names[k])) l->kind = (fe_layer_kind)k, l->kind_name = kind_names[k];
+  if (l->kind < FE_LAYER_COUNT && keras_classes[l->kind]) { /* a row of layers.def spells its class as the library does */
+    char spelled[FL_CAST_NAME_MAX];
+    int row = fl_layer_row(keras_classes[l->kind]);
+    CASTOR_ASSERT(row >= 0 && fl_row_cast_name(row, spelled) && str_eq(spelled, l->kind_name));
+  }
+  if (l->kind == FE_LAYER_COUNT && (l->lib_row = library_row(c->callee)) >= 0)
+    l->kind = FE_LAYER_LIBRARY, l->kind_name = arena_strdup(m->arena, c->callee);
   if (l->kind == FE_LAYER_COUNT) {
-    const char *near = fe_closest(c->callee, kind_names, FE_LAYER_COUNT);
+    const char **names = arena_alloc(m->arena, ((size_t)FE_LAYER_COUNT + (size_t)fl_layer_rows()) * sizeof *names);
+    int n = all_layer_names(m, names); /* every layer of layers.def, in its order, then the library's others */
+    const char *near = fe_closest(c->callee, names, n);
     if (near)
       diag_error(m->d, c->callee_loc, "unknown layer '%s'; did you mean '%s'?", c->callee, near);
     else {
-      str_buf list; /* every layer of layers.def, in its order */
+      str_buf list;
       str_buf_init(&list);
-      for (int k = 0; k < FE_LAYER_COUNT; k++)
-        str_buf_printf(&list, "%s%s", k == 0 ? "" : k + 1 == FE_LAYER_COUNT ? " or " : ", ", kind_names[k]);
+      for (int k = 0; k < n; k++) str_buf_printf(&list, "%s%s", k == 0 ? "" : k + 1 == n ? " or " : ", ", names[k]);
       diag_error(m->d, c->callee_loc, "unknown layer '%s'; expected %s", c->callee, str_buf_cstr(&list));
       str_buf_fini(&list);
     }
@@ -576,7 +701,7 @@ void fe_layer_add(fe_model *m, const fe_call *c) {
     l->name_loc = l->var_loc;
     l->explicit_name = true;
   }
-  if (!check_call(m, l, c)) {
+  if (!(l->kind == FE_LAYER_LIBRARY ? check_library_call(m, l, c) : check_call(m, l, c))) {
     l->broken = true;
     l->n_inputs = 0;
   }
@@ -605,12 +730,14 @@ void fe_layers_name(fe_model *m) {
   }
   /* Keras-style automatic names, skipping the ones the user took. */
   int counter[FE_LAYER_COUNT] = {0};
+  int *lib_counter = arena_alloc(m->arena, (size_t)fl_layer_rows() * sizeof *lib_counter); /* FE_LAYER_LIBRARY's */
   for (size_t i = 0; i < m->layers.len; i++) {
     fe_layer *l = m->layers.data[i];
     if (l->explicit_name || l->kind == FE_LAYER_COUNT) continue;
-    const char *kind = kind_names[l->kind];
+    const char *kind = l->kind_name;
+    int *count = l->kind == FE_LAYER_LIBRARY ? &lib_counter[l->lib_row] : &counter[l->kind];
     for (;;) {
-      int k = counter[l->kind]++;
+      int k = (*count)++;
       const char *cand = k == 0 ? kind : arena_printf(m->arena, "%s_%d", kind, k);
       if (!hmap_get_str(&taken, cand, strlen(cand))) {
         l->name = cand;

@@ -321,18 +321,19 @@ static void lower_layer(lowering *lw, fe_layer *l) {
     /* int32 values (input(..., dtype=int32)) are indices: only an embedding takes them */
     if (l->kind != FE_LAYER_EMBEDDING && !dtype_is_float(in[k]->type.dtype)) {
       diag_error(lw->m->d, l->inputs[k].loc, "%s needs float values, and '%s' is %s (an int32 input holds indices for an embedding)",
-                 fe_layer_kind_name(l->kind), l->inputs[k].var, type_str(lw, &in[k]->type));
+                 l->kind_name, l->inputs[k].var, type_str(lw, &in[k]->type));
       return;
     }
   }
-  if (keras_classes[l->kind]) {
-    l->lowered = fe_lower_library(lw, l, keras_classes[l->kind], in);
+  const char *cls = l->kind == FE_LAYER_LIBRARY ? fl_row_class(l->lib_row) : keras_classes[l->kind];
+  if (cls) {
+    l->lowered = fe_lower_library(lw, l, cls, in);
     return;
   }
   const fe_layer *pl = l->n_inputs ? l->inputs[0].def : NULL;
   if (pl && pl->mask) /* a layer of .cast's own: none takes a mask */
     diag_warning(lw->m->d, l->loc, "%s does not support masking: the mask of layer '%s' stops here, as Keras 3 "
-                 "destroys it", fe_layer_kind_name(l->kind), pl->mask_from);
+                 "destroys it", l->kind_name, pl->mask_from);
   l->lowered = lowerers[l->kind](lw, l, in);
 }
 

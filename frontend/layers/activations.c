@@ -15,6 +15,8 @@
  */
 #include "frontend/layers/internal.h"
 
+#include <float.h>
+
 #include <string.h>
 
 static const struct {
@@ -172,10 +174,23 @@ bool fl_lower_layer_scale(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in
   if (!fl_one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
   if (x->type.rank < 2) return fl_error(m, l, "input", FL_KIND, "needs an input with a feature axis"), false;
-  ir_type gt = {DT_F32, 1, {x->type.dims[x->type.rank - 1]}};
+  int64_t C = x->type.dims[x->type.rank - 1], dim;
+  ir_type gt = {DT_F32, 1, {C}};
+  double init;
+  if (fl_is_null(fl_cfg(l, "init_values")))
+    return fl_error(m, l, "init_values", FL_PLAIN, "init_values is required (gamma's initial value)"), false;
+  if (!fl_cfg_number(m, l, "init_values", 0, -FLT_MAX, FLT_MAX, &init) ||
+      !fl_cfg_int(m, l, "projection_dim", C, 1, (int64_t)1 << 30, &dim))
+    return false;
+  if (dim != C) {
+    fl_error(m, l, "projection_dim", FL_PLAIN, "projection_dim %lld is not the %lld channels of the input %s",
+             (long long)dim, (long long)C, fl_type_str(m, &x->type));
+    return false;
+  }
   if (!l->weights_done) {
     const char *key = arena_printf(m->arena, "%s.gamma", l->ir_name);
-    const float *d = fl_weight(m, l, 0, key, "gamma", &gt, FL_INIT_ONES);
+    m->init_constant = init; /* Keras's Constant(init_values) */
+    const float *d = fl_weight(m, l, 0, key, "gamma", &gt, FL_INIT_CONSTANT);
     if (!d) return false;
     l->w[0] = fl_stamp(m, l, ir_build_const(m->g, key, &gt, key, d, l->loc));
     l->weights_done = true;

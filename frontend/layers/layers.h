@@ -30,7 +30,8 @@ typedef enum fl_init {
   FL_INIT_ONES,   /* gamma, moving variance */
   FL_INIT_UNIFORM, /* embeddings: U(-0.05, 0.05) */
   FL_INIT_ORTHOGONAL, /* recurrent kernels: Keras's Orthogonal */
-  FL_INIT_UNIT_FORGET_BIAS /* an LSTM's bias: ones for the forget gate's units, zeros elsewhere */
+  FL_INIT_UNIT_FORGET_BIAS, /* an LSTM's bias: ones for the forget gate's units, zeros elsewhere */
+  FL_INIT_CONSTANT /* every element fl_host.init_constant (LayerScale's gamma: its init_values) */
 } fl_init;
 
 /* How a .cast host words an error (a Keras host writes "layer 'NAME'
@@ -95,6 +96,7 @@ struct fl_host {
   /* Marks a node with its layer (note, layer, policy). */
   ir_node *(*stamp)(fl_host *h, const fl_layer *l, ir_node *n);
   fl_call *call; /* the library's: the call being lowered */
+  double init_constant; /* the library's: FL_INIT_CONSTANT's value for the weight it asks for */
 };
 
 /* The row of a Keras class, or of a .cast layer name; -1 if none. */
@@ -102,7 +104,16 @@ int fl_layer_row(const char *cls);
 int fl_layer_row_cast(const char *cast_name);
 int fl_layer_rows(void);
 const char *fl_row_class(int row);
-const char *fl_row_cast_name(int row); /* NULL: not spelled in .cast */
+/* A row's .cast spelling into out, from its class as Keras names a layer (to_snake_case:
+ * Conv2DTranspose is conv2d_transpose, ReLU re_lu; InputLayer is input); false (out "") for an op
+ * node of the functional API (TrueDivide, NotEqual, Any, Cast), which is not a layer. */
+enum { FL_CAST_NAME_MAX = 48 };
+bool fl_row_cast_name(int row, char out[FL_CAST_NAME_MAX]);
+/* The i-th config key a .cast call of the row may give (its keys but the regularizers, constraints
+ * and initializers), NULL after the last; and the positional inputs a call takes: n >= 0, or -n
+ * for n or more. */
+const char *fl_row_cast_key(int row, int i);
+int fl_row_n_inputs(int row);
 /* Whether the row lowers int32 or bool values (Embedding; the op nodes NotEqual and Any of a mask),
  * and whether it is an input (no lowering). */
 bool fl_row_takes_indices(int row);

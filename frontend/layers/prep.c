@@ -14,7 +14,7 @@
  *                              (x - mean) / max(sqrt(variance), 1e-7)
  *                              (invert: mean + x * max(...)), each op
  *                              {compute=policy}, as Keras's call converts
- *   Cropping2D(cropping)       %NAME = strided_slice of the rows and columns
+ *   Cropping2D(cropping=0)     %NAME = strided_slice of the rows and columns
  *   CustomScaleLayer(scale)    InceptionResNetV2's residual: inputs[0] +
  *                              inputs[1] * scale (%NAME.scaled, %NAME)
  *
@@ -80,9 +80,11 @@ bool fl_lower_normalization(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
   if (!fl_one_input(m, l, n_in)) return false;
   ir_node *x = in[0];
   const json_value *ax = fl_cfg(l, "axis"), *mv = fl_cfg(l, "mean"), *vv = fl_cfg(l, "variance");
-  if (ax && ax->kind == JSON_ARR && ax->n == 1) ax = &ax->items[0];
+  static const json_value last = {.kind = JSON_INT, .i = -1}; /* Keras's default */
+  if (fl_is_null(ax)) ax = &last;
+  if (ax->kind == JSON_ARR && ax->n == 1) ax = &ax->items[0];
   int rank = x->type.rank;
-  if (!ax || ax->kind != JSON_INT || (ax->i != -1 && ax->i != rank - 1) || rank < 2) {
+  if (ax->kind != JSON_INT || (ax->i != -1 && ax->i != rank - 1) || rank < 2) {
     fl_unsupported(m, l, "axis", FL_PLAIN, "axis other than -1 (the last, the channels) is not supported");
     return false;
   }
@@ -132,8 +134,10 @@ bool fl_lower_cropping2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_in)
   ir_node *x = in[0];
   if (!fl_image_input(m, l, x)) return false;
   const json_value *v = fl_cfg(l, "cropping");
+  static const json_value no_crop = {.kind = JSON_INT, .i = 0}; /* Keras's default: ((0, 0), (0, 0)) */
+  if (fl_is_null(v)) v = &no_crop;
   int64_t p[4];
-  bool ok = v && (v->kind == JSON_INT || (v->kind == JSON_ARR && v->n == 2));
+  bool ok = v->kind == JSON_INT || (v->kind == JSON_ARR && v->n == 2);
   for (int i = 0; ok && i < 2; i++) {
     const json_value *e = v->kind == JSON_INT ? v : &v->items[i];
     for (int j = 0; ok && j < 2; j++) {
@@ -170,13 +174,17 @@ bool fl_lower_up_sampling2d(fl_host *m, fl_layer *l, int k, ir_node **in, int n_
   const json_value *it = fl_cfg(l, "interpolation");
   bool bilinear = !fl_is_null(it) && it->kind == JSON_STR && strcmp(it->s, "bilinear") == 0;
   if (!fl_is_null(it) && !bilinear && (it->kind != JSON_STR || strcmp(it->s, "nearest") != 0)) {
-    fl_unsupported(m, l, "interpolation", FL_PLAIN, "interpolation '%s' is not supported (nearest, bilinear)",
-             it->kind == JSON_STR ? it->s : "?");
+    if (it->kind == JSON_STR)
+      fl_unsupported(m, l, "interpolation", FL_PLAIN, "interpolation '%s' is not supported (nearest, bilinear)", it->s);
+    else
+      fl_error(m, l, "interpolation", FL_PLAIN, "interpolation must be a name: nearest or bilinear");
     return false;
   }
   const json_value *v = fl_cfg(l, "size");
+  static const json_value twice = {.kind = JSON_INT, .i = 2}; /* Keras's default: (2, 2) */
+  if (fl_is_null(v)) v = &twice;
   int64_t s[2];
-  bool ok = v && (v->kind == JSON_INT || (v->kind == JSON_ARR && v->n == 2));
+  bool ok = v->kind == JSON_INT || (v->kind == JSON_ARR && v->n == 2);
   for (int i = 0; ok && i < 2; i++) {
     const json_value *e = v->kind == JSON_INT ? v : &v->items[i];
     ok = e->kind == JSON_INT && e->i >= 1 && e->i <= 4096;

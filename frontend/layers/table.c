@@ -50,6 +50,73 @@ bool fl_row_takes_indices(int row) {
 }
 bool fl_row_is_input(int row) { return rows[row].lower == fl_lower_input; }
 
+/* The rows of the functional API's op nodes (keras.src.ops), which are not layers a model calls by name. */
+static bool is_op_node(int row) {
+  fl_lower_fn f = rows[row].lower;
+  return f == fl_lower_true_divide || f == fl_lower_not_equal || f == fl_lower_any || f == fl_lower_cast_op;
+}
+
+/* Keras's to_snake_case (keras.src.utils.naming): '_' before a capital that
+ * starts a capitalized word (Conv2D_Transpose) or follows a lower-case letter
+ * (Re_LU), then lower case: the name Keras gives a layer, and .cast's. */
+static void snake_case(const char *cls, char *out, size_t cap) {
+  size_t o = 0;
+  for (size_t i = 0; cls[i] && o + 2 < cap; i++) {
+    char c = cls[i];
+    bool upper = c >= 'A' && c <= 'Z';
+    bool next_lower = cls[i + 1] >= 'a' && cls[i + 1] <= 'z', prev_lower = i && cls[i - 1] >= 'a' && cls[i - 1] <= 'z';
+    if (i && upper && (next_lower || prev_lower) && out[o - 1] != '_') out[o++] = '_';
+    out[o++] = upper ? (char)(c - 'A' + 'a') : c;
+  }
+  out[o] = 0;
+}
+
+bool fl_row_cast_name(int row, char out[FL_CAST_NAME_MAX]) {
+  out[0] = 0;
+  if (is_op_node(row)) return false;
+  if (fl_row_is_input(row)) snprintf(out, FL_CAST_NAME_MAX, "input"); /* .cast's input(shape=...), Keras's Input */
+  else snake_case(rows[row].cls, out, FL_CAST_NAME_MAX);
+  return true;
+}
+
+int fl_layer_row_cast(const char *cast_name) {
+  char n[FL_CAST_NAME_MAX];
+  for (int i = 0; i < N_ROWS; i++)
+    if (fl_row_cast_name(i, n) && !strcmp(n, cast_name)) return i;
+  return -1;
+}
+
+/* A key a .cast call may give: not a regularizer's or constraint's (KEY_NULL:
+ * a .cast model has none), not one that chooses an initializer (a .cast
+ * model without a weights file starts each weight as Keras's default
+ * initializer does, which such a key would not change) and not
+ * Bidirectional's backward_layer (a layer's config object; .cast's
+ * bidirectional names its layer with layer= and its keys beside it). */
+static bool cast_key(const key_spec *k) {
+  size_t n = strlen(k->key), s = sizeof "_initializer" - 1;
+  return k->rule != KEY_NULL && !(n > s && !strcmp(k->key + n - s, "_initializer")) &&
+         strcmp(k->key, "unit_forget_bias") != 0 && strcmp(k->key, "backward_layer") != 0;
+}
+
+const char *fl_row_cast_key(int row, int i) {
+  for (int c = 0; c < MAX_KEYS && rows[row].keys[c].key; c++)
+    if (cast_key(&rows[row].keys[c]) && i-- == 0) return rows[row].keys[c].key;
+  return NULL;
+}
+
+int fl_row_n_inputs(int row) {
+  fl_lower_fn f = rows[row].lower;
+  if (f == fl_lower_input) return 0;
+  if (f == fl_lower_custom_scale || f == fl_lower_subtract || f == fl_lower_true_divide ||
+      f == fl_lower_not_equal)
+    return 2;
+  if (f == fl_lower_add || f == fl_lower_multiply || f == fl_lower_maximum || f == fl_lower_minimum ||
+      f == fl_lower_concatenate || f == fl_lower_multi_head_attention)
+    return -2;
+  if (f == fl_lower_rnn || f == fl_lower_bidirectional) return -1; /* and its initial states */
+  return 1;
+}
+
 const char *fl_supported_list(void) {
   static char list[2048];
   if (!list[0]) {

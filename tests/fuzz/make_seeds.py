@@ -144,7 +144,59 @@ cast_layers, cast_keys = [], []
 for row in rows:
     q = re.findall(r'"([^"]*)"', row)
     cast_layers.append(q[0])
-    cast_keys += [k + "=" for k in q[2:] if k + "=" not in cast_keys]
+    q = q[3:] if q[2:3] and q[2][:1].isupper() else q[2:]  # after the Keras class, when there is one
+    cast_keys += [k + "=" for k in q if k + "=" not in cast_keys]
+# and the layers .cast spells from the layer library's table (frontend/layers/layers.def; layers.c's
+# FE_LAYER_LIBRARY): Keras's to_snake_case of each class without a row above, but the op nodes; and
+# every library row's config keys that .cast takes (table.c's fl_row_cast_key)
+with open(os.path.join(here, "..", "..", "frontend", "cast", "layers.def")) as f:
+    cast_classes = set(re.findall(r'^LAYER\(\w+,\s*"\w+",[^,]+,\s*"[^"]*",\s*"(\w+)"', f.read(), re.M))
+with open(os.path.join(here, "..", "..", "frontend", "layers", "layers.def")) as f:
+    lib_rows = re.findall(r"^LAYER\((\w+),\s*(\w+),(.*?)\)\s*$", re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S),
+                          re.M | re.S)
+OP_NODES = {"fl_lower_true_divide", "fl_lower_not_equal", "fl_lower_any", "fl_lower_cast_op", "fl_lower_input"}
+for cls, lower, keys in lib_rows:
+    if lower in OP_NODES:
+        continue
+    if cls not in cast_classes:
+        cast_layers.append(re.sub(r"([a-z])([A-Z])", r"\1_\2", re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", cls)).lower())
+    cast_keys += [k + "=" for k, rule in re.findall(r'\{"(\w+)",\s*(\w+)\}', keys)
+                  if rule != "KEY_NULL" and not k.endswith("_initializer") and k + "=" not in cast_keys
+                  and k not in ("unit_forget_bias", "backward_layer")]
+
+# fuzz_cast's own seeds (the golden .cast files are the others): every layer .cast spells from the
+# library's table, without a weights file (Keras's initializers, LayerScale's init_values), and the
+# same layers with bad keywords and values
+write("cast", "library_layers", b"""model m
+x = input(shape=[6, 5, 3])
+a = rescaling(x, scale=[0.5, 1, 2], offset=-1)
+b = normalization(a, mean=[0.1, 0.2, 0.3], variance=[1, 2, 4], invert=true)
+c = re_lu(b, max_value=6, negative_slope=0.1, threshold=0.2)
+d = cropping2d(c, cropping=[[1, 0], [0, 2]])
+e = up_sampling2d(d, size=[2, 1])
+f = conv2d_transpose(e, filters=4, kernel_size=3, strides=2, padding=same, output_padding=1, activation=relu)
+g = group_normalization(f, groups=2, center=false)
+h = layer_scale(g, init_values=0.1, projection_dim=4, dtype=mixed_bfloat16)
+i = spatial_dropout2d(h, rate=0.3, seed=7)
+j = custom_scale_layer(i, h, scale=0.2)
+k = up_sampling2d(j, interpolation=bilinear)
+l = normalization(k)
+output l
+""")
+write("cast", "library_layers_bad", b"""model m
+x = input(shape=[6, 5, 3])
+a = re_lu(x, max_valu=6)
+b = re_lu(x, max_value=-1, threshold=[1])
+c = cropping2d(x, cropping=[[3, 3], [0, 0]])
+d = up_sampling2d(x, size=[4097, 1], interpolation=area)
+e = layer_scale(x, init_values=0.1, projection_dim=4)
+f = custom_scale_layer(x, x, x, scale=0.1)
+g = conv2d_transpose(x, filters=2, kernel_size=3, output_padding=[5, 5], strides=2, data_format=channels_first)
+h = group_normalization(x, groups=-1, axis=1)
+i = rescaling(x, scale="a", offset=[1, 2])
+output i
+""")
+
 dictionary("cast.dict", ["model", "policy", "weights", "output"] + cast_layers + cast_keys + [
     "0.5", "1e-3", "-1.5E+2", "0.9.9",
     "true", "false", "linear", "relu", "sigmoid", "tanh", "gelu", "silu", "softmax", "float32", "float16", "bfloat16",

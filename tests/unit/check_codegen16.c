@@ -469,11 +469,14 @@ START_TEST(test_bf16_eltwise_vs_ref) { check_eltwise("bf16"); }
 END_TEST
 
 /* ---- the bf16 path calls no conversion helper ----
- * LLVM 19 lowers `fptrunc float to bfloat` on x86 to a call of __truncsfbf2
- * per element; castor rounds bf16 with integer ops instead, so the
- * optimized module has no bfloat type and no such call. (An f16 fptrunc
- * stays `fptrunc ... to half` in the IR; whether the backend makes it
- * vcvtps2ph (F16C) or a __truncsfhf2 call is below this dump.) */
+ * LLVM 19 lowers `fptrunc float to bfloat` on x86 without AVX512-BF16 to a
+ * call of __truncsfbf2 per element; castor rounds bf16 with integer ops
+ * instead, or with vcvtneps2bf16 where the CPU has it (cg_target.c), so
+ * the optimized module has no such call, and the bfloat type only on the
+ * lines of that intrinsic (its call and the bitcast of its result), never
+ * in an fptrunc or fpext. (An f16 fptrunc stays `fptrunc ... to half` in
+ * the IR; whether the backend makes it vcvtps2ph (F16C) or a __truncsfhf2
+ * call is below this dump.) */
 START_TEST(test_bf16_no_libcalls) {
   str_buf b;
   str_buf_init(&b);
@@ -483,12 +486,144 @@ START_TEST(test_bf16_no_libcalls) {
   ck_assert_msg(strstr(s, "define void @") != NULL, "no kernels in the dump:\n%.2000s", s);
   ck_assert_msg(strstr(s, "__truncsfbf2") == NULL, "bf16 rounding calls __truncsfbf2");
   ck_assert_msg(strstr(s, "__truncsfhf2") == NULL, "bf16 graph calls __truncsfhf2");
-  ck_assert_msg(strstr(s, "bfloat") == NULL, "the bfloat type is in the module (lowered by a libcall on x86)");
+  for (const char *l = s; *l;) {
+    const char *end = strchr(l, '\n');
+    int len = end ? (int)(end - l) : (int)strlen(l);
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", len, l);
+    if (strstr(line, "bfloat"))
+      ck_assert_msg(!strstr(line, "fptrunc") && !strstr(line, "fpext") &&
+                        (strstr(line, "cvtneps2bf16") || strstr(line, "bitcast")),
+                    "the bfloat type outside the AVX512-BF16 intrinsic (lowered by a libcall on x86): %s", line);
+    l += len + (end != NULL);
+  }
   rt_program_destroy(p);
   ir_graph_destroy(g);
   str_buf_fini(&b);
 }
 END_TEST
+
+
+/* ---- the AVX512-BF16 rounding against the integer rounding ----
+ * Where the CPU has AVX512-BF16, a 16- or 8-lane bf16 rounding is
+ * vcvtneps2bf16 with a branch to the integer rounding for a vector with a
+ * NaN or subnormal lane (cg_math.c, cg_target.c). Inside a real GEMM
+ * epilogue (an f32 matmul, K = 1, whose epilogue rounds the product to
+ * bf16, adds a bf16 bias and applies relu, then hard-swish), compiled for
+ * znver4 (the instruction), x86-64-v4 (AVX-512 without BF16: the integer
+ * rounding on the same 16 lanes) and x86-64-v3 (8 lanes): every output
+ * bit is the same, and the relu output is util/half.c's rounding of the
+ * same steps computed here. The products x * w are exact (w a power of
+ * two) unless they leave f32's range, and x spans every sign and exponent
+ * with mantissas at and around bf16's rounding points, random ones, and
+ * NaNs with payloads; w's column 0 is 1, so there the rounding input is x
+ * itself, subnormals included. This case runs only where the host can run
+ * znver4 (main); check_codegen16@bf16native exits 77 elsewhere. */
+
+enum { NAT_PER_EXP = 40, NAT = 512 * NAT_PER_EXP + 64, NAT_ROWS = NAT };
+
+static float nat_w[COLS];
+static uint16_t nat_b[COLS];
+
+static ir_graph *native_graph(void) {
+  ir_graph *g = ir_graph_create("native");
+  diag_loc loc = {0};
+  float *w = nat_w;
+  uint16_t *b = nat_b;
+  for (int j = 0; j < COLS; j++) {
+    static const float scale[] = {1.0f, -1.0f, 0.5f, 2.0f, -0x1p-8f, 0x1p8f, 0x1p-20f, -0x1p20f};
+    w[j] = j == 0 ? 1.0f : scale[j % 8];
+    /* zero, then bias values that make ties and cancellations with the products */
+    static const uint16_t bias[] = {0x0000, 0x8000, 0x3f80, 0xbf80, 0x0001, 0x8080, 0x3380, 0x7f7f, 0xc000};
+    b[j] = j < 2 ? 0 : bias[j % 9];
+  }
+  ir_node *x = ir_build_input(g, "x", &(ir_type){DT_F32, 2, {IR_DIM_BATCH, 1}}, 0, loc);
+  ir_node *wc = ir_build_const(g, "w", &(ir_type){DT_F32, 2, {1, COLS}}, "w", w, loc);
+  ir_node *mm = ir_build_matmul(g, "mm", x, wc, DT_F32, loc);
+  ir_node *h = ir_build_cast(g, "mm.bf16", mm, DT_BF16, loc);
+  ir_node *bc = ir_build_const(g, "b", &(ir_type){DT_BF16, 1, {COLS}}, "b", b, loc);
+  ir_node *sum = ir_build_binary(g, IR_OP_ADD, "sum", h, bc, loc);
+  ir_node *y = ir_build_unary(g, IR_OP_RELU, "relu", sum, loc);
+  ir_node *hs = ir_build_binary(g, IR_OP_MUL, "hswish", sum, ir_build_unary(g, IR_OP_HARD_SIGMOID, "hsig", sum, loc),
+                                loc);
+  ir_graph_add_output(g, "y", y);
+  ir_graph_add_output(g, "hs", hs);
+  diag_sink *d = diag_sink_create();
+  ck_assert_msg(ir_verify(g, d), "ir_verify: %s", diag_text(d));
+  diag_sink_destroy(d);
+  return g;
+}
+
+START_TEST(test_bf16_native_vs_integer) {
+  static uint32_t x[NAT_ROWS];
+  static uint16_t y[3][NAT_ROWS * COLS], hs[3][NAT_ROWS * COLS];
+  static const uint32_t edges[] = {0x000000, 0x000001, 0x7fffff, 0x008000, 0x007fff, 0x008001, 0x018000,
+                                   0x017fff, 0x018001, 0x7f8000, 0x7f7fff, 0x7fc000, 0x400000, 0x3fffff};
+  rng_state = 40;
+  int64_t n = 0;
+  for (uint32_t se = 0; se < 512; se++)
+    for (int k = 0; k < NAT_PER_EXP; k++) {
+      uint32_t man = k < (int)(sizeof edges / sizeof edges[0]) ? edges[k] : rng_u32() & 0x7fffff;
+      x[n++] = se << 23 | man;
+    }
+  /* NaNs with payloads, quiet and signalling, either sign; the infinities */
+  static const uint32_t special[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fa00000u,
+                                     0x7fc12345u, 0xffbfffffu, 0x7fffffffu, 0x7f800000u, 0xff800000u};
+  for (int k = 0; n < NAT_ROWS; k++) x[n++] = k < 10 ? special[k] : rng_u32();
+  static const char *const cpus[] = {"znver4", "x86-64-v4", "x86-64-v3"};
+  ir_graph *g = native_graph();
+  for (int c = 0; c < 3; c++) {
+    diag_sink *d = diag_sink_create();
+    cg_options o;
+    cg_options_init(&o);
+    o.cpu = cpus[c];
+    str_buf llvm;
+    str_buf_init(&llvm);
+    o.dump_llvm = &llvm;
+    rt_program *p = cg_compile_cpu(g, &o, d);
+    ck_assert_msg(p != NULL, "cg_compile_cpu (%s): %s", cpus[c], diag_text(d));
+    /* the instruction is in znver4's GEMM epilogue, and only there */
+    const char *ll = str_buf_cstr(&llvm);
+    bool native = strstr(ll, "@llvm.x86.avx512bf16.cvtneps2bf16.512") != NULL;
+    ck_assert_msg(native == (c == 0), "%s: vcvtneps2bf16 %s", cpus[c], native ? "used" : "not used");
+    ck_assert_msg(strstr(ll, ".epilogue(") != NULL, "%s: no GEMM epilogue in the module", cpus[c]);
+    run(p, NAT_ROWS, (const void *[]){x}, (void *[]){y[c], hs[c]});
+    rt_program_destroy(p);
+    str_buf_fini(&llvm);
+    diag_sink_destroy(d);
+  }
+  const float *w = nat_w;
+  const uint16_t *b = nat_b;
+  for (int64_t i = 0; i < NAT_ROWS * COLS; i++) {
+    int64_t r = i / COLS, j = i % COLS;
+    float a = bits_f32(x[r]) * w[j] + 0.0f; /* the GEMM's sum from 0 */
+    uint16_t s = half_f32_to_bf16(half_bf16_to_f32(half_f32_to_bf16(a)) + half_bf16_to_f32(b[j]));
+    float sf = half_bf16_to_f32(s);
+    uint16_t want = sf > 0.0f || sf != sf ? s : 0; /* relu: NaN stays, -0 is +0 */
+    for (int c = 0; c < 3; c++) {
+      ck_assert_msg(y[c][i] == want, "%s: relu(bf16(0x%08x * w[%lld]) + b): got 0x%04x, want 0x%04x", cpus[c], x[r],
+                    (long long)j, y[c][i], want);
+      ck_assert_msg(hs[c][i] == hs[1][i], "%s: hard-swish at 0x%08x, column %lld: got 0x%04x, x86-64-v4 0x%04x",
+                    cpus[c], x[r], (long long)j, hs[c][i], hs[1][i]);
+    }
+  }
+  ir_graph_destroy(g);
+}
+END_TEST
+
+/* Whether this host can run znver4's code (AVX-512 + BF16). */
+static bool host_has_bf16(void) {
+  cg_options o;
+  cg_options_init(&o);
+  o.cpu = "znver4";
+  str_buf line;
+  str_buf_init(&line);
+  diag_sink *d = diag_sink_create();
+  bool ok = cg_cpu_describe(&o, &line, d);
+  diag_sink_destroy(d);
+  str_buf_fini(&line);
+  return ok;
+}
 
 int main(void) {
   check_cpu_path("check_codegen16");
@@ -507,5 +642,16 @@ int main(void) {
   tcase_add_test(te, test_bf16_eltwise_vs_ref);
   tcase_add_test(te, test_bf16_no_libcalls);
   suite_add_tcase(s, te);
+  const char *only = getenv("CK_RUN_CASE");
+  if (host_has_bf16()) {
+    TCase *tn = tcase_create("bf16native");
+    tcase_set_timeout(tn, 120);
+    tcase_add_test(tn, test_bf16_native_vs_integer);
+    suite_add_tcase(s, tn);
+  } else if (only && strcmp(only, "bf16native") == 0) {
+    fputs("check_codegen16: skipped: the AVX512-BF16 rounding needs a CPU with AVX-512 + BF16 (znver4's code)\n",
+          stderr);
+    return 77;
+  }
   return check_run(s);
 }

@@ -83,6 +83,71 @@ MODELS = {
     ]),
 }
 
+# the layers .cast spells from the layer library's table (issue 37: re_lu ... group_normalization; the
+# .cast names are Keras's automatic ones): the preprocessing and shape layers, the transposed
+# convolution's block, InceptionResNetV2's residual scale (a chain item's 5th element names its inputs:
+# "x" the model's input, else earlier layers; such a model's .cast gives each layer its own value)
+MODELS.update({
+    "prep": ([6, 5, 3], [
+        ("Rescaling", "rescaling", "rescaling", dict(scale=0.5, offset=-0.25)),
+        ("Normalization", "normalization", "normalization",
+         dict(mean=[0.1, -0.2, 0.3], variance=[0.5, 2.0, 4.0])),
+        ("ReLU", "re_lu", "re_lu", dict(max_value=1.5, negative_slope=0.1, threshold=0.2)),
+        ("Cropping2D", "cropping2d", "cropping2d", dict(cropping=((1, 0), (0, 2)))),
+        ("UpSampling2D", "up_sampling2d", "up_sampling2d", dict(size=(2, 1))),
+        ("Normalization", "normalization", "normalization_1", dict()),  # its mean and variance: weights
+        ("UpSampling2D", "up_sampling2d", "up_sampling2d_1", dict(size=2, interpolation="bilinear")),
+    ]),
+    "upconv": ([5, 4, 3], [
+        ("Conv2DTranspose", "conv2d_transpose", "conv2d_transpose",
+         dict(filters=4, kernel_size=3, strides=2, padding="same", activation="relu")),
+        ("GroupNormalization", "group_normalization", "group_normalization", dict(groups=2, epsilon=1e-3)),
+        ("LayerScale", "layer_scale", "layer_scale", dict(init_values=0.1, projection_dim=4)),
+        ("SpatialDropout2D", "spatial_dropout2d", "spatial_dropout2d", dict(rate=0.3)),
+        ("Conv2DTranspose", "conv2d_transpose", "conv2d_transpose_1",
+         dict(filters=3, kernel_size=(2, 3), strides=(1, 2), use_bias=False)),
+        ("ReLU", "re_lu", "re_lu", dict()),
+    ]),
+    "residual": ([5, 4, 3], [
+        ("Conv2D", "conv2d", "conv2d", dict(filters=3, kernel_size=1), ["x"]),
+        ("CustomScaleLayer", "custom_scale_layer", "custom_scale_layer", dict(scale=0.17), ["x", "conv2d"]),
+        ("ReLU", "re_lu", "re_lu", dict(negative_slope=0.2), ["custom_scale_layer"]),
+    ]),
+    # keys .cast takes from a layers.def row's library row (its Keras config keys beyond the row's own):
+    # LayerNormalization's epsilon, Dropout's noise_shape (the identity at inference), the keepdims of
+    # GlobalAveragePooling1D; and a merge that broadcasts ([N, 7, 4] * [N, 1, 4])
+    "keys": ([7, 4], [
+        ("LayerNormalization", "layer_normalization", "layer_normalization", dict(epsilon=0.5), ["x"]),
+        ("Dropout", "dropout", "dropout", dict(rate=0.5, noise_shape=(None, 1, 4)), ["layer_normalization"]),
+        ("GlobalAveragePooling1D", "global_average_pooling1d", "global_average_pooling1d", dict(keepdims=True),
+         ["x"]),
+        ("Multiply", "multiply", "multiply", dict(), ["dropout", "global_average_pooling1d"]),
+    ]),
+})
+
+# classes keras.layers does not export: the applications' own
+def keras_class(cls):
+    if cls == "LayerScale":
+        from keras.src.applications.convnext import LayerScale
+        return LayerScale
+    if cls == "CustomScaleLayer":
+        from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
+        return CustomScaleLayer
+    return getattr(layers, cls)
+
+
+# a weight's .cast key suffix where Keras's name differs (LayerScale's gamma has none: "variable")
+def weight_key(layer, v):
+    return "gamma" if type(layer).__name__ == "LayerScale" else v.name
+
+
+# weights .cast does not read: Normalization's count (adapt()'s, unused by its call)
+SKIP_WEIGHTS = {"count"}
+
+# weights drawn (uniform in [lo, hi)) instead of Keras's initial 0 or 1; the others keep Keras's seeded values
+DRAWN = {"bias": (-0.5, 0.5), "beta": (-0.5, 0.5), "gamma": (0.5, 1.5), "mean": (-0.5, 0.5),
+         "variance": (0.5, 2.0)}
+
 # model: its input's ids are int32 in [0, this) (an Embedding's), not floats
 INT_INPUT = {"embedmask": 10}
 
@@ -94,6 +159,8 @@ ZERO_STEPS = {
 
 
 def cast_value(v):
+    if v is None:
+        return "null"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (tuple, list)):
@@ -106,18 +173,21 @@ def cast_text(model, shape, chain):
              "# table as the Keras model; the tests set the policy.",
              f"model {model}", f'weights "{model}.safetensors"', "",
              f"x = input(shape={cast_value(shape)}{', dtype=int32' if model in INT_INPUT else ''})"]
-    for _, layer, name, kw in chain:
+    named = any(len(item) > 4 for item in chain)
+    for _, layer, name, kw, *ins in chain:
         args = ", ".join(f"{k}={cast_value(v)}" for k, v in kw.items())
-        lines.append(f"x = {layer}(x{', ' + args if args else ''}, name={name})")
-    lines.append("output x")
+        srcs = ", ".join(ins[0]) if ins else "x"
+        lines.append(f"{name if named else 'x'} = {layer}({srcs}{', ' + args if args else ''}, name={name})")
+    lines.append(f"output {chain[-1][2] if named else 'x'}")
     return "\n".join(lines) + "\n"
 
 
 def build(shape, chain, dtype="float32"):
     inp = keras.Input(shape=shape, batch_size=None, dtype=dtype)
-    x = inp
-    for cls, _, name, kw in chain:
-        x = getattr(layers, cls)(name=name, **kw)(x)
+    x, values = inp, {"x": inp}
+    for cls, _, name, kw, *ins in chain:
+        srcs = [values[i] for i in ins[0]] if ins else [x]
+        x = values[name] = keras_class(cls)(name=name, **kw)(srcs if len(srcs) > 1 else srcs[0])
     return keras.Model(inp, x)
 
 
@@ -157,11 +227,14 @@ def main():
         for layer in ref.layers:
             for v in layer.weights:
                 val = np.asarray(v.numpy(), dtype=np.float32)
-                if v.name == "bias":  # Keras starts biases at 0: draw them so that they count
-                    val = rng.uniform(-0.5, 0.5, val.shape).astype(np.float32)
+                key = weight_key(layer, v)
+                if key in DRAWN:  # Keras starts these at 0, 1 or a constant: draw them so that they count
+                    val = rng.uniform(*DRAWN[key], val.shape).astype(np.float32)
                     v.assign(val)
-                weights[f"{layer.name}.{v.name}"] = val
-        write_safetensors(os.path.join(HERE, f"{model}.safetensors"), weights, {"generator": stamp})
+                weights[f"{layer.name}.{key}"] = val
+        write_safetensors(os.path.join(HERE, f"{model}.safetensors"),
+                          {k: v for k, v in weights.items() if k.split(".")[-1] not in SKIP_WEIGHTS},
+                          {"generator": stamp})
         x = rng.uniform(-1, 1, [BATCH] + shape).astype(np.float32)
         if model in INT_INPUT:  # ids in [1, V): the zeros below are the only masked steps
             x = rng.integers(1, INT_INPUT[model], [BATCH] + shape).astype(np.int32)
@@ -175,7 +248,9 @@ def main():
             m = build(shape, chain, dtype)
             for layer in m.layers:
                 for v in layer.weights:
-                    v.assign(weights[f"{layer.name}.{v.name}"])
+                    v.assign(weights[f"{layer.name}.{weight_key(layer, v)}"])
+                if hasattr(layer, "finalize_state"):  # Normalization: its call reads the assigned mean, variance
+                    layer.finalize_state()
             y = np.asarray(m.predict(x, verbose=0)).astype(np.float32)
             np.save(os.path.join(HERE, f"{model}-{policy}.out0.npy"), y)
             manifest.append(f"{model} {policy}")

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * check_winograd.c: convolutional networks: Winograd F(4x4, 3x3) for a
+ * float32 3x3 stride-1 conv2d with a constant kernel on the CPU
+ * (codegen/cpu/cg_wino.c), against the float64 reference: output sizes
+ * not multiples of 4 (partial tiles at the right and bottom edges), pads
+ * 0 and 1, batches of 1 to 3 (symbolic and static), channels not
+ * multiples of a vector, several blocks of tile rows an image, with bias,
+ * relu and a residual add fused into its epilogue; on every CPU code path
+ * (the host's, AVX2's 8 lanes, SSE's 4), on 1, 2 and 3 threads, which must
+ * give the same bits. (Winograd takes the convs of the implicit GEMM; the
+ * direct convolution's, K <= 256 and at most two vectors of outputs, stay
+ * there: the shapes below are the GEMM's.) The opt-out (CASTOR_CONV_ALGO=direct) gives the
+ * usual convolution; auto picks Winograd only where the cost model says.
+ */
+#include <check.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/test_support.h"
+#include "api/internal.h"
+#include "codegen/cg_backend.h"
+#include "tests/ref/ref.h"
+#include "util/util.h"
+
+static const diag_loc no_loc = {0};
+
+static const struct { const char *cpu, *features; } cpus[] = {
+    {NULL, NULL}, {"haswell", "+sse2,+sse4.2,+avx,+avx2,+fma,+f16c"}, {"x86-64", "+sse2"}};
+enum { N_CPUS = sizeof cpus / sizeof cpus[0] };
+
+/* The bound against the float64 reference (normalized: max |error| over
+ * max |reference|) that Winograd's results keep: the largest measured over
+ * these cases was 7.0e-6 (docs/numerics.md); the direct path's is 2e-6. */
+#define WINO_BOUND 1e-5
+#define DIRECT_BOUND 2e-6
+
+typedef struct wcase {
+  int64_t batch, H, W, C, O;
+  bool pad;      /* pads 1 ('same'), else 0 ('valid') */
+  bool fused;    /* + bias, + residual input, relu */
+  bool fixed;    /* a static batch: launch rows are blocks of tile rows */
+} wcase;
+
+static double max_err_seen;
+
+/* Compiles and runs the case on every CPU path and thread count under
+ * CASTOR_CONV_ALGO=algo; wino: whether the conv must have taken Winograd.
+ * out (if not NULL) gets the host's 1-thread result. */
+static void run_case(const wcase *cc, const char *algo, bool wino, float *out_host) {
+  ir_graph *g = ir_graph_create("wino");
+  int64_t N = cc->batch, p = cc->pad ? 1 : 0;
+  int64_t OH = cc->H + 2 * p - 2, OW = cc->W + 2 * p - 2;
+  int64_t nx = N * cc->H * cc->W * cc->C, nw = 9 * cc->C * cc->O, ny = N * OH * OW * cc->O;
+  float *hx = xmalloc((size_t)nx * 4), *hw = xmalloc((size_t)nw * 4), *hb = xmalloc((size_t)cc->O * 4);
+  float *hr = xmalloc((size_t)ny * 4);
+  rng r;
+  rng_init(&r, 40);
+  for (int64_t i = 0; i < nx; i++) hx[i] = rng_uniform_f32(&r, -1, 1);
+  for (int64_t i = 0; i < nw; i++) hw[i] = rng_uniform_f32(&r, -1, 1);
+  for (int64_t i = 0; i < cc->O; i++) hb[i] = rng_uniform_f32(&r, -1, 1);
+  for (int64_t i = 0; i < ny; i++) hr[i] = rng_uniform_f32(&r, -4, 4);
+  int64_t nd = cc->fixed ? N : IR_DIM_BATCH;
+  ir_type xt = {DT_F32, 4, {nd, cc->H, cc->W, cc->C}}, wt = {DT_F32, 4, {3, 3, cc->C, cc->O}};
+  ir_type bt = {DT_F32, 1, {cc->O}}, rt = {DT_F32, 4, {nd, OH, OW, cc->O}};
+  ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
+  ir_node *res = cc->fused ? ir_build_input(g, "r", &rt, 1, no_loc) : NULL;
+  ir_node *w = ir_build_const(g, "w", &wt, "w", hw, no_loc);
+  ir_attr a = {.acc = DT_F32, .strides = {2, {1, 1}}, .dilations = {2, {1, 1}}, .pads = {4, {p, p, p, p}}};
+  ir_node *y = ir_build_op(g, IR_OP_CONV2D, "y", (ir_node *[]){x, w}, 2, &a, no_loc);
+  if (cc->fused) {
+    ir_node *b = ir_build_const(g, "b", &bt, "b", hb, no_loc);
+    y = ir_build_binary(g, IR_OP_ADD, "y.bias", y, b, no_loc);
+    y = ir_build_binary(g, IR_OP_ADD, "y.res", y, res, no_loc);
+    y = ir_build_unary(g, IR_OP_RELU, "y.relu", y, no_loc);
+  }
+  ir_graph_add_output(g, "y", y);
+  ir_graph_renumber(g);
+  double *rx = ref_from_f32(hx, nx), *rr = ref_from_f32(hr, ny), *want[1] = {NULL};
+  char err[256];
+  const double *rins[] = {rx, rr};
+  ck_assert_msg(ref_run(g, N, rins, want, err, sizeof err), "%s", err);
+  float *out[3] = {xmalloc((size_t)ny * 4), xmalloc((size_t)ny * 4), xmalloc((size_t)ny * 4)};
+  setenv("CASTOR_CONV_ALGO", algo, 1);
+  setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+  for (int ci = 0; ci < N_CPUS; ci++)
+    for (int t = 0; t < 3; t++) {
+      diag_sink *d = diag_sink_create();
+      cg_backend_options bo;
+      cg_backend_options_init(&bo);
+      bo.threads = t + 1;
+      bo.cg.cpu = cpus[ci].cpu, bo.cg.features = cpus[ci].features;
+      cg_exec *ex = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+      ck_assert_msg(ex, "compile: %s", diag_text(d));
+      int convs = 0;
+      for (int li = 0; li < ex->desc->n_launches; li++) {
+        const rt_launch *l = &ex->desc->launches[li];
+        if (l->algo) {
+          ck_assert_str_eq(l->algo, "winograd");
+          convs++;
+        }
+      }
+      ck_assert_msg(convs == (wino ? 1 : 0), "CASTOR_CONV_ALGO=%s, x [%lld,%lld,%lld,%lld] O %lld: %d Winograd kernels, want %d",
+                    algo, (long long)N, (long long)cc->H, (long long)cc->W, (long long)cc->C, (long long)cc->O, convs,
+                    wino ? 1 : 0);
+      const void *ins[] = {hx, hr};
+      void *outs[] = {out[t]};
+      ck_assert_msg(cg_backend_cpu.run(ex, N, ins, outs, d), "run: %s", diag_text(d));
+      double e = ref_normalized_error(out[t], want[0], ny);
+      if (wino && e > max_err_seen) max_err_seen = e;
+      ck_assert_msg(e <= (wino ? WINO_BOUND : DIRECT_BOUND),
+                    "%s: x [%lld,%lld,%lld,%lld] O %lld pad %lld on %s, %d threads: normalized error %g", algo,
+                    (long long)N, (long long)cc->H, (long long)cc->W, (long long)cc->C, (long long)cc->O, (long long)p,
+                    cpus[ci].cpu ? cpus[ci].cpu : "the host", bo.threads, e);
+      if (t) ck_assert_msg(memcmp(out[0], out[t], (size_t)ny * 4) == 0, "%s: 1 and %d threads differ", algo, bo.threads);
+      if (!t && ci == 0 && out_host) memcpy(out_host, out[0], (size_t)ny * 4);
+      cg_exec_destroy(ex);
+      diag_sink_destroy(d);
+    }
+  unsetenv("CASTOR_PARALLEL_MIN_WORK");
+  unsetenv("CASTOR_CONV_ALGO");
+  ref_outputs_free(want, 1);
+  free(rx), free(rr), free(hx), free(hw), free(hb), free(hr), free(out[0]), free(out[1]), free(out[2]);
+  ir_graph_destroy(g);
+}
+
+START_TEST(test_winograd_shapes) {
+  static const wcase cases[] = {
+      /* N  H   W   C   O  pad   fused  fixed */
+      {2, 10, 10, 37, 45, true, true, false},  /* OH = OW = 10: partial tiles; C, O not vectors */
+      {1, 11, 9, 24, 40, false, true, false},  /* pad 0: 9 x 7 outputs */
+      {3, 7, 13, 40, 5, true, false, true},    /* a static batch of 3; O below a vector */
+      {2, 30, 30, 96, 64, true, true, true},   /* two blocks of tile rows per image */
+      {1, 5, 5, 16, 33, true, true, false},    /* one 4x4 tile and the edge's 1-pixel tiles */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (!test_case_runs(i)) continue;
+    run_case(&cases[i], "winograd", true, NULL);
+  }
+  fprintf(stderr, "check_winograd: max normalized error %.3g (bound %g)\n", max_err_seen, WINO_BOUND);
+}
+END_TEST
+
+/* auto: Winograd for a layer with enough tiles and channels (ResNet's
+ * 56x56 and 28x28 convs), not for a small one; direct: never, and its
+ * results are the usual convolution's, within the direct bound. */
+START_TEST(test_winograd_choice) {
+  static const wcase big = {1, 20, 20, 32, 32, true, true, false}, small = {1, 8, 8, 32, 32, true, true, false};
+  int64_t ny = 20 * 20 * 32;
+  float *w = xmalloc((size_t)ny * 4), *dd = xmalloc((size_t)ny * 4);
+  run_case(&big, "auto", true, w);
+  run_case(&small, "auto", false, NULL);
+  run_case(&big, "direct", false, dd);
+  ck_assert_msg(memcmp(w, dd, (size_t)ny * 4) != 0, "Winograd's and the direct convolution's bits are the same");
+  free(w), free(dd);
+}
+END_TEST
+
+/* An unknown CASTOR_CONV_ALGO is an invalid argument, named in the error. */
+START_TEST(test_winograd_bad_algo) {
+  ir_graph *g = ir_graph_create("wino");
+  ir_type xt = {DT_F32, 4, {IR_DIM_BATCH, 4, 4, 2}};
+  ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
+  ir_graph_add_output(g, "y", ir_build_unary(g, IR_OP_RELU, "y", x, no_loc));
+  ir_graph_renumber(g);
+  setenv("CASTOR_CONV_ALGO", "winnograd", 1);
+  diag_sink *d = diag_sink_create();
+  cg_backend_options bo;
+  cg_backend_options_init(&bo);
+  cg_exec *ex = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+  unsetenv("CASTOR_CONV_ALGO");
+  ck_assert_ptr_null(ex);
+  ck_assert_msg(strstr(diag_text(d), "unknown convolution algorithm 'winnograd' in CASTOR_CONV_ALGO"), "%s", diag_text(d));
+  ck_assert_int_eq(diag_first_error_kind(d), DIAG_KIND_INVALID_ARGUMENT);
+  diag_sink_destroy(d);
+  ir_graph_destroy(g);
+}
+END_TEST
+
+static Suite *wino_suite(void) {
+  Suite *s = suite_create("winograd");
+  TCase *tc = tcase_create("winograd");
+  tcase_set_timeout(tc, 590);
+  tcase_add_test(tc, test_winograd_shapes);
+  tcase_add_test(tc, test_winograd_choice);
+  tcase_add_test(tc, test_winograd_bad_algo);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return check_run(wino_suite()); }
