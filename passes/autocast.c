@@ -35,10 +35,6 @@
  *          dtype) computes in its policy's compute dtype as allow ops do;
  *   clear  pads and slices move data: they take their operand's dtype;
  *   fixed  casts already in the graph keep their dtype.
- * Two of XLA's roundings dropped ("excess precision", Keras on JAX): a
- * 16-bit contraction read only by batch norms gives them its f32 sums
- * (find_widened), and a global average pool of a 16-bit silu sums its
- * unrounded product (widen_silu_mean); docs/keras.md (g), (h).
  * The class of each op is the op table's (ir_ops.def, autocast column).
  * --fp32-ops (op names) and --fp32-layers (layer names) force f32.
  */
@@ -411,77 +407,6 @@ static ir_node *cast_of(ac_state *s, ir_node *v, ir_dtype t, const ir_node *user
   return c;
 }
 
-/* Is `p` an avg_pool2d whose one window is its whole image (a
- * GlobalAveragePooling2D, as the frontends lower it)? */
-static bool is_global_avg_pool(const ir_node *p) {
-  if (p->op != IR_OP_AVG_POOL2D || p->n_srcs != 1 || p->srcs[0]->type.rank != 4 || p->attr.pool.n != 2) return false;
-  for (int k = 0; k < p->attr.pads.n; k++)
-    if (p->attr.pads.v[k]) return false;
-  return p->attr.pool.v[0] == p->srcs[0]->type.dims[1] && p->attr.pool.v[1] == p->srcs[0]->type.dims[2];
-}
-
-/* The mean of a 16-bit silu (h): Keras's GlobalAveragePooling2D is
- * ops.mean, which on JAX sums a 16-bit input in f32 (it widens it), and XLA
- * drops the rounding of the silu's product that the widening follows
- * ("excess precision", as for (g)): the HLO of EfficientNet's
- * squeeze-and-excitation has silu's x * sigmoid(x) in f32, read unrounded
- * by the reduce and through a convert to bf16 by the excite multiply; the
- * mean (sum * 1/HW in f32) is then rounded to bf16. So a global avg_pool2d
- * of a 16-bit silu reads, instead, mul(f32(x), f32(sigmoid(x))) with the
- * sigmoid in the silu's dtype (the bits the silu's own sigmoid has, the
- * product of two 16-bit values exact in f32), computes in f32, and its
- * users read it through a cast back to the 16-bit dtype. The silu stays
- * for its other users. With the rounding, EfficientNetB0's
- * block1a_se_squeeze differed from Keras-on-JAX in 9 of its 128 values at
- * batch 4, without it in none. Returns the cast (NULL: left as it is); the
- * new sigmoid, its cast and the product are pre[0..2]. */
-static ir_node *widen_silu_mean(ac_state *s, ir_node *p, ir_node *pre[3]) {
-  ir_graph *g = s->g;
-  ir_node *silu = p->n_srcs == 1 ? p->srcs[0] : NULL;
-  if (!silu || !is_global_avg_pool(p) || !is_16(p->type.dtype) || silu->op != IR_OP_SILU ||
-      silu->type.dtype != p->type.dtype || silu->srcs[0]->type.dtype != p->type.dtype)
-    return NULL;
-  for (int t = 0; t < DT_COUNT; t++)
-    if (s->casts[p->id * DT_COUNT + t]) return NULL; /* a reader of another dtype */
-  for (int k = 0; k < g->n_outputs; k++)
-    if (g->outputs[k].value == p) return NULL;
-  ir_dtype t16 = p->type.dtype;
-  ir_node *x = silu->srcs[0];
-  const char *why = arena_printf(g->arena, "%s's mean reads %s's unrounded product, as XLA", p->layer ? p->layer : p->name,
-                                 silu->layer ? silu->layer : silu->name);
-  ir_node *sig = ir_node_new(g, IR_OP_SIGMOID, &x->type, &x, 1,
-                             ir_graph_unique_name(g, arena_printf(g->arena, "%s.sigmoid", silu->name)), silu->loc);
-  sig->layer = silu->layer;
-  sig->policy = silu->policy;
-  sig->rule = silu->rule;
-  ir_type tf = x->type;
-  tf.dtype = DT_F32;
-  ir_node *sf = ir_node_new(g, IR_OP_CAST, &tf, &sig, 1, ir_graph_unique_name(g, arena_printf(g->arena, "%s.f32", sig->name)),
-                            silu->loc);
-  sf->attr.to = DT_F32;
-  sf->layer = silu->layer;
-  sf->rule = why;
-  ir_node *xf = cast_of(s, x, DT_F32, p, why);
-  ir_node *ops[2] = {xf, sf};
-  ir_node *prod = ir_node_new(g, IR_OP_MUL, &tf, ops, 2,
-                              ir_graph_unique_name(g, arena_printf(g->arena, "%s.unrounded", silu->name)), silu->loc);
-  prod->layer = silu->layer;
-  prod->rule = why;
-  p->srcs[0] = prod;
-  p->type.dtype = DT_F32;
-  p->rule = why;
-  ir_type tp = p->type;
-  tp.dtype = t16;
-  ir_node *back = ir_node_new(g, IR_OP_CAST, &tp, &p, 1,
-                              ir_graph_unique_name(g, arena_printf(g->arena, "%s.%s", p->name, dtype_name(t16))), p->loc);
-  back->attr.to = t16;
-  back->layer = p->layer;
-  back->rule = arena_printf(g->arena, "%s's f32 mean in %s, as Keras's layer returns it", p->layer ? p->layer : p->name,
-                            dtype_name(t16));
-  pre[0] = sig, pre[1] = sf, pre[2] = prod;
-  return back;
-}
-
 bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
   const pass_autocast_options *o = &ctx->opts->autocast;
   if (!pass_autocast_options_check(o, ctx->diag)) return false;
@@ -534,16 +459,6 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
       x->rule = arena_printf(g->arena, "%s; its f32 sums go unrounded to its batch norm", x->rule);
     }
   }
-  /* (h): global average pools of a 16-bit silu, on its unrounded product */
-  ir_node **mean_pre = arena_alloc(ctx->scratch, (size_t)(n + 1) * 3 * sizeof *mean_pre);
-  ir_node **mean_back = arena_alloc(ctx->scratch, (size_t)(n + 1) * sizeof *mean_back);
-  for (int i = 0; i < n; i++) {
-    mean_back[i] = widen_silu_mean(&s, g->nodes[i], &mean_pre[i * 3]);
-    if (!mean_back[i]) continue;
-    for (int j = 0; j < n; j++) /* the pool's readers read its 16-bit cast */
-      for (int k = 0; k < g->nodes[j]->n_srcs; k++)
-        if (g->nodes[j]->srcs[k] == g->nodes[i]) g->nodes[j]->srcs[k] = mean_back[i];
-  }
   /* model outputs are f32 */
   for (int k = 0; k < g->n_outputs && !o->keep_16bit_outputs; k++) {
     ir_node *v = g->outputs[k].value;
@@ -561,9 +476,7 @@ bool pass_autocast_run(ir_graph *g, pass_context *ctx) {
   memcpy(old, g->nodes, (size_t)n * sizeof *old);
   g->n_nodes = 0;
   for (int i = 0; i < n; i++) {
-    for (int k = 0; k < 3 && mean_back[i]; k++) ir_graph_append(g, mean_pre[i * 3 + k]);
     ir_graph_append(g, old[i]);
-    if (mean_back[i]) ir_graph_append(g, mean_back[i]);
     for (int t = 0; t < DT_COUNT; t++)
       if (s.casts[i * DT_COUNT + t]) ir_graph_append(g, s.casts[i * DT_COUNT + t]);
   }

@@ -637,50 +637,6 @@ def acts16_main():
         np.save(os.path.join(HERE, f"{name}.out{i}.npy"), np.asarray(y, dtype=np.float32))
 
 
-# ---- generate.py gap16: the mean of a 16-bit swish as Keras on JAX computes it (issue 37) ----
-
-def gap16_main():
-    """A squeeze-and-excitation block under mixed_bfloat16, as EfficientNet's: swish, its
-    GlobalAveragePooling2D and the excite Multiply. ops.mean widens its bfloat16 input to
-    float32 and XLA drops the rounding of the swish's product before that widening
-    ("excess precision"): the mean sums x * sigmoid(x) unrounded (exact in float32 for two
-    bfloat16 factors), then rounds sum / 64 to bfloat16; the excite multiply reads the
-    rounded swish. Identity 1x1 kernels keep every other op exact, so the outputs are the
-    mean's and the excite's bits; rounding the product first changes some of the means
-    (generate.py prints how many of them)."""
-    keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    x = keras.Input((8, 8, 16), name="x")
-    c_in = layers.Conv2D(16, 1, use_bias=False, name="c_in")
-    a = layers.Activation("swish", name="act")(c_in(x))
-    m = layers.GlobalAveragePooling2D(name="squeeze")(a)
-    d = layers.Dense(16, use_bias=False, name="d")
-    g = d(m)
-    e = layers.Multiply(name="excite")([a, layers.Reshape((1, 1, 16), name="gate")(g)])
-    c_out = layers.Conv2D(16, 1, use_bias=False, name="c_out")
-    model = keras.Model(x, [g, c_out(e)], name="gap16")
-    eye = np.eye(16, dtype=np.float32)
-    c_in.set_weights([eye.reshape(1, 1, 16, 16)])
-    c_out.set_weights([eye.reshape(1, 1, 16, 16)])
-    d.set_weights([eye])
-    keras.mixed_precision.set_global_policy("float32")
-    name = "gap16-mixed_bfloat16"
-    model.save(os.path.join(HERE, name + ".keras"))
-    rng = np.random.default_rng(3716)
-    xs = (rng.standard_normal((4, 8, 8, 16)) * 4).astype(np.float32)
-    ys = keras.models.load_model(os.path.join(HERE, name + ".keras")).predict(xs, verbose=0)
-    np.save(os.path.join(HERE, name + ".in0.npy"), xs)
-    for i, y in enumerate(ys):
-        np.save(os.path.join(HERE, f"{name}.out{i}.npy"), np.asarray(y, dtype=np.float32))
-    import ml_dtypes  # JAX's own dependency: the bfloat16 rounding, to show what the golden tells apart
-    r = lambda v: v.astype(ml_dtypes.bfloat16).astype(np.float32)  # noqa: E731
-    xb = r(xs)
-    sig = r(np.float32(1) / r(np.float32(1) + r(np.exp(-xb).astype(np.float32))))
-    for label, p in (("unrounded", (xb * sig).astype(np.float32)), ("rounded", r((xb * sig).astype(np.float32)))):
-        mean = r((p.sum(axis=(1, 2), dtype=np.float32) * np.float32(1 / 64)).astype(np.float32))
-        print(f"gap16: the mean of the {label} product differs from Keras's in {int((mean != ys[0]).sum())} of "
-              f"{mean.size} values")
-
-
 # ---- generate.py avgpool16: AveragePooling2D in 16 bits as Keras on JAX sums (issue 37) ----
 
 def avgpool16_main():
@@ -884,8 +840,6 @@ if __name__ == "__main__":
         rescaling_main()
     elif sys.argv[1:] == ["acts16"]:
         acts16_main()
-    elif sys.argv[1:] == ["gap16"]:
-        gap16_main()
     elif sys.argv[1:] == ["avgpool16"]:
         avgpool16_main()
     elif sys.argv[1:] == ["nested"]:
