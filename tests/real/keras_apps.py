@@ -81,21 +81,28 @@ def run_castor_only(args, name, size):
         if not all(os.path.exists(f) for f in (path, xp, wp)):
             row["error"] = f"--castor-only: no {stem} files of an earlier run in {args.out}"
             return row
-        want = np.load(wp)
-        t0 = time.time()
-        try:
-            r = subprocess.run([args.castor, "run", path, "--input", xp, "--output", yp], capture_output=True,
-                               text=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            row["error"] = f"castor run took more than {args.timeout} s (not a refusal: the run was stopped)"
+        if castor_run(args, path, xp, yp, np.load(wp), row, batch) is None:
             return row
-        row[f"time{batch}"] = time.time() - t0
-        if r.returncode != 0:
-            row["error"] = (r.stderr.strip().splitlines() or ["?"])[0][:300]
-            return row
-        got = np.load(yp)
-        row[f"err{batch}"] = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
     return row
+
+
+def castor_run(args, path, xp, yp, want, row, batch):
+    """`castor run PATH` on XP into YP: its time and error against WANT go into ROW; its output,
+    or None when it failed (ROW's "error" says why)."""
+    t0 = time.time()
+    try:
+        r = subprocess.run([args.castor, "run", path, "--input", xp, "--output", yp], capture_output=True,
+                           text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        row["error"] = f"castor run took more than {args.timeout} s (not a refusal: the run was stopped)"
+        return None
+    row[f"time{batch}"] = time.time() - t0
+    if r.returncode != 0:
+        row["error"] = (r.stderr.strip().splitlines() or ["?"])[0][:300]
+        return None
+    got = np.load(yp)
+    row[f"err{batch}"] = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+    return got
 
 
 def run(args, name, size):
@@ -130,19 +137,9 @@ def run(args, name, size):
         if os.path.exists(other):  # the other backend's Keras, same file and input
             o = np.load(other)
             row[f"backends{batch}"] = float(np.abs(want - o).max() / max(np.abs(o).max(), 1e-30))
-        t0 = time.time()
-        try:
-            r = subprocess.run([args.castor, "run", path, "--input", xp, "--output", yp], capture_output=True,
-                               text=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            row["error"] = f"castor run took more than {args.timeout} s (not a refusal: the run was stopped)"
+        got = castor_run(args, path, xp, yp, want, row, batch)
+        if got is None:
             return row
-        row[f"time{batch}"] = time.time() - t0
-        if r.returncode != 0:
-            row["error"] = (r.stderr.strip().splitlines() or ["?"])[0][:300]
-            return row
-        got = np.load(yp)
-        row[f"err{batch}"] = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
         if ref is not None:
             exact = np.asarray(ref.predict(x, verbose=0), dtype=np.float32)
             scale = max(np.abs(exact).max(), 1e-30)
