@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "tests/unit/exec_values.h"
 #include "tests/unit/gpu_cases.h"
 #include "tests/ref/ref.h"
 #include "util/half.h"
@@ -38,32 +39,6 @@ static char sm[16];
 
 static double bound(const char *policy) {
   return strstr(policy, "bfloat16") ? 3.2e-2 : strstr(policy, "float16") ? 4e-3 : 1e-5;
-}
-
-static uint64_t rng_state;
-static float rng_f32(void) { /* splitmix64 -> [-1, 1) */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  z ^= z >> 31;
-  return (float)((double)(z >> 40) / (double)(1 << 23) - 1.0);
-}
-
-/* Output k as f32 (16-bit outputs widened). */
-static float *as_f32(const rt_tensor_desc *t, const void *data, int64_t n) {
-  float *f = malloc((size_t)n * sizeof *f + 1);
-  for (int64_t i = 0; i < n; i++) {
-    if (t->dtype == DT_F32) f[i] = ((const float *)data)[i];
-    else if (t->dtype == DT_F16) f[i] = half_f16_to_f32(((const uint16_t *)data)[i]);
-    else f[i] = half_bf16_to_f32(((const uint16_t *)data)[i]);
-  }
-  return f;
-}
-
-static int64_t numel(const rt_tensor_desc *t, int64_t batch) {
-  int64_t n = 1;
-  for (int r = 0; r < t->rank; r++) n *= t->dims[r] < 0 ? batch : t->dims[r];
-  return n;
 }
 
 /* Runs g on the GPU and through ref_run at each batch; asserts the bound. */
