@@ -826,6 +826,10 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
       return FAIL("%s %%%s: inconsistent sizes", ir_op_name(n->op), n->name);
     const int64_t *pl = n->attr.pool.v, *st = n->attr.strides.v, *pd = n->attr.pads.v;
     bool mx = n->op == IR_OP_MAX_POOL2D;
+    /* a bf16 average rounds its running sum to bf16 after each tap, unless
+     * its window is the whole image (ir_ops.def; cg_index_map.c) */
+    bool global = !pd[0] && !pd[1] && !pd[2] && !pd[3] && pl[0] == H && pl[1] == W;
+    bool sum16 = !mx && !global && t->dtype == DT_BF16;
     for (int64_t b = 0; b < n_src[0] / img; b++)
       for (int64_t i = 0; i < OH; i++)
         for (int64_t j = 0; j < OW; j++)
@@ -838,7 +842,7 @@ static bool eval(const ir_node *n, double *const *src, const int64_t *n_src, dou
                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                 double v = src[0][((b * H + ih) * W + iw) * C + c];
                 cnt++;
-                if (!mx) acc += v;
+                if (!mx) acc = sum16 ? ref_round(acc + v, DT_BF16) : acc + v;
                 else if (v > acc || isnan(v)) acc = isnan(acc) ? acc : v;
               }
             y[((b * OH + i) * OW + j) * C + c] = mx ? acc : acc / (double)cnt;

@@ -229,6 +229,36 @@ START_TEST(test_round_matches_half) {
 }
 END_TEST
 
+/* A bf16 average pool rounds its running sum to bf16 after each tap
+ * (ir_ops.def, Keras on JAX), unless its window is the whole image (a
+ * global average pooling sums in f32). 1 + 2^-8 is a bf16 tie that rounds
+ * to 1, so [1, 2^-8, 2^-8] sums to 1 tap by tap and to 1 + 2^-7 at once. */
+static double bf16_avg_pool(int64_t W, const double *in) {
+  ir_graph *g = ir_graph_create("avgpool16");
+  ir_type t = {DT_F32, 4, {IR_DIM_BATCH, 1, W, 1}};
+  ir_node *x = ir_build_input(g, "x", &t, 0, noloc);
+  ir_node *h = ir_build_cast(g, "h", x, DT_BF16, noloc);
+  ir_attr attr = {.pool = {2, {1, 3}}, .strides = {2, {1, 1}}, .pads = {4, {0}}};
+  ir_node *y = ir_build_op(g, IR_OP_AVG_POOL2D, "y", (ir_node *[]){h}, 1, &attr, noloc);
+  ck_assert_msg(y != NULL && y->type.dtype == DT_BF16, "avg_pool2d");
+  ir_graph_add_output(g, "y", ir_build_cast(g, "y32", y, DT_F32, noloc));
+  const double *inputs[] = {in};
+  double **outs = run(g, 1, inputs);
+  double first = outs[0][0];
+  free_outs(g, outs);
+  ir_graph_destroy(g);
+  return first;
+}
+
+START_TEST(test_avg_pool_bf16_sum) {
+  const double in[] = {1, 0x1p-8, 0x1p-8, 0x1p-8};
+  /* a 1x3 window over 4 columns: per tap, 1/3 in bf16 */
+  ck_assert_double_eq(bf16_avg_pool(4, in), 0x1.56p-2);
+  /* the window is the whole [1, 3] image: (1 + 2^-7) / 3, 172 * 2^-9, exact in bf16 */
+  ck_assert_double_eq(bf16_avg_pool(3, in), 172 * 0x1p-9);
+}
+END_TEST
+
 START_TEST(test_errors) {
   char err[256];
   double *outs[2] = {0};
@@ -305,6 +335,7 @@ static Suite *ref_suite(void) {
   tcase_add_test(tc, test_casts_and_storage_rounding);
   tcase_add_test(tc, test_f16_matmul);
   tcase_add_test(tc, test_round_matches_half);
+  tcase_add_test(tc, test_avg_pool_bf16_sum);
   tcase_add_test(tc, test_errors);
   suite_add_tcase(s, tc);
   tc = tcase_create("compare");
