@@ -99,7 +99,8 @@ imp_val *oi_val_find(imp *im, const char *name) {
 bool oi_val_define(imp *im, const char *name, ir_node *node, const onnx_tensor *k) {
   if (!*name) return true; /* an omitted optional output */
   imp_val *v = arena_alloc(im->g->arena, sizeof *v);
-  *v = (imp_val){.name = name, .node = node, .k = k, .layer = im->node ? im->layer : NULL, .loc = im->loc};
+  *v = (imp_val){.name = name, .node = node, .k = k, .layer = im->node ? im->layer : NULL, .loc = im->loc,
+                 .param = k && im->defining_param};
   if (hmap_put_str(&im->vals, name, strlen(name), v))
     return FAIL(im, "value '%s' is defined twice (ONNX graphs are in SSA form)", name);
   return true;
@@ -166,9 +167,16 @@ ir_node *oi_operand(imp *im, imp_val *v) {
   if (t.rank == 0) t.rank = 1, t.dims[0] = 1; /* a scalar constant: one element */
   const float *data = oi_const_f32(im, v->k);
   if (!data) return NULL;
-  ir_node *c = ir_build_const(im->g, oi_ir_name(im, v->name, "const"), &t, v->name, data, im->loc);
+  return v->node = oi_host_node(im, v, v->name, &t, data);
+}
+
+/* The const of host value v's data (in t's dtype and dims): a weight when v is a parameter,
+ * else trainable=false, so that training leaves an ONNX Constant node's value as PyTorch
+ * leaves a literal. */
+ir_node *oi_host_node(imp *im, imp_val *v, const char *weight, const ir_type *t, const void *data) {
+  ir_node *c = ir_build_const(im->g, oi_ir_name(im, v->name, "const"), t, weight, data, im->loc);
   c->layer = im->layer;
-  v->node = c;
+  c->frozen = !v->param;
   return c;
 }
 
@@ -423,8 +431,10 @@ static bool import_inputs(imp *im) {
   const onnx_graph *g = &im->m->graph;
   int index = 0;
   if (!dims_all_declared(im)) return false;
+  im->defining_param = true; /* the model's parameters (PyTorch's parameters and buffers) */
   for (int i = 0; i < g->n_initializers; i++)
-    if (!oi_val_define(im, g->initializers[i].name, NULL, &g->initializers[i])) return false;
+    if (!oi_val_define(im, g->initializers[i].name, NULL, &g->initializers[i])) return im->defining_param = false;
+  im->defining_param = false;
   for (int i = 0; i < g->n_inputs; i++) {
     const onnx_value_info *v = &g->inputs[i];
     imp_val *init = oi_val_find(im, v->name);
