@@ -14,7 +14,10 @@
  *     (and refused the LSTM: "its initial state depends on a weight");
  *   - a loss over a static batch is the mean over its rows: castor took the
  *     first row's loss (the run's batch count, 1 for static shapes);
- *   - its gradient has a row per sample: castor wrote the first only.
+ *   - its gradient has a row per sample: castor wrote the first only;
+ *   - --weights (castor_load_options.weights_path) with an ONNX file was
+ *     ignored: the trained weights saved and loaded back gave the untrained
+ *     model's outputs. train_lstm.trained.npy is the trained module's logits.
  */
 #include <check.h>
 
@@ -23,6 +26,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "castor.h"
 
@@ -79,6 +83,36 @@ START_TEST(test_pytorch_lstm_sgd) {
   ck_assert_int_eq(castor_program_get_state(p, "onnx::LSTM_121", &w1), CASTOR_OK);
   ck_assert_int_ne(memcmp(castor_tensor_data(w0), castor_tensor_data(w1), castor_tensor_nbytes(w1)), 0);
   castor_tensor_destroy(w0), castor_tensor_destroy(w1);
+  /* saved, and loaded back into the file with --weights (castor_load_options.weights_path): the
+   * trained module's logits */
+  char path[] = "/tmp/castor_onnx_train_XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_assert_msg(castor_program_save_weights(p, path) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  castor_load_options lo = {0};
+  lo.weights_path = path;
+  castor_model *mt;
+  castor_program *run;
+  ck_assert_msg(castor_model_load_file(ctx, MODELS "/train_lstm.onnx", &lo, &mt) == CASTOR_OK, "%s",
+                castor_context_last_error(ctx));
+  unlink(path);
+  ck_assert_msg(castor_compile(mt, NULL, &run) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  memcpy(castor_tensor_data(x), castor_tensor_data(xs), BATCH * T * F * sizeof(float));
+  castor_tensor *logits = NULL, *trained;
+  ck_assert_msg(castor_program_run(run, &x, 1, &logits, 1) == CASTOR_OK, "%s", castor_context_last_error(ctx));
+  ck_assert_int_eq(castor_tensor_load_npy(ctx, MODELS "/train_lstm.trained.npy", &trained), CASTOR_OK);
+  ck_assert_int_eq(castor_tensor_nbytes(trained), castor_tensor_nbytes(logits));
+  const float *g = castor_tensor_data(logits), *r = castor_tensor_data(trained);
+  double emax = 0, rmax = 0;
+  for (size_t i = 0; i < castor_tensor_nbytes(trained) / sizeof(float); i++) {
+    emax = fmax(emax, fabs(g[i] - r[i]));
+    rmax = fmax(rmax, fabs(r[i]));
+  }
+  ck_assert_msg(emax <= 1e-5 * rmax, "trained logits: max error %g of max %g", emax, rmax);
+  castor_tensor_destroy(logits), castor_tensor_destroy(trained);
+  castor_program_destroy(run);
+  castor_model_destroy(mt);
   castor_tensor_destroy(x), castor_tensor_destroy(y), castor_tensor_destroy(xs), castor_tensor_destroy(ys);
   castor_tensor_destroy(want);
   castor_program_destroy(p);

@@ -21,8 +21,10 @@ suite never needs PyPI:
     /tmp/tvenv/bin/python tests/onnx/models/generate_train.py
 
 Writes train_lstm.onnx, train_lstm.x.npy (f32 [24, 5, 3]: six batches),
-train_lstm.y.npy (i32 [24]), train_lstm.loss.npy (f32 [6]); the versions
-to train_versions.txt.
+train_lstm.y.npy (i32 [24]), train_lstm.loss.npy (f32 [6]),
+train_lstm.trained.npy (the trained module's logits on the first batch,
+f32 [4, 3]: castor's saved weights loaded back with --weights give them);
+the versions to train_versions.txt.
 """
 import os
 
@@ -69,6 +71,8 @@ def main():
     np.save(os.path.join(HERE, "train_lstm.x.npy"), x)
     np.save(os.path.join(HERE, "train_lstm.y.npy"), y)
     np.save(os.path.join(HERE, "train_lstm.loss.npy"), np.array(losses, np.float32))
+    with torch.no_grad():  # the trained module's logits on the first batch
+        np.save(os.path.join(HERE, "train_lstm.trained.npy"), m.eval()(torch.from_numpy(x[:BATCH])).numpy())
     ops = sorted({n.op_type for n in onnx.load(path).graph.node})
     with open(os.path.join(HERE, "train_versions.txt"), "w") as f:
         f.write(f"torch {torch.__version__}\nonnx {onnx.__version__}\n")
