@@ -230,6 +230,9 @@ typedef struct ir_node {
                      * op, not by autocast's infer rule: a Keras layer whose call casts its
                      * input and constants to its compute dtype (Rescaling). Text field
                      * {compute=policy} */
+  bool frozen;      /* CONST: a constant of the model that training leaves as it is (an ONNX
+                     * Constant node's value, an importer's literal), not a weight the grad
+                     * pass turns into a variable. Text field {trainable=false} */
   const char *name; /* value name without '%'; unique in the graph */
   const char *note; /* free text for people, printed as a trailing comment; may be NULL.
                      * Nothing is read back out of it */

@@ -393,13 +393,14 @@ static bool parse_layer(parser *ps, const char **out) {
 }
 
 /* The fields any node may carry in its dictionary, after the op's keys. */
-enum { FIELD_POLICY = 1, FIELD_LAYER = 2, FIELD_RULE = 4, FIELD_COMPUTE = 8 };
+enum { FIELD_POLICY = 1, FIELD_LAYER = 2, FIELD_RULE = 4, FIELD_COMPUTE = 8, FIELD_TRAINABLE = 16 };
 
 static int node_field(const char *key, size_t len) {
   return word_is(key, len, "policy")  ? FIELD_POLICY
        : word_is(key, len, "layer")   ? FIELD_LAYER
        : word_is(key, len, "rule")    ? FIELD_RULE
        : word_is(key, len, "compute") ? FIELD_COMPUTE
+       : word_is(key, len, "trainable") ? FIELD_TRAINABLE
                                       : 0;
 }
 
@@ -412,8 +413,22 @@ static bool parse_compute(parser *ps, bool *out) {
   return *out = true, true;
 }
 
+/* trainable=false: the only value, on a const only (ir_node.frozen). */
+static bool parse_trainable(parser *ps, ir_node *node, const char *key) {
+  const char *s;
+  size_t n;
+  if (node->op != IR_OP_CONST)
+    return fail_at(ps, key, "trainable is a const's field (a constant training leaves as it is), not %s's",
+                   ir_op_name(node->op));
+  bool *frozen = &node->frozen;
+  if (!lex_word(ps, false, &s, &n)) return expected(ps, "'false'");
+  if (!word_is(s, n, "false"))
+    return fail_at(ps, s, "unknown trainable '%.*s' (only 'false': a const is a weight unless it says so)", (int)n, s);
+  return *frozen = true, true;
+}
+
 /* '{' ENTRY {',' ENTRY} '}' (the '{' already consumed), an ENTRY being an
- * op key (ir_ops.def) or a node field (policy, compute, layer, rule) '=' VALUE.
+ * op key (ir_ops.def) or a node field (policy, compute, trainable, layer, rule) '=' VALUE.
  * *out_seen gets the op's keys that were given. */
 static bool parse_attrs(parser *ps, ir_node *n, ir_attr_set *out_seen) {
   ir_attr_set keys = ir_op_attrs(n->op);
@@ -429,10 +444,10 @@ static bool parse_attrs(parser *ps, ir_node *n, ir_attr_set *out_seen) {
       str_buf b;
       str_buf_init(&b);
       if (keys)
-        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes %s, policy, compute, layer and rule)", (int)len, key,
+        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes %s, policy, compute, trainable, layer and rule)", (int)len, key,
                 ir_op_name(n->op), keys_str(n->op, &b));
       else
-        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes only policy, compute, layer and rule)", (int)len, key,
+        fail_at(ps, key, "unknown attribute '%.*s' for %s (it takes only policy, compute, trainable, layer and rule)", (int)len, key,
                 ir_op_name(n->op));
       str_buf_fini(&b);
       return false;
@@ -445,6 +460,7 @@ static bool parse_attrs(parser *ps, ir_node *n, ir_attr_set *out_seen) {
             : field == FIELD_LAYER  ? parse_layer(ps, &n->layer)
             : field == FIELD_RULE   ? parse_string(ps, &n->rule)
             : field == FIELD_COMPUTE ? parse_compute(ps, &n->in_policy)
+            : field == FIELD_TRAINABLE ? parse_trainable(ps, n, key)
                                     : (*out_seen |= (ir_attr_set)1 << k, parse_attr_value(ps, &n->attr, k));
     if (!ok) return false;
   } while (accept_char(ps, ','));

@@ -174,6 +174,10 @@ void ir_print_node(const ir_node *n, str_buf *out) {
     str_buf_puts(&attrs, any ? ", compute=policy" : "compute=policy");
     any = true;
   }
+  if (n->frozen) {
+    str_buf_puts(&attrs, any ? ", trainable=false" : "trainable=false");
+    any = true;
+  }
   if (n->layer) {
     str_buf_puts(&attrs, any ? ", layer=" : "layer=");
     print_name(n->layer, &attrs);

@@ -143,6 +143,9 @@ static void check_sources(verifier *v, const ir_node *n, int pos, bool type_ok) 
       srcs_ok = false; /* reported at the source */
     }
   }
+  if (n->frozen && n->op != IR_OP_CONST)
+    err(v, n, "%s is trainable=false, which only a const can be (a constant training leaves as it is)",
+        ir_op_name(n->op));
   for (int s = 0; srcs_ok && s < ir_op_writes(n->op); s++)
     if (n->srcs[s] && !(ir_op_flags(n->srcs[s]->op) & IR_OPF_STATE))
       err(v, n, "%s updates its operand %d in place, so it must be a variable, not %%%s", ir_op_name(n->op), s + 1,

@@ -134,6 +134,7 @@ static void fold_pad(ir_graph *g, ir_node *p) {
   memset(&p->attr, 0, sizeof p->attr);
   p->attr.weight = weight;
   p->attr.data = out;
+  p->frozen = k->frozen;
 }
 
 /* ---- layout ops and adds of constants ---- */
@@ -199,6 +200,9 @@ static void fold_layout(ir_graph *g, ir_node *n) {
   for (int s = 0; s < n->n_srcs; s++) data = data && n->srcs[s]->attr.data;
   void *out = data ? fold_data(g, n) : NULL;
   const char *rule = n->srcs[0]->rule;
+  bool frozen = true; /* a constant of constants training leaves (an ONNX literal's slice) stays one */
+  for (int s = 0; s < n->n_srcs; s++) frozen = frozen && n->srcs[s]->frozen;
+  n->frozen = frozen;
   n->op = IR_OP_CONST;
   for (int s = 0; s < n->n_srcs; s++) n->srcs[s] = NULL;
   n->n_srcs = 0;
@@ -228,6 +232,7 @@ bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
       c->attr.weight = k->attr.weight;
       c->attr.data = k->attr.data;
       c->rule = k->rule;
+      c->frozen = k->frozen;
       continue;
     }
     if (c->op != IR_OP_CAST || c->srcs[0]->op != IR_OP_CONST) continue;
@@ -265,6 +270,7 @@ bool pass_fold_constants_run(ir_graph *g, pass_context *ctx) {
     memset(&c->attr, 0, sizeof c->attr);
     c->attr.weight = weight;
     c->attr.data = out;
+    c->frozen = k->frozen;
   }
   return true;
 }

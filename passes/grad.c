@@ -421,7 +421,7 @@ static bool grad_run(ir_graph *g, pass_context *ctx, hmap *names) {
   int *uses = ir_graph_use_counts(g);
   for (int i = 0; i < s.n_fwd; i++) {
     ir_node *c = g->nodes[i];
-    if (c->op != IR_OP_CONST) continue;
+    if (c->op != IR_OP_CONST || c->frozen) continue; /* trainable=false: an ONNX Constant node's value */
     if (dtype_is_float(c->type.dtype)) {
       make_variable(&s, c, uses[i]);
     } else if (c->attr.weight) { /* Keras: only floating-point variables train (fuzz_grad: an i64 kernel) */
@@ -649,7 +649,7 @@ bool pass_grad_run(ir_graph *g, pass_context *ctx) {
   const ir_node *first = NULL, *dup = NULL;
   for (int i = 0; i < g->n_nodes && !dup; i++) {
     const ir_node *n = g->nodes[i];
-    if (n->op != IR_OP_CONST || !n->attr.weight) continue;
+    if (n->op != IR_OP_CONST || !n->attr.weight || n->frozen) continue; /* trainable=false: stays a constant */
     first = hmap_put_str(&keys, n->attr.weight, strlen(n->attr.weight), (void *)n);
     if (first) dup = n;
   }

@@ -68,6 +68,7 @@ static int usage(FILE *f, int rc) {
 /* The load and compile options run and dump share. */
 static const char common_help[] =
     "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
+    "                      (.cast), or in place of an ONNX model's, by key\n"
     "  --weights-seed S    seed of the init (Keras's initializers) without a weights file (0)\n"
     "  --bind NAME=FILE    ONNX models: bind graph input NAME to the data in FILE (.npy,\n"
     "                      or an ONNX TensorProto .pb): a shape, axes or bounds an op\n"

@@ -69,6 +69,7 @@ static int usage(FILE *f, int rc) {
           "  --cpu=CPU           target CPU (default: this host's, as the JIT)\n"
           "  --features=LIST     target features, e.g. +avx2,+fma (default: this host's)\n"
           "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
+          "                      (.cast), or in place of an ONNX model's, by key\n"
           "  --weights-seed S    seed of the init (Keras's initializers) without a weights file (0)\n"
           "  --dim NAME=VALUE    ONNX models: bind the symbolic dimension NAME to VALUE\n"
           "  --policy P          dtype policy instead of the model's 'policy' line\n"

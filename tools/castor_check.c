@@ -53,6 +53,7 @@ static int usage(FILE *f, int rc) {
         "                      becomes N rows, static shapes (default 1, N symbolic)\n"
         "  --seed S            its seed (default 1, as castor run)\n"
         "  --weights FILE      weights (.safetensors) instead of the model's 'weights' line\n"
+        "                      (.cast), or in place of an ONNX model's, by key\n"
         "  --weights-seed S    seed of the init (Keras's initializers) without a weights file (0)\n"
         "  --dim NAME=VALUE    ONNX models: bind the symbolic dimension NAME to VALUE\n"
         "  --tolerance T       normalized error allowed on the outputs (default: 8 ulps of\n"

@@ -89,6 +89,7 @@ typedef struct train_cli {
   bool evaluate;
   const char *model, *x, *y, *x_val, *y_val, *save, *history, *plot;
   int64_t epochs, batch_size;
+  bool batch_size_given; /* --batch-size on the command line (else 32, or a static batch's own) */
   uint64_t seed;
   double validation_split;
   bool shuffle;
@@ -106,6 +107,31 @@ static bool parse_double(const char *s, double lo, double hi, double *out) {
   double v = strtod(s, &end);
   if (!*s || *end || errno || !(v >= lo && v <= hi)) return false;
   *out = v;
+  return true;
+}
+
+/* A model whose batch dimension is static (an ONNX file exported with a fixed batch, or bound by
+ * --dim) runs whole batches of that size only: it is the batch size (unless --batch-size says
+ * another, an error), and the samples must fill whole batches, which is checked before the
+ * first step rather than at the last batch of the first epoch. */
+static bool static_batch_ok(train_cli *c, int64_t nb, const rt_dataset *train, const rt_dataset *val) {
+  if (c->batch_size_given && c->batch_size != nb) {
+    cli_error("%s: the model takes batches of exactly %lld samples (a static batch dimension: exported with a "
+              "fixed batch, or bound by --dim); train with --batch-size %lld, or export the model with a dynamic "
+              "batch", c->model, (long long)nb, (long long)nb);
+    return false;
+  }
+  c->batch_size = nb;
+  const rt_dataset *sets[] = {train, val};
+  const char *what[] = {c->validation_split > 0 ? "the training part of --x (after --validation-split)" : c->x,
+                        c->x_val ? c->x_val : "the validation split"};
+  for (int k = 0; k < 2; k++)
+    if (sets[k]->n % nb) {
+      cli_error("%s: %lld samples leave a last batch of %lld, but the model takes batches of exactly %lld samples "
+                "(a static batch dimension); give a multiple of %lld samples, or export the model with a dynamic "
+                "batch", what[k], (long long)sets[k]->n, (long long)(sets[k]->n % nb), (long long)nb, (long long)nb);
+      return false;
+    }
   return true;
 }
 
@@ -143,7 +169,7 @@ static int parse(int argc, char **argv, train_cli *c) {
       c->epochs = n;
     } else if (OPT("--batch-size")) {
       if (!cli_parse_int("--batch-size", v, missing, 1, INT64_C(1) << 30, "2^30", "a positive integer", &n)) return 1;
-      c->batch_size = n;
+      c->batch_size = n, c->batch_size_given = true;
     } else if (OPT("--seed")) {
       if (missing || !str_parse_i64(v, 0, INT64_MAX, &n)) return cli_error("--seed needs a non-negative integer, got '%s'", missing ? "" : v);
       c->seed = (uint64_t)n;
@@ -498,6 +524,7 @@ int castor_train_main(int argc, char **argv) {
     diag_sink_destroy(d);
     if (!ok) goto done;
   }
+  if (in.rank > 0 && in.dims[0] >= 0 && !static_batch_ok(&c, in.dims[0], &train, &val)) goto done;
   if (c.evaluate) {
     double loss, acc;
     int64_t st = 0, sk = 0;

@@ -123,6 +123,15 @@ typedef struct cg_kctx {
                        * (the CPU's static_rows); 0: batched, or one launch row */
 } cg_kctx;
 
+/* Batch rows per launch row: the batch's (N symbolic) one; a static
+ * result's split by its dimension 0 (the CPU's: one batch row each, so
+ * the thread pool splits the batch), else one launch row holding all. */
+static inline int64_t cg_launch_rows(const cg_kctx *c, const ir_node *op) {
+  if (ir_type_is_batched(&op->type)) return 1;
+  CASTOR_ASSERT(c->rows_fixed <= 0 || op->type.dims[0] % c->rows_fixed == 0);
+  return c->rows_fixed > 0 ? op->type.dims[0] / c->rows_fixed : op->type.dims[0];
+}
+
 /* for (iv = start; iv + step <= end; iv += step): the body runs only for
  * whole steps, so a vector step never reads past the range. */
 typedef struct cg_loop {

@@ -102,16 +102,24 @@ static LLVMValueRef row_loss(cg_kctx *c, LLVMValueRef i) {
   return get(c, acc, e->f32);
 }
 
+/* The rows the mean is over: the run's batch N, or the predictions' static first dimension (a
+ * model exported with a fixed batch: an ONNX file of static shapes). */
+static LLVMValueRef loss_rows(cg_kctx *c, const ir_node *p) {
+  cg_emitter *e = c->e;
+  return ir_type_is_batched(&p->type) ? c->batch : i64c(p->type.dims[0]);
+}
+
 void cg_train_loss(cg_kctx *c) {
   cg_emitter *e = c->e;
   const ir_node *op = op_of(c);
   LLVMTypeRef f64 = LLVMDoubleTypeInContext(e->ctx);
   LLVMValueRef total = var(c, f64, LLVMConstReal(f64, 0), "total");
-  cg_loop li = cg_loop_begin(c, i64c(0), c->batch, 1, "i");
+  LLVMValueRef rows = loss_rows(c, op->srcs[0]);
+  cg_loop li = cg_loop_begin(c, i64c(0), rows, 1, "i");
   LLVMValueRef r = LLVMBuildFPExt(B, row_loss(c, li.iv), f64, "");
   LLVMBuildStore(B, LLVMBuildFAdd(B, get(c, total, f64), r, ""), total);
   cg_loop_end(c, &li);
-  LLVMValueRef n = LLVMBuildSIToFP(B, c->batch, f64, "");
+  LLVMValueRef n = LLVMBuildSIToFP(B, rows, f64, "");
   if (op->op == IR_OP_MSE) n = LLVMBuildFMul(B, n, LLVMConstReal(f64, (double)op->srcs[0]->type.dims[1]), "");
   LLVMValueRef mean = LLVMBuildFPTrunc(B, LLVMBuildFDiv(B, get(c, total, f64), n, ""), e->f32, "loss");
   store_f(c, op, i64c(0), mean, 1);
@@ -123,7 +131,7 @@ static void loss_grad_row(cg_kctx *c, LLVMValueRef i) {
   const ir_node *op = op_of(c), *p = op->srcs[0], *seed = op->srcs[2];
   int64_t C = p->type.dims[1];
   LLVMValueRef base = LLVMBuildMul(B, i, i64c(C), "");
-  LLVMValueRef n = LLVMBuildSIToFP(B, c->batch, e->f32, "");
+  LLVMValueRef n = LLVMBuildSIToFP(B, loss_rows(c, p), e->f32, "");
   if (op->op == IR_OP_MSE_GRAD) n = LLVMBuildFMul(B, n, F((double)C), "");
   LLVMValueRef scale = LLVMBuildFDiv(B, load_f(c, seed, i64c(0), 1), n, "c_over_n");
   if (op->op == IR_OP_MSE_GRAD) {
@@ -174,7 +182,9 @@ static void loss_grad_row(cg_kctx *c, LLVMValueRef i) {
 }
 
 void cg_train_loss_grad(cg_kctx *c) {
-  cg_loop li = cg_loop_begin(c, c->row0, c->row1, 1, "i");
+  cg_emitter *e = c->e;
+  int64_t per = cg_launch_rows(c, op_of(c)); /* a static batch: its rows in one launch row */
+  cg_loop li = cg_loop_begin(c, LLVMBuildMul(B, c->row0, i64c(per), ""), LLVMBuildMul(B, c->row1, i64c(per), ""), 1, "i");
   loss_grad_row(c, li.iv);
   cg_loop_end(c, &li);
 }

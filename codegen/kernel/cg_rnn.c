@@ -164,14 +164,6 @@ static void recurrent_product(rnn *s, LLVMValueRef src, int nr, LLVMValueRef row
 static LLVMValueRef sigm(cg_emitter *e, LLVMValueRef x) { return cg_emit_gate_sigmoid(e, x, "sigmoid"); }
 static LLVMValueRef tanh_(cg_emitter *e, LLVMValueRef x) { return cg_emit_gate_tanh(e, x, "tanh"); }
 
-/* Batch rows per launch row: the batch's (N symbolic) one; a static
- * result's split by its dimension 0 (the CPU's: one batch row each, so
- * the thread pool splits the batch), else one launch row holding all. */
-static int64_t launch_rows(const cg_kctx *c, const ir_node *op) {
-  if (ir_type_is_batched(&op->type)) return 1;
-  CASTOR_ASSERT(c->rows_fixed <= 0 || op->type.dims[0] % c->rows_fixed == 0);
-  return c->rows_fixed > 0 ? op->type.dims[0] / c->rows_fixed : op->type.dims[0];
-}
 
 /* Whether step t of batch row `row` is taken (the mask true there), or NULL without a mask. */
 static LLVMValueRef taken(rnn *s, LLVMValueRef row, LLVMValueRef t) {
@@ -332,7 +324,7 @@ void cg_train_rnn(cg_kctx *c) {
   s.u = cg_entry_alloca(c, uty, "u");
   if (states == 2) s.cs = cg_entry_alloca(c, hty, "c");
   if (gates_n == 3 && !op->attr.reset_after) s.gs = cg_entry_alloca(c, hty, "gh");
-  int64_t per = launch_rows(c, op);
+  int64_t per = cg_launch_rows(c, op);
   LLVMValueRef lo = LLVMBuildMul(B, c->row0, i64c(per), ""), hi = LLVMBuildMul(B, c->row1, i64c(per), "");
   if (nr > nr4) lo = scan_rows(&s, lo, hi, nr, first_state);
   if (nr4 > 1) lo = scan_rows(&s, lo, hi, nr4, first_state);
@@ -753,7 +745,7 @@ void cg_train_rnn_grad(cg_kctx *c) {
   b.dc = cg_entry_alloca(c, hty, "dc");
   b.du = cg_entry_alloca(c, uty, "du");
   b.dn = cg_entry_alloca(c, hty, "dh.next");
-  int64_t per = launch_rows(c, op);
+  int64_t per = cg_launch_rows(c, op);
   LLVMValueRef lo = LLVMBuildMul(B, c->row0, i64c(per), ""), hi = LLVMBuildMul(B, c->row1, i64c(per), "");
   if (nr > 1) lo = bwd_rows(&b, lo, hi, nr);
   bwd_rows(&b, lo, hi, 1);

@@ -31,6 +31,9 @@ typedef struct imp_val {
   const char *layer;     /* the producing node's layer and location (transposes added later) */
   diag_loc loc;
   bool poison;           /* made by a node that failed: its users are skipped, not reported */
+  bool param;            /* a host constant that is a model parameter: an initializer, or folded
+                          * from one. Otherwise (a Constant node, a shape, values folded from
+                          * those only) its const is trainable=false (ir_node.frozen) */
 } imp_val;
 
 typedef struct imp imp;
@@ -61,6 +64,8 @@ struct imp {
   const char *layer;
   diag_loc loc;
   bool failed; /* the node being lowered failed (or, before the nodes, the model) */
+  bool defining_param; /* host constants defined now are parameters (imp_val.param): the
+                        * initializers, and a fold with a parameter among its inputs */
   /* the nodes' errors, one per distinct message (onnx_import.c, oi_fail_kind) */
   int n_errors;
   hmap errors; /* message -> oi_node_error */
@@ -94,6 +99,7 @@ ir_node *oi_operand(imp *im, imp_val *v);
 const onnx_tensor *oi_const_input(imp *im, int k, const char *what);
 const onnx_tensor *oi_host_const(imp *im, int k);
 ir_node *oi_scalar_const(imp *im, const char *what, double v);
+ir_node *oi_host_node(imp *im, imp_val *v, const char *weight, const ir_type *t, const void *data);
 bool oi_define_output(imp *im, int k, ir_node *n);
 bool oi_outputs_unused_from(imp *im, int k, const char *why);
 ir_node *oi_build(imp *im, ir_op op, const char *suffix, ir_node *const *srcs, int n, const ir_attr *attr);

@@ -672,5 +672,13 @@ bool oi_try_fold(imp *im, const onnx_node *n, bool *folded) {
   }
   if (!oi_attrs_known(im, &(op_row){row->op, row->since, 0, NULL, IR_OP_COUNT, row->attrs})) return false;
   *folded = true;
-  return row->eval(im, row, in, n->n_inputs);
+  bool param = false; /* a value folded from a parameter is one (a reshaped initializer) */
+  for (int i = 0; i < n->n_inputs; i++) {
+    const imp_val *v = *n->inputs[i] ? oi_val_find(im, n->inputs[i]) : NULL;
+    param |= v && v->param;
+  }
+  im->defining_param = param;
+  bool ok = row->eval(im, row, in, n->n_inputs);
+  im->defining_param = false;
+  return ok;
 }

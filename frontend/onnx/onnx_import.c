@@ -17,6 +17,7 @@
  * model says is silently ignored.
  */
 #include "frontend/onnx/internal.h"
+#include "formats/safetensors.h"
 
 #include "util/half.h"
 
@@ -99,7 +100,8 @@ imp_val *oi_val_find(imp *im, const char *name) {
 bool oi_val_define(imp *im, const char *name, ir_node *node, const onnx_tensor *k) {
   if (!*name) return true; /* an omitted optional output */
   imp_val *v = arena_alloc(im->g->arena, sizeof *v);
-  *v = (imp_val){.name = name, .node = node, .k = k, .layer = im->node ? im->layer : NULL, .loc = im->loc};
+  *v = (imp_val){.name = name, .node = node, .k = k, .layer = im->node ? im->layer : NULL, .loc = im->loc,
+                 .param = k && im->defining_param};
   if (hmap_put_str(&im->vals, name, strlen(name), v))
     return FAIL(im, "value '%s' is defined twice (ONNX graphs are in SSA form)", name);
   return true;
@@ -166,9 +168,16 @@ ir_node *oi_operand(imp *im, imp_val *v) {
   if (t.rank == 0) t.rank = 1, t.dims[0] = 1; /* a scalar constant: one element */
   const float *data = oi_const_f32(im, v->k);
   if (!data) return NULL;
-  ir_node *c = ir_build_const(im->g, oi_ir_name(im, v->name, "const"), &t, v->name, data, im->loc);
+  return v->node = oi_host_node(im, v, v->name, &t, data);
+}
+
+/* The const of host value v's data (in t's dtype and dims): a weight when v is a parameter,
+ * else trainable=false, so that training leaves an ONNX Constant node's value as PyTorch
+ * leaves a literal. */
+ir_node *oi_host_node(imp *im, imp_val *v, const char *weight, const ir_type *t, const void *data) {
+  ir_node *c = ir_build_const(im->g, oi_ir_name(im, v->name, "const"), t, weight, data, im->loc);
   c->layer = im->layer;
-  v->node = c;
+  c->frozen = !v->param;
   return c;
 }
 
@@ -423,8 +432,10 @@ static bool import_inputs(imp *im) {
   const onnx_graph *g = &im->m->graph;
   int index = 0;
   if (!dims_all_declared(im)) return false;
+  im->defining_param = true; /* the model's parameters (PyTorch's parameters and buffers) */
   for (int i = 0; i < g->n_initializers; i++)
-    if (!oi_val_define(im, g->initializers[i].name, NULL, &g->initializers[i])) return false;
+    if (!oi_val_define(im, g->initializers[i].name, NULL, &g->initializers[i])) return im->defining_param = false;
+  im->defining_param = false;
   for (int i = 0; i < g->n_inputs; i++) {
     const onnx_value_info *v = &g->inputs[i];
     imp_val *init = oi_val_find(im, v->name);
@@ -558,6 +569,52 @@ static int64_t default_opset(imp *im) {
   return v;
 }
 
+/* --weights FILE (castor_compile_options.weights_path): a safetensors file whose tensors
+ * replace the data of the consts of the same weight key: an initializer's name, or the key
+ * castor train --save wrote for it (a transformed initializer's, as a Gemm's B transposed,
+ * "fc.weight'"). Every tensor must name a weight of the model and have its dtype and shape (each
+ * mismatch is reported); a weight the file does not hold keeps the model's value. */
+static bool apply_weights_file(imp *im, const char *path) {
+  diag_loc at = {.file = diag_intern(im->d, path)};
+  safetensors_file st;
+  if (!safetensors_read(path, at, im->d, &st)) return false;
+  bool ok = true;
+  bool *used = st.n_tensors ? xcalloc((size_t)st.n_tensors, sizeof *used) : NULL;
+  for (int i = 0; i < im->g->n_nodes; i++) {
+    ir_node *n = im->g->nodes[i];
+    if (n->op != IR_OP_CONST || !n->attr.weight || !n->attr.data) continue;
+    const safetensors_tensor *t = safetensors_find(&st, n->attr.weight);
+    if (!t) continue;
+    used[t - st.tensors] = true;
+    bool same = t->dtype == n->type.dtype && t->rank == n->type.rank;
+    for (int r = 0; same && r < t->rank; r++) same = t->dims[r] == n->type.dims[r];
+    if (!same) {
+      str_buf b;
+      str_buf_init(&b);
+      ir_type_print(&n->type, &b);
+      str_buf_printf(&b, " in the model, not the file's %s[", dtype_name(t->dtype));
+      for (int r = 0; r < t->rank; r++) str_buf_printf(&b, "%s%lld", r ? "," : "", (long long)t->dims[r]);
+      diag_error_kind(im->d, DIAG_KIND_INVALID_MODEL, at, "weight '%s' is %s]", t->name, str_buf_cstr(&b));
+      str_buf_fini(&b);
+      ok = false;
+      continue;
+    }
+    void *copy = arena_alloc_aligned(im->g->arena, t->nbytes ? (size_t)t->nbytes : 1, 64);
+    if (t->nbytes) memcpy(copy, t->data, (size_t)t->nbytes);
+    n->attr.data = copy;
+  }
+  for (int k = 0; k < st.n_tensors; k++)
+    if (!used[k]) {
+      diag_error_kind(im->d, DIAG_KIND_INVALID_MODEL, at,
+                      "'%s' is no weight of the model (an ONNX model's weights are its initializers by name, "
+                      "and the keys castor train --save writes for them)", st.tensors[k].name);
+      ok = false;
+    }
+  free(used);
+  safetensors_fini(&st);
+  return ok;
+}
+
 ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe_options *o,
                        diag_sink *d, fe_train_defaults *out_defaults) {
   if (out_defaults) *out_defaults = (fe_train_defaults){0};
@@ -592,6 +649,7 @@ ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe
   hmap_fini(&im.vals);
   hmap_fini(&im.used);
   if (ok && !ir_verify(im.g, d)) ok = false;
+  if (ok && o->weights_path && !apply_weights_file(&im, o->weights_path)) ok = false;
   if (!ok) {
     ir_graph_destroy(im.g);
     onnx_model_free(m);

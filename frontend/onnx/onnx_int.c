@@ -43,10 +43,7 @@ static ir_node *operand(imp *im, imp_val *v) {
     for (size_t i = 0; i < n; i++) ((int64_t *)data)[i] = oi_elem_i64(v->k, (int64_t)i);
   else if (n)
     memcpy(data, v->k->data, n * es);
-  ir_node *c = ir_build_const(im->g, oi_ir_name(im, v->name, "const"), &t, v->name, data, im->loc);
-  c->layer = im->layer;
-  v->node = c;
-  return c;
+  return v->node = oi_host_node(im, v, v->name, &t, data);
 }
 
 ir_node *oi_int_operand(imp *im, imp_val *v) { return operand(im, v); }
@@ -239,6 +236,7 @@ bool oi_lower_gather_nd(imp *im, const onnx_node *n, const op_row *row) {
   ir_node *idx = ir_build_const(im->g, arena_printf(im->g->arena, "%s.index", im->layer), &it,
                                 arena_printf(im->g->arena, "%s.index", im->layer), flat, im->loc);
   idx->layer = im->layer;
+  idx->frozen = true;
   ir_node *y = oi_build(im, IR_OP_GATHER, NULL, (ir_node *[]){xf, idx}, 2, &(ir_attr){.axis = 0});
   if (!y) return false;
   ir_attr o = {.shape = {.rank = out_rank}};

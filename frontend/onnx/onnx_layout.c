@@ -152,6 +152,7 @@ static ir_node *const_cl(imp *im, imp_val *v, int R) {
   const char *wname = arena_printf(im->g->arena, "%s'", k->name);
   ir_node *c = ir_build_const(im->g, oi_ir_name(im, k->name, "const"), &t, wname, data, im->loc);
   c->layer = im->layer;
+  c->frozen = !v->param;
   return c;
 }
 
@@ -435,6 +436,7 @@ bool oi_lower_conv(imp *im, const onnx_node *n, const op_row *row) {
     wt = ir_build_const(im->g, oi_ir_name(im, im->layer, "hwio"), &t, arena_printf(im->g->arena, "%s'", vw->k->name),
                         dst, im->loc);
     wt->layer = im->layer;
+    wt->frozen = !vw->param;
   } else { /* a run-time weight: transposed at run time */
     wt = oi_operand(im, vw);
     if (wt && w.n == 1) {
@@ -522,6 +524,7 @@ bool oi_lower_conv_transpose(imp *im, const onnx_node *n, const op_row *row) {
     wt = ir_build_const(im->g, oi_ir_name(im, im->layer, "hwoi"), &t, arena_printf(im->g->arena, "%s'", vw->k->name),
                         dst, im->loc);
     wt->layer = im->layer;
+    wt->frozen = !vw->param;
   } else {
     wt = oi_operand(im, vw);
     if (wt && w.n == 1) {

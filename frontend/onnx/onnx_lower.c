@@ -141,6 +141,7 @@ bool oi_lower_matmul(imp *im, const onnx_node *n, const op_row *row) {
     b = ir_build_const(im->g, oi_ir_name(im, im->layer, "nhwc_rows"), &bt, arena_printf(im->g->arena, "%s'", vb->k->name),
                        oi_rows_from_flat_cl(im, &va->cl, bf, K, P), im->loc);
     b->layer = im->layer;
+    b->frozen = !vb->param;
   } else {
     a = oi_operand(im, va), b = oi_operand(im, vb);
   }
@@ -232,6 +233,7 @@ bool oi_lower_gemm(imp *im, const onnx_node *n, const op_row *row) {
   const char *wname = (tb || alpha != 1.0 || layout == OI_FLAT_CL) ? arena_printf(im->g->arena, "%s'", bt->name) : bt->name;
   ir_node *b = ir_build_const(im->g, oi_ir_name(im, im->layer, "gemm"), &wt, wname, w, im->loc);
   b->layer = im->layer;
+  b->frozen = !oi_input(im, 1)->param;
   ir_attr attr = {.acc = DT_F32};
   ir_node *y = oi_build(im, row->ir, oi_has_input(im, 2) ? "matmul" : NULL, (ir_node *[]){a, b}, 2, &attr);
   if (!y || !oi_has_input(im, 2)) return oi_define_output(im, 0, y);
@@ -252,6 +254,7 @@ bool oi_lower_gemm(imp *im, const onnx_node *n, const op_row *row) {
   const char *cname = (beta != 1.0 || !row_bias) ? arena_printf(im->g->arena, "%s'", ct->name) : ct->name;
   ir_node *cb = ir_build_const(im->g, oi_ir_name(im, im->layer, "bias"), &ctype, cname, c, im->loc);
   cb->layer = im->layer;
+  cb->frozen = !oi_input(im, 2)->param;
   return oi_define_output(im, 0, oi_build(im, IR_OP_ADD, NULL, (ir_node *[]){y, cb}, 2, NULL));
 }
 
@@ -347,6 +350,7 @@ bool oi_lower_layer_norm(imp *im, const onnx_node *n, const op_row *row) {
     beta = ir_build_const(im->g, oi_ir_name(im, im->layer, "beta"), &gamma->type,
                           arena_printf(im->g->arena, "%s.zero_bias", im->layer), z, im->loc);
     beta->layer = im->layer;
+    beta->frozen = true; /* no bias in the model (PyTorch's LayerNorm(bias=False)): zeros, not a weight */
   }
   ir_attr attr = {.axis = axis, .epsilon = eps};
   return oi_define_output(im, 0, oi_build(im, row->ir, NULL, (ir_node *[]){x, gamma, beta}, 3, &attr));
@@ -720,6 +724,7 @@ ir_node *oi_scalar_const(imp *im, const char *what, double v) {
   const char *name = arena_printf(im->g->arena, "%s.%s", im->layer, what);
   ir_node *c = ir_build_const(im->g, oi_ir_name(im, name, "const"), &t, name, f, im->loc);
   c->layer = im->layer;
+  c->frozen = true; /* an attribute's value (alpha, epsilon) or the importer's zero: no weight */
   return c;
 }
 

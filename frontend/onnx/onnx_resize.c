@@ -92,6 +92,7 @@ static ir_node *resize_axis(imp *im, ir_node *y, int a, const float *m, int64_t 
   const char *name = arena_printf(im->g->arena, "%s.%s_map", im->layer, ax);
   ir_node *mc = ir_build_const(im->g, oi_ir_name(im, name, "map"), &mt, name, m, im->loc);
   mc->layer = im->layer;
+  mc->frozen = true; /* the interpolation weights: no model weight */
   ir_attr acc = {.acc = DT_F32};
   y = y ? oi_build(im, IR_OP_MATMUL, ax, (ir_node *[]){y, mc}, 2, &acc) : NULL;
   if (y && a != rank - 1) y = oi_build(im, IR_OP_TRANSPOSE, arena_printf(im->g->arena, "%s_back", ax), &y, 1, &sw);

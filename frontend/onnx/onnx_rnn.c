@@ -148,6 +148,7 @@ static bool sequence_mask(rnn_lower *s, int64_t nb, int64_t t_len, ir_node **mas
   const char *name = arena_printf(im->g->arena, "%s.steps", im->layer);
   ir_node *steps = ir_build_const(im->g, oi_ir_name(im, name, "const"), &st, name, data, im->loc);
   steps->layer = im->layer;
+  steps->frozen = true;
   ir_node *col = reshape(s, lens, 2, (int64_t[]){nb, 1}, "sequence_lens");
   ir_node *m = col ? oi_build(im, IR_OP_LESS, "mask", (ir_node *[]){steps, col}, 2, NULL) : NULL;
   ir_node *first = m ? slice(s, m, 1, 0, 1, "valid") : NULL;

@@ -208,7 +208,7 @@ with open(os.path.join(here, "..", "..", "ir", "ir_ops.def")) as f:  # every op 
 dictionary("ir.dict", ["graph", "output", "policy=", "%", "= ", "f32", "f16", "bf16", "i32", "i64", "i1",
     "[N,", "[]", "N", "{", "}", "index=", "weight=", "acc=", "to=", "shape=", "axis=", "epsilon=", "1e-05",
     "#", "# autocast: ", "float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16", "(", ")",
-    ",", "\\x00", "\n"] + [o + "(" for o in ops])
+    ",", "\\x00", "\n", "compute=policy", "trainable=false"] + [o + "(" for o in ops])
 # the training targets: grad (text IR through the grad pass) gets the IR's tokens and every
 # attribute key of ir_attrs.def; cast_train and train the .cast tokens and the compile statement's
 with open(os.path.join(here, "..", "..", "ir", "ir_attrs.def")) as f:
@@ -216,7 +216,7 @@ with open(os.path.join(here, "..", "..", "ir", "ir_attrs.def")) as f:
 ir_toks = ["graph", "output", "policy=", "%", "= ", "f32", "f16", "bf16", "i32", "i64", "i1",
     "[N,", "[]", "N", "{", "}", "#", "float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16",
     "(", ")", ",", "\n", "layer=", "rule=", "kind=weight", "kind=nontrainable", "kind=slot", "kind=scalar",
-    "init=0", "value=1", "1e-07"] + [a + "=" for a in attrs] + [o + "(" for o in ops]
+    "init=0", "value=1", "1e-07", "compute=policy", "trainable=false"] + [a + "=" for a in attrs] + [o + "(" for o in ops]
 dictionary("grad.dict", ir_toks)
 dictionary("cast_train.dict", ["model", "policy", "weights", "output"] + cast_layers + cast_keys + ["0.5",
     "relu", "softmax", "linear", "float32", "mixed_float16", "mixed_bfloat16", "[", "]", "(", ")", ",", "=",

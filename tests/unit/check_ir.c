@@ -134,6 +134,24 @@ START_TEST(test_print_built_graph) {
 }
 END_TEST
 
+/* trainable=false (ir_node.frozen) prints and verifies on a const; on any other op, a graph built
+ * in memory (where the parser cannot refuse it) fails verification. */
+START_TEST(test_frozen_const) {
+  ir_graph *g = build_mlp();
+  g->nodes[2]->frozen = true; /* dense_1.bias */
+  char *text = print_graph(g);
+  ck_assert_ptr_nonnull(strstr(text, "%dense_1.bias = f32[4096] const() {weight=\"dense_1.bias\", trainable=false}"));
+  free(text);
+  diag_sink *d = diag_sink_create();
+  ck_assert_msg(ir_verify(g, d), "verify: %s", diag_text(d));
+  g->nodes[5]->frozen = true; /* dense_1 (relu) */
+  ck_assert(!ir_verify(g, d));
+  ck_assert_ptr_nonnull(strstr(diag_text(d), "relu is trainable=false, which only a const can be"));
+  diag_sink_destroy(d);
+  ir_graph_destroy(g);
+}
+END_TEST
+
 START_TEST(test_print_node_and_edge_cases) {
   ir_graph *g = ir_graph_create("edge");
   g->policy = IR_POLICY_MIXED_BFLOAT16;
@@ -379,11 +397,17 @@ static const struct {
      "t.cir:2:12: error: a dimension (an integer >= 0 or N) 99999999999999999999 is too "
      "large\n%x = f32[N,99999999999999999999] input() {index=0}\n           ^\n"},
     {HDR X "%y = f32[N,4] relu(%x) {acc=f32}\n" OUT,
-     "t.cir:3:25: error: unknown attribute 'acc' for relu (it takes only policy, compute, layer and rule)\n"
+     "t.cir:3:25: error: unknown attribute 'acc' for relu (it takes only policy, compute, trainable, layer and rule)\n"
      "%y = f32[N,4] relu(%x) {acc=f32}\n                        ^\n"},
     {HDR X "%y = f16[N,4] cast(%x) {too=f16}\n" OUT,
-     "t.cir:3:25: error: unknown attribute 'too' for cast (it takes to, policy, compute, layer and rule)\n"
+     "t.cir:3:25: error: unknown attribute 'too' for cast (it takes to, policy, compute, trainable, layer and rule)\n"
      "%y = f16[N,4] cast(%x) {too=f16}\n                        ^\n"},
+    {HDR X "%y = f32[N,4] relu(%x) {trainable=false}\n" OUT,
+     "t.cir:3:25: error: trainable is a const's field (a constant training leaves as it is), not relu's\n"
+     "%y = f32[N,4] relu(%x) {trainable=false}\n                        ^\n"},
+    {HDR X "%w = f32[4] const() {weight=\"w\", trainable=true}\n" OUT,
+     "t.cir:3:44: error: unknown trainable 'true' (only 'false': a const is a weight unless it says so)\n"
+     "%w = f32[4] const() {weight=\"w\", trainable=true}\n                                           ^\n"},
     {HDR X "%y = f16[N,4] cast(%x) {policy=float32}\n" OUT,
      "t.cir:3:15: error: cast needs the attribute 'to'\n"
      "%y = f16[N,4] cast(%x) {policy=float32}\n              ^\n"},
@@ -880,6 +904,7 @@ static Suite *ir_suite(void) {
   TCase *tc = tcase_create("print");
   tcase_add_test(tc, test_print_built_graph);
   tcase_add_test(tc, test_print_node_and_edge_cases);
+  tcase_add_test(tc, test_frozen_const);
   suite_add_tcase(s, tc);
   tc = tcase_create("parse");
   tcase_add_test(tc, test_roundtrip_table);
