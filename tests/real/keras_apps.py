@@ -246,7 +246,7 @@ def table(rows, args):
         if mixed:
             line += "".join(f" {r[f'castor_f32_{b}']:.1e} / {r[f'keras_f32_{b}']:.1e} |" for b in (1, 4))
         if both:
-            line += (f" {r['backends1']:.1e} / {r['backends4']:.1e} |" if "backends1" in r else " |")
+            line += " " + " / ".join(f"{r[f'backends{b}']:.1e}" if f"backends{b}" in r else "-" for b in (1, 4)) + " |"
         if f64 and "castor_f64_1" in r:
             for b in (1, 4):
                 line += f" {r[f'castor_f64_{b}']:.1e} / {r[f'keras_f64_{b}']:.1e}"
