@@ -113,7 +113,7 @@ def summary(args, names):
     def err(a, b):
         return float(np.abs(a.astype(np.float64) - b).max() / max(np.abs(b).max(), 1e-300))
     head = ("| architecture | batch | castor vs Keras-JAX | Keras-torch vs Keras-JAX | from float64: castor |"
-            " Keras-JAX | Keras-torch | max abs logit (float64) | castor no farther from float64 than the farther Keras |")
+            " Keras-JAX | Keras-torch | max abs logit (float64) | castor no farther from float64 than the farther Keras (castor's distance / it) |")
     out = [head, "|---" * (head.count("|") - 1) + "|"]
     for name, size in ARCHS:
         if names and name not in names:
@@ -128,7 +128,7 @@ def summary(args, names):
             crit = "-"
             if c is not None and f is not None and (j is not None or t is not None):
                 keras = max(err(k, f) for k in (j, t) if k is not None)
-                crit = "yes" if err(c, f) <= keras else "no"
+                crit = ("yes" if err(c, f) <= keras else "no") + f" ({err(c, f) / max(keras, 1e-300):.2f}x)"
             logit = f"{np.abs(f).max():.1e}" if f is not None else "-"
             out.append(f"| {name} | {batch} | {cell(c, j)} | {cell(t, j)} | {cell(c, f)} | {cell(j, f)} | "
                        f"{cell(t, f)} | {logit} | {crit} |")
