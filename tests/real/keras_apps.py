@@ -12,6 +12,7 @@ Writes a Markdown table (architecture, input, policy, loads, error at batch
       [--policy float32|mixed_bfloat16] [--seed S] [--f64] [NAME ...]
   /tmp/tvenv/bin/python tests/real/keras_apps.py --castor build/castor --out /tmp/apps \
       --backend torch --load [--policy ...] [NAME ...]
+  /tmp/kvenv/bin/python tests/real/keras_apps.py --out /tmp/apps --summary [--policy ...] [NAME ...]
 
 --backend sets KERAS_BACKEND (jax by default). Keras's random init differs
 between backends, so --load reads the .keras files an earlier run wrote into
@@ -21,7 +22,17 @@ weights and inputs. Each run keeps Keras's predictions in --out
 the table adds how far the two Keras references are from each other.
 --f64 (JAX only) also predicts with the same weights under Keras's float64
 policy (JAX_ENABLE_X64=1) and gives how far castor's and Keras's results
-are from it: the referee where float32 itself is ill-conditioned.
+are from it: the referee where float32 itself is ill-conditioned. It keeps
+the float64 predictions in --out (NAME-POLICY-sSEED-f64.y{1,4}.npy); a later
+run without --f64 (the torch backend's, --castor-only) takes them from there,
+and adds, where the other backend's predictions are there too, that Keras's
+distance from float64; the last column then says whether castor is no
+farther from float64 than the farther of the Keras results.
+
+--summary reads only the predictions earlier runs left in --out (castor's,
+Keras-JAX's, Keras-torch's, float64's) and prints, per architecture and
+batch, castor's and Keras-torch's error against Keras-JAX and the three
+distances from float64 (no Keras, no castor: seconds).
 
 --castor-only runs castor alone on the .keras files, inputs and Keras
 predictions (NAME-POLICY-BACKEND.y{1,4}.npy) an earlier run left in --out:
@@ -81,9 +92,47 @@ def run_castor_only(args, name, size):
         if not all(os.path.exists(f) for f in (path, xp, wp)):
             row["error"] = f"--castor-only: no {stem} files of an earlier run in {args.out}"
             return row
-        if castor_run(args, path, xp, yp, np.load(wp), row, batch) is None:
+        want = np.load(wp)
+        got = castor_run(args, path, xp, yp, want, row, batch)
+        if got is None:
             return row
+        f64p = os.path.join(args.out, f"{stem}-f64.y{batch}.npy")
+        if os.path.exists(f64p):
+            f64_columns(row, batch, np.load(f64p), got, want,
+                        os.path.join(args.out, f"{stem}-{OTHER[args.backend]}.y{batch}.npy"))
     return row
+
+
+def summary(args, names):
+    """--summary: from the predictions earlier runs left in --out (castor's NAME-POLICY.y{1,4}.npy, Keras
+    on JAX's and on torch's, the float64 referee of a --f64 run), without running Keras or castor: per
+    architecture and batch, castor's and Keras-torch's error against Keras-JAX, and castor's, Keras-JAX's
+    and Keras-torch's distance from float64 (normalized by the reference's max |value|); "-" where a
+    file is missing. The last column: castor no farther from float64 than the farther of the two Keras
+    (both batches)."""
+    def err(a, b):
+        return float(np.abs(a.astype(np.float64) - b).max() / max(np.abs(b).max(), 1e-300))
+    head = ("| architecture | batch | castor vs Keras-JAX | Keras-torch vs Keras-JAX | from float64: castor |"
+            " Keras-JAX | Keras-torch | max abs logit (float64) | castor no farther from float64 than the farther Keras (castor's distance / it) |")
+    out = [head, "|---" * (head.count("|") - 1) + "|"]
+    for name, size in ARCHS:
+        if names and name not in names:
+            continue
+        stem = os.path.join(args.out, f"{name}-{args.policy}" + (f"-s{args.seed}" if args.seed != 37 else ""))
+        for batch in (1, 4):
+            def load(tag):
+                f = f"{stem}{tag}.y{batch}.npy"
+                return np.load(f) if os.path.exists(f) else None
+            c, j, t, f = load(""), load("-jax"), load("-torch"), load("-f64")
+            cell = lambda a, b: f"{err(a, b):.1e}" if a is not None and b is not None else "-"
+            crit = "-"
+            if c is not None and f is not None and (j is not None or t is not None):
+                keras = max(err(k, f) for k in (j, t) if k is not None)
+                crit = ("yes" if err(c, f) <= keras else "no") + f" ({err(c, f) / max(keras, 1e-300):.2f}x)"
+            logit = f"{np.abs(f).max():.1e}" if f is not None else "-"
+            out.append(f"| {name} | {batch} | {cell(c, j)} | {cell(t, j)} | {cell(c, f)} | {cell(j, f)} | "
+                       f"{cell(t, f)} | {logit} | {crit} |")
+    return "\n".join(out)
 
 
 def castor_run(args, path, xp, yp, want, row, batch):
@@ -145,13 +194,27 @@ def run(args, name, size):
             scale = max(np.abs(exact).max(), 1e-30)
             row[f"castor_f32_{batch}"] = float(np.abs(got - exact).max() / scale)
             row[f"keras_f32_{batch}"] = float(np.abs(want - exact).max() / scale)
+        f64p = os.path.join(args.out, f"{stem}-f64.y{batch}.npy")
+        exact = None
         if f64 is not None:
             exact = np.asarray(f64.predict(x.astype(np.float64), verbose=0), dtype=np.float64)
-            scale = max(np.abs(exact).max(), 1e-300)
-            row[f"castor_f64_{batch}"] = float(np.abs(got - exact).max() / scale)
-            row[f"keras_f64_{batch}"] = float(np.abs(want - exact).max() / scale)
-            row[f"maxlogit{batch}"] = float(np.abs(exact).max())
+            np.save(f64p, exact)
+        elif os.path.exists(f64p):  # the float64 referee an earlier --f64 run (JAX) left, same file and input
+            exact = np.load(f64p)
+        if exact is not None:
+            f64_columns(row, batch, exact, got, want, other)
     return row
+
+
+def f64_columns(row, batch, exact, got, want, other):
+    """ROW's distances from the float64 referee EXACT: castor's (GOT), this backend's Keras (WANT) and,
+    where OTHER (the other backend's predictions file) exists, the other backend's Keras."""
+    scale = max(np.abs(exact).max(), 1e-300)
+    row[f"castor_f64_{batch}"] = float(np.abs(got - exact).max() / scale)
+    row[f"keras_f64_{batch}"] = float(np.abs(want - exact).max() / scale)
+    row[f"maxlogit{batch}"] = float(np.abs(exact).max())
+    if os.path.exists(other):
+        row[f"other_f64_{batch}"] = float(np.abs(np.load(other) - exact).max() / scale)
 
 
 def table(rows, args):
@@ -162,10 +225,13 @@ def table(rows, args):
     policy, mixed = args.policy, args.policy != "float32" and not args.castor_only
     both = any("backends1" in r for r in rows)
     f64 = any("castor_f64_1" in r for r in rows)
+    of64 = any("other_f64_1" in r for r in rows)
     head = "| architecture | input | policy | Keras | loads | error batch 1 | error batch 4 |"
     head += " from float32, castor / Keras, batch 1 | batch 4 |" if mixed else ""
     head += f" Keras {args.backend} from {OTHER[args.backend]}, batch 1 / 4 |" if both else ""
-    head += " from float64, castor / Keras, batch 1 | batch 4 | max abs logit (float64) |" if f64 else ""
+    head += (f" from float64, castor / Keras {args.backend}" + (f" / Keras {OTHER[args.backend]}" if of64 else "")
+             + ", batch 1 | batch 4 | max abs logit (float64) | castor no farther from float64 than"
+             + (" the farther Keras |" if of64 else " Keras |")) if f64 else ""
     n = head.count("|") - 1
     out = [head + " castor run (s) |", "|---" * (n + 1) + "|"]
     for r in rows:
@@ -180,17 +246,24 @@ def table(rows, args):
         if mixed:
             line += "".join(f" {r[f'castor_f32_{b}']:.1e} / {r[f'keras_f32_{b}']:.1e} |" for b in (1, 4))
         if both:
-            line += (f" {r['backends1']:.1e} / {r['backends4']:.1e} |" if "backends1" in r else " |")
-        if f64:
-            line += "".join(f" {r[f'castor_f64_{b}']:.1e} / {r[f'keras_f64_{b}']:.1e} |" for b in (1, 4))
+            line += " " + " / ".join(f"{r[f'backends{b}']:.1e}" if f"backends{b}" in r else "-" for b in (1, 4)) + " |"
+        if f64 and "castor_f64_1" in r:
+            for b in (1, 4):
+                line += f" {r[f'castor_f64_{b}']:.1e} / {r[f'keras_f64_{b}']:.1e}"
+                line += (f" / {r[f'other_f64_{b}']:.1e} |" if f"other_f64_{b}" in r else " / - |" if of64 else " |")
             line += f" {r['maxlogit1']:.1e} / {r['maxlogit4']:.1e} |"
+            # the criterion: castor's distance from float64 at most the farther Keras's (both batches)
+            keras = [max(r[f"keras_f64_{b}"], r.get(f"other_f64_{b}", 0.0)) for b in (1, 4)]
+            line += " yes |" if all(r[f"castor_f64_{b}"] <= k for b, k in zip((1, 4), keras)) else " no |"
+        elif f64:
+            line += " |" * 4
         out.append(line + f" {r['time1']:.0f} |")
     return "\n".join(out)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--castor", required=True)
+    ap.add_argument("--castor", help="the castor binary (all but --summary)")
     ap.add_argument("--out", default="/tmp/keras_apps")
     ap.add_argument("--policy", default="float32", choices=sorted(BOUND))
     ap.add_argument("--timeout", type=float, default=900, help="seconds one castor run may take")
@@ -200,8 +273,15 @@ def main():
     ap.add_argument("--f64", action="store_true", help="also Keras's float64 predict (JAX only)")
     ap.add_argument("--castor-only", action="store_true",
                     help="run castor only, on the files and Keras predictions an earlier run left in --out")
+    ap.add_argument("--summary", action="store_true",
+                    help="only the table of the predictions earlier runs left in --out (no Keras, no castor)")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
+    if args.summary:
+        print(summary(args, args.names))
+        return 0
+    if not args.castor:
+        ap.error("--castor is required (but for --summary)")
     if "keras" in sys.modules:
         sys.exit("keras_apps.py: keras was imported before --backend could choose its backend")
     os.environ["KERAS_BACKEND"] = args.backend
