@@ -306,7 +306,7 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
  * come from L1 for each of the image's output rows instead of all of w
  * from L2 per row (a row stride of O elements, 4 KB at 1024 channels,
  * put a group's rows in a few L1 sets). ResNeXt-50's last stage, 1024
- * channels of 32 a group, 1.2 MB of w, 7x7: 8-13% less one-thread CPU
+ * channels of 32 a group, 1.2 MB of w, 7x7: 5-16% less one-thread CPU
  * time; its 14x14 stage (295 KB of w) measured no change either way
  * (within the noise, +-5%), and its first stages, where x is 0.8 to 3.2
  * MB or w fits L1, lost 10-46%: each block reads x again from L2 or L3
