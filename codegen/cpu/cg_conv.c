@@ -41,7 +41,14 @@
  * each inside one group g; a block's tiles sum the group's C/G channels
  * of x (from channel g*C/G) against w's columns of the block ([KH, KW,
  * C/G, O]), into the block's columns of a C tile that holds the whole
- * call's row; the epilogue then takes the row's [col0, col1).
+ * call's row; the epilogue then takes the row's [col0, col1). With
+ * gemm_conv.group_pack (w of at least 512 KB, an image of x within 1 MB:
+ * ResNeXt's last stage) the loops turn: per image, per column block, the
+ * block's columns of w are copied to K contiguous rows of nr in scratch
+ * (their row stride in w, O elements, put a group's rows in a few L1
+ * sets), then the image's output rows run against the copy, and the
+ * epilogue takes each row's block. The same values in the same chains:
+ * the same bits as the other order.
  *
  * 16-bit operands (mixed_bfloat16, mixed_float16: x and w bf16 or f16) are
  * read at 2 bytes and widened to f32 in registers (bf16: a shift; f16:
@@ -77,6 +84,7 @@ typedef struct conv_ctx {
   LLVMValueRef xch;     /* x's first channel of the group (0 ungrouped) */
   LLVMValueRef wcol;    /* w's and the result's first column of the column block (0 ungrouped) */
   LLVMValueRef tcol;    /* its column in the C tile (0 ungrouped) */
+  LLVMValueRef wpack;   /* group_pack: the block's columns of w, K rows of nr (w's dtype), else NULL */
 } conv_ctx;
 
 static LLVMValueRef add(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(B, a, b, ""); }
@@ -103,11 +111,13 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t k
     lc = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, t->Cg), 1, "conv.c");
     ch = lc.iv;
   }
-  LLVMValueRef wrow = add(e, mul(e, add(e, krow, ch), cv->O), t->wcol);
+  LLVMValueRef wrow = t->wpack ? mul(e, add(e, krow, ch), t->g->nr) : add(e, mul(e, add(e, krow, ch), cv->O), t->wcol);
   LLVMValueRef wv[CONV_MAX_NVEC];
-  for (int v = 0; v < t->nvec; v++)
-    wv[v] = cg_load_part(e, t->w->type.dtype, cg_elem_ptr(c, t->w, add(e, wrow, cg_i64(e, (int64_t)v * t->lanes))), t->lanes,
-                         v == t->nvec - 1 ? t->last_valid : t->lanes, t->w->name);
+  for (int v = 0; v < t->nvec; v++) {
+    LLVMValueRef wi = add(e, wrow, cg_i64(e, (int64_t)v * t->lanes));
+    LLVMValueRef wp = t->wpack ? LLVMBuildGEP2(B, cg_llvm_dtype(e, t->w->type.dtype), t->wpack, &wi, 1, "") : cg_elem_ptr(c, t->w, wi);
+    wv[v] = cg_load_part(e, t->w->type.dtype, wp, t->lanes, v == t->nvec - 1 ? t->last_valid : t->lanes, t->w->name);
+  }
   for (int r = 0; r < R; r++) {
     if (!col_in[r]) continue;
     LLVMValueRef xi = add(e, xpix, add(e, cg_i64(e, (int64_t)r * cv->sw * cv->C), ch));
@@ -165,6 +175,44 @@ static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int64_t ow_at, int R) {
     }
 }
 
+/* groups: the loop over the call's column blocks [col0, col1) of nr
+ * columns, each in group col / (O/G): w's and the result's first column,
+ * x's first channel, the column in the C tile */
+static void emit_block_begin(conv_ctx *t, cg_loop *lb) {
+  cg_kctx *c = t->c;
+  cg_emitter *e = c->e;
+  int64_t nr = t->g->nr, G = t->cv->groups;
+  *lb = cg_loop_begin(c, LLVMBuildSDiv(B, c->col0, cg_i64(e, nr), ""), LLVMBuildSDiv(B, c->col1, cg_i64(e, nr), ""), 1,
+                      "conv.block");
+  t->wcol = mul(e, lb->iv, nr);
+  t->xch = mul(e, LLVMBuildSDiv(B, t->wcol, cg_i64(e, t->cv->O / G), "conv.group"), t->Cg);
+  t->tcol = LLVMBuildSub(B, t->wcol, c->col0, "");
+}
+
+/* group_pack: the block's nr columns of w ([KH*KW*C/G, O] row-major: a
+ * row stride of O, 4 KB at ResNeXt's 1024 channels, so the rows of a
+ * group's 36 KB share a few L1 sets and left L1 before the next output
+ * row) copied, element for element in w's dtype, to K contiguous rows of
+ * nr at scratch + b_off: the same values, so the same sums */
+static void emit_pack_w(conv_ctx *t) {
+  cg_kctx *c = t->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = t->g;
+  LLVMTypeRef et = cg_llvm_dtype(e, t->w->type.dtype), vt = LLVMVectorType(et, (unsigned)t->lanes);
+  unsigned align = (unsigned)dtype_size(t->w->type.dtype);
+  t->wpack = LLVMBuildGEP2(B, LLVMInt8TypeInContext(e->ctx), c->scratch, (LLVMValueRef[]){cg_i64(e, g->b_off)}, 1, "conv.wpack");
+  cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, g->K), 1, "conv.wpack.k");
+  LLVMValueRef src = add(e, mul(e, lk.iv, t->cv->O), t->wcol), dst = mul(e, lk.iv, g->nr);
+  for (int v = 0; v < t->nvec; v++) {
+    LLVMValueRef si = add(e, src, cg_i64(e, (int64_t)v * t->lanes)), di = add(e, dst, cg_i64(e, (int64_t)v * t->lanes));
+    LLVMValueRef ld = LLVMBuildLoad2(B, vt, cg_elem_ptr(c, t->w, si), "");
+    LLVMSetAlignment(ld, align);
+    LLVMValueRef st = LLVMBuildStore(B, ld, LLVMBuildGEP2(B, et, t->wpack, &di, 1, ""));
+    LLVMSetAlignment(st, align);
+  }
+  cg_loop_end(c, &lk);
+}
+
 void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
   cg_emitter *e = c->e;
   const cg_kernel *k = c->k;
@@ -188,10 +236,28 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
   int64_t lo, hi, R = cv->direct, OW = cv->OW;
   gemm_conv_interior(cv, &lo, &hi);
   t.ctile = LLVMBuildGEP2(B, LLVMInt8TypeInContext(e->ctx), c->scratch, (LLVMValueRef[]){cg_i64(e, g->c_off)}, 1, "ctile");
-  /* the launch rows: images, or (flat_rows, a static batch) output rows n x OH + oh */
-  cg_loop ln = {0}, lo_h;
+  /* the launch rows: images, or (flat_rows, a static batch) output rows
+   * n x OH + oh; group_pack: per image of the call's rows, the column
+   * blocks, each with its w copied, then the image's rows of the call */
+  cg_loop lb = {0}, ln = {0}, lo_h;
   LLVMValueRef n;
-  if (cv->flat_rows) {
+  if (cv->group_pack) {
+    LLVMValueRef n0 = cv->flat_rows ? LLVMBuildSDiv(B, c->row0, cg_i64(e, cv->OH), "") : c->row0;
+    LLVMValueRef n1 = cv->flat_rows ? LLVMBuildSDiv(B, add(e, c->row1, cg_i64(e, cv->OH - 1)), cg_i64(e, cv->OH), "") : c->row1;
+    ln = cg_loop_begin(c, n0, n1, 1, "conv.n");
+    n = ln.iv;
+    emit_block_begin(&t, &lb);
+    emit_pack_w(&t);
+    LLVMValueRef h0 = cg_i64(e, 0), h1 = cg_i64(e, cv->OH);
+    if (cv->flat_rows) { /* the call's rows of image n */
+      LLVMValueRef first = mul(e, n, cv->OH);
+      LLVMValueRef lo_r = LLVMBuildSub(B, c->row0, first, ""), hi_r = LLVMBuildSub(B, c->row1, first, "");
+      h0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, lo_r, h0, ""), lo_r, h0, "");
+      h1 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hi_r, h1, ""), hi_r, h1, "");
+    }
+    lo_h = cg_loop_begin(c, h0, h1, 1, "conv.oh");
+    t.oh = lo_h.iv;
+  } else if (cv->flat_rows) {
     lo_h = cg_loop_begin(c, c->row0, c->row1, 1, "conv.row");
     n = LLVMBuildSDiv(B, lo_h.iv, cg_i64(e, cv->OH), "conv.n");
     t.oh = LLVMBuildSRem(B, lo_h.iv, cg_i64(e, cv->OH), "conv.oh");
@@ -202,15 +268,7 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
     t.oh = lo_h.iv;
   }
   t.img = mul(e, n, cv->H * cv->W * cv->C);
-  cg_loop lb = {0};
-  if (G > 1) { /* the call's column blocks [col0, col1) of nr columns, each in group col / (O/G) */
-    int64_t nr = g->nr;
-    lb = cg_loop_begin(c, LLVMBuildSDiv(B, c->col0, cg_i64(e, nr), ""), LLVMBuildSDiv(B, c->col1, cg_i64(e, nr), ""), 1,
-                       "conv.block");
-    t.wcol = mul(e, lb.iv, nr);
-    t.xch = mul(e, LLVMBuildSDiv(B, t.wcol, cg_i64(e, cv->O / G), "conv.group"), t.Cg);
-    t.tcol = LLVMBuildSub(B, t.wcol, c->col0, "");
-  }
+  if (G > 1 && !cv->group_pack) emit_block_begin(&t, &lb);
   for (int64_t ow0 = 0; ow0 < OW;) {
     int64_t n_run = 0; /* whole interior tiles from ow0 on */
     while (ow0 + (n_run + 1) * R <= OW && ow0 + n_run * R >= lo && ow0 + (n_run + 1) * R <= hi) n_run++;
@@ -225,13 +283,20 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
     emit_tile(&t, cg_i64(e, ow0), ow0 >= lo && ow0 + len <= hi ? -1 : ow0, (int)len);
     ow0 += len;
   }
-  if (G > 1) cg_loop_end(c, &lb);
+  if (G > 1 && !cv->group_pack) cg_loop_end(c, &lb);
   /* the row's sums through the epilogue: GEMM rows (n, oh, 0 ..), the
-   * call's columns (all of them ungrouped) */
+   * call's columns (all of them ungrouped), or the block's (group_pack) */
   LLVMValueRef row = mul(e, add(e, mul(e, n, cv->OH), t.oh), cv->OW);
-  LLVMValueRef col = G > 1 ? c->col0 : cg_i64(e, 0), ncols = G > 1 ? LLVMBuildSub(B, c->col1, c->col0, "") : cg_i64(e, cv->O);
-  LLVMValueRef args[] = {c->bufs, t.ctile, row, cg_i64(e, cv->OW), col, ncols};
+  LLVMValueRef col = cv->group_pack ? t.wcol : G > 1 ? c->col0 : cg_i64(e, 0);
+  LLVMValueRef ncols = cv->group_pack ? cg_i64(e, g->nr) : G > 1 ? LLVMBuildSub(B, c->col1, c->col0, "") : cg_i64(e, cv->O);
+  LLVMValueRef tile = cv->group_pack ? LLVMBuildGEP2(B, e->f32, t.ctile, &t.tcol, 1, "") : t.ctile;
+  LLVMValueRef args[] = {c->bufs, tile, row, cg_i64(e, cv->OW), col, ncols};
   LLVMBuildCall2(B, LLVMGlobalGetValueType(epilogue), epilogue, args, 6, "");
   cg_loop_end(c, &lo_h);
-  if (!cv->flat_rows) cg_loop_end(c, &ln);
+  if (cv->group_pack) {
+    cg_loop_end(c, &lb);
+    cg_loop_end(c, &ln);
+  } else if (!cv->flat_rows) {
+    cg_loop_end(c, &ln);
+  }
 }

@@ -64,6 +64,8 @@ typedef struct gemm_conv {
   int64_t groups;        /* direct: a group_conv2d's groups G (> 1; C/G channels summed, O/G outputs each), else 0 */
   int64_t flat_rows;     /* fwd GEMM of a static batch: 1 when the launch's rows are GEMM rows (pixels), not images */
   int64_t wino;          /* fwd: > 0, Winograd F(4x4, 3x3) (cg_wino.c) in blocks of this many rows of 4x4 tiles */
+  int64_t group_pack;    /* direct, groups: 1 when column blocks are the outer loop, each block's columns of w
+                          * copied to scratch at b_off (cg_conv.c), the block's output rows inside it */
 } gemm_conv;
 
 /* general tensors: a batch_matmul is one GEMM per matrix product (item):

@@ -300,6 +300,18 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
  * order from 0 with the padding taps skipped: the kit's map's chain, so
  * the same bits as before and for any split. Depthwise convolutions (one
  * output channel a group) stay on the kit's vectorized map. */
+/* (gemm_conv.group_pack: where w is too large for L1 and an image of x
+ * fits L2, the column blocks run outside the output rows, each with its
+ * columns of w copied to contiguous rows in scratch, so a block's weights
+ * come from L1 for each of the image's output rows instead of all of w
+ * from L2 per row (a row stride of O elements, 4 KB at 1024 channels,
+ * put a group's rows in a few L1 sets). ResNeXt-50's last stage, 1024
+ * channels of 32 a group, 1.2 MB of w, 7x7: 5-16% less one-thread CPU
+ * time; its 14x14 stage (295 KB of w) measured no change either way
+ * (within the noise, +-5%), and its first stages, where x is 0.8 to 3.2
+ * MB or w fits L1, lost 10-46%: each block reads x again from L2 or L3
+ * (bench/results/cnn-gemm-2026-11-30-s14.md).) */
+enum { GROUP_PACK_X_MAX = 1 << 20, GROUP_PACK_W_MIN = 512 << 10 };
 static bool choose_group_conv(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   if (k->kind != CG_KERNEL_ELTWISE || ir_op_type_rule(k->ops[0]->op) != IR_TYPE_GROUP_CONV2D) return false;
   const ir_node *op = k->ops[0];
@@ -330,6 +342,8 @@ static bool choose_group_conv(const cg_cpu_caps *caps, const cg_kernel *k, cg_ge
   g->kc = g->K, g->n_kblocks = 1, g->mc = g->mr, g->nc = g->nr;
   g->ldc = O, g->c_off = 0, g->c_rows = ow; /* the C tile: one output row, every column of the call */
   g->b_off = round_up(g->c_rows * g->ldc * 4, 64);
+  int64_t x_bytes = x->dims[1] * x->dims[2] * C * dtype_size(x->dtype), w_bytes = g->K * O * dtype_size(w->dtype);
+  g->conv.group_pack = x_bytes <= GROUP_PACK_X_MAX && w_bytes >= GROUP_PACK_W_MIN;
   return true;
 }
 
@@ -392,8 +406,9 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
       cg_gemm *g = arena_alloc(layout->arena, sizeof *g);
       if (!choose_group_conv(caps, k, g)) continue;
       layout->gemm[ki] = g; /* convolutional networks: images first, then column blocks */
+      int64_t w_bytes = g->conv.group_pack ? g->K * g->nr * dtype_size(k->ops[0]->srcs[1]->type.dtype) : 0;
       layout->launch[ki] = (cg_kernel_launch){.cols = g->Nc, .col_step = g->nr, .row_step = 1, .row_tile_min = 1,
-                                              .rows_fixed = layout->launch[ki].rows_fixed, .scratch_bytes = g->b_off};
+                                              .rows_fixed = layout->launch[ki].rows_fixed, .scratch_bytes = g->b_off + w_bytes};
       continue;
     }
     cg_gemm *g = arena_alloc(layout->arena, sizeof *g);
@@ -467,7 +482,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
 
 /* Kernels share a body only if their GEMM layouts agree on every field:
  * a new field must join the key below. */
-_Static_assert(sizeof(struct cg_gemm) == 336 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
+_Static_assert(sizeof(struct cg_gemm) == 344 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
   str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d,%d:", g->vw,

@@ -293,6 +293,11 @@ static void check_fused(const gconv_case *cc, bool static_batch) {
       void *outs[] = {out[t]};
       ck_assert_msg(cg_backend_cpu.run(ex, N, (const void *[]){hx}, outs, d), "run: %s", diag_text(d));
       unsetenv("CASTOR_PARALLEL_MIN_WORK");
+      if (cc->Cg * cc->KH * cc->KW * cc->O * 4 >= (512 << 10)) { /* group_pack: the block's w copied after the C tile */
+        const rt_launch *l = &ex->desc->launches[ex->desc->n_launches - 1];
+        ck_assert_msg(l->cols && l->scratch_bytes > (OW * cc->O * 4 + 63) / 64 * 64, "%s: scratch %lld, no copy of w",
+                      l->name, (long long)l->scratch_bytes);
+      }
       if (static_batch) { /* the launch's rows: images on the direct convolution (it has columns), else N x OH */
         const rt_launch *l = &ex->desc->launches[ex->desc->n_launches - 1];
         int64_t rows = l->cols ? N : N * OH;
@@ -331,6 +336,12 @@ START_TEST(test_group_conv2d_fused) {
       {1, 9, 16, 24, 3, 3, 8, 24, 1, 1, 1, 1, true},   /* RegNet's groups of 8, batch 1: groups over threads */
       {3, 8, 9, 32, 3, 3, 4, 32, 2, 2, 1, 1, true},    /* ResNeXt's groups of 4, stride 2, 3 images */
       {2, 5, 6, 64, 3, 3, 16, 128, 1, 1, 1, 1, false}, /* 4 groups of 16 in, 32 out */
+      /* ResNeXt's last stage: w of at least 512 KB and a small x, the
+       * column blocks outer, each block's columns of w copied
+       * (gemm_conv.group_pack): batch 1 (blocks over threads), images,
+       * a row's edge tiles; 4 blocks of 32 a group of 128 outputs */
+      {1, 5, 6, 512, 3, 3, 32, 512, 1, 1, 1, 1, true},   /* 16 groups of 32 */
+      {3, 4, 7, 256, 3, 3, 64, 512, 2, 2, 1, 1, true},   /* 4 groups of 64 in, 128 out, stride 2 */
       /* depthwise (a line kernel, not the direct convolution): static, its
        * launch rows are N x OH, so a batch of 1 is split over threads too */
       {1, 9, 10, 37, 3, 3, 1, 37, 1, 1, 1, 1, true},   /* 37 channels: vectors and a tail */
