@@ -901,6 +901,12 @@ static bool op_rows_separate(const ir_node *n, const bool *rows) {
   int rank = n->type.rank;
   const ir_node *x = n->srcs[0];
   if (op_in(n->op, weights, sizeof weights / sizeof *weights)) return rows[x->id] && !rows[n->srcs[1]->id];
+  /* an operand of B rows and a lower rank would broadcast along a later
+   * dimension (numpy aligns the last ones): row n would read all of it */
+  for (int s = 0; s < n->n_srcs; s++)
+    if (rows[n->srcs[s]->id] && n->srcs[s]->type.rank != rank && ir_op_type_rule(n->op) != IR_TYPE_RNN &&
+        n->op != IR_OP_RESHAPE && !op_in(n->op, reduce, sizeof reduce / sizeof *reduce) && n->op != IR_OP_GATHER)
+      return false;
   if (op_in(n->op, same, sizeof same / sizeof *same)) return true;
   if (op_in(n->op, last, sizeof last / sizeof *last)) return rank >= 2;
   if (n->op == IR_OP_LAYER_NORM) return ir_norm_first_dim(&x->type, a->axis) >= 1;

@@ -119,6 +119,11 @@ START_TEST(test_rows_separate) {
   x = ir_build_input(g, "x", &xt, 0, no_loc);
   ck_assert_int_eq(rows_of(g, ir_build_matmul(g, "xw", x, weight(g, "w", 2, (int64_t[]){4, 3}, &r), DT_F32, no_loc)),
                    N);
+  /* x [N, N] + v [N]: v broadcasts along x's last dimension, row n reads all of v */
+  g = ir_graph_create("broadcast_rows");
+  x = ir_build_input(g, "x", &(ir_type){DT_F32, 2, {N, N}}, 0, no_loc);
+  ir_node *v = ir_build_input(g, "v", &x1, 1, no_loc);
+  ck_assert_int_eq(rows_of(g, ir_build_binary(g, IR_OP_ADD, "y", x, v, no_loc)), 0);
   /* softmax of a rank-1 batch: over the batch itself */
   g = ir_graph_create("softmax1");
   x = ir_build_input(g, "x", &x1, 0, no_loc);
