@@ -850,6 +850,7 @@ castor_status castor_program_stats(const castor_program *p, int64_t batch, casto
     out->flops += l->flops_per_row * (l->batched ? batch : l->rows_fixed);
   }
   out->threads = p->x->threads;
+  out->workspace_bytes *= rt_program_workspaces(rt, out->threads); /* by image: one a thread (CPU) */
   return CASTOR_OK;
 }
 

@@ -130,7 +130,8 @@ castor_status castor_program_profile(castor_program *p, castor_tensor *const *in
 /* What one CPU run of p at `batch` costs (castor run --stats, --repeat). */
 typedef struct castor_run_stats {
   int64_t weight_bytes;    /* constant data as the program stores it (packed weights) */
-  int64_t workspace_bytes; /* scratch activations: the liveness-shared slots */
+  int64_t workspace_bytes; /* scratch activations: the liveness-shared slots (times the threads
+                            * when a CPU run goes by image, each thread its own) */
   int64_t io_bytes;        /* input and output tensors */
   int64_t thread_scratch_bytes; /* per thread: the GEMM's packed-A block and C tile */
   int64_t flops;           /* of the matmuls */

@@ -225,6 +225,21 @@ static void describe_length_limits(const ir_graph *g, const cg_plan *plan, rt_pr
   }
 }
 
+int64_t cg_program_images(const ir_graph *g, const cg_plan *plan, const rt_program *p) {
+  if (p->n_states > 0) return 0;
+  int64_t N = ir_graph_rows_separate(g);
+  if (N < 2) return 0;
+  for (int i = 0; i < p->n_launches; i++) { /* (row_step is where threads cut for speed: a GEMM's */
+    const cg_kernel *k = &plan->kernels[i];   /* micro-tile; any rows give the same bits) */
+    const rt_launch *l = &p->launches[i];
+    const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : k->ops[k->n_ops - 1];
+    if (l->batched || cg_has_own_launch(k) || res->type.rank < 1 || res->type.dims[0] != N ||
+        l->rows_fixed % N != 0)
+      return 0;
+  }
+  return N;
+}
+
 rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sink *d) {
   arena *a = arena_create();
   rt_program *p = arena_alloc(a, sizeof *p);

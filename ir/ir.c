@@ -869,6 +869,90 @@ static void bind_dims(int rank, int64_t *dims, int64_t batch) {
     if (dims[r] == IR_DIM_BATCH) dims[r] = batch;
 }
 
+/* ---- rows computed apart (ir_graph_rows_separate) ---- */
+
+static bool op_in(ir_op op, const ir_op *list, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (list[i] == op) return true;
+  return false;
+}
+
+/* axis counted from the end when negative: is it dimension 0 of rank? */
+static bool axis_is_0(int64_t axis, int rank) { return axis == 0 || axis + rank == 0; }
+
+/* Row n of n's result (B rows, like each operand with rows[id]) reads only
+ * row n of those operands, other operands whole. */
+static bool op_rows_separate(const ir_node *n, const bool *rows) {
+  static const ir_op weights[] = {IR_OP_MATMUL, IR_OP_CONV2D, IR_OP_GROUP_CONV2D}; /* over constant weights */
+  static const ir_op same[] = {
+      IR_OP_BATCH_MATMUL,                      /* item n of each operand with B items */
+      IR_OP_MAX_POOL2D, IR_OP_AVG_POOL2D,
+      IR_OP_SIMPLE_RNN, IR_OP_GRU, IR_OP_LSTM, /* a scan over time per batch row */
+      IR_OP_RESHAPE,                           /* B rows in and out: row n's elements in order */
+      IR_OP_PAD, IR_OP_SLICE, IR_OP_BROADCAST_TO, /* B rows in and out: dimension 0 untouched */
+      IR_OP_DROPOUT,                           /* inference: the identity */
+      IR_OP_BATCH_NORM,
+  };
+  static const ir_op last[] = {IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX}; /* over the last dimension */
+  static const ir_op reduce[] = {IR_OP_REDUCE_SUM, IR_OP_REDUCE_MEAN, IR_OP_REDUCE_MAX, IR_OP_REDUCE_MIN};
+  static const ir_type_rule eltwise[] = {IR_TYPE_BINARY, IR_TYPE_UNARY, IR_TYPE_CAST, IR_TYPE_COMPARE,
+                                         IR_TYPE_LOGIC, IR_TYPE_IS_NAN};
+  const ir_attr *a = &n->attr;
+  int rank = n->type.rank;
+  const ir_node *x = n->srcs[0];
+  if (op_in(n->op, weights, sizeof weights / sizeof *weights)) return rows[x->id] && !rows[n->srcs[1]->id];
+  /* an operand of B rows and a lower rank would broadcast along a later
+   * dimension (numpy aligns the last ones): row n would read all of it */
+  for (int s = 0; s < n->n_srcs; s++)
+    if (rows[n->srcs[s]->id] && n->srcs[s]->type.rank != rank && ir_op_type_rule(n->op) != IR_TYPE_RNN &&
+        n->op != IR_OP_RESHAPE && !op_in(n->op, reduce, sizeof reduce / sizeof *reduce) && n->op != IR_OP_GATHER)
+      return false;
+  if (op_in(n->op, same, sizeof same / sizeof *same)) return true;
+  if (op_in(n->op, last, sizeof last / sizeof *last)) return rank >= 2;
+  if (n->op == IR_OP_LAYER_NORM) return ir_norm_first_dim(&x->type, a->axis) >= 1;
+  if (n->op == IR_OP_TRANSPOSE) return a->perm.n > 0 && a->perm.v[0] == 0;
+  if (n->op == IR_OP_CONCAT) return !axis_is_0(a->axis, rank);
+  if (n->op == IR_OP_STRIDED_SLICE || n->op == IR_OP_PAD_CONSTANT) /* dimension 0 whole, in order */
+    return x->type.dims[0] == n->type.dims[0] && (a->starts.n == 0 || a->starts.v[0] == 0) &&
+           (a->steps.n == 0 || a->steps.v[0] == 1);
+  if (n->op == IR_OP_GATHER) /* x's dimension axis by the indices: x's rows, or the indices' */
+    return axis_is_0(a->axis, x->type.rank) ? !rows[x->id] : !rows[n->srcs[1]->id];
+  if (op_in(n->op, reduce, sizeof reduce / sizeof *reduce)) {
+    for (int i = 0; i < a->axes.n; i++)
+      if (axis_is_0(a->axes.v[i], x->type.rank)) return false;
+    return true;
+  }
+  ir_type_rule r = ir_op_type_rule(n->op); /* elementwise: operands broadcast, B rows or whole */
+  for (size_t i = 0; i < sizeof eltwise / sizeof *eltwise; i++)
+    if (eltwise[i] == r) return ir_op_kernel(n->op) == IR_KERNEL_ELTWISE && !ir_op_writes(n->op);
+  return false;
+}
+
+int64_t ir_graph_rows_separate(const ir_graph *g) {
+  int64_t B = 0;
+  for (int i = 0; i < g->n_nodes && !B; i++)
+    if (g->nodes[i]->op == IR_OP_INPUT) B = g->nodes[i]->type.rank >= 1 ? g->nodes[i]->type.dims[0] : -1;
+  if (B < 2) return 0;
+  bool *rows = xcalloc((size_t)g->n_nodes + 1, sizeof *rows); /* by id: the value has B rows */
+  bool ok = true;
+  for (int i = 0; i < g->n_nodes && ok; i++) {
+    const ir_node *n = g->nodes[i];
+    ok = n->id == i && !(ir_op_flags(n->op) & IR_OPF_STATE); /* a variable: a training program */
+    if (!ok || n->op == IR_OP_CONST || n->op == IR_OP_LITERAL) continue;
+    bool has = n->type.rank >= 1 && n->type.dims[0] == B;
+    if (n->op == IR_OP_INPUT) { /* one of B rows, else read whole */
+      rows[i] = has;
+      continue;
+    }
+    bool from_rows = false;
+    for (int s = 0; s < n->n_srcs; s++) from_rows |= rows[n->srcs[s]->id];
+    ok = has && from_rows && op_rows_separate(n, rows);
+    rows[i] = ok;
+  }
+  free(rows);
+  return ok ? B : 0;
+}
+
 bool ir_graph_bind_batch(ir_graph *g, int64_t batch, char *err, size_t errlen) {
   if (batch < 1) return FAIL("the batch must be a whole number >= 1, got %lld", (long long)batch);
   for (int i = 0; i < g->n_nodes; i++) { /* check every size first: g stays unchanged on failure */

@@ -500,6 +500,18 @@ bool ir_batch_stays_leading(ir_op op, const ir_type *x, bool stays, const char *
  * a tensor would exceed IR_MAX_TENSOR_BYTES; g is then unchanged. */
 bool ir_graph_bind_batch(ir_graph *g, int64_t batch, char *err, size_t errlen);
 
+/* Whether a graph of static shapes computes the rows of its dimension 0
+ * apart, as a batch of images: B >= 2, the first input's dimension 0, when
+ * every value but a leaf has B as dimension 0 and its row n reads only row
+ * n of the values that have (an input of B rows, or a value computed from
+ * one) and constants whole: elementwise ops, a conv or matmul over constant
+ * weights, pooling, batch_matmul, a recurrent layer, and row-wise,
+ * reduction and layout ops off dimension 0. Else 0: training ops, losses,
+ * anything else, a value computed from constants alone, a padded row count.
+ * Codegen then lets the runtime run a batch an image at a time
+ * (rt_program.images). */
+int64_t ir_graph_rows_separate(const ir_graph *g);
+
 /* ---- verifier: structural and type invariants; reports through d ---- */
 
 bool ir_verify(const ir_graph *g, diag_sink *d);

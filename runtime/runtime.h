@@ -147,6 +147,15 @@ typedef struct rt_program {
   int n_inputs, n_outputs;
   rt_state_desc *states; /* training programs only */
   int n_states;
+  /* convolutional networks: > 0 (codegen's program_images): the program
+   * has static shapes, its batch bound to `images` rows, and computes each
+   * of them apart: every launch has rows_fixed / images rows an image, in
+   * whole row_steps, and row n of every value depends only on row n of the
+   * inputs. The runtime then runs the launch list one image at a time
+   * (rt_program_run_profile: each image's activations stay in cache from
+   * one layer to the next, where launch by launch each layer streams the
+   * whole batch's through memory); 0: launch by launch */
+  int64_t images;
   /* Whoever built the program (the JIT, say) and how to release it. */
   void *owner;
   void (*owner_destroy)(void *owner);
@@ -175,6 +184,10 @@ bool rt_program_run_threads(const rt_program *p, int threads, int64_t batch,
  * (rt_state_bytes), which the run reads and updates in place. */
 bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const void *const *inputs,
                           void *const *outputs, void *const *states, void *workspace, diag_sink *d);
+/* How many workspaces (each rt_program_workspace_bytes) a run on `threads`
+ * threads (<= 0: rt_default_threads()) uses: one, or one a thread when it
+ * runs by image (rt_program.images; program.c). */
+int rt_program_workspaces(const rt_program *p, int threads);
 /* Kernel timing (castor run --profile). A run given a profile reads the
  * monotonic clock around each launch and around the whole run and appends
  * one event for each; a run without one (the default) reads no clock. The
@@ -210,6 +223,14 @@ int64_t rt_clock_ns(void);
 bool rt_program_run_profile(const rt_program *p, int threads, int64_t batch, const void *const *inputs,
                             void *const *outputs, void *const *states, void *workspace, rt_profile *prof,
                             diag_sink *d);
+/* The same with n_workspaces workspaces (the first as above): a run by
+ * image on several threads gives thread t workspaces[t], or one allocated
+ * for the call past n_workspaces (rt_program_workspaces says how many; a
+ * caller that runs often keeps them, so that a run touches no fresh
+ * pages). */
+bool rt_program_run_workspaces(const rt_program *p, int threads, int64_t batch, const void *const *inputs,
+                               void *const *outputs, void *const *states, void *const *workspaces, int n_workspaces,
+                               rt_profile *prof, diag_sink *d);
 /* Bytes of state i; its initial contents into dst (that many bytes). */
 int64_t rt_state_bytes(const rt_program *p, int i);
 void rt_state_init(const rt_program *p, int i, void *dst);

@@ -34,7 +34,7 @@
 #include "codegen/cpu/cg_cpu.h"
 
 _Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 160 &&
-                   sizeof(rt_tensor_desc) == 104 && sizeof(rt_program) == 120 &&
+                   sizeof(rt_tensor_desc) == 104 && sizeof(rt_program) == 128 &&
                    sizeof(rt_aot_entry) == 32 && sizeof(rt_buffer_kind) == 4 &&
                    sizeof(rt_dtype) == 4 && sizeof(bool) == 1,
                "runtime.h changed: update the static rt_program emission in cg_aot.c "
@@ -340,10 +340,11 @@ static void emit_entry(aot *a, LLVMValueRef *kernels, const char *about, const c
       {offsetof(rt_program, outputs), outputs},
       {offsetof(rt_program, n_inputs), i32c(a, p->n_inputs)},
       {offsetof(rt_program, n_outputs), i32c(a, p->n_outputs)},
-      /* states, n_states: none (training programs are not compiled ahead of time);
-       * owner, owner_destroy, arena: NULL (zero padding) */
+      /* states, n_states: none (training programs are not compiled ahead of time) */
+      {offsetof(rt_program, images), i64c(a, p->images)},
+      /* owner, owner_destroy, arena: NULL (zero padding) */
   };
-  LLVMValueRef program = private_global(a, c_struct(a, sizeof(rt_program), pf, 11), "program", 16);
+  LLVMValueRef program = private_global(a, c_struct(a, sizeof(rt_program), pf, 12), "program", 16);
   cfield ef[] = {
       {offsetof(rt_aot_entry, abi_version), i32c(a, RT_AOT_ABI_VERSION)},
       {offsetof(rt_aot_entry, program), program},

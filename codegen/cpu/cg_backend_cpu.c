@@ -2,7 +2,8 @@
 /*
  * cg_backend_cpu.c: the CPU backend: kernels JIT-compiled for this host
  * (cg_jit.c) and run on the thread pool (runtime/program.c). The exec keeps
- * the workspace between runs, so a run at a batch it has seen touches no
+ * the workspaces between runs (one a thread when the program runs by image,
+ * rt_program_workspaces), so a run at a batch it has seen touches no
  * fresh pages, and a training program's state in host memory, which
  * state_read / state_write copy out and in.
  */
@@ -15,7 +16,8 @@
 typedef struct cpu_exec {
   cg_exec base;
   rt_program *prog;
-  void *ws;
+  void **ws; /* n_ws workspaces (rt_program_workspaces), each ws_bytes */
+  int n_ws;
   int64_t ws_bytes;
   void **state; /* prog->states[i]'s memory (rt_state_bytes); NULL without state */
 } cpu_exec;
@@ -66,27 +68,39 @@ static bool cpu_emit(const ir_graph *g, const cg_backend_options *o, cg_emit_kin
   return p != NULL;
 }
 
-/* The workspace for `batch`, grown as needed; NULL when the program needs
- * none or it cannot be had (*ok false: rt_program_run reports why). */
-static void *workspace(cpu_exec *x, int64_t batch, bool *ok) {
+/* The workspaces for `batch` (one, or one a thread by image), grown as
+ * needed; none when the program needs none or they cannot be had (*ok
+ * false: rt_program_run reports why). */
+static int workspaces(cpu_exec *x, int64_t batch, bool *ok) {
   int64_t n = 0;
   *ok = rt_program_workspace_bytes(x->prog, batch, &n);
-  if (!*ok || n == 0) return NULL;
-  if (n > x->ws_bytes) {
+  if (!*ok || n == 0) return 0;
+  int want = rt_program_workspaces(x->prog, x->base.threads);
+  if (n > x->ws_bytes || want > x->n_ws) {
+    for (int i = 0; i < x->n_ws; i++) free(x->ws[i]);
     free(x->ws);
-    x->ws = (uint64_t)n <= SIZE_MAX ? aligned_alloc(64, (size_t)n) : NULL;
-    x->ws_bytes = x->ws ? n : 0;
+    if (n < x->ws_bytes) n = x->ws_bytes; /* (keep the largest batch's) */
+    x->ws = xcalloc((size_t)want, sizeof *x->ws);
+    x->n_ws = want;
+    x->ws_bytes = n;
+    for (int i = 0; i < want && *ok; i++)
+      *ok = (uint64_t)n <= SIZE_MAX && (x->ws[i] = aligned_alloc(64, (size_t)n)) != NULL;
+    if (!*ok) {
+      for (int i = 0; i < want; i++) free(x->ws[i]);
+      free(x->ws);
+      x->ws = NULL, x->n_ws = 0, x->ws_bytes = 0;
+      return 0;
+    }
   }
-  *ok = x->ws != NULL;
-  return x->ws;
+  return x->n_ws;
 }
 
 static bool cpu_profile(cg_exec *base, int64_t batch, const void *const *in, void *const *out, rt_profile *prof,
                         diag_sink *d) {
   cpu_exec *x = (cpu_exec *)base;
   bool ok;
-  void *ws = workspace(x, batch, &ok);
-  return rt_program_run_profile(x->prog, base->threads, batch, in, out, x->state, ok ? ws : NULL, prof, d);
+  int n = workspaces(x, batch, &ok);
+  return rt_program_run_workspaces(x->prog, base->threads, batch, in, out, x->state, x->ws, ok ? n : 0, prof, d);
 }
 
 static bool cpu_run(cg_exec *base, int64_t batch, const void *const *in, void *const *out, diag_sink *d) {
@@ -139,6 +153,7 @@ static void cpu_destroy(cg_exec *base) {
   for (int i = 0; x->state && i < x->prog->n_states; i++) free(x->state[i]);
   free(x->state);
   rt_program_destroy(x->prog);
+  for (int i = 0; i < x->n_ws; i++) free(x->ws[i]);
   free(x->ws);
   free(x->base.note);
   free(x);

@@ -125,5 +125,6 @@ rt_program *cg_cpu_program_describe(const ir_graph *g, const cg_plan *plan, cons
       l->n_args = layout->n_args[ki];
     }
   }
+  p->images = cg_program_images(g, plan, p);
   return p;
 }
