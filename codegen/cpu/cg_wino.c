@@ -38,7 +38,9 @@
  *
  * The kernel over launch rows: each row is a block of `wino` tile rows of
  * one image (a static batch: n x blocks rows; a batch: images, each its
- * blocks in order). A block: transform its tiles' inputs into V (scratch,
+ * blocks in order), or, where conv.wino_imgs > 1 (a static batch's small
+ * maps), an image, taken wino_imgs images to a block: their tiles one
+ * after the other, so the 36 GEMMs read U once for all of them. A block: transform its tiles' inputs into V (scratch,
  * [36][T][Cp]), the 36 GEMMs into M ([36][T][Op]) over U's panels of NR
  * output channels ([36][Op/NR][C][NR], contiguous), each a micro-tile of
  * MR tiles x NV vectors, an FMA chain over c in order from 0; then the
