@@ -66,6 +66,7 @@ typedef struct gemm_conv {
   int64_t wino;          /* fwd: > 0, Winograd F(4x4, 3x3) (cg_wino.c) in blocks of this many rows of 4x4 tiles */
   int64_t group_pack;    /* direct, groups: 1 when column blocks are the outer loop, each block's columns of w
                           * copied to scratch at b_off (cg_conv.c), the block's output rows inside it */
+  int64_t wino_imgs;     /* Winograd: > 1, blocks of this many whole images (wino: all tile rows; launch rows: images) */
 } gemm_conv;
 
 /* general tensors: a batch_matmul is one GEMM per matrix product (item):
@@ -127,11 +128,12 @@ static inline bool cg_conv_direct_dtype(ir_dtype dt) { return dt == DT_F32 || dt
 
 /* convolutional networks: Winograd F(4x4, 3x3) (cg_wino.c). A block's
  * geometry: tiles per row and column, tile rows per block, blocks per
- * image, tiles per block, C and O padded (to vw, to nr), and the scratch
- * offsets (bytes) of V [36][t][cp], M [36][t][op] and the C tile
- * [4*tr*OW][op], and its size. */
+ * image, images per block (1, or whole images: conv.wino_imgs), tiles per
+ * block, C and O padded (to vw, to nr), and the scratch offsets (bytes)
+ * of V [36][t][cp], M [36][t][op] and the C tile [4*tr*OW][op] (one
+ * image's), and its size. */
 typedef struct cg_wino_geom {
-  int64_t tw, th, tr, nblk, t, cp, op;
+  int64_t tw, th, tr, nblk, imgs, t, cp, op;
   int64_t v_off, m_off, c_off, bytes;
 } cg_wino_geom;
 void cg_wino_geom_of(const cg_gemm *g, cg_wino_geom *w);

@@ -38,7 +38,9 @@
  *
  * The kernel over launch rows: each row is a block of `wino` tile rows of
  * one image (a static batch: n x blocks rows; a batch: images, each its
- * blocks in order). A block: transform its tiles' inputs into V (scratch,
+ * blocks in order), or, where conv.wino_imgs > 1 (a static batch's small
+ * maps), an image, taken wino_imgs images to a block: their tiles one
+ * after the other, so the 36 GEMMs read U once for all of them. A block: transform its tiles' inputs into V (scratch,
  * [36][T][Cp]), the 36 GEMMs into M ([36][T][Op]) over U's panels of NR
  * output channels ([36][Op/NR][C][NR], contiguous), each a micro-tile of
  * MR tiles x NV vectors, an FMA chain over c in order from 0; then the
@@ -75,7 +77,8 @@ void cg_wino_geom_of(const cg_gemm *g, cg_wino_geom *w) {
   w->tw = (cv->OW + 3) / 4, w->th = (cv->OH + 3) / 4;
   w->tr = cv->wino;
   w->nblk = (w->th + w->tr - 1) / w->tr;
-  w->t = w->tr * w->tw;
+  w->imgs = cv->wino_imgs > 1 ? cv->wino_imgs : 1;
+  w->t = w->imgs * w->tr * w->tw;
   w->cp = (cv->C + g->vw - 1) / g->vw * g->vw;
   w->op = (cv->O + g->nr - 1) / g->nr * g->nr;
   w->v_off = 0;
@@ -154,8 +157,10 @@ static void transform(wino_ctx *t, const double *L, int rows, LLVMValueRef in[6]
 }
 
 /* The input transform of tile (tr, tw) of the block starting at tile row
- * th0 of image offset img: V[xi][tr*TW + tw][c] for every channel. */
-static void emit_input_tile(wino_ctx *t, LLVMValueRef img, LLVMValueRef th0, LLVMValueRef tr, LLVMValueRef tw) {
+ * th0 of image offset img, whose tiles start at the block's tile tbase:
+ * V[xi][tbase + tr*TW + tw][c] for every channel. */
+static void emit_input_tile(wino_ctx *t, LLVMValueRef img, LLVMValueRef th0, LLVMValueRef tbase, LLVMValueRef tr,
+                            LLVMValueRef tw) {
   cg_kctx *c = t->c;
   cg_emitter *e = c->e;
   const gemm_conv *cv = t->cv;
@@ -176,7 +181,7 @@ static void emit_input_tile(wino_ctx *t, LLVMValueRef img, LLVMValueRef th0, LLV
       LLVMValueRef p = add(e, img, mul(e, add(e, mul(e, add(e, ih0, cg_i64(e, i)), cv->W), add(e, iw0, cg_i64(e, j))), cv->C));
       pix[i][j] = LLVMBuildSelect(B, ok[i][j], p, img, ""); /* outside x: the image's first pixel, then 0 */
     }
-  LLVMValueRef trow = add(e, mul(e, tr, t->w.tw), tw);
+  LLVMValueRef trow = add(e, tbase, add(e, mul(e, tr, t->w.tw), tw));
   int64_t cfull = cv->C / vw * vw;
   for (int part = 0; part < 2; part++) {
     int valid = part ? (int)(cv->C - cfull) : vw;
@@ -239,15 +244,17 @@ static void emit_micro(wino_ctx *t, LLVMValueRef xi, LLVMValueRef p, LLVMValueRe
     }
 }
 
-/* The output transform of tile (tr, tw): Y = A^T M A into the C tile's
- * rows (tr*4 + i) * OW + tw*4 + j for j < cols (the right edge's tile has
+/* The output transform of tile (tr, tw) of the image whose tiles start at
+ * the block's tile tbase: Y = A^T M A into its C tile ctile's rows
+ * (tr*4 + i) * OW + tw*4 + j for j < cols (the right edge's tile has
  * fewer); rows below OH are written but never read by the epilogue. */
-static void emit_output_tile(wino_ctx *t, LLVMValueRef tr, LLVMValueRef tw, int cols) {
+static void emit_output_tile(wino_ctx *t, LLVMValueRef tbase, LLVMValueRef ctile, LLVMValueRef tr, LLVMValueRef tw,
+                             int cols) {
   cg_kctx *c = t->c;
   cg_emitter *e = c->e;
   int vw = t->g->vw;
   int64_t OW = t->cv->OW, ldc = t->g->ldc;
-  LLVMValueRef trow = add(e, mul(e, tr, t->w.tw), tw);
+  LLVMValueRef trow = add(e, tbase, add(e, mul(e, tr, t->w.tw), tw));
   cg_loop lo = cg_loop_begin(c, t->o0, t->o1, vw, "wino.out.o");
   LLVMValueRef m[6][6], y[6][6];
   for (int xi = 0; xi < 36; xi++) {
@@ -259,13 +266,17 @@ static void emit_output_tile(wino_ctx *t, LLVMValueRef tr, LLVMValueRef tw, int 
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < cols; j++) {
       LLVMValueRef off = add(e, mul(e, add(e, pix0, cg_i64(e, i * OW + j)), ldc), LLVMBuildSub(B, lo.iv, t->o0, ""));
-      cg_emit_store(e, DT_F32, y[i][j], gepf(e, t->ctile, off), vw);
+      cg_emit_store(e, DT_F32, y[i][j], gepf(e, ctile, off), vw);
     }
   cg_loop_end(c, &lo);
 }
 
-/* One block: tile rows [th0, th0 + trn) of image n. */
-static void emit_block(wino_ctx *t, LLVMValueRef n, LLVMValueRef blk, LLVMValueRef epilogue) {
+/* One block: tile rows [th0, th0 + trn) of images n .. n + nimg (nimg
+ * images of all their tile rows, or one image's block blk): the tiles of
+ * the images one after the other in V and M; then image by image, its
+ * outputs into the C tile (4 trn rows of OW pixels) and through the
+ * epilogue. */
+static void emit_block(wino_ctx *t, LLVMValueRef n, LLVMValueRef nimg, LLVMValueRef blk, LLVMValueRef epilogue) {
   cg_kctx *c = t->c;
   cg_emitter *e = c->e;
   const cg_gemm *g = t->g;
@@ -274,15 +285,18 @@ static void emit_block(wino_ctx *t, LLVMValueRef n, LLVMValueRef blk, LLVMValueR
   LLVMValueRef th0 = mul(e, blk, w->tr);
   LLVMValueRef left = LLVMBuildSub(B, cg_i64(e, w->th), th0, "");
   LLVMValueRef trn = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, left, cg_i64(e, w->tr), ""), left, cg_i64(e, w->tr), "wino.trn");
-  LLVMValueRef img = mul(e, n, cv->H * cv->W * cv->C);
+  LLVMValueRef per_img = mul(e, trn, w->tw); /* tiles of an image in the block */
   /* inputs */
+  cg_loop li = cg_loop_begin(c, cg_i64(e, 0), nimg, 1, "wino.in.img");
+  LLVMValueRef img = mul(e, add(e, n, li.iv), cv->H * cv->W * cv->C), tbase = LLVMBuildMul(B, li.iv, per_img, "");
   cg_loop ltr = cg_loop_begin(c, cg_i64(e, 0), trn, 1, "wino.in.tr");
   cg_loop ltw = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, w->tw), 1, "wino.in.tw");
-  emit_input_tile(t, img, th0, ltr.iv, ltw.iv);
+  emit_input_tile(t, img, th0, tbase, ltr.iv, ltw.iv);
   cg_loop_end(c, &ltw);
   cg_loop_end(c, &ltr);
-  /* the 36 GEMMs: micro-tiles of mr tiles, then 4, then 1 */
-  LLVMValueRef nt = mul(e, trn, w->tw);
+  cg_loop_end(c, &li);
+  /* the 36 GEMMs over all the block's tiles: micro-tiles of mr tiles, then 4, then 1 */
+  LLVMValueRef nt = LLVMBuildMul(B, nimg, per_img, "wino.nt");
   cg_loop lx = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, 36), 1, "wino.xi");
   cg_loop lp = cg_loop_begin(c, t->p0, t->p1, 1, "wino.panel");
   LLVMValueRef start = cg_i64(e, 0);
@@ -299,23 +313,27 @@ static void emit_block(wino_ctx *t, LLVMValueRef n, LLVMValueRef blk, LLVMValueR
   }
   cg_loop_end(c, &lp);
   cg_loop_end(c, &lx);
-  /* outputs: whole tiles, then the right edge's */
+  /* outputs, image by image: whole tiles, then the right edge's; then the
+   * image's output pixels in the block through the epilogue */
   int64_t full = cv->OW / 4, edge = cv->OW % 4;
+  cg_loop lo = cg_loop_begin(c, cg_i64(e, 0), nimg, 1, "wino.out.img");
+  LLVMValueRef otbase = LLVMBuildMul(B, lo.iv, per_img, "");
+  LLVMValueRef ctile = t->ctile;
   cg_loop lor = cg_loop_begin(c, cg_i64(e, 0), trn, 1, "wino.out.tr");
   if (full) {
     cg_loop low = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, full), 1, "wino.out.tw");
-    emit_output_tile(t, lor.iv, low.iv, 4);
+    emit_output_tile(t, otbase, ctile, lor.iv, low.iv, 4);
     cg_loop_end(c, &low);
   }
-  if (edge) emit_output_tile(t, lor.iv, cg_i64(e, full), (int)edge);
+  if (edge) emit_output_tile(t, otbase, ctile, lor.iv, cg_i64(e, full), (int)edge);
   cg_loop_end(c, &lor);
-  /* the block's output pixels through the epilogue */
   LLVMValueRef oh0 = mul(e, th0, 4);
   LLVMValueRef hleft = LLVMBuildSub(B, cg_i64(e, cv->OH), oh0, ""), h4 = mul(e, trn, 4);
   LLVMValueRef rows = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hleft, h4, ""), hleft, h4, "");
-  LLVMValueRef row = mul(e, add(e, mul(e, n, cv->OH), oh0), cv->OW);
-  LLVMValueRef args[] = {c->bufs, t->ctile, row, mul(e, rows, cv->OW), c->col0, LLVMBuildSub(B, c->col1, c->col0, "")};
+  LLVMValueRef row = mul(e, add(e, mul(e, add(e, n, lo.iv), cv->OH), oh0), cv->OW);
+  LLVMValueRef args[] = {c->bufs, ctile, row, mul(e, rows, cv->OW), c->col0, LLVMBuildSub(B, c->col1, c->col0, "")};
   LLVMBuildCall2(B, LLVMGlobalGetValueType(epilogue), epilogue, args, 6, "");
+  cg_loop_end(c, &lo);
 }
 
 void cg_wino_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
@@ -335,33 +353,58 @@ void cg_wino_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
   t.p0 = LLVMBuildSDiv(B, c->col0, cg_i64(e, g->nr), "wino.p0");
   t.p1 = LLVMBuildSDiv(B, add(e, c->col1, cg_i64(e, g->nr - 1)), cg_i64(e, g->nr), "wino.p1");
   t.o0 = c->col0, t.o1 = mul(e, t.p1, g->nr);
+  if (t.w.imgs > 1) { /* blocks of whole images: launch rows images, in steps of imgs, the last block perhaps fewer */
+    LLVMValueRef nb = LLVMBuildSDiv(B, add(e, LLVMBuildSub(B, c->row1, c->row0, ""), cg_i64(e, t.w.imgs - 1)),
+                                    cg_i64(e, t.w.imgs), "wino.nb");
+    cg_loop lr = cg_loop_begin(c, cg_i64(e, 0), nb, 1, "wino.imgs");
+    LLVMValueRef n = add(e, c->row0, mul(e, lr.iv, t.w.imgs));
+    LLVMValueRef left = LLVMBuildSub(B, c->row1, n, "");
+    LLVMValueRef nimg = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, left, cg_i64(e, t.w.imgs), ""), left,
+                                        cg_i64(e, t.w.imgs), "wino.nimg");
+    emit_block(&t, n, nimg, cg_i64(e, 0), epilogue);
+    cg_loop_end(c, &lr);
+    return;
+  }
   if (g->conv.flat_rows) { /* a static batch: launch rows n x blocks */
     cg_loop lr = cg_loop_begin(c, c->row0, c->row1, 1, "wino.row");
     LLVMValueRef n = LLVMBuildSDiv(B, lr.iv, cg_i64(e, t.w.nblk), "wino.n");
     LLVMValueRef blk = LLVMBuildSRem(B, lr.iv, cg_i64(e, t.w.nblk), "wino.blk");
-    emit_block(&t, n, blk, epilogue);
+    emit_block(&t, n, cg_i64(e, 1), blk, epilogue);
     cg_loop_end(c, &lr);
     return;
   }
   cg_loop ln = cg_loop_begin(c, c->row0, c->row1, 1, "wino.n"); /* a batch: images */
   cg_loop lb = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, t.w.nblk), 1, "wino.blk");
-  emit_block(&t, ln.iv, lb.iv, epilogue);
+  emit_block(&t, ln.iv, cg_i64(e, 1), lb.iv, epilogue);
   cg_loop_end(c, &lb);
   cg_loop_end(c, &ln);
 }
 
 /* ---- planning ---- */
 
-/* The cost model (auto): Winograd where a layer has enough 4x4 tiles per
- * image to amortize U (36 C x O values, 4x the kernel's) over a block,
- * and enough channels that the GEMMs, not the transforms, dominate.
- * ResNet-18 at batch 1, one thread, CPU time: its 56x56 3x3 convs (196
- * tiles, 64 channels) 1.29 -> 0.60 ms, 28x28 (49 tiles, 128) 1.22 -> 0.85
- * ms, but 14x14 (16 tiles, 256 channels: 9.4 MB of U read per 16 tiles)
- * 1.39 -> 2.11 ms: at least 25 tiles.
- * Measured on ResNet-18 and the torchvision set:
- * bench/results/cnn-winograd-2026-11-30.md. */
-enum { WINO_MIN_TILES = 25, WINO_MIN_CHANNELS = 32 };
+/* The cost model (auto): Winograd where a layer has at least one whole
+ * 4x4 tile's worth of output per image (4 tiles: a 7x7 map) and enough
+ * channels that the GEMMs, not the transforms, dominate. ResNet-18, one
+ * thread, CPU time, per 3x3 conv, the implicit GEMM -> Winograd (blocks
+ * of one image): batch 1, 14x14 (16 tiles, 256 channels) 2.21 -> 0.95
+ * ms, 7x7 (4 tiles, 512) 2.51 -> 1.51 ms; batch 2, 4.40 -> 1.74 and
+ * 4.60 -> 2.45 ms (blocks of two images). (Session 13 measured 14x14 at
+ * batch 1 slower, 1.39 -> 2.11 ms, and asked for 25 tiles; session 14's
+ * alternating runs on main's binary and this one do not reproduce it.)
+ * Numbers and commands: bench/results/cnn-winograd-2026-11-30-s14.md. */
+enum { WINO_MIN_TILES = 4, WINO_MIN_CHANNELS = 32 };
+/* Blocks of several whole images where an image has fewer than
+ * WINO_MULTI_TILES tiles and the batch is static (>= 2): the 36 GEMMs of
+ * a block read all of U (36 C x O floats: 9.4 MB at 256 channels, 37.7
+ * MB at 512, more than the 32 MB L3), so a block of WINO_BLOCK_TILES
+ * tiles or more reads it once per 64 tiles instead of once per image's
+ * 16 or 4; V and M of such a block leave L2 (4.7 MB at 14x14 x 256, 9.4
+ * MB at 7x7 x 512), which costs less. ResNet-18 at batch 16, one thread,
+ * CPU ms of one 3x3 conv, images per block 2 / 4 / 8 / 16: 14x14 13.6 /
+ * 13.5 / 13.9 / 14.0, 7x7 18.0 / 15.9 / 13.2 / 12.6 (implicit GEMM: 34.2
+ * and 35.6). Its 28x28 convs (49 tiles, 128 channels) are best in blocks
+ * of one image: 11.4 ms against 12.0 with two and 13.4 with four. */
+enum { WINO_MULTI_TILES = 25, WINO_BLOCK_TILES = 64 };
 /* V and M of a block within half a 2 MB L2; or, where U is larger than
  * that (128 channels and more), within the whole of it: each block reads
  * all of U, so fewer, larger blocks save more of its traffic than the L2
@@ -385,6 +428,11 @@ bool cg_wino_choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g, cg_
     return false;
   if (cv->KW != 3 || g->K != 9 * cv->C || cv->sh != 1 || cv->sw != 1 || cv->dh != 1 || cv->dw != 1) return false;
   int64_t tiles = ((cv->OH + 3) / 4) * ((cv->OW + 3) / 4);
+  int64_t images = mm->type.dims[0]; /* a static batch; 0: symbolic */
+  /* a static batch's small maps: blocks of whole images, at least
+   * WINO_BLOCK_TILES tiles (below) */
+  int64_t kimg = tiles < WINO_MULTI_TILES && images >= 2 ? (WINO_BLOCK_TILES + tiles - 1) / tiles : 1;
+  if (kimg > images && images > 0) kimg = images;
   if (caps->conv_algo == CG_CONV_ALGO_AUTO &&
       (tiles < WINO_MIN_TILES || cv->C < WINO_MIN_CHANNELS || cv->O < WINO_MIN_CHANNELS))
     return false;
@@ -405,15 +453,21 @@ bool cg_wino_choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g, cg_
   if (trmax > w.th) trmax = w.th;
   int64_t nblk = (w.th + trmax - 1) / trmax;
   cv->wino = (w.th + nblk - 1) / nblk; /* blocks of equal size, the last perhaps shorter */
+  int64_t row_step = 1;
+  if (kimg > 1) { /* blocks of equal numbers of images, the last perhaps fewer */
+    int64_t nb = (images + kimg - 1) / kimg;
+    cv->wino = w.th;
+    cv->wino_imgs = (images + nb - 1) / nb;
+    row_step = cv->wino_imgs;
+  }
   cg_wino_geom_of(g, &w);
   g->ldc = w.op;
   g->c_off = w.c_off;
-  int64_t images = mm->type.dims[0];
   cv->flat_rows = images > 0;
   /* threads get blocks, or (a batch of 1 with few blocks) panels of
    * output channels: a column tile transforms the block's inputs again, in
    * units of a block-column of the GEMMs about WINO_INPUT_COST columns */
-  *l = (cg_kernel_launch){.cols = cv->O, .col_step = g->nr, .row_step = 1, .row_tile_min = 1,
+  *l = (cg_kernel_launch){.cols = cv->O, .col_step = g->nr, .row_step = row_step, .row_tile_min = 1,
                           .rows_fixed = images > 0 ? images * w.nblk : 0, .scratch_bytes = w.bytes,
                           .tile_row_cost = WINO_INPUT_COST};
   return true;

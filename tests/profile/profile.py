@@ -62,7 +62,8 @@ if abs(kern_ms / run_ms * 100 - kern_share) > 0.2:
 tables = out.split("\n\n")
 kernel_rows = [l for l in tables[1].splitlines()[1:]]
 layer_rows = [l for l in tables[2].splitlines()[1:]]
-row = re.compile(r"^(\S+)\s+(\S+)\s+([0-9.]+)\s+([0-9.]+)%\s+(\S+)\s+([0-9.]+ [kMG]?B)$")
+# a kernel's name may carry its algorithm, "k2.conv2d_1.conv [winograd]"
+row = re.compile(r"^(\S+)(?: \[[a-z]+\])?\s+(\S+)\s+([0-9.]+)\s+([0-9.]+)%\s+(\S+)\s+([0-9.]+ [kMG]?B)$")
 kernels, layers = [], []
 for lines, into in ((kernel_rows, kernels), (layer_rows, layers)):
     for l in lines:

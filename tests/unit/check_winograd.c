@@ -5,7 +5,10 @@
  * (codegen/cpu/cg_wino.c), against the float64 reference: output sizes
  * not multiples of 4 (partial tiles at the right and bottom edges), pads
  * 0 and 1, batches of 1 to 3 (symbolic and static), channels not
- * multiples of a vector, several blocks of tile rows an image, with bias,
+ * multiples of a vector, several blocks of tile rows an image, blocks of
+ * several whole images (a static batch's 14x14 and 7x7 maps: tiles across
+ * image boundaries, a last block of fewer images, batches 1, 2, 3, 7, 16
+ * and 17), with bias,
  * relu and a residual add fused into its epilogue; on every CPU code path
  * (the host's, AVX2's 8 lanes, SSE's 4), on 1, 2 and 3 threads, which must
  * give the same bits. (Winograd takes the convs of the implicit GEMM; the
@@ -43,6 +46,7 @@ typedef struct wcase {
   bool pad;      /* pads 1 ('same'), else 0 ('valid') */
   bool fused;    /* + bias, + residual input, relu */
   bool fixed;    /* a static batch: launch rows are blocks of tile rows */
+  int64_t imgs;  /* a static batch: the images a block must take (cg_wino.c's rule), 0: one */
 } wcase;
 
 static double max_err_seen;
@@ -100,6 +104,10 @@ static void run_case(const wcase *cc, const char *algo, bool wino, float *out_ho
         const rt_launch *l = &ex->desc->launches[li];
         if (l->algo) {
           ck_assert_str_eq(l->algo, "winograd");
+          /* blocks of whole images: the launch's rows are images, split in steps of a block */
+          ck_assert_msg(l->row_step == (cc->imgs > 1 ? cc->imgs : 1), "x [%lld,%lld,%lld,%lld]: blocks of %lld images, want %lld",
+                        (long long)N, (long long)cc->H, (long long)cc->W, (long long)cc->C, (long long)l->row_step,
+                        (long long)(cc->imgs > 1 ? cc->imgs : 1));
           convs++;
         }
       }
@@ -130,11 +138,11 @@ static void run_case(const wcase *cc, const char *algo, bool wino, float *out_ho
 START_TEST(test_winograd_shapes) {
   static const wcase cases[] = {
       /* N  H   W   C   O  pad   fused  fixed */
-      {2, 10, 10, 37, 45, true, true, false},  /* OH = OW = 10: partial tiles; C, O not vectors */
-      {1, 11, 9, 24, 40, false, true, false},  /* pad 0: 9 x 7 outputs */
-      {3, 7, 13, 40, 5, true, false, true},    /* a static batch of 3; O below a vector */
-      {2, 30, 30, 96, 64, true, true, true},   /* two blocks of tile rows per image */
-      {1, 5, 5, 16, 33, true, true, false},    /* one 4x4 tile and the edge's 1-pixel tiles */
+      {2, 10, 10, 37, 45, true, true, false, 0},  /* OH = OW = 10: partial tiles; C, O not vectors */
+      {1, 11, 9, 24, 40, false, true, false, 0},  /* pad 0: 9 x 7 outputs */
+      {3, 7, 13, 40, 5, true, false, true, 3}, /* a static batch of 3 (8 tiles: one block); O below a vector */
+      {2, 30, 30, 96, 64, true, true, true, 0},   /* two blocks of tile rows per image */
+      {1, 5, 5, 16, 33, true, true, false, 0},    /* one 4x4 tile and the edge's 1-pixel tiles */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (!test_case_runs(i)) continue;
@@ -144,11 +152,45 @@ START_TEST(test_winograd_shapes) {
 }
 END_TEST
 
-/* auto: Winograd for a layer with enough tiles and channels (ResNet's
- * 56x56 and 28x28 convs), not for a small one; direct: never, and its
- * results are the usual convolution's, within the direct bound. */
+/* A static batch's small maps (fewer than 25 tiles an image) in blocks of
+ * whole images, at least 64 tiles a block (as many as the batch has),
+ * equal blocks but the last: the 36 GEMMs' tiles run across image
+ * boundaries. Each case also against the same conv with a symbolic batch
+ * (blocks of one image): every tile's sums are the same operations in the
+ * same order whatever block it is in, so the bits must be equal. */
+START_TEST(test_winograd_image_blocks) {
+  static const wcase cases[] = {
+      /* N   H   W   C   O  pad   fused  fixed imgs */
+      {1, 14, 14, 40, 36, true, true, true, 0},    /* 16 tiles, batch 1: one image a block */
+      {2, 14, 14, 37, 33, true, true, true, 2},    /* 64 / 16 = 4 images a block, the batch's 2 */
+      {7, 12, 16, 35, 40, false, true, true, 4},   /* 10 x 14 out: 12 tiles, 6 a block -> blocks 4 + 3 */
+      {3, 7, 7, 32, 48, true, true, true, 3},      /* 7x7: 4 tiles (the edges' partial) */
+      {16, 7, 7, 32, 40, true, false, true, 16},   /* one block of 16 images */
+      {17, 9, 9, 33, 32, false, true, true, 9},    /* pad 0, 7x7 out: blocks of 9 + 8 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (!test_case_runs(i)) continue;
+    const wcase *cc = &cases[i];
+    int64_t p = cc->pad ? 1 : 0, ny = cc->batch * (cc->H + 2 * p - 2) * (cc->W + 2 * p - 2) * cc->O;
+    float *blocks = xmalloc((size_t)ny * 4), *one = xmalloc((size_t)ny * 4);
+    run_case(cc, "auto", true, blocks);
+    wcase sym = *cc;
+    sym.fixed = false, sym.imgs = 0;
+    run_case(&sym, "auto", true, one);
+    ck_assert_msg(memcmp(blocks, one, (size_t)ny * 4) == 0, "batch %lld, %lldx%lld: blocks of %lld images and of one differ",
+                  (long long)cc->batch, (long long)cc->H, (long long)cc->W, (long long)cc->imgs);
+    free(blocks), free(one);
+  }
+  fprintf(stderr, "check_winograd: max normalized error %.3g (bound %g)\n", max_err_seen, WINO_BOUND);
+}
+END_TEST
+
+/* auto: Winograd for a layer with at least 4 tiles an image (a 7x7 map)
+ * and enough channels, not for a smaller one (a 4x4 map: one tile);
+ * direct: never, and its results are the usual convolution's, within the
+ * direct bound. */
 START_TEST(test_winograd_choice) {
-  static const wcase big = {1, 20, 20, 32, 32, true, true, false}, small = {1, 8, 8, 32, 32, true, true, false};
+  static const wcase big = {1, 20, 20, 32, 32, true, true, false, 0}, small = {1, 4, 4, 32, 32, true, true, false, 0};
   int64_t ny = 20 * 20 * 32;
   float *w = xmalloc((size_t)ny * 4), *dd = xmalloc((size_t)ny * 4);
   run_case(&big, "auto", true, w);
@@ -185,6 +227,7 @@ static Suite *wino_suite(void) {
   TCase *tc = tcase_create("winograd");
   tcase_set_timeout(tc, 590);
   tcase_add_test(tc, test_winograd_shapes);
+  tcase_add_test(tc, test_winograd_image_blocks);
   tcase_add_test(tc, test_winograd_choice);
   tcase_add_test(tc, test_winograd_bad_algo);
   suite_add_tcase(s, tc);
