@@ -355,8 +355,23 @@ static bool same_dims(const ir_type *a, const ir_type *b) {
 
 /* lanes of operand src of op at the result's flat index idx (last-dimension
  * coordinate col): its own elements, or numpy-broadcast ones */
+static LLVMValueRef load_operand_(cg_kctx *c, const ir_node *op, const ir_node *src, LLVMValueRef idx, LLVMValueRef col,
+                                  int lanes, int valid);
+
+/* A constant operand (a bias) is loaded as invariant: in a GEMM
+ * epilogue with one vector a row its load and widening leave the row loop. */
 static LLVMValueRef load_operand(cg_kctx *c, const ir_node *op, const ir_node *src, LLVMValueRef idx, LLVMValueRef col,
                                  int lanes, int valid) {
+  int b = c->plan ? c->plan->buffer_of[src->id] : -1;
+  bool saved = c->e->invariant_loads;
+  c->e->invariant_loads = c->e->const_loads_invariant && b >= 0 && c->plan->buffers[b].kind == RT_BUF_CONST;
+  LLVMValueRef v = load_operand_(c, op, src, idx, col, lanes, valid);
+  c->e->invariant_loads = saved;
+  return v;
+}
+
+static LLVMValueRef load_operand_(cg_kctx *c, const ir_node *op, const ir_node *src, LLVMValueRef idx, LLVMValueRef col,
+                                  int lanes, int valid) {
   cg_emitter *e = c->e;
   const ir_type *yt = &op->type, *st = &src->type;
   if (same_dims(yt, st)) return cg_load_part(e, st->dtype, cg_elem_ptr(c, src, idx), lanes, valid, src->name);
