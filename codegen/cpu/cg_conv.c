@@ -77,7 +77,6 @@ typedef struct conv_ctx {
   LLVMValueRef xch;     /* x's first channel of the group (0 ungrouped) */
   LLVMValueRef wcol;    /* w's and the result's first column of the column block (0 ungrouped) */
   LLVMValueRef tcol;    /* its column in the C tile (0 ungrouped) */
-  LLVMValueRef xw;      /* 16-bit x: the output row's KH input rows widened to f32 (conv_widen_rows), or NULL */
 } conv_ctx;
 
 static LLVMValueRef add(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(B, a, b, ""); }
@@ -112,8 +111,7 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t k
   for (int r = 0; r < R; r++) {
     if (!col_in[r]) continue;
     LLVMValueRef xi = add(e, xpix, add(e, cg_i64(e, (int64_t)r * cv->sw * cv->C), ch));
-    LLVMValueRef xp = t->xw ? LLVMBuildGEP2(B, e->f32, t->xw, &xi, 1, "") : cg_elem_ptr(c, t->x, xi);
-    LLVMValueRef xs = cg_splat(e, cg_emit_load(e, t->xw ? DT_F32 : t->x->type.dtype, xp, 1, t->x->name), t->lanes);
+    LLVMValueRef xs = cg_splat(e, cg_emit_load(e, t->x->type.dtype, cg_elem_ptr(c, t->x, xi), 1, t->x->name), t->lanes);
     for (int v = 0; v < t->nvec; v++)
       LLVMBuildStore(B, cg_fmuladd(e, xs, wv[v], LLVMBuildLoad2(B, t->vt, acc[r][v], "")), acc[r][v]);
   }
@@ -145,8 +143,7 @@ static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int64_t ow_at, int R) {
     LLVMBuildCondBr(B, in, go, row_done);
     LLVMPositionBuilderAtEnd(B, go);
   }
-  /* x's element index of (n, ih, 0, 0), or of the widened row kh */
-  LLVMValueRef xrow = t->xw ? mul(e, lh.iv, cv->W * cv->C) : add(e, t->img, mul(e, ih, cv->W * cv->C));
+  LLVMValueRef xrow = add(e, t->img, mul(e, ih, cv->W * cv->C));
   for (int64_t kw = 0; kw < cv->KW; kw++) { /* the columns unrolled */
     bool col_in[CONV_MAX_R];
     for (int r = 0; r < R; r++) {
@@ -166,56 +163,6 @@ static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int64_t ow_at, int R) {
       cg_emit_store(e, DT_F32, LLVMBuildLoad2(B, t->vt, acc[r][v], ""), LLVMBuildGEP2(B, e->f32, t->ctile, &off, 1, ""),
                     t->lanes);
     }
-}
-
-/* 16-bit x (ungrouped): before the output row's tiles, its KH input rows
- * (those inside x) widened to f32 once into a stack buffer [KH][W*C], a
- * vector at a time; the taps then broadcast f32 values from it (the FMA's
- * memory operand), as the float32 kernel does from x. A bf16 tap was a
- * 2-byte load, a shift and a broadcast from a general register before
- * every FMA; every value of a row is read by KW taps of each of R pixels'
- * tiles. The widening is exact: the sums are the same. */
-enum { CONV_WIDEN_MAX_BYTES = 32768 };
-
-static bool conv_widens_rows(const conv_ctx *t) {
-  ir_dtype dt = t->x->type.dtype;
-  return (dt == DT_BF16 || dt == DT_F16) && t->cv->groups <= 1 &&
-         t->KH * t->cv->W * t->cv->C * 4 <= CONV_WIDEN_MAX_BYTES;
-}
-
-static void conv_widen_rows(conv_ctx *t) {
-  cg_kctx *c = t->c;
-  cg_emitter *e = c->e;
-  const gemm_conv *cv = t->cv;
-  int64_t wc = cv->W * cv->C;
-  cg_loop lh = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, t->KH), 1, "conv.widen.kh");
-  LLVMValueRef ih = add(e, mul(e, t->oh, cv->sh), add(e, cg_i64(e, -cv->pt), mul(e, lh.iv, cv->dh)));
-  LLVMBasicBlockRef done = NULL;
-  if (t->check_h) {
-    LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, ih, cg_i64(e, 0), ""),
-                                   LLVMBuildICmp(B, LLVMIntSLT, ih, cg_i64(e, cv->H), ""), "conv.widen.in_h");
-    LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "conv.widen.row");
-    done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "conv.widen.row.done");
-    LLVMBuildCondBr(B, in, go, done);
-    LLVMPositionBuilderAtEnd(B, go);
-  }
-  LLVMValueRef src = add(e, t->img, mul(e, ih, wc)), dst = mul(e, lh.iv, wc);
-  int64_t j = 0;
-  for (int lanes = e->vw; lanes >= 1; lanes = lanes > 4 ? lanes / 2 : lanes > 1 ? 1 : 0) {
-    int64_t end = lanes > 1 ? j + (wc - j) / lanes * lanes : wc;
-    if (end <= j) continue;
-    cg_loop lj = cg_loop_begin(c, cg_i64(e, j), cg_i64(e, end), lanes, "conv.widen.j");
-    LLVMValueRef v = cg_emit_load(e, t->x->type.dtype, cg_elem_ptr(c, t->x, add(e, src, lj.iv)), lanes, t->x->name);
-    LLVMValueRef at = add(e, dst, lj.iv);
-    cg_emit_store(e, DT_F32, v, LLVMBuildGEP2(B, e->f32, t->xw, &at, 1, ""), lanes);
-    cg_loop_end(c, &lj);
-    j = end;
-  }
-  if (t->check_h) {
-    LLVMBuildBr(B, done);
-    LLVMPositionBuilderAtEnd(B, done);
-  }
-  cg_loop_end(c, &lh);
 }
 
 void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
@@ -255,10 +202,6 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
     t.oh = lo_h.iv;
   }
   t.img = mul(e, n, cv->H * cv->W * cv->C);
-  if (conv_widens_rows(&t)) {
-    t.xw = cg_entry_alloca(c, LLVMArrayType(e->f32, (unsigned)(t.KH * cv->W * cv->C)), "conv.xw");
-    conv_widen_rows(&t);
-  }
   cg_loop lb = {0};
   if (G > 1) { /* the call's column blocks [col0, col1) of nr columns, each in group col / (O/G) */
     int64_t nr = g->nr;
