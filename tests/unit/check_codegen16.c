@@ -462,6 +462,51 @@ static void check_eltwise(const char *dt) {
   ir_graph_destroy(g);
 }
 
+/* An NCHW image of one channel into NHWC, [N, 1, 5, 7] -> [N, 5, 7, 1]: a
+ * reshape (fold-layout's), then a cast to the 16-bit type and a relu, as a
+ * mixed policy's first convolution reads it. The kernel runs each row as
+ * one flat line of 35 (cg_cpu.c, reshape_runs_flat: vectors, then the
+ * tail one at a time), not 35 lines of one; against ref_run, bit for bit. */
+static void check_reshape_flat(const char *dt) {
+  bool bf16 = !strcmp(dt, "bf16");
+  enum { RS_ROWS = 512, RS = RS_ROWS * 35 };
+  static float x[RS], out[RS];
+  char ir[1024];
+  snprintf(ir, sizeof ir,
+           "graph r policy=float32\n"
+           "%%x = f32[N,1,5,7] input() {index=0}\n"
+           "%%r = f32[N,5,7,1] reshape(%%x) {shape=[N,5,7,1]}\n"
+           "%%h = %s[N,5,7,1] cast(%%r) {to=%s}\n"
+           "%%u = %s[N,5,7,1] relu(%%h)\n"
+           "%%y = f32[N,5,7,1] cast(%%u) {to=f32}\n"
+           "output y = %%y\n",
+           dt, dt, dt);
+  rng_state = bf16 ? 0x5bf16 : 0x5f16;
+  for (int64_t i = 0; i < RS; i++) x[i] = random_operand(bf16);
+  ir_graph *g = parse(ir);
+  rt_program *p = compile(g, NULL);
+  run(p, RS_ROWS, (const void *[]){x}, (void *[]){out});
+  double *dx = ref_from_f32(x, RS), *want[1];
+  char err[256];
+  ck_assert_msg(ref_run(g, RS_ROWS, (const double *const[]){dx}, want, err, sizeof err), "ref_run: %s", err);
+  for (int64_t i = 0; i < RS; i++) {
+    uint32_t got = f32_bits(out[i]), wnt = f32_bits((float)want[0][i]);
+    if (f32_is_nan(got) && f32_is_nan(wnt)) continue;
+    ck_assert_msg(got == wnt, "%s reshape+cast+relu [%lld]: x=%a: got %a (0x%08x), ref %a (0x%08x)", dt, (long long)i,
+                  (double)x[i], (double)out[i], got, (double)want[0][i], wnt);
+  }
+  ref_outputs_free(want, 1);
+  free(dx);
+  rt_program_destroy(p);
+  ir_graph_destroy(g);
+}
+
+START_TEST(test_reshape_flat_vs_ref) {
+  check_reshape_flat("bf16");
+  check_reshape_flat("f16");
+}
+END_TEST
+
 START_TEST(test_f16_eltwise_vs_ref) { check_eltwise("f16"); }
 END_TEST
 
@@ -650,6 +695,7 @@ int main(void) {
   tcase_add_test(te, test_f16_eltwise_vs_ref);
   tcase_add_test(te, test_bf16_eltwise_vs_ref);
   tcase_add_test(te, test_bf16_no_libcalls);
+  tcase_add_test(te, test_reshape_flat_vs_ref);
   suite_add_tcase(s, te);
   const char *only = getenv("CK_RUN_CASE");
   if (host_has_bf16()) {
