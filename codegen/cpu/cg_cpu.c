@@ -68,10 +68,32 @@ static void emit_eltwise_segment(kctx *c, LLVMValueRef line_base, int64_t j0, in
   loop_end(c, &lj);
 }
 
+static void eltwise_body(kctx *c, LLVMValueRef base, int64_t last);
+
+/* general tensors: a reshape followed only by ops of one operand each
+ * (the casts of a mixed policy, an activation) keeps every element's flat
+ * index, so each row is one line of all its elements: the vectors run
+ * across the result's short last dimensions. An NCHW image of one channel
+ * into NHWC, [N, 1, H, W] to [N, H, W, 1] (fold-layout's reshape, then the
+ * cast to the first convolution's bf16), went one element a loop trip,
+ * its lines one long. */
+static bool reshape_runs_flat(const cg_kernel *k) {
+  const ir_node *first = k->ops[0];
+  if (ir_op_type_rule(first->op) != IR_TYPE_RESHAPE || first->n_srcs != 1) return false;
+  for (int i = 1; i < k->n_ops; i++) {
+    const ir_node *op = k->ops[i];
+    if (ir_op_kernel(op->op) != IR_KERNEL_ELTWISE || op->op == IR_OP_DROPOUT_TRAIN || op->n_srcs != 1 ||
+        op->srcs[0] != k->ops[i - 1])
+      return false;
+  }
+  return true;
+}
+
 static void emit_rows_lines(kctx *c, int64_t rows_fixed, void (*body)(kctx *, LLVMValueRef line_base, int64_t last)) {
   cg_emitter *e = c->e;
   int64_t lines, last;
   line_shape(result(c->k), rows_fixed, &lines, &last);
+  if (body == eltwise_body && lines > 1 && reshape_runs_flat(c->k)) last *= lines, lines = 1;
   loop lr = loop_begin(c, c->row0, c->row1, 1, "row");
   loop ll = loop_begin(c, i64c(e, 0), i64c(e, lines), 1, "line");
   LLVMValueRef base = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, lr.iv, i64c(e, lines), ""), ll.iv, ""),

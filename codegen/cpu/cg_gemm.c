@@ -507,6 +507,10 @@ static void epi_row_vectors(epi_ctx *x, LLVMValueRef r, epi_body body, const cha
   cg_kctx *c = &x->c;
   cg_emitter *e = c->e;
   const cg_gemm *g = x->g;
+  if (g->Nc == g->vw) { /* one vector a row (8 output channels): no loop, its operands' loads the same every row */
+    body(x, r, cg_i64(e, 0), g->vw);
+    return;
+  }
   LLVMValueRef nfull = LLVMBuildSDiv(B, x->ncols, cg_i64(e, g->vw), "");
   cg_loop lj = cg_loop_begin(c, cg_i64(e, 0), nfull, 1, name);
   body(x, r, lj.iv, g->vw);

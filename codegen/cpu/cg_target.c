@@ -328,6 +328,7 @@ LLVMModuleRef cg_target_emit_module(cg_target *t, LLVMContextRef ctx, const char
   LLVMDisposeTargetData(dl);
   cg_emitter_init(e, ctx, mod, t->caps.vector_f32_lanes);
   const cg_cpu_caps *cap = &t->caps;
+  e->const_loads_invariant = true;
   if (cap->avx512bf16 && cap->avx512f && cap->avx512dq && cap->avx512vl) e->bf16_native = x86_bf16_native;
   if (!layout->planned) layout->share_none = o->no_kernel_sharing;
   char *msg = NULL;

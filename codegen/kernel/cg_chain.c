@@ -355,8 +355,23 @@ static bool same_dims(const ir_type *a, const ir_type *b) {
 
 /* lanes of operand src of op at the result's flat index idx (last-dimension
  * coordinate col): its own elements, or numpy-broadcast ones */
+static LLVMValueRef load_operand_(cg_kctx *c, const ir_node *op, const ir_node *src, LLVMValueRef idx, LLVMValueRef col,
+                                  int lanes, int valid);
+
+/* A constant operand (a bias) is loaded as invariant: in a GEMM
+ * epilogue with one vector a row its load and widening leave the row loop. */
 static LLVMValueRef load_operand(cg_kctx *c, const ir_node *op, const ir_node *src, LLVMValueRef idx, LLVMValueRef col,
                                  int lanes, int valid) {
+  int b = c->plan ? c->plan->buffer_of[src->id] : -1;
+  bool saved = c->e->invariant_loads;
+  c->e->invariant_loads = c->e->const_loads_invariant && b >= 0 && c->plan->buffers[b].kind == RT_BUF_CONST;
+  LLVMValueRef v = load_operand_(c, op, src, idx, col, lanes, valid);
+  c->e->invariant_loads = saved;
+  return v;
+}
+
+static LLVMValueRef load_operand_(cg_kctx *c, const ir_node *op, const ir_node *src, LLVMValueRef idx, LLVMValueRef col,
+                                  int lanes, int valid) {
   cg_emitter *e = c->e;
   const ir_type *yt = &op->type, *st = &src->type;
   if (same_dims(yt, st)) return cg_load_part(e, st->dtype, cg_elem_ptr(c, src, idx), lanes, valid, src->name);
@@ -391,10 +406,27 @@ static bool keeps_rounded(const ir_node *op, const ir_node *prev) {
   return op->op == IR_OP_RELU || op->op == IR_OP_NEG || op->op == IR_OP_ABS;
 }
 
+/* A relu of a 16-bit float op's value commutes with the op's rounding,
+ * bit for bit: relu(round(u)) = round(relu(u)) for every f32 u, with
+ * relu(x) = x > 0 (unordered) ? x : +0 and round the RNE rounding to bf16
+ * or f16 (monotonic, symmetric, NaN to a NaN of u's sign). u > 0: round(u)
+ * >= +0, and where it is +0 both give +0; u <= 0 (-0 and a u that rounds
+ * to -0 included): both +0; u NaN: both round(u). So the chain takes the
+ * relu on the op's unrounded value and rounds once after it: the rounding
+ * is not widened back to f32 for relu's compare (a bf16 conv2d's or
+ * matmul's bias + relu epilogue: the rounded sum goes straight to its
+ * store). clip is left out: clip(-tiny, 0, 6) is +0, clip(round(-tiny))
+ * -0. */
+static bool relu_takes_rounding(const ir_node *op, const ir_node *next) {
+  if (!next || next->op != IR_OP_RELU || !keeps_rounded(next, op)) return false;
+  return op->type.dtype == DT_BF16 || op->type.dtype == DT_F16;
+}
+
 LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,
                             LLVMValueRef col, int lanes, int valid) {
   cg_emitter *e = c->e;
   const cg_kernel *k = c->k;
+  bool deferred = false; /* prev's rounding waits for its relu (relu_takes_rounding) */
   for (int t = first; t < last; t++) {
     const ir_node *op = k->ops[t], *prev = t > 0 ? k->ops[t - 1] : NULL;
     LLVMValueRef in[IR_MAX_SRCS];
@@ -414,7 +446,12 @@ LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, L
       val = chain_formulas[op->op](e, op, in);
     }
     /* each op's value has its own dtype; model 16-bit results exactly */
-    if (!keeps_rounded(op, prev)) val = cg_emit_round_to(e, val, op->type.dtype, op->name);
+    if (t + 1 < last && relu_takes_rounding(op, k->ops[t + 1])) {
+      deferred = true;
+    } else if (deferred || !keeps_rounded(op, prev)) {
+      val = cg_emit_round_to(e, val, op->type.dtype, op->name);
+      deferred = false;
+    }
   }
   return val;
 }

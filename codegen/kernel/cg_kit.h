@@ -40,6 +40,12 @@ typedef struct cg_emitter {
    * many lanes. cg_math.c takes its integer rounding on a branch for those
    * vectors, so every bit stays the one of the integer rounding. */
   LLVMValueRef (*bf16_native)(struct cg_emitter *e, LLVMValueRef v, int lanes, LLVMValueRef *out_odd);
+  /* The CPU target: the chain's loads of constants (a bias) are marked
+   * !invariant.load (no kernel writes a constant), so LLVM may hoist them
+   * out of loops past the kernel's stores. Off on NVPTX, where the mark
+   * would turn them into ld.global.nc. */
+  bool const_loads_invariant;
+  bool invariant_loads; /* while set, cg_emit_load marks its loads so */
 } cg_emitter;
 
 /* Fills e's types for ctx; vw is the f32 lanes of the widest vector the

@@ -373,6 +373,9 @@ LLVMValueRef cg_emit_load(cg_emitter *e, ir_dtype dt, LLVMValueRef ptr, int lane
   LLVMTypeRef st = lanes_of(cg_llvm_dtype(e, dt), lanes), ft = lanes_of(e->f32, lanes);
   LLVMValueRef v = LLVMBuildLoad2(B, st, ptr, "");
   LLVMSetAlignment(v, (unsigned)dtype_size(dt));
+  if (e->invariant_loads)
+    LLVMSetMetadata(v, LLVMGetMDKindIDInContext(e->ctx, "invariant.load", 14),
+                    LLVMMetadataAsValue(e->ctx, LLVMMDNodeInContext2(e->ctx, NULL, 0)));
   switch (dt) {
   case DT_F32:
     LLVMSetValueName2(v, name, strlen(name));

@@ -462,6 +462,51 @@ static void check_eltwise(const char *dt) {
   ir_graph_destroy(g);
 }
 
+/* An NCHW image of one channel into NHWC, [N, 1, 5, 7] -> [N, 5, 7, 1]: a
+ * reshape (fold-layout's), then a cast to the 16-bit type and a relu, as a
+ * mixed policy's first convolution reads it. The kernel runs each row as
+ * one flat line of 35 (cg_cpu.c, reshape_runs_flat: vectors, then the
+ * tail one at a time), not 35 lines of one; against ref_run, bit for bit. */
+static void check_reshape_flat(const char *dt) {
+  bool bf16 = !strcmp(dt, "bf16");
+  enum { RS_ROWS = 512, RS = RS_ROWS * 35 };
+  static float x[RS], out[RS];
+  char ir[1024];
+  snprintf(ir, sizeof ir,
+           "graph r policy=float32\n"
+           "%%x = f32[N,1,5,7] input() {index=0}\n"
+           "%%r = f32[N,5,7,1] reshape(%%x) {shape=[N,5,7,1]}\n"
+           "%%h = %s[N,5,7,1] cast(%%r) {to=%s}\n"
+           "%%u = %s[N,5,7,1] relu(%%h)\n"
+           "%%y = f32[N,5,7,1] cast(%%u) {to=f32}\n"
+           "output y = %%y\n",
+           dt, dt, dt);
+  rng_state = bf16 ? 0x5bf16 : 0x5f16;
+  for (int64_t i = 0; i < RS; i++) x[i] = random_operand(bf16);
+  ir_graph *g = parse(ir);
+  rt_program *p = compile(g, NULL);
+  run(p, RS_ROWS, (const void *[]){x}, (void *[]){out});
+  double *dx = ref_from_f32(x, RS), *want[1];
+  char err[256];
+  ck_assert_msg(ref_run(g, RS_ROWS, (const double *const[]){dx}, want, err, sizeof err), "ref_run: %s", err);
+  for (int64_t i = 0; i < RS; i++) {
+    uint32_t got = f32_bits(out[i]), wnt = f32_bits((float)want[0][i]);
+    if (f32_is_nan(got) && f32_is_nan(wnt)) continue;
+    ck_assert_msg(got == wnt, "%s reshape+cast+relu [%lld]: x=%a: got %a (0x%08x), ref %a (0x%08x)", dt, (long long)i,
+                  (double)x[i], (double)out[i], got, (double)want[0][i], wnt);
+  }
+  ref_outputs_free(want, 1);
+  free(dx);
+  rt_program_destroy(p);
+  ir_graph_destroy(g);
+}
+
+START_TEST(test_reshape_flat_vs_ref) {
+  check_reshape_flat("bf16");
+  check_reshape_flat("f16");
+}
+END_TEST
+
 START_TEST(test_f16_eltwise_vs_ref) { check_eltwise("f16"); }
 END_TEST
 
@@ -517,8 +562,12 @@ END_TEST
  * two) unless they leave f32's range, and x spans every sign and exponent
  * with mantissas at and around bf16's rounding points, random ones, and
  * NaNs with payloads; w's column 0 is 1, so there the rounding input is x
- * itself, subnormals included. This case runs only where the host can run
- * znver4 (main); check_codegen16@bf16native exits 77 elsewhere. */
+ * itself, subnormals included. A second matmul of the same x and w, y2,
+ * has relu as its sum's only reader, so its epilogue chain is cast, add,
+ * relu and relu takes the add's rounding (cg_chain.c, relu_takes_rounding:
+ * relu of the unrounded f32 sum, rounded once): y2 must be y bit for bit.
+ * This case runs only where the host can run znver4 (main);
+ * check_codegen16@bf16native exits 77 elsewhere. */
 
 enum { NAT_PER_EXP = 40, NAT = 512 * NAT_PER_EXP + 64, NAT_ROWS = NAT };
 
@@ -546,8 +595,11 @@ static ir_graph *native_graph(void) {
   ir_node *y = ir_build_unary(g, IR_OP_RELU, "relu", sum, loc);
   ir_node *hs = ir_build_binary(g, IR_OP_MUL, "hswish", sum, ir_build_unary(g, IR_OP_HARD_SIGMOID, "hsig", sum, loc),
                                 loc);
+  ir_node *mm2 = ir_build_matmul(g, "mm2", x, wc, DT_F32, loc);
+  ir_node *sum2 = ir_build_binary(g, IR_OP_ADD, "sum2", ir_build_cast(g, "mm2.bf16", mm2, DT_BF16, loc), bc, loc);
   ir_graph_add_output(g, "y", y);
   ir_graph_add_output(g, "hs", hs);
+  ir_graph_add_output(g, "y2", ir_build_unary(g, IR_OP_RELU, "relu2", sum2, loc));
   diag_sink *d = diag_sink_create();
   ck_assert_msg(ir_verify(g, d), "ir_verify: %s", diag_text(d));
   diag_sink_destroy(d);
@@ -556,7 +608,7 @@ static ir_graph *native_graph(void) {
 
 START_TEST(test_bf16_native_vs_integer) {
   static uint32_t x[NAT_ROWS];
-  static uint16_t y[3][NAT_ROWS * COLS], hs[3][NAT_ROWS * COLS];
+  static uint16_t y[3][NAT_ROWS * COLS], hs[3][NAT_ROWS * COLS], y2[3][NAT_ROWS * COLS];
   static const uint32_t edges[] = {0x000000, 0x000001, 0x7fffff, 0x008000, 0x007fff, 0x008001, 0x018000,
                                    0x017fff, 0x018001, 0x7f8000, 0x7f7fff, 0x7fc000, 0x400000, 0x3fffff};
   rng_state = 40;
@@ -587,7 +639,7 @@ START_TEST(test_bf16_native_vs_integer) {
     bool native = strstr(ll, "@llvm.x86.avx512bf16.cvtneps2bf16.512") != NULL;
     ck_assert_msg(native == (c == 0), "%s: vcvtneps2bf16 %s", cpus[c], native ? "used" : "not used");
     ck_assert_msg(strstr(ll, ".epilogue(") != NULL, "%s: no GEMM epilogue in the module", cpus[c]);
-    run(p, NAT_ROWS, (const void *[]){x}, (void *[]){y[c], hs[c]});
+    run(p, NAT_ROWS, (const void *[]){x}, (void *[]){y[c], hs[c], y2[c]});
     rt_program_destroy(p);
     str_buf_fini(&llvm);
     diag_sink_destroy(d);
@@ -603,6 +655,8 @@ START_TEST(test_bf16_native_vs_integer) {
     for (int c = 0; c < 3; c++) {
       ck_assert_msg(y[c][i] == want, "%s: relu(bf16(0x%08x * w[%lld]) + b): got 0x%04x, want 0x%04x", cpus[c], x[r],
                     (long long)j, y[c][i], want);
+      ck_assert_msg(y2[c][i] == want, "%s: relu(bf16(0x%08x * w[%lld]) + b), relu the sum's one reader: got 0x%04x, want "
+                    "0x%04x", cpus[c], x[r], (long long)j, y2[c][i], want);
       ck_assert_msg(hs[c][i] == hs[1][i], "%s: hard-swish at 0x%08x, column %lld: got 0x%04x, x86-64-v4 0x%04x",
                     cpus[c], x[r], (long long)j, hs[c][i], hs[1][i]);
     }
@@ -641,6 +695,7 @@ int main(void) {
   tcase_add_test(te, test_f16_eltwise_vs_ref);
   tcase_add_test(te, test_bf16_eltwise_vs_ref);
   tcase_add_test(te, test_bf16_no_libcalls);
+  tcase_add_test(te, test_reshape_flat_vs_ref);
   suite_add_tcase(s, te);
   const char *only = getenv("CK_RUN_CASE");
   if (host_has_bf16()) {
