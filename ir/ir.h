@@ -66,6 +66,10 @@ enum {
                                * K and Nc to multiples of 8 (passes/pad8.c); conv2d: C and O */
   IR_OPF_INTEGERS = 1 << 5,   /* an element-wise op that also computes on operands of one integer
                                * dtype (i32, i64: in i64 lanes, wrapping; integers and booleans) */
+  IR_OPF_ROUNDING_COMMUTES = 1 << 6, /* a one-operand element-wise op with f(round(u)) = round(f(u)) bit
+                                      * for bit in f16 and bf16 for every f32 u (relu: a sign test), so a
+                                      * chain rounds once, after it (cg_chain.c); clip is not one:
+                                      * clip(-tiny, 0, 6) is +0, clip(round(-tiny)) -0 */
 };
 /* Updates its first n operands (variables) in place: an effect, never dead. */
 #define IR_OPF_WRITES(n) ((unsigned)(n) << 8)

@@ -406,7 +406,7 @@ static bool keeps_rounded(const ir_node *op, const ir_node *prev) {
   return op->op == IR_OP_RELU || op->op == IR_OP_NEG || op->op == IR_OP_ABS;
 }
 
-/* A relu of a 16-bit float op's value commutes with the op's rounding,
+/* A relu (the op table's IR_OPF_ROUNDING_COMMUTES) of a 16-bit float op's value commutes with the op's rounding,
  * bit for bit: relu(round(u)) = round(relu(u)) for every f32 u, with
  * relu(x) = x > 0 (unordered) ? x : +0 and round the RNE rounding to bf16
  * or f16 (monotonic, symmetric, NaN to a NaN of u's sign). u > 0: round(u)
@@ -418,7 +418,7 @@ static bool keeps_rounded(const ir_node *op, const ir_node *prev) {
  * store). clip is left out: clip(-tiny, 0, 6) is +0, clip(round(-tiny))
  * -0. */
 static bool relu_takes_rounding(const ir_node *op, const ir_node *next) {
-  if (!next || next->op != IR_OP_RELU || !keeps_rounded(next, op)) return false;
+  if (!next || !(ir_op_flags(next->op) & IR_OPF_ROUNDING_COMMUTES) || !keeps_rounded(next, op)) return false;
   return op->type.dtype == DT_BF16 || op->type.dtype == DT_F16;
 }
 
