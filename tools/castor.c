@@ -432,7 +432,10 @@ static void warn_nonfinite(const char *what, const char *name, const castor_tens
   if (castor_tensor_nonfinite(t, &b)) {
     fprintf(stderr, "%s: warning: %s '%s'%s%s%s has %s of %lld values", prog_name, what, name, from ? " (" : "",
             from ? from : "", from ? ")" : "", str_buf_cstr(&b), (long long)castor_tensor_numel(t));
-    if (!from) fprintf(stderr, "; 'castor check %s' finds the layer that produces them", c->model);
+    if (!from)
+      fprintf(stderr, "; 'castor check %s%s%s' finds the layer that produces them", c->model,
+              c->opts.load.weights_path ? " --weights " : "",
+              c->opts.load.weights_path ? c->opts.load.weights_path : "");
     fputc('\n', stderr);
   }
   str_buf_fini(&b);

@@ -24,6 +24,7 @@
 #include "frontend/cast/cast.h"
 
 #include "formats/safetensors.h"
+#include "frontend/fe_weights.h"
 #include "frontend/layers/layers.h"
 
 /* ---- lexer ---- */
@@ -264,8 +265,6 @@ typedef struct fe_weights {
   int64_t max_init_bytes; /* fe_options.max_init_bytes, or FE_MAX_INIT_BYTES */
 } fe_weights;
 
-/* "3 NaN, 1 +Inf, 2 -Inf", leaving out the zero counts. */
-void fe_nonfinite_str(str_buf *b, int64_t nan, int64_t pinf, int64_t ninf);
 /* Opens the weights: path NULL means the seeded Glorot init. */
 void fe_weights_open(fe_weights *w, const char *path, diag_loc loc, uint64_t seed,
                      int errors0, diag_sink *d);

@@ -20,8 +20,6 @@
  */
 #include "frontend/cast/internal.h"
 
-#include "util/half.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,47 +73,16 @@ static float *from_file(fe_weights *w, ir_graph *g, const char *key, const ir_ty
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++) n *= t->dims[i]; /* validated by the reader */
   float *dst = arena_alloc_aligned(g->arena, (size_t)n * sizeof(float), 64);
-  const unsigned char *src = ft->data; /* little-endian, maybe unaligned */
-  for (int64_t i = 0; i < n; i++) {
-    switch (ft->dtype) {
-    case DT_F32: {
-      uint32_t bits = (uint32_t)src[4 * i] | (uint32_t)src[4 * i + 1] << 8 |
-                      (uint32_t)src[4 * i + 2] << 16 | (uint32_t)src[4 * i + 3] << 24;
-      memcpy(&dst[i], &bits, sizeof bits);
-      break;
-    }
-    case DT_F16:
-      dst[i] = half_f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
-      break;
-    case DT_BF16:
-      dst[i] = half_bf16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
-      break;
-    case DT_I32:
-    case DT_I64:
-    case DT_I1:
-    case DT_COUNT:
-      CASTOR_UNREACHABLE(); /* the reader accepts float dtypes only */
-    }
-  }
-  int64_t nan = 0, pinf = 0, ninf = 0;
-  for (int64_t i = 0; i < n; i++)
-    if (!isfinite(dst[i])) isnan(dst[i]) ? nan++ : dst[i] > 0 ? pinf++ : ninf++;
-  if (nan + pinf + ninf) {
+  fe_nonfinite nf = fe_tensor_to_f32(ft, dst);
+  if (fe_nonfinite_any(nf)) {
     str_buf b;
     str_buf_init(&b);
-    fe_nonfinite_str(&b, nan, pinf, ninf);
+    fe_nonfinite_str(&b, nf);
     diag_warning(w->d, w->loc, "weight '%s' in '%s' has %s of %lld values", key, w->path,
                  str_buf_cstr(&b), (long long)n);
     str_buf_fini(&b);
   }
   return dst;
-}
-
-void fe_nonfinite_str(str_buf *b, int64_t nan, int64_t pinf, int64_t ninf) {
-  const char *sep = "";
-  if (nan) str_buf_printf(b, "%lld NaN", (long long)nan), sep = ", ";
-  if (pinf) str_buf_printf(b, "%s%lld +Inf", sep, (long long)pinf), sep = ", ";
-  if (ninf) str_buf_printf(b, "%s%lld -Inf", sep, (long long)ninf);
 }
 
 static float *glorot(fe_weights *w, ir_graph *g, const char *key, const ir_type *t, bool ones,

@@ -18,6 +18,7 @@
  */
 #include "frontend/onnx/internal.h"
 #include "formats/safetensors.h"
+#include "frontend/fe_weights.h"
 
 #include "util/half.h"
 
@@ -570,48 +571,115 @@ static int64_t default_opset(imp *im) {
 }
 
 /* --weights FILE (castor_compile_options.weights_path): a safetensors file whose tensors
- * replace the data of the consts of the same weight key: an initializer's name, or the key
- * castor train --save wrote for it (a transformed initializer's, as a Gemm's B transposed,
- * "fc.weight'"). Every tensor must name a weight of the model and have its dtype and shape (each
- * mismatch is reported); a weight the file does not hold keeps the model's value. */
-static bool apply_weights_file(imp *im, const char *path) {
-  diag_loc at = {.file = diag_intern(im->d, path)};
+ * replace the model's weights, by key, in two steps:
+ *   - before import, a tensor named as a float initializer (PyTorch's state_dict keys: what
+ *     safetensors.torch.save_file(model.state_dict()) writes) replaces its data, in the
+ *     initializer's ONNX shape, so whatever the importer derives from it (a Gemm's B transposed, a
+ *     conv's kernel in channels-last order, a folded BatchNormalization) is derived from the file's;
+ *   - after import, the rest replace the consts of the keys castor train --save writes (a
+ *     transformed initializer's name with a "'": a Gemm's B transposed, "fc.weight'").
+ * Every tensor must name a float weight of the model and have its shape (each mismatch is
+ * reported); F16 and BF16 data are widened to f32 (an import's floats are all f32,
+ * frontend.h), NaN and Inf are warned of; a weight the file does not hold keeps the model's
+ * value. */
+typedef struct weights_file {
   safetensors_file st;
-  if (!safetensors_read(path, at, im->d, &st)) return false;
+  diag_loc at;
+  bool *used;
+} weights_file;
+
+static void shape_print(str_buf *b, const char *dtype, int rank, const int64_t *dims) {
+  str_buf_printf(b, "%s[", dtype);
+  for (int r = 0; r < rank; r++) str_buf_printf(b, "%s%lld", r ? "," : "", (long long)dims[r]);
+  str_buf_putc(b, ']');
+}
+
+/* t's values as f32 in a, NaN and Inf warned of; NULL if it has no elements. */
+static float *weights_data(const safetensors_tensor *t, arena *a, diag_loc at, diag_sink *d) {
+  int64_t numel = 1;
+  for (int r = 0; r < t->rank; r++) numel *= t->dims[r];
+  float *data = arena_alloc_aligned(a, numel ? (size_t)numel * sizeof(float) : 1, 64);
+  fe_nonfinite nf = fe_tensor_to_f32(t, data);
+  if (fe_nonfinite_any(nf)) {
+    str_buf b;
+    str_buf_init(&b);
+    fe_nonfinite_str(&b, nf);
+    diag_warning(d, at, "weight '%s' has %s of %lld values", t->name, str_buf_cstr(&b), (long long)numel);
+    str_buf_fini(&b);
+  }
+  return data;
+}
+
+static bool weights_open(weights_file *w, const char *path, diag_sink *d) {
+  w->at = (diag_loc){.file = diag_intern(d, path)};
+  if (!safetensors_read(path, w->at, d, &w->st)) return false;
+  w->used = w->st.n_tensors ? xcalloc((size_t)w->st.n_tensors, sizeof *w->used) : NULL;
+  return true;
+}
+
+static void weights_close(weights_file *w) {
+  free(w->used);
+  safetensors_fini(&w->st);
+}
+
+/* The first step: the initializers' data. */
+static bool weights_to_initializers(weights_file *w, onnx_model *m, diag_sink *d) {
   bool ok = true;
-  bool *used = st.n_tensors ? xcalloc((size_t)st.n_tensors, sizeof *used) : NULL;
+  for (int i = 0; i < m->graph.n_initializers; i++) {
+    onnx_tensor *init = &m->graph.initializers[i];
+    const safetensors_tensor *t = init->name[0] ? safetensors_find(&w->st, init->name) : NULL;
+    if (!t) continue;
+    w->used[t - w->st.tensors] = true;
+    bool same = init->dtype == ONNX_FLOAT && t->rank == init->rank;
+    for (int r = 0; same && r < t->rank; r++) same = t->dims[r] == init->dims[r];
+    if (!same) {
+      str_buf b;
+      str_buf_init(&b);
+      shape_print(&b, onnx_dtype_name(init->dtype), init->rank, init->dims);
+      str_buf_puts(&b, " in the model, not the file's ");
+      shape_print(&b, dtype_name(t->dtype), t->rank, t->dims);
+      diag_error_kind(d, DIAG_KIND_INVALID_MODEL, w->at, "initializer '%s' is %s", t->name, str_buf_cstr(&b));
+      str_buf_fini(&b);
+      ok = false;
+      continue;
+    }
+    init->data = init->numel ? weights_data(t, m->arena, w->at, d) : NULL;
+    init->nbytes = (size_t)init->numel * sizeof(float);
+  }
+  return ok;
+}
+
+/* The second step: the consts of castor's keys, and every tensor left unused is an error. */
+static bool weights_to_consts(weights_file *w, imp *im) {
+  bool ok = true;
   for (int i = 0; i < im->g->n_nodes; i++) {
     ir_node *n = im->g->nodes[i];
     if (n->op != IR_OP_CONST || !n->attr.weight || !n->attr.data) continue;
-    const safetensors_tensor *t = safetensors_find(&st, n->attr.weight);
-    if (!t) continue;
-    used[t - st.tensors] = true;
-    bool same = t->dtype == n->type.dtype && t->rank == n->type.rank;
+    const safetensors_tensor *t = safetensors_find(&w->st, n->attr.weight);
+    if (!t || w->used[t - w->st.tensors]) continue;
+    w->used[t - w->st.tensors] = true;
+    bool same = n->type.dtype == DT_F32 && t->rank == n->type.rank;
     for (int r = 0; same && r < t->rank; r++) same = t->dims[r] == n->type.dims[r];
     if (!same) {
       str_buf b;
       str_buf_init(&b);
       ir_type_print(&n->type, &b);
-      str_buf_printf(&b, " in the model, not the file's %s[", dtype_name(t->dtype));
-      for (int r = 0; r < t->rank; r++) str_buf_printf(&b, "%s%lld", r ? "," : "", (long long)t->dims[r]);
-      diag_error_kind(im->d, DIAG_KIND_INVALID_MODEL, at, "weight '%s' is %s]", t->name, str_buf_cstr(&b));
+      str_buf_puts(&b, " in the model, not the file's ");
+      shape_print(&b, dtype_name(t->dtype), t->rank, t->dims);
+      diag_error_kind(im->d, DIAG_KIND_INVALID_MODEL, w->at, "weight '%s' is %s", t->name, str_buf_cstr(&b));
       str_buf_fini(&b);
       ok = false;
       continue;
     }
-    void *copy = arena_alloc_aligned(im->g->arena, t->nbytes ? (size_t)t->nbytes : 1, 64);
-    if (t->nbytes) memcpy(copy, t->data, (size_t)t->nbytes);
-    n->attr.data = copy;
+    n->attr.data = weights_data(t, im->g->arena, w->at, im->d);
   }
-  for (int k = 0; k < st.n_tensors; k++)
-    if (!used[k]) {
-      diag_error_kind(im->d, DIAG_KIND_INVALID_MODEL, at,
-                      "'%s' is no weight of the model (an ONNX model's weights are its initializers by name, "
-                      "and the keys castor train --save writes for them)", st.tensors[k].name);
+  for (int k = 0; k < w->st.n_tensors; k++)
+    if (!w->used[k]) {
+      diag_error_kind(im->d, DIAG_KIND_INVALID_MODEL, w->at,
+                      "'%s' is no weight of the model (an ONNX model's weights are its float initializers by name, "
+                      "and the keys castor train --save writes for them)", w->st.tensors[k].name);
       ok = false;
     }
-  free(used);
-  safetensors_fini(&st);
   return ok;
 }
 
@@ -622,6 +690,15 @@ ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe
   if (!o) fe_options_init(&defaults), o = &defaults;
   onnx_model *m = onnx_model_read(file, bytes, len, o->dir, d);
   if (!m) return NULL;
+  weights_file wf = {0};
+  bool wf_open = false;
+  if (o->weights_path) {
+    if (!(wf_open = weights_open(&wf, o->weights_path, d)) || !weights_to_initializers(&wf, m, d)) {
+      if (wf_open) weights_close(&wf);
+      onnx_model_free(m);
+      return NULL;
+    }
+  }
   imp im = {.m = m, .d = d, .o = o};
   im.g = ir_graph_create("onnx_model");
   im.g->name = oi_ir_name(&im, m->graph.name, "onnx_model"); /* an identifier, as the text form needs */
@@ -649,7 +726,8 @@ ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe
   hmap_fini(&im.vals);
   hmap_fini(&im.used);
   if (ok && !ir_verify(im.g, d)) ok = false;
-  if (ok && o->weights_path && !apply_weights_file(&im, o->weights_path)) ok = false;
+  if (ok && wf_open && !weights_to_consts(&wf, &im)) ok = false;
+  if (wf_open) weights_close(&wf);
   if (!ok) {
     ir_graph_destroy(im.g);
     onnx_model_free(m);
