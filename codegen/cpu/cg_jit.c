@@ -274,7 +274,8 @@ static int64_t kernel_cost(const cg_plan *plan, const cg_cpu_layout *layout, int
 }
 
 /* Groups the kernels, in plan order, into units of at least a GEMM body's
- * cost, up to MAX_UNITS of them, so that each of up to MAX_COMPILE_THREADS
+ * cost, about MAX_UNITS of them (a unit closes once it reaches a
+ * MAX_UNITS-th of the total), so that each of up to MAX_COMPILE_THREADS
  * threads takes several; a function of the plan alone, so that the same
  * model gives the same objects on any machine. Returns the number of
  * units. */
