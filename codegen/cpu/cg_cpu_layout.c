@@ -15,6 +15,7 @@
 
 #include "codegen/cpu/cg_cpu.h"
 #include "codegen/cpu/cg_gemm_internal.h"
+#include "codegen/cpu/cg_wino_pack.h"
 #include "codegen/cpu/gemm/cg_gemm_amx.h"
 #include "codegen/cpu/gemm/cg_gemm_bf16.h"
 

@@ -141,9 +141,6 @@ void cg_wino_geom_of(const cg_gemm *g, cg_wino_geom *w);
  * by this kernel only) the Winograd kernel's, with its launch l, where the
  * shape allows and caps->conv_algo and the cost model say so. */
 bool cg_wino_choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g, cg_kernel_launch *l);
-/* U = G g G^T of an HWIO kernel [3, 3, C, O] (f32) into dst: [36][O'/nr][C][nr]
- * (O' = O rounded up to nr, the padding 0), in double, rounded once. */
-void cg_wino_pack_const(float *dst, const float *src, int64_t C, int64_t O, int nr);
 /* The body of a kernel whose plan has conv.wino; epilogue: the GEMM's. */
 void cg_wino_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue);
 

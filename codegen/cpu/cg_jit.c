@@ -16,12 +16,14 @@
 #include <llvm-c/Orc.h>
 #include <llvm-c/TargetMachine.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "codegen/cpu/cg_cpu.h"
+#include "codegen/cpu/cg_gemm_internal.h"
 
 static void jit_destroy(void *owner) {
   LLVMErrorRef err = LLVMOrcDisposeLLJIT((LLVMOrcLLJITRef)owner);
@@ -180,43 +182,67 @@ static void perf_map_free(perf_map *m) {
 }
 
 /* ---- compiling on several threads ----
- * Kernels are independent functions, so the JIT splits them over a few
- * modules, each emitted into a context of its own, optimized and compiled
- * to an object file on its own thread with its own target machine, then
- * links the objects into the one JIT. Each kernel is emitted, optimized
- * and compiled exactly as in a single module (every module-level pass sees
- * a kernel with its own helper functions), so the split changes no bit. */
+ * Kernels are independent functions, so the JIT groups them into units,
+ * each emitted into a module and context of its own, optimized and
+ * compiled to an object file, and links the objects into the one JIT in
+ * unit order. Each kernel is emitted, optimized and compiled exactly as in
+ * a single module (every module-level pass sees a kernel with its own
+ * helper functions), so neither the grouping nor which thread compiles a
+ * unit changes a bit. A few threads, each with a target machine of its
+ * own, take the next unit, the costliest first, until none is left: the
+ * work ends within about one unit on every thread, where a fixed split of
+ * three modules over two cores left one core idle for up to a third of the
+ * compile whenever a thread ran to its end unpreempted
+ * (bench/results/compile-resnet50-2026-11-30-s15.md). */
 
 enum { MAX_COMPILE_THREADS = 4 };
 
-typedef struct compile_job {
+typedef struct compile_unit {
+  bool *only;              /* its kernels */
+  int64_t cost;            /* estimated: its kernels' kernel_cost */
+  char name[32];
+  diag_sink *d;            /* its own */
+  LLVMMemoryBufferRef obj; /* the object file, or NULL on error */
+} compile_unit;
+
+typedef struct compile_pool {
   const cg_plan *plan;
   cg_cpu_layout *layout; /* final (cg_cpu_plan_layout): only read */
   const cg_options *o;
-  bool *only;            /* the kernels of this job */
-  cg_target t;           /* a target machine of its own */
-  diag_sink *d;          /* the job's own */
-  char name[32];
-  LLVMMemoryBufferRef obj; /* the object file, or NULL on error */
-} compile_job;
+  compile_unit *units;
+  int n_units;
+  int *order;       /* unit indices by decreasing cost (ties: unit order) */
+  atomic_int next;  /* in order[] */
+} compile_pool;
 
-static void *compile_main(void *arg) {
-  compile_job *j = arg;
+typedef struct compile_worker {
+  compile_pool *pool;
+  cg_target t; /* a target machine of its own */
+} compile_worker;
+
+static void compile_unit_run(const compile_pool *pool, cg_target *t, compile_unit *u) {
   LLVMContextRef ctx = LLVMContextCreate();
   cg_emitter e = {0};
-  LLVMModuleRef mod = cg_target_emit_module(&j->t, ctx, j->name, j->plan, j->o, true, &e, j->layout, j->only, j->d);
+  LLVMModuleRef mod = cg_target_emit_module(t, ctx, u->name, pool->plan, pool->o, true, &e, pool->layout, u->only, u->d);
   if (mod) {
     char *msg = NULL;
-    if (LLVMTargetMachineEmitToMemoryBuffer(j->t.tm, mod, LLVMObjectFile, &msg, &j->obj)) {
-      cg_llvm_message_error(j->d, msg, DIAG_KIND_CODEGEN, "compiling the kernels");
+    if (LLVMTargetMachineEmitToMemoryBuffer(t->tm, mod, LLVMObjectFile, &msg, &u->obj)) {
+      cg_llvm_message_error(u->d, msg, DIAG_KIND_CODEGEN, "compiling the kernels");
       msg = NULL;
-      j->obj = NULL;
+      u->obj = NULL;
     }
     LLVMDisposeMessage(msg);
     LLVMDisposeModule(mod);
   }
   cg_emitter_fini(&e);
   LLVMContextDispose(ctx);
+}
+
+static void *compile_main(void *arg) {
+  compile_worker *w = arg;
+  compile_pool *pool = w->pool;
+  for (int i; (i = atomic_fetch_add(&pool->next, 1)) < pool->n_units;)
+    compile_unit_run(pool, &w->t, &pool->units[pool->order[i]]);
   return NULL;
 }
 
@@ -224,7 +250,7 @@ static void *compile_main(void *arg) {
  * describing thread (its weight packing) takes part of a core, up to
  * MAX_COMPILE_THREADS, and no more than there are GEMM bodies to compile
  * (the bulk of the work). The seed MLP's three GEMM bodies on two cores:
- * with two jobs one of them compiled two bodies while the other core
+ * with two threads one of them compiled two bodies while the other core
  * shared one body with the packing, ~10 ms of idle core at the end
  * (bench/results/compile-2026-11-26.md). */
 static int compile_threads(const cg_plan *plan, const cg_cpu_layout *layout) {
@@ -237,21 +263,55 @@ static int compile_threads(const cg_plan *plan, const cg_cpu_layout *layout) {
   return n < gemms ? n : gemms < 1 ? 1 : gemms;
 }
 
-/* Deals the kernels to n jobs, evening out a rough cost (a GEMM body is
- * about ten times an elementwise or row-wise kernel); deterministic. */
-static void split_kernels(const cg_plan *plan, const cg_cpu_layout *layout, compile_job *jobs, int n) {
-  int64_t load[MAX_COMPILE_THREADS] = {0};
-  for (int ki = 0; ki < plan->n_kernels; ki++) {
-    if (layout->shared[ki] && layout->rep[ki] != ki) continue; /* no code of its own */
-    int best = 0;
-    for (int w = 1; w < n; w++)
-      if (load[w] < load[best]) best = w;
-    jobs[best].only[ki] = true;
-    load[best] += cg_is_gemm(&plan->kernels[ki]) ? 10 : 1;
-  }
+/* A kernel's rough cost to compile: a GEMM body about ten times an
+ * elementwise or row-wise kernel, a Winograd body (transforms, 36 GEMMs)
+ * about twice a GEMM's (resnet50: 85-105 ms of LLVM against 35-55); no
+ * code of its own, nothing. */
+static int64_t kernel_cost(const cg_plan *plan, const cg_cpu_layout *layout, int ki) {
+  if (layout->shared[ki] && layout->rep[ki] != ki) return 0;
+  if (!cg_is_gemm(&plan->kernels[ki])) return 1;
+  return layout->gemm[ki] && layout->gemm[ki]->conv.wino ? 20 : 10;
 }
 
-/* Forwards a job's first error to d. */
+/* Groups the kernels, in plan order, into units of at least a GEMM body's
+ * cost, about MAX_UNITS of them (a unit closes once it reaches a
+ * MAX_UNITS-th of the total), so that each of up to MAX_COMPILE_THREADS
+ * threads takes several; a function of the plan alone, so that the same
+ * model gives the same objects on any machine. Returns the number of
+ * units. */
+enum { MAX_UNITS = 24 };
+static int make_units(compile_pool *pool, const char *name) {
+  const cg_plan *plan = pool->plan;
+  int64_t total = 0;
+  for (int ki = 0; ki < plan->n_kernels; ki++) total += kernel_cost(plan, pool->layout, ki);
+  int64_t target = (total + MAX_UNITS - 1) / MAX_UNITS;
+  if (target < 10) target = 10;
+  pool->units = xcalloc((size_t)plan->n_kernels + 1, sizeof *pool->units);
+  compile_unit *u = NULL;
+  for (int ki = 0; ki < plan->n_kernels; ki++) {
+    int64_t c = kernel_cost(plan, pool->layout, ki);
+    if (!c) continue;
+    if (!u || u->cost >= target) {
+      u = &pool->units[pool->n_units];
+      u->only = xcalloc((size_t)plan->n_kernels + 1, sizeof *u->only);
+      u->d = diag_sink_create();
+      snprintf(u->name, sizeof u->name, "%s.%d", name, pool->n_units);
+      pool->n_units++;
+    }
+    u->only[ki] = true;
+    u->cost += c;
+  }
+  /* the costliest first (insertion sort: stable, a few dozen units) */
+  pool->order = xcalloc((size_t)pool->n_units + 1, sizeof *pool->order);
+  for (int i = 0; i < pool->n_units; i++) {
+    int j = i;
+    for (; j > 0 && pool->units[pool->order[j - 1]].cost < pool->units[i].cost; j--) pool->order[j] = pool->order[j - 1];
+    pool->order[j] = i;
+  }
+  return pool->n_units;
+}
+
+/* Forwards a unit's first error to d. */
 static void forward_error(diag_sink *d, diag_sink *from) {
   const char *t = diag_first_error(from);
   if (!strncmp(t, "error: ", 7)) t += 7;
@@ -315,9 +375,10 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
   cg_emitter e = {0};
   cg_target t;
   describe_job job = {g, &plan, &layout, NULL, NULL};
-  pthread_t describer, workers[MAX_COMPILE_THREADS];
-  compile_job jobs[MAX_COMPILE_THREADS];
-  int n_jobs = 0, n_started = 0;
+  pthread_t describer, threads[MAX_COMPILE_THREADS];
+  compile_worker workers[MAX_COMPILE_THREADS];
+  compile_pool pool = {.plan = &plan, .layout = &layout, .o = o};
+  int n_workers = 0, n_started = 0;
   bool threaded = false, described = false;
   diag_sink *own_d = NULL; /* the describing thread's */
   perf_map pm = {0};
@@ -335,36 +396,33 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
     if (!job.p) goto done;
   }
 
-  /* objects compiled by jobs, one of them on this thread; with the LLVM IR
-   * dumped, one module that the JIT compiles */
+  /* objects compiled by workers, one of them this thread; with the LLVM
+   * IR dumped, one module that the JIT compiles */
   if (!o->dump_llvm) {
     int n_threads = compile_threads(&plan, &layout);
-    for (; n_jobs < n_threads; n_jobs++) {
-      compile_job *j = &jobs[n_jobs];
-      *j = (compile_job){.plan = &plan, .layout = &layout, .o = o, .d = diag_sink_create()};
-      j->only = xcalloc((size_t)plan.n_kernels + 1, sizeof *j->only);
-      snprintf(j->name, sizeof j->name, "%s.%d", g->name, n_jobs);
-      if (!cg_target_init(&j->t, o, true, d)) {
-        n_jobs++;
+    for (; n_workers < n_threads; n_workers++) {
+      workers[n_workers] = (compile_worker){.pool = &pool};
+      if (!cg_target_init(&workers[n_workers].t, o, true, d)) {
+        n_workers++;
         goto done;
       }
     }
-    split_kernels(&plan, &layout, jobs, n_jobs);
-    for (n_started = 1; n_started < n_jobs; n_started++)
-      if (pthread_create(&workers[n_started], NULL, compile_main, &jobs[n_started]) != 0) break;
-    for (int w = n_started; w < n_jobs; w++) compile_main(&jobs[w]); /* no thread: here */
-    compile_main(&jobs[0]);
-    for (int w = 1; w < n_started; w++) pthread_join(workers[w], NULL);
+    make_units(&pool, g->name);
+    atomic_init(&pool.next, 0);
+    for (n_started = 1; n_started < n_workers; n_started++)
+      if (pthread_create(&threads[n_started], NULL, compile_main, &workers[n_started]) != 0) break;
+    compile_main(&workers[0]); /* what no thread takes, this one does */
+    for (int w = 1; w < n_started; w++) pthread_join(threads[w], NULL);
     n_started = 0;
     bool ok = true;
-    for (int w = 0; w < n_jobs && ok; w++)
-      if (!jobs[w].obj) forward_error(d, jobs[w].d), ok = false;
+    for (int u = 0; u < pool.n_units && ok; u++)
+      if (!pool.units[u].obj) forward_error(d, pool.units[u].d), ok = false;
     if (!ok || !(jit = create_jit(&t, d))) goto done;
     LLVMOrcJITDylibRef main_jd = LLVMOrcLLJITGetMainJITDylib(jit);
-    for (int w = 0; w < n_jobs; w++) {
-      LLVMMemoryBufferRef obj = jobs[w].obj;
-      if (perf_map_wanted()) perf_map_collect(&pm, obj, w);
-      jobs[w].obj = NULL; /* owned by the JIT, even on error */
+    for (int u = 0; u < pool.n_units; u++) {
+      LLVMMemoryBufferRef obj = pool.units[u].obj;
+      if (perf_map_wanted()) perf_map_collect(&pm, obj, u);
+      pool.units[u].obj = NULL; /* owned by the JIT, even on error */
       if (cg_llvm_error(d, LLVMOrcLLJITAddObjectFile(jit, main_jd, obj), DIAG_KIND_CODEGEN, "adding the kernels")) goto done;
     }
   } else {
@@ -391,12 +449,14 @@ done:
                       diag_first_error(own_d));
     diag_sink_destroy(own_d);
   }
-  for (int w = 0; w < n_jobs; w++) {
-    if (jobs[w].obj) LLVMDisposeMemoryBuffer(jobs[w].obj);
-    cg_target_fini(&jobs[w].t);
-    diag_sink_destroy(jobs[w].d);
-    free(jobs[w].only);
+  for (int w = 0; w < n_workers; w++) cg_target_fini(&workers[w].t);
+  for (int u = 0; u < pool.n_units; u++) {
+    if (pool.units[u].obj) LLVMDisposeMemoryBuffer(pool.units[u].obj);
+    diag_sink_destroy(pool.units[u].d);
+    free(pool.units[u].only);
   }
+  free(pool.units);
+  free(pool.order);
   if (described && job.p) {
     prog = job.p;
     job.p = NULL;

@@ -62,6 +62,7 @@
 #include <string.h>
 
 #include "codegen/cpu/cg_gemm_internal.h"
+#include "codegen/cpu/cg_wino_pack.h"
 
 #define B (e->b)
 
@@ -87,22 +88,64 @@ void cg_wino_geom_of(const cg_gemm *g, cg_wino_geom *w) {
   w->bytes = w->c_off + (4 * w->tr * cv->OW * w->op * 4 + 63) / 64 * 64;
 }
 
+/* U of input channel c for the columns [o0, o0 + WINO_PACK_W) of U's
+ * padded width (O rounded up to nr), the first n of them real columns of
+ * the kernel: each element the very sequence of double operations of the
+ * one-column formula (every product, a zero coefficient's included, so
+ * infinities and NaNs give what they give there), in vectors of columns
+ * that the compiler can vectorize; columns from O on (padding) are +0.
+ * Each of U's 36 matrices gets the block's columns as a contiguous run
+ * per panel, and the caller walks c inside a block of columns, so each
+ * panel of the 36 is written in order. */
+enum { WINO_PACK_W = 8 };
+static void wino_pack_cols(float *dst, const float *src, int64_t C, int64_t O, int64_t op, int nr, int64_t c,
+                           int64_t o0, int n) {
+  double gk[3][3][WINO_PACK_W], t[6][3][WINO_PACK_W];
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 3; b++) {
+      const float *s = src + ((a * 3 + b) * C + c) * O + o0; /* HWIO */
+      int k = 0;
+      for (; k < n; k++) gk[a][b][k] = s[k];
+      for (; k < WINO_PACK_W; k++) gk[a][b][k] = 0;
+    }
+  for (int i = 0; i < 6; i++)
+    for (int b = 0; b < 3; b++)
+      for (int k = 0; k < WINO_PACK_W; k++)
+        t[i][b][k] = wino_g[i][0] * gk[0][b][k] + wino_g[i][1] * gk[1][b][k] + wino_g[i][2] * gk[2][b][k];
+  /* the block's runs of columns, one per panel it touches: where each
+   * starts in the block and in U's first matrix, and its length */
+  int64_t np = op / nr, w = op - o0 < WINO_PACK_W ? op - o0 : WINO_PACK_W;
+  int64_t at[WINO_PACK_W], from[WINO_PACK_W], len[WINO_PACK_W];
+  int runs = 0;
+  for (int64_t k = 0; k < w; k += len[runs++]) {
+    int64_t o = o0 + k, off = o % nr;
+    from[runs] = k;
+    at[runs] = ((o / nr) * C + c) * nr + off;
+    len[runs] = nr - off < w - k ? nr - off : w - k;
+  }
+  for (int i = 0; i < 6; i++)
+    for (int j = 0; j < 6; j++) {
+      float u[WINO_PACK_W];
+      for (int k = 0; k < WINO_PACK_W; k++)
+        u[k] = (float)(t[i][0][k] * wino_g[j][0] + t[i][1][k] * wino_g[j][1] + t[i][2][k] * wino_g[j][2]);
+      for (int k = n; k < WINO_PACK_W; k++) u[k] = 0; /* padding: +0 (the zeros' products may give -0) */
+      float *m = dst + (int64_t)(i * 6 + j) * np * C * nr; /* matrix i * 6 + j */
+      if (runs == 1 && len[0] == WINO_PACK_W) memcpy(m + at[0], u, sizeof u);
+      else
+        for (int r = 0; r < runs; r++) memcpy(m + at[r], u + from[r], (size_t)len[r] * sizeof *u);
+    }
+}
+
+/* resnet50's 13 Winograd kernels (C x O from 64 x 64 to 512 x 512: 131 MB
+ * of U) took 210 ms of CPU one column at a time after a memset, 60 ms this
+ * way plus the page faults of U's first writes (bench/results/
+ * compile-resnet50-2026-11-30-s15.md); the same bits. */
 void cg_wino_pack_const(float *dst, const float *src, int64_t C, int64_t O, int nr) {
-  int64_t op = (O + nr - 1) / nr * nr, np = op / nr;
-  memset(dst, 0, (size_t)(36 * C * op) * sizeof *dst);
-  for (int64_t c = 0; c < C; c++)
-    for (int64_t o = 0; o < O; o++) {
-      double gk[3][3], t[6][3];
-      for (int a = 0; a < 3; a++)
-        for (int b = 0; b < 3; b++) gk[a][b] = src[((a * 3 + b) * C + c) * O + o]; /* HWIO */
-      for (int i = 0; i < 6; i++)
-        for (int b = 0; b < 3; b++) t[i][b] = wino_g[i][0] * gk[0][b] + wino_g[i][1] * gk[1][b] + wino_g[i][2] * gk[2][b];
-      for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 6; j++) {
-          double u = t[i][0] * wino_g[j][0] + t[i][1] * wino_g[j][1] + t[i][2] * wino_g[j][2];
-          int64_t xi = i * 6 + j, p = o / nr;
-          dst[((xi * np + p) * C + c) * nr + o % nr] = (float)u;
-        }
+  int64_t op = (O + nr - 1) / nr * nr;
+  for (int64_t o0 = 0; o0 < op; o0 += WINO_PACK_W)
+    for (int64_t c = 0; c < C; c++) {
+      int64_t n = O - o0 < WINO_PACK_W ? O - o0 : WINO_PACK_W;
+      wino_pack_cols(dst, src, C, O, op, nr, c, o0, n < 0 ? 0 : (int)n);
     }
 }
 

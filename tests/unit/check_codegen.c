@@ -86,6 +86,61 @@ START_TEST(test_no_fusion_across_shared_values) {
 }
 END_TEST
 
+/* The JIT compiles its kernels in units, a module and object file each,
+ * on several threads (cg_jit.c); a kernel's code must not depend on the
+ * unit it lands in: a CNN with more GEMM bodies than a unit holds (so
+ * several units, taken by whichever thread comes first) gives the bits of
+ * the same plan compiled as one module (the path of an LLVM dump), under
+ * float32 (Winograd on its 3x3 convolutions) and mixed_bfloat16, batch 3. */
+START_TEST(test_units_same_bits) {
+  static const char *policies[] = {"float32", "mixed_bfloat16"};
+  for (int pi = 0; pi < 2; pi++) {
+    char text[1400];
+    snprintf(text, sizeof text,
+             "model units\npolicy %s\nx = input(shape=[14, 14, 8])\n"
+             "c = conv2d(x, filters=24, kernel_size=3, padding=same, activation=relu, name=c1)\n"
+             "c = conv2d(c, filters=40, kernel_size=3, padding=same, activation=relu, name=c2)\n"
+             "c = conv2d(c, filters=40, kernel_size=1, activation=relu, name=c3)\n"
+             "c = conv2d(c, filters=48, kernel_size=3, strides=2, padding=same, activation=relu, name=c4)\n"
+             "c = conv2d(c, filters=56, kernel_size=3, padding=same, activation=relu, name=c5)\n"
+             "d = depthwise_conv2d(c, kernel_size=3, name=dw)\n"
+             "c = conv2d(d, filters=32, kernel_size=1, name=c6)\n"
+             "p = max_pooling2d(c, pool_size=2, name=pool)\n"
+             "f = flatten(p, name=flat)\n"
+             "h = dense(f, units=40, activation=gelu, name=d1)\n"
+             "h = layer_normalization(h, name=ln)\n"
+             "h = dense(h, units=24, activation=relu, name=d2)\n"
+             "l = dense(h, units=10, name=d3)\n"
+             "y = activation(l, softmax, dtype=float32, name=probs)\noutput y\n",
+             policies[pi]);
+    enum { BATCH = 3, IN = 14 * 14 * 8, OUT = 10 };
+    static float x[BATCH * IN];
+    uint32_t seed = 40;
+    for (int i = 0; i < BATCH * IN; i++) {
+      seed = seed * 1664525u + 1013904223u;
+      x[i] = (float)(seed >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+    }
+    float y[2][BATCH * OUT];
+    for (int one = 0; one < 2; one++) {
+      str_buf llvm;
+      str_buf_init(&llvm);
+      rt_program *p = compile(text, one ? &llvm : NULL);
+      ck_assert_int_eq(p->n_outputs, 1);
+      diag_sink *d = diag_sink_create();
+      const void *in[] = {x};
+      void *out[] = {y[one]};
+      ck_assert_msg(rt_program_run(p, BATCH, in, out, NULL, d), "%s", diag_text(d));
+      diag_sink_destroy(d);
+      rt_program_destroy(p);
+      str_buf_fini(&llvm);
+    }
+    for (int i = 0; i < BATCH * OUT; i++)
+      ck_assert_msg(memcmp(&y[0][i], &y[1][i], sizeof y[0][i]) == 0, "%s: units give %.9g at %d, one module %.9g",
+                    policies[pi], (double)y[0][i], i, (double)y[1][i]);
+  }
+}
+END_TEST
+
 START_TEST(test_llvm_dump_names) {
   str_buf b;
   str_buf_init(&b);
@@ -390,6 +445,7 @@ int main(void) {
   tcase_add_test(tc, test_conv_launch_rows_first);
   tcase_add_test(tc, test_no_fusion_across_shared_values);
   tcase_add_test(tc, test_llvm_dump_names);
+  tcase_add_test(tc, test_units_same_bits);
   tcase_add_test(tc, test_bad_batch);
   tcase_add_test(tc, test_perf_map);
   tcase_add_test(tc, test_const_without_data);

@@ -26,6 +26,7 @@
 #include "tests/unit/test_support.h"
 #include "api/internal.h"
 #include "codegen/cg_backend.h"
+#include "codegen/cpu/cg_wino_pack.h"
 #include "tests/ref/ref.h"
 #include "util/util.h"
 
@@ -201,6 +202,63 @@ START_TEST(test_winograd_choice) {
 }
 END_TEST
 
+/* U = G g G^T (cg_wino_pack_const, blocks of columns) against the
+ * formula one column at a time as it read before (in double, every
+ * product, rounded once): the same bits for every element, U's padding
+ * columns +0, on shapes whose O is and is not a multiple of the panel,
+ * panels narrower and wider than the blocks and not multiples of them,
+ * with infinities, -0 and a NaN among the weights (a NaN compares as a
+ * NaN: which payload wins an operation of two NaNs is the compiler's
+ * choice of operand order). dst starts as garbage, so every element must
+ * be written. */
+static const double ref_g[6][3] = {{4, 0, 0},          {2.0 / 3, 2.0 / 3, 2.0 / 3}, {2.0 / 3, -2.0 / 3, 2.0 / 3},
+                                   {-8.0 / 3, -4.0 / 3, -2.0 / 3}, {-8.0 / 3, 4.0 / 3, -2.0 / 3}, {0, 0, 1}};
+
+static void ref_wino_pack(float *dst, const float *src, int64_t C, int64_t O, int nr) {
+  int64_t op = (O + nr - 1) / nr * nr, np = op / nr;
+  memset(dst, 0, (size_t)(36 * C * op) * sizeof *dst);
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t o = 0; o < O; o++) {
+      double gk[3][3], t[6][3];
+      for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) gk[a][b] = src[((a * 3 + b) * C + c) * O + o];
+      for (int i = 0; i < 6; i++)
+        for (int b = 0; b < 3; b++) t[i][b] = ref_g[i][0] * gk[0][b] + ref_g[i][1] * gk[1][b] + ref_g[i][2] * gk[2][b];
+      for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++) {
+          double u = t[i][0] * ref_g[j][0] + t[i][1] * ref_g[j][1] + t[i][2] * ref_g[j][2];
+          dst[(((int64_t)(i * 6 + j) * np + o / nr) * C + c) * nr + o % nr] = (float)u;
+        }
+    }
+}
+
+START_TEST(test_winograd_pack_const) {
+  static const struct { int64_t C, O; int nr; } cases[] = {
+      {1, 1, 16}, {3, 5, 4}, {2, 9, 1}, {5, 20, 12}, {7, 33, 8}, {13, 37, 16}, {4, 64, 32}, {6, 50, 48}, {64, 64, 32}, {9, 7, 3},
+  };
+  rng r;
+  rng_init(&r, 15);
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    int64_t C = cases[ci].C, O = cases[ci].O, nr = cases[ci].nr, op = (O + nr - 1) / nr * nr, nw = 9 * C * O;
+    size_t nu = (size_t)(36 * C * op);
+    float *w = xmalloc((size_t)nw * sizeof *w), *got = xmalloc(nu * sizeof *got), *want = xmalloc(nu * sizeof *want);
+    for (int64_t i = 0; i < nw; i++) w[i] = rng_uniform_f32(&r, -2, 2);
+    if (nw > 8) w[1] = INFINITY, w[nw / 2] = -0.0f, w[nw - 2] = -INFINITY, w[nw / 3] = NAN;
+    memset(got, 0xa5, nu * sizeof *got);
+    cg_wino_pack_const(got, w, C, O, (int)nr);
+    ref_wino_pack(want, w, C, O, (int)nr);
+    for (size_t i = 0; i < nu; i++) {
+      uint32_t gb, wb;
+      memcpy(&gb, &got[i], 4), memcpy(&wb, &want[i], 4);
+      ck_assert_msg(gb == wb || (isnan(got[i]) && isnan(want[i])),
+                    "C %lld O %lld nr %lld: U[%zu] = %08x, the one-column formula's %08x", (long long)C, (long long)O,
+                    (long long)nr, i, gb, wb);
+    }
+    free(w), free(got), free(want);
+  }
+}
+END_TEST
+
 /* An unknown CASTOR_CONV_ALGO is an invalid argument, named in the error. */
 START_TEST(test_winograd_bad_algo) {
   ir_graph *g = ir_graph_create("wino");
@@ -230,6 +288,7 @@ static Suite *wino_suite(void) {
   tcase_add_test(tc, test_winograd_image_blocks);
   tcase_add_test(tc, test_winograd_choice);
   tcase_add_test(tc, test_winograd_bad_algo);
+  tcase_add_test(tc, test_winograd_pack_const);
   suite_add_tcase(s, tc);
   return s;
 }
