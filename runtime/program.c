@@ -17,18 +17,24 @@
  * changes results.
  *
  * By image: a program whose rows are images computed apart (rt_program.
- * images, static shapes) runs the whole launch list on one image (or a few
- * small ones: image_chunk), then the next (run_by_image), when there are at
- * least 2 images a thread: each
- * layer's output is then still in cache when the next layer reads it (a
- * batch-16 MobileNetV2 streams 77 MB activations launch by launch). With
- * several threads each thread takes a contiguous share of the images, in a
- * workspace of its own (slots are shared between buffers whose lifetimes
- * do not overlap in the launch order, which holds for one image at a time,
- * not for two threads at different layers); the first thread uses the
- * caller's. No split within a launch then, and the same kernels on the
- * same rows: the same bits as launch by launch. Profiles run launch by
- * launch (their events are per launch).
+ * images, static shapes) runs its first image_launches launches on one
+ * image (or a few small ones: image_chunk), then the next (run_by_image):
+ * each layer's output is then still in cache when the next layer reads it
+ * (a batch-16 MobileNetV2 streams 77 MB activations launch by launch). The
+ * buffers that live within those launches have slots of their own
+ * (image_slots, first in the workspace), laid out for one pass and moved
+ * back by the pass's first image (pass_table), so every pass reuses the
+ * same cache-warm bytes (the whole batch's addresses touched fresh memory
+ * at each image: 10-20% of MobileNets' CPU time). The launches after the
+ * cut (a MobileNet's last 1x1 convolutions and classifier, whose weights
+ * outweigh an image's activations) then run on the whole batch, launch by
+ * launch, split over the threads. With at least 2 images a thread each
+ * thread takes a contiguous share of the images, in a workspace of its own
+ * (just the pass's slots: rt_program_pass_bytes; the first thread uses the
+ * caller's), the launches unsplit; with fewer, and in a profiled run, the
+ * calling thread runs the passes, each launch split over the threads (a
+ * profile's event per launch sums its passes). The same kernels on the
+ * same rows: the same bits as launch by launch.
  */
 #include <stdlib.h>
 #include <string.h>
