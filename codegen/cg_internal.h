@@ -119,9 +119,10 @@ void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l);
 rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sink *d);
 /* rt_program.images for p once its launches have their target's rows: the
  * rows of the graph's dimension 0 when it computes them apart
- * (ir_graph_rows_separate: a batch of images) and every launch's rows are
- * those images' rows, each image's on the launch's row grid, so that the
- * runtime may run the kernels an image at a time; else 0. */
+ * (ir_graph_rows_separate: a batch of images), the plan has a cut
+ * (cg_plan_cut_images) and the rows of every launch before it are those
+ * images' rows, each image's on the launch's row grid, so that the runtime
+ * may run those kernels an image at a time; else 0. */
 int64_t cg_program_images(const ir_graph *g, const cg_plan *plan, const rt_program *p);
 
 #endif

@@ -23,6 +23,10 @@
  * buffer is that buffer (no kernel). Scratch buffers are put
  * in slots by liveness (first fit over kernel intervals); a buffer never
  * shares a slot with a buffer its own kernel reads, so kernels never alias.
+ * A CPU target then may cut the kernels of a static batch of images into
+ * those that run by image and the rest (cg_plan_cut_images, at the end):
+ * the slots again, in two sets, the first laid out by the runtime for one
+ * pass of images.
  */
 #include <stdlib.h>
 #include <string.h>

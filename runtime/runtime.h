@@ -149,9 +149,9 @@ typedef struct rt_program {
   int n_states;
   /* convolutional networks: > 0 (codegen's program_images): the program
    * has static shapes, its batch bound to `images` rows, and computes each
-   * of them apart: every launch has rows_fixed / images rows an image, in
-   * whole row_steps, and row n of every value depends only on row n of the
-   * inputs. The runtime then runs the launch list one image at a time
+   * of them apart: every launch before image_launches has rows_fixed /
+   * images rows an image, and row n of every value depends only on row n
+   * of the inputs. The runtime then runs those launches one image at a time
    * (rt_program_run_profile: each image's activations stay in cache from
    * one layer to the next, where launch by launch each layer streams the
    * whole batch's through memory); 0: launch by launch */
