@@ -850,7 +850,11 @@ castor_status castor_program_stats(const castor_program *p, int64_t batch, casto
     out->flops += l->flops_per_row * (l->batched ? batch : l->rows_fixed);
   }
   out->threads = p->x->threads;
-  out->workspace_bytes *= rt_program_workspaces(rt, out->threads); /* by image: one a thread (CPU) */
+  /* by image on several threads: each other thread has its passes' slots (CPU) */
+  out->workspace_bytes += (rt_program_workspaces(rt, out->threads) - 1) * rt_program_pass_bytes(rt);
+  out->launches = rt->n_launches;
+  if (rt_program_by_image(rt))
+    out->images = rt->images, out->image_launches = rt->image_launches;
   return CASTOR_OK;
 }
 

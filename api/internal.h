@@ -130,12 +130,15 @@ castor_status castor_program_profile(castor_program *p, castor_tensor *const *in
 /* What one CPU run of p at `batch` costs (castor run --stats, --repeat). */
 typedef struct castor_run_stats {
   int64_t weight_bytes;    /* constant data as the program stores it (packed weights) */
-  int64_t workspace_bytes; /* scratch activations: the liveness-shared slots (times the threads
-                            * when a CPU run goes by image, each thread its own) */
+  int64_t workspace_bytes; /* scratch activations: the liveness-shared slots (and, when a CPU run
+                            * goes by image on several threads, each other thread's slots of
+                            * its passes: rt_program_pass_bytes) */
   int64_t io_bytes;        /* input and output tensors */
   int64_t thread_scratch_bytes; /* per thread: the GEMM's packed-A block and C tile */
   int64_t flops;           /* of the matmuls */
   int threads;             /* threads a run uses */
+  int64_t images;          /* a CPU run by image: the images (rt_program.images), else 0 */
+  int image_launches, launches; /* the launches it runs by image, of all its launches */
   const char *note;        /* NULL, or why the code is not what the options asked for (the
                             * AMX family refused: the FMA family runs); the program's */
 } castor_run_stats;

@@ -46,6 +46,12 @@ typedef struct cg_plan {
   rt_slot *slots;
   int n_slots;
   const ir_node **buffer_node; /* buffer -> the node whose value it holds */
+  /* convolutional networks, by image (cg_plan_cut_images; 0 without): the
+   * kernels [0, image_launches) run an image (a pass) at a time, the rest
+   * on the whole batch; slots [0, image_slots) hold the buffers that live
+   * within those kernels (rt_program's fields of the same names) */
+  int image_launches, image_slots;
+  int *def, *last; /* scratch buffer -> the kernel that writes it, the last that reads it (-1: none) */
 } cg_plan;
 
 /* Whether kernel k is a GEMM: its op's flops column is IR_FLOPS_CONTRACT
@@ -79,6 +85,16 @@ bool cg_sum_to_leading(const ir_node *op, int64_t *inner);
  * and its ids current. Weight data is not copied here. */
 bool cg_plan_build(const ir_graph *g, cg_plan *out, diag_sink *d);
 void cg_plan_fini(cg_plan *p);
+/* convolutional networks: where a graph computes the rows of a static
+ * batch apart (ir_graph_rows_separate), the cut between the kernels that
+ * run by image and those that run on the whole batch (want >= 0: that
+ * many kernels by image, for tests and tuning; < 0: $CASTOR_IMAGE_CUT if
+ * set, else cg_plan.c's cost rule), and the slots again: the buffers that
+ * live within the first kernels in slots of their own, first, which the
+ * runtime lays out for one pass of images; the rest (those read after the
+ * cut live from the first kernel on) after them. Sets image_launches and
+ * image_slots; no change where the rows are not apart or the cut is 0. */
+void cg_plan_cut_images(const ir_graph *g, cg_plan *p, int want);
 
 /* rt_launch's fields of the same names: how the runtime may split a kernel
  * over threads, and the per-call scratch it needs (a target's choice: the
@@ -103,9 +119,10 @@ void cg_plan_launch_fill(const cg_plan *p, int ki, rt_launch *l);
 rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sink *d);
 /* rt_program.images for p once its launches have their target's rows: the
  * rows of the graph's dimension 0 when it computes them apart
- * (ir_graph_rows_separate: a batch of images) and every launch's rows are
- * those images' rows, each image's on the launch's row grid, so that the
- * runtime may run the kernels an image at a time; else 0. */
+ * (ir_graph_rows_separate: a batch of images), the plan has a cut
+ * (cg_plan_cut_images) and the rows of every launch before it are those
+ * images' rows, each image's on the launch's row grid, so that the runtime
+ * may run those kernels an image at a time; else 0. */
 int64_t cg_program_images(const ir_graph *g, const cg_plan *plan, const rt_program *p);
 
 #endif

@@ -23,7 +23,12 @@
  * buffer is that buffer (no kernel). Scratch buffers are put
  * in slots by liveness (first fit over kernel intervals); a buffer never
  * shares a slot with a buffer its own kernel reads, so kernels never alias.
+ * A CPU target then may cut the kernels of a static batch of images into
+ * those that run by image and the rest (cg_plan_cut_images, at the end):
+ * the slots again, in two sets, the first laid out by the runtime for one
+ * pass of images.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/cg_internal.h"
@@ -89,6 +94,45 @@ static int add_buffer(cg_plan *p, int *cap, rt_buffer_kind kind, int index, cons
   else b->bytes_fixed = row_bytes(&n->type);
   p->buffer_node[p->n_buffers] = n;
   return p->n_buffers++;
+}
+
+/* First fit of the scratch buffers b with space[b] == want (space NULL:
+ * all) into slots from p->n_slots on, by their kernel intervals [def[b],
+ * last[b]]: the lowest slot free after the buffer's definition, found in
+ * a tree of minima over each slot's last use (a slot not in use yet: -1)
+ * in O(log n), not by a scan of the slots: a training step keeps every
+ * forward activation live until the backward pass, so the slots in use
+ * grow with depth and the scan was quadratic. True when an empty value
+ * takes slot 0. */
+static bool assign_slots(cg_plan *p, const int *def, const signed char *space, int want) {
+  int nb = p->n_buffers, base = p->n_slots, *last = p->last;
+  int leaves = 1;
+  while (leaves < nb + 1) leaves *= 2;
+  int *free_after = xcalloc(2 * (size_t)leaves, sizeof(int));
+  for (int t = 0; t < 2 * leaves; t++) free_after[t] = -1;
+  bool empty_scratch = false;
+  for (int b = 0; b < nb; b++) {
+    rt_buffer *buf = &p->buffers[b];
+    if (buf->kind != RT_BUF_SCRATCH || (space && space[b] != want)) continue;
+    if (def[b] < 0) { /* empty tensors: an empty value no kernel writes or reads takes no room (slot 0) */
+      CASTOR_ASSERT(buf->bytes_per_row == 0 && buf->bytes_fixed == 0);
+      buf->index = 0, empty_scratch = true;
+      continue;
+    }
+    if (last[b] < def[b]) last[b] = def[b]; /* written, never read (cannot happen after dce) */
+    int t = 1; /* the leftmost leaf below a minimum under def[b] (the root's is: -1 at the end) */
+    while (t < leaves) t = free_after[2 * t] < def[b] ? 2 * t : 2 * t + 1;
+    int s = base + t - leaves;
+    if (s == p->n_slots) p->n_slots++;
+    for (free_after[t] = last[b]; t > 1; t /= 2)
+      free_after[t / 2] = free_after[t & ~1] < free_after[t | 1] ? free_after[t & ~1] : free_after[t | 1];
+    rt_slot *sl = &p->slots[s];
+    if (buf->bytes_per_row > sl->bytes_per_row) sl->bytes_per_row = buf->bytes_per_row;
+    if (buf->bytes_fixed > sl->bytes_fixed) sl->bytes_fixed = buf->bytes_fixed;
+    buf->index = s;
+  }
+  free(free_after);
+  return empty_scratch;
 }
 
 bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
@@ -237,38 +281,9 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
         if (b >= 0) last[b] = ki;
       }
   }
+  p->def = def, p->last = last;
   p->slots = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof(rt_slot));
-  /* first fit: the lowest slot free after the buffer's definition, found in
-   * a tree of minima over each slot's last use (a slot not in use yet: -1)
-   * in O(log n), not by a scan of the slots: a training step keeps every
-   * forward activation live until the backward pass, so the slots in use
-   * grow with depth and the scan was quadratic */
-  int leaves = 1;
-  while (leaves < nb + 1) leaves *= 2;
-  int *free_after = arena_alloc(p->arena, 2 * (size_t)leaves * sizeof(int));
-  for (int t = 0; t < 2 * leaves; t++) free_after[t] = -1;
-  bool empty_scratch = false;
-  for (int b = 0; b < nb; b++) {
-    rt_buffer *buf = &p->buffers[b];
-    if (buf->kind != RT_BUF_SCRATCH) continue;
-    if (def[b] < 0) { /* empty tensors: an empty value no kernel writes or reads takes no room (slot 0) */
-      CASTOR_ASSERT(buf->bytes_per_row == 0 && buf->bytes_fixed == 0);
-      buf->index = 0, empty_scratch = true;
-      continue;
-    }
-    if (last[b] < def[b]) last[b] = def[b]; /* written, never read (cannot happen after dce) */
-    CASTOR_ASSERT(def[b] >= 0); /* a scratch buffer is a kernel's result */
-    int t = 1; /* the leftmost leaf below a minimum under def[b] (the root's is: -1 at the end) */
-    while (t < leaves) t = free_after[2 * t] < def[b] ? 2 * t : 2 * t + 1;
-    int s = t - leaves;
-    if (s == p->n_slots) p->n_slots++;
-    for (free_after[t] = last[b]; t > 1; t /= 2)
-      free_after[t / 2] = free_after[t & ~1] < free_after[t | 1] ? free_after[t & ~1] : free_after[t | 1];
-    rt_slot *sl = &p->slots[s];
-    if (buf->bytes_per_row > sl->bytes_per_row) sl->bytes_per_row = buf->bytes_per_row;
-    if (buf->bytes_fixed > sl->bytes_fixed) sl->bytes_fixed = buf->bytes_fixed;
-    buf->index = s;
-  }
+  bool empty_scratch = assign_slots(p, def, NULL, 0);
   if (empty_scratch && p->n_slots == 0) p->n_slots = 1; /* slot 0, of 0 bytes */
   free(uses);
   return true;
@@ -277,4 +292,81 @@ bool cg_plan_build(const ir_graph *g, cg_plan *p, diag_sink *d) {
 void cg_plan_fini(cg_plan *p) {
   arena_destroy(p->arena);
   memset(p, 0, sizeof *p);
+}
+
+/* ---- convolutional networks: by image ---- */
+
+/* The buffers kernel k reads or writes, each once, into seen (at most 64:
+ * a concat of more operands counts its first 63). */
+static void add_seen(int seen[64], int *n, int b) {
+  for (int i = 0; i < *n; i++)
+    if (seen[i] == b) return;
+  if (b >= 0 && *n < 64) seen[(*n)++] = b;
+}
+
+static int kernel_buffers(const cg_plan *p, const cg_kernel *k, int seen[64]) {
+  int n = 0;
+  add_seen(seen, &n, k->out_buffer);
+  if (k->kind == CG_KERNEL_COPY) add_seen(seen, &n, p->buffer_of[k->copy_src->id]);
+  else
+    for (int j = 0; j < k->n_ops; j++)
+      for (int s = 0; s < k->ops[j]->n_srcs; s++) add_seen(seen, &n, p->buffer_of[k->ops[j]->srcs[s]->id]);
+  return n;
+}
+
+/* The cut with the least memory traffic by a rough count: a kernel run by
+ * image reads its weights once an image (N times), one run on the batch
+ * streams the whole batch's activations through memory, where by image an
+ * image's stay in cache from one kernel to the next; so the cost of c
+ * kernels by image is sum_{k < c} W_k + sum_{k >= c} A_k, W_k a kernel's
+ * weight bytes, A_k the bytes an image of its other operands and result
+ * take. Early layers (large maps, small weights) go by image; the last
+ * (7x7 maps under 0.5-5 MB of weights: a MobileNet's last 1x1 convs and
+ * its classifier) on the batch. Ties go to more kernels by image. */
+static int chosen_cut(const cg_plan *p, int64_t images) {
+  int n = p->n_kernels, best = n;
+  double suffix = 0, best_suffix = 0; /* sum over k >= c of A_k - W_k */
+  for (int c = n - 1; c >= 0; c--) {
+    int seen[64], m = kernel_buffers(p, &p->kernels[c], seen);
+    for (int i = 0; i < m; i++) {
+      const rt_buffer *buf = &p->buffers[seen[i]];
+      double bytes = (double)buf->bytes_fixed + (double)buf->bytes_per_row * (double)images;
+      suffix += buf->kind == RT_BUF_CONST ? -bytes : bytes / (double)images;
+    }
+    if (suffix < best_suffix) best = c, best_suffix = suffix;
+  }
+  return best;
+}
+
+void cg_plan_cut_images(const ir_graph *g, cg_plan *p, int want) {
+  p->image_launches = p->image_slots = 0;
+  int64_t images = ir_graph_rows_separate(g);
+  if (images < 2) return;
+  const char *env = getenv("CASTOR_IMAGE_CUT");
+  int64_t v;
+  if (want < 0 && env && *env && str_parse_i64(env, 0, INT32_MAX, &v)) want = (int)v;
+  int cut = want < 0 ? chosen_cut(p, images) : want < p->n_kernels ? want : p->n_kernels;
+  if (cut == 0) return;
+  /* space 0: live within the first cut kernels; 1: the rest, those read
+   * after the cut (written before it) live from kernel 0 on: every pass
+   * of images writes its rows of them before the first kernel on the
+   * batch reads them */
+  int nb = p->n_buffers;
+  signed char *space = xcalloc((size_t)nb + 1, 1);
+  int *def = xcalloc((size_t)nb + 1, sizeof *def);
+  for (int b = 0; b < nb; b++) {
+    def[b] = p->def[b];
+    if (p->buffers[b].kind != RT_BUF_SCRATCH || p->def[b] < 0) continue;
+    space[b] = p->last[b] >= cut || p->def[b] >= cut;
+    if (p->def[b] < cut && p->last[b] >= cut) def[b] = 0;
+  }
+  p->n_slots = 0;
+  memset(p->slots, 0, (size_t)(nb + 1) * sizeof *p->slots);
+  bool empty0 = assign_slots(p, def, space, 0);
+  p->image_slots = p->n_slots;
+  bool empty1 = assign_slots(p, def, space, 1);
+  if ((empty0 || empty1) && p->n_slots == 0) p->n_slots = 1; /* slot 0, of 0 bytes */
+  p->image_launches = cut;
+  free(space);
+  free(def);
 }

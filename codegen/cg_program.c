@@ -229,7 +229,8 @@ int64_t cg_program_images(const ir_graph *g, const cg_plan *plan, const rt_progr
   if (p->n_states > 0) return 0;
   int64_t N = ir_graph_rows_separate(g);
   if (N < 2) return 0;
-  for (int i = 0; i < p->n_launches; i++) { /* (row_step is where threads cut for speed: a GEMM's */
+  if (plan->image_launches < 1) return 0;
+  for (int i = 0; i < plan->image_launches; i++) { /* (row_step is where threads cut for speed: a GEMM's */
     const cg_kernel *k = &plan->kernels[i];   /* micro-tile; any rows give the same bits) */
     const rt_launch *l = &p->launches[i];
     const ir_node *res = k->kind == CG_KERNEL_COPY ? k->copy_src : k->ops[k->n_ops - 1];
@@ -266,6 +267,8 @@ rt_program *cg_program_describe(const ir_graph *g, const cg_plan *plan, diag_sin
     buf->data = n->attr.data; /* the graph's (a target may store it in a layout of its own) */
   }
   p->n_slots = plan->n_slots;
+  p->image_launches = plan->image_launches; /* (kept where cg_program_images says the rows are apart) */
+  p->image_slots = plan->image_slots;
   p->slots = arena_alloc(a, (size_t)(plan->n_slots + 1) * sizeof *p->slots);
   memcpy(p->slots, plan->slots, (size_t)plan->n_slots * sizeof *p->slots);
   p->n_launches = plan->n_kernels;

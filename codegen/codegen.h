@@ -24,6 +24,8 @@ typedef struct cg_options {
   str_buf *dump_llvm; /* if set, receives the optimized LLVM IR */
   bool no_kernel_sharing; /* compile every kernel on its own, even those that could
                            * share a body (cg_kernel_share.c); for tests */
+  bool force_image_cut; /* convolutional networks: run the first image_cut kernels by image */
+  int image_cut;         /* (cg_plan_cut_images), not the chosen cut; for tests */
 } cg_options;
 
 void cg_options_init(cg_options *o);

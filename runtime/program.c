@@ -17,18 +17,24 @@
  * changes results.
  *
  * By image: a program whose rows are images computed apart (rt_program.
- * images, static shapes) runs the whole launch list on one image (or a few
- * small ones: image_chunk), then the next (run_by_image), when there are at
- * least 2 images a thread: each
- * layer's output is then still in cache when the next layer reads it (a
- * batch-16 MobileNetV2 streams 77 MB activations launch by launch). With
- * several threads each thread takes a contiguous share of the images, in a
- * workspace of its own (slots are shared between buffers whose lifetimes
- * do not overlap in the launch order, which holds for one image at a time,
- * not for two threads at different layers); the first thread uses the
- * caller's. No split within a launch then, and the same kernels on the
- * same rows: the same bits as launch by launch. Profiles run launch by
- * launch (their events are per launch).
+ * images, static shapes) runs its first image_launches launches on one
+ * image (or a few small ones: image_chunk), then the next (run_by_image):
+ * each layer's output is then still in cache when the next layer reads it
+ * (a batch-16 MobileNetV2 streams 77 MB activations launch by launch). The
+ * buffers that live within those launches have slots of their own
+ * (image_slots, first in the workspace), laid out for one pass and moved
+ * back by the pass's first image (pass_table), so every pass reuses the
+ * same cache-warm bytes (the whole batch's addresses touched fresh memory
+ * at each image: 10-20% of MobileNets' CPU time). The launches after the
+ * cut (a MobileNet's last 1x1 convolutions and classifier, whose weights
+ * outweigh an image's activations) then run on the whole batch, launch by
+ * launch, split over the threads. With at least 2 images a thread each
+ * thread takes a contiguous share of the images, in a workspace of its own
+ * (just the pass's slots: rt_program_pass_bytes; the first thread uses the
+ * caller's), the launches unsplit; with fewer, and in a profiled run, the
+ * calling thread runs the passes, each launch split over the threads (a
+ * profile's event per launch sums its passes). The same kernels on the
+ * same rows: the same bits as launch by launch.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -67,16 +73,6 @@ static bool slot_bytes(const rt_slot *s, int64_t batch, int64_t *out) {
   int64_t n;
   return size_mul_ok(s->bytes_per_row, batch, &n) && size_add_ok(n, s->bytes_fixed, &n) &&
          size_add_ok(n, 63, out) && ((*out = align64(n)), true);
-}
-
-bool rt_program_workspace_bytes(const rt_program *p, int64_t batch, int64_t *out) {
-  int64_t total = 0;
-  for (int s = 0; s < p->n_slots; s++) {
-    int64_t n;
-    if (!slot_bytes(&p->slots[s], batch, &n) || !size_add_ok(total, n, &total)) return false;
-  }
-  *out = total;
-  return true;
 }
 
 static int online_cpus(void) {
@@ -129,7 +125,7 @@ int64_t rt_program_scratch_bytes(const rt_program *p) {
 typedef struct tiling {
   const rt_launch *l;
   char *const *bufs;
-  int64_t batch, rows, cols, rstep, cstep, row_units, col_units, n_row, n_col;
+  int64_t batch, row0, rows, cols, rstep, cstep, row_units, col_units, n_row, n_col; /* rows [row0, row0 + rows) */
   /* profiling only (else NULL): each tile's CPU time and the thread that ran it */
   int64_t *tile_cpu;
   const void **tile_thread;
@@ -154,8 +150,8 @@ static int64_t edge(int64_t e, int64_t n, int64_t units, int64_t step, int64_t t
 static void run_tile(void *arg, int64_t t, void *scratch) {
   const tiling *g = arg;
   int64_t i = t / g->n_col, j = t % g->n_col;
-  int64_t r0 = edge(i, g->n_row, g->row_units, g->rstep, g->rows);
-  int64_t r1 = edge(i + 1, g->n_row, g->row_units, g->rstep, g->rows);
+  int64_t r0 = g->row0 + edge(i, g->n_row, g->row_units, g->rstep, g->rows);
+  int64_t r1 = g->row0 + edge(i + 1, g->n_row, g->row_units, g->rstep, g->rows);
   int64_t c0 = g->cols ? edge(j, g->n_col, g->col_units, g->cstep, g->cols) : 0;
   int64_t c1 = g->cols ? edge(j + 1, g->n_col, g->col_units, g->cstep, g->cols) : 0;
   if (!(r1 > r0 && (c1 > c0 || !g->cols))) return;
@@ -171,15 +167,18 @@ static void run_tile(void *arg, int64_t t, void *scratch) {
 
 static void run_tiles(tiling *g, int threads, rt_profile_event *ev);
 
-/* ev: the launch's profile event to fill with its split and CPU times, or NULL. */
-static void run_launch(const rt_launch *l, char *const *bufs, int64_t batch, int threads, rt_profile_event *ev) {
+/* Rows [r0, r1) of launch l (r1 < 0: all its rows); ev: the launch's
+ * profile event to fill with its split and CPU times, or NULL. */
+static void run_launch(const rt_launch *l, char *const *bufs, int64_t batch, int threads, int64_t r0, int64_t r1,
+                       rt_profile_event *ev) {
   char *own[16], **table = NULL; /* a launch's own buffer table (n_args > 0) */
   if (l->n_args > 0) {
     table = l->n_args <= 16 ? own : xcalloc((size_t)l->n_args, sizeof *table);
     for (int i = 0; i < l->n_args; i++) table[i] = bufs[l->args[i]];
     bufs = table;
   }
-  tiling g = {l, bufs, batch, l->batched ? batch : l->rows_fixed, l->cols > 0 ? l->cols : 0, 1, 0, 1, 1, 1, 1, NULL, NULL};
+  if (r1 < 0) r0 = 0, r1 = l->batched ? batch : l->rows_fixed;
+  tiling g = {l, bufs, batch, r0, r1 - r0, l->cols > 0 ? l->cols : 0, 1, 0, 1, 1, 1, 1, NULL, NULL};
   if (g.rows > 0) run_tiles(&g, threads, ev);
   if (table != own) free(table);
 }
@@ -275,22 +274,25 @@ static void run_tiles(tiling *gp, int threads, rt_profile_event *ev) {
   free(g.tile_thread);
 }
 
-typedef struct by_image {
-  const rt_program *p;
-  int64_t batch, tasks;
-  char **bufs; /* tasks x n_buffers: each task's buffer table (its own workspace) */
-  int max_args;
-  int64_t chunk; /* images a pass of the launch list */
-} by_image;
+/* Whether p runs its first image_launches launches by image (rt_program.
+ * images). */
+static bool runs_by_image(const rt_program *p) {
+  if (p->images < 2 || p->n_states > 0 || p->image_launches < 1 || p->image_launches > p->n_launches) return false;
+  for (int li = 0; li < p->image_launches; li++)
+    if (p->launches[li].batched || p->launches[li].rows_fixed % p->images != 0) return false; /* (codegen says not) */
+  return true;
+}
 
-/* Images a pass of the launch list: as many as keep the largest activation
- * (an input or scratch buffer) of a pass within CHUNK_BYTES, at least one:
- * fewer passes read the weights fewer times (MobileNetV3-Small at 224x224,
- * 0.8 MB a 112x112x16 image: 2 a pass, 12% less CPU time than 1; 4.8 MB
- * MobileNetV2 and 3.2 MB SqueezeNet run best 1 a pass). */
+/* Images a pass of the launches by image: as many as keep the largest
+ * activation (an input or scratch buffer) of a pass within CHUNK_BYTES,
+ * at least one: fewer passes read the weights fewer times
+ * (MobileNetV3-Small at 224x224, 0.8 MB a 112x112x16 image: 2 a pass, 12%
+ * less CPU time than 1; 4.8 MB MobileNetV2 and 3.2 MB SqueezeNet run best
+ * 1 a pass). 0 for a program that does not run by image. */
 #define CHUNK_BYTES ((int64_t)2 << 20)
 
-static int64_t image_chunk(const rt_program *p, int64_t per_task) {
+static int64_t image_chunk(const rt_program *p) {
+  if (!runs_by_image(p)) return 0;
   int64_t largest = 1;
   for (int b = 0; b < p->n_buffers; b++) {
     const rt_buffer *buf = &p->buffers[b];
@@ -298,19 +300,86 @@ static int64_t image_chunk(const rt_program *p, int64_t per_task) {
       largest = buf->bytes_fixed / p->images;
   }
   int64_t chunk = CHUNK_BYTES / largest;
-  return chunk < 1 ? 1 : chunk > per_task ? per_task : chunk;
+  return chunk < 1 ? 1 : chunk > p->images ? p->images : chunk;
 }
 
-/* Task t: images [t * images / tasks, (t + 1) * images / tasks), one at a
- * time, every launch on the image's rows. */
+/* Slot s's bytes in a run at `batch`, 64-byte aligned: the whole batch's,
+ * or, for a slot of the launches by image (chunk > 0), one pass's. */
+static bool run_slot_bytes(const rt_program *p, int s, int64_t batch, int64_t chunk, int64_t *out) {
+  if (chunk > 0 && s < p->image_slots) { /* static shapes: bytes_fixed holds every image's */
+    *out = align64(p->slots[s].bytes_fixed / p->images * chunk);
+    return true;
+  }
+  return slot_bytes(&p->slots[s], batch, out);
+}
+
+bool rt_program_workspace_bytes(const rt_program *p, int64_t batch, int64_t *out) {
+  int64_t total = 0, chunk = image_chunk(p);
+  for (int s = 0; s < p->n_slots; s++) {
+    int64_t n;
+    if (!run_slot_bytes(p, s, batch, chunk, &n) || !size_add_ok(total, n, &total)) return false;
+  }
+  *out = total;
+  return true;
+}
+
+int64_t rt_program_pass_bytes(const rt_program *p) {
+  int64_t total = 0, chunk = image_chunk(p), n;
+  for (int s = 0; chunk > 0 && s < p->image_slots; s++)
+    if (run_slot_bytes(p, s, 0, chunk, &n)) total += n;
+  return total;
+}
+
+/* The tasks of the by-image launches on `threads` threads: one a thread,
+ * each its own images and workspace, when there are at least 2 images a
+ * thread; else 1 (the calling thread's passes, each launch split over the
+ * threads). */
+static int image_tasks(const rt_program *p, int threads) {
+  if (threads <= 0) threads = rt_default_threads();
+  return p->images >= 2 * (int64_t)threads ? threads : 1;
+}
+
+bool rt_program_by_image(const rt_program *p) { return runs_by_image(p); }
+
+int rt_program_workspaces(const rt_program *p, int threads) { return runs_by_image(p) ? image_tasks(p, threads) : 1; }
+
+typedef struct by_image {
+  const rt_program *p;
+  int64_t batch, tasks, chunk;
+  char *const *bufs;    /* the run's buffer table */
+  void *const *ws;      /* tasks workspaces: the first the run's */
+  const int64_t *slot_off;
+  int max_args;
+} by_image;
+
+/* A pass's buffer table into out: the run's, but for the buffers of the
+ * by-image slots, at their slot in workspace ws moved back by the bytes of
+ * the images before the pass's first (i), so that the kernels, which
+ * address an image's rows from the buffer's start, find image i at the
+ * slot's start: every pass reuses the same (cache-warm) bytes. */
+static void pass_table(const by_image *r, const char *ws, int64_t i, char **out) {
+  const rt_program *p = r->p;
+  for (int b = 0; b < p->n_buffers; b++) {
+    const rt_buffer *buf = &p->buffers[b];
+    out[b] = r->bufs[b];
+    if (buf->kind != RT_BUF_SCRATCH || buf->index >= p->image_slots) continue;
+    uintptr_t before = (uintptr_t)(i * ((buf->bytes_per_row * r->batch + buf->bytes_fixed) / p->images));
+    out[b] = (char *)((uintptr_t)(ws + r->slot_off[buf->index]) - before);
+  }
+}
+
+/* Task t (of tasks > 1): images [t * images / tasks, (t + 1) * images /
+ * tasks), a pass of chunk images at a time, every launch by image on the
+ * pass's rows, in workspace t. */
 static void run_image_task(void *arg, int64_t t, void *scratch) {
   const by_image *r = arg;
   const rt_program *p = r->p;
-  char **bufs = r->bufs + t * p->n_buffers;
+  char **bufs = xcalloc((size_t)p->n_buffers + 1, sizeof *bufs);
   char **table = xcalloc((size_t)r->max_args + 1, sizeof *table);
   int64_t i0 = t * p->images / r->tasks, i1 = (t + 1) * p->images / r->tasks;
-  for (int64_t i = i0; i < i1; i += r->chunk)
-    for (int li = 0; li < p->n_launches; li++) {
+  for (int64_t i = i0; i < i1; i += r->chunk) {
+    pass_table(r, r->ws[t], i, bufs);
+    for (int li = 0; li < p->image_launches; li++) {
       const rt_launch *l = &p->launches[li];
       char **b = bufs;
       if (l->n_args > 0) {
@@ -320,54 +389,73 @@ static void run_image_task(void *arg, int64_t t, void *scratch) {
       int64_t rows = l->rows_fixed / p->images, end = i + r->chunk < i1 ? i + r->chunk : i1;
       l->fn(b, r->batch, i * rows, end * rows, 0, l->cols > 0 ? l->cols : 0, scratch);
     }
+  }
   free(table);
+  free(bufs);
 }
 
-/* The tasks (threads) of the by-image schedule on `threads` threads: at
- * least 2 images a thread of a program that allows it; else 0. */
-static int image_tasks(const rt_program *p, int threads) {
-  if (threads <= 0) threads = rt_default_threads();
-  if (p->images < 2 || p->n_states > 0 || p->images < 2 * (int64_t)threads) return 0;
-  for (int li = 0; li < p->n_launches; li++)
-    if (p->launches[li].batched || p->launches[li].rows_fixed % p->images != 0) return 0; /* (codegen says not) */
-  return threads;
+static void acc_event(rt_profile_event *acc, const rt_profile_event *e, int64_t dur) {
+  acc->dur_ns += dur, acc->cpu_ns += e->cpu_ns, acc->cpu_max_ns += e->cpu_max_ns, acc->span_ns += e->span_ns;
+  acc->n_row = e->n_row, acc->n_col = e->n_col;
+  acc->n_threads = e->n_threads > acc->n_threads ? e->n_threads : acc->n_threads;
 }
 
-int rt_program_workspaces(const rt_program *p, int threads) {
-  int tasks = image_tasks(p, threads);
-  return tasks > 1 ? tasks : 1;
-}
-
-/* The by-image schedule on image_tasks(p, threads) > 0 tasks, task t in
- * workspaces[t] (the first: bufs' own; those past n_ws allocated for the
- * call). False (nothing run) when one cannot be allocated. */
+/* The launches by image of a run: on image_tasks tasks, task t in
+ * workspaces[t] (the first: the run's; those past n_ws allocated for the
+ * call, rt_program_pass_bytes each), or, profiled, on the calling thread,
+ * each launch of a pass split over the threads, its events summed over the
+ * passes (one a launch, as launch by launch). False (nothing run) when a
+ * workspace cannot be allocated. */
 static bool run_by_image(const rt_program *p, int threads, int64_t batch, char *const *bufs, const int64_t *slot_off,
-                         int64_t ws_bytes, void *const *workspaces, int n_ws) {
-  int64_t tasks = image_tasks(p, threads), scratch = 0;
+                         void *workspace, void *const *workspaces, int n_ws, rt_profile *prof) {
+  int64_t tasks = prof ? 1 : image_tasks(p, threads), scratch = 0;
   int max_args = 0;
-  for (int li = 0; li < p->n_launches; li++) {
+  for (int li = 0; li < p->image_launches; li++) {
     const rt_launch *l = &p->launches[li];
     if (l->scratch_bytes > scratch) scratch = l->scratch_bytes;
     if (l->n_args > max_args) max_args = l->n_args;
   }
-  by_image r = {p, batch, tasks, xcalloc((size_t)(tasks * p->n_buffers) + 1, sizeof(char *)), max_args,
-                image_chunk(p, p->images / tasks)};
-  void **own = xcalloc((size_t)tasks + 1, sizeof *own);
+  int64_t chunk = image_chunk(p), pass_bytes = rt_program_pass_bytes(p), per_task = p->images / tasks;
+  void **ws = xcalloc((size_t)tasks + 1, sizeof *ws), **own = xcalloc((size_t)tasks + 1, sizeof *own);
+  by_image r = {p, batch, tasks, chunk < per_task ? chunk : per_task, bufs, ws, slot_off, max_args};
   bool ok = true;
-  for (int64_t t = 0; t < tasks && ok; t++) {
-    char **tb = r.bufs + t * p->n_buffers;
-    memcpy(tb, bufs, (size_t)p->n_buffers * sizeof *tb);
-    if (t == 0 || ws_bytes == 0) continue;
-    char *ws = t < n_ws ? workspaces[t] : NULL;
-    if (!ws && (uint64_t)ws_bytes <= SIZE_MAX) ws = own[t] = aligned_alloc(64, (size_t)ws_bytes);
-    ok = ws != NULL;
-    for (int b = 0; b < p->n_buffers && ok; b++)
-      if (p->buffers[b].kind == RT_BUF_SCRATCH) tb[b] = ws + slot_off[p->buffers[b].index];
+  ws[0] = workspace;
+  for (int64_t t = 1; t < tasks && ok; t++) {
+    ws[t] = t < n_ws ? workspaces[t] : NULL;
+    if (!ws[t] && pass_bytes > 0 && (uint64_t)pass_bytes <= SIZE_MAX) ws[t] = own[t] = aligned_alloc(64, (size_t)pass_bytes);
+    ok = ws[t] != NULL || pass_bytes == 0;
   }
-  if (ok) rt_pool_run((int)tasks, tasks, scratch, run_image_task, &r);
+  if (ok && tasks > 1) rt_pool_run((int)tasks, tasks, scratch, run_image_task, &r);
+  if (ok && tasks == 1) {
+    char **pb = xcalloc((size_t)p->n_buffers + 1, sizeof *pb);
+    rt_profile_event *acc = prof ? xcalloc((size_t)p->image_launches, sizeof *acc) : NULL;
+    for (int64_t i = 0; i < p->images; i += r.chunk) {
+      pass_table(&r, workspace, i, pb);
+      int64_t end = i + r.chunk < p->images ? i + r.chunk : p->images;
+      for (int li = 0; li < p->image_launches; li++) {
+        const rt_launch *l = &p->launches[li];
+        int64_t rows = l->rows_fixed / p->images;
+        if (!prof) {
+          run_launch(&p->launches[li], pb, batch, threads, i * rows, end * rows, NULL);
+          continue;
+        }
+        rt_profile_event split = {0};
+        int64_t t0 = rt_clock_ns();
+        run_launch(&p->launches[li], pb, batch, threads, i * rows, end * rows, &split);
+        if (i == 0) acc[li].start_ns = t0 - prof->origin_ns;
+        acc_event(&acc[li], &split, rt_clock_ns() - t0);
+      }
+    }
+    for (int li = 0; prof && li < p->image_launches; li++) {
+      acc[li].launch = li;
+      vec_push(&prof->events, acc[li]);
+    }
+    free(acc);
+    free(pb);
+  }
   for (int64_t t = 0; t < tasks; t++) free(own[t]);
   free(own);
-  free(r.bufs);
+  free(ws);
   return ok;
 }
 
@@ -461,10 +549,10 @@ bool rt_program_run_workspaces(const rt_program *p, int threads, int64_t batch, 
     }
     workspace = owned;
   }
-  int64_t *slot_off = xcalloc((size_t)p->n_slots + 1, sizeof *slot_off);
+  int64_t *slot_off = xcalloc((size_t)p->n_slots + 1, sizeof *slot_off), chunk = image_chunk(p);
   for (int s = 0; s < p->n_slots; s++) { /* prefix sums of 64-byte aligned slot sizes */
     int64_t n = 0;
-    CASTOR_ASSERT(slot_bytes(&p->slots[s], batch, &n));
+    CASTOR_ASSERT(run_slot_bytes(p, s, batch, chunk, &n));
     slot_off[s + 1] = slot_off[s] + n;
   }
   char **bufs = xcalloc((size_t)p->n_buffers + 1, sizeof *bufs);
@@ -478,16 +566,24 @@ bool rt_program_run_workspaces(const rt_program *p, int threads, int64_t batch, 
     case RT_BUF_STATE: bufs[b] = (char *)states[buf->index]; break;
     }
   }
-  if (!prof && image_tasks(p, threads) > 0 && run_by_image(p, threads, batch, bufs, slot_off, ws_bytes, workspaces, n_workspaces))
-    p = NULL; /* done */
-  for (int i = 0; p && i < p->n_launches; i++) {
+  int first = 0; /* the launches by image, then the rest on the whole batch */
+  if (runs_by_image(p)) {
+    if (!run_by_image(p, threads, batch, bufs, slot_off, workspace, workspaces, n_workspaces, prof)) {
+      diag_error(d, (diag_loc){0}, "cannot allocate %lld bytes of workspace for a thread's images",
+                 (long long)rt_program_pass_bytes(p));
+      free(bufs), free(slot_off), free(owned);
+      return false;
+    }
+    first = p->image_launches;
+  }
+  for (int i = first; i < p->n_launches; i++) {
     if (!prof) {
-      run_launch(&p->launches[i], bufs, batch, threads, NULL);
+      run_launch(&p->launches[i], bufs, batch, threads, 0, -1, NULL);
       continue;
     }
     rt_profile_event split = {0};
     int64_t t0 = rt_clock_ns();
-    run_launch(&p->launches[i], bufs, batch, threads, &split);
+    run_launch(&p->launches[i], bufs, batch, threads, 0, -1, &split);
     profile_add(prof, i, t0, rt_clock_ns(), &split);
   }
   free(bufs);

@@ -149,13 +149,22 @@ typedef struct rt_program {
   int n_states;
   /* convolutional networks: > 0 (codegen's program_images): the program
    * has static shapes, its batch bound to `images` rows, and computes each
-   * of them apart: every launch has rows_fixed / images rows an image, in
-   * whole row_steps, and row n of every value depends only on row n of the
-   * inputs. The runtime then runs the launch list one image at a time
+   * of them apart: every launch before image_launches has rows_fixed /
+   * images rows an image, and row n of every value depends only on row n
+   * of the inputs. The runtime then runs those launches one image at a time
    * (rt_program_run_profile: each image's activations stay in cache from
    * one layer to the next, where launch by launch each layer streams the
    * whole batch's through memory); 0: launch by launch */
   int64_t images;
+  /* with images: launches [0, image_launches) run by image (> 0), the rest
+   * launch by launch on the whole batch (a MobileNet's last 1x1 convs and
+   * classifier, which would read their weights once an image). Slots [0,
+   * image_slots) hold the buffers that live within those launches: the
+   * runtime lays them out for one pass of images (image_chunk) at the
+   * start of the workspace and moves their base back by the pass's first
+   * image, so that every pass reuses the same cache-warm bytes and a
+   * thread's own workspace is just those slots (rt_program_pass_bytes) */
+  int image_launches, image_slots;
   /* Whoever built the program (the JIT, say) and how to release it. */
   void *owner;
   void (*owner_destroy)(void *owner);
@@ -188,6 +197,12 @@ bool rt_program_run_state(const rt_program *p, int threads, int64_t batch, const
  * threads (<= 0: rt_default_threads()) uses: one, or one a thread when it
  * runs by image (rt_program.images; program.c). */
 int rt_program_workspaces(const rt_program *p, int threads);
+/* The bytes of the workspaces past the first of a run by image (each
+ * thread's passes: slots [0, image_slots) laid out for one pass); 0 for a
+ * program that does not run by image. */
+int64_t rt_program_pass_bytes(const rt_program *p);
+/* Whether a run of p goes by image (its first image_launches launches). */
+bool rt_program_by_image(const rt_program *p);
 /* Kernel timing (castor run --profile). A run given a profile reads the
  * monotonic clock around each launch and around the whole run and appends
  * one event for each; a run without one (the default) reads no clock. The

@@ -581,6 +581,11 @@ static int cmd_run(const cli *c) {
            "gemm scratch %lld bytes x %d threads\n",
            (long long)rs.weight_bytes, (long long)(rs.workspace_bytes + rs.io_bytes), (long long)rs.workspace_bytes,
            (long long)rs.io_bytes, (long long)rs.thread_scratch_bytes, rs.threads);
+    if (rs.images > 0 && rs.image_launches < rs.launches)
+      printf("by image: launches 1-%d of %d run an image at a time (%lld images), the rest on the whole batch\n",
+             rs.image_launches, rs.launches, (long long)rs.images);
+    else if (rs.images > 0)
+      printf("by image: all %d launches run an image at a time (%lld images)\n", rs.launches, (long long)rs.images);
     if (rs.note) printf("note: %s\n", rs.note);
   }
   for (size_t i = 0; i < c->outputs.len; i++) {

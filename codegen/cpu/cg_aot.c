@@ -34,7 +34,7 @@
 #include "codegen/cpu/cg_cpu.h"
 
 _Static_assert(sizeof(rt_buffer) == 32 && sizeof(rt_slot) == 16 && sizeof(rt_launch) == 160 &&
-                   sizeof(rt_tensor_desc) == 104 && sizeof(rt_program) == 128 &&
+                   sizeof(rt_tensor_desc) == 104 && sizeof(rt_program) == 136 &&
                    sizeof(rt_aot_entry) == 32 && sizeof(rt_buffer_kind) == 4 &&
                    sizeof(rt_dtype) == 4 && sizeof(bool) == 1,
                "runtime.h changed: update the static rt_program emission in cg_aot.c "
@@ -342,9 +342,11 @@ static void emit_entry(aot *a, LLVMValueRef *kernels, const char *about, const c
       {offsetof(rt_program, n_outputs), i32c(a, p->n_outputs)},
       /* states, n_states: none (training programs are not compiled ahead of time) */
       {offsetof(rt_program, images), i64c(a, p->images)},
+      {offsetof(rt_program, image_launches), i32c(a, p->image_launches)},
+      {offsetof(rt_program, image_slots), i32c(a, p->image_slots)},
       /* owner, owner_destroy, arena: NULL (zero padding) */
   };
-  LLVMValueRef program = private_global(a, c_struct(a, sizeof(rt_program), pf, 12), "program", 16);
+  LLVMValueRef program = private_global(a, c_struct(a, sizeof(rt_program), pf, 14), "program", 16);
   cfield ef[] = {
       {offsetof(rt_aot_entry, abi_version), i32c(a, RT_AOT_ABI_VERSION)},
       {offsetof(rt_aot_entry, program), program},
@@ -409,6 +411,7 @@ bool cg_compile_aot(const ir_graph *g, const cg_options *o, const cg_aot_options
     }
   cg_plan plan;
   if (!cg_plan_build(g, &plan, d)) return false;
+  cg_plan_cut_images(g, &plan, o->force_image_cut ? o->image_cut : -1);
   cg_cpu_layout layout;
   cg_cpu_layout_init(&layout, &plan);
   bool ok = false;

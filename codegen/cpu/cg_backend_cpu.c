@@ -16,7 +16,8 @@
 typedef struct cpu_exec {
   cg_exec base;
   rt_program *prog;
-  void **ws; /* n_ws workspaces (rt_program_workspaces), each ws_bytes */
+  void **ws; /* n_ws workspaces (rt_program_workspaces): the first ws_bytes, the others
+              * rt_program_pass_bytes (a thread's passes by image) */
   int n_ws;
   int64_t ws_bytes;
   void **state; /* prog->states[i]'s memory (rt_state_bytes); NULL without state */
@@ -83,8 +84,12 @@ static int workspaces(cpu_exec *x, int64_t batch, bool *ok) {
     x->ws = xcalloc((size_t)want, sizeof *x->ws);
     x->n_ws = want;
     x->ws_bytes = n;
-    for (int i = 0; i < want && *ok; i++)
-      *ok = (uint64_t)n <= SIZE_MAX && (x->ws[i] = aligned_alloc(64, (size_t)n)) != NULL;
+    /* past the first: a thread's passes by image (their slots, first in the layout) */
+    int64_t pass = rt_program_pass_bytes(x->prog);
+    for (int i = 0; i < want && *ok; i++) {
+      int64_t bytes = i == 0 ? n : pass;
+      *ok = bytes == 0 || ((uint64_t)bytes <= SIZE_MAX && (x->ws[i] = aligned_alloc(64, (size_t)bytes)) != NULL);
+    }
     if (!*ok) {
       for (int i = 0; i < want; i++) free(x->ws[i]);
       free(x->ws);

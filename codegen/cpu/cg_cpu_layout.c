@@ -127,5 +127,6 @@ rt_program *cg_cpu_program_describe(const ir_graph *g, const cg_plan *plan, cons
     }
   }
   p->images = cg_program_images(g, plan, p);
+  if (!p->images) p->image_launches = p->image_slots = 0; /* launch by launch: the slots hold any batch */
   return p;
 }

@@ -363,6 +363,7 @@ rt_program *cg_compile_cpu(const ir_graph *g, const cg_options *o, diag_sink *d)
   if (!o) cg_options_init(&defaults), o = &defaults;
   cg_plan plan;
   if (!cg_plan_build(g, &plan, d)) return NULL;
+  cg_plan_cut_images(g, &plan, o->force_image_cut ? o->image_cut : -1);
   cg_cpu_layout layout;
   cg_cpu_layout_init(&layout, &plan);
   layout.share_by_table = true; /* the runtime passes shared bodies their tables */

@@ -17,13 +17,13 @@
 #include "runtime/runtime.h"
 
 /* Bumped whenever rt_program or rt_aot_entry change layout. */
-#define RT_AOT_ABI_VERSION 12 /* 2: rt_program gained states, rt_launch work_per_row_per_batch; 3: rt_launch args;
+#define RT_AOT_ABI_VERSION 13 /* 2: rt_program gained states, rt_launch work_per_row_per_batch; 3: rt_launch args;
                               * 4: rank 6 (rt_tensor_desc.dims); 5: rt_aot_entry.features;
                               * 6: rt_launch row_tile_min; 7: rt_launch layer, bytes_per_row,
                               * bytes_fixed; 8: rt_tensor_desc index_limit, index_user;
                               * 9: rt_tensor_desc length_limit, length_user;
                               * 10: rt_launch tile_row_cost, tile_col_cost; 11: rt_launch algo;
-                              * 12: rt_program images */
+                              * 12: rt_program images; 13: rt_program image_launches, image_slots */
 
 typedef struct rt_aot_entry {
   int abi_version;           /* RT_AOT_ABI_VERSION of the castor that built the object */

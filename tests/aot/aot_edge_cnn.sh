@@ -70,5 +70,19 @@ for batch in 1 5; do
 done
 cat jit.txt
 
+# a static batch of 8 (castor build --batch 8): its first launches run an
+# image at a time, the classifier's on the whole batch (the cut is the
+# program's, rt_program.image_launches, emitted with it), on 1 to 3 threads
+"$castor" build "$model" --policy float16 --weights w.safetensors --batch 8 -o edge_cnn8 2>build8.txt ||
+  { cat build8.txt >&2; fail "castor build --batch 8"; }
+"$castor" run "$model" --policy float16 --weights w.safetensors --batch 8 --seed 5 --stats --output jit8.npy \
+  >jit8.txt 2>/dev/null
+grep "^by image: launches 1-[0-9]* of [0-9]* run an image at a time (8 images), the rest on the whole batch" jit8.txt ||
+  fail "castor run --batch 8 --stats does not say it runs the first launches by image: $(cat jit8.txt)"
+for t in 1 2 3; do
+  ./edge_cnn8 --batch 8 --seed 5 --threads $t --output aot8.npy >aot8.txt || fail "edge_cnn8 on $t threads"
+  cmp jit8.npy aot8.npy || fail "static batch 8, $t threads: outputs differ"
+done
+
 [ "$fails" -eq 0 ] || { echo "aot_edge_cnn: $fails failure(s)" >&2; exit 1; }
 echo "aot_edge_cnn: ok"
