@@ -635,6 +635,18 @@ START_TEST(test_layout_transposes) {
 }
 END_TEST
 
+/* AveragePool with count_include_pad: zeros only where it has pads. The
+ * layout model's 3x3 pool (pads 1) pads its input; DenseNet's transition
+ * pools (2x2, pads 0, as PyTorch exports AvgPool2d by default) have
+ * nothing to pad and no copy (a pad_constant of x's own shape, a kernel of
+ * its own, was 0.3 ms of DenseNet-121's 48 at batch 1). */
+START_TEST(test_avgpool_pads) {
+  ck_assert_int_eq(count_ops("layout.opset17", IR_OP_PAD_CONSTANT), 1);
+  ck_assert_int_eq(count_ops("tv_densenet121.dynbatch", IR_OP_PAD_CONSTANT), 0);
+  ck_assert_int_eq(count_ops("tv_densenet121.dynbatch", IR_OP_AVG_POOL2D), 4); /* 3 transitions, the global pool */
+}
+END_TEST
+
 /* attention: a MatMul of activations [N, T, C] by a weight [C, P] (the
  * ViT's Linear layers) is matmul on flat rows; only the two products of
  * activations per attention block (scores, combine) are batch_matmuls. */
@@ -875,6 +887,7 @@ static Suite *onnx_suite(void) {
   tcase_add_test(tc, test_exported_models);
   tcase_add_test(tc, test_static_threads);
   tcase_add_test(tc, test_layout_transposes);
+  tcase_add_test(tc, test_avgpool_pads);
   tcase_add_test(tc, test_matmul_by_weight);
   tcase_add_test(tc, test_conv_errors);
   tcase_add_test(tc, test_rnn_errors); /* recurrent layers */
