@@ -19,6 +19,9 @@
  *      add(conv2d(x, w), b) with b a [O] constant, where
  *        - the conv2d has a 1x1 kernel, strides and dilations 1, pads 0,
  *        - the conv2d (and the add) has no other use and is no graph output,
+ *        - it is less work: C x O products a pooled pixel plus the pool's
+ *          window over C channels, against C x O a pixel of x plus the
+ *          window over O channels,
  *      becomes that conv2d (and add) of avg_pool2d(x): a new pool node
  *      (%<pool>.hoisted, the pool's layer and attributes) right before the
  *      conv2d, which now reads it; the conv2d and the add take the pool's
@@ -69,6 +72,13 @@ static ir_node *match(const ir_graph *g, const ir_node *p, const int *uses, ir_n
   if (w->type.rank != 4 || w->type.dims[0] != 1 || w->type.dims[1] != 1) return NULL;
   if (!ones(&cv->attr.strides) || !ones(&cv->attr.dilations) || !zeros(&cv->attr.pads)) return NULL;
   if (x->type.rank != 4 || x->type.dims[1] != cv->type.dims[1] || x->type.dims[2] != cv->type.dims[2]) return NULL;
+  /* only where it is less work (per image: the conv's C x O products a
+   * pixel, the pool's window sums over O channels before, C after): not a
+   * pool that keeps most pixels of a conv with few outputs */
+  double C = (double)x->type.dims[3], O = (double)cv->type.dims[3];
+  double px = (double)x->type.dims[1] * (double)x->type.dims[2], pp = (double)p->type.dims[1] * (double)p->type.dims[2];
+  double win = (double)p->attr.pool.v[0] * (double)p->attr.pool.v[1];
+  if (C * O * pp + win * C * pp >= C * O * px + win * O * pp) return NULL;
   *out_add = add;
   return cv;
 }
