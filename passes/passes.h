@@ -96,10 +96,10 @@ pass_fn pass_lookup(const char *name, size_t len);
 const char *pass_list(void);
 
 /* The default compile pipeline for the CPU target. */
-#define PASS_PIPELINE_DEFAULT "verify,fold-empty,fold-bn,fuse-gelu,fuse-silu,fold-layout,autocast,cast-cleanup,fold-constants,dce"
+#define PASS_PIPELINE_DEFAULT "verify,fold-empty,fold-bn,hoist-pool,fuse-gelu,fuse-silu,fold-layout,autocast,cast-cleanup,fold-constants,dce"
 /* The pipeline of the cuda target: pad8 before fold-constants, so pads of
  * weights fold (also for the CPU by option). */
-#define PASS_PIPELINE_PAD8 "verify,fold-empty,fold-bn,fuse-gelu,fuse-silu,fold-layout,autocast,cast-cleanup,pad8,fold-constants,dce"
+#define PASS_PIPELINE_PAD8 "verify,fold-empty,fold-bn,hoist-pool,fuse-gelu,fuse-silu,fold-layout,autocast,cast-cleanup,pad8,fold-constants,dce"
 
 /* The training step: the model's pipeline, then grad (the step is the
  * transpose of the mixed-precision forward program), then the clean-ups. */

@@ -460,6 +460,15 @@ enum { WINO_BLOCK_BYTES = 1 << 20, WINO_BLOCK_BYTES_BIG_U = 2 << 20 };
  * vector of channels) against one output channel of its 36 GEMMs (36 FMAs
  * per tile and vector of channels): the cost of a column tile per row */
 enum { WINO_INPUT_COST = 8 };
+/* WINO_SPLIT_ONE: a static batch of one image whose conv would be one
+ * block and one panel of output channels (at most NR of them) is one tile
+ * of work, which a second thread cannot share: DenseNet-121's 40 3x3 convs
+ * at 14x14 and 7x7 (32 outputs) ran 1x1 at batch 1 on 2 threads, 2.5 ms of
+ * its ~27 ms. It takes two blocks of tile rows instead (14x14: 8 tiles
+ * each, 7x7: 2), the launch two rows. A tile's operations do not depend on
+ * its block, so the bits are the same; one thread pays U's (L2-resident at
+ * these sizes) second read and shorter GEMMs
+ * (bench/results/cnn-resnet50-2026-11-30-s15.md). */
 
 bool cg_wino_choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g, cg_kernel_launch *l) {
   const ir_node *mm = k->ops[0];
@@ -495,6 +504,7 @@ bool cg_wino_choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g, cg_
   if (trmax < 1) trmax = 1;
   if (trmax > w.th) trmax = w.th;
   int64_t nblk = (w.th + trmax - 1) / trmax;
+  if (images == 1 && nblk == 1 && w.th >= 2 && w.op == g->nr) nblk = 2; /* one block, one panel: WINO_SPLIT_ONE */
   cv->wino = (w.th + nblk - 1) / nblk; /* blocks of equal size, the last perhaps shorter */
   int64_t row_step = 1;
   if (kimg > 1) { /* blocks of equal numbers of images, the last perhaps fewer */

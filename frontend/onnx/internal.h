@@ -57,6 +57,7 @@ struct imp {
   int64_t opset;
   hmap vals; /* name -> imp_val */
   hmap used; /* name -> how it is used (oi_outputs_unused_from), once used_built */
+  hmap concat_parts; /* "axis:ptr,ptr,.." -> the concat of those values (onnx_lower.c, concat_of) */
   bool used_built;
   /* the node being lowered */
   const onnx_node *node;

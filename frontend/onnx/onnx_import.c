@@ -706,6 +706,7 @@ ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe
   im.g->policy = IR_POLICY_FLOAT32;
   hmap_init(&im.vals, HMAP_STRINGS);
   hmap_init(&im.used, HMAP_STRINGS);
+  hmap_init(&im.concat_parts, HMAP_STRINGS);
   /* the model's strings live in its arena, freed below: the graph keeps copies */
   for (int i = 0; i < m->n_opsets && !im.failed; i++)
     if (!is_default_domain(m->opsets[i].domain)) {
@@ -725,6 +726,7 @@ ir_graph *fe_onnx_load(const char *file, const char *bytes, size_t len, const fe
   bool ok = !im.failed && import_inputs(&im) && import_nodes(&im) && import_outputs(&im);
   hmap_fini(&im.vals);
   hmap_fini(&im.used);
+  hmap_fini(&im.concat_parts);
   if (ok && !ir_verify(im.g, d)) ok = false;
   if (ok && wf_open && !weights_to_consts(&wf, &im)) ok = false;
   if (wf_open) weights_close(&wf);

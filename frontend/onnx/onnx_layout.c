@@ -588,7 +588,10 @@ bool oi_lower_pool(imp *im, const onnx_node *n, const op_row *row) {
   }
   ir_node *x = cl_2d(im, vx, &w);
   if (!x) return false;
-  if (include_pad) { /* zeros the pool counts, then only ceil_mode's padding */
+  bool pads = false;
+  for (int i = 0; i < w.n; i++) pads = pads || w.lo[i] || w.hi[i];
+  if (include_pad && pads) { /* zeros the pool counts, then only ceil_mode's padding (without pads, as
+                              * PyTorch's AvgPool2d exports by default: nothing to pad, no copy) */
     ir_attr p = {.shape = {.rank = 4}, .starts = {.n = 4}, .steps = {.n = 4, .v = {1, 1, 1, 1}}};
     for (int r = 0; r < 4; r++) p.shape.dims[r] = x->type.dims[r];
     for (int i = 0; i < w.n; i++) {

@@ -465,6 +465,23 @@ bool oi_lower_reshape(imp *im, const onnx_node *n, const op_row *row) {
   return oi_define_output(im, 0, oi_build(im, IR_OP_RESHAPE, NULL, &x, 1, &attr));
 }
 
+/* The concat of srcs [0, c) along attr's axis: the one an earlier Concat of
+ * the import built of the same values, else a new one (suffix as
+ * oi_build's). DenseNet's layers 9 to 24 of a block begin with the same 8
+ * features, which a part of each one's tree (below) joins, and layer 8 of a
+ * block joins just those: one copy, not 17. */
+static ir_node *concat_of(imp *im, ir_node **srcs, int c, const ir_attr *attr, const char *suffix) {
+  str_buf key;
+  str_buf_init(&key);
+  str_buf_printf(&key, "%lld:", (long long)attr->axis);
+  for (int j = 0; j < c; j++) str_buf_printf(&key, "%p,", (void *)srcs[j]);
+  ir_node *y = hmap_get_str(&im->concat_parts, key.data, key.len);
+  if (!y && (y = oi_build(im, IR_OP_CONCAT, suffix, srcs, c, attr)))
+    hmap_put_str(&im->concat_parts, arena_strndup(im->g->arena, key.data, key.len), key.len, y);
+  str_buf_fini(&key);
+  return y;
+}
+
 /* A reshape of run-time x to dims (N where x has it). */
 static bool reshape_to(imp *im, ir_node *x, int rank, const int64_t *dims) {
   ir_attr attr = {.shape = {.rank = rank}};
@@ -591,14 +608,13 @@ bool oi_lower_concat(imp *im, const onnx_node *n, const op_row *row) {
     level++;
     for (int i = 0; i < m; i += IR_MAX_SRCS, k++) {
       int c = m - i < IR_MAX_SRCS ? m - i : IR_MAX_SRCS;
-      const char *suffix = arena_printf(im->g->arena, "part%d_%d", level, k);
-      srcs[k] = c == 1 ? srcs[i] : oi_build(im, IR_OP_CONCAT, suffix, &srcs[i], c, &attr);
+      srcs[k] = c == 1 ? srcs[i] : concat_of(im, &srcs[i], c, &attr, arena_printf(im->g->arena, "part%d_%d", level, k));
       if (!srcs[k]) return false;
     }
     m = k;
   }
-  return oi_define_output_as(im, 0, oi_build(im, IR_OP_CONCAT, NULL, srcs, m, &attr),
-                             layout == OI_CL ? OI_CL : OI_PLAIN, NULL);
+  ir_node *y = concat_of(im, srcs, m, &attr, NULL);
+  return y && oi_define_output_as(im, 0, y, layout == OI_CL ? OI_CL : OI_PLAIN, NULL);
 }
 
 /* Slice: opset 1-9 with attributes starts, ends, axes; from 10 with inputs

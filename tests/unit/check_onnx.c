@@ -635,6 +635,54 @@ START_TEST(test_layout_transposes) {
 }
 END_TEST
 
+/* AveragePool with count_include_pad: zeros only where it has pads. The
+ * layout model's 3x3 pool (pads 1) pads its input; DenseNet's transition
+ * pools (2x2, pads 0, as PyTorch exports AvgPool2d by default) have
+ * nothing to pad and no copy (a pad_constant of x's own shape, a kernel of
+ * its own, was 0.3 ms of DenseNet-121's 48 at batch 1). */
+START_TEST(test_avgpool_pads) {
+  ck_assert_int_eq(count_ops("layout.opset17", IR_OP_PAD_CONSTANT), 1);
+  ck_assert_int_eq(count_ops("tv_densenet121.dynbatch", IR_OP_PAD_CONSTANT), 0);
+  ck_assert_int_eq(count_ops("tv_densenet121.dynbatch", IR_OP_AVG_POOL2D), 4); /* 3 transitions, the global pool */
+}
+END_TEST
+
+/* A Concat of more inputs than an IR node has sources is a tree of
+ * concats; a concat of the same values as an earlier Concat's (or part's)
+ * is that one: DenseNet's layers 9 to 24 of a block begin with the same 8
+ * features, which layer 8 joins. No two concats of the imported graph have
+ * the same operands (125 concats before, 83 now), and the shared parts
+ * have several uses. */
+START_TEST(test_concat_parts_shared) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/tests/onnx/models/tv_densenet121.dynbatch.onnx", CASTOR_SOURCE_DIR);
+  diag_sink *d = diag_sink_create();
+  ir_graph *g = fe_load(path, NULL, d, NULL);
+  ck_assert_msg(g != NULL, "%s", diag_text(d));
+  ir_graph_renumber(g);
+  int *uses = ir_graph_use_counts(g);
+  int concats = 0, shared = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *a = g->nodes[i];
+    if (a->op != IR_OP_CONCAT) continue;
+    concats++;
+    if (uses[a->id] > 1) shared++;
+    for (int j = i + 1; j < g->n_nodes; j++) {
+      const ir_node *b = g->nodes[j];
+      if (b->op != IR_OP_CONCAT || b->n_srcs != a->n_srcs || b->attr.axis != a->attr.axis) continue;
+      bool same = true;
+      for (int k = 0; k < a->n_srcs && same; k++) same = a->srcs[k] == b->srcs[k];
+      ck_assert_msg(!same, "%%%s and %%%s concatenate the same values", a->name, b->name);
+    }
+  }
+  ck_assert_int_eq(concats, 83);
+  ck_assert_int_ge(shared, 4);
+  free(uses);
+  ir_graph_destroy(g);
+  diag_sink_destroy(d);
+}
+END_TEST
+
 /* attention: a MatMul of activations [N, T, C] by a weight [C, P] (the
  * ViT's Linear layers) is matmul on flat rows; only the two products of
  * activations per attention block (scores, combine) are batch_matmuls. */
@@ -875,6 +923,8 @@ static Suite *onnx_suite(void) {
   tcase_add_test(tc, test_exported_models);
   tcase_add_test(tc, test_static_threads);
   tcase_add_test(tc, test_layout_transposes);
+  tcase_add_test(tc, test_avgpool_pads);
+  tcase_add_test(tc, test_concat_parts_shared);
   tcase_add_test(tc, test_matmul_by_weight);
   tcase_add_test(tc, test_conv_errors);
   tcase_add_test(tc, test_rnn_errors); /* recurrent layers */

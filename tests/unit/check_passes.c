@@ -9,6 +9,7 @@
 #include <check.h>
 
 #include "tests/unit/test_support.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,7 @@ START_TEST(test_pipeline_errors) {
   static const struct {
     const char *pipeline, *want;
   } cases[] = {
-      {"verify,bogus", "error: unknown pass 'bogus' in pipeline 'verify,bogus' (passes: verify,autocast,cast-cleanup,pad8,fold-constants,grad,dce,fold-bn,fold-empty,fuse-gelu,fuse-silu,fold-layout)\n"},
+      {"verify,bogus", "error: unknown pass 'bogus' in pipeline 'verify,bogus' (passes: verify,autocast,cast-cleanup,pad8,fold-constants,grad,dce,fold-bn,hoist-pool,fold-empty,fuse-gelu,fuse-silu,fold-layout)\n"},
       {"verify,,dce", "error: empty pass name in pipeline 'verify,,dce'\n"},
       {",", "error: empty pass name in pipeline ','\n"},
       {"dce,", "error: empty pass name in pipeline 'dce,'\n"},
@@ -273,6 +274,85 @@ START_TEST(test_fold_layout_gather_slice) {
 }
 END_TEST
 
+/* hoist-pool: an average pool without pads above the 1x1 conv2d (and bias
+ * add) before it; the float64 reference of the rewritten graph equals the
+ * original's up to its rounding (the two orders are the same linear map).
+ * Not hoisted: a pool with pads (its zeros would meet the bias), a pool of
+ * a 3x3 conv, a pool of a conv that has another use, and a 3x3 pool of
+ * stride 1 after a conv of 16 channels to 1 (more work hoisted: 9 sums of
+ * 16 channels a pixel instead of 9 of 1). */
+START_TEST(test_hoist_pool) {
+  const char *text = "graph m policy=float32\n"
+                     "%x = f32[N,6,5,3] input() {index=0}\n"
+                     "%w = f32[1,1,3,4] const() {weight=\"w\"}\n"
+                     "%b = f32[4] const() {weight=\"b\"}\n"
+                     "%c = f32[N,6,5,4] conv2d(%x, %w) {acc=f32, strides=[1,1], dilations=[1,1], pads=[0,0,0,0]}\n"
+                     "%a = f32[N,6,5,4] add(%c, %b)\n"
+                     "%p = f32[N,3,2,4] avg_pool2d(%a) {strides=[2,2], pads=[0,0,0,0], pool=[2,2]}\n"
+                     "%r = f32[N,3,2,4] relu(%p)\n"
+                     "%c2 = f32[N,6,5,4] conv2d(%x, %w) {acc=f32, strides=[1,1], dilations=[1,1], pads=[0,0,0,0]}\n"
+                     "%p2 = f32[N,5,4,4] avg_pool2d(%c2) {strides=[1,1], pads=[0,0,0,0], pool=[2,2]}\n"
+                     "%padded = f32[N,4,3,4] avg_pool2d(%c2) {strides=[2,2], pads=[1,1,1,1], pool=[2,2]}\n"
+                     "%w3 = f32[3,3,3,4] const() {weight=\"w3\"}\n"
+                     "%c3 = f32[N,6,5,4] conv2d(%x, %w3) {acc=f32, strides=[1,1], dilations=[1,1], pads=[1,1,1,1]}\n"
+                     "%p3 = f32[N,3,2,4] avg_pool2d(%c3) {strides=[2,2], pads=[0,0,0,0], pool=[2,2]}\n"
+                     "%c4 = f32[N,6,5,4] conv2d(%x, %w) {acc=f32, strides=[1,1], dilations=[1,1], pads=[0,0,0,0]}\n"
+                     "%p4 = f32[N,3,2,4] avg_pool2d(%c4) {strides=[2,2], pads=[0,0,0,0], pool=[2,2]}\n"
+                     "%x16 = f32[N,6,5,16] input() {index=1}\n"
+                     "%w16 = f32[1,1,16,1] const() {weight=\"w16\"}\n"
+                     "%c5 = f32[N,6,5,1] conv2d(%x16, %w16) {acc=f32, strides=[1,1], dilations=[1,1], pads=[0,0,0,0]}\n"
+                     "%p5 = f32[N,4,3,1] avg_pool2d(%c5) {strides=[1,1], pads=[0,0,0,0], pool=[3,3]}\n"
+                     "output r = %r\noutput p2 = %p2\noutput padded = %padded\noutput p3 = %p3\noutput p4 = %p4\n"
+                     "output c4 = %c4\noutput p5 = %p5\n";
+  static float w[12], b[4], w3[108], w16[16];
+  for (int k = 0; k < 12; k++) w[k] = (float)((k * 7 % 11) - 5) / 4;
+  for (int k = 0; k < 4; k++) b[k] = (float)k - 1.5f;
+  for (int k = 0; k < 108; k++) w3[k] = (float)((k * 5 % 13) - 6) / 8;
+  for (int k = 0; k < 16; k++) w16[k] = (float)(k - 8) / 8;
+  enum { N = 2, NX = N * 6 * 5 * 3, NX16 = N * 6 * 5 * 16, NOUT = 7 };
+  double x[NX], x16[NX16], *want[NOUT], *got[NOUT];
+  for (int k = 0; k < NX; k++) x[k] = (double)((k * 37 % 101) - 50) / 25;
+  for (int k = 0; k < NX16; k++) x16[k] = (double)((k * 29 % 97) - 48) / 24;
+  const double *in[2] = {x, x16};
+  char err[256];
+  ir_graph *g = parse(text);
+  ir_graph_find(g, "w")->attr.data = w;
+  ir_graph_find(g, "b")->attr.data = b;
+  ir_graph_find(g, "w3")->attr.data = w3;
+  ir_graph_find(g, "w16")->attr.data = w16;
+  ck_assert_msg(ref_run(g, N, in, want, err, sizeof err), "%s", err);
+  diag_sink *d = diag_sink_create();
+  pass_options o;
+  pass_options_init(&o);
+  o.verify_each = true;
+  ck_assert_msg(pass_run_pipeline(g, "verify,hoist-pool,dce", &o, d), "%s", diag_text(d));
+  /* r = relu(add(conv2d(avg_pool2d(x)), b)), the pool's attributes kept */
+  const ir_node *r = ir_graph_find(g, "r"), *a = r->srcs[0], *c = a->srcs[0], *q = c->srcs[0];
+  ck_assert_msg(a->op == IR_OP_ADD && c->op == IR_OP_CONV2D && q->op == IR_OP_AVG_POOL2D && !strcmp(q->srcs[0]->name, "x"),
+                "%%r does not read add(conv2d(avg_pool2d(%%x)))");
+  ck_assert_str_eq(q->name, "p.hoisted");
+  ck_assert_int_eq(q->attr.pool.v[0], 2); ck_assert_int_eq(q->attr.strides.v[1], 2);
+  ck_assert_int_eq(q->type.dims[1], 3); ck_assert_int_eq(q->type.dims[2], 2); ck_assert_int_eq(q->type.dims[3], 3);
+  ck_assert_int_eq(c->type.dims[1], 3); ck_assert_int_eq(a->type.dims[2], 2);
+  ck_assert_msg(!ir_graph_find(g, "p"), "the old pool is still there");
+  /* the rest as written */
+  static const char *const kept[] = {"p2", "padded", "p3", "p4", "p5"};
+  for (int k = 0; k < 5; k++) {
+    const ir_node *n = ir_graph_find(g, kept[k]);
+    ck_assert_msg(n && n->op == IR_OP_AVG_POOL2D && n->srcs[0]->op == IR_OP_CONV2D, "%%%s was moved", kept[k]);
+  }
+  ck_assert_msg(ref_run(g, N, in, got, err, sizeof err), "%s", err);
+  static const int64_t sizes[NOUT] = {N * 3 * 2 * 4, N * 5 * 4 * 4, N * 4 * 3 * 4, N * 3 * 2 * 4, N * 3 * 2 * 4, N * 6 * 5 * 4, N * 4 * 3};
+  for (int o2 = 0; o2 < NOUT; o2++)
+    for (int64_t k = 0; k < sizes[o2]; k++)
+      ck_assert_msg(fabs(got[o2][k] - want[o2][k]) <= 1e-12 * (1 + fabs(want[o2][k])), "output %d [%lld]: %.17g, want %.17g",
+                    o2, (long long)k, got[o2][k], want[o2][k]);
+  ref_outputs_free(want, NOUT), ref_outputs_free(got, NOUT);
+  diag_sink_destroy(d);
+  ir_graph_destroy(g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("passes");
   TCase *tc = tcase_create("manager");
@@ -282,6 +362,7 @@ int main(void) {
   tcase_add_test(tc, test_dump_to_buffer_and_dir);
   tcase_add_test(tc, test_fold_layout_of_constants);
   tcase_add_test(tc, test_fold_layout_gather_slice);
+  tcase_add_test(tc, test_hoist_pool);
   suite_add_tcase(s, tc);
   return check_run(s);
 }

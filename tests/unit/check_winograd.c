@@ -48,6 +48,7 @@ typedef struct wcase {
   bool fused;    /* + bias, + residual input, relu */
   bool fixed;    /* a static batch: launch rows are blocks of tile rows */
   int64_t imgs;  /* a static batch: the images a block must take (cg_wino.c's rule), 0: one */
+  int64_t rows;  /* a static batch: the launch rows (blocks) it must have on every CPU path, 0: not checked */
 } wcase;
 
 static double max_err_seen;
@@ -109,6 +110,10 @@ static void run_case(const wcase *cc, const char *algo, bool wino, float *out_ho
           ck_assert_msg(l->row_step == (cc->imgs > 1 ? cc->imgs : 1), "x [%lld,%lld,%lld,%lld]: blocks of %lld images, want %lld",
                         (long long)N, (long long)cc->H, (long long)cc->W, (long long)cc->C, (long long)l->row_step,
                         (long long)(cc->imgs > 1 ? cc->imgs : 1));
+          if (cc->rows)
+            ck_assert_msg(l->rows_fixed == cc->rows, "x [%lld,%lld,%lld,%lld] O %lld on %s: %lld launch rows, want %lld",
+                          (long long)N, (long long)cc->H, (long long)cc->W, (long long)cc->C, (long long)cc->O,
+                          cpus[ci].cpu ? cpus[ci].cpu : "the host", (long long)l->rows_fixed, (long long)cc->rows);
           convs++;
         }
       }
@@ -139,11 +144,11 @@ static void run_case(const wcase *cc, const char *algo, bool wino, float *out_ho
 START_TEST(test_winograd_shapes) {
   static const wcase cases[] = {
       /* N  H   W   C   O  pad   fused  fixed */
-      {2, 10, 10, 37, 45, true, true, false, 0},  /* OH = OW = 10: partial tiles; C, O not vectors */
-      {1, 11, 9, 24, 40, false, true, false, 0},  /* pad 0: 9 x 7 outputs */
-      {3, 7, 13, 40, 5, true, false, true, 3}, /* a static batch of 3 (8 tiles: one block); O below a vector */
-      {2, 30, 30, 96, 64, true, true, true, 0},   /* two blocks of tile rows per image */
-      {1, 5, 5, 16, 33, true, true, false, 0},    /* one 4x4 tile and the edge's 1-pixel tiles */
+      {2, 10, 10, 37, 45, true, true, false, 0, 0},  /* OH = OW = 10: partial tiles; C, O not vectors */
+      {1, 11, 9, 24, 40, false, true, false, 0, 0},  /* pad 0: 9 x 7 outputs */
+      {3, 7, 13, 40, 5, true, false, true, 3, 0}, /* a static batch of 3 (8 tiles: one block); O below a vector */
+      {2, 30, 30, 96, 64, true, true, true, 0, 0},   /* two blocks of tile rows per image */
+      {1, 5, 5, 16, 33, true, true, false, 0, 0},    /* one 4x4 tile and the edge's 1-pixel tiles */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (!test_case_runs(i)) continue;
@@ -162,12 +167,12 @@ END_TEST
 START_TEST(test_winograd_image_blocks) {
   static const wcase cases[] = {
       /* N   H   W   C   O  pad   fused  fixed imgs */
-      {1, 14, 14, 40, 36, true, true, true, 0},    /* 16 tiles, batch 1: one image a block */
-      {2, 14, 14, 37, 33, true, true, true, 2},    /* 64 / 16 = 4 images a block, the batch's 2 */
-      {7, 12, 16, 35, 40, false, true, true, 4},   /* 10 x 14 out: 12 tiles, 6 a block -> blocks 4 + 3 */
-      {3, 7, 7, 32, 48, true, true, true, 3},      /* 7x7: 4 tiles (the edges' partial) */
-      {16, 7, 7, 32, 40, true, false, true, 16},   /* one block of 16 images */
-      {17, 9, 9, 33, 32, false, true, true, 9},    /* pad 0, 7x7 out: blocks of 9 + 8 */
+      {1, 14, 14, 40, 36, true, true, true, 0, 0},    /* 16 tiles, batch 1: one image a block */
+      {2, 14, 14, 37, 33, true, true, true, 2, 0},    /* 64 / 16 = 4 images a block, the batch's 2 */
+      {7, 12, 16, 35, 40, false, true, true, 4, 0},   /* 10 x 14 out: 12 tiles, 6 a block -> blocks 4 + 3 */
+      {3, 7, 7, 32, 48, true, true, true, 3, 0},      /* 7x7: 4 tiles (the edges' partial) */
+      {16, 7, 7, 32, 40, true, false, true, 16, 0},   /* one block of 16 images */
+      {17, 9, 9, 33, 32, false, true, true, 9, 0},    /* pad 0, 7x7 out: blocks of 9 + 8 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (!test_case_runs(i)) continue;
@@ -186,12 +191,44 @@ START_TEST(test_winograd_image_blocks) {
 }
 END_TEST
 
+/* A static batch of one image whose conv is one block of tile rows and one
+ * panel of output channels (O at most NR: DenseNet's 32-output 3x3 convs at
+ * 14x14 and 7x7) takes two blocks, so that two threads can share it
+ * (cg_wino.c, WINO_SPLIT_ONE). O = 4 is one panel on every CPU path (NR is
+ * a vector or two); O = 32 is one on AVX-512's (two elsewhere). Each case
+ * against the reference, 1-3 threads bit-identical, and bit for bit the
+ * same conv under a symbolic batch (one block an image). */
+START_TEST(test_winograd_batch1_split) {
+  static const wcase cases[] = {
+      /* N   H   W   C   O  pad   fused  fixed imgs rows */
+      {1, 14, 14, 40, 4, true, true, true, 0, 2},  /* 4 tile rows: blocks of 2 (8 tiles each) */
+      {1, 7, 7, 37, 4, true, true, true, 0, 2},    /* 2 tile rows: blocks of 1 (2 tiles) */
+      {1, 9, 11, 33, 4, false, true, true, 0, 2},  /* pad 0, 7x9 out: 2 x 3 tiles, partial at the edges */
+      {1, 14, 14, 64, 32, true, true, true, 0, 0}, /* DenseNet's shape, scaled: split where NR is 32 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (!test_case_runs(i)) continue;
+    const wcase *cc = &cases[i];
+    int64_t p = cc->pad ? 1 : 0, ny = (cc->H + 2 * p - 2) * (cc->W + 2 * p - 2) * cc->O;
+    float *two = xmalloc((size_t)ny * 4), *one = xmalloc((size_t)ny * 4);
+    run_case(cc, "winograd", true, two);
+    wcase sym = *cc;
+    sym.fixed = false, sym.rows = 0;
+    run_case(&sym, "winograd", true, one);
+    ck_assert_msg(memcmp(two, one, (size_t)ny * 4) == 0, "%lldx%lld, O %lld: two blocks and one differ", (long long)cc->H,
+                  (long long)cc->W, (long long)cc->O);
+    free(two), free(one);
+  }
+  fprintf(stderr, "check_winograd: max normalized error %.3g (bound %g)\n", max_err_seen, WINO_BOUND);
+}
+END_TEST
+
 /* auto: Winograd for a layer with at least 4 tiles an image (a 7x7 map)
  * and enough channels, not for a smaller one (a 4x4 map: one tile);
  * direct: never, and its results are the usual convolution's, within the
  * direct bound. */
 START_TEST(test_winograd_choice) {
-  static const wcase big = {1, 20, 20, 32, 32, true, true, false, 0}, small = {1, 4, 4, 32, 32, true, true, false, 0};
+  static const wcase big = {1, 20, 20, 32, 32, true, true, false, 0, 0}, small = {1, 4, 4, 32, 32, true, true, false, 0, 0};
   int64_t ny = 20 * 20 * 32;
   float *w = xmalloc((size_t)ny * 4), *dd = xmalloc((size_t)ny * 4);
   run_case(&big, "auto", true, w);
@@ -286,6 +323,7 @@ static Suite *wino_suite(void) {
   tcase_set_timeout(tc, 590);
   tcase_add_test(tc, test_winograd_shapes);
   tcase_add_test(tc, test_winograd_image_blocks);
+  tcase_add_test(tc, test_winograd_batch1_split);
   tcase_add_test(tc, test_winograd_choice);
   tcase_add_test(tc, test_winograd_bad_algo);
   tcase_add_test(tc, test_winograd_pack_const);
