@@ -47,8 +47,14 @@
  * block's columns of w are copied to K contiguous rows of nr in scratch
  * (their row stride in w, O elements, put a group's rows in a few L1
  * sets), then the image's output rows run against the copy, and the
- * epilogue takes each row's block. The same values in the same chains:
- * the same bits as the other order.
+ * epilogue takes each row's block. With group_pack 2 (C/G a multiple of
+ * 16: ResNeXt's 14x14 and 7x7 stages) the block's group's channels of the
+ * image's x are copied too, to [H, W, C/G] in scratch (emit_pack_x): the
+ * taps read pixels C/G apart instead of C. A constant w (used by this
+ * kernel only) is stored pre-packed (b_src GEMM_B_PREPACKED): per column
+ * block its K rows of nr, in order, and nothing of w is copied at run
+ * time. The same values in the same chains: the same bits as the other
+ * order and as w and x read in place.
  *
  * 16-bit operands (mixed_bfloat16, mixed_float16: x and w bf16 or f16) are
  * read at 2 bytes and widened to f32 in registers (bf16: a shift; f16:
@@ -85,6 +91,8 @@ typedef struct conv_ctx {
   LLVMValueRef wcol;    /* w's and the result's first column of the column block (0 ungrouped) */
   LLVMValueRef tcol;    /* its column in the C tile (0 ungrouped) */
   LLVMValueRef wpack;   /* group_pack: the block's columns of w, K rows of nr (w's dtype), else NULL */
+  LLVMValueRef xpack;   /* group_pack 2: the group's channels of x, [H, W, C/G] (x's dtype), else NULL */
+  int64_t xstride;      /* x's elements from one pixel to the next: C, or C/G in xpack */
 } conv_ctx;
 
 static LLVMValueRef add(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(B, a, b, ""); }
@@ -103,7 +111,7 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t k
   for (int r = 0; r < R; r++) any |= col_in[r];
   if (!any) return;
   LLVMValueRef iw0 = add(e, mul(e, ow0, cv->sw), cg_i64(e, kw * cv->dw - cv->pl));
-  LLVMValueRef xpix = add(e, xrow, add(e, mul(e, iw0, cv->C), t->xch)); /* x at (n, ih, iw0, group's 0) */
+  LLVMValueRef xpix = add(e, xrow, add(e, mul(e, iw0, t->xstride), t->xch)); /* x at (n, ih, iw0, group's 0) */
   LLVMValueRef krow = mul(e, add(e, mul(e, kh, cv->KW), cg_i64(e, kw)), t->Cg); /* k of (kh, kw, 0) */
   cg_loop lc = {0};
   LLVMValueRef ch = cg_i64(e, 0);
@@ -120,8 +128,9 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t k
   }
   for (int r = 0; r < R; r++) {
     if (!col_in[r]) continue;
-    LLVMValueRef xi = add(e, xpix, add(e, cg_i64(e, (int64_t)r * cv->sw * cv->C), ch));
-    LLVMValueRef xs = cg_splat(e, cg_emit_load(e, t->x->type.dtype, cg_elem_ptr(c, t->x, xi), 1, t->x->name), t->lanes);
+    LLVMValueRef xi = add(e, xpix, add(e, cg_i64(e, (int64_t)r * cv->sw * t->xstride), ch));
+    LLVMValueRef xp = t->xpack ? LLVMBuildGEP2(B, cg_llvm_dtype(e, t->x->type.dtype), t->xpack, &xi, 1, "") : cg_elem_ptr(c, t->x, xi);
+    LLVMValueRef xs = cg_splat(e, cg_emit_load(e, t->x->type.dtype, xp, 1, t->x->name), t->lanes);
     for (int v = 0; v < t->nvec; v++)
       LLVMBuildStore(B, cg_fmuladd(e, xs, wv[v], LLVMBuildLoad2(B, t->vt, acc[r][v], "")), acc[r][v]);
   }
@@ -153,7 +162,7 @@ static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int64_t ow_at, int R) {
     LLVMBuildCondBr(B, in, go, row_done);
     LLVMPositionBuilderAtEnd(B, go);
   }
-  LLVMValueRef xrow = add(e, t->img, mul(e, ih, cv->W * cv->C));
+  LLVMValueRef xrow = add(e, t->img, mul(e, ih, cv->W * t->xstride));
   for (int64_t kw = 0; kw < cv->KW; kw++) { /* the columns unrolled */
     bool col_in[CONV_MAX_R];
     for (int r = 0; r < R; r++) {
@@ -187,6 +196,8 @@ static void emit_block_begin(conv_ctx *t, cg_loop *lb) {
   t->wcol = mul(e, lb->iv, nr);
   t->xch = mul(e, LLVMBuildSDiv(B, t->wcol, cg_i64(e, t->cv->O / G), "conv.group"), t->Cg);
   t->tcol = LLVMBuildSub(B, t->wcol, c->col0, "");
+  if (t->g->b_src == GEMM_B_PREPACKED) /* w stored as column blocks of K x nr: the block's */
+    t->wpack = cg_elem_ptr(c, t->w, mul(e, t->wcol, t->g->K));
 }
 
 /* group_pack: the block's nr columns of w ([KH*KW*C/G, O] row-major: a
@@ -213,6 +224,43 @@ static void emit_pack_w(conv_ctx *t) {
   cg_loop_end(c, &lk);
 }
 
+/* group_pack 2: the group's C/G channels of image n's input rows [ih0,
+ * ih1) (the rows the call's output rows read) copied, element for element
+ * in x's dtype, to [H, W, C/G] at scratch + cg_conv_xpack_off: the taps
+ * then read a pixel's channels C/G elements after the previous pixel's,
+ * not C (2-4 KB at ResNeXt's 512 and 1024 channels, which put a tile's
+ * pixels, strided or not, in one or two L1 sets), and the same values, so
+ * the same sums. Only for C/G a multiple of 16: whole vectors, and a
+ * group's channels whole 64-byte lines of x in f32 (so a line of x is
+ * read for one group only). */
+static void emit_pack_x(conv_ctx *t, LLVMValueRef n, LLVMValueRef ih0, LLVMValueRef ih1) {
+  cg_kctx *c = t->c;
+  cg_emitter *e = c->e;
+  const gemm_conv *cv = t->cv;
+  int64_t XV = t->Cg % 16 == 0 ? 16 : 8;
+  CASTOR_ASSERT(t->Cg % XV == 0);
+  LLVMTypeRef et = cg_llvm_dtype(e, t->x->type.dtype), vt = LLVMVectorType(et, (unsigned)XV);
+  unsigned align = (unsigned)dtype_size(t->x->type.dtype);
+  t->xpack = LLVMBuildGEP2(B, LLVMInt8TypeInContext(e->ctx), c->scratch, (LLVMValueRef[]){cg_i64(e, cg_conv_xpack_off(t->g, t->w->type.dtype))},
+                           1, "conv.xpack");
+  LLVMValueRef img = mul(e, n, cv->H * cv->W * cv->C);
+  cg_loop lp = cg_loop_begin(c, mul(e, ih0, cv->W), mul(e, ih1, cv->W), 1, "conv.xpack.p");
+  LLVMValueRef src = add(e, img, add(e, mul(e, lp.iv, cv->C), t->xch)), dst = mul(e, lp.iv, t->Cg);
+  for (int64_t v = 0; v < t->Cg; v += XV) {
+    LLVMValueRef si = add(e, src, cg_i64(e, v)), di = add(e, dst, cg_i64(e, v));
+    LLVMValueRef ld = LLVMBuildLoad2(B, vt, cg_elem_ptr(c, t->x, si), "");
+    LLVMSetAlignment(ld, align);
+    LLVMValueRef st = LLVMBuildStore(B, ld, LLVMBuildGEP2(B, et, t->xpack, &di, 1, ""));
+    LLVMSetAlignment(st, align);
+  }
+  cg_loop_end(c, &lp);
+}
+
+static LLVMValueRef clamp(cg_emitter *e, LLVMValueRef v, int64_t lo, int64_t hi) {
+  v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v, cg_i64(e, lo), ""), cg_i64(e, lo), v, "");
+  return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, v, cg_i64(e, hi), ""), cg_i64(e, hi), v, "");
+}
+
 void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
   cg_emitter *e = c->e;
   const cg_kernel *k = c->k;
@@ -224,9 +272,11 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
                 cg_conv_direct_dtype(t.w->type.dtype) && t.KH * cv->KW * t.Cg == g->K);
   /* groups: column blocks of nr whole vectors inside one group */
   CASTOR_ASSERT(G == 1 || (cv->O % G == 0 && (cv->O / G) % g->nr == 0 && g->ldc >= cv->O));
+  CASTOR_ASSERT(G > 1 || g->b_src == GEMM_B_IN_PLACE); /* pre-packed w: column blocks of groups */
   t.vt = LLVMVectorType(e->f32, (unsigned)t.lanes);
   t.last_valid = G > 1 ? t.lanes : (int)(cv->O - (int64_t)(t.nvec - 1) * t.lanes);
   t.xch = t.wcol = t.tcol = cg_i64(e, 0);
+  t.xstride = cv->C;
   /* rows of a window outside x: above the first, or below the last */
   t.check_h = cv->pt > 0 || (cv->OH - 1) * cv->sh - cv->pt + (t.KH - 1) * cv->dh >= cv->H;
   /* the row's tiles: [ow0, ow0 + R), the last one perhaps shorter; a run
@@ -246,14 +296,21 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
     LLVMValueRef n1 = cv->flat_rows ? LLVMBuildSDiv(B, add(e, c->row1, cg_i64(e, cv->OH - 1)), cg_i64(e, cv->OH), "") : c->row1;
     ln = cg_loop_begin(c, n0, n1, 1, "conv.n");
     n = ln.iv;
-    emit_block_begin(&t, &lb);
-    emit_pack_w(&t);
     LLVMValueRef h0 = cg_i64(e, 0), h1 = cg_i64(e, cv->OH);
     if (cv->flat_rows) { /* the call's rows of image n */
       LLVMValueRef first = mul(e, n, cv->OH);
       LLVMValueRef lo_r = LLVMBuildSub(B, c->row0, first, ""), hi_r = LLVMBuildSub(B, c->row1, first, "");
       h0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, lo_r, h0, ""), lo_r, h0, "");
       h1 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hi_r, h1, ""), hi_r, h1, "");
+    }
+    emit_block_begin(&t, &lb);
+    if (g->b_src != GEMM_B_PREPACKED) emit_pack_w(&t);
+    if (cv->group_pack == 2) { /* x's rows that output rows [h0, h1) read */
+      LLVMValueRef ih0 = add(e, mul(e, h0, cv->sh), cg_i64(e, -cv->pt));
+      LLVMValueRef ih1 = add(e, mul(e, LLVMBuildSub(B, h1, cg_i64(e, 1), ""), cv->sh), cg_i64(e, (t.KH - 1) * cv->dh + 1 - cv->pt));
+      emit_pack_x(&t, n, clamp(e, ih0, 0, cv->H), clamp(e, ih1, 0, cv->H));
+      t.xch = cg_i64(e, 0);
+      t.xstride = t.Cg;
     }
     lo_h = cg_loop_begin(c, h0, h1, 1, "conv.oh");
     t.oh = lo_h.iv;
@@ -267,7 +324,7 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
     lo_h = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, cv->OH), 1, "conv.oh");
     t.oh = lo_h.iv;
   }
-  t.img = mul(e, n, cv->H * cv->W * cv->C);
+  t.img = t.xpack ? cg_i64(e, 0) : mul(e, n, cv->H * cv->W * cv->C);
   if (G > 1 && !cv->group_pack) emit_block_begin(&t, &lb);
   for (int64_t ow0 = 0; ow0 < OW;) {
     int64_t n_run = 0; /* whole interior tiles from ow0 on */
