@@ -74,7 +74,7 @@
 
 #define B (e->b)
 
-enum { CONV_MAX_R = 16, CONV_MAX_NVEC = 2 };
+enum { CONV_MAX_R = 16, CONV_MAX_NVEC = 2, CONV_MAX_KW = CG_CONV_QUADS_MAX_KW };
 
 typedef struct conv_ctx {
   cg_kctx *c;
@@ -93,6 +93,7 @@ typedef struct conv_ctx {
   LLVMValueRef wpack;   /* group_pack: the block's columns of w, K rows of nr (w's dtype), else NULL */
   LLVMValueRef xpack;   /* group_pack 2: the group's channels of x, [H, W, C/G] (x's dtype), else NULL */
   int64_t xstride;      /* x's elements from one pixel to the next: C, or C/G in xpack */
+  bool quads;           /* groups of 4 channels and 4 outputs, a block of lanes / 4 of them (emit_taps_quads) */
 } conv_ctx;
 
 static LLVMValueRef add(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(B, a, b, ""); }
@@ -137,6 +138,64 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t k
   if (t->Cg > 1) cg_loop_end(c, &lc);
 }
 
+/* The taps of kernel row kh for a block of lanes / 4 groups of 4 channels
+ * and 4 outputs (ResNeXt-50 32x4d's first stage): lane 4j + o sums group
+ * j's channels against its output o's column of w, w's column wcol + 4j +
+ * o, so the w row of tap (kh, kw, c) is one vector as ungrouped; the x
+ * value it needs, x's channel xch + 4j + c, is lane c of the pixel's
+ * 4-lane quarter j: one load of the pixel's lanes channels, and per c a
+ * shuffle inside each 128-bit quarter (vshufps) instead of a broadcast
+ * load per group and FMAs of 4 lanes. The tile's pixels of x are walked
+ * once each, left to right (pixel q = r * sw + kw * dw of the tile), each
+ * loaded and shuffled once for every (r, kw) that reads it (three times
+ * at stride 1: emitted per (r, kw), LLVM merged the equal loads and kept
+ * the shuffles of a row live: spills). Per accumulator the FMAs still come
+ * in the order (kw, c), so each lane's chain is one group's, the same FMAs
+ * in the same order: the same bits as the 4-lane blocks. col_in[kw][r]:
+ * pixel r's column kw is inside x. */
+static void emit_row_quads(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, LLVMValueRef ow0, int R,
+                           bool col_in[][CONV_MAX_R], LLVMValueRef acc[CONV_MAX_R][CONV_MAX_NVEC]) {
+  cg_kctx *c = t->c;
+  cg_emitter *e = c->e;
+  const gemm_conv *cv = t->cv;
+  CASTOR_ASSERT(t->Cg == 4 && t->nvec == 1 && t->lanes % 4 == 0 && cv->KW <= CONV_MAX_KW);
+  LLVMTypeRef wt = cg_llvm_dtype(e, t->w->type.dtype), xt = cg_llvm_dtype(e, t->x->type.dtype);
+  LLVMValueRef wv[CONV_MAX_KW][4];
+  for (int64_t kw = 0; kw < cv->KW; kw++)
+    for (int ch = 0; ch < 4; ch++) {
+      LLVMValueRef wrow = add(e, mul(e, add(e, mul(e, kh, cv->KW), cg_i64(e, kw)), 4), cg_i64(e, ch)); /* k of (kh, kw, c) */
+      LLVMValueRef wi = t->wpack ? mul(e, wrow, t->g->nr) : add(e, mul(e, wrow, cv->O), t->wcol);
+      LLVMValueRef wp = t->wpack ? LLVMBuildGEP2(B, wt, t->wpack, &wi, 1, "") : cg_elem_ptr(c, t->w, wi);
+      wv[kw][ch] = cg_load_part(e, t->w->type.dtype, wp, t->lanes, t->lanes, t->w->name);
+    }
+  LLVMValueRef mask[4][16];
+  for (int ch = 0; ch < 4; ch++)
+    for (int l = 0; l < t->lanes; l++) mask[ch][l] = LLVMConstInt(LLVMInt32TypeInContext(e->ctx), (unsigned)(l / 4 * 4 + ch), 0);
+  /* x's pixel of the tile's first output column at kw = 0 */
+  LLVMValueRef x0 = add(e, xrow, add(e, mul(e, add(e, mul(e, ow0, cv->sw), cg_i64(e, -cv->pl)), t->xstride), t->xch));
+  int64_t span = (int64_t)(R - 1) * cv->sw + (cv->KW - 1) * cv->dw;
+  for (int64_t q = 0; q <= span; q++) {
+    bool used = false;
+    for (int64_t kw = 0; kw < cv->KW; kw++) {
+      int64_t d = q - kw * cv->dw;
+      used |= d >= 0 && d % cv->sw == 0 && d / cv->sw < R && col_in[kw][d / cv->sw];
+    }
+    if (!used) continue;
+    LLVMValueRef xi = add(e, x0, cg_i64(e, q * t->xstride));
+    LLVMValueRef xp = t->xpack ? LLVMBuildGEP2(B, xt, t->xpack, &xi, 1, "") : cg_elem_ptr(c, t->x, xi);
+    LLVMValueRef xv = cg_emit_load(e, t->x->type.dtype, xp, t->lanes, t->x->name);
+    for (int ch = 0; ch < 4; ch++) {
+      LLVMValueRef xs = LLVMBuildShuffleVector(B, xv, LLVMGetUndef(t->vt), LLVMConstVector(mask[ch], (unsigned)t->lanes), "conv.xq");
+      for (int64_t kw = 0; kw < cv->KW; kw++) { /* (r, kw) reading pixel q, as r = (q - kw * dw) / sw */
+        int64_t d = q - kw * cv->dw;
+        if (d < 0 || d % cv->sw || d / cv->sw >= R || !col_in[kw][d / cv->sw]) continue;
+        LLVMValueRef a = acc[d / cv->sw][0];
+        LLVMBuildStore(B, cg_fmuladd(e, xs, wv[kw][ch], LLVMBuildLoad2(B, t->vt, a, "")), a);
+      }
+    }
+  }
+}
+
 /* One tile: output pixels ow0 .. ow0+R of row t->oh, their sums into the
  * C tile's rows ow0 ..; at (constant) ow_at >= 0 the columns in the
  * padding are skipped pixel by pixel, ow_at < 0: a tile of the interior. */
@@ -163,13 +222,20 @@ static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int64_t ow_at, int R) {
     LLVMPositionBuilderAtEnd(B, go);
   }
   LLVMValueRef xrow = add(e, t->img, mul(e, ih, cv->W * t->xstride));
-  for (int64_t kw = 0; kw < cv->KW; kw++) { /* the columns unrolled */
-    bool col_in[CONV_MAX_R];
+  bool col_in[CONV_MAX_KW][CONV_MAX_R];
+  for (int64_t kw = 0; kw < cv->KW && kw < CONV_MAX_KW; kw++)
     for (int r = 0; r < R; r++) {
       int64_t iw = (ow_at + r) * cv->sw - cv->pl + kw * cv->dw;
-      col_in[r] = ow_at < 0 || (iw >= 0 && iw < cv->W);
+      col_in[kw][r] = ow_at < 0 || (iw >= 0 && iw < cv->W);
     }
-    emit_taps(t, xrow, lh.iv, kw, ow0, R, col_in, acc);
+  if (t->quads) emit_row_quads(t, xrow, lh.iv, ow0, R, col_in, acc);
+  for (int64_t kw = 0; kw < cv->KW && !t->quads; kw++) { /* the columns unrolled */
+    bool col_one[CONV_MAX_R];
+    for (int r = 0; r < R; r++) {
+      int64_t iw = (ow_at + r) * cv->sw - cv->pl + kw * cv->dw;
+      col_one[r] = ow_at < 0 || (iw >= 0 && iw < cv->W);
+    }
+    emit_taps(t, xrow, lh.iv, kw, ow0, R, col_one, acc);
   }
   if (t->check_h) {
     LLVMBuildBr(B, row_done);
@@ -270,8 +336,11 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
                 .nvec = g->nv, .Cg = cv->C / G, .KH = g->K / (cv->KW * (cv->C / G))};
   CASTOR_ASSERT(cv->direct > 0 && cv->direct <= CONV_MAX_R && cg_conv_direct_dtype(t.x->type.dtype) &&
                 cg_conv_direct_dtype(t.w->type.dtype) && t.KH * cv->KW * t.Cg == g->K);
-  /* groups: column blocks of nr whole vectors inside one group */
-  CASTOR_ASSERT(G == 1 || (cv->O % G == 0 && (cv->O / G) % g->nr == 0 && g->ldc >= cv->O));
+  /* groups: column blocks of nr whole vectors inside one group, or of
+   * nr / 4 whole groups of 4 channels and 4 outputs */
+  t.quads = G > 1 && g->nr > cv->O / G;
+  CASTOR_ASSERT(G == 1 || (cv->O % G == 0 && g->ldc >= cv->O &&
+                           (t.quads ? t.Cg == 4 && cv->O / G == 4 && g->nr % 4 == 0 && t.nvec == 1 : (cv->O / G) % g->nr == 0)));
   CASTOR_ASSERT(G > 1 || g->b_src == GEMM_B_IN_PLACE); /* pre-packed w: column blocks of groups */
   t.vt = LLVMVectorType(e->f32, (unsigned)t.lanes);
   t.last_valid = G > 1 ? t.lanes : (int)(cv->O - (int64_t)(t.nvec - 1) * t.lanes);

@@ -124,6 +124,10 @@ static inline void gemm_conv_interior(const gemm_conv *cv, int64_t *lo, int64_t 
 /* convolutional networks: the direct convolution of a conv2d whose plan
  * has conv.direct (cg_conv.c); epilogue: the GEMM's epilogue function. */
 void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue);
+/* Grouped convolutions of 4 channels and 4 outputs a group run lanes / 4
+ * groups a vector (cg_conv.c, quads) for kernels of at most this width:
+ * the kernel row's 4 x KW vectors of w stay in registers. */
+enum { CG_CONV_QUADS_MAX_KW = 3 };
 /* The operand dtypes it reads: f32, and bf16 and f16 widened to f32. */
 static inline bool cg_conv_direct_dtype(ir_dtype dt) { return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16; }
 /* Its scratch with gemm_conv.group_pack: the C tile, then at b_off the

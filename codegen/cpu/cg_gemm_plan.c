@@ -339,12 +339,18 @@ static bool choose_group_conv(const cg_cpu_caps *caps, const cg_kernel *k, cg_ge
   int lanes = vw;
   while (lanes > 4 && Og % lanes) lanes /= 2;
   int nvec = (Og / lanes) % 2 == 0 ? 2 : 1;
+  /* groups of 4 and 4 (ResNeXt-50 32x4d's first stage): blocks of vw / 4
+   * groups (cg_conv.c, quads), tiles of the registers left by the kernel
+   * row's 4 x KW vectors of w, the x vector and its shuffle */
+  int64_t KW = w->dims[1], rmax_quads = regs - 2 - 4 * KW;
+  bool quads = Cg == 4 && Og == 4 && vw >= 8 && O % vw == 0 && KW <= CG_CONV_QUADS_MAX_KW && rmax_quads >= 4;
+  if (quads) lanes = vw, nvec = 1;
   memset(g, 0, sizeof *g);
   g->conv = (gemm_conv){.mode = GEMM_CONV_FWD, .rows_per_item = y->dims[1] * y->dims[2], .H = x->dims[1],
                         .W = x->dims[2], .C = C, .KW = w->dims[1], .OH = y->dims[1], .OW = y->dims[2], .O = O,
                         .sh = op->attr.strides.v[0], .sw = op->attr.strides.v[1], .dh = op->attr.dilations.v[0],
                         .dw = op->attr.dilations.v[1], .pt = op->attr.pads.v[0], .pl = op->attr.pads.v[2], .groups = G};
-  int64_t rmax = (regs - 2 - nvec) / nvec; /* as choose_conv_direct */
+  int64_t rmax = quads ? rmax_quads : (regs - 2 - nvec) / nvec; /* as choose_conv_direct */
   if (rmax > 14) rmax = 14;
   int64_t ow = g->conv.OW, tiles = ceil_div(ow, rmax);
   g->conv.direct = ceil_div(ow, tiles);

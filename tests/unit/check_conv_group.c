@@ -224,6 +224,7 @@ static const gconv_case cases[] = {
     {1, 4, 5, 6, 3, 3, 2, 36, 1, 1, 1, 1, false},  /* 3 groups of 12 outputs (lanes 4, 3 blocks) */
     {1, 3, 6, 4, 3, 1, 2, 128, 1, 1, 1, 1, true},  /* 2 groups of 64 outputs: 2 blocks of 32 a group */
     {1, 3, 37, 8, 1, 3, 2, 16, 1, 1, 1, 1, true},  /* 37 columns: interior tiles in a loop, edge tiles */
+    {1, 4, 30, 32, 3, 3, 4, 32, 1, 1, 1, 1, true}, /* 8 groups of 4 and 4: lanes / 4 groups a vector (quads) */
     /* MobileNetV2 at 32x32 pixels: its last blocks' depthwise 3x3 run at
      * 2x2 and 1x1 pixels, most taps in the padding (block_13 pads 2x2 to
      * 3x3 and convolves with stride 2: 'same' stride 2 at 2x2, pads 0 and 1) */
@@ -370,6 +371,12 @@ START_TEST(test_group_conv2d_fused) {
       {2, 9, 9, 64, 3, 3, 16, 64, 2, 2, 1, 1, true},     /* 4 groups of 16, stride 2 'same' */
       {1, 4, 30, 32, 3, 3, 16, 32, 1, 1, 1, 1, true},    /* 30 columns: 3 tiles a row */
       {2, 6, 5, 64, 3, 3, 32, 128, 1, 1, 1, 1, false},   /* 2 groups of 32 in, 64 out (2 blocks of 32) */
+      /* ResNeXt's first stage: groups of 4 channels and 4 outputs, lanes / 4
+       * of them a vector on AVX-512 (cg_conv.c, quads; AVX2: 4 lanes, the
+       * same bits): rows of 3 tiles with edges, dilation, 1x3 strided */
+      {1, 5, 40, 64, 3, 3, 4, 64, 1, 1, 1, 1, true},     /* 16 groups, 40 columns */
+      {2, 6, 20, 32, 3, 3, 4, 32, 1, 1, 2, 2, true},     /* dilation 2: two edge columns a side */
+      {1, 7, 9, 16, 1, 3, 4, 16, 1, 2, 1, 1, false},     /* 1x3, strides 1x2 'valid' */
       /* depthwise (a line kernel, not the direct convolution): static, its
        * launch rows are N x OH, so a batch of 1 is split over threads too */
       {1, 9, 10, 37, 3, 3, 1, 37, 1, 1, 1, 1, true},   /* 37 channels: vectors and a tail */
