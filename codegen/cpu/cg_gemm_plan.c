@@ -491,6 +491,13 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
     int b = plan->buffer_of[bn->id];
     if (bn->op != IR_OP_CONST || b < 0 || b_of[b] < 0) continue;
     cg_gemm *g = layout->gemm[ki];
+    /* (grouped: only where a block's row of w is a whole line or more (16
+     * f32: quads, groups of 16k), or group_pack reads it once an image:
+     * RegNet's and ResNeXt's 28x28 groups of 8, 32 bytes a row, read w in
+     * place, where a line holds two groups' rows and the next block finds
+     * it in L1; packed, every block's rows were lines of their own from
+     * L2: 6-11% more time at ResNeXt's 28x28 stage) */
+    if (grouped && !g->conv.group_pack && g->nr * dtype_size(bn->type.dtype) < 64) continue;
     if (grouped) { /* convolutional networks: w's column blocks, K x nr each (cg_conv.c) */
       g->b_src = GEMM_B_PREPACKED;
       if (g->conv.group_pack) /* no copy of the block's w at run time */
