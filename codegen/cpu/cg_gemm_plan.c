@@ -318,7 +318,7 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
  * twice that at stride 2) and fall in one or two L1 sets with the
  * block's w rows; the copy reads each line of x once (a group's channels
  * are whole lines). In the model, one thread: 14x14 stride 2 and 7x7
- * 23-30% less time, the 14x14 ones 5-10% (bench/results/cnn-grouped-2026-11-30-s15.md).
+ * 20-24% less time, the 14x14 ones 3-8% (bench/results/cnn-grouped-2026-11-30-s15.md).
  * Groups of 8 (RegNet, ResNeXt's 28x28 stage) copied so took 8-30% more:
  * half a line a group, each line of x read twice.)
  * (w, a constant used by this kernel only, is stored pre-packed as the
