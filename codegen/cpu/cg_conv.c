@@ -47,8 +47,14 @@
  * block's columns of w are copied to K contiguous rows of nr in scratch
  * (their row stride in w, O elements, put a group's rows in a few L1
  * sets), then the image's output rows run against the copy, and the
- * epilogue takes each row's block. The same values in the same chains:
- * the same bits as the other order.
+ * epilogue takes each row's block. With group_pack 2 (C/G a multiple of
+ * 16: ResNeXt's 14x14 and 7x7 stages) the block's group's channels of the
+ * image's x are copied too, to [H, W, C/G] in scratch (emit_pack_x): the
+ * taps read pixels C/G apart instead of C. A constant w (used by this
+ * kernel only) is stored pre-packed (b_src GEMM_B_PREPACKED): per column
+ * block its K rows of nr, in order, and nothing of w is copied at run
+ * time. The same values in the same chains: the same bits as the other
+ * order and as w and x read in place.
  *
  * 16-bit operands (mixed_bfloat16, mixed_float16: x and w bf16 or f16) are
  * read at 2 bytes and widened to f32 in registers (bf16: a shift; f16:
@@ -68,7 +74,7 @@
 
 #define B (e->b)
 
-enum { CONV_MAX_R = 16, CONV_MAX_NVEC = 2 };
+enum { CONV_MAX_R = 16, CONV_MAX_NVEC = 2, CONV_MAX_KW = CG_CONV_QUADS_MAX_KW };
 
 typedef struct conv_ctx {
   cg_kctx *c;
@@ -85,6 +91,9 @@ typedef struct conv_ctx {
   LLVMValueRef wcol;    /* w's and the result's first column of the column block (0 ungrouped) */
   LLVMValueRef tcol;    /* its column in the C tile (0 ungrouped) */
   LLVMValueRef wpack;   /* group_pack: the block's columns of w, K rows of nr (w's dtype), else NULL */
+  LLVMValueRef xpack;   /* group_pack 2: the group's channels of x, [H, W, C/G] (x's dtype), else NULL */
+  int64_t xstride;      /* x's elements from one pixel to the next: C, or C/G in xpack */
+  bool quads;           /* groups of 4 channels and 4 outputs, a block of lanes / 4 of them (emit_taps_quads) */
 } conv_ctx;
 
 static LLVMValueRef add(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(B, a, b, ""); }
@@ -103,7 +112,7 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t k
   for (int r = 0; r < R; r++) any |= col_in[r];
   if (!any) return;
   LLVMValueRef iw0 = add(e, mul(e, ow0, cv->sw), cg_i64(e, kw * cv->dw - cv->pl));
-  LLVMValueRef xpix = add(e, xrow, add(e, mul(e, iw0, cv->C), t->xch)); /* x at (n, ih, iw0, group's 0) */
+  LLVMValueRef xpix = add(e, xrow, add(e, mul(e, iw0, t->xstride), t->xch)); /* x at (n, ih, iw0, group's 0) */
   LLVMValueRef krow = mul(e, add(e, mul(e, kh, cv->KW), cg_i64(e, kw)), t->Cg); /* k of (kh, kw, 0) */
   cg_loop lc = {0};
   LLVMValueRef ch = cg_i64(e, 0);
@@ -120,12 +129,71 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t k
   }
   for (int r = 0; r < R; r++) {
     if (!col_in[r]) continue;
-    LLVMValueRef xi = add(e, xpix, add(e, cg_i64(e, (int64_t)r * cv->sw * cv->C), ch));
-    LLVMValueRef xs = cg_splat(e, cg_emit_load(e, t->x->type.dtype, cg_elem_ptr(c, t->x, xi), 1, t->x->name), t->lanes);
+    LLVMValueRef xi = add(e, xpix, add(e, cg_i64(e, (int64_t)r * cv->sw * t->xstride), ch));
+    LLVMValueRef xp = t->xpack ? LLVMBuildGEP2(B, cg_llvm_dtype(e, t->x->type.dtype), t->xpack, &xi, 1, "") : cg_elem_ptr(c, t->x, xi);
+    LLVMValueRef xs = cg_splat(e, cg_emit_load(e, t->x->type.dtype, xp, 1, t->x->name), t->lanes);
     for (int v = 0; v < t->nvec; v++)
       LLVMBuildStore(B, cg_fmuladd(e, xs, wv[v], LLVMBuildLoad2(B, t->vt, acc[r][v], "")), acc[r][v]);
   }
   if (t->Cg > 1) cg_loop_end(c, &lc);
+}
+
+/* The taps of kernel row kh for a block of lanes / 4 groups of 4 channels
+ * and 4 outputs (ResNeXt-50 32x4d's first stage): lane 4j + o sums group
+ * j's channels against its output o's column of w, w's column wcol + 4j +
+ * o, so the w row of tap (kh, kw, c) is one vector as ungrouped; the x
+ * value it needs, x's channel xch + 4j + c, is lane c of the pixel's
+ * 4-lane quarter j: one load of the pixel's lanes channels, and per c a
+ * shuffle inside each 128-bit quarter (vshufps) instead of a broadcast
+ * load per group and FMAs of 4 lanes. The tile's pixels of x are walked
+ * once each, left to right (pixel q = r * sw + kw * dw of the tile), each
+ * loaded and shuffled once for every (r, kw) that reads it (three times
+ * at stride 1: emitted per (r, kw), LLVM merged the equal loads and kept
+ * the shuffles of a row live: spills). Per accumulator the FMAs still come
+ * in the order (kw, c), so each lane's chain is one group's, the same FMAs
+ * in the same order: the same bits as the 4-lane blocks. col_in[kw][r]:
+ * pixel r's column kw is inside x. */
+static void emit_row_quads(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, LLVMValueRef ow0, int R,
+                           bool col_in[][CONV_MAX_R], LLVMValueRef acc[CONV_MAX_R][CONV_MAX_NVEC]) {
+  cg_kctx *c = t->c;
+  cg_emitter *e = c->e;
+  const gemm_conv *cv = t->cv;
+  CASTOR_ASSERT(t->Cg == 4 && t->nvec == 1 && t->lanes % 4 == 0 && cv->KW <= CONV_MAX_KW);
+  LLVMTypeRef wt = cg_llvm_dtype(e, t->w->type.dtype), xt = cg_llvm_dtype(e, t->x->type.dtype);
+  LLVMValueRef wv[CONV_MAX_KW][4];
+  for (int64_t kw = 0; kw < cv->KW; kw++)
+    for (int ch = 0; ch < 4; ch++) {
+      LLVMValueRef wrow = add(e, mul(e, add(e, mul(e, kh, cv->KW), cg_i64(e, kw)), 4), cg_i64(e, ch)); /* k of (kh, kw, c) */
+      LLVMValueRef wi = t->wpack ? mul(e, wrow, t->g->nr) : add(e, mul(e, wrow, cv->O), t->wcol);
+      LLVMValueRef wp = t->wpack ? LLVMBuildGEP2(B, wt, t->wpack, &wi, 1, "") : cg_elem_ptr(c, t->w, wi);
+      wv[kw][ch] = cg_load_part(e, t->w->type.dtype, wp, t->lanes, t->lanes, t->w->name);
+    }
+  LLVMValueRef mask[4][16];
+  for (int ch = 0; ch < 4; ch++)
+    for (int l = 0; l < t->lanes; l++) mask[ch][l] = LLVMConstInt(LLVMInt32TypeInContext(e->ctx), (unsigned)(l / 4 * 4 + ch), 0);
+  /* x's pixel of the tile's first output column at kw = 0 */
+  LLVMValueRef x0 = add(e, xrow, add(e, mul(e, add(e, mul(e, ow0, cv->sw), cg_i64(e, -cv->pl)), t->xstride), t->xch));
+  int64_t span = (int64_t)(R - 1) * cv->sw + (cv->KW - 1) * cv->dw;
+  for (int64_t q = 0; q <= span; q++) {
+    bool used = false;
+    for (int64_t kw = 0; kw < cv->KW; kw++) {
+      int64_t d = q - kw * cv->dw;
+      used |= d >= 0 && d % cv->sw == 0 && d / cv->sw < R && col_in[kw][d / cv->sw];
+    }
+    if (!used) continue;
+    LLVMValueRef xi = add(e, x0, cg_i64(e, q * t->xstride));
+    LLVMValueRef xp = t->xpack ? LLVMBuildGEP2(B, xt, t->xpack, &xi, 1, "") : cg_elem_ptr(c, t->x, xi);
+    LLVMValueRef xv = cg_emit_load(e, t->x->type.dtype, xp, t->lanes, t->x->name);
+    for (int ch = 0; ch < 4; ch++) {
+      LLVMValueRef xs = LLVMBuildShuffleVector(B, xv, LLVMGetUndef(t->vt), LLVMConstVector(mask[ch], (unsigned)t->lanes), "conv.xq");
+      for (int64_t kw = 0; kw < cv->KW; kw++) { /* (r, kw) reading pixel q, as r = (q - kw * dw) / sw */
+        int64_t d = q - kw * cv->dw;
+        if (d < 0 || d % cv->sw || d / cv->sw >= R || !col_in[kw][d / cv->sw]) continue;
+        LLVMValueRef a = acc[d / cv->sw][0];
+        LLVMBuildStore(B, cg_fmuladd(e, xs, wv[kw][ch], LLVMBuildLoad2(B, t->vt, a, "")), a);
+      }
+    }
+  }
 }
 
 /* One tile: output pixels ow0 .. ow0+R of row t->oh, their sums into the
@@ -153,14 +221,21 @@ static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int64_t ow_at, int R) {
     LLVMBuildCondBr(B, in, go, row_done);
     LLVMPositionBuilderAtEnd(B, go);
   }
-  LLVMValueRef xrow = add(e, t->img, mul(e, ih, cv->W * cv->C));
-  for (int64_t kw = 0; kw < cv->KW; kw++) { /* the columns unrolled */
-    bool col_in[CONV_MAX_R];
+  LLVMValueRef xrow = add(e, t->img, mul(e, ih, cv->W * t->xstride));
+  bool col_in[CONV_MAX_KW][CONV_MAX_R];
+  for (int64_t kw = 0; kw < cv->KW && kw < CONV_MAX_KW; kw++)
     for (int r = 0; r < R; r++) {
       int64_t iw = (ow_at + r) * cv->sw - cv->pl + kw * cv->dw;
-      col_in[r] = ow_at < 0 || (iw >= 0 && iw < cv->W);
+      col_in[kw][r] = ow_at < 0 || (iw >= 0 && iw < cv->W);
     }
-    emit_taps(t, xrow, lh.iv, kw, ow0, R, col_in, acc);
+  if (t->quads) emit_row_quads(t, xrow, lh.iv, ow0, R, col_in, acc);
+  for (int64_t kw = 0; kw < cv->KW && !t->quads; kw++) { /* the columns unrolled */
+    bool col_one[CONV_MAX_R];
+    for (int r = 0; r < R; r++) {
+      int64_t iw = (ow_at + r) * cv->sw - cv->pl + kw * cv->dw;
+      col_one[r] = ow_at < 0 || (iw >= 0 && iw < cv->W);
+    }
+    emit_taps(t, xrow, lh.iv, kw, ow0, R, col_one, acc);
   }
   if (t->check_h) {
     LLVMBuildBr(B, row_done);
@@ -187,6 +262,8 @@ static void emit_block_begin(conv_ctx *t, cg_loop *lb) {
   t->wcol = mul(e, lb->iv, nr);
   t->xch = mul(e, LLVMBuildSDiv(B, t->wcol, cg_i64(e, t->cv->O / G), "conv.group"), t->Cg);
   t->tcol = LLVMBuildSub(B, t->wcol, c->col0, "");
+  if (t->g->b_src == GEMM_B_PREPACKED) /* w stored as column blocks of K x nr: the block's */
+    t->wpack = cg_elem_ptr(c, t->w, mul(e, t->wcol, t->g->K));
 }
 
 /* group_pack: the block's nr columns of w ([KH*KW*C/G, O] row-major: a
@@ -213,6 +290,43 @@ static void emit_pack_w(conv_ctx *t) {
   cg_loop_end(c, &lk);
 }
 
+/* group_pack 2: the group's C/G channels of image n's input rows [ih0,
+ * ih1) (the rows the call's output rows read) copied, element for element
+ * in x's dtype, to [H, W, C/G] at scratch + cg_conv_xpack_off: the taps
+ * then read a pixel's channels C/G elements after the previous pixel's,
+ * not C (2-4 KB at ResNeXt's 512 and 1024 channels, which put a tile's
+ * pixels, strided or not, in one or two L1 sets), and the same values, so
+ * the same sums. Only for C/G a multiple of 16: whole vectors, and a
+ * group's channels whole 64-byte lines of x in f32 (so a line of x is
+ * read for one group only). */
+static void emit_pack_x(conv_ctx *t, LLVMValueRef n, LLVMValueRef ih0, LLVMValueRef ih1) {
+  cg_kctx *c = t->c;
+  cg_emitter *e = c->e;
+  const gemm_conv *cv = t->cv;
+  int64_t XV = t->Cg % 16 == 0 ? 16 : 8;
+  CASTOR_ASSERT(t->Cg % XV == 0);
+  LLVMTypeRef et = cg_llvm_dtype(e, t->x->type.dtype), vt = LLVMVectorType(et, (unsigned)XV);
+  unsigned align = (unsigned)dtype_size(t->x->type.dtype);
+  t->xpack = LLVMBuildGEP2(B, LLVMInt8TypeInContext(e->ctx), c->scratch, (LLVMValueRef[]){cg_i64(e, cg_conv_xpack_off(t->g, t->w->type.dtype))},
+                           1, "conv.xpack");
+  LLVMValueRef img = mul(e, n, cv->H * cv->W * cv->C);
+  cg_loop lp = cg_loop_begin(c, mul(e, ih0, cv->W), mul(e, ih1, cv->W), 1, "conv.xpack.p");
+  LLVMValueRef src = add(e, img, add(e, mul(e, lp.iv, cv->C), t->xch)), dst = mul(e, lp.iv, t->Cg);
+  for (int64_t v = 0; v < t->Cg; v += XV) {
+    LLVMValueRef si = add(e, src, cg_i64(e, v)), di = add(e, dst, cg_i64(e, v));
+    LLVMValueRef ld = LLVMBuildLoad2(B, vt, cg_elem_ptr(c, t->x, si), "");
+    LLVMSetAlignment(ld, align);
+    LLVMValueRef st = LLVMBuildStore(B, ld, LLVMBuildGEP2(B, et, t->xpack, &di, 1, ""));
+    LLVMSetAlignment(st, align);
+  }
+  cg_loop_end(c, &lp);
+}
+
+static LLVMValueRef clamp(cg_emitter *e, LLVMValueRef v, int64_t lo, int64_t hi) {
+  v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v, cg_i64(e, lo), ""), cg_i64(e, lo), v, "");
+  return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, v, cg_i64(e, hi), ""), cg_i64(e, hi), v, "");
+}
+
 void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
   cg_emitter *e = c->e;
   const cg_kernel *k = c->k;
@@ -222,11 +336,16 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
                 .nvec = g->nv, .Cg = cv->C / G, .KH = g->K / (cv->KW * (cv->C / G))};
   CASTOR_ASSERT(cv->direct > 0 && cv->direct <= CONV_MAX_R && cg_conv_direct_dtype(t.x->type.dtype) &&
                 cg_conv_direct_dtype(t.w->type.dtype) && t.KH * cv->KW * t.Cg == g->K);
-  /* groups: column blocks of nr whole vectors inside one group */
-  CASTOR_ASSERT(G == 1 || (cv->O % G == 0 && (cv->O / G) % g->nr == 0 && g->ldc >= cv->O));
+  /* groups: column blocks of nr whole vectors inside one group, or of
+   * nr / 4 whole groups of 4 channels and 4 outputs */
+  t.quads = G > 1 && g->nr > cv->O / G;
+  CASTOR_ASSERT(G == 1 || (cv->O % G == 0 && g->ldc >= cv->O &&
+                           (t.quads ? t.Cg == 4 && cv->O / G == 4 && g->nr % 4 == 0 && t.nvec == 1 : (cv->O / G) % g->nr == 0)));
+  CASTOR_ASSERT(G > 1 || g->b_src == GEMM_B_IN_PLACE); /* pre-packed w: column blocks of groups */
   t.vt = LLVMVectorType(e->f32, (unsigned)t.lanes);
   t.last_valid = G > 1 ? t.lanes : (int)(cv->O - (int64_t)(t.nvec - 1) * t.lanes);
   t.xch = t.wcol = t.tcol = cg_i64(e, 0);
+  t.xstride = cv->C;
   /* rows of a window outside x: above the first, or below the last */
   t.check_h = cv->pt > 0 || (cv->OH - 1) * cv->sh - cv->pt + (t.KH - 1) * cv->dh >= cv->H;
   /* the row's tiles: [ow0, ow0 + R), the last one perhaps shorter; a run
@@ -246,14 +365,21 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
     LLVMValueRef n1 = cv->flat_rows ? LLVMBuildSDiv(B, add(e, c->row1, cg_i64(e, cv->OH - 1)), cg_i64(e, cv->OH), "") : c->row1;
     ln = cg_loop_begin(c, n0, n1, 1, "conv.n");
     n = ln.iv;
-    emit_block_begin(&t, &lb);
-    emit_pack_w(&t);
     LLVMValueRef h0 = cg_i64(e, 0), h1 = cg_i64(e, cv->OH);
     if (cv->flat_rows) { /* the call's rows of image n */
       LLVMValueRef first = mul(e, n, cv->OH);
       LLVMValueRef lo_r = LLVMBuildSub(B, c->row0, first, ""), hi_r = LLVMBuildSub(B, c->row1, first, "");
       h0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, lo_r, h0, ""), lo_r, h0, "");
       h1 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hi_r, h1, ""), hi_r, h1, "");
+    }
+    emit_block_begin(&t, &lb);
+    if (g->b_src != GEMM_B_PREPACKED) emit_pack_w(&t);
+    if (cv->group_pack == 2) { /* x's rows that output rows [h0, h1) read */
+      LLVMValueRef ih0 = add(e, mul(e, h0, cv->sh), cg_i64(e, -cv->pt));
+      LLVMValueRef ih1 = add(e, mul(e, LLVMBuildSub(B, h1, cg_i64(e, 1), ""), cv->sh), cg_i64(e, (t.KH - 1) * cv->dh + 1 - cv->pt));
+      emit_pack_x(&t, n, clamp(e, ih0, 0, cv->H), clamp(e, ih1, 0, cv->H));
+      t.xch = cg_i64(e, 0);
+      t.xstride = t.Cg;
     }
     lo_h = cg_loop_begin(c, h0, h1, 1, "conv.oh");
     t.oh = lo_h.iv;
@@ -267,7 +393,7 @@ void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue) {
     lo_h = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, cv->OH), 1, "conv.oh");
     t.oh = lo_h.iv;
   }
-  t.img = mul(e, n, cv->H * cv->W * cv->C);
+  t.img = t.xpack ? cg_i64(e, 0) : mul(e, n, cv->H * cv->W * cv->C);
   if (G > 1 && !cv->group_pack) emit_block_begin(&t, &lb);
   for (int64_t ow0 = 0; ow0 < OW;) {
     int64_t n_run = 0; /* whole interior tiles from ow0 on */

@@ -65,7 +65,8 @@ typedef struct gemm_conv {
   int64_t flat_rows;     /* fwd GEMM of a static batch: 1 when the launch's rows are GEMM rows (pixels), not images */
   int64_t wino;          /* fwd: > 0, Winograd F(4x4, 3x3) (cg_wino.c) in blocks of this many rows of 4x4 tiles */
   int64_t group_pack;    /* direct, groups: 1 when column blocks are the outer loop, each block's columns of w
-                          * copied to scratch at b_off (cg_conv.c), the block's output rows inside it */
+                          * copied to scratch at b_off (cg_conv.c), the block's output rows inside it;
+                          * 2: the group's channels of x copied as well (cg_conv_xpack_off) */
   int64_t wino_imgs;     /* Winograd: > 1, blocks of this many whole images (wino: all tile rows; launch rows: images) */
 } gemm_conv;
 
@@ -123,8 +124,26 @@ static inline void gemm_conv_interior(const gemm_conv *cv, int64_t *lo, int64_t 
 /* convolutional networks: the direct convolution of a conv2d whose plan
  * has conv.direct (cg_conv.c); epilogue: the GEMM's epilogue function. */
 void cg_conv_direct_emit(cg_kctx *c, const cg_gemm *g, LLVMValueRef epilogue);
+/* Grouped convolutions of 4 channels and 4 outputs a group run lanes / 4
+ * groups a vector (cg_conv.c, quads) for kernels of at most this width:
+ * the kernel row's 4 x KW vectors of w stay in registers. */
+enum { CG_CONV_QUADS_MAX_KW = 3 };
 /* The operand dtypes it reads: f32, and bf16 and f16 widened to f32. */
 static inline bool cg_conv_direct_dtype(ir_dtype dt) { return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16; }
+/* Its scratch with gemm_conv.group_pack: the C tile, then at b_off the
+ * block's columns of w (K x nr, w's dtype; none when w is stored so,
+ * GEMM_B_PREPACKED), then (group_pack 2) at
+ * cg_conv_xpack_off the group's channels of an image's x ([H, W, C/G],
+ * x's dtype): the bytes of each. */
+static inline int64_t cg_conv_wpack_bytes(const cg_gemm *g, ir_dtype w_dtype) {
+  return (g->K * g->nr * dtype_size(w_dtype) + 63) / 64 * 64;
+}
+static inline int64_t cg_conv_xpack_off(const cg_gemm *g, ir_dtype w_dtype) {
+  return g->b_off + (g->b_src == GEMM_B_PREPACKED ? 0 : cg_conv_wpack_bytes(g, w_dtype)); /* pre-packed: no copy of w */
+}
+static inline int64_t cg_conv_xpack_bytes(const cg_gemm *g, ir_dtype x_dtype) {
+  return g->conv.group_pack == 2 ? g->conv.H * g->conv.W * (g->conv.C / g->conv.groups) * dtype_size(x_dtype) : 0;
+}
 
 /* convolutional networks: Winograd F(4x4, 3x3) (cg_wino.c). A block's
  * geometry: tiles per row and column, tile rows per block, blocks per

@@ -311,6 +311,20 @@ static void choose(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
  * (within the noise, +-5%), and its first stages, where x is 0.8 to 3.2
  * MB or w fits L1, lost 10-46%: each block reads x again from L2 or L3
  * (bench/results/cnn-gemm-2026-11-30-s14.md).) */
+/* (gemm_conv.group_pack 2, groups of a multiple of 16 input channels
+ * (ResNeXt-50's 14x14 and 7x7 stages, 16 and 32): the same order, and
+ * each block's group's channels of the image's x copied to [H, W, C/G] in
+ * scratch as well. In place, a tile's pixels lie C elements apart (2-4 KB,
+ * twice that at stride 2) and fall in one or two L1 sets with the
+ * block's w rows; the copy reads each line of x once (a group's channels
+ * are whole lines). In the model, one thread: 14x14 stride 2 and 7x7
+ * 20-24% less time, the 14x14 ones 3-8% (bench/results/cnn-grouped-2026-11-30-s15.md).
+ * Groups of 8 (RegNet, ResNeXt's 28x28 stage) copied so took 8-30% more:
+ * half a line a group, each line of x read twice.)
+ * (w, a constant used by this kernel only, is stored pre-packed as the
+ * GEMM's panels of one K block: per column block K rows of nr
+ * (cg_gemm_plan, group_direct), read in order instead of nr values at a
+ * row stride of O; with group_pack no run-time copy of w is left.) */
 enum { GROUP_PACK_X_MAX = 1 << 20, GROUP_PACK_W_MIN = 512 << 10 };
 static bool choose_group_conv(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   if (k->kind != CG_KERNEL_ELTWISE || ir_op_type_rule(k->ops[0]->op) != IR_TYPE_GROUP_CONV2D) return false;
@@ -325,12 +339,18 @@ static bool choose_group_conv(const cg_cpu_caps *caps, const cg_kernel *k, cg_ge
   int lanes = vw;
   while (lanes > 4 && Og % lanes) lanes /= 2;
   int nvec = (Og / lanes) % 2 == 0 ? 2 : 1;
+  /* groups of 4 and 4 (ResNeXt-50 32x4d's first stage): blocks of vw / 4
+   * groups (cg_conv.c, quads), tiles of the registers left by the kernel
+   * row's 4 x KW vectors of w, the x vector and its shuffle */
+  int64_t KW = w->dims[1], rmax_quads = regs - 2 - 4 * KW;
+  bool quads = Cg == 4 && Og == 4 && vw >= 8 && O % vw == 0 && KW <= CG_CONV_QUADS_MAX_KW && rmax_quads >= 4;
+  if (quads) lanes = vw, nvec = 1;
   memset(g, 0, sizeof *g);
   g->conv = (gemm_conv){.mode = GEMM_CONV_FWD, .rows_per_item = y->dims[1] * y->dims[2], .H = x->dims[1],
                         .W = x->dims[2], .C = C, .KW = w->dims[1], .OH = y->dims[1], .OW = y->dims[2], .O = O,
                         .sh = op->attr.strides.v[0], .sw = op->attr.strides.v[1], .dh = op->attr.dilations.v[0],
                         .dw = op->attr.dilations.v[1], .pt = op->attr.pads.v[0], .pl = op->attr.pads.v[2], .groups = G};
-  int64_t rmax = (regs - 2 - nvec) / nvec; /* as choose_conv_direct */
+  int64_t rmax = quads ? rmax_quads : (regs - 2 - nvec) / nvec; /* as choose_conv_direct */
   if (rmax > 14) rmax = 14;
   int64_t ow = g->conv.OW, tiles = ceil_div(ow, rmax);
   g->conv.direct = ceil_div(ow, tiles);
@@ -343,7 +363,7 @@ static bool choose_group_conv(const cg_cpu_caps *caps, const cg_kernel *k, cg_ge
   g->ldc = O, g->c_off = 0, g->c_rows = ow; /* the C tile: one output row, every column of the call */
   g->b_off = round_up(g->c_rows * g->ldc * 4, 64);
   int64_t x_bytes = x->dims[1] * x->dims[2] * C * dtype_size(x->dtype), w_bytes = g->K * O * dtype_size(w->dtype);
-  g->conv.group_pack = x_bytes <= GROUP_PACK_X_MAX && w_bytes >= GROUP_PACK_W_MIN;
+  g->conv.group_pack = Cg % 16 == 0 ? 2 : x_bytes <= GROUP_PACK_X_MAX && w_bytes >= GROUP_PACK_W_MIN ? 1 : 0;
   return true;
 }
 
@@ -353,6 +373,13 @@ static bool plain_matmul(const cg_kernel *k) {
   if (k->kind != CG_KERNEL_CONTRACT) return false;
   ir_type_rule r = ir_op_type_rule(k->ops[0]->op);
   return r == IR_TYPE_MATMUL || r == IR_TYPE_CONV2D;
+}
+
+/* convolutional networks: a grouped convolution on the direct kernel
+ * (choose_group_conv), whose w may be stored pre-packed: its column blocks
+ * of nr, each K rows of nr (the GEMM's panels of one K block) */
+static bool group_direct(const cg_kernel *k, const cg_gemm *g) {
+  return k->kind == CG_KERNEL_ELTWISE && g && g->conv.direct && g->conv.groups > 1;
 }
 
 /* convolutional networks: how a conv2d forward's GEMM launch splits over
@@ -406,9 +433,11 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
       cg_gemm *g = arena_alloc(layout->arena, sizeof *g);
       if (!choose_group_conv(caps, k, g)) continue;
       layout->gemm[ki] = g; /* convolutional networks: images first, then column blocks */
-      int64_t w_bytes = g->conv.group_pack ? g->K * g->nr * dtype_size(k->ops[0]->srcs[1]->type.dtype) : 0;
+      int64_t pack_bytes = g->conv.group_pack ? cg_conv_wpack_bytes(g, k->ops[0]->srcs[1]->type.dtype) +
+                                                    cg_conv_xpack_bytes(g, k->ops[0]->srcs[0]->type.dtype)
+                                              : 0;
       layout->launch[ki] = (cg_kernel_launch){.cols = g->Nc, .col_step = g->nr, .row_step = 1, .row_tile_min = 1,
-                                              .rows_fixed = layout->launch[ki].rows_fixed, .scratch_bytes = g->b_off + w_bytes};
+                                              .rows_fixed = layout->launch[ki].rows_fixed, .scratch_bytes = g->b_off + pack_bytes};
       continue;
     }
     cg_gemm *g = arena_alloc(layout->arena, sizeof *g);
@@ -446,7 +475,8 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
       for (int s = 0; s < o->ops[t]->n_srcs; s++) {
         int b = plan->buffer_of[o->ops[t]->srcs[s]->id];
         if (b < 0 || b_of[b] < 0) continue;
-        bool as_b = plain_matmul(o) && !layout->gemm[kj]->conv.direct && t == 0 && s == 1; /* direct: w in place */
+        bool as_b = (plain_matmul(o) && !layout->gemm[kj]->conv.direct) || group_direct(o, layout->gemm[kj]); /* direct: w in place */
+        as_b = as_b && t == 0 && s == 1;
         if (as_b) uses[b]++;
         if (!as_b) b_of[b] = -1;
         else if (!b_of[b]) b_of[b] = kj + 1;
@@ -455,11 +485,27 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
   }
   for (int ki = 0; ki < plan->n_kernels; ki++) {
     const cg_kernel *k = &plan->kernels[ki];
-    if (!plain_matmul(k) || layout->gemm[ki]->conv.direct) continue;
+    bool grouped = group_direct(k, layout->gemm[ki]);
+    if (!grouped && (!plain_matmul(k) || layout->gemm[ki]->conv.direct)) continue;
     const ir_node *bn = gemm_b(k);
     int b = plan->buffer_of[bn->id];
     if (bn->op != IR_OP_CONST || b < 0 || b_of[b] < 0) continue;
     cg_gemm *g = layout->gemm[ki];
+    /* (grouped: only where a block's row of w is a whole line or more (16
+     * f32: quads, groups of 16k), or group_pack reads it once an image:
+     * RegNet's and ResNeXt's 28x28 groups of 8, 32 bytes a row, read w in
+     * place, where a line holds two groups' rows and the next block finds
+     * it in L1; packed, every block's rows were lines of their own from
+     * L2: 6-11% more time at ResNeXt's 28x28 stage) */
+    if (grouped && !g->conv.group_pack && g->nr * dtype_size(bn->type.dtype) < 64) continue;
+    if (grouped) { /* convolutional networks: w's column blocks, K x nr each (cg_conv.c) */
+      g->b_src = GEMM_B_PREPACKED;
+      if (g->conv.group_pack) /* no copy of the block's w at run time */
+        layout->launch[ki].scratch_bytes = g->b_off + cg_conv_xpack_bytes(g, k->ops[0]->srcs[0]->type.dtype);
+      layout->packing[b] = (cg_packing){.panel = g->nr, .kc = g->K};
+      layout->const_bytes[b] = g->K * g->Nc * dtype_size(bn->type.dtype);
+      continue;
+    }
     /* convolutional networks: a 3x3 conv2d's own kernel may be stored as
      * Winograd's U instead (cg_wino.c) */
     if (uses[b] == 1 && cg_wino_choose(caps, k, g, &layout->launch[ki])) {

@@ -224,6 +224,7 @@ static const gconv_case cases[] = {
     {1, 4, 5, 6, 3, 3, 2, 36, 1, 1, 1, 1, false},  /* 3 groups of 12 outputs (lanes 4, 3 blocks) */
     {1, 3, 6, 4, 3, 1, 2, 128, 1, 1, 1, 1, true},  /* 2 groups of 64 outputs: 2 blocks of 32 a group */
     {1, 3, 37, 8, 1, 3, 2, 16, 1, 1, 1, 1, true},  /* 37 columns: interior tiles in a loop, edge tiles */
+    {1, 4, 30, 32, 3, 3, 4, 32, 1, 1, 1, 1, true}, /* 8 groups of 4 and 4: lanes / 4 groups a vector (quads) */
     /* MobileNetV2 at 32x32 pixels: its last blocks' depthwise 3x3 run at
      * 2x2 and 1x1 pixels, most taps in the padding (block_13 pads 2x2 to
      * 3x3 and convolves with stride 2: 'same' stride 2 at 2x2, pads 0 and 1) */
@@ -254,8 +255,12 @@ END_TEST
  * 3 (images) and 3 static (the launch's rows are x's dimension 0), or
  * into a depthwise line kernel's chain (static: rows N x OH): the
  * reference's values within f32 rounding, the same bits on 1 and 3
- * threads, and on the host and the AVX2 path (both FMA). */
-static void check_fused(const gconv_case *cc, bool static_batch) {
+ * threads, and on the host and the AVX2 path (both FMA). w a constant
+ * (stored pre-packed: per column block K rows of nr) or, w_input, a
+ * graph input (read in place, as a training step's forward reads its
+ * variable): the same bits either way (same_as: the other's output, or
+ * NULL). Returns the output of the first FMA path (the caller frees it). */
+static float *check_fused(const gconv_case *cc, bool static_batch, bool w_input, const float *same_as) {
   ir_graph *g = ir_graph_create("gconv_fused");
   int64_t N = cc->batch, OH, OW;
   ir_attr a = case_attr(cc, &OH, &OW);
@@ -270,14 +275,15 @@ static void check_fused(const gconv_case *cc, bool static_batch) {
   ir_type xt = {DT_F32, 4, {n0, cc->H, cc->W, cc->C}}, wt = {DT_F32, 4, {cc->KH, cc->KW, cc->Cg, cc->O}};
   ir_type bt = {DT_F32, 1, {cc->O}};
   ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
-  ir_node *w = ir_build_const(g, "w", &wt, "w", hw, no_loc), *b = ir_build_const(g, "b", &bt, "b", hb, no_loc);
+  ir_node *w = w_input ? ir_build_input(g, "w", &wt, 1, no_loc) : ir_build_const(g, "w", &wt, "w", hw, no_loc);
+  ir_node *b = ir_build_const(g, "b", &bt, "b", hb, no_loc);
   ir_node *y = ir_build_op(g, IR_OP_GROUP_CONV2D, "y", (ir_node *[]){x, w}, 2, &a, no_loc);
   y = ir_build_unary(g, IR_OP_RELU, "y.relu", ir_build_binary(g, IR_OP_ADD, "y.bias", y, b, no_loc), no_loc);
   ir_graph_add_output(g, "y", y);
   ir_graph_renumber(g);
-  double *rx = ref_from_f32(hx, nx), *want[1] = {NULL};
+  double *rx = ref_from_f32(hx, nx), *rw = ref_from_f32(hw, nw), *want[1] = {NULL};
   char err[256];
-  ck_assert_msg(ref_run(g, N, (const double *[]){rx}, want, err, sizeof err), "%s", err);
+  ck_assert_msg(ref_run(g, N, (const double *[]){rx, rw}, want, err, sizeof err), "%s", err);
   float *out[2] = {xmalloc((size_t)ny * 4), xmalloc((size_t)ny * 4)}, *first = xmalloc((size_t)ny * 4);
   int first_ci = -1; /* the first FMA path run: the others equal it */
   for (int ci = 0; ci < N_CPUS; ci++)
@@ -291,12 +297,24 @@ static void check_fused(const gconv_case *cc, bool static_batch) {
       cg_exec *ex = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
       ck_assert_msg(ex, "compile: %s", diag_text(d));
       void *outs[] = {out[t]};
-      ck_assert_msg(cg_backend_cpu.run(ex, N, (const void *[]){hx}, outs, d), "run: %s", diag_text(d));
+      ck_assert_msg(cg_backend_cpu.run(ex, N, (const void *[]){hx, hw}, outs, d), "run: %s", diag_text(d));
       unsetenv("CASTOR_PARALLEL_MIN_WORK");
-      if (cc->Cg * cc->KH * cc->KW * cc->O * 4 >= (512 << 10)) { /* group_pack: the block's w copied after the C tile */
+      /* group_pack (cg_conv.c): after the C tile (one row), a column block's
+       * w copied when w is an input (K x nr, nr >= 4), the group's channels
+       * of an image of x (C/G a multiple of 16) */
+      int64_t ctile = (OW * cc->O * 4 + 63) / 64 * 64, wcopy = cc->KH * cc->KW * cc->Cg * 4 * 4;
+      int64_t xcopy = cc->Cg % 16 == 0 ? cc->H * cc->W * cc->Cg * 4 : 0;
+      bool pack = xcopy || cc->Cg * cc->KH * cc->KW * cc->O * 4 >= (512 << 10);
+      if (pack && cc->Cg > 1) {
         const rt_launch *l = &ex->desc->launches[ex->desc->n_launches - 1];
-        ck_assert_msg(l->cols && l->scratch_bytes > (OW * cc->O * 4 + 63) / 64 * 64, "%s: scratch %lld, no copy of w",
-                      l->name, (long long)l->scratch_bytes);
+        ck_assert_msg(l->cols && l->scratch_bytes >= ctile + xcopy, "%s: scratch %lld, no copy of x", l->name,
+                      (long long)l->scratch_bytes);
+        if (w_input)
+          ck_assert_msg(l->scratch_bytes >= ctile + xcopy + wcopy, "%s: scratch %lld, no copy of w", l->name,
+                        (long long)l->scratch_bytes);
+        else
+          ck_assert_msg(l->scratch_bytes < ctile + xcopy + wcopy, "%s: scratch %lld, a copy of a pre-packed w", l->name,
+                        (long long)l->scratch_bytes);
       }
       if (static_batch) { /* the launch's rows: images on the direct convolution (it has columns), else N x OH */
         const rt_launch *l = &ex->desc->launches[ex->desc->n_launches - 1];
@@ -307,10 +325,11 @@ static void check_fused(const gconv_case *cc, bool static_batch) {
       double e = ref_normalized_error(out[t], want[0], ny);
       double summed = (double)(cc->KH * cc->KW * cc->Cg);
       ck_assert_msg(e <= 2e-6 * fmax(1, sqrt(summed / 600)),
-                    "relu(group_conv2d + b) of x [%lld,%lld,%lld,%lld] w [%lld,%lld,%lld,%lld]%s on %s, %d threads: "
+                    "relu(group_conv2d + b) of x [%lld,%lld,%lld,%lld] w [%lld,%lld,%lld,%lld]%s%s on %s, %d threads: "
                     "normalized error %g",
                     (long long)N, (long long)cc->H, (long long)cc->W, (long long)cc->C, (long long)cc->KH,
                     (long long)cc->KW, (long long)cc->Cg, (long long)cc->O, static_batch ? " static" : "",
+                    w_input ? " (w an input)" : "",
                     cpus[ci].cpu ? cpus[ci].cpu : "the host", bo.threads, e);
       if (t) ck_assert_msg(memcmp(out[0], out[1], (size_t)ny * 4) == 0, "fused group_conv2d: 1 and 3 threads differ");
       /* the FMA paths' chains are the same: one order, one rounding each
@@ -325,9 +344,13 @@ static void check_fused(const gconv_case *cc, bool static_batch) {
       diag_sink_destroy(d);
     }
   sweep_k += N_CPUS;
+  if (same_as && first_ci >= 0)
+    ck_assert_msg(memcmp(first, same_as, (size_t)ny * 4) == 0, "fused group_conv2d: w %s differs from w %s",
+                  w_input ? "an input" : "a constant", w_input ? "a constant" : "an input");
   ref_outputs_free(want, 1);
-  free(rx), free(hx), free(hw), free(hb), free(out[0]), free(out[1]), free(first);
+  free(rx), free(rw), free(hx), free(hw), free(hb), free(out[0]), free(out[1]);
   ir_graph_destroy(g);
+  return first;
 }
 
 START_TEST(test_group_conv2d_fused) {
@@ -342,6 +365,18 @@ START_TEST(test_group_conv2d_fused) {
        * a row's edge tiles; 4 blocks of 32 a group of 128 outputs */
       {1, 5, 6, 512, 3, 3, 32, 512, 1, 1, 1, 1, true},   /* 16 groups of 32 */
       {3, 4, 7, 256, 3, 3, 64, 512, 2, 2, 1, 1, true},   /* 4 groups of 64 in, 128 out, stride 2 */
+      /* ResNeXt's 14x14 stages: groups of a multiple of 16 channels copy
+       * their channels of x too (group_pack 2), w any size: stride 2 on odd
+       * sizes, rows of several tiles with edges, a group of 2 blocks */
+      {2, 9, 9, 64, 3, 3, 16, 64, 2, 2, 1, 1, true},     /* 4 groups of 16, stride 2 'same' */
+      {1, 4, 30, 32, 3, 3, 16, 32, 1, 1, 1, 1, true},    /* 30 columns: 3 tiles a row */
+      {2, 6, 5, 64, 3, 3, 32, 128, 1, 1, 1, 1, false},   /* 2 groups of 32 in, 64 out (2 blocks of 32) */
+      /* ResNeXt's first stage: groups of 4 channels and 4 outputs, lanes / 4
+       * of them a vector on AVX-512 (cg_conv.c, quads; AVX2: 4 lanes, the
+       * same bits): rows of 3 tiles with edges, dilation, 1x3 strided */
+      {1, 5, 40, 64, 3, 3, 4, 64, 1, 1, 1, 1, true},     /* 16 groups, 40 columns */
+      {2, 6, 20, 32, 3, 3, 4, 32, 1, 1, 2, 2, true},     /* dilation 2: two edge columns a side */
+      {1, 7, 9, 16, 1, 3, 4, 16, 1, 2, 1, 1, false},     /* 1x3, strides 1x2 'valid' */
       /* depthwise (a line kernel, not the direct convolution): static, its
        * launch rows are N x OH, so a batch of 1 is split over threads too */
       {1, 9, 10, 37, 3, 3, 1, 37, 1, 1, 1, 1, true},   /* 37 channels: vectors and a tail */
@@ -349,8 +384,10 @@ START_TEST(test_group_conv2d_fused) {
       {1, 6, 21, 37, 3, 3, 1, 37, 1, 1, 1, 1, true},   /* register tiles (cg_dwconv.c) and their edges */
   };
   for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
-    check_fused(&fused[i], false);
-    check_fused(&fused[i], true);
+    free(check_fused(&fused[i], false, false, NULL));
+    float *y = check_fused(&fused[i], true, false, NULL);
+    if (fused[i].Cg > 1) free(check_fused(&fused[i], true, true, y)); /* the direct convolution with w in place */
+    free(y);
   }
 }
 END_TEST
