@@ -451,6 +451,10 @@ static LLVMValueRef native_bf16_bits(cg_emitter *e, LLVMValueRef v, int lanes) {
   LLVMValueRef odd = NULL;
   LLVMValueRef fast = lanes > 1 && e->bf16_native ? e->bf16_native(e, v, lanes, &odd) : NULL;
   if (!fast) return NULL;
+  if (e->bf16_odd) { /* the caller tests once for all of them */
+    *e->bf16_odd = *e->bf16_odd ? LLVMBuildOr(B, *e->bf16_odd, odd, "bf16.odd.any") : odd;
+    return fast;
+  }
   LLVMBasicBlockRef from = LLVMGetInsertBlock(B);
   LLVMValueRef fn = LLVMGetBasicBlockParent(from);
   LLVMBasicBlockRef fix = LLVMAppendBasicBlockInContext(e->ctx, fn, "bf16.nan_or_subnormal");
