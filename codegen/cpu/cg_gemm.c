@@ -527,44 +527,27 @@ static void epi_row_vectors(epi_ctx *x, LLVMValueRef r, epi_body body, const cha
   LLVMPositionBuilderAtEnd(B, after);
 }
 
-/* The chain's value of a vector (epi_value, or the row pair's), its
- * roundings on the target's instruction with one test for all of them
- * (cg_emitter.bf16_odd): where a lane is NaN or subnormal, the vector is
- * computed again with each rounding's own test (cg_math.c), before
- * anything is stored, so every bit is that of the rounding tested one by
- * one. A bf16 epilogue of two to four roundings (bias, relu, a residual)
- * took a vfpclassps, kortest and branch each. */
+/* The chain's value of a vector (epi_value, or the row pair's), stored
+ * with its roundings tested once (cg_emit_value_stored). */
 typedef LLVMValueRef (*epi_chain)(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, LLVMValueRef *out_idx);
+typedef struct epi_at {
+  epi_ctx *x;
+  LLVMValueRef r, j;
+  int valid;
+  epi_chain chain;
+} epi_at;
+
+static LLVMValueRef epi_at_value(cg_kctx *c, void *arg, LLVMValueRef *out_ptr) {
+  epi_at *a = arg;
+  LLVMValueRef idx, v = a->chain(a->x, a->r, a->j, a->valid, &idx);
+  *out_ptr = cg_elem_ptr(c, c->k->ops[c->k->n_ops - 1], idx);
+  return v;
+}
 
 static void epi_store_with(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int lanes, int valid, epi_chain chain) {
   cg_kctx *c = &x->c;
-  cg_emitter *e = c->e;
-  const ir_node *out = c->k->ops[c->k->n_ops - 1];
-  LLVMValueRef idx, odd = NULL;
-  e->bf16_odd = e->bf16_native ? &odd : NULL;
-  LLVMValueRef v = chain(x, r, j, valid, &idx);
-  e->bf16_odd = NULL;
-  if (!odd) {
-    cg_store_part_rounded(e, out->type.dtype, v, cg_elem_ptr(c, out, idx), lanes, valid);
-    return;
-  }
-  LLVMBasicBlockRef again = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "bf16.nan_or_subnormal.chain");
-  LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "bf16.chain.rounded");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "bf16.chain.stored");
-  LLVMValueRef br = LLVMBuildCondBr(B, odd, again, fast);
-  LLVMMetadataRef md[] = {LLVMMDStringInContext2(e->ctx, "branch_weights", 14),
-                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1, 0)),
-                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1u << 20, 0))};
-  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->ctx, "prof", 4),
-                  LLVMMetadataAsValue(e->ctx, LLVMMDNodeInContext2(e->ctx, md, 3)));
-  LLVMPositionBuilderAtEnd(B, fast);
-  cg_store_part_rounded(e, out->type.dtype, v, cg_elem_ptr(c, out, idx), lanes, valid);
-  LLVMBuildBr(B, done);
-  LLVMPositionBuilderAtEnd(B, again);
-  LLVMValueRef idx2, v2 = chain(x, r, j, valid, &idx2);
-  cg_store_part_rounded(e, out->type.dtype, v2, cg_elem_ptr(c, out, idx2), lanes, valid);
-  LLVMBuildBr(B, done);
-  LLVMPositionBuilderAtEnd(B, done);
+  epi_at a = {x, r, j, valid, chain};
+  cg_emit_value_stored(c, c->k->ops[c->k->n_ops - 1]->type.dtype, lanes, valid, epi_at_value, &a);
 }
 
 static LLVMValueRef epi_value_at(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, LLVMValueRef *out_idx) {

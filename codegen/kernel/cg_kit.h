@@ -199,6 +199,18 @@ void cg_store_part_rounded(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMVal
  * rounded to its dtype, modelling 16-bit values exactly. */
 LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,
                             LLVMValueRef col, int lanes, int valid);
+/* Stores a chain's value: fn emits it (straight-line code, its loads and
+ * ops, no store) and its element pointer; the value is stored rounded to
+ * dt (lanes, the first `valid`). With the target's bf16 instruction
+ * (cg_emitter.bf16_native) its roundings are tested for NaN or subnormal
+ * lanes once for the vector (cg_emitter.bf16_odd): where one is, fn runs
+ * again with each rounding's own test, before anything is stored, so the
+ * bits are those of the rounding tested one by one. A chain of three or
+ * four bf16 roundings (a hard-swish: x/6, +1/2, x * gate; a conv's bias
+ * and residual) took a vfpclassps, kortest and branch each. */
+typedef LLVMValueRef (*cg_value_fn)(cg_kctx *c, void *arg, LLVMValueRef *out_ptr);
+void cg_emit_value_stored(cg_kctx *c, ir_dtype dt, int lanes, int valid, cg_value_fn fn, void *arg);
+
 /* Whether ops[first..last) may run with cg_kctx.line_rep set: every
  * operand that is not the previous op's value has the result's shape or
  * is one line broadcast to every row (a bias), and no op reads the
