@@ -8,6 +8,15 @@
  * on the FMAs (a 9-long row of a one-channel 3x3 convolution is three runs
  * of three values), and an 8-wide B fills half an AVX-512 vector.
  *
+ * On the AVX512-BF16 family a bf16 conv2d of an even C over 4 (one K
+ * block, 16 or 32 output channels: gemm_conv.kpair) runs here too, with
+ * the K-pair family's sums: per tap and channel pair (c, c+1), x's pair
+ * (4 bytes in place, NHWC) broadcast into one vdpbf16ps per pixel and
+ * vector against w's rows c and c+1 interleaved as the packed B holds
+ * them. Pair by pair in k order from a zero sum, a padding tap fed a
+ * zero pair rather than skipped: the packed GEMM's operations, so its
+ * bits, without gathering A or spilling C per K block.
+ *
  * The direct kernel reads x in place. Per image, per output row, per tile
  * of R output pixels (R accumulator rows of NVEC vectors of LANES output
  * channels, LANES the narrowest vector that holds them: 8 for 8 channels
@@ -71,6 +80,7 @@
 #include <stdio.h>
 
 #include "codegen/cpu/cg_gemm_internal.h"
+#include "codegen/cpu/gemm/cg_gemm_bf16.h"
 
 #define B (e->b)
 
@@ -99,15 +109,98 @@ typedef struct conv_ctx {
 static LLVMValueRef add(cg_emitter *e, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(B, a, b, ""); }
 static LLVMValueRef mul(cg_emitter *e, LLVMValueRef a, int64_t b) { return LLVMBuildMul(B, a, cg_i64(e, b), ""); }
 
+/* A bf16 value of x at p widened to f32 in every lane: its 16 bits
+ * broadcast to every 16-bit half (one vpbroadcastw from memory), the
+ * lower halves cleared (one vpandd), the widening's bits. The scalar
+ * load, shift, move to a vector register and broadcast were four
+ * operations per FMA of the stem's 16-lane taps (a 3-channel 3x3 conv:
+ * 27 taps a pixel, 1.8x float32's time at batch 16). */
+static LLVMValueRef splat_bf16(cg_emitter *e, LLVMValueRef p, int lanes) {
+  LLVMTypeRef h = LLVMInt16TypeInContext(e->ctx), hv = LLVMVectorType(h, (unsigned)(2 * lanes));
+  LLVMTypeRef iv = LLVMVectorType(e->i32, (unsigned)lanes);
+  LLVMValueRef v = LLVMBuildLoad2(B, h, p, "x.bf16");
+  LLVMSetAlignment(v, 2);
+  v = LLVMBuildInsertElement(B, LLVMGetUndef(hv), v, cg_i64(e, 0), "");
+  v = LLVMBuildShuffleVector(B, v, LLVMGetUndef(hv), LLVMConstNull(LLVMVectorType(e->i32, (unsigned)(2 * lanes))), "");
+  v = LLVMBuildAnd(B, LLVMBuildBitCast(B, v, iv, ""), cg_const(e, iv, (double)0xffff0000u), "");
+  return LLVMBuildBitCast(B, v, LLVMVectorType(e->f32, (unsigned)lanes), "x.bcast");
+}
+
 /* The taps of column kw for the pixels ow0 .. ow0+R of the tile, row
  * offset xrow (x's element index of (n, ih, 0, 0)); a pixel r with
  * !col_in[r] has this column in the padding (known when the tile's place
  * is: the tiles at a row's edges), and gets no FMA. */
-static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t kw, LLVMValueRef ow0, int R,
-                      const bool *col_in, LLVMValueRef acc[CONV_MAX_R][CONV_MAX_NVEC]) {
+/* kpair: the taps' (c, c+1) pairs of channels, each a vdpbf16ps per
+ * pixel and vector: x's pair read in place as one i32 and broadcast, w's
+ * rows c and c+1 interleaved into the packed B's pair row; a pixel whose
+ * column (col_in) or row (x_in false) is in the padding gets a zero pair,
+ * not a skip, as the packed GEMM's zero A row does (vdpbf16ps's adding of
+ * +0 products turns a -0 or, flushed, a subnormal sum into +0) */
+enum { KPAIR_UNROLL = 32 };
+static void emit_pair_kpair(conv_ctx *t, LLVMValueRef xpix, LLVMValueRef krow, LLVMValueRef chc, int R, const bool *col_in,
+                            bool x_in, LLVMValueRef acc[CONV_MAX_R][CONV_MAX_NVEC]);
+static void emit_taps_kpair(conv_ctx *t, LLVMValueRef xpix, LLVMValueRef krow, int R, const bool *col_in, bool x_in,
+                            LLVMValueRef acc[CONV_MAX_R][CONV_MAX_NVEC]) {
+  cg_emitter *e = t->c->e;
+  const gemm_conv *cv = t->cv;
+  /* a kernel row of at most KPAIR_UNROLL pairs is unrolled: a loop of 8
+   * pairs per tap cost its exit's misprediction 9 times a tile (the 3x3
+   * convs of 16 channels of tests/onnx/models/resnet: 0.144 -> 0.126 ms) */
+  bool unroll = t->Cg / 2 * cv->KW <= KPAIR_UNROLL;
+  for (int64_t cu = 0; cu < (unroll ? t->Cg : 2); cu += 2)
+    emit_pair_kpair(t, xpix, krow, unroll ? cg_i64(e, cu) : NULL, R, col_in, x_in, acc);
+}
+
+static void emit_pair_kpair(conv_ctx *t, LLVMValueRef xpix, LLVMValueRef krow, LLVMValueRef chc, int R, const bool *col_in,
+                            bool x_in, LLVMValueRef acc[CONV_MAX_R][CONV_MAX_NVEC]) {
   cg_kctx *c = t->c;
   cg_emitter *e = c->e;
   const gemm_conv *cv = t->cv;
+  LLVMTypeRef h = LLVMInt16TypeInContext(e->ctx), hv = LLVMVectorType(h, CG_BF16_LANES);
+  LLVMTypeRef iv = LLVMVectorType(e->i32, CG_BF16_LANES), bv = LLVMVectorType(e->bf16, CG_BF16_VEC);
+  cg_loop lc = {0};
+  LLVMValueRef ch = chc ? chc : cg_i64(e, 0);
+  if (!chc && t->Cg > 2) {
+    lc = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, t->Cg), 2, "conv.cpair");
+    ch = lc.iv;
+  }
+  LLVMValueRef wrow = mul(e, add(e, krow, ch), cv->O);
+  LLVMValueRef wv[CONV_MAX_NVEC];
+  for (int v = 0; v < t->nvec; v++) {
+    LLVMValueRef w0 = cg_elem_ptr(c, t->w, add(e, wrow, cg_i64(e, (int64_t)v * CG_BF16_LANES)));
+    LLVMValueRef w1 = cg_elem_ptr(c, t->w, add(e, wrow, cg_i64(e, cv->O + (int64_t)v * CG_BF16_LANES)));
+    LLVMValueRef lo = LLVMBuildLoad2(B, hv, w0, ""), hi = LLVMBuildLoad2(B, hv, w1, "");
+    LLVMSetAlignment(lo, 2), LLVMSetAlignment(hi, 2);
+    wv[v] = cg_gemm_bf16_pair_row(e, lo, hi);
+  }
+  for (int r = 0; r < R; r++) {
+    LLVMValueRef xs = LLVMConstNull(bv);
+    if (x_in && col_in[r]) {
+      LLVMValueRef xi = add(e, xpix, add(e, cg_i64(e, (int64_t)r * cv->sw * cv->C), ch));
+      LLVMValueRef pair = LLVMBuildLoad2(B, e->i32, cg_elem_ptr(c, t->x, xi), "x.pair");
+      LLVMSetAlignment(pair, 2);
+      LLVMValueRef sp = LLVMBuildInsertElement(B, LLVMGetUndef(iv), pair, cg_i64(e, 0), "");
+      sp = LLVMBuildShuffleVector(B, sp, LLVMGetUndef(iv), LLVMConstNull(iv), "");
+      xs = LLVMBuildBitCast(B, sp, bv, "x.bcast");
+    }
+    for (int v = 0; v < t->nvec; v++)
+      LLVMBuildStore(B, cg_gemm_bf16_dp(e, LLVMBuildLoad2(B, t->vt, acc[r][v], ""), xs, wv[v]), acc[r][v]);
+  }
+  if (!chc && t->Cg > 2) cg_loop_end(c, &lc);
+}
+
+static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t kw, LLVMValueRef ow0, int R,
+                      const bool *col_in, bool x_in, LLVMValueRef acc[CONV_MAX_R][CONV_MAX_NVEC]) {
+  cg_kctx *c = t->c;
+  cg_emitter *e = c->e;
+  const gemm_conv *cv = t->cv;
+  if (cv->kpair) {
+    LLVMValueRef iw0 = add(e, mul(e, ow0, cv->sw), cg_i64(e, kw * cv->dw - cv->pl));
+    LLVMValueRef xpix = x_in ? add(e, xrow, mul(e, iw0, cv->C)) : NULL;
+    LLVMValueRef krow = mul(e, add(e, mul(e, kh, cv->KW), cg_i64(e, kw)), t->Cg);
+    emit_taps_kpair(t, xpix, krow, R, col_in, x_in, acc);
+    return;
+  }
   bool any = false;
   for (int r = 0; r < R; r++) any |= col_in[r];
   if (!any) return;
@@ -131,7 +224,8 @@ static void emit_taps(conv_ctx *t, LLVMValueRef xrow, LLVMValueRef kh, int64_t k
     if (!col_in[r]) continue;
     LLVMValueRef xi = add(e, xpix, add(e, cg_i64(e, (int64_t)r * cv->sw * t->xstride), ch));
     LLVMValueRef xp = t->xpack ? LLVMBuildGEP2(B, cg_llvm_dtype(e, t->x->type.dtype), t->xpack, &xi, 1, "") : cg_elem_ptr(c, t->x, xi);
-    LLVMValueRef xs = cg_splat(e, cg_emit_load(e, t->x->type.dtype, xp, 1, t->x->name), t->lanes);
+    LLVMValueRef xs = t->x->type.dtype == DT_BF16 ? splat_bf16(e, xp, t->lanes)
+                                                  : cg_splat(e, cg_emit_load(e, t->x->type.dtype, xp, 1, t->x->name), t->lanes);
     for (int v = 0; v < t->nvec; v++)
       LLVMBuildStore(B, cg_fmuladd(e, xs, wv[v], LLVMBuildLoad2(B, t->vt, acc[r][v], "")), acc[r][v]);
   }
@@ -213,12 +307,15 @@ static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int64_t ow_at, int R) {
   cg_loop lh = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, t->KH), 1, "conv.kh");
   LLVMValueRef ih = add(e, mul(e, t->oh, cv->sh), add(e, cg_i64(e, -cv->pt), mul(e, lh.iv, cv->dh)));
   LLVMBasicBlockRef row_done = NULL;
+  LLVMBasicBlockRef row_out = NULL;
   if (t->check_h) {
     LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, ih, cg_i64(e, 0), ""),
                                    LLVMBuildICmp(B, LLVMIntSLT, ih, cg_i64(e, cv->H), ""), "conv.in_h");
     LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "conv.row");
     row_done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "conv.row.done");
-    LLVMBuildCondBr(B, in, go, row_done);
+    /* kpair: a row in the padding is zero pairs (emit_taps_kpair) */
+    row_out = cv->kpair ? LLVMAppendBasicBlockInContext(e->ctx, c->fn, "conv.row.pad") : row_done;
+    LLVMBuildCondBr(B, in, go, row_out);
     LLVMPositionBuilderAtEnd(B, go);
   }
   LLVMValueRef xrow = add(e, t->img, mul(e, ih, cv->W * t->xstride));
@@ -228,14 +325,20 @@ static void emit_tile(conv_ctx *t, LLVMValueRef ow0, int64_t ow_at, int R) {
       int64_t iw = (ow_at + r) * cv->sw - cv->pl + kw * cv->dw;
       col_in[kw][r] = ow_at < 0 || (iw >= 0 && iw < cv->W);
     }
-  if (t->quads) emit_row_quads(t, xrow, lh.iv, ow0, R, col_in, acc);
-  for (int64_t kw = 0; kw < cv->KW && !t->quads; kw++) { /* the columns unrolled */
-    bool col_one[CONV_MAX_R];
-    for (int r = 0; r < R; r++) {
-      int64_t iw = (ow_at + r) * cv->sw - cv->pl + kw * cv->dw;
-      col_one[r] = ow_at < 0 || (iw >= 0 && iw < cv->W);
+  for (int pass = 0; pass < (cv->kpair && t->check_h ? 2 : 1); pass++) {
+    if (pass) {
+      LLVMBuildBr(B, row_done);
+      LLVMPositionBuilderAtEnd(B, row_out);
     }
-    emit_taps(t, xrow, lh.iv, kw, ow0, R, col_one, acc);
+    if (t->quads) emit_row_quads(t, xrow, lh.iv, ow0, R, col_in, acc);
+    for (int64_t kw = 0; kw < cv->KW && !t->quads; kw++) { /* the columns unrolled */
+      bool col_one[CONV_MAX_R];
+      for (int r = 0; r < R; r++) {
+        int64_t iw = (ow_at + r) * cv->sw - cv->pl + kw * cv->dw;
+        col_one[r] = ow_at < 0 || (iw >= 0 && iw < cv->W);
+      }
+      emit_taps(t, xrow, lh.iv, kw, ow0, R, col_one, pass == 0, acc);
+    }
   }
   if (t->check_h) {
     LLVMBuildBr(B, row_done);

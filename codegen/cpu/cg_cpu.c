@@ -57,14 +57,25 @@ static void line_shape(const ir_node *n, int64_t rows_fixed, int64_t *lines_per_
   *lines_per_row = inner / *last;
 }
 
+/* the chain at flat index idx, column col (cg_emit_value_stored) */
+typedef struct chain_at {
+  LLVMValueRef idx, col, first; /* first: the first op's value (then the chain from op 1), or NULL */
+  int lanes;
+} chain_at;
+
+static LLVMValueRef chain_at_value(cg_kctx *c, void *arg, LLVMValueRef *out_ptr) {
+  chain_at *a = arg;
+  LLVMValueRef v = cg_apply_chain(c, a->first ? 1 : 0, c->k->n_ops, a->first, a->idx, a->col, a->lanes, a->lanes);
+  *out_ptr = elem_ptr(c, result(c->k), a->idx);
+  return v;
+}
+
 static void emit_eltwise_segment(kctx *c, LLVMValueRef line_base, int64_t j0, int64_t j1, int lanes) {
   cg_emitter *e = c->e;
   if (j1 <= j0) return;
   loop lj = loop_begin(c, i64c(e, j0), i64c(e, j1), lanes, "j");
-  LLVMValueRef idx = LLVMBuildAdd(B, line_base, lj.iv, "");
-  LLVMValueRef val = cg_apply_chain(c, 0, c->k->n_ops, NULL, idx, lj.iv, lanes, lanes);
-  const ir_node *out = result(c->k);
-  cg_emit_store_rounded(e, out->type.dtype, val, elem_ptr(c, out, idx), lanes);
+  chain_at a = {LLVMBuildAdd(B, line_base, lj.iv, ""), lj.iv, NULL, lanes};
+  cg_emit_value_stored(c, result(c->k)->type.dtype, lanes, lanes, chain_at_value, &a);
   loop_end(c, &lj);
 }
 

@@ -98,13 +98,23 @@ static LLVMValueRef edge_sum(cg_emitter *e, dw_edge t, LLVMValueRef sum, LLVMVal
 
 /* A pixel's conv value over channels [ch, ch + lanes): rounded to the
  * conv's dtype, then the kernel's chain, stored. */
+typedef struct finish_at {
+  LLVMValueRef idx, ch, acc;
+  int lanes;
+} finish_at;
+
+static LLVMValueRef finish_value(cg_kctx *c, void *arg, LLVMValueRef *out_ptr) {
+  finish_at *a = arg;
+  const ir_node *op = c->k->ops[0];
+  LLVMValueRef val = cg_emit_round_to(c->e, a->acc, op->type.dtype, op->name);
+  *out_ptr = cg_elem_ptr(c, result(c->k), a->idx);
+  return cg_apply_chain(c, 1, c->k->n_ops, val, a->idx, a->ch, a->lanes, a->lanes);
+}
+
 static void finish(cg_kctx *c, const dw_shape *s, LLVMValueRef pixel, LLVMValueRef ch, LLVMValueRef acc, int lanes) {
   cg_emitter *e = c->e;
-  const ir_node *op = c->k->ops[0], *res = result(c->k);
-  LLVMValueRef idx = LLVMBuildAdd(B, LLVMBuildMul(B, pixel, cg_i64(e, s->C), ""), ch, "");
-  LLVMValueRef val = cg_emit_round_to(e, acc, op->type.dtype, op->name);
-  val = cg_apply_chain(c, 1, c->k->n_ops, val, idx, ch, lanes, lanes);
-  cg_emit_store_rounded(e, res->type.dtype, val, cg_elem_ptr(c, res, idx), lanes);
+  finish_at a = {LLVMBuildAdd(B, LLVMBuildMul(B, pixel, cg_i64(e, s->C), ""), ch, ""), ch, acc, lanes};
+  cg_emit_value_stored(c, result(c->k)->type.dtype, lanes, lanes, finish_value, &a);
 }
 
 /* element i of an array of n vectors vt */

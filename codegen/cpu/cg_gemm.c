@@ -527,12 +527,35 @@ static void epi_row_vectors(epi_ctx *x, LLVMValueRef r, epi_body body, const cha
   LLVMPositionBuilderAtEnd(B, after);
 }
 
-static void epi_store(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid) {
+/* The chain's value of a vector (epi_value, or the row pair's), stored
+ * with its roundings tested once (cg_emit_value_stored). */
+typedef LLVMValueRef (*epi_chain)(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, LLVMValueRef *out_idx);
+typedef struct epi_at {
+  epi_ctx *x;
+  LLVMValueRef r, j;
+  int valid;
+  epi_chain chain;
+} epi_at;
+
+static LLVMValueRef epi_at_value(cg_kctx *c, void *arg, LLVMValueRef *out_ptr) {
+  epi_at *a = arg;
+  LLVMValueRef idx, v = a->chain(a->x, a->r, a->j, a->valid, &idx);
+  *out_ptr = cg_elem_ptr(c, c->k->ops[c->k->n_ops - 1], idx);
+  return v;
+}
+
+static void epi_store_with(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int lanes, int valid, epi_chain chain) {
   cg_kctx *c = &x->c;
-  const ir_node *out = c->k->ops[c->k->n_ops - 1];
-  LLVMValueRef idx;
-  LLVMValueRef v = epi_value(x, r, mul(c->e, j, x->g->vw), valid, &idx);
-  cg_store_part_rounded(c->e, out->type.dtype, v, cg_elem_ptr(c, out, idx), x->g->vw, valid);
+  epi_at a = {x, r, j, valid, chain};
+  cg_emit_value_stored(c, c->k->ops[c->k->n_ops - 1]->type.dtype, lanes, valid, epi_at_value, &a);
+}
+
+static LLVMValueRef epi_value_at(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, LLVMValueRef *out_idx) {
+  return epi_value(x, r, mul(x->c.e, j, x->g->vw), valid, out_idx);
+}
+
+static void epi_store(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid) {
+  epi_store_with(x, r, j, x->g->vw, valid, epi_value_at);
 }
 
 /* Tile row r as the row of the row-wise op that ends the kernel
@@ -562,6 +585,56 @@ static void epi_row_store(cg_row *row, LLVMValueRef j, LLVMValueRef val, int lan
   cg_store_part_rounded(e, res->type.dtype, val, cg_elem_ptr(c, res, idx), lanes, valid);
 }
 
+/* An epilogue of 8-lane rows (Nc = vw = 8: the direct convolution of 8
+ * output channels, cg_conv.c) on an AVX-512 CPU whose tile rows are
+ * contiguous (ldc = Nc, whole rows: the output's rows are too) runs two
+ * rows a 16-lane vector: each op of the chain, each rounding and its
+ * class test, once per two pixels. The lanes are the same values through
+ * the same operations, so the same bits. tests/onnx/models/cnn's first
+ * conv under mixed_bfloat16 (bias, relu, two roundings a vector): its
+ * epilogue 0.018 -> ms a run at batch 16 (bench/results/cnn-bf16-2026-11-30-s15.md). */
+enum { EPI_PAIR_LANES = 16 };
+static bool epi_two_rows(const cg_kctx *c, const cg_gemm *g) {
+  const cg_kernel *k = c->k;
+  return !g->softmax && g->Nc == 8 && g->vw == 8 && g->ldc == g->Nc && c->e->vw >= EPI_PAIR_LANES &&
+         cg_chain_line_rep_ok(k, 1, k->n_ops);
+}
+
+/* The chain's value of tile rows r and r + 1 (j: 0, valid: 16) */
+static LLVMValueRef epi_pair_value(epi_ctx *x, LLVMValueRef r, LLVMValueRef j, int valid, LLVMValueRef *out_idx) {
+  cg_kctx *c = &x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  const ir_node *mm = c->k->ops[0];
+  (void)j, (void)valid;
+  LLVMValueRef v = cg_emit_load(e, DT_F32, gep(e, e->f32, x->tile, mul(e, r, g->ldc)), EPI_PAIR_LANES, mm->name);
+  *out_idx = mul(e, add(e, x->row, r), g->Nc);
+  v = cg_emit_round_to(e, v, mm->type.dtype, mm->name);
+  c->line_rep = (int)g->Nc;
+  v = cg_apply_chain(c, 1, c->k->n_ops, v, *out_idx, x->col, EPI_PAIR_LANES, EPI_PAIR_LANES);
+  c->line_rep = 0;
+  return v;
+}
+
+static void emit_epilogue_pairs(epi_ctx *x) {
+  cg_kctx *c = &x->c;
+  cg_emitter *e = c->e;
+  const cg_gemm *g = x->g;
+  /* the call's ncols is Nc (one vector a row): whole rows */
+  LLVMValueRef npairs = LLVMBuildSDiv(B, x->nrows, cg_i64(e, 2), "");
+  cg_loop lp = cg_loop_begin(c, cg_i64(e, 0), npairs, 1, "rowpair");
+  epi_store_with(x, mul(e, lp.iv, 2), cg_i64(e, 0), EPI_PAIR_LANES, EPI_PAIR_LANES, epi_pair_value);
+  cg_loop_end(c, &lp);
+  /* an odd row count: the last row alone */
+  LLVMBasicBlockRef lb = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "lastrow");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "lastrow.done");
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSGT, x->nrows, mul(e, npairs, 2), ""), lb, done);
+  LLVMPositionBuilderAtEnd(B, lb);
+  epi_store(x, mul(e, npairs, 2), cg_i64(e, 0), g->vw);
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, done);
+}
+
 static LLVMValueRef emit_epilogue_fn(cg_kctx *kc, const cg_gemm *g) {
   cg_emitter *e = kc->e;
   LLVMTypeRef params[] = {e->ptr, e->ptr, e->i64, e->i64, e->i64, e->i64};
@@ -582,6 +655,13 @@ static LLVMValueRef emit_epilogue_fn(cg_kctx *kc, const cg_gemm *g) {
   x.col = LLVMGetParam(fn, 4), x.ncols = LLVMGetParam(fn, 5);
   LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(e->ctx, fn, "entry"));
   cg_load_bases(c);
+  if (epi_two_rows(c, g)) { /* rows of 8 channels, two to a 16-lane vector */
+    emit_epilogue_pairs(&x);
+    LLVMBuildRetVoid(B);
+    cg_clear_bases(c);
+    LLVMPositionBuilderAtEnd(B, saved);
+    return fn;
+  }
   cg_loop lr = cg_loop_begin(c, cg_i64(e, 0), x.nrows, 1, "row");
   if (!g->softmax) {
     epi_row_vectors(&x, lr.iv, epi_store, "vec");

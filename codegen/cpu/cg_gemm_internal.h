@@ -68,6 +68,8 @@ typedef struct gemm_conv {
                           * copied to scratch at b_off (cg_conv.c), the block's output rows inside it;
                           * 2: the group's channels of x copied as well (cg_conv_xpack_off) */
   int64_t wino_imgs;     /* Winograd: > 1, blocks of this many whole images (wino: all tile rows; launch rows: images) */
+  int64_t kpair;         /* direct: 1 when its sums are the K-pair family's (vdpbf16ps over (c, c+1) pairs of x read in
+                          * place, cg_conv.c), the bits of the packed GEMM; 0: f32 FMA chains */
 } gemm_conv;
 
 /* general tensors: a batch_matmul is one GEMM per matrix product (item):

@@ -81,17 +81,29 @@ static void choose_bmm(const ir_node *mm, cg_gemm *g) {
  * its tiles would pad K = 9 or 27 to 32 and 8 filters to 16 columns
  * (tests/onnx/models/cnn's first layer: 0.149 ms on the tiles, 0.020 ms
  * float32's direct kernel, batch 16). */
+/* The K-pair direct form (gemm_conv.kpair): a conv2d on vdpbf16ps (bf16
+ * = 1) with an even C (each pair (c, c+1) of one tap: 4 bytes of x in
+ * place), one K block (so one vdpbf16ps chain per output, as the packed
+ * GEMM's) and 16 or 32 output channels (whole 16-lane vectors) sums the
+ * same pairs in the same order as the GEMM, without packing A: the bits
+ * of the packed GEMM. The GEMM spent half its time packing A and spilling
+ * C at these widths (tests/onnx/models/cnn's second conv, K = 72, 16
+ * channels, batch 16: 0.040 ms against 36 vdpbf16ps a pixel, 0.020 ms;
+ * bench/results/cnn-bf16-2026-11-30-s15.md). */
 enum { CONV_DIRECT_BF16_C = 4 };
 static void choose_conv_direct(const cg_cpu_caps *caps, const cg_kernel *k, cg_gemm *g) {
   const ir_node *mm = k->ops[0];
   int vw = kernel_regs[caps->gemm_kernel].vw, regs = kernel_regs[caps->gemm_kernel].regs;
+  bool kpair = g->bf16 == 1 && g->conv.C > CONV_DIRECT_BF16_C && g->conv.C % 2 == 0 && g->n_kblocks == 1 &&
+               g->Nc % CG_BF16_LANES == 0 && g->Nc <= 2 * CG_BF16_LANES;
   if (g->conv.mode != GEMM_CONV_FWD || g->softmax || !cg_conv_direct_dtype(mm->srcs[0]->type.dtype) ||
-      !cg_conv_direct_dtype(mm->srcs[1]->type.dtype) || g->K > KC_TARGET || g->Nc > 2 * vw ||
-      (g->bf16 && g->conv.C > CONV_DIRECT_BF16_C))
+      !cg_conv_direct_dtype(mm->srcs[1]->type.dtype) || (!kpair && g->K > KC_TARGET) || g->Nc > 2 * vw ||
+      (g->bf16 && g->conv.C > CONV_DIRECT_BF16_C && !kpair))
     return;
-  g->bf16 = 0;
+  g->conv.kpair = kpair;
+  if (!kpair) g->bf16 = 0;
   int lanes = vw;
-  while (lanes > 4 && lanes / 2 >= g->Nc) lanes /= 2;
+  while (!kpair && lanes > 4 && lanes / 2 >= g->Nc) lanes /= 2;
   int nvec = (int)ceil_div(g->Nc, lanes);
   int64_t rmax = (regs - 2 - nvec) / nvec; /* less the w vectors, the broadcast and one spare */
   if (rmax > 14) rmax = 14;
@@ -528,7 +540,7 @@ void cg_gemm_plan(const cg_cpu_caps *caps, const cg_plan *plan, cg_cpu_layout *l
 
 /* Kernels share a body only if their GEMM layouts agree on every field:
  * a new field must join the key below. */
-_Static_assert(sizeof(struct cg_gemm) == 352 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
+_Static_assert(sizeof(struct cg_gemm) == 360 + sizeof(gemm_bmm), "cg_gemm changed: add the new field to cg_gemm_key");
 
 void cg_gemm_key(const cg_gemm *g, str_buf *out) {
   str_buf_printf(out, "gemm %d,%d,%d,%d,%lld,%lld,%d,%d,%d,%lld,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d,%d:", g->vw,

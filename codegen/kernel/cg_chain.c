@@ -376,10 +376,35 @@ static LLVMValueRef load_operand_(cg_kctx *c, const ir_node *op, const ir_node *
   const ir_type *yt = &op->type, *st = &src->type;
   if (same_dims(yt, st)) return cg_load_part(e, st->dtype, cg_elem_ptr(c, src, idx), lanes, valid, src->name);
   LLVMValueRef base = broadcast_base(e, yt, st, LLVMBuildSub(B, idx, col, ""));
-  if (st->rank >= 1 && yt->rank >= 1 && st->dims[st->rank - 1] == yt->dims[yt->rank - 1] && yt->dims[yt->rank - 1] != 1)
-    return cg_load_part(e, st->dtype, cg_elem_ptr(c, src, LLVMBuildAdd(B, base, col, "")), lanes, valid, src->name);
+  if (st->rank >= 1 && yt->rank >= 1 && st->dims[st->rank - 1] == yt->dims[yt->rank - 1] && yt->dims[yt->rank - 1] != 1) {
+    LLVMValueRef p = cg_elem_ptr(c, src, LLVMBuildAdd(B, base, col, ""));
+    if (c->line_rep <= 0 || lanes == c->line_rep) return cg_load_part(e, st->dtype, p, lanes, valid, src->name);
+    /* lines of line_rep lanes (cg_chain_line_rep_ok: base is 0), each the same line of src */
+    CASTOR_ASSERT(lanes % c->line_rep == 0 && valid == lanes && lanes <= 64);
+    LLVMValueRef line = cg_load_part(e, st->dtype, p, c->line_rep, c->line_rep, src->name);
+    LLVMValueRef mask[64];
+    for (int i = 0; i < lanes; i++) mask[i] = LLVMConstInt(e->i32, (unsigned long long)(i % c->line_rep), 0);
+    return LLVMBuildShuffleVector(B, line, LLVMGetUndef(LLVMTypeOf(line)), LLVMConstVector(mask, (unsigned)lanes), "");
+  }
   /* src broadcasts along the line: one element for every lane */
   return cg_splat(e, cg_load_part(e, st->dtype, cg_elem_ptr(c, src, base), 1, 1, src->name), lanes);
+}
+
+bool cg_chain_line_rep_ok(const cg_kernel *k, int first, int last) {
+  for (int t = first; t < last; t++) {
+    const ir_node *op = k->ops[t], *prev = t > 0 ? k->ops[t - 1] : NULL;
+    if (op->op == IR_OP_DROPOUT_TRAIN) return false; /* a mask by the element's index */
+    const ir_type *yt = &op->type;
+    for (int s = 0; s < op->n_srcs; s++) {
+      const ir_type *st = &op->srcs[s]->type;
+      if (op->srcs[s] == prev || same_dims(yt, st)) continue;
+      /* the same line for every row: along the line as y, 1 elsewhere */
+      if (st->rank < 1 || st->dims[st->rank - 1] != yt->dims[yt->rank - 1] || yt->dims[yt->rank - 1] == 1) return false;
+      for (int d = 0; d < st->rank - 1; d++)
+        if (st->dims[d] != 1) return false;
+    }
+  }
+  return true;
 }
 
 /* v as an f32 constant (the chain's K) is a value of dt */

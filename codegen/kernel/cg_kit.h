@@ -40,6 +40,12 @@ typedef struct cg_emitter {
    * many lanes. cg_math.c takes its integer rounding on a branch for those
    * vectors, so every bit stays the one of the integer rounding. */
   LLVMValueRef (*bf16_native)(struct cg_emitter *e, LLVMValueRef v, int lanes, LLVMValueRef *out_odd);
+  /* While not NULL, those roundings take no branch each: they OR their odd
+   * flag into *bf16_odd (NULL: none yet) and return the instruction's bits,
+   * and the caller branches once, to values computed again without it
+   * where the flag is set, before anything is stored (cg_gemm.c's
+   * epilogue: one test for a chain's two to four roundings). */
+  LLVMValueRef *bf16_odd;
   /* The CPU target: the chain's loads of constants (a bias) are marked
    * !invariant.load (no kernel writes a constant), so LLVM may hoist them
    * out of loops past the kernel's stores. Off on NVPTX, where the mark
@@ -127,6 +133,9 @@ typedef struct cg_kctx {
   const int *slot;    /* per buffer: its index in bufs; NULL: bufs is the program's own table */
   int64_t rows_fixed; /* a static result split into this many launch rows by its dimension 0
                        * (the CPU's static_rows); 0: batched, or one launch row */
+  int line_rep;       /* > 0: a chain's vector spans whole lines of this many elements (a GEMM
+                       * epilogue's rows of 8 channels, two to a 16-lane vector), so an operand
+                       * broadcast along the lines (a bias) is its line repeated (cg_chain.c) */
 } cg_kctx;
 
 /* Batch rows per launch row: the batch's (N symbolic) one; a static
@@ -190,6 +199,23 @@ void cg_store_part_rounded(cg_emitter *e, ir_dtype dt, LLVMValueRef val, LLVMVal
  * rounded to its dtype, modelling 16-bit values exactly. */
 LLVMValueRef cg_apply_chain(cg_kctx *c, int first, int last, LLVMValueRef val, LLVMValueRef idx,
                             LLVMValueRef col, int lanes, int valid);
+/* Stores a chain's value: fn emits it (straight-line code, its loads and
+ * ops, no store) and its element pointer; the value is stored rounded to
+ * dt (lanes, the first `valid`). With the target's bf16 instruction
+ * (cg_emitter.bf16_native) its roundings are tested for NaN or subnormal
+ * lanes once for the vector (cg_emitter.bf16_odd): where one is, fn runs
+ * again with each rounding's own test, before anything is stored, so the
+ * bits are those of the rounding tested one by one. A chain of three or
+ * four bf16 roundings (a hard-swish: x/6, +1/2, x * gate; a conv's bias
+ * and residual) took a vfpclassps, kortest and branch each. */
+typedef LLVMValueRef (*cg_value_fn)(cg_kctx *c, void *arg, LLVMValueRef *out_ptr);
+void cg_emit_value_stored(cg_kctx *c, ir_dtype dt, int lanes, int valid, cg_value_fn fn, void *arg);
+
+/* Whether ops[first..last) may run with cg_kctx.line_rep set: every
+ * operand that is not the previous op's value has the result's shape or
+ * is one line broadcast to every row (a bias), and no op reads the
+ * element's index. */
+bool cg_chain_line_rep_ok(const cg_kernel *k, int first, int last);
 
 /* general tensors: dropout_train's value for the f32 lanes x at flat
  * result indices idx .. idx + lanes - 1 (cg_dropout.c), not rounded */

@@ -451,6 +451,10 @@ static LLVMValueRef native_bf16_bits(cg_emitter *e, LLVMValueRef v, int lanes) {
   LLVMValueRef odd = NULL;
   LLVMValueRef fast = lanes > 1 && e->bf16_native ? e->bf16_native(e, v, lanes, &odd) : NULL;
   if (!fast) return NULL;
+  if (e->bf16_odd) { /* the caller tests once for all of them */
+    *e->bf16_odd = *e->bf16_odd ? LLVMBuildOr(B, *e->bf16_odd, odd, "bf16.odd.any") : odd;
+    return fast;
+  }
   LLVMBasicBlockRef from = LLVMGetInsertBlock(B);
   LLVMValueRef fn = LLVMGetBasicBlockParent(from);
   LLVMBasicBlockRef fix = LLVMAppendBasicBlockInContext(e->ctx, fn, "bf16.nan_or_subnormal");
@@ -472,6 +476,36 @@ static LLVMValueRef native_bf16_bits(cg_emitter *e, LLVMValueRef v, int lanes) {
   LLVMBasicBlockRef blocks[] = {from, fix_end};
   LLVMAddIncoming(phi, inc, blocks, 2);
   return phi;
+}
+
+void cg_emit_value_stored(cg_kctx *c, ir_dtype dt, int lanes, int valid, cg_value_fn fn, void *arg) {
+  cg_emitter *e = c->e;
+  LLVMValueRef ptr, odd = NULL;
+  LLVMValueRef *saved = e->bf16_odd;
+  e->bf16_odd = e->bf16_native && !saved ? &odd : NULL;
+  LLVMValueRef v = fn(c, arg, &ptr);
+  e->bf16_odd = saved;
+  if (!odd) {
+    cg_store_part_rounded(e, dt, v, ptr, lanes, valid);
+    return;
+  }
+  LLVMBasicBlockRef again = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "bf16.nan_or_subnormal.chain");
+  LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "bf16.chain.rounded");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "bf16.chain.stored");
+  LLVMValueRef br = LLVMBuildCondBr(B, odd, again, fast);
+  LLVMMetadataRef md[] = {LLVMMDStringInContext2(e->ctx, "branch_weights", 14),
+                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1, 0)),
+                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1u << 20, 0))};
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->ctx, "prof", 4),
+                  LLVMMetadataAsValue(e->ctx, LLVMMDNodeInContext2(e->ctx, md, 3)));
+  LLVMPositionBuilderAtEnd(B, fast);
+  cg_store_part_rounded(e, dt, v, ptr, lanes, valid);
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, again);
+  LLVMValueRef ptr2, v2 = fn(c, arg, &ptr2);
+  cg_store_part_rounded(e, dt, v2, ptr2, lanes, valid);
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, done);
 }
 
 /* f32 lanes -> bf16 bits */

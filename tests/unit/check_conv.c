@@ -344,6 +344,7 @@ START_TEST(test_conv2d_bf16) {
       {1, 6, 33, 3, 3, 3, 16, 1, 1, 1, 1, true, true, false},    /* 'same', 3 channels */
       {2, 10, 11, 4, 3, 3, 16, 1, 1, 1, 1, true, true, false},   /* 4 channels: the most the K-pair family gives up */
       {2, 9, 12, 2, 3, 3, 5, 2, 1, 1, 2, true, false, false},    /* strided, dilated, 5 channels */
+      {2, 6, 15, 2, 3, 3, 8, 1, 1, 1, 1, true, true, true},      /* 8 channels, 15 a row: two rows a vector, one alone */
   };
   static const conv_case gemm[] = {
       {2, 7, 9, 1, 3, 3, 32, 1, 1, 1, 1, true, true, false},     /* 32 channels: direct on AVX-512, the GEMM on AVX2 */
@@ -362,6 +363,112 @@ START_TEST(test_conv2d_bf16) {
     free(host), free(avx2);
   }
   for (size_t i = 0; i < sizeof gemm / sizeof gemm[0]; i++) check_conv_as(&gemm[i], DT_BF16, NULL, NULL);
+}
+END_TEST
+
+/* A bf16 conv2d of cc->O (here: wide) output channels, w's and b's
+ * column o the same values whatever the width (the first columns of one
+ * [KH, KW, C, 48] draw), on the first CPU at `threads`, a static batch:
+ * its bf16 results widened to out (N*OH*OW rows of `keep` columns), and
+ * the conv's launch rows. */
+static void run_bf16_conv_cols(const conv_case *cc, int64_t keep, int threads, float *out, int64_t *out_rows) {
+  enum { WIDE = 48 };
+  ir_graph *g = ir_graph_create("conv_cols");
+  int64_t N = cc->batch, O = cc->O, K = cc->KH * cc->KW * cc->C, nx = N * cc->H * cc->W * cc->C;
+  uint16_t *ex = xmalloc((size_t)nx * 2), *ew = xmalloc((size_t)(K * O) * 2), *eb = xmalloc((size_t)O * 2);
+  rng r;
+  rng_init(&r, 17);
+  for (int64_t i = 0; i < nx; i++) ex[i] = half_f32_to_bf16(rng_uniform_f32(&r, -1, 1));
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t o = 0; o < WIDE; o++) {
+      uint16_t v = half_f32_to_bf16(rng_uniform_f32(&r, -1, 1));
+      if (o < O) ew[k * O + o] = v;
+    }
+  for (int64_t o = 0; o < WIDE; o++) {
+    uint16_t v = half_f32_to_bf16(rng_uniform_f32(&r, -1, 1));
+    if (o < O) eb[o] = v;
+  }
+  ir_type xt = {DT_BF16, 4, {N, cc->H, cc->W, cc->C}}, wt = {DT_BF16, 4, {cc->KH, cc->KW, cc->C, O}}, bt = {DT_BF16, 1, {O}};
+  ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
+  ir_node *w = ir_build_const(g, "w", &wt, "w", ew, no_loc);
+  ir_attr a = {.acc = DT_F32, .strides = {2, {cc->sh, cc->sw}}, .dilations = {2, {cc->dh, cc->dw}}, .pads = {4, {0}}};
+  if (cc->same) {
+    same_pads(cc->H, cc->KH, cc->sh, cc->dh, &a.pads.v[0], &a.pads.v[1]);
+    same_pads(cc->W, cc->KW, cc->sw, cc->dw, &a.pads.v[2], &a.pads.v[3]);
+  }
+  ir_node *y = ir_build_op(g, IR_OP_CONV2D, "y", (ir_node *[]){x, w}, 2, &a, no_loc);
+  if (cc->bias_relu) {
+    ir_node *b = ir_build_const(g, "b", &bt, "b", eb, no_loc);
+    y = ir_build_unary(g, IR_OP_RELU, "y.relu", ir_build_binary(g, IR_OP_ADD, "y.bias", y, b, no_loc), no_loc);
+  }
+  ir_graph_add_output(g, "y", ir_build_cast(g, "y32", y, DT_F32, no_loc));
+  ir_graph_renumber(g);
+  int64_t pix = N * y->type.dims[1] * y->type.dims[2];
+  float *full = xmalloc((size_t)(pix * O) * 4);
+  diag_sink *d = diag_sink_create();
+  cg_backend_options bo;
+  cg_backend_options_init(&bo);
+  bo.threads = threads;
+  bo.cg.cpu = cpus[0].cpu, bo.cg.features = cpus[0].features;
+  setenv("CASTOR_PARALLEL_MIN_WORK", "0", 1);
+  cg_exec *ex_ = cg_backend_compile(&cg_backend_cpu, g, &bo, d);
+  ck_assert_msg(ex_, "compile: %s", diag_text(d));
+  *out_rows = -1; /* the conv's launch (kernel "k<i>.y_conv", the cast to f32 in its epilogue or after it) */
+  for (int li = 0; li < ex_->desc->n_launches; li++)
+    if (strstr(ex_->desc->launches[li].name, ".y")) {
+      *out_rows = ex_->desc->launches[li].rows_fixed;
+      break;
+    }
+  const void *ins[] = {ex};
+  void *outs[] = {full};
+  ck_assert_msg(cg_backend_cpu.run(ex_, N, ins, outs, d), "run: %s", diag_text(d));
+  unsetenv("CASTOR_PARALLEL_MIN_WORK");
+  for (int64_t p = 0; p < pix; p++) memcpy(out + p * keep, full + p * O, (size_t)keep * 4);
+  cg_exec_destroy(ex_);
+  diag_sink_destroy(d);
+  free(full), free(ex), free(ew), free(eb);
+  ir_graph_destroy(g);
+}
+
+/* The K-pair direct convolution (cg_conv.c, gemm_conv.kpair: a bf16
+ * conv2d of an even C over 4, one K block, 16 or 32 output channels, on
+ * the AVX512-BF16 family) sums the packed GEMM's pairs in its order: its
+ * columns equal, bit for bit, the same columns of a conv2d of 48 output
+ * channels (the GEMM on every family), on 1 and 3 threads; padding rows
+ * and columns, strides, dilations, a kernel row unrolled or looped. On
+ * other families both are the same kernel, and the test still holds.
+ * check_conv@znver4 runs it on the K-pair family and checks that the
+ * direct kernel ran (its launch rows are output rows, not pixels). */
+START_TEST(test_conv2d_bf16_kpair) {
+  static const conv_case cases[] = {
+      /* N  H   W   C  KH KW  O   sh sw dh dw same  bias */
+      {2, 13, 13, 8, 3, 3, 16, 1, 1, 1, 1, false, true, true},   /* the ONNX CNN's second layer */
+      {2, 16, 16, 16, 3, 3, 16, 1, 1, 1, 1, true, true, true},   /* the ONNX resnet's convs: padding rows and columns */
+      {2, 9, 12, 6, 3, 3, 32, 2, 1, 1, 2, true, false, true},    /* 3 pairs, strided, dilated, two vectors */
+      {1, 7, 10, 24, 3, 3, 16, 1, 1, 1, 1, true, true, true},    /* 36 pairs a kernel row: the pair loop */
+      {3, 5, 19, 10, 1, 1, 32, 1, 1, 1, 1, false, true, true},   /* 1x1 */
+  };
+  const char *cpu = getenv("CASTOR_CPU");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    conv_case narrow = cases[i], wide = cases[i];
+    wide.O = 48;
+    int64_t OH = narrow.same ? (narrow.H + narrow.sh - 1) / narrow.sh : (narrow.H - narrow.dh * (narrow.KH - 1) - 1) / narrow.sh + 1;
+    int64_t OW = narrow.same ? (narrow.W + narrow.sw - 1) / narrow.sw : (narrow.W - narrow.dw * (narrow.KW - 1) - 1) / narrow.sw + 1;
+    size_t n = (size_t)(narrow.batch * OH * OW * narrow.O);
+    float *a = xmalloc(n * 4), *b = xmalloc(n * 4);
+    int64_t rows_a, rows_b;
+    run_bf16_conv_cols(&wide, narrow.O, 1, b, &rows_b);
+    for (int threads = 1; threads <= 3; threads += 2) {
+      run_bf16_conv_cols(&narrow, narrow.O, threads, a, &rows_a);
+      ck_assert_msg(memcmp(a, b, n * 4) == 0, "bf16 conv2d case %zu, %d threads: %lld columns differ from the wide conv's",
+                    i, threads, (long long)narrow.O);
+    }
+    if (cpu && strcmp(cpu, "znver4") == 0)
+      ck_assert_msg(rows_a == narrow.batch * OH && rows_b == narrow.batch * OH * OW,
+                    "case %zu: launch rows %lld (direct: %lld) and %lld (GEMM: %lld)", i, (long long)rows_a,
+                    (long long)(narrow.batch * OH), (long long)rows_b, (long long)(narrow.batch * OH * OW));
+    free(a), free(b);
+  }
 }
 END_TEST
 
@@ -604,6 +711,7 @@ static Suite *conv_suite(void) {
   TCase *tb = tcase_create("bf16"); /* convolutional networks: bf16 operands */
   tcase_set_timeout(tb, 590);
   tcase_add_test(tb, test_conv2d_bf16);
+  tcase_add_test(tb, test_conv2d_bf16_kpair);
   suite_add_tcase(s, tb);
   return s;
 }

@@ -43,6 +43,10 @@ static LLVMValueRef dpbf16ps(cg_emitter *e, LLVMValueRef acc, LLVMValueRef a, LL
   return LLVMBuildCall2(B, LLVMGlobalGetValueType(f), f, args, 3, "");
 }
 
+LLVMValueRef cg_gemm_bf16_dp(cg_emitter *e, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b) {
+  return dpbf16ps(e, acc, a, b);
+}
+
 void cg_gemm_bf16_kloop(cg_kctx *c, const cg_bf16_tile *t) {
   cg_emitter *e = c->e;
   LLVMTypeRef vt = LLVMVectorType(e->f32, CG_BF16_LANES);
@@ -82,6 +86,10 @@ static LLVMValueRef interleave(cg_emitter *e, LLVMValueRef lo, LLVMValueRef hi, 
     mask[2 * i + 1] = LLVMConstInt(e->i32, (unsigned long long)(n + i), 0);
   }
   return LLVMBuildShuffleVector(B, lo, hi, LLVMConstVector(mask, (unsigned)(2 * n)), "pairs");
+}
+
+LLVMValueRef cg_gemm_bf16_pair_row(cg_emitter *e, LLVMValueRef lo, LLVMValueRef hi) {
+  return LLVMBuildBitCast(B, interleave(e, lo, hi, CG_BF16_LANES), LLVMVectorType(e->bf16, CG_BF16_VEC), "w.pairs");
 }
 
 /* The first `valid` (i64, may be <= 0 or >= 16) of 16 bf16 at p, the rest

@@ -58,6 +58,14 @@ typedef struct cg_bf16_tile {
  * pair broadcast and nvec vdpbf16ps into the accumulators. */
 void cg_gemm_bf16_kloop(cg_kctx *c, const cg_bf16_tile *t);
 
+/* acc + the pair products of a and b (<16 x float>, <32 x bfloat> x 2):
+ * one vdpbf16ps, as the k loop issues it (a: A's pair, b: B's pairs). */
+LLVMValueRef cg_gemm_bf16_dp(cg_emitter *e, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b);
+/* One pair row of 16 columns from two rows of B (<16 x i16> each, k even
+ * and k + 1): <32 x bfloat>, column n at [2n] and [2n + 1], the packed
+ * B's layout. */
+LLVMValueRef cg_gemm_bf16_pair_row(cg_emitter *e, LLVMValueRef lo, LLVMValueRef hi);
+
 /* Packs A's rows [0, m) x k [k0, k0 + kk) into dst (i32 pairs, row stride
  * lda pairs). src points at A's first row of the block (bf16); ld is its
  * row stride in elements. a_trans: A is stored [K, M] (A[r, k] =
