@@ -369,6 +369,22 @@ static void emit_block_begin(conv_ctx *t, cg_loop *lb) {
     t->wpack = cg_elem_ptr(c, t->w, mul(e, t->wcol, t->g->K));
 }
 
+/* n elements (whole vectors of vec) of node src from element si on copied,
+ * in its dtype, to dst + di (scratch): the same values */
+static void copy_vectors(cg_kctx *c, const ir_node *src, LLVMValueRef si, LLVMValueRef dst, LLVMValueRef di, int64_t n,
+                         int64_t vec) {
+  cg_emitter *e = c->e;
+  LLVMTypeRef et = cg_llvm_dtype(e, src->type.dtype), vt = LLVMVectorType(et, (unsigned)vec);
+  unsigned align = (unsigned)dtype_size(src->type.dtype);
+  for (int64_t v = 0; v < n; v += vec) {
+    LLVMValueRef s = add(e, si, cg_i64(e, v)), d = add(e, di, cg_i64(e, v));
+    LLVMValueRef ld = LLVMBuildLoad2(B, vt, cg_elem_ptr(c, src, s), "");
+    LLVMSetAlignment(ld, align);
+    LLVMValueRef st = LLVMBuildStore(B, ld, LLVMBuildGEP2(B, et, dst, &d, 1, ""));
+    LLVMSetAlignment(st, align);
+  }
+}
+
 /* group_pack: the block's nr columns of w ([KH*KW*C/G, O] row-major: a
  * row stride of O, 4 KB at ResNeXt's 1024 channels, so the rows of a
  * group's 36 KB share a few L1 sets and left L1 before the next output
@@ -378,18 +394,9 @@ static void emit_pack_w(conv_ctx *t) {
   cg_kctx *c = t->c;
   cg_emitter *e = c->e;
   const cg_gemm *g = t->g;
-  LLVMTypeRef et = cg_llvm_dtype(e, t->w->type.dtype), vt = LLVMVectorType(et, (unsigned)t->lanes);
-  unsigned align = (unsigned)dtype_size(t->w->type.dtype);
   t->wpack = LLVMBuildGEP2(B, LLVMInt8TypeInContext(e->ctx), c->scratch, (LLVMValueRef[]){cg_i64(e, g->b_off)}, 1, "conv.wpack");
   cg_loop lk = cg_loop_begin(c, cg_i64(e, 0), cg_i64(e, g->K), 1, "conv.wpack.k");
-  LLVMValueRef src = add(e, mul(e, lk.iv, t->cv->O), t->wcol), dst = mul(e, lk.iv, g->nr);
-  for (int v = 0; v < t->nvec; v++) {
-    LLVMValueRef si = add(e, src, cg_i64(e, (int64_t)v * t->lanes)), di = add(e, dst, cg_i64(e, (int64_t)v * t->lanes));
-    LLVMValueRef ld = LLVMBuildLoad2(B, vt, cg_elem_ptr(c, t->w, si), "");
-    LLVMSetAlignment(ld, align);
-    LLVMValueRef st = LLVMBuildStore(B, ld, LLVMBuildGEP2(B, et, t->wpack, &di, 1, ""));
-    LLVMSetAlignment(st, align);
-  }
+  copy_vectors(c, t->w, add(e, mul(e, lk.iv, t->cv->O), t->wcol), t->wpack, mul(e, lk.iv, g->nr), (int64_t)t->nvec * t->lanes, t->lanes);
   cg_loop_end(c, &lk);
 }
 
@@ -408,20 +415,11 @@ static void emit_pack_x(conv_ctx *t, LLVMValueRef n, LLVMValueRef ih0, LLVMValue
   const gemm_conv *cv = t->cv;
   int64_t XV = t->Cg % 16 == 0 ? 16 : 8;
   CASTOR_ASSERT(t->Cg % XV == 0);
-  LLVMTypeRef et = cg_llvm_dtype(e, t->x->type.dtype), vt = LLVMVectorType(et, (unsigned)XV);
-  unsigned align = (unsigned)dtype_size(t->x->type.dtype);
   t->xpack = LLVMBuildGEP2(B, LLVMInt8TypeInContext(e->ctx), c->scratch, (LLVMValueRef[]){cg_i64(e, cg_conv_xpack_off(t->g, t->w->type.dtype))},
                            1, "conv.xpack");
   LLVMValueRef img = mul(e, n, cv->H * cv->W * cv->C);
   cg_loop lp = cg_loop_begin(c, mul(e, ih0, cv->W), mul(e, ih1, cv->W), 1, "conv.xpack.p");
-  LLVMValueRef src = add(e, img, add(e, mul(e, lp.iv, cv->C), t->xch)), dst = mul(e, lp.iv, t->Cg);
-  for (int64_t v = 0; v < t->Cg; v += XV) {
-    LLVMValueRef si = add(e, src, cg_i64(e, v)), di = add(e, dst, cg_i64(e, v));
-    LLVMValueRef ld = LLVMBuildLoad2(B, vt, cg_elem_ptr(c, t->x, si), "");
-    LLVMSetAlignment(ld, align);
-    LLVMValueRef st = LLVMBuildStore(B, ld, LLVMBuildGEP2(B, et, t->xpack, &di, 1, ""));
-    LLVMSetAlignment(st, align);
-  }
+  copy_vectors(c, t->x, add(e, img, add(e, mul(e, lp.iv, cv->C), t->xch)), t->xpack, mul(e, lp.iv, t->Cg), t->Cg, XV);
   cg_loop_end(c, &lp);
 }
 

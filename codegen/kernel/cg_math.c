@@ -435,6 +435,17 @@ static LLVMValueRef soft_bf16_bits(cg_emitter *e, LLVMValueRef v, int lanes) {
   return LLVMBuildTrunc(B, LLVMBuildLShr(B, bf16_round_bits(e, v, lanes), cg_const(e, it, 16), ""), ht, "");
 }
 
+/* br cond, rare, usual: cond is rare (branch weights 1 : 2^20), so the
+ * rare block goes out of line. */
+static void rare_branch(cg_emitter *e, LLVMValueRef cond, LLVMBasicBlockRef rare, LLVMBasicBlockRef usual) {
+  LLVMValueRef br = LLVMBuildCondBr(B, cond, rare, usual);
+  LLVMMetadataRef md[] = {LLVMMDStringInContext2(e->ctx, "branch_weights", 14),
+                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1, 0)),
+                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1u << 20, 0))};
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->ctx, "prof", 4),
+                  LLVMMetadataAsValue(e->ctx, LLVMMDNodeInContext2(e->ctx, md, 3)));
+}
+
 /* f32 lanes -> bf16 bits on the target's instruction (e->bf16_native), or
  * NULL where it has none for `lanes`. The instruction's bits are castor's
  * for every lane that is neither NaN nor subnormal; a vector with such a
@@ -459,13 +470,7 @@ static LLVMValueRef native_bf16_bits(cg_emitter *e, LLVMValueRef v, int lanes) {
   LLVMValueRef fn = LLVMGetBasicBlockParent(from);
   LLVMBasicBlockRef fix = LLVMAppendBasicBlockInContext(e->ctx, fn, "bf16.nan_or_subnormal");
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(e->ctx, fn, "bf16.rounded");
-  LLVMValueRef br = LLVMBuildCondBr(B, odd, fix, join);
-  /* a NaN or a subnormal is rare: the integer rounding goes out of line */
-  LLVMMetadataRef md[] = {LLVMMDStringInContext2(e->ctx, "branch_weights", 14),
-                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1, 0)),
-                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1u << 20, 0))};
-  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->ctx, "prof", 4),
-                  LLVMMetadataAsValue(e->ctx, LLVMMDNodeInContext2(e->ctx, md, 3)));
+  rare_branch(e, odd, fix, join); /* a NaN or a subnormal is rare: the integer rounding goes out of line */
   LLVMPositionBuilderAtEnd(B, fix);
   LLVMValueRef soft = soft_bf16_bits(e, v, lanes);
   LLVMBasicBlockRef fix_end = LLVMGetInsertBlock(B);
@@ -492,12 +497,7 @@ void cg_emit_value_stored(cg_kctx *c, ir_dtype dt, int lanes, int valid, cg_valu
   LLVMBasicBlockRef again = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "bf16.nan_or_subnormal.chain");
   LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "bf16.chain.rounded");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "bf16.chain.stored");
-  LLVMValueRef br = LLVMBuildCondBr(B, odd, again, fast);
-  LLVMMetadataRef md[] = {LLVMMDStringInContext2(e->ctx, "branch_weights", 14),
-                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1, 0)),
-                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1u << 20, 0))};
-  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->ctx, "prof", 4),
-                  LLVMMetadataAsValue(e->ctx, LLVMMDNodeInContext2(e->ctx, md, 3)));
+  rare_branch(e, odd, again, fast);
   LLVMPositionBuilderAtEnd(B, fast);
   cg_store_part_rounded(e, dt, v, ptr, lanes, valid);
   LLVMBuildBr(B, done);

@@ -51,6 +51,28 @@ static void same_pads(int64_t in, int64_t k, int64_t s, int64_t d, int64_t *p0, 
   *p0 = total / 2, *p1 = total - total / 2;
 }
 
+/* The case's conv2d attributes: strides, dilations, and 'same' pads or none. */
+static ir_attr conv_attr(const conv_case *cc) {
+  ir_attr a = {.acc = DT_F32, .strides = {2, {cc->sh, cc->sw}}, .dilations = {2, {cc->dh, cc->dw}}, .pads = {4, {0}}};
+  if (cc->same) {
+    same_pads(cc->H, cc->KH, cc->sh, cc->dh, &a.pads.v[0], &a.pads.v[1]);
+    same_pads(cc->W, cc->KW, cc->sw, cc->dw, &a.pads.v[2], &a.pads.v[3]);
+  }
+  return a;
+}
+
+/* y = conv2d(x, w), then relu(y + b) with b a constant of type bt and data
+ * bdata when the case has bias_relu */
+static ir_node *conv_bias_relu(ir_graph *g, const conv_case *cc, const ir_attr *a, ir_node *x, ir_node *w,
+                               const ir_type *bt, void *bdata) {
+  ir_node *y = ir_build_op(g, IR_OP_CONV2D, "y", (ir_node *[]){x, w}, 2, a, no_loc);
+  if (cc->bias_relu) {
+    ir_node *b = ir_build_const(g, "b", bt, "b", bdata, no_loc);
+    y = ir_build_unary(g, IR_OP_RELU, "y.relu", ir_build_binary(g, IR_OP_ADD, "y.bias", y, b, no_loc), no_loc);
+  }
+  return y;
+}
+
 /* dt: x, w and b's dtype (f32, f16 or bf16). out_host (if not NULL) gets
  * the output of the first CPU (the host, or $CASTOR_CPU) and out_avx2 that
  * of haswell, on 1 thread. */
@@ -72,16 +94,8 @@ static void check_conv_as(const conv_case *cc, ir_dtype dt, float *out_host, flo
   ir_type bt = {dt, 1, {cc->O}};
   ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
   ir_node *w = ir_build_const(g, "w", &wt, "w", f16 ? (void *)ew : (void *)hw, no_loc);
-  ir_attr a = {.acc = DT_F32, .strides = {2, {cc->sh, cc->sw}}, .dilations = {2, {cc->dh, cc->dw}}, .pads = {4, {0}}};
-  if (cc->same) {
-    same_pads(cc->H, cc->KH, cc->sh, cc->dh, &a.pads.v[0], &a.pads.v[1]);
-    same_pads(cc->W, cc->KW, cc->sw, cc->dw, &a.pads.v[2], &a.pads.v[3]);
-  }
-  ir_node *y = ir_build_op(g, IR_OP_CONV2D, "y", (ir_node *[]){x, w}, 2, &a, no_loc);
-  if (cc->bias_relu) {
-    ir_node *b = ir_build_const(g, "b", &bt, "b", f16 ? (void *)eb : (void *)hb, no_loc);
-    y = ir_build_unary(g, IR_OP_RELU, "y.relu", ir_build_binary(g, IR_OP_ADD, "y.bias", y, b, no_loc), no_loc);
-  }
+  ir_attr a = conv_attr(cc);
+  ir_node *y = conv_bias_relu(g, cc, &a, x, w, &bt, f16 ? (void *)eb : (void *)hb);
   ir_node *y32 = f16 ? ir_build_cast(g, "y32", y, DT_F32, no_loc) : y;
   ir_graph_add_output(g, "y", y32);
   ir_graph_renumber(g);
@@ -142,11 +156,7 @@ static void check_conv_grads(const conv_case *cc, bool f16) {
   ir_graph *g = ir_graph_create("conv_grad");
   ir_dtype dt = f16 ? DT_F16 : DT_F32;
   int64_t N = cc->batch;
-  ir_attr a = {.acc = DT_F32, .strides = {2, {cc->sh, cc->sw}}, .dilations = {2, {cc->dh, cc->dw}}, .pads = {4, {0}}};
-  if (cc->same) {
-    same_pads(cc->H, cc->KH, cc->sh, cc->dh, &a.pads.v[0], &a.pads.v[1]);
-    same_pads(cc->W, cc->KW, cc->sw, cc->dw, &a.pads.v[2], &a.pads.v[3]);
-  }
+  ir_attr a = conv_attr(cc);
   int64_t OH = ir_conv_out_size(cc->H, cc->KH, cc->sh, cc->dh, a.pads.v[0], a.pads.v[1]);
   int64_t OW = ir_conv_out_size(cc->W, cc->KW, cc->sw, cc->dw, a.pads.v[2], a.pads.v[3]);
   int64_t nx = N * cc->H * cc->W * cc->C, nw = cc->KH * cc->KW * cc->C * cc->O, ny = N * OH * OW * cc->O;
@@ -217,11 +227,7 @@ static void check_conv_grads(const conv_case *cc, bool f16) {
  * conv2d_input_grad(dy, w) and dL/dw = conv2d_filter_grad(x, dy). L is
  * linear in each element, so the differences are exact but for rounding. */
 static void check_conv_fd(const conv_case *cc) {
-  ir_attr a = {.acc = DT_F32, .strides = {2, {cc->sh, cc->sw}}, .dilations = {2, {cc->dh, cc->dw}}, .pads = {4, {0}}};
-  if (cc->same) {
-    same_pads(cc->H, cc->KH, cc->sh, cc->dh, &a.pads.v[0], &a.pads.v[1]);
-    same_pads(cc->W, cc->KW, cc->sw, cc->dw, &a.pads.v[2], &a.pads.v[3]);
-  }
+  ir_attr a = conv_attr(cc);
   int64_t N = cc->batch;
   int64_t OH = ir_conv_out_size(cc->H, cc->KH, cc->sh, cc->dh, a.pads.v[0], a.pads.v[1]);
   int64_t OW = ir_conv_out_size(cc->W, cc->KW, cc->sw, cc->dw, a.pads.v[2], a.pads.v[3]);
@@ -391,16 +397,8 @@ static void run_bf16_conv_cols(const conv_case *cc, int64_t keep, int threads, f
   ir_type xt = {DT_BF16, 4, {N, cc->H, cc->W, cc->C}}, wt = {DT_BF16, 4, {cc->KH, cc->KW, cc->C, O}}, bt = {DT_BF16, 1, {O}};
   ir_node *x = ir_build_input(g, "x", &xt, 0, no_loc);
   ir_node *w = ir_build_const(g, "w", &wt, "w", ew, no_loc);
-  ir_attr a = {.acc = DT_F32, .strides = {2, {cc->sh, cc->sw}}, .dilations = {2, {cc->dh, cc->dw}}, .pads = {4, {0}}};
-  if (cc->same) {
-    same_pads(cc->H, cc->KH, cc->sh, cc->dh, &a.pads.v[0], &a.pads.v[1]);
-    same_pads(cc->W, cc->KW, cc->sw, cc->dw, &a.pads.v[2], &a.pads.v[3]);
-  }
-  ir_node *y = ir_build_op(g, IR_OP_CONV2D, "y", (ir_node *[]){x, w}, 2, &a, no_loc);
-  if (cc->bias_relu) {
-    ir_node *b = ir_build_const(g, "b", &bt, "b", eb, no_loc);
-    y = ir_build_unary(g, IR_OP_RELU, "y.relu", ir_build_binary(g, IR_OP_ADD, "y.bias", y, b, no_loc), no_loc);
-  }
+  ir_attr a = conv_attr(cc);
+  ir_node *y = conv_bias_relu(g, cc, &a, x, w, &bt, eb);
   ir_graph_add_output(g, "y", ir_build_cast(g, "y32", y, DT_F32, no_loc));
   ir_graph_renumber(g);
   int64_t pix = N * y->type.dims[1] * y->type.dims[2];
